@@ -1,0 +1,160 @@
+"""Hardware catalog: the accelerators this project deploys to, with the figures the rest needs.
+
+Each figure carries its source. Prices are list prices in USD and change over time; they are
+used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+class Platform(StrEnum):
+    CLOUD_RUN = "cloud-run"
+    TPU = "tpu"
+
+
+@dataclass(frozen=True)
+class Price:
+    """An hourly price for one serving instance (accelerator plus the host it requires)."""
+
+    usd_per_hour: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Startup probe sizing for a cold start: model load from the bucket plus engine warm-up."""
+
+    initial_delay_seconds: int
+    period_seconds: int
+    timeout_seconds: int
+    failure_threshold: int
+
+    @property
+    def budget_seconds(self) -> int:
+        """The longest cold start the probe tolerates before the instance is killed."""
+        return self.initial_delay_seconds + self.period_seconds * self.failure_threshold
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """One accelerator target. `key` is what a stack's `hardware` setting names."""
+
+    key: str
+    platform: Platform
+    display_name: str
+    #: Cloud Run `node_selector.accelerator` value, or the TPU accelerator type.
+    accelerator: str
+    accelerator_count: int
+    #: Device memory per accelerator as the runtime reports it (what vLLM's utilization applies to).
+    memory_bytes: int
+    memory_source: str
+    #: Peak memory bandwidth per accelerator, bytes/s (decode-speed ceiling).
+    memory_bandwidth_bytes_per_s: float
+    #: Minimum host vCPU and memory the platform requires with this accelerator.
+    min_cpu: int
+    min_memory_gib: int
+    #: Regions (Cloud Run) or zones (TPU) where the accelerator is offered.
+    locations: tuple[str, ...]
+    locations_source: str
+    startup_probe: Probe
+    price: Price
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+
+_CLOUD_RUN_GPU_DOC = "https://cloud.google.com/run/docs/configuring/services/gpu (2026)"
+
+HARDWARE: dict[str, HardwareProfile] = {
+    profile.key: profile
+    for profile in (
+        HardwareProfile(
+            key="l4",
+            platform=Platform.CLOUD_RUN,
+            display_name="NVIDIA L4 24 GB on Cloud Run",
+            accelerator="nvidia-l4",
+            accelerator_count=1,
+            # nvidia-smi reports 23034 MiB on an L4 (24 GB marketed).
+            memory_bytes=23034 * MIB,
+            memory_source="nvidia-smi total memory on an L4: 23034 MiB",
+            memory_bandwidth_bytes_per_s=300e9,
+            min_cpu=4,
+            min_memory_gib=16,
+            locations=("us-east4", "us-central1", "europe-west1", "europe-west4",
+                       "asia-southeast1", "asia-south1"),
+            locations_source=_CLOUD_RUN_GPU_DOC,
+            # Reference deployment: 180 s initial delay, 60 s period and timeout, 10 failures.
+            startup_probe=Probe(initial_delay_seconds=180, period_seconds=60,
+                                timeout_seconds=60, failure_threshold=10),
+            price=Price(
+                # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
+                # $0.000002/s, Tier 1, instance-based billing.
+                usd_per_hour=round(3600 * (0.0001867 + 4 * 0.000018 + 16 * 0.000002), 3),
+                source="https://cloud.google.com/run/pricing (Tier 1, instance-based, L4 "
+                "without zonal redundancy, 4 vCPU, 16 GiB)",
+                as_of="2026-04",
+            ),
+        ),
+        HardwareProfile(
+            key="rtx-pro-6000",
+            platform=Platform.CLOUD_RUN,
+            display_name="NVIDIA RTX PRO 6000 Blackwell 96 GB on Cloud Run",
+            accelerator="nvidia-rtx-pro-6000",
+            accelerator_count=1,
+            memory_bytes=97887 * MIB,
+            memory_source="nvidia-smi total memory on an RTX PRO 6000 Blackwell Server: 97887 MiB",
+            memory_bandwidth_bytes_per_s=1.6e12,
+            min_cpu=20,
+            min_memory_gib=80,
+            locations=("us-central1", "europe-west4", "asia-southeast1", "asia-south2"),
+            locations_source=_CLOUD_RUN_GPU_DOC,
+            # Reference deployment: 240 s initial delay, 15 s period, 10 s timeout, 120 failures.
+            startup_probe=Probe(initial_delay_seconds=240, period_seconds=15,
+                                timeout_seconds=10, failure_threshold=120),
+            price=Price(
+                usd_per_hour=2.50,
+                source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
+                as_of="2026-06",
+            ),
+        ),
+        HardwareProfile(
+            key="tpu-v6e-1",
+            platform=Platform.TPU,
+            display_name="Cloud TPU v6e-1 (Trillium, one chip)",
+            accelerator="v6e-1",
+            accelerator_count=1,
+            memory_bytes=32 * 10**9,
+            memory_source="https://cloud.google.com/tpu/docs/v6e: 32 GB HBM per chip",
+            memory_bandwidth_bytes_per_s=1.64e12,
+            min_cpu=0,
+            min_memory_gib=0,
+            locations=("us-east1-d", "us-east5-a", "us-east5-b", "us-central1-b",
+                       "europe-west4-a", "asia-northeast1-b", "southamerica-west1-a"),
+            locations_source="https://cloud.google.com/tpu/docs/regions-zones (v6e)",
+            startup_probe=Probe(initial_delay_seconds=0, period_seconds=30,
+                                timeout_seconds=10, failure_threshold=60),
+            price=Price(
+                usd_per_hour=2.70,
+                source="seed article 002 (TPU v6e on-demand, one chip)",
+                as_of="2026-06",
+            ),
+        ),
+    )
+}
+
+
+def get_hardware(key: str) -> HardwareProfile:
+    """Look a profile up by key; the error lists what is allowed."""
+    try:
+        return HARDWARE[key]
+    except KeyError:
+        allowed = ", ".join(sorted(HARDWARE))
+        raise KeyError(f"unknown hardware {key!r}; allowed: {allowed}") from None

@@ -1,0 +1,141 @@
+"""Model catalog: checkpoints this project serves, with the figures memory maths needs.
+
+Architecture figures for Gemma 4 12B come from transformers' Gemma 4 conversion script as
+summarised in the project's reference notes (48 layers, [5 sliding, 1 full] x 8); sizes of the
+checkpoints are those the seed deployments report. Each entry names its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Quantization(StrEnum):
+    NONE = "none"
+    #: 4-bit weights, 16-bit activations, compressed-tensors format (vLLM `compressed-tensors`).
+    W4A16_COMPRESSED_TENSORS = "compressed-tensors"
+
+
+class Role(StrEnum):
+    TARGET = "target"
+    #: An MTP assistant (drafter) that shares the target's KV cache.
+    DRAFTER = "drafter"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One kind of attention layer and its KV footprint."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    #: Sliding window in tokens; None for full attention.
+    window: int | None = None
+    #: Keys and values are the same tensor (Gemma 4 global layers).
+    keys_equal_values: bool = False
+
+
+@dataclass(frozen=True)
+class Architecture:
+    hidden_size: int
+    vocab_size: int
+    attention: tuple[Attention, ...]
+    #: Longest context the model supports (max-model-len upper bound).
+    max_context: int
+    source: str
+
+    @property
+    def num_layers(self) -> int:
+        return sum(a.layers for a in self.attention)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    repo_id: str
+    role: Role
+    quantization: Quantization
+    #: Trained with quantization-aware training (safe to serve at 4 bits).
+    qat: bool
+    #: Bytes the weights take in device memory once loaded.
+    weight_bytes: int
+    weight_source: str
+    params_billions: float
+    architecture: Architecture | None
+    #: For a target: the repo id of its MTP assistant, if one exists.
+    assistant: str | None = None
+    #: vLLM `--tool-call-parser` and `--reasoning-parser` values for this family.
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+
+    @property
+    def folder(self) -> str:
+        """Folder name of the checkpoint inside the model bucket (the repo's own name)."""
+        return self.repo_id.rsplit("/", 1)[-1]
+
+
+GB = 10**9
+
+GEMMA4_12B = Architecture(
+    hidden_size=3840,
+    vocab_size=262_144,
+    attention=(
+        Attention(layers=40, kv_heads=8, head_dim=256, window=1024),
+        Attention(layers=8, kv_heads=1, head_dim=512, keys_equal_values=True),
+    ),
+    max_context=131_072,
+    source="transformers Gemma 4 conversion script (reference notes); 131072 is the context "
+    "the reference RTX PRO 6000 deployment serves",
+)
+
+MODELS: dict[str, ModelCard] = {
+    card.repo_id: card
+    for card in (
+        ModelCard(
+            repo_id="google/gemma-4-12B-it-qat-w4a16-ct",
+            role=Role.TARGET,
+            quantization=Quantization.W4A16_COMPRESSED_TENSORS,
+            qat=True,
+            weight_bytes=6 * GB,
+            weight_source="seed 000: 'compresses the model weights to ~6 GB'",
+            params_billions=12.0,
+            architecture=GEMMA4_12B,
+            assistant="google/gemma-4-12B-it-assistant",
+            tool_call_parser="gemma4",
+            reasoning_parser="gemma4",
+        ),
+        ModelCard(
+            repo_id="google/gemma-4-12B-it",
+            role=Role.TARGET,
+            quantization=Quantization.NONE,
+            qat=False,
+            weight_bytes=24 * GB,
+            weight_source="seed 000: bf16 12B weights are ~24 GB",
+            params_billions=12.0,
+            architecture=GEMMA4_12B,
+            assistant="google/gemma-4-12B-it-assistant",
+            tool_call_parser="gemma4",
+            reasoning_parser="gemma4",
+        ),
+        ModelCard(
+            repo_id="google/gemma-4-12B-it-assistant",
+            role=Role.DRAFTER,
+            quantization=Quantization.NONE,
+            qat=False,
+            weight_bytes=int(0.8 * GB),
+            weight_source="seed 000: the assistant takes ~0.8 GB of VRAM (bf16); 4 layers, "
+            "hidden 1024, no KV cache of its own",
+            params_billions=0.4,
+            architecture=None,
+        ),
+    )
+}
+
+
+def get_model(repo_id: str, role: Role | None = None) -> ModelCard:
+    """Look a checkpoint up; the error lists the allowed ids (of the given role)."""
+    card = MODELS.get(repo_id)
+    if card is None or (role is not None and card.role is not role):
+        allowed = ", ".join(sorted(k for k, v in MODELS.items() if role is None or v.role is role))
+        raise KeyError(f"unknown model {repo_id!r}; allowed: {allowed}")
+    return card

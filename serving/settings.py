@@ -1,0 +1,404 @@
+"""Typed stack settings: the one place where every configurable value and its default live.
+
+Stack files hold flat camelCase keys (`maxNumSeqs: 8`); :func:`load_settings` routes each key to
+its group, rejects unknown keys, and validates values and the rules that tie them together
+before any resource is declared. Error messages name the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from serving.hardware import HARDWARE, HardwareProfile, Platform
+from serving.models import MODELS, ModelCard, Role
+
+FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
+PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
+_MEMBER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+class SettingsError(ValueError):
+    """Stack configuration that cannot be deployed; the message names each bad key."""
+
+
+def _json_list(value: Any) -> Any:
+    """Pulumi hands arrays over as JSON text; accept both forms."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if not text.startswith("["):
+            raise ValueError(f"expected a list (YAML list or JSON array), got {value!r}")
+        return json.loads(text)
+    return value
+
+
+def _label_map(value: Any) -> Any:
+    value = _json_list(value) if isinstance(value, str) else value
+    if isinstance(value, list):
+        pairs: dict[str, str] = {}
+        for item in value:
+            key, sep, val = str(item).partition("=")
+            if not sep:
+                raise ValueError(f"label {item!r} is not of the form key=value")
+            pairs[key] = val
+        return pairs
+    return value
+
+
+JsonList = Annotated[list[str], BeforeValidator(_json_list)]
+Labels = Annotated[dict[str, str], BeforeValidator(_label_map)]
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        protected_namespaces=(),
+    )
+
+
+class ModelSettings(_Group):
+    """Which checkpoint is served, under what name, and speculative decoding."""
+
+    model: str = Field(
+        "google/gemma-4-12B-it-qat-w4a16-ct",
+        description="Hugging Face repo id of the target checkpoint (from the model catalog).",
+    )
+    model_revision: str = Field(
+        "main", description="Hugging Face revision (commit sha or tag) of the checkpoint to download."
+    )
+    served_model_name: str | None = Field(
+        None, description="Model name clients send in requests; defaults to the repo id."
+    )
+    speculative_method: Literal["none", "mtp"] = Field(
+        "none", description="Speculative decoding: none, or mtp with an assistant drafter."
+    )
+    drafter: str | None = Field(
+        None, description="Repo id of the MTP assistant checkpoint; required when mtp is on."
+    )
+    num_speculative_tokens: int = Field(
+        3, ge=1, le=5, description="Tokens the drafter proposes per step (1-5)."
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _known_target(cls, value: str) -> str:
+        try:
+            _ = MODELS[value]
+            assert MODELS[value].role is Role.TARGET
+        except (KeyError, AssertionError):
+            allowed = sorted(k for k, v in MODELS.items() if v.role is Role.TARGET)
+            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(allowed)}") from None
+        return value
+
+    @field_validator("drafter")
+    @classmethod
+    def _known_drafter(cls, value: str | None) -> str | None:
+        if value is not None and (value not in MODELS or MODELS[value].role is not Role.DRAFTER):
+            allowed = sorted(k for k, v in MODELS.items() if v.role is Role.DRAFTER)
+            raise ValueError(f"unknown drafter {value!r}; allowed: {', '.join(allowed)}")
+        return value
+
+    @model_validator(mode="after")
+    def _mtp_needs_drafter(self) -> ModelSettings:
+        if self.speculative_method == "mtp" and not self.drafter:
+            assistant = MODELS[self.model].assistant
+            hint = f" (for {self.model}: {assistant!r})" if assistant else ""
+            raise ValueError(
+                f"config key 'drafter' is required when speculativeMethod is 'mtp'{hint}"
+            )
+        return self
+
+    @property
+    def card(self) -> ModelCard:
+        return MODELS[self.model]
+
+    @property
+    def drafter_card(self) -> ModelCard | None:
+        if self.speculative_method == "none" or self.drafter is None:
+            return None
+        return MODELS[self.drafter]
+
+    @property
+    def served_name(self) -> str:
+        return self.served_model_name or self.model
+
+
+class VllmSettings(_Group):
+    """vLLM engine settings, rendered into the argument list by `serving.vllm`."""
+
+    max_model_len: int = Field(8192, ge=256, description="Longest request (prompt + output), tokens.")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0.0, le=1.0, description="Fraction of device memory vLLM may use (0-1]."
+    )
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto", description="KV cache element type."
+    )
+    dtype: Literal["auto", "bfloat16"] = Field("bfloat16", description="Activation dtype.")
+    max_num_seqs: int = Field(16, ge=1, le=1024, description="Sequences scheduled at once.")
+    max_num_batched_tokens: int = Field(
+        8192, ge=256, description="Tokens processed per scheduler step."
+    )
+    chunked_prefill: bool = Field(True, description="Split long prompts across steps.")
+    chunked_mm_input: bool = Field(
+        False, description="Allow splitting one multimodal item across steps."
+    )
+    prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
+    tool_call_parser: Literal["gemma4", "none"] = Field(
+        "gemma4", description="Tool-call parser (enables auto tool choice), or none."
+    )
+    reasoning_parser: Literal["gemma4", "none"] = Field(
+        "gemma4", description="Reasoning parser, or none."
+    )
+    load_format: Literal["auto", "safetensors", "runai_streamer"] = Field(
+        "auto", description="How weights are read from the mount."
+    )
+    safetensors_load_strategy: Literal["default", "lazy", "eager", "prefetch"] = Field(
+        "default", description="Safetensors read strategy (prefetch reads ahead from FUSE)."
+    )
+    async_scheduling: bool = Field(True, description="Overlap scheduling with execution.")
+
+
+class CloudRunSettings(_Group):
+    """Cloud Run service shape, scaling and access."""
+
+    region: str | None = Field(None, description="Cloud Run region (must offer the GPU).")
+    cpu: int | None = Field(None, ge=1, description="vCPU; defaults to the GPU type's minimum.")
+    memory_gib: int | None = Field(
+        None, ge=1, description="Memory in GiB; defaults to the GPU type's minimum."
+    )
+    min_instances: int = Field(0, ge=0, description="Instances kept warm (billed while idle).")
+    max_instances: int = Field(1, ge=1, le=100, description="Upper bound on instances.")
+    concurrency: int = Field(4, ge=1, le=1000, description="Requests one instance takes at once.")
+    request_timeout_seconds: int = Field(3600, ge=1, le=3600, description="Per-request timeout.")
+    startup_cpu_boost: bool = Field(True, description="Extra CPU while the container starts.")
+    gpu_zonal_redundancy: bool = Field(
+        False, description="GPU zonal redundancy (separate quota, higher price)."
+    )
+    public: bool = Field(False, description="Let allUsers invoke the service.")
+    invokers: JsonList = Field(
+        default_factory=list,
+        description="IAM members given roles/run.invoker (user:, group:, serviceAccount:).",
+    )
+
+    @field_validator("invokers")
+    @classmethod
+    def _members(cls, members: list[str]) -> list[str]:
+        for member in members:
+            if member in PUBLIC_MEMBERS:
+                raise ValueError(f"{member!r} is public: set 'public: true' instead")
+            if not _MEMBER.match(member):
+                raise ValueError(
+                    f"{member!r} is not an IAM member; use user:, group:, serviceAccount:, "
+                    "domain:, principal: or principalSet:"
+                )
+        return members
+
+    @model_validator(mode="after")
+    def _scaling(self) -> CloudRunSettings:
+        if self.min_instances > self.max_instances:
+            raise ValueError(
+                f"config key 'minInstances' ({self.min_instances}) must not exceed "
+                f"'maxInstances' ({self.max_instances})"
+            )
+        return self
+
+
+class WeightsSettings(_Group):
+    """The model bucket and how weights get into it."""
+
+    bucket_location: str | None = Field(
+        None, description="Bucket location; defaults to the serving region."
+    )
+    force_destroy_bucket: bool = Field(
+        False, description="Let `pulumi destroy` delete a bucket that still holds weights."
+    )
+    download_weights: bool = Field(
+        True, description="Declare a Cloud Run job that downloads the checkpoint into the bucket."
+    )
+    hf_token_secret: str = Field(
+        "hf-token",
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="Secret Manager secret id holding the Hugging Face token.",
+    )
+
+
+class Settings(BaseModel):
+    """Everything one stack deploys, validated as a whole."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    hardware: str
+    image: str
+    labels: Labels = Field(default_factory=dict)
+    model: ModelSettings = Field(default_factory=ModelSettings)  # type: ignore[arg-type]
+    vllm: VllmSettings = Field(default_factory=VllmSettings)  # type: ignore[arg-type]
+    cloud_run: CloudRunSettings = Field(default_factory=CloudRunSettings)  # type: ignore[arg-type]
+    weights: WeightsSettings = Field(default_factory=WeightsSettings)  # type: ignore[arg-type]
+
+    @field_validator("hardware")
+    @classmethod
+    def _known_hardware(cls, value: str) -> str:
+        if value not in HARDWARE:
+            raise ValueError(f"unknown hardware {value!r}; allowed: {', '.join(sorted(HARDWARE))}")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _pinned_image(cls, value: str) -> str:
+        check_pinned_image(value)
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _gcp_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, val in labels.items():
+            if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(val):
+                raise ValueError(
+                    f"label {key}={val} is not a valid Google Cloud label (lowercase letters, "
+                    "digits, '_' and '-', key starting with a letter, at most 63 characters)"
+                )
+        return labels
+
+    @model_validator(mode="after")
+    def _fits_hardware(self) -> Settings:
+        hw = self.profile
+        card = self.model.card
+        if card.architecture and self.vllm.max_model_len > card.architecture.max_context:
+            raise ValueError(
+                f"config key 'maxModelLen' ({self.vllm.max_model_len}) exceeds {card.repo_id}'s "
+                f"context of {card.architecture.max_context} tokens"
+            )
+        if hw.platform is Platform.CLOUD_RUN:
+            cr = self.cloud_run
+            if cr.region is None:
+                raise ValueError(
+                    f"config key 'region' is required for {hw.key}; allowed: {', '.join(hw.locations)}"
+                )
+            if cr.region not in hw.locations:
+                raise ValueError(
+                    f"config key 'region': {hw.accelerator} is not offered in {cr.region!r}; "
+                    f"allowed: {', '.join(hw.locations)}"
+                )
+            if cr.cpu is not None and cr.cpu < hw.min_cpu:
+                raise ValueError(
+                    f"config key 'cpu' ({cr.cpu}) is below the {hw.accelerator} minimum of {hw.min_cpu}"
+                )
+            if cr.memory_gib is not None and cr.memory_gib < hw.min_memory_gib:
+                raise ValueError(
+                    f"config key 'memoryGib' ({cr.memory_gib}) is below the {hw.accelerator} "
+                    f"minimum of {hw.min_memory_gib}"
+                )
+        return self
+
+    @property
+    def profile(self) -> HardwareProfile:
+        return HARDWARE[self.hardware]
+
+    @property
+    def cpu(self) -> int:
+        return self.cloud_run.cpu or self.profile.min_cpu
+
+    @property
+    def memory_gib(self) -> int:
+        return self.cloud_run.memory_gib or self.profile.min_memory_gib
+
+    @property
+    def region(self) -> str:
+        if self.cloud_run.region is None:
+            raise SettingsError("config key 'region' is not set")
+        return self.cloud_run.region
+
+
+def check_pinned_image(image: str) -> None:
+    """Raise ValueError unless `image` names a fixed tag or a digest."""
+    if "@sha256:" in image:
+        digest = image.split("@sha256:", 1)[1]
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ValueError(f"image {image!r} has a malformed sha256 digest")
+        return
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:
+        raise ValueError(f"image {image!r} has no tag: pin a version tag or a @sha256: digest")
+    if tag.lower() in FLOATING_TAGS:
+        raise ValueError(
+            f"image {image!r} uses the floating tag {tag!r}; pin a version tag or a @sha256: digest"
+        )
+
+
+_GROUPS: dict[str, type[_Group]] = {
+    "model": ModelSettings,
+    "vllm": VllmSettings,
+    "cloud_run": CloudRunSettings,
+    "weights": WeightsSettings,
+}
+_TOP_LEVEL = ("hardware", "image", "labels")
+
+
+def config_keys() -> dict[str, tuple[str, Any]]:
+    """Every stack config key: key -> (group, pydantic field info). Used by docs and tests."""
+    keys: dict[str, tuple[str, Any]] = {k: ("", Settings.model_fields[k]) for k in _TOP_LEVEL}
+    for group, cls in _GROUPS.items():
+        for name, info in cls.model_fields.items():
+            keys[info.alias or to_camel(name)] = (group, info)
+    return keys
+
+
+def load_settings(raw: Mapping[str, Any]) -> Settings:
+    """Validate flat stack config (camelCase keys, values as Pulumi hands them over)."""
+    known = config_keys()
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise SettingsError(
+            f"unknown config key(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+        )
+    data: dict[str, Any] = {group: {} for group in _GROUPS}
+    for key, value in raw.items():
+        group, _ = known[key]
+        if group:
+            data[group][key] = value
+        else:
+            data[key] = value
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"] if part not in _GROUPS]
+        key = loc[0] if loc else ""
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "is required"
+        where = f"config key {key!r}: " if key and "config key" not in message else ""
+        given = error.get("input")
+        shown = (
+            f" (got {given!r})"
+            if key and error["type"] not in ("missing", "value_error")
+            and not isinstance(given, dict)
+            else ""
+        )
+        lines.append(f"{where}{message}{shown}")
+    return "invalid stack configuration:\n  " + "\n  ".join(lines)
