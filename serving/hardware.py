@@ -88,12 +88,22 @@ HARDWARE: dict[str, HardwareProfile] = {
             memory_bandwidth_bytes_per_s=300e9,
             min_cpu=4,
             min_memory_gib=16,
-            locations=("us-east4", "us-central1", "europe-west1", "europe-west4",
-                       "asia-southeast1", "asia-south1"),
+            locations=(
+                "us-east4",
+                "us-central1",
+                "europe-west1",
+                "europe-west4",
+                "asia-southeast1",
+                "asia-south1",
+            ),
             locations_source=_CLOUD_RUN_GPU_DOC,
             # Reference deployment: 180 s initial delay, 60 s period and timeout, 10 failures.
-            startup_probe=Probe(initial_delay_seconds=180, period_seconds=60,
-                                timeout_seconds=60, failure_threshold=10),
+            startup_probe=Probe(
+                initial_delay_seconds=180,
+                period_seconds=60,
+                timeout_seconds=60,
+                failure_threshold=10,
+            ),
             price=Price(
                 # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
                 # $0.000002/s, Tier 1, instance-based billing.
@@ -117,8 +127,12 @@ HARDWARE: dict[str, HardwareProfile] = {
             locations=("us-central1", "europe-west4", "asia-southeast1", "asia-south2"),
             locations_source=_CLOUD_RUN_GPU_DOC,
             # Reference deployment: 240 s initial delay, 15 s period, 10 s timeout, 120 failures.
-            startup_probe=Probe(initial_delay_seconds=240, period_seconds=15,
-                                timeout_seconds=10, failure_threshold=120),
+            startup_probe=Probe(
+                initial_delay_seconds=240,
+                period_seconds=15,
+                timeout_seconds=10,
+                failure_threshold=120,
+            ),
             price=Price(
                 usd_per_hour=2.50,
                 source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
@@ -136,11 +150,19 @@ HARDWARE: dict[str, HardwareProfile] = {
             memory_bandwidth_bytes_per_s=1.64e12,
             min_cpu=0,
             min_memory_gib=0,
-            locations=("us-east1-d", "us-east5-a", "us-east5-b", "us-central1-b",
-                       "europe-west4-a", "asia-northeast1-b", "southamerica-west1-a"),
+            locations=(
+                "us-east1-d",
+                "us-east5-a",
+                "us-east5-b",
+                "us-central1-b",
+                "europe-west4-a",
+                "asia-northeast1-b",
+                "southamerica-west1-a",
+            ),
             locations_source="https://cloud.google.com/tpu/docs/regions-zones (v6e)",
-            startup_probe=Probe(initial_delay_seconds=0, period_seconds=30,
-                                timeout_seconds=10, failure_threshold=60),
+            startup_probe=Probe(
+                initial_delay_seconds=0, period_seconds=30, timeout_seconds=10, failure_threshold=60
+            ),
             price=Price(
                 usd_per_hour=2.70,
                 source="seed article 002 (TPU v6e on-demand, one chip)",

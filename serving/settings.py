@@ -84,7 +84,8 @@ class ModelSettings(_Group):
         description="Hugging Face repo id of the target checkpoint (from the model catalog).",
     )
     model_revision: str = Field(
-        "main", description="Hugging Face revision (commit sha or tag) of the checkpoint to download."
+        "main",
+        description="Hugging Face revision (commit sha or tag) of the checkpoint to download.",
     )
     served_model_name: str | None = Field(
         None, description="Model name clients send in requests; defaults to the repo id."
@@ -94,6 +95,9 @@ class ModelSettings(_Group):
     )
     drafter: str | None = Field(
         None, description="Repo id of the MTP assistant checkpoint; required when mtp is on."
+    )
+    drafter_revision: str = Field(
+        "main", description="Hugging Face revision of the drafter checkpoint to download."
     )
     num_speculative_tokens: int = Field(
         3, ge=1, le=5, description="Tokens the drafter proposes per step (1-5)."
@@ -146,7 +150,9 @@ class ModelSettings(_Group):
 class VllmSettings(_Group):
     """vLLM engine settings, rendered into the argument list by `serving.vllm`."""
 
-    max_model_len: int = Field(8192, ge=256, description="Longest request (prompt + output), tokens.")
+    max_model_len: int = Field(
+        8192, ge=256, description="Longest request (prompt + output), tokens."
+    )
     gpu_memory_utilization: float = Field(
         0.9, gt=0.0, le=1.0, description="Fraction of device memory vLLM may use (0-1]."
     )
@@ -247,13 +253,18 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
 
-    hardware: str
-    image: str
-    labels: Labels = Field(default_factory=dict)
-    model: ModelSettings = Field(default_factory=ModelSettings)  # type: ignore[arg-type]
-    vllm: VllmSettings = Field(default_factory=VllmSettings)  # type: ignore[arg-type]
-    cloud_run: CloudRunSettings = Field(default_factory=CloudRunSettings)  # type: ignore[arg-type]
-    weights: WeightsSettings = Field(default_factory=WeightsSettings)  # type: ignore[arg-type]
+    hardware: str = Field(description="Hardware profile (see the hardware catalog).")
+    image: str = Field(
+        description="vLLM container image, pinned by version tag or @sha256 digest "
+        "(no latest/nightly)."
+    )
+    labels: Labels = Field(
+        default_factory=dict, description="Google Cloud labels as key=value strings."
+    )
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    cloud_run: CloudRunSettings = Field(default_factory=CloudRunSettings)
+    weights: WeightsSettings = Field(default_factory=WeightsSettings)
 
     @field_validator("hardware")
     @classmethod
@@ -292,7 +303,8 @@ class Settings(BaseModel):
             cr = self.cloud_run
             if cr.region is None:
                 raise ValueError(
-                    f"config key 'region' is required for {hw.key}; allowed: {', '.join(hw.locations)}"
+                    f"config key 'region' is required for {hw.key}; "
+                    f"allowed: {', '.join(hw.locations)}"
                 )
             if cr.region not in hw.locations:
                 raise ValueError(
@@ -301,7 +313,8 @@ class Settings(BaseModel):
                 )
             if cr.cpu is not None and cr.cpu < hw.min_cpu:
                 raise ValueError(
-                    f"config key 'cpu' ({cr.cpu}) is below the {hw.accelerator} minimum of {hw.min_cpu}"
+                    f"config key 'cpu' ({cr.cpu}) is below the {hw.accelerator} "
+                    f"minimum of {hw.min_cpu}"
                 )
             if cr.memory_gib is not None and cr.memory_gib < hw.min_memory_gib:
                 raise ValueError(
@@ -396,7 +409,8 @@ def _describe(exc: ValidationError) -> str:
         given = error.get("input")
         shown = (
             f" (got {given!r})"
-            if key and error["type"] not in ("missing", "value_error")
+            if key
+            and error["type"] not in ("missing", "value_error")
             and not isinstance(given, dict)
             else ""
         )

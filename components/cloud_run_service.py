@@ -1,0 +1,207 @@
+"""vLLM on a Cloud Run GPU: its own service account, the model bucket mounted read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_gcp import cloudrunv2, serviceaccount
+
+from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
+from components.naming import account_id
+from serving.hardware import Platform
+from serving.settings import Settings
+from serving.vllm import MODEL_MOUNT_PATH, render
+
+#: Port vLLM listens on inside the container (Cloud Run routes to it).
+SERVING_PORT = 8080
+
+
+@dataclass
+class CloudRunGpuServiceArgs:
+    settings: Settings
+    bucket: ModelBucket
+    #: Resources that must exist first (weights download jobs, enabled APIs).
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    #: Resource hooks for the service (post-deploy health checks).
+    hooks: pulumi.ResourceHookBinding | None = None
+
+
+class CloudRunGpuService(pulumi.ComponentResource):
+    """A private Cloud Run v2 service running the vLLM OpenAI server on one GPU."""
+
+    url: pulumi.Output[str]
+    """HTTPS URL of the service (needs an identity token unless public)."""
+    service_name: pulumi.Output[str]
+    """The Cloud Run service's name."""
+    served_model_name: pulumi.Output[str]
+    """The model name clients put in requests."""
+    vllm_command_line: pulumi.Output[str]
+    """The rendered vLLM command line, for review in `pulumi preview`."""
+    service_account_email: pulumi.Output[str]
+    """Identity the service runs as."""
+
+    def __init__(
+        self, name: str, args: CloudRunGpuServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma4:index:CloudRunGpuService", name, None, opts)
+        settings = args.settings
+        if settings.profile.platform is not Platform.CLOUD_RUN:
+            raise ValueError(f"hardware {settings.hardware!r} is not a Cloud Run GPU")
+        self._command = render(
+            settings,
+            model_path=f"{MODEL_MOUNT_PATH}/{settings.model.card.folder}",
+            drafter_path=(
+                f"{MODEL_MOUNT_PATH}/{settings.model.drafter_card.folder}"
+                if settings.model.drafter_card
+                else None
+            ),
+            port=SERVING_PORT,
+        )
+
+        account = serviceaccount.Account(
+            f"{name}-sa",
+            account_id=account_id(name, "vllm"),
+            display_name=f"vLLM server {name}",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        reader = args.bucket.grant_read(
+            f"{name}-sa-read-models", account.email.apply(lambda e: f"serviceAccount:{e}")
+        )
+        service = self._create_service(name, args, account, [reader, *args.depends_on])
+        self._create_invokers(name, settings, service)
+
+        self.url = service.uri
+        self.service_name = service.name
+        self.served_model_name = pulumi.Output.from_input(settings.model.served_name)
+        self.vllm_command_line = pulumi.Output.from_input(self._command.command_line())
+        self.service_account_email = account.email
+        self.register_outputs(
+            {
+                "url": self.url,
+                "service_name": self.service_name,
+                "served_model_name": self.served_model_name,
+                "vllm_command_line": self.vllm_command_line,
+                "service_account_email": self.service_account_email,
+            }
+        )
+
+    def _create_service(
+        self,
+        name: str,
+        args: CloudRunGpuServiceArgs,
+        account: serviceaccount.Account,
+        depends_on: Sequence[pulumi.Resource],
+    ) -> cloudrunv2.Service:
+        s = args.settings
+        hw = s.profile
+        probe = hw.startup_probe
+        return cloudrunv2.Service(
+            f"{name}-service",
+            location=s.region,
+            labels=dict(s.labels),
+            ingress="INGRESS_TRAFFIC_ALL",
+            invoker_iam_disabled=False,
+            # Stateless: `pulumi destroy` must be able to remove it (weights stay in the bucket).
+            deletion_protection=False,
+            scaling=cloudrunv2.ServiceScalingArgs(
+                min_instance_count=s.cloud_run.min_instances,
+            ),
+            template=cloudrunv2.ServiceTemplateArgs(
+                service_account=account.email,
+                execution_environment="EXECUTION_ENVIRONMENT_GEN2",
+                gpu_zonal_redundancy_disabled=not s.cloud_run.gpu_zonal_redundancy,
+                node_selector=cloudrunv2.ServiceTemplateNodeSelectorArgs(
+                    accelerator=hw.accelerator
+                ),
+                max_instance_request_concurrency=s.cloud_run.concurrency,
+                timeout=f"{s.cloud_run.request_timeout_seconds}s",
+                labels=dict(s.labels),
+                scaling=cloudrunv2.ServiceTemplateScalingArgs(
+                    min_instance_count=s.cloud_run.min_instances,
+                    max_instance_count=s.cloud_run.max_instances,
+                ),
+                volumes=[
+                    cloudrunv2.ServiceTemplateVolumeArgs(
+                        name="models",
+                        gcs=cloudrunv2.ServiceTemplateVolumeGcsArgs(
+                            bucket=args.bucket.bucket_name,
+                            read_only=True,
+                            mount_options=list(FUSE_MOUNT_OPTIONS),
+                        ),
+                    )
+                ],
+                containers=[
+                    cloudrunv2.ServiceTemplateContainerArgs(
+                        name="vllm",
+                        image=s.image,
+                        commands=list(self._command.command),
+                        args=list(self._command.args),
+                        envs=[
+                            cloudrunv2.ServiceTemplateContainerEnvArgs(name=k, value=v)
+                            for k, v in self._command.env.items()
+                        ],
+                        ports=cloudrunv2.ServiceTemplateContainerPortsArgs(
+                            name="http1", container_port=SERVING_PORT
+                        ),
+                        resources=cloudrunv2.ServiceTemplateContainerResourcesArgs(
+                            limits={
+                                "cpu": str(s.cpu),
+                                "memory": f"{s.memory_gib}Gi",
+                                "nvidia.com/gpu": str(hw.accelerator_count),
+                            },
+                            # GPU services need CPU always allocated (no throttling).
+                            cpu_idle=False,
+                            startup_cpu_boost=s.cloud_run.startup_cpu_boost,
+                        ),
+                        volume_mounts=[
+                            cloudrunv2.ServiceTemplateContainerVolumeMountArgs(
+                                name="models", mount_path=MODEL_MOUNT_PATH
+                            )
+                        ],
+                        startup_probe=cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
+                            http_get=cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(
+                                path="/health", port=SERVING_PORT
+                            ),
+                            initial_delay_seconds=probe.initial_delay_seconds,
+                            period_seconds=probe.period_seconds,
+                            timeout_seconds=probe.timeout_seconds,
+                            failure_threshold=probe.failure_threshold,
+                        ),
+                        liveness_probe=cloudrunv2.ServiceTemplateContainerLivenessProbeArgs(
+                            http_get=cloudrunv2.ServiceTemplateContainerLivenessProbeHttpGetArgs(
+                                path="/health", port=SERVING_PORT
+                            ),
+                            period_seconds=30,
+                            timeout_seconds=10,
+                            failure_threshold=3,
+                        ),
+                    )
+                ],
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Weights must be in the bucket and the reader role granted before boot.
+                depends_on=list(depends_on),
+                hooks=args.hooks,
+            ),
+        )
+
+    def _create_invokers(
+        self, name: str, settings: Settings, service: cloudrunv2.Service
+    ) -> list[cloudrunv2.ServiceIamMember]:
+        members = list(settings.cloud_run.invokers)
+        if settings.cloud_run.public:
+            members.append("allUsers")
+        return [
+            cloudrunv2.ServiceIamMember(
+                f"{name}-invoker-{index}",
+                location=service.location,
+                name=service.name,
+                role="roles/run.invoker",
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for index, member in enumerate(members)
+        ]

@@ -1,0 +1,83 @@
+"""Read a stack's settings from Pulumi config and declare its components."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
+from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
+from components.project_apis import ProjectApis
+from serving.hardware import Platform
+from serving.settings import Settings, SettingsError, load_settings
+
+CLOUD_RUN_APIS = (
+    "run.googleapis.com",
+    "storage.googleapis.com",
+    "secretmanager.googleapis.com",
+    "iam.googleapis.com",
+)
+
+
+def raw_stack_config(project: str) -> dict[str, Any]:
+    """Every `<project>:<key>` value Pulumi passed to this program, keyed by `<key>`."""
+    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{project}:"
+    return {k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)}
+
+
+def read_settings() -> Settings:
+    """Validate this stack's config; raises SettingsError before any resource is declared."""
+    return load_settings(raw_stack_config(pulumi.get_project()))
+
+
+def checkpoints(settings: Settings) -> list[Checkpoint]:
+    """The checkpoints a stack serves: the target and, with MTP, its drafter."""
+    m = settings.model
+    found = [Checkpoint(m.model, m.model_revision, m.card.folder)]
+    if m.drafter_card is not None:
+        found.append(Checkpoint(m.drafter_card.repo_id, m.drafter_revision, m.drafter_card.folder))
+    return found
+
+
+def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    """Declare the stack's resources; returns the stack outputs."""
+    if settings.profile.platform is not Platform.CLOUD_RUN:
+        raise SettingsError(
+            f"config key 'hardware': {settings.hardware!r} is not deployable by this version; "
+            "Cloud Run GPUs (l4, rtx-pro-6000) are"
+        )
+    apis = ProjectApis(f"{prefix}-apis", CLOUD_RUN_APIS)
+    weights = settings.weights
+    bucket = ModelBucket(
+        f"{prefix}-models",
+        ModelBucketArgs(
+            location=weights.bucket_location or settings.region,
+            labels=settings.labels,
+            force_destroy=weights.force_destroy_bucket,
+            checkpoints=checkpoints(settings) if weights.download_weights else (),
+            job_region=settings.region,
+            job_image=settings.image,
+            hf_token_secret=weights.hf_token_secret,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[apis]),
+    )
+    service = CloudRunGpuService(
+        f"{prefix}-vllm",
+        CloudRunGpuServiceArgs(
+            settings=settings,
+            bucket=bucket,
+            depends_on=[apis, *bucket.download_jobs],
+        ),
+    )
+    return {
+        "hardware": settings.hardware,
+        "service_url": service.url,
+        "service_name": service.service_name,
+        "served_model_name": service.served_model_name,
+        "vllm_command_line": service.vllm_command_line,
+        "bucket_name": bucket.bucket_name,
+        "model_prefix": bucket.model_prefix,
+    }

@@ -1,0 +1,98 @@
+"""Render the `config:` block of Pulumi.yaml and the README's config table from the settings.
+
+The settings model is the one source of each key, type, description and default; this script
+writes them out and `tests/test_project_files.py` fails when Pulumi.yaml or the README drift.
+
+    python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
+    python scripts/config_schema.py markdown  # the README table
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from typing import Any
+
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from serving.hardware import HARDWARE
+from serving.settings import config_keys
+
+
+def pulumi_type(info: FieldInfo) -> str:
+    annotation = info.annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        annotation = args[0]
+    origin = typing.get_origin(annotation) or annotation
+    if origin is typing.Annotated:
+        origin = typing.get_origin(typing.get_args(annotation)[0])
+    if annotation is bool:
+        return "boolean"
+    if annotation is int:
+        return "integer"
+    if origin in (list, dict):
+        return "array"
+    return "string"
+
+
+def allowed(info: FieldInfo) -> list[str]:
+    annotation = info.annotation
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(a) for a in typing.get_args(annotation)]
+    return []
+
+
+def default(info: FieldInfo) -> Any:
+    if info.default is PydanticUndefined and info.default_factory is None:
+        return None
+    if info.default_factory is not None:
+        return info.default_factory()  # type: ignore[call-arg]
+    return info.default
+
+
+def description(key: str, info: FieldInfo) -> str:
+    text = info.description or ""
+    if key == "hardware":
+        text += f" One of: {', '.join(HARDWARE)}."
+    if allowed(info):
+        text += f" One of: {', '.join(allowed(info))}."
+    value = default(info)
+    required = info.default is PydanticUndefined and info.default_factory is None
+    if required:
+        text += " Required."
+    elif value not in (None, [], {}):
+        text += f" Default: {value}."
+    return text
+
+
+def yaml_block() -> str:
+    lines = ["config:"]
+    for key, (_, info) in config_keys().items():
+        kind = pulumi_type(info)
+        lines.append(f"  {key}:")
+        lines.append(f"    type: {kind}")
+        if kind == "array":
+            lines.append("    items:")
+            lines.append("      type: string")
+        lines.append(f"    description: {_quote(description(key, info))}")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table() -> str:
+    rows = ["| key | group | type | description |", "|---|---|---|---|"]
+    for key, (group, info) in config_keys().items():
+        text = description(key, info).replace("|", "\\|")
+        rows.append(f"| `{key}` | {group or 'stack'} | {pulumi_type(info)} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+if __name__ == "__main__":
+    which = sys.argv[1] if len(sys.argv) > 1 else "yaml"
+    sys.stdout.write(yaml_block() if which == "yaml" else markdown_table())

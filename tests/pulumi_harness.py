@@ -1,0 +1,105 @@
+"""Render a stack's Pulumi program under Pulumi's mocks and capture what it declares.
+
+The mocks receive resource inputs under the engine's camelCase names, the same names a
+policy sees, so what is captured here can be fed to the policy pack directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "gemma4-vllm"
+
+
+@dataclass
+class Declared:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclass
+class Rendered:
+    resources: list[Declared] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[Declared]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Declared:
+        found = self.of_type(type_)
+        assert len(found) == 1, f"expected one {type_}, found {[r.name for r in found]}"
+        return found[0]
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.declared: list[Declared] = []
+
+    def new_resource(
+        self, args: pulumi.runtime.MockResourceArgs
+    ) -> tuple[str | None, dict[str, Any]]:
+        self.declared.append(Declared(args.typ, args.name, dict(args.inputs)))
+        state = dict(args.inputs)
+        if args.typ == "gcp:cloudrunv2/service:Service":
+            state["uri"] = f"https://{args.name}-abc123-ue.a.run.app"
+            state.setdefault("name", f"{args.name}-1234")
+        elif args.typ == "gcp:serviceaccount/account:Account":
+            state["email"] = f"{args.inputs['accountId']}@test-project.iam.gserviceaccount.com"
+        elif args.typ == "gcp:storage/bucket:Bucket":
+            state.setdefault("name", f"{args.name}-5678")
+        return f"{args.name}_id", state
+
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The project keys of `Pulumi.<stack>.yaml`, without the project prefix."""
+    data = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+    prefix = f"{PROJECT}:"
+    return {k[len(prefix) :]: v for k, v in data["config"].items() if k.startswith(prefix)}
+
+
+def _as_pulumi_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def set_config(config: dict[str, Any]) -> None:
+    """Hand config to the program the way the Pulumi CLI does (PULUMI_CONFIG, string values)."""
+    payload = {f"{PROJECT}:{k}": _as_pulumi_value(v) for k, v in config.items()}
+    payload["gcp:project"] = "test-project"
+    os.environ["PULUMI_CONFIG"] = json.dumps(payload)
+    pulumi.runtime.config.set_all_config({})
+
+
+def render(
+    config: dict[str, Any], stack: str = "test", mocks: RecordingMocks | None = None
+) -> Rendered:
+    """Run the project's real `__main__.py` under mocks with `config` as the stack config."""
+    set_config(config)
+    mocks = mocks or RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
+    rendered = Rendered(resources=mocks.declared)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    program()
+    return rendered

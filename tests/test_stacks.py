@@ -1,0 +1,219 @@
+"""Each shipped stack, rendered by the real program under Pulumi's mocks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from serving.settings import SettingsError
+from serving.vllm import parse_args
+from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
+
+SERVICE = "gcp:cloudrunv2/service:Service"
+JOB = "gcp:cloudrunv2/job:Job"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+INVOKER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+
+EXPECTED = {
+    "l4": {
+        "accelerator": "nvidia-l4",
+        "cpu": "4",
+        "memory": "16Gi",
+        "probe": (180, 60, 60, 10),
+        "max_model_len": "32768",
+        "mtp": False,
+    },
+    "rtx6000": {
+        "accelerator": "nvidia-rtx-pro-6000",
+        "cpu": "20",
+        "memory": "80Gi",
+        "probe": (240, 15, 10, 120),
+        "max_model_len": "131072",
+        "mtp": True,
+    },
+}
+
+
+@pytest.fixture(scope="module", params=sorted(EXPECTED))
+def stack(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
+    return request.param, render(stack_config(request.param), request.param)
+
+
+def container(rendered: Rendered) -> dict[str, Any]:
+    containers = rendered.one(SERVICE).inputs["template"]["containers"]
+    assert len(containers) == 1
+    first: dict[str, Any] = containers[0]
+    return first
+
+
+def test_gpu_shape(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    expected = EXPECTED[name]
+    template = rendered.one(SERVICE).inputs["template"]
+    assert template["nodeSelector"] == {"accelerator": expected["accelerator"]}
+    assert template["gpuZonalRedundancyDisabled"] is True
+    assert template["executionEnvironment"] == "EXECUTION_ENVIRONMENT_GEN2"
+    resources = container(rendered)["resources"]
+    assert resources["cpuIdle"] is False  # CPU always allocated
+    assert resources["startupCpuBoost"] is True
+    assert resources["limits"] == {
+        "cpu": expected["cpu"],
+        "memory": expected["memory"],
+        "nvidia.com/gpu": "1",
+    }
+
+
+def test_model_bucket_mounted_read_only_as_the_vllm_user(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    template = rendered.one(SERVICE).inputs["template"]
+    (volume,) = template["volumes"]
+    assert volume["gcs"]["readOnly"] is True
+    assert volume["gcs"]["mountOptions"] == ["uid=1001", "gid=1001"]
+    assert volume["gcs"]["bucket"].startswith("gemma-")
+    (mount,) = container(rendered)["volumeMounts"]
+    assert mount == {"name": volume["name"], "mountPath": "/mnt/models"}
+
+
+def test_probes_sized_for_the_cold_start(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    c = container(rendered)
+    startup = c["startupProbe"]
+    assert startup["httpGet"] == {"path": "/health", "port": 8080}
+    got = (
+        startup["initialDelaySeconds"],
+        startup["periodSeconds"],
+        startup["timeoutSeconds"],
+        startup["failureThreshold"],
+    )
+    assert got == EXPECTED[name]["probe"]
+    assert startup["periodSeconds"] <= 240 and startup["initialDelaySeconds"] <= 240
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health"
+
+
+def test_pinned_image(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    image = container(rendered)["image"]
+    assert image.startswith("vllm/vllm-openai:v") or "@sha256:" in image
+
+
+def test_argument_list(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    c = container(rendered)
+    assert c["commands"] == ["vllm", "serve"]
+    args = parse_args(c["args"])
+    assert args["model"] == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
+    assert args["max-model-len"] == EXPECTED[name]["max_model_len"]
+    assert args["quantization"] == "compressed-tensors"
+    assert args["port"] == "8080"
+    if EXPECTED[name]["mtp"]:
+        spec = json.loads(args["speculative-config"])
+        assert spec == {
+            "method": "mtp",
+            "model": "/mnt/models/gemma-4-12B-it-assistant",
+            "num_speculative_tokens": 3,
+        }
+    else:
+        assert "speculative-config" not in args
+
+
+def test_iam_limited_to_the_bucket_and_private_by_default(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    service_account = rendered.one(SERVICE).inputs["template"]["serviceAccount"]
+    bucket = rendered.one(BUCKET)
+    grants = [r for r in rendered.of_type(BUCKET_IAM) if service_account in r.inputs["member"]]
+    assert [(g.inputs["role"], g.inputs["bucket"]) for g in grants] == [
+        ("roles/storage.objectViewer", bucket.name + "-5678")
+    ]
+    # No project-wide role anywhere; nobody but configured members may invoke.
+    assert not [r for r in rendered.resources if "projectIamMember" in r.type]
+    assert rendered.of_type(INVOKER) == []
+    assert bucket.inputs["publicAccessPrevention"] == "enforced"
+    assert bucket.inputs["uniformBucketLevelAccess"] is True
+    assert bucket.inputs["forceDestroy"] is False
+
+
+def test_weights_job_reads_the_token_from_secret_manager(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    jobs = rendered.of_type(JOB)
+    assert len(jobs) == (2 if EXPECTED[name]["mtp"] else 1)
+    for job in jobs:
+        (c,) = job.inputs["template"]["template"]["containers"]
+        token_env = [e for e in c["envs"] if e["name"] == "HF_TOKEN"]
+        assert token_env == [
+            {
+                "name": "HF_TOKEN",
+                "valueSource": {"secretKeyRef": {"secret": "hf-token", "version": "latest"}},
+            }
+        ]
+        assert "value" not in token_env[0]
+        assert job.inputs["runExecutionToken"]
+    repos = {j.inputs["template"]["template"]["containers"][0]["args"][1] for j in jobs}
+    expected = {"google/gemma-4-12B-it-qat-w4a16-ct"}
+    if EXPECTED[name]["mtp"]:
+        expected.add("google/gemma-4-12B-it-assistant")
+    assert repos == expected
+
+
+def test_server_waits_for_its_weights(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    order = [r.type for r in rendered.resources]
+    assert max(i for i, t in enumerate(order) if t == JOB) < order.index(SERVICE)
+
+
+def test_public_and_invokers() -> None:
+    config = {**stack_config("l4"), "public": True, "invokers": ["group:ml@example.com"]}
+    members = sorted(r.inputs["member"] for r in render(config).of_type(INVOKER))
+    assert members == ["allUsers", "group:ml@example.com"]
+
+
+def test_accounts_are_per_stack() -> None:
+    l4 = {r.inputs["accountId"] for r in render(stack_config("l4"), "l4").of_type(ACCOUNT)}
+    rtx = {
+        r.inputs["accountId"] for r in render(stack_config("rtx6000"), "rtx6000").of_type(ACCOUNT)
+    }
+    assert l4.isdisjoint(rtx)
+    assert all(6 <= len(a) <= 30 for a in l4 | rtx)
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ({"maxNumSeqs": 0}, "config key 'maxNumSeqs'"),
+        ({"hardware": "nvidia-a100"}, "unknown hardware 'nvidia-a100'"),
+        ({"image": "vllm/vllm-openai:latest"}, "floating tag 'latest'"),
+        ({"gpuMemoryUtilization": 1.2}, "config key 'gpuMemoryUtilization'"),
+        ({"speculativeMethod": "mtp"}, "config key 'drafter' is required"),
+        ({"maxNumSeq": 8}, "unknown config key(s): maxNumSeq"),
+    ],
+)
+def test_bad_config_declares_nothing(override: dict[str, Any], needle: str) -> None:
+    config = {**stack_config("l4"), **override}
+    with pytest.raises(SettingsError) as info:
+        render(config)
+    assert needle in str(info.value)
+
+
+def test_bad_config_leaves_no_resource_behind() -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(SettingsError):
+        render({**stack_config("rtx6000"), "region": "us-east4"}, mocks=mocks)
+    assert mocks.declared == []
+    render(stack_config("rtx6000"), mocks=mocks)  # the same harness does record a good stack
+    assert mocks.declared
+
+
+def test_tpu_hardware_is_refused_by_the_cloud_run_program() -> None:
+    config = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.1"}
+    with pytest.raises(SettingsError, match="not deployable by this version"):
+        render(config)
+
+
+def test_only_the_used_provider_modules_are_loaded() -> None:
+    render(stack_config("l4"), "l4")
+    # pulumi_gcp.compute alone costs seconds to import; the program must not touch it.
+    assert type(sys.modules["pulumi_gcp.compute"]).__name__ == "_LazyModule"
