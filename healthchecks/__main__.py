@@ -1,0 +1,5 @@
+"""``python -m healthchecks``."""
+
+from healthchecks.cli import main
+
+raise SystemExit(main())

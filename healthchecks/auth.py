@@ -1,0 +1,233 @@
+"""How requests to a deployed model authenticate.
+
+Three strategies, all :class:`httpx.Auth` subclasses so that any ``httpx`` client can use them:
+
+- :class:`GoogleIdTokenAuth`: a Google ID token whose audience is the Cloud Run service URL
+  (private services need ``roles/run.invoker`` and this token). Tokens come from application
+  default credentials (a service-account key file or the metadata server, through
+  ``google.oauth2.id_token.fetch_id_token``) or, with ``impersonate_service_account``, from
+  ``google.auth.impersonated_credentials.IDTokenCredentials`` (user credentials cannot mint ID
+  tokens for an audience themselves). Tokens are cached until five minutes before expiry.
+- :class:`ApiKeyAuth`: the vLLM API key (``vllm serve --api-key``) read from an environment
+  variable. The key is never printed or put into an error message.
+- :class:`NoAuth`: explicitly none, for a public or local server.
+
+When credentials cannot be obtained, the strategy raises :class:`AuthError` *before* the request
+is sent: a request never goes out without its credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "ApiKeyAuth",
+    "AuthError",
+    "AuthStrategy",
+    "GoogleIdTokenAuth",
+    "NoAuth",
+    "TokenProvider",
+    "google_id_token_provider",
+]
+
+TokenProvider = Callable[[str], str]
+"""Returns an ID token for the given audience; raises :class:`AuthError` on failure."""
+
+_REFRESH_MARGIN_S = 300.0
+_DEFAULT_TOKEN_LIFETIME_S = 3600.0
+
+
+class AuthError(Exception):
+    """Credentials could not be obtained; the request was not sent."""
+
+
+class AuthStrategy(httpx.Auth):
+    """Base class: adds the headers from :meth:`headers` to every request."""
+
+    description = "none"
+    """Short human-readable description (never contains a secret)."""
+
+    def headers(self) -> dict[str, str]:
+        """The headers to send; may block (token fetch). Raises :class:`AuthError`."""
+        return {}
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        request.headers.update(self.headers())
+        yield request
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        # google-auth blocks on the network: keep it off the event loop.
+        request.headers.update(await asyncio.to_thread(self.headers))
+        yield request
+
+
+class NoAuth(AuthStrategy):
+    """No credentials (a public service, or a local server)."""
+
+    description = "none"
+
+
+class ApiKeyAuth(AuthStrategy):
+    """``Authorization: Bearer <key>`` with the vLLM API key from an environment variable."""
+
+    def __init__(self, env_var: str, *, environ: Mapping[str, str] | None = None) -> None:
+        self.env_var = env_var
+        self._environ = environ if environ is not None else os.environ
+        self.description = f"vLLM API key from ${env_var}"
+
+    def headers(self) -> dict[str, str]:
+        key = self._environ.get(self.env_var, "").strip()
+        if not key:
+            raise AuthError(
+                f"environment variable {self.env_var} is not set or empty; "
+                "export the vLLM API key into it"
+            )
+        return {"Authorization": f"Bearer {key}"}
+
+
+def _token_expiry(token: str) -> float:
+    """The ``exp`` claim of a JWT (unverified; only used to know when to refresh)."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return float(claims["exp"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return time.time() + _DEFAULT_TOKEN_LIFETIME_S
+
+
+class GoogleIdTokenAuth(AuthStrategy):
+    """A Google ID token for ``audience`` (the Cloud Run service URL), cached until near expiry.
+
+    ``token_provider`` replaces the Google call (tests inject one); by default
+    :func:`google_id_token_provider` is used with ``impersonate_service_account``.
+    """
+
+    def __init__(
+        self,
+        audience: str,
+        *,
+        impersonate_service_account: str | None = None,
+        token_provider: TokenProvider | None = None,
+    ) -> None:
+        self.audience = audience.rstrip("/")
+        self._provider = token_provider or google_id_token_provider(impersonate_service_account)
+        via = f" as {impersonate_service_account}" if impersonate_service_account else ""
+        self.description = f"Google ID token for {self.audience}{via}"
+        self._token: str | None = None
+        self._expires_at = 0.0
+        self._lock = threading.Lock()
+
+    def headers(self) -> dict[str, str]:
+        with self._lock:
+            if self._token is None or time.time() > self._expires_at - _REFRESH_MARGIN_S:
+                try:
+                    token = self._provider(self.audience)
+                except AuthError:
+                    raise
+                except Exception as exc:  # a provider's own failure, whatever its type
+                    raise AuthError(f"could not get an ID token: {exc}") from exc
+                if not token:
+                    raise AuthError("could not get an ID token: the provider returned none")
+                self._token, self._expires_at = token, _token_expiry(token)
+            return {"Authorization": f"Bearer {self._token}"}
+
+
+class _HttpxGoogleRequest:
+    """A ``google.auth.transport.Request`` on httpx (google-auth's own needs requests/urllib3)."""
+
+    def __init__(self) -> None:
+        self._client = httpx.Client(timeout=30.0)
+
+    def __call__(
+        self,
+        url: str,
+        method: str = "GET",
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        from google.auth import exceptions, transport
+
+        class _Response(transport.Response):
+            def __init__(self, response: httpx.Response) -> None:
+                self._response = response
+
+            @property
+            def status(self) -> int:
+                return self._response.status_code
+
+            @property
+            def headers(self) -> Mapping[str, str]:
+                return dict(self._response.headers)
+
+            @property
+            def data(self) -> bytes:
+                return self._response.content
+
+        try:
+            response = self._client.request(
+                method, url, content=body, headers=dict(headers or {}), timeout=timeout or 30.0
+            )
+        except httpx.HTTPError as exc:
+            raise exceptions.TransportError(str(exc)) from exc  # type: ignore[no-untyped-call]
+        return _Response(response)
+
+
+def google_id_token_provider(impersonate_service_account: str | None = None) -> TokenProvider:
+    """A :data:`TokenProvider` backed by google-auth.
+
+    Without ``impersonate_service_account``: ``fetch_id_token`` (a service-account key in
+    ``GOOGLE_APPLICATION_CREDENTIALS`` or the metadata server). With it: the application default
+    credentials impersonate that service account (the caller needs
+    ``roles/iam.serviceAccountTokenCreator`` on it) and mint the token.
+    """
+
+    def provide(audience: str) -> str:
+        import google.auth
+        from google.auth import exceptions, impersonated_credentials
+        from google.oauth2 import id_token
+
+        request = _HttpxGoogleRequest()
+        try:
+            if impersonate_service_account is None:
+                try:
+                    return str(id_token.fetch_id_token(request, audience))  # type: ignore[no-untyped-call]
+                except exceptions.DefaultCredentialsError as exc:
+                    raise AuthError(
+                        "application default credentials cannot mint an ID token "
+                        f"({exc}); user credentials cannot: pass "
+                        "--impersonate-service-account SA (with "
+                        "roles/iam.serviceAccountTokenCreator on SA) or point "
+                        "GOOGLE_APPLICATION_CREDENTIALS at a service-account key"
+                    ) from exc
+            source, _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/cloud-platform"]
+            )
+            target = impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+                source_credentials=source,
+                target_principal=impersonate_service_account,
+                target_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+            )
+            creds = impersonated_credentials.IDTokenCredentials(  # type: ignore[no-untyped-call]
+                target, target_audience=audience, include_email=True
+            )
+            creds.refresh(request)
+            return str(creds.token)
+        except AuthError:
+            raise
+        except exceptions.GoogleAuthError as exc:
+            raise AuthError(f"could not get an ID token for {audience}: {exc}") from exc
+
+    return provide

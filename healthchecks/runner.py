@@ -1,0 +1,149 @@
+"""Run every check in order against one endpoint, under one deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .auth import AuthStrategy
+from .checks import (
+    DEFAULT_PROMPT,
+    Backoff,
+    CheckResult,
+    ProgressCallback,
+    check_chat,
+    check_metrics,
+    check_models,
+    check_ready,
+)
+from .client import make_client
+
+__all__ = ["CHECK_NAMES", "HealthReport", "run_health_checks", "run_health_checks_sync"]
+
+CHECK_NAMES = ("readiness", "models", "chat", "metrics")
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """All check results for one endpoint."""
+
+    url: str
+    served_model_name: str
+    auth: str
+    results: tuple[CheckResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True only when every check passed."""
+        return bool(self.results) and all(r.ok for r in self.results)
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        return tuple(r for r in self.results if not r.ok)
+
+    def failure_summary(self) -> str:
+        """``name: detail`` for each failed check, joined by ``; ``."""
+        return "; ".join(f"{r.name}: {r.detail}" for r in self.failures)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "served_model_name": self.served_model_name,
+            "auth": self.auth,
+            "ok": self.ok,
+            "checks": [r.as_dict() for r in self.results],
+        }
+
+
+async def _bounded(
+    name: str,
+    deadline: float,
+    make: Callable[[], Awaitable[CheckResult]],
+    grace_s: float = 0.0,
+) -> CheckResult:
+    """Run one check within what is left of the deadline (plus ``grace_s``); never raises."""
+    started = time.perf_counter()
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return CheckResult(name, False, "not reached: the deadline had passed", 0.0)
+    try:
+        return await asyncio.wait_for(make(), timeout=remaining + grace_s)
+    except TimeoutError:
+        return CheckResult(
+            name,
+            False,
+            f"timed out: no answer within the {remaining:.1f} s left of the deadline",
+            time.perf_counter() - started,
+        )
+    except Exception as exc:  # last resort: a failed check, never a traceback
+        return CheckResult(
+            name,
+            False,
+            f"unexpected error: {type(exc).__name__}: {exc}",
+            time.perf_counter() - started,
+        )
+
+
+async def run_health_checks(
+    url: str,
+    served_model_name: str,
+    *,
+    auth: AuthStrategy | None = None,
+    deadline_s: float = 600.0,
+    request_timeout_s: float = 120.0,
+    backoff: Backoff | None = None,
+    progress: ProgressCallback | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    max_tokens: int = 32,
+) -> HealthReport:
+    """readiness, models, chat, metrics, in that order, all within ``deadline_s`` seconds.
+
+    Readiness may use most of the deadline (a cold start); if it fails, the other checks are
+    reported as failed with "not reached". Each request is also bounded by
+    ``request_timeout_s``.
+    """
+    deadline = time.monotonic() + deadline_s
+    timeout = max(0.1, min(request_timeout_s, deadline_s))
+    results: list[CheckResult] = []
+    async with make_client(url, auth=auth, timeout_s=timeout, max_concurrency=2) as client:
+        ready = await _bounded(
+            "readiness",
+            deadline,
+            lambda: check_ready(client, deadline=deadline, backoff=backoff, progress=progress),
+            grace_s=1.0,  # readiness watches the deadline itself and reports its last status
+        )
+        results.append(ready)
+        if not ready.ok:
+            results.extend(
+                CheckResult(n, False, "not reached: readiness failed", 0.0) for n in CHECK_NAMES[1:]
+            )
+        else:
+            results.append(
+                await _bounded("models", deadline, lambda: check_models(client, served_model_name))
+            )
+            results.append(
+                await _bounded(
+                    "chat",
+                    deadline,
+                    lambda: check_chat(
+                        client, served_model_name, prompt=prompt, max_tokens=max_tokens
+                    ),
+                )
+            )
+            results.append(
+                await _bounded(
+                    "metrics",
+                    deadline,
+                    lambda: check_metrics(client),
+                )
+            )
+    description = auth.description if auth is not None else "none"
+    return HealthReport(url, served_model_name, description, tuple(results))
+
+
+def run_health_checks_sync(url: str, served_model_name: str, **kwargs: Any) -> HealthReport:
+    """:func:`run_health_checks` on a fresh event loop (not from inside a running loop)."""
+    return asyncio.run(run_health_checks(url, served_model_name, **kwargs))

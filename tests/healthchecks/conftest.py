@@ -1,0 +1,34 @@
+"""Fixtures for the health-check tests: fake vLLM servers on 127.0.0.1, a clean environment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.healthchecks._helpers import ServerFactory
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide tables (no folded reasons) and no ambient Google credentials or API keys."""
+    monkeypatch.setenv("COLUMNS", "250")
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "VLLM_API_KEY", "HC_TEST_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def fake_vllm() -> Iterator[ServerFactory]:
+    """``fake_vllm(**config)`` starts a fake server; all are stopped after the test."""
+    servers: list[FakeVllmServer] = []
+
+    def start(**config: object) -> FakeVllmServer:
+        server = FakeVllmServer(FakeVllmConfig(**config))  # type: ignore[arg-type]
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

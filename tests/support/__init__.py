@@ -1,0 +1,1 @@
+"""Test support: a fake vLLM server shared by the health-check and benchmark tests."""
