@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,18 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "VLLM_API_KEY", "HC_TEST_KEY"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_thread_event_loop() -> Iterator[None]:
+    """Restore the main thread's event loop after each test.
+
+    ``asyncio.run`` (the CLI, the sync runner) leaves the main thread with no current loop;
+    Pulumi's mock runtime, in tests that run after these, expects one.
+    """
+    loop = asyncio.get_event_loop_policy().get_event_loop()
+    yield
+    asyncio.set_event_loop(loop)
 
 
 @pytest.fixture

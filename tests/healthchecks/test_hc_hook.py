@@ -1,0 +1,166 @@
+"""The Pulumi post-deploy hook: its binding reaches the engine, and calling it runs the checks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from healthchecks.auth import GoogleIdTokenAuth, NoAuth
+from healthchecks.checks import Backoff
+from healthchecks.hook import (
+    COLD_START_DEADLINE_S,
+    HealthCheckFailedError,
+    health_hook,
+    health_hook_binding,
+)
+from tests.healthchecks._helpers import MODEL, ServerFactory
+
+SERVICE_TYPE = "gcp:cloudrunv2/service:Service"
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", {**args.inputs, "uri": "https://svc-abc.a.run.app"}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+class _HookMonitor(MockMonitor):
+    """Records the hook names each registered resource is bound to."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.hooks: dict[str, Any] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        if request.type != "pulumi:pulumi:Stack":
+            self.hooks[request.name] = request.hooks
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def monitor() -> _HookMonitor:
+    mocks = _Mocks()
+    monitor = _HookMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="hc", stack="test", preview=False, monitor=monitor)
+    return monitor
+
+
+def _args(outputs: dict[str, Any]) -> pulumi.ResourceHookArgs:
+    return pulumi.ResourceHookArgs(
+        urn="urn:pulumi:test::hc::gcp:cloudrunv2/service:Service::svc",
+        id="svc-id",
+        name="svc",
+        type=SERVICE_TYPE,
+        new_inputs={},
+        new_outputs=outputs,
+    )
+
+
+def _call_hook(outputs: dict[str, Any], **hook_kwargs: Any) -> BaseException | None:
+    """Create the hook under the mocks (it registers itself) and call it as the engine would."""
+    caught: list[BaseException | None] = []
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def run() -> Any:
+        hook = health_hook("svc-health", served_model_name=MODEL, **hook_kwargs)
+
+        async def call() -> None:
+            try:
+                result = hook(_args(outputs))
+                assert asyncio.iscoroutine(result)
+                await result
+                caught.append(None)
+            except Exception as exc:
+                caught.append(exc)
+
+        return asyncio.ensure_future(call())
+
+    run()
+    return caught[0]
+
+
+FAST = {"deadline_s": 5.0, "auth": NoAuth(), "backoff": Backoff(initial_s=0.02, max_s=0.05)}
+
+
+def test_binding_reaches_the_monitor(monitor: _HookMonitor) -> None:
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> Any:
+        hook = health_hook("svc-health", served_model_name=MODEL, deadline_s=900)
+        service = pulumi.CustomResource(
+            SERVICE_TYPE, "svc", {}, opts=pulumi.ResourceOptions(hooks=health_hook_binding(hook))
+        )
+        return service.urn
+
+    program()
+    bound = monitor.hooks["svc"]
+    assert list(bound.after_create) == ["svc-health"]
+    assert list(bound.after_update) == ["svc-health"]
+    assert list(bound.before_create) == [] and list(bound.before_update) == []
+    assert list(bound.before_delete) == [] and list(bound.after_delete) == []
+
+
+def test_hook_passes_for_a_healthy_server(monitor: _HookMonitor, fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(cold_start_503s=2)
+    assert _call_hook({"uri": server.url}, **FAST) is None
+    assert [r.path for r in server.requests][:3] == ["/health"] * 3
+
+
+def test_hook_accepts_url_output_and_auth_factory(
+    monitor: _HookMonitor, fake_vllm: ServerFactory
+) -> None:
+    server = fake_vllm()
+    seen: list[str] = []
+
+    def factory(url: str) -> NoAuth:
+        seen.append(url)
+        return NoAuth()
+
+    kwargs = {**FAST, "auth": factory}
+    assert _call_hook({"url": server.url, "uri": "not a url"}, **kwargs) is None
+    assert seen == [server.url]
+
+
+def test_hook_fails_with_the_reason(monitor: _HookMonitor, fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(empty_completion=True)
+    error = _call_hook({"uri": server.url}, **FAST)
+    assert isinstance(error, HealthCheckFailedError)
+    assert str(error).startswith(f"post-deploy health check of svc ({server.url}) failed: chat:")
+    assert "empty completion" in str(error)
+    assert error.report is not None and not error.report.ok
+
+
+def test_hook_fails_on_missing_credentials(monitor: _HookMonitor, fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(api_key="t")
+
+    def provider(audience: str) -> str:
+        raise RuntimeError("no ADC")
+
+    kwargs = {**FAST, "auth": lambda url: GoogleIdTokenAuth(url, token_provider=provider)}
+    error = _call_hook({"uri": server.url}, **kwargs)
+    assert isinstance(error, HealthCheckFailedError)
+    assert "readiness: no credentials, request not sent: could not get an ID token: no ADC" in str(
+        error
+    )
+    assert server.requests == []
+
+
+def test_hook_fails_without_a_url(monitor: _HookMonitor) -> None:
+    error = _call_hook({"name": "svc"}, **FAST)
+    assert isinstance(error, HealthCheckFailedError)
+    assert (
+        str(error)
+        == "health check of svc: no endpoint URL in the resource's outputs (looked for uri, url)"
+    )
+
+
+def test_deadlines_cover_the_startup_probes() -> None:
+    assert COLD_START_DEADLINE_S["nvidia-l4"] >= 180 + 60 * 10
+    assert COLD_START_DEADLINE_S["nvidia-rtx-pro-6000"] >= 240 + 15 * 120
+    with pytest.raises(ValueError, match="deadline_s"):
+        health_hook("h", served_model_name=MODEL, deadline_s=0)
