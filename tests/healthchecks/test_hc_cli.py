@@ -245,3 +245,11 @@ def test_cli_as_subprocess(fake_vllm: ServerFactory) -> None:
         assert done.returncode == expected, done.stdout + done.stderr
         assert "Traceback" not in done.stdout + done.stderr
     assert "connection dropped mid-stream after 1 chunk(s)" in done.stdout
+
+
+def test_check_logic_does_not_import_pulumi() -> None:
+    code = "import sys, healthchecks, healthchecks.cli; print('pulumi' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"

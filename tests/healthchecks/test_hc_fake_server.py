@@ -174,3 +174,18 @@ def test_runs_as_a_process() -> None:
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_nothing_is_streamed_before_the_time_to_first_token(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(ttft_s=0.15, output_tokens=1)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "stream": True}
+    started = time.perf_counter()
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=body) as response:
+        lines = response.iter_lines()
+        first = next(line for line in lines if line)
+        first_at = time.perf_counter() - started
+        assert '"role": "assistant"' in first
+        assert [line for line in lines if line][-1] == "data: [DONE]"
+    assert first_at >= 0.15
+    (ttft, e2e) = server.timings[0]
+    assert 0.15 <= ttft <= e2e < 0.3

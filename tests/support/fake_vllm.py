@@ -584,6 +584,9 @@ class FakeVllmServer:
                 "stop_reason": None,
             }
 
+        # As in vLLM, nothing is sent before the first engine output (time to first token):
+        # then the role chunk (chat) and the first content chunk go out together.
+        await asyncio.sleep(self._sleep_until(arrived, 0))
         if chat and not await send(
             [choice(None, None, role=True)], self._usage(prompt_tokens, 0) if continuous else None
         ):
@@ -599,7 +602,6 @@ class FakeVllmServer:
             if index == 0:
                 first_at = time.perf_counter()
         if n_out == 0:
-            await asyncio.sleep(self._sleep_until(arrived, 0))
             empty_usage = self._usage(prompt_tokens, 0) if continuous else None
             if not await send([choice("", "stop")], empty_usage):
                 return response
