@@ -64,11 +64,18 @@ class AuthStrategy(httpx.Auth):
         request.headers.update(self.headers())
         yield request
 
+    def cached_headers(self) -> dict[str, str] | None:
+        """The headers if they are at hand without blocking, else None."""
+        return self.headers()
+
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        # google-auth blocks on the network: keep it off the event loop.
-        request.headers.update(await asyncio.to_thread(self.headers))
+        headers = self.cached_headers()
+        if headers is None:
+            # A token fetch blocks on the network: keep it off the event loop.
+            headers = await asyncio.to_thread(self.headers)
+        request.headers.update(headers)
         yield request
 
 
@@ -128,9 +135,17 @@ class GoogleIdTokenAuth(AuthStrategy):
         self._expires_at = 0.0
         self._lock = threading.Lock()
 
+    def _fresh(self) -> bool:
+        return self._token is not None and time.time() < self._expires_at - _REFRESH_MARGIN_S
+
+    def cached_headers(self) -> dict[str, str] | None:
+        # The fast path for every request while the cached token is fresh (no thread hop).
+        token = self._token
+        return {"Authorization": f"Bearer {token}"} if self._fresh() and token else None
+
     def headers(self) -> dict[str, str]:
         with self._lock:
-            if self._token is None or time.time() > self._expires_at - _REFRESH_MARGIN_S:
+            if not self._fresh():
                 try:
                     token = self._provider(self.audience)
                 except AuthError:
