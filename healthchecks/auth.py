@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from typing import Any
 
 import httpx
 
@@ -158,48 +157,6 @@ class GoogleIdTokenAuth(AuthStrategy):
             return {"Authorization": f"Bearer {self._token}"}
 
 
-class _HttpxGoogleRequest:
-    """A ``google.auth.transport.Request`` on httpx (google-auth's own needs requests/urllib3)."""
-
-    def __init__(self) -> None:
-        self._client = httpx.Client(timeout=30.0)
-
-    def __call__(
-        self,
-        url: str,
-        method: str = "GET",
-        body: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        from google.auth import exceptions, transport
-
-        class _Response(transport.Response):
-            def __init__(self, response: httpx.Response) -> None:
-                self._response = response
-
-            @property
-            def status(self) -> int:
-                return self._response.status_code
-
-            @property
-            def headers(self) -> Mapping[str, str]:
-                return dict(self._response.headers)
-
-            @property
-            def data(self) -> bytes:
-                return self._response.content
-
-        try:
-            response = self._client.request(
-                method, url, content=body, headers=dict(headers or {}), timeout=timeout or 30.0
-            )
-        except httpx.HTTPError as exc:
-            raise exceptions.TransportError(str(exc)) from exc  # type: ignore[no-untyped-call]
-        return _Response(response)
-
-
 def google_id_token_provider(impersonate_service_account: str | None = None) -> TokenProvider:
     """A :data:`TokenProvider` backed by google-auth.
 
@@ -211,10 +168,11 @@ def google_id_token_provider(impersonate_service_account: str | None = None) -> 
 
     def provide(audience: str) -> str:
         import google.auth
+        import google.auth.transport.requests
         from google.auth import exceptions, impersonated_credentials
         from google.oauth2 import id_token
 
-        request = _HttpxGoogleRequest()
+        request = google.auth.transport.requests.Request()
         try:
             if impersonate_service_account is None:
                 try:

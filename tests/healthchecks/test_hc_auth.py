@@ -122,3 +122,15 @@ def test_google_provider_without_credentials_raises_auth_error(
     with pytest.raises(AuthError, match="cannot mint an ID token") as caught:
         auth.headers()
     assert "--impersonate-service-account" in str(caught.value)
+
+
+def test_impersonation_without_source_credentials_raises_auth_error(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    auth = GoogleIdTokenAuth(
+        "https://svc.a.run.app", impersonate_service_account="hc@p.iam.gserviceaccount.com"
+    )
+    assert auth.description.endswith("as hc@p.iam.gserviceaccount.com")
+    with pytest.raises(AuthError, match=r"could not get an ID token for https://svc\.a\.run\.app"):
+        auth.headers()
