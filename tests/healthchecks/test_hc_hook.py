@@ -92,6 +92,7 @@ def test_binding_reaches_the_monitor(monitor: _HookMonitor) -> None:
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> Any:
         hook = health_hook("svc-health", served_model_name=MODEL, deadline_s=900)
+        assert hook.opts is not None and hook.opts.on_dry_run is False  # not during preview
         service = pulumi.CustomResource(
             SERVICE_TYPE, "svc", {}, opts=pulumi.ResourceOptions(hooks=health_hook_binding(hook))
         )
