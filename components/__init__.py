@@ -3,6 +3,7 @@
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
+from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 
 __all__ = [
     "Checkpoint",
@@ -11,4 +12,6 @@ __all__ = [
     "ModelBucket",
     "ModelBucketArgs",
     "ProjectApis",
+    "TpuVllmNodes",
+    "TpuVllmNodesArgs",
 ]

@@ -10,6 +10,7 @@ from pulumi.runtime import config as runtime_config
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
+from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 
@@ -42,13 +43,47 @@ def checkpoints(settings: Settings) -> list[Checkpoint]:
     return found
 
 
+TPU_APIS = (
+    "tpu.googleapis.com",
+    "compute.googleapis.com",
+    "secretmanager.googleapis.com",
+    "iam.googleapis.com",
+)
+
+
+def project_id() -> str:
+    project = pulumi.Config("gcp").get("project")
+    if not project:
+        raise SettingsError("gcp:project is not set: `pulumi config set gcp:project <id>`")
+    return project
+
+
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
-    if settings.profile.platform is not Platform.CLOUD_RUN:
-        raise SettingsError(
-            f"config key 'hardware': {settings.hardware!r} is not deployable by this version; "
-            "Cloud Run GPUs (l4, rtx-pro-6000) are"
-        )
+    if settings.profile.platform is Platform.TPU:
+        return build_tpu(settings, prefix)
+    return build_cloud_run(settings, prefix)
+
+
+def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
+    nodes = TpuVllmNodes(
+        f"{prefix}-tpu",
+        TpuVllmNodesArgs(settings=settings, project=project_id(), tag=f"{prefix}-vllm"),
+        opts=pulumi.ResourceOptions(depends_on=[apis]),
+    )
+    return {
+        "hardware": settings.hardware,
+        "endpoint_urls": nodes.endpoint_urls,
+        "node_names": nodes.node_names,
+        "states": nodes.states,
+        "served_model_name": settings.model.served_name,
+        "vllm_command_line": nodes.vllm_command_line,
+        "api_key_secret": settings.tpu.api_key_secret,
+    }
+
+
+def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     apis = ProjectApis(f"{prefix}-apis", CLOUD_RUN_APIS)
     weights = settings.weights
     bucket = ModelBucket(

@@ -5,6 +5,7 @@ writes them out and `tests/test_project_files.py` fails when Pulumi.yaml or the 
 
     python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
     python scripts/config_schema.py markdown  # the README table
+    python scripts/config_schema.py write     # rewrite both in place
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
@@ -93,6 +95,25 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+ROOT = Path(__file__).resolve().parent.parent
+TABLE_START = "<!-- config-table:start -->\n"
+TABLE_END = "<!-- config-table:end -->\n"
+
+
+def write() -> None:
+    project = ROOT / "Pulumi.yaml"
+    text = project.read_text()
+    project.write_text(text[: text.index("config:\n")] + yaml_block())
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "yaml"
-    sys.stdout.write(yaml_block() if which == "yaml" else markdown_table())
+    if which == "write":
+        write()
+    else:
+        sys.stdout.write(yaml_block() if which == "yaml" else markdown_table())

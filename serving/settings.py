@@ -7,6 +7,7 @@ before any resource is declared. Error messages name the key and what is allowed
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -229,6 +230,90 @@ class CloudRunSettings(_Group):
         return self
 
 
+class TpuSettings(_Group):
+    """TPU queued resources: where, how they are provisioned, and who may reach them."""
+
+    zone: str | None = Field(None, description="TPU zone (must offer the accelerator).")
+    tpu_runtime_version: str = Field(
+        "v2-alpha-tpuv6e", description="TPU VM runtime (software) version."
+    )
+    provisioning: Literal["flex-start", "spot", "guaranteed", "on-demand"] = Field(
+        "flex-start", description="How the queued resource obtains capacity."
+    )
+    max_run_hours: float | None = Field(
+        4.0, gt=0, le=168, description="Cost guard: flex-start nodes are deleted after this long."
+    )
+    valid_until_hours: float | None = Field(
+        4.0, gt=0, le=168, description="Give up a queued request not fulfilled within this long."
+    )
+    replicas: int = Field(1, ge=1, le=16, description="Independent TPU nodes, each one endpoint.")
+    network: str = Field("default", description="VPC network of the TPU nodes.")
+    external_ips: bool = Field(True, description="Give each TPU node an external IP address.")
+    serving_port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on.")
+    source_ranges: JsonList = Field(
+        default_factory=list,
+        description="CIDR ranges allowed to reach the serving port (never 0.0.0.0/0).",
+    )
+    api_key_secret: str = Field(
+        "vllm-api-key",
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="Secret Manager secret id holding the vLLM API key clients must send.",
+    )
+    create_timeout_minutes: int = Field(
+        30, ge=1, le=1440, description="How long `pulumi up` waits for a node to become ACTIVE."
+    )
+
+    @field_validator("source_ranges")
+    @classmethod
+    def _no_open_world(cls, ranges: list[str]) -> list[str]:
+        for cidr in ranges:
+            try:
+                net = ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{cidr!r} is not a CIDR range (for example 203.0.113.0/24)"
+                ) from None
+            if net.prefixlen == 0:
+                raise ValueError(
+                    f"{cidr!r} opens the serving port to the whole internet; list your clients' "
+                    "ranges (the vLLM API key is a second lock, not the only one)"
+                )
+        return ranges
+
+
+class SloSettings(_Group):
+    """Service-level objectives the benchmark gate holds a deployment to."""
+
+    slo_p95_ttft_ms: float | None = Field(
+        2000.0, gt=0, description="Highest acceptable p95 time to first token, ms."
+    )
+    slo_p95_e2e_ms: float | None = Field(
+        60000.0, gt=0, description="Highest acceptable p95 end-to-end latency, ms."
+    )
+    slo_min_success_rate: float = Field(
+        0.99, ge=0, le=1, description="Lowest acceptable share of successful requests."
+    )
+    slo_min_requests_per_second: float | None = Field(
+        None, gt=0, description="Lowest acceptable request throughput, requests/s."
+    )
+
+
+class HealthSettings(_Group):
+    """The post-deploy health check that gates `pulumi up`."""
+
+    health_check: bool = Field(
+        True, description="Run the health checks after the serving resource is created/updated."
+    )
+    health_check_deadline_seconds: int | None = Field(
+        None, ge=30, description="Deadline for the checks; defaults to the hardware's cold start."
+    )
+    health_check_service_account: str | None = Field(
+        None,
+        description="Service account to impersonate for the ID token (Cloud Run) when your own "
+        "credentials cannot mint one.",
+    )
+
+
 class WeightsSettings(_Group):
     """The model bucket and how weights get into it."""
 
@@ -265,6 +350,9 @@ class Settings(BaseModel):
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     cloud_run: CloudRunSettings = Field(default_factory=CloudRunSettings)
     weights: WeightsSettings = Field(default_factory=WeightsSettings)
+    tpu: TpuSettings = Field(default_factory=TpuSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
 
     @field_validator("hardware")
     @classmethod
@@ -299,6 +387,19 @@ class Settings(BaseModel):
                 f"config key 'maxModelLen' ({self.vllm.max_model_len}) exceeds {card.repo_id}'s "
                 f"context of {card.architecture.max_context} tokens"
             )
+        if hw.platform is Platform.TPU:
+            zone = self.tpu.zone
+            if zone is None or zone not in hw.locations:
+                what = (
+                    "is required" if zone is None else f"{zone!r} does not offer {hw.accelerator}"
+                )
+                raise ValueError(
+                    f"config key 'zone' {what} for {hw.key}; allowed: {', '.join(hw.locations)}"
+                )
+            if self.tpu.provisioning == "flex-start" and self.tpu.max_run_hours is None:
+                raise ValueError(
+                    "config key 'maxRunHours' is required with flex-start provisioning"
+                )
         if hw.platform is Platform.CLOUD_RUN:
             cr = self.cloud_run
             if cr.region is None:
@@ -363,6 +464,9 @@ _GROUPS: dict[str, type[_Group]] = {
     "vllm": VllmSettings,
     "cloud_run": CloudRunSettings,
     "weights": WeightsSettings,
+    "tpu": TpuSettings,
+    "slo": SloSettings,
+    "health": HealthSettings,
 }
 _TOP_LEVEL = ("hardware", "image", "labels")
 

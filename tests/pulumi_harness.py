@@ -6,6 +6,7 @@ policy sees, so what is captured here can be fed to the policy pack directly.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import runpy
@@ -93,6 +94,9 @@ def render(
 ) -> Rendered:
     """Run the project's real `__main__.py` under mocks with `config` as the stack config."""
     set_config(config)
+    # asyncio.run() elsewhere (health checks, benchmark) leaves no current loop behind;
+    # Pulumi's mock runtime expects one.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
     rendered = Rendered(resources=mocks.declared)

@@ -207,12 +207,6 @@ def test_bad_config_leaves_no_resource_behind() -> None:
     assert mocks.declared
 
 
-def test_tpu_hardware_is_refused_by_the_cloud_run_program() -> None:
-    config = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.1"}
-    with pytest.raises(SettingsError, match="not deployable by this version"):
-        render(config)
-
-
 def test_only_the_used_provider_modules_are_loaded() -> None:
     render(stack_config("l4"), "l4")
     # pulumi_gcp.compute alone costs seconds to import; the program must not touch it.

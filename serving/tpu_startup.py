@@ -1,0 +1,84 @@
+"""Render the TPU VM startup script that runs vLLM in the pinned `vllm/vllm-tpu` image.
+
+The script is assembled from lines in code and every value is shell-quoted with `shlex.quote`;
+there is no string template, so JSON in an argument (the speculative config) cannot break it.
+It holds no secret: at boot it reads the Hugging Face token and the vLLM API key from Secret
+Manager with the node's own service account (metadata-server token), hands them to the
+container as environment variables by name only (`docker run -e NAME`), and never prints them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from serving.vllm import VllmCommand
+
+CONTAINER_NAME = "vllm"
+SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
+METADATA_TOKEN = (
+    "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+)
+
+
+@dataclass(frozen=True)
+class StartupSecrets:
+    """Secret Manager secret ids (not values) the node reads at boot."""
+
+    project: str
+    hf_token_secret: str
+    api_key_secret: str
+
+
+def render_startup_script(command: VllmCommand, image: str, secrets: StartupSecrets) -> str:
+    """A bash startup script that (re)starts the vLLM container; safe to run at every boot."""
+    q = shlex.quote
+    options = [
+        "--detach",
+        f"--name={CONTAINER_NAME}",
+        "--restart=unless-stopped",
+        "--privileged",
+        "--net=host",
+        "--shm-size=10gb",
+        "--env=HF_TOKEN",
+        "--env=VLLM_API_KEY",
+        f"--entrypoint={command.command[0]}",
+    ]
+    arguments = [*command.command[1:], *command.args]
+    lines = [
+        "#!/bin/bash",
+        "# Rendered by gemma4-vllm (serving/tpu_startup.py); do not edit on the node.",
+        "# Holds no secret: tokens are read from Secret Manager at boot and never printed.",
+        "set -euo pipefail",
+        "",
+        f"readonly PROJECT={q(secrets.project)}",
+        f"readonly IMAGE={q(image)}",
+        "",
+        "access_token() {",
+        f"  curl --silent --fail --retry 5 -H 'Metadata-Flavor: Google' {q(METADATA_TOKEN)} \\",
+        "    | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])'",
+        "}",
+        "",
+        "read_secret() {",
+        "  local token",
+        '  token="$(access_token)"',
+        '  curl --silent --fail --retry 5 -H "Authorization: Bearer ${token}" \\',
+        f'    "{SECRET_MANAGER}/projects/${{PROJECT}}/secrets/$1/versions/latest:access" \\',
+        "    | python3 -c 'import base64, json, sys; "
+        'sys.stdout.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]).decode())\'',
+        "}",
+        "",
+        f"if docker inspect {CONTAINER_NAME} >/dev/null 2>&1; then",
+        f"  docker rm --force {CONTAINER_NAME} >/dev/null",
+        "fi",
+        'docker pull --quiet "${IMAGE}" >/dev/null',
+        "",
+        f'HF_TOKEN="$(read_secret {q(secrets.hf_token_secret)})"',
+        f'VLLM_API_KEY="$(read_secret {q(secrets.api_key_secret)})"',
+        "export HF_TOKEN VLLM_API_KEY",
+        " \\\n  ".join(["docker run", *map(q, options), '"${IMAGE}"', *map(q, arguments)]),
+        "unset HF_TOKEN VLLM_API_KEY",
+        f'echo "vLLM container {CONTAINER_NAME} started from ${{IMAGE}}"',
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""The queued-resource provider against a local fake of the TPU REST API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from components.tpu_api import AlreadyExistsError, QuotaError, TpuApiError, ZoneError
+from components.tpu_queued_resource import QueuedResourceProvider
+from tests.tpu.fake_tpu_api import FakeTpuApi, Scenario, serve
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_provider(log: list[str], clock: FakeClock | None = None) -> QueuedResourceProvider:
+    clock = clock or FakeClock()
+    return QueuedResourceProvider(
+        token_source=lambda: "test-access-token", log=log.append, sleep=clock.sleep, clock=clock
+    )
+
+
+def props(fake: FakeTpuApi, **overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "project": "my-project",
+        "zone": "us-east5-b",
+        "queuedResourceId": "gemma-tpu-0",
+        "nodeId": "gemma-tpu-0-node",
+        "acceleratorType": "v6e-1",
+        "runtimeVersion": "v2-alpha-tpuv6e",
+        "serviceAccountEmail": "tpu@my-project.iam.gserviceaccount.com",
+        "metadata": {"startup-script": "#!/bin/bash\necho hi\n"},
+        "labels": {"app": "gemma4-vllm"},
+        "tags": ["gemma-vllm"],
+        "network": "default",
+        "enableExternalIps": True,
+        "provisioning": "flex-start",
+        "maxRunDurationSeconds": 14400,
+        "validUntilSeconds": 14400,
+        "servingPort": 8000,
+        "createTimeoutSeconds": 600,
+        "pollSeconds": 15,
+        "apiEndpoint": fake.url,
+    }
+    return {**base, **overrides}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeTpuApi]:
+    with serve() as api:
+        yield api
+
+
+def methods(fake: FakeTpuApi) -> list[str]:
+    return [f"{r.method} {r.path.rsplit('/', 1)[-1]}" for r in fake.requests]
+
+
+def test_create_waits_through_the_states_to_active(fake: FakeTpuApi) -> None:
+    log: list[str] = []
+    result = make_provider(log).create(props(fake))
+    assert result.id == "gemma-tpu-0"
+    assert result.outs is not None
+    assert result.outs["state"] == "ACTIVE"
+    assert result.outs["endpointUrl"] == "http://203.0.113.7:8000"
+    assert result.outs["nodeName"].endswith("/nodes/gemma-tpu-0-node")
+    progress = "\n".join(log)
+    for state in ("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"):
+        assert state in progress
+    create = fake.requests[0]
+    assert create.method == "POST" and create.query == {"queuedResourceId": ["gemma-tpu-0"]}
+    assert create.headers["Authorization"] == "Bearer test-access-token"
+
+
+def test_request_body_carries_what_the_pulumi_gcp_resource_cannot(fake: FakeTpuApi) -> None:
+    make_provider([]).create(props(fake))
+    create = fake.requests[0]
+    assert create.path.startswith("/v2alpha1/projects/my-project/locations/us-east5-b/")
+    assert create.body is not None
+    spec = create.body["tpu"]["nodeSpec"][0]
+    node = spec["node"]
+    assert spec["parent"] == "projects/my-project/locations/us-east5-b"
+    assert node["metadata"] == {"startup-script": "#!/bin/bash\necho hi\n"}
+    assert node["serviceAccount"]["email"] == "tpu@my-project.iam.gserviceaccount.com"
+    assert node["schedulingConfig"] == {
+        "provisioningModel": "FLEX_START",
+        "maxRunDuration": "14400s",
+    }
+    assert node["tags"] == ["gemma-vllm"]
+    assert create.body["queueingPolicy"] == {"validUntilDuration": "14400s"}
+
+
+def test_spot_tier_uses_the_v2_api(fake: FakeTpuApi) -> None:
+    make_provider([]).create(props(fake, provisioning="spot"))
+    create = fake.requests[0]
+    assert create.path.startswith("/v2/")
+    assert create.body is not None and create.body["spot"] == {}
+    assert "schedulingConfig" not in create.body["tpu"]["nodeSpec"][0]["node"]
+
+
+def test_failed_request_ends_with_the_api_reason_and_is_deleted() -> None:
+    with serve(Scenario(states=["WAITING_FOR_RESOURCES", "FAILED"])) as fake:
+        with pytest.raises(TpuApiError, match="is FAILED: Insufficient capacity for v6e-1"):
+            make_provider([]).create(props(fake))
+        assert "DELETE gemma-tpu-0" in methods(fake)
+
+
+def test_suspended_request_is_reported() -> None:
+    with (
+        serve(Scenario(states=["SUSPENDED"])) as fake,
+        pytest.raises(TpuApiError, match="is SUSPENDED: no reason given by the API"),
+    ):
+        make_provider([]).create(props(fake))
+
+
+def test_quota_error_is_a_clear_message_and_nothing_else_is_called() -> None:
+    scenario = Scenario(
+        create_error=(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "Quota 'TPUV6E_LITEPOD_PER_PROJECT_PER_ZONE' exceeded.",
+        )
+    )
+    with serve(scenario) as fake:
+        with pytest.raises(QuotaError) as info:
+            make_provider([]).create(props(fake))
+        assert "TPU quota exhausted in us-east5-b" in str(info.value)
+        assert "set `zone` to another zone" in str(info.value)
+        assert methods(fake) == ["POST queuedResources"]
+
+
+def test_zone_error() -> None:
+    scenario = Scenario(
+        create_error=(
+            400,
+            "INVALID_ARGUMENT",
+            "Location us-west9-z is not found or access is unauthorized.",
+        )
+    )
+    with (
+        serve(scenario) as fake,
+        pytest.raises(ZoneError, match="Set `zone` to a zone that offers"),
+    ):
+        make_provider([]).create(props(fake, zone="us-west9-z"))
+
+
+def test_deadline_deletes_the_queued_request() -> None:
+    clock = FakeClock()
+    with serve(Scenario(states=["WAITING_FOR_RESOURCES"])) as fake:
+        with pytest.raises(TpuApiError, match="still WAITING_FOR_RESOURCES after 60s"):
+            make_provider([], clock).create(props(fake, createTimeoutSeconds=60))
+        assert clock.now >= 60
+        assert "DELETE gemma-tpu-0" in methods(fake)
+
+
+def test_existing_queued_resource_is_never_deleted(fake: FakeTpuApi) -> None:
+    make_provider([]).create(props(fake))
+    before = len(fake.requests)
+    with pytest.raises(AlreadyExistsError, match="Nothing was deleted"):
+        make_provider([]).create(props(fake))
+    assert [r.method for r in fake.requests[before:]] == ["POST"]
+    assert "gemma-tpu-0" in fake.queued
+
+
+def test_read_refreshes_and_reports_a_vanished_resource(fake: FakeTpuApi) -> None:
+    provider = make_provider([])
+    created = provider.create(props(fake))
+    assert created.outs is not None
+    read = provider.read("gemma-tpu-0", created.outs)
+    assert read.id == "gemma-tpu-0"
+    assert read.outs is not None and read.outs["state"] == "ACTIVE"
+    gone = provider.read("other-qr", props(fake))
+    assert gone.id is None
+
+
+def test_delete_twice_is_idempotent(fake: FakeTpuApi) -> None:
+    log: list[str] = []
+    provider = make_provider(log)
+    provider.create(props(fake))
+    provider.delete("gemma-tpu-0", props(fake))
+    assert fake.queued == {}
+    provider.delete("gemma-tpu-0", props(fake))
+    assert log[-1] == "gemma-tpu-0: already gone"
+
+
+def test_node_changes_are_replacements_and_timeouts_are_not(fake: FakeTpuApi) -> None:
+    provider = make_provider([])
+    old = props(fake)
+    script = provider.diff("id", old, {**old, "metadata": {"startup-script": "#!/bin/bash\n"}})
+    assert script.replaces == ["metadata"] and script.delete_before_replace is True
+    timeout = provider.diff("id", old, {**old, "createTimeoutSeconds": 1200})
+    assert timeout.changes is True and timeout.replaces == []
+    same = provider.diff("id", {**old, "state": "ACTIVE"}, old)
+    assert same.changes is False

@@ -1,0 +1,101 @@
+"""The tpu-v6e1 stack, rendered by the real program under Pulumi's mocks."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from serving.settings import SettingsError
+from serving.vllm import parse_args
+from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
+
+QUEUED = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
+FIREWALL = "gcp:compute/firewall:Firewall"
+SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+CLIENTS = ["203.0.113.0/24"]
+
+
+def tpu(**overrides: Any) -> Rendered:
+    return render({**stack_config("tpu-v6e1"), "sourceRanges": CLIENTS, **overrides}, "tpu-v6e1")
+
+
+@pytest.fixture(scope="module")
+def rendered() -> Rendered:
+    return tpu()
+
+
+def test_queued_resource_shape(rendered: Rendered) -> None:
+    node = rendered.one(QUEUED).inputs
+    assert node["acceleratorType"] == "v6e-1"
+    assert node["runtimeVersion"] == "v2-alpha-tpuv6e"
+    assert node["zone"] == "us-east5-b"
+    assert node["project"] == "test-project"
+    assert node["provisioning"] == "flex-start"
+    assert node["maxRunDurationSeconds"] == 4 * 3600
+    assert node["validUntilSeconds"] == 4 * 3600
+    account = rendered.one(ACCOUNT)
+    assert node["serviceAccountEmail"].startswith(account.inputs["accountId"] + "@")
+
+
+def test_startup_script_runs_the_shared_renderer_with_no_secret(rendered: Rendered) -> None:
+    script = rendered.one(QUEUED).inputs["metadata"]["startup-script"]
+    assert set(rendered.one(QUEUED).inputs["metadata"]) == {"startup-script"}
+    assert "--tensor-parallel-size=1" in script
+    assert "--max-model-len=4096" in script and "--max-num-seqs=64" in script
+    assert "--kv-cache-dtype=fp8" in script and "--disable-chunked-mm-input" in script
+    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.1" in script
+    assert "hf_" not in script and 'HF_TOKEN="$(read_secret hf-token)"' in script
+
+
+def test_node_reads_only_its_two_secrets(rendered: Rendered) -> None:
+    grants = sorted((g.inputs["secretId"], g.inputs["role"]) for g in rendered.of_type(SECRET_IAM))
+    assert grants == [
+        ("hf-token", "roles/secretmanager.secretAccessor"),
+        ("vllm-api-key", "roles/secretmanager.secretAccessor"),
+    ]
+
+
+def test_firewall_opens_only_the_serving_port_to_the_configured_ranges(rendered: Rendered) -> None:
+    rule = rendered.one(FIREWALL).inputs
+    assert rule["sourceRanges"] == CLIENTS
+    assert rule["allows"] == [{"protocol": "tcp", "ports": ["8000"]}]
+    assert rule["targetTags"] == rendered.one(QUEUED).inputs["tags"]
+
+
+def test_no_source_ranges_means_no_open_port() -> None:
+    assert tpu(sourceRanges=[]).of_type(FIREWALL) == []
+
+
+def test_open_world_is_refused_before_anything_is_declared() -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(SettingsError, match="opens the serving port to the whole internet"):
+        render({**stack_config("tpu-v6e1"), "sourceRanges": ["0.0.0.0/0"]}, "tpu-v6e1", mocks)
+    assert mocks.declared == []
+
+
+def test_replicas_are_independent_nodes() -> None:
+    nodes = tpu(replicas=3).of_type(QUEUED)
+    assert sorted(n.inputs["queuedResourceId"] for n in nodes) == [
+        "gemma-tpu-v6e1-tpu-0",
+        "gemma-tpu-v6e1-tpu-1",
+        "gemma-tpu-v6e1-tpu-2",
+    ]
+    assert len({n.inputs["nodeId"] for n in nodes}) == 3
+
+
+def test_tpu_needs_a_zone_that_offers_v6e() -> None:
+    with pytest.raises(SettingsError, match="'us-west1-a' does not offer v6e-1"):
+        tpu(zone="us-west1-a")
+
+
+def test_vllm_arguments_match_the_reference_tpu_values(rendered: Rendered) -> None:
+    script = rendered.one(QUEUED).inputs["metadata"]["startup-script"]
+    run = script[script.index("docker run") : script.index("\nunset")]
+    argv = shlex.split(run.replace("\\\n", " "))
+    args = parse_args(["vllm", *argv[argv.index("serve") :]])
+    assert args["model"] == "google/gemma-4-12B-it"
+    assert args["max-num-batched-tokens"] == "4096"
+    assert args["enable-prefix-caching"] is True
