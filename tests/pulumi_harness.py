@@ -96,7 +96,12 @@ def render(
     set_config(config)
     # asyncio.run() elsewhere (health checks, benchmark) leaves no current loop behind;
     # Pulumi's mock runtime expects one.
-    asyncio.set_event_loop(asyncio.new_event_loop())
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        if loop.is_closed():
+            raise RuntimeError("closed")
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
     rendered = Rendered(resources=mocks.declared)
