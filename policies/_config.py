@@ -1,0 +1,61 @@
+"""Policy thresholds: each policy declares them in its config schema, with defaults.
+
+The schema's `default` is the one place a threshold's default lives. The Pulumi CLI applies
+schema defaults when it configures a pack, but a validator must also work when it is called
+directly (tests, `Configure` without that key), so :func:`setting` falls back to the same
+default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pulumi_policy import PolicyConfigSchema
+
+
+def schema(properties: Mapping[str, Mapping[str, Any]]) -> PolicyConfigSchema:
+    """A config schema whose every property carries a `default` and a `description`."""
+    for key, spec in properties.items():
+        if "default" not in spec or "description" not in spec:
+            raise ValueError(f"policy config property {key!r} needs a default and a description")
+    return PolicyConfigSchema(properties={k: dict(v) for k, v in properties.items()})
+
+
+def setting(args: Any, config_schema: PolicyConfigSchema, key: str) -> Any:
+    """The configured value of `key`, or the schema's default."""
+    config: Mapping[str, Any] = args.get_config() or {}
+    if key in config and config[key] is not None:
+        return config[key]
+    return config_schema.properties[key]["default"]
+
+
+def setting_float(args: Any, config_schema: PolicyConfigSchema, key: str) -> float:
+    return float(setting(args, config_schema, key))
+
+
+def setting_int(args: Any, config_schema: PolicyConfigSchema, key: str) -> int:
+    return int(setting(args, config_schema, key))
+
+
+def setting_bool(args: Any, config_schema: PolicyConfigSchema, key: str) -> bool:
+    value = setting(args, config_schema, key)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def setting_strings(args: Any, config_schema: PolicyConfigSchema, key: str) -> list[str]:
+    value = setting(args, config_schema, key)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence):
+        return [str(v) for v in value]
+    return []
+
+
+def defaults(config_schema: PolicyConfigSchema | None) -> dict[str, Any]:
+    """Every property's default (for the documented example config file)."""
+    if config_schema is None:
+        return {}
+    return {k: v["default"] for k, v in config_schema.properties.items()}

@@ -1,0 +1,132 @@
+"""gpu-memory-budget: weights, drafter, runtime reserve and one full-length sequence fit.
+
+The arithmetic is `serving.memory.plan_memory`, the same model the capacity planner prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_float
+from policies._resources import VllmServer, find_card, gib, vllm_servers
+from serving.hardware import Platform
+from serving.memory import DEFAULT_PROFILE, GIB, MemoryPlan, RuntimeProfile, plan_memory
+
+CONFIG = schema(
+    {
+        "activationBytesPerTokenHidden": {
+            "type": "number",
+            "default": DEFAULT_PROFILE.activation_bytes_per_token_hidden,
+            "description": "Activation peak per batched token and hidden unit, bytes.",
+        },
+        "nonTorchGib": {
+            "type": "number",
+            "default": round(DEFAULT_PROFILE.non_torch_bytes / GIB, 2),
+            "description": "Memory outside torch (CUDA context, workspaces), GiB.",
+        },
+        "cudaGraphGib": {
+            "type": "number",
+            "default": round(DEFAULT_PROFILE.cuda_graph_bytes / GIB, 2),
+            "description": "CUDA graph memory vLLM subtracts before sizing the KV cache, GiB.",
+        },
+        "minFullLengthSequences": {
+            "type": "number",
+            "default": 1,
+            "description": "Full-length (max-model-len) sequences the KV cache must hold.",
+        },
+        "unknownDrafterGib": {
+            "type": "number",
+            "default": 1.0,
+            "description": "Drafter weights assumed when the drafter is not in the catalog, GiB.",
+        },
+    }
+)
+
+
+def _profile(args: ResourceValidationArgs) -> RuntimeProfile:
+    return replace(
+        DEFAULT_PROFILE,
+        activation_bytes_per_token_hidden=setting_float(
+            args, CONFIG, "activationBytesPerTokenHidden"
+        ),
+        non_torch_bytes=int(setting_float(args, CONFIG, "nonTorchGib") * GIB),
+        cuda_graph_bytes=int(setting_float(args, CONFIG, "cudaGraphGib") * GIB),
+    )
+
+
+def plan_server(
+    server: VllmServer, profile: RuntimeProfile = DEFAULT_PROFILE, unknown_drafter_gib: float = 1.0
+) -> MemoryPlan | None:
+    """The memory plan for a vLLM server, or None when the model or GPU is not in the catalog."""
+    card, hardware = server.card, server.hardware
+    if card is None or card.architecture is None or hardware is None:
+        return None
+    spec, _ = server.speculative_config()
+    drafter_bytes = 0
+    if spec is not None and spec.get("model"):
+        drafter = find_card(str(spec["model"]))
+        drafter_bytes = drafter.weight_bytes if drafter else int(unknown_drafter_gib * GIB)
+    max_len = server.int_value("max-model-len") or card.architecture.max_context
+    return plan_memory(
+        card.architecture,
+        weight_bytes=card.weight_bytes,
+        drafter_bytes=drafter_bytes,
+        device_bytes=hardware.memory_bytes,
+        utilization=server.float_value("gpu-memory-utilization") or 0.9,
+        max_model_len=max_len,
+        max_num_batched_tokens=server.int_value("max-num-batched-tokens") or 2048,
+        kv_cache_dtype=str(server.value("kv-cache-dtype")),
+        tensor_parallel=server.int_value("tensor-parallel-size") or 1,
+        profile=profile,
+    )
+
+
+def validate_gpu_memory_budget(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    profile = _profile(args)
+    need = setting_float(args, CONFIG, "minFullLengthSequences")
+    unknown_drafter = setting_float(args, CONFIG, "unknownDrafterGib")
+    for server in vllm_servers(args.resource_type, args.props):
+        if server.hardware is None or server.hardware.platform is not Platform.CLOUD_RUN:
+            continue
+        utilization = server.float_value("gpu-memory-utilization")
+        if utilization is None or not 0 < utilization <= 1:
+            continue  # gpu-memory-utilization-range reports it
+        plan = plan_server(server, profile, unknown_drafter)
+        if plan is None or plan.capacity.max_concurrency >= need:
+            continue
+        budget = (
+            f"weights {gib(plan.weight_bytes)} + drafter {gib(plan.drafter_bytes)} + runtime "
+            f"reserve {gib(plan.runtime_reserve_bytes)} + KV cache for one "
+            f"{plan.max_model_len}-token sequence {gib(plan.one_sequence_kv_bytes)} = "
+            f"{gib(plan.required_bytes)} > {plan.utilization} x "
+            f"{gib(plan.device_bytes)} = {gib(plan.budget_bytes)}"
+        )
+        report_violation(
+            f"{args.name}: {server.where} does not fit on {server.accelerator}: {budget} "
+            f"(room for {plan.capacity.max_concurrency:.2f} full-length sequences, need "
+            f"{need:g}). vLLM would refuse to start ('No available memory for the cache "
+            "blocks' / 'KV cache is needed, which is larger than the available KV cache "
+            "memory'). Lower --max-model-len or --max-num-batched-tokens, use "
+            "--kv-cache-dtype=fp8, a QAT checkpoint, or a larger GPU; see "
+            "`python -m policies.plan`.",
+            None,
+        )
+
+
+gpu_memory_budget = ResourceValidationPolicy(
+    name="gpu-memory-budget",
+    description="The model, drafter, runtime reserve and one full-length sequence of KV cache "
+    "fit in vLLM's share of GPU memory.",
+    validate=validate_gpu_memory_budget,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=CONFIG,
+)

@@ -1,0 +1,54 @@
+"""max-instances-cap (advisory): the instance ceiling stays within GPU quota and budget."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_int
+from policies._resources import SERVICE, as_int, get, is_gpu_service
+
+CONFIG = schema(
+    {
+        "maxInstances": {
+            "type": "integer",
+            "default": 3,
+            "description": "Largest max instance count not flagged (Cloud Run's default GPU "
+            "quota is 3).",
+        },
+    }
+)
+
+
+def validate_max_instances_cap(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+        return
+    cap = setting_int(args, CONFIG, "maxInstances")
+    ceiling = max(
+        as_int(get(args.props, "scaling", "maxInstanceCount")) or 0,
+        as_int(get(args.props, "template", "scaling", "maxInstanceCount")) or 0,
+    )
+    if ceiling <= cap:
+        return
+    report_violation(
+        f"{args.name}: allows up to {ceiling} GPU instances, above {cap}; Cloud Run refuses "
+        "GPU settings beyond the project's GPU quota ('Max instances must be set to 3 or "
+        "fewer in order to set GPU requirements') and each instance bills by the hour. Lower "
+        "maxInstances, or request quota and raise this policy's 'maxInstances'.",
+        None,
+    )
+
+
+max_instances_cap = ResourceValidationPolicy(
+    name="max-instances-cap",
+    description="GPU services cap their instance count within quota.",
+    validate=validate_max_instances_cap,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=CONFIG,
+)

@@ -1,0 +1,68 @@
+"""min-instances-cost (advisory): warm GPU instances bill all month."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_int
+from policies._resources import (
+    SERVICE,
+    accelerator,
+    as_int,
+    find_hardware,
+    get,
+    is_gpu_service,
+)
+from serving.memory import monthly_cost
+
+CONFIG = schema(
+    {
+        "maxMinInstances": {
+            "type": "integer",
+            "default": 0,
+            "description": "Largest minimum instance count that is not flagged.",
+        },
+    }
+)
+
+
+def validate_min_instances_cost(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+        return
+    allowed = setting_int(args, CONFIG, "maxMinInstances")
+    warm = max(
+        as_int(get(args.props, "scaling", "minInstanceCount")) or 0,
+        as_int(get(args.props, "template", "scaling", "minInstanceCount")) or 0,
+    )
+    if warm <= allowed:
+        return
+    hardware = find_hardware(accelerator(args.resource_type, args.props))
+    cost = (
+        f" about ${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
+        f"({warm} x ${hardware.price.usd_per_hour:.2f}/h x 730 h, {hardware.price.as_of} list "
+        "price)"
+        if hardware
+        else ""
+    )
+    report_violation(
+        f"{args.name}: keeps {warm} GPU instance(s) warm, billed while idle:{cost}. Set "
+        "minInstances to 0 to scale to zero (a cold start then loads the model), or accept "
+        "the cost.",
+        None,
+    )
+
+
+min_instances_cost = ResourceValidationPolicy(
+    name="min-instances-cost",
+    description="GPU services scale to zero unless warm instances are intended.",
+    validate=validate_min_instances_cost,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=CONFIG,
+)

@@ -1,0 +1,99 @@
+"""model-volume-read-only: the model bucket is mounted read-only, as the image's user."""
+
+from __future__ import annotations
+
+import re
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_int, setting_strings
+from policies._resources import (
+    SERVICE,
+    as_bool,
+    containers,
+    get,
+    is_gpu_service,
+    items,
+    strings,
+)
+
+CONFIG = schema(
+    {
+        "nonRootImagePrefixes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
+            "description": "Images that run as vLLM's non-root user (any tag or digest).",
+        },
+        "uid": {"type": "integer", "default": 1001, "description": "That user's uid."},
+        "gid": {"type": "integer", "default": 1001, "description": "That user's gid."},
+    }
+)
+
+
+def _mount_options(volume: object) -> set[str]:
+    raw = get(volume, "gcs", "mountOptions")
+    parts = [raw] if isinstance(raw, str) else strings(raw)
+    options: set[str] = set()
+    for part in parts:
+        options.update(p.strip().replace(" ", "") for p in re.split(r"[;,]", part) if p.strip())
+    return options
+
+
+def validate_model_volume_read_only(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+        return
+    prefixes = setting_strings(args, CONFIG, "nonRootImagePrefixes")
+    uid = setting_int(args, CONFIG, "uid")
+    gid = setting_int(args, CONFIG, "gid")
+    all_containers = containers(args.resource_type, args.props)
+    for volume in items(get(args.props, "template", "volumes")):
+        if get(volume, "gcs") is None:
+            continue
+        name = get(volume, "name")
+        users = [
+            c
+            for c in all_containers
+            if any(get(m, "name") == name for m in items(get(c, "volumeMounts")))
+        ]
+        if as_bool(get(volume, "gcs", "readOnly")) is not True:
+            report_violation(
+                f"{args.name}: Cloud Storage volume {name!r} is not read-only; the serving "
+                "container only reads weights, so mount it with gcs.read_only=True (only the "
+                "download job writes).",
+                None,
+            )
+        non_root = [
+            str(get(c, "image"))
+            for c in users
+            if any(str(get(c, "image") or "").startswith(p) for p in prefixes)
+        ]
+        if not non_root:
+            continue
+        options = _mount_options(volume)
+        missing = [o for o in (f"uid={uid}", f"gid={gid}") if o not in options]
+        if missing:
+            report_violation(
+                f"{args.name}: Cloud Storage volume {name!r} is mounted into {non_root[0]!r}, "
+                f"which runs as the non-root vLLM user ({uid}:{gid}), without "
+                f"{' and '.join(missing)}: the container fails with 'Permission denied' "
+                f"reading the weights. Add mount_options ['uid={uid}', 'gid={gid}'].",
+                None,
+            )
+
+
+model_volume_read_only = ResourceValidationPolicy(
+    name="model-volume-read-only",
+    description="GPU services mount Cloud Storage volumes read-only, owned by the image's "
+    "non-root user (uid/gid 1001 for vLLM images).",
+    validate=validate_model_volume_read_only,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=CONFIG,
+)

@@ -1,0 +1,104 @@
+"""no-plaintext-secrets: credentials come from Secret Manager, never as literals."""
+
+from __future__ import annotations
+
+import re
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_strings
+from policies._resources import (
+    containers,
+    get,
+    items,
+    vllm_servers,
+    walk_strings,
+)
+
+#: Credential formats (name, pattern). Matched anywhere in a resource's inputs.
+SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
+    ("private key", r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"),
+    ("OpenAI-style API key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}\b"),
+    ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
+    ("AWS access key id", r"\bAKIA[0-9A-Z]{16}\b"),
+    ("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}\b"),
+)
+
+_SECRET_ENV = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE
+)
+
+CONFIG = schema(
+    {
+        "extraPatterns": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "More regular expressions that mark a literal as a secret.",
+        },
+        "allowedEnvNames": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Secret-sounding environment variables that may hold a literal.",
+        },
+    }
+)
+
+_FIX = (
+    "store it in Secret Manager and reference it (env value_source.secret_key_ref; on a VM, "
+    "read it at boot with the instance's service account), then rotate the exposed credential"
+)
+
+
+def validate_no_plaintext_secrets(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    patterns = [(label, re.compile(p)) for label, p in SECRET_PATTERNS]
+    patterns += [("secret", re.compile(p)) for p in setting_strings(args, CONFIG, "extraPatterns")]
+    allowed_env = set(setting_strings(args, CONFIG, "allowedEnvNames"))
+    for path, text in walk_strings(args.props):
+        for label, pattern in patterns:
+            if pattern.search(text):
+                report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
+                break
+    for container in containers(args.resource_type, args.props):
+        for env in items(get(container, "envs")):
+            name, value = get(env, "name"), get(env, "value")
+            if (
+                isinstance(name, str)
+                and name not in allowed_env
+                and _SECRET_ENV.search(name)
+                and isinstance(value, str)
+                and value
+            ):
+                report_violation(
+                    f"{args.name}: container {get(container, 'name') or ''!r} sets {name} to a "
+                    f"literal value; {_FIX}.",
+                    None,
+                )
+    for server in vllm_servers(args.resource_type, args.props):
+        key = server.args.get("api-key")
+        if isinstance(key, str) and key:
+            report_violation(
+                f"{args.name}: {server.where} passes --api-key as a literal argument; set "
+                f"VLLM_API_KEY from Secret Manager instead; {_FIX}.",
+                None,
+            )
+
+
+no_plaintext_secrets = ResourceValidationPolicy(
+    name="no-plaintext-secrets",
+    description="No credential appears as a literal in environment, arguments, metadata or "
+    "any other input; secrets are Secret Manager references.",
+    validate=validate_no_plaintext_secrets,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=CONFIG,
+)

@@ -1,0 +1,69 @@
+"""Every policy of the pack, importable without starting a policy server.
+
+`policies/__main__.py` hands :data:`ALL` to `PolicyPack`; tests and the docs read it here
+(constructing a `PolicyPack` starts a gRPC server and never returns).
+"""
+
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, Policy
+
+from policies.cpu_always_allocated import cpu_always_allocated
+from policies.gpu_host_minimums import gpu_host_minimums
+from policies.gpu_memory_budget import gpu_memory_budget
+from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
+from policies.l4_qat_checkpoint import l4_qat_checkpoint
+from policies.max_instances_cap import max_instances_cap
+from policies.max_model_len_cap import max_model_len_cap
+from policies.min_instances_cost import min_instances_cost
+from policies.model_volume_mount import model_volume_read_only
+from policies.mtp_max_num_seqs import mtp_max_num_seqs
+from policies.multimodal_batched_tokens import multimodal_batched_tokens
+from policies.no_plaintext_secrets import no_plaintext_secrets
+from policies.no_public_invoker import no_public_invoker
+from policies.pinned_image import pinned_image
+from policies.serving_port_not_public import serving_port_not_public
+from policies.speculative_config_valid import speculative_config_valid
+from policies.tpu_run_duration_limit import tpu_run_duration_limit
+
+PACK_NAME = "gemma4-vllm"
+#: The pack's default level; every policy sets its own explicitly.
+PACK_ENFORCEMENT_LEVEL = EnforcementLevel.MANDATORY
+
+ALL: list[Policy] = [
+    # L4 (a 24 GB GPU)
+    l4_qat_checkpoint,
+    max_model_len_cap,
+    gpu_memory_utilization_range,
+    gpu_memory_budget,
+    # every GPU service
+    cpu_always_allocated,
+    model_volume_read_only,
+    gpu_host_minimums,
+    multimodal_batched_tokens,
+    speculative_config_valid,
+    pinned_image,
+    # security
+    no_public_invoker,
+    no_plaintext_secrets,
+    serving_port_not_public,
+    # advisory
+    mtp_max_num_seqs,
+    min_instances_cost,
+    max_instances_cap,
+    tpu_run_duration_limit,
+]
+
+BY_NAME: dict[str, Policy] = {policy.name: policy for policy in ALL}
+
+
+def default_config() -> dict[str, dict[str, object]]:
+    """The pack config with every policy's level and defaults (`policies/config.json`)."""
+    config: dict[str, dict[str, object]] = {}
+    for policy in ALL:
+        level = policy.enforcement_level or PACK_ENFORCEMENT_LEVEL
+        entry: dict[str, object] = {"enforcementLevel": level.value}
+        if policy.config_schema is not None:
+            entry.update({k: v["default"] for k, v in policy.config_schema.properties.items()})
+        config[policy.name] = entry
+    return config

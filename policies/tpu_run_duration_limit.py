@@ -1,0 +1,77 @@
+"""tpu-run-duration-limit (advisory): a TPU has a run-duration or valid-until limit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._config import schema, setting_strings
+from policies._resources import entries, is_list, items
+
+CONFIG = schema(
+    {
+        "limitKeys": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [
+                "maxRunDuration",
+                "runDuration",
+                "validUntilDuration",
+                "validUntilTime",
+                "terminationTime",
+            ],
+            "description": "Input names that bound how long a TPU runs or waits.",
+        },
+        "resourceTypePrefixes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["gcp:tpu/"],
+            "description": "Resource types treated as TPUs.",
+        },
+    }
+)
+
+
+def _has_key(value: Any, keys: set[str]) -> bool:
+    if isinstance(value, Mapping):
+        for key, child in entries(value):
+            if key in keys and child not in (None, "", 0):
+                return True
+            if _has_key(child, keys):
+                return True
+    elif is_list(value):
+        return any(_has_key(child, keys) for child in items(value))
+    return False
+
+
+def validate_tpu_run_duration_limit(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    prefixes = setting_strings(args, CONFIG, "resourceTypePrefixes")
+    if not any(args.resource_type.startswith(p) for p in prefixes):
+        return
+    keys = set(setting_strings(args, CONFIG, "limitKeys"))
+    if _has_key(args.props, keys):
+        return
+    report_violation(
+        f"{args.name}: this TPU has no run-duration or valid-until limit, so a forgotten "
+        "instance bills until someone deletes it; set a max run duration (flex-start, e.g. "
+        "4h) and a valid-until duration on the queued resource.",
+        None,
+    )
+
+
+tpu_run_duration_limit = ResourceValidationPolicy(
+    name="tpu-run-duration-limit",
+    description="TPU resources carry a run-duration or valid-until limit (a cost guard).",
+    validate=validate_tpu_run_duration_limit,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=CONFIG,
+)

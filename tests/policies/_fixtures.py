@@ -1,0 +1,118 @@
+"""Build policy arguments the way pulumi-policy's own tests do, from mock-rendered stacks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from tests.pulumi_harness import Rendered, render, stack_config
+
+SERVICE = "gcp:cloudrunv2/service:Service"
+JOB = "gcp:cloudrunv2/job:Job"
+IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
+IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
+IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
+FIREWALL = "gcp:compute/firewall:Firewall"
+TPU_QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
+TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+STACKS = ("l4", "rtx6000")
+
+
+def options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+
+
+def resource_args(
+    type_: str,
+    props: Mapping[str, Any],
+    name: str = "svc",
+    config: Mapping[str, Any] | None = None,
+) -> ResourceValidationArgs:
+    return ResourceValidationArgs(
+        type_,
+        props,
+        f"urn:pulumi:test::gemma4-vllm::{type_}::{name}",
+        name,
+        options(),
+        None,
+        config,
+    )
+
+
+def violations(
+    policy: ResourceValidationPolicy,
+    type_: str,
+    props: Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+    name: str = "svc",
+) -> list[str]:
+    """Messages `policy` reports for one resource (a collecting report callback)."""
+    found: list[str] = []
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    result = policy.validate(resource_args(type_, props, name, config), report)
+    assert result is None  # every validator here is synchronous
+    return found
+
+
+@cache
+def _rendered(stack: str) -> Rendered:
+    return render(stack_config(stack), stack)
+
+
+def rendered(stack: str) -> Rendered:
+    """A deep copy of a shipped stack rendered under mocks (rendered once per session)."""
+    return copy.deepcopy(_rendered(stack))
+
+
+def service(stack: str = "l4") -> dict[str, Any]:
+    """The Cloud Run service's inputs (engine camelCase) for a shipped stack."""
+    return rendered(stack).one(SERVICE).inputs
+
+
+def container(props: dict[str, Any]) -> dict[str, Any]:
+    first: dict[str, Any] = props["template"]["containers"][0]
+    return first
+
+
+def edit_args(
+    props: dict[str, Any],
+    *,
+    set_: Mapping[str, str | None] | None = None,
+    drop: tuple[str, ...] = (),
+    add: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Change the vLLM argument list: `set_` replaces `--name=value` (None: bare flag)."""
+    c = container(props)
+    args: list[str] = []
+    for item in c["args"]:
+        name = item[2:].split("=", 1)[0] if item.startswith("--") else None
+        if name in drop or (set_ and name in set_):
+            continue
+        args.append(item)
+    for name, value in (set_ or {}).items():
+        args.insert(-2, f"--{name}" if value is None else f"--{name}={value}")
+    args[-2:-2] = list(add)
+    c["args"] = args
+    return props
+
+
+def with_mtp(props: dict[str, Any], tokens: int = 3) -> dict[str, Any]:
+    spec = {
+        "method": "mtp",
+        "model": "/mnt/models/gemma-4-12B-it-assistant",
+        "num_speculative_tokens": tokens,
+    }
+    return edit_args(props, set_={"speculative-config": json.dumps(spec)})
