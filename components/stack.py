@@ -11,6 +11,8 @@ from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceA
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
+from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
+from healthchecks.hook import AuthFactory, health_hook, health_hook_binding
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 
@@ -58,6 +60,24 @@ def project_id() -> str:
     return project
 
 
+def health_binding(
+    settings: Settings, prefix: str, auth: AuthStrategy | AuthFactory, url_keys: tuple[str, ...]
+) -> pulumi.ResourceHookBinding | None:
+    """The post-deploy health check for the serving resource, unless switched off."""
+    health = settings.health
+    if not health.health_check:
+        return None
+    hook = health_hook(
+        f"{prefix}-health",
+        served_model_name=settings.model.served_name,
+        deadline_s=health.health_check_deadline_seconds
+        or settings.profile.cold_start_deadline_seconds,
+        auth=auth,
+        url_keys=url_keys,
+    )
+    return health_hook_binding(hook)
+
+
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
     if settings.profile.platform is Platform.TPU:
@@ -67,9 +87,16 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
+    project = project_id()
+    hooks = health_binding(
+        settings,
+        prefix,
+        SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
+        url_keys=("endpointUrl",),
+    )
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
-        TpuVllmNodesArgs(settings=settings, project=project_id(), tag=f"{prefix}-vllm"),
+        TpuVllmNodesArgs(settings=settings, project=project, tag=f"{prefix}-vllm", hooks=hooks),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
     return {
@@ -105,6 +132,14 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
             settings=settings,
             bucket=bucket,
             depends_on=[apis, *bucket.download_jobs],
+            hooks=health_binding(
+                settings,
+                prefix,
+                lambda url: GoogleIdTokenAuth(
+                    url, impersonate_service_account=settings.health.health_check_service_account
+                ),
+                url_keys=("uri",),
+            ),
         ),
     )
     return {

@@ -10,6 +10,8 @@ Three strategies, all :class:`httpx.Auth` subclasses so that any ``httpx`` clien
   tokens for an audience themselves). Tokens are cached until five minutes before expiry.
 - :class:`ApiKeyAuth`: the vLLM API key (``vllm serve --api-key``) read from an environment
   variable. The key is never printed or put into an error message.
+- :class:`SecretManagerApiKeyAuth`: the vLLM API key read from Secret Manager (the TPU stack's
+  `api_key_secret`) with application default credentials; fetched once, never printed.
 - :class:`NoAuth`: explicitly none, for a public or local server.
 
 When credentials cannot be obtained, the strategy raises :class:`AuthError` *before* the request
@@ -34,6 +36,7 @@ __all__ = [
     "AuthStrategy",
     "GoogleIdTokenAuth",
     "NoAuth",
+    "SecretManagerApiKeyAuth",
     "TokenProvider",
     "google_id_token_provider",
 ]
@@ -204,3 +207,72 @@ def google_id_token_provider(impersonate_service_account: str | None = None) -> 
             raise AuthError(f"could not get an ID token for {audience}: {exc}") from exc
 
     return provide
+
+
+AccessTokenProvider = Callable[[], str]
+"""Returns an OAuth access token (cloud-platform scope); raises on failure."""
+
+
+def _adc_access_token() -> str:
+    import google.auth
+    import google.auth.exceptions
+    import google.auth.transport.requests
+
+    try:
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+        credentials.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call]
+    except google.auth.exceptions.GoogleAuthError as exc:
+        raise AuthError(f"no Google credentials for Secret Manager: {exc}") from None
+    return str(credentials.token)
+
+
+class SecretManagerApiKeyAuth(AuthStrategy):
+    """``Authorization: Bearer <key>`` with the vLLM API key from a Secret Manager secret."""
+
+    def __init__(
+        self,
+        project: str,
+        secret_id: str,
+        *,
+        access_token: AccessTokenProvider | None = None,
+        endpoint: str = "https://secretmanager.googleapis.com",
+    ) -> None:
+        base = endpoint.rstrip("/")
+        self._url = f"{base}/v1/projects/{project}/secrets/{secret_id}/versions/latest:access"
+        self._access_token = access_token or _adc_access_token
+        self._key: str | None = None
+        self._lock = threading.Lock()
+        self.description = f"vLLM API key from Secret Manager secret {secret_id}"
+
+    def cached_headers(self) -> dict[str, str] | None:
+        return None if self._key is None else {"Authorization": f"Bearer {self._key}"}
+
+    def headers(self) -> dict[str, str]:
+        with self._lock:
+            if self._key is None:
+                self._key = self._fetch()
+        return {"Authorization": f"Bearer {self._key}"}
+
+    def _fetch(self) -> str:
+        token = self._access_token()
+        try:
+            response = httpx.get(
+                self._url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            )
+        except httpx.HTTPError as exc:
+            raise AuthError(f"Secret Manager unreachable: {exc}") from None
+        if response.status_code != 200:
+            raise AuthError(
+                f"cannot read the API key from Secret Manager (HTTP {response.status_code}); "
+                "check the secret exists and you have roles/secretmanager.secretAccessor on it"
+            )
+        try:
+            data = response.json()["payload"]["data"]
+            key = base64.b64decode(data).decode().strip()
+        except (KeyError, ValueError) as exc:
+            raise AuthError(f"unexpected Secret Manager answer: {type(exc).__name__}") from None
+        if not key:
+            raise AuthError("the API key secret is empty")
+        return key

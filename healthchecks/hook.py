@@ -15,6 +15,8 @@ from typing import Any
 
 import pulumi
 
+from serving.hardware import HARDWARE
+
 from .auth import AuthStrategy, GoogleIdTokenAuth
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
@@ -31,15 +33,9 @@ AuthFactory = Callable[[str], AuthStrategy]
 """Builds the auth strategy for the endpoint URL (e.g. a Google ID token with it as audience)."""
 
 COLD_START_DEADLINE_S: Mapping[str, float] = {
-    # Startup probe budget (initial delay + period x failure threshold: 180 + 60 x 10 s), plus a
-    # scale-from-zero cold start for the first request, plus margin.
-    "nvidia-l4": 1200.0,
-    # TCP probe budget 240 + 15 x 120 s = 2040 s, plus margin.
-    "nvidia-rtx-pro-6000": 2400.0,
-    # Queued-resource VM boot, image pull and a Hugging Face download of the bf16 weights.
-    "tpu-v6e-1": 2400.0,
+    profile.accelerator: float(profile.cold_start_deadline_seconds) for profile in HARDWARE.values()
 }
-"""Suggested hook deadlines per accelerator, sized for the hardware's cold start."""
+"""Hook deadlines per accelerator, from the hardware catalog (sized for each cold start)."""
 
 _URL_KEYS = ("uri", "url")
 

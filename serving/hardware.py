@@ -64,6 +64,8 @@ class HardwareProfile:
     locations: tuple[str, ...]
     locations_source: str
     startup_probe: Probe
+    #: How long a post-deploy health check may wait for a cold start to serve.
+    cold_start_deadline_seconds: int
     price: Price
 
     @property
@@ -104,6 +106,8 @@ HARDWARE: dict[str, HardwareProfile] = {
                 timeout_seconds=60,
                 failure_threshold=10,
             ),
+            # Probe budget (780 s), a scale-from-zero start for the first request, and margin.
+            cold_start_deadline_seconds=1200,
             price=Price(
                 # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
                 # $0.000002/s, Tier 1, instance-based billing.
@@ -133,6 +137,8 @@ HARDWARE: dict[str, HardwareProfile] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
+            # Probe budget (2040 s) plus margin.
+            cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.50,
                 source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
@@ -163,6 +169,8 @@ HARDWARE: dict[str, HardwareProfile] = {
             startup_probe=Probe(
                 initial_delay_seconds=0, period_seconds=30, timeout_seconds=10, failure_threshold=60
             ),
+            # VM boot, the vllm-tpu image pull and a Hugging Face download of bf16 weights.
+            cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.70,
                 source="seed article 002 (TPU v6e on-demand, one chip)",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from pulumi.runtime.mocks import MockMonitor
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gemma4-vllm"
@@ -26,6 +27,8 @@ class Declared:
     type: str
     name: str
     inputs: dict[str, Any]
+    #: Resource hooks the engine would run: {"after_create": [...], ...}; empty when none.
+    hooks: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,6 +69,35 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return {}, None
 
 
+class HookRecordingMonitor(MockMonitor):
+    """Pulumi's mock monitor, also recording the hooks bound to each registered resource."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recording = mocks
+        self.hooks: dict[str, dict[str, list[str]]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        bound = request.hooks
+        self.hooks[request.name] = {
+            phase: list(getattr(bound, phase))
+            for phase in (
+                "before_create",
+                "after_create",
+                "before_update",
+                "after_update",
+                "before_delete",
+                "after_delete",
+            )
+            if list(getattr(bound, phase))
+        }
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        for declared in self.recording.declared:
+            if declared.name in self.hooks:
+                declared.hooks = self.hooks[declared.name]
+        return response
+
+
 def stack_config(stack: str) -> dict[str, Any]:
     """The project keys of `Pulumi.<stack>.yaml`, without the project prefix."""
     data = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
@@ -103,7 +135,8 @@ def render(
     except RuntimeError:
         asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = mocks or RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
+    monitor = HookRecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     rendered = Rendered(resources=mocks.declared)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]

@@ -1,0 +1,167 @@
+"""Every stack binds the post-deploy health check to its serving resource; the hook it builds
+runs the checks and fails `pulumi up` with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.stack import health_binding
+from healthchecks.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
+from healthchecks.hook import HealthCheckFailedError
+from serving.settings import load_settings
+from tests.pulumi_harness import RecordingMocks, render, stack_config
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+
+SERVING = {
+    "l4": "gcp:cloudrunv2/service:Service",
+    "rtx6000": "gcp:cloudrunv2/service:Service",
+    "tpu-v6e1": "pulumi-python:dynamic/gemma4:TpuQueuedResource",
+}
+
+
+@pytest.mark.parametrize("stack", sorted(SERVING))
+def test_health_hook_is_bound_after_create_and_update(stack: str) -> None:
+    rendered = render(stack_config(stack), stack)
+    hook = f"gemma-{stack}-health"
+    for resource in rendered.of_type(SERVING[stack]):
+        assert resource.hooks == {"after_create": [hook], "after_update": [hook]}
+    others = [r for r in rendered.resources if r.type != SERVING[stack] and r.hooks]
+    assert others == []
+
+
+@pytest.mark.parametrize("stack", sorted(SERVING))
+def test_health_hook_can_be_switched_off(stack: str) -> None:
+    rendered = render({**stack_config(stack), "healthCheck": False}, stack)
+    assert all(not r.hooks for r in rendered.resources)
+
+
+def call_stack_hook(stack: str, outputs: dict[str, Any], **config: Any) -> BaseException | None:
+    """Build the stack's hook as the program does (under mocks) and call it like the engine."""
+    settings = load_settings({**stack_config(stack), **config})
+    caught: list[BaseException | None] = []
+    pulumi.runtime.set_mocks(RecordingMocks(), project="gemma4-vllm", stack=stack)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def run() -> Any:
+        url_key = "endpointUrl" if stack.startswith("tpu") else "uri"
+        binding = health_binding(settings, f"gemma-{stack}", NoAuth(), url_keys=(url_key,))
+        assert binding is not None
+        (hook,) = binding.after_create or []
+        args = pulumi.ResourceHookArgs(
+            urn=f"urn:{stack}",
+            id="id",
+            name="serving",
+            type=SERVING[stack],
+            new_inputs={},
+            new_outputs=outputs,
+        )
+
+        async def call() -> None:
+            try:
+                await hook(args)  # type: ignore[misc]
+                caught.append(None)
+            except Exception as exc:
+                caught.append(exc)
+
+        return asyncio.ensure_future(call())
+
+    run()
+    return caught[0]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeVllmServer]:
+    with FakeVllmServer(
+        FakeVllmConfig(served_model_name="google/gemma-4-12B-it-qat-w4a16-ct", cold_start_503s=1)
+    ) as fake:
+        yield fake
+
+
+def test_stack_hook_passes_when_the_model_serves(server: FakeVllmServer) -> None:
+    assert call_stack_hook("l4", {"uri": server.url}, healthCheckDeadlineSeconds=30) is None
+    assert "/v1/chat/completions" in [r.path for r in server.requests]
+
+
+def test_stack_hook_fails_up_with_the_reason(server: FakeVllmServer) -> None:
+    error = call_stack_hook(
+        "rtx6000",
+        {"uri": server.url},
+        healthCheckDeadlineSeconds=30,
+        servedModelName="another-model",
+    )
+    assert isinstance(error, HealthCheckFailedError)
+    assert "does not exist" in str(error) and "models" in str(error)
+
+
+def test_tpu_hook_reads_the_endpoint_url_output() -> None:
+    with FakeVllmServer(FakeVllmConfig(served_model_name="google/gemma-4-12B-it")) as fake:
+        assert (
+            call_stack_hook("tpu-v6e1", {"endpointUrl": fake.url}, healthCheckDeadlineSeconds=30)
+            is None
+        )
+
+
+def test_hook_deadline_defaults_to_the_hardware_cold_start() -> None:
+    from serving.hardware import HARDWARE
+
+    for stack in SERVING:
+        settings = load_settings(stack_config(stack))
+        budget = settings.profile.startup_probe.budget_seconds
+        assert settings.profile.cold_start_deadline_seconds >= budget
+    assert HARDWARE["l4"].cold_start_deadline_seconds == 1200
+
+
+class _FakeSecretManager(BaseHTTPRequestHandler):
+    secrets = {"vllm-api-key": "key-123"}
+
+    def do_GET(self) -> None:
+        name = self.path.split("/secrets/")[1].split("/")[0]
+        if self.headers.get("Authorization") != "Bearer ya29.test" or name not in self.secrets:
+            self.send_response(403 if name in self.secrets else 404)
+            self.end_headers()
+            return
+        data = base64.b64encode(self.secrets[name].encode()).decode()
+        body = json.dumps({"name": name, "payload": {"data": data}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def secret_manager() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeSecretManager)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_tpu_api_key_comes_from_secret_manager(secret_manager: str) -> None:
+    auth = SecretManagerApiKeyAuth(
+        "p", "vllm-api-key", access_token=lambda: "ya29.test", endpoint=secret_manager
+    )
+    assert auth.cached_headers() is None
+    assert auth.headers() == {"Authorization": "Bearer key-123"}
+    assert "key-123" not in auth.description
+
+
+def test_missing_secret_is_a_clear_auth_error(secret_manager: str) -> None:
+    auth = SecretManagerApiKeyAuth(
+        "p", "nope", access_token=lambda: "ya29.test", endpoint=secret_manager
+    )
+    with pytest.raises(AuthError, match=r"HTTP 404.*roles/secretmanager.secretAccessor"):
+        auth.headers()
