@@ -1,0 +1,236 @@
+"""Policies for every GPU service: CPU, model volume, host size, multimodal tokens, MTP, image."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies.cpu_always_allocated import cpu_always_allocated
+from policies.gpu_host_minimums import gpu_host_minimums
+from policies.model_volume_mount import model_volume_read_only
+from policies.multimodal_batched_tokens import multimodal_batched_tokens
+from policies.pinned_image import pinned_image
+from policies.speculative_config_valid import speculative_config_valid
+from tests.policies._fixtures import (
+    JOB,
+    SERVICE,
+    STACKS,
+    container,
+    edit_args,
+    rendered,
+    service,
+    violations,
+    with_mtp,
+)
+
+# --- cpu-always-allocated ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cpu_compliant(stack: str) -> None:
+    assert violations(cpu_always_allocated, SERVICE, service(stack)) == []
+
+
+def test_cpu_idle_true() -> None:
+    props = service("l4")
+    container(props)["resources"]["cpuIdle"] = True
+    (message,) = violations(cpu_always_allocated, SERVICE, props)
+    assert "container 'vllm' resources.cpuIdle is true" in message
+    assert "Set resources.cpu_idle=False" in message
+
+
+def test_cpu_idle_unset() -> None:
+    props = service("l4")
+    del container(props)["resources"]["cpuIdle"]
+    (message,) = violations(cpu_always_allocated, SERVICE, props)
+    assert "resources.cpuIdle is not set" in message
+
+
+def test_cpu_rule_ignores_services_without_gpu() -> None:
+    props = service("l4")
+    del props["template"]["nodeSelector"]
+    del container(props)["resources"]["limits"]["nvidia.com/gpu"]
+    container(props)["resources"]["cpuIdle"] = True
+    assert violations(cpu_always_allocated, SERVICE, props) == []
+
+
+# --- model-volume-read-only --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_volume_compliant(stack: str) -> None:
+    assert violations(model_volume_read_only, SERVICE, service(stack)) == []
+
+
+def test_volume_not_read_only() -> None:
+    props = service("l4")
+    props["template"]["volumes"][0]["gcs"]["readOnly"] = False
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "volume 'models' is not read-only" in message
+    assert "gcs.read_only=True" in message
+
+
+def test_volume_without_uid_gid_for_the_vllm_image() -> None:
+    """Reference defect 12: the baseline L4 recipe omitted uid=1001;gid=1001."""
+    props = service("l4")
+    del props["template"]["volumes"][0]["gcs"]["mountOptions"]
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "'vllm/vllm-openai:v0.27.1', which runs as the non-root vLLM user" in message
+    assert "without uid=1001 and gid=1001" in message
+    assert "Permission denied" in message
+    assert "Add mount_options ['uid=1001', 'gid=1001']" in message
+
+
+def test_volume_options_as_one_string_and_other_images() -> None:
+    props = service("l4")
+    props["template"]["volumes"][0]["gcs"]["mountOptions"] = ["uid=1001;gid=1001"]
+    assert violations(model_volume_read_only, SERVICE, props) == []
+    props["template"]["volumes"][0]["gcs"]["mountOptions"] = ["uid=1001"]
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "without gid=1001" in message
+    container(props)["image"] = "us-docker.pkg.dev/p/r/my-vllm:1.0"
+    assert violations(model_volume_read_only, SERVICE, props) == []
+    config = {"nonRootImagePrefixes": ["us-docker.pkg.dev/p/r/my-vllm"]}
+    assert len(violations(model_volume_read_only, SERVICE, props, config)) == 1
+
+
+# --- gpu-host-minimums -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_host_compliant(stack: str) -> None:
+    assert violations(gpu_host_minimums, SERVICE, service(stack)) == []
+
+
+def test_host_cpu_below_minimum() -> None:
+    props = service("rtx6000")
+    container(props)["resources"]["limits"]["cpu"] = "8000m"
+    (message,) = violations(gpu_host_minimums, SERVICE, props)
+    assert "8 vCPU is below the nvidia-rtx-pro-6000 minimum of 20" in message
+    assert "at least '20'" in message
+
+
+def test_host_memory_below_minimum() -> None:
+    props = service("l4")
+    container(props)["resources"]["limits"]["memory"] = "8192Mi"
+    (message,) = violations(gpu_host_minimums, SERVICE, props)
+    assert "8 GiB of memory is below the nvidia-l4 minimum of 16 GiB" in message
+    assert "at least '16Gi'" in message
+
+
+def test_host_unknown_gpu_type() -> None:
+    props = service("l4")
+    props["template"]["nodeSelector"]["accelerator"] = "nvidia-a100"
+    (message,) = violations(gpu_host_minimums, SERVICE, props)
+    assert "GPU type 'nvidia-a100'" in message
+    assert "allowed: nvidia-l4, nvidia-rtx-pro-6000" in message
+
+
+# --- multimodal-batched-tokens -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_multimodal_compliant(stack: str) -> None:
+    assert violations(multimodal_batched_tokens, SERVICE, service(stack)) == []
+
+
+def test_multimodal_batched_tokens_too_small() -> None:
+    props = edit_args(service("l4"), set_={"max-num-batched-tokens": "2048"})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "--max-num-batched-tokens=2048" in message
+    assert "max_tokens_per_mm_item (2496)" in message
+    assert "at least 2496" in message
+
+
+def test_multimodal_batched_tokens_default() -> None:
+    props = edit_args(service("l4"), drop=("max-num-batched-tokens",))
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "--max-num-batched-tokens=2048 (vLLM's default)" in message
+
+
+def test_multimodal_chunked_input_allowed() -> None:
+    props = edit_args(
+        service("l4"), set_={"max-num-batched-tokens": "1024"}, drop=("disable-chunked-mm-input",)
+    )
+    assert violations(multimodal_batched_tokens, SERVICE, props) == []
+    small = {"maxTokensPerMmItem": 512}
+    props = edit_args(service("l4"), set_={"max-num-batched-tokens": "1024"})
+    assert violations(multimodal_batched_tokens, SERVICE, props, small) == []
+
+
+# --- speculative-config-valid ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_speculative_compliant(stack: str) -> None:
+    assert violations(speculative_config_valid, SERVICE, service(stack)) == []
+
+
+def test_speculative_json_split_by_a_comma_separated_list() -> None:
+    """Reference defect 2: the JSON went through a comma-separated argument list."""
+    props = service("l4")
+    args = container(props)["args"]
+    args[-2:-2] = [
+        '--speculative-config={"method":"mtp"',
+        '"model":"/mnt/models/gemma-4-12B-it-assistant"',
+        '"num_speculative_tokens":3}',
+    ]
+    (message,) = violations(speculative_config_valid, SERVICE, props)
+    assert "--speculative-config is not valid JSON" in message
+    assert "as one argument element" in message
+
+
+def test_speculative_without_drafter() -> None:
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 3})
+    props = edit_args(service("l4"), set_={"speculative-config": spec})
+    (message,) = violations(speculative_config_valid, SERVICE, props)
+    assert "names no drafter ('model') for method 'mtp'" in message
+    assert "'drafter'" in message
+
+
+@pytest.mark.parametrize("tokens", [0, 6])
+def test_speculative_token_count_out_of_range(tokens: int) -> None:
+    props = with_mtp(service("l4"), tokens)
+    (message,) = violations(speculative_config_valid, SERVICE, props)
+    assert f"num_speculative_tokens {tokens}" in message
+    assert "from 1 to 5" in message
+
+
+def test_speculative_not_an_object_and_ngram() -> None:
+    props = edit_args(service("l4"), set_={"speculative-config": "[3]"})
+    (message,) = violations(speculative_config_valid, SERVICE, props)
+    assert "must be a JSON object" in message
+    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 4})
+    props = edit_args(service("l4"), set_={"speculative-config": ngram})
+    assert violations(speculative_config_valid, SERVICE, props) == []
+
+
+# --- pinned-image ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_image_compliant(stack: str) -> None:
+    assert violations(pinned_image, SERVICE, service(stack)) == []
+    for job in rendered(stack).of_type(JOB):
+        assert violations(pinned_image, JOB, job.inputs) == []
+
+
+@pytest.mark.parametrize("tag", ["nightly", "latest"])
+def test_image_floating_tag(tag: str) -> None:
+    """Reference defect 9: floating :nightly/:latest images."""
+    props = service("l4")
+    container(props)["image"] = f"vllm/vllm-openai:{tag}"
+    (message,) = violations(pinned_image, SERVICE, props)
+    assert f"uses the floating tag {tag!r}" in message
+    assert "pin a version tag or a @sha256: digest" in message
+
+
+def test_image_untagged_in_a_job() -> None:
+    job = rendered("l4").of_type(JOB)[0].inputs
+    job["template"]["template"]["containers"][0]["image"] = "vllm/vllm-openai"
+    (message,) = violations(pinned_image, JOB, job)
+    assert "has no tag" in message
+    digest = "vllm/vllm-openai@sha256:" + "a" * 64
+    job["template"]["template"]["containers"][0]["image"] = digest
+    assert violations(pinned_image, JOB, job) == []
