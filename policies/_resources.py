@@ -177,15 +177,15 @@ def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str
 
 
 def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The GPU type of a Cloud Run service, or the TPU accelerator type."""
+    """The GPU type of a Cloud Run service, or a TPU's accelerator type."""
     if resource_type == SERVICE:
         value = get(props, "template", "nodeSelector", "accelerator")
-    elif resource_type == TPU_VM:
-        value = get(props, "acceleratorType")
-    elif resource_type == TPU_QUEUED_RESOURCE:
-        value = get(props, "tpu", "nodeSpecs", 0, "node", "acceleratorType")
-    else:
+    elif resource_type == JOB:
         value = None
+    else:
+        value = get(props, "acceleratorType") or get(
+            props, "tpu", "nodeSpecs", 0, "node", "acceleratorType"
+        )
     return value if isinstance(value, str) and value else None
 
 
@@ -222,24 +222,43 @@ def find_card(model_ref: str | None) -> ModelCard | None:
     return None
 
 
+def _serve_argv(tokens: list[str]) -> list[str] | None:
+    """Arguments after `vllm serve` (or `docker run --entrypoint=vllm IMAGE serve`)."""
+    start = None
+    for i in range(len(tokens) - 1):
+        if tokens[i].rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve":
+            start = i + 2
+            break
+    if start is None:
+        entrypoint = any(
+            t == "--entrypoint=vllm" or (t == "--entrypoint" and nxt == "vllm")
+            for t, nxt in zip(tokens, [*tokens[1:], ""], strict=True)
+        )
+        if entrypoint and "serve" in tokens:
+            start = tokens.index("serve") + 1
+    if start is None:
+        return None
+    rest: list[str] = []
+    for token in tokens[start:]:
+        if token in _SHELL_STOP:
+            break
+        rest.append(token)
+    return rest
+
+
 def script_vllm_argv(script: str) -> list[str] | None:
     """The `vllm serve ...` arguments inside a shell script (TPU startup scripts)."""
     joined = re.sub(r"\\\r?\n", " ", script)
     for line in joined.splitlines():
-        if "vllm" not in line:
+        if "vllm" not in line or "serve" not in line:
             continue
         try:
             tokens = shlex.split(line, comments=True)
         except ValueError:
             continue
-        for i in range(len(tokens) - 1):
-            if tokens[i].rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve":
-                rest: list[str] = []
-                for token in tokens[i + 2 :]:
-                    if token in _SHELL_STOP:
-                        break
-                    rest.append(token)
-                return rest
+        argv = _serve_argv(tokens)
+        if argv is not None:
+            return argv
     return None
 
 
@@ -372,6 +391,8 @@ def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
         yield path, value
     elif isinstance(value, Mapping):
         for key, child in entries(value):
+            if key.startswith("__"):
+                continue  # engine-internal (a dynamic provider's pickled code)
             yield from walk_strings(child, f"{path}.{key}" if path else key)
     elif is_list(value):
         for index, child in enumerate(items(value)):

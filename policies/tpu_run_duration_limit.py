@@ -22,8 +22,10 @@ CONFIG = schema(
             "items": {"type": "string"},
             "default": [
                 "maxRunDuration",
+                "maxRunDurationSeconds",
                 "runDuration",
                 "validUntilDuration",
+                "validUntilSeconds",
                 "validUntilTime",
                 "terminationTime",
             ],
@@ -32,7 +34,7 @@ CONFIG = schema(
         "resourceTypePrefixes": {
             "type": "array",
             "items": {"type": "string"},
-            "default": ["gcp:tpu/"],
+            "default": ["gcp:tpu/", "pulumi-python:dynamic/gemma4:Tpu"],
             "description": "Resource types treated as TPUs.",
         },
     }

@@ -25,7 +25,10 @@ IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
 FIREWALL = "gcp:compute/firewall:Firewall"
 TPU_QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+#: Shipped Cloud Run GPU stacks, and every shipped stack.
 STACKS = ("l4", "rtx6000")
+ALL_STACKS = ("l4", "rtx6000", "tpu-v6e1")
+TPU_DYNAMIC = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
 
 
 def options() -> PolicyResourceOptions:

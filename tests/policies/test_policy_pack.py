@@ -17,7 +17,14 @@ from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from policies.registry import ALL, BY_NAME, PACK_ENFORCEMENT_LEVEL, PACK_NAME, default_config
-from tests.policies._fixtures import SERVICE, STACKS, edit_args, rendered, service, violations
+from tests.policies._fixtures import (
+    ALL_STACKS,
+    SERVICE,
+    edit_args,
+    rendered,
+    service,
+    violations,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = ROOT / "policies"
@@ -87,7 +94,7 @@ def test_main_only_assembles_the_pack() -> None:
     assert "name: python" in yaml_text
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", ALL_STACKS)
 def test_shipped_stacks_pass_every_policy(stack: str) -> None:
     r = rendered(stack)
     assert r.resources

@@ -11,6 +11,7 @@ from policies.no_plaintext_secrets import no_plaintext_secrets
 from policies.no_public_invoker import no_public_invoker
 from policies.serving_port_not_public import serving_port_not_public
 from tests.policies._fixtures import (
+    ALL_STACKS,
     FIREWALL,
     IAM_BINDING,
     IAM_MEMBER,
@@ -89,7 +90,7 @@ def test_invoker_from_the_rendered_public_stack() -> None:
 
 
 def test_secrets_compliant() -> None:
-    for stack in STACKS:
+    for stack in ALL_STACKS:
         r = rendered(stack)
         for resource in r.resources:
             assert violations(no_plaintext_secrets, resource.type, resource.inputs) == []

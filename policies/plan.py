@@ -1,0 +1,265 @@
+"""Capacity planner: `python -m policies.plan -s l4 [--requests-per-second R] [--json]`.
+
+Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed), validates it with the project's typed
+settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
+decode ceiling and costs. The maths is `serving.memory`, the same model the
+`gpu-memory-budget` policy enforces at preview time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from serving.hardware import Platform
+from serving.memory import (
+    DEFAULT_PROFILE,
+    GIB,
+    MemoryPlan,
+    cost_per_million_requests,
+    decode_ceiling_tokens_per_s,
+    monthly_cost,
+    plan_memory,
+)
+from serving.settings import Settings, SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+#: TPUs capture no CUDA graphs; the other constants are the GPU ones (not checked on TPU logs).
+TPU_PROFILE = replace(
+    DEFAULT_PROFILE, cuda_graph_bytes=0, label="TPU: GPU constants without CUDA graphs (unverified)"
+)
+
+
+class PlanError(Exception):
+    """A stack that cannot be planned; the message says why."""
+
+
+def project_name(root: Path = ROOT) -> str:
+    data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    return str(data["name"])
+
+
+def stack_names(root: Path = ROOT) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
+    """Validate `Pulumi.<stack>.yaml` the way the program does."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise PlanError(
+            f"no stack file {path.name}; stacks here: {', '.join(stack_names(root)) or 'none'}"
+        )
+    data = yaml.safe_load(path.read_text()) or {}
+    prefix = f"{project_name(root)}:"
+    raw = {
+        k[len(prefix) :]: v for k, v in (data.get("config") or {}).items() if k.startswith(prefix)
+    }
+    try:
+        return load_settings(raw)
+    except SettingsError as exc:
+        raise PlanError(f"{path.name}: {exc}") from None
+
+
+def plan_settings(settings: Settings) -> MemoryPlan:
+    card = settings.model.card
+    if card.architecture is None:
+        raise PlanError(f"{card.repo_id} has no architecture in the model catalog")
+    drafter = settings.model.drafter_card
+    v = settings.vllm
+    return plan_memory(
+        card.architecture,
+        weight_bytes=card.weight_bytes,
+        drafter_bytes=drafter.weight_bytes if drafter else 0,
+        device_bytes=settings.profile.memory_bytes,
+        utilization=v.gpu_memory_utilization,
+        max_model_len=v.max_model_len,
+        max_num_batched_tokens=v.max_num_batched_tokens,
+        kv_cache_dtype=v.kv_cache_dtype,
+        model_dtype=v.dtype,
+        tensor_parallel=settings.profile.accelerator_count,
+        profile=TPU_PROFILE if settings.profile.platform is Platform.TPU else DEFAULT_PROFILE,
+    )
+
+
+def report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
+    """Every figure the planner prints, as plain numbers (bytes, tokens, USD)."""
+    plan = plan_settings(settings)
+    hw = settings.profile
+    arch = settings.model.card.architecture
+    assert arch is not None
+    streamed = plan.weight_bytes + plan.drafter_bytes
+    return {
+        "stack": stack,
+        "hardware": hw.key,
+        "accelerator": hw.accelerator,
+        "model": settings.model.model,
+        "drafter": settings.model.drafter_card.repo_id if settings.model.drafter_card else None,
+        "device_memory_bytes": plan.device_bytes,
+        "gpu_memory_utilization": plan.utilization,
+        "budget_bytes": plan.budget_bytes,
+        "weight_bytes": plan.weight_bytes,
+        "drafter_bytes": plan.drafter_bytes,
+        "activation_bytes": plan.activation_bytes,
+        "non_torch_bytes": plan.non_torch_bytes,
+        "cuda_graph_bytes": plan.cuda_graph_bytes,
+        "runtime_reserve_bytes": plan.runtime_reserve_bytes,
+        "kv_available_bytes": plan.kv_available_bytes,
+        "kv_cache_dtype": settings.vllm.kv_cache_dtype,
+        "kv_layers": [
+            {
+                "layers": a.layers,
+                "kv_heads": a.kv_heads,
+                "head_dim": a.head_dim,
+                "window": a.window,
+            }
+            for a in arch.attention
+        ],
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_past_window": plan.kv_bytes_per_token_full_layers,
+        "max_model_len": plan.max_model_len,
+        "max_num_batched_tokens": settings.vllm.max_num_batched_tokens,
+        "one_sequence_kv_bytes": plan.one_sequence_kv_bytes,
+        "kv_tokens": plan.capacity.reported_tokens,
+        "kv_blocks": plan.capacity.num_blocks,
+        "full_length_sequences": plan.capacity.max_concurrency,
+        "max_num_seqs": settings.vllm.max_num_seqs,
+        "fits": plan.fits,
+        "decode_ceiling_tokens_per_s": decode_ceiling_tokens_per_s(
+            hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
+        ),
+        "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
+        "usd_per_hour": hw.price.usd_per_hour,
+        "usd_per_month_always_on": monthly_cost(hw.price.usd_per_hour),
+        "price_source": f"{hw.price.source} ({hw.price.as_of})",
+        "requests_per_second": requests_per_second,
+        "usd_per_million_requests": cost_per_million_requests(
+            hw.price.usd_per_hour, requests_per_second
+        ),
+        "runtime_profile": plan.profile.label,
+    }
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB"
+
+
+def _kib(value: float) -> str:
+    return f"{value / 1024:,.0f} KiB"
+
+
+def table(r: dict[str, Any]) -> Table:
+    drafter = f" + {r['drafter']}" if r["drafter"] else ""
+    t = Table(
+        title=f"Capacity plan: stack {r['stack']} ({r['accelerator']}, {r['model']}{drafter})"
+    )
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_column("how")
+    layers = " + ".join(
+        f"{k['layers']} x 2 x {k['kv_heads']} x {k['head_dim']}"
+        + (f" (window {k['window']})" if k["window"] else "")
+        for k in r["kv_layers"]
+    )
+    rows: list[tuple[str, str, str]] = [
+        ("device memory", _gib(r["device_memory_bytes"]), "hardware catalog"),
+        (
+            "vLLM budget",
+            _gib(r["budget_bytes"]),
+            f"gpu-memory-utilization {r['gpu_memory_utilization']}",
+        ),
+        ("weights", _gib(r["weight_bytes"]), "model catalog"),
+        ("drafter", _gib(r["drafter_bytes"]), "MTP assistant" if r["drafter"] else "MTP off"),
+        (
+            "runtime reserve",
+            _gib(r["runtime_reserve_bytes"]),
+            f"activations {_gib(r['activation_bytes'])} "
+            f"({r['max_num_batched_tokens']} batched tokens) + non-torch "
+            f"{_gib(r['non_torch_bytes'])} + CUDA graphs {_gib(r['cuda_graph_bytes'])}",
+        ),
+        ("KV cache memory", _gib(r["kv_available_bytes"]), "budget - the above"),
+        (
+            "KV per token",
+            _kib(r["kv_bytes_per_token"]),
+            f"{layers} x {r['kv_cache_dtype']} bytes (sliding layers up to their window)",
+        ),
+        (
+            "KV per token past the window",
+            _kib(r["kv_bytes_per_token_past_window"]),
+            "full-attention layers only",
+        ),
+        (
+            f"KV for one {r['max_model_len']:,}-token sequence",
+            _gib(r["one_sequence_kv_bytes"]),
+            "sliding layers keep window - 1 + batched tokens",
+        ),
+        ("KV tokens available", f"{r['kv_tokens']:,}", "vLLM's 'GPU KV cache size'"),
+        (
+            "full-length sequences",
+            f"{r['full_length_sequences']:.2f}x",
+            f"'Maximum concurrency'; max-num-seqs {r['max_num_seqs']}"
+            + ("" if r["fits"] else " -- DOES NOT FIT: vLLM refuses to start"),
+        ),
+        (
+            "batch-1 decode ceiling",
+            f"{r['decode_ceiling_tokens_per_s']:,.0f} tokens/s",
+            f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
+        ),
+        ("price", f"${r['usd_per_hour']:,.2f}/h", r["price_source"]),
+        ("always on", f"${r['usd_per_month_always_on']:,.0f}/month", "730 h"),
+        (
+            "cost per million requests",
+            f"${r['usd_per_million_requests']:,.2f}",
+            f"one instance at {r['requests_per_second']:g} req/s",
+        ),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    t.caption = f"Runtime constants: {r['runtime_profile']}; see serving/memory.py for sources."
+    return t
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m policies.plan", description="Print a stack's vLLM capacity plan."
+    )
+    parser.add_argument("-s", "--stack", required=True, help="stack name (Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "-r",
+        "--requests-per-second",
+        type=float,
+        default=1.0,
+        help="average request rate one instance serves, for the cost per million requests",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--root", type=Path, default=ROOT, help="folder with the stack files")
+    options = parser.parse_args(argv)
+    console = Console()
+    try:
+        if options.requests_per_second <= 0:
+            raise PlanError("--requests-per-second must be positive")
+        settings = load_stack_settings(options.stack, options.root)
+        result = report(options.stack, settings, options.requests_per_second)
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if options.json:
+        print(json.dumps(result, indent=2))
+    else:
+        console.print(table(result))
+    return 0 if result["fits"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

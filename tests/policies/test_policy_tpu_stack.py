@@ -1,0 +1,69 @@
+"""The TPU stack's queued resource and firewall, as rendered, against the policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.multimodal_batched_tokens import multimodal_batched_tokens
+from policies.no_plaintext_secrets import no_plaintext_secrets
+from policies.serving_port_not_public import serving_port_not_public
+from policies.speculative_config_valid import speculative_config_valid
+from policies.tpu_run_duration_limit import tpu_run_duration_limit
+from tests.policies._fixtures import FIREWALL, TPU_DYNAMIC, violations
+from tests.pulumi_harness import render, stack_config
+
+FAKE_HF_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+
+
+def queued_resource() -> dict[str, Any]:
+    return render(stack_config("tpu-v6e1"), "tpu-v6e1").one(TPU_DYNAMIC).inputs
+
+
+def script_of(props: dict[str, Any]) -> str:
+    script: str = props["metadata"]["startup-script"]
+    return script
+
+
+def test_rendered_tpu_resource_is_read() -> None:
+    props = queued_resource()
+    assert "--max-num-batched-tokens=4096" in script_of(props)
+    for policy in (multimodal_batched_tokens, speculative_config_valid, no_plaintext_secrets):
+        assert violations(policy, TPU_DYNAMIC, props) == []
+    assert violations(tpu_run_duration_limit, TPU_DYNAMIC, props) == []
+
+
+def test_tpu_script_arguments_are_checked() -> None:
+    props = queued_resource()
+    props["metadata"]["startup-script"] = script_of(props).replace(
+        "--max-num-batched-tokens=4096", "--max-num-batched-tokens=2048"
+    )
+    (message,) = violations(multimodal_batched_tokens, TPU_DYNAMIC, props, name="tpu")
+    assert "tpu: startup script (metadata.startup-script)" in message
+    assert "--max-num-batched-tokens=2048" in message
+
+
+def test_tpu_token_pasted_into_the_startup_script() -> None:
+    """Reference defect 3, on the resource the TPU stack declares."""
+    props = queued_resource()
+    props["metadata"]["startup-script"] = script_of(props).replace(
+        'HF_TOKEN="$(read_secret hf-token)"', f"HF_TOKEN={FAKE_HF_TOKEN}"
+    )
+    (message,) = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
+    assert "metadata.startup-script contains a literal Hugging Face token" in message
+    assert "Secret Manager" in message
+
+
+def test_tpu_without_run_limits() -> None:
+    props = queued_resource()
+    del props["maxRunDurationSeconds"], props["validUntilSeconds"]
+    (message,) = violations(tpu_run_duration_limit, TPU_DYNAMIC, props)
+    assert "no run-duration or valid-until limit" in message
+
+
+def test_tpu_firewall() -> None:
+    config = {**stack_config("tpu-v6e1"), "sourceRanges": ["203.0.113.0/24"]}
+    rule = render(config, "tpu-v6e1").one(FIREWALL).inputs
+    assert violations(serving_port_not_public, FIREWALL, rule) == []
+    rule["sourceRanges"] = ["203.0.113.0/24", "0.0.0.0/0"]
+    (message,) = violations(serving_port_not_public, FIREWALL, rule)
+    assert "allows tcp port(s) 8000 from 0.0.0.0/0" in message
