@@ -39,6 +39,16 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
   position i.
 - ``legacy_cache_metric``: expose ``vllm:gpu_cache_usage_perc`` instead of
   ``vllm:kv_cache_usage_perc`` (older vLLM).
+- ``tokens_per_chunk`` [``--tokens-per-chunk``]: streamed content chunks carry up to K tokens
+  each (as with speculative decoding); chunk j is due at ttft + j x K x itl, and continuous
+  usage rises by the tokens the chunk carried.
+- ``omit_done``: streams end cleanly (end of body) without ``data: [DONE]``.
+- ``fail_every`` and ``fail_status`` [``--fail-every``, ``--fail-status``]: every N-th
+  completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON.
+
+``GET /fake/timings`` (not part of vLLM) returns ``server.timings`` as JSON,
+``{"timings": [{"ttft_s": ..., "e2e_s": ...}, ...]}``, and with ``?clear=1`` empties it: how a
+benchmark in another process reads the server's own view.
 
 Records, readable from the test thread: ``server.requests`` (method, path, Authorization header
 of every request received) and ``server.timings`` (one ``(ttft_s, e2e_s)`` per completed
@@ -111,6 +121,10 @@ class FakeVllmConfig:
     num_speculative_tokens: int = 0
     spec_acceptance: tuple[float, ...] = (0.6, 0.35, 0.2, 0.1)
     legacy_cache_metric: bool = False
+    tokens_per_chunk: int = 1
+    omit_done: bool = False
+    fail_every: int = 0
+    fail_status: int = 500
 
 
 @dataclass(frozen=True)
@@ -204,6 +218,7 @@ class FakeVllmServer:
         self.requests: list[RecordedRequest] = []
         self.timings: list[tuple[float, float]] = []
         self._health_calls = 0
+        self._generate_calls = 0
         self._ready = self.config.cold_start_503s == 0
         self._metrics = _Metrics(self.config)
         self._vocab: dict[str, int] = {}
@@ -232,6 +247,7 @@ class FakeVllmServer:
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/detokenize", self._detokenize)
         app.router.add_get("/metrics", self._metrics_handler)
+        app.router.add_get("/fake/timings", self._timings_handler)
         return app
 
     async def start_async(self, port: int = 0) -> None:
@@ -452,6 +468,11 @@ class FakeVllmServer:
                 f"However, your request has {prompt_tokens} input tokens."
             )
             return self._error(msg, 400, "BadRequestError")
+        self._generate_calls += 1
+        every = self.config.fail_every
+        if every > 0 and self._generate_calls % every == 0:
+            status = self.config.fail_status
+            return self._error(f"injected failure (HTTP {status})", status, "InternalServerError")
         n_out = self._output_count(body)
         m, labels = self._metrics, self._metrics.values
         m.running.labels(**labels).inc()
@@ -593,11 +614,13 @@ class FakeVllmServer:
             return response
         first_at = time.perf_counter()
         finish = "length" if 0 < n_out < self.config.output_tokens else "stop"
-        for index in range(n_out):
+        per_chunk = max(1, self.config.tokens_per_chunk)
+        for index in range(0, n_out, per_chunk):
+            count = min(per_chunk, n_out - index)
             await asyncio.sleep(self._sleep_until(arrived, index))
-            last = index == n_out - 1
-            usage = self._usage(prompt_tokens, index + 1) if continuous else None
-            if not await send([choice(_TOKEN_TEXT, finish if last else None)], usage):
+            last = index + count >= n_out
+            usage = self._usage(prompt_tokens, index + count) if continuous else None
+            if not await send([choice(_TOKEN_TEXT * count, finish if last else None)], usage):
                 return response
             if index == 0:
                 first_at = time.perf_counter()
@@ -608,7 +631,8 @@ class FakeVllmServer:
             first_at = time.perf_counter()
         if include_usage and not await send([], self._usage(prompt_tokens, n_out)):
             return response
-        await response.write(b"data: [DONE]\n\n")
+        if not self.config.omit_done:
+            await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         done_at = time.perf_counter()
         self._finish(prompt_tokens, n_out, first_at - arrived, done_at - arrived)
@@ -658,6 +682,12 @@ class FakeVllmServer:
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
         )
 
+    async def _timings_handler(self, request: web.Request) -> web.Response:
+        timings = [{"ttft_s": ttft, "e2e_s": e2e} for ttft, e2e in self.timings]
+        if request.query.get("clear") in ("1", "true"):
+            self.timings.clear()
+        return web.json_response({"timings": timings})
+
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
     parser = argparse.ArgumentParser(
@@ -677,6 +707,9 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
     parser.add_argument("--output-tokens", type=int, default=FakeVllmConfig.output_tokens)
     parser.add_argument("--spec-tokens", type=int, default=0)
     parser.add_argument("--hang", action="append", default=[])
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--fail-every", type=int, default=0)
+    parser.add_argument("--fail-status", type=int, default=500)
     ns = parser.parse_args(argv)
     config = FakeVllmConfig(
         served_model_name=ns.model,
@@ -689,6 +722,9 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
         output_tokens=ns.output_tokens,
         num_speculative_tokens=ns.spec_tokens,
         hang_paths=tuple(ns.hang),
+        tokens_per_chunk=ns.tokens_per_chunk,
+        fail_every=ns.fail_every,
+        fail_status=ns.fail_status,
     )
     return ns.host, ns.port, config
 

@@ -1,0 +1,46 @@
+"""Benchmark a vLLM endpoint as users feel it: sweeps, reports, comparisons and an SLO gate.
+
+Library entry points (the CLI, ``python -m bench``, is built on them):
+
+- :func:`run_sweep` / :func:`run_sweep_async`: run a :class:`Grid` against an endpoint into a
+  run directory, cell by cell (resumable); returns the :class:`RunData`.
+- :func:`load_run`: read a run directory back.
+- :func:`evaluate` (from :mod:`bench.gate`): check a run against
+  :class:`serving.settings.SloSettings`; :func:`slo_for_stack` reads them from a stack file.
+- :func:`compare_runs`: runs side by side with deltas and cost per million requests.
+- :func:`percentile`, :func:`summarize`: the statistics.
+"""
+
+from .compare import Comparison, compare_runs, cost_per_million_requests
+from .gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
+from .request import ERROR_KINDS, RequestResult, RequestSpec, send_request
+from .stats import GoodputSlo, percentile, summarize
+from .store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
+from .sweep import Grid, SweepOptions, run_sweep, run_sweep_async
+
+__all__ = [
+    "ERROR_KINDS",
+    "SCHEMA_VERSION",
+    "CellKey",
+    "Comparison",
+    "GateCheck",
+    "GateResult",
+    "GoodputSlo",
+    "Grid",
+    "RequestResult",
+    "RequestSpec",
+    "RunData",
+    "StoreError",
+    "SweepOptions",
+    "compare_runs",
+    "cost_per_million_requests",
+    "evaluate",
+    "load_run",
+    "percentile",
+    "run_sweep",
+    "run_sweep_async",
+    "send_request",
+    "slo_for_stack",
+    "stack_config",
+    "summarize",
+]

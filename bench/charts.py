@@ -1,0 +1,228 @@
+"""PNG charts of a run, drawn only from cells that were measured.
+
+For each output length and request rate of a run:
+
+- heatmaps (rows concurrency, columns prompt tokens) of request throughput, p95 time to first
+  token and p95 end-to-end latency; a row or column appears only when at least one of its cells
+  was measured, a cell skipped or never run is left blank (skipped ones say "skipped");
+- line charts against concurrency of request throughput, output throughput and p95 end-to-end
+  latency, one line per prompt length that has measured cells, with a point only where a cell
+  was measured (no line is drawn through a context that was never measured).
+
+:func:`plan_charts` decides what is drawn (pure data, what the tests inspect);
+:func:`render_chart` draws one plan with matplotlib's Agg backend and returns what it plotted,
+read back from the axes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .store import CellKey, RunData
+
+__all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
+
+CHARTS_DIR = "charts"
+
+_HEATMAPS = (
+    ("request_throughput", "request throughput (req/s)"),
+    ("p95_ttft_ms", "p95 TTFT (ms)"),
+    ("p95_e2el_ms", "p95 end-to-end latency (ms)"),
+)
+_LINES = (
+    ("request_throughput", "request throughput (req/s)"),
+    ("output_throughput", "output throughput (tokens/s)"),
+    ("p95_e2el_ms", "p95 end-to-end latency (ms)"),
+)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line: measured points only."""
+
+    label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ChartPlan:
+    """What one chart shows."""
+
+    filename: str
+    kind: Literal["heatmap", "lines"]
+    title: str
+    xlabel: str
+    ylabel: str
+    series: tuple[Series, ...] = ()
+    rows: tuple[int, ...] = ()
+    columns: tuple[int, ...] = ()
+    values: tuple[tuple[float | None, ...], ...] = ()
+    """Heatmap values by row then column; None where not measured."""
+    notes: tuple[tuple[str, ...], ...] = ()
+    """Heatmap cell notes ("skipped" or "")."""
+
+
+def _slice_name(output_tokens: int, rate: float | None) -> str:
+    return f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[ChartPlan]:
+    """The charts for a run's cells (see the module docstring)."""
+    plans: list[ChartPlan] = []
+    slices = sorted(
+        {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells},
+        key=lambda s: (s[0], -1.0 if s[1] is None else s[1]),
+    )
+    for output_tokens, rate in slices:
+        mine = {
+            CellKey.of(c): c
+            for c in cells
+            if (CellKey.of(c).output_tokens, CellKey.of(c).request_rate) == (output_tokens, rate)
+        }
+        measured = {k: c for k, c in mine.items() if c.get("status") == "ok"}
+        if not measured:
+            continue
+        name = _slice_name(output_tokens, rate)
+        load = "closed loop" if rate is None else f"{rate:g} req/s"
+        context = f"{output_tokens} output tokens, {load}" + (f", {label}" if label else "")
+        rows = tuple(sorted({k.concurrency for k in measured}))
+        columns = tuple(sorted({k.prompt_tokens for k in measured}))
+        for metric, title in _HEATMAPS:
+            values = tuple(
+                tuple(
+                    _number(measured[k].get(metric)) if (k := CellKey(r, p, output_tokens, rate))
+                    in measured else None
+                    for p in columns
+                )
+                for r in rows
+            )  # fmt: skip
+            notes = tuple(
+                tuple(
+                    "skipped"
+                    if mine.get(CellKey(r, p, output_tokens, rate), {}).get("status") == "skipped"
+                    else ""
+                    for p in columns
+                )
+                for r in rows
+            )
+            plans.append(
+                ChartPlan(
+                    filename=f"heatmap-{metric}-{name}.png",
+                    kind="heatmap",
+                    title=f"{title}, {context}",
+                    xlabel="prompt tokens",
+                    ylabel="concurrency",
+                    rows=rows,
+                    columns=columns,
+                    values=values,
+                    notes=notes,
+                )
+            )
+        for metric, title in _LINES:
+            series = []
+            for p in columns:
+                points = sorted(
+                    (k.concurrency, v)
+                    for k, c in measured.items()
+                    if k.prompt_tokens == p and (v := _number(c.get(metric))) is not None
+                )
+                if points:
+                    series.append(
+                        Series(
+                            f"{p} prompt tokens",
+                            tuple(float(x) for x, _ in points),
+                            tuple(y for _, y in points),
+                        )
+                    )
+            if series:
+                plans.append(
+                    ChartPlan(
+                        filename=f"lines-{metric}-{name}.png",
+                        kind="lines",
+                        title=f"{title}, {context}",
+                        xlabel="concurrency",
+                        ylabel=title,
+                        series=tuple(series),
+                    )
+                )
+    return plans
+
+
+def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[float], list[float]]]:
+    """Draw ``plan`` (into ``path`` when given); returns the plotted lines as read back from
+    the axes (label, x, y), or for a heatmap one entry per row with the drawn values (NaN
+    where blank)."""
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    drawn: list[tuple[str, list[float], list[float]]] = []
+    try:
+        if plan.kind == "lines":
+            for s in plan.series:
+                ax.plot(s.x, s.y, marker="o", label=s.label)
+            ax.set_xscale("log", base=2)
+            ax.legend()
+            ax.grid(True, alpha=0.3)
+            for line in ax.get_lines():
+                xs = [float(v) for v in np.asarray(line.get_xdata(), dtype=float)]
+                ys = [float(v) for v in np.asarray(line.get_ydata(), dtype=float)]
+                drawn.append((str(line.get_label()), xs, ys))
+        else:
+            grid = np.array(
+                [[math.nan if v is None else v for v in row] for row in plan.values], dtype=float
+            )
+            image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto")
+            fig.colorbar(image, ax=ax)
+            ax.set_xticks(range(len(plan.columns)), [str(c) for c in plan.columns])
+            ax.set_yticks(range(len(plan.rows)), [str(r) for r in plan.rows])
+            for i, row in enumerate(plan.values):
+                for j, value in enumerate(row):
+                    text = f"{value:.3g}" if value is not None else plan.notes[i][j]
+                    if text:
+                        ax.text(j, i, text, ha="center", va="center", color="w", fontsize=8)
+            data = image.get_array()
+            assert data is not None
+            filled = np.ma.filled(data, math.nan)
+            for i, r in enumerate(plan.rows):
+                drawn.append((str(r), [float(c) for c in plan.columns],
+                              [float(v) for v in filled[i]]))  # fmt: skip
+        ax.set_title(plan.title, fontsize=10)
+        ax.set_xlabel(plan.xlabel)
+        ax.set_ylabel(plan.ylabel)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return drawn
+
+
+def write_charts(run: RunData) -> list[Path]:
+    """Render every chart of ``run`` into ``<run>/charts/``; returns the files written."""
+    plans = plan_charts(run.cells, label=str(run.run.get("label") or ""))
+    if not plans:
+        return []
+    out = run.path / CHARTS_DIR
+    out.mkdir(exist_ok=True)
+    written = []
+    for plan in plans:
+        path = out / plan.filename
+        render_chart(plan, path)
+        written.append(path)
+    return written

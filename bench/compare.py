@@ -1,0 +1,233 @@
+"""Runs side by side: MTP on vs off, L4 vs RTX PRO 6000 vs TPU.
+
+The first run is the baseline. Cells are matched by key (concurrency, prompt tokens, output
+tokens, request rate); for each metric a table shows every run's value and its change against
+the baseline in percent. A cell one run measured and another skipped or never ran shows
+"skipped" or is left empty, and has no delta.
+
+Cost per million requests = hourly price / (3600 x request_throughput) x 1e6, with the price
+from the hardware catalog (:data:`serving.hardware.HARDWARE`) for the ``hardware`` recorded in
+the run's ``run.json`` (``--hardware`` at run time, or the stack's), or a price given
+explicitly. It is a list-price estimate for one instance kept busy at that cell's load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from serving.hardware import HARDWARE
+
+from .charts import ChartPlan, Series, render_chart
+from .store import CellKey, RunData
+
+__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
+
+METRICS: tuple[tuple[str, str, str, bool], ...] = (
+    ("request_throughput", "Request throughput (requests/s)", "{:.2f}", True),
+    ("output_throughput", "Output throughput (tokens/s)", "{:.1f}", True),
+    ("p95_ttft_ms", "p95 TTFT (ms)", "{:.0f}", False),
+    ("median_itl_ms", "Median ITL (ms per token)", "{:.1f}", False),
+    ("p95_e2el_ms", "p95 end-to-end latency (ms)", "{:.0f}", False),
+    ("success_rate", "Success rate", "{:.1%}", True),
+    ("cost_per_million_requests", "Cost per million requests (USD)", "{:.2f}", False),
+)
+"""(key, title, format, higher is better)."""
+
+
+def cost_per_million_requests(usd_per_hour: float, request_throughput: float) -> float | None:
+    """hourly price / (3600 x requests/s) x 1e6; None without throughput."""
+    if request_throughput <= 0:
+        return None
+    return usd_per_hour / (3600.0 * request_throughput) * 1e6
+
+
+def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
+    """The run's hourly price: ``prices[label]`` or ``prices[hardware]``, else the catalog's."""
+    prices = prices or {}
+    hardware = run.run.get("hardware")
+    for key in (run.label, hardware):
+        if key is not None and key in prices:
+            return float(prices[key])
+    if isinstance(hardware, str) and hardware in HARDWARE:
+        return HARDWARE[hardware].price.usd_per_hour
+    return None
+
+
+@dataclass
+class Comparison:
+    """The comparison of several runs (the first is the baseline)."""
+
+    runs: list[RunData]
+    prices: list[float | None]
+    keys: list[CellKey]
+    values: dict[str, list[list[Any]]]
+    """metric -> per cell key (in ``keys`` order) -> per run: value, "skipped" or None."""
+
+    def delta_percent(self, metric: str, row: int, run: int) -> float | None:
+        base, other = self.values[metric][row][0], self.values[metric][row][run]
+        if not isinstance(base, int | float) or not isinstance(other, int | float) or base == 0:
+            return None
+        return (other - base) / base * 100.0
+
+    def best(self, run: int) -> dict[str, Any] | None:
+        """The run's cell with the highest request throughput."""
+        measured = [c for c in self.runs[run].measured() if c.get("request_throughput")]
+        return max(measured, key=lambda c: c["request_throughput"]) if measured else None
+
+    def as_dict(self) -> dict[str, Any]:
+        runs = []
+        for i, run in enumerate(self.runs):
+            best = self.best(i)
+            price = self.prices[i]
+            runs.append(
+                {
+                    "label": run.label,
+                    "path": str(run.path),
+                    "hardware": run.run.get("hardware"),
+                    "usd_per_hour": price,
+                    "best_cell": best["id"] if best else None,
+                    "best_request_throughput": best["request_throughput"] if best else None,
+                    "cost_per_million_requests_at_best": (
+                        cost_per_million_requests(price, best["request_throughput"])
+                        if best and price is not None
+                        else None
+                    ),
+                }
+            )
+        cells = []
+        for row, key in enumerate(self.keys):
+            entry: dict[str, Any] = {"id": key.id, **key.as_dict()}
+            for metric, *_ in METRICS:
+                entry[metric] = self.values[metric][row]
+                entry[f"{metric}_delta_percent"] = [
+                    self.delta_percent(metric, row, r) for r in range(len(self.runs))
+                ]
+            cells.append(entry)
+        return {"baseline": self.runs[0].label, "runs": runs, "cells": cells}
+
+    def markdown(self) -> str:
+        labels = [r.label for r in self.runs]
+        lines = ["# Comparison", "", f"Baseline: **{labels[0]}**.", ""]
+        lines += [
+            "| run | hardware | USD/hour | best cell | requests/s | USD per million requests |",
+            "|---|---|---:|---|---:|---:|",
+        ]
+        for run in self.as_dict()["runs"]:
+            price = run["usd_per_hour"]
+            cost = run["cost_per_million_requests_at_best"]
+            rps = run["best_request_throughput"]
+            lines.append(
+                f"| {run['label']} | {run['hardware'] or 'n/a'} | "
+                f"{'n/a' if price is None else f'{price:.2f}'} | {run['best_cell'] or 'n/a'} | "
+                f"{'n/a' if rps is None else f'{rps:.2f}'} | "
+                f"{'n/a' if cost is None else f'{cost:.2f}'} |"
+            )
+        lines.append("")
+        for metric, title, fmt, _ in METRICS:
+            lines += [f"## {title}", ""]
+            lines.append("| cell | " + " | ".join(labels) + " |")
+            lines.append("|---|" + "---:|" * len(labels))
+            for row, key in enumerate(self.keys):
+                texts = []
+                for r in range(len(self.runs)):
+                    value = self.values[metric][row][r]
+                    if value is None:
+                        texts.append("")
+                        continue
+                    if value == "skipped":
+                        texts.append("skipped")
+                        continue
+                    text = fmt.format(value)
+                    delta = self.delta_percent(metric, row, r) if r else None
+                    texts.append(f"{text} ({delta:+.1f}%)" if delta is not None else text)
+                lines.append(f"| {key.id} | " + " | ".join(texts) + " |")
+            lines.append("")
+        return "\n".join(lines)
+
+    def chart_plans(self) -> list[ChartPlan]:
+        """Request throughput and p95 E2EL against concurrency, one line per run, per
+        (prompt, output, rate); points only where that run measured the cell."""
+        plans = []
+        slices = sorted({(k.prompt_tokens, k.output_tokens, k.request_rate) for k in self.keys},
+                        key=lambda s: (s[0], s[1], -1.0 if s[2] is None else s[2]))  # fmt: skip
+        for metric, title in (
+            ("request_throughput", "request throughput (req/s)"),
+            ("p95_e2el_ms", "p95 end-to-end latency (ms)"),
+        ):
+            for prompt, output, rate in slices:
+                series = []
+                for r, run in enumerate(self.runs):
+                    points = sorted(
+                        (k.concurrency, float(v))
+                        for row, k in enumerate(self.keys)
+                        if (k.prompt_tokens, k.output_tokens, k.request_rate) == (prompt, output,
+                                                                                  rate)
+                        and isinstance(v := self.values[metric][row][r], int | float)
+                    )  # fmt: skip
+                    if points:
+                        series.append(Series(run.label, tuple(float(x) for x, _ in points),
+                                             tuple(y for _, y in points)))  # fmt: skip
+                if not series:
+                    continue
+                name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")
+                plans.append(
+                    ChartPlan(
+                        filename=f"compare-{metric}-{name}.png",
+                        kind="lines",
+                        title=f"{title}, {prompt} prompt / {output} output tokens",
+                        xlabel="concurrency",
+                        ylabel=title,
+                        series=tuple(series),
+                    )
+                )
+        return plans
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write ``compare.md``, ``compare.json`` and the charts into ``out_dir``."""
+        out = Path(out_dir)
+        (out / "charts").mkdir(parents=True, exist_ok=True)
+        written = [out / "compare.md", out / "compare.json"]
+        written[0].write_text(self.markdown() + "\n", encoding="utf-8")
+        written[1].write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+        for plan in self.chart_plans():
+            path = out / "charts" / plan.filename
+            render_chart(plan, path)
+            written.append(path)
+        return written
+
+
+def compare_runs(
+    runs: Sequence[RunData], *, prices: Mapping[str, float] | None = None
+) -> Comparison:
+    """Compare ``runs`` (at least two; the first is the baseline)."""
+    if len(runs) < 2:
+        raise ValueError("compare needs at least two runs")
+    run_prices = [hourly_price(run, prices) for run in runs]
+    keyed = [run.by_key() for run in runs]
+    keys = sorted({k for cells in keyed for k in cells}, key=lambda k: k.order())
+    values: dict[str, list[list[Any]]] = {m: [] for m, *_ in METRICS}
+    for key in keys:
+        for metric, *_ in METRICS:
+            row: list[Any] = []
+            for r, cells in enumerate(keyed):
+                cell = cells.get(key)
+                if cell is None:
+                    row.append(None)
+                elif cell.get("status") == "skipped":
+                    row.append("skipped")
+                elif metric == "cost_per_million_requests":
+                    rps = cell.get("request_throughput")
+                    price = run_prices[r]
+                    row.append(
+                        cost_per_million_requests(price, rps)
+                        if price is not None and isinstance(rps, int | float)
+                        else None
+                    )
+                else:
+                    row.append(cell.get(metric))
+            values[metric].append(row)
+    return Comparison(list(runs), run_prices, keys, values)

@@ -1,0 +1,146 @@
+"""The SLO gate: does a run meet the stack's service-level objectives?
+
+Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
+:class:`serving.settings.SloSettings`, defaults where a key is absent):
+
+- ``sloP95TtftMs``: every measured cell's ``p95_ttft_ms`` at most this;
+- ``sloP95E2eMs``: every measured cell's ``p95_e2el_ms`` at most this;
+- ``sloMinSuccessRate``: every measured cell's ``success_rate`` at least this;
+- ``sloMinRequestsPerSecond``: the run's best cell's ``request_throughput`` at least this (the
+  capacity the deployment reached; a concurrency-1 cell is not expected to reach it).
+
+Skipped cells are not judged; a run with no measured cell fails. :func:`evaluate` is the library
+entry (the post-deploy hook); ``python -m bench gate`` exits 0 when the gate passes, 1 when it
+fails, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from serving.settings import SloSettings, load_settings
+
+from .store import RunData, cell_order
+
+__all__ = ["PROJECT", "GateCheck", "GateResult", "evaluate", "slo_for_stack", "stack_config"]
+
+PROJECT = "gemma4-vllm"
+"""The Pulumi project name: stack config keys are ``gemma4-vllm:<key>``."""
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One objective checked against one cell (or the whole run)."""
+
+    cell: str
+    """Cell id, or ``"run"`` for the run-level throughput objective."""
+    slo: str
+    """The stack key, e.g. ``sloP95TtftMs``."""
+    metric: str
+    threshold: float
+    value: float | None
+    passed: bool
+
+    @property
+    def comparison(self) -> str:
+        return ">=" if self.slo in ("sloMinSuccessRate", "sloMinRequestsPerSecond") else "<="
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Every check made; the gate passes when all passed and at least one cell was measured."""
+
+    checks: tuple[GateCheck, ...]
+    measured_cells: int
+    skipped_cells: int
+    slo: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.measured_cells > 0 and all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[GateCheck, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "measured_cells": self.measured_cells,
+            "skipped_cells": self.skipped_cells,
+            "slo": self.slo,
+            "failures": [c.__dict__ for c in self.failures],
+            "checks": [c.__dict__ for c in self.checks],
+        }
+
+
+def _cells(run: RunData | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return list(run.cells if isinstance(run, RunData) else run)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> GateResult:
+    """Check a run's cells against ``slo`` (see the module docstring)."""
+    cells = _cells(run)
+    measured = sorted((c for c in cells if c.get("status") == "ok"), key=lambda c: cell_order(
+        dict(c)))  # fmt: skip
+    checks: list[GateCheck] = []
+    per_cell = (
+        ("sloP95TtftMs", "p95_ttft_ms", slo.slo_p95_ttft_ms, False),
+        ("sloP95E2eMs", "p95_e2el_ms", slo.slo_p95_e2e_ms, False),
+        ("sloMinSuccessRate", "success_rate", slo.slo_min_success_rate, True),
+    )
+    for cell in measured:
+        for key, metric, threshold, at_least in per_cell:
+            if threshold is None:
+                continue
+            value = _number(cell.get(metric))
+            passed = value is not None and (value >= threshold if at_least else value <= threshold)
+            checks.append(GateCheck(str(cell["id"]), key, metric, threshold, value, passed))
+    if slo.slo_min_requests_per_second is not None and measured:
+        rates = [r for c in measured if (r := _number(c.get("request_throughput"))) is not None]
+        best = max(rates) if rates else None
+        checks.append(
+            GateCheck(
+                "run",
+                "sloMinRequestsPerSecond",
+                "request_throughput",
+                slo.slo_min_requests_per_second,
+                best,
+                best is not None and best >= slo.slo_min_requests_per_second,
+            )
+        )
+    return GateResult(
+        tuple(checks),
+        measured_cells=len(measured),
+        skipped_cells=sum(1 for c in cells if c.get("status") == "skipped"),
+        slo=slo.model_dump(by_alias=True),
+    )
+
+
+def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
+    """The project keys of ``Pulumi.<stack>.yaml`` in ``cwd``, without the project prefix.
+
+    Raises FileNotFoundError when the stack file is missing, ValueError when it is not a
+    Pulumi stack file.
+    """
+    path = Path(cwd or ".") / f"Pulumi.{stack}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
+        raise ValueError(f"{path} is not a Pulumi stack file (no config mapping)")
+    prefix = f"{PROJECT}:"
+    config = data.get("config") or {}
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def slo_for_stack(stack: str, cwd: str | Path | None = None) -> SloSettings:
+    """The stack's validated SLO settings (the whole stack config is validated)."""
+    return load_settings(stack_config(stack, cwd)).slo

@@ -1,0 +1,145 @@
+"""Load drivers: closed loop at a fixed concurrency, open loop at a Poisson request rate.
+
+Both take a list of :class:`~bench.request.RequestSpec` (one per request, in order) and return
+every :class:`~bench.request.RequestResult` with the cell's duration, measured from the first
+send to the last answer (what throughput is divided by).
+
+- Closed loop: ``concurrency`` workers each send a request, wait for its answer and send the
+  next, so exactly ``concurrency`` requests are in flight until the list runs out.
+- Open loop: arrivals follow a Poisson process of rate ``request_rate`` (exponential gaps from a
+  seeded generator), each request sent at its arrival time whatever the state of earlier ones,
+  with at most ``max_concurrency`` in flight (``vllm bench serve --max-concurrency``); a request
+  that finds no free slot waits, and the achieved rate records that.
+
+``max_duration_s`` bounds a cell: no request is started after it (those in flight finish or
+time out), and the requests never sent are not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from .request import RequestResult, RequestSpec, send_request
+
+__all__ = ["LoadResult", "closed_loop", "open_loop", "warm_pool"]
+
+OnDone = Callable[[RequestResult], None]
+
+
+@dataclass
+class LoadResult:
+    """What one cell's load produced."""
+
+    results: list[RequestResult]
+    duration_s: float
+    offered_rate: float | None = None
+    """Requests/s asked for (open loop), else None."""
+
+    @property
+    def achieved_rate(self) -> float | None:
+        """Requests sent per second of the cell (open loop: compare with ``offered_rate``)."""
+        return len(self.results) / self.duration_s if self.duration_s > 0 else None
+
+
+async def warm_pool(client: httpx.AsyncClient, connections: int, path: str = "/health") -> int:
+    """Open ``connections`` keep-alive connections (concurrent GETs); returns how many answered.
+
+    Connection set-up then happens before the timed cell, not inside its first requests.
+    """
+
+    async def one() -> bool:
+        try:
+            response = await client.get(path)
+            await response.aclose()
+            return response.status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    answered = await asyncio.gather(*(one() for _ in range(max(1, connections))))
+    return sum(answered)
+
+
+async def closed_loop(
+    client: httpx.AsyncClient,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    max_duration_s: float | None = None,
+    on_done: OnDone | None = None,
+) -> LoadResult:
+    """Send ``specs`` with ``concurrency`` requests in flight (see the module docstring)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    results: list[RequestResult] = []
+    next_index = 0
+    start = time.perf_counter()
+    stop_at = start + max_duration_s if max_duration_s is not None else None
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < len(specs):
+            if stop_at is not None and time.perf_counter() >= stop_at:
+                return
+            spec = specs[next_index]
+            next_index += 1
+            result = await send_request(client, spec, timeout_s=timeout_s)
+            results.append(result)
+            if on_done is not None:
+                on_done(result)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(specs)))))
+    return LoadResult(results, time.perf_counter() - start)
+
+
+async def open_loop(
+    client: httpx.AsyncClient,
+    specs: Sequence[RequestSpec],
+    request_rate: float,
+    *,
+    max_concurrency: int,
+    timeout_s: float,
+    seed: int = 0,
+    max_duration_s: float | None = None,
+    on_done: OnDone | None = None,
+) -> LoadResult:
+    """Send ``specs`` at Poisson arrivals of ``request_rate``/s (see the module docstring)."""
+    if request_rate <= 0:
+        raise ValueError(f"request_rate must be positive, got {request_rate}")
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    rng = random.Random(seed)
+    slots = asyncio.Semaphore(max_concurrency)
+    results: list[RequestResult] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(spec: RequestSpec) -> None:
+        try:
+            result = await send_request(client, spec, timeout_s=timeout_s)
+        finally:
+            slots.release()
+        results.append(result)
+        if on_done is not None:
+            on_done(result)
+
+    start = time.perf_counter()
+    due = start
+    stop_at = start + max_duration_s if max_duration_s is not None else None
+    for spec in specs:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if stop_at is not None and time.perf_counter() >= stop_at:
+            break
+        await slots.acquire()
+        tasks.append(asyncio.create_task(one(spec)))
+        due += rng.expovariate(request_rate)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return LoadResult(results, time.perf_counter() - start, offered_rate=request_rate)

@@ -1,0 +1,280 @@
+"""One streamed completion request, timed as a user feels it.
+
+The request asks vLLM for ``stream_options: {"include_usage": true, "continuous_usage_stats":
+true}``: every chunk then carries the running ``usage``, so the client knows how many tokens
+each chunk brought (several with speculative decoding), and the last chunk carries the final
+count. Output tokens are taken from that final usage only, never from the number of chunks.
+
+Timing, all from :func:`time.perf_counter` on the client, as each network read arrives:
+
+- time to first token (TTFT): send to the first chunk with generated text;
+- inter-token latency (ITL): the gap between two content chunks divided by the tokens the later
+  chunk carried, once per token (a 30 ms gap bringing 3 tokens is three ITLs of 10 ms);
+- time per output token (TPOT): ``(e2e - ttft) / (output_tokens - 1)``;
+- end-to-end latency (E2EL): send to ``data: [DONE]``.
+
+Errors are sorted into kinds (:data:`ERROR_KINDS`): ``timeout`` (the per-request deadline or a
+transport timeout), ``http_status`` (an HTTP error status; the code is kept), ``connection``
+(refused, reset or closed mid-response), ``truncated`` (the response ended cleanly but without
+``data: [DONE]``), ``protocol`` (a chunk that is not JSON, or no usage in the stream) and
+``auth`` (credentials could not be obtained; nothing was sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+import httpx
+
+from healthchecks.auth import AuthError
+
+__all__ = [
+    "ERROR_KINDS",
+    "ErrorKind",
+    "RequestResult",
+    "RequestSpec",
+    "classify_exception",
+    "completion_body",
+    "send_request",
+]
+
+ErrorKind = Literal["timeout", "http_status", "connection", "truncated", "protocol", "auth"]
+ERROR_KINDS: tuple[ErrorKind, ...] = (
+    "timeout",
+    "http_status",
+    "connection",
+    "truncated",
+    "protocol",
+    "auth",
+)
+COMPLETIONS_PATH = "/v1/completions"
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What to send: a prompt and how many tokens to generate."""
+
+    model: str
+    prompt: str
+    max_tokens: int
+    ignore_eos: bool = True
+    """vLLM's extension: generate exactly ``max_tokens`` (the cell's output length)."""
+
+
+@dataclass
+class RequestResult:
+    """The client's view of one request. Times in seconds."""
+
+    ok: bool
+    start_s: float
+    """perf_counter at send (relative to nothing; compare within one process)."""
+    e2e_s: float
+    ttft_s: float | None = None
+    itls_s: list[float] = field(default_factory=list)
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    chunks: int = 0
+    error_kind: ErrorKind | None = None
+    status: int | None = None
+    error: str | None = None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (e2e - ttft) / (output tokens - 1)."""
+        if self.ttft_s is None or self.output_tokens is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def completion_body(spec: RequestSpec) -> dict[str, Any]:
+    """The JSON body of a streamed ``/v1/completions`` request for ``spec``."""
+    body: dict[str, Any] = {
+        "model": spec.model,
+        "prompt": spec.prompt,
+        "max_tokens": spec.max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def classify_exception(exc: BaseException) -> ErrorKind:
+    """The error kind of an exception raised while sending or reading a request.
+
+    The aiohttp transport maps aiohttp's errors onto httpx's loosely (a server disconnect
+    becomes ``httpx.ConnectTimeout``), so the original aiohttp exception in the cause chain
+    decides first.
+    """
+    if isinstance(exc, AuthError):
+        return "auth"
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for item in chain:
+        if isinstance(item, aiohttp.ServerTimeoutError | aiohttp.SocketTimeoutError):
+            return "timeout"
+        if isinstance(item, aiohttp.ClientError):
+            return "connection"
+    for item in chain:
+        if isinstance(item, TimeoutError | httpx.TimeoutException):
+            return "timeout"
+        if isinstance(item, httpx.TransportError | OSError):
+            return "connection"
+        if isinstance(item, json.JSONDecodeError | UnicodeDecodeError):
+            return "protocol"
+    return "connection"
+
+
+class _ProtocolError(Exception):
+    pass
+
+
+class _Stream:
+    """Incremental state while reading server-sent events."""
+
+    __slots__ = ("chunks", "done", "itls", "last_at", "output_tokens", "prompt_tokens", "seen",
+                 "start", "ttft")  # fmt: skip
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.ttft: float | None = None
+        self.last_at = start
+        self.itls: list[float] = []
+        self.seen = 0
+        """Completion tokens accounted for so far (from continuous usage)."""
+        self.output_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.chunks = 0
+        self.done = False
+
+    def feed(self, payload: bytes, at: float) -> None:
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(payload)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _ProtocolError(f"chunk is not JSON: {payload[:80]!r}") from exc
+        if not isinstance(chunk, dict):
+            raise _ProtocolError("chunk is not a JSON object")
+        self.chunks += 1
+        usage = chunk.get("usage")
+        choices = chunk.get("choices") or []
+        if isinstance(usage, dict):
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.prompt_tokens = usage["prompt_tokens"]
+            if isinstance(usage.get("completion_tokens"), int):
+                self.output_tokens = usage["completion_tokens"]
+        if not choices:
+            return
+        choice = choices[0]
+        text = choice.get("text")
+        if text is None:
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or delta.get("reasoning_content")
+        if not text:
+            return
+        # Tokens this chunk carried: the rise in continuous usage, else one.
+        count = self.output_tokens - self.seen if self.output_tokens is not None else 1
+        count = max(count, 1)
+        self.seen += count
+        if self.ttft is None:
+            self.ttft = at - self.start
+        else:
+            gap = (at - self.last_at) / count
+            self.itls.extend([gap] * count)
+        self.last_at = at
+
+
+async def send_request(
+    client: httpx.AsyncClient,
+    spec: RequestSpec,
+    *,
+    timeout_s: float,
+    path: str = COMPLETIONS_PATH,
+) -> RequestResult:
+    """Send one streamed completion and time it; never raises for a failed request."""
+    body = json.dumps(completion_body(spec)).encode()
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    start = time.perf_counter()
+    state = _Stream(start)
+    status: int | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("POST", path, content=body, headers=headers) as response:
+                status = response.status_code
+                if status >= 400:
+                    text = (await response.aread())[:300].decode("utf-8", "replace")
+                    return RequestResult(
+                        ok=False,
+                        start_s=start,
+                        e2e_s=time.perf_counter() - start,
+                        error_kind="http_status",
+                        status=status,
+                        error=f"HTTP {status}: {text}",
+                    )
+                buffer = b""
+                async for data in response.aiter_bytes():
+                    at = time.perf_counter()
+                    buffer += data
+                    while True:
+                        cut = buffer.find(b"\n")
+                        if cut < 0:
+                            break
+                        line = buffer[:cut].strip()
+                        buffer = buffer[cut + 1 :]
+                        if line.startswith(b"data:"):
+                            state.feed(line[5:].strip(), at)
+    except _ProtocolError as exc:
+        return _failed(state, status, "protocol", str(exc))
+    except TimeoutError:
+        return _failed(state, status, "timeout", f"no complete answer within {timeout_s:g} s")
+    except Exception as exc:  # every transport failure becomes a classified result
+        return _failed(state, status, classify_exception(exc), f"{type(exc).__name__}: {exc}")
+    end = time.perf_counter()
+    if not state.done:
+        return _failed(state, status, "truncated", "stream ended without data: [DONE]", end)
+    if state.output_tokens is None:
+        return _failed(state, status, "protocol", "no usage in the stream", end)
+    return RequestResult(
+        ok=True,
+        start_s=start,
+        e2e_s=end - start,
+        ttft_s=state.ttft,
+        itls_s=state.itls,
+        output_tokens=state.output_tokens,
+        prompt_tokens=state.prompt_tokens,
+        chunks=state.chunks,
+        status=status,
+    )
+
+
+def _failed(
+    state: _Stream, status: int | None, kind: ErrorKind, message: str, end: float | None = None
+) -> RequestResult:
+    end = time.perf_counter() if end is None else end
+    return RequestResult(
+        ok=False,
+        start_s=state.start,
+        e2e_s=end - state.start,
+        ttft_s=state.ttft,
+        output_tokens=state.output_tokens,
+        prompt_tokens=state.prompt_tokens,
+        chunks=state.chunks,
+        error_kind=kind,
+        status=status,
+        error=message,
+    )

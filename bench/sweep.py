@@ -1,0 +1,372 @@
+"""A sweep: every cell of a grid against one endpoint, written cell by cell.
+
+For each cell (concurrency x prompt tokens x output tokens x request rate):
+
+1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
+   the model's context (``max_model_len``: given, or read from ``/v1/models``);
+2. build its prompts (:mod:`bench.prompts`), untimed;
+3. open a client sized to the cell (:func:`healthchecks.client.make_client`, pool limit =
+   concurrency, httpx on the aiohttp transport), open that many connections and send the
+   warm-up requests, untimed;
+4. scrape ``/metrics``, run the load (:mod:`bench.load`), scrape ``/metrics`` again:
+   speculative-decoding acceptance is the delta of the counters over the cell;
+5. summarise (:func:`bench.stats.summarize`) and append the record to ``cells.jsonl``
+   (:class:`bench.store.RunStore`) before the next cell starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from healthchecks.auth import AuthStrategy, NoAuth
+from healthchecks.client import make_client
+from healthchecks.metrics import (
+    MetricsParseError,
+    MetricsSnapshot,
+    parse_metrics,
+    spec_decode_acceptance,
+)
+
+from .load import LoadResult, closed_loop, open_loop, warm_pool
+from .prompts import PromptSet, build_prompts
+from .request import RequestResult, RequestSpec, send_request
+from .stats import GoodputSlo, summarize
+from .store import CellKey, RunData, RunStore
+
+__all__ = ["Grid", "SweepOptions", "detect_max_model_len", "run_cell", "run_sweep",
+           "run_sweep_async"]  # fmt: skip
+
+TOOL = "gemma4-vllm-gcp bench"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The cells of a sweep: the cross product of the four lists."""
+
+    concurrency: tuple[int, ...]
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+    request_rates: tuple[float | None, ...] = (None,)
+    """None: closed loop; a number: open loop at that rate, ``concurrency`` as the cap."""
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "prompt_tokens", "output_tokens"):
+            values = getattr(self, name)
+            if not values or any(int(v) < 1 for v in values):
+                raise ValueError(f"grid {name} needs positive integers, got {values!r}")
+        if any(r is not None and r <= 0 for r in self.request_rates):
+            raise ValueError(f"request rates must be positive, got {self.request_rates!r}")
+
+    def cells(self) -> list[CellKey]:
+        return [
+            CellKey(c, p, o, r)
+            for r, o, p, c in itertools.product(
+                self.request_rates, self.output_tokens, self.prompt_tokens, self.concurrency
+            )
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: list(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How each cell is run."""
+
+    num_requests: int | None = None
+    """Requests per cell; None: ``max(min_requests, requests_per_slot x concurrency)``."""
+    min_requests: int = 16
+    requests_per_slot: int = 4
+    warmup: int = 1
+    """Untimed requests per cell after the pool is warm (0 for none)."""
+    timeout_s: float = 120.0
+    """Per request, send to [DONE]."""
+    max_cell_seconds: float | None = 600.0
+    """No request starts after this long into a cell."""
+    max_model_len: int | None = None
+    """Skip cells whose prompt + output exceed it; None: ask ``/v1/models``."""
+    goodput_slo: GoodputSlo | None = None
+    use_tokenize: bool = True
+    distinct_prompts: int = 256
+    """Prompts sized per cell (requests cycle through them)."""
+    seed: int = 0
+    hardware: str | None = None
+    label: str | None = None
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form metadata stored in run.json (e.g. the stack name, MTP on/off)."""
+
+    def requests_for(self, key: CellKey) -> int:
+        if self.num_requests is not None:
+            return self.num_requests
+        return max(self.min_requests, self.requests_per_slot * key.concurrency)
+
+
+async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | None:
+    """``max_model_len`` of ``model`` from ``/v1/models`` (vLLM reports it), else None."""
+    try:
+        response = await client.get("/v1/models")
+        if response.status_code != 200:
+            return None
+        for card in response.json().get("data", []):
+            if card.get("id") == model and isinstance(card.get("max_model_len"), int):
+                return int(card["max_model_len"])
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return None
+
+
+async def _scrape(client: httpx.AsyncClient, model: str) -> MetricsSnapshot | None:
+    try:
+        response = await client.get("/metrics")
+        if response.status_code != 200:
+            return None
+        return parse_metrics(response.text, model_name=model)
+    except (httpx.HTTPError, MetricsParseError):
+        return None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+async def run_cell(
+    url: str,
+    model: str,
+    key: CellKey,
+    prompts: PromptSet,
+    *,
+    auth: AuthStrategy,
+    options: SweepOptions,
+    on_done: Callable[[RequestResult], None] | None = None,
+) -> dict[str, Any]:
+    """Run one cell (pool warm-up, warm-up requests, load, /metrics deltas); its record."""
+    n = options.requests_for(key)
+    specs = [
+        RequestSpec(model, prompts.prompts[i % len(prompts.prompts)], key.output_tokens)
+        for i in range(n)
+    ]
+    started_at = _now()
+    async with make_client(
+        url, auth=auth, timeout_s=options.timeout_s, max_concurrency=key.concurrency
+    ) as client:
+        await warm_pool(client, key.concurrency)
+        if options.warmup > 0:
+            warm = [specs[i % len(specs)] for i in range(options.warmup)]
+            await closed_loop(
+                client, warm, min(key.concurrency, len(warm)), timeout_s=options.timeout_s
+            )
+        before = await _scrape(client, model)
+        load: LoadResult
+        if key.request_rate is None:
+            load = await closed_loop(
+                client,
+                specs,
+                key.concurrency,
+                timeout_s=options.timeout_s,
+                max_duration_s=options.max_cell_seconds,
+                on_done=on_done,
+            )
+        else:
+            load = await open_loop(
+                client,
+                specs,
+                key.request_rate,
+                max_concurrency=key.concurrency,
+                timeout_s=options.timeout_s,
+                seed=options.seed,
+                max_duration_s=options.max_cell_seconds,
+                on_done=on_done,
+            )
+        after = await _scrape(client, model)
+    record: dict[str, Any] = {"id": key.id, "status": "ok", "skip_reason": None, **key.as_dict()}
+    record.update(summarize(load.results, load.duration_s, goodput_slo=options.goodput_slo))
+    record["achieved_request_rate"] = load.achieved_rate
+    acceptance = spec_decode_acceptance(before, after) if after is not None else None
+    record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
+    record["spec_decode_acceptance_length"] = (
+        acceptance.mean_acceptance_length if acceptance else None
+    )
+    record["spec_decode"] = acceptance.as_dict() if acceptance else None
+    record["prompt_tokens_method"] = prompts.method
+    record["prompt_tokens_exact"] = prompts.exact
+    record["started_at"] = started_at
+    record["finished_at"] = _now()
+    return record
+
+
+def _skipped(key: CellKey, reason: str) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "status": "skipped",
+        "skip_reason": reason,
+        **key.as_dict(),
+        "finished_at": _now(),
+    }
+
+
+class _Progress:
+    """A rich progress bar over the sweep's requests (stderr), or nothing."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+        if enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=False,
+            )
+            self._task = self._bar.add_task("sweep", total=total)
+            self._bar.start()
+
+    def cell(self, key: CellKey) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"cell {key.id}")
+
+    def advance(self, _: RequestResult | None = None) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+async def run_sweep_async(
+    url: str,
+    model: str,
+    grid: Grid,
+    out_dir: str | Path,
+    *,
+    auth: AuthStrategy | None = None,
+    options: SweepOptions | None = None,
+    resume: bool = False,
+    on_cell: Callable[[dict[str, Any]], None] | None = None,
+) -> RunData:
+    """Run ``grid`` against ``url`` into ``out_dir``; returns the run (every finished cell).
+
+    ``resume`` continues a run already in ``out_dir``: finished cells are kept and not run
+    again. ``on_cell`` is called with each record right after it is written (an exception
+    from it stops the sweep; finished cells stay written).
+    """
+    from .charts import write_charts
+
+    auth = auth or NoAuth()
+    options = options or SweepOptions()
+    meta: dict[str, Any] = {
+        "tool": TOOL,
+        "created_at": _now(),
+        "url": url,
+        "model": model,
+        "hardware": options.hardware,
+        "label": options.label,
+        "grid": grid.as_dict(),
+        "auth": auth.description,
+        "endpoint": "/v1/completions (stream, include_usage, continuous_usage_stats)",
+        "options": {
+            "num_requests": options.num_requests,
+            "min_requests": options.min_requests,
+            "requests_per_slot": options.requests_per_slot,
+            "warmup": options.warmup,
+            "timeout_s": options.timeout_s,
+            "max_cell_seconds": options.max_cell_seconds,
+            "distinct_prompts": options.distinct_prompts,
+            "seed": options.seed,
+            "goodput_slo": options.goodput_slo.as_dict() if options.goodput_slo else None,
+        },
+        **options.extra,
+    }
+    async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
+        max_len = options.max_model_len or await detect_max_model_len(c, model)
+        meta["max_model_len"] = max_len
+        store = RunStore.open(out_dir, meta, resume=resume)
+        done = store.finished_ids()
+        todo = [k for k in grid.cells() if k.id not in done]
+        progress = _Progress(options.progress, sum(options.requests_for(k) for k in todo))
+        prompt_cache: dict[int, PromptSet] = {}
+        try:
+            for key in todo:
+                progress.cell(key)
+                if max_len is not None and key.prompt_tokens + key.output_tokens > max_len:
+                    reason = (
+                        f"prompt {key.prompt_tokens} + output {key.output_tokens} tokens exceed "
+                        f"max_model_len {max_len}"
+                    )
+                    record = _skipped(key, reason)
+                    for _ in range(options.requests_for(key)):
+                        progress.advance()
+                else:
+                    prompts = prompt_cache.get(key.prompt_tokens)
+                    if prompts is None:
+                        count = min(options.distinct_prompts, max(
+                            options.requests_for(k) for k in todo
+                            if k.prompt_tokens == key.prompt_tokens
+                        ))  # fmt: skip
+                        prompts = await build_prompts(
+                            c,
+                            model,
+                            key.prompt_tokens,
+                            count,
+                            seed=options.seed + key.prompt_tokens,
+                            use_tokenize=options.use_tokenize,
+                        )
+                        prompt_cache[key.prompt_tokens] = prompts
+                    record = await run_cell(
+                        url, model, key, prompts, auth=auth, options=options,
+                        on_done=progress.advance,
+                    )  # fmt: skip
+                store.append_cell(record)
+                store.write_tables()
+                if on_cell is not None:
+                    on_cell(record)
+            store.run["finished_at"] = _now()
+        finally:
+            progress.stop()
+            store.write_run()
+            store.write_tables()
+            write_charts(RunData(store.path, store.run, store.cells))
+    return RunData(store.path, store.run, store.cells)
+
+
+def run_sweep(
+    url: str,
+    model: str,
+    grid: Grid,
+    out_dir: str | Path,
+    *,
+    auth: AuthStrategy | None = None,
+    options: SweepOptions | None = None,
+    resume: bool = False,
+    on_cell: Callable[[dict[str, Any]], None] | None = None,
+) -> RunData:
+    """:func:`run_sweep_async` in a fresh event loop (for scripts and the Pulumi hook)."""
+    return asyncio.run(
+        run_sweep_async(
+            url, model, grid, out_dir, auth=auth, options=options, resume=resume, on_cell=on_cell
+        )
+    )
+
+
+async def probe(url: str, model: str, *, auth: AuthStrategy | None = None) -> RequestResult:
+    """One short streamed request (a smoke test before a sweep)."""
+    async with make_client(url, auth=auth, max_concurrency=1) as client:
+        return await send_request(client, RequestSpec(model, "Hello", 8), timeout_s=60.0)
