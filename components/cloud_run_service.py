@@ -22,6 +22,8 @@ SERVING_PORT = 8080
 class CloudRunGpuServiceArgs:
     settings: Settings
     bucket: ModelBucket
+    #: The image to run; defaults to the settings' pinned image (a mirror passes its digest).
+    image: pulumi.Input[str] | None = None
     #: Resources that must exist first (weights download jobs, enabled APIs).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
     #: Resource hooks for the service (post-deploy health checks).
@@ -135,7 +137,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 containers=[
                     cloudrunv2.ServiceTemplateContainerArgs(
                         name="vllm",
-                        image=s.image,
+                        image=args.image if args.image is not None else s.image,
                         commands=list(self._command.command),
                         args=list(self._command.args),
                         envs=[

@@ -8,6 +8,7 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
+from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
@@ -18,6 +19,7 @@ from serving.settings import Settings, SettingsError, load_settings
 
 CLOUD_RUN_APIS = (
     "run.googleapis.com",
+    "artifactregistry.googleapis.com",
     "storage.googleapis.com",
     "secretmanager.googleapis.com",
     "iam.googleapis.com",
@@ -101,6 +103,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     )
     return {
         "hardware": settings.hardware,
+        "image_ref": settings.image,
         "endpoint_urls": nodes.endpoint_urls,
         "node_names": nodes.node_names,
         "states": nodes.states,
@@ -126,10 +129,27 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         ),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
+    image: pulumi.Input[str] = settings.image
+    outputs: dict[str, pulumi.Input[Any]] = {"image_ref": settings.image}
+    if settings.cloud_run.mirror_image:
+        mirror = ImageMirror(
+            f"{prefix}-image",
+            ImageMirrorArgs(
+                source_image=settings.image,
+                region=settings.region,
+                project=project_id(),
+                repository_id=settings.cloud_run.artifact_repository,
+                labels=settings.labels,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[apis]),
+        )
+        image = mirror.image_ref
+        outputs["image_ref"] = mirror.image_ref
     service = CloudRunGpuService(
         f"{prefix}-vllm",
         CloudRunGpuServiceArgs(
             settings=settings,
+            image=image,
             bucket=bucket,
             depends_on=[apis, *bucket.download_jobs],
             hooks=health_binding(
@@ -143,6 +163,7 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         ),
     )
     return {
+        **outputs,
         "hardware": settings.hardware,
         "service_url": service.url,
         "service_name": service.service_name,

@@ -201,6 +201,16 @@ class CloudRunSettings(_Group):
     gpu_zonal_redundancy: bool = Field(
         False, description="GPU zonal redundancy (separate quota, higher price)."
     )
+    mirror_image: bool = Field(
+        False,
+        description="Mirror the image into Artifact Registry in the region and run it by digest "
+        "(needs Docker where `pulumi up` runs).",
+    )
+    artifact_repository: str = Field(
+        "gemma4-vllm",
+        pattern=r"^[a-z][a-z0-9-]{0,62}$",
+        description="Artifact Registry repository id for the mirrored image.",
+    )
     public: bool = Field(False, description="Let allUsers invoke the service.")
     invokers: JsonList = Field(
         default_factory=list,

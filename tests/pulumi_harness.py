@@ -61,12 +61,16 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["email"] = f"{args.inputs['accountId']}@test-project.iam.gserviceaccount.com"
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.setdefault("name", f"{args.name}-5678")
+        elif args.typ == "docker:index/image:Image":
+            state["repoDigest"] = args.inputs["imageName"].split(":")[0] + "@sha256:" + "0" * 64
         return f"{args.name}_id", state
 
     def call(
         self, args: pulumi.runtime.MockCallArgs
-    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+    ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"accessToken": "ya29.mock", "project": "test-project", "id": "x"}, []
+        return {}, []
 
 
 class HookRecordingMonitor(MockMonitor):

@@ -211,3 +211,24 @@ def test_only_the_used_provider_modules_are_loaded() -> None:
     render(stack_config("l4"), "l4")
     # pulumi_gcp.compute alone costs seconds to import; the program must not touch it.
     assert type(sys.modules["pulumi_gcp.compute"]).__name__ == "_LazyModule"
+
+
+def test_image_mirror_runs_the_pushed_digest() -> None:
+    rendered = render({**stack_config("l4"), "mirrorImage": True}, "l4")
+    repo = rendered.one("gcp:artifactregistry/repository:Repository").inputs
+    assert repo["location"] == "us-east4" and repo["format"] == "DOCKER"
+    image = rendered.one("docker:index/image:Image").inputs
+    assert image["build"]["args"] == {"BASE_IMAGE": "vllm/vllm-openai:v0.27.1"}
+    registry = "us-east4-docker.pkg.dev/test-project/gemma4-vllm"
+    assert image["imageName"] == f"{registry}/vllm-openai:v0.27.1"
+    assert image["registry"]["username"] == "oauth2accesstoken"
+    served = container(rendered)["image"]
+    assert served == (
+        "us-east4-docker.pkg.dev/test-project/gemma4-vllm/vllm-openai@sha256:" + "0" * 64
+    )
+
+
+def test_without_mirror_docker_hub_image_is_used_and_no_registry_declared() -> None:
+    rendered = render(stack_config("l4"), "l4")
+    assert rendered.of_type("docker:index/image:Image") == []
+    assert container(rendered)["image"] == "vllm/vllm-openai:v0.27.1"

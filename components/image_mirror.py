@@ -1,0 +1,71 @@
+"""Mirror the pinned vLLM image into an Artifact Registry repository in the serving region.
+
+Cloud Run then pulls from the same region (faster cold starts, no Docker Hub rate limits), and
+the pushed image's digest is the reference promotion carries from stack to stack. Built with
+pulumi-docker from `image/Dockerfile` (`FROM` the pinned image, nothing added); needs a Docker
+engine where `pulumi up` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pulumi_docker as docker
+from pulumi_gcp import artifactregistry, organizations
+
+CONTEXT = Path(__file__).resolve().parent.parent / "image"
+
+
+@dataclass
+class ImageMirrorArgs:
+    source_image: str
+    region: str
+    project: str
+    repository_id: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class ImageMirror(pulumi.ComponentResource):
+    """An Artifact Registry Docker repository and the mirrored image in it."""
+
+    image_ref: pulumi.Output[str]
+    """`REGION-docker.pkg.dev/PROJECT/REPO/NAME@sha256:...`: pinned by digest."""
+
+    def __init__(
+        self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma4:index:ImageMirror", name, None, opts)
+        repository = artifactregistry.Repository(
+            f"{name}-repo",
+            location=args.region,
+            repository_id=args.repository_id,
+            format="DOCKER",
+            description="Mirrored vLLM serving images",
+            labels=dict(args.labels),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        server = f"{args.region}-docker.pkg.dev"
+        base = args.source_image.split("@")[0].rsplit("/", 1)[-1]
+        repo_name, _, tag = base.partition(":")
+        token = organizations.get_client_config_output().access_token
+        image = docker.Image(
+            f"{name}-image",
+            image_name=repository.repository_id.apply(
+                lambda repo: f"{server}/{args.project}/{repo}/{repo_name}:{tag or 'pinned'}"
+            ),
+            build=docker.DockerBuildArgs(
+                context=str(CONTEXT),
+                dockerfile=str(CONTEXT / "Dockerfile"),
+                args={"BASE_IMAGE": args.source_image},
+                platform="linux/amd64",
+            ),
+            registry=docker.RegistryArgs(
+                server=server, username="oauth2accesstoken", password=token
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.image_ref = image.repo_digest
+        self.register_outputs({"image_ref": self.image_ref})

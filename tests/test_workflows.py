@@ -1,0 +1,87 @@
+"""The CI workflows: valid against GitHub's workflow schema, and wired the way the README says."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.pulumi_harness import ROOT
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+CHECK = Path(sys.executable).parent / "check-jsonschema"
+
+
+def load(name: str) -> dict[str, Any]:
+    raw: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    # YAML 1.1 reads the key `on` as True.
+    return {("on" if key is True else str(key)): value for key, value in raw.items()}
+
+
+def schema_check(*files: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHECK), "--builtin-schema", "vendor.github-workflows", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_workflows_match_the_github_schema(tmp_path: Path) -> None:
+    result = schema_check(*sorted(WORKFLOWS.glob("*.yml")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    broken = tmp_path / "broken.yml"
+    shutil.copy(WORKFLOWS / "deploy.yml", broken)
+    broken.write_text(broken.read_text().replace("uses: ./.github", "usez: ./.github", 1))
+    assert schema_check(broken).returncode != 0
+
+
+def test_pull_requests_run_checks_and_preview_every_stack_with_policies() -> None:
+    pr = load("pull-request.yml")
+    assert "pull_request" in pr["on"]
+    checks = "\n".join(step.get("run", "") for step in pr["jobs"]["checks"]["steps"])
+    assert "bash .ci/run" in checks
+    preview = pr["jobs"]["preview"]
+    stacks = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
+    assert sorted(preview["strategy"]["matrix"]["stack"]) == stacks
+    script = "\n".join(step.get("run", "") for step in preview["steps"])
+    assert "pulumi preview" in script and "--policy-pack policies" in script
+    assert "gh pr comment" in script
+    assert preview["permissions"]["pull-requests"] == "write"
+
+
+def test_main_deploys_l4_then_promotes_to_rtx6000_then_tpu() -> None:
+    jobs = load("deploy.yml")["jobs"]
+    assert jobs["l4"]["with"] == {"stack": "l4"}
+    assert jobs["rtx6000"]["needs"] == "l4"
+    assert jobs["rtx6000"]["with"]["promote-from"] == "l4"
+    assert jobs["rtx6000"]["with"]["image-ref"] == "${{ needs.l4.outputs.image-ref }}"
+    assert jobs["tpu-v6e1"]["needs"] == "rtx6000"
+
+
+def test_each_stack_deploy_is_gated_locked_and_keyless() -> None:
+    stack = load("deploy-stack.yml")
+    job = stack["jobs"]["deploy"]
+    assert job["environment"] == "${{ inputs.stack }}"  # approval via environment reviewers
+    assert job["concurrency"] == {"group": "stack-${{ inputs.stack }}", "cancel-in-progress": False}
+    assert stack["permissions"]["id-token"] == "write"
+    steps = job["steps"]
+    auth = [s for s in steps if str(s.get("uses", "")).startswith("google-github-actions/auth")]
+    assert auth and "workload_identity_provider" in auth[0]["with"]
+    script = "\n".join(s.get("run", "") for s in steps)
+    order = [
+        script.index(x)
+        for x in (
+            "python -m serving.promotion",
+            "pulumi up",
+            "python -m healthchecks",
+            "python -m bench gate",
+        )
+    ]
+    assert order == sorted(order)
+    text = "\n".join(p.read_text() for p in WORKFLOWS.glob("*.yml"))
+    assert "credentials_json" not in text and "GOOGLE_APPLICATION_CREDENTIALS" not in text
