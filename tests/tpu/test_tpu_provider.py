@@ -201,3 +201,15 @@ def test_node_changes_are_replacements_and_timeouts_are_not(fake: FakeTpuApi) ->
     assert timeout.changes is True and timeout.replaces == []
     same = provider.diff("id", {**old, "state": "ACTIVE"}, old)
     assert same.changes is False
+
+
+def test_provider_survives_the_engine_round_trip() -> None:
+    """Pulumi ships the provider to its own process serialized; it must come back working."""
+    import base64
+
+    import dill  # type: ignore[import-untyped]
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    restored = dill.loads(base64.b64decode(serialize_provider(QueuedResourceProvider())))
+    assert isinstance(restored, QueuedResourceProvider)
+    assert restored.diff("id", {"zone": "a"}, {"zone": "b"}).replaces == ["zone"]
