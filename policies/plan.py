@@ -132,6 +132,7 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
         "max_num_batched_tokens": settings.vllm.max_num_batched_tokens,
         "one_sequence_kv_bytes": plan.one_sequence_kv_bytes,
         "kv_tokens": plan.capacity.reported_tokens,
+        "kv_pool_tokens": plan.capacity.pool_tokens,
         "kv_blocks": plan.capacity.num_blocks,
         "full_length_sequences": plan.capacity.max_concurrency,
         "max_num_seqs": settings.vllm.max_num_seqs,

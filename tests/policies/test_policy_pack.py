@@ -191,3 +191,38 @@ def test_analyze_reports_with_enforcement_levels_and_configure(
     (diagnostic,) = diagnostics
     assert diagnostic.message.startswith(BY_NAME["multimodal-batched-tokens"].description)
     assert "at least 2496" in diagnostic.message
+
+
+# --- the README section ------------------------------------------------------------------
+
+DOC = ROOT / "docs" / "readme-policies.md"
+
+
+def test_doc_table_lists_every_policy_with_its_level() -> None:
+    text = DOC.read_text()
+    for policy in ALL:
+        level = (policy.enforcement_level or PACK_ENFORCEMENT_LEVEL).value
+        assert f"| `{policy.name}` | {level} |" in text
+
+
+def test_doc_config_example_names_real_policies_and_keys() -> None:
+    text = DOC.read_text()
+    block = text.split("```json\n", 1)[1].split("```", 1)[0]
+    example = json.loads(block)
+    for name, value in example.items():
+        policy = BY_NAME[name]
+        if isinstance(value, str):
+            assert value in ("mandatory", "advisory", "disabled")
+            continue
+        schema = policy.config_schema.properties if policy.config_schema else {}
+        assert set(value) - {"enforcementLevel"} <= set(schema), name
+
+
+def test_doc_sample_output_is_current() -> None:
+    from policies.plan import load_stack_settings, report
+
+    r = report("l4", load_stack_settings("l4"), 20)
+    text = DOC.read_text()
+    assert f"{r['kv_tokens']:,}" in text
+    assert f"{r['full_length_sequences']:.2f}x" in text
+    assert f"${r['usd_per_million_requests']:,.2f}" in text
