@@ -43,6 +43,13 @@ CONFIG = schema(
             "default": [],
             "description": "More regular expressions that mark a literal as a secret.",
         },
+        "exemptResourceTypes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["gcp:secretmanager/secretVersion:SecretVersion"],
+            "description": "Resource types whose job is to hold a secret (Secret Manager "
+            "versions written from a Pulumi secret).",
+        },
         "allowedEnvNames": {
             "type": "array",
             "items": {"type": "string"},
@@ -61,6 +68,8 @@ _FIX = (
 def validate_no_plaintext_secrets(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
+    if args.resource_type in setting_strings(args, CONFIG, "exemptResourceTypes"):
+        return
     patterns = [(label, re.compile(p)) for label, p in SECRET_PATTERNS]
     patterns += [("secret", re.compile(p)) for p in setting_strings(args, CONFIG, "extraPatterns")]
     allowed_env = set(setting_strings(args, CONFIG, "allowedEnvNames"))

@@ -131,6 +131,14 @@ def test_secrets_private_key_and_api_key_argument() -> None:
     assert "VLLM_API_KEY" in message
 
 
+def test_secrets_secret_manager_versions_are_exempt() -> None:
+    version = "gcp:secretmanager/secretVersion:SecretVersion"
+    props = {"secret": "hf-token", "secretData": FAKE_HF_TOKEN}
+    assert violations(no_plaintext_secrets, version, props) == []
+    (message,) = violations(no_plaintext_secrets, version, props, {"exemptResourceTypes": []})
+    assert "secretData contains a literal Hugging Face token" in message
+
+
 def test_secrets_config_patterns_and_allowed_env() -> None:
     job = rendered("l4").of_type(JOB)[0].inputs
     envs = job["template"]["template"]["containers"][0]["envs"]
