@@ -143,6 +143,15 @@ def test_analyzer_info_lists_policies_levels_and_schemas(servicer: Any) -> None:
     assert schema["default"] == 32768
 
 
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_analyze_every_resource_of_a_shipped_stack(servicer: Any, stack: str) -> None:
+    diagnostics = {
+        resource.name: analyze(servicer, resource.type, resource.inputs)
+        for resource in rendered(stack).resources
+    }
+    assert {name: d for name, d in diagnostics.items() if d} == {}
+
+
 def test_analyze_passes_the_l4_service_even_with_preview_unknowns(
     servicer: Any,
 ) -> None:
