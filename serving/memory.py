@@ -23,6 +23,10 @@ instead of after a ten-minute cold start:
    vLLM refuses to start when concurrency is below one ("To serve at least one request with the
    models's max seq len ... KV cache is needed, which is larger than the available KV cache
    memory") or no memory is left ("No available memory for the cache blocks").
+   Sources: vLLM's `v1/core/kv_cache_utils.py` as described in the reference notes; the grouping
+   and the sliding layers' extra block reproduce the "Add 1 padding layers" and "Maximum
+   concurrency ... 102.78x" lines of ovg-project/kvcached issue 215 (Gemma 3 4B); the newer
+   token figure is described in MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks pull request 94.
 
 The runtime constants in :class:`RuntimeProfile` are estimates, each with its source; the test
 suite (``tests/policies/test_plan_memory.py``) holds the result within 10% of published start-up
