@@ -16,7 +16,7 @@ from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.max_instances_cap import max_instances_cap
 from policies.max_model_len_cap import max_model_len_cap
 from policies.min_instances_cost import min_instances_cost
-from policies.model_volume_mount import model_volume_read_only
+from policies.model_volume_read_only import model_volume_read_only
 from policies.mtp_max_num_seqs import mtp_max_num_seqs
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
 from policies.no_plaintext_secrets import no_plaintext_secrets

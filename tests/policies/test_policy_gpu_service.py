@@ -8,7 +8,7 @@ import pytest
 
 from policies.cpu_always_allocated import cpu_always_allocated
 from policies.gpu_host_minimums import gpu_host_minimums
-from policies.model_volume_mount import model_volume_read_only
+from policies.model_volume_read_only import model_volume_read_only
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
 from policies.pinned_image import pinned_image
 from policies.speculative_config_valid import speculative_config_valid
