@@ -204,7 +204,7 @@ def test_analyze_reports_with_enforcement_levels_and_configure(
 
 # --- the README section ------------------------------------------------------------------
 
-DOC = ROOT / "docs" / "readme-policies.md"
+DOC = ROOT / "README.md"
 
 
 def test_doc_table_lists_every_policy_with_its_level() -> None:
