@@ -108,12 +108,13 @@ def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[Cha
         for metric, title in _HEATMAPS:
             values = tuple(
                 tuple(
-                    _number(measured[k].get(metric)) if (k := CellKey(r, p, output_tokens, rate))
-                    in measured else None
+                    _number(measured[k].get(metric))
+                    if (k := CellKey(r, p, output_tokens, rate)) in measured
+                    else None
                     for p in columns
                 )
                 for r in rows
-            )  # fmt: skip
+            )
             notes = tuple(
                 tuple(
                     "skipped"
@@ -200,8 +201,9 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
             assert data is not None
             filled = np.ma.filled(data, math.nan)
             for i, r in enumerate(plan.rows):
-                drawn.append((str(r), [float(c) for c in plan.columns],
-                              [float(v) for v in filled[i]]))  # fmt: skip
+                drawn.append(
+                    (str(r), [float(c) for c in plan.columns], [float(v) for v in filled[i]])
+                )
         ax.set_title(plan.title, fontsize=10)
         ax.set_xlabel(plan.xlabel)
         ax.set_ylabel(plan.ylabel)

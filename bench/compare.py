@@ -152,8 +152,10 @@ class Comparison:
         """Request throughput and p95 E2EL against concurrency, one line per run, per
         (prompt, output, rate); points only where that run measured the cell."""
         plans = []
-        slices = sorted({(k.prompt_tokens, k.output_tokens, k.request_rate) for k in self.keys},
-                        key=lambda s: (s[0], s[1], -1.0 if s[2] is None else s[2]))  # fmt: skip
+        slices = sorted(
+            {(k.prompt_tokens, k.output_tokens, k.request_rate) for k in self.keys},
+            key=lambda s: (s[0], s[1], -1.0 if s[2] is None else s[2]),
+        )
         for metric, title in (
             ("request_throughput", "request throughput (req/s)"),
             ("p95_e2el_ms", "p95 end-to-end latency (ms)"),
@@ -164,13 +166,18 @@ class Comparison:
                     points = sorted(
                         (k.concurrency, float(v))
                         for row, k in enumerate(self.keys)
-                        if (k.prompt_tokens, k.output_tokens, k.request_rate) == (prompt, output,
-                                                                                  rate)
+                        if (k.prompt_tokens, k.output_tokens, k.request_rate)
+                        == (prompt, output, rate)
                         and isinstance(v := self.values[metric][row][r], int | float)
-                    )  # fmt: skip
+                    )
                     if points:
-                        series.append(Series(run.label, tuple(float(x) for x, _ in points),
-                                             tuple(y for _, y in points)))  # fmt: skip
+                        series.append(
+                            Series(
+                                run.label,
+                                tuple(float(x) for x, _ in points),
+                                tuple(y for _, y in points),
+                            )
+                        )
                 if not series:
                     continue
                 name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")

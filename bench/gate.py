@@ -90,8 +90,9 @@ def _number(value: Any) -> float | None:
 def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> GateResult:
     """Check a run's cells against ``slo`` (see the module docstring)."""
     cells = _cells(run)
-    measured = sorted((c for c in cells if c.get("status") == "ok"), key=lambda c: cell_order(
-        dict(c)))  # fmt: skip
+    measured = sorted(
+        (c for c in cells if c.get("status") == "ok"), key=lambda c: cell_order(dict(c))
+    )
     checks: list[GateCheck] = []
     per_cell = (
         ("sloP95TtftMs", "p95_ttft_ms", slo.slo_p95_ttft_ms, False),

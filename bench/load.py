@@ -40,10 +40,17 @@ class LoadResult:
     duration_s: float
     offered_rate: float | None = None
     """Requests/s asked for (open loop), else None."""
+    send_times_s: list[float] | None = None
+    """Open loop: when each request was sent, seconds after the cell started."""
 
     @property
     def achieved_rate(self) -> float | None:
-        """Requests sent per second of the cell (open loop: compare with ``offered_rate``)."""
+        """Open loop: the rate requests were actually sent at, (n - 1) / (last - first send);
+        below ``offered_rate`` when the client (or the concurrency cap) could not keep up.
+        Closed loop: requests answered per second of the cell."""
+        if self.send_times_s is not None:
+            span = self.send_times_s[-1] - self.send_times_s[0] if self.send_times_s else 0.0
+            return (len(self.send_times_s) - 1) / span if span > 0 else None
         return len(self.results) / self.duration_s if self.duration_s > 0 else None
 
 
@@ -118,6 +125,7 @@ async def open_loop(
     slots = asyncio.Semaphore(max_concurrency)
     results: list[RequestResult] = []
     tasks: list[asyncio.Task[None]] = []
+    sent: list[float] = []
 
     async def one(spec: RequestSpec) -> None:
         try:
@@ -138,8 +146,10 @@ async def open_loop(
         if stop_at is not None and time.perf_counter() >= stop_at:
             break
         await slots.acquire()
+        sent.append(time.perf_counter() - start)
         tasks.append(asyncio.create_task(one(spec)))
         due += rng.expovariate(request_rate)
     if tasks:
         await asyncio.gather(*tasks)
-    return LoadResult(results, time.perf_counter() - start, offered_rate=request_rate)
+    duration = time.perf_counter() - start
+    return LoadResult(results, duration, offered_rate=request_rate, send_times_s=sent)

@@ -145,8 +145,17 @@ class _ProtocolError(Exception):
 class _Stream:
     """Incremental state while reading server-sent events."""
 
-    __slots__ = ("chunks", "done", "itls", "last_at", "output_tokens", "prompt_tokens", "seen",
-                 "start", "ttft")  # fmt: skip
+    __slots__ = (
+        "chunks",
+        "done",
+        "itls",
+        "last_at",
+        "output_tokens",
+        "prompt_tokens",
+        "seen",
+        "start",
+        "ttft",
+    )
 
     def __init__(self, start: float) -> None:
         self.start = start

@@ -349,8 +349,12 @@ def render_report(data: RunData) -> str:
         load = "closed loop" if rate is None else f"open loop, {rate:g} requests/s (Poisson)"
         lines += [f"## {output_tokens} output tokens, {load}", ""]
         for metric, title, fmt in _MATRICES:
-            lines += [f"### {title}", "", matrix_markdown(data.cells, metric, fmt,
-                                                          output_tokens, rate), ""]  # fmt: skip
+            lines += [
+                f"### {title}",
+                "",
+                matrix_markdown(data.cells, metric, fmt, output_tokens, rate),
+                "",
+            ]
     errors = [c for c in data.measured() if c.get("failed")]
     if errors:
         lines += ["## Errors", "", "| cell | failed | by kind |", "|---|---:|---|"]

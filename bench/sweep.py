@@ -41,8 +41,14 @@ from .request import RequestResult, RequestSpec, send_request
 from .stats import GoodputSlo, summarize
 from .store import CellKey, RunData, RunStore
 
-__all__ = ["Grid", "SweepOptions", "detect_max_model_len", "run_cell", "run_sweep",
-           "run_sweep_async"]  # fmt: skip
+__all__ = [
+    "Grid",
+    "SweepOptions",
+    "detect_max_model_len",
+    "run_cell",
+    "run_sweep",
+    "run_sweep_async",
+]
 
 TOOL = "gemma4-vllm-gcp bench"
 
@@ -317,10 +323,14 @@ async def run_sweep_async(
                 else:
                     prompts = prompt_cache.get(key.prompt_tokens)
                     if prompts is None:
-                        count = min(options.distinct_prompts, max(
-                            options.requests_for(k) for k in todo
-                            if k.prompt_tokens == key.prompt_tokens
-                        ))  # fmt: skip
+                        count = min(
+                            options.distinct_prompts,
+                            max(
+                                options.requests_for(k)
+                                for k in todo
+                                if k.prompt_tokens == key.prompt_tokens
+                            ),
+                        )
                         prompts = await build_prompts(
                             c,
                             model,
@@ -331,9 +341,14 @@ async def run_sweep_async(
                         )
                         prompt_cache[key.prompt_tokens] = prompts
                     record = await run_cell(
-                        url, model, key, prompts, auth=auth, options=options,
+                        url,
+                        model,
+                        key,
+                        prompts,
+                        auth=auth,
+                        options=options,
                         on_done=progress.advance,
-                    )  # fmt: skip
+                    )
                 store.append_cell(record)
                 store.write_tables()
                 if on_cell is not None:

@@ -46,6 +46,13 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
 - ``fail_every`` and ``fail_status`` [``--fail-every``, ``--fail-status``]: every N-th
   completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON.
 
+- ``pace_from_client`` [``--pace-from-client``]: when a request carries ``X-Sent-At`` (the
+  client's ``time.monotonic()`` at send; the same clock across processes on one machine), its
+  deadlines count from that instant instead of the request's arrival, so time the server
+  spends queueing a burst of requests before its handler runs is not added to the known
+  pacing; ``server.timings`` then measure from that instant too (what the server's lateness
+  adds shows in them). For client-fidelity benchmarks only.
+
 ``GET /fake/timings`` (not part of vLLM) returns ``server.timings`` as JSON,
 ``{"timings": [{"ttft_s": ..., "e2e_s": ...}, ...]}``, and with ``?clear=1`` empties it: how a
 benchmark in another process reads the server's own view.
@@ -125,6 +132,7 @@ class FakeVllmConfig:
     omit_done: bool = False
     fail_every: int = 0
     fail_status: int = 500
+    pace_from_client: bool = False
 
 
 @dataclass(frozen=True)
@@ -447,6 +455,11 @@ class FakeVllmServer:
 
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         arrived = time.perf_counter()
+        if self.config.pace_from_client:
+            with contextlib.suppress(KeyError, ValueError):
+                # time.monotonic and time.perf_counter are one clock (CLOCK_MONOTONIC) on Linux.
+                sent = float(request.headers["X-Sent-At"])
+                arrived = min(arrived, max(sent, arrived - 60.0))
         body = await self._read_json(request)
         if isinstance(body, web.Response):
             return body
@@ -710,6 +723,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
+    parser.add_argument("--pace-from-client", action="store_true")
     ns = parser.parse_args(argv)
     config = FakeVllmConfig(
         served_model_name=ns.model,
@@ -725,6 +739,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
         tokens_per_chunk=ns.tokens_per_chunk,
         fail_every=ns.fail_every,
         fail_status=ns.fail_status,
+        pace_from_client=ns.pace_from_client,
     )
     return ns.host, ns.port, config
 
