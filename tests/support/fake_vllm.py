@@ -46,6 +46,8 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
 - ``fail_every`` and ``fail_status`` [``--fail-every``, ``--fail-status``]: every N-th
   completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON.
 
+- ``missing_paths``: these paths answer 404 ``{"detail": "Not Found"}`` as FastAPI does for a
+  route that does not exist (e.g. ``/tokenize`` behind a proxy that forwards only ``/v1``).
 - ``pace_from_client`` [``--pace-from-client``]: when a request carries ``X-Sent-At`` (the
   client's ``time.monotonic()`` at send; the same clock across processes on one machine), its
   deadlines count from that instant instead of the request's arrival, so time the server
@@ -133,6 +135,7 @@ class FakeVllmConfig:
     fail_every: int = 0
     fail_status: int = 500
     pace_from_client: bool = False
+    missing_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -329,6 +332,8 @@ class FakeVllmServer:
         self.requests.append(
             RecordedRequest(request.method, request.path, request.headers.get("Authorization"))
         )
+        if request.path in self.config.missing_paths:
+            return web.json_response({"detail": "Not Found"}, status=404)
         if "*" in self.config.hang_paths or request.path in self.config.hang_paths:
             assert self._stop is not None
             await self._stop.wait()

@@ -1,0 +1,56 @@
+"""Charts are drawn only from measured cells (checked on what was plotted, not pixels)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from bench.charts import plan_charts, render_chart, write_charts
+from tests.bench._cells import cell, write_run
+
+
+def test_lines_only_for_measured_contexts_and_points() -> None:
+    cells = [
+        cell(1, 128),
+        cell(8, 128),
+        cell(64, 128, status="skipped"),
+        cell(1, 4096, status="skipped"),
+        cell(8, 4096, status="skipped"),
+    ]
+    plans = {p.filename: p for p in plan_charts(cells)}
+    lines = plans["lines-request_throughput-o16.png"]
+    assert [s.label for s in lines.series] == ["128 prompt tokens"]  # no 4096 line
+    assert lines.series[0].x == (1.0, 8.0)  # no point at 64 (skipped)
+    assert lines.series[0].y == (1.0, 8.0)
+    drawn = render_chart(lines, None)
+    assert drawn == [("128 prompt tokens", [1.0, 8.0], [1.0, 8.0])]
+
+
+def test_heatmap_rows_and_columns_only_where_measured() -> None:
+    cells = [
+        cell(1, 128),
+        cell(8, 2048),
+        cell(8, 128, status="skipped"),
+        cell(64, 4096, status="skipped"),
+    ]
+    heat = {p.filename: p for p in plan_charts(cells)}["heatmap-request_throughput-o16.png"]
+    assert heat.rows == (1, 8)  # 64 never measured
+    assert heat.columns == (128, 2048)  # 4096 never measured
+    assert heat.values == ((1.0, None), (None, 8.0))
+    assert heat.notes[1][0] == "skipped"
+    drawn = render_chart(heat, None)
+    assert drawn[0][2][0] == 1.0 and math.isnan(drawn[0][2][1])
+    assert math.isnan(drawn[1][2][0]) and drawn[1][2][1] == 8.0
+
+
+def test_nothing_measured_nothing_drawn(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", [cell(1, 128, status="skipped")], label="x", hardware=None)
+    assert plan_charts(run.cells) == []
+    assert write_charts(run) == []
+
+
+def test_pngs_written(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", [cell(1, 128), cell(8, 128)], label="x", hardware=None)
+    written = write_charts(run)
+    assert len(written) == 6
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)

@@ -1,0 +1,81 @@
+"""``python -m bench run`` end to end against a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from tests.bench.conftest import MODEL, ServerFactory
+
+SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--timeout-seconds", "5"]
+
+
+def test_run_then_gate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=4, max_model_len=100)
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        "--url",
+        server.url,
+        "--model",
+        MODEL,
+        "--concurrency",
+        "1,2",
+        "--prompt-tokens",
+        "8,200",
+        "--output-tokens",
+        "4",
+        "--out",
+        str(out),
+        "--hardware",
+        "l4",
+        "--label",
+        "fake",
+        *SMALL,
+    ]
+    assert main(argv) == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert (meta["hardware"], meta["label"], meta["max_model_len"]) == ("l4", "fake", 100)
+    assert meta["options"]["goodput_slo"] == {"ttft": 2000.0, "e2el": 60000.0}
+    cells = [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
+    assert {c["id"]: c["status"] for c in cells} == {
+        "c1-p8-o4": "ok",
+        "c2-p8-o4": "ok",
+        "c1-p200-o4": "skipped",
+        "c2-p200-o4": "skipped",
+    }
+    assert main(["run", "--url", server.url, "--model", MODEL, "--out", str(out), *SMALL]) == 2
+    root = Path(__file__).resolve().parents[2]
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(root)]) == 0
+
+
+def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "run"
+    grid = ["--prompt-tokens", "8", "--output-tokens", "2"]
+    base = ["run", "--url", server.url, "--model", MODEL, "--out", str(out), *grid, *SMALL]
+    assert main([*base, "--concurrency", "1"]) == 0
+    assert main(["run", "--resume", "--out", str(out), "--concurrency", "1,2", *grid, *SMALL]) == 0
+    ids = [json.loads(x)["id"] for x in (out / "cells.jsonl").read_text().splitlines()]
+    assert ids == ["c1-p8-o2", "c2-p8-o2"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--out", "x"],  # no target
+        ["run", "--url", "http://127.0.0.1:1", "--out", "x"],  # no model
+        ["run", "--url", "ftp://h", "--model", "m", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--concurrency", "0", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--request-rate", "-1", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--auth", "api-key", "--out", "x"],
+        ["bogus"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
+    argv = [a if a != "x" else str(tmp_path / "x") for a in argv]
+    assert main(argv) == 2
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,45 @@
+"""Prompts sized through /tokenize, and the documented estimate without it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bench.prompts import PromptSet, build_prompts, estimate_words
+from healthchecks.client import make_client
+from tests.bench.conftest import MODEL, ServerFactory
+
+
+def _build(url: str, target: int, count: int, **kw: object) -> PromptSet:
+    async def go() -> PromptSet:
+        async with make_client(url, max_concurrency=8) as c:
+            return await build_prompts(c, MODEL, target, count, **kw)  # type: ignore[arg-type]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("target", [2, 17, 128, 1000])
+def test_exact_token_counts_via_tokenize(fake_vllm: ServerFactory, target: int) -> None:
+    server = fake_vllm()
+    prompts = _build(server.url, target, 3)
+    assert prompts.method == "tokenize"
+    assert prompts.exact
+    assert prompts.token_counts == (target,) * 3
+    assert len(set(prompts.prompts)) == 3  # distinct prompts (no shared prefix to cache)
+    for prompt in prompts.prompts:  # the fake counts BOS + one per word
+        assert len(prompt.split()) + 1 == target
+
+
+def test_fallback_estimate_without_tokenize(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(missing_paths=("/tokenize",))
+    prompts = _build(server.url, 64, 2)
+    assert prompts.method == "estimate"
+    assert not prompts.exact
+    assert all(len(p.split()) == estimate_words(64) == 63 for p in prompts.prompts)
+
+
+def test_prompt_too_short_is_rejected(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm()
+    with pytest.raises(ValueError, match="at least 2"):
+        _build(server.url, 1, 1)

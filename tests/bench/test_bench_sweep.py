@@ -1,0 +1,173 @@
+"""Sweeps end to end against a real server: cells, skips, incremental write and resume."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import Grid, SweepOptions, load_run, run_sweep
+from bench.store import StoreError
+from tests.bench.conftest import MODEL, ServerFactory
+
+FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (path / "cells.jsonl").read_text().splitlines()]
+
+
+def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(ttft_s=0.02, itl_s=0.005, output_tokens=8)
+    run = run_sweep(server.url, MODEL, Grid((1, 2), (16,), (8,)), tmp_path / "r", options=FAST)
+    assert [c["id"] for c in run.cells] == ["c1-p16-o8", "c2-p16-o8"]
+    for cell in run.cells:
+        assert cell["status"] == "ok"
+        assert cell["completed"] == 4
+        assert cell["total_output_tokens"] == 32
+        assert cell["total_input_tokens"] == 64  # exact prompts, counted by the server
+        assert cell["prompt_tokens_exact"] is True
+        assert cell["median_ttft_ms"] == pytest.approx(20, abs=10)
+    out = tmp_path / "r"
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["schema_version"] == 1
+    assert meta["model"] == MODEL
+    assert meta["max_model_len"] == 32768  # read from /v1/models
+    assert "finished_at" in meta
+    csv_lines = (out / "results.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("id,status,skip_reason,concurrency")
+    assert len(csv_lines) == 3
+    report = (out / "report.md").read_text()
+    assert "| concurrency | 16 prompt tokens |" in report
+    assert sorted(p.name for p in (out / "charts").iterdir())
+    assert load_run(out).cells == run.cells
+
+
+def test_closed_loop_keeps_concurrency(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(ttft_s=0.1, itl_s=0.0, output_tokens=1)
+    options = SweepOptions(num_requests=8, warmup=0, timeout_s=5.0, progress=False)
+    run = run_sweep(server.url, MODEL, Grid((1, 4), (8,), (1,)), tmp_path / "r", options=options)
+    one, four = run.cells
+    assert one["duration"] == pytest.approx(0.8, abs=0.15)  # 8 in sequence
+    assert four["duration"] == pytest.approx(0.2, abs=0.1)  # two rounds of four
+    assert four["request_throughput"] == pytest.approx(8 / four["duration"])
+
+
+def test_cells_over_max_model_len_are_skipped(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(max_model_len=200, output_tokens=8)
+    run = run_sweep(server.url, MODEL, Grid((1,), (64, 256), (8,)), tmp_path / "r", options=FAST)
+    by_id = {c["id"]: c for c in run.cells}
+    assert by_id["c1-p64-o8"]["status"] == "ok"
+    skipped = by_id["c1-p256-o8"]
+    assert skipped["status"] == "skipped"
+    assert "max_model_len 200" in skipped["skip_reason"]
+    assert "success_rate" not in skipped  # never a 0 % cell
+    generated = [q for q in server.requests if q.path == "/v1/completions"]
+    assert len(generated) == 4 + 1  # the measured cell and its warm-up only
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert re.search(r"^\| 1 \| [0-9.]+ \| skipped \|$", report, re.M)
+    assert "- c1-p256-o8: prompt 256 + output 8 tokens exceed max_model_len 200" in report
+
+
+def test_interrupted_sweep_keeps_cells_and_resume_runs_the_rest(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    server = fake_vllm(output_tokens=4)
+    grid = Grid((1, 2), (8, 16), (4,))
+    out = tmp_path / "r"
+    seen: list[str] = []
+
+    def stop_after_two(record: dict[str, Any]) -> None:
+        seen.append(record["id"])
+        if len(seen) == 2:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        run_sweep(server.url, MODEL, grid, out, options=FAST, on_cell=stop_after_two)
+    assert [c["id"] for c in _lines(out)] == ["c1-p8-o4", "c2-p8-o4"]
+    assert "finished_at" not in json.loads((out / "run.json").read_text())
+    assert len((out / "results.csv").read_text().splitlines()) == 3
+
+    with pytest.raises(StoreError, match="--resume"):
+        run_sweep(server.url, MODEL, grid, out, options=FAST)
+
+    resumed: list[str] = []
+    run = run_sweep(
+        server.url,
+        MODEL,
+        grid,
+        out,
+        options=FAST,
+        resume=True,
+        on_cell=lambda r: resumed.append(r["id"]),
+    )
+    assert resumed == ["c1-p16-o4", "c2-p16-o4"]
+    assert sorted(c["id"] for c in run.cells) == sorted(k.id for k in grid.cells())
+    assert len(_lines(out)) == 4
+    assert json.loads((out / "run.json").read_text())["resumed"] == 1
+
+
+def test_a_line_cut_short_is_ignored_on_resume(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "r"
+    run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), out, options=FAST)
+    with (out / "cells.jsonl").open("a") as handle:
+        handle.write('{"id": "c2-p8-o2", "status": "o')  # a crash mid-write
+    assert [c["id"] for c in load_run(out).cells] == ["c1-p8-o2"]
+    run = run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
+    assert sorted(c["id"] for c in run.cells) == ["c1-p8-o2", "c2-p8-o2"]
+
+
+def test_spec_decode_acceptance_from_metrics_deltas(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    # Each request of 8 tokens adds 4 drafts of 3 tokens, accepted round(4 x p) per position.
+    server = fake_vllm(output_tokens=8, num_speculative_tokens=3, spec_acceptance=(0.5, 0.25, 0))
+    options = SweepOptions(num_requests=5, warmup=2, timeout_s=5.0, progress=False)
+    run = run_sweep(server.url, MODEL, Grid((1,), (8,), (8,)), tmp_path / "r", options=options)
+    (cell,) = run.cells
+    # Over the cell only (warm-up excluded): 5 x 4 drafts, 5 x (2 + 1 + 0) accepted.
+    assert cell["spec_decode"]["num_drafts"] == 20
+    assert cell["spec_decode"]["num_draft_tokens"] == 60
+    assert cell["spec_decode_acceptance_rate"] == pytest.approx(15 / 60)
+    assert cell["spec_decode_acceptance_length"] == pytest.approx(1 + 15 / 20)
+
+
+def test_no_spec_decode_gives_none(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=2)
+    run = run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), tmp_path / "r", options=FAST)
+    assert run.cells[0]["spec_decode_acceptance_rate"] is None
+
+
+def test_open_loop_sends_at_the_poisson_rate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(ttft_s=0.01, output_tokens=2)
+    options = SweepOptions(num_requests=40, warmup=0, timeout_s=5.0, progress=False, seed=3)
+    grid = Grid((16,), (8,), (2,), request_rates=(50.0,))
+    run = run_sweep(server.url, MODEL, grid, tmp_path / "r", options=options)
+    (cell,) = run.cells
+    assert cell["id"] == "c16-p8-o2-r50"
+    assert cell["request_rate"] == 50.0
+    assert cell["completed"] == 40
+    # The seeded schedule's own rate, reproduced within timing jitter.
+    rng = random.Random(3)
+    gaps = [rng.expovariate(50.0) for _ in range(39)]
+    assert cell["achieved_request_rate"] == pytest.approx(39 / sum(gaps), rel=0.1)
+
+
+def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=2, fail_every=2, fail_status=503)
+    options = SweepOptions(num_requests=6, warmup=0, timeout_s=5.0, progress=False)
+    run = run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), tmp_path / "r", options=options)
+    (cell,) = run.cells
+    assert (cell["completed"], cell["failed"]) == (3, 3)
+    assert cell["errors"]["http_status"] == 3
+    assert cell["success_rate"] == 0.5
+    assert "| c1-p8-o2 | 3 | http_status 3 |" in (tmp_path / "r" / "report.md").read_text()
