@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rates",
         type=lambda t: [float(x) for x in t.split(",")],
-        default=[25, 50, 100, 200, 300, 400, 600, 800, 1200, 1600],
+        default=[25, 50, 100, 200, 400, 600, 800, 1000, 1200, 1600],
     )
     parser.add_argument("--step-seconds", type=float, default=5.0)
     parser.add_argument("--max-seconds", type=float, default=170.0)

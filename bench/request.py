@@ -17,7 +17,8 @@ Errors are sorted into kinds (:data:`ERROR_KINDS`): ``timeout`` (the per-request
 transport timeout), ``http_status`` (an HTTP error status; the code is kept), ``connection``
 (refused, reset or closed mid-response), ``truncated`` (the response ended cleanly but without
 ``data: [DONE]``), ``protocol`` (a chunk that is not JSON, or no usage in the stream) and
-``auth`` (credentials could not be obtained; nothing was sent).
+``auth`` (credentials could not be obtained; nothing was sent). An error vLLM reports inside
+the stream (``data: {"error": ...}``) counts as ``http_status`` with the code it carries.
 """
 
 from __future__ import annotations
@@ -142,6 +143,14 @@ class _ProtocolError(Exception):
     pass
 
 
+class _StreamedError(Exception):
+    """vLLM reported an error inside the stream (``data: {"error": {...}}``)."""
+
+    def __init__(self, message: str, status: int | None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _Stream:
     """Incremental state while reading server-sent events."""
 
@@ -180,6 +189,14 @@ class _Stream:
         if not isinstance(chunk, dict):
             raise _ProtocolError("chunk is not a JSON object")
         self.chunks += 1
+        error = chunk.get("error")
+        if error is not None:
+            detail = error if isinstance(error, dict) else {"message": error}
+            code = detail.get("code")
+            raise _StreamedError(
+                f"error in stream: {str(detail.get('message'))[:200]}",
+                code if isinstance(code, int) else None,
+            )
         usage = chunk.get("usage")
         choices = chunk.get("choices") or []
         if isinstance(usage, dict):
@@ -249,6 +266,8 @@ async def send_request(
                             state.feed(line[5:].strip(), at)
     except _ProtocolError as exc:
         return _failed(state, status, "protocol", str(exc))
+    except _StreamedError as exc:
+        return _failed(state, exc.status or status, "http_status", str(exc))
     except TimeoutError:
         return _failed(state, status, "timeout", f"no complete answer within {timeout_s:g} s")
     except Exception as exc:  # every transport failure becomes a classified result

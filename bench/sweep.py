@@ -226,6 +226,7 @@ class _Progress:
         self._bar: Any = None
         self._task: Any = None
         if enabled:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -239,6 +240,7 @@ class _Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
+                console=Console(stderr=True),
                 transient=False,
             )
             self._task = self._bar.add_task("sweep", total=total)

@@ -107,3 +107,10 @@ def test_api_key_is_sent(fake_vllm: ServerFactory) -> None:
     auth = ApiKeyAuth("BENCH_TEST_KEY", environ={"BENCH_TEST_KEY": "sekret"})
     r = _send(server.url, _spec(3), auth=auth)
     assert r.ok, r.error
+
+
+def test_error_inside_the_stream_is_an_http_status_error(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(output_tokens=8, stream_error_after=2)
+    r = _send(server.url, _spec(8))
+    assert (r.ok, r.error_kind, r.status) == (False, "http_status", 500)
+    assert "injected engine error" in (r.error or "")

@@ -46,6 +46,8 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
 - ``fail_every`` and ``fail_status`` [``--fail-every``, ``--fail-status``]: every N-th
   completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON.
 
+- ``stream_error_after``: streams send this many content chunks, then vLLM's in-stream error
+  ``data: {"error": {"message", "type", "param", "code": 500}}`` and ``data: [DONE]``.
 - ``missing_paths``: these paths answer 404 ``{"detail": "Not Found"}`` as FastAPI does for a
   route that does not exist (e.g. ``/tokenize`` behind a proxy that forwards only ``/v1``).
 - ``pace_from_client`` [``--pace-from-client``]: when a request carries ``X-Sent-At`` (the
@@ -136,6 +138,7 @@ class FakeVllmConfig:
     fail_status: int = 500
     pace_from_client: bool = False
     missing_paths: tuple[str, ...] = ()
+    stream_error_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -634,6 +637,14 @@ class FakeVllmServer:
         finish = "length" if 0 < n_out < self.config.output_tokens else "stop"
         per_chunk = max(1, self.config.tokens_per_chunk)
         for index in range(0, n_out, per_chunk):
+            error_after = self.config.stream_error_after
+            if error_after is not None and index // per_chunk >= error_after:
+                error = {"message": "injected engine error", "type": "InternalServerError",
+                         "param": None, "code": 500}  # fmt: skip
+                await response.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+                await response.write(b"data: [DONE]\n\n")
+                await response.write_eof()
+                return response
             count = min(per_chunk, n_out - index)
             await asyncio.sleep(self._sleep_until(arrived, index))
             last = index + count >= n_out
