@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -229,6 +230,14 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         )
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
+    except (httpx.HTTPError, OSError) as exc:
+        # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
+        # fail during a cell are recorded, not raised.
+        err.print(
+            f"[red]error:[/red] {escape(f'{type(exc).__name__}: {exc}')}; finished cells are "
+            f"kept in {escape(args.out)} (--resume continues)"
+        )
+        return EXIT_FAILED
     except KeyboardInterrupt:
         err.print(
             f"[red]interrupted[/red]: finished cells are kept in {escape(args.out)}; "

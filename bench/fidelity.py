@@ -38,7 +38,7 @@ from .load import closed_loop, open_loop, warm_pool
 from .request import RequestSpec
 from .stats import percentile
 
-__all__ = ["FidelityRow", "main", "measure_concurrency", "start_fake_server"]
+__all__ = ["FidelityRow", "main", "measure_concurrency", "start_fake_server", "stop_fake_server"]
 
 MODEL = "google/gemma-4-12B-it"
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,8 +96,20 @@ def start_fake_server(
             return proc, line.split("listening on ", 1)[1].strip()
         if proc.poll() is not None:
             break
-    proc.kill()
+    stop_fake_server(proc)
     raise RuntimeError(f"the fake server did not start (last line: {line!r})")
+
+
+def stop_fake_server(proc: subprocess.Popen[str]) -> None:
+    """Stop the server process and close its pipe."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 async def _stamp(request: httpx.Request) -> None:
@@ -301,11 +313,7 @@ async def _main(args: argparse.Namespace) -> int:
             + (f"{faithful:g} req/s" if faithful is not None else "none of the rates tried")
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_fake_server(proc)
     return 0
 
 

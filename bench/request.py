@@ -9,7 +9,8 @@ Timing, all from :func:`time.perf_counter` on the client, as each network read a
 
 - time to first token (TTFT): send to the first chunk with generated text;
 - inter-token latency (ITL): the gap between two content chunks divided by the tokens the later
-  chunk carried, once per token (a 30 ms gap bringing 3 tokens is three ITLs of 10 ms);
+  chunk carried, once per token (a 30 ms gap bringing 3 tokens is three ITLs of 10 ms); a
+  server that sends no per-chunk usage gets one token per chunk;
 - time per output token (TPOT): ``(e2e - ttft) / (output_tokens - 1)``;
 - end-to-end latency (E2EL): send to ``data: [DONE]``.
 

@@ -79,3 +79,62 @@ def test_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
     argv = [a if a != "x" else str(tmp_path / "x") for a in argv]
     assert main(argv) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_run_from_stack_outputs(
+    fake_vllm: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    outputs = {"service_url": server.url, "served_model_name": MODEL}
+    monkeypatch.setattr("bench.cli.read_stack_outputs", lambda stack, cwd: outputs)
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        "-s",
+        "l4",
+        "--cwd",
+        str(root),
+        "--auth",
+        "none",
+        "--concurrency",
+        "1",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "2",
+        "--out",
+        str(out),
+        *SMALL,
+    ]
+    assert main(argv) == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert (meta["url"], meta["model"], meta["stack"]) == (server.url, MODEL, "l4")
+    assert meta["hardware"] == "l4"  # from Pulumi.l4.yaml, for cost in compare
+
+
+def test_server_gone_exits_1_and_keeps_nothing_broken(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--model",
+        MODEL,
+        "--concurrency",
+        "1",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "2",
+        "--out",
+        str(out),
+        *SMALL,
+    ]
+    assert main(argv) == 1
+    assert json.loads((out / "run.json").read_text())["model"] == MODEL
