@@ -25,6 +25,7 @@ the stream (``data: {"error": ...}``) counts as ``http_status`` with the code it
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "auth",
 )
 COMPLETIONS_PATH = "/v1/completions"
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,12 @@ class RequestSpec:
     max_tokens: int
     ignore_eos: bool = True
     """vLLM's extension: generate exactly ``max_tokens`` (the cell's output length)."""
+
+    @functools.cached_property
+    def encoded_body(self) -> bytes:
+        """The request body, serialised once (long prompts cost the client time to encode;
+        the load drivers encode every spec before the timed part of a cell)."""
+        return json.dumps(completion_body(self)).encode()
 
 
 @dataclass
@@ -234,14 +242,13 @@ async def send_request(
     path: str = COMPLETIONS_PATH,
 ) -> RequestResult:
     """Send one streamed completion and time it; never raises for a failed request."""
-    body = json.dumps(completion_body(spec)).encode()
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    body = spec.encoded_body
     start = time.perf_counter()
     state = _Stream(start)
     status: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", path, content=body, headers=headers) as response:
+            async with client.stream("POST", path, content=body, headers=_HEADERS) as response:
                 status = response.status_code
                 if status >= 400:
                     text = (await response.aread())[:300].decode("utf-8", "replace")

@@ -156,10 +156,8 @@ async def run_cell(
 ) -> dict[str, Any]:
     """Run one cell (pool warm-up, warm-up requests, load, /metrics deltas); its record."""
     n = options.requests_for(key)
-    specs = [
-        RequestSpec(model, prompts.prompts[i % len(prompts.prompts)], key.output_tokens)
-        for i in range(n)
-    ]
+    distinct = [RequestSpec(model, prompt, key.output_tokens) for prompt in prompts.prompts]
+    specs = [distinct[i % len(distinct)] for i in range(n)]
     started_at = _now()
     async with make_client(
         url, auth=auth, timeout_s=options.timeout_s, max_concurrency=key.concurrency
