@@ -22,6 +22,7 @@ from rich.table import Table
 from healthchecks.auth import AuthStrategy
 from healthchecks.cli import UsageError, read_stack_outputs, targets_from_outputs
 from healthchecks.cli import _auth_for as auth_for_url  # the health checks' auth choice
+from serving.hardware import HARDWARE
 from serving.settings import SettingsError, SloSettings
 
 from .compare import compare_runs
@@ -74,33 +75,59 @@ def _build_parser() -> argparse.ArgumentParser:
     where.add_argument("--url", help="base URL of the endpoint")
     where.add_argument("-s", "--stack", help="read URL, model and auth from this stack's outputs")
     run.add_argument("--model", help="served model name (default: the stack's output)")
-    run.add_argument("--cwd", help="Pulumi project directory for --stack")
+    run.add_argument("--cwd", metavar="DIR", help="Pulumi project directory for --stack")
     run.add_argument("--auth", choices=["auto", "id-token", "api-key", "none"], default="auto")
     run.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
     run.add_argument("--impersonate-service-account", metavar="SA")
-    run.add_argument("--concurrency", type=_ints, default=(1, 8, 64), help="e.g. 1,8,64")
-    run.add_argument("--prompt-tokens", type=_ints, default=(128, 2048), help="e.g. 128,2048")
-    run.add_argument("--output-tokens", type=_ints, default=(128,), help="e.g. 128")
+    run.add_argument(
+        "--concurrency", type=_ints, default=(1, 8, 64), metavar="N,...", help="default 1,8,64"
+    )
+    run.add_argument(
+        "--prompt-tokens", type=_ints, default=(128, 2048), metavar="N,...", help="default 128,2048"
+    )
+    run.add_argument(
+        "--output-tokens", type=_ints, default=(128,), metavar="N,...", help="default 128"
+    )
     run.add_argument(
         "--request-rate",
         type=_rates,
         default=None,
+        metavar="R,...",
         help="open loop: Poisson arrivals at these rates (req/s); --concurrency caps in-flight",
     )
-    run.add_argument("--num-requests", type=int, help="requests per cell (default 4 x conc., >=16)")
-    run.add_argument("--warmup", type=int, default=1, help="untimed requests per cell (default 1)")
-    run.add_argument("--timeout-seconds", type=float, default=120.0, help="per request (120)")
-    run.add_argument("--max-cell-seconds", type=float, default=600.0, help="cap per cell (600)")
     run.add_argument(
-        "--max-model-len", type=int, help="skip cells over it (default: from /v1/models)"
+        "--num-requests", type=int, metavar="N", help="requests per cell (default 4 x conc., >=16)"
+    )
+    run.add_argument(
+        "--warmup", type=int, default=1, metavar="N", help="untimed requests per cell (default 1)"
+    )
+    run.add_argument(
+        "--timeout-seconds", type=float, default=120.0, metavar="S", help="per request (120)"
+    )
+    run.add_argument(
+        "--max-cell-seconds", type=float, default=600.0, metavar="S", help="cap per cell (600)"
+    )
+    run.add_argument(
+        "--max-model-len",
+        type=int,
+        metavar="N",
+        help="skip cells over it (default: from /v1/models)",
     )
     run.add_argument("--no-tokenize", action="store_true", help="estimate prompt sizes")
-    run.add_argument("--hardware", help="hardware key for cost (default: the stack's)")
+    run.add_argument(
+        "--hardware",
+        choices=sorted(HARDWARE),
+        help="hardware catalog key, for cost in compare (default: the stack's)",
+    )
     run.add_argument("--label", help="name of this run in reports and comparisons")
-    run.add_argument("--goodput-ttft-ms", type=float, help="goodput SLO (default: stack SLO)")
-    run.add_argument("--goodput-e2el-ms", type=float, help="goodput SLO (default: stack SLO)")
+    run.add_argument(
+        "--goodput-ttft-ms", type=float, metavar="MS", help="goodput SLO (default: stack SLO)"
+    )
+    run.add_argument(
+        "--goodput-e2el-ms", type=float, metavar="MS", help="goodput SLO (default: stack SLO)"
+    )
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", required=True, help="run directory")
+    run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true")
 
