@@ -45,6 +45,7 @@ __all__ = [
     "Grid",
     "SweepOptions",
     "detect_max_model_len",
+    "probe",
     "run_cell",
     "run_sweep",
     "run_sweep_async",
@@ -382,6 +383,7 @@ def run_sweep(
 
 
 async def probe(url: str, model: str, *, auth: AuthStrategy | None = None) -> RequestResult:
-    """One short streamed request (a smoke test before a sweep)."""
+    """One short streamed request (a smoke test before a sweep); never raises for a failed
+    request: the result says what went wrong."""
     async with make_client(url, auth=auth, max_concurrency=1) as client:
         return await send_request(client, RequestSpec(model, "Hello", 8), timeout_s=60.0)
