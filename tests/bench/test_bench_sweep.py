@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -12,6 +13,7 @@ import pytest
 
 from bench import Grid, SweepOptions, load_run, run_sweep
 from bench.store import StoreError
+from bench.sweep import probe
 from tests.bench.conftest import MODEL, ServerFactory
 
 FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False)
@@ -171,3 +173,12 @@ def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path)
     assert cell["errors"]["http_status"] == 3
     assert cell["success_rate"] == 0.5
     assert "| c1-p8-o2 | 3 | http_status 3 |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_probe_sends_one_short_request(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(output_tokens=20)
+    result = asyncio.run(probe(server.url, MODEL))
+    assert result.ok, result.error
+    assert result.output_tokens == 8
+    down = asyncio.run(probe("http://127.0.0.1:9", MODEL))
+    assert (down.ok, down.error_kind) == (False, "connection")
