@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from bench.hook import BenchmarkHookConfig, benchmark_hook
+from bench.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
-from healthchecks.hook import AuthFactory, health_hook, health_hook_binding
+from healthchecks.hook import AuthFactory, health_hook
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 
@@ -62,22 +65,48 @@ def project_id() -> str:
     return project
 
 
-def health_binding(
-    settings: Settings, prefix: str, auth: AuthStrategy | AuthFactory, url_keys: tuple[str, ...]
+def post_deploy_binding(
+    settings: Settings,
+    prefix: str,
+    auth: AuthStrategy | AuthFactory,
+    url_keys: tuple[str, ...],
 ) -> pulumi.ResourceHookBinding | None:
-    """The post-deploy health check for the serving resource, unless switched off."""
-    health = settings.health
-    if not health.health_check:
+    """Hooks run after the serving resource is created or updated: the health check, then a
+    short benchmark held to the stack's SLOs. Either can be switched off in stack config."""
+    hooks: list[pulumi.ResourceHook | pulumi.ResourceHookFunction] = []
+    if settings.health.health_check:
+        hooks.append(
+            health_hook(
+                f"{prefix}-health",
+                served_model_name=settings.model.served_name,
+                deadline_s=settings.health.health_check_deadline_seconds
+                or settings.profile.cold_start_deadline_seconds,
+                auth=auth,
+                url_keys=url_keys,
+            )
+        )
+    b = settings.benchmark
+    if b.post_deploy_benchmark:
+        config = BenchmarkHookConfig(
+            stack=pulumi.get_stack(),
+            served_model_name=settings.model.served_name,
+            hardware=settings.hardware,
+            grid=Grid(
+                concurrency=tuple(settings.benchmark_concurrency),
+                prompt_tokens=(b.benchmark_prompt_tokens,),
+                output_tokens=(b.benchmark_output_tokens,),
+            ),
+            budget_s=float(b.benchmark_budget_seconds),
+            slo=settings.slo,
+            fail_on_slo=b.benchmark_fail_on_slo,
+            results_dir=Path(b.benchmark_results_dir),
+            extra={"speculative_method": settings.model.speculative_method},
+        )
+        hooks.append(benchmark_hook(f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys))
+    if not hooks:
         return None
-    hook = health_hook(
-        f"{prefix}-health",
-        served_model_name=settings.model.served_name,
-        deadline_s=health.health_check_deadline_seconds
-        or settings.profile.cold_start_deadline_seconds,
-        auth=auth,
-        url_keys=url_keys,
-    )
-    return health_hook_binding(hook)
+    # Hooks run in list order: the benchmark only after the health check passed.
+    return pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks)
 
 
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
@@ -90,7 +119,7 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
     project = project_id()
-    hooks = health_binding(
+    hooks = post_deploy_binding(
         settings,
         prefix,
         SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
@@ -152,7 +181,7 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
             image=image,
             bucket=bucket,
             depends_on=[apis, *bucket.download_jobs],
-            hooks=health_binding(
+            hooks=post_deploy_binding(
                 settings,
                 prefix,
                 lambda url: GoogleIdTokenAuth(

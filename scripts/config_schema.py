@@ -40,6 +40,11 @@ def pulumi_type(info: FieldInfo) -> str:
     return "string"
 
 
+def array_item_type(info: FieldInfo) -> str:
+    text = str(info.annotation)
+    return "integer" if "list[int]" in text else "string"
+
+
 def allowed(info: FieldInfo) -> list[str]:
     annotation = info.annotation
     if typing.get_origin(annotation) is typing.Literal:
@@ -78,7 +83,7 @@ def yaml_block() -> str:
         lines.append(f"    type: {kind}")
         if kind == "array":
             lines.append("    items:")
-            lines.append("      type: string")
+            lines.append(f"      type: {array_item_type(info)}")
         lines.append(f"    description: {_quote(description(key, info))}")
     return "\n".join(lines) + "\n"
 

@@ -64,6 +64,7 @@ def _label_map(value: Any) -> Any:
 
 
 JsonList = Annotated[list[str], BeforeValidator(_json_list)]
+JsonIntList = Annotated[list[int], BeforeValidator(_json_list)]
 Labels = Annotated[dict[str, str], BeforeValidator(_label_map)]
 
 
@@ -324,6 +325,36 @@ class HealthSettings(_Group):
     )
 
 
+class BenchmarkSettings(_Group):
+    """The short benchmark `pulumi up` runs after the health checks pass."""
+
+    post_deploy_benchmark: bool = Field(
+        True, description="Benchmark the serving resource after it is created/updated."
+    )
+    benchmark_concurrency: JsonIntList = Field(
+        default_factory=list,
+        description="Concurrency levels to measure; empty means 1 and the stack's maxNumSeqs.",
+    )
+    benchmark_prompt_tokens: int = Field(512, ge=1, description="Prompt size of every cell.")
+    benchmark_output_tokens: int = Field(128, ge=1, description="Output tokens per request.")
+    benchmark_budget_seconds: int = Field(
+        60, ge=10, le=3600, description="Time the whole post-deploy benchmark may take."
+    )
+    benchmark_fail_on_slo: bool = Field(
+        False, description="Fail `pulumi up` when an SLO is missed (default: a warning)."
+    )
+    benchmark_results_dir: str = Field(
+        "bench-results", description="Where each run is written (<dir>/<stack>/<timestamp>)."
+    )
+
+    @field_validator("benchmark_concurrency")
+    @classmethod
+    def _positive(cls, levels: list[int]) -> list[int]:
+        if any(level < 1 for level in levels):
+            raise ValueError(f"concurrency levels must be at least 1, got {levels}")
+        return levels
+
+
 class WeightsSettings(_Group):
     """The model bucket and how weights get into it."""
 
@@ -363,6 +394,7 @@ class Settings(BaseModel):
     tpu: TpuSettings = Field(default_factory=TpuSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
 
     @field_validator("hardware")
     @classmethod
@@ -447,6 +479,12 @@ class Settings(BaseModel):
         return self.cloud_run.memory_gib or self.profile.min_memory_gib
 
     @property
+    def benchmark_concurrency(self) -> list[int]:
+        """The post-deploy benchmark's concurrency levels (default: 1 and max-num-seqs)."""
+        levels = self.benchmark.benchmark_concurrency or [1, self.vllm.max_num_seqs]
+        return sorted(set(levels))
+
+    @property
     def region(self) -> str:
         if self.cloud_run.region is None:
             raise SettingsError("config key 'region' is not set")
@@ -477,6 +515,7 @@ _GROUPS: dict[str, type[_Group]] = {
     "tpu": TpuSettings,
     "slo": SloSettings,
     "health": HealthSettings,
+    "benchmark": BenchmarkSettings,
 }
 _TOP_LEVEL = ("hardware", "image", "labels")
 

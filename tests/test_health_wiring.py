@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.stack import health_binding
+from components.stack import post_deploy_binding
 from healthchecks.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import HealthCheckFailedError
 from serving.settings import load_settings
@@ -31,9 +31,10 @@ SERVING = {
 @pytest.mark.parametrize("stack", sorted(SERVING))
 def test_health_hook_is_bound_after_create_and_update(stack: str) -> None:
     rendered = render(stack_config(stack), stack)
-    hook = f"gemma-{stack}-health"
+    hooks = [f"gemma-{stack}-health", f"gemma-{stack}-benchmark"]
     for resource in rendered.of_type(SERVING[stack]):
-        assert resource.hooks == {"after_create": [hook], "after_update": [hook]}
+        # The benchmark runs only after the health check (hooks run in list order).
+        assert resource.hooks == {"after_create": hooks, "after_update": hooks}
     others = [r for r in rendered.resources if r.type != SERVING[stack] and r.hooks]
     assert others == []
 
@@ -41,21 +42,24 @@ def test_health_hook_is_bound_after_create_and_update(stack: str) -> None:
 @pytest.mark.parametrize("stack", sorted(SERVING))
 def test_health_hook_can_be_switched_off(stack: str) -> None:
     rendered = render({**stack_config(stack), "healthCheck": False}, stack)
-    assert all(not r.hooks for r in rendered.resources)
+    for resource in rendered.of_type(SERVING[stack]):
+        assert resource.hooks["after_create"] == [f"gemma-{stack}-benchmark"]
+    both_off = {**stack_config(stack), "healthCheck": False, "postDeployBenchmark": False}
+    assert all(not r.hooks for r in render(both_off, stack).resources)
 
 
 def call_stack_hook(stack: str, outputs: dict[str, Any], **config: Any) -> BaseException | None:
     """Build the stack's hook as the program does (under mocks) and call it like the engine."""
-    settings = load_settings({**stack_config(stack), **config})
+    settings = load_settings({**stack_config(stack), "postDeployBenchmark": False, **config})
     caught: list[BaseException | None] = []
     pulumi.runtime.set_mocks(RecordingMocks(), project="gemma4-vllm", stack=stack)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def run() -> Any:
         url_key = "endpointUrl" if stack.startswith("tpu") else "uri"
-        binding = health_binding(settings, f"gemma-{stack}", NoAuth(), url_keys=(url_key,))
+        binding = post_deploy_binding(settings, f"gemma-{stack}", NoAuth(), url_keys=(url_key,))
         assert binding is not None
-        (hook,) = binding.after_create or []
+        hook = (binding.after_create or [])[0]
         args = pulumi.ResourceHookArgs(
             urn=f"urn:{stack}",
             id="id",

@@ -1,0 +1,190 @@
+"""A Pulumi resource hook that ends `pulumi up` with a short benchmark of what it deployed.
+
+Bound after the health check on each stack's serving resource, it runs a few cells through the
+same sweep code as ``python -m bench run``, prints a compact summary into the `pulumi up`
+output, writes the full run (JSON, CSV, markdown, charts) to ``<results>/<stack>/<timestamp>``
+and says where, then holds the run to the stack's SLOs: a miss is a warning unless the stack
+sets ``benchmarkFailOnSlo``, which makes it fail `pulumi up`. An endpoint that cannot be
+reached fails the hook with the reason, and the whole hook never runs past its budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth
+from serving.settings import SloSettings
+
+from .gate import GateResult, evaluate
+from .store import RunData
+from .sweep import Grid, SweepOptions, probe, run_sweep_async
+
+__all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "summary_lines"]
+
+AuthFactory = Callable[[str], AuthStrategy]
+Log = Callable[[str], None]
+
+
+class BenchmarkFailedError(Exception):
+    """The post-deploy benchmark could not run, or missed an SLO the stack enforces."""
+
+
+@dataclass(frozen=True)
+class BenchmarkHookConfig:
+    stack: str
+    served_model_name: str
+    hardware: str
+    grid: Grid
+    budget_s: float
+    slo: SloSettings
+    fail_on_slo: bool = False
+    results_dir: Path = Path("bench-results")
+    #: Requests per cell: enough for a p95 in about a minute on the stack's hardware.
+    requests_per_slot: int = 2
+    min_requests: int = 8
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _fmt(value: Any, spec: str, unit: str = "") -> str:
+    return f"{value:{spec}}{unit}" if isinstance(value, int | float) else "-"
+
+
+def summary_lines(run: RunData) -> list[str]:
+    """One line per cell: TTFT p50/p95, tokens/s, requests/s, success, MTP acceptance."""
+    lines = []
+    for cell in run.cells:
+        head = f"c={cell['concurrency']} prompt={cell['prompt_tokens']} out={cell['output_tokens']}"
+        if cell.get("status") != "ok":
+            lines.append(f"{head}: skipped ({cell.get('skip_reason')})")
+            continue
+        text = (
+            f"{head}: TTFT p50 {_fmt(cell.get('median_ttft_ms'), '.0f', ' ms')}"
+            f" p95 {_fmt(cell.get('p95_ttft_ms'), '.0f', ' ms')},"
+            f" {_fmt(cell.get('output_throughput'), '.1f')} tok/s,"
+            f" {_fmt(cell.get('request_throughput'), '.2f')} req/s,"
+            f" success {_fmt(cell.get('success_rate'), '.1%')}"
+        )
+        if cell.get("spec_decode_acceptance_rate") is not None:
+            text += (
+                f", MTP acceptance {_fmt(cell['spec_decode_acceptance_rate'], '.1%')}"
+                f" (mean length {_fmt(cell.get('spec_decode_acceptance_length'), '.2f')})"
+            )
+        lines.append(text)
+    return lines
+
+
+def _gate_lines(result: GateResult) -> list[str]:
+    return [
+        f"{c.cell}: {c.slo} {c.metric}={_fmt(c.value, '.3g')} "
+        f"(needs {c.comparison} {c.threshold:g})"
+        for c in result.failures
+    ] or (["no cell was measured"] if result.measured_cells == 0 else [])
+
+
+async def run_post_deploy_benchmark(
+    url: str, auth: AuthStrategy, config: BenchmarkHookConfig, log: Log, warn: Log
+) -> tuple[RunData, GateResult]:
+    """Probe, sweep and gate within ``config.budget_s``; raise BenchmarkFailedError on failure."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.budget_s
+    try:
+        first = await asyncio.wait_for(
+            probe(url, config.served_model_name, auth=auth), timeout=min(60.0, config.budget_s)
+        )
+    except TimeoutError:
+        raise BenchmarkFailedError(f"{url} did not answer a first request in time") from None
+    if not first.ok:
+        raise BenchmarkFailedError(
+            f"cannot benchmark {url}: {first.error_kind}: {first.error or 'no detail'}"
+        )
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = config.results_dir / config.stack / stamp
+    cells = len(config.grid.cells())
+    remaining = max(1.0, deadline - loop.time())
+    options = SweepOptions(
+        min_requests=config.min_requests,
+        requests_per_slot=config.requests_per_slot,
+        warmup=1,
+        timeout_s=min(120.0, remaining),
+        max_cell_seconds=remaining / cells,
+        hardware=config.hardware,
+        label=f"{config.stack} post-deploy",
+        progress=False,
+        extra={"stack": config.stack, "trigger": "pulumi up", **config.extra},
+    )
+    try:
+        run = await asyncio.wait_for(
+            run_sweep_async(
+                url,
+                config.served_model_name,
+                config.grid,
+                out_dir,
+                auth=auth,
+                options=options,
+                on_cell=lambda record: log(f"benchmark cell {record['id']} done"),
+            ),
+            timeout=remaining + 5.0,
+        )
+    except TimeoutError:
+        raise BenchmarkFailedError(
+            f"benchmark of {url} did not finish within {config.budget_s:.0f} s "
+            f"(benchmarkBudgetSeconds); finished cells are in {out_dir}"
+        ) from None
+    for line in summary_lines(run):
+        log(line)
+    log(f"full run: {out_dir} (report.md, results.csv, cells.jsonl, charts/)")
+    result = evaluate(run, config.slo)
+    if not result.passed:
+        message = f"{config.stack} misses its SLOs: " + "; ".join(_gate_lines(result))
+        if config.fail_on_slo:
+            raise BenchmarkFailedError(message)
+        warn(message + " (warning only; set benchmarkFailOnSlo to fail `pulumi up`)")
+    else:
+        log(f"{config.stack} meets its SLOs in every measured cell")
+    return run, result
+
+
+def benchmark_hook(
+    name: str,
+    config: BenchmarkHookConfig,
+    *,
+    auth: AuthStrategy | AuthFactory | None = None,
+    url_keys: Sequence[str] = ("uri", "url"),
+    log: Log | None = None,
+    warn: Log | None = None,
+) -> pulumi.ResourceHook:
+    """A named :class:`pulumi.ResourceHook` running the post-deploy benchmark."""
+
+    async def post_deploy_benchmark(args: pulumi.ResourceHookArgs) -> None:
+        outputs = args.new_outputs or {}
+        url = next(
+            (v for k in url_keys if isinstance(v := outputs.get(k), str) and v.startswith("http")),
+            None,
+        )
+        if url is None:
+            raise BenchmarkFailedError(
+                f"benchmark of {args.name}: no endpoint URL in the outputs "
+                f"(looked for {', '.join(url_keys)})"
+            )
+        if isinstance(auth, AuthStrategy):
+            strategy = auth
+        elif auth is not None:
+            strategy = auth(url)
+        else:
+            strategy = GoogleIdTokenAuth(url)
+        await run_post_deploy_benchmark(
+            url,
+            strategy,
+            config,
+            log or (lambda m: pulumi.log.info(f"{args.name}: {m}")),
+            warn or (lambda m: pulumi.log.warn(f"{args.name}: {m}")),
+        )
+
+    return pulumi.ResourceHook(name, post_deploy_benchmark)

@@ -1,0 +1,135 @@
+"""The post-deploy benchmark hook, called as the engine calls it, against a loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
+from bench.sweep import Grid
+from healthchecks.auth import NoAuth
+from serving.settings import SloSettings
+from tests.pulumi_harness import RecordingMocks
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+
+MODEL = "google/gemma-4-12B-it-qat-w4a16-ct"
+
+
+def config(tmp_path: Path, **overrides: Any) -> BenchmarkHookConfig:
+    base: dict[str, Any] = {
+        "stack": "l4",
+        "served_model_name": MODEL,
+        "hardware": "l4",
+        "grid": Grid(concurrency=(1, 4), prompt_tokens=(64,), output_tokens=(16,)),
+        "budget_s": 30.0,
+        "slo": SloSettings(),
+        "results_dir": tmp_path,
+        "min_requests": 4,
+        "requests_per_slot": 1,
+    }
+    return BenchmarkHookConfig(**{**base, **overrides})
+
+
+class Logs:
+    def __init__(self) -> None:
+        self.info: list[str] = []
+        self.warn: list[str] = []
+
+
+def call_hook(url: str, cfg: BenchmarkHookConfig, logs: Logs) -> BaseException | None:
+    """Create the hook under mocks (it registers itself) and call it like the engine."""
+    caught: list[BaseException | None] = []
+    pulumi.runtime.set_mocks(RecordingMocks(), project="gemma4-vllm", stack=cfg.stack)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def run() -> Any:
+        hook = benchmark_hook(
+            "l4-benchmark", cfg, auth=NoAuth(), log=logs.info.append, warn=logs.warn.append
+        )
+        args = pulumi.ResourceHookArgs(
+            urn="urn:l4",
+            id="id",
+            name="gemma-l4-vllm-service",
+            type="gcp:cloudrunv2/service:Service",
+            new_inputs={},
+            new_outputs={"uri": url},
+        )
+
+        async def call() -> None:
+            try:
+                await hook(args)  # type: ignore[misc]
+                caught.append(None)
+            except Exception as exc:
+                caught.append(exc)
+
+        return asyncio.ensure_future(call())
+
+    run()
+    return caught[0]
+
+
+def test_fast_server_passes_and_the_run_is_written(tmp_path: Path) -> None:
+    logs = Logs()
+    fake = FakeVllmConfig(served_model_name=MODEL, ttft_s=0.01, itl_s=0.002, output_tokens=16)
+    with FakeVllmServer(fake) as server:
+        assert call_hook(server.url, config(tmp_path), logs) is None
+    assert logs.warn == []
+    summary = [line for line in logs.info if line.startswith("c=")]
+    assert len(summary) == 2 and all("TTFT p50" in s and "req/s" in s for s in summary)
+    assert "success 100.0%" in summary[0]
+    (run_dir,) = (tmp_path / "l4").iterdir()
+    assert {"run.json", "cells.jsonl", "report.md"} <= {p.name for p in run_dir.iterdir()}
+    assert any(str(run_dir) in line for line in logs.info)
+    assert "l4 meets its SLOs in every measured cell" in logs.info
+
+
+def test_slow_server_misses_the_slo_with_a_warning(tmp_path: Path) -> None:
+    logs = Logs()
+    fake = FakeVllmConfig(served_model_name=MODEL, ttft_s=0.25, itl_s=0.001, output_tokens=4)
+    with FakeVllmServer(fake) as server:
+        cfg = config(tmp_path, slo=SloSettings(sloP95TtftMs=100))  # type: ignore[call-arg]
+        assert call_hook(server.url, cfg, logs) is None
+    (warning,) = logs.warn
+    assert "l4 misses its SLOs" in warning and "sloP95TtftMs p95_ttft_ms" in warning
+    assert "set benchmarkFailOnSlo" in warning
+
+
+def test_slow_server_fails_up_when_the_stack_enforces_slos(tmp_path: Path) -> None:
+    logs = Logs()
+    fake = FakeVllmConfig(served_model_name=MODEL, ttft_s=0.25, itl_s=0.001, output_tokens=4)
+    with FakeVllmServer(fake) as server:
+        cfg = config(tmp_path, slo=SloSettings(sloP95TtftMs=100), fail_on_slo=True)  # type: ignore[call-arg]
+        error = call_hook(server.url, cfg, logs)
+    assert isinstance(error, BenchmarkFailedError)
+    assert "sloP95TtftMs" in str(error) and "needs <= 100" in str(error)
+
+
+def test_unreachable_server_fails_within_the_deadline(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens
+    started = time.monotonic()
+    error = call_hook(f"http://127.0.0.1:{port}", config(tmp_path, budget_s=10.0), Logs())
+    assert isinstance(error, BenchmarkFailedError)
+    assert "cannot benchmark" in str(error) and "connection" in str(error)
+    assert time.monotonic() - started < 10.0
+
+
+def test_mtp_acceptance_is_reported(tmp_path: Path) -> None:
+    logs = Logs()
+    fake = FakeVllmConfig(served_model_name=MODEL, output_tokens=16, num_speculative_tokens=3)
+    with FakeVllmServer(fake) as server:
+        grid = Grid(concurrency=(2,), prompt_tokens=(32,), output_tokens=(16,))
+        assert call_hook(server.url, config(tmp_path, grid=grid), logs) is None
+    (line,) = [line for line in logs.info if line.startswith("c=")]
+    assert "MTP acceptance" in line and "mean length" in line
+
+
+def test_hook_without_a_url_output_fails_clearly(tmp_path: Path) -> None:
+    error = call_hook("not-a-url", config(tmp_path), Logs())
+    assert isinstance(error, BenchmarkFailedError) and "no endpoint URL" in str(error)
