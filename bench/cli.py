@@ -21,7 +21,7 @@ from rich.table import Table
 
 from healthchecks.auth import AuthStrategy
 from healthchecks.cli import UsageError, read_stack_outputs, targets_from_outputs
-from healthchecks.cli import _auth_for as auth_for_url  # the health checks' auth choice
+from healthchecks.cli import auth_for as auth_for_url
 from serving.hardware import HARDWARE
 from serving.settings import SettingsError, SloSettings
 

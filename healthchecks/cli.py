@@ -26,7 +26,7 @@ from .checks import Backoff
 from .report import print_table, reports_to_json
 from .runner import HealthReport, run_health_checks
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "Target", "UsageError", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "Target", "UsageError", "auth_for", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -87,7 +87,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _auth_for(url: str, args: argparse.Namespace, default: str) -> AuthStrategy:
+def auth_for(url: str, args: argparse.Namespace, default: str) -> AuthStrategy:
     mode = args.auth
     if mode == "auto":
         if args.api_key_env:
@@ -139,7 +139,7 @@ def targets_from_outputs(
         raise UsageError(f"stack {stack!r} has no served_model_name output; pass --model NAME")
     service_url = outputs.get("service_url")
     if isinstance(service_url, str) and service_url:
-        return [Target(service_url, model, _auth_for(service_url, args, default="id-token"))]
+        return [Target(service_url, model, auth_for(service_url, args, default="id-token"))]
     endpoints = outputs.get("endpoint_urls")
     if isinstance(endpoints, list) and endpoints and all(isinstance(u, str) for u in endpoints):
         if args.auth in ("auto", "api-key") and not args.api_key_env:
@@ -150,7 +150,7 @@ def targets_from_outputs(
                 f"VLLM_API_KEY=$(gcloud secrets versions access latest --secret={secret}), "
                 "and pass --api-key-env VLLM_API_KEY"
             )
-        return [Target(url, model, _auth_for(url, args, default="api-key")) for url in endpoints]
+        return [Target(url, model, auth_for(url, args, default="api-key")) for url in endpoints]
     raise UsageError(
         f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
         "has it been deployed? (or pass --url and --model)"
@@ -166,7 +166,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
         raise UsageError("--url needs --model NAME (the served model name)")
     if urlsplit(args.url).scheme not in ("http", "https") or not urlsplit(args.url).hostname:
         raise UsageError(f"--url must be an http(s) URL, got {args.url!r}")
-    return [Target(args.url, args.model, _auth_for(args.url, args, default="none"))]
+    return [Target(args.url, args.model, auth_for(args.url, args, default="none"))]
 
 
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:
