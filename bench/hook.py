@@ -19,7 +19,8 @@ from typing import Any
 
 import pulumi
 
-from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth
+from healthchecks.auth import AuthStrategy
+from healthchecks.hook import AuthFactory, resolve_auth, url_from_outputs
 from serving.settings import SloSettings
 
 from .gate import GateResult, evaluate
@@ -28,7 +29,6 @@ from .sweep import Grid, SweepOptions, probe, run_sweep_async
 
 __all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "summary_lines"]
 
-AuthFactory = Callable[[str], AuthStrategy]
 Log = Callable[[str], None]
 
 
@@ -163,25 +163,15 @@ def benchmark_hook(
     """A named :class:`pulumi.ResourceHook` running the post-deploy benchmark."""
 
     async def post_deploy_benchmark(args: pulumi.ResourceHookArgs) -> None:
-        outputs = args.new_outputs or {}
-        url = next(
-            (v for k in url_keys if isinstance(v := outputs.get(k), str) and v.startswith("http")),
-            None,
-        )
+        url = url_from_outputs(args.new_outputs, url_keys)
         if url is None:
             raise BenchmarkFailedError(
                 f"benchmark of {args.name}: no endpoint URL in the outputs "
                 f"(looked for {', '.join(url_keys)})"
             )
-        if isinstance(auth, AuthStrategy):
-            strategy = auth
-        elif auth is not None:
-            strategy = auth(url)
-        else:
-            strategy = GoogleIdTokenAuth(url)
         await run_post_deploy_benchmark(
             url,
-            strategy,
+            resolve_auth(auth, url),
             config,
             log or (lambda m: pulumi.log.info(f"{args.name}: {m}")),
             warn or (lambda m: pulumi.log.warn(f"{args.name}: {m}")),

@@ -27,6 +27,8 @@ __all__ = [
     "HealthCheckFailedError",
     "health_hook",
     "health_hook_binding",
+    "resolve_auth",
+    "url_from_outputs",
 ]
 
 AuthFactory = Callable[[str], AuthStrategy]
@@ -48,12 +50,22 @@ class HealthCheckFailedError(Exception):
         self.report = report
 
 
-def _url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+def url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` in a resource's outputs that holds an http(s) URL."""
     for key in keys:
         value = (outputs or {}).get(key)
         if isinstance(value, str) and value.startswith(("http://", "https://")):
             return value
     return None
+
+
+def resolve_auth(auth: AuthStrategy | AuthFactory | None, url: str) -> AuthStrategy:
+    """The strategy for ``url``: given, built by a factory, or a Google ID token (default)."""
+    if isinstance(auth, AuthStrategy):
+        return auth
+    if auth is not None:
+        return auth(url)
+    return GoogleIdTokenAuth(url)
 
 
 def health_hook(
@@ -81,18 +93,13 @@ def health_hook(
 
     async def post_deploy_health_check(args: pulumi.ResourceHookArgs) -> None:
         """Run the health checks against the resource's URL; raise when one fails."""
-        target = url or _url_from_outputs(args.new_outputs, url_keys)
+        target = url or url_from_outputs(args.new_outputs, url_keys)
         if target is None:
             raise HealthCheckFailedError(
                 f"health check of {args.name}: no endpoint URL in the resource's outputs "
                 f"(looked for {', '.join(url_keys)})"
             )
-        if isinstance(auth, AuthStrategy):
-            strategy = auth
-        elif auth is not None:
-            strategy = auth(target)
-        else:
-            strategy = GoogleIdTokenAuth(target)
+        strategy = resolve_auth(auth, target)
         report = await run_health_checks(
             target,
             served_model_name,

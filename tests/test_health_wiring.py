@@ -3,7 +3,6 @@ runs the checks and fails `pulumi up` with the reason."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import threading
@@ -11,14 +10,13 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pulumi
 import pytest
 
 from components.stack import post_deploy_binding
 from healthchecks.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import HealthCheckFailedError
 from serving.settings import load_settings
-from tests.pulumi_harness import RecordingMocks, render, stack_config
+from tests.pulumi_harness import render, run_hook, stack_config
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 SERVING = {
@@ -49,37 +47,16 @@ def test_health_hook_can_be_switched_off(stack: str) -> None:
 
 
 def call_stack_hook(stack: str, outputs: dict[str, Any], **config: Any) -> BaseException | None:
-    """Build the stack's hook as the program does (under mocks) and call it like the engine."""
+    """Build the stack's health hook as the program does and call it like the engine."""
     settings = load_settings({**stack_config(stack), "postDeployBenchmark": False, **config})
-    caught: list[BaseException | None] = []
-    pulumi.runtime.set_mocks(RecordingMocks(), project="gemma4-vllm", stack=stack)
+    url_key = "endpointUrl" if stack.startswith("tpu") else "uri"
 
-    @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def run() -> Any:
-        url_key = "endpointUrl" if stack.startswith("tpu") else "uri"
+    def make_hook() -> Any:
         binding = post_deploy_binding(settings, f"gemma-{stack}", NoAuth(), url_keys=(url_key,))
         assert binding is not None
-        hook = (binding.after_create or [])[0]
-        args = pulumi.ResourceHookArgs(
-            urn=f"urn:{stack}",
-            id="id",
-            name="serving",
-            type=SERVING[stack],
-            new_inputs={},
-            new_outputs=outputs,
-        )
+        return (binding.after_create or [])[0]
 
-        async def call() -> None:
-            try:
-                await hook(args)  # type: ignore[misc]
-                caught.append(None)
-            except Exception as exc:
-                caught.append(exc)
-
-        return asyncio.ensure_future(call())
-
-    run()
-    return caught[0]
+    return run_hook(make_hook, outputs, stack=stack, type_=SERVING[stack])
 
 
 @pytest.fixture

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
-import pulumi
-
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
 from bench.sweep import Grid
 from healthchecks.auth import NoAuth
 from serving.settings import SloSettings
-from tests.pulumi_harness import RecordingMocks
+from tests.pulumi_harness import run_hook
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 MODEL = "google/gemma-4-12B-it-qat-w4a16-ct"
@@ -42,35 +39,14 @@ class Logs:
 
 
 def call_hook(url: str, cfg: BenchmarkHookConfig, logs: Logs) -> BaseException | None:
-    """Create the hook under mocks (it registers itself) and call it like the engine."""
-    caught: list[BaseException | None] = []
-    pulumi.runtime.set_mocks(RecordingMocks(), project="gemma4-vllm", stack=cfg.stack)
-
-    @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def run() -> Any:
-        hook = benchmark_hook(
+    """Create the benchmark hook under mocks and call it like the engine after a create."""
+    return run_hook(
+        lambda: benchmark_hook(
             "l4-benchmark", cfg, auth=NoAuth(), log=logs.info.append, warn=logs.warn.append
-        )
-        args = pulumi.ResourceHookArgs(
-            urn="urn:l4",
-            id="id",
-            name="gemma-l4-vllm-service",
-            type="gcp:cloudrunv2/service:Service",
-            new_inputs={},
-            new_outputs={"uri": url},
-        )
-
-        async def call() -> None:
-            try:
-                await hook(args)  # type: ignore[misc]
-                caught.append(None)
-            except Exception as exc:
-                caught.append(exc)
-
-        return asyncio.ensure_future(call())
-
-    run()
-    return caught[0]
+        ),
+        {"uri": url},
+        stack=cfg.stack,
+    )
 
 
 def test_fast_server_passes_and_the_run_is_written(tmp_path: Path) -> None:

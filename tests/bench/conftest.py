@@ -1,45 +1,10 @@
-"""Fixtures for the benchmark tests: fake vLLM servers on 127.0.0.1, a clean environment."""
+"""Shared names for the benchmark tests (fixtures live in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
-
-import pytest
-
-from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+from tests.support.fake_vllm import ServerFactory
 
 MODEL = "google/gemma-4-12B-it"
 
-ServerFactory = Callable[..., FakeVllmServer]
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "250")
-    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "VLLM_API_KEY", "BENCH_TEST_KEY"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(autouse=True)
-def _keep_main_thread_event_loop() -> Iterator[None]:
-    """``asyncio.run`` leaves the main thread without a loop; later Pulumi tests expect one."""
-    loop = asyncio.get_event_loop_policy().get_event_loop()
-    yield
-    asyncio.set_event_loop(loop)
-
-
-@pytest.fixture
-def fake_vllm() -> Iterator[ServerFactory]:
-    """``fake_vllm(**config)`` starts a fake server; all are stopped after the test."""
-    servers: list[FakeVllmServer] = []
-
-    def start(**config: object) -> FakeVllmServer:
-        server = FakeVllmServer(FakeVllmConfig(**config))  # type: ignore[arg-type]
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+__all__ = ["MODEL", "ServerFactory"]

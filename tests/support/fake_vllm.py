@@ -88,7 +88,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -780,3 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+ServerFactory = Callable[..., FakeVllmServer]
+"""The ``fake_vllm`` fixture: ``fake_vllm(**FakeVllmConfig fields)`` returns a started server."""

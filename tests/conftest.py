@@ -1,0 +1,42 @@
+"""Fixtures shared by every test folder: fake vLLM servers on 127.0.0.1, a clean environment."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer, ServerFactory
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide tables (no folded reasons) and no ambient Google credentials or API keys."""
+    monkeypatch.setenv("COLUMNS", "250")
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "VLLM_API_KEY", "HC_TEST_KEY", "BENCH_TEST_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_thread_event_loop() -> Iterator[None]:
+    """``asyncio.run`` leaves the main thread without a loop; Pulumi's mock runtime wants one."""
+    loop = asyncio.get_event_loop_policy().get_event_loop()
+    yield
+    asyncio.set_event_loop(loop)
+
+
+@pytest.fixture
+def fake_vllm() -> Iterator[ServerFactory]:
+    """``fake_vllm(**config)`` starts a fake server; all are stopped after the test."""
+    servers: list[FakeVllmServer] = []
+
+    def start(**config: object) -> FakeVllmServer:
+        server = FakeVllmServer(FakeVllmConfig(**config))  # type: ignore[arg-type]
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
