@@ -99,6 +99,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         s = args.settings
         hw = s.profile
         probe = hw.startup_probe
+        deploy_timeout = f"{probe.budget_seconds + 600}s"
         return cloudrunv2.Service(
             f"{name}-service",
             location=s.region,
@@ -187,6 +188,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 # Weights must be in the bucket and the reader role granted before boot.
                 depends_on=list(depends_on),
                 hooks=args.hooks,
+                # A revision is ready only after the model loads: allow the whole probe budget.
+                custom_timeouts=pulumi.CustomTimeouts(create=deploy_timeout, update=deploy_timeout),
             ),
         )
 
@@ -194,6 +197,10 @@ class CloudRunGpuService(pulumi.ComponentResource):
         self, name: str, settings: Settings, service: cloudrunv2.Service
     ) -> list[cloudrunv2.ServiceIamMember]:
         members = list(settings.cloud_run.invokers)
+        checker = settings.health.health_check_service_account
+        if checker and f"serviceAccount:{checker}" not in members:
+            # The post-deploy checks call the service as this account.
+            members.append(f"serviceAccount:{checker}")
         if settings.cloud_run.public:
             members.append("allUsers")
         return [

@@ -168,7 +168,13 @@ class ModelBucket(pulumi.ComponentResource):
                             ],
                         ),
                     ),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[writer, secret_access]),
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=[writer, secret_access],
+                        # Create waits for the download (image pull + checkpoint): up to the
+                        # task timeout of one hour, with room for a retry's start.
+                        custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m"),
+                    ),
                 )
             )
         return jobs

@@ -132,14 +132,14 @@ class QueuedResourceProvider(ResourceProvider):
             api.close()
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [
+        outputs = ("state", "nodeName", "externalIp", "internalIp", "endpointUrl")
+        # A key present on either side counts: removing a setting (e.g. validUntilSeconds) is a
+        # change too, never silently ignored.
+        changed = sorted(
             k
             for k in set(olds) | set(news)
-            if not k.startswith("__")
-            and k in news
-            and olds.get(k) != news.get(k)
-            and k not in ("state", "nodeName", "externalIp", "internalIp", "endpointUrl")
-        ]
+            if not k.startswith("__") and k not in outputs and olds.get(k) != news.get(k)
+        )
         replaces = [k for k in changed if k in REPLACE_KEYS]
         # The same queued-resource and node ids are reused, so the old one must go first.
         return DiffResult(

@@ -201,6 +201,9 @@ def test_node_changes_are_replacements_and_timeouts_are_not(fake: FakeTpuApi) ->
     assert timeout.changes is True and timeout.replaces == []
     same = provider.diff("id", {**old, "state": "ACTIVE"}, old)
     assert same.changes is False
+    unset = {k: v for k, v in old.items() if k != "validUntilSeconds"}
+    removed = provider.diff("id", old, unset)
+    assert removed.replaces == ["validUntilSeconds"]
 
 
 def test_provider_survives_the_engine_round_trip() -> None:
