@@ -2,9 +2,10 @@
 
 Bound after the health check on each stack's serving resource, it runs a few cells through the
 same sweep code as ``python -m bench run``, prints a compact summary into the `pulumi up`
-output, writes the full run (JSON, CSV, markdown, charts) to ``<results>/<stack>/<timestamp>``
-and says where, then holds the run to the stack's SLOs: a miss is a warning unless the stack
-sets ``benchmarkFailOnSlo``, which makes it fail `pulumi up`. An endpoint that cannot be
+output, writes the full run (JSON, CSV, markdown, charts) to
+``<results>/<stack>/<timestamp>-<resource>`` and says where, then holds the run to the stack's
+SLOs: a miss is a warning unless the stack sets ``benchmarkFailOnSlo``, which makes it fail
+`pulumi up`. An endpoint that cannot be
 reached fails the hook with the reason, and the whole hook never runs past its budget.
 """
 
@@ -89,7 +90,12 @@ def _gate_lines(result: GateResult) -> list[str]:
 
 
 async def run_post_deploy_benchmark(
-    url: str, auth: AuthStrategy, config: BenchmarkHookConfig, log: Log, warn: Log
+    url: str,
+    auth: AuthStrategy,
+    config: BenchmarkHookConfig,
+    log: Log,
+    warn: Log,
+    resource: str = "serving",
 ) -> tuple[RunData, GateResult]:
     """Probe, sweep and gate within ``config.budget_s``; raise BenchmarkFailedError on failure."""
     loop = asyncio.get_running_loop()
@@ -105,7 +111,7 @@ async def run_post_deploy_benchmark(
             f"cannot benchmark {url}: {first.error_kind}: {first.error or 'no detail'}"
         )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = config.results_dir / config.stack / stamp
+    out_dir = config.results_dir / config.stack / f"{stamp}-{resource}"
     cells = len(config.grid.cells())
     remaining = max(1.0, deadline - loop.time())
     options = SweepOptions(
@@ -175,6 +181,8 @@ def benchmark_hook(
             config,
             log or (lambda m: pulumi.log.info(f"{args.name}: {m}")),
             warn or (lambda m: pulumi.log.warn(f"{args.name}: {m}")),
+            # Each TPU replica runs this hook: one folder per resource.
+            resource=args.name,
         )
 
     return pulumi.ResourceHook(name, post_deploy_benchmark)

@@ -119,12 +119,20 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
     project = project_id()
-    hooks = post_deploy_binding(
-        settings,
-        prefix,
-        SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
-        url_keys=("endpointUrl",),
-    )
+    hooks = None
+    if settings.tpu.source_ranges:
+        hooks = post_deploy_binding(
+            settings,
+            prefix,
+            SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
+            url_keys=("endpointUrl",),
+        )
+    elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+        # Nothing outside the VPC can reach a closed port: checks would only time out.
+        pulumi.log.warn(
+            "sourceRanges is empty, so the serving port is closed: the post-deploy health "
+            "check and benchmark are skipped. Add your CIDR to sourceRanges to run them."
+        )
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
         TpuVllmNodesArgs(settings=settings, project=project, tag=f"{prefix}-vllm", hooks=hooks),
@@ -133,6 +141,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     return {
         "hardware": settings.hardware,
         "image_ref": settings.image,
+        "source_image": settings.image,
         "endpoint_urls": nodes.endpoint_urls,
         "node_names": nodes.node_names,
         "states": nodes.states,
@@ -159,7 +168,11 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
     image: pulumi.Input[str] = settings.image
-    outputs: dict[str, pulumi.Input[Any]] = {"image_ref": settings.image}
+    # image_ref: what the service runs; source_image: the upstream image promotion carries.
+    outputs: dict[str, pulumi.Input[Any]] = {
+        "image_ref": settings.image,
+        "source_image": settings.image,
+    }
     if settings.cloud_run.mirror_image:
         mirror = ImageMirror(
             f"{prefix}-image",
@@ -167,13 +180,14 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
                 source_image=settings.image,
                 region=settings.region,
                 project=project_id(),
-                repository_id=settings.cloud_run.artifact_repository,
+                repository_id=settings.cloud_run.artifact_repository or f"{prefix}-images",
                 labels=settings.labels,
             ),
             opts=pulumi.ResourceOptions(depends_on=[apis]),
         )
         image = mirror.image_ref
         outputs["image_ref"] = mirror.image_ref
+        outputs["source_image"] = mirror.source_digest
     service = CloudRunGpuService(
         f"{prefix}-vllm",
         CloudRunGpuServiceArgs(

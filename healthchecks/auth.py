@@ -160,6 +160,31 @@ class GoogleIdTokenAuth(AuthStrategy):
             return {"Authorization": f"Bearer {self._token}"}
 
 
+def _user_id_token(request: object) -> str | None:
+    """The ID token of `gcloud auth application-default login` user credentials, if any.
+
+    User credentials cannot mint a token for an arbitrary audience, but their own ID token
+    (what `gcloud auth print-identity-token` prints) is accepted by Cloud Run for a principal
+    that holds `roles/run.invoker` on the service.
+    """
+    import google.auth
+    from google.auth import exceptions
+    from google.oauth2 import credentials as user_credentials
+
+    try:
+        creds, _ = google.auth.default()
+    except exceptions.DefaultCredentialsError:
+        return None
+    if not isinstance(creds, user_credentials.Credentials):
+        return None
+    try:
+        creds.refresh(request)  # type: ignore[no-untyped-call]
+    except exceptions.GoogleAuthError:
+        return None
+    token = creds.id_token
+    return str(token) if token else None
+
+
 def google_id_token_provider(impersonate_service_account: str | None = None) -> TokenProvider:
     """A :data:`TokenProvider` backed by google-auth.
 
@@ -181,9 +206,12 @@ def google_id_token_provider(impersonate_service_account: str | None = None) -> 
                 try:
                     return str(id_token.fetch_id_token(request, audience))  # type: ignore[no-untyped-call]
                 except exceptions.DefaultCredentialsError as exc:
+                    user_token = _user_id_token(request)
+                    if user_token is not None:
+                        return user_token
                     raise AuthError(
                         "application default credentials cannot mint an ID token "
-                        f"({exc}); user credentials cannot: pass "
+                        f"({exc}) and carry no user ID token: pass "
                         "--impersonate-service-account SA (with "
                         "roles/iam.serviceAccountTokenCreator on SA) or point "
                         "GOOGLE_APPLICATION_CREDENTIALS at a service-account key"

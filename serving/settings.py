@@ -207,10 +207,11 @@ class CloudRunSettings(_Group):
         description="Mirror the image into Artifact Registry in the region and run it by digest "
         "(needs Docker where `pulumi up` runs).",
     )
-    artifact_repository: str = Field(
-        "gemma4-vllm",
+    artifact_repository: str | None = Field(
+        None,
         pattern=r"^[a-z][a-z0-9-]{0,62}$",
-        description="Artifact Registry repository id for the mirrored image.",
+        description="Artifact Registry repository id for the mirrored image; defaults to "
+        "one per stack (gemma-<stack>-images).",
     )
     public: bool = Field(False, description="Let allUsers invoke the service.")
     invokers: JsonList = Field(

@@ -26,9 +26,15 @@ SERVING = {
 }
 
 
+def reachable(stack: str) -> dict[str, Any]:
+    """The stack's config, with a client range for the TPU (its port is closed otherwise)."""
+    extra = {"sourceRanges": ["203.0.113.0/24"]} if stack.startswith("tpu") else {}
+    return {**stack_config(stack), **extra}
+
+
 @pytest.mark.parametrize("stack", sorted(SERVING))
 def test_health_hook_is_bound_after_create_and_update(stack: str) -> None:
-    rendered = render(stack_config(stack), stack)
+    rendered = render(reachable(stack), stack)
     hooks = [f"gemma-{stack}-health", f"gemma-{stack}-benchmark"]
     for resource in rendered.of_type(SERVING[stack]):
         # The benchmark runs only after the health check (hooks run in list order).
@@ -39,10 +45,10 @@ def test_health_hook_is_bound_after_create_and_update(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", sorted(SERVING))
 def test_health_hook_can_be_switched_off(stack: str) -> None:
-    rendered = render({**stack_config(stack), "healthCheck": False}, stack)
+    rendered = render({**reachable(stack), "healthCheck": False}, stack)
     for resource in rendered.of_type(SERVING[stack]):
         assert resource.hooks["after_create"] == [f"gemma-{stack}-benchmark"]
-    both_off = {**stack_config(stack), "healthCheck": False, "postDeployBenchmark": False}
+    both_off = {**reachable(stack), "healthCheck": False, "postDeployBenchmark": False}
     assert all(not r.hooks for r in render(both_off, stack).resources)
 
 
@@ -81,6 +87,12 @@ def test_stack_hook_fails_up_with_the_reason(server: FakeVllmServer) -> None:
     )
     assert isinstance(error, HealthCheckFailedError)
     assert "does not exist" in str(error) and "models" in str(error)
+
+
+def test_tpu_with_a_closed_port_binds_no_hook() -> None:
+    rendered = render(stack_config("tpu-v6e1"), "tpu-v6e1")
+    assert stack_config("tpu-v6e1")["sourceRanges"] == []
+    assert all(not r.hooks for r in rendered.resources)
 
 
 def test_tpu_hook_reads_the_endpoint_url_output() -> None:

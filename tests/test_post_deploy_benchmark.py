@@ -59,6 +59,7 @@ def test_fast_server_passes_and_the_run_is_written(tmp_path: Path) -> None:
     assert len(summary) == 2 and all("TTFT p50" in s and "req/s" in s for s in summary)
     assert "success 100.0%" in summary[0]
     (run_dir,) = (tmp_path / "l4").iterdir()
+    assert run_dir.name.endswith("Z-serving")  # <UTC timestamp>-<resource name>
     assert {"run.json", "cells.jsonl", "report.md"} <= {p.name for p in run_dir.iterdir()}
     assert any(str(run_dir) in line for line in logs.info)
     assert "l4 meets its SLOs in every measured cell" in logs.info

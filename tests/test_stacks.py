@@ -227,14 +227,20 @@ def test_image_mirror_runs_the_pushed_digest() -> None:
     rendered = render({**stack_config("l4"), "mirrorImage": True}, "l4")
     repo = rendered.one("gcp:artifactregistry/repository:Repository").inputs
     assert repo["location"] == "us-east4" and repo["format"] == "DOCKER"
+    upstream = rendered.one("docker:index/remoteImage:RemoteImage").inputs
+    assert upstream["name"] == "vllm/vllm-openai:v0.27.1"
     image = rendered.one("docker:index/image:Image").inputs
-    assert image["build"]["args"] == {"BASE_IMAGE": "vllm/vllm-openai:v0.27.1"}
-    registry = "us-east4-docker.pkg.dev/test-project/gemma4-vllm"
+    # Built FROM the upstream digest the pinned tag resolved to.
+    assert image["build"]["args"] == {"BASE_IMAGE": "vllm/vllm-openai@sha256:" + "1" * 64}
+    registry = "us-east4-docker.pkg.dev/test-project/gemma-l4-images"
     assert image["imageName"] == f"{registry}/vllm-openai:v0.27.1"
-    assert image["registry"]["username"] == "oauth2accesstoken"
+    # The registry credentials travel as a Pulumi secret (the sig key marks a secret value).
+    registry_args = image["registry"]
+    assert registry_args["4dabf18193072939515e22adb298388d"] == "1b47061264138c4ac30d75fd1eb44270"
+    assert registry_args["value"]["username"] == "oauth2accesstoken"
     served = container(rendered)["image"]
     assert served == (
-        "us-east4-docker.pkg.dev/test-project/gemma4-vllm/vllm-openai@sha256:" + "0" * 64
+        "us-east4-docker.pkg.dev/test-project/gemma-l4-images/vllm-openai@sha256:" + "0" * 64
     )
 
 
@@ -242,3 +248,10 @@ def test_without_mirror_docker_hub_image_is_used_and_no_registry_declared() -> N
     rendered = render(stack_config("l4"), "l4")
     assert rendered.of_type("docker:index/image:Image") == []
     assert container(rendered)["image"] == "vllm/vllm-openai:v0.27.1"
+
+
+def test_health_check_identity_may_invoke_the_service() -> None:
+    checker = "checks@test-project.iam.gserviceaccount.com"
+    config = {**stack_config("l4"), "healthCheckServiceAccount": checker}
+    members = [r.inputs["member"] for r in render(config).of_type(INVOKER)]
+    assert members == [f"serviceAccount:{checker}"]
