@@ -32,7 +32,9 @@ class ImageMirror(pulumi.ComponentResource):
     """An Artifact Registry Docker repository and the mirrored image in it."""
 
     image_ref: pulumi.Output[str]
-    """`REGION-docker.pkg.dev/PROJECT/REPO/NAME@sha256:...`: pinned by digest."""
+    """`REGION-docker.pkg.dev/PROJECT/REPO/NAME@sha256:...`: what the service runs."""
+    source_digest: pulumi.Output[str]
+    """The upstream image by digest (`vllm/vllm-openai@sha256:...`): what promotion carries."""
 
     def __init__(
         self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None
@@ -50,7 +52,17 @@ class ImageMirror(pulumi.ComponentResource):
         server = f"{args.region}-docker.pkg.dev"
         base = args.source_image.split("@")[0].rsplit("/", 1)[-1]
         repo_name, _, tag = base.partition(":")
-        token = organizations.get_client_config_output().access_token
+        # Resolve the pinned tag to the upstream digest once; the mirror is built FROM that
+        # digest, and it is what promotion carries to the next stack (whatever its region).
+        upstream = docker.RemoteImage(
+            f"{name}-upstream",
+            name=args.source_image,
+            keep_locally=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        token: pulumi.Output[str] = pulumi.Output.secret(
+            organizations.get_client_config_output().access_token
+        )
         image = docker.Image(
             f"{name}-image",
             image_name=repository.repository_id.apply(
@@ -59,13 +71,15 @@ class ImageMirror(pulumi.ComponentResource):
             build=docker.DockerBuildArgs(
                 context=str(CONTEXT),
                 dockerfile=str(CONTEXT / "Dockerfile"),
-                args={"BASE_IMAGE": args.source_image},
+                args={"BASE_IMAGE": upstream.repo_digest},
                 platform="linux/amd64",
             ),
             registry=docker.RegistryArgs(
                 server=server, username="oauth2accesstoken", password=token
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            # The access token changes on every run; it must not force a rebuild.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["registry"]),
         )
         self.image_ref = image.repo_digest
-        self.register_outputs({"image_ref": self.image_ref})
+        self.source_digest = upstream.repo_digest
+        self.register_outputs({"image_ref": self.image_ref, "source_digest": self.source_digest})

@@ -6,7 +6,7 @@ target runs the same image repository), the model and drafter revisions (when th
 serves the same checkpoint), and the parsers. Everything else is the target stack's own:
 hardware, placement, memory and batching, speculative decoding, scaling, access.
 
-    python -m serving.promotion --from l4 --to rtx6000 --image-ref REF [--write]
+    python -m serving.promotion --from l4 --to rtx6000 --source-image REF [--write]
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--from", dest="source", required=True, help="verified stack")
     parser.add_argument("--to", dest="target", required=True, help="stack to promote into")
-    parser.add_argument("--image-ref", help="image the source stack runs (its image_ref output)")
+    parser.add_argument(
+        "--source-image", help="upstream image the source stack verified (its source_image output)"
+    )
     parser.add_argument("--write", action="store_true", help="edit Pulumi.<to>.yaml in place")
     args = parser.parse_args(argv)
     try:
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = plan(args.source, source, args.target, target, args.image_ref)
+    result = plan(args.source, source, args.target, target, args.source_image)
     for key, value in result.changes.items():
         print(f"promote {key}: {value}")
     for key, why in result.held.items():

@@ -83,7 +83,7 @@ def test_write_keeps_comments_and_yields_a_valid_stack(repo: Path) -> None:
 
 
 def test_cli_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--from", "l4", "--to", "rtx6000", "--image-ref", DIGEST]) == 0
+    assert main(["--from", "l4", "--to", "rtx6000", "--source-image", DIGEST]) == 0
     out = capsys.readouterr().out
     assert f"promote image: {DIGEST}" in out
     assert main(["--from", "l4", "--to", "nope"]) == 2

@@ -59,7 +59,7 @@ def test_main_deploys_l4_then_promotes_to_rtx6000_then_tpu() -> None:
     assert jobs["l4"]["with"] == {"stack": "l4"}
     assert jobs["rtx6000"]["needs"] == "l4"
     assert jobs["rtx6000"]["with"]["promote-from"] == "l4"
-    assert jobs["rtx6000"]["with"]["image-ref"] == "${{ needs.l4.outputs.image-ref }}"
+    assert jobs["rtx6000"]["with"]["source-image"] == "${{ needs.l4.outputs.source-image }}"
     assert jobs["tpu-v6e1"]["needs"] == "rtx6000"
 
 
