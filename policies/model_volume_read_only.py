@@ -45,6 +45,19 @@ def _mount_options(volume: object) -> set[str]:
     return options
 
 
+def _repository(image: str) -> str:
+    """`.../vllm-openai:tag` or `...@sha256:...` -> `vllm-openai`."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def _runs_as_non_root(image: object, prefixes: list[str]) -> bool:
+    """A listed image, a mirror of one (same repository name in another registry), or an
+    image not known yet at preview (a mirror's digest): assume the non-root vLLM user."""
+    if not isinstance(image, str) or not image:
+        return True
+    return any(image.startswith(p) or _repository(image) == _repository(p) for p in prefixes)
+
+
 def validate_model_volume_read_only(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -71,9 +84,9 @@ def validate_model_volume_read_only(
                 None,
             )
         non_root = [
-            str(get(c, "image"))
+            str(get(c, "image") or "<image not known at preview>")
             for c in users
-            if any(str(get(c, "image") or "").startswith(p) for p in prefixes)
+            if _runs_as_non_root(get(c, "image"), prefixes)
         ]
         if not non_root:
             continue

@@ -146,11 +146,13 @@ def test_pacing_is_honoured_under_concurrency(fake_vllm: ServerFactory) -> None:
 
     elapsed = asyncio.run(run())
     assert len(server.timings) == 150
+    # Lower bounds are the pacing; upper bounds only rule out streams served one after another
+    # (that would take 150 x 0.28 s = 42 s), with room for a loaded 2-core machine.
     for ttft, e2e in server.timings:
-        assert 0.2 <= ttft < 0.35
-        assert 0.28 <= e2e < 0.5
+        assert 0.2 <= ttft < 0.8
+        assert 0.28 <= e2e < 1.2
     # 150 streams at once (more than httpx's default 100 connections) all finish together.
-    assert elapsed < 1.5
+    assert elapsed < 4.0
 
 
 def test_runs_as_a_process() -> None:
@@ -188,4 +190,4 @@ def test_nothing_is_streamed_before_the_time_to_first_token(fake_vllm: ServerFac
         assert [line for line in lines if line][-1] == "data: [DONE]"
     assert first_at >= 0.15
     (ttft, e2e) = server.timings[0]
-    assert 0.15 <= ttft <= e2e < 0.3
+    assert 0.15 <= ttft <= e2e < 1.0

@@ -234,3 +234,18 @@ def test_image_untagged_in_a_job() -> None:
     digest = "vllm/vllm-openai@sha256:" + "a" * 64
     job["template"]["template"]["containers"][0]["image"] = digest
     assert violations(pinned_image, JOB, job) == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["us-east4-docker.pkg.dev/p/gemma-l4-images/vllm-openai@sha256:" + "a" * 64, None],
+    ids=["mirror-of-vllm-openai", "unknown-at-preview"],
+)
+def test_mirrored_or_unknown_image_still_needs_the_uid_options(image: str | None) -> None:
+    """The CI path runs a mirror (another registry, same repository) whose digest is not
+    known at preview: both are held to the non-root user's mount options."""
+    props = service("l4")
+    del props["template"]["volumes"][0]["gcs"]["mountOptions"]
+    container(props)["image"] = image
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "without uid=1001 and gid=1001" in message
