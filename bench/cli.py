@@ -62,7 +62,7 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark a vLLM endpoint: sweeps, comparisons and an SLO gate.",
@@ -349,7 +349,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the exit status."""
-    parser = _build_parser()
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

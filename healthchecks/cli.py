@@ -46,7 +46,7 @@ class Target:
     auth: AuthStrategy
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m healthchecks",
         description="Check that a deployed vLLM endpoint is ready and serving the model.",
@@ -194,7 +194,7 @@ async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[Heal
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the checks, print the results; returns the exit status."""
-    parser = _build_parser()
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse has printed its message

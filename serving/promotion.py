@@ -106,7 +106,7 @@ def write_changes(stack: str, changes: Mapping[str, str], root: Path = ROOT) -> 
     load_settings(read_stack(stack, root))  # the result must still be a valid stack
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m serving.promotion",
         description=__doc__,
@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         "--source-image", help="upstream image the source stack verified (its source_image output)"
     )
     parser.add_argument("--write", action="store_true", help="edit Pulumi.<to>.yaml in place")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         source = load_settings(read_stack(args.source))

@@ -85,3 +85,39 @@ def test_each_stack_deploy_is_gated_locked_and_keyless() -> None:
     assert order == sorted(order)
     text = "\n".join(p.read_text() for p in WORKFLOWS.glob("*.yml"))
     assert "credentials_json" not in text and "GOOGLE_APPLICATION_CREDENTIALS" not in text
+
+
+PARSERS = {
+    "serving.promotion": "serving.promotion",
+    "healthchecks": "healthchecks.cli",
+    "bench": "bench.cli",
+}
+
+
+def python_commands() -> list[list[str]]:
+    """Every `python -m MODULE ...` line of every workflow, continuation lines joined, with
+    shell variables replaced by sample values."""
+    import re
+    import shlex
+
+    found = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        text = path.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            line = line.strip().removeprefix("run: ")
+            if not line.startswith("python -m ") or line.startswith("python -m venv"):
+                continue
+            line = line.replace('"${auth[@]}"', "--impersonate-service-account sa@p.iam")
+            line = re.sub(r'"\$[A-Z_]+"', "X", line).replace('"bench-results/$STACK"', "out")
+            found.append(shlex.split(line)[2:])
+    return found
+
+
+def test_every_cli_call_in_the_workflows_parses() -> None:
+    import importlib
+
+    commands = python_commands()
+    assert {c[0] for c in commands} == set(PARSERS)  # promotion, health gate, bench run + gate
+    for module, *argv in commands:
+        parser = importlib.import_module(PARSERS[module]).build_parser()
+        parser.parse_args(argv)  # exits (fails the test) on an unknown or missing flag
