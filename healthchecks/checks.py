@@ -208,28 +208,39 @@ async def check_ready(
     )
 
 
-async def check_models(client: httpx.AsyncClient, served_model_name: str) -> CheckResult:
-    """``/v1/models`` must list ``served_model_name``."""
-    name = "models"
-    started = time.perf_counter()
+async def _get_ok(
+    client: httpx.AsyncClient, name: str, path: str, started: float
+) -> httpx.Response | CheckResult:
+    """GET ``path``: the 200 response, or the failed check (no credentials, transport error,
+    credentials rejected, another status) that ends check ``name``."""
     try:
-        response = await client.get("/v1/models")
+        response = await client.get(path)
     except AuthError as exc:
         return _no_credentials(name, started, exc)
     except _TRANSPORT_ERRORS as exc:
         return CheckResult(
             name, False, describe_transport_error(exc), time.perf_counter() - started
         )
-    elapsed = time.perf_counter() - started
     if response.status_code in (401, 403):
         return _auth_failure(name, started, response)
     if response.status_code != 200:
         return CheckResult(
             name,
             False,
-            f"/v1/models answered HTTP {response.status_code}: {_error_message(response)}",
-            elapsed,
+            f"{path} answered HTTP {response.status_code}: {_error_message(response)}",
+            time.perf_counter() - started,
         )
+    return response
+
+
+async def check_models(client: httpx.AsyncClient, served_model_name: str) -> CheckResult:
+    """``/v1/models`` must list ``served_model_name``."""
+    name = "models"
+    started = time.perf_counter()
+    response = await _get_ok(client, name, "/v1/models", started)
+    if isinstance(response, CheckResult):
+        return response
+    elapsed = time.perf_counter() - started
     try:
         ids = [str(card["id"]) for card in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
@@ -355,24 +366,10 @@ async def check_metrics(
     """``/metrics`` parses and carries vLLM's figures; its summary is the result's ``data``."""
     name = "metrics"
     started = time.perf_counter()
-    try:
-        response = await client.get("/metrics")
-    except AuthError as exc:
-        return _no_credentials(name, started, exc)
-    except _TRANSPORT_ERRORS as exc:
-        return CheckResult(
-            name, False, describe_transport_error(exc), time.perf_counter() - started
-        )
+    response = await _get_ok(client, name, "/metrics", started)
+    if isinstance(response, CheckResult):
+        return response
     elapsed = time.perf_counter() - started
-    if response.status_code in (401, 403):
-        return _auth_failure(name, started, response)
-    if response.status_code != 200:
-        return CheckResult(
-            name,
-            False,
-            f"/metrics answered HTTP {response.status_code}: {_error_message(response)}",
-            elapsed,
-        )
     try:
         snapshot = parse_metrics(response.text, model_name=served_model_name)
     except MetricsParseError as exc:
