@@ -12,10 +12,7 @@ from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
 from components.naming import account_id
 from serving.hardware import Platform
 from serving.settings import Settings
-from serving.vllm import MODEL_MOUNT_PATH, render
-
-#: Port vLLM listens on inside the container (Cloud Run routes to it).
-SERVING_PORT = 8080
+from serving.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, render
 
 
 @dataclass
@@ -59,7 +56,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 if settings.model.drafter_card
                 else None
             ),
-            port=SERVING_PORT,
+            port=CLOUD_RUN_PORT,
         )
 
         account = serviceaccount.Account(
@@ -146,7 +143,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                             for k, v in self._command.env.items()
                         ],
                         ports=cloudrunv2.ServiceTemplateContainerPortsArgs(
-                            name="http1", container_port=SERVING_PORT
+                            name="http1", container_port=CLOUD_RUN_PORT
                         ),
                         resources=cloudrunv2.ServiceTemplateContainerResourcesArgs(
                             limits={
@@ -165,7 +162,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                         ],
                         startup_probe=cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
                             http_get=cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(
-                                path="/health", port=SERVING_PORT
+                                path="/health", port=CLOUD_RUN_PORT
                             ),
                             initial_delay_seconds=probe.initial_delay_seconds,
                             period_seconds=probe.period_seconds,
@@ -174,7 +171,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                         ),
                         liveness_probe=cloudrunv2.ServiceTemplateContainerLivenessProbeArgs(
                             http_get=cloudrunv2.ServiceTemplateContainerLivenessProbeHttpGetArgs(
-                                path="/health", port=SERVING_PORT
+                                path="/health", port=CLOUD_RUN_PORT
                             ),
                             period_seconds=30,
                             timeout_seconds=10,

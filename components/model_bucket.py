@@ -13,10 +13,10 @@ import pulumi
 from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 
 from components.naming import account_id, token
-from serving.vllm import MODEL_MOUNT_PATH
+from serving.vllm import MODEL_MOUNT_PATH, VLLM_GID, VLLM_UID
 
-#: The vLLM image runs as the non-root user `vllm`, uid/gid 1001; the mount must match.
-FUSE_MOUNT_OPTIONS = ("uid=1001", "gid=1001")
+#: The vLLM image runs as its non-root user; the mount must be owned by it.
+FUSE_MOUNT_OPTIONS = (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
 
 
 @dataclass(frozen=True)

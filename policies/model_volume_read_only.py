@@ -21,6 +21,7 @@ from policies._resources import (
     items,
     strings,
 )
+from serving.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
     {
@@ -30,8 +31,8 @@ CONFIG = schema(
             "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
             "description": "Images that run as vLLM's non-root user (any tag or digest).",
         },
-        "uid": {"type": "integer", "default": 1001, "description": "That user's uid."},
-        "gid": {"type": "integer", "default": 1001, "description": "That user's gid."},
+        "uid": {"type": "integer", "default": VLLM_UID, "description": "That user's uid."},
+        "gid": {"type": "integer", "default": VLLM_GID, "description": "That user's gid."},
     }
 )
 

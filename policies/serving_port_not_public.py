@@ -11,6 +11,8 @@ from pulumi_policy import (
 
 from policies._config import schema, setting_strings
 from policies._resources import FIREWALL, as_bool, as_int, get, items, strings
+from serving.settings import TpuSettings
+from serving.vllm import CLOUD_RUN_PORT
 
 WORLD = ("0.0.0.0/0", "::/0")
 
@@ -19,7 +21,7 @@ CONFIG = schema(
         "servingPorts": {
             "type": "array",
             "items": {"type": "integer"},
-            "default": [8000, 8080],
+            "default": [TpuSettings.model_fields["serving_port"].default, CLOUD_RUN_PORT],
             "description": "Ports vLLM serves on (the TPU VM's is 8000).",
         },
     }

@@ -20,6 +20,10 @@ from serving.settings import Settings
 
 #: Where the model bucket is mounted inside the serving container.
 MODEL_MOUNT_PATH = "/mnt/models"
+#: The official vLLM images run as the non-root user `vllm` with this uid and gid.
+VLLM_UID = VLLM_GID = 1001
+#: Port vLLM listens on in a Cloud Run container (Cloud Run routes to it).
+CLOUD_RUN_PORT = 8080
 VLLM_COMMAND = ("vllm", "serve")
 
 #: Environment for CUDA images (from the reference L4 deployment).
