@@ -82,6 +82,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 port=CLOUD_RUN_PORT,
                 account_email=account.email,
                 parent=self,
+                after=args.depends_on,
             )
         service = self._create_service(
             name,

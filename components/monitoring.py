@@ -7,6 +7,7 @@ documents); this module only declares them as Pulumi resources.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ def cloud_run_collector(
     port: int,
     account_email: pulumi.Output[str],
     parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource] = (),
 ) -> CollectorSidecar:
     """Declare the collector's config secret and its identity's two grants; return the sidecar.
 
@@ -47,7 +49,8 @@ def cloud_run_collector(
     Cloud Run never restarts an instance because of the collector.
     """
     m = settings.monitoring
-    opts = pulumi.ResourceOptions(parent=parent)
+    # `after`: the enabled APIs (Secret Manager, Cloud Monitoring) on an empty project.
+    opts = pulumi.ResourceOptions(parent=parent, depends_on=list(after))
     member = account_email.apply(lambda e: f"serviceAccount:{e}")
     secret = secretmanager.Secret(
         f"{name}-collector-config",
@@ -116,6 +119,8 @@ class VllmMonitoringArgs:
     cloud_run_service: pulumi.Input[str] | None = None
     #: TPU: the Ops Agent scrape job's name.
     scrape_job: str | None = None
+    #: Resources that must exist first (the enabled Cloud Monitoring API).
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
 
 
 class VllmMonitoring(pulumi.ComponentResource):
@@ -157,7 +162,7 @@ class VllmMonitoring(pulumi.ComponentResource):
             dashboard_json=target.apply(
                 lambda t: json.dumps(spec.dashboard(t, m, s.slo), sort_keys=True)
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         platform: spec.Platform = "cloud_run" if args.cloud_run_service is not None else "tpu"
         keys = spec.alert_keys(platform, m, s.slo)
@@ -166,7 +171,8 @@ class VllmMonitoring(pulumi.ComponentResource):
             return target.apply(lambda t: spec.alert_policies(t, m, s.slo)[key])
 
         policies = [
-            _alert_policy(f"{name}-alert-{key}", args.project, body_of(key), self) for key in keys
+            _alert_policy(f"{name}-alert-{key}", args.project, body_of(key), self, args.depends_on)
+            for key in keys
         ]
         self.dashboard_id = board.id
         self.alert_policy_names = pulumi.Output.all(*[p.name for p in policies])
@@ -176,7 +182,11 @@ class VllmMonitoring(pulumi.ComponentResource):
 
 
 def _alert_policy(
-    name: str, project: str, body: pulumi.Output[dict[str, Any]], parent: pulumi.Resource
+    name: str,
+    project: str,
+    body: pulumi.Output[dict[str, Any]],
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource],
 ) -> monitoring.AlertPolicy:
     """Declare one API AlertPolicy body through pulumi-gcp's typed inputs."""
 
@@ -230,5 +240,5 @@ def _alert_policy(
             )
         ),
         conditions=body.apply(condition),
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
     )

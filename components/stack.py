@@ -159,7 +159,9 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     if job is not None:
         watch = VllmMonitoring(
             f"{prefix}-monitoring",
-            VllmMonitoringArgs(settings=settings, project=project, scrape_job=job),
+            VllmMonitoringArgs(
+                settings=settings, project=project, scrape_job=job, depends_on=[apis]
+            ),
             opts=pulumi.ResourceOptions(depends_on=[apis]),
         )
         monitoring_outputs["dashboard_id"] = watch.dashboard_id
@@ -238,7 +240,10 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         watch = VllmMonitoring(
             f"{prefix}-monitoring",
             VllmMonitoringArgs(
-                settings=settings, project=project, cloud_run_service=service.service_name
+                settings=settings,
+                project=project,
+                cloud_run_service=service.service_name,
+                depends_on=[apis],
             ),
             opts=pulumi.ResourceOptions(depends_on=[apis]),
         )
