@@ -176,7 +176,7 @@ def test_alert_policies_are_api_shaped_pulumi_inputs(l4: Rendered) -> None:
 
 def test_alert_inputs_are_pulumi_gcp_input_types(l4: Rendered) -> None:
     def names(cls: type) -> set[str]:
-        return {_camel(p) for p in inspect.signature(cls.__init__).parameters if p != "__self__"}
+        return {_camel(p) for p in inspect.signature(cls).parameters}
 
     for policy in l4.of_type(ALERT):
         assert set(policy.inputs) <= names(monitoring.AlertPolicyArgs)
@@ -186,9 +186,9 @@ def test_alert_inputs_are_pulumi_gcp_input_types(l4: Rendered) -> None:
         required = {
             _camel(name)
             for name, p in inspect.signature(
-                monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs.__init__
+                monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs
             ).parameters.items()
-            if p.default is inspect.Parameter.empty and name != "__self__"
+            if p.default is inspect.Parameter.empty
         }
         assert required <= set(promql)
         assert set(promql) <= names(
