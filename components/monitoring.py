@@ -7,6 +7,7 @@ documents); this module only declares them as Pulumi resources.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,8 @@ def cloud_run_collector(
     member = account_email.apply(lambda e: f"serviceAccount:{e}")
     secret = secretmanager.Secret(
         f"{name}-collector-config",
-        secret_id=f"{name}-collector-config",
+        # Secret ids take letters, digits, '-' and '_' (a stack name may also hold '.').
+        secret_id=re.sub(r"[^A-Za-z0-9_-]", "-", f"{name}-collector-config")[:255],
         replication=secretmanager.SecretReplicationArgs(
             auto=secretmanager.SecretReplicationAutoArgs()
         ),

@@ -4,9 +4,12 @@
   `Dashboard`), alert policies against `monitoring.v3` (schema `AlertPolicy`), both as shipped
   in google-api-python-client.
 - Every PromQL query through a real PromQL parser (`promql-parser`, Rust bindings), and every
-  metric it names against the families vLLM 0.27.1 exports, as extracted from vLLM's own
-  source (`tests/data/vllm-0.27.1-metrics.json`, written by `scripts/vllm_metric_names.py`
-  from `vllm/v1/metrics/loggers.py` and `vllm/v1/spec_decode/metrics.py`).
+  metric it names against the names vLLM exports at the pinned versions: the vLLM snapshots
+  `serving/data/vllm-0.27.1.json` (GPU image) and `serving/data/vllm-tpu-0.27.0.json` (TPU
+  image), read from vLLM's own source; the labels each family carries come from a second,
+  independent extraction (`tests/data/vllm-0.27.1-metrics.json`, written by
+  `scripts/vllm_metric_names.py` from `vllm/v1/metrics/loggers.py` and
+  `vllm/v1/spec_decode/metrics.py`), which must agree with the snapshot on names and kinds.
 """
 
 from __future__ import annotations
@@ -28,9 +31,22 @@ from tests.support.discovery import load, schema_errors
 ROOT = Path(__file__).resolve().parent.parent
 VLLM = json.loads((ROOT / "tests/data/vllm-0.27.1-metrics.json").read_text())
 FAMILIES: dict[str, dict[str, Any]] = VLLM["families"]
+SNAPSHOTS = {
+    name: json.loads((ROOT / "serving/data" / name).read_text())
+    for name in ("vllm-0.27.1.json", "vllm-tpu-0.27.0.json")
+}
+
+
+def exposed(snapshot: str) -> set[str]:
+    """Every series name a vLLM snapshot says its Prometheus logger exposes."""
+    return {name for m in SNAPSHOTS[snapshot]["metrics"] for name in m["exposed"]}
+
+
+#: The images each platform runs: Cloud Run the GPU image, TPU nodes vllm-tpu (0.27.0 is the
+#: published TPU release; 0.27.1 also checked).
+IMAGES = {"cloud_run": ("vllm-0.27.1.json",), "tpu": ("vllm-0.27.1.json", "vllm-tpu-0.27.0.json")}
 #: Cloud Run metric types the queries may name (Cloud Run's metrics list), in PromQL form.
 CLOUD_RUN_TYPES = (m.RUN_REQUEST_COUNT, m.RUN_INSTANCE_COUNT, m.RUN_GPU_UTILIZATIONS)
-SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
 #: Labels the collectors add: the sidecar's RunMonitoring target labels, Prometheus' `job`,
 #: Cloud Monitoring's `monitored_resource`, and the Cloud Run metric labels used.
 COLLECTOR_LABELS = {
@@ -275,15 +291,11 @@ def grouping_labels(node: Any) -> list[str]:
     return labels
 
 
-def known_metric(name: str) -> bool:
-    """A family vLLM 0.27.1 exports under a name its kind gives it, or a Cloud Run metric."""
+def known_metric(name: str, snapshots: tuple[str, ...] = ("vllm-0.27.1.json",)) -> bool:
+    """A series every snapshot's vLLM exposes, or a Cloud Run metric."""
     if name in {m.promql_metric_name(t) for t in CLOUD_RUN_TYPES}:
         return True
-    return any(
-        name == family + suffix
-        for family, info in FAMILIES.items()
-        for suffix in SUFFIXES[info["kind"]]
-    )
+    return all(name in exposed(snapshot) for snapshot in snapshots)
 
 
 def vllm_labels(name: str) -> set[str]:
@@ -294,7 +306,7 @@ def vllm_labels(name: str) -> set[str]:
     return labels
 
 
-def check_query(query: str) -> list[str]:
+def check_query(query: str, snapshots: tuple[str, ...] = ("vllm-0.27.1.json",)) -> list[str]:
     """Problems with one query: it must parse, and name only known metrics and labels."""
     try:
         tree = promql_parser.parse(query)
@@ -306,8 +318,8 @@ def check_query(query: str) -> list[str]:
         problems.append("names no metric")
     for selector in found:
         name = selector.name
-        if not known_metric(name):
-            problems.append(f"{name} is not exported by vLLM 0.27.1 (nor a Cloud Run metric)")
+        if not known_metric(name, snapshots):
+            problems.append(f"{name} is not exported by {snapshots} (nor a Cloud Run metric)")
             continue
         matchers = [mt.name for mt in selector.matchers.matchers]
         allowed = COLLECTOR_LABELS | vllm_labels(name)
@@ -345,13 +357,24 @@ def test_every_query_parses_and_names_vllm_0_27_1_metrics(stack: str, target: m.
     queries = m.every_query(mtp_target, s.monitoring, s.slo)
     assert len(queries) >= 20
     for query in queries:
-        assert check_query(query) == [], query
+        assert check_query(query, IMAGES[target.platform]) == [], query
 
 
 def test_the_pinned_data_is_vllm_0_27_1() -> None:
     assert VLLM["vllm_version"] == "0.27.1"
     assert VLLM["sources"] == ["vllm/v1/metrics/loggers.py", "vllm/v1/spec_decode/metrics.py"]
     assert FAMILIES["vllm:request_success"]["labels"] == ["finished_reason"]
+    snapshot = SNAPSHOTS["vllm-0.27.1.json"]
+    assert (snapshot["package"], snapshot["version"]) == ("vllm", "0.27.1")
+    assert (SNAPSHOTS["vllm-tpu-0.27.0.json"]["version"]) == "0.27.0"
+
+
+def test_two_extractions_of_vllms_source_agree() -> None:
+    kinds = {m["name"]: m["type"] for m in SNAPSHOTS["vllm-0.27.1.json"]["metrics"]}
+    ours = {name: info["kind"] for name, info in FAMILIES.items()}
+    # The snapshot also lists the info gauge vLLM builds outside the three metric classes.
+    assert set(kinds) - set(ours) == {"vllm:cache_config_info"}
+    assert {name: kinds[name] for name in ours} == ours
 
 
 def test_label_values_are_escaped() -> None:
