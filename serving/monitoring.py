@@ -342,7 +342,7 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
             [
                 _promql_set(
                     q.rate(Vllm.REQUEST_SUCCESS, by=("finished_reason",)),
-                    "{{finished_reason}}",
+                    "${finished_reason}",
                     "1/s",
                 )
             ],
@@ -363,7 +363,7 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
             ),
             _chart(
                 "Speculative decoding: acceptance by draft position",
-                [_promql_set(q.acceptance_by_position(), "position {{position}}", "1")],
+                [_promql_set(q.acceptance_by_position(), "position ${position}", "1")],
                 "fraction",
             ),
         ]
