@@ -454,3 +454,15 @@ def test_ops_agent_config_scrapes_vllm_on_localhost() -> None:
     assert document["metrics"]["service"]["pipelines"]["vllm"]["receivers"] == ["vllm"]
     # No logs shipped: the node's identity needs no logging role.
     assert document["logging"]["service"]["pipelines"]["default_pipeline"]["receivers"] == []
+
+
+def test_legends_name_only_labels_the_query_keeps() -> None:
+    s = settings("rtx6000")
+    for target in targets(s):
+        for tile in m.dashboard(target, s.monitoring, s.slo)["mosaicLayout"]["tiles"]:
+            for data_set in tile["widget"].get("xyChart", {}).get("dataSets", []):
+                query = data_set["timeSeriesQuery"].get("prometheusQuery")
+                if query is None:
+                    continue
+                wanted = set(re.findall(r"\$\{([^}]+)\}", data_set["legendTemplate"]))
+                assert wanted <= set(grouping_labels(promql_parser.parse(query))), query
