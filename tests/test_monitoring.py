@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from serving import monitoring as m
-from serving.settings import Settings, load_settings
+from serving.settings import Settings, SettingsError, load_settings
 from tests.pulumi_harness import stack_config
 from tests.support.discovery import load, schema_errors
 
@@ -466,3 +466,25 @@ def test_legends_name_only_labels_the_query_keeps() -> None:
                     continue
                 wanted = set(re.findall(r"\$\{([^}]+)\}", data_set["legendTemplate"]))
                 assert wanted <= set(grouping_labels(promql_parser.parse(query))), query
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ({"monitoringNotificationChannels": ["projects/p/notificationChannels/1"]}, "not a"),
+        (
+            {"monitoringNotificationChannels": ["projects/my-proj/notificationChannels/1"] * 2},
+            "more than once",
+        ),
+        ({"monitoringNotificationChannels": "projects/my-proj/notificationChannels/1"}, "list"),
+        ({"monitoringSidecarImage": "collector"}, "no tag"),
+        ({"monitoringOpsAgentVersion": "latest"}, "monitoringOpsAgentVersion"),
+        ({"monitoringMaxKvCacheUsage": 0}, "monitoringMaxKvCacheUsage"),
+        ({"monitoringScrapeIntervalSeconds": 5}, "monitoringScrapeIntervalSeconds"),
+        ({"monitoring": "sometimes"}, "config key 'monitoring'"),
+    ],
+)
+def test_bad_monitoring_settings_name_the_key(override: dict[str, Any], needle: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        settings("l4", **override)
+    assert needle in str(info.value)
