@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_gcp import compute, secretmanager, serviceaccount
+from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
 from components.naming import account_id
 from components.tpu_queued_resource import QueuedResource, QueuedResourceProvider
+from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
 from serving.settings import Settings
-from serving.tpu_startup import StartupSecrets, render_startup_script
+from serving.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
 from serving.vllm import render
 
 
@@ -25,6 +26,8 @@ class TpuVllmNodesArgs:
     hooks: pulumi.ResourceHookBinding | None = None
     #: Provider override (tests inject a fake token source).
     provider: QueuedResourceProvider | None = None
+    #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
+    scrape_job: str | None = None
 
 
 class TpuVllmNodes(pulumi.ComponentResource):
@@ -52,6 +55,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
             command,
             s.image,
             StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
+            _ops_agent(s, args.scrape_job),
         )
 
         account = serviceaccount.Account(
@@ -61,7 +65,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         member = account.email.apply(lambda e: f"serviceAccount:{e}")
-        grants = [
+        grants: list[pulumi.Resource] = [
             secretmanager.SecretIamMember(
                 f"{name}-sa-{role}",
                 secret_id=secret,
@@ -74,6 +78,17 @@ class TpuVllmNodes(pulumi.ComponentResource):
                 ("api-key", tpu.api_key_secret),
             )
         ]
+        if args.scrape_job is not None:
+            # The Ops Agent writes vLLM's metrics as the node's identity (a project-level role).
+            grants.append(
+                projects.IAMMember(
+                    f"{name}-sa-metric-writer",
+                    project=args.project,
+                    role="roles/monitoring.metricWriter",
+                    member=member,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         if tpu.source_ranges:
             compute.Firewall(
                 f"{name}-serving",
@@ -130,3 +145,15 @@ class TpuVllmNodes(pulumi.ComponentResource):
 
 def _seconds(hours: float | None) -> int | None:
     return None if hours is None else int(hours * 3600)
+
+
+def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:
+    if job is None:
+        return None
+    m = settings.monitoring
+    return OpsAgent(
+        version=m.monitoring_ops_agent_version,
+        config_yaml=monitoring_spec.ops_agent_config(settings.tpu.serving_port, job, m),
+        repo_script_url=monitoring_spec.OPS_AGENT_REPO_SCRIPT,
+        config_path=monitoring_spec.OPS_AGENT_CONFIG,
+    )

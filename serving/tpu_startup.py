@@ -9,6 +9,7 @@ container as environment variables by name only (`docker run -e NAME`), and neve
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -30,8 +31,16 @@ class StartupSecrets:
     api_key_secret: str
 
 
-def render_startup_script(command: VllmCommand, image: str, secrets: StartupSecrets) -> str:
-    """A bash startup script that (re)starts the vLLM container; safe to run at every boot."""
+def render_startup_script(
+    command: VllmCommand,
+    image: str,
+    secrets: StartupSecrets,
+    ops_agent: OpsAgent | None = None,
+) -> str:
+    """A bash startup script that (re)starts the vLLM container; safe to run at every boot.
+
+    With `ops_agent`, the Ops Agent is installed after vLLM has started (see
+    :func:`ops_agent_lines`)."""
     q = shlex.quote
     options = [
         "--detach",
@@ -80,5 +89,52 @@ def render_startup_script(command: VllmCommand, image: str, secrets: StartupSecr
         "unset HF_TOKEN VLLM_API_KEY",
         f'echo "vLLM container {CONTAINER_NAME} started from ${{IMAGE}}"',
         "",
+        *(ops_agent_lines(ops_agent) if ops_agent is not None else []),
     ]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class OpsAgent:
+    """The Ops Agent, pinned, with the config that scrapes vLLM's /metrics on localhost."""
+
+    version: str
+    config_yaml: str
+    repo_script_url: str
+    config_path: str
+
+
+def ops_agent_lines(agent: OpsAgent) -> list[str]:
+    """Install the pinned Ops Agent (once) and write its config, after vLLM has started.
+
+    A failure here never stops vLLM: it is reported on the serial console and the script goes
+    on, so a node without metrics still serves.
+    """
+    q = shlex.quote
+    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", agent.version):
+        raise ValueError(f"Ops Agent version {agent.version!r} is not MAJOR.MINOR.PATCH")
+    # `set -e` does not apply inside a function called from `if`: every step checks itself.
+    return [
+        "install_ops_agent() {",
+        f"  local version={q(agent.version)}",
+        "  local installed",
+        "  installed=\"$(dpkg-query -W -f='${Version}' google-cloud-ops-agent 2>/dev/null \\",
+        '    || true)"',
+        '  if [[ "${installed}" != "${version}"* ]]; then',
+        "    local repo_script",
+        '    repo_script="$(mktemp)" || return 1',
+        '    curl --silent --show-error --fail --retry 5 -o "${repo_script}" \\',
+        f"      {q(agent.repo_script_url)} || return 1",
+        '    bash "${repo_script}" --also-install --version="${version}" || return 1',
+        "  fi",
+        f"  mkdir -p {q(agent.config_path.rsplit('/', 1)[0])} || return 1",
+        f"  printf '%s' {q(agent.config_yaml)} > {q(agent.config_path)} || return 1",
+        "  systemctl restart google-cloud-ops-agent || return 1",
+        "}",
+        "if install_ops_agent; then",
+        f'  echo "Ops Agent {agent.version} scrapes vLLM\'s metrics"',
+        "else",
+        '  echo "Ops Agent setup failed: vLLM serves, its metrics are not collected" >&2',
+        "fi",
+        "",
+    ]

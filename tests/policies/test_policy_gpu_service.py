@@ -105,6 +105,7 @@ def test_host_compliant(stack: str) -> None:
 
 def test_host_cpu_below_minimum() -> None:
     props = service("rtx6000")
+    props["template"]["containers"] = [container(props)]  # vLLM alone, without the collector
     container(props)["resources"]["limits"]["cpu"] = "8000m"
     (message,) = violations(gpu_host_minimums, SERVICE, props)
     assert "8 vCPU is below the nvidia-rtx-pro-6000 minimum of 20" in message
@@ -113,6 +114,7 @@ def test_host_cpu_below_minimum() -> None:
 
 def test_host_memory_below_minimum() -> None:
     props = service("l4")
+    props["template"]["containers"] = [container(props)]  # vLLM alone, without the collector
     container(props)["resources"]["limits"]["memory"] = "8192Mi"
     (message,) = violations(gpu_host_minimums, SERVICE, props)
     assert "8 GiB of memory is below the nvidia-l4 minimum of 16 GiB" in message
