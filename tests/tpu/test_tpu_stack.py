@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from components.tpu_queued_resource import api_version, queued_resource_body
 from serving.settings import SettingsError
 from serving.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
+from tests.support import discovery
 
 QUEUED = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -99,3 +101,38 @@ def test_vllm_arguments_match_the_reference_tpu_values(rendered: Rendered) -> No
     assert args["model"] == "google/gemma-4-12B-it"
     assert args["max-num-batched-tokens"] == "4096"
     assert args["enable-prefix-caching"] is True
+
+
+def _create_request_errors(inputs: dict[str, Any]) -> list[str]:
+    version = api_version(inputs)
+    project, zone, qr_id = inputs["project"], inputs["zone"], inputs["queuedResourceId"]
+    return discovery.request_errors(
+        discovery.load("tpu", version),
+        "tpu.projects.locations.queuedResources.create",
+        http_method="POST",
+        path=f"/{version}/projects/{project}/locations/{zone}/queuedResources",
+        query={"queuedResourceId": [qr_id]},
+        body=queued_resource_body(inputs),
+    )
+
+
+def test_default_create_request_validates_against_v2alpha1(rendered: Rendered) -> None:
+    """The default stack (flex-start) as the provider would send it, checked against Google's
+    TPU v2alpha1 discovery document (google-api-python-client's bundled copy)."""
+    inputs = rendered.one(QUEUED).inputs
+    assert api_version(inputs) == "v2alpha1"
+    assert _create_request_errors(inputs) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"provisioning": "spot"},
+        {"provisioning": "guaranteed", "validUntilHours": 0.25},
+        {"provisioning": "on-demand"},
+        {"provisioning": "flex-start", "maxRunHours": 0.5, "validUntilHours": 168},
+    ],
+)
+def test_each_provisioning_mode_of_the_stack_validates(overrides: dict[str, Any]) -> None:
+    for node in tpu(**overrides, replicas=2).of_type(QUEUED):
+        assert _create_request_errors(node.inputs) == []
