@@ -13,6 +13,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from serving.settings import load_settings
 from serving.tpu_startup import StartupSecrets, render_startup_script
 from serving.vllm import render
@@ -116,3 +118,35 @@ def test_boot_reads_secrets_and_starts_vllm_without_leaking_them(tmp_path: Path)
     spec = [a for a in argv if a.startswith("--speculative-config=")]
     assert json.loads(spec[0].split("=", 1)[1])["num_speculative_tokens"] == 3
     assert "--tensor-parallel-size=1" in argv
+
+
+def _boot(tmp_path: Path, api_key: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    curl = CURL.replace('"API_KEY_VALUE"', json.dumps(api_key))
+    _stub(tmp_path, "curl", curl)
+    _stub(tmp_path, "docker", DOCKER)
+    log = tmp_path / "docker.json"
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "DOCKER_LOG": str(log)}
+    path = tmp_path / "startup.sh"
+    path.write_text(script())
+    result = subprocess.run(
+        ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30
+    )
+    return result, log
+
+
+@pytest.mark.parametrize("api_key", ["", " ", "\t\n", "\n\n"])
+def test_an_empty_api_key_never_starts_vllm(tmp_path: Path, api_key: str) -> None:
+    """vLLM serves without authentication when its key is empty: the node must refuse."""
+    result, log = _boot(tmp_path, api_key)
+    assert result.returncode == 1
+    assert not log.exists(), "docker run was called"
+    assert "vLLM API key secret 'vllm-api-key' is empty" in result.stderr
+    assert "refusing to start vLLM without authentication" in result.stderr
+    assert HF_TOKEN not in result.stdout + result.stderr
+    assert "started from" not in result.stdout
+
+
+def test_a_real_key_still_starts_vllm(tmp_path: Path) -> None:
+    result, log = _boot(tmp_path, "k")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(log.read_text())["VLLM_API_KEY"] == "k"
