@@ -20,7 +20,11 @@ from serving.settings import Settings
 
 #: Where the model bucket is mounted inside the serving container.
 MODEL_MOUNT_PATH = "/mnt/models"
-#: The official vLLM images run as the non-root user `vllm` with this uid and gid.
+#: Owner (uid and gid) of the model bucket's files inside the container: the mount options
+#: `uid=1001;gid=1001` are part of this package's contract (from the reference deployment).
+#: They are not the user vLLM's image runs as: vLLM 0.27.1's `vllm/vllm-openai` keeps
+#: `USER root` (docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as uid 2000,
+#: gid 0. Both read the mount, whose files gcsfuse shows as 0644 and directories as 0755.
 VLLM_UID = VLLM_GID = 1001
 #: Port vLLM listens on in a Cloud Run container (Cloud Run routes to it).
 CLOUD_RUN_PORT = 8080
