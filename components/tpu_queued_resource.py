@@ -1,4 +1,5 @@
-"""A Pulumi dynamic provider for TPU queued resources over the TPU v2 REST API.
+"""A Pulumi dynamic provider for TPU queued resources over the TPU REST API (v2; v2alpha1 for
+flex-start, whose fields only that version has: see `API_VERSIONS`).
 
 pulumi-gcp's `tpu.V2QueuedResource` cannot set node metadata (the startup script), the node's
 service account, the spot/guaranteed tier or valid-until; the REST API can, so this provider

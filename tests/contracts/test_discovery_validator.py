@@ -169,3 +169,13 @@ def test_unknown_schema_or_method_is_a_key_error() -> None:
         discovery.schema_errors(TPU, "NoSuchSchema", {})
     with pytest.raises(KeyError):
         discovery.find_method(TPU, "tpu.projects.nothing")
+
+
+def test_bytes_and_int64_strings() -> None:
+    secrets = discovery.load("secretmanager", "v1")
+    ok = {"data": "aGVsbG8=", "dataCrc32c": "907060870"}
+    assert discovery.schema_errors(secrets, "SecretPayload", ok) == []
+    bad = {"data": "not base64!", "dataCrc32c": 907060870}
+    errors = discovery.schema_errors(secrets, "SecretPayload", bad)
+    assert any("is not base64" in e for e in errors)
+    assert any("dataCrc32c: expected a string (int64)" in e for e in errors)
