@@ -105,6 +105,8 @@ def _user_of(image: object, users: dict[str, str]) -> tuple[int, int] | None:
     for key, user in users.items():
         if image.startswith(key) or last.startswith(key):
             uid, _, gid = user.partition(":")
+            if not uid.isdigit() or not (gid or uid).isdigit():
+                raise ValueError(f"policy config imageUsers[{key!r}] = {user!r} is not 'uid:gid'")
             return int(uid), int(gid or uid)
     return None
 
@@ -117,7 +119,10 @@ def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
         "dir-mode": (_option(options, "dir-mode"), GCSFUSE_DIR_MODE, 0o5),
     }
     for name, (raw, default, needed) in modes.items():
-        mode = int(raw, 8) if raw else default
+        try:
+            mode = int(raw, 8) if raw else default
+        except ValueError:
+            return f"{name}={raw!r} is not an octal mode"
         if owner == str(uid):
             bits = mode >> 6
         elif group == str(gid):
@@ -161,7 +166,11 @@ def validate_model_volume_read_only(
             )
         options = _mount_options(volume)
         for c in users:
-            user = _user_of(get(c, "image"), image_users)
+            try:
+                user = _user_of(get(c, "image"), image_users)
+            except ValueError as exc:
+                report_violation(f"{args.name}: {exc}", None)
+                continue
             reason = None if user is None else unreadable_reason(options, *user)
             if user is not None and reason is not None:
                 report_violation(

@@ -96,6 +96,7 @@ NONROOT = "us-docker.pkg.dev/p/r/vllm:openai-nonroot"
         (["uid=1001", "gid=0", "file-mode=640", "dir-mode=750"], True),  # group 0
         (["uid=1001", "gid=0", "file-mode=600"], False),
         (["uid=1001;gid=1001;file_mode=440"], False),
+        (["uid=1001", "gid=1001", "file-mode=rw-r--r--"], False),  # not octal: refused
     ],
 )
 def test_non_root_image_must_be_able_to_read_the_mount(options: list[str], readable: bool) -> None:
@@ -109,7 +110,7 @@ def test_non_root_image_must_be_able_to_read_the_mount(options: list[str], reada
     else:
         (message,) = found
         assert f"mounted into '{NONROOT}', which runs as uid 2000 gid 0" in message
-        assert "no read" in message
+        assert "no read" in message or "is not an octal mode" in message
 
 
 def test_root_image_is_not_checked_for_read_access() -> None:
@@ -121,6 +122,9 @@ def test_root_image_is_not_checked_for_read_access() -> None:
     config = {"imageUsers": {"vllm/vllm-openai": "1234:1234"}}
     (message,) = violations(model_volume_read_only, SERVICE, props, config)
     assert "runs as uid 1234 gid 1234" in message
+    config = {"imageUsers": {"vllm/vllm-openai": "vllm:root"}}
+    (message,) = violations(model_volume_read_only, SERVICE, props, config)
+    assert "imageUsers['vllm/vllm-openai'] = 'vllm:root' is not 'uid:gid'" in message
 
 
 def test_volume_options_as_one_string_and_other_images() -> None:
