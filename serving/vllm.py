@@ -24,7 +24,8 @@ MODEL_MOUNT_PATH = "/mnt/models"
 #: `uid=1001;gid=1001` are part of this package's contract (from the reference deployment).
 #: They are not the user vLLM's image runs as: vLLM 0.27.1's `vllm/vllm-openai` keeps
 #: `USER root` (docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as uid 2000,
-#: gid 0. Both read the mount, whose files gcsfuse shows as 0644 and directories as 0755.
+#: gid 0. Neither needs to own the files to read them: gcsfuse shows files as 0644 and
+#: directories as 0755 unless the mount options say otherwise (its docs/semantics.md).
 VLLM_UID = VLLM_GID = 1001
 #: Port vLLM listens on in a Cloud Run container (Cloud Run routes to it).
 CLOUD_RUN_PORT = 8080
