@@ -228,3 +228,62 @@ def test_the_container_check_refuses_near_misses() -> None:
     for expected in ("DNS label", "70000", "'http2'", "'gpu'", "'2'", "cpu '3'", "':'",
                      "'weights' matches no volume"):  # fmt: skip
         assert expected in errors
+
+
+def _ints(value: Any) -> Any:
+    """Pulumi's mocks carry numbers as floats; the REST API's int32 fields take integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+#: Pulumi input objects whose shape is the REST schema's, field for field.
+SAME_SHAPE = {
+    "startupProbe": "GoogleCloudRunV2Probe",
+    "livenessProbe": "GoogleCloudRunV2Probe",
+    "resources": "GoogleCloudRunV2ResourceRequirements",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_objects_shaped_like_the_rest_api_validate_against_it(variant: str) -> None:
+    """Where pulumi-gcp's input object is the REST object (probes, resources, volume mounts,
+    node selector, revision scaling, Cloud Storage volume), it must also pass the run v2
+    schema: names, types and the "Required." fields."""
+    problems: list[str] = []
+    for _, name, template, c in cloud_run_containers():
+        if _ != variant:
+            continue
+        checks = [(key, schema, c[key]) for key, schema in SAME_SHAPE.items() if key in c]
+        checks += [
+            ("volumeMounts", "GoogleCloudRunV2VolumeMount", m) for m in c.get("volumeMounts", [])
+        ]
+        checks += [
+            ("gcs", "GoogleCloudRunV2GCSVolumeSource", v["gcs"])
+            for v in template.get("volumes", [])
+            if "gcs" in v
+        ]
+        if "nodeSelector" in template:
+            checks.append(
+                ("nodeSelector", "GoogleCloudRunV2NodeSelector", template["nodeSelector"])
+            )
+        if "scaling" in template and "minInstanceCount" in template["scaling"]:
+            checks.append(("scaling", "GoogleCloudRunV2RevisionScaling", template["scaling"]))
+        for key, schema, value in checks:
+            problems += [
+                f"{name} {key}: {e}" for e in discovery.schema_errors(RUN, schema, _ints(value))
+            ]
+    assert problems == []
+
+
+def test_the_rest_shape_check_refuses_near_misses() -> None:
+    probe = {"httpGet": {"path": "/health", "port": 8080}, "timeout": 10, "periodSeconds": "60"}
+    errors = discovery.schema_errors(RUN, "GoogleCloudRunV2Probe", probe)
+    assert any("unknown field 'timeout'" in e for e in errors)
+    assert any("periodSeconds: expected an integer" in e for e in errors)
+    mount = discovery.schema_errors(RUN, "GoogleCloudRunV2VolumeMount", {"mountPath": "/m"})
+    assert mount == ["name: required field of GoogleCloudRunV2VolumeMount is missing"]
