@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -14,6 +15,8 @@ from serving.hardware import Platform
 from serving.settings import Settings
 from serving.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
 from serving.vllm import render
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -50,7 +53,22 @@ class TpuVllmNodes(pulumi.ComponentResource):
         if s.profile.platform is not Platform.TPU:
             raise ValueError(f"hardware {s.hardware!r} is not a TPU")
         tpu = s.tpu
-        command = render(s, model_path=s.model.model, port=tpu.serving_port)
+        # The node downloads the checkpoint from Hugging Face at boot: pin its revision.
+        command = render(s, model_path=s.model.model, port=tpu.serving_port, from_hub=True)
+        floating = [
+            f"{key}={value!r}"
+            for key, value in (
+                ("modelRevision", s.model.model_revision),
+                ("drafterRevision", s.model.drafter_revision if s.model.drafter else None),
+            )
+            if value is not None and not _COMMIT.match(value)
+        ]
+        if floating:
+            pulumi.log.warn(
+                f"{', '.join(floating)}: a branch or tag is resolved again at every node boot, "
+                "so a reboot or another replica can load newer weights; set a 40-character "
+                "commit sha to pin them."
+            )
         script = render_startup_script(
             command,
             s.image,

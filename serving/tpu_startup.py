@@ -5,6 +5,8 @@ there is no string template, so JSON in an argument (the speculative config) can
 It holds no secret: at boot it reads the Hugging Face token and the vLLM API key from Secret
 Manager with the node's own service account (metadata-server token), hands them to the
 container as environment variables by name only (`docker run -e NAME`), and never prints them.
+An API key that is empty (or only whitespace) stops the script before the container starts:
+vLLM would otherwise serve without authentication.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ CONTAINER_NAME = "vllm"
 SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
 METADATA_TOKEN = (
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+)
+
+
+_EMPTY_KEY = (
+    "vLLM API key secret '{secret}' is empty: refusing to start vLLM without authentication. "
+    "Add a non-empty version (gcloud secrets versions add {secret} --data-file=-) and reboot "
+    "the node."
 )
 
 
@@ -84,6 +93,12 @@ def render_startup_script(
         "",
         f'HF_TOKEN="$(read_secret {q(secrets.hf_token_secret)})"',
         f'VLLM_API_KEY="$(read_secret {q(secrets.api_key_secret)})"',
+        # vLLM drops an empty key and then serves without authentication (vLLM 0.27.1,
+        # entrypoints/openai/api_server.py: `[key for key in (...[envs.VLLM_API_KEY]) if key]`).
+        'if [[ -z "${VLLM_API_KEY//[[:space:]]/}" ]]; then',
+        f"  echo {q(_EMPTY_KEY.format(secret=secrets.api_key_secret))} >&2",
+        "  exit 1",
+        "fi",
         "export HF_TOKEN VLLM_API_KEY",
         " \\\n  ".join(["docker run", *map(q, options), '"${IMAGE}"', *map(q, arguments)]),
         "unset HF_TOKEN VLLM_API_KEY",

@@ -25,7 +25,7 @@ EXPECTED = {
         "accelerator": "nvidia-l4",
         "cpu": "4",
         "memory": "16Gi",
-        "probe": (180, 60, 60, 10),
+        "probe": (180, 60, 30, 10),
         "max_model_len": "32768",
         "mtp": False,
     },
