@@ -14,7 +14,6 @@ from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceA
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
-from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
 from serving.hardware import Platform
@@ -117,6 +116,9 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
 
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    # Imported here: it loads pulumi_gcp.compute (~2 s), which the Cloud Run stacks never use.
+    from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
+
     apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
     project = project_id()
     hooks = None
