@@ -479,6 +479,8 @@ def _tree(resources: Sequence[Resource]) -> list[tuple[int, Resource]]:
             ordered.append((depth, r))
             walk(r.name, depth + 1)
 
+    for siblings in children.values():  # registration order varies between runs
+        siblings.sort(key=lambda r: r.name)
     walk(None, 0)
     return ordered
 
