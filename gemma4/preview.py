@@ -373,6 +373,11 @@ def build_preview(
     from policies.plan import PlanError, report
     from serving.settings import SettingsError, load_settings
 
+    if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():
+        raise PreviewError(
+            f"no Pulumi project (Pulumi.yaml, __main__.py) in {root}: install this package "
+            "from a checkout of the repository (scripts/setup, or pip install -e .)"
+        )
     path = stack_file_path(stack, stack_file, root)
     if stack_file is not None and not stack:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"

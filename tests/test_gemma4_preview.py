@@ -20,7 +20,7 @@ from serving.memory import monthly_cost
 SHIPPED = ("l4", "rtx6000", "tpu-v6e1")
 
 
-def stack_file(tmp_path: Path, name: str, base: str = "l4", **changes: Any) -> Path:
+def stack_file(tmp_path: Path, name: str, base: Any = "l4", **changes: Any) -> Path:
     """A user-written stack file: a shipped one with `changes` (None drops the key)."""
     data = yaml.safe_load((ROOT / f"Pulumi.{base}.yaml").read_text())
     for key, value in changes.items():
@@ -272,3 +272,40 @@ def test_the_console_script_and_python_m_forms_run() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.startswith("gemma4 preview: error: unknown stack 'nope'")
+
+
+def test_the_program_refusing_a_stack_exits_2_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import components.stack
+    from serving.settings import SettingsError
+
+    def refuse(*_: object, **__: object) -> None:
+        raise SettingsError("config key 'gcp:project' is not set")
+
+    monkeypatch.setattr(components.stack, "build", refuse)
+    code, out, err = run(capsys, "-s", "l4")
+    assert code == 2 and out == ""
+    assert "the program refused the stack: config key 'gcp:project' is not set" in err
+    assert "Traceback" not in err
+
+
+def test_secure_values_are_never_needed_nor_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(tmp_path, "sec", **{"gcp:accessToken": {"secure": "v1:c2VjcmV0"}})
+    code, out, err = run(capsys, "--stack-file", str(path), "--json")
+    assert code == 0, err
+    assert "c2VjcmV0" not in out
+
+
+def test_previews_in_one_process_do_not_leak_into_each_other() -> None:
+    tpu = pv.build_preview("tpu-v6e1")
+    l4 = pv.build_preview("l4")
+    assert "endpoint_urls" in tpu.outputs and "endpoint_urls" not in l4.outputs
+    assert not any(r.name.startswith("gemma-tpu") for r in l4.resources)
+
+
+def test_a_checkout_is_needed(tmp_path: Path) -> None:
+    with pytest.raises(pv.PreviewError, match="no Pulumi project"):
+        pv.build_preview("l4", root=tmp_path)
