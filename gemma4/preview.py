@@ -330,7 +330,7 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
             "the stack's sloMinRequestsPerSecond",
         )
     else:
-        rps, source = 1.0, "assumed 1 req/s (set sloMinRequestsPerSecond or --requests-per-second)"
+        rps, source = 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
