@@ -4,7 +4,7 @@ Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
 :class:`serving.settings.SloSettings`, defaults where a key is absent):
 
 - ``sloP95TtftMs``: every measured cell's ``p95_ttft_ms`` at most this;
-- ``sloP95E2eMs``: every measured cell's ``p95_e2el_ms`` at most this;
+- ``sloP95E2EMs``: every measured cell's ``p95_e2el_ms`` at most this;
 - ``sloMinSuccessRate``: every measured cell's ``success_rate`` at least this;
 - ``sloMinRequestsPerSecond``: the run's best cell's ``request_throughput`` at least this (the
   capacity the deployment reached; a concurrency-1 cell is not expected to reach it).
@@ -96,7 +96,7 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
     checks: list[GateCheck] = []
     per_cell = (
         ("sloP95TtftMs", "p95_ttft_ms", slo.slo_p95_ttft_ms, False),
-        ("sloP95E2eMs", "p95_e2el_ms", slo.slo_p95_e2e_ms, False),
+        ("sloP95E2EMs", "p95_e2el_ms", slo.slo_p95_e2e_ms, False),
         ("sloMinSuccessRate", "success_rate", slo.slo_min_success_rate, True),
     )
     for cell in measured:

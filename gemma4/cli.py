@@ -1,0 +1,124 @@
+"""`gemma4`: one command for everything a user runs.
+
+Each subcommand hands its arguments to an existing module's ``main(argv) -> int``; the module
+keeps its own parser, options and exit statuses, and its old ``python -m`` form keeps working.
+:data:`COMMANDS` is the whole table: a new subcommand is one more :class:`Command`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    #: Module with ``main(argv: Sequence[str] | None) -> int``.
+    module: str
+    summary: str
+    #: The equivalent ``python -m`` form (shown in the help).
+    legacy: str
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "preview",
+        "gemma4.preview",
+        "what `pulumi up -s STACK` would declare, offline: resources, vllm command line, "
+        "policy verdicts, capacity plan, cost (exit 1 blocks a deploy)",
+        "python -m gemma4.preview",
+    ),
+    Command(
+        "plan",
+        "policies.plan",
+        "a stack's vLLM memory budget, KV cache and cost",
+        "python -m policies.plan",
+    ),
+    Command(
+        "health",
+        "healthchecks.cli",
+        "check a deployed endpoint: readiness, models, chat, metrics",
+        "python -m healthchecks",
+    ),
+    Command(
+        "bench",
+        "bench.cli",
+        "benchmark an endpoint (run), compare runs (compare), gate a run on SLOs (gate)",
+        "python -m bench",
+    ),
+    Command(
+        "promote",
+        "serving.promotion",
+        "carry what one stack verified (image digest, revisions) to the next",
+        "python -m serving.promotion",
+    ),
+)
+
+BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+
+
+class _Main(Protocol):
+    def __call__(self, argv: list[str]) -> int | None: ...
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser (for help and for tests); subcommands parse their own options."""
+    parser = argparse.ArgumentParser(
+        prog="gemma4",
+        description="Serve Gemma 4 12B with vLLM on Google Cloud: preview, plan, check, "
+        "benchmark and promote stacks. `gemma4 COMMAND --help` shows a command's options.",
+        epilog="Each command is also available as its `python -m` form: "
+        + "; ".join(f"{c.name}: {c.legacy}" for c in COMMANDS)
+        + ".",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub.add_parser(command.name, help=command.summary, add_help=False)
+    return parser
+
+
+def run(command: Command, argv: Sequence[str]) -> int:
+    """Call the command's ``main(argv)``; argparse's exits become the return value."""
+    module = importlib.import_module(command.module)
+    entry = cast(_Main, module.main)
+    try:
+        code = entry(list(argv))
+    except SystemExit as exc:  # --help, a usage error
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    return int(code or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not args or args[0] in ("-h", "--help"):
+        (parser.print_help if args else parser.print_usage)(sys.stdout if args else sys.stderr)
+        if not args:
+            print("gemma4: error: a command is required: " + ", ".join(BY_NAME), file=sys.stderr)
+        return 0 if args else 2
+    command = BY_NAME.get(args[0])
+    if command is None:
+        parser.print_usage(sys.stderr)
+        print(
+            f"gemma4: error: unknown command {args[0]!r}; commands: {', '.join(BY_NAME)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return run(command, args[1:])
+    except BrokenPipeError:  # `gemma4 preview -s l4 | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # as a shell reports SIGPIPE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,715 @@
+"""`gemma4 preview`: what `pulumi up -s STACK` would declare, offline, with its verdicts.
+
+It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's mocks
+(:mod:`gemma4.harness`; no Pulumi CLI, no engine, no cloud), then:
+
+- the resource tree: type, name, parent and the inputs the program gave each resource;
+- the exact `vllm serve` command line (the program's `vllm_command_line` output);
+- the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
+  code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
+  `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
+- the capacity plan (`policies.plan`, the maths of the `gpu-memory-budget` policy);
+- the cost: the hardware catalog's hourly price (`serving.hardware`), per month and per
+  million requests (`bench.compare.cost_per_million_requests`).
+
+Exit status: 0 the stack would deploy (advisory findings allowed), 1 a mandatory policy is
+violated or the model does not fit, 2 bad input (unknown stack, unreadable or invalid stack
+file, a setting the program refuses), with one message and no traceback.
+
+Programs call :func:`build_preview`; the result is a pydantic model whose ``model_dump()`` is
+what ``--json`` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from gemma4.harness import PROJECT, ROOT
+
+#: Inputs never shown: the dynamic provider's pickled code.
+HIDDEN_INPUTS = frozenset({"__provider"})
+#: Placeholder for a `secure:` config value (only the Pulumi CLI can decrypt it).
+SECRET_PLACEHOLDER = "[secret]"
+
+Level = Literal["mandatory", "advisory", "disabled", "remediate"]
+
+
+class PreviewError(Exception):
+    """Bad input: the message says what and where (exit status 2)."""
+
+
+class Resource(BaseModel):
+    type: str
+    name: str
+    parent: str | None = Field(description="Parent resource name; None for the stack.")
+    custom: bool = Field(description="A cloud resource (True) or a component (False).")
+    inputs: dict[str, Any]
+    hooks: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Violation(BaseModel):
+    resource: str
+    type: str
+    message: str
+    enforcement_level: Level
+
+
+class PolicyVerdict(BaseModel):
+    policy: str
+    description: str
+    enforcement_level: Level
+    verdict: Literal["pass", "fail", "disabled"]
+    violations: list[Violation] = Field(default_factory=list)
+
+
+class Cost(BaseModel):
+    hardware: str
+    usd_per_hour: float
+    price_source: str
+    instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
+    instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
+    usd_per_month_per_instance: float = Field(description="One instance always on, 730 h.")
+    usd_per_month_idle: float = Field(description="instances_min always on.")
+    usd_per_month_max: float = Field(description="instances_max always on.")
+    requests_per_second: float
+    requests_per_second_source: str
+    usd_per_million_requests: float | None = Field(
+        description="One busy instance at requests_per_second."
+    )
+    note: str = ""
+
+
+class Preview(BaseModel):
+    stack: str
+    stack_file: str
+    project: str
+    hardware: str
+    model: str
+    resources: list[Resource]
+    outputs: dict[str, Any]
+    vllm_command_line: str | None
+    messages: list[str] = Field(description="Warnings the program logged.")
+    policies: list[PolicyVerdict]
+    plan: dict[str, Any] = Field(description="`python -m policies.plan --json` figures.")
+    fits: bool
+    cost: Cost
+    mandatory_violations: int
+    advisory_violations: int
+    ok: bool = Field(description="No mandatory violation and the model fits (exit status 0).")
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.ok else 1
+
+
+# --- the stack file ------------------------------------------------------------------------
+
+
+def stack_names(root: Path = ROOT) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def stack_file_path(stack: str, stack_file: Path | None = None, root: Path = ROOT) -> Path:
+    """The stack file to read: `stack_file`, or `Pulumi.<stack>.yaml` in the project."""
+    if stack_file is not None:
+        if not stack_file.is_file():
+            raise PreviewError(f"--stack-file {stack_file}: no such file")
+        return stack_file
+    if not stack or "/" in stack or stack.startswith("."):
+        raise PreviewError(f"invalid stack name {stack!r}")
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = ", ".join(stack_names(root)) or "none"
+        raise PreviewError(
+            f"unknown stack {stack!r}: no {path.name} in {root}; stacks here: {known} "
+            "(or pass --stack-file PATH)"
+        )
+    return path
+
+
+def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(project keys without the prefix, other namespaces' keys) of a stack file."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PreviewError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise PreviewError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PreviewError(f"{path}: expected a mapping with a 'config:' key")
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise PreviewError(f"{path}: 'config' must be a mapping of 'namespace:key: value'")
+    project: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    prefix = f"{PROJECT}:"
+    for key, value in config.items():
+        key = str(key)
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            value = SECRET_PLACEHOLDER
+        if key.startswith(prefix):
+            project[key[len(prefix) :]] = value
+        elif ":" in key:
+            other[key] = value
+        else:
+            raise PreviewError(
+                f"{path}: config key {key!r} has no namespace; write '{PROJECT}:{key}' "
+                "(or 'gcp:...' for the provider)"
+            )
+    return project, other
+
+
+# --- policies -------------------------------------------------------------------------------
+
+
+def _policy_config(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PreviewError(f"policy config {path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PreviewError(f"policy config {path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PreviewError(f"policy config {path}: expected a JSON object of policy names")
+    return data
+
+
+def _levels_and_configure(
+    servicer: Any, config: Mapping[str, Any], source: Path
+) -> dict[str, Level]:
+    """Configure the servicer as `--policy-pack-config` does; return each policy's level."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    from policies.registry import BY_NAME, PACK_ENFORCEMENT_LEVEL
+
+    enums = {
+        "mandatory": analyzer_pb2.MANDATORY,
+        "advisory": analyzer_pb2.ADVISORY,
+        "disabled": analyzer_pb2.DISABLED,
+        "remediate": analyzer_pb2.REMEDIATE,
+    }
+    levels: dict[str, Level] = {
+        name: (p.enforcement_level or PACK_ENFORCEMENT_LEVEL).value for name, p in BY_NAME.items()
+    }
+    request: dict[str, Any] = {}
+    for name, entry in config.items():
+        if name not in BY_NAME:
+            raise PreviewError(
+                f"policy config {source}: unknown policy {name!r}; policies: "
+                + ", ".join(sorted(BY_NAME))
+            )
+        properties = struct_pb2.Struct()
+        if isinstance(entry, str):
+            level = entry
+        elif isinstance(entry, dict):
+            level = str(entry.get("enforcementLevel", levels[name]))
+            properties.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
+        else:
+            raise PreviewError(f"policy config {source}: {name}: expected a level or an object")
+        if level not in enums:
+            raise PreviewError(
+                f"policy config {source}: {name}: enforcementLevel {level!r}; allowed: "
+                + ", ".join(enums)
+            )
+        levels[name] = level  # type: ignore[assignment]
+        request[name] = analyzer_pb2.PolicyConfig(
+            enforcementLevel=enums[level], properties=properties
+        )
+    servicer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=request), None)
+    return levels
+
+
+def run_policies(
+    stack: str, resources: Sequence[Resource], policy_config: Path
+) -> list[PolicyVerdict]:
+    """Every policy's verdict on the declared resources, through pulumi-policy's analyzer."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    from policies.registry import ALL, PACK_ENFORCEMENT_LEVEL, PACK_NAME
+
+    servicer: Any = _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", ALL, PACK_ENFORCEMENT_LEVEL)
+    levels = _levels_and_configure(servicer, _policy_config(policy_config), policy_config)
+    names = {"MANDATORY": "mandatory", "ADVISORY": "advisory", "REMEDIATE": "remediate"}
+
+    def urn(r: Resource) -> str:
+        return f"urn:pulumi:{stack}::{PROJECT}::{r.type}::{r.name}"
+
+    def props(r: Resource) -> struct_pb2.Struct:
+        message = struct_pb2.Struct()
+        message.update(r.inputs)  # numbers become floats, as the engine sends them
+        return message
+
+    found: dict[str, list[Violation]] = {p.name: [] for p in ALL}
+    by_urn = {urn(r): r for r in resources}
+    diagnostics: list[tuple[Resource | None, Any]] = []
+    for r in resources:
+        request = analyzer_pb2.AnalyzeRequest(
+            type=r.type, properties=props(r), urn=urn(r), name=r.name
+        )
+        diagnostics += [(r, d) for d in servicer.Analyze(request, None).diagnostics]
+    stack_request = analyzer_pb2.AnalyzeStackRequest(
+        resources=[
+            analyzer_pb2.AnalyzerResource(type=r.type, properties=props(r), urn=urn(r), name=r.name)
+            for r in resources
+        ]
+    )
+    for d in servicer.AnalyzeStack(stack_request, None).diagnostics:
+        diagnostics.append((by_urn.get(d.urn), d))
+    descriptions = {p.name: p.description for p in ALL}
+    for resource, d in diagnostics:
+        message = d.message
+        description = descriptions.get(d.policyName, "")
+        if description and message.startswith(description):
+            message = message[len(description) :].strip() or message
+        if resource is not None:  # the policies name the resource themselves
+            message = message.removeprefix(f"{resource.name}: ")
+        level = names.get(analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel), "advisory")
+        found.setdefault(d.policyName, []).append(
+            Violation(
+                resource=resource.name if resource else d.urn or stack,
+                type=resource.type if resource else "",
+                message=message,
+                enforcement_level=level,
+            )
+        )
+    verdicts = []
+    for policy in ALL:
+        level = levels[policy.name]
+        violations = found[policy.name]
+        verdicts.append(
+            PolicyVerdict(
+                policy=policy.name,
+                description=policy.description,
+                enforcement_level=level,
+                verdict="disabled" if level == "disabled" else ("fail" if violations else "pass"),
+                violations=violations,
+            )
+        )
+    return verdicts
+
+
+# --- plan and cost --------------------------------------------------------------------------
+
+
+def _cost(settings: Any, requests_per_second: float | None) -> Cost:
+    from bench.compare import cost_per_million_requests
+    from serving.hardware import Platform
+    from serving.memory import HOURS_PER_MONTH, monthly_cost
+
+    hw = settings.profile
+    price = hw.price.usd_per_hour
+    note = ""
+    if hw.platform is Platform.TPU:
+        low = high = settings.tpu.replicas
+        note = f"{low} TPU node(s), billed while they exist" + (
+            f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
+            if settings.tpu.provisioning == "flex-start"
+            else ""
+        )
+    else:
+        low, high = settings.cloud_run.min_instances, settings.cloud_run.max_instances
+        note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
+    if requests_per_second is not None:
+        rps, source = requests_per_second, "--requests-per-second"
+    elif settings.slo.slo_min_requests_per_second:
+        rps, source = (
+            settings.slo.slo_min_requests_per_second,
+            "the stack's sloMinRequestsPerSecond",
+        )
+    else:
+        rps, source = 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
+    return Cost(
+        hardware=hw.key,
+        usd_per_hour=price,
+        price_source=f"{hw.price.source} ({hw.price.as_of})",
+        instances_min=low,
+        instances_max=high,
+        usd_per_month_per_instance=monthly_cost(price),
+        usd_per_month_idle=monthly_cost(price, low),
+        usd_per_month_max=monthly_cost(price, high),
+        requests_per_second=rps,
+        requests_per_second_source=source,
+        usd_per_million_requests=cost_per_million_requests(price, rps),
+        note=f"{note} ({HOURS_PER_MONTH:g} h/month)",
+    )
+
+
+# --- the preview ----------------------------------------------------------------------------
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if k not in HIDDEN_INPUTS}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def build_preview(
+    stack: str,
+    stack_file: Path | None = None,
+    *,
+    policy_config: Path | None = None,
+    requests_per_second: float | None = None,
+    root: Path = ROOT,
+) -> Preview:
+    """Render `stack` (or `stack_file`, previewed under the name `stack`) offline and judge it.
+
+    Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
+    """
+    from policies.plan import PlanError, report
+    from serving.settings import SettingsError, load_settings
+
+    if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():
+        raise PreviewError(
+            f"no Pulumi project (Pulumi.yaml, __main__.py) in {root}: install this package "
+            "from a checkout of the repository (scripts/setup, or pip install -e .)"
+        )
+    path = stack_file_path(stack, stack_file, root)
+    if stack_file is not None and not stack:
+        stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
+    project_config, other_config = read_stack_file(path)
+    try:
+        settings = load_settings(project_config)
+    except SettingsError as exc:
+        raise PreviewError(f"{path}: {exc}") from None
+    if requests_per_second is not None and requests_per_second <= 0:
+        raise PreviewError("--requests-per-second must be positive")
+
+    from gemma4.harness import render
+
+    try:
+        rendered = render(project_config, stack, other_config=other_config, root=root)
+    except Exception as exc:  # the program refusing the stack (RunError, SettingsError, ...)
+        raise PreviewError(f"{path}: the program refused the stack: {exc}") from None
+
+    resources = [
+        Resource(
+            type=d.type,
+            name=d.name,
+            parent=d.parent,
+            custom=d.custom,
+            inputs=_clean(d.inputs),
+            hooks=d.hooks,
+        )
+        for d in rendered.resources
+    ]
+    policies = run_policies(stack, resources, policy_config or (root / "policies" / "config.json"))
+    try:
+        plan = report(stack, settings, requests_per_second or 1.0)
+    except PlanError as exc:
+        raise PreviewError(f"{path}: {exc}") from None
+    cost = _cost(settings, requests_per_second)
+    plan["requests_per_second"] = cost.requests_per_second
+    plan["usd_per_million_requests"] = cost.usd_per_million_requests
+    mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
+    advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
+    fits = bool(plan["fits"])
+    command = rendered.outputs.get("vllm_command_line")
+    return Preview(
+        stack=stack,
+        stack_file=str(path),
+        project=str(other_config.get("gcp:project", "(not set: a placeholder was used)")),
+        hardware=settings.hardware,
+        model=settings.model.model,
+        resources=resources,
+        outputs=_clean(rendered.outputs),
+        vllm_command_line=command if isinstance(command, str) else None,
+        messages=rendered.messages,
+        policies=policies,
+        plan=plan,
+        fits=fits,
+        cost=cost,
+        mandatory_violations=mandatory,
+        advisory_violations=advisory,
+        ok=fits and mandatory == 0,
+    )
+
+
+# --- text, markdown, diff -------------------------------------------------------------------
+
+
+def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, scalar or list of scalars) for every leaf of an input tree."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from flatten(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        named = all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+        for i, item in enumerate(value):
+            if named:  # containers, envs, volumes: by name, not position
+                rest = {k: v for k, v in item.items() if k != "name"}
+                yield from flatten(rest or item, f"{path}[{item['name']}]")
+            else:
+                yield from flatten(item, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def _short(value: Any, width: int = 160) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # the engine's numbers are floats
+    if isinstance(value, list):
+        text = " ".join(str(v) for v in value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else f"{text[: width - 20]}... ({len(text)} chars)"
+
+
+def _tree(resources: Sequence[Resource]) -> list[tuple[int, Resource]]:
+    children: dict[str | None, list[Resource]] = {}
+    names = {r.name for r in resources}
+    for r in resources:
+        children.setdefault(r.parent if r.parent in names else None, []).append(r)
+    ordered: list[tuple[int, Resource]] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            ordered.append((depth, r))
+            walk(r.name, depth + 1)
+
+    for siblings in children.values():  # registration order varies between runs
+        siblings.sort(key=lambda r: r.name)
+    walk(None, 0)
+    return ordered
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
+def text_lines(p: Preview) -> list[str]:
+    """The human-readable preview (also the body of the markdown one)."""
+    plan = p.plan
+    lines = [
+        f"Preview of stack {p.stack} ({p.stack_file}): {p.hardware}, {p.model}",
+        f"gcp:project {p.project}; rendered offline under Pulumi's mocks (no cloud, no CLI)",
+        "",
+        f"Resources ({len(p.resources)}):",
+    ]
+    for depth, r in _tree(p.resources):
+        indent = "  " * (depth + 1)
+        hooks = sorted({h for names in r.hooks.values() for h in names})
+        lines.append(
+            f"{indent}{r.type}  {r.name}" + (f"  hooks: {', '.join(hooks)}" if hooks else "")
+        )
+        for key, value in flatten(r.inputs):
+            if value in ({}, [], None, ""):
+                continue
+            lines.append(f"{indent}    {key} = {_short(value)}")
+    lines += ["", "vllm serve command line:", f"  {p.vllm_command_line or '(none exported)'}"]
+    if p.messages:
+        lines += ["", "Program warnings:", *(f"  {m}" for m in p.messages)]
+    lines += ["", "Policies (pack gemma4-vllm, levels from the policy config):"]
+    for v in p.policies:
+        mark = {"pass": "pass", "fail": "FAIL", "disabled": "off "}[v.verdict]
+        lines.append(f"  [{mark}] {v.policy} ({v.enforcement_level})")
+        for violation in v.violations:
+            lines.append(f"         {violation.resource}: {violation.message}")
+    lines += [
+        "",
+        "Capacity plan:",
+        f"  fits: {'yes' if p.fits else 'NO: vLLM refuses to start'}",
+        f"  KV tokens: {plan['kv_tokens']:,}",
+        f"  concurrency at full context ({plan['max_model_len']:,} tokens): "
+        f"{plan['full_length_sequences']:.2f}x (max-num-seqs {plan['max_num_seqs']})",
+        f"  KV cache memory: {plan['kv_available_bytes'] / 2**30:,.2f} GiB of "
+        f"{plan['budget_bytes'] / 2**30:,.2f} GiB budget",
+        "",
+        "Cost (list prices, estimates):",
+        f"  {_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
+        f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance always on; "
+        f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
+        f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
+        f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
+        f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
+        f"  {p.cost.note}",
+        "",
+        verdict_line(p),
+    ]
+    return lines
+
+
+def verdict_line(p: Preview) -> str:
+    if p.ok:
+        extra = f" ({p.advisory_violations} advisory finding(s))" if p.advisory_violations else ""
+        return f"Verdict: OK, stack {p.stack} would deploy{extra}."
+    reasons = []
+    if p.mandatory_violations:
+        reasons.append(f"{p.mandatory_violations} mandatory policy violation(s)")
+    if not p.fits:
+        reasons.append("the model does not fit")
+    return f"Verdict: BLOCKED, {' and '.join(reasons)}."
+
+
+def _index(data: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in data.get("resources") or []:
+        if isinstance(r, dict):
+            out[f"{r.get('type')} {r.get('name')}"] = dict(flatten(r.get("inputs") or {}))
+    return out
+
+
+def diff_lines(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+    """What changed between two previews (``--json`` documents), tolerant of older formats."""
+    lines: list[str] = []
+    before, after = _index(base), _index(head)
+    for key in sorted(set(after) - set(before)):
+        lines.append(f"+ resource {key}")
+    for key in sorted(set(before) - set(after)):
+        lines.append(f"- resource {key}")
+    for key in sorted(set(before) & set(after)):
+        old, new = before[key], after[key]
+        for path in sorted(set(old) | set(new)):
+            if old.get(path) != new.get(path):
+                lines.append(
+                    f"~ {key}: {path}: {_short(old.get(path), 60)} -> {_short(new.get(path), 60)}"
+                )
+    if base.get("vllm_command_line") != head.get("vllm_command_line"):
+        lines.append(f"~ vllm serve: {base.get('vllm_command_line')}")
+        lines.append(f"          -> {head.get('vllm_command_line')}")
+
+    def verdicts(data: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            str(v.get("policy")): f"{v.get('verdict')} ({v.get('enforcement_level')})"
+            for v in data.get("policies") or []
+            if isinstance(v, dict)
+        }
+
+    vb, va = verdicts(base), verdicts(head)
+    for name in sorted(set(vb) | set(va)):
+        if vb.get(name) != va.get(name):
+            lines.append(f"~ policy {name}: {vb.get(name, 'absent')} -> {va.get(name, 'absent')}")
+    plan_b, plan_a = base.get("plan") or {}, head.get("plan") or {}
+    for key in ("fits", "kv_tokens", "full_length_sequences", "max_model_len", "max_num_seqs"):
+        if plan_b.get(key) != plan_a.get(key):
+            lines.append(f"~ plan {key}: {plan_b.get(key)} -> {plan_a.get(key)}")
+    cost_b, cost_a = base.get("cost") or {}, head.get("cost") or {}
+    for key in (
+        "usd_per_hour",
+        "usd_per_month_idle",
+        "usd_per_month_max",
+        "usd_per_million_requests",
+    ):
+        if cost_b.get(key) != cost_a.get(key):
+            lines.append(f"~ cost {key}: {cost_b.get(key)} -> {cost_a.get(key)}")
+    return lines
+
+
+def markdown(p: Preview, base: Mapping[str, Any] | None = None, base_note: str = "") -> str:
+    """A pull-request comment: verdict, diff against the base branch, then the full preview."""
+    title = f"### `gemma4 preview -s {p.stack}`: {verdict_line(p).removeprefix('Verdict: ')}"
+    parts = [title, ""]
+    if base is not None:
+        changes = diff_lines(base, p.model_dump(mode="json"))
+        parts += ["Changes against the base branch's preview:", "", "```diff"]
+        parts += changes or ["(no change)"]
+        parts += ["```", ""]
+    elif base_note:
+        parts += [base_note, ""]
+    parts += ["<details><summary>Resources, command line, policies, plan and cost</summary>", ""]
+    parts += ["```", *text_lines(p), "```", "", "</details>"]
+    return "\n".join(parts) + "\n"
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma4 preview",
+        description="Show what `pulumi up -s STACK` would declare, offline: resources, the vllm "
+        "serve command line, every policy's verdict, the capacity plan and the cost. No cloud "
+        "and no Pulumi CLI. Exit 0 deployable, 1 a mandatory violation or a model that does "
+        "not fit, 2 bad input.",
+    )
+    parser.add_argument(
+        "-s", "--stack", default="", help="stack name (Pulumi.<stack>.yaml in the project)"
+    )
+    parser.add_argument(
+        "--stack-file",
+        type=Path,
+        help="a stack file anywhere (your own); previewed under -s's name, or its file name",
+    )
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the preview as JSON")
+    out.add_argument("--markdown", action="store_true", help="print a pull-request comment")
+    parser.add_argument(
+        "--diff-against",
+        type=Path,
+        metavar="JSON",
+        help="with --markdown: an earlier preview's --json output (the base branch's) to diff",
+    )
+    parser.add_argument(
+        "--policy-config",
+        type=Path,
+        help="pack config as for --policy-pack-config (default: policies/config.json)",
+    )
+    parser.add_argument(
+        "-r",
+        "--requests-per-second",
+        type=float,
+        help="rate one instance serves, for the cost per million requests "
+        "(default: the stack's sloMinRequestsPerSecond, else 1)",
+    )
+    return parser
+
+
+def _read_base(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PreviewError(f"--diff-against {path}: not a preview JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PreviewError(f"--diff-against {path}: not a preview JSON object")
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    if not options.stack and options.stack_file is None:
+        parser.error("give -s STACK or --stack-file PATH")
+    try:
+        base = _read_base(options.diff_against) if options.diff_against else None
+        if base is not None and not options.markdown:
+            raise PreviewError("--diff-against goes with --markdown")
+        preview = build_preview(
+            options.stack,
+            options.stack_file,
+            policy_config=options.policy_config,
+            requests_per_second=options.requests_per_second,
+        )
+    except PreviewError as exc:
+        print(f"gemma4 preview: error: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:  # pragma: no cover - a bug in this module, not bad input
+        print(f"gemma4 preview: internal error: {exc}", file=sys.stderr)
+        return 2
+    if options.json:
+        print(json.dumps(preview.model_dump(mode="json"), indent=2))
+    elif options.markdown:
+        print(markdown(preview, base), end="")
+    else:
+        print("\n".join(text_lines(preview)))
+    return preview.exit_status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

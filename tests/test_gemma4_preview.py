@@ -1,0 +1,311 @@
+"""`gemma4 preview`: the offline preview of a stack, its verdicts and its exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gemma4 import preview as pv
+from gemma4.harness import ROOT
+from policies.registry import ALL, BY_NAME
+from serving.hardware import HARDWARE
+from serving.memory import monthly_cost
+
+SHIPPED = ("l4", "rtx6000", "tpu-v6e1")
+
+
+def stack_file(tmp_path: Path, name: str, base: Any = "l4", **changes: Any) -> Path:
+    """A user-written stack file: a shipped one with `changes` (None drops the key)."""
+    data = yaml.safe_load((ROOT / f"Pulumi.{base}.yaml").read_text())
+    for key, value in changes.items():
+        full = key if ":" in key else f"gemma4-vllm:{key}"
+        if value is None:
+            data["config"].pop(full, None)
+        else:
+            data["config"][full] = value
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = pv.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_every_shipped_stack_previews_and_passes(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "-s", stack, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ok"] is True and data["fits"] is True
+    assert data["mandatory_violations"] == 0
+    # Every policy of the pack has a verdict with its level from policies/config.json.
+    config = json.loads((ROOT / "policies" / "config.json").read_text())
+    assert {v["policy"]: v["enforcement_level"] for v in data["policies"]} == {
+        name: entry["enforcementLevel"] for name, entry in config.items()
+    }
+    assert {v["verdict"] for v in data["policies"]} == {"pass"}
+    # The resource tree: every custom resource has a parent component, inputs as declared.
+    types = {r["type"] for r in data["resources"]}
+    assert "gcp:projects/service:Service" in types
+    assert all(r["parent"] for r in data["resources"] if r["custom"])
+    assert data["vllm_command_line"].startswith("vllm serve ")
+    assert data["plan"]["kv_tokens"] > 0 and data["plan"]["full_length_sequences"] >= 1
+    hw = HARDWARE[data["hardware"]]
+    assert data["cost"]["usd_per_hour"] == hw.price.usd_per_hour
+    assert data["cost"]["usd_per_month_per_instance"] == monthly_cost(hw.price.usd_per_hour)
+    # The text form carries the same sections.
+    code, text, _ = run(capsys, "-s", stack)
+    assert code == 0
+    for heading in ("Resources (", "vllm serve command line:", "Policies", "Capacity plan:"):
+        assert heading in text
+    assert data["vllm_command_line"] in text
+    assert "Verdict: OK" in text
+
+
+def test_l4_shows_the_inputs_that_matter() -> None:
+    p = pv.build_preview("l4")
+    (service,) = [r for r in p.resources if r.type == "gcp:cloudrunv2/service:Service"]
+    assert service.parent == "gemma-l4-vllm"
+    assert service.hooks  # the post-deploy health check and benchmark
+    container = service.inputs["template"]["containers"][0]
+    assert container["resources"]["cpuIdle"] is False
+    assert service.inputs["template"]["nodeSelector"]["accelerator"] == "nvidia-l4"
+    # The command line is the container's commands + args, exactly.
+    assert p.vllm_command_line == " ".join([*container["commands"], *container["args"]])
+    assert "--max-model-len=32768" in (p.vllm_command_line or "")
+    text = "\n".join(pv.text_lines(p))
+    assert "template.nodeSelector.accelerator = nvidia-l4" in text
+    assert "template.containers[vllm].resources.cpuIdle = false" in text
+    assert "__provider" not in json.dumps(p.model_dump(mode="json"))
+
+
+def test_a_user_written_stack_file_previews_like_a_shipped_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(
+        tmp_path,
+        "mine",
+        region="europe-west4",
+        maxNumSeqs=4,
+        sloMinRequestsPerSecond=5,
+        **{"gcp:project": "my-project"},
+    )
+    code, out, err = run(capsys, "--stack-file", str(path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["stack"] == "mine" and data["project"] == "my-project"
+    names = {r["name"] for r in data["resources"]}
+    assert "gemma-mine-vllm-service" in names  # the program's own naming, for this stack
+    (service,) = [r for r in data["resources"] if r["type"] == "gcp:cloudrunv2/service:Service"]
+    assert service["inputs"]["location"] == "europe-west4"
+    assert "--max-num-seqs=4" in data["vllm_command_line"]
+    # The stack's own SLO rate prices a million requests.
+    price = HARDWARE["l4"].price.usd_per_hour
+    assert data["cost"]["requests_per_second"] == 5
+    assert data["cost"]["usd_per_million_requests"] == pytest.approx(price / (3600 * 5) * 1e6)
+
+
+def test_a_mandatory_violation_exits_1_and_names_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(tmp_path, "hot", gpuMemoryUtilization=0.97)
+    code, out, err = run(capsys, "--stack-file", str(path))
+    assert code == 1, err
+    assert "[FAIL] gpu-memory-utilization-range (mandatory)" in out
+    assert "Verdict: BLOCKED, 1 mandatory policy violation(s)." in out
+    # The same violation demoted by the pack config (as --policy-pack-config would) passes.
+    config = json.loads((ROOT / "policies" / "config.json").read_text())
+    config["gpu-memory-utilization-range"]["enforcementLevel"] = "advisory"
+    demoted = tmp_path / "policy.json"
+    demoted.write_text(json.dumps(config))
+    code, out, _ = run(capsys, "--stack-file", str(path), "--policy-config", str(demoted))
+    assert code == 0
+    assert "[FAIL] gpu-memory-utilization-range (advisory)" in out
+    assert "1 advisory finding(s)" in out
+
+
+def test_an_advisory_finding_does_not_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(tmp_path, "warm", minInstances=1)
+    code, out, _ = run(capsys, "--stack-file", str(path), "--json")
+    assert code == 0
+    data = json.loads(out)
+    (verdict,) = [v for v in data["policies"] if v["policy"] == "min-instances-cost"]
+    assert verdict["verdict"] == "fail" and verdict["enforcement_level"] == "advisory"
+    assert data["cost"]["usd_per_month_idle"] == data["cost"]["usd_per_month_per_instance"]
+
+
+def test_a_stack_that_does_not_fit_exits_1_even_with_its_policies_disabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(
+        tmp_path, "big", gpuMemoryUtilization=0.5, maxModelLen=131072, kvCacheDtype="auto"
+    )
+    quiet = tmp_path / "policy.json"
+    quiet.write_text(json.dumps({"gpu-memory-budget": "disabled", "max-model-len-cap": "disabled"}))
+    code, out, err = run(capsys, "--stack-file", str(path), "--policy-config", str(quiet))
+    assert code == 1, err
+    assert "fits: NO" in out
+    assert "[off ] gpu-memory-budget (disabled)" in out
+    assert "Verdict: BLOCKED, the model does not fit." in out
+    p = pv.build_preview("big", path, policy_config=quiet)
+    assert not p.fits and p.plan["full_length_sequences"] < 1 and p.mandatory_violations == 0
+
+
+BAD_INPUT = {
+    "unknown stack": (["-s", "nope"], "unknown stack 'nope'"),
+    "missing file": (["--stack-file", "/nonexistent/Pulumi.x.yaml"], "no such file"),
+    "no stack": ([], "give -s STACK or --stack-file PATH"),
+    "stack name with a path": (["-s", "../etc"], "invalid stack name"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=list(BAD_INPUT))
+def test_bad_arguments_exit_2_with_one_message(
+    case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, expected = BAD_INPUT[case]
+    try:
+        code = pv.main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert expected in err and "Traceback" not in err
+
+
+BAD_FILES = {
+    "invalid yaml": ("config: [unclosed\n", "not valid YAML"),
+    "not a mapping": ("- a\n- b\n", "expected a mapping"),
+    "unknown key": ("config:\n  gemma4-vllm:hardwre: l4\n", "hardwre"),
+    "no namespace": ("config:\n  hardware: l4\n", "'gemma4-vllm:hardware'"),
+    "bad value": (
+        "config:\n  gemma4-vllm:hardware: h100\n  gemma4-vllm:image: vllm/vllm-openai:v0.27.1\n",
+        "unknown hardware 'h100'",
+    ),
+    "floating image": (
+        "config:\n  gemma4-vllm:hardware: l4\n  gemma4-vllm:image: vllm/vllm-openai:latest\n",
+        "image",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES, ids=list(BAD_FILES))
+def test_bad_stack_files_exit_2_naming_the_problem(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_FILES[case]
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(text)
+    code, out, err = run(capsys, "--stack-file", str(path))
+    assert code == 2
+    assert out == ""
+    assert expected in err and str(path) in err and "Traceback" not in err
+    assert err.startswith("gemma4 preview: error: ") and err.count("error:") == 1
+
+
+def test_a_bad_policy_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for text, expected in (
+        ("{", "not valid JSON"),
+        ('{"no-such-policy": "advisory"}', "unknown policy 'no-such-policy'"),
+        ('{"pinned-image": "sometimes"}', "enforcementLevel 'sometimes'"),
+    ):
+        path = tmp_path / "policy.json"
+        path.write_text(text)
+        code, _, err = run(capsys, "-s", "l4", "--policy-config", str(path))
+        assert code == 2 and expected in err, err
+
+
+def test_markdown_diff_against_the_base_preview(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(pv.build_preview("l4").model_dump(mode="json")))
+    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4)
+    code, out, _ = run(capsys, "--stack-file", str(head), "--markdown", "--diff-against", str(base))
+    assert code == 1
+    assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
+    diff = out.split("```diff\n", 1)[1].split("```", 1)[0]
+    assert "~ policy gpu-memory-utilization-range: pass (mandatory) -> fail (mandatory)" in diff
+    assert "--max-num-seqs=8" in diff and "--max-num-seqs=4" in diff
+    assert "~ plan max_num_seqs: 8 -> 4" in diff
+    assert "template.maxInstanceRequestConcurrency" not in diff  # unchanged inputs stay out
+    # An unchanged stack diffs to nothing; a base from an older format is read tolerantly.
+    assert pv.diff_lines(json.loads(base.read_text()), json.loads(base.read_text())) == []
+    assert pv.diff_lines({"something": "else"}, {"resources": []}) == []
+
+
+def test_every_policy_is_judged() -> None:
+    p = pv.build_preview("rtx6000")
+    assert [v.policy for v in p.policies] == [policy.name for policy in ALL]
+    assert set(BY_NAME) == {v.policy for v in p.policies}
+
+
+def test_the_console_script_and_python_m_forms_run() -> None:
+    gemma4 = Path(sys.executable).parent / "gemma4"
+    result = subprocess.run(
+        [str(gemma4), "preview", "-s", "l4", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",  # any directory: the project is found from the package
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stack"] == "l4"
+    result = subprocess.run(
+        [sys.executable, "-m", "gemma4", "preview", "-s", "nope"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("gemma4 preview: error: unknown stack 'nope'")
+
+
+def test_the_program_refusing_a_stack_exits_2_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import components.stack
+    from serving.settings import SettingsError
+
+    def refuse(*_: object, **__: object) -> None:
+        raise SettingsError("config key 'gcp:project' is not set")
+
+    monkeypatch.setattr(components.stack, "build", refuse)
+    code, out, err = run(capsys, "-s", "l4")
+    assert code == 2 and out == ""
+    assert "the program refused the stack: config key 'gcp:project' is not set" in err
+    assert "Traceback" not in err
+
+
+def test_secure_values_are_never_needed_nor_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stack_file(tmp_path, "sec", **{"gcp:accessToken": {"secure": "v1:c2VjcmV0"}})
+    code, out, err = run(capsys, "--stack-file", str(path), "--json")
+    assert code == 0, err
+    assert "c2VjcmV0" not in out
+
+
+def test_previews_in_one_process_do_not_leak_into_each_other() -> None:
+    tpu = pv.build_preview("tpu-v6e1")
+    l4 = pv.build_preview("l4")
+    assert "endpoint_urls" in tpu.outputs and "endpoint_urls" not in l4.outputs
+    assert not any(r.name.startswith("gemma-tpu") for r in l4.resources)
+
+
+def test_a_checkout_is_needed(tmp_path: Path) -> None:
+    with pytest.raises(pv.PreviewError, match="no Pulumi project"):
+        pv.build_preview("l4", root=tmp_path)
