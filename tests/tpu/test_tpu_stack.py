@@ -46,7 +46,7 @@ def test_startup_script_runs_the_shared_renderer_with_no_secret(rendered: Render
     assert "--tensor-parallel-size=1" in script
     assert "--max-model-len=4096" in script and "--max-num-seqs=64" in script
     assert "--kv-cache-dtype=fp8" in script and "--disable-chunked-mm-input" in script
-    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.1" in script
+    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.0" in script
     assert "hf_" not in script and 'HF_TOKEN="$(read_secret hf-token)"' in script
 
 

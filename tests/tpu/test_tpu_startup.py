@@ -21,7 +21,7 @@ HF_TOKEN = "hf_" + "T" * 34  # what the fake Secret Manager returns; never in th
 API_KEY = "key-" + "k" * 28
 TPU = {
     "hardware": "tpu-v6e-1",
-    "image": "vllm/vllm-tpu:v0.27.1",
+    "image": "vllm/vllm-tpu:v0.27.0",
     "zone": "us-east5-b",
     "model": "google/gemma-4-12B-it",
     "speculativeMethod": "mtp",
@@ -111,7 +111,7 @@ def test_boot_reads_secrets_and_starts_vllm_without_leaking_them(tmp_path: Path)
     # The arguments arrive intact: the image, then `serve`, and the JSON in one argument.
     argv = run["argv"]
     assert argv[
-        argv.index("vllm/vllm-tpu:v0.27.1") + 1 : argv.index("vllm/vllm-tpu:v0.27.1") + 3
+        argv.index("vllm/vllm-tpu:v0.27.0") + 1 : argv.index("vllm/vllm-tpu:v0.27.0") + 3
     ] == ["serve", "google/gemma-4-12B-it"]
     spec = [a for a in argv if a.startswith("--speculative-config=")]
     assert json.loads(spec[0].split("=", 1)[1])["num_speculative_tokens"] == 3
