@@ -203,6 +203,76 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     return cases, refused
 
 
+@dataclasses.dataclass(frozen=True)
+class RefusalCase:
+    """A near variant of a shipped stack that the settings refuse because vLLM would: vLLM
+    itself must refuse its command line, in the words the settings' message quotes."""
+
+    name: str
+    image: str
+    argv: tuple[str, ...]
+    settings_message: str
+
+
+def _replace_flags(argv: Sequence[str], flags: dict[str, str | None]) -> tuple[str, ...]:
+    """`argv` with each `--name[=value]` of `flags` replaced (None: a bare flag)."""
+    names = {f.partition("=")[0] for f in flags}
+    names |= {"--enable-chunked-prefill", "--no-enable-chunked-prefill"} & {
+        f for f in flags if "chunked-prefill" in f
+    }
+    kept = [a for a in argv if a.partition("=")[0] not in names]
+    added = [f if value is None else f"{f}={value}" for f, value in flags.items()]
+    return (*kept, *added)
+
+
+def refusal_cases(images: Sequence[str] = ()) -> list[RefusalCase]:
+    """For every stack: chunked prefill off with fewer batched tokens than max-model-len, and
+    fewer batched tokens than max-num-seqs. The settings must refuse both (else this fails)."""
+    from serving.settings import SettingsError, load_settings
+
+    shipped_lines = {
+        c.name.split("/")[0]: c for c in command_cases(images)[0] if "/shipped" in c.name
+    }
+    out: list[RefusalCase] = []
+    for stack, case in sorted(shipped_lines.items()):
+        raw = _stack_settings(stack)
+        raw["image"] = case.image
+        settings = load_settings(raw)
+        v = settings.vllm
+        near: dict[str, tuple[dict[str, Any], dict[str, str | None]]] = {
+            "chunked-prefill-off": (
+                {"chunkedPrefill": False, "maxNumBatchedTokens": v.max_model_len - 1},
+                {
+                    "--no-enable-chunked-prefill": None,
+                    "--max-num-batched-tokens": str(v.max_model_len - 1),
+                },
+            ),
+            "batched-below-seqs": (
+                {"maxNumSeqs": 1024, "maxNumBatchedTokens": 1023},
+                {"--max-num-seqs": "1024", "--max-num-batched-tokens": "1023"},
+            ),
+        }
+        for label, (change, flags) in near.items():
+            try:
+                load_settings({**raw, **change})
+            except SettingsError as exc:
+                message = str(exc)
+            else:
+                raise SystemExit(f"{stack}/{label}: the settings accept {change}; vLLM would not")
+            out.append(
+                RefusalCase(
+                    f"{stack}/{label}", case.image, _replace_flags(case.argv, flags), message
+                )
+            )
+    return out
+
+
+def _vllm_words(error: str) -> str:
+    """vLLM's own message out of a pydantic validation error's text."""
+    text = error.split("Value error, ", 1)[-1]
+    return text.split(" [type=", 1)[0].strip()
+
+
 def request_cases() -> list[RequestCase]:
     """The bodies the benchmark and the health checks send, captured from their own code
     through an in-process transport (nothing is retyped here)."""
@@ -552,7 +622,9 @@ def run(environments: dict[str, str], write_snapshot: bool, images: Sequence[str
     for case in commands:
         by_version.setdefault(image_version(case.image), []).append(case)
     failures = 0
+    refusals = refusal_cases(images)
     for (package, version), cases in sorted(by_version.items()):
+        near = [r for r in refusals if image_version(r.image) == (package, version)]
         python = environments.get(f"{package}=={version}")
         if python is None and package == "vllm":
             python = environments.get(version)
@@ -562,7 +634,8 @@ def run(environments: dict[str, str], write_snapshot: bool, images: Sequence[str
             continue
         payload = {
             "package": package,
-            "commands": [{"argv": list(c.argv)} for c in cases],
+            "commands": [{"argv": list(c.argv)} for c in cases]
+            + [{"argv": list(r.argv)} for r in near],
             # The benchmark and the health checks talk to every stack: check them on each version.
             "requests": [dataclasses.asdict(r) for r in requests],
         }
@@ -570,11 +643,20 @@ def run(environments: dict[str, str], write_snapshot: bool, images: Sequence[str
         t0 = time.monotonic()
         result = _run_inside(python, payload)
         print(f"  vLLM {result['vllm_version']} answered in {time.monotonic() - t0:.1f}s")
-        for case, outcome in zip(cases, result["commands"], strict=True):
+        outcomes = result["commands"]
+        for case, outcome in zip(cases, outcomes[: len(cases)], strict=True):
             status = "ok  " if not outcome["errors"] else "FAIL"
             print(f"  {status} {case.name}")
             for error in outcome["errors"]:
                 print(f"       {error}")
+                failures += 1
+        for refusal, outcome in zip(near, outcomes[len(cases) :], strict=True):
+            words = [_vllm_words(e) for e in outcome["errors"] if e.startswith("SchedulerConfig")]
+            quoted = bool(words) and all(w in refusal.settings_message for w in words)
+            print(f"  {'ok  ' if quoted else 'FAIL'} {refusal.name}: refused by vLLM and settings")
+            if not quoted:
+                print(f"       vLLM: {outcome['errors'] or 'accepted it'}")
+                print(f"       settings: {refusal.settings_message}")
                 failures += 1
         for request, errors in zip(requests, result["requests"], strict=True):
             print(f"  {'ok  ' if not errors else 'FAIL'} {request.name} POST {request.path}")
