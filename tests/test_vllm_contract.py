@@ -200,3 +200,13 @@ def test_settings_defaults_render_a_valid_line_for_every_hardware() -> None:
         settings = load_settings({"hardware": key, "image": image, **place})
         command = render(settings, model_path="/m", port=8000)
         assert contract.check_argv(command.args, contract.for_image(image)) == [], key
+
+
+def test_readme_states_the_last_run_of_each_snapshot() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The vLLM contract", 1)[1].split("\n## ", 1)[0]
+    assert "scripts/vllm_contract.py" in section
+    for package, version in contract.available():
+        snap = contract.load(package, version)
+        assert f"Last run: {snap.generated}" in section
+        assert f"{package}-{version}.json" in section
