@@ -560,8 +560,45 @@ def _inside_vllm(payload: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
             f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
         ),
     }
+    snapshot["config_checks"] = _config_checks(SchedulerConfig, CacheConfig)
     results["snapshot"] = snapshot
     return results
+
+
+def _config_checks(scheduler: Any, cache: Any) -> dict[str, Any]:  # pragma: no cover
+    """vLLM's own refusals for fixed inputs, and its field bounds, for the settings tests to
+    compare their messages with (run inside the vLLM environment)."""
+    from vllm.config import SpeculativeConfig
+
+    def refusal(**inputs: Any) -> dict[str, Any]:
+        try:
+            scheduler(**inputs, is_encoder_decoder=False)
+        except Exception as exc:
+            return {"inputs": inputs, "message": _vllm_words(str(exc))}
+        return {"inputs": inputs, "message": None}
+
+    def bounds(cls: Any, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for item in cls.__pydantic_fields__[name].metadata:
+            for key in ("gt", "ge", "lt", "le"):
+                if getattr(item, key, None) is not None:
+                    out[key] = getattr(item, key)
+        return out
+
+    return {
+        "source": SOURCES["scheduler"],
+        "chunked_prefill_off": refusal(
+            max_num_batched_tokens=4095,
+            max_num_seqs=16,
+            max_model_len=4096,
+            enable_chunked_prefill=False,
+        ),
+        "batched_below_seqs": refusal(
+            max_num_batched_tokens=512, max_num_seqs=513, max_model_len=4096
+        ),
+        "gpu_memory_utilization": bounds(cache, "gpu_memory_utilization"),
+        "num_speculative_tokens": bounds(SpeculativeConfig, "num_speculative_tokens"),
+    }
 
 
 #: Arguments worth echoing back in the report (what vLLM parsed them to).

@@ -40,15 +40,27 @@ def refusal(raw: dict[str, Any]) -> str:
     return str(info.value)
 
 
+def vllm_check(kind: str, name: str) -> Any:
+    """vLLM's own answer (its message or field bounds), recorded by scripts/vllm_contract.py
+    from the release the stack kind's image runs."""
+    return contract.for_image(KINDS[kind]["image"]).data["config_checks"][name]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_chunked_prefill_off_needs_a_whole_sequence_per_step(kind: str) -> None:
-    raw = {**KINDS[kind], "maxModelLen": 4096, "chunkedPrefill": False}
-    message = refusal({**raw, "maxNumBatchedTokens": 4095})
+    check = vllm_check(kind, "chunked_prefill_off")
+    inputs = check["inputs"]
+    assert inputs["enable_chunked_prefill"] is False
+    raw = {
+        **KINDS[kind],
+        "maxModelLen": inputs["max_model_len"],
+        "maxNumSeqs": inputs["max_num_seqs"],
+        "chunkedPrefill": False,
+        "chunkedMmInput": True,
+    }
+    message = refusal({**raw, "maxNumBatchedTokens": inputs["max_num_batched_tokens"]})
+    assert check["message"] and f"'{check['message']}'" in message
     assert "config key 'maxNumBatchedTokens' (4095) is below 'maxModelLen' (4096)" in message
-    assert (
-        "'max_num_batched_tokens (4095) is smaller than max_model_len (4096). This effectively "
-        "limits the maximum sequence length to max_num_batched_tokens" in message
-    )
     assert "Set maxNumBatchedTokens to at least 4096" in message
     load_settings({**raw, "maxNumBatchedTokens": 4096})  # the boundary vLLM accepts
     load_settings({**raw, "maxNumBatchedTokens": 4095, "chunkedPrefill": True})
@@ -56,14 +68,18 @@ def test_chunked_prefill_off_needs_a_whole_sequence_per_step(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_batched_tokens_at_least_max_num_seqs(kind: str) -> None:
-    raw = {**KINDS[kind], "chunkedMmInput": True, "maxNumBatchedTokens": 512}
-    message = refusal({**raw, "maxNumSeqs": 513})
+    check = vllm_check(kind, "batched_below_seqs")
+    inputs = check["inputs"]
+    raw = {
+        **KINDS[kind],
+        "chunkedMmInput": True,
+        "maxModelLen": inputs["max_model_len"],
+        "maxNumBatchedTokens": inputs["max_num_batched_tokens"],
+    }
+    message = refusal({**raw, "maxNumSeqs": inputs["max_num_seqs"]})
+    assert check["message"] and f"'{check['message']}'" in message
     assert "config key 'maxNumBatchedTokens' (512) is below 'maxNumSeqs' (513)" in message
-    assert (
-        "'max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (513).'"
-        in message
-    )
-    load_settings({**raw, "maxNumSeqs": 512})
+    load_settings({**raw, "maxNumSeqs": inputs["max_num_batched_tokens"]})
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -86,19 +102,24 @@ def test_max_model_len_beyond_the_models_context(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("utilization", [0, -0.1, 1.01])
-def test_gpu_memory_utilization_outside_vllms_range(kind: str, utilization: float) -> None:
-    """vllm/config/cache.py: `gpu_memory_utilization: float = Field(gt=0, le=1)`."""
-    message = refusal({**KINDS[kind], "gpuMemoryUtilization": utilization})
-    assert "config key 'gpuMemoryUtilization'" in message
+def test_gpu_memory_utilization_outside_vllms_range(kind: str) -> None:
+    """vLLM's CacheConfig bounds on gpu_memory_utilization, as recorded from vLLM."""
+    bounds = vllm_check(kind, "gpu_memory_utilization")
+    assert bounds == {"gt": 0, "le": 1}
+    for refused in (bounds["gt"], -0.1, bounds["le"] + 0.01):
+        message = refusal({**KINDS[kind], "gpuMemoryUtilization": refused})
+        assert "config key 'gpuMemoryUtilization'" in message
+    load_settings({**KINDS[kind], "gpuMemoryUtilization": bounds["le"]})
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_speculative_tokens_must_be_positive(kind: str) -> None:
-    """vllm/config/speculative.py: `num_speculative_tokens: int = Field(gt=0)`."""
+    """vLLM's SpeculativeConfig bound on num_speculative_tokens, as recorded from vLLM."""
+    assert vllm_check(kind, "num_speculative_tokens") == {"gt": 0}
     mtp = {"speculativeMethod": "mtp", "drafter": "google/gemma-4-12B-it-assistant"}
     message = refusal({**KINDS[kind], **mtp, "numSpeculativeTokens": 0})
     assert "config key 'numSpeculativeTokens'" in message
+    load_settings({**KINDS[kind], **mtp, "numSpeculativeTokens": 1, "kvCacheDtype": "fp8"})
 
 
 @pytest.mark.parametrize(("field", "option"), [("kv_cache_dtype", "--kv-cache-dtype")])
