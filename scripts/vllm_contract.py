@@ -147,6 +147,22 @@ def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "replicas=3", {**raw, "replicas": 3}
 
 
+def tpu_script_argv(script: str) -> list[str]:
+    """The arguments after `serve` in a TPU startup script's `docker run ... "${IMAGE}" serve`
+    line, read back as bash would split them (continuation lines joined)."""
+    import shlex
+
+    joined = script.replace("\\\n", " ")
+    for line in joined.splitlines():
+        if line.startswith("docker run "):
+            tokens = shlex.split(line)
+            after = tokens[tokens.index("${IMAGE}") + 1 :]
+            if after[:1] != ["serve"]:
+                raise SystemExit(f"the TPU container runs {after[:1]}, not `vllm serve`")
+            return after[1:]
+    raise SystemExit("no `docker run` line in the TPU startup script")
+
+
 def _repository(image: str) -> str:
     return image.partition("@")[0].rpartition(":")[0]
 
@@ -155,7 +171,6 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     """Every command line the shipped stacks and their variants render, and the variants that
     the settings refuse (those never reach vLLM). `images` replaces a stack's image by one of
     the same repository (to check a version before the stack file is re-pinned)."""
-    from policies._resources import script_vllm_argv
     from serving.hardware import Platform
     from serving.settings import SettingsError, load_settings
     from serving.tpu_startup import StartupSecrets, render_startup_script
@@ -182,9 +197,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
                 script = render_startup_script(
                     command, settings.image, StartupSecrets("project", "hf-token", "api-key")
                 )
-                argv = script_vllm_argv(script)
-                if argv is None:
-                    raise SystemExit(f"{name}: no `vllm serve` line in the TPU startup script")
+                argv = tpu_script_argv(script)
             else:
                 # As components/cloud_run_service.py renders it: folders under the bucket mount.
                 drafter = settings.model.drafter_card

@@ -85,7 +85,6 @@ def test_variants_reach_every_option_the_settings_can_emit() -> None:
 def test_deployed_resources_carry_the_checked_command_lines() -> None:
     """The shipped stacks as the program declares them (under Pulumi mocks) carry exactly
     command lines that the contract check covers."""
-    from policies._resources import script_vllm_argv
     from tests.pulumi_harness import render, stack_config
 
     checked = {(c.image, c.argv) for c in cases()[0]}
@@ -100,8 +99,7 @@ def test_deployed_resources_carry_the_checked_command_lines() -> None:
                     argvs.append((container["image"], tuple(args)))
             script_text = (props.get("metadata") or {}).get("startup-script")
             if isinstance(script_text, str):
-                tpu_argv = script_vllm_argv(script_text)
-                assert tpu_argv is not None
+                tpu_argv = script.tpu_script_argv(script_text)
                 argvs.append((stack_config(stack)["image"], tuple(tpu_argv)))
         assert argvs, f"{stack}: no vLLM command line declared"
         for image, argv in argvs:
