@@ -143,6 +143,8 @@ def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             )
     yield "bf16-checkpoint", {**raw, "model": "google/gemma-4-12B-it"}
     yield "served-model-name", {**raw, "servedModelName": "gemma-4"}
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    yield "revisions-pinned", {**raw, "modelRevision": sha, "drafterRevision": sha}
     if "replicas" in raw:
         yield "replicas=3", {**raw, "replicas": 3}
 
@@ -193,7 +195,9 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
                 continue
             if settings.profile.platform is Platform.TPU:
                 # As components/tpu_nodes.py renders it: the Hub id, read back from the script.
-                command = render(settings, model_path=settings.model.model, port=8000)
+                command = render(
+                    settings, model_path=settings.model.model, port=8000, from_hub=True
+                )
                 script = render_startup_script(
                     command, settings.image, StartupSecrets("project", "hf-token", "api-key")
                 )
@@ -385,6 +389,9 @@ def _inside_vllm(payload: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
     def parser() -> Any:
         return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
+    from vllm.config import SpeculativeConfig
+
+    spec_fields = set(SpeculativeConfig.__pydantic_fields__)
     tool_parsers = sorted(ToolParserManager.list_registered())
     reasoning_parsers = sorted(ReasoningParserManager.list_registered())
 
@@ -402,6 +409,12 @@ def _inside_vllm(payload: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
             validate_parsed_serve_args(ns)
         except Exception as exc:
             errors.append(f"validate_parsed_serve_args: {exc}")
+        # EngineArgs builds SpeculativeConfig(**config): an unknown key is a TypeError there.
+        spec = ns.speculative_config
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - spec_fields)
+            if unknown:
+                errors.append(f"--speculative-config: SpeculativeConfig has no field {unknown}")
         # api_server.py's start-up checks of the parser names.
         if ns.enable_auto_tool_choice and ns.tool_call_parser not in tool_parsers:
             errors.append(f"invalid tool call parser: {ns.tool_call_parser}")
@@ -562,6 +575,7 @@ def _inside_vllm(payload: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
         "underscore_options": underscore,
         "serve_options": dict(sorted(options.items())),
         "tool_call_parsers": tool_parsers,
+        "speculative_config_fields": sorted(spec_fields),
         "reasoning_parsers": reasoning_parsers,
         "request_models": {name: field_names(model) for name, model in models.items()},
         "request_paths": REQUEST_MODELS,

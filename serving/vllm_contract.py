@@ -57,6 +57,10 @@ class Snapshot:
         metrics: list[Mapping[str, Any]] = self.data["metrics"]
         return metrics
 
+    def metric_names(self) -> frozenset[str]:
+        """Metric names as vLLM declares them (`vllm:time_to_first_token_seconds`)."""
+        return frozenset(m["name"] for m in self.metrics)
+
     def exposed_metric_names(self) -> frozenset[str]:
         """Series names as `/metrics` shows them (counters end in `_total`, histograms have
         `_bucket`, `_sum` and `_count`)."""
@@ -138,10 +142,26 @@ def _type_error(option: str, value: str, kind: str | None) -> str | None:
     return None
 
 
+def _speculative_keys(value: str, snapshot: Snapshot) -> list[str]:
+    """vLLM builds `SpeculativeConfig(**config)` from `--speculative-config`: unknown keys fail."""
+    fields = snapshot.data.get("speculative_config_fields")
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return [f"--speculative-config is not JSON ({exc.msg})"]
+    if not isinstance(config, dict):
+        return ["--speculative-config is not a JSON object"]
+    if fields is None:
+        return []
+    unknown = sorted(set(config) - set(fields))
+    return [f"--speculative-config: SpeculativeConfig has no field {k!r}" for k in unknown]
+
+
 def check_argv(argv: Sequence[str], snapshot: Snapshot) -> list[str]:
     """Errors vLLM's parser would raise for `argv` (the arguments after `vllm serve`): unknown
     option, missing value, value given to a boolean, choice not allowed, wrong number type,
-    more than one positional model. Empty when the snapshot accepts every argument."""
+    a `--speculative-config` key SpeculativeConfig does not have, more than one positional.
+    Empty when the snapshot accepts every argument."""
     errors: list[str] = []
     tokens = list(argv)
     positionals = 0
@@ -181,6 +201,8 @@ def check_argv(argv: Sequence[str], snapshot: Snapshot) -> list[str]:
             if not values:
                 errors.append(f"{name} needs a value ({where})")
                 continue
+        if spec["dest"] == "speculative_config":
+            errors += [f"{e} ({where})" for e in _speculative_keys(values[0], snapshot)]
         choices = spec.get("choices")
         for value in values:
             if choices is not None and value not in choices:
