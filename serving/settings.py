@@ -594,8 +594,8 @@ class Settings(BaseModel):
             f"{plan.required_bytes / gib:.2f} GiB > gpuMemoryUtilization {plan.utilization} x "
             f"{plan.device_bytes / gib:.2f} GiB = {plan.budget_bytes / gib:.2f} GiB (room for "
             f"{plan.capacity.max_concurrency:.2f} full-length sequences, vLLM needs 1). Lower "
-            "maxModelLen or maxNumBatchedTokens, use kvCacheDtype fp8 or the QAT checkpoint; "
-            "see `python -m policies.plan`"
+            "maxModelLen or maxNumBatchedTokens, raise gpuMemoryUtilization (at most 1), use "
+            "kvCacheDtype fp8 or the QAT checkpoint; see `python -m policies.plan`"
         )
 
     def memory_plan(self) -> MemoryPlan | None:
