@@ -17,7 +17,14 @@ from pulumi_policy import (
 from policies._config import schema, setting_float
 from policies._resources import VllmServer, find_card, gib, vllm_servers
 from serving.hardware import Platform
-from serving.memory import DEFAULT_PROFILE, GIB, MemoryPlan, RuntimeProfile, plan_memory
+from serving.memory import (
+    DEFAULT_PROFILE,
+    GIB,
+    TPU_PROFILE,
+    MemoryPlan,
+    RuntimeProfile,
+    plan_memory,
+)
 
 CONFIG = schema(
     {
@@ -95,12 +102,17 @@ def validate_gpu_memory_budget(
     need = setting_float(args, CONFIG, "minFullLengthSequences")
     unknown_drafter = setting_float(args, CONFIG, "unknownDrafterGib")
     for server in vllm_servers(args.resource_type, args.props):
-        if server.hardware is None or server.hardware.platform is not Platform.CLOUD_RUN:
+        if server.hardware is None:
             continue
         utilization = server.float_value("gpu-memory-utilization")
         if utilization is None or not 0 < utilization <= 1:
             continue  # gpu-memory-utilization-range reports it
-        plan = plan_server(server, profile, unknown_drafter)
+        # TPU nodes (startup scripts) are held to the same budget; they capture no CUDA graphs.
+        on_tpu = server.hardware.platform is Platform.TPU
+        server_profile = (
+            replace(profile, cuda_graph_bytes=0, label=TPU_PROFILE.label) if on_tpu else profile
+        )
+        plan = plan_server(server, server_profile, unknown_drafter)
         if plan is None or plan.capacity.max_concurrency >= need:
             continue
         budget = (
@@ -116,7 +128,7 @@ def validate_gpu_memory_budget(
             f"{need:g}). vLLM would refuse to start ('No available memory for the cache "
             "blocks' / 'KV cache is needed, which is larger than the available KV cache "
             "memory'). Lower --max-model-len or --max-num-batched-tokens, use "
-            "--kv-cache-dtype=fp8, a QAT checkpoint, or a larger GPU; see "
+            "--kv-cache-dtype=fp8, a QAT checkpoint, or a larger accelerator; see "
             "`python -m policies.plan`.",
             None,
         )

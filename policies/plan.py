@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +19,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from serving.hardware import Platform
 from serving.memory import (
-    DEFAULT_PROFILE,
     GIB,
     MemoryPlan,
     cost_per_million_requests,
     decode_ceiling_tokens_per_s,
     monthly_cost,
-    plan_memory,
 )
 from serving.settings import Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-#: TPUs capture no CUDA graphs; the other constants are the GPU ones (not checked on TPU logs).
-TPU_PROFILE = replace(
-    DEFAULT_PROFILE, cuda_graph_bytes=0, label="TPU: GPU constants without CUDA graphs (unverified)"
-)
 
 
 class PlanError(Exception):
@@ -73,24 +63,11 @@ def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
 
 
 def plan_settings(settings: Settings) -> MemoryPlan:
-    card = settings.model.card
-    if card.architecture is None:
-        raise PlanError(f"{card.repo_id} has no architecture in the model catalog")
-    drafter = settings.model.drafter_card
-    v = settings.vllm
-    return plan_memory(
-        card.architecture,
-        weight_bytes=card.weight_bytes,
-        drafter_bytes=drafter.weight_bytes if drafter else 0,
-        device_bytes=settings.profile.memory_bytes,
-        utilization=v.gpu_memory_utilization,
-        max_model_len=v.max_model_len,
-        max_num_batched_tokens=v.max_num_batched_tokens,
-        kv_cache_dtype=v.kv_cache_dtype,
-        model_dtype=v.dtype,
-        tensor_parallel=settings.profile.accelerator_count,
-        profile=TPU_PROFILE if settings.profile.platform is Platform.TPU else DEFAULT_PROFILE,
-    )
+    """The stack's memory plan: the same one the settings hold a TPU stack to."""
+    plan = settings.memory_plan()
+    if plan is None:
+        raise PlanError(f"{settings.model.model} has no architecture in the model catalog")
+    return plan
 
 
 def report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:

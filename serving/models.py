@@ -67,6 +67,11 @@ class ModelCard:
     #: vLLM `--tool-call-parser` and `--reasoning-parser` values for this family.
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    #: vLLM's `max_tokens_per_mm_item` for this checkpoint (the largest image, in tokens):
+    #: 2496 for Gemma 4, as vLLM printed it when it refused the reference L4 deployment
+    #: ("Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than
+    #: max_num_batched_tokens (2048)"). None where unknown or the model takes no images.
+    max_tokens_per_mm_item: int | None = None
 
     @property
     def folder(self) -> str:
@@ -103,6 +108,7 @@ MODELS: dict[str, ModelCard] = {
             assistant="google/gemma-4-12B-it-assistant",
             tool_call_parser="gemma4",
             reasoning_parser="gemma4",
+            max_tokens_per_mm_item=2496,
         ),
         ModelCard(
             repo_id="google/gemma-4-12B-it",
@@ -116,6 +122,7 @@ MODELS: dict[str, ModelCard] = {
             assistant="google/gemma-4-12B-it-assistant",
             tool_call_parser="gemma4",
             reasoning_parser="gemma4",
+            max_tokens_per_mm_item=2496,
         ),
         ModelCard(
             repo_id="google/gemma-4-12B-it-assistant",

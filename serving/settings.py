@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from serving.hardware import HARDWARE, HardwareProfile, Platform
+from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
@@ -488,9 +489,13 @@ class Settings(BaseModel):
         hw = self.profile
         card = self.model.card
         if card.architecture and self.vllm.max_model_len > card.architecture.max_context:
+            # vLLM refuses it too (vllm/config/model.py, ModelConfig: "User-specified
+            # max_model_len (...) is greater than the derived max_model_len ...").
             raise ValueError(
                 f"config key 'maxModelLen' ({self.vllm.max_model_len}) exceeds {card.repo_id}'s "
-                f"context of {card.architecture.max_context} tokens"
+                f"context of {card.architecture.max_context} tokens; vLLM refuses to start: "
+                f"'User-specified max_model_len ({self.vllm.max_model_len}) is greater than the "
+                "derived max_model_len'"
             )
         if hw.platform is Platform.TPU:
             zone = self.tpu.zone
@@ -528,6 +533,92 @@ class Settings(BaseModel):
                     f"minimum of {hw.min_memory_gib}"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _vllm_start_up_checks(self) -> Settings:
+        """What vLLM's own config checks refuse at start-up, in vLLM's words, for every stack
+        kind (the checks are in vLLM's core, which the TPU image runs too). Read in vLLM
+        0.27.1 and vllm-tpu 0.27.0/0.28.0, where these checks are identical."""
+        v = self.vllm
+        batched, seqs, max_len = v.max_num_batched_tokens, v.max_num_seqs, v.max_model_len
+        refusals: list[str] = []
+        # vllm/config/scheduler.py, SchedulerConfig.verify_max_model_len.
+        if batched < max_len and not v.chunked_prefill:
+            refusals.append(
+                f"config key 'maxNumBatchedTokens' ({batched}) is below 'maxModelLen' "
+                f"({max_len}) with 'chunkedPrefill' off; vLLM refuses to start: "
+                f"'max_num_batched_tokens ({batched}) is smaller than max_model_len "
+                f"({max_len}). This effectively limits the maximum sequence length to "
+                "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+                "max_num_batched_tokens or decrease max_model_len.' Set maxNumBatchedTokens to "
+                f"at least {max_len}, lower maxModelLen, or turn chunkedPrefill on"
+            )
+        if batched < seqs:
+            refusals.append(
+                f"config key 'maxNumBatchedTokens' ({batched}) is below 'maxNumSeqs' ({seqs}); "
+                f"vLLM refuses to start: 'max_num_batched_tokens ({batched}) must be greater "
+                f"than or equal to max_num_seqs ({seqs}).' Raise maxNumBatchedTokens to at "
+                f"least {seqs} or lower maxNumSeqs"
+            )
+        # vllm/v1/core/encoder_cache_manager.py, compute_mm_encoder_budget.
+        per_item = self.model.card.max_tokens_per_mm_item
+        if not v.chunked_mm_input and per_item is not None and per_item > batched:
+            refusals.append(
+                f"config key 'maxNumBatchedTokens' ({batched}) is below one image of "
+                f"{self.model.model} ({per_item} tokens) with 'chunkedMmInput' off; vLLM "
+                "refuses to start: 'Chunked MM input disabled but max_tokens_per_mm_item "
+                f"({per_item}) is larger than max_num_batched_tokens ({batched}). Please "
+                f"increase max_num_batched_tokens.' Set maxNumBatchedTokens to at least "
+                f"{per_item} or turn chunkedMmInput on"
+            )
+        if refusals:
+            raise ValueError("; ".join(refusals))
+        return self
+
+    @model_validator(mode="after")
+    def _tpu_fits_memory(self) -> Settings:
+        """A TPU node that the capacity planner says cannot hold the model and one full-length
+        sequence is refused (Cloud Run GPUs are held to it by the gpu-memory-budget policy)."""
+        if self.profile.platform is not Platform.TPU:
+            return self
+        plan = self.memory_plan()
+        if plan is None or plan.fits:
+            return self
+        gib = 1024**3
+        raise ValueError(
+            f"{self.model.model} does not fit on {self.profile.accelerator} "
+            f"({self.profile.memory_bytes / gib:.2f} GiB): weights {plan.weight_bytes / gib:.2f}"
+            f" GiB + drafter {plan.drafter_bytes / gib:.2f} GiB + runtime reserve "
+            f"{plan.runtime_reserve_bytes / gib:.2f} GiB + KV cache for one "
+            f"{plan.max_model_len}-token sequence {plan.one_sequence_kv_bytes / gib:.2f} GiB = "
+            f"{plan.required_bytes / gib:.2f} GiB > gpuMemoryUtilization {plan.utilization} x "
+            f"{plan.device_bytes / gib:.2f} GiB = {plan.budget_bytes / gib:.2f} GiB (room for "
+            f"{plan.capacity.max_concurrency:.2f} full-length sequences, vLLM needs 1). Lower "
+            "maxModelLen or maxNumBatchedTokens, raise gpuMemoryUtilization (at most 1), use "
+            "kvCacheDtype fp8 or the QAT checkpoint; see `python -m policies.plan`"
+        )
+
+    def memory_plan(self) -> MemoryPlan | None:
+        """The capacity planner's memory plan for one instance (None without an architecture
+        in the model catalog); `python -m policies.plan` prints it."""
+        card = self.model.card
+        if card.architecture is None:
+            return None
+        drafter = self.model.drafter_card
+        v = self.vllm
+        return plan_memory(
+            card.architecture,
+            weight_bytes=card.weight_bytes,
+            drafter_bytes=drafter.weight_bytes if drafter else 0,
+            device_bytes=self.profile.memory_bytes,
+            utilization=v.gpu_memory_utilization,
+            max_model_len=v.max_model_len,
+            max_num_batched_tokens=v.max_num_batched_tokens,
+            kv_cache_dtype=v.kv_cache_dtype,
+            model_dtype=v.dtype,
+            tensor_parallel=self.profile.accelerator_count,
+            profile=TPU_PROFILE if self.profile.platform is Platform.TPU else DEFAULT_PROFILE,
+        )
 
     @property
     def profile(self) -> HardwareProfile:

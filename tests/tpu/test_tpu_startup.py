@@ -30,6 +30,8 @@ TPU = {
     "model": "google/gemma-4-12B-it",
     "speculativeMethod": "mtp",
     "drafter": "google/gemma-4-12B-it-assistant",
+    # bf16 weights + drafter leave room for one 8192-token sequence only with an fp8 KV cache.
+    "kvCacheDtype": "fp8",
 }
 
 CURL = r"""#!/usr/bin/env python3

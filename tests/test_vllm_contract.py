@@ -1,0 +1,216 @@
+"""Every rendered `vllm serve` line and every request body against vLLM's own contract.
+
+The oracle is the snapshot `scripts/vllm_contract.py` wrote from vLLM's real parser and request
+models at the pinned versions (`serving/data/`); CI cannot install vLLM, so these tests read the
+snapshot through the small validator in `serving.vllm_contract`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripts import vllm_contract as script
+from serving import vllm_contract as contract
+from serving.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def cases() -> tuple[list[script.CommandCase], list[str]]:
+    return script.command_cases()
+
+
+@cache
+def bodies() -> list[script.RequestCase]:
+    return script.request_cases()
+
+
+def shipped_images() -> list[str]:
+    return sorted({str(script._stack_settings(s)["image"]) for s in script.stacks()})
+
+
+def test_every_shipped_image_has_a_snapshot_of_its_release() -> None:
+    for image in shipped_images():
+        snapshot = contract.for_image(image)
+        release = contract.image_release(image)
+        assert release == (snapshot.package, snapshot.version), image
+
+
+def test_snapshots_say_where_they_come_from() -> None:
+    for package, version in contract.available():
+        snap = contract.load(package, version)
+        assert (snap.package, snap.version) == (package, version)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", snap.generated)
+        assert snap.data["generator"] == "scripts/vllm_contract.py"
+        # A snapshot read from a real parser knows the options this package renders.
+        assert {"--max-num-seqs", "--enable-chunked-prefill", "-tp"} <= set(snap.options)
+
+
+def test_every_rendered_command_line_is_accepted() -> None:
+    commands, _ = cases()
+    rendered = {c.name.split("/")[0] for c in commands}
+    assert rendered == set(script.stacks())
+    for case in commands:
+        snapshot = contract.for_image(case.image)
+        assert contract.check_argv(case.argv, snapshot) == [], case.name
+
+
+def test_variants_reach_every_option_the_settings_can_emit() -> None:
+    """The variants switch every vLLM setting, so every flag form the renderer has is seen."""
+    commands, _ = cases()
+    names = {a.partition("=")[0] for c in commands for a in c.argv if a.startswith("--")}
+    for flag in (
+        "--no-enable-chunked-prefill",
+        "--enable-chunked-prefill",
+        "--no-enable-prefix-caching",
+        "--disable-chunked-mm-input",
+        "--async-scheduling",
+        "--load-format",
+        "--safetensors-load-strategy",
+        "--kv-cache-dtype",
+        "--speculative-config",
+        "--quantization",
+        "--tool-call-parser",
+        "--reasoning-parser",
+    ):
+        assert flag in names, flag
+
+
+def test_deployed_resources_carry_the_checked_command_lines() -> None:
+    """The shipped stacks as the program declares them (under Pulumi mocks) carry exactly
+    command lines that the contract check covers."""
+    from tests.pulumi_harness import render, stack_config
+
+    checked = {(c.image, c.argv) for c in cases()[0]}
+    for stack in script.stacks():
+        declared = render(stack_config(stack), stack)
+        argvs: list[tuple[str, tuple[str, ...]]] = []
+        for resource in declared.resources:
+            props: dict[str, Any] = resource.inputs
+            for container in (props.get("template") or {}).get("containers") or []:
+                args = container.get("args") or []
+                if args and container.get("commands", [])[-1:] == ["serve"]:
+                    argvs.append((container["image"], tuple(args)))
+            script_text = (props.get("metadata") or {}).get("startup-script")
+            if isinstance(script_text, str):
+                tpu_argv = script.tpu_script_argv(script_text)
+                argvs.append((stack_config(stack)["image"], tuple(tpu_argv)))
+        assert argvs, f"{stack}: no vLLM command line declared"
+        for image, argv in argvs:
+            assert (image, argv) in checked, f"{stack}: {argv} not covered by the contract check"
+
+
+@pytest.mark.parametrize("image", shipped_images())
+def test_request_bodies_use_only_declared_fields(image: str) -> None:
+    snapshot = contract.for_image(image)
+    sent = bodies()
+    assert {b.path for b in sent} == {"/v1/completions", "/v1/chat/completions", "/tokenize"}
+    for body in sent:
+        assert contract.check_body(body.path, body.body, snapshot) == [], body.name
+
+
+SNAP = contract.load("vllm", "0.27.1")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["m", "--max-num-seq=4"], "unknown option '--max-num-seq'"),
+        (["m", "--enable-chunked-prefill=true"], "--enable-chunked-prefill takes no value"),
+        (["m", "--max-num-seqs"], "--max-num-seqs needs a value"),
+        (["m", "--max-num-seqs", "--enforce-eager"], "--max-num-seqs needs a value"),
+        (["m", "--kv-cache-dtype=fp9"], "invalid choice 'fp9'"),
+        (["m", "--dtype", "float8"], "invalid choice 'float8'"),
+        (["m", "--max-num-seqs=eight"], "'eight' is not a valid int"),
+        (["m", "--gpu-memory-utilization=high"], "'high' is not a valid float"),
+        (["m", "extra"], "unrecognized argument 'extra'"),
+        (
+            ["m", '--speculative-config={"method":"mtp","revison":"main"}'],
+            "SpeculativeConfig has no field 'revison'",
+        ),
+        (["m", "--speculative-config={method: mtp}"], "--speculative-config is not JSON"),
+    ],
+)
+def test_validator_refuses_what_the_parser_refuses(argv: list[str], expected: str) -> None:
+    errors = contract.check_argv(argv, SNAP)
+    assert len(errors) == 1 and expected in errors[0], errors
+    assert "vLLM vllm 0.27.1" in errors[0]
+
+
+def test_validator_accepts_the_parsers_spellings() -> None:
+    argv = [
+        "m",
+        "-tp",
+        "2",
+        "--max_num_seqs=4",
+        "--no-enable-chunked-prefill",
+        "--served-model-name",
+        "a",
+        "b",
+        "--kv-cache-dtype",
+        "fp8",
+        "--enforce-eager",
+    ]
+    assert contract.check_argv(argv, SNAP) == []
+
+
+def test_unknown_request_fields_are_named() -> None:
+    body = {"model": "m", "prompt": "x", "max_token": 3, "stream_options": {"usage": True}}
+    errors = contract.check_body("/v1/completions", body, SNAP)
+    assert errors == [
+        "/v1/completions: field 'max_token' is not declared by vLLM 0.27.1's CompletionRequest",
+        "/v1/completions: stream_options.usage is not declared by vLLM 0.27.1's StreamOptions",
+    ]
+
+
+def test_unknown_release_is_named() -> None:
+    with pytest.raises(contract.UnknownVersion, match=r"vllm-tpu 0\.27\.1 .*shipped: "):
+        contract.for_image("vllm/vllm-tpu:v0.27.1")
+
+
+#: Metric names the health checks read only when the current name is absent (older vLLM).
+OLDER_NAMES = {"vllm:gpu_cache_usage_perc"}
+
+
+def test_metric_names_in_the_code_are_exposed_by_the_pinned_vllm() -> None:
+    used: set[str] = set()
+    for folder in ("healthchecks", "bench", "serving", "components", "policies"):
+        for path in (ROOT / folder).rglob("*.py"):
+            used |= set(re.findall(r"\"(vllm:[a-z_]+)\"", path.read_text()))
+    assert used, "no metric name found in the code"
+    for image in shipped_images():
+        snapshot = contract.for_image(image)
+        known = snapshot.exposed_metric_names() | snapshot.metric_names()
+        missing = sorted(used - known - OLDER_NAMES)
+        assert missing == [], f"{image}: {missing}"
+
+
+def test_settings_defaults_render_a_valid_line_for_every_hardware() -> None:
+    """Defaults alone (no stack file) also pass: each hardware with its first location."""
+    from serving.hardware import HARDWARE, Platform
+    from serving.vllm import render
+
+    for key, hw in HARDWARE.items():
+        place = {"zone" if hw.platform is Platform.TPU else "region": hw.locations[0]}
+        image = (
+            "vllm/vllm-tpu:v0.27.0" if hw.platform is Platform.TPU else "vllm/vllm-openai:v0.27.1"
+        )
+        settings = load_settings({"hardware": key, "image": image, **place})
+        command = render(settings, model_path="/m", port=8000)
+        assert contract.check_argv(command.args, contract.for_image(image)) == [], key
+
+
+def test_readme_states_the_last_run_of_each_snapshot() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The vLLM contract", 1)[1].split("\n## ", 1)[0]
+    assert "scripts/vllm_contract.py" in section
+    for package, version in contract.available():
+        snap = contract.load(package, version)
+        assert f"Last run: {snap.generated}" in section
+        assert f"{package}-{version}.json" in section
