@@ -15,7 +15,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_float
-from policies._resources import VllmServer, find_card, gib, vllm_servers
+from policies._resources import VllmServer, find_card, gib
+from policies._server import vllm_servers
 from serving.hardware import Platform
 from serving.memory import DEFAULT_PROFILE, GIB, MemoryPlan, RuntimeProfile, plan_memory
 
@@ -73,7 +74,10 @@ def plan_server(
     if spec is not None and spec.get("model"):
         drafter = find_card(str(spec["model"]))
         drafter_bytes = drafter.weight_bytes if drafter else int(unknown_drafter_gib * GIB)
-    max_len = server.int_value("max-model-len") or card.architecture.max_context
+    length, bad = server.max_model_len()
+    if bad is not None:
+        return None
+    max_len = length or card.architecture.max_context
     return plan_memory(
         card.architecture,
         weight_bytes=card.weight_bytes,

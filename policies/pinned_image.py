@@ -9,12 +9,12 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._resources import JOB, SERVICE, containers, get
+from policies._resources import CLOUD_RUN_WORKLOADS, containers, get
 from serving.settings import check_pinned_image
 
 
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type not in (SERVICE, JOB):
+    if args.resource_type not in CLOUD_RUN_WORKLOADS:
         return
     for index, container in enumerate(containers(args.resource_type, args.props)):
         image = get(container, "image")

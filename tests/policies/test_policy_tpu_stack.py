@@ -48,9 +48,10 @@ def test_tpu_token_pasted_into_the_startup_script() -> None:
     props["metadata"]["startup-script"] = script_of(props).replace(
         'HF_TOKEN="$(read_secret hf-token)"', f"HF_TOKEN={FAKE_HF_TOKEN}"
     )
-    (message,) = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
+    message, env_message = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
     assert "metadata.startup-script contains a literal Hugging Face token" in message
     assert "Secret Manager" in message
+    assert "sets HF_TOKEN to a literal value" in env_message
 
 
 def test_tpu_without_run_limits() -> None:

@@ -1,0 +1,645 @@
+"""Read "the vLLM server this command starts" from any spelling of its command line.
+
+Pure: no Pulumi import. The policy pack feeds it container commands and arguments and TPU
+startup scripts; it answers with the `vllm serve` options that will really be in effect, or
+says what it could not read. It understands:
+
+- `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
+  `python[3] -m vllm.entrypoints.cli.main serve ...`;
+- wrappers in front of those: `sh|bash|dash|zsh -c 'script'` (any option cluster holding `c`:
+  `-lc`, `-ec`, `-euxc`), `exec`, `env [-i] [-u NAME] NAME=value ...`, `NAME=value ...`,
+  `nohup`, `time`, `command`, `nice`, `tini --`, `dumb-init`;
+- shell scripts: backslash continuations, `;`, `&&`, `||`, `|`, `&`, newlines, comments,
+  redirections, `if/then/do` keywords, `export NAME=value`;
+- `docker run [options] IMAGE [args]` with or without `--entrypoint` (and `podman run`);
+- every vLLM spelling of an option: `--x=v`, `--x v`, `--x_y`, `--no-x`, short aliases
+  (`-tp 2`, `-q fp8`, `-tp=2`), dotted JSON fields (`--speculative-config.method=mtp`),
+  a JSON object (`--speculative-config '{...}'`), boolean flags before the positional model,
+  the last occurrence winning, and `--config FILE` (a file the reader cannot see: reported).
+
+Which options are booleans and which short aliases exist is vLLM's parser's knowledge; it is
+kept in :data:`BOOLEAN_OPTIONS` and :data:`SHORT_ALIASES` (vLLM's `EngineArgs.add_cli_args` and
+the OpenAI server's `make_arg_parser`). An option the tables do not know is read as taking a
+value; where that leaves the model ambiguous, the reading says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: vLLM serve options that take no value (`store_true` or `BooleanOptionalAction`).
+BOOLEAN_OPTIONS = frozenset(
+    {
+        "allow-deprecated-quantization",
+        "async-scheduling",
+        "calculate-kv-scales",
+        "disable-cascade-attn",
+        "disable-chunked-mm-input",
+        "disable-custom-all-reduce",
+        "disable-fastapi-docs",
+        "disable-frontend-multiprocessing",
+        "disable-hybrid-kv-cache-manager",
+        "disable-log-requests",
+        "disable-log-stats",
+        "disable-sliding-window",
+        "disable-uvicorn-access-log",
+        "enable-auto-tool-choice",
+        "enable-chunked-prefill",
+        "enable-dbo",
+        "enable-eplb",
+        "enable-expert-parallel",
+        "enable-force-include-usage",
+        "enable-log-outputs",
+        "enable-log-requests",
+        "enable-lora",
+        "enable-lora-bias",
+        "enable-mm-embeds",
+        "enable-multimodal-encoder-data-parallel",
+        "enable-prefix-caching",
+        "enable-prompt-embeds",
+        "enable-prompt-tokens-details",
+        "enable-request-id-headers",
+        "enable-server-load-tracking",
+        "enable-sleep-mode",
+        "enable-ssl-refresh",
+        "enable-tokenizer-info-endpoint",
+        "enforce-eager",
+        "exclude-tools-when-tool-choice-none",
+        "fully-sharded-loras",
+        "headless",
+        "kv-sharing-fast-prefill",
+        "log-error-stack",
+        "ray-workers-use-nsight",
+        "return-tokens-as-token-ids",
+        "skip-tokenizer-init",
+        "trust-remote-code",
+        "use-tqdm-on-load",
+    }
+)
+#: Short option strings and the long option they stand for.
+SHORT_ALIASES: dict[str, str] = {
+    "-tp": "tensor-parallel-size",
+    "-pp": "pipeline-parallel-size",
+    "-dp": "data-parallel-size",
+    "-dpn": "data-parallel-rank",
+    "-dpr": "data-parallel-start-rank",
+    "-dpl": "data-parallel-size-local",
+    "-dpa": "data-parallel-address",
+    "-dpp": "data-parallel-rpc-port",
+    "-dpb": "data-parallel-backend",
+    "-q": "quantization",
+    "-O": "compilation-config",
+    "-cc": "compilation-config",
+}
+#: Options whose value is a JSON object (and so may be given field by field, dotted).
+JSON_OPTIONS = frozenset(
+    {
+        "speculative-config",
+        "compilation-config",
+        "kv-transfer-config",
+        "kv-events-config",
+        "hf-overrides",
+        "limit-mm-per-prompt",
+        "mm-processor-kwargs",
+        "override-generation-config",
+        "additional-config",
+        "structured-outputs-config",
+        "attention-config",
+    }
+)
+#: Options a non-vLLM program is likely to share: they alone do not make a command vLLM.
+_GENERIC = frozenset(
+    {"host", "port", "model", "config", "dtype", "seed", "revision", "tokenizer", "api-key"}
+)
+#: Options that say "vLLM" on their own (an unknown image whose args carry one runs vLLM).
+VLLM_SPECIFIC = (
+    BOOLEAN_OPTIONS | JSON_OPTIONS | frozenset(SHORT_ALIASES.values())
+) - _GENERIC | frozenset(
+    {
+        "gpu-memory-utilization",
+        "max-model-len",
+        "max-num-seqs",
+        "max-num-batched-tokens",
+        "kv-cache-dtype",
+        "served-model-name",
+        "tool-call-parser",
+        "reasoning-parser",
+        "load-format",
+        "safetensors-load-strategy",
+        "swap-space",
+        "block-size",
+    }
+)
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
+PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
+OPENAI_MODULES = frozenset({"vllm.entrypoints.openai.api_server"})
+CLI_MODULES = frozenset({"vllm.entrypoints.cli.main", "vllm"})
+_PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "builtin", "dumb-init"})
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
+_OPERATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&", "\n", "(", ")"})
+_REDIRECT = re.compile(r"^\d*(>>?|<<?<?|>&|<&|&>>?|>\|)$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: `docker run` options that take no value; every other `-x`/`--xx` option takes one.
+_DOCKER_FLAGS = frozenset(
+    {
+        "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged",
+        "--init", "-P", "--publish-all", "--read-only", "--sig-proxy", "--no-healthcheck",
+        "--oom-kill-disable", "-q", "--quiet", "--disable-content-trust", "--help",
+    }
+)  # fmt: skip
+_DOCKER_SHORT_FLAGS = frozenset("ditP")
+
+
+class ReadError(ValueError):
+    """The command line cannot be read with certainty; the message says what."""
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """The options one `vllm serve` gets, as vLLM will see them."""
+
+    #: Canonical long option name (dashes) -> value: a string, True/False, or a dict for
+    #: JSON options given field by field or as a JSON object.
+    options: dict[str, Any]
+    model: str | None
+    #: Literal environment the command line sets (`env X=Y`, `docker run -e X=Y`, `export`).
+    env: dict[str, str] = field(default_factory=dict)
+    #: What could not be read with certainty (a `--config` file, an ambiguous option).
+    problems: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """`{"model": ..., "option-name": value}` (the shape the policies read)."""
+        out = dict(self.options)
+        if self.model is not None:
+            out["model"] = self.model
+        return out
+
+
+def canonical(option: str) -> str:
+    """`--max_model_len` -> `max-model-len` (vLLM's parser turns `_` into `-`)."""
+    return option.lstrip("-").replace("_", "-")
+
+
+def _is_value(token: str) -> bool:
+    """A token that is a value, not an option: anything not starting with `-`, or a number."""
+    if not token.startswith("-") or token == "-":
+        return True
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _set_dotted(options: dict[str, Any], name: str, path: list[str], value: str) -> str | None:
+    current = options.get(name)
+    if isinstance(current, str):
+        parsed = _json_value(current)
+        current = parsed if isinstance(parsed, dict) else None
+        if current is None:
+            return f"--{name} is given both as text and field by field"
+    if not isinstance(current, dict):
+        current = {}
+    options[name] = current
+    node = current
+    for step in path[:-1]:
+        child = node.get(step)
+        if not isinstance(child, dict):
+            child = {}
+            node[step] = child
+        node = child
+    node[path[-1].replace("-", "_")] = _json_value(value)
+    return None
+
+
+def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> ServeArgs:
+    """Read `vllm serve` arguments (what follows `serve`) the way vLLM's parser does."""
+    tokens = list(argv)
+    options: dict[str, Any] = {}
+    problems: list[str] = []
+    positional: str | None = None
+    ambiguous: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if _is_value(token):
+            if positional is None:
+                positional = token
+            else:
+                problems.append(f"a second positional argument {token!r}")
+            i += 1
+            continue
+        raw, eq, value = token.partition("=")
+        if raw in SHORT_ALIASES:
+            name = SHORT_ALIASES[raw]
+        elif raw.startswith("-O") and raw != "-O" and not raw.startswith("--"):
+            name, eq, value = "compilation-config", "=", raw[2:].lstrip(".") or value
+        elif raw.startswith("--"):
+            name = canonical(raw)
+        else:
+            problems.append(f"an option vLLM's parser does not have ({token!r})")
+            i += 1
+            continue
+        base, dot, rest = name.partition(".")
+        if dot and base in JSON_OPTIONS:
+            if not eq:
+                if i + 1 >= len(tokens):
+                    problems.append(f"{token} has no value")
+                    break
+                value, i = tokens[i + 1], i + 1
+            error = _set_dotted(options, base, rest.split("."), value)
+            if error:
+                problems.append(error)
+            i += 1
+            continue
+        if eq:
+            options[name] = value
+        elif name in BOOLEAN_OPTIONS:
+            options[name] = True
+        elif name.startswith("no-") and name[3:] in BOOLEAN_OPTIONS:
+            options[name[3:]] = False
+        elif i + 1 < len(tokens) and _is_value(tokens[i + 1]):
+            if name not in VLLM_SPECIFIC and name not in _GENERIC:
+                ambiguous.append(token)
+            options[name] = tokens[i + 1]
+            i += 1
+        elif name.startswith("no-"):
+            options[name[3:]] = False
+        else:
+            options[name] = True
+        i += 1
+    if "config" in options:
+        problems.append(f"--config {options['config']!r}: options in a file the policy cannot read")
+    model = positional
+    if model is None and isinstance(options.get("model"), str):
+        model = options["model"]
+    options.pop("model", None)
+    if model is None and ambiguous:
+        problems.append(
+            f"no model: {', '.join(ambiguous)} may be a flag followed by the positional model"
+        )
+    return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+
+
+def looks_like_vllm_args(argv: Sequence[str]) -> bool:
+    """Arguments that carry at least one option only vLLM has."""
+    for token in argv:
+        if token in SHORT_ALIASES:
+            return True
+        if token.startswith("--"):
+            name = canonical(token.partition("=")[0]).partition(".")[0]
+            if name in VLLM_SPECIFIC or (name.startswith("no-") and name[3:] in BOOLEAN_OPTIONS):
+                return True
+    return False
+
+
+def mentions_vllm(tokens: Sequence[str]) -> bool:
+    """Words that start vLLM somewhere: `vllm serve`, a vLLM entry-point module, vLLM options."""
+    words = list(tokens)
+    for index, word in enumerate(words):
+        if "vllm.entrypoints" in word or re.search(r"(^|[\s/])vllm\s+serve(\s|$)", word):
+            return True
+        if _basename(word) == "vllm" and index + 1 < len(words) and words[index + 1] == "serve":
+            return True
+    return looks_like_vllm_args(words)
+
+
+def _basename(token: str) -> str:
+    return token.rsplit("/", 1)[-1]
+
+
+def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
+    """Drop `exec`, `env X=Y`, `X=Y`, `nohup`, `nice -n 5`, `tini --` in front of a command."""
+    args = list(argv)
+    while args:
+        head = _basename(args[0])
+        if _ASSIGNMENT.match(args[0]):
+            name, _, value = args[0].partition("=")
+            env[name] = value
+            args = args[1:]
+        elif head == "env":
+            args = args[1:]
+            while args and (args[0].startswith("-") or _ASSIGNMENT.match(args[0])):
+                if args[0] in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
+                    args = args[2:]
+                    continue
+                if _ASSIGNMENT.match(args[0]):
+                    name, _, value = args[0].partition("=")
+                    env[name] = value
+                args = args[1:]
+        elif head in _PREFIX_COMMANDS:
+            args = args[1:]
+            while args and args[0].startswith("-") and head in ("exec", "time", "command"):
+                args = args[2:] if args[0] == "-a" else args[1:]
+        elif head == "nice":
+            args = args[1:]
+            if args and args[0] == "-n":
+                args = args[2:]
+            elif args and args[0].startswith("-"):
+                args = args[1:]
+        elif head in ("tini", "tini-static"):
+            args = args[1:]
+            while args and args[0].startswith("-"):
+                done = args[0] == "--"
+                args = args[1:]
+                if done:
+                    break
+        else:
+            break
+    return args
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A `vllm serve` found in a command: its arguments and the literal env it was given."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def find_launches(argv: Sequence[str], *, image_runs_vllm: bool = False) -> list[Launch]:
+    """Every `vllm serve` a command vector starts (a container's command + args).
+
+    `image_runs_vllm`: the argv is the arguments to an image's default entrypoint (no
+    command given) and that image is known to run `vllm serve`.
+    Raises ReadError when the command mentions vLLM but cannot be read with certainty.
+    """
+    return _launches(list(argv), {}, image_runs_vllm=image_runs_vllm, depth=0)
+
+
+def _launches(
+    argv: list[str], env: dict[str, str], *, image_runs_vllm: bool, depth: int
+) -> list[Launch]:
+    if depth > 8:
+        raise ReadError("commands nested more than 8 deep")
+    env = dict(env)
+    if image_runs_vllm:
+        return [Launch(argv[1:] if argv[:1] == ["serve"] else list(argv), env)]
+    args = _strip_prefixes(argv, env)
+    if not args:
+        return []
+    head = _basename(args[0])
+    if head == "vllm":
+        if len(args) > 1 and args[1] == "serve":
+            return [Launch(args[2:], env)]
+        if len(args) == 1 or args[1] in ("--help", "-h", "--version", "-v"):
+            return []
+        return _not_serve(args)
+    if PYTHONS.match(head):
+        return _python(args, env)
+    if head in SHELLS:
+        return _shell(args, env, depth)
+    if head in ("docker", "podman"):
+        return _docker(args, env, depth)
+    if mentions_vllm(args):
+        raise ReadError(
+            f"a command that mentions vLLM but is not one the reader knows: {args[0]!r}"
+        )
+    return []
+
+
+def _not_serve(args: list[str]) -> list[Launch]:
+    sub = args[1]
+    if sub in ("bench", "collect-env", "chat", "complete", "run-batch") and not (
+        looks_like_vllm_args(args[2:]) and sub == "run-batch"
+    ):
+        return []
+    raise ReadError(f"`vllm {sub}` is not `vllm serve`")
+
+
+def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
+    i = 1
+    while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c"):
+        i += 1
+    if i >= len(args):
+        return []
+    if args[i] == "-m" and i + 1 < len(args):
+        module = args[i + 1]
+        rest = args[i + 2 :]
+        if module in OPENAI_MODULES:
+            return [Launch(rest, env)]
+        if module in CLI_MODULES:
+            if rest and rest[0] == "serve":
+                return [Launch(rest[1:], env)]
+            if mentions_vllm(rest):
+                raise ReadError(f"`python -m {module}` without `serve`")
+            return []
+        if module.startswith("vllm") or looks_like_vllm_args(rest):
+            raise ReadError(f"`python -m {module}` is not an entry point the reader knows")
+        return []
+    if args[i] == "-c" and i + 1 < len(args):
+        if mentions_vllm([args[i + 1], *args[i + 2 :]]):
+            raise ReadError("Python code (`python -c`) that mentions vLLM")
+        return []
+    if mentions_vllm(args[i:]):
+        raise ReadError(f"a Python script {args[i]!r} with vLLM arguments")
+    return []
+
+
+def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
+    i = 1
+    script: str | None = None
+    while i < len(args):
+        token = args[i]
+        if token in ("-o", "+o", "-O", "+O"):
+            i += 2
+            continue
+        if token == "--":
+            i += 1
+            break
+        if token.startswith(("-", "+")) and len(token) > 1:
+            if "c" in token[1:] and not token.startswith("--"):
+                if i + 1 >= len(args):
+                    raise ReadError(f"{args[0]} {token} without a script")
+                script = args[i + 1]
+                break
+            i += 1
+            continue
+        break
+    if script is None:
+        if mentions_vllm(args[i:]):
+            raise ReadError(
+                f"a shell script file ({' '.join(args[i : i + 1])}) the reader cannot see"
+            )
+        return []
+    return _script(script, env, depth + 1)
+
+
+def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
+    i = 1
+    if i < len(args) and args[i] == "container":
+        i += 1
+    if i >= len(args) or args[i] not in ("run", "create"):
+        return []  # pull, inspect, rm, logs...: nothing starts
+    i += 1
+    entrypoint: str | None = None
+    env = dict(env)
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        token = args[i]
+        if token == "--":
+            i += 1
+            break
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            takes_value = name not in _DOCKER_FLAGS
+        elif all(c in _DOCKER_SHORT_FLAGS for c in token[1:]):
+            name, eq, value, takes_value = token, "", "", False
+        elif len(token) > 2:
+            # `-eNAME=value`, `-p8000:8000`: a short option with its value attached.
+            name, eq, value, takes_value = token[:2], "=", token[2:].removeprefix("="), True
+        else:
+            name, eq, value, takes_value = token, "", "", True
+        if takes_value and not eq:
+            if i + 1 >= len(args):
+                raise ReadError(f"docker run {token} has no value")
+            value = args[i + 1]
+            i += 1
+        if name in ("-e", "--env"):
+            key, sep, literal = value.partition("=")
+            if sep:
+                env[key] = literal
+        elif name == "--entrypoint":
+            entrypoint = value
+        i += 1
+    if i >= len(args):
+        raise ReadError("docker run without an image")
+    image = args[i]
+    rest = args[i + 1 :]
+    if entrypoint is not None:
+        command = shlex.split(entrypoint) if " " in entrypoint else [entrypoint]
+        return _launches([*command, *rest], env, image_runs_vllm=False, depth=depth + 1)
+    known = is_vllm_image(image)
+    if known or looks_like_vllm_args(rest):
+        if rest and _basename(rest[0]) in ("vllm", "python", "python3", *SHELLS):
+            return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
+        return _launches(rest or [], env, image_runs_vllm=True, depth=depth + 1) or (
+            [Launch([], env)] if known else []
+        )
+    if mentions_vllm(rest):
+        return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
+    return []
+
+
+def is_vllm_image(image: str) -> bool:
+    """An image whose default entrypoint is vLLM's OpenAI server: the official images."""
+    repository = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    return repository in ("vllm-openai", "vllm-tpu")
+
+
+def split_script(script: str) -> list[list[str]]:
+    """A shell script's simple commands, each as its words (quotes removed).
+
+    Raises ReadError for what a POSIX shell reader cannot split with certainty: unbalanced
+    quotes, control characters other than tab and newline, here-documents.
+    """
+    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", script.replace("\r\n", "\n")):
+        raise ReadError("the script contains control characters")
+    text = re.sub(r"\\\r?\n", " ", script)
+    # A file descriptor before a redirection (`2>&1`, ` 1>log`): the lexer would split it off
+    # as a word of its own.
+    text = re.sub(r"(?<=\s)\d(?=[<>])", "", text)
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>\n")
+    lexer.whitespace = " \t\r"
+    lexer.commenters = "#"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:
+        raise ReadError(f"the script cannot be split into words ({exc})") from None
+    commands: list[list[str]] = []
+    current: list[str] = []
+    skip_next = False
+    for token in tokens:
+        if skip_next:
+            skip_next = False
+            continue
+        if token.startswith("<<"):
+            raise ReadError("a here-document")
+        if token in _OPERATORS or set(token) <= set(";&|()\n"):
+            if current:
+                commands.append(current)
+            current = []
+            continue
+        if _REDIRECT.match(token) or set(token) <= set("<>&"):
+            skip_next = True  # every redirection names its target next
+            continue
+        if not current and token in _KEYWORDS:
+            continue
+        current.append(token)
+    if current:
+        commands.append(current)
+    return commands
+
+
+def _script(script: str, env: dict[str, str], depth: int) -> list[Launch]:
+    env = dict(env)
+    found: list[Launch] = []
+    for words in split_script(script):
+        if _basename(words[0]) in ("export", "readonly", "declare", "local") or all(
+            _ASSIGNMENT.match(w) for w in words
+        ):
+            for word in words:
+                if _ASSIGNMENT.match(word):
+                    name, _, value = word.partition("=")
+                    env[name] = value
+            continue
+        found += _launches(words, env, image_runs_vllm=False, depth=depth)
+    return found
+
+
+def script_launches(script: str) -> list[Launch]:
+    """Every `vllm serve` a startup script starts (directly or through `docker run`)."""
+    return _script(script, {}, 0)
+
+
+def literal_env(env: dict[str, str]) -> dict[str, str]:
+    """Environment values that are literals (no `$` expansion: not read at run time)."""
+    return {k: v for k, v in env.items() if v and "$" not in v and "`" not in v}
+
+
+#: vLLM's spellings of "the model's own context length" for --max-model-len.
+AUTO_LENGTHS = frozenset({"auto", "-1"})
+
+
+def human_int(value: Any) -> int | None:
+    """vLLM's `human_readable_int`: `32768`, `32k` (x1000), `32K`/`32Ki` (x1024), `1.5m`.
+
+    Upper-case suffixes are read as binary (the larger value), so a cap cannot be slipped
+    under by choosing the smaller reading of an ambiguous suffix.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(?:([kmgt])|([KMGT])i?)?", text)
+    if not match:
+        try:
+            plain = float(text)
+        except ValueError:
+            return None
+        return int(plain) if plain.is_integer() else None
+    digits, decimal, binary = match.groups()
+    if decimal:
+        return int(float(digits) * 10 ** (3 * "kmgt".index(decimal) + 3))
+    if binary:
+        # vLLM refuses decimals with a binary suffix.
+        return None if "." in digits else int(digits) * 2 ** (10 * "KMGT".index(binary) + 10)
+    return int(float(digits)) if float(digits).is_integer() else None
