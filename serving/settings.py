@@ -7,7 +7,7 @@ before any resource is declared. Error messages name the key and what is allowed
 
 from __future__ import annotations
 
-import ipaddress
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +26,12 @@ from pydantic.alias_generators import to_camel
 
 from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.models import MODELS, ModelCard, Role
+from serving.netrange import (
+    DEFAULT_MIN_PREFIX_V4,
+    DEFAULT_MIN_PREFIX_V6,
+    RangeError,
+    source_range_problems,
+)
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
 PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
@@ -266,6 +272,18 @@ class TpuSettings(_Group):
         default_factory=list,
         description="CIDR ranges allowed to reach the serving port (never 0.0.0.0/0).",
     )
+    source_range_min_prefix_v4: int = Field(
+        DEFAULT_MIN_PREFIX_V4,
+        ge=0,
+        le=32,
+        description="Widest public IPv4 range sourceRanges may hold, as a prefix length.",
+    )
+    source_range_min_prefix_v6: int = Field(
+        DEFAULT_MIN_PREFIX_V6,
+        ge=0,
+        le=128,
+        description="Widest public IPv6 range sourceRanges may hold, as a prefix length.",
+    )
     api_key_secret: str = Field(
         "vllm-api-key",
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
@@ -275,22 +293,23 @@ class TpuSettings(_Group):
         30, ge=1, le=1440, description="How long `pulumi up` waits for a node to become ACTIVE."
     )
 
-    @field_validator("source_ranges")
-    @classmethod
-    def _no_open_world(cls, ranges: list[str]) -> list[str]:
-        for cidr in ranges:
-            try:
-                net = ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                raise ValueError(
-                    f"{cidr!r} is not a CIDR range (for example 203.0.113.0/24)"
-                ) from None
-            if net.prefixlen == 0:
-                raise ValueError(
-                    f"{cidr!r} opens the serving port to the whole internet; list your clients' "
-                    "ranges (the vLLM API key is a second lock, not the only one)"
-                )
-        return ranges
+    @model_validator(mode="after")
+    def _no_open_world(self) -> TpuSettings:
+        try:
+            problems = source_range_problems(
+                self.source_ranges,
+                min_prefix_v4=self.source_range_min_prefix_v4,
+                min_prefix_v6=self.source_range_min_prefix_v6,
+            )
+        except RangeError as exc:
+            raise ValueError(f"config key 'sourceRanges': {exc}") from None
+        if problems:
+            raise ValueError(
+                f"config key 'sourceRanges': {'; '.join(problems)}: that opens the serving port "
+                "to the internet; list your clients' ranges (the vLLM API key is a second "
+                "lock, not the only one), or raise sourceRangeMinPrefixV4/V6 deliberately"
+            )
+        return self
 
 
 class SloSettings(_Group):
@@ -530,14 +549,78 @@ def config_keys() -> dict[str, tuple[str, Any]]:
     return keys
 
 
+#: Keys whose values reach a shell script (the TPU startup script) or an argument vector
+#: (vLLM's, the download job's) or a REST path: no shell metacharacters or whitespace.
+SCRIPT_KEYS = frozenset(
+    {
+        "image",
+        "modelRevision",
+        "drafterRevision",
+        "servedModelName",
+        "tpuRuntimeVersion",
+        "network",
+        "zone",
+        "region",
+        "bucketLocation",
+        "healthCheckServiceAccount",
+        "invokers",
+        "sourceRanges",
+        "apiKeySecret",
+        "hfTokenSecret",
+    }
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHELL_META = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
+
+
+def check_text(key: str, value: Any) -> None:
+    """Refuse control characters in any string value, and shell metacharacters in values
+    that reach a script or argv (SCRIPT_KEYS). Lists and their items are checked too."""
+    values = value if isinstance(value, list) else [value]
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list):
+            values = parsed
+    for item in values:
+        if not isinstance(item, str):
+            continue
+        control = _CONTROL.search(item)
+        if control:
+            raise SettingsError(
+                f"config key {key!r}: {item!r} contains the control character "
+                f"{control.group()!r}; values are single-line text"
+            )
+        meta = _SHELL_META.search(item) if key in SCRIPT_KEYS else None
+        if meta:
+            raise SettingsError(
+                f"config key {key!r}: {item!r} contains {meta.group()!r}; this value reaches a "
+                "shell script or an argument list, which allow no whitespace or shell "
+                "metacharacters (; & | $ ` < > ( ) { } [ ] * ? ! ~ # quotes \\)"
+            )
+
+
+def closest_key(key: str, known: Any) -> str:
+    """`; did you mean 'maxNumSeqs'?` for a misspelled key, or ''."""
+    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    if not match:
+        lowered = {k.lower(): k for k in known}
+        if key.lower() in lowered:
+            match = [lowered[key.lower()]]
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
 def load_settings(raw: Mapping[str, Any]) -> Settings:
     """Validate flat stack config (camelCase keys, values as Pulumi hands them over)."""
     known = config_keys()
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise SettingsError(
-            f"unknown config key(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
-        )
+        named = ", ".join(f"{k!r}{closest_key(k, known)}" for k in unknown)
+        raise SettingsError(f"unknown config key(s): {named}; allowed: {', '.join(sorted(known))}")
+    for key, value in raw.items():
+        check_text(key, value)
     data: dict[str, Any] = {group: {} for group in _GROUPS}
     for key, value in raw.items():
         group, _ = known[key]

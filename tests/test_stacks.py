@@ -189,7 +189,7 @@ def test_accounts_are_per_stack() -> None:
         ({"image": "vllm/vllm-openai:latest"}, "floating tag 'latest'"),
         ({"gpuMemoryUtilization": 1.2}, "config key 'gpuMemoryUtilization'"),
         ({"speculativeMethod": "mtp"}, "config key 'drafter' is required"),
-        ({"maxNumSeq": 8}, "unknown config key(s): maxNumSeq"),
+        ({"maxNumSeq": 8}, "unknown config key(s): 'maxNumSeq' (did you mean 'maxNumSeqs'?)"),
     ],
 )
 def test_bad_config_declares_nothing(override: dict[str, Any], needle: str) -> None:

@@ -170,7 +170,7 @@ def firewall(**overrides: Any) -> dict[str, Any]:
 def test_firewall_serving_port_open_to_the_world() -> None:
     """Reference defect 4: plain HTTP on an external IP with no authentication."""
     (message,) = violations(serving_port_not_public, FIREWALL, firewall(), name="tpu-fw")
-    assert "tpu-fw: allows tcp port(s) 8000 from 0.0.0.0/0" in message
+    assert "tpu-fw: allows TCP port(s) 8000 from 0.0.0.0/0" in message
     assert "Restrict sourceRanges" in message
 
 

@@ -75,4 +75,4 @@ def test_tpu_firewall() -> None:
     assert violations(serving_port_not_public, FIREWALL, rule) == []
     rule["sourceRanges"] = ["203.0.113.0/24", "0.0.0.0/0"]
     (message,) = violations(serving_port_not_public, FIREWALL, rule)
-    assert "allows tcp port(s) 8000 from 0.0.0.0/0" in message
+    assert "allows TCP port(s) 8000 from 203.0.113.0/24, 0.0.0.0/0" in message
