@@ -121,19 +121,29 @@ def _as_pulumi_value(value: Any) -> str:
     return str(value)
 
 
-def set_config(config: dict[str, Any]) -> None:
-    """Hand config to the program the way the Pulumi CLI does (PULUMI_CONFIG, string values)."""
+def set_config(config: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """Hand config to the program the way the Pulumi CLI does (PULUMI_CONFIG, string values).
+
+    `extra`: full `namespace:key` entries added (a None value removes the key)."""
     payload = {f"{PROJECT}:{k}": _as_pulumi_value(v) for k, v in config.items()}
     payload["gcp:project"] = "test-project"
+    for key, value in (extra or {}).items():
+        if value is None:
+            payload.pop(key, None)
+        else:
+            payload[key] = _as_pulumi_value(value)
     os.environ["PULUMI_CONFIG"] = json.dumps(payload)
     pulumi.runtime.config.set_all_config({})
 
 
 def render(
-    config: dict[str, Any], stack: str = "test", mocks: RecordingMocks | None = None
+    config: dict[str, Any],
+    stack: str = "test",
+    mocks: RecordingMocks | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Rendered:
     """Run the project's real `__main__.py` under mocks with `config` as the stack config."""
-    set_config(config)
+    set_config(config, extra)
     # asyncio.run() elsewhere (health checks, benchmark) leaves no current loop behind;
     # Pulumi's mock runtime expects one.
     try:
