@@ -11,9 +11,9 @@ from pulumi.runtime import config as runtime_config
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
+from components.config_namespaces import namespaces
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
-from components.config_namespaces import namespaces
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from typing import Any
 
+import pulumi
 import pytest
 
-import pulumi
 from serving.vllm import parse_args
 from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, stack_config
 

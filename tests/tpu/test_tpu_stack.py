@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import pulumi
 import pytest
 
-import pulumi
 from serving.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 
