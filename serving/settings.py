@@ -8,6 +8,7 @@ before any resource is declared. Error messages name the key and what is allowed
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 import re
 from collections.abc import Mapping
@@ -404,6 +405,11 @@ class Settings(BaseModel):
         description="vLLM container image, pinned by version tag or @sha256 digest "
         "(no latest/nightly)."
     )
+    registries: JsonList = Field(
+        default_factory=lambda: list(DEFAULT_REGISTRIES),
+        description="Registries the image may come from (host names, `*` wildcards; "
+        "`vllm/...` is docker.io).",
+    )
     labels: Labels = Field(
         default_factory=dict, description="Google Cloud labels as key=value strings."
     )
@@ -428,6 +434,16 @@ class Settings(BaseModel):
     def _pinned_image(cls, value: str) -> str:
         check_pinned_image(value)
         return value
+
+    @model_validator(mode="after")
+    def _allowed_registry(self) -> Settings:
+        registry = image_registry(self.image)
+        if not any(fnmatch.fnmatchcase(registry, pattern) for pattern in self.registries):
+            raise ValueError(
+                f"config key 'image': {self.image!r} comes from {registry!r}, which is not in "
+                f"config key 'registries' ({', '.join(self.registries) or 'empty'})"
+            )
+        return self
 
     @field_validator("labels")
     @classmethod
@@ -511,12 +527,31 @@ class Settings(BaseModel):
         return self.cloud_run.region
 
 
+#: Where images may come from unless a stack says otherwise (the official vLLM images).
+DEFAULT_REGISTRIES: tuple[str, ...] = ("docker.io",)
+_IMAGE_CHARS = re.compile(r"[A-Za-z0-9._/:@-]+")
+
+
+def image_registry(image: str) -> str:
+    """The registry host of an image reference (`vllm/vllm-openai:v1` -> `docker.io`)."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first.lower()
+    return "docker.io"
+
+
 def check_pinned_image(image: str) -> None:
-    """Raise ValueError unless `image` names a fixed tag or a digest."""
-    if "@sha256:" in image:
-        digest = image.split("@sha256:", 1)[1]
-        if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            raise ValueError(f"image {image!r} has a malformed sha256 digest")
+    """Raise ValueError unless `image` names a fixed tag or a sha256 digest of 64 hex digits."""
+    if not _IMAGE_CHARS.fullmatch(image):
+        raise ValueError(
+            f"image {image!r} is not an image reference (letters, digits, . _ / : @ - only)"
+        )
+    if "@" in image:
+        digest = image.split("@", 1)[1]
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise ValueError(
+                f"image {image!r} has a malformed digest: only sha256: and 64 lowercase hex digits"
+            )
         return
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:
@@ -537,7 +572,7 @@ _GROUPS: dict[str, type[_Group]] = {
     "health": HealthSettings,
     "benchmark": BenchmarkSettings,
 }
-_TOP_LEVEL = ("hardware", "image", "labels")
+_TOP_LEVEL = ("hardware", "image", "registries", "labels")
 
 
 def config_keys() -> dict[str, tuple[str, Any]]:

@@ -28,7 +28,7 @@ from tests.policies._fixtures import (
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = ROOT / "policies"
-NOT_POLICIES = {"__init__", "__main__", "registry", "plan"}
+NOT_POLICIES = {"__init__", "__main__", "registry", "plan", "offline"}
 MANDATORY = [p for p in ALL if p.enforcement_level is EnforcementLevel.MANDATORY]
 ADVISORY = [p for p in ALL if p.enforcement_level is EnforcementLevel.ADVISORY]
 
