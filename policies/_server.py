@@ -23,6 +23,7 @@ from policies._resources import (
     find_hardware,
     get,
     is_list,
+    items,
 )
 from serving.vllm_argv import (
     ReadError,
@@ -75,6 +76,18 @@ def _field(mapping: Any, key: str) -> tuple[Any, bool]:
         return None, True
 
 
+def _literal_envs(container: Any) -> dict[str, str]:
+    """The container's environment variables with literal values (a shell expands them)."""
+    found: dict[str, str] = {}
+    raw, _ = _field(container, "envs")
+    for env in items(raw):
+        name, _ = _field(env, "name")
+        value, _ = _field(env, "value")
+        if isinstance(name, str) and isinstance(value, str):
+            found[name] = value
+    return found
+
+
 def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
     """Every vLLM server a resource starts, with the options in effect."""
     return read_servers(resource_type, props).servers
@@ -124,12 +137,15 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
             (image is not None and is_vllm_image(image)) or looks_like_vllm_args(args)
         )
         try:
-            launches = find_launches(argv, image_runs_vllm=runs_vllm)
+            container_env = _literal_envs(container)
+            launches = find_launches(argv, image_runs_vllm=runs_vllm, env=container_env)
         except ReadError as exc:
             reading.problems.append(f"{where}: {exc}")
             continue
         for launch in launches:
-            add(launch.argv, launch.env, image, where)
+            # The container's own env is judged where it is declared (envs), not again here.
+            own = {k: v for k, v in launch.env.items() if container_env.get(k) != v}
+            add(launch.argv, own, image, where)
     for key, script in startup_scripts(props, reading):
         where = f"startup script ({key})"
         try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,14 +370,16 @@ class Launch:
     env: dict[str, str]
 
 
-def find_launches(argv: Sequence[str], *, image_runs_vllm: bool = False) -> list[Launch]:
+def find_launches(
+    argv: Sequence[str], *, image_runs_vllm: bool = False, env: Mapping[str, str] | None = None
+) -> list[Launch]:
     """Every `vllm serve` a command vector starts (a container's command + args).
 
     `image_runs_vllm`: the argv is the arguments to an image's default entrypoint (no
     command given) and that image is known to run `vllm serve`.
     Raises ReadError when the command mentions vLLM but cannot be read with certainty.
     """
-    return _launches(list(argv), {}, image_runs_vllm=image_runs_vllm, depth=0)
+    return _launches(list(argv), dict(env or {}), image_runs_vllm=image_runs_vllm, depth=0)
 
 
 def _launches(
@@ -584,10 +586,24 @@ def split_script(script: str) -> list[list[str]]:
     return commands
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _expand(word: str, env: Mapping[str, str]) -> str:
+    """`$NAME` and `${NAME}` replaced from what the script (or container) set; others kept."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return env.get(name, match.group(0))
+
+    return _VARIABLE.sub(value, word)
+
+
 def _script(script: str, env: dict[str, str], depth: int) -> list[Launch]:
     env = dict(env)
     found: list[Launch] = []
-    for words in split_script(script):
+    for raw_words in split_script(script):
+        words = [_expand(w, env) for w in raw_words]
         if _basename(words[0]) in ("export", "readonly", "declare", "local") or all(
             _ASSIGNMENT.match(w) for w in words
         ):
@@ -596,7 +612,15 @@ def _script(script: str, env: dict[str, str], depth: int) -> list[Launch]:
                     name, _, value = word.partition("=")
                     env[name] = value
             continue
-        found += _launches(words, env, image_runs_vllm=False, depth=depth)
+        launches = _launches(words, env, image_runs_vllm=False, depth=depth)
+        for launch in launches:
+            unresolved = [t for t in launch.argv if "$" in t or "`" in t]
+            if unresolved:
+                raise ReadError(
+                    f"vLLM arguments use shell expansions the reader cannot resolve: "
+                    f"{', '.join(unresolved)}"
+                )
+        found += launches
     return found
 
 

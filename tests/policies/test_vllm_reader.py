@@ -210,6 +210,27 @@ def test_bf16_on_l4_is_refused_however_vllm_is_started(
     assert "not a QAT checkpoint" in message
 
 
+def test_shell_variables_are_resolved_from_the_container_env() -> None:
+    props = l4_with(["sh", "-c"], ['vllm serve "$MODEL" --max-model-len=${LEN}'])
+    container(props)["envs"] += [
+        {"name": "MODEL", "value": BF16},
+        {"name": "LEN", "value": "131072"},
+    ]
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    assert violations(l4_qat_checkpoint, SERVICE, props)
+    assert any("131072" in m for m in violations(max_model_len_cap, SERVICE, props))
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["vllm serve $MODEL", "vllm serve /mnt/models/x-qat --max-model-len=$(cat /len)",
+     "M=/mnt/models/x-qat; vllm serve $M --max-model-len `cat /len`"],
+)  # fmt: skip
+def test_unresolvable_shell_expansions_fail_closed(script: str) -> None:
+    (message,) = violations(vllm_server_readable, SERVICE, l4_with(["sh", "-c"], [script]))
+    assert "cannot resolve" in message or "cannot read" in message
+
+
 @pytest.mark.parametrize("spelling", [["--max-model-len", "-1"], ["--max-model-len=auto"], []])
 def test_full_context_spellings_are_refused_on_l4(spelling: list[str]) -> None:
     props = l4_with(
