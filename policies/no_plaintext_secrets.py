@@ -103,7 +103,8 @@ def validate_no_plaintext_secrets(
                     None,
                 )
         key = server.args.get("api-key")
-        if isinstance(key, str) and key:
+        keys = [key] if isinstance(key, str) else key if isinstance(key, list) else []
+        if any(isinstance(k, str) and k and "$" not in k for k in keys):
             report_violation(
                 f"{args.name}: {server.where} passes --api-key as a literal argument; set "
                 f"VLLM_API_KEY from Secret Manager instead; {_FIX}.",

@@ -17,10 +17,11 @@ says what it could not read. It understands:
   a JSON object (`--speculative-config '{...}'`), boolean flags before the positional model,
   the last occurrence winning, and `--config FILE` (a file the reader cannot see: reported).
 
-Which options are booleans and which short aliases exist is vLLM's parser's knowledge; it is
-kept in :data:`BOOLEAN_OPTIONS` and :data:`SHORT_ALIASES` (vLLM's `EngineArgs.add_cli_args` and
-the OpenAI server's `make_arg_parser`). An option the tables do not know is read as taking a
-value; where that leaves the model ambiguous, the reading says so instead of guessing.
+Which options exist, which take a value (and how many: `--served-model-name a b` takes both,
+as argparse's `nargs="+"` does), which are `--no-` negations and which short aliases exist is
+vLLM's own parser's knowledge, read from a snapshot of vLLM 0.27.1's `make_arg_parser`
+(`serving/data/vllm-0.27.1.json`). An option vLLM does not have, or an abbreviation that
+matches several, is reported instead of guessed.
 """
 
 from __future__ import annotations
@@ -30,111 +31,64 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-#: vLLM serve options that take no value (`store_true` or `BooleanOptionalAction`).
-BOOLEAN_OPTIONS = frozenset(
-    {
-        "allow-deprecated-quantization",
-        "async-scheduling",
-        "calculate-kv-scales",
-        "disable-cascade-attn",
-        "disable-chunked-mm-input",
-        "disable-custom-all-reduce",
-        "disable-fastapi-docs",
-        "disable-frontend-multiprocessing",
-        "disable-hybrid-kv-cache-manager",
-        "disable-log-requests",
-        "disable-log-stats",
-        "disable-sliding-window",
-        "disable-uvicorn-access-log",
-        "enable-auto-tool-choice",
-        "enable-chunked-prefill",
-        "enable-dbo",
-        "enable-eplb",
-        "enable-expert-parallel",
-        "enable-force-include-usage",
-        "enable-log-outputs",
-        "enable-log-requests",
-        "enable-lora",
-        "enable-lora-bias",
-        "enable-mm-embeds",
-        "enable-multimodal-encoder-data-parallel",
-        "enable-prefix-caching",
-        "enable-prompt-embeds",
-        "enable-prompt-tokens-details",
-        "enable-request-id-headers",
-        "enable-server-load-tracking",
-        "enable-sleep-mode",
-        "enable-ssl-refresh",
-        "enable-tokenizer-info-endpoint",
-        "enforce-eager",
-        "exclude-tools-when-tool-choice-none",
-        "fully-sharded-loras",
-        "headless",
-        "kv-sharing-fast-prefill",
-        "log-error-stack",
-        "ray-workers-use-nsight",
-        "return-tokens-as-token-ids",
-        "skip-tokenizer-init",
-        "trust-remote-code",
-        "use-tqdm-on-load",
-    }
-)
-#: Short option strings and the long option they stand for.
-SHORT_ALIASES: dict[str, str] = {
-    "-tp": "tensor-parallel-size",
-    "-pp": "pipeline-parallel-size",
-    "-dp": "data-parallel-size",
-    "-dpn": "data-parallel-rank",
-    "-dpr": "data-parallel-start-rank",
-    "-dpl": "data-parallel-size-local",
-    "-dpa": "data-parallel-address",
-    "-dpp": "data-parallel-rpc-port",
-    "-dpb": "data-parallel-backend",
-    "-q": "quantization",
-    "-O": "compilation-config",
-    "-cc": "compilation-config",
-}
+#: vLLM's own `vllm serve` parser, captured from vLLM 0.27.1 (`serving/data/`): every option
+#: string, its destination, whether it takes a value, how many, and `--no-` negations.
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "vllm-0.27.1.json"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option string of `vllm serve`."""
+
+    #: Canonical long name (the destination, dashes): `tensor-parallel-size` for `-tp`.
+    name: str
+    takes_value: bool
+    #: argparse nargs: None (one value), "+" (one or more), "?" (zero or one), 0 (a flag).
+    nargs: str | int | None
+    #: `--no-x`: sets the destination to False.
+    negation: bool
+    type: str | None
+
+
+def _load_options() -> dict[str, Option]:
+    data = json.loads(SNAPSHOT.read_text())
+    options: dict[str, Option] = {}
+    for string, spec in data["serve_options"].items():
+        options[string] = Option(
+            name=str(spec["dest"]).replace("_", "-"),
+            takes_value=bool(spec["takes_value"]),
+            nargs=spec["nargs"],
+            negation=bool(spec.get("negation")),
+            type=spec.get("type"),
+        )
+    return options
+
+
+OPTIONS: dict[str, Option] = _load_options()
+#: Canonical names of the options that take no value (flags and BooleanOptionalAction).
+BOOLEAN_OPTIONS = frozenset(o.name for o in OPTIONS.values() if not o.takes_value)
+#: Short option strings and the canonical long name they stand for (`-tp`, `-q`, `-sc`...).
+SHORT_ALIASES: dict[str, str] = {k: o.name for k, o in OPTIONS.items() if not k.startswith("--")}
 #: Options whose value is a JSON object (and so may be given field by field, dotted).
 JSON_OPTIONS = frozenset(
-    {
-        "speculative-config",
-        "compilation-config",
-        "kv-transfer-config",
-        "kv-events-config",
-        "hf-overrides",
-        "limit-mm-per-prompt",
-        "mm-processor-kwargs",
-        "override-generation-config",
-        "additional-config",
-        "structured-outputs-config",
-        "attention-config",
-    }
+    o.name
+    for o in OPTIONS.values()
+    if o.type in ("union_dict_and_str", "parse_dataclass", "loads") or o.name.endswith("config")
 )
 #: Options a non-vLLM program is likely to share: they alone do not make a command vLLM.
 _GENERIC = frozenset(
-    {"host", "port", "model", "config", "dtype", "seed", "revision", "tokenizer", "api-key"}
-)
+    {"host", "port", "model", "config", "dtype", "seed", "revision", "tokenizer", "api-key",
+     "help", "version", "headless", "quantization", "uds", "root-path", "ssl-keyfile",
+     "ssl-certfile", "allowed-origins", "log-level", "hf-token", "download-dir", "task"}
+)  # fmt: skip
 #: Options that say "vLLM" on their own (an unknown image whose args carry one runs vLLM).
-VLLM_SPECIFIC = (
-    BOOLEAN_OPTIONS | JSON_OPTIONS | frozenset(SHORT_ALIASES.values())
-) - _GENERIC | frozenset(
-    {
-        "gpu-memory-utilization",
-        "max-model-len",
-        "max-num-seqs",
-        "max-num-batched-tokens",
-        "kv-cache-dtype",
-        "served-model-name",
-        "tool-call-parser",
-        "reasoning-parser",
-        "load-format",
-        "safetensors-load-strategy",
-        "swap-space",
-        "block-size",
-    }
-)
+VLLM_SPECIFIC = frozenset(o.name for o in OPTIONS.values()) - _GENERIC
+_LONG: dict[str, Option] = {k: o for k, o in OPTIONS.items() if k.startswith("--")}
+#: The model vLLM serves when none is given (its `--model` default).
+DEFAULT_MODEL = str(json.loads(SNAPSHOT.read_text())["serve_options"]["--model"]["default"])
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -225,83 +179,101 @@ def _set_dotted(options: dict[str, Any], name: str, path: list[str], value: str)
     return None
 
 
+def lookup(raw: str) -> tuple[Option | None, str | None]:
+    """The option an option string means to vLLM's parser (`--x_y` is `--x-y`; a unique
+    abbreviation is its option, as argparse reads it), or why there is none."""
+    if raw in SHORT_ALIASES:
+        return OPTIONS[raw], None
+    if raw.startswith("--"):
+        key = "--" + raw[2:].replace("_", "-")
+        if key in _LONG:
+            return _LONG[key], None
+        matches = sorted(k for k in _LONG if k.startswith(key))
+        meanings = {(_LONG[k].name, _LONG[k].negation) for k in matches}
+        if len(meanings) == 1:
+            return _LONG[matches[0]], None
+        if matches:
+            return None, f"{raw} abbreviates several options ({', '.join(matches[:4])})"
+    return None, f"an option vLLM 0.27.1 does not have ({raw})"
+
+
 def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> ServeArgs:
     """Read `vllm serve` arguments (what follows `serve`) the way vLLM's parser does."""
     tokens = list(argv)
     options: dict[str, Any] = {}
     problems: list[str] = []
     positional: str | None = None
-    ambiguous: list[str] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
+        i += 1
         if _is_value(token):
             if positional is None:
                 positional = token
             else:
-                problems.append(f"a second positional argument {token!r}")
-            i += 1
+                problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
             continue
         raw, eq, value = token.partition("=")
-        if raw in SHORT_ALIASES:
-            name = SHORT_ALIASES[raw]
-        elif raw.startswith("-O") and raw != "-O" and not raw.startswith("--"):
-            name, eq, value = "compilation-config", "=", raw[2:].lstrip(".") or value
-        elif raw.startswith("--"):
-            name = canonical(raw)
-        else:
-            problems.append(f"an option vLLM's parser does not have ({token!r})")
-            i += 1
+        if raw.startswith("-O") and not raw.startswith("--"):
+            # vLLM's parser reads -O3 / -O.mode=3 / -O 3 as the compilation config.
+            raw, eq, value = "--compilation-config", eq or "=", value or raw[2:].lstrip(".")
+        head, dot, rest = raw.partition(".")
+        option, problem = lookup(head)
+        if option is None:
+            problems.append(problem or f"cannot read {token!r}")
             continue
-        base, dot, rest = name.partition(".")
-        if dot and base in JSON_OPTIONS:
+        name = option.name
+        if dot:
             if not eq:
-                if i + 1 >= len(tokens):
+                if i >= len(tokens):
                     problems.append(f"{token} has no value")
                     break
-                value, i = tokens[i + 1], i + 1
-            error = _set_dotted(options, base, rest.split("."), value)
+                value, i = tokens[i], i + 1
+            error = _set_dotted(options, name, rest.split("."), value)
             if error:
                 problems.append(error)
-            i += 1
+            continue
+        if not option.takes_value:
+            if eq:
+                problems.append(f"{head} takes no value, got {token!r} (vLLM refuses it)")
+            options[name] = not option.negation
             continue
         if eq:
-            options[name] = value
-        elif name in BOOLEAN_OPTIONS:
-            options[name] = True
-        elif name.startswith("no-") and name[3:] in BOOLEAN_OPTIONS:
-            options[name[3:]] = False
-        elif i + 1 < len(tokens) and _is_value(tokens[i + 1]):
-            if name not in VLLM_SPECIFIC and name not in _GENERIC:
-                ambiguous.append(token)
-            options[name] = tokens[i + 1]
+            options[name] = [value] if option.nargs == "+" else value
+            continue
+        if option.nargs == "+":
+            values: list[str] = []
+            while i < len(tokens) and _is_value(tokens[i]):
+                values.append(tokens[i])
+                i += 1
+            if not values:
+                problems.append(f"{head} has no value")
+            options[name] = values
+        elif i < len(tokens) and _is_value(tokens[i]):
+            options[name] = tokens[i]
             i += 1
-        elif name.startswith("no-"):
-            options[name[3:]] = False
-        else:
+        elif option.nargs == "?":
             options[name] = True
-        i += 1
+        else:
+            problems.append(f"{head} has no value")
     if "config" in options:
         problems.append(f"--config {options['config']!r}: options in a file the policy cannot read")
     model = positional
     if model is None and isinstance(options.get("model"), str):
         model = options["model"]
     options.pop("model", None)
-    if model is None and ambiguous:
-        problems.append(
-            f"no model: {', '.join(ambiguous)} may be a flag followed by the positional model"
-        )
+    if model is None:
+        model = DEFAULT_MODEL  # what vLLM serves when it is given no model
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
 
 
 def looks_like_vllm_args(argv: Sequence[str]) -> bool:
     """Arguments that carry at least one option only vLLM has."""
     for token in argv:
-        if token in SHORT_ALIASES:
-            return True
-        if token.startswith("--"):
-            name = canonical(token.partition("=")[0]).partition(".")[0]
-            if name in VLLM_SPECIFIC or (name.startswith("no-") and name[3:] in BOOLEAN_OPTIONS):
+        if token.startswith("--") or token in SHORT_ALIASES:
+            option = OPTIONS.get("--" + canonical(token.partition("=")[0]).partition(".")[0])
+            option = option or OPTIONS.get(token)
+            if option is not None and option.name in VLLM_SPECIFIC:
                 return True
     return False
 

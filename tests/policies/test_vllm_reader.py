@@ -19,6 +19,7 @@ from policies.pinned_image import pinned_image
 from policies.speculative_config_valid import speculative_config_valid
 from policies.vllm_server_readable import vllm_server_readable
 from serving.vllm_argv import (
+    DEFAULT_MODEL,
     ReadError,
     find_launches,
     human_int,
@@ -148,10 +149,34 @@ def test_config_file_is_reported() -> None:
     assert any("/etc/vllm.yaml" in p for p in args.problems)
 
 
-def test_unknown_flag_before_the_model_is_ambiguous() -> None:
+def test_an_option_vllm_does_not_have_is_reported() -> None:
     args = parse_serve_args(["--some-new-flag", BF16])
-    assert args.model is None
     assert any("--some-new-flag" in p for p in args.problems)
+
+
+def test_multi_value_option_swallows_the_model_as_argparse_does() -> None:
+    # vLLM's --served-model-name takes one or more values (nargs="+"): the model path after it
+    # is a second served name, and vLLM serves its default model.
+    args = parse_serve_args(["--served-model-name", "gemma", BF16])
+    assert args.options["served-model-name"] == ["gemma", BF16]
+    assert args.model == DEFAULT_MODEL
+
+
+def test_aliases_and_abbreviations_from_vllms_parser() -> None:
+    args = parse_serve_args(
+        [BF16, "-sc", '{"method": "mtp"}', "--max-model", "99999", "-ep", "-O3", "-dcp", "2"]
+    )
+    assert args.options["speculative-config"] == '{"method": "mtp"}'
+    assert args.options["max-model-len"] == "99999"  # a unique abbreviation, as argparse reads it
+    assert args.options["enable-expert-parallel"] is True
+    assert args.options["compilation-config"] == "3"
+    assert args.options["decode-context-parallel-size"] == "2"
+
+
+def test_flag_given_a_value_and_ambiguous_abbreviation_are_reported() -> None:
+    args = parse_serve_args([BF16, "--enable-prefix-caching=false", "--max-num", "4"])
+    assert any("takes no value" in p for p in args.problems)
+    assert any("abbreviates several options" in p for p in args.problems)
 
 
 @pytest.mark.parametrize(
