@@ -271,7 +271,8 @@ class TpuSettings(_Group):
     serving_port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on.")
     source_ranges: JsonList = Field(
         default_factory=list,
-        description="CIDR ranges allowed to reach the serving port (never 0.0.0.0/0).",
+        description="CIDR ranges allowed to reach the serving port (no public range wider than "
+        "sourceRangeMinPrefixV4/V6, never the whole internet).",
     )
     source_range_min_prefix_v4: int = Field(
         DEFAULT_MIN_PREFIX_V4,
