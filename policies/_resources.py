@@ -312,6 +312,13 @@ class VllmServer:
         return parsed, None
 
 
+def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
+    """Every vLLM server a resource starts (the shared reader in `policies._server`)."""
+    from policies._server import vllm_servers as read
+
+    return read(resource_type, props)
+
+
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Every string inside a props tree, with its dotted path (unknown values skipped)."""
     if isinstance(value, str):
