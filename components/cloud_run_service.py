@@ -9,6 +9,7 @@ import pulumi
 from pulumi_gcp import cloudrunv2, serviceaccount
 
 from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
+from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
 from serving.hardware import Platform
 from serving.settings import Settings
@@ -25,6 +26,9 @@ class CloudRunGpuServiceArgs:
     depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
     #: Resource hooks for the service (post-deploy health checks).
     hooks: pulumi.ResourceHookBinding | None = None
+    #: Project of the metrics collector's grant; the collector runs when this is set and
+    #: the settings' `monitoring` is on.
+    monitoring_project: str | None = None
 
 
 class CloudRunGpuService(pulumi.ComponentResource):
@@ -68,7 +72,25 @@ class CloudRunGpuService(pulumi.ComponentResource):
         reader = args.bucket.grant_read(
             f"{name}-sa-read-models", account.email.apply(lambda e: f"serviceAccount:{e}")
         )
-        service = self._create_service(name, args, account, [reader, *args.depends_on])
+        collector = None
+        if settings.monitoring.monitoring and args.monitoring_project is not None:
+            collector = cloud_run_collector(
+                name,
+                settings,
+                project=args.monitoring_project,
+                ingress_container="vllm",
+                port=CLOUD_RUN_PORT,
+                account_email=account.email,
+                parent=self,
+                after=args.depends_on,
+            )
+        service = self._create_service(
+            name,
+            args,
+            account,
+            [reader, *(collector.depends_on if collector else []), *args.depends_on],
+            collector,
+        )
         self._create_invokers(name, settings, service)
 
         self.url = service.uri
@@ -92,6 +114,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         args: CloudRunGpuServiceArgs,
         account: serviceaccount.Account,
         depends_on: Sequence[pulumi.Resource],
+        collector: CollectorSidecar | None = None,
     ) -> cloudrunv2.Service:
         s = args.settings
         hw = s.profile
@@ -130,7 +153,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
                             read_only=True,
                             mount_options=list(FUSE_MOUNT_OPTIONS),
                         ),
-                    )
+                    ),
+                    *([collector.volume] if collector else []),
                 ],
                 containers=[
                     cloudrunv2.ServiceTemplateContainerArgs(
@@ -177,7 +201,9 @@ class CloudRunGpuService(pulumi.ComponentResource):
                             timeout_seconds=10,
                             failure_threshold=3,
                         ),
-                    )
+                    ),
+                    # The metrics collector starts after vLLM's startup probe passes.
+                    *([collector.container] if collector else []),
                 ],
             ),
             opts=pulumi.ResourceOptions(

@@ -15,7 +15,7 @@ from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 from components.naming import account_id, token
 from serving.vllm import MODEL_MOUNT_PATH, VLLM_GID, VLLM_UID
 
-#: The vLLM image runs as its non-root user; the mount must be owned by it.
+#: The package's mount-owner contract (see serving.vllm.VLLM_UID for what the images run as).
 FUSE_MOUNT_OPTIONS = (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
 
 

@@ -14,10 +14,12 @@ from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceA
 from components.config_namespaces import namespaces
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
+from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
 from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
+from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 from serving.stack_config import ConfigKeyError, project_config
@@ -66,6 +68,14 @@ TPU_APIS = (
     "secretmanager.googleapis.com",
     "iam.googleapis.com",
 )
+
+
+MONITORING_APIS = ("monitoring.googleapis.com",)
+
+
+def with_monitoring_apis(settings: Settings, apis: tuple[str, ...]) -> tuple[str, ...]:
+    """The stack's APIs, with Cloud Monitoring's when monitoring is on."""
+    return (*apis, *MONITORING_APIS) if settings.monitoring.monitoring else apis
 
 
 def project_id() -> str:
@@ -127,8 +137,9 @@ def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
 
 def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
-    apis = ProjectApis(f"{prefix}-apis", TPU_APIS)
     project = project_id()
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, TPU_APIS))
+    job = monitoring_spec.scrape_job(prefix) if settings.monitoring.monitoring else None
     hooks = None
     if settings.tpu.source_ranges:
         hooks = post_deploy_binding(
@@ -145,10 +156,27 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         )
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
-        TpuVllmNodesArgs(settings=settings, project=project, tag=f"{prefix}-vllm", hooks=hooks),
+        TpuVllmNodesArgs(
+            settings=settings,
+            project=project,
+            tag=f"{prefix}-vllm",
+            hooks=hooks,
+            scrape_job=job,
+        ),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
+    monitoring_outputs: dict[str, pulumi.Input[Any]] = {}
+    if job is not None:
+        watch = VllmMonitoring(
+            f"{prefix}-monitoring",
+            VllmMonitoringArgs(
+                settings=settings, project=project, scrape_job=job, depends_on=[apis]
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[apis]),
+        )
+        monitoring_outputs["dashboard_id"] = watch.dashboard_id
     return {
+        **monitoring_outputs,
         "hardware": settings.hardware,
         "image_ref": settings.image,
         "source_image": settings.image,
@@ -162,7 +190,9 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
 
 def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
-    apis = ProjectApis(f"{prefix}-apis", CLOUD_RUN_APIS)
+    # Read before any resource: the collector's grant and the alerts need the project.
+    project = project_id() if settings.monitoring.monitoring else None
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, CLOUD_RUN_APIS))
     weights = settings.weights
     bucket = ModelBucket(
         f"{prefix}-models",
@@ -213,8 +243,21 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
                 ),
                 url_keys=("uri",),
             ),
+            monitoring_project=project,
         ),
     )
+    if project is not None:
+        watch = VllmMonitoring(
+            f"{prefix}-monitoring",
+            VllmMonitoringArgs(
+                settings=settings,
+                project=project,
+                cloud_run_service=service.service_name,
+                depends_on=[apis],
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[apis]),
+        )
+        outputs["dashboard_id"] = watch.dashboard_id
     return {
         **outputs,
         "hardware": settings.hardware,

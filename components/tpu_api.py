@@ -1,4 +1,8 @@
-"""A small client for the Cloud TPU v2 REST API's queued resources and nodes (httpx).
+"""A small client for the Cloud TPU REST API's queued resources and nodes (httpx).
+
+One client talks to one API version (`v2`, or `v2alpha1` for what only the alpha API has);
+paths and query parameters follow Google's discovery documents for both (checked in
+tests/tpu and tests/contracts against google-api-python-client's bundled copies).
 
 No Pulumi import: the dynamic provider in `components.tpu_queued_resource` drives it, and the
 tests drive it against a local fake of the same endpoints.

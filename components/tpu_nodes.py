@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_gcp import compute, secretmanager, serviceaccount
+from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
 from components.naming import account_id
 from components.tpu_queued_resource import QueuedResource, QueuedResourceProvider
+from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
 from serving.settings import Settings
-from serving.tpu_startup import StartupSecrets, render_startup_script
+from serving.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
 from serving.vllm import render
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -25,6 +29,8 @@ class TpuVllmNodesArgs:
     hooks: pulumi.ResourceHookBinding | None = None
     #: Provider override (tests inject a fake token source).
     provider: QueuedResourceProvider | None = None
+    #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
+    scrape_job: str | None = None
 
 
 class TpuVllmNodes(pulumi.ComponentResource):
@@ -47,11 +53,27 @@ class TpuVllmNodes(pulumi.ComponentResource):
         if s.profile.platform is not Platform.TPU:
             raise ValueError(f"hardware {s.hardware!r} is not a TPU")
         tpu = s.tpu
-        command = render(s, model_path=s.model.model, port=tpu.serving_port)
+        # The node downloads the checkpoint from Hugging Face at boot: pin its revision.
+        command = render(s, model_path=s.model.model, port=tpu.serving_port, from_hub=True)
+        floating = [
+            f"{key}={value!r}"
+            for key, value in (
+                ("modelRevision", s.model.model_revision),
+                ("drafterRevision", s.model.drafter_revision if s.model.drafter else None),
+            )
+            if value is not None and not _COMMIT.match(value)
+        ]
+        if floating:
+            pulumi.log.warn(
+                f"{', '.join(floating)}: a branch or tag is resolved again at every node boot, "
+                "so a reboot or another replica can load newer weights; set a 40-character "
+                "commit sha to pin them."
+            )
         script = render_startup_script(
             command,
             s.image,
             StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
+            _ops_agent(s, args.scrape_job),
         )
 
         account = serviceaccount.Account(
@@ -61,7 +83,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         member = account.email.apply(lambda e: f"serviceAccount:{e}")
-        grants = [
+        grants: list[pulumi.Resource] = [
             secretmanager.SecretIamMember(
                 f"{name}-sa-{role}",
                 secret_id=secret,
@@ -74,6 +96,17 @@ class TpuVllmNodes(pulumi.ComponentResource):
                 ("api-key", tpu.api_key_secret),
             )
         ]
+        if args.scrape_job is not None:
+            # The Ops Agent writes vLLM's metrics as the node's identity (a project-level role).
+            grants.append(
+                projects.IAMMember(
+                    f"{name}-sa-metric-writer",
+                    project=args.project,
+                    role="roles/monitoring.metricWriter",
+                    member=member,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         if tpu.source_ranges:
             compute.Firewall(
                 f"{name}-serving",
@@ -130,3 +163,15 @@ class TpuVllmNodes(pulumi.ComponentResource):
 
 def _seconds(hours: float | None) -> int | None:
     return None if hours is None else int(hours * 3600)
+
+
+def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:
+    if job is None:
+        return None
+    m = settings.monitoring
+    return OpsAgent(
+        version=m.monitoring_ops_agent_version,
+        config_yaml=monitoring_spec.ops_agent_config(settings.tpu.serving_port, job, m),
+        repo_script_url=monitoring_spec.OPS_AGENT_REPO_SCRIPT,
+        config_path=monitoring_spec.OPS_AGENT_CONFIG,
+    )

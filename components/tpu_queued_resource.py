@@ -1,4 +1,5 @@
-"""A Pulumi dynamic provider for TPU queued resources over the TPU v2 REST API.
+"""A Pulumi dynamic provider for TPU queued resources over the TPU REST API (v2; v2alpha1 for
+flex-start, whose fields only that version has: see `API_VERSIONS`).
 
 pulumi-gcp's `tpu.V2QueuedResource` cannot set node metadata (the startup script), the node's
 service account, the spot/guaranteed tier or valid-until; the REST API can, so this provider
@@ -55,23 +56,38 @@ def queued_resource_body(props: dict[str, Any]) -> dict[str, Any]:
         }
     }
     provisioning = props["provisioning"]
+    if provisioning not in API_VERSIONS:
+        raise ValueError(
+            f"provisioning {provisioning!r} is not one of {', '.join(sorted(API_VERSIONS))}"
+        )
     if provisioning == "spot":
         body["spot"] = {}
     elif provisioning == "guaranteed":
         body["guaranteed"] = {}
     elif provisioning == "flex-start":
-        node["schedulingConfig"] = {
-            "provisioningModel": "FLEX_START",
-            "maxRunDuration": f"{int(props['maxRunDurationSeconds'])}s",
-        }
+        # QueuedResource fields, only in v2alpha1 (`SchedulingConfig.provisioningModel` has no
+        # FLEX_START and `SchedulingConfig` no run duration).
+        body["provisioningModel"] = "FLEX_START"
+        body["runDuration"] = {"maxRunDuration": f"{int(props['maxRunDurationSeconds'])}s"}
     if props.get("validUntilSeconds"):
         body["queueingPolicy"] = {"validUntilDuration": f"{int(props['validUntilSeconds'])}s"}
     return body
 
 
+#: The API version each provisioning mode is sent to. Flex-start's `provisioningModel` and
+#: `runDuration` exist only on v2alpha1's QueuedResource (discovery document revision 20261001);
+#: everything the other modes send is in v2, the stable API.
+API_VERSIONS: dict[str, str] = {
+    "flex-start": "v2alpha1",
+    "spot": "v2",
+    "guaranteed": "v2",
+    "on-demand": "v2",
+}
+
+
 def api_version(props: dict[str, Any]) -> str:
-    """Flex-start is only in the v2alpha1 API (as `gcloud alpha` uses it)."""
-    return "v2alpha1" if props["provisioning"] == "flex-start" else "v2"
+    """The API version for every call about this queued resource (create, get, delete, node)."""
+    return API_VERSIONS[props["provisioning"]]
 
 
 def _log(message: str) -> None:

@@ -1,4 +1,14 @@
-"""model-volume-read-only: the model bucket is mounted read-only, as the image's user."""
+"""model-volume-read-only: the model bucket is mounted read-only, readable by the image's user.
+
+Two owners are at stake. This package's contract mounts the bucket with `uid=1001;gid=1001`
+(from the reference deployment), and the policy holds vLLM images and their mirrors to it.
+What the container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai`
+keeps `USER root` (its docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as
+`vllm`, uid 2000, gid 0. gcsfuse shows every file with mode 0644 and every directory with 0755
+unless `file-mode`/`dir-mode` say otherwise (gcsfuse docs/semantics.md, "Permissions and
+ownership"), so a non-root user that does not own the files still reads them by the "other"
+bits; images listed in `imageUsers` are checked that way against the mount's actual options.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +21,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import schema, setting, setting_int, setting_strings
 from policies._resources import (
     JOB,
     SERVICE,
@@ -32,12 +42,32 @@ CONFIG = schema(
             "type": "array",
             "items": {"type": "string"},
             "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
-            "description": "Images that run as vLLM's non-root user (any tag or digest).",
+            "description": "Images held to the package's uid/gid mount contract (any tag or "
+            "digest, and mirrors with the same repository name). The key's name is historic: "
+            "vLLM 0.27.1's vllm-openai image runs as root.",
         },
-        "uid": {"type": "integer", "default": VLLM_UID, "description": "That user's uid."},
-        "gid": {"type": "integer", "default": VLLM_GID, "description": "That user's gid."},
+        "uid": {
+            "type": "integer",
+            "default": VLLM_UID,
+            "description": "uid the package's contract gives the model mount.",
+        },
+        "gid": {
+            "type": "integer",
+            "default": VLLM_GID,
+            "description": "gid the package's contract gives the model mount.",
+        },
+        "imageUsers": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "default": {"vllm:openai-nonroot": "2000:0"},
+            "description": "Images that run as a non-root user, as 'uid:gid' (matched on the "
+            "reference or its last path segment, any registry, tag or digest). Default: vLLM's "
+            "non-root target as its Dockerfile tags it (uid 2000, gid 0).",
+        },
     }
 )
+#: gcsfuse's permission bits when the mount options set none (docs/semantics.md).
+GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
 
 
 def _mount_options(volume: object) -> set[str]:
@@ -55,11 +85,60 @@ def _repository(image: str) -> str:
 
 
 def _runs_as_non_root(image: object, prefixes: list[str]) -> bool:
-    """A listed image, a mirror of one (same repository name in another registry), or an
-    image not known yet at preview (a mirror's digest): assume the non-root vLLM user."""
+    """Held to the mount contract: a listed image, a mirror of one (same repository name in
+    another registry), or an image not known yet at preview (a mirror's digest)."""
     if not isinstance(image, str) or not image:
         return True
     return any(image.startswith(p) or _repository(image) == _repository(p) for p in prefixes)
+
+
+def _option(options: set[str], key: str) -> str | None:
+    for option in options:
+        name, _, value = option.partition("=")
+        if name.replace("_", "-") == key:
+            return value
+    return None
+
+
+def _user_of(image: object, users: dict[str, str]) -> tuple[int, int] | None:
+    """The configured non-root 'uid:gid' an image runs as, or None (root or not known)."""
+    if not isinstance(image, str):
+        return None
+    last = image.rsplit("/", 1)[-1]
+    for key, user in users.items():
+        if image.startswith(key) or last.startswith(key):
+            uid, _, gid = user.partition(":")
+            if not uid.isdigit() or not (gid or uid).isdigit():
+                raise ValueError(f"policy config imageUsers[{key!r}] = {user!r} is not 'uid:gid'")
+            return int(uid), int(gid or uid)
+    return None
+
+
+def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
+    """Why uid:gid cannot read a gcsfuse mount with these options, or None when it can."""
+    owner, group = _option(options, "uid"), _option(options, "gid")
+    modes = {
+        "file-mode": (_option(options, "file-mode"), GCSFUSE_FILE_MODE, 0o4),
+        "dir-mode": (_option(options, "dir-mode"), GCSFUSE_DIR_MODE, 0o5),
+    }
+    for name, (raw, default, needed) in modes.items():
+        try:
+            mode = int(raw, 8) if raw else default
+        except ValueError:
+            return f"{name}={raw!r} is not an octal mode"
+        if owner == str(uid):
+            bits = mode >> 6
+        elif group == str(gid):
+            bits = mode >> 3
+        else:
+            bits = mode
+        if bits & needed != needed:
+            return (
+                f"{name} {mode:o} with owner uid={owner or '(the mounting process)'} "
+                f"gid={group or '(the mounting process)'} gives uid {uid} gid {gid} no "
+                f"{'read' if needed == 0o4 else 'read and search'} access"
+            )
+    return None
 
 
 def validate_model_volume_read_only(
@@ -70,6 +149,7 @@ def validate_model_volume_read_only(
     ):
         return
     prefixes = setting_strings(args, CONFIG, "nonRootImagePrefixes")
+    image_users = {str(k): str(v) for k, v in dict(setting(args, CONFIG, "imageUsers")).items()}
     uid = setting_int(args, CONFIG, "uid")
     gid = setting_int(args, CONFIG, "gid")
     all_containers = containers(args.resource_type, args.props)
@@ -89,29 +169,46 @@ def validate_model_volume_read_only(
                 "download job writes).",
                 None,
             )
-        non_root = [
+        options = _mount_options(volume)
+        for c in users:
+            try:
+                user = _user_of(get(c, "image"), image_users)
+            except ValueError as exc:
+                report_violation(f"{args.name}: {exc}", None)
+                continue
+            reason = None if user is None else unreadable_reason(options, *user)
+            if user is not None and reason is not None:
+                report_violation(
+                    f"{args.name}: Cloud Storage volume {name!r} is mounted into "
+                    f"{get(c, 'image')!r}, which runs as uid {user[0]} gid {user[1]}: {reason}. "
+                    f"Add mount options uid={user[0]}, or gid={user[1]} with group read, or "
+                    "leave file-mode/dir-mode at gcsfuse's defaults (0644/0755).",
+                    None,
+                )
+        contract = [
             str(get(c, "image") or "<image not known at preview>")
             for c in users
             if _runs_as_non_root(get(c, "image"), prefixes)
         ]
-        if not non_root:
+        if not contract:
             continue
-        options = _mount_options(volume)
         missing = [o for o in (f"uid={uid}", f"gid={gid}") if o not in options]
         if missing:
             report_violation(
-                f"{args.name}: Cloud Storage volume {name!r} is mounted into {non_root[0]!r}, "
-                f"which runs as the non-root vLLM user ({uid}:{gid}), without "
-                f"{' and '.join(missing)}: the container fails with 'Permission denied' "
-                f"reading the weights. Add mount_options ['uid={uid}', 'gid={gid}'].",
+                f"{args.name}: Cloud Storage volume {name!r} is mounted into {contract[0]!r} "
+                f"without {' and '.join(missing)}, the owner this package's contract gives the "
+                "model mount (the reference deployment reported 'Permission denied' without "
+                "it). vLLM 0.27.1's own image runs as root and reads either way; the owner "
+                f"matters for images that run as uid {uid}. "
+                f"Add mount_options ['uid={uid}', 'gid={gid}'].",
                 None,
             )
 
 
 model_volume_read_only = ResourceValidationPolicy(
     name="model-volume-read-only",
-    description="GPU services mount Cloud Storage volumes read-only, owned by the image's "
-    "non-root user (uid/gid 1001 for vLLM images).",
+    description="GPU services mount Cloud Storage volumes read-only, with the package's "
+    "uid/gid contract (1001) on vLLM images, readable by the user each image runs as.",
     validate=validate_model_volume_read_only,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

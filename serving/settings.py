@@ -331,6 +331,67 @@ class SloSettings(_Group):
     )
 
 
+_CHANNEL = re.compile(r"^projects/[a-z0-9-]{6,30}/notificationChannels/[0-9]+$")
+_OPS_AGENT_VERSION = r"^[0-9]+\.[0-9]+\.[0-9]+$"
+
+
+class MonitoringSettings(_Group):
+    """vLLM's metrics in Cloud Monitoring: collector, dashboard and alert policies."""
+
+    monitoring: bool = Field(
+        True,
+        description="Collect vLLM's metrics into Cloud Monitoring and declare the dashboard and "
+        "alert policies.",
+    )
+    monitoring_notification_channels: JsonList = Field(
+        default_factory=list,
+        description="Notification channels the alert policies notify "
+        "(projects/<id>/notificationChannels/<n>); empty: incidents open without notifying.",
+    )
+    monitoring_scrape_interval_seconds: int = Field(
+        30, ge=10, le=300, description="How often vLLM's /metrics is scraped, seconds."
+    )
+    monitoring_alert_minutes: int = Field(
+        5, ge=1, le=60, description="Minutes a condition must hold before an alert fires."
+    )
+    monitoring_max_waiting_requests: int = Field(
+        8, ge=1, description="Saturation alert: requests waiting in vLLM's queue above this."
+    )
+    monitoring_max_kv_cache_usage: float = Field(
+        0.95, gt=0, le=1, description="Saturation alert: KV cache usage (0-1] above this."
+    )
+    monitoring_sidecar_image: str = Field(
+        "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/"
+        "cloud-run-gmp-sidecar:1.2.0",
+        description="Managed Service for Prometheus collector image run beside vLLM on Cloud "
+        "Run (pinned tag or digest).",
+    )
+    monitoring_ops_agent_version: str = Field(
+        "2.70.0",
+        pattern=_OPS_AGENT_VERSION,
+        description="Ops Agent version the TPU startup script installs (MAJOR.MINOR.PATCH).",
+    )
+
+    @field_validator("monitoring_notification_channels")
+    @classmethod
+    def _channels(cls, channels: list[str]) -> list[str]:
+        for channel in channels:
+            if not _CHANNEL.match(channel):
+                raise ValueError(
+                    f"{channel!r} is not a notification channel name; use "
+                    "projects/<project-id>/notificationChannels/<number>"
+                )
+        if len(set(channels)) != len(channels):
+            raise ValueError("notification channels are listed more than once")
+        return channels
+
+    @field_validator("monitoring_sidecar_image")
+    @classmethod
+    def _pinned_sidecar(cls, value: str) -> str:
+        check_pinned_image(value)
+        return value
+
+
 class HealthSettings(_Group):
     """The post-deploy health check that gates `pulumi up`."""
 
@@ -422,6 +483,7 @@ class Settings(BaseModel):
     slo: SloSettings = Field(default_factory=SloSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
 
     @field_validator("hardware")
     @classmethod
@@ -572,6 +634,7 @@ _GROUPS: dict[str, type[_Group]] = {
     "slo": SloSettings,
     "health": HealthSettings,
     "benchmark": BenchmarkSettings,
+    "monitoring": MonitoringSettings,
 }
 _TOP_LEVEL = ("hardware", "image", "registries", "labels")
 
@@ -673,7 +736,11 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
 def _describe(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        loc = [str(part) for part in error["loc"] if part not in _GROUPS]
+        # Drop only the leading group: a key may share its group's name (`model`, `monitoring`).
+        parts = list(error["loc"])
+        if parts and parts[0] in _GROUPS:
+            parts = parts[1:]
+        loc = [str(part) for part in parts]
         key = loc[0] if loc else ""
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":

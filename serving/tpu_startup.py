@@ -5,10 +5,13 @@ there is no string template, so JSON in an argument (the speculative config) can
 It holds no secret: at boot it reads the Hugging Face token and the vLLM API key from Secret
 Manager with the node's own service account (metadata-server token), hands them to the
 container as environment variables by name only (`docker run -e NAME`), and never prints them.
+An API key that is empty (or only whitespace) stops the script before the container starts:
+vLLM would otherwise serve without authentication.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -21,6 +24,13 @@ METADATA_TOKEN = (
 )
 
 
+_EMPTY_KEY = (
+    "vLLM API key secret '{secret}' is empty: refusing to start vLLM without authentication. "
+    "Add a non-empty version (gcloud secrets versions add {secret} --data-file=-) and reboot "
+    "the node."
+)
+
+
 @dataclass(frozen=True)
 class StartupSecrets:
     """Secret Manager secret ids (not values) the node reads at boot."""
@@ -30,8 +40,16 @@ class StartupSecrets:
     api_key_secret: str
 
 
-def render_startup_script(command: VllmCommand, image: str, secrets: StartupSecrets) -> str:
-    """A bash startup script that (re)starts the vLLM container; safe to run at every boot."""
+def render_startup_script(
+    command: VllmCommand,
+    image: str,
+    secrets: StartupSecrets,
+    ops_agent: OpsAgent | None = None,
+) -> str:
+    """A bash startup script that (re)starts the vLLM container; safe to run at every boot.
+
+    With `ops_agent`, the Ops Agent is installed after vLLM has started (see
+    :func:`ops_agent_lines`)."""
     q = shlex.quote
     options = [
         "--detach",
@@ -75,10 +93,63 @@ def render_startup_script(command: VllmCommand, image: str, secrets: StartupSecr
         "",
         f'HF_TOKEN="$(read_secret {q(secrets.hf_token_secret)})"',
         f'VLLM_API_KEY="$(read_secret {q(secrets.api_key_secret)})"',
+        # vLLM drops an empty key and then serves without authentication (vLLM 0.27.1,
+        # entrypoints/openai/api_server.py: `[key for key in (...[envs.VLLM_API_KEY]) if key]`).
+        'if [[ -z "${VLLM_API_KEY//[[:space:]]/}" ]]; then',
+        f"  echo {q(_EMPTY_KEY.format(secret=secrets.api_key_secret))} >&2",
+        "  exit 1",
+        "fi",
         "export HF_TOKEN VLLM_API_KEY",
         " \\\n  ".join(["docker run", *map(q, options), '"${IMAGE}"', *map(q, arguments)]),
         "unset HF_TOKEN VLLM_API_KEY",
         f'echo "vLLM container {CONTAINER_NAME} started from ${{IMAGE}}"',
         "",
+        *(ops_agent_lines(ops_agent) if ops_agent is not None else []),
     ]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class OpsAgent:
+    """The Ops Agent, pinned, with the config that scrapes vLLM's /metrics on localhost."""
+
+    version: str
+    config_yaml: str
+    repo_script_url: str
+    config_path: str
+
+
+def ops_agent_lines(agent: OpsAgent) -> list[str]:
+    """Install the pinned Ops Agent (once) and write its config, after vLLM has started.
+
+    A failure here never stops vLLM: it is reported on the serial console and the script goes
+    on, so a node without metrics still serves.
+    """
+    q = shlex.quote
+    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", agent.version):
+        raise ValueError(f"Ops Agent version {agent.version!r} is not MAJOR.MINOR.PATCH")
+    # `set -e` does not apply inside a function called from `if`: every step checks itself.
+    return [
+        "install_ops_agent() {",
+        f"  local version={q(agent.version)}",
+        "  local installed",
+        "  installed=\"$(dpkg-query -W -f='${Version}' google-cloud-ops-agent 2>/dev/null \\",
+        '    || true)"',
+        '  if [[ "${installed}" != "${version}"* ]]; then',
+        "    local repo_script",
+        '    repo_script="$(mktemp)" || return 1',
+        '    curl --silent --show-error --fail --retry 5 -o "${repo_script}" \\',
+        f"      {q(agent.repo_script_url)} || return 1",
+        '    bash "${repo_script}" --also-install --version="${version}" || return 1',
+        "  fi",
+        f"  mkdir -p {q(agent.config_path.rsplit('/', 1)[0])} || return 1",
+        f"  printf '%s' {q(agent.config_yaml)} > {q(agent.config_path)} || return 1",
+        "  systemctl restart google-cloud-ops-agent || return 1",
+        "}",
+        "if install_ops_agent; then",
+        f'  echo "Ops Agent {agent.version} scrapes vLLM\'s metrics"',
+        "else",
+        '  echo "Ops Agent setup failed: vLLM serves, its metrics are not collected" >&2',
+        "fi",
+        "",
+    ]

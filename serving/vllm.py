@@ -20,7 +20,12 @@ from serving.settings import Settings
 
 #: Where the model bucket is mounted inside the serving container.
 MODEL_MOUNT_PATH = "/mnt/models"
-#: The official vLLM images run as the non-root user `vllm` with this uid and gid.
+#: Owner (uid and gid) of the model bucket's files inside the container: the mount options
+#: `uid=1001;gid=1001` are part of this package's contract (from the reference deployment).
+#: They are not the user vLLM's image runs as: vLLM 0.27.1's `vllm/vllm-openai` keeps
+#: `USER root` (docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as uid 2000,
+#: gid 0. Neither needs to own the files to read them: gcsfuse shows files as 0644 and
+#: directories as 0755 unless the mount options say otherwise (its docs/semantics.md).
 VLLM_UID = VLLM_GID = 1001
 #: Port vLLM listens on in a Cloud Run container (Cloud Run routes to it).
 CLOUD_RUN_PORT = 8080
@@ -55,16 +60,26 @@ class VllmCommand:
         return shlex.join(self.argv)
 
 
-def speculative_config(settings: Settings, drafter_path: str | None) -> dict[str, Any] | None:
-    """The `--speculative-config` object, or None when speculative decoding is off."""
+def speculative_config(
+    settings: Settings, drafter_path: str | None, *, from_hub: bool = False
+) -> dict[str, Any] | None:
+    """The `--speculative-config` object, or None when speculative decoding is off.
+
+    `from_hub`: the drafter is fetched from Hugging Face by vLLM itself (TPU nodes), so its
+    revision is pinned with SpeculativeConfig's `revision` field (vLLM 0.27's
+    `vllm/config/speculative.py`).
+    """
     m = settings.model
     if m.speculative_method == "none":
         return None
-    return {
+    config: dict[str, Any] = {
         "method": m.speculative_method,
         "model": drafter_path or m.drafter,
         "num_speculative_tokens": m.num_speculative_tokens,
     }
+    if from_hub and drafter_path is None:
+        config["revision"] = m.drafter_revision
+    return config
 
 
 def render(
@@ -74,14 +89,26 @@ def render(
     drafter_path: str | None = None,
     port: int,
     host: str = "0.0.0.0",
+    from_hub: bool = False,
 ) -> VllmCommand:
-    """Turn settings into the `vllm serve` argument list and environment."""
+    """Turn settings into the `vllm serve` argument list and environment.
+
+    `from_hub=True` when vLLM downloads the checkpoint itself (TPU nodes, no bucket): the
+    model, tokenizer and drafter are then pinned to `modelRevision` / `drafterRevision`, so a
+    reboot or a second replica fetches the same revision as the first. (On Cloud Run the
+    download job fetches that revision into the bucket and vLLM reads the local copy.)
+    """
     v = settings.vllm
     card = settings.model.card
     args: list[str] = [
         model_path,
         f"--served-model-name={settings.model.served_name}",
     ]
+    if from_hub:
+        args += [
+            f"--revision={settings.model.model_revision}",
+            f"--tokenizer-revision={settings.model.model_revision}",
+        ]
     if card.quantization is Quantization.W4A16_COMPRESSED_TENSORS:
         args.append("--quantization=compressed-tensors")
     args += [
@@ -110,7 +137,7 @@ def render(
         args.append(f"--reasoning-parser={v.reasoning_parser}")
     if v.async_scheduling:
         args.append("--async-scheduling")
-    spec = speculative_config(settings, drafter_path)
+    spec = speculative_config(settings, drafter_path, from_hub=from_hub)
     if spec is not None:
         args.append("--speculative-config=" + json.dumps(spec, separators=(",", ":")))
     args += [f"--host={host}", f"--port={port}"]

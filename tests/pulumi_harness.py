@@ -62,6 +62,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["email"] = f"{args.inputs['accountId']}@test-project.iam.gserviceaccount.com"
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.setdefault("name", f"{args.name}-5678")
+        elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
+            state["version"] = "1"
         elif args.typ == "docker:index/remoteImage:RemoteImage":
             upstream = args.inputs["name"].split("@")[0].rsplit(":", 1)[0]
             state["repoDigest"] = f"{upstream}@sha256:" + "1" * 64

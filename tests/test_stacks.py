@@ -25,7 +25,7 @@ EXPECTED = {
         "accelerator": "nvidia-l4",
         "cpu": "4",
         "memory": "16Gi",
-        "probe": (180, 60, 60, 10),
+        "probe": (180, 60, 30, 10),
         "max_model_len": "32768",
         "mtp": False,
     },
@@ -46,9 +46,11 @@ def stack(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
 
 
 def container(rendered: Rendered) -> dict[str, Any]:
+    """The vLLM container: the only one with a port (the ingress container)."""
     containers = rendered.one(SERVICE).inputs["template"]["containers"]
-    assert len(containers) == 1
-    first: dict[str, Any] = containers[0]
+    (vllm,) = [c for c in containers if "ports" in c]
+    assert vllm["name"] == "vllm"
+    first: dict[str, Any] = vllm
     return first
 
 
@@ -72,7 +74,7 @@ def test_gpu_shape(stack: tuple[str, Rendered]) -> None:
 def test_model_bucket_mounted_read_only_as_the_vllm_user(stack: tuple[str, Rendered]) -> None:
     _, rendered = stack
     template = rendered.one(SERVICE).inputs["template"]
-    (volume,) = template["volumes"]
+    (volume,) = [v for v in template["volumes"] if "gcs" in v]
     assert volume["gcs"]["readOnly"] is True
     assert volume["gcs"]["mountOptions"] == ["uid=1001", "gid=1001"]
     assert volume["gcs"]["bucket"].startswith("gemma-")
@@ -130,8 +132,15 @@ def test_iam_limited_to_the_bucket_and_private_by_default(stack: tuple[str, Rend
     assert [(g.inputs["role"], g.inputs["bucket"]) for g in grants] == [
         ("roles/storage.objectViewer", bucket.name + "-5678")
     ]
-    # No project-wide role anywhere; nobody but configured members may invoke.
-    assert not [r for r in rendered.resources if "projectIamMember" in r.type]
+    # One project-wide role, the metrics collector's; nobody but configured members may invoke.
+    project_roles = [r.inputs for r in rendered.resources if "iAMMember" in r.type]
+    assert project_roles == [
+        {
+            "project": "test-project",
+            "role": "roles/monitoring.metricWriter",
+            "member": f"serviceAccount:{service_account}",
+        }
+    ]
     assert rendered.of_type(INVOKER) == []
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["uniformBucketLevelAccess"] is True

@@ -76,10 +76,55 @@ def test_volume_without_uid_gid_for_the_vllm_image() -> None:
     props = service("l4")
     del props["template"]["volumes"][0]["gcs"]["mountOptions"]
     (message,) = violations(model_volume_read_only, SERVICE, props)
-    assert "'vllm/vllm-openai:v0.27.1', which runs as the non-root vLLM user" in message
-    assert "without uid=1001 and gid=1001" in message
-    assert "Permission denied" in message
+    assert "mounted into 'vllm/vllm-openai:v0.27.1' without uid=1001 and gid=1001" in message
+    assert "the owner this package's contract gives the model mount" in message
+    assert "vLLM 0.27.1's own image runs as root" in message
     assert "Add mount_options ['uid=1001', 'gid=1001']" in message
+
+
+NONROOT = "us-docker.pkg.dev/p/r/vllm:openai-nonroot"
+
+
+@pytest.mark.parametrize(
+    ("options", "readable"),
+    [
+        (["uid=1001", "gid=1001"], True),  # gcsfuse's 0644/0755: "other" may read
+        ([], True),
+        (["uid=1001", "gid=1001", "file-mode=640"], False),
+        (["uid=1001", "gid=1001", "file-mode=644", "dir-mode=750"], False),
+        (["uid=2000", "gid=1001", "file-mode=600", "dir-mode=700"], True),  # owner
+        (["uid=1001", "gid=0", "file-mode=640", "dir-mode=750"], True),  # group 0
+        (["uid=1001", "gid=0", "file-mode=600"], False),
+        (["uid=1001;gid=1001;file_mode=440"], False),
+        (["uid=1001", "gid=1001", "file-mode=rw-r--r--"], False),  # not octal: refused
+    ],
+)
+def test_non_root_image_must_be_able_to_read_the_mount(options: list[str], readable: bool) -> None:
+    """vLLM 0.27.1's non-root target runs as uid 2000, gid 0 (its docker/Dockerfile)."""
+    props = service("l4")
+    props["template"]["volumes"][0]["gcs"]["mountOptions"] = options
+    container(props)["image"] = NONROOT
+    found = violations(model_volume_read_only, SERVICE, props)
+    if readable:
+        assert found == []
+    else:
+        (message,) = found
+        assert f"mounted into '{NONROOT}', which runs as uid 2000 gid 0" in message
+        assert "no read" in message or "is not an octal mode" in message
+
+
+def test_root_image_is_not_checked_for_read_access() -> None:
+    props = service("l4")
+    props["template"]["volumes"][0]["gcs"]["mountOptions"] = [
+        "uid=1001", "gid=1001", "file-mode=600", "dir-mode=700",
+    ]  # fmt: skip
+    assert violations(model_volume_read_only, SERVICE, props) == []
+    config = {"imageUsers": {"vllm/vllm-openai": "1234:1234"}}
+    (message,) = violations(model_volume_read_only, SERVICE, props, config)
+    assert "runs as uid 1234 gid 1234" in message
+    config = {"imageUsers": {"vllm/vllm-openai": "vllm:root"}}
+    (message,) = violations(model_volume_read_only, SERVICE, props, config)
+    assert "imageUsers['vllm/vllm-openai'] = 'vllm:root' is not 'uid:gid'" in message
 
 
 def test_volume_options_as_one_string_and_other_images() -> None:
@@ -105,6 +150,7 @@ def test_host_compliant(stack: str) -> None:
 
 def test_host_cpu_below_minimum() -> None:
     props = service("rtx6000")
+    props["template"]["containers"] = [container(props)]  # vLLM alone, without the collector
     container(props)["resources"]["limits"]["cpu"] = "8000m"
     (message,) = violations(gpu_host_minimums, SERVICE, props)
     assert "8 vCPU is below the nvidia-rtx-pro-6000 minimum of 20" in message
@@ -113,6 +159,7 @@ def test_host_cpu_below_minimum() -> None:
 
 def test_host_memory_below_minimum() -> None:
     props = service("l4")
+    props["template"]["containers"] = [container(props)]  # vLLM alone, without the collector
     container(props)["resources"]["limits"]["memory"] = "8192Mi"
     (message,) = violations(gpu_host_minimums, SERVICE, props)
     assert "8 GiB of memory is below the nvidia-l4 minimum of 16 GiB" in message
@@ -243,7 +290,7 @@ def test_image_untagged_in_a_job() -> None:
 )
 def test_mirrored_or_unknown_image_still_needs_the_uid_options(image: str | None) -> None:
     """The CI path runs a mirror (another registry, same repository) whose digest is not
-    known at preview: both are held to the non-root user's mount options."""
+    known at preview: both are held to the package's mount-owner contract."""
     props = service("l4")
     del props["template"]["volumes"][0]["gcs"]["mountOptions"]
     container(props)["image"] = image

@@ -1,7 +1,12 @@
-"""A local fake of the Cloud TPU v2 REST endpoints the provider calls, on 127.0.0.1.
+"""A local fake of the Cloud TPU REST endpoints the provider calls, on 127.0.0.1.
 
-Each queued resource created walks through a scripted list of states, one per GET. Errors
-use Google's JSON error shape. Every request is recorded for assertions.
+Every request is first checked against Google's discovery document for the version in its URL
+(`tests.support.discovery`, documents bundled in google-api-python-client): an unknown path,
+parameter, field, type or enum value gets a 400 INVALID_ARGUMENT in Google's error shape, as the
+real service answers, and nothing is created. Each queued resource created walks through a
+scripted list of states, one per GET. The fake's own answers are checked against the
+document's response schemas too, so it cannot hand the provider fields the API never sends.
+Every request is recorded for assertions.
 """
 
 from __future__ import annotations
@@ -16,10 +21,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.support import discovery
+
 PATH = re.compile(
     r"^/(?P<version>v2(?:alpha1)?)/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
     r"/(?P<kind>queuedResources|nodes)(?:/(?P<id>[^/?]+))?$"
 )
+_QR = "tpu.projects.locations.queuedResources"
+#: (HTTP method, collection, has an id) -> (discovery method id, response schema).
+METHODS = {
+    ("POST", "queuedResources", False): (f"{_QR}.create", "Operation"),
+    ("GET", "queuedResources", True): (f"{_QR}.get", "QueuedResource"),
+    ("DELETE", "queuedResources", True): (f"{_QR}.delete", "Operation"),
+    ("GET", "nodes", True): ("tpu.projects.locations.nodes.get", "Node"),
+}
 
 
 @dataclass
@@ -51,8 +66,10 @@ class FakeTpuApi:
         self._polls: dict[str, int] = {}
         self._deleting: dict[str, int] = {}
         self.url = ""
+        #: Requests the discovery document refused (method, path, errors).
+        self.rejected: list[tuple[str, str, list[str]]] = []
 
-    # State machine ------------------------------------------------------------------
+    # Contract -----------------------------------------------------------------------
 
     def handle(
         self, method: str, path: str, body: dict[str, Any] | None, query: dict[str, list[str]]
@@ -60,6 +77,32 @@ class FakeTpuApi:
         match = PATH.match(path)
         if not match:
             return 404, _error(404, "NOT_FOUND", f"unknown path {path}")
+        known = METHODS.get((method, match["kind"], bool(match["id"])))
+        if known is None:
+            return 400, _error(400, "INVALID_ARGUMENT", f"{method} {path} not supported")
+        method_id, response_schema = known
+        doc = discovery.load("tpu", match["version"])
+        errors = discovery.request_errors(
+            doc, method_id, http_method=method, path=path, query=query, body=body
+        )
+        if errors:
+            self.rejected.append((method, path, errors))
+            return 400, discovery.bad_request(errors)
+        status, payload = self._handle(method, body, query, match)
+        if status == 200:
+            wrong = discovery.schema_errors(doc, response_schema, payload, response=True)
+            assert not wrong, f"the fake answers outside the document: {wrong}"
+        return status, payload
+
+    # State machine ------------------------------------------------------------------
+
+    def _handle(
+        self,
+        method: str,
+        body: dict[str, Any] | None,
+        query: dict[str, list[str]],
+        match: re.Match[str],
+    ) -> tuple[int, dict[str, Any]]:
         kind, ident = match["kind"], match["id"]
         if kind == "nodes":
             return self._node(ident or "")
@@ -74,7 +117,7 @@ class FakeTpuApi:
                 return 404, _error(404, "NOT_FOUND", f"queued resource {ident} not found")
             self._deleting[ident] = 0
             return 200, {"name": f"operations/delete-{ident}", "done": False}
-        return 400, _error(400, "INVALID_ARGUMENT", f"{method} {path} not supported")
+        return 400, _error(400, "INVALID_ARGUMENT", f"{method} {match[0]} not supported")
 
     def _create(
         self, qr_id: str, body: dict[str, Any], match: re.Match[str]
@@ -129,7 +172,7 @@ class FakeTpuApi:
 
 
 def _error(code: int, status: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "status": status}}
+    return discovery.google_error(code, message, status)
 
 
 @contextmanager

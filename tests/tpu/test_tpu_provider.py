@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from components.tpu_api import AlreadyExistsError, QuotaError, TpuApiError, ZoneError
-from components.tpu_queued_resource import QueuedResourceProvider
+from components.tpu_queued_resource import QueuedResourceProvider, api_version, queued_resource_body
+from tests.support import discovery
 from tests.tpu.fake_tpu_api import FakeTpuApi, Scenario, serve
 
 
@@ -91,20 +93,132 @@ def test_request_body_carries_what_the_pulumi_gcp_resource_cannot(fake: FakeTpuA
     assert spec["parent"] == "projects/my-project/locations/us-east5-b"
     assert node["metadata"] == {"startup-script": "#!/bin/bash\necho hi\n"}
     assert node["serviceAccount"]["email"] == "tpu@my-project.iam.gserviceaccount.com"
-    assert node["schedulingConfig"] == {
+    assert node["tags"] == ["gemma-vllm"]
+    # Flex-start lives on the QueuedResource (v2alpha1), not in the node's schedulingConfig.
+    assert "schedulingConfig" not in node
+    assert create.body["provisioningModel"] == "FLEX_START"
+    assert create.body["runDuration"] == {"maxRunDuration": "14400s"}
+    assert create.body["queueingPolicy"] == {"validUntilDuration": "14400s"}
+    assert fake.rejected == []
+
+
+MODES = {
+    # provisioning: (API version, the QueuedResource keys that say which tier)
+    "flex-start": ("v2alpha1", {"provisioningModel", "runDuration"}),
+    "spot": ("v2", {"spot"}),
+    "guaranteed": ("v2", {"guaranteed"}),
+    "on-demand": ("v2", set()),
+}
+TIER_KEYS = {"provisioningModel", "runDuration", "spot", "guaranteed", "bestEffort"}
+
+
+@pytest.mark.parametrize("valid_until", [14400, None])
+@pytest.mark.parametrize("provisioning", sorted(MODES))
+def test_every_provisioning_mode_passes_the_api_contract(
+    fake: FakeTpuApi, provisioning: str, valid_until: int | None
+) -> None:
+    """Create, get, node get and delete, each validated by the fake against the discovery
+    document of the version it is sent to."""
+    version, tier = MODES[provisioning]
+    provider = make_provider([])
+    p = props(fake, provisioning=provisioning, validUntilSeconds=valid_until)
+    if provisioning != "flex-start":
+        p["maxRunDurationSeconds"] = None
+    created = provider.create(p)
+    assert created.outs is not None and created.outs["state"] == "ACTIVE"
+    provider.delete("gemma-tpu-0", p)
+    assert fake.rejected == []
+    assert {r.path.split("/")[1] for r in fake.requests} == {version}
+    body = fake.requests[0].body
+    assert body is not None and TIER_KEYS & set(body) == tier
+    assert ("queueingPolicy" in body) is (valid_until is not None)
+    deletes = [r for r in fake.requests if r.method == "DELETE"]
+    assert deletes and all(r.query == {"force": ["true"]} for r in deletes)
+
+
+@pytest.mark.parametrize("provisioning", ["spot", "guaranteed", "on-demand"])
+def test_v2_bodies_also_validate_against_v2alpha1(provisioning: str) -> None:
+    """Only flex-start needs the alpha API; the other bodies are valid in both versions."""
+    body = queued_resource_body({**props(FakeTpuApi()), "provisioning": provisioning})
+    for version in ("v2", "v2alpha1"):
+        assert discovery.schema_errors(discovery.load("tpu", version), "QueuedResource", body) == []
+
+
+def test_flex_start_is_refused_by_the_v2_document() -> None:
+    """Why flex-start goes to v2alpha1: v2's QueuedResource has neither field."""
+    body = queued_resource_body(props(FakeTpuApi()))
+    errors = discovery.schema_errors(discovery.load("tpu", "v2"), "QueuedResource", body)
+    assert any("unknown field 'provisioningModel'" in e for e in errors)
+    assert any("unknown field 'runDuration'" in e for e in errors)
+    assert api_version(props(FakeTpuApi())) == "v2alpha1"
+
+
+def test_fake_answers_400_like_google_to_the_old_flex_start_shape(fake: FakeTpuApi) -> None:
+    """The shape this provider used to send: FLEX_START and maxRunDuration inside the node's
+    schedulingConfig. The document refuses both; so must the fake, before creating anything."""
+    body = queued_resource_body(props(fake, provisioning="on-demand"))
+    body["tpu"]["nodeSpec"][0]["node"]["schedulingConfig"] = {
         "provisioningModel": "FLEX_START",
         "maxRunDuration": "14400s",
     }
-    assert node["tags"] == ["gemma-vllm"]
-    assert create.body["queueingPolicy"] == {"validUntilDuration": "14400s"}
+    response = httpx.post(
+        f"{fake.url}/v2alpha1/projects/my-project/locations/us-east5-b/queuedResources",
+        params={"queuedResourceId": "gemma-tpu-0"},
+        json=body,
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 400
+    violations = {v["field"] for v in error["details"][0]["fieldViolations"]}
+    assert violations == {
+        "tpu.nodeSpec[0].node.schedulingConfig.provisioningModel",
+        "tpu.nodeSpec[0].node.schedulingConfig.maxRunDuration",
+    }
+    assert "'FLEX_START' is not one of PROVISIONING_MODEL_UNSPECIFIED" in error["message"]
+    assert fake.queued == {}
 
 
-def test_spot_tier_uses_the_v2_api(fake: FakeTpuApi) -> None:
-    make_provider([]).create(props(fake, provisioning="spot"))
-    create = fake.requests[0]
-    assert create.path.startswith("/v2/")
-    assert create.body is not None and create.body["spot"] == {}
-    assert "schedulingConfig" not in create.body["tpu"]["nodeSpec"][0]["node"]
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda b: b.update(spot=True), "spot"),
+        (lambda b: b["runDuration"].update(maxRunDuration=14400), "runDuration.maxRunDuration"),
+        (lambda b: b.update(provisioningModel="FLEXSTART"), "provisioningModel"),
+        (lambda b: b["tpu"]["nodeSpec"][0].pop("parent"), "tpu.nodeSpec[0].parent"),
+        (lambda b: b["tpu"]["nodeSpec"][0].update(nodeId="bad/id"), "tpu.nodeSpec[0].nodeId"),
+        (lambda b: b["tpu"].update(nodeSpec={}), "tpu.nodeSpec"),
+        (lambda b: b.update(state={"state": "ACTIVE"}), "state"),
+    ],
+)
+def test_provider_reports_what_the_api_refuses(
+    fake: FakeTpuApi, monkeypatch: pytest.MonkeyPatch, mutate: Any, field: str
+) -> None:
+    """A body the document refuses never gets past the fake, and the provider's error names
+    the field (the message is Google's own)."""
+    import components.tpu_queued_resource as qr
+
+    original = qr.queued_resource_body
+
+    def broken(p: dict[str, Any]) -> dict[str, Any]:
+        body = original(p)
+        mutate(body)
+        return body
+
+    monkeypatch.setattr(qr, "queued_resource_body", broken)
+    with pytest.raises(TpuApiError, match="HTTP 400 INVALID_ARGUMENT") as info:
+        make_provider([]).create(props(fake))
+    assert field in str(info.value)
+    assert fake.queued == {} and [r.method for r in fake.requests] == ["POST"]
+
+
+def test_query_parameters_and_urls_are_checked(fake: FakeTpuApi) -> None:
+    base = f"{fake.url}/v2/projects/my-project/locations/us-east5-b/queuedResources"
+    assert httpx.delete(f"{base}/qr", params={"force": "yes"}).status_code == 400
+    assert httpx.delete(f"{base}/qr", params={"purge": "true"}).status_code == 400
+    assert httpx.get(f"{base}/qr/extra").status_code == 404
+    bad_id = httpx.post(base, params={"queuedResourceId": "a b"}, json={})
+    assert bad_id.status_code == 400 and "queuedResourceId" in bad_id.json()["error"]["message"]
+    assert httpx.delete(f"{base}/qr", params={"force": "true"}).status_code == 404
 
 
 def test_failed_request_ends_with_the_api_reason_and_is_deleted() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
 import pulumi
 import pytest
 
+from components.tpu_queued_resource import api_version, queued_resource_body
 from serving.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
+from tests.support import discovery
 
 QUEUED = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -46,7 +49,7 @@ def test_startup_script_runs_the_shared_renderer_with_no_secret(rendered: Render
     assert "--tensor-parallel-size=1" in script
     assert "--max-model-len=4096" in script and "--max-num-seqs=64" in script
     assert "--kv-cache-dtype=fp8" in script and "--disable-chunked-mm-input" in script
-    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.1" in script
+    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.0" in script
     assert "hf_" not in script and 'HF_TOKEN="$(read_secret hf-token)"' in script
 
 
@@ -99,3 +102,89 @@ def test_vllm_arguments_match_the_reference_tpu_values(rendered: Rendered) -> No
     assert args["model"] == "google/gemma-4-12B-it"
     assert args["max-num-batched-tokens"] == "4096"
     assert args["enable-prefix-caching"] is True
+
+
+def _create_request_errors(inputs: dict[str, Any]) -> list[str]:
+    version = api_version(inputs)
+    project, zone, qr_id = inputs["project"], inputs["zone"], inputs["queuedResourceId"]
+    return discovery.request_errors(
+        discovery.load("tpu", version),
+        "tpu.projects.locations.queuedResources.create",
+        http_method="POST",
+        path=f"/{version}/projects/{project}/locations/{zone}/queuedResources",
+        query={"queuedResourceId": [qr_id]},
+        body=queued_resource_body(inputs),
+    )
+
+
+def test_default_create_request_validates_against_v2alpha1(rendered: Rendered) -> None:
+    """The default stack (flex-start) as the provider would send it, checked against Google's
+    TPU v2alpha1 discovery document (google-api-python-client's bundled copy)."""
+    inputs = rendered.one(QUEUED).inputs
+    assert api_version(inputs) == "v2alpha1"
+    assert _create_request_errors(inputs) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"provisioning": "spot"},
+        {"provisioning": "guaranteed", "validUntilHours": 0.25},
+        {"provisioning": "on-demand"},
+        {"provisioning": "flex-start", "maxRunHours": 0.5, "validUntilHours": 168},
+    ],
+)
+def test_each_provisioning_mode_of_the_stack_validates(overrides: dict[str, Any]) -> None:
+    for node in tpu(**overrides, replicas=2).of_type(QUEUED):
+        assert _create_request_errors(node.inputs) == []
+
+
+def _serve_args(node_inputs: dict[str, Any]) -> dict[str, Any]:
+    script = node_inputs["metadata"]["startup-script"]
+    run = script[script.index("docker run") : script.index("\nunset")]
+    argv = shlex.split(run.replace("\\\n", " "))
+    return parse_args(["vllm", *argv[argv.index("serve") :]])
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+DRAFTER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def test_nodes_pin_the_model_tokenizer_and_drafter_revisions() -> None:
+    """Every node downloads from Hugging Face at boot: each fetch names the configured
+    revision, so replicas and reboots load the same weights."""
+    mtp = {"speculativeMethod": "mtp", "drafter": "google/gemma-4-12B-it-assistant"}
+    nodes = tpu(modelRevision=SHA, drafterRevision=DRAFTER_SHA, replicas=2, **mtp).of_type(QUEUED)
+    assert len(nodes) == 2
+    for node in nodes:
+        args = _serve_args(node.inputs)
+        assert args["model"] == "google/gemma-4-12B-it"
+        assert args["revision"] == SHA and args["tokenizer-revision"] == SHA
+        spec = json.loads(args["speculative-config"])
+        assert spec["model"] == "google/gemma-4-12B-it-assistant"
+        assert spec["revision"] == DRAFTER_SHA
+
+
+def test_default_revision_is_passed_and_a_branch_is_warned_about(
+    rendered: Rendered, caplog: pytest.LogCaptureFixture
+) -> None:
+    args = _serve_args(rendered.one(QUEUED).inputs)
+    assert args["revision"] == "main" and args["tokenizer-revision"] == "main"
+    tpu(modelRevision="main")
+    assert "modelRevision='main': a branch or tag is resolved again" in caplog.text
+    caplog.clear()
+    tpu(modelRevision=SHA)
+    assert "resolved again" not in caplog.text
+
+
+def test_cloud_run_reads_the_downloaded_copy_without_hub_revisions() -> None:
+    """On Cloud Run vLLM reads the bucket copy the download job fetched at `modelRevision`."""
+    from tests.pulumi_harness import stack_config as config
+
+    service = render({**config("l4"), "modelRevision": SHA}, "l4").one(
+        "gcp:cloudrunv2/service:Service"
+    )
+    args = service.inputs["template"]["containers"][0]["args"]
+    assert not [a for a in args if "revision" in a]
+    job = render({**config("l4"), "modelRevision": SHA}, "l4").of_type("gcp:cloudrunv2/job:Job")
+    assert f"--revision={SHA}" in job[0].inputs["template"]["template"]["containers"][0]["args"]
