@@ -30,6 +30,7 @@ from serving.vllm_argv import (
     find_launches,
     is_vllm_image,
     looks_like_vllm_args,
+    mentions_vllm,
     parse_serve_args,
     script_launches,
 )
@@ -76,6 +77,13 @@ def _field(mapping: Any, key: str) -> tuple[Any, bool]:
         return None, True
 
 
+def _holds_gpu(container: Any, only_container_of_gpu_workload: bool) -> bool:
+    """The container the GPU is attached to (an nvidia.com/gpu limit, or the only one)."""
+    return bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
+        only_container_of_gpu_workload
+    )
+
+
 def _literal_envs(container: Any) -> dict[str, str]:
     """The container's environment variables with literal values (a shell expands them)."""
     found: dict[str, str] = {}
@@ -114,7 +122,8 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
             )
         )
 
-    for index, container in enumerate(containers(resource_type, props)):
+    all_containers = containers(resource_type, props)
+    for index, container in enumerate(all_containers):
         name = get(container, "name") or f"#{index}"
         where = f"container {name!r}"
         raw_commands, commands_unknown = _field(container, "commands")
@@ -123,12 +132,16 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
         args, a_unknown = _strings_or_unknown(raw_args)
         image_value, _ = _field(container, "image")
         image = image_value if isinstance(image_value, str) else None
+        holds_gpu = _holds_gpu(container, gpu is not None and len(all_containers) == 1)
+        known_vllm_image = image is not None and is_vllm_image(image)
+        might_run_vllm = holds_gpu or known_vllm_image or mentions_vllm(commands + args)
         if commands_unknown or c_unknown or args_unknown or a_unknown:
-            what = "command" if commands_unknown or c_unknown else "args"
-            reading.problems.append(
-                f"{where}: its {what} are not known (a value unknown at "
-                "preview); the vLLM options cannot be checked"
-            )
+            if might_run_vllm:
+                what = "command" if commands_unknown or c_unknown else "args"
+                reading.problems.append(
+                    f"{where}: its {what} are not known (a value unknown at "
+                    "preview); the vLLM options cannot be checked"
+                )
             continue
         argv = [*commands, *args]
         # No command: the image's entrypoint runs. A vLLM image, or an image the reader does
@@ -142,6 +155,12 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
         except ReadError as exc:
             reading.problems.append(f"{where}: {exc}")
             continue
+        if not launches and holds_gpu and not commands and not args:
+            shown = image or "an image not known at preview"
+            reading.problems.append(
+                f"{where} holds the GPU and runs its image's own entrypoint ({shown}), which "
+                "the policies cannot see; give the command and arguments explicitly"
+            )
         for launch in launches:
             # The container's own env is judged where it is declared (envs), not again here.
             own = {k: v for k, v in launch.env.items() if container_env.get(k) != v}

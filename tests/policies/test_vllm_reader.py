@@ -300,6 +300,23 @@ def test_unreadable_containers_fail_closed(commands: list[str], args: list[str])
     assert "cannot read the vLLM server" in message and "container" in message
 
 
+def test_gpu_container_running_an_unseen_entrypoint_fails_closed() -> None:
+    props = l4_with(None, [], image="us-docker.pkg.dev/p/r/server@sha256:" + "a" * 64)
+    container(props).pop("args")
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "runs its image's own entrypoint" in message
+
+
+def test_sidecar_with_unknown_args_is_not_a_vllm_server() -> None:
+    from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, unknown_checking_proxy
+
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "collector", "image": "otel/collector:1.0", "args": UNKNOWN_ARRAY_VALUE}
+    )
+    assert violations(vllm_server_readable, SERVICE, unknown_checking_proxy(props)) == []
+
+
 @pytest.mark.parametrize("key", ["args", "commands"])
 def test_unknown_args_at_preview_fail_closed(key: str) -> None:
     """The engine's own proxy and sentinel, as a preview hands them to a policy."""
