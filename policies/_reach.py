@@ -1,7 +1,9 @@
 """Who can reach this: one reading of IAM grants and firewall rules for every resource shape.
 
 IAM: Cloud Run v1 (`gcp:cloudrun/iamMember|iamBinding|iamPolicy`) and v2 (service, job and
-worker pool IAM member/binding/policy, `policyData` JSON). Firewalls: `gcp:compute/firewall`
+worker pool IAM member/binding/policy, `policyData` JSON), and project-level grants
+(`gcp:projects/iAMMember|iAMBinding|iAMPolicy`), which reach every service of the project.
+Firewalls: `gcp:compute/firewall`
 (protocol by name or number or `all`, ports absent = every port, port ranges, `sourceRanges`
 absent with no source tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules,
 EGRESS) and firewall policy rules (`match.srcIpRanges`, `match.layer4Configs`). Source ranges
@@ -27,6 +29,8 @@ IAM_MEMBERS = frozenset(
         "gcp:cloudrunv2/jobIamMember:JobIamMember",
         "gcp:cloudrunv2/workerPoolIamMember:WorkerPoolIamMember",
         "gcp:cloudrun/iamMember:IamMember",
+        # Project-level grants reach every service of the project.
+        "gcp:projects/iAMMember:IAMMember",
     }
 )
 IAM_BINDINGS = frozenset(
@@ -35,6 +39,7 @@ IAM_BINDINGS = frozenset(
         "gcp:cloudrunv2/jobIamBinding:JobIamBinding",
         "gcp:cloudrunv2/workerPoolIamBinding:WorkerPoolIamBinding",
         "gcp:cloudrun/iamBinding:IamBinding",
+        "gcp:projects/iAMBinding:IAMBinding",
     }
 )
 IAM_POLICIES = frozenset(
@@ -43,6 +48,7 @@ IAM_POLICIES = frozenset(
         "gcp:cloudrunv2/jobIamPolicy:JobIamPolicy",
         "gcp:cloudrunv2/workerPoolIamPolicy:WorkerPoolIamPolicy",
         "gcp:cloudrun/iamPolicy:IamPolicy",
+        "gcp:projects/iAMPolicy:IAMPolicy",
     }
 )
 #: Principals that stand for everyone (IAM's v1 names and the principal-identifier form).

@@ -11,7 +11,7 @@ from pulumi_policy import (
 
 from policies._config import schema, setting_bool
 from policies._reach import iam_grants
-from policies._resources import SERVICE, as_bool, get
+from policies._resources import SERVICE, V1_SERVICE, as_bool, get
 
 CONFIG = schema(
     {
@@ -36,6 +36,15 @@ def validate_no_public_invoker(
     if setting_bool(args, CONFIG, "allowPublic"):
         return
     props = args.props
+    if args.resource_type == V1_SERVICE:
+        annotation = "run.googleapis.com/invoker-iam-disabled"
+        if as_bool(get(props, "metadata", "annotations", annotation)) is True:
+            report_violation(
+                f"{args.name}: the {annotation} annotation is true, so anyone on the internet "
+                f"can call the model; remove it and {_FIX}.",
+                None,
+            )
+        return
     if args.resource_type == SERVICE:
         if as_bool(get(props, "invokerIamDisabled")) is True:
             report_violation(

@@ -35,6 +35,8 @@ NON_PUBLIC: tuple[Network, ...] = tuple(
 INTERNET_V4 = ipaddress.IPv4Network("0.0.0.0/0")
 INTERNET_V6 = ipaddress.IPv6Network("2000::/3")
 
+_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
 DEFAULT_MIN_PREFIX_V4 = 16
 DEFAULT_MIN_PREFIX_V6 = 48
 
@@ -47,7 +49,13 @@ def parse_ranges(ranges: Iterable[str]) -> list[Network]:
     out: list[Network] = []
     for cidr in ranges:
         try:
-            out.append(ipaddress.ip_network(str(cidr).strip(), strict=False))
+            network = ipaddress.ip_network(str(cidr).strip(), strict=False)
+            if isinstance(network, ipaddress.IPv6Network) and network.subnet_of(_MAPPED):
+                # An IPv4-mapped IPv6 range (::ffff:0:0/96) is judged as the IPv4 range it maps.
+                network = ipaddress.IPv4Network(
+                    (int(network.network_address) & 0xFFFFFFFF, max(network.prefixlen - 96, 0))
+                )
+            out.append(network)
         except ValueError:
             raise RangeError(
                 f"{cidr!r} is not a CIDR range (for example 203.0.113.0/24 or 2001:db8::/48)"

@@ -76,6 +76,26 @@ def test_member_unknown_at_preview_fails_closed() -> None:
     assert "unknown at preview" in message
 
 
+@pytest.mark.parametrize(
+    "type_",
+    ["gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding"],
+)
+def test_project_level_public_grant_is_refused(type_: str) -> None:
+    props = {
+        "project": "p",
+        "role": "roles/run.invoker",
+        "member": "allUsers",
+        "members": ["allUsers"],
+    }
+    assert violations(no_public_invoker, type_, props)
+
+
+def test_v1_service_invoker_iam_disabled_annotation() -> None:
+    props = {"metadata": {"annotations": {"run.googleapis.com/invoker-iam-disabled": "true"}}}
+    (message,) = violations(no_public_invoker, "gcp:cloudrun/service:Service", props)
+    assert "invoker-iam-disabled" in message
+
+
 def test_named_members_pass() -> None:
     for type_ in MEMBER_TYPES:
         props = {
@@ -108,6 +128,7 @@ WIDE_SOURCES = [
     ["8.0.0.0/9", "8.128.0.0/9"],  # a /8 split in two
     ["1.0.0.0/8"],
     ["203.0.113.0/24", "0.0.0.0/0"],
+    ["::ffff:0:0/96"],  # every IPv4 address, IPv4-mapped
 ]
 
 
