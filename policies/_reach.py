@@ -51,6 +51,13 @@ IAM_POLICIES = frozenset(
         "gcp:projects/iAMPolicy:IAMPolicy",
     }
 )
+PROJECT_IAM = frozenset(
+    {
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:projects/iAMBinding:IAMBinding",
+        "gcp:projects/iAMPolicy:IAMPolicy",
+    }
+)
 #: Principals that stand for everyone (IAM's v1 names and the principal-identifier form).
 PUBLIC_PRINCIPALS = frozenset(
     {"allusers", "allauthenticatedusers", "principalset://goog/public:all"}
@@ -153,6 +160,10 @@ def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
     else:
         return None
     _ = role_unknown
+    if resource_type in PROJECT_IAM:
+        # Project-level grants name service accounts this stack creates (emails unknown until
+        # they exist); a public principal is always a literal, so only those are judged here.
+        grants.unreadable = [u for u in grants.unreadable if "policyData" in u]
     return grants
 
 

@@ -90,6 +90,13 @@ def test_project_level_public_grant_is_refused(type_: str) -> None:
     assert violations(no_public_invoker, type_, props)
 
 
+def test_project_level_member_unknown_at_preview_is_a_service_account_to_come() -> None:
+    props = unknown_checking_proxy(
+        {"project": "p", "role": "roles/monitoring.metricWriter", "member": UNKNOWN_STRING_VALUE}
+    )
+    assert violations(no_public_invoker, "gcp:projects/iAMMember:IAMMember", props) == []
+
+
 def test_v1_service_invoker_iam_disabled_annotation() -> None:
     props = {"metadata": {"annotations": {"run.googleapis.com/invoker-iam-disabled": "true"}}}
     (message,) = violations(no_public_invoker, "gcp:cloudrun/service:Service", props)
