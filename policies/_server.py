@@ -173,7 +173,7 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
             reading.problems.append(f"{where}: {exc}")
             continue
         for launch in launches:
-            add(launch.argv, launch.env, None, where)
+            add(launch.argv, launch.env, launch.image, where)
     return reading
 
 

@@ -30,7 +30,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -340,6 +340,8 @@ class Launch:
 
     argv: list[str]
     env: dict[str, str]
+    #: The container image a `docker run` starts it in (None: not started by `docker run`).
+    image: str | None = None
 
 
 def find_launches(
@@ -492,6 +494,15 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         raise ReadError("docker run without an image")
     image = args[i]
     rest = args[i + 1 :]
+    return [
+        replace(launch, image=launch.image or image)
+        for launch in _in_image(image, rest, entrypoint, env, depth)
+    ]
+
+
+def _in_image(
+    image: str, rest: list[str], entrypoint: str | None, env: dict[str, str], depth: int
+) -> list[Launch]:
     if entrypoint is not None:
         command = shlex.split(entrypoint) if " " in entrypoint else [entrypoint]
         return _launches([*command, *rest], env, image_runs_vllm=False, depth=depth + 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -419,6 +420,20 @@ def test_tpu_docker_run_without_entrypoint_uses_the_image_entrypoint() -> None:
     (server,) = read_servers(TPU_DYNAMIC, props).servers
     assert server.model_ref == "google/gemma-4-12B-it"
     assert server.max_model_len() == (None, None)
+
+
+@pytest.mark.parametrize(
+    "image", ["vllm/vllm-tpu:nightly", "vllm/vllm-tpu", "vllm/vllm-tpu@sha256:abc"]
+)
+def test_tpu_script_image_is_pinned(image: str) -> None:
+    props = tpu_props()
+    script = props["metadata"]["startup-script"]
+    props["metadata"]["startup-script"] = re.sub(
+        r"readonly IMAGE=\S+", f"readonly IMAGE={image}", script
+    )
+    assert image in props["metadata"]["startup-script"]
+    (message,) = violations(pinned_image, TPU_DYNAMIC, props, name="tpu")
+    assert "startup script" in message and image in message
 
 
 @pytest.mark.parametrize(
