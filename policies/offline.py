@@ -145,4 +145,6 @@ def check_stack(project: str, stack: str, config: Mapping[str, Any]) -> list[str
         resources = render(project, stack, config)
     except pulumi.RunError as exc:
         return [str(exc)]
+    except Exception as exc:  # the program itself failed: that refuses the result too
+        return [f"the program fails under Pulumi's mocks: {type(exc).__name__}: {exc}"]
     return mandatory_violations(resources, project, stack)
