@@ -94,6 +94,14 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
 OPENAI_MODULES = frozenset({"vllm.entrypoints.openai.api_server"})
 CLI_MODULES = frozenset({"vllm.entrypoints.cli.main", "vllm"})
+#: Commands that run another: (options that take a value, positionals before the command).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "taskset": (frozenset(), 1),
+    "numactl": (frozenset({"-N", "-m", "-C", "-p", "-i", "-l"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+}
 _PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "builtin", "dumb-init"})
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
 _OPERATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&", "\n", "(", ")"})
@@ -322,6 +330,19 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
                 args = args[2:]
             elif args and args[0].startswith("-"):
                 args = args[1:]
+        elif head in _WRAPPERS:
+            # `sudo -u vllm`, `timeout 1h`, `taskset -c 0-3`, `numactl -N 0`, `stdbuf -oL`:
+            # options (with their values), then the wrapped command.
+            takes_value, positionals = _WRAPPERS[head]
+            args = args[1:]
+            while args and args[0].startswith("-"):
+                option = args[0]
+                args = args[1:]
+                if option == "--":
+                    break
+                if option in takes_value and "=" not in option:
+                    args = args[1:]
+            args = args[positionals:]
         elif head in ("tini", "tini-static"):
             args = args[1:]
             while args and args[0].startswith("-"):
@@ -440,7 +461,12 @@ def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
             if "c" in token[1:] and not token.startswith("--"):
                 if i + 1 >= len(args):
                     raise ReadError(f"{args[0]} {token} without a script")
-                script = args[i + 1]
+                following = args[i + 1 :]
+                if following[:1] == ["--"]:
+                    following = following[1:]
+                if not following:
+                    raise ReadError(f"{args[0]} {token} without a script")
+                script = following[0]
                 break
             i += 1
             continue

@@ -83,6 +83,27 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["/usr/bin/python3.12", "-m", "vllm.entrypoints.cli.main", "serve", BF16],
         ["tini", "--", "vllm", "serve", BF16],
         ["sh", "-c", f"sh -c 'vllm serve {BF16}'"],
+        ["sh", "-c", "--", f"vllm serve {BF16}"],
+        ["bash", "-o", "pipefail", "--login", "-c", f"vllm serve {BF16} | tee /tmp/log"],
+        ["sudo", "-u", "vllm", "-E", "vllm", "serve", BF16],
+        ["timeout", "-s", "KILL", "3600", "vllm", "serve", BF16],
+        [
+            "taskset",
+            "-c",
+            "0-3",
+            "numactl",
+            "--cpunodebind=0",
+            "stdbuf",
+            "-oL",
+            "vllm",
+            "serve",
+            BF16,
+        ],
+        [
+            "/bin/sh",
+            "-c",
+            f"exec /usr/bin/env X=1 python3 -m vllm.entrypoints.openai.api_server --model {BF16}",
+        ],
     ],
 )
 def test_wrappers_are_seen_through(argv: list[str]) -> None:
