@@ -11,6 +11,7 @@ from pulumi.runtime import config as runtime_config
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
+from components.config_namespaces import namespaces
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
@@ -20,6 +21,7 @@ from healthchecks.hook import AuthFactory, health_hook
 from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
+from serving.stack_config import ConfigKeyError, project_config
 
 CLOUD_RUN_APIS = (
     "run.googleapis.com",
@@ -31,15 +33,23 @@ CLOUD_RUN_APIS = (
 
 
 def raw_stack_config(project: str) -> dict[str, Any]:
-    """Every `<project>:<key>` value Pulumi passed to this program, keyed by `<key>`."""
+    """Every `<project>:<key>` value Pulumi passed to this program, keyed by `<key>`.
+
+    Raises SettingsError for a key in a namespace nothing reads (`gemma4vllm:maxNumSeqs`) or a
+    gcp key the provider does not have, naming the closest valid key."""
     merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    prefix = f"{project}:"
-    return {k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)}
+    try:
+        return project_config(merged, project, namespaces())
+    except ConfigKeyError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def read_settings() -> Settings:
-    """Validate this stack's config; raises SettingsError before any resource is declared."""
-    return load_settings(raw_stack_config(pulumi.get_project()))
+    """Validate this stack's config and `gcp:project`; raises SettingsError before any
+    resource is declared."""
+    settings = load_settings(raw_stack_config(pulumi.get_project()))
+    project_id()
+    return settings
 
 
 def checkpoints(settings: Settings) -> list[Checkpoint]:

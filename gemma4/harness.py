@@ -170,11 +170,16 @@ def set_config(config: Mapping[str, Any], other: Mapping[str, Any] | None = None
     """Hand config to the program the way the Pulumi CLI does (PULUMI_CONFIG, string values).
 
     `config` holds the project's keys without the prefix; `other` holds fully qualified keys of
-    other namespaces (`gcp:project`, ...). Without a `gcp:project`, a placeholder is set.
+    other namespaces (`gcp:project`, ...); a None value there removes that key. Without a
+    `gcp:project` (and unless it is removed that way), a placeholder is set.
     """
     payload = {f"{PROJECT}:{k}": as_pulumi_value(v) for k, v in config.items()}
-    payload.update({k: as_pulumi_value(v) for k, v in (other or {}).items()})
-    payload.setdefault("gcp:project", PLACEHOLDER_PROJECT)
+    removed = {k for k, v in (other or {}).items() if v is None}
+    payload.update({k: as_pulumi_value(v) for k, v in (other or {}).items() if v is not None})
+    if "gcp:project" not in removed:
+        payload.setdefault("gcp:project", PLACEHOLDER_PROJECT)
+    for key in removed:
+        payload.pop(key, None)
     os.environ["PULUMI_CONFIG"] = json.dumps(payload)
     pulumi.runtime.config.set_all_config({})
 

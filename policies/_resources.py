@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
 from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.models import MODELS, ModelCard
-from serving.vllm import VLLM_COMMAND, parse_args
+from serving.vllm_argv import AUTO_LENGTHS, human_int
 
 SERVICE = "gcp:cloudrunv2/service:Service"
 JOB = "gcp:cloudrunv2/job:Job"
+WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"
+V1_SERVICE = "gcp:cloudrun/service:Service"
+#: Every Cloud Run resource that runs containers (and so may run vLLM on a GPU).
+CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL, V1_SERVICE)
 IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
 IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
 IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
@@ -39,8 +42,6 @@ VLLM_DEFAULTS: dict[str, Any] = {
     "kv-cache-dtype": "auto",
     "dtype": "auto",
 }
-
-_SHELL_STOP = frozenset({";", "&&", "||", "|", "&", ">", ">>", "2>&1", "<"})
 
 
 def get(value: Any, *path: str | int) -> Any:
@@ -166,22 +167,37 @@ def memory_quantity_gib(value: Any) -> float | None:
 
 
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Containers of a Cloud Run service or job."""
-    if resource_type == SERVICE:
+    """Containers of a Cloud Run service, job or worker pool (v2), or a v1 service."""
+    if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "containers"))
     elif resource_type == JOB:
         found = items(get(props, "template", "template", "containers"))
+    elif resource_type == V1_SERVICE:
+        found = items(get(props, "template", "spec", "containers"))
     else:
         return []
     return [c for c in found if isinstance(c, Mapping)]
 
 
+def volumes(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Volumes of a Cloud Run v2 service, job or worker pool."""
+    if resource_type in (SERVICE, WORKER_POOL):
+        found = items(get(props, "template", "volumes"))
+    elif resource_type == JOB:
+        found = items(get(props, "template", "template", "volumes"))
+    else:
+        return []
+    return [v for v in found if isinstance(v, Mapping)]
+
+
 def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The GPU type of a Cloud Run service, or a TPU's accelerator type."""
-    if resource_type == SERVICE:
+    """The GPU type of a Cloud Run workload, or a TPU's accelerator type."""
+    if resource_type in (SERVICE, WORKER_POOL):
         value = get(props, "template", "nodeSelector", "accelerator")
     elif resource_type == JOB:
-        value = None
+        value = get(props, "template", "template", "nodeSelector", "accelerator")
+    elif resource_type == V1_SERVICE:
+        value = get(props, "template", "spec", "nodeSelector", "run.googleapis.com/accelerator")
     else:
         value = get(props, "acceleratorType") or get(
             props, "tpu", "nodeSpecs", 0, "node", "acceleratorType"
@@ -190,12 +206,15 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
 
 
 def is_gpu_service(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """A Cloud Run service that asks for a GPU (node selector or an nvidia.com/gpu limit)."""
-    if resource_type != SERVICE:
+    """A Cloud Run workload (v2 service, job, worker pool; v1 service) that asks for a GPU
+    (node selector or an nvidia.com/gpu limit)."""
+    if resource_type not in CLOUD_RUN_WORKLOADS:
         return False
     if accelerator(resource_type, props):
         return True
-    return any(get(c, "resources", "limits", "nvidia.com/gpu") for c in containers(SERVICE, props))
+    return any(
+        get(c, "resources", "limits", "nvidia.com/gpu") for c in containers(resource_type, props)
+    )
 
 
 def find_hardware(accelerator_name: str | None) -> HardwareProfile | None:
@@ -222,46 +241,6 @@ def find_card(model_ref: str | None) -> ModelCard | None:
     return None
 
 
-def _serve_argv(tokens: list[str]) -> list[str] | None:
-    """Arguments after `vllm serve` (or `docker run --entrypoint=vllm IMAGE serve`)."""
-    start = None
-    for i in range(len(tokens) - 1):
-        if tokens[i].rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve":
-            start = i + 2
-            break
-    if start is None:
-        entrypoint = any(
-            t == "--entrypoint=vllm" or (t == "--entrypoint" and nxt == "vllm")
-            for t, nxt in zip(tokens, [*tokens[1:], ""], strict=True)
-        )
-        if entrypoint and "serve" in tokens:
-            start = tokens.index("serve") + 1
-    if start is None:
-        return None
-    rest: list[str] = []
-    for token in tokens[start:]:
-        if token in _SHELL_STOP:
-            break
-        rest.append(token)
-    return rest
-
-
-def script_vllm_argv(script: str) -> list[str] | None:
-    """The `vllm serve ...` arguments inside a shell script (TPU startup scripts)."""
-    joined = re.sub(r"\\\r?\n", " ", script)
-    for line in joined.splitlines():
-        if "vllm" not in line or "serve" not in line:
-            continue
-        try:
-            tokens = shlex.split(line, comments=True)
-        except ValueError:
-            continue
-        argv = _serve_argv(tokens)
-        if argv is not None:
-            return argv
-    return None
-
-
 @dataclass(frozen=True)
 class VllmServer:
     """A vLLM server declared by a resource: where it runs and the arguments it gets."""
@@ -273,6 +252,8 @@ class VllmServer:
     image: str | None
     #: Where the arguments were found, for messages ("container 'vllm' args").
     where: str
+    #: Literal environment the command line sets (`env X=Y`, `docker run --env=X=Y`).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_ref(self) -> str | None:
@@ -285,7 +266,7 @@ class VllmServer:
 
     @property
     def on_cloud_run_gpu(self) -> bool:
-        return self.resource_type == SERVICE
+        return self.resource_type in CLOUD_RUN_WORKLOADS
 
     def value(self, option: str) -> Any:
         """The option as given, else vLLM's default (None when vLLM has none here)."""
@@ -294,7 +275,17 @@ class VllmServer:
         return VLLM_DEFAULTS.get(option)
 
     def int_value(self, option: str) -> int | None:
-        return as_int(self.value(option))
+        """An integer option, read as vLLM reads it (`32k`, `32K`)."""
+        return human_int(self.value(option))
+
+    def max_model_len(self) -> tuple[int | None, str | None]:
+        """(tokens, None); (None, None) for the model's own context (absent, `auto`, `-1`);
+        (None, raw) when the value is not a number vLLM accepts."""
+        raw = self.args.get("max-model-len")
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in AUTO_LENGTHS):
+            return None, None
+        value = human_int(raw)
+        return (value, None) if value is not None else (None, str(raw))
 
     def float_value(self, option: str) -> float | None:
         return as_float(self.value(option))
@@ -308,6 +299,8 @@ class VllmServer:
         raw = self.args.get("speculative-config")
         if raw is None:
             return None, None
+        if isinstance(raw, Mapping):
+            return dict(raw), None
         if not isinstance(raw, str):
             return None, f"--speculative-config has no value ({raw!r})"
         try:
@@ -319,70 +312,11 @@ class VllmServer:
         return parsed, None
 
 
-def _container_argv(container: Mapping[str, Any]) -> list[str] | None:
-    commands = strings(get(container, "commands"))
-    args = strings(get(container, "args"))
-    argv = [*commands, *args]
-    for i in range(len(argv) - 1):
-        if argv[i].rsplit("/", 1)[-1] == VLLM_COMMAND[0] and argv[i + 1] == VLLM_COMMAND[1]:
-            return argv[i + 2 :]
-    if any("vllm.entrypoints" in a for a in commands):
-        return args
-    image = get(container, "image")
-    if not commands and isinstance(image, str) and "vllm" in image:
-        # The vLLM images' entrypoint is the OpenAI server; args are its options.
-        return args
-    return None
-
-
 def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
-    """Every vLLM server a resource declares, with its parsed arguments."""
-    gpu = accelerator(resource_type, props)
-    hardware = find_hardware(gpu)
-    found: list[VllmServer] = []
-    if resource_type == SERVICE:
-        for index, container in enumerate(containers(resource_type, props)):
-            argv = _container_argv(container)
-            if argv is None:
-                continue
-            name = get(container, "name") or f"#{index}"
-            image = get(container, "image")
-            found.append(
-                VllmServer(
-                    resource_type=resource_type,
-                    args=parse_args(argv),
-                    accelerator=gpu,
-                    hardware=hardware,
-                    image=image if isinstance(image, str) else None,
-                    where=f"container {name!r}",
-                )
-            )
-    for key, script in startup_scripts(props):
-        argv = script_vllm_argv(script)
-        if argv is not None:
-            found.append(
-                VllmServer(
-                    resource_type=resource_type,
-                    args=parse_args(argv),
-                    accelerator=gpu,
-                    hardware=hardware,
-                    image=None,
-                    where=f"startup script ({key})",
-                )
-            )
-    return found
+    """Every vLLM server a resource starts (the shared reader in `policies._server`)."""
+    from policies._server import vllm_servers as read
 
-
-def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Startup scripts in instance/TPU metadata."""
-    scripts: list[tuple[str, str]] = []
-    for key, value in entries(get(props, "metadata")):
-        if key in ("startup-script", "startup_script") and isinstance(value, str):
-            scripts.append((f"metadata.{key}", value))
-    direct = get(props, "metadataStartupScript")
-    if isinstance(direct, str):
-        scripts.append(("metadataStartupScript", direct))
-    return scripts
+    return read(resource_type, props)
 
 
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._resources import (
-    SERVICE,
+    CLOUD_RUN_WORKLOADS,
     accelerator,
     containers,
     cpu_quantity,
@@ -31,13 +31,15 @@ def _known() -> str:
 def validate_gpu_host_minimums(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+    if args.resource_type not in CLOUD_RUN_WORKLOADS or not is_gpu_service(
+        args.resource_type, args.props
+    ):
         return
     gpu = accelerator(args.resource_type, args.props)
     hardware = find_hardware(gpu)
     if hardware is None or hardware.platform is not Platform.CLOUD_RUN:
         report_violation(
-            f"{args.name}: GPU type {gpu!r} (template.nodeSelector.accelerator) is not one "
+            f"{args.name}: GPU type {gpu!r} (the node selector's accelerator) is not one "
             f"this project knows; allowed: {_known()}.",
             None,
         )

@@ -80,7 +80,10 @@ def plan_server(
     if spec is not None and spec.get("model"):
         drafter = find_card(str(spec["model"]))
         drafter_bytes = drafter.weight_bytes if drafter else int(unknown_drafter_gib * GIB)
-    max_len = server.int_value("max-model-len") or card.architecture.max_context
+    length, bad = server.max_model_len()
+    if bad is not None:
+        return None
+    max_len = length or card.architecture.max_context
     return plan_memory(
         card.architecture,
         weight_bytes=card.weight_bytes,

@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int
-from policies._resources import SERVICE, as_int, get, is_gpu_service
+from policies._resources import CLOUD_RUN_WORKLOADS, as_int, get, is_gpu_service
 
 CONFIG = schema(
     {
@@ -27,11 +27,15 @@ CONFIG = schema(
 def validate_max_instances_cap(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+    if args.resource_type not in CLOUD_RUN_WORKLOADS or not is_gpu_service(
+        args.resource_type, args.props
+    ):
         return
     cap = setting_int(args, CONFIG, "maxInstances")
     ceiling = max(
         as_int(get(args.props, "scaling", "maxInstanceCount")) or 0,
+        as_int(get(args.props, "scaling", "manualInstanceCount")) or 0,
+        as_int(get(args.props, "template", "parallelism")) or 0,
         as_int(get(args.props, "template", "scaling", "maxInstanceCount")) or 0,
     )
     if ceiling <= cap:

@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int, setting_strings
-from policies._resources import as_int, vllm_servers
+from policies._resources import vllm_servers
 
 CONFIG = schema(
     {
@@ -38,23 +38,24 @@ def validate_max_model_len_cap(
     for server in vllm_servers(args.resource_type, args.props):
         if server.accelerator not in accelerators:
             continue
-        raw = server.args.get("max-model-len")
-        if raw is None:
-            card = server.card
-            context = card.architecture.max_context if card and card.architecture else None
-            shown = f"the model's full context ({context} tokens)" if context else "the model's"
+        value, bad = server.max_model_len()
+        if bad is not None:
             report_violation(
-                f"{args.name}: {server.where} sets no --max-model-len, so vLLM uses {shown} "
-                f"on {server.accelerator}; set --max-model-len to at most {cap} (stack config "
-                "key 'maxModelLen').",
+                f"{args.name}: {server.where} has --max-model-len={bad!r}, which is not a "
+                f"number; set an integer of at most {cap}.",
                 None,
             )
             continue
-        value = as_int(raw)
         if value is None:
+            card = server.card
+            context = card.architecture.max_context if card and card.architecture else None
+            shown = f"the model's full context ({context} tokens)" if context else "the model's"
+            given = server.args.get("max-model-len")
+            how = f"has --max-model-len={given}" if given is not None else "sets no --max-model-len"
             report_violation(
-                f"{args.name}: {server.where} has --max-model-len={raw!r}, which is not a "
-                f"number; set an integer of at most {cap}.",
+                f"{args.name}: {server.where} {how}, so vLLM uses {shown} "
+                f"on {server.accelerator}; set --max-model-len to at most {cap} (stack config "
+                "key 'maxModelLen').",
                 None,
             )
         elif value > cap:

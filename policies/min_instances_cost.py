@@ -12,6 +12,7 @@ from pulumi_policy import (
 from policies._config import schema, setting_int
 from policies._resources import (
     SERVICE,
+    WORKER_POOL,
     accelerator,
     as_int,
     find_hardware,
@@ -34,11 +35,14 @@ CONFIG = schema(
 def validate_min_instances_cost(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+    if args.resource_type not in (SERVICE, WORKER_POOL) or not is_gpu_service(
+        args.resource_type, args.props
+    ):
         return
     allowed = setting_int(args, CONFIG, "maxMinInstances")
     warm = max(
         as_int(get(args.props, "scaling", "minInstanceCount")) or 0,
+        as_int(get(args.props, "scaling", "manualInstanceCount")) or 0,
         as_int(get(args.props, "template", "scaling", "minInstanceCount")) or 0,
     )
     if warm <= allowed:

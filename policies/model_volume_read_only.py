@@ -23,13 +23,16 @@ from pulumi_policy import (
 
 from policies._config import schema, setting, setting_int, setting_strings
 from policies._resources import (
+    JOB,
     SERVICE,
+    WORKER_POOL,
     as_bool,
     containers,
     get,
     is_gpu_service,
     items,
     strings,
+    volumes,
 )
 from serving.vllm import VLLM_GID, VLLM_UID
 
@@ -141,14 +144,16 @@ def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
 def validate_model_volume_read_only(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type != SERVICE or not is_gpu_service(args.resource_type, args.props):
+    if args.resource_type not in (SERVICE, JOB, WORKER_POOL) or not is_gpu_service(
+        args.resource_type, args.props
+    ):
         return
     prefixes = setting_strings(args, CONFIG, "nonRootImagePrefixes")
     image_users = {str(k): str(v) for k, v in dict(setting(args, CONFIG, "imageUsers")).items()}
     uid = setting_int(args, CONFIG, "uid")
     gid = setting_int(args, CONFIG, "gid")
     all_containers = containers(args.resource_type, args.props)
-    for volume in items(get(args.props, "template", "volumes")):
+    for volume in volumes(args.resource_type, args.props):
         if get(volume, "gcs") is None:
             continue
         name = get(volume, "name")

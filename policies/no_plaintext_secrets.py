@@ -16,9 +16,10 @@ from policies._resources import (
     containers,
     get,
     items,
-    vllm_servers,
     walk_strings,
 )
+from policies._server import vllm_servers
+from serving.vllm_argv import literal_env
 
 #: Credential formats (name, pattern). Matched anywhere in a resource's inputs.
 SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -94,8 +95,16 @@ def validate_no_plaintext_secrets(
                     None,
                 )
     for server in vllm_servers(args.resource_type, args.props):
+        for name in literal_env(server.env):
+            if name not in allowed_env and _SECRET_ENV.search(name):
+                report_violation(
+                    f"{args.name}: {server.where} sets {name} to a literal value on the "
+                    f"command line that starts vLLM; {_FIX}.",
+                    None,
+                )
         key = server.args.get("api-key")
-        if isinstance(key, str) and key:
+        keys = [key] if isinstance(key, str) else key if isinstance(key, list) else []
+        if any(isinstance(k, str) and k and "$" not in k for k in keys):
             report_violation(
                 f"{args.name}: {server.where} passes --api-key as a literal argument; set "
                 f"VLLM_API_KEY from Secret Manager instead; {_FIX}.",

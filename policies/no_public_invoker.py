@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
@@ -12,17 +10,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_bool
-from policies._resources import (
-    IAM_BINDING,
-    IAM_MEMBER,
-    IAM_POLICY,
-    SERVICE,
-    as_bool,
-    get,
-    strings,
-)
-
-PUBLIC = ("allUsers", "allAuthenticatedUsers")
+from policies._reach import iam_grants
+from policies._resources import SERVICE, V1_SERVICE, as_bool, get
 
 CONFIG = schema(
     {
@@ -41,26 +30,21 @@ _FIX = (
 )
 
 
-def _policy_members(policy_data: object) -> list[str]:
-    if not isinstance(policy_data, str):
-        return []
-    try:
-        data = json.loads(policy_data)
-    except json.JSONDecodeError:
-        return []
-    members: list[str] = []
-    for binding in data.get("bindings", []) if isinstance(data, dict) else []:
-        if isinstance(binding, dict):
-            members += [m for m in binding.get("members", []) if isinstance(m, str)]
-    return members
-
-
 def validate_no_public_invoker(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
     if setting_bool(args, CONFIG, "allowPublic"):
         return
     props = args.props
+    if args.resource_type == V1_SERVICE:
+        annotation = "run.googleapis.com/invoker-iam-disabled"
+        if as_bool(get(props, "metadata", "annotations", annotation)) is True:
+            report_violation(
+                f"{args.name}: the {annotation} annotation is true, so anyone on the internet "
+                f"can call the model; remove it and {_FIX}.",
+                None,
+            )
+        return
     if args.resource_type == SERVICE:
         if as_bool(get(props, "invokerIamDisabled")) is True:
             report_violation(
@@ -69,28 +53,27 @@ def validate_no_public_invoker(
                 None,
             )
         return
-    if args.resource_type == IAM_MEMBER:
-        member = get(props, "member")
-        members = [member] if isinstance(member, str) else []
-    elif args.resource_type == IAM_BINDING:
-        members = strings(get(props, "members"))
-    elif args.resource_type == IAM_POLICY:
-        members = _policy_members(get(props, "policyData"))
-    else:
+    grants = iam_grants(args.resource_type, props)
+    if grants is None:
         return
-    for member in members:
-        if member in PUBLIC:
-            report_violation(
-                f"{args.name}: grants {get(props, 'role') or 'a role'} to {member!r}, which "
-                f"makes the vLLM service public; {_FIX}.",
-                None,
-            )
+    for what in grants.unreadable:
+        report_violation(
+            f"{args.name} ({args.resource_type}): cannot tell who this grants access to: "
+            f"{what}; it may make the vLLM service public.",
+            None,
+        )
+    for role, member in grants.public():
+        report_violation(
+            f"{args.name}: grants {role} to {member!r}, which makes the vLLM service public; "
+            f"{_FIX}.",
+            None,
+        )
 
 
 no_public_invoker = ResourceValidationPolicy(
     name="no-public-invoker",
-    description="Cloud Run services are not invokable by allUsers or allAuthenticatedUsers "
-    "unless configured.",
+    description="Cloud Run v1/v2 services, jobs and worker pools grant nothing to allUsers or "
+    "allAuthenticatedUsers unless configured.",
     validate=validate_no_public_invoker,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

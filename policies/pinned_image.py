@@ -9,12 +9,23 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._resources import JOB, SERVICE, containers, get
+from policies._resources import CLOUD_RUN_WORKLOADS, containers, get, vllm_servers
 from serving.settings import check_pinned_image
 
 
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type not in (SERVICE, JOB):
+    for server in vllm_servers(args.resource_type, args.props):
+        if not server.where.startswith("startup script") or server.image is None:
+            continue  # containers are checked below
+        try:
+            check_pinned_image(server.image)
+        except ValueError as exc:
+            report_violation(
+                f"{args.name}: {server.where} runs vLLM in `docker run` {exc}, so a reboot "
+                "cannot silently change vLLM (stack config key 'image').",
+                None,
+            )
+    if args.resource_type not in CLOUD_RUN_WORKLOADS:
         return
     for index, container in enumerate(containers(args.resource_type, args.props)):
         image = get(container, "image")
@@ -33,7 +44,8 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
 
 pinned_image = ResourceValidationPolicy(
     name="pinned-image",
-    description="Cloud Run containers use a pinned image (version tag or sha256 digest).",
+    description="Cloud Run containers and the vLLM containers of startup scripts use a pinned "
+    "image (version tag or sha256 digest).",
     validate=validate_pinned_image,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

@@ -19,6 +19,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from components.config_namespaces import StackFileError, read_stack_file
+from serving.hardware import Platform
 from serving.memory import (
     GIB,
     MemoryPlan,
@@ -36,8 +38,11 @@ class PlanError(Exception):
 
 
 def project_name(root: Path = ROOT) -> str:
-    data = yaml.safe_load((root / "Pulumi.yaml").read_text())
-    return str(data["name"])
+    try:
+        data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+        return str(data["name"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise PlanError(f"{root / 'Pulumi.yaml'}: no project name ({exc})") from None
 
 
 def stack_names(root: Path = ROOT) -> list[str]:
@@ -51,13 +56,11 @@ def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
         raise PlanError(
             f"no stack file {path.name}; stacks here: {', '.join(stack_names(root)) or 'none'}"
         )
-    data = yaml.safe_load(path.read_text()) or {}
-    prefix = f"{project_name(root)}:"
-    raw = {
-        k[len(prefix) :]: v for k, v in (data.get("config") or {}).items() if k.startswith(prefix)
-    }
     try:
+        raw = read_stack_file(path, project_name(root))
         return load_settings(raw)
+    except StackFileError as exc:
+        raise PlanError(str(exc)) from None
     except SettingsError as exc:
         raise PlanError(f"{path.name}: {exc}") from None
 

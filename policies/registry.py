@@ -25,12 +25,15 @@ from policies.pinned_image import pinned_image
 from policies.serving_port_not_public import serving_port_not_public
 from policies.speculative_config_valid import speculative_config_valid
 from policies.tpu_run_duration_limit import tpu_run_duration_limit
+from policies.vllm_server_readable import vllm_server_readable
 
 PACK_NAME = "gemma4-vllm"
 #: The pack's default level; every policy sets its own explicitly.
 PACK_ENFORCEMENT_LEVEL = EnforcementLevel.MANDATORY
 
 ALL: list[Policy] = [
+    # every vLLM server can be read (the others judge what it reads)
+    vllm_server_readable,
     # L4 (a 24 GB GPU)
     l4_qat_checkpoint,
     max_model_len_cap,

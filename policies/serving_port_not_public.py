@@ -1,4 +1,10 @@
-"""serving-port-not-public: no firewall opens a model-serving port to the whole internet."""
+"""serving-port-not-public: no firewall opens a model-serving port to the internet.
+
+Every firewall form is read by `policies._reach` (protocol names and numbers, absent ports and
+sources, port ranges, IPv6, firewall policy rules), and the source ranges are judged by the
+same rule stack settings use (`serving.netrange`): public ranges wider than the configured
+prefix, or ranges that together cover the internet, are refused.
+"""
 
 from __future__ import annotations
 
@@ -9,64 +15,70 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._config import schema, setting_strings
-from policies._resources import FIREWALL, as_bool, as_int, get, items, strings
+from policies._config import schema, setting_int, setting_strings
+from policies._reach import firewall_exposure
+from policies._resources import as_int
 from serving.settings import TpuSettings
 from serving.vllm import CLOUD_RUN_PORT
 
-WORLD = ("0.0.0.0/0", "::/0")
+_TPU = TpuSettings.model_fields
 
 CONFIG = schema(
     {
         "servingPorts": {
             "type": "array",
             "items": {"type": "integer"},
-            "default": [TpuSettings.model_fields["serving_port"].default, CLOUD_RUN_PORT],
+            "default": [_TPU["serving_port"].default, CLOUD_RUN_PORT],
             "description": "Ports vLLM serves on (the TPU VM's is 8000).",
+        },
+        "minPublicPrefixV4": {
+            "type": "integer",
+            "default": _TPU["source_range_min_prefix_v4"].default,
+            "description": "Widest public IPv4 source range allowed, as a prefix length "
+            "(stack key sourceRangeMinPrefixV4 applies the same rule).",
+        },
+        "minPublicPrefixV6": {
+            "type": "integer",
+            "default": _TPU["source_range_min_prefix_v6"].default,
+            "description": "Widest public IPv6 source range allowed, as a prefix length.",
         },
     }
 )
 
 
-def _covers(spec: str, port: int) -> bool:
-    low, _, high = spec.partition("-")
-    start, end = as_int(low), as_int(high or low)
-    return start is not None and end is not None and start <= port <= end
-
-
 def validate_serving_port_not_public(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type != FIREWALL:
-        return
-    props = args.props
-    if str(get(props, "direction") or "INGRESS").upper() != "INGRESS":
-        return
-    if as_bool(get(props, "disabled")) is True:
-        return
-    open_to = [r for r in strings(get(props, "sourceRanges")) if r in WORLD]
-    if not open_to:
-        return
     ports = [p for p in (as_int(v) for v in setting_strings(args, CONFIG, "servingPorts")) if p]
-    for rule in items(get(props, "allows")):
-        protocol = str(get(rule, "protocol") or "").lower()
-        if protocol not in ("tcp", "all"):
-            continue
-        specs = [str(s) for s in items(get(rule, "ports"))]
-        exposed = [p for p in ports if not specs or any(_covers(s, p) for s in specs)]
-        if exposed:
+    for label, exposure in firewall_exposure(
+        args.resource_type,
+        args.props,
+        ports,
+        min_prefix_v4=setting_int(args, CONFIG, "minPublicPrefixV4"),
+        min_prefix_v6=setting_int(args, CONFIG, "minPublicPrefixV6"),
+    ):
+        where = f"{args.name}{' ' + label if label else ''}"
+        for what in exposure.unreadable:
             report_violation(
-                f"{args.name}: allows {protocol} port(s) {', '.join(map(str, exposed))} from "
-                f"{', '.join(open_to)}: the vLLM endpoint has no authentication of its own. "
-                "Restrict sourceRanges to your clients or a load balancer/IAP range, or serve "
-                "through Cloud Run or an authenticated proxy.",
+                f"{where}: cannot tell who this firewall lets in: {what}; the serving ports "
+                f"{', '.join(map(str, ports))} may be open to the internet.",
+                None,
+            )
+        if exposure.ports and exposure.problems:
+            report_violation(
+                f"{where}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
+                f"{', '.join(exposure.sources) or 'everywhere'}: {'; '.join(exposure.problems)}. "
+                "The vLLM endpoint has no authentication of its own. Restrict sourceRanges "
+                "(or the rule's source ranges) to your clients or a load balancer/IAP range, "
+                "or serve through Cloud Run or an authenticated proxy.",
                 None,
             )
 
 
 serving_port_not_public = ResourceValidationPolicy(
     name="serving-port-not-public",
-    description="No firewall rule opens a vLLM serving port (TPU VMs) to 0.0.0.0/0.",
+    description="No firewall rule opens a vLLM serving port to the internet (wide public "
+    "ranges, or ranges that together cover it).",
     validate=validate_serving_port_not_public,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

@@ -7,21 +7,34 @@ serves the same checkpoint), and the parsers. Everything else is the target stac
 hardware, placement, memory and batching, speculative decoding, scaling, access.
 
     python -m serving.promotion --from l4 --to rtx6000 --source-image REF [--write]
+
+A promotion is refused, leaving the target file byte-for-byte unchanged, unless the complete
+result is valid: the image is pinned by a `sha256:` digest of 64 hex digits and comes from a
+registry the target stack allows (`registries`), the edited file reads back as exactly the old
+configuration plus the promoted keys, the stack's settings load, and the program rendered under
+Pulumi's mocks passes every mandatory policy. The file is edited with a round-trip YAML library
+(comments, anchors, quoting, indentation, key order and other blocks kept) and replaced
+atomically (a temporary file in the same folder, fsync, `os.replace`).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import re
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.settings import Settings, config_keys, load_settings
+from serving.settings import Settings, SettingsError, check_text, config_keys, load_settings
 
 PROJECT = "gemma4-vllm"
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,27 +96,276 @@ def plan(
     return Promotion(source_stack, target_stack, changes, held)
 
 
+class PromotionError(ValueError):
+    """A promotion that is refused; nothing was written."""
+
+
+#: Checks the complete result before it is written: (project, stack, full config) -> reasons.
+Validator = Callable[[str, str, Mapping[str, Any]], list[str]]
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def stack_path(stack: str, root: Path = ROOT) -> Path:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", stack) or stack.startswith("."):
+        raise PromotionError(f"{stack!r} is not a stack name (letters, digits, _ . -)")
+    return root / f"Pulumi.{stack}.yaml"
+
+
+def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The whole `config:` block of `Pulumi.<stack>.yaml` (full `namespace:key` names)."""
+    path = stack_path(stack, root)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise PromotionError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise PromotionError(f"{path.name}: not valid YAML ({exc})") from None
+    config = (data or {}).get("config") if isinstance(data, dict) or data is None else None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise PromotionError(f"{path.name}: 'config:' is not a mapping")
+    return {str(k): v for k, v in config.items()}
+
+
 def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    data = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
+    """The project's keys of a stack file, without the prefix."""
     prefix = f"{PROJECT}:"
-    config: Mapping[str, Any] = data.get("config") or {}
-    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    return {
+        k[len(prefix) :]: v for k, v in read_config(stack, root).items() if k.startswith(prefix)
+    }
 
 
-def write_changes(stack: str, changes: Mapping[str, str], root: Path = ROOT) -> None:
-    """Edit `Pulumi.<stack>.yaml` in place, keeping its comments and order."""
-    path = root / f"Pulumi.{stack}.yaml"
-    text = path.read_text()
+def _round_trip(text: str) -> YAML:
+    """A round-trip YAML instance that reproduces `text` byte for byte, or PromotionError."""
+    indents = [(2, 2, 0), (2, 4, 2), (4, 4, 0), (4, 6, 4), (4, 4, 2), (4, 6, 2), (3, 3, 0)]
+    indents += [
+        (m, s, o) for m in range(2, 9) for s in range(2, 11) for o in range(s - 1)
+        if (m, s, o) not in indents
+    ]  # fmt: skip
+    for mapping, sequence, offset in indents:
+        handler = YAML()
+        handler.preserve_quotes = True
+        handler.width = 1 << 16
+        handler.indent(mapping=mapping, sequence=sequence, offset=offset)
+        try:
+            data = handler.load(text)
+            out = io.StringIO()
+            handler.dump(data, out)
+        except RoundTripError as exc:
+            raise PromotionError(f"not valid YAML ({exc})") from None
+        if out.getvalue() == text:
+            return handler
+    raise PromotionError(
+        "this file's layout cannot be reproduced exactly by the YAML editor, so it is not "
+        "edited; apply the promotion by hand"
+    )
+
+
+def _replace_everywhere(node: Any, old: Any, new: Any) -> None:
+    """Put `new` wherever the object `old` appears (YAML aliases of an anchored value)."""
+    if isinstance(node, dict):
+        for key in list(node):
+            if node[key] is old:
+                node[key] = new
+            else:
+                _replace_everywhere(node[key], old, new)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            if item is old:
+                node[index] = new
+            else:
+                _replace_everywhere(item, old, new)
+
+
+def _styled(old: Any, value: str) -> Any:
+    """`value` in the quoting style (and with the anchor) of the value it replaces."""
+    from ruamel.yaml.scalarstring import ScalarString
+
+    if isinstance(old, ScalarString):
+        new = type(old)(value)
+        anchor = old.yaml_anchor()
+        if anchor is not None:
+            new.yaml_set_anchor(anchor.value, always_dump=True)
+        return new
+    return value
+
+
+def _comment_gaps(config: Any, keys: list[str], lines: list[str]) -> dict[int, tuple[str, int]]:
+    """line index -> (end-of-line comment, spaces before it) for the keys about to change."""
+    from ruamel.yaml.tokens import CommentToken
+
+    gaps: dict[int, tuple[str, int]] = {}
+    for key in keys:
+        slots = config.ca.items.get(key) if hasattr(config, "ca") else None
+        if not slots or len(slots) < 3 or not isinstance(slots[2], CommentToken):
+            continue
+        line = config.lc.key(key)[0]
+        comment = slots[2].value.split("\n", 1)[0]
+        text = lines[line] if line < len(lines) else ""
+        if comment and text.endswith(comment):
+            before = text[: -len(comment)]
+            gaps[line] = (comment, len(before) - len(before.rstrip(" ")))
+    return gaps
+
+
+def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file") -> str:
+    """`text` with `<project>:<key>: value` set for each change, layout kept."""
+    try:
+        handler = _round_trip(text)
+    except PromotionError as exc:
+        raise PromotionError(f"{name}: {exc}") from None
+    data = handler.load(text)
+    if data is None or not isinstance(data, dict):
+        raise PromotionError(f"{name}: expected a mapping with a 'config:' block")
+    config = data.get("config")
+    if not isinstance(config, dict):
+        raise PromotionError(f"{name}: has no 'config:' mapping to promote into")
+    gaps = _comment_gaps(config, [f"{PROJECT}:{k}" for k in changes], text.splitlines())
     for key, value in changes.items():
-        line = f"  {PROJECT}:{key}: {yaml.safe_dump(value, default_style=None).strip()}"
-        if line.endswith("\n..."):
-            line = line[: -len("\n...")]
-        pattern = re.compile(rf"^  {re.escape(PROJECT)}:{re.escape(key)}:.*$", re.MULTILINE)
-        text, count = pattern.subn(line, text)
-        if count == 0:
-            text = text.rstrip("\n") + "\n" + line + "\n"
-    path.write_text(text)
-    load_settings(read_stack(stack, root))  # the result must still be a valid stack
+        full = f"{PROJECT}:{key}"
+        if full in config:
+            old = config[full]
+            new = _styled(old, value)
+            _replace_everywhere(data, old, new)
+        else:
+            config[full] = value
+    out = io.StringIO()
+    handler.dump(data, out)
+    lines = out.getvalue().split("\n")
+    for line, (comment, gap) in gaps.items():
+        # The editor keeps a comment's column, or one space when the value grew past it:
+        # keep the spaces the file had instead.
+        if line < len(lines) and lines[line].endswith(comment):
+            value_part = lines[line][: -len(comment)].rstrip(" ")
+            lines[line] = value_part + " " * gap + comment
+    return "\n".join(lines)
+
+
+def check_image(image: str) -> None:
+    """A promoted image is pinned by a sha256 digest and comes from an allowed registry."""
+    if not _DIGEST.search(image):
+        raise PromotionError(
+            f"image {image!r} is not pinned by a digest: promotion carries only "
+            "'@sha256:' followed by 64 lowercase hex digits (pass the source stack's "
+            "source_image output)"
+        )
+
+
+_MISSING = object()
+
+
+def _differences(old: Any, new: Any, where: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """(path, old, new) for every leaf where two YAML documents differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[tuple[Any, ...]] = []
+        if list(old) != [k for k in new if k in old]:
+            found.append((where, "key order", "changed"))
+        for key in {**old, **new}:
+            found += _differences(old.get(key, _MISSING), new.get(key, _MISSING), (*where, key))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in
+                _differences(a, b, (*where, i))]  # fmt: skip
+    if old == new and type(old) is type(new):
+        return []
+    return [(where, None if old is _MISSING else old, None if new is _MISSING else new)]
+
+
+def validate_result(
+    stack: str,
+    before: str,
+    after: str,
+    changes: Mapping[str, str],
+    validator: Validator | None,
+) -> None:
+    """Refuse (PromotionError) unless `after` is exactly `before` plus `changes`, loads as
+    settings, and passes `validator` (the program and its mandatory policies)."""
+    name = f"Pulumi.{stack}.yaml"
+    old = yaml.safe_load(before) or {}
+    try:
+        new = yaml.safe_load(after) or {}
+    except yaml.YAMLError as exc:
+        raise PromotionError(f"{name}: the edit would not be valid YAML ({exc})") from None
+    before_config = old.get("config") or {}
+    swaps = {
+        (repr(before_config.get(f"{PROJECT}:{k}")), repr(v))
+        for k, v in changes.items()
+        if f"{PROJECT}:{k}" in before_config
+    }
+    for where, was, now in _differences(old, new):
+        key = where[1] if len(where) == 2 and where[0] == "config" else None
+        promoted = (
+            isinstance(key, str)
+            and key.startswith(f"{PROJECT}:")
+            and (key[len(PROJECT) + 1 :] in changes and now == changes[key[len(PROJECT) + 1 :]])
+        )
+        # An alias of a promoted, anchored value follows it (YAML: the same node).
+        if not promoted and (repr(was), repr(now)) not in swaps:
+            shown = ".".join(map(str, where))
+            raise PromotionError(
+                f"{name}: the edit would change {shown} ({was!r} -> {now!r}), which is not a "
+                "promoted key"
+            )
+    config = {str(k): v for k, v in (new.get("config") or {}).items()}
+    prefix = f"{PROJECT}:"
+    try:
+        load_settings({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
+    except SettingsError as exc:
+        raise PromotionError(f"{name} after promotion: {exc}") from None
+    if validator is not None:
+        reasons = validator(PROJECT, stack, config)
+        if reasons:
+            raise PromotionError(f"{name} after promotion is refused:\n  " + "\n  ".join(reasons))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text`: a temporary file in the same folder, fsync, os.replace."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def write_changes(
+    stack: str,
+    changes: Mapping[str, str],
+    root: Path = ROOT,
+    validator: Validator | None = None,
+) -> None:
+    """Edit `Pulumi.<stack>.yaml` in place once the complete result is valid; otherwise raise
+    PromotionError and leave the file unchanged."""
+    path = stack_path(stack, root)
+    for key, value in changes.items():
+        try:
+            check_text(key, value)
+        except SettingsError as exc:
+            raise PromotionError(str(exc)) from None
+    try:
+        before = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromotionError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+    if "image" in changes:
+        check_image(changes["image"])
+    after = edited_text(before, changes, path.name)
+    validate_result(stack, before, after, changes, validator)
+    if path.read_text(encoding="utf-8") != before:
+        raise PromotionError(f"{path.name} changed while the promotion was checked; run it again")
+    write_atomically(path, after)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,28 +380,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--source-image", help="upstream image the source stack verified (its source_image output)"
     )
     parser.add_argument("--write", action="store_true", help="edit Pulumi.<to>.yaml in place")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def default_validator() -> Validator:
+    """The program under Pulumi's mocks and the pack's mandatory policies."""
+    from policies.offline import check_stack
+
+    return check_stack
+
+
+def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        source = load_settings(read_stack(args.source))
-        target = load_settings(read_stack(args.target))
-    except (OSError, ValueError) as exc:
+        source = load_settings(read_stack(args.source, args.root))
+        target = load_settings(read_stack(args.target, args.root))
+        if args.source_image is not None:
+            check_text("image", args.source_image)
+        result = plan(args.source, source, args.target, target, args.source_image)
+        if "image" in result.changes:
+            check_image(result.changes["image"])
+            load_settings({**read_stack(args.target, args.root), "image": result.changes["image"]})
+        for key, value in result.changes.items():
+            print(f"promote {key}: {value}")
+        for key, why in result.held.items():
+            print(f"hold    {key}: {why}")
+        if not result.changes:
+            print(f"{args.target} already runs what {args.source} verified")
+        if args.write and result.changes:
+            write_changes(args.target, result.changes, args.root, validator or default_validator())
+            print(f"wrote Pulumi.{args.target}.yaml")
+    except (PromotionError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = plan(args.source, source, args.target, target, args.source_image)
-    for key, value in result.changes.items():
-        print(f"promote {key}: {value}")
-    for key, why in result.held.items():
-        print(f"hold    {key}: {why}")
-    if not result.changes:
-        print(f"{args.target} already runs what {args.source} verified")
-    if args.write and result.changes:
-        write_changes(args.target, result.changes)
-        print(f"wrote Pulumi.{args.target}.yaml")
     return 0
 
 

@@ -7,7 +7,8 @@ before any resource is declared. Error messages name the key and what is allowed
 
 from __future__ import annotations
 
-import ipaddress
+import difflib
+import fnmatch
 import json
 import re
 from collections.abc import Mapping
@@ -27,6 +28,12 @@ from pydantic.alias_generators import to_camel
 from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
+from serving.netrange import (
+    DEFAULT_MIN_PREFIX_V4,
+    DEFAULT_MIN_PREFIX_V6,
+    RangeError,
+    source_range_problems,
+)
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
 PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
@@ -265,7 +272,20 @@ class TpuSettings(_Group):
     serving_port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on.")
     source_ranges: JsonList = Field(
         default_factory=list,
-        description="CIDR ranges allowed to reach the serving port (never 0.0.0.0/0).",
+        description="CIDR ranges allowed to reach the serving port (no public range wider than "
+        "sourceRangeMinPrefixV4/V6, never the whole internet).",
+    )
+    source_range_min_prefix_v4: int = Field(
+        DEFAULT_MIN_PREFIX_V4,
+        ge=0,
+        le=32,
+        description="Widest public IPv4 range sourceRanges may hold, as a prefix length.",
+    )
+    source_range_min_prefix_v6: int = Field(
+        DEFAULT_MIN_PREFIX_V6,
+        ge=0,
+        le=128,
+        description="Widest public IPv6 range sourceRanges may hold, as a prefix length.",
     )
     api_key_secret: str = Field(
         "vllm-api-key",
@@ -276,22 +296,23 @@ class TpuSettings(_Group):
         30, ge=1, le=1440, description="How long `pulumi up` waits for a node to become ACTIVE."
     )
 
-    @field_validator("source_ranges")
-    @classmethod
-    def _no_open_world(cls, ranges: list[str]) -> list[str]:
-        for cidr in ranges:
-            try:
-                net = ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                raise ValueError(
-                    f"{cidr!r} is not a CIDR range (for example 203.0.113.0/24)"
-                ) from None
-            if net.prefixlen == 0:
-                raise ValueError(
-                    f"{cidr!r} opens the serving port to the whole internet; list your clients' "
-                    "ranges (the vLLM API key is a second lock, not the only one)"
-                )
-        return ranges
+    @model_validator(mode="after")
+    def _no_open_world(self) -> TpuSettings:
+        try:
+            problems = source_range_problems(
+                self.source_ranges,
+                min_prefix_v4=self.source_range_min_prefix_v4,
+                min_prefix_v6=self.source_range_min_prefix_v6,
+            )
+        except RangeError as exc:
+            raise ValueError(f"config key 'sourceRanges': {exc}") from None
+        if problems:
+            raise ValueError(
+                f"config key 'sourceRanges': {'; '.join(problems)}: that opens the serving port "
+                "to the internet; list your clients' ranges (the vLLM API key is a second "
+                "lock, not the only one), or raise sourceRangeMinPrefixV4/V6 deliberately"
+            )
+        return self
 
 
 class SloSettings(_Group):
@@ -447,6 +468,11 @@ class Settings(BaseModel):
         description="vLLM container image, pinned by version tag or @sha256 digest "
         "(no latest/nightly)."
     )
+    registries: JsonList = Field(
+        default_factory=lambda: list(DEFAULT_REGISTRIES),
+        description="Registries the image may come from (host names, `*` wildcards; "
+        "`vllm/...` is docker.io).",
+    )
     labels: Labels = Field(
         default_factory=dict, description="Google Cloud labels as key=value strings."
     )
@@ -472,6 +498,16 @@ class Settings(BaseModel):
     def _pinned_image(cls, value: str) -> str:
         check_pinned_image(value)
         return value
+
+    @model_validator(mode="after")
+    def _allowed_registry(self) -> Settings:
+        registry = image_registry(self.image)
+        if not any(fnmatch.fnmatchcase(registry, pattern) for pattern in self.registries):
+            raise ValueError(
+                f"config key 'image': {self.image!r} comes from {registry!r}, which is not in "
+                f"config key 'registries' ({', '.join(self.registries) or 'empty'})"
+            )
+        return self
 
     @field_validator("labels")
     @classmethod
@@ -645,12 +681,31 @@ class Settings(BaseModel):
         return self.cloud_run.region
 
 
+#: Where images may come from unless a stack says otherwise (the official vLLM images).
+DEFAULT_REGISTRIES: tuple[str, ...] = ("docker.io",)
+_IMAGE_CHARS = re.compile(r"[A-Za-z0-9._/:@-]+")
+
+
+def image_registry(image: str) -> str:
+    """The registry host of an image reference (`vllm/vllm-openai:v1` -> `docker.io`)."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first.lower()
+    return "docker.io"
+
+
 def check_pinned_image(image: str) -> None:
-    """Raise ValueError unless `image` names a fixed tag or a digest."""
-    if "@sha256:" in image:
-        digest = image.split("@sha256:", 1)[1]
-        if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            raise ValueError(f"image {image!r} has a malformed sha256 digest")
+    """Raise ValueError unless `image` names a fixed tag or a sha256 digest of 64 hex digits."""
+    if not _IMAGE_CHARS.fullmatch(image):
+        raise ValueError(
+            f"image {image!r} is not an image reference (letters, digits, . _ / : @ - only)"
+        )
+    if "@" in image:
+        digest = image.split("@", 1)[1]
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise ValueError(
+                f"image {image!r} has a malformed digest: only sha256: and 64 lowercase hex digits"
+            )
         return
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:
@@ -672,7 +727,7 @@ _GROUPS: dict[str, type[_Group]] = {
     "benchmark": BenchmarkSettings,
     "monitoring": MonitoringSettings,
 }
-_TOP_LEVEL = ("hardware", "image", "labels")
+_TOP_LEVEL = ("hardware", "image", "registries", "labels")
 
 
 def config_keys() -> dict[str, tuple[str, Any]]:
@@ -684,14 +739,78 @@ def config_keys() -> dict[str, tuple[str, Any]]:
     return keys
 
 
+#: Keys whose values reach a shell script (the TPU startup script) or an argument vector
+#: (vLLM's, the download job's) or a REST path: no shell metacharacters or whitespace.
+SCRIPT_KEYS = frozenset(
+    {
+        "image",
+        "modelRevision",
+        "drafterRevision",
+        "servedModelName",
+        "tpuRuntimeVersion",
+        "network",
+        "zone",
+        "region",
+        "bucketLocation",
+        "healthCheckServiceAccount",
+        "invokers",
+        "sourceRanges",
+        "apiKeySecret",
+        "hfTokenSecret",
+    }
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHELL_META = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
+
+
+def check_text(key: str, value: Any) -> None:
+    """Refuse control characters in any string value, and shell metacharacters in values
+    that reach a script or argv (SCRIPT_KEYS). Lists and their items are checked too."""
+    values = value if isinstance(value, list) else [value]
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list):
+            values = parsed
+    for item in values:
+        if not isinstance(item, str):
+            continue
+        control = _CONTROL.search(item)
+        if control:
+            raise SettingsError(
+                f"config key {key!r}: {item!r} contains the control character "
+                f"{control.group()!r}; values are single-line text"
+            )
+        meta = _SHELL_META.search(item) if key in SCRIPT_KEYS else None
+        if meta:
+            raise SettingsError(
+                f"config key {key!r}: {item!r} contains {meta.group()!r}; this value reaches a "
+                "shell script or an argument list, which allow no whitespace or shell "
+                "metacharacters (; & | $ ` < > ( ) { } [ ] * ? ! ~ # quotes \\)"
+            )
+
+
+def closest_key(key: str, known: Any) -> str:
+    """`; did you mean 'maxNumSeqs'?` for a misspelled key, or ''."""
+    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    if not match:
+        lowered = {k.lower(): k for k in known}
+        if key.lower() in lowered:
+            match = [lowered[key.lower()]]
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
 def load_settings(raw: Mapping[str, Any]) -> Settings:
     """Validate flat stack config (camelCase keys, values as Pulumi hands them over)."""
     known = config_keys()
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise SettingsError(
-            f"unknown config key(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
-        )
+        named = ", ".join(f"{k!r}{closest_key(k, known)}" for k in unknown)
+        raise SettingsError(f"unknown config key(s): {named}; allowed: {', '.join(sorted(known))}")
+    for key, value in raw.items():
+        check_text(key, value)
     data: dict[str, Any] = {group: {} for group in _GROUPS}
     for key, value in raw.items():
         group, _ = known[key]

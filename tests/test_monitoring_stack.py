@@ -13,12 +13,13 @@ import json
 import logging
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 from pulumi_gcp import monitoring
 
 from serving import monitoring as spec
-from serving.settings import Settings, SettingsError, load_settings
+from serving.settings import Settings, load_settings
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 from tests.support.discovery import load, schema_errors
 
@@ -227,12 +228,12 @@ def test_monitoring_false_declares_none_of_it(stack: str) -> None:
 
 def test_bad_monitoring_config_declares_nothing() -> None:
     mocks = RecordingMocks()
-    with pytest.raises(SettingsError, match="monitoringNotificationChannels"):
+    with pytest.raises(pulumi.RunError, match="monitoringNotificationChannels"):
         render(
             {**stack_config("l4"), "monitoringNotificationChannels": ["alerts@example.com"]},
             mocks=mocks,
         )
-    with pytest.raises(SettingsError, match="monitoringSidecarImage"):
+    with pytest.raises(pulumi.RunError, match="monitoringSidecarImage"):
         render(
             {**stack_config("l4"), "monitoringSidecarImage": "gcr.io/x/collector:latest"},
             mocks=mocks,

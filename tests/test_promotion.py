@@ -11,7 +11,7 @@ from serving.promotion import PROMOTED, STACK_OWN, main, plan, read_stack, write
 from serving.settings import Settings, config_keys, load_settings
 from tests.pulumi_harness import ROOT
 
-DIGEST = "us-east4-docker.pkg.dev/p/gemma4-vllm/vllm-openai@sha256:" + "a" * 64
+DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 
 
 def settings(stack: str, **overrides: object) -> Settings:

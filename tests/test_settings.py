@@ -40,7 +40,7 @@ def test_values_arrive_as_strings_from_pulumi() -> None:
 
 def test_unknown_key_is_named_with_the_allowed_keys() -> None:
     message = refused(maxNumSeq=8)
-    assert "unknown config key(s): maxNumSeq" in message
+    assert "unknown config key(s): 'maxNumSeq' (did you mean 'maxNumSeqs'?)" in message
     assert "maxNumSeqs" in message
 
 

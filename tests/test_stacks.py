@@ -7,9 +7,9 @@ import subprocess
 import sys
 from typing import Any
 
+import pulumi
 import pytest
 
-from serving.settings import SettingsError
 from serving.vllm import parse_args
 from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, stack_config
 
@@ -198,19 +198,19 @@ def test_accounts_are_per_stack() -> None:
         ({"image": "vllm/vllm-openai:latest"}, "floating tag 'latest'"),
         ({"gpuMemoryUtilization": 1.2}, "config key 'gpuMemoryUtilization'"),
         ({"speculativeMethod": "mtp"}, "config key 'drafter' is required"),
-        ({"maxNumSeq": 8}, "unknown config key(s): maxNumSeq"),
+        ({"maxNumSeq": 8}, "unknown config key(s): 'maxNumSeq' (did you mean 'maxNumSeqs'?)"),
     ],
 )
 def test_bad_config_declares_nothing(override: dict[str, Any], needle: str) -> None:
     config = {**stack_config("l4"), **override}
-    with pytest.raises(SettingsError) as info:
+    with pytest.raises(pulumi.RunError) as info:
         render(config)
     assert needle in str(info.value)
 
 
 def test_bad_config_leaves_no_resource_behind() -> None:
     mocks = RecordingMocks()
-    with pytest.raises(SettingsError):
+    with pytest.raises(pulumi.RunError):
         render({**stack_config("rtx6000"), "region": "us-east4"}, mocks=mocks)
     assert mocks.declared == []
     render(stack_config("rtx6000"), mocks=mocks)  # the same harness does record a good stack

@@ -72,7 +72,14 @@ def test_pull_requests_run_checks_and_preview_every_stack_with_policies() -> Non
             "add it to jobs.preview.strategy.matrix.stack"
         )
     script = "\n".join(step.get("run", "") for step in preview["steps"])
-    assert "pulumi preview" in script and "--policy-pack policies" in script
+    assert "pulumi preview" in script
+    # The pack judging the pull request is the base branch's, checked out beside it.
+    assert "--policy-pack .policy-base/policies" in script
+    assert "--policy-pack policies" not in script
+    (base,) = [s for s in preview["steps"] if s.get("with", {}).get("path") == ".policy-base"]
+    assert base["uses"].startswith("actions/checkout@")
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert "cd .policy-base && python -m venv .venv" in script
     assert "gh pr comment" in script
     assert preview["permissions"]["pull-requests"] == "write"
 

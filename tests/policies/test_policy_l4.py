@@ -72,9 +72,24 @@ def test_max_model_len_missing() -> None:
 
 
 def test_max_model_len_not_a_number() -> None:
-    props = edit_args(service("l4"), set_={"max-model-len": "32k"})
+    props = edit_args(service("l4"), set_={"max-model-len": "32x"})
     (message,) = violations(max_model_len_cap, SERVICE, props)
-    assert "--max-model-len='32k', which is not a number" in message
+    assert "--max-model-len='32x', which is not a number" in message
+
+
+def test_max_model_len_human_suffixes_read_as_vllm_reads_them() -> None:
+    # vLLM's human_readable_int: 32k = 32000 (under the cap), 33k and 32Ki exceed it.
+    assert (
+        violations(
+            max_model_len_cap, SERVICE, edit_args(service("l4"), set_={"max-model-len": "32k"})
+        )
+        == []
+    )
+    for big in ("33k", "33K", "40Ki", "1m"):
+        (message,) = violations(
+            max_model_len_cap, SERVICE, edit_args(service("l4"), set_={"max-model-len": big})
+        )
+        assert "above the cap of 32768" in message
 
 
 # --- gpu-memory-utilization-range --------------------------------------------------------

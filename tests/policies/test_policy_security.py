@@ -114,9 +114,10 @@ def test_secrets_token_in_tpu_startup_script_metadata() -> None:
         "  vllm serve google/gemma-4-12B-it --max-model-len 4096\n"
     )
     props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
-    (message,) = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
+    message, env_message = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
     assert message.startswith("tpu: metadata.startup-script contains a literal Hugging Face token")
     assert "rotate" in message
+    assert "sets HF_TOKEN to a literal value" in env_message
 
 
 def test_secrets_private_key_and_api_key_argument() -> None:
@@ -169,7 +170,7 @@ def firewall(**overrides: Any) -> dict[str, Any]:
 def test_firewall_serving_port_open_to_the_world() -> None:
     """Reference defect 4: plain HTTP on an external IP with no authentication."""
     (message,) = violations(serving_port_not_public, FIREWALL, firewall(), name="tpu-fw")
-    assert "tpu-fw: allows tcp port(s) 8000 from 0.0.0.0/0" in message
+    assert "tpu-fw: allows TCP port(s) 8000 from 0.0.0.0/0" in message
     assert "Restrict sourceRanges" in message
 
 

@@ -48,9 +48,10 @@ def test_tpu_token_pasted_into_the_startup_script() -> None:
     props["metadata"]["startup-script"] = script_of(props).replace(
         'HF_TOKEN="$(read_secret hf-token)"', f"HF_TOKEN={FAKE_HF_TOKEN}"
     )
-    (message,) = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
+    message, env_message = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
     assert "metadata.startup-script contains a literal Hugging Face token" in message
     assert "Secret Manager" in message
+    assert "sets HF_TOKEN to a literal value" in env_message
 
 
 def test_tpu_without_run_limits() -> None:
@@ -74,4 +75,4 @@ def test_tpu_firewall() -> None:
     assert violations(serving_port_not_public, FIREWALL, rule) == []
     rule["sourceRanges"] = ["203.0.113.0/24", "0.0.0.0/0"]
     (message,) = violations(serving_port_not_public, FIREWALL, rule)
-    assert "allows tcp port(s) 8000 from 0.0.0.0/0" in message
+    assert "allows TCP port(s) 8000 from 203.0.113.0/24, 0.0.0.0/0" in message

@@ -6,10 +6,10 @@ import json
 import shlex
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.tpu_queued_resource import api_version, queued_resource_body
-from serving.settings import SettingsError
 from serving.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 from tests.support import discovery
@@ -74,7 +74,7 @@ def test_no_source_ranges_means_no_open_port() -> None:
 
 def test_open_world_is_refused_before_anything_is_declared() -> None:
     mocks = RecordingMocks()
-    with pytest.raises(SettingsError, match="opens the serving port to the whole internet"):
+    with pytest.raises(pulumi.RunError, match="covers the whole IPv4 internet"):
         render({**stack_config("tpu-v6e1"), "sourceRanges": ["0.0.0.0/0"]}, "tpu-v6e1", mocks)
     assert mocks.declared == []
 
@@ -90,7 +90,7 @@ def test_replicas_are_independent_nodes() -> None:
 
 
 def test_tpu_needs_a_zone_that_offers_v6e() -> None:
-    with pytest.raises(SettingsError, match="'us-west1-a' does not offer v6e-1"):
+    with pytest.raises(pulumi.RunError, match="'us-west1-a' does not offer v6e-1"):
         tpu(zone="us-west1-a")
 
 

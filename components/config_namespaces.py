@@ -1,0 +1,57 @@
+"""The config namespaces a stack may use, and the provider keys pulumi-gcp really reads."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Collection
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from serving.stack_config import ConfigKeyError, project_config
+
+
+@cache
+def gcp_keys() -> frozenset[str]:
+    """Every `gcp:` config key of the installed pulumi-gcp provider (its `config/vars.py`)."""
+    from pulumi_gcp.config import vars as gcp_vars
+
+    return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'\)", inspect.getsource(gcp_vars)))
+
+
+def namespaces() -> dict[str, Collection[str] | None]:
+    """Namespaces other than the project's: the gcp provider (its keys), Pulumi's own, and
+    the docker provider the image mirror uses (any key)."""
+    return {"gcp": gcp_keys(), "pulumi": None, "docker": None}
+
+
+class StackFileError(ValueError):
+    """A stack file that cannot be read; the message names the file and the problem."""
+
+
+def read_stack_file(path: Path, project: str) -> dict[str, Any]:
+    """The project's keys from `Pulumi.<stack>.yaml` (without the prefix), with every other
+    namespace checked as the program checks it. Raises StackFileError with one message."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise StackFileError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise StackFileError(f"{path.name}: not valid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise StackFileError(f"{path.name}: expected a mapping with a 'config:' block")
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path.name}: 'config:' must be a mapping of keys to values")
+    try:
+        return project_config(config, project, namespaces())
+    except ConfigKeyError as exc:
+        raise StackFileError(f"{path.name}: {exc}") from None

@@ -1,0 +1,320 @@
+"""Who can reach this: one reading of IAM grants and firewall rules for every resource shape.
+
+IAM: Cloud Run v1 (`gcp:cloudrun/iamMember|iamBinding|iamPolicy`) and v2 (service, job and
+worker pool IAM member/binding/policy, `policyData` JSON), and project-level grants
+(`gcp:projects/iAMMember|iAMBinding|iAMPolicy`), which reach every service of the project.
+Firewalls: `gcp:compute/firewall`
+(protocol by name or number or `all`, ports absent = every port, port ranges, `sourceRanges`
+absent with no source tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules,
+EGRESS) and firewall policy rules (`match.srcIpRanges`, `match.layer4Configs`). Source ranges
+are judged by :func:`serving.netrange.source_range_problems`, the rule stack settings use too.
+Type tokens and property names are pulumi-gcp 10.2's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi_policy.proxy import UnknownValueError
+
+from policies._resources import as_bool, as_int, is_list
+from serving.netrange import RangeError, source_range_problems
+
+IAM_MEMBERS = frozenset(
+    {
+        "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+        "gcp:cloudrunv2/jobIamMember:JobIamMember",
+        "gcp:cloudrunv2/workerPoolIamMember:WorkerPoolIamMember",
+        "gcp:cloudrun/iamMember:IamMember",
+        # Project-level grants reach every service of the project.
+        "gcp:projects/iAMMember:IAMMember",
+    }
+)
+IAM_BINDINGS = frozenset(
+    {
+        "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding",
+        "gcp:cloudrunv2/jobIamBinding:JobIamBinding",
+        "gcp:cloudrunv2/workerPoolIamBinding:WorkerPoolIamBinding",
+        "gcp:cloudrun/iamBinding:IamBinding",
+        "gcp:projects/iAMBinding:IAMBinding",
+    }
+)
+IAM_POLICIES = frozenset(
+    {
+        "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy",
+        "gcp:cloudrunv2/jobIamPolicy:JobIamPolicy",
+        "gcp:cloudrunv2/workerPoolIamPolicy:WorkerPoolIamPolicy",
+        "gcp:cloudrun/iamPolicy:IamPolicy",
+        "gcp:projects/iAMPolicy:IAMPolicy",
+    }
+)
+PROJECT_IAM = frozenset(
+    {
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:projects/iAMBinding:IAMBinding",
+        "gcp:projects/iAMPolicy:IAMPolicy",
+    }
+)
+#: Principals that stand for everyone (IAM's v1 names and the principal-identifier form).
+PUBLIC_PRINCIPALS = frozenset(
+    {"allusers", "allauthenticatedusers", "principalset://goog/public:all"}
+)
+
+FIREWALL = "gcp:compute/firewall:Firewall"
+POLICY_RULES = frozenset(
+    {
+        "gcp:compute/firewallPolicyRule:FirewallPolicyRule",
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+        "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule",
+    }
+)
+POLICIES_WITH_RULES = frozenset(
+    {
+        "gcp:compute/firewallPolicyWithRules:FirewallPolicyWithRules",
+        "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
+        "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules",
+    }
+)
+#: IANA protocol numbers that carry TCP traffic to a port ("all" too).
+_TCP = frozenset({"tcp", "6", "all"})
+
+
+def _read(mapping: Any, key: str) -> tuple[Any, bool]:
+    if not isinstance(mapping, Mapping):
+        return None, False
+    try:
+        return mapping[key], False
+    except KeyError:
+        return None, False
+    except UnknownValueError:
+        return None, True
+
+
+def _list(value: Any) -> tuple[list[Any], bool]:
+    if value is None:
+        return [], False
+    if not is_list(value):
+        return ([value] if isinstance(value, str) else []), not isinstance(value, str)
+    out: list[Any] = []
+    unknown = False
+    for index in range(len(value)):
+        try:
+            out.append(value[index])
+        except UnknownValueError:
+            unknown = True
+    return out, unknown
+
+
+@dataclass
+class Grants:
+    """(role, member) pairs an IAM resource grants, and what could not be read."""
+
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def public(self) -> list[tuple[str, str]]:
+        return [(r, m) for r, m in self.pairs if m.strip().lower() in PUBLIC_PRINCIPALS]
+
+
+def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
+    """The grants of a Cloud Run IAM resource; None for other resource types."""
+    grants = Grants()
+    role, role_unknown = _read(props, "role")
+    role_text = role if isinstance(role, str) else "(role unknown at preview)"
+    if resource_type in IAM_MEMBERS:
+        member, unknown = _read(props, "member")
+        if unknown or not isinstance(member, str):
+            grants.unreadable.append("member is not known (a value unknown at preview)")
+        else:
+            grants.pairs.append((role_text, member))
+    elif resource_type in IAM_BINDINGS:
+        raw, unknown = _read(props, "members")
+        members, some_unknown = _list(raw)
+        if unknown or some_unknown:
+            grants.unreadable.append("members are not known (a value unknown at preview)")
+        grants.pairs += [(role_text, m) for m in members if isinstance(m, str)]
+    elif resource_type in IAM_POLICIES:
+        raw, unknown = _read(props, "policyData")
+        if unknown or not isinstance(raw, str):
+            grants.unreadable.append("policyData is not known (a value unknown at preview)")
+            return grants
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            grants.unreadable.append(f"policyData is not JSON ({exc.msg})")
+            return grants
+        bindings = data.get("bindings") if isinstance(data, dict) else None
+        if not isinstance(bindings, list):
+            if not (isinstance(data, dict) and bindings is None):
+                grants.unreadable.append("policyData has no list of bindings")
+            return grants
+        for binding in bindings:
+            if not isinstance(binding, dict) or not isinstance(binding.get("members"), list):
+                grants.unreadable.append(f"policyData binding {binding!r} has no member list")
+                continue
+            grant_role = str(binding.get("role") or "(no role)")
+            grants.pairs += [(grant_role, m) for m in binding["members"] if isinstance(m, str)]
+    else:
+        return None
+    _ = role_unknown
+    if resource_type in PROJECT_IAM:
+        # Project-level grants name service accounts this stack creates (emails unknown until
+        # they exist); a public principal is always a literal, so only those are judged here.
+        grants.unreadable = [u for u in grants.unreadable if "policyData" in u]
+    return grants
+
+
+@dataclass
+class Exposure:
+    """Ports a firewall rule opens too widely, why, and what could not be read."""
+
+    ports: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _port_covered(spec: Any, port: int) -> bool:
+    text = str(spec).strip()
+    low, _, high = text.partition("-")
+    start, end = as_int(low), as_int(high or low)
+    return start is not None and end is not None and start <= port <= end
+
+
+def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure, protocol_key: str) -> None:
+    for rule in l4:
+        protocol, unknown = _read(rule, protocol_key)
+        if unknown:
+            exposure.unreadable.append("a protocol is not known (a value unknown at preview)")
+            continue
+        if str(protocol or "").strip().lower() not in _TCP:
+            continue
+        raw, unknown = _read(rule, "ports")
+        specs, some_unknown = _list(raw)
+        if unknown or some_unknown:
+            exposure.unreadable.append("ports are not known (a value unknown at preview)")
+            continue
+        for port in ports:
+            if (not specs or any(_port_covered(s, port) for s in specs)) and (
+                port not in exposure.ports
+            ):
+                exposure.ports.append(port)
+
+
+def _judge_sources(
+    ranges: list[str], exposure: Exposure, min_prefix_v4: int, min_prefix_v6: int
+) -> None:
+    try:
+        exposure.problems += source_range_problems(
+            ranges, min_prefix_v4=min_prefix_v4, min_prefix_v6=min_prefix_v6
+        )
+    except RangeError as exc:
+        exposure.unreadable.append(str(exc))
+    exposure.sources = ranges
+
+
+def firewall_exposure(
+    resource_type: str,
+    props: Mapping[str, Any],
+    ports: list[int],
+    *,
+    min_prefix_v4: int,
+    min_prefix_v6: int,
+) -> list[tuple[str, Exposure]]:
+    """(rule label, exposure) for every ingress allow rule of a firewall resource."""
+    if resource_type == FIREWALL:
+        return [("", _classic(props, ports, min_prefix_v4, min_prefix_v6))]
+    if resource_type in POLICY_RULES:
+        return [("", _policy_rule(props, ports, min_prefix_v4, min_prefix_v6))]
+    if resource_type in POLICIES_WITH_RULES:
+        found: list[tuple[str, Exposure]] = []
+        raw, unknown = _read(props, "rules")
+        rules, some_unknown = _list(raw)
+        if unknown or some_unknown:
+            exposure = Exposure(unreadable=["rules are not known (a value unknown at preview)"])
+            found.append(("", exposure))
+        for index, rule in enumerate(rules):
+            found.append(
+                (f"rule #{index}", _policy_rule(rule, ports, min_prefix_v4, min_prefix_v6))
+            )
+        return found
+    return []
+
+
+def _is_ingress(props: Any, exposure: Exposure) -> bool:
+    direction, unknown = _read(props, "direction")
+    if unknown:
+        exposure.unreadable.append("direction is not known (a value unknown at preview)")
+        return True
+    disabled, unknown = _read(props, "disabled")
+    if unknown:
+        exposure.unreadable.append("disabled is not known (a value unknown at preview)")
+    elif as_bool(disabled) is True:
+        return False
+    return str(direction or "INGRESS").strip().upper() == "INGRESS"
+
+
+def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Exposure:
+    exposure = Exposure()
+    if not _is_ingress(props, exposure):
+        return exposure
+    raw, unknown = _read(props, "allows")
+    allows, some_unknown = _list(raw)
+    if unknown or some_unknown:
+        exposure.unreadable.append("allows are not known (a value unknown at preview)")
+    _ports_opened(allows, ports, exposure, "protocol")
+    if not exposure.ports:
+        return exposure
+    ranges_raw, ranges_unknown = _read(props, "sourceRanges")
+    ranges, some_unknown = _list(ranges_raw)
+    if ranges_unknown or some_unknown:
+        exposure.unreadable.append("sourceRanges are not known (a value unknown at preview)")
+        return exposure
+    tags, _ = _list(_read(props, "sourceTags")[0])
+    accounts, _ = _list(_read(props, "sourceServiceAccounts")[0])
+    if not ranges and not tags and not accounts:
+        # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
+        ranges = ["0.0.0.0/0"]
+    _judge_sources([str(r) for r in ranges], exposure, v4, v6)
+    return exposure
+
+
+#: Sources of a policy rule that can stand for internet addresses the policy cannot list.
+_OPAQUE_SOURCES = ("srcFqdns", "srcRegionCodes", "srcThreatIntelligences", "srcAddressGroups")
+
+
+def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
+    exposure = Exposure()
+    action, unknown = _read(rule, "action")
+    if unknown:
+        exposure.unreadable.append("action is not known (a value unknown at preview)")
+    elif str(action or "").strip().lower() != "allow":
+        return exposure
+    if not _is_ingress(rule, exposure):
+        return exposure
+    match, unknown = _read(rule, "match")
+    if unknown or not isinstance(match, Mapping):
+        exposure.unreadable.append("match is not known (a value unknown at preview)")
+        return exposure
+    raw, unknown = _read(match, "layer4Configs")
+    l4, some_unknown = _list(raw)
+    if unknown or some_unknown:
+        exposure.unreadable.append("layer4Configs are not known (a value unknown at preview)")
+    _ports_opened(l4, ports, exposure, "ipProtocol")
+    if not exposure.ports:
+        return exposure
+    raw, unknown = _read(match, "srcIpRanges")
+    ranges, some_unknown = _list(raw)
+    if unknown or some_unknown:
+        exposure.unreadable.append("srcIpRanges are not known (a value unknown at preview)")
+        return exposure
+    opaque = [key for key in _OPAQUE_SOURCES if _list(_read(match, key)[0])[0]]
+    if opaque:
+        exposure.problems.append(
+            f"sources given as {', '.join(opaque)} may be anywhere on the internet"
+        )
+    _judge_sources([str(r) for r in ranges], exposure, v4, v6)
+    return exposure

@@ -1,0 +1,34 @@
+"""vllm-server-readable: every vLLM server a resource starts can be read, or the change is
+refused (fail closed): a policy cannot judge options it cannot see."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._server import read_servers
+
+
+def validate_vllm_server_readable(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    for problem in read_servers(args.resource_type, args.props).problems:
+        report_violation(
+            f"{args.name} ({args.resource_type}): cannot read the vLLM server it starts: "
+            f"{problem}. The vLLM policies cannot check what they cannot read; start vLLM "
+            "with `vllm serve MODEL --option=value ...` as a list of arguments (or the "
+            "project's rendered startup script).",
+            None,
+        )
+
+
+vllm_server_readable = ResourceValidationPolicy(
+    name="vllm-server-readable",
+    description="Every vLLM server a resource starts can be read with certainty (fail closed).",
+    validate=validate_vllm_server_readable,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)

@@ -1,0 +1,60 @@
+"""Split a stack's whole config into this project's keys, refusing keys nothing reads.
+
+Pulumi hands a program every `namespace:key` of the stack. A key in a misspelled namespace
+(`gemma4vllm:maxNumSeqs`) or a misspelled provider key (`gcp:projet`) would otherwise be
+ignored without a word; here it is refused, naming the closest valid key. Pure: the caller
+says which namespaces exist and, where it knows them, their keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Mapping
+from typing import Any
+
+
+class ConfigKeyError(ValueError):
+    """A config key in a namespace or with a name nothing reads."""
+
+
+def _closest(word: str, candidates: Collection[str]) -> str | None:
+    match = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    if match:
+        return match[0]
+    lowered = {c.lower().replace("-", "").replace("_", ""): c for c in candidates}
+    return lowered.get(word.lower().replace("-", "").replace("_", ""))
+
+
+def project_config(
+    config: Mapping[str, Any],
+    project: str,
+    namespaces: Mapping[str, Collection[str] | None],
+) -> dict[str, Any]:
+    """The `<project>:<key>` values keyed by `<key>`; refuses keys in unknown namespaces and
+    unknown keys of namespaces whose keys are listed (`None`: any key)."""
+    known = {project: None, **namespaces}
+    problems: list[str] = []
+    out: dict[str, Any] = {}
+    for full in sorted(config):
+        namespace, sep, key = str(full).partition(":")
+        if not sep:
+            namespace, key = project, namespace
+        if namespace == project:
+            out[key] = config[full]
+            continue
+        if namespace not in known:
+            near = _closest(namespace, list(known))
+            hint = f"; did you mean '{near}:{key}'?" if near else ""
+            problems.append(
+                f"config key '{full}' is in namespace '{namespace}', which nothing in this "
+                f"program reads (namespaces: {', '.join(sorted(known))}){hint}"
+            )
+            continue
+        keys = known[namespace]
+        if keys is not None and key not in keys:
+            near = _closest(key, keys)
+            hint = f"; did you mean '{namespace}:{near}'?" if near else ""
+            problems.append(f"config key '{full}' is not a {namespace} setting{hint}")
+    if problems:
+        raise ConfigKeyError("\n".join(problems))
+    return out

@@ -1,0 +1,183 @@
+"""Promotion under attack: a refused promotion changes no byte; an accepted one only values."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.offline import check_stack
+from serving.promotion import PromotionError, main, write_changes
+from tests.pulumi_harness import ROOT
+
+DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+OTHER = "vllm/vllm-openai@sha256:" + "b" * 64
+NIGHTLY = "vllm/vllm-openai:nightly"
+GHCR = "ghcr.io/x/vllm-openai@sha256:" + "a" * 64
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    for name in ("Pulumi.yaml", "Pulumi.l4.yaml", "Pulumi.rtx6000.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def digest_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def never_called(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:
+    raise AssertionError("refused before validation")
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vllm-openai:v0.28.0",  # a tag, even a pinned one
+        "vllm/vllm-openai:latest",
+        "vllm/vllm-openai@sha256:" + "a" * 63,
+        "vllm/vllm-openai@sha256:" + "A" * 64,
+        "vllm/vllm-openai@sha512:" + "a" * 128,
+        "vllm/vllm-openai@sha256:" + "a" * 64 + "\n",
+        "vllm/vllm-openai@sha256:" + "a" * 64 + "\ngemma4-vllm:public: true",
+        "vllm/vllm-openai@sha256:" + "a" * 64 + " # x",
+        "ghcr.io/evil/vllm-openai@sha256:" + "a" * 64,  # a registry the stack does not allow
+        "docker.io.evil.com/vllm/vllm-openai@sha256:" + "a" * 64,
+    ],
+)
+def test_refused_images_change_no_byte(repo: Path, image: str) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    before = digest_of(path)
+    with pytest.raises((PromotionError, ValueError)):
+        write_changes("rtx6000", {"image": image}, repo, never_called)
+    assert digest_of(path) == before
+    assert sorted(p.name for p in repo.iterdir()) == sorted(
+        ["Pulumi.yaml", "Pulumi.l4.yaml", "Pulumi.rtx6000.yaml"]
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--from", "l4", "--to", "rtx6000", "--source-image", NIGHTLY, "--write"],
+        ["--from", "l4", "--to", "rtx6000", "--source-image", GHCR, "--write"],
+        ["--from", "l4", "--to", "../etc/passwd", "--write"],
+        ["--from", "l4", "--to", "nope"],
+        ["--from", "l4", "--to", "rtx6000", "--source-image", "a\nb"],
+    ],
+)  # fmt: skip
+def test_cli_refusals_exit_2_with_one_message(
+    repo: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = digest_of(repo / "Pulumi.rtx6000.yaml")
+    assert main([*argv, "--root", str(repo)], validator=never_called) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    assert digest_of(repo / "Pulumi.rtx6000.yaml") == before
+
+
+def test_registry_the_stack_allows_is_accepted(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_text(path.read_text() + "  gemma4-vllm:registries: [docker.io, ghcr.io]\n")
+    image = "ghcr.io/acme/vllm-openai@sha256:" + "c" * 64
+    write_changes("rtx6000", {"image": image}, repo, lambda *a: [])
+    assert f"gemma4-vllm:image: {image}\n" in path.read_text()
+
+
+LAYOUT = """\
+# A hand-kept stack file: 4-space indentation, anchors, quoted keys, inline comments.
+config:
+    "gemma4-vllm:hardware": rtx-pro-6000   # the GPU
+    'gemma4-vllm:image': &img "vllm/vllm-openai:v0.27.1"  # pinned; promotion swaps it
+    gemma4-vllm:region: us-central1
+    gemma4-vllm:labels:
+        - app=gemma4-vllm   # app
+        - hardware=rtx-pro-6000
+    gemma4-vllm:model: google/gemma-4-12B-it-qat-w4a16-ct
+    gemma4-vllm:modelRevision: 'main'    # revision
+    gemma4-vllm:maxModelLen: 32768
+    gemma4-vllm:cpu: 20
+    gemma4-vllm:memoryGib: 80
+    gemma4-vllm:mirrorImage: false
+    pulumi:tags:
+        upstream: *img
+# the environment block comes after config
+environment:
+    - gemma4/shared
+"""
+
+
+def test_layout_is_kept_exactly(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_text(LAYOUT)
+    write_changes("rtx6000", {"image": DIGEST, "modelRevision": "0123abcd"}, repo, lambda *a: [])
+    expected = LAYOUT.replace('"vllm/vllm-openai:v0.27.1"', f'"{DIGEST}"').replace(
+        "'main'", "'0123abcd'"
+    )
+    assert path.read_text() == expected
+
+
+def test_new_key_is_appended_to_config_not_elsewhere(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_text(LAYOUT)
+    write_changes("rtx6000", {"reasoningParser": "none"}, repo, lambda *a: [])
+    text = path.read_text()
+    assert text.startswith(LAYOUT.split("# the environment block")[0].rstrip("\n"))
+    assert "gemma4-vllm:reasoningParser: none" in text
+    assert text.index("reasoningParser") < text.index("environment:")
+
+
+def test_layout_the_editor_cannot_reproduce_is_refused(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    odd = LAYOUT.replace("gemma4-vllm:region: us-central1", "gemma4-vllm:region:     us-central1")
+    path.write_text(odd)
+    with pytest.raises(PromotionError, match="by hand"):
+        write_changes("rtx6000", {"image": DIGEST}, repo, lambda *a: [])
+    assert path.read_text() == odd
+
+
+def test_program_and_mandatory_policies_judge_the_result(repo: Path) -> None:
+    """The real validator: the program under mocks and the pack's mandatory policies."""
+    path = repo / "Pulumi.rtx6000.yaml"
+    write_changes("rtx6000", {"image": DIGEST}, repo, check_stack)
+    assert f"gemma4-vllm:image: {DIGEST}\n" in path.read_text()
+    # A stack that the policies refuse (a public endpoint) refuses any promotion into it.
+    path.write_text(path.read_text() + "  gemma4-vllm:public: true\n")
+    before = digest_of(path)
+    with pytest.raises(PromotionError, match="no-public-invoker"):
+        write_changes("rtx6000", {"image": OTHER}, repo, check_stack)
+    assert digest_of(path) == before
+
+
+def test_a_second_writer_during_validation_wins_and_nothing_is_overwritten(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+
+    def meddling(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:
+        path.write_text(path.read_text() + "# someone else\n")
+        return []
+
+    with pytest.raises(PromotionError, match="changed while"):
+        write_changes("rtx6000", {"image": DIGEST}, repo, meddling)
+    assert path.read_text().endswith("# someone else\n")
+
+
+def test_a_failed_write_leaves_the_file_and_no_temporary(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    before = digest_of(path)
+
+    def broken(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(OSError):
+        write_changes("rtx6000", {"image": DIGEST}, repo, lambda *a: [])
+    assert digest_of(path) == before
+    assert not [p for p in repo.iterdir() if p.name.endswith(".tmp")]
