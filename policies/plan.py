@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 
 from components.config_namespaces import StackFileError, read_stack_file
-from serving.hardware import Platform
 from serving.memory import (
     GIB,
     MemoryPlan,

@@ -739,7 +739,7 @@ def run(environments: dict[str, str], write_snapshot: bool, images: Sequence[str
     return 1 if failures else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python scripts/vllm_contract.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run_p = sub.add_parser("run", help="check everything with vLLM itself")
@@ -761,6 +761,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub.add_parser("cases", help="print the command lines and request bodies as JSON")
     sub.add_parser("_inside", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     options = parser.parse_args(argv)
     if options.command == "_inside":
         payload = json.loads(sys.stdin.read())

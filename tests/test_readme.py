@@ -10,6 +10,9 @@ Convention for the README's fenced shell blocks (follow it when you add commands
 - ```` ```bash cloud ````: needs Google Cloud, the Pulumi CLI, credentials or a running endpoint;
   not run. Every `gemma4 ...` and `python -m ...` call in it is still parsed by the command's
   real argparse parser, so a wrong flag fails here.
+- ```` ```bash heavy ````: a documented check too heavy for every run (it installs gigabytes or
+  runs for minutes, e.g. the vLLM contract script); not run; its `gemma4`, `python -m` and
+  `python scripts/NAME.py` calls are parsed like the cloud blocks'.
 - ```` ```bash ci ````: the two-command start (`scripts/setup`, `scripts/check`); not run here
   (it would run this test); it must be exactly what `.ci/run` runs.
 - Any other info string (`text`, `json`, `python`, `mermaid`, none) is not a shell command.
@@ -23,6 +26,7 @@ no code span spells a key with the wrong case (`sloP95E2eMs` for `sloP95E2EMs`).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import shlex
@@ -38,7 +42,7 @@ from gemma4.harness import ROOT
 from serving.settings import config_keys
 
 README = ROOT / "README.md"
-KINDS = {"": "run", "cloud": "cloud", "ci": "ci"}
+KINDS = {"": "run", "cloud": "cloud", "ci": "ci", "heavy": "heavy"}
 #: `python -m MODULE` forms and the module holding each one's `build_parser()`.
 PYTHON_M_PARSERS = {
     "gemma4": "gemma4.cli",
@@ -116,7 +120,7 @@ def all_commands() -> list[tuple[Block, list[str]]]:
 
 def test_the_readme_has_blocks_of_every_kind() -> None:
     kinds = {b.kind for b in blocks()}
-    assert kinds == {"run", "cloud", "ci"}
+    assert {"run", "cloud", "ci"} <= kinds <= set(KINDS.values())
     first = blocks()
     # The Quickstart: the two-command start, then the offline preview of l4, then the cloud.
     assert [b.kind for b in first[:3]] == ["ci", "run", "cloud"]
@@ -125,7 +129,11 @@ def test_the_readme_has_blocks_of_every_kind() -> None:
 
 
 def test_no_command_needs_an_activated_venv() -> None:
-    bare = [f"{block.where}: {' '.join(c)}" for block, c in all_commands() if c[0] in BARE]
+    bare = [
+        f"{block.where}: {' '.join(c)}"
+        for block, c in all_commands()
+        if c[0] in BARE and c[1:3] != ["-m", "venv"]  # making a venv needs a system Python
+    ]
     assert bare == [], "use .venv/bin/... (the README never activates the venv)"
 
 
@@ -152,6 +160,18 @@ def test_every_cli_call_parses_with_the_real_parser(capsys: pytest.CaptureFixtur
             if block.kind == "run" and not hasattr(importlib.import_module(module), "build_parser"):
                 continue  # it runs below
             _parse(c[2:], module, where)
+            checked += 1
+        elif Path(c[0]).name.startswith("python") and re.fullmatch(r"scripts/\w+\.py", c[1]):
+            spec = importlib.util.spec_from_file_location(Path(c[1]).stem, ROOT / c[1])
+            assert spec and spec.loader, f"{where}: no such script"
+            script = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = script  # dataclasses look their module up there
+            spec.loader.exec_module(script)
+            assert hasattr(script, "build_parser"), f"{where}: {c[1]} has no build_parser()"
+            try:
+                script.build_parser().parse_args(c[2:])
+            except SystemExit as exc:
+                assert exc.code == 0, f"{where}: does not parse"
             checked += 1
         elif Path(c[0]).name.startswith("python") and c[1:2] == ["-m"]:
             name = c[2]
