@@ -20,7 +20,7 @@ from typing import Any
 
 import pulumi
 
-from healthchecks.auth import AuthStrategy
+from endpoint.auth import AuthStrategy
 from healthchecks.hook import AuthFactory, resolve_auth, url_from_outputs
 from serving.settings import SloSettings
 

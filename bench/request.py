@@ -34,7 +34,7 @@ from typing import Any, Literal
 import aiohttp
 import httpx
 
-from healthchecks.auth import AuthError
+from endpoint.auth import AuthError
 
 __all__ = [
     "ERROR_KINDS",

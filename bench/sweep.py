@@ -5,7 +5,7 @@ For each cell (concurrency x prompt tokens x output tokens x request rate):
 1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
    the model's context (``max_model_len``: given, or read from ``/v1/models``);
 2. build its prompts (:mod:`bench.prompts`), untimed;
-3. open a client sized to the cell (:func:`healthchecks.client.make_client`, pool limit =
+3. open a client sized to the cell (:func:`endpoint.client.make_client`, pool limit =
    concurrency, httpx on the aiohttp transport), open that many connections and send the
    warm-up requests, untimed;
 4. scrape ``/metrics``, run the load (:mod:`bench.load`), scrape ``/metrics`` again:
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from healthchecks.auth import AuthStrategy, NoAuth
-from healthchecks.client import make_client
+from endpoint.client import make_client
 from healthchecks.metrics import (
     MetricsParseError,
     MetricsSnapshot,

@@ -15,9 +15,10 @@ from typing import Any
 
 import pulumi
 
+from endpoint.auth import AuthStrategy, GoogleIdTokenAuth
+from endpoint.redact import redact
 from serving.hardware import HARDWARE
 
-from .auth import AuthStrategy, GoogleIdTokenAuth
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
 
@@ -79,14 +80,18 @@ def health_hook(
     request_timeout_s: float = 120.0,
     backoff: Backoff | None = None,
     on_dry_run: bool = False,
+    refused_grace_s: float = 10.0,
 ) -> pulumi.ResourceHook:
     """A named :class:`pulumi.ResourceHook` running the health checks.
 
-    ``auth``: an :class:`~healthchecks.auth.AuthStrategy`, or a factory given the endpoint URL;
+    ``auth``: an :class:`~endpoint.auth.AuthStrategy`, or a factory given the endpoint URL;
     default a Google ID token whose audience is the URL (private Cloud Run services).
     ``url``: a fixed endpoint; by default the first of ``url_keys`` in the resource's new
     outputs. ``deadline_s``: the whole budget, cold start included (see
-    :data:`COLD_START_DEADLINE_S`). Must be created inside a Pulumi program (or under mocks).
+    :data:`COLD_START_DEADLINE_S`). ``refused_grace_s``: how long refused connections are
+    waited on (a TPU VM's port opens only once vLLM has loaded: pass the deadline). Every
+    message the hook logs or raises passes :func:`endpoint.redact`. Must be created inside a
+    Pulumi program (or under mocks).
     """
     if deadline_s <= 0:
         raise ValueError(f"deadline_s must be positive, got {deadline_s}")
@@ -107,18 +112,24 @@ def health_hook(
             deadline_s=deadline_s,
             request_timeout_s=request_timeout_s,
             backoff=backoff,
-            progress=lambda line: pulumi.log.info(f"{args.name}: {line}", ephemeral=True),
+            progress=lambda line: pulumi.log.info(redact(f"{args.name}: {line}"), ephemeral=True),
+            refused_grace_s=refused_grace_s,
         )
         if not report.ok:
             raise HealthCheckFailedError(
-                f"post-deploy health check of {args.name} ({target}) failed: "
-                f"{report.failure_summary()}",
+                redact(
+                    f"post-deploy health check of {args.name} ({target}) failed: "
+                    f"{report.failure_summary()}",
+                    limit=4000,
+                ),
                 report,
             )
         chat = next((r for r in report.results if r.name == "chat"), None)
         pulumi.log.info(
-            f"{args.name}: {served_model_name} is serving at {target}"
-            + (f" ({chat.detail})" if chat is not None else "")
+            redact(
+                f"{args.name}: {served_model_name} is serving at {target}"
+                + (f" ({chat.detail})" if chat is not None else "")
+            )
         )
 
     return pulumi.ResourceHook(
