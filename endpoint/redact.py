@@ -46,12 +46,8 @@ _NAMES = (
     r"api[_-]?key|apikey|key|access[_-]?token|id[_-]?token|refresh[_-]?token|token|secret|"
     r"client[_-]?secret|password|passwd|sig|signature"
 )
-_NAMED_EQ = re.compile(
-    rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)"
-)
-_NAMED_JSON = re.compile(
-    rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4"
-)
+_NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
+_NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
 _TOKENS = re.compile(
     r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT (ID tokens)
     r"|\bAIza[0-9A-Za-z_\-]{30,}"  # Google API keys

@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from .redact import redact
 
 __all__ = [
     "AUTH_MODES",
+    "AuthFactory",
     "AuthMode",
     "AuthOptions",
     "Target",
@@ -33,9 +35,14 @@ __all__ = [
     "auth_for",
     "check_url",
     "read_stack_outputs",
+    "resolve_auth",
     "target_from_url",
     "targets_from_outputs",
+    "url_from_outputs",
 ]
+
+AuthFactory = Callable[[str], AuthStrategy]
+"""Builds the auth strategy for the endpoint URL (e.g. a Google ID token with it as audience)."""
 
 AuthMode = Literal["auto", "id-token", "api-key", "none"]
 AUTH_MODES: tuple[AuthMode, ...] = ("auto", "id-token", "api-key", "none")
@@ -178,3 +185,21 @@ def target_from_url(url: str, model: str | None, options: AuthOptions) -> Target
         raise TargetError("--url needs --model NAME (the served model name)")
     check_url(url)
     return Target(url, model, auth_for(url, options, default="none"))
+
+
+def url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` in a resource's outputs that holds an http(s) URL."""
+    for key in keys:
+        value = (outputs or {}).get(key)
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            return value
+    return None
+
+
+def resolve_auth(auth: AuthStrategy | AuthFactory | None, url: str) -> AuthStrategy:
+    """The strategy for ``url``: given, built by a factory, or a Google ID token (default)."""
+    if isinstance(auth, AuthStrategy):
+        return auth
+    if auth is not None:
+        return auth(url)
+    return GoogleIdTokenAuth(url)

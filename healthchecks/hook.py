@@ -10,13 +10,13 @@ during ``pulumi preview``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pulumi
 
-from endpoint.auth import AuthStrategy, GoogleIdTokenAuth
+from endpoint.auth import AuthStrategy
 from endpoint.redact import redact
+from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
 from serving.hardware import HARDWARE
 
 from .checks import Backoff
@@ -32,8 +32,6 @@ __all__ = [
     "url_from_outputs",
 ]
 
-AuthFactory = Callable[[str], AuthStrategy]
-"""Builds the auth strategy for the endpoint URL (e.g. a Google ID token with it as audience)."""
 
 COLD_START_DEADLINE_S: Mapping[str, float] = {
     profile.accelerator: float(profile.cold_start_deadline_seconds) for profile in HARDWARE.values()
@@ -49,24 +47,6 @@ class HealthCheckFailedError(Exception):
     def __init__(self, message: str, report: HealthReport | None = None) -> None:
         super().__init__(message)
         self.report = report
-
-
-def url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
-    """The first of ``keys`` in a resource's outputs that holds an http(s) URL."""
-    for key in keys:
-        value = (outputs or {}).get(key)
-        if isinstance(value, str) and value.startswith(("http://", "https://")):
-            return value
-    return None
-
-
-def resolve_auth(auth: AuthStrategy | AuthFactory | None, url: str) -> AuthStrategy:
-    """The strategy for ``url``: given, built by a factory, or a Google ID token (default)."""
-    if isinstance(auth, AuthStrategy):
-        return auth
-    if auth is not None:
-        return auth(url)
-    return GoogleIdTokenAuth(url)
 
 
 def health_hook(
