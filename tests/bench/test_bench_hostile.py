@@ -216,3 +216,17 @@ def test_resume_with_a_record_missing_fields_exits_2(
     assert code == 2
     assert "line 1: the record has no 'status' field" in err
     assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) == 2
+
+
+def test_preflight_honours_retry_after_within_its_deadline(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys
+) -> None:
+    server = fake_vllm(output_tokens=2, completions_throttle=2, retry_after="0.2")
+    code, _, err, took = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
+    assert code == 0, err
+    assert took >= 0.4
+    slow = fake_vllm(output_tokens=2, completions_throttle=1, retry_after="3600")
+    code, _, err, took = _run(capsys, slow.url, tmp_path / "s", "--model", MODEL, *_grid())
+    assert code == 1
+    assert "HTTP 429" in err and "rate limited" in err
+    assert took < 5
