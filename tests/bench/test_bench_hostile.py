@@ -230,3 +230,31 @@ def test_preflight_honours_retry_after_within_its_deadline(
     assert code == 1
     assert "HTTP 429" in err and "rate limited" in err
     assert took < 5
+
+
+@pytest.mark.parametrize("price", ["l4=inf", "l4=nan", "l4=-1", "l4=", "=3"])
+def test_compare_refuses_unusable_prices(tmp_path: Path, capsys, price: str) -> None:
+    code, _, err, _ = _bench(capsys, "compare", str(tmp_path / "a"), "--price", price)
+    assert code == 2
+    assert "--price expects LABEL=USD" in err
+
+
+def test_two_runs_into_one_directory_one_is_refused(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    import threading
+
+    server = fake_vllm(output_tokens=2, ttft_s=0.05)
+    out = tmp_path / "run"
+    argv = ["run", "--url", server.url, "--model", MODEL, "--out", str(out), *SMALL, *_grid()]
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda: codes.append(main(argv))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    # One measured the run; the other was refused (by the lock while the first ran, or because
+    # the directory then held a run): never a crash, never two writers.
+    assert sorted(codes) == [0, 2]
+    lines = (out / "cells.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["c1-p8-o2"]

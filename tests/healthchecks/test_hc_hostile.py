@@ -176,7 +176,14 @@ def test_bad_numbers_exit_2_with_one_message(capsys, argv: list[str]) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["http://h:8000/v1", "http://h/v1/", "http://user:pw@h", "http://h/?key=abc", "http://h:x"],
+    [
+        "http://h:8000/v1",
+        "http://h/v1/",
+        "http://h/V1/chat/completions",
+        "http://user:pw@h",
+        "http://h/?key=abc",
+        "http://h:x",
+    ],
 )
 def test_unusable_urls_exit_2_without_echoing_credentials(capsys, url: str) -> None:
     code, _, err, _ = _run(capsys, "--url", url, "--model", "m")
