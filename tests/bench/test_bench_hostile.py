@@ -258,3 +258,13 @@ def test_two_runs_into_one_directory_one_is_refused(
     assert sorted(codes) == [0, 2]
     lines = (out / "cells.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == ["c1-p8-o2"]
+
+
+def test_a_huge_served_model_id_is_not_echoed_whole(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys
+) -> None:
+    server = fake_vllm(output_tokens=2, served_model_name="m" * 200_000)
+    code, out, err, _ = _run(capsys, server.url, tmp_path / "r", "--model", "other", *_grid())
+    assert code == 1
+    assert "'other' is not served" in err
+    assert len(out + err) < 5_000
