@@ -252,7 +252,9 @@ async def check_ready(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        wait = min(wait_for if wait_for is not None else delay, remaining)
+        # Retry-After is the least wait the server asks for; backoff still grows (a server
+        # answering "Retry-After: 0" forever is not polled in a tight loop).
+        wait = min(max(wait_for, delay) if wait_for is not None else delay, remaining)
         if progress is not None:
             progress(
                 f"waiting for /health: {last} (attempt {attempts}, {elapsed:.0f} s elapsed, "

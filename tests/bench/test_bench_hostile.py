@@ -292,3 +292,14 @@ def test_a_damaged_run_json_is_one_message(
     assert message in err
     assert "unexpected error" not in err
     assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) in (1, 2)
+
+
+def test_preflight_gives_up_on_retry_after_zero_forever(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys
+) -> None:
+    server = fake_vllm(output_tokens=2, completions_throttle=10**6, retry_after="0")
+    code, _, err, took = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
+    assert code == 1
+    assert "HTTP 429" in err
+    assert took < 10
+    assert [q.path for q in server.requests].count("/v1/completions") == 5

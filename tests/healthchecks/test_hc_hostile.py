@@ -228,3 +228,13 @@ def test_unusable_urls_exit_2_without_echoing_credentials(capsys, url: str) -> N
     code, _, err, _ = _run(capsys, "--url", url, "--model", "m")
     assert code == 2
     assert "pw@" not in err and "key=abc" not in err
+
+
+def test_retry_after_zero_forever_is_not_a_tight_loop(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(health_throttle=10**6, retry_after="0")
+    argv = ["--url", server.url, "--model", MODEL, "--timeout-seconds", "1", "--json"]
+    code, _, _, took = _run(capsys, *argv, "--backoff-max-seconds", "0.2")
+    assert code == 1
+    assert took < 5
+    health = [q for q in server.requests if q.path == "/health"]
+    assert len(health) < 20  # backoff still applies: not hundreds of polls in a second
