@@ -4,7 +4,7 @@ Starts the fake vLLM server (``tests/support/fake_vllm.py``) as its own process 
 pacing (a fixed time to first token and a fixed interval per token), then:
 
 1. at concurrency 1, 64 and 512 (closed loop, the benchmark's own code path: a client from
-   :func:`healthchecks.client.make_client` sized to the concurrency, pool warmed, one untimed
+   :func:`endpoint.client.make_client` sized to the concurrency, pool warmed, one untimed
    round), compares the medians the client measured with the truth and with the server's own
    per-request view (``GET /fake/timings``: from the request's arrival to the first chunk
    written), so the client's share of any error shows on its own;
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from healthchecks.client import make_client
+from endpoint.client import make_client
 
 from .load import closed_loop, open_loop, warm_pool
 from .request import RequestSpec

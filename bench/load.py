@@ -25,6 +25,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from endpoint.client import LimitExceeded, request_capped
+from endpoint.limits import MAX_ERROR_BODY_BYTES
+
 from .request import RequestResult, RequestSpec, send_request
 
 __all__ = ["LoadResult", "closed_loop", "open_loop", "warm_pool"]
@@ -68,10 +71,11 @@ async def warm_pool(client: httpx.AsyncClient, connections: int, path: str = "/h
 
     async def one() -> bool:
         try:
-            response = await client.get(path)
-            await response.aclose()
-            return response.status_code < 500
-        except httpx.HTTPError:
+            # Read to the end (so the connection goes back to the pool), but never more than a
+            # cap: a server cannot make warm-up hold a large answer.
+            reply = await request_capped(client, "GET", path, max_bytes=MAX_ERROR_BODY_BYTES)
+            return reply.status < 500
+        except (httpx.HTTPError, LimitExceeded):
             return False
 
     answered = await asyncio.gather(*(one() for _ in range(max(1, connections))))
