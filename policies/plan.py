@@ -54,22 +54,31 @@ def stack_names(root: Path = ROOT) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
-def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
-    """Validate `Pulumi.<stack>.yaml` the way the program does."""
+def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`)."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise PlanError(
             f"no stack file {path.name}; stacks here: {', '.join(stack_names(root)) or 'none'}"
         )
     data = yaml.safe_load(path.read_text()) or {}
+    return dict(data.get("config") or {})
+
+
+def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The project's own keys of `Pulumi.<stack>.yaml`, without the namespace, unvalidated."""
     prefix = f"{project_name(root)}:"
-    raw = {
-        k[len(prefix) :]: v for k, v in (data.get("config") or {}).items() if k.startswith(prefix)
-    }
+    config = stack_config(stack, root)
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
+    """Validate `Pulumi.<stack>.yaml` the way the program does."""
+    raw = raw_stack_settings(stack, root)
     try:
         return load_settings(raw)
     except SettingsError as exc:
-        raise PlanError(f"{path.name}: {exc}") from None
+        raise PlanError(f"Pulumi.{stack}.yaml: {exc}") from None
 
 
 def plan_settings(settings: Settings) -> MemoryPlan:
