@@ -29,6 +29,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGN
 # Environment variables whose names match but whose values are paths or ids, not secrets.
 _NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS"})
 
+_NAMES = r"api[_-]?key|apikey|key|token|secret|password|passwd|sig|signature"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
@@ -43,10 +44,20 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED),
     (
         re.compile(
-            r"(?i)([\"']?\b[\w-]*(?:api[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|"
-            r"secret|password|passwd|token|apikey)[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;}]+)"
+            r"(?i)\b((?:proxy-)?authorization|x-api-key|x-goog-api-key)([\"']?\s*[:=]\s*[\"']?)"
+            r"([^\"'\r\n,}]+)"
         ),
-        r"\1" + REDACTED,
+        r"\1\2" + REDACTED,
+    ),
+    (
+        re.compile(rf"(?i)\b([\w-]*(?:{_NAMES}))=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)"),
+        r"\1=" + REDACTED,
+    ),
+    (
+        re.compile(
+            rf"(?i)([\"'])([\w-]*(?:{_NAMES}))\1(\s*:\s*)([\"'])(?!\[REDACTED\])[^\"'\r\n]*\4"
+        ),
+        r"\1\2\1\3\4" + REDACTED + r"\4",
     ),
 )
 
