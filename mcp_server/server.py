@@ -324,8 +324,8 @@ def build_server(
 
     if "preview" in actions:
 
-        async def start_preview(stack: Stack) -> PreviewResult:
-            return tools.preview(stack)
+        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> PreviewResult:
+            return await tools.preview(stack, _progress(ctx))
 
         add(
             start_preview,

@@ -595,7 +595,7 @@ class Tools:
                 raise ToolFailure(
                     f"stack {stack!r} has no node_names output; has it been deployed?"
                 )
-            ids = " OR ".join(f'"{n}"' for n in nodes)
+            ids = " OR ".join(json.dumps(n) for n in nodes)
             scope = f'resource.type="tpu_worker" AND resource.labels.node_id=({ids})'
         else:
             service = self._outputs(stack).get("service_name")
@@ -605,10 +605,10 @@ class Tools:
                 )
             scope = (
                 'resource.type="cloud_run_revision" AND '
-                f'resource.labels.service_name="{_last_segment(service)}" AND '
-                f'resource.labels.location="{settings.region}"'
+                f"resource.labels.service_name={json.dumps(_last_segment(service))} AND "
+                f"resource.labels.location={json.dumps(settings.region)}"
             )
-        return f'{scope} AND severity>=ERROR AND timestamp>="{stamp}"'
+        return f"{scope} AND severity>=ERROR AND timestamp>={json.dumps(stamp)}"
 
     async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
         _bounded("hours", hours, 0.1, LIMITS["log_hours"])
@@ -775,7 +775,7 @@ class Tools:
             )
         return BenchCellResult(run=_run_id(out_dir, out_dir.parent.parent), cell=cell)
 
-    def preview(self, stack: str) -> PreviewResult:
+    async def preview(self, stack: str, progress: Progress) -> PreviewResult:
         self._settings(stack)
         try:
             from gemma4.preview import build_preview  # type: ignore[import-not-found,unused-ignore]
@@ -784,8 +784,14 @@ class Tools:
                 "the offline preview is not available in this installation "
                 f"(gemma4.preview.build_preview cannot be imported: {exc})"
             ) from None
+        stack_file = self.deployments.root / f"Pulumi.{stack}.yaml"
+        task = asyncio.create_task(asyncio.to_thread(build_preview, stack, stack_file=stack_file))
+        started = time.monotonic()
+        while not task.done():
+            await progress(time.monotonic() - started, None, "previewing under Pulumi's mocks")
+            await asyncio.wait({task}, timeout=2.0)
         try:
-            result = build_preview(stack, stack_file=None)
+            result = task.result()
         except Exception as exc:
             raise ToolFailure(f"preview of stack {stack!r} failed: {exc}") from None
         data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result

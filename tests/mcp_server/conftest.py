@@ -55,6 +55,25 @@ SECRETS = (ACCESS_TOKEN, ID_TOKEN, API_KEY, HF_TOKEN)
 
 TPU_NODE = "gemma-tpu-v6e1-tpu-0"
 
+FAKE_PREVIEW = f"""
+from pathlib import Path
+
+from pydantic import BaseModel
+
+
+class Preview(BaseModel):
+    stack: str
+    stack_file: str
+    resources: int
+    note: str
+
+
+def build_preview(stack: str, stack_file: Path | None = None) -> Preview:
+    if stack == "tpu-v6e1":
+        raise ValueError("config key 'zone' is required (token={HF_TOKEN})")
+    return Preview(stack=stack, stack_file=str(stack_file), resources=7, note="hf={HF_TOKEN}")
+"""
+
 
 class McpClient:
     """A ClientSession held open in a background event loop; calls block until answered."""
@@ -301,6 +320,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         hardware="l4",
     )
     (results / "not-a-run").mkdir()
+    # A stand-in for the offline preview package, first on the action server's path: the tool
+    # is tested for its wiring (lazy import, arguments, redaction), not for the preview itself.
+    fake_preview = tmp / "fake_preview" / "gemma4"
+    fake_preview.mkdir(parents=True)
+    (fake_preview / "__init__.py").write_text("")
+    (fake_preview / "preview.py").write_text(FAKE_PREVIEW)
     yield {
         "root": root,
         "outputs": outputs,
@@ -308,15 +333,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "google": google,
         "cloud_run": cloud_run,
         "tpu": tpu,
+        "fake_preview": fake_preview.parent,
+        "tmp": tmp,
     }
     cloud_run.stop()
     tpu.stop()
     google.stop()
 
 
-def server_params(world: dict[str, Any], *extra: str) -> StdioServerParameters:
+def server_params(
+    world: dict[str, Any], *extra: str, path: tuple[Path, ...] = ()
+) -> StdioServerParameters:
     google = world["google"]
     env = {
+        "PYTHONPATH": ":".join(str(p) for p in (*path, ROOT)),
         "PATH": "/usr/bin:/bin",
         "GOOGLE_APPLICATION_CREDENTIALS": str(world["credentials"]),
         "HF_TOKEN": HF_TOKEN,
@@ -344,7 +374,7 @@ def server_params(world: dict[str, Any], *extra: str) -> StdioServerParameters:
             google.url,
             *extra,
         ],
-        cwd=str(ROOT),
+        cwd=str(world["tmp"]),
         env=env,
     )
 
@@ -356,7 +386,14 @@ def clients(world: dict[str, Any]) -> Iterator[tuple[McpClient, McpClient]]:
         plain = pool.submit(McpClient, server_params(world))
         actions = pool.submit(
             McpClient,
-            server_params(world, "--enable-action", "bench-cell", "--enable-action", "preview"),
+            server_params(
+                world,
+                "--enable-action",
+                "bench-cell",
+                "--enable-action",
+                "preview",
+                path=(world["fake_preview"],),
+            ),
         )
         pair = (plain.result(), actions.result())
     yield pair

@@ -3,11 +3,16 @@ the fakes never coming back."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from typing import Any
 
 import pytest
 
+from mcp_server._deployments import Deployments
+from mcp_server.google_apis import GoogleApis
+from mcp_server.tools import ToolFailure, Tools
 from tests.mcp_server.conftest import PROJECT, SECRETS, TPU_NODE, McpClient
 
 READ_ONLY = {
@@ -383,9 +388,29 @@ def test_benchmark_cell_skipped_when_too_long(action_client: McpClient) -> None:
     assert "exceed max_model_len 4096" in message
 
 
-def test_preview_missing_is_a_clear_error(action_client: McpClient) -> None:
-    message = action_client.error("start_preview", {"stack": "l4"})
-    assert "offline preview is not available" in message or "preview" in message
+def test_preview_calls_the_preview_package(action_client: McpClient, world: dict[str, Any]) -> None:
+    preview = action_client.ok("start_preview", {"stack": "l4"})["preview"]
+    assert preview["resources"] == 7
+    assert preview["stack_file"] == str(world["root"] / "Pulumi.l4.yaml")
+    assert preview["note"] == "hf=[REDACTED]"
+
+
+def test_preview_failure_is_reported(action_client: McpClient) -> None:
+    message = action_client.error("start_preview", {"stack": "tpu-v6e1"})
+    assert "preview of stack 'tpu-v6e1' failed: config key 'zone' is required" in message
+
+
+def test_preview_missing_package_is_a_clear_error(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gemma4.preview", None)  # import fails as if absent
+    tools = Tools(Deployments(["l4"], root=world["root"]), GoogleApis(lambda: lambda: "unused"))
+    with pytest.raises(ToolFailure, match="offline preview is not available"):
+        asyncio.run(tools.preview("l4", _no_progress))
+
+
+async def _no_progress(progress: float, total: float | None, message: str) -> None:
+    return None
 
 
 # Secrets ---------------------------------------------------------------------------------
