@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from ._redaction import register_secret
+
 __all__ = ["ApiUrls", "GoogleApiError", "GoogleApis"]
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -65,12 +67,19 @@ class GoogleApis:
         """The access-token source, created on first use (credentials are looked up then)."""
         if self._token is None:
             try:
-                self._token = self._make_token_source()
+                inner = self._make_token_source()
             except Exception as exc:  # google-auth's DefaultCredentialsError and friends
                 raise GoogleApiError(
                     f"no Google credentials ({type(exc).__name__}: {exc}); run `gcloud auth "
                     "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
                 ) from None
+
+            def token() -> str:
+                value = inner()
+                register_secret(value)  # redacted wherever it might come back
+                return value
+
+            self._token = token
         return self._token
 
     async def _access_token(self) -> str:

@@ -55,6 +55,9 @@ class StackSummary(BaseModel):
 
 class StacksResult(BaseModel):
     stacks: list[StackSummary]
+    problems: list[str] = Field(
+        default_factory=list, description="Stack files that cannot be read, and why"
+    )
 
 
 class EndpointInfo(BaseModel):

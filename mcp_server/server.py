@@ -235,7 +235,7 @@ def build_server(
             Field(description="A stack config key to change (camelCase, e.g. maxModelLen)"),
         ] = None,
         what_if_value: Annotated[
-            str | int | float | bool | list[str] | None,
+            str | int | float | bool | list[str | int | float] | None,
             Field(description="Its new value, validated by the stack settings"),
         ] = None,
     ) -> PlanResult:
@@ -419,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except d.DeploymentError as exc:
         print(f"error: {d.redact(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    if not deployments.stacks:
+        print(f"error: no Pulumi.<stack>.yaml in {args.root}; pass --root", file=sys.stderr)
         return EXIT_USAGE
     apis = GoogleApis(lambda: d.token_source_or_adc(None), urls)
     deployments.set_token_source(lambda: apis.token_source()())

@@ -128,8 +128,13 @@ class Tools:
 
     def list_stacks(self) -> StacksResult:
         stacks = []
+        problems = []
         for stack in self.deployments.stacks:
-            s = self._settings(stack)
+            try:
+                s = self._settings(stack)
+            except ToolFailure as exc:
+                problems.append(str(exc))
+                continue
             endpoints: list[str] = []
             error: str | None = None
             try:
@@ -161,7 +166,7 @@ class Tools:
                     outputs_error=error,
                 )
             )
-        return StacksResult(stacks=stacks)
+        return StacksResult(stacks=stacks, problems=problems)
 
     def stack_endpoints(self, stack: str) -> StackEndpoints:
         outputs = self._outputs(stack)
@@ -344,7 +349,7 @@ class Tools:
                     owned_by=c.get("owned_by"),
                     root=c.get("root"),
                 )
-                for c in cards
+                for c in cards[:50]
             ]
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolFailure(f"/v1/models returned an unexpected body ({exc})") from None
@@ -484,7 +489,7 @@ class Tools:
         stack: str,
         requests_per_second: float,
         what_if_key: str | None,
-        what_if_value: str | int | float | bool | list[str] | None,
+        what_if_value: str | int | float | bool | list[str | int | float] | None,
     ) -> PlanResult:
         if not requests_per_second > 0:
             raise ToolFailure(f"requests_per_second must be positive, got {requests_per_second}")

@@ -225,7 +225,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 "labels": {"service_name": "gemma-l4-vllm", "location": "us-east4"},
             },
             "textPayload": f"download failed with token {HF_TOKEN}: 401 Unauthorized "
-            f"(Authorization: Bearer {ACCESS_TOKEN}) api_key={API_KEY}",
+            f"(Authorization: Bearer {ACCESS_TOKEN}) api_key={API_KEY}; reflected "
+            f"{ACCESS_TOKEN} and {API_KEY} bare",
         },
         {
             "logName": f"projects/{PROJECT}/logs/run.googleapis.com%2Fstderr",

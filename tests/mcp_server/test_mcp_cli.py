@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,8 +14,11 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_server._deployments import Deployments
 from mcp_server._redaction import REDACTED, redact, redact_text, register_secret
+from mcp_server.google_apis import GoogleApis
 from mcp_server.server import EXIT_USAGE, main
+from mcp_server.tools import Tools
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,3 +121,20 @@ def test_redaction_by_shape_and_by_value() -> None:
     assert redact_text("could not get an ID token: Invalid grant", environ={}) == (
         "could not get an ID token: Invalid grant"
     )
+
+
+def test_no_stack_files_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--root", str(tmp_path)]) == EXIT_USAGE
+    assert "no Pulumi.<stack>.yaml" in capsys.readouterr().err
+
+
+def test_a_torn_stack_file_is_reported_not_fatal(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copy(ROOT / "Pulumi.l4.yaml", tmp_path / "Pulumi.l4.yaml")
+    (tmp_path / "Pulumi.torn.yaml").write_text("config:\n  gemma4-vllm:hardware: [l4\n")
+    tools = Tools(Deployments(root=tmp_path), GoogleApis(lambda: lambda: "unused"))
+    result = tools.list_stacks()
+    assert [s.stack for s in result.stacks] == ["l4"]
+    assert len(result.problems) == 1 and "Pulumi.torn.yaml cannot be read" in result.problems[0]

@@ -162,6 +162,23 @@ def test_health_check_tpu_with_secret_manager_key(client: McpClient) -> None:
     assert result["ok"] is True, result
 
 
+def test_health_check_tpu_secret_manager_refusal_is_a_verdict(
+    client: McpClient, world: dict[str, Any]
+) -> None:
+    secrets = world["google"].secrets
+    saved = dict(secrets)
+    secrets.clear()
+    try:
+        result = client.ok("health_check", {"stack": "tpu-v6e1", "deadline_seconds": 10})
+    finally:
+        secrets.update(saved)
+    assert result["ok"] is False
+    readiness = result["endpoints"][0]["checks"][0]
+    assert readiness["name"] == "readiness"
+    assert "no credentials, request not sent" in readiness["detail"]
+    assert "Secret Manager (HTTP 404)" in readiness["detail"]
+
+
 def test_health_check_failure_is_a_verdict_not_an_error(
     client: McpClient, world: dict[str, Any]
 ) -> None:
@@ -264,6 +281,14 @@ def test_capacity_plan_and_cost(client: McpClient) -> None:
     assert plan["plan"]["usd_per_million_requests"] > 0
 
 
+def test_capacity_plan_what_if_list_value(client: McpClient) -> None:
+    plan = client.ok(
+        "capacity_plan",
+        {"stack": "l4", "what_if_key": "benchmarkConcurrency", "what_if_value": [1, 4]},
+    )
+    assert plan["what_if"] == "benchmarkConcurrency=[1, 4]" and plan["changes"] == {}
+
+
 def test_capacity_plan_what_if(client: McpClient) -> None:
     plan = client.ok(
         "capacity_plan",
@@ -280,6 +305,7 @@ def test_capacity_plan_what_if(client: McpClient) -> None:
         ("maxNumSeqs", "__import__('os')", "maxNumSeqs"),
         ("noSuchKey", 1, "unknown config key(s): noSuchKey"),
         ("kvCacheDtype", "int4", "kvCacheDtype"),
+        ("benchmarkConcurrency", [1, 0], "concurrency levels must be at least 1"),
     ],
 )
 def test_capacity_plan_what_if_rejected_by_settings(
