@@ -1,78 +1,54 @@
-"""One redaction step for everything the server sends back.
+"""The redaction step for everything the MCP server sends back.
 
-Two kinds of secret are removed from text:
+Text goes through :func:`endpoint.redact`, the same step as the health checks' and the
+benchmark's output (every credential registered with :func:`endpoint.register_secret`,
+``Bearer`` values, ``key=``/``token=`` assignments, JWTs, ``ya29.`` tokens, ``AIza`` keys),
+with two additions an operator's agent session needs:
 
-- values the process knows to be secret: every environment variable whose name says it holds a
-  secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``) and any value
-  registered with :func:`register_secret` (keys read from Secret Manager, access tokens);
-- secrets by shape: ``Bearer`` credentials, Google OAuth access tokens (``ya29.``), JWTs,
-  Hugging Face tokens (``hf_...``), PEM private keys, and ``key=``/``token=``/``password=``
-  style assignments in URLs, headers and command lines.
+- the values of environment variables whose names say they hold a secret (``*KEY*``,
+  ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``), such as an ``HF_TOKEN`` exported
+  in the shell that started the server;
+- Hugging Face tokens (``hf_...``) and PEM private keys by shape.
 
-:func:`redact` walks str/list/tuple/dict values and returns a copy with each secret replaced by
-``[REDACTED]``.
+:func:`redact` walks str/list/tuple/dict values (keys included) and returns a redacted copy.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 from collections.abc import Mapping
 from typing import Any
 
+from endpoint import redact as _shared_redact
+from endpoint import register_secret as _shared_register
+from endpoint.redact import MASK
+
 __all__ = ["REDACTED", "redact", "redact_text", "register_secret"]
 
-REDACTED = "[REDACTED]"
+REDACTED = MASK
 _MIN_SECRET_LEN = 6
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-# Environment variables whose names match but whose values are paths or ids, not secrets.
+# Environment variables whose names match but whose values are paths, not secrets.
 _NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS"})
 
-_NAMES = r"api[_-]?key|apikey|key|token|secret|password|passwd|sig|signature"
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_EXTRA: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
         ),
         REDACTED,
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 " + REDACTED),
-    (re.compile(r"\bya29\.[A-Za-z0-9._-]+"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),
     (re.compile(r"\bhf_[A-Za-z0-9]{8,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), REDACTED),
-    (
-        re.compile(
-            r"(?i)\b((?:proxy-)?authorization|x-api-key|x-goog-api-key)([\"']?\s*[:=]\s*[\"']?)"
-            r"([^\"'\r\n,}]+)"
-        ),
-        r"\1\2" + REDACTED,
-    ),
-    (
-        re.compile(rf"(?i)\b([\w-]*(?:{_NAMES}))=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)"),
-        r"\1=" + REDACTED,
-    ),
-    (
-        re.compile(
-            rf"(?i)([\"'])([\w-]*(?:{_NAMES}))\1(\s*:\s*)([\"'])(?!\[REDACTED\])[^\"'\r\n]*\4"
-        ),
-        r"\1\2\1\3\4" + REDACTED + r"\4",
-    ),
 )
-
-_registered: set[str] = set()
-_lock = threading.Lock()
 
 
 def register_secret(value: str | None) -> None:
-    """Treat ``value`` as a secret from now on (ignored when empty or very short)."""
-    if value and len(value.strip()) >= _MIN_SECRET_LEN:
-        with _lock:
-            _registered.add(value.strip())
+    """Treat ``value`` as a secret from now on (the registry the CLIs' credentials use)."""
+    _shared_register(value)
 
 
-def _known_secrets(environ: Mapping[str, str]) -> list[str]:
+def _environment_secrets(environ: Mapping[str, str]) -> list[str]:
     values = {
         value.strip()
         for name, value in environ.items()
@@ -80,19 +56,17 @@ def _known_secrets(environ: Mapping[str, str]) -> list[str]:
         and name not in _NOT_SECRET_NAMES
         and len(value.strip()) >= _MIN_SECRET_LEN
     }
-    with _lock:
-        values |= _registered
     # Longest first, so a secret that contains another is removed whole.
     return sorted(values, key=len, reverse=True)
 
 
 def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with every known and every recognisable secret replaced by ``[REDACTED]``."""
-    for secret in _known_secrets(os.environ if environ is None else environ):
+    for secret in _environment_secrets(os.environ if environ is None else environ):
         text = text.replace(secret, REDACTED)
-    for pattern, replacement in _PATTERNS:
+    for pattern, replacement in _EXTRA:
         text = pattern.sub(replacement, text)
-    return text
+    return _shared_redact(text, limit=None)
 
 
 def redact(value: Any) -> Any:
