@@ -52,12 +52,14 @@ from policies.plan import (
 )
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
-from serving.vllm import render, speculative_config
+from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
+from serving.vllm import parse_args as parse_vllm_args
 
 # The redaction every output passes through (swap for the shared endpoint package's at merge).
 from ._redaction import redact, register_secret
 
 __all__ = [
+    "CLOUD_RUN_PORT",
     "ROOT",
     "AuthError",
     "Backoff",
@@ -82,6 +84,7 @@ __all__ = [
     "load_run",
     "make_client",
     "parse_metrics",
+    "parse_vllm_args",
     "plan_report",
     "queued_resource_ids",
     "redact",

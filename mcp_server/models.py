@@ -146,7 +146,8 @@ class ConfiguredModel(BaseModel):
     dtype: str
     kv_cache_dtype: str
     speculative_config: dict[str, Any] | None
-    vllm_args: list[str] = Field(description="The arguments serving/vllm.py renders")
+    vllm_args: list[str] = Field(description="vLLM's arguments, as deployed or as rendered")
+    vllm_args_source: str
 
 
 class ModelDetails(BaseModel):

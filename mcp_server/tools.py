@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -353,10 +354,8 @@ class Tools:
             ]
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolFailure(f"/v1/models returned an unexpected body ({exc})") from None
-        rendered = d.render(settings, model_path=settings.model.model, port=8000)
-        quantization = next(
-            (a.split("=", 1)[1] for a in rendered.args if a.startswith("--quantization=")), None
-        )
+        args, source = self._vllm_args(stack, settings)
+        quantization = d.parse_vllm_args(args).get("quantization")
         mine = next((m for m in served if m.id == target.served_model_name), None)
         return ModelDetails(
             stack=stack,
@@ -370,7 +369,8 @@ class Tools:
                 dtype=settings.vllm.dtype,
                 kv_cache_dtype=settings.vllm.kv_cache_dtype,
                 speculative_config=d.speculative_config(settings, None),
-                vllm_args=list(rendered.args),
+                vllm_args=args,
+                vllm_args_source=source,
             ),
             max_model_len_matches=(
                 None
@@ -378,6 +378,28 @@ class Tools:
                 else mine.max_model_len == settings.vllm.max_model_len
             ),
         )
+
+    def _vllm_args(self, stack: str, settings: d.Settings) -> tuple[list[str], str]:
+        """The deployed command line (the ``vllm_command_line`` output), else the arguments
+        ``serving.vllm`` renders from the stack file."""
+        try:
+            line = self.deployments.outputs(stack).get("vllm_command_line")
+        except d.DeploymentError:
+            line = None
+        if isinstance(line, str) and line.strip():
+            try:
+                argv = shlex.split(line)
+            except ValueError:
+                argv = []
+            if argv[:2] == ["vllm", "serve"]:
+                return argv[2:], "stack output vllm_command_line"
+        tpu = settings.profile.platform is d.Platform.TPU
+        rendered = d.render(
+            settings,
+            model_path=settings.model.model,
+            port=settings.tpu.serving_port if tpu else d.CLOUD_RUN_PORT,
+        )
+        return list(rendered.args), "rendered from the stack file by serving.vllm"
 
     async def query(
         self, stack: str, prompt: str, max_tokens: int, endpoint_index: int

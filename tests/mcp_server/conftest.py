@@ -271,6 +271,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 "service_name": "gemma-l4-vllm",
                 "served_model_name": "google/gemma-4-12B-it-qat-w4a16-ct",
                 "image_ref": "vllm/vllm-openai:v0.27.1",
+                "vllm_command_line": "vllm serve /mnt/models/gemma-4-12B-it-qat-w4a16-ct "
+                "--quantization=compressed-tensors --max-model-len=32768 --kv-cache-dtype=fp8 "
+                "--port=8080",
                 "bucket_name": "gemma-l4-models",
             }
         )

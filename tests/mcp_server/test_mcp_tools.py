@@ -205,8 +205,20 @@ def test_model_details(client: McpClient) -> None:
     assert configured["quantization"] == "compressed-tensors"
     assert configured["kv_cache_dtype"] == "fp8"
     assert configured["speculative_config"] is None
-    assert "--max-model-len=32768" in configured["vllm_args"]
+    assert configured["vllm_args"][0] == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
+    assert configured["vllm_args_source"] == "stack output vllm_command_line"
     assert details["max_model_len_matches"] is True
+
+
+def test_model_details_rendered_when_not_in_outputs(client: McpClient) -> None:
+    details = client.ok("model_details", {"stack": "tpu-v6e1"})
+    configured = details["configured"]
+    assert configured["vllm_args_source"].startswith("rendered from the stack file")
+    assert (
+        "--port=8000" in configured["vllm_args"]
+        and "--max-model-len=4096" in configured["vllm_args"]
+    )
+    assert configured["quantization"] is None
 
 
 def test_model_details_endpoint_index_out_of_range(client: McpClient) -> None:
