@@ -54,6 +54,8 @@ ACTIONS: dict[str, str] = {
 }
 """Action tools, by the name ``--enable-action`` takes."""
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
 _READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True)
 _LOCAL_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
 
@@ -350,7 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve this stack (repeatable; default: every Pulumi.<stack>.yaml)",
     )
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (127.0.0.1)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address, loopback only (127.0.0.1)"
+    )
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (8765)")
     parser.add_argument(
         "--enable-action",
@@ -394,6 +398,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse has printed its message
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
+    if args.host not in _LOOPBACK:
+        print(
+            f"error: --host must be a loopback address ({', '.join(_LOOPBACK)}), got "
+            f"{args.host!r}: the HTTP transport has no authentication of its own",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if not 1 <= args.port <= 65535:
         print(f"error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE

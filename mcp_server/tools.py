@@ -557,9 +557,10 @@ class Tools:
             folder = root / name
             if not folder.is_dir():
                 continue
+            inside = folder.resolve()
             for path in sorted(folder.iterdir()):
-                if not path.is_dir():
-                    continue
+                if not path.is_dir() or not path.resolve().is_relative_to(inside):
+                    continue  # files, and links that lead out of the results folder
                 try:
                     run = d.load_run(path)
                 except d.StoreError as exc:

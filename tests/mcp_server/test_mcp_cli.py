@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--enable-action", "deploy"], "invalid choice: 'deploy'"),
         (["--transport", "sse"], "invalid choice: 'sse'"),
         (["--port", "0"], "--port must be 1..65535"),
+        (["--transport", "http", "--host", "0.0.0.0"], "--host must be a loopback address"),
     ],
 )
 def test_usage_errors_exit_2(
