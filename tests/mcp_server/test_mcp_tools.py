@@ -345,6 +345,7 @@ def test_benchmark_runs_and_compare(client: McpClient) -> None:
     )
     assert comparison["comparison"]["baseline"] == "baseline"
     assert "tuned" in comparison["markdown"]
+    assert "'h100' is not served here" in client.error("benchmark_runs", {"stack": "h100"})
 
 
 @pytest.mark.parametrize("run", ["l4/../../../etc", "l4/missing", "nope/x", "l4"])
