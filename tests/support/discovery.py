@@ -26,6 +26,7 @@ from typing import Any
 _INT64 = re.compile(r"^-?\d+$")
 _DURATION = re.compile(r"^-?\d+(\.\d{1,9})?s$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
 _INT32 = (-(2**31), 2**31 - 1)
 _UINT32 = (0, 2**32 - 1)
 
@@ -196,6 +197,8 @@ def _scalar(spec: Mapping[str, Any], value: Any, label: str, errors: list[str]) 
             errors.append(f"{label}: {value!r} is not a decimal {fmt} string")
         elif fmt == "google-duration" and not _DURATION.match(value):
             errors.append(f"{label}: {value!r} is not a duration such as '3.5s'")
+        elif fmt == "byte" and not _BASE64.match(value):
+            errors.append(f"{label}: {value!r} is not base64")
         elif fmt == "google-datetime" and not _DATETIME.match(value):
             errors.append(f"{label}: {value!r} is not an RFC 3339 timestamp")
         enum = spec.get("enum")
