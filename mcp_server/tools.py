@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import shlex
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -749,7 +750,8 @@ class Tools:
         settings = self._settings(stack)
         target = self._target(stack, 0)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell"
+        # A fresh folder per call: two calls within a second never share a run.
+        out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
         options = d.SweepOptions(
             num_requests=max(4, 4 * concurrency),
             warmup=1,
