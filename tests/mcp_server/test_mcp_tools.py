@@ -130,6 +130,28 @@ def test_status_tpu_uses_flex_start_api_version(client: McpClient, world: dict[s
     assert call.errors == [] and call.path.startswith("/v2alpha1/")
 
 
+def test_status_tpu_failed_and_missing(client: McpClient, world: dict[str, Any]) -> None:
+    resources = world["google"].queued_resources
+    name = next(iter(resources))
+    saved = resources[name]
+    resources[name] = {
+        "name": name,
+        "state": {
+            "state": "FAILED",
+            "stateInitiator": "SERVICE",
+            "failedData": {"error": {"code": 8, "message": "There is no more capacity in zone"}},
+        },
+    }
+    try:
+        failed = client.ok("service_status", {"stack": "tpu-v6e1"})["tpu"][0]
+        del resources[name]
+        missing = client.ok("service_status", {"stack": "tpu-v6e1"})["tpu"][0]
+    finally:
+        resources[name] = saved
+    assert failed["state"] == "FAILED" and failed["detail"] == "There is no more capacity in zone"
+    assert missing["found"] is False and "not deployed" in missing["detail"]
+
+
 def test_status_failure_carries_googles_reason(client: McpClient, world: dict[str, Any]) -> None:
     google = world["google"]
     google.failures["run.projects.locations.services.get"] = (
