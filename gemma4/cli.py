@@ -58,6 +58,12 @@ COMMANDS: tuple[Command, ...] = (
         "carry what one stack verified (image digest, revisions) to the next",
         "python -m serving.promotion",
     ),
+    Command(
+        "mcp",
+        "mcp_server.server",
+        "an MCP server (stdio or streamable HTTP) for operating the deployments from an agent CLI",
+        "python -m mcp_server",
+    ),
 )
 
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}

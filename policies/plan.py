@@ -48,13 +48,39 @@ def stack_names(root: Path = ROOT) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
-def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
-    """Validate `Pulumi.<stack>.yaml` the way the program does."""
+def _stack_path(stack: str, root: Path) -> Path:
     path = root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise PlanError(
             f"no stack file {path.name}; stacks here: {', '.join(stack_names(root)) or 'none'}"
         )
+    return path
+
+
+def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
+    unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
+    path = _stack_path(stack, root)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise PlanError(f"{path.name}: cannot be read as YAML ({exc})") from None
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(config or {}, dict):
+        raise PlanError(f"{path.name}: expected a mapping with a 'config:' mapping")
+    return dict(config or {})
+
+
+def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The project's own keys of `Pulumi.<stack>.yaml`, without the namespace, unvalidated."""
+    prefix = f"{project_name(root)}:"
+    config = stack_config(stack, root)
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
+    """Validate `Pulumi.<stack>.yaml` the way the program does (namespaces and keys included)."""
+    path = _stack_path(stack, root)
     try:
         raw = read_stack_file(path, project_name(root))
         return load_settings(raw)

@@ -13,6 +13,8 @@ Convention for the README's fenced shell blocks (follow it when you add commands
 - ```` ```bash heavy ````: a documented check too heavy for every run (it installs gigabytes or
   runs for minutes, e.g. the vLLM contract script); not run; its `gemma4`, `python -m` and
   `python scripts/NAME.py` calls are parsed like the cloud blocks'.
+- ```` ```bash serve ````: starts a long-running server (the MCP server); not run; its calls are
+  parsed like the cloud blocks'.
 - ```` ```bash ci ````: the two-command start (`scripts/setup`, `scripts/check`); not run here
   (it would run this test); it must be exactly what `.ci/run` runs.
 - Any other info string (`text`, `json`, `python`, `mermaid`, none) is not a shell command.
@@ -42,7 +44,7 @@ from gemma4.harness import ROOT
 from serving.settings import config_keys
 
 README = ROOT / "README.md"
-KINDS = {"": "run", "cloud": "cloud", "ci": "ci", "heavy": "heavy"}
+KINDS = {"": "run", "cloud": "cloud", "ci": "ci", "heavy": "heavy", "serve": "serve"}
 #: `python -m MODULE` forms and the module holding each one's `build_parser()`.
 PYTHON_M_PARSERS = {
     "gemma4": "gemma4.cli",
@@ -50,6 +52,7 @@ PYTHON_M_PARSERS = {
     "healthchecks": "healthchecks.cli",
     "bench": "bench.cli",
     "serving.promotion": "serving.promotion",
+    "mcp_server": "mcp_server.server",
 }
 #: `python -m` modules that are not user command lines with a parser to check.
 PYTHON_M_OTHER = {"pytest", "tests.support.fake_vllm", "bench.fidelity", "policies.plan"}

@@ -1,0 +1,342 @@
+"""The one place where the MCP server reaches into the project's other packages.
+
+Every import of the health checks, the benchmark, the planner, the settings and the TPU client
+is here, under public names, so that a package moving (for example the endpoint code leaving
+``healthchecks``) changes this file only. Tools call :class:`Deployments`; it resolves a stack
+to its settings (the stack file), its outputs (``pulumi stack output --json`` or a saved copy)
+and its endpoints with their credentials, the way ``python -m healthchecks -s STACK`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from bench.compare import compare_runs
+from bench.store import RunData, StoreError, load_run
+from bench.sweep import Grid, SweepOptions, run_sweep_async
+from components.tpu_api import TpuApi, TpuApiError, adc_token_source
+from components.tpu_queued_resource import api_version
+from endpoint import (
+    AuthError,
+    AuthOptions,
+    AuthStrategy,
+    MetricsParseError,
+    MetricsSnapshot,
+    SecretManagerApiKeyAuth,
+    Target,
+    TargetError,
+    auth_for,
+    make_client,
+    parse_metrics,
+    read_stack_outputs,
+    spec_decode_acceptance,
+)
+from endpoint.targets import AuthMode
+from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
+from healthchecks.checks import check_chat
+from policies.plan import (
+    ROOT,
+    PlanError,
+    load_stack_settings,
+    raw_stack_settings,
+    report,
+    stack_config,
+    stack_names,
+)
+from serving.hardware import Platform
+from serving.settings import Settings, SettingsError, load_settings
+from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
+from serving.vllm import parse_args as parse_vllm_args
+
+# The redaction every output passes through: the endpoint package's, with the server's additions.
+from ._redaction import redact, register_secret
+
+__all__ = [
+    "CLOUD_RUN_PORT",
+    "ROOT",
+    "AuthError",
+    "Backoff",
+    "CheckResult",
+    "DeploymentError",
+    "Deployments",
+    "EndpointOptions",
+    "Grid",
+    "HealthReport",
+    "MetricsParseError",
+    "MetricsSnapshot",
+    "Platform",
+    "RunData",
+    "Settings",
+    "StoreError",
+    "SweepOptions",
+    "Target",
+    "TpuApi",
+    "TpuApiError",
+    "check_chat",
+    "compare_runs",
+    "load_run",
+    "make_client",
+    "parse_metrics",
+    "parse_vllm_args",
+    "plan_report",
+    "queued_resource_ids",
+    "redact",
+    "register_secret",
+    "render",
+    "run_health_checks",
+    "run_sweep_async",
+    "spec_decode_acceptance",
+    "speculative_config",
+    "token_source_or_adc",
+    "tpu_api_version",
+    "what_if_settings",
+]
+
+
+class DeploymentError(Exception):
+    """A stack, its outputs or its endpoint cannot be used; the message says why and what to do."""
+
+
+class _Registering(AuthStrategy):
+    """Wraps a credential strategy so that every credential it hands out is redacted later."""
+
+    def __init__(self, inner: AuthStrategy) -> None:
+        self._inner = inner
+        self.description = inner.description
+
+    def _remember(self, headers: dict[str, str] | None) -> dict[str, str] | None:
+        for value in (headers or {}).values():
+            scheme, _, credential = value.partition(" ")
+            register_secret(credential or scheme)
+        return headers
+
+    def headers(self) -> dict[str, str]:
+        return self._remember(self._inner.headers()) or {}
+
+    def cached_headers(self) -> dict[str, str] | None:
+        return self._remember(self._inner.cached_headers())
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        request.headers.update(self.headers())
+        yield request
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    """How the server authenticates to the deployed endpoints (as ``python -m healthchecks``)."""
+
+    auth: AuthMode = "auto"
+    """auto, id-token, api-key or none."""
+    api_key_env: str | None = None
+    impersonate_service_account: str | None = None
+    secretmanager_url: str = "https://secretmanager.googleapis.com"
+
+
+class Deployments:
+    """The stacks this server answers for, read from the stack files and their outputs."""
+
+    def __init__(
+        self,
+        stacks: Sequence[str] = (),
+        *,
+        root: Path = ROOT,
+        outputs_dir: Path | None = None,
+        project: str | None = None,
+        endpoint: EndpointOptions | None = None,
+        token_source: Callable[[], str] | None = None,
+    ) -> None:
+        self.root = root
+        known = stack_names(root)
+        unknown = [s for s in stacks if s not in known]
+        if unknown:
+            raise DeploymentError(
+                f"unknown stack(s) {', '.join(unknown)}; stacks here: {', '.join(known) or 'none'}"
+            )
+        self.stacks: tuple[str, ...] = tuple(stacks) or tuple(known)
+        self.outputs_dir = outputs_dir
+        self._project = project
+        self.endpoint = endpoint or EndpointOptions()
+        self._token_source = token_source
+
+    def set_token_source(self, token_source: Callable[[], str]) -> None:
+        """Access tokens for Secret Manager (the TPU stacks' vLLM API key)."""
+        self._token_source = token_source
+
+    # Stack files ----------------------------------------------------------------------------
+
+    def check_stack(self, stack: str) -> str:
+        if stack not in self.stacks:
+            raise DeploymentError(
+                f"stack {stack!r} is not served here; allowed: {', '.join(self.stacks)}"
+            )
+        return stack
+
+    def settings(self, stack: str) -> Settings:
+        self.check_stack(stack)
+        try:
+            return load_stack_settings(stack, self.root)
+        except PlanError as exc:
+            raise DeploymentError(str(exc)) from None
+        except (yaml.YAMLError, OSError, AttributeError) as exc:
+            raise DeploymentError(f"Pulumi.{stack}.yaml cannot be read: {exc}") from None
+
+    def project(self, stack: str) -> str:
+        """The Google Cloud project: the server's --project, the stack's ``gcp:project``, or
+        ``GOOGLE_CLOUD_PROJECT``."""
+        if self._project:
+            return self._project
+        try:
+            value = stack_config(stack, self.root).get("gcp:project")
+        except (PlanError, yaml.YAMLError, OSError, AttributeError):
+            value = None
+        value = value or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        if not isinstance(value, str) or not value:
+            raise DeploymentError(
+                f"no Google Cloud project for stack {stack!r}: set it with `pulumi config set "
+                f"gcp:project <id> -s {stack}`, export GOOGLE_CLOUD_PROJECT, or start the server "
+                "with --project"
+            )
+        return value
+
+    # Stack outputs --------------------------------------------------------------------------
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        """The stack outputs (read afresh each time: a deploy may change them):
+        ``<outputs-dir>/<stack>.json`` when the server was given a folder
+        of saved ``pulumi stack output --json`` documents, else the Pulumi CLI."""
+        self.check_stack(stack)
+        data: dict[str, Any]
+        if self.outputs_dir is not None:
+            path = self.outputs_dir / f"{stack}.json"
+            try:
+                loaded = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise DeploymentError(
+                    f"no saved outputs for stack {stack!r} ({path}); write them with "
+                    f"`pulumi stack output --json -s {stack} > {path}`"
+                ) from None
+            except (OSError, ValueError) as exc:
+                raise DeploymentError(f"{path} is not a JSON document: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise DeploymentError(f"{path} holds JSON that is not an object")
+            data = loaded
+        else:
+            try:
+                data = read_stack_outputs(stack, str(self.root))
+            except TargetError as exc:
+                raise DeploymentError(str(exc)) from None
+        return data
+
+    def targets(self, stack: str) -> list[Target]:
+        """The stack's endpoints with their credentials (ID token for Cloud Run; the vLLM API
+        key from Secret Manager, or from ``--api-key-env``, for TPU nodes)."""
+        settings = self.settings(stack)
+        outputs = self.outputs(stack)
+        model = outputs.get("served_model_name") or settings.model.served_name
+        options = AuthOptions(
+            mode=self.endpoint.auth,
+            api_key_env=self.endpoint.api_key_env,
+            impersonate_service_account=self.endpoint.impersonate_service_account
+            or settings.health.health_check_service_account,
+        )
+        service_url = outputs.get("service_url")
+        if isinstance(service_url, str) and service_url:
+            auth = self._auth(service_url, options, "id-token")
+            return [Target(service_url, str(model), auth)]
+        urls = outputs.get("endpoint_urls")
+        if isinstance(urls, list) and urls and all(isinstance(u, str) and u for u in urls):
+            targets = []
+            for url in urls:
+                if self.endpoint.auth == "auto" and not self.endpoint.api_key_env:
+                    secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
+                    inner: AuthStrategy = SecretManagerApiKeyAuth(
+                        self.project(stack),
+                        secret,
+                        access_token=self._token_source,
+                        endpoint=self.endpoint.secretmanager_url,
+                    )
+                    targets.append(Target(url, str(model), _Registering(inner)))
+                else:
+                    targets.append(Target(url, str(model), self._auth(url, options, "api-key")))
+            return targets
+        raise DeploymentError(
+            f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
+            f"has it been deployed? (`pulumi up -s {stack}`)"
+        )
+
+    def target(self, stack: str, index: int = 0) -> Target:
+        targets = self.targets(stack)
+        if not 0 <= index < len(targets):
+            raise DeploymentError(
+                f"stack {stack!r} has {len(targets)} endpoint(s); endpoint index must be "
+                f"0..{len(targets) - 1}"
+            )
+        return targets[index]
+
+    @staticmethod
+    def _auth(url: str, options: AuthOptions, default: AuthMode) -> AuthStrategy:
+        try:
+            return _Registering(auth_for(url, options, default))
+        except TargetError as exc:
+            raise DeploymentError(str(exc)) from None
+
+    # Benchmark runs -------------------------------------------------------------------------
+
+    def results_dir(self, stack: str) -> Path:
+        folder = Path(self.settings(stack).benchmark.benchmark_results_dir)
+        if not folder.is_absolute():
+            folder = self.root / folder
+        return folder / stack
+
+
+def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
+    """The capacity planner's figures for ``settings`` (``python -m policies.plan --json``)."""
+    try:
+        return report(stack, settings, requests_per_second)
+    except PlanError as exc:
+        raise DeploymentError(str(exc)) from None
+
+
+def what_if_settings(deployments: Deployments, stack: str, key: str, value: Any) -> Settings:
+    """The stack's settings with config key ``key`` set to ``value``, validated by the
+    settings themselves (an unknown key or a bad value gets their own message)."""
+    deployments.check_stack(stack)
+    try:
+        raw = raw_stack_settings(stack, deployments.root)
+    except PlanError as exc:
+        raise DeploymentError(str(exc)) from None
+    raw[key] = value
+    try:
+        return load_settings(raw)
+    except SettingsError as exc:
+        raise DeploymentError(f"what-if {key}={value!r}: {exc}") from None
+
+
+def queued_resource_ids(stack: str, outputs: dict[str, Any], settings: Settings) -> list[str]:
+    """The stack's TPU queued-resource ids: from its ``node_names`` output (node id is the
+    queued-resource id + ``-node``), else the names ``components.stack`` gives them
+    (``gemma-<stack>-tpu-<i>``)."""
+    names = outputs.get("node_names")
+    if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
+        return [n.rstrip("/").rsplit("/", 1)[-1].removesuffix("-node") for n in names]
+    return [f"gemma-{stack}-tpu-{i}" for i in range(settings.tpu.replicas)]
+
+
+def tpu_api_version(settings: Settings) -> str:
+    """The TPU API version the stack's queued resources are managed with."""
+    return api_version({"provisioning": settings.tpu.provisioning})
+
+
+def token_source_or_adc(token_source: Callable[[], str] | None) -> Callable[[], str]:
+    """The injected access-token source, else Application Default Credentials."""
+    if token_source is not None:
+        return token_source
+    return adc_token_source()

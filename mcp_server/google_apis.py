@@ -1,0 +1,208 @@
+"""Read-only calls to Google Cloud REST APIs: Cloud Run Admin v2, Cloud TPU v2, Cloud Logging v2.
+
+Requests carry an OAuth access token from Application Default Credentials (google-auth), or from
+an injected token source; base URLs are injectable so tests can point them at loopback fakes.
+Google's error bodies (``{"error": {"code", "message", "status"}}``) become
+:class:`GoogleApiError` with the API's own message and what to check. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ._redaction import register_secret
+
+__all__ = ["ApiUrls", "GoogleApiError", "GoogleApis"]
+
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+
+class GoogleApiError(Exception):
+    """A Google API call failed; the message carries the API's reason."""
+
+
+@dataclass(frozen=True)
+class ApiUrls:
+    """Base URLs (scheme and host, no version)."""
+
+    run: str = "https://run.googleapis.com"
+    tpu: str = "https://tpu.googleapis.com"
+    logging: str = "https://logging.googleapis.com"
+
+
+def _hint(status: int, api: str) -> str:
+    if status in (401, 403):
+        return (
+            f"; check `gcloud auth application-default login`, that the {api} is enabled in the "
+            "project, and that your principal may read it"
+        )
+    if status == 404:
+        return "; check the project, location and name (has the stack been deployed?)"
+    if status == 429:
+        return "; the API's rate limit was hit, try again shortly"
+    return ""
+
+
+class GoogleApis:
+    """One async HTTP client and one token source for the read-only calls the tools make."""
+
+    def __init__(
+        self,
+        token_source: Callable[[], Callable[[], str]],
+        urls: ApiUrls | None = None,
+        *,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._make_token_source = token_source
+        self._token: Callable[[], str] | None = None
+        self.urls = urls or ApiUrls()
+        self._timeout_s = timeout_s
+
+    def token_source(self) -> Callable[[], str]:
+        """The access-token source, created on first use (credentials are looked up then)."""
+        if self._token is None:
+            try:
+                inner = self._make_token_source()
+            except Exception as exc:  # google-auth's DefaultCredentialsError and friends
+                raise GoogleApiError(
+                    f"no Google credentials ({type(exc).__name__}: {exc}); run `gcloud auth "
+                    "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
+                ) from None
+
+            def token() -> str:
+                value = inner()
+                register_secret(value)  # redacted wherever it might come back
+                return value
+
+            self._token = token
+        return self._token
+
+    async def _access_token(self) -> str:
+        source = self.token_source()
+        try:
+            return await asyncio.to_thread(source)
+        except Exception as exc:
+            raise GoogleApiError(
+                f"could not get a Google access token ({type(exc).__name__}: {exc})"
+            ) from None
+
+    async def call(
+        self,
+        api: str,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One request; the JSON object answered, or :class:`GoogleApiError`."""
+        token = await self._access_token()
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout_s, follow_redirects=False) as c:
+                response = await c.request(method, url, params=params, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise GoogleApiError(f"{what}: the {api} is unreachable ({exc})") from None
+        try:
+            data = response.json() if response.content else {}
+        except ValueError:
+            data = None
+        if response.is_success:
+            if not isinstance(data, dict):
+                raise GoogleApiError(f"{what}: the {api} answered a body that is not JSON")
+            return data
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            message = str(error.get("message") or "")[:500]
+            status = str(error.get("status") or "")
+        else:
+            message, status = response.text[:300], ""
+        reason = f"HTTP {response.status_code}{' ' + status if status else ''}: {message}"
+        raise GoogleApiError(f"{what}: {reason}{_hint(response.status_code, api)}")
+
+    # Cloud Run Admin API v2 ----------------------------------------------------------------
+
+    async def get_service(self, project: str, region: str, service: str) -> dict[str, Any]:
+        """``run.projects.locations.services.get``."""
+        name = f"projects/{project}/locations/{region}/services/{service}"
+        return await self.call(
+            "Cloud Run Admin API",
+            "GET",
+            f"{self.urls.run.rstrip('/')}/v2/{name}",
+            what=f"read Cloud Run service {service} in {region}",
+        )
+
+    # Cloud TPU API v2 ----------------------------------------------------------------------
+
+    async def list_locations(self, project: str) -> list[str]:
+        """Location ids from ``tpu.projects.locations.list`` (every page)."""
+        ids: list[str] = []
+        token: str | None = None
+        for _ in range(20):
+            params: dict[str, Any] = {"pageSize": 100}
+            if token:
+                params["pageToken"] = token
+            data = await self.call(
+                "Cloud TPU API",
+                "GET",
+                f"{self.urls.tpu.rstrip('/')}/v2/projects/{project}/locations",
+                what="list TPU locations",
+                params=params,
+            )
+            for location in data.get("locations") or []:
+                location_id = (
+                    location.get("locationId") or str(location.get("name", "")).split("/")[-1]
+                )
+                if location_id:
+                    ids.append(str(location_id))
+            token = data.get("nextPageToken")
+            if not token:
+                break
+        return ids
+
+    async def list_accelerator_types(self, project: str, zone: str) -> list[dict[str, Any]]:
+        """``tpu.projects.locations.acceleratorTypes.list`` (every page)."""
+        types: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(20):
+            params: dict[str, Any] = {"pageSize": 200}
+            if token:
+                params["pageToken"] = token
+            data = await self.call(
+                "Cloud TPU API",
+                "GET",
+                f"{self.urls.tpu.rstrip('/')}/v2/projects/{project}/locations/{zone}/acceleratorTypes",
+                what=f"list TPU accelerator types in {zone}",
+                params=params,
+            )
+            types.extend(t for t in data.get("acceleratorTypes") or [] if isinstance(t, dict))
+            token = data.get("nextPageToken")
+            if not token:
+                break
+        return types
+
+    # Cloud Logging API v2 ------------------------------------------------------------------
+
+    async def list_log_entries(
+        self, project: str, log_filter: str, page_size: int
+    ) -> list[dict[str, Any]]:
+        """``logging.entries.list``: the newest ``page_size`` entries matching ``log_filter``."""
+        data = await self.call(
+            "Cloud Logging API",
+            "POST",
+            f"{self.urls.logging.rstrip('/')}/v2/entries:list",
+            what="read Cloud Logging entries",
+            body={
+                "resourceNames": [f"projects/{project}"],
+                "filter": log_filter,
+                "orderBy": "timestamp desc",
+                "pageSize": page_size,
+            },
+        )
+        return [e for e in data.get("entries") or [] if isinstance(e, dict)][:page_size]

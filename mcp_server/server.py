@@ -1,0 +1,449 @@
+"""The MCP server: ``python -m mcp_server [-s STACK]... [--transport stdio|http]
+[--enable-action NAME]...``.
+
+Read-only tools are always registered. Action tools (they send load to a deployment or run the
+offline preview) are registered only when named with ``--enable-action``; no tool deploys,
+deletes or edits a stack file. Every tool result and every tool error passes through one
+redaction step, and no tool takes a key or a token as an argument: credentials come from
+Application Default Credentials, Secret Manager or an environment variable, as for the CLIs.
+
+Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unknown stack).
+"""
+
+import argparse
+import functools
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from . import _deployments as d
+from .google_apis import ApiUrls, GoogleApiError, GoogleApis
+from .models import (
+    BenchCellResult,
+    BenchComparison,
+    BenchRuns,
+    HealthResult,
+    LogsResult,
+    MetricsResult,
+    ModelDetails,
+    PlanResult,
+    PreviewResult,
+    QueryResult,
+    StackEndpoints,
+    StacksResult,
+    StatusResult,
+    ZonesResult,
+)
+from .tools import LIMITS, ToolFailure, Tools
+
+__all__ = ["ACTIONS", "EXIT_OK", "EXIT_USAGE", "build_parser", "build_server", "main"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+ACTIONS: dict[str, str] = {
+    "bench-cell": "run_benchmark_cell: sends load to a deployed endpoint and writes a run folder",
+    "preview": "start_preview: runs the offline Pulumi preview of a stack (changes nothing)",
+}
+"""Action tools, by the name ``--enable-action`` takes."""
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=True)
+_LOCAL_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
+
+M = TypeVar("M", bound=BaseModel)
+
+Stack = Annotated[str, Field(description="Stack name (Pulumi.<stack>.yaml), see list_stacks")]
+EndpointIndex = Annotated[
+    int, Field(ge=0, le=15, description="Which endpoint of a multi-node stack (0 = first)")
+]
+
+
+def _safe(fn: Callable[..., Awaitable[M]]) -> Callable[..., Awaitable[M]]:
+    """Run a tool; redact its result; turn every failure into an MCP tool error (redacted)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> M:
+        try:
+            result = await fn(*args, **kwargs)
+        except (ToolFailure, d.DeploymentError, GoogleApiError) as exc:
+            raise ToolError(d.redact(str(exc))) from None
+        except ToolError as exc:
+            raise ToolError(d.redact(str(exc))) from None
+        except Exception as exc:  # last resort: a clear error, never a traceback
+            raise ToolError(d.redact(f"internal error: {type(exc).__name__}: {exc}")) from None
+        return type(result).model_validate(d.redact(result.model_dump(mode="json")))
+
+    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _progress(ctx: Context[Any, Any, Any]) -> Callable[[float, float | None, str], Awaitable[None]]:
+    async def send(progress: float, total: float | None, message: str) -> None:
+        try:
+            await ctx.report_progress(progress, total, d.redact(message))
+        except Exception:  # a client that went away must not fail the tool
+            return
+
+    return send
+
+
+def build_server(
+    tools: Tools,
+    *,
+    actions: Sequence[str] = (),
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> FastMCP[Any]:
+    """A FastMCP server with the read-only tools and the named action tools."""
+    unknown = sorted(set(actions) - set(ACTIONS))
+    if unknown:
+        raise ValueError(f"unknown action(s) {', '.join(unknown)}; allowed: {', '.join(ACTIONS)}")
+    server: FastMCP[Any] = FastMCP(
+        "gemma4-vllm",
+        instructions=(
+            "Operate the Gemma 4 vLLM deployments of this project: stacks, status, health, "
+            "model, metrics, capacity plan, benchmarks, logs, TPU zones. Read-only unless an "
+            "action tool is listed."
+        ),
+        host=host,
+        port=port,
+        log_level="WARNING",
+    )
+
+    def add(fn: Callable[..., Any], annotations: ToolAnnotations, description: str) -> None:
+        server.add_tool(
+            _safe(fn),
+            name=fn.__name__,
+            description=description,
+            annotations=annotations,
+            structured_output=True,
+        )
+
+    async def list_stacks() -> StacksResult:
+        return tools.list_stacks()
+
+    add(
+        list_stacks,
+        _LOCAL_READ_ONLY,
+        "List the stacks this server answers for: hardware, accelerator, location, model, "
+        "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
+    )
+
+    async def stack_endpoints(stack: Stack) -> StackEndpoints:
+        return tools.stack_endpoints(stack)
+
+    add(
+        stack_endpoints,
+        _LOCAL_READ_ONLY,
+        "A stack's endpoints, served model name, Cloud Run service or TPU node names and image, "
+        "with how requests authenticate (never the credential).",
+    )
+
+    async def service_status(stack: Stack) -> StatusResult:
+        return await tools.status(stack)
+
+    add(
+        service_status,
+        _READ_ONLY,
+        "Deployment status from Google: the Cloud Run service's conditions and latest ready "
+        "revision (Cloud Run Admin API v2), or each TPU queued resource's state (TPU API).",
+    )
+
+    async def health_check(
+        stack: Stack,
+        ctx: Context[Any, Any, Any],
+        deadline_seconds: Annotated[
+            float,
+            Field(
+                ge=5, le=LIMITS["health_deadline_s"], description="Deadline, cold start included"
+            ),
+        ] = 120,
+    ) -> HealthResult:
+        return await tools.health(stack, deadline_seconds, _progress(ctx))
+
+    add(
+        health_check,
+        _READ_ONLY,
+        "Is the model working? Runs the post-deploy health checks (readiness, /v1/models, a chat "
+        "completion, /metrics) on every endpoint of the stack; a structured verdict per check. "
+        "Waits for a cold start up to deadline_seconds, with progress notifications.",
+    )
+
+    async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> ModelDetails:
+        return await tools.model_details(stack, endpoint_index)
+
+    add(
+        model_details,
+        _READ_ONLY,
+        "The served models (/v1/models, with max_model_len) beside the stack's configuration as "
+        "rendered for vLLM: max context, quantization, KV cache dtype, speculative config.",
+    )
+
+    async def query_model(
+        stack: Stack,
+        prompt: Annotated[
+            str,
+            Field(min_length=1, max_length=LIMITS["prompt_chars"], description="User message"),
+        ],
+        max_tokens: Annotated[
+            int, Field(ge=1, le=LIMITS["max_tokens"], description="Output token cap")
+        ] = 128,
+        endpoint_index: EndpointIndex = 0,
+    ) -> QueryResult:
+        return await tools.query(stack, prompt, max_tokens, endpoint_index)
+
+    add(
+        query_model,
+        _READ_ONLY,
+        "Send one streamed chat completion to the stack's model; returns the answer (first 200 "
+        "characters), time to first token, latency, tokens/s and token counts.",
+    )
+
+    async def metrics_summary(
+        stack: Stack,
+        ctx: Context[Any, Any, Any],
+        window_seconds: Annotated[
+            float,
+            Field(ge=1, le=LIMITS["metrics_window_s"], description="Window between two scrapes"),
+        ] = 10,
+        endpoint_index: EndpointIndex = 0,
+    ) -> MetricsResult:
+        return await tools.metrics(stack, window_seconds, endpoint_index, _progress(ctx))
+
+    add(
+        metrics_summary,
+        _READ_ONLY,
+        "vLLM /metrics over a window: running and waiting requests, KV cache usage, token "
+        "deltas and rates, mean TTFT and latency of the window's requests, speculative-decoding "
+        "acceptance (rate, mean length, per position).",
+    )
+
+    async def capacity_plan(
+        stack: Stack,
+        requests_per_second: Annotated[
+            float, Field(gt=0, le=1e6, description="Request rate one instance serves")
+        ] = 1.0,
+        what_if_key: Annotated[
+            str | None,
+            Field(description="A stack config key to change (camelCase, e.g. maxModelLen)"),
+        ] = None,
+        what_if_value: Annotated[
+            str | int | float | bool | list[str | int | float] | None,
+            Field(description="Its new value, validated by the stack settings"),
+        ] = None,
+    ) -> PlanResult:
+        return tools.plan(stack, requests_per_second, what_if_key, what_if_value)
+
+    add(
+        capacity_plan,
+        _LOCAL_READ_ONLY,
+        "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
+        "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
+        "what-if change of one config key, with the figures that change. Nothing is written.",
+    )
+
+    async def benchmark_runs(
+        stack: Annotated[str | None, Field(description="Only this stack's runs")] = None,
+        limit: Annotated[int, Field(ge=1, le=LIMITS["bench_runs"])] = 10,
+    ) -> BenchRuns:
+        return tools.bench_runs(stack, limit)
+
+    add(
+        benchmark_runs,
+        _LOCAL_READ_ONLY,
+        "Recent benchmark runs (newest first) from the stacks' results folders, with their "
+        "best request throughput.",
+    )
+
+    async def compare_benchmarks(
+        baseline: Annotated[str, Field(description="Run id from benchmark_runs")],
+        other: Annotated[str, Field(description="Run id from benchmark_runs")],
+    ) -> BenchComparison:
+        return tools.bench_compare(baseline, other)
+
+    add(
+        compare_benchmarks,
+        _LOCAL_READ_ONLY,
+        "Compare two benchmark runs cell by cell (throughput, p95 TTFT, ITL, latency, success, "
+        "cost per million requests, deltas in percent).",
+    )
+
+    async def error_logs(
+        stack: Stack,
+        hours: Annotated[float, Field(gt=0, le=LIMITS["log_hours"])] = 24,
+        limit: Annotated[int, Field(ge=1, le=LIMITS["log_entries"])] = 20,
+    ) -> LogsResult:
+        return await tools.error_logs(stack, hours, limit)
+
+    add(
+        error_logs,
+        _READ_ONLY,
+        "Recent ERROR-or-worse log entries of the stack's Cloud Run service or TPU nodes from "
+        "Cloud Logging, newest first, bounded in count and size, secrets redacted.",
+    )
+
+    async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> ZonesResult:
+        return await tools.tpu_zones(stack, _progress(ctx))
+
+    add(
+        tpu_zones,
+        _READ_ONLY,
+        "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
+        "every location), with the project's quota where the API reports it.",
+    )
+
+    if "bench-cell" in actions:
+
+        async def run_benchmark_cell(
+            stack: Stack,
+            ctx: Context[Any, Any, Any],
+            concurrency: Annotated[int, Field(ge=1, le=LIMITS["bench_concurrency"])] = 1,
+            prompt_tokens: Annotated[int, Field(ge=1, le=LIMITS["bench_prompt_tokens"])] = 512,
+            output_tokens: Annotated[int, Field(ge=1, le=LIMITS["bench_output_tokens"])] = 128,
+            budget_seconds: Annotated[float, Field(ge=5, le=LIMITS["bench_budget_s"])] = 60,
+        ) -> BenchCellResult:
+            return await tools.bench_cell(
+                stack, concurrency, prompt_tokens, output_tokens, budget_seconds, _progress(ctx)
+            )
+
+        add(
+            run_benchmark_cell,
+            ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True),
+            "ACTION (enabled with --enable-action bench-cell): sends a load of 4 x concurrency "
+            "requests to the stack's deployed endpoint (billed usage, may slow real users) for "
+            "at most budget_seconds, and writes a new run folder under the stack's benchmark "
+            "results directory. Changes no deployment.",
+        )
+
+    if "preview" in actions:
+
+        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> PreviewResult:
+            return await tools.preview(stack, _progress(ctx))
+
+        add(
+            start_preview,
+            ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False),
+            "ACTION (enabled with --enable-action preview): runs the offline Pulumi preview of "
+            "a stack (mocked cloud, nothing created) and returns the resources it would declare.",
+        )
+    return server
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m mcp_server",
+        description="MCP server for operating the Gemma 4 vLLM deployments from an agent CLI.",
+        epilog="Exit status: 0 clean shutdown, 2 usage error.",
+    )
+    parser.add_argument(
+        "-s",
+        "--stack",
+        action="append",
+        default=[],
+        help="serve this stack (repeatable; default: every Pulumi.<stack>.yaml)",
+    )
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address, loopback only (127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (8765)")
+    parser.add_argument(
+        "--enable-action",
+        action="append",
+        default=[],
+        choices=sorted(ACTIONS),
+        metavar="NAME",
+        help="register an action tool: " + "; ".join(f"{k}: {v}" for k, v in ACTIONS.items()),
+    )
+    parser.add_argument("--root", type=Path, default=d.ROOT, help="project folder (stack files)")
+    parser.add_argument(
+        "--outputs-dir",
+        type=Path,
+        help="read stack outputs from DIR/<stack>.json (saved `pulumi stack output --json`) "
+        "instead of running the pulumi CLI",
+    )
+    parser.add_argument("--project", help="Google Cloud project (default: the stack's gcp:project)")
+    parser.add_argument(
+        "--endpoint-auth",
+        choices=["auto", "id-token", "api-key", "none"],
+        default="auto",
+        help="auto: a Google ID token for Cloud Run, the Secret Manager API key for TPU",
+    )
+    parser.add_argument(
+        "--api-key-env", metavar="VAR", help="env var holding the vLLM API key (TPU stacks)"
+    )
+    parser.add_argument(
+        "--impersonate-service-account",
+        metavar="SA",
+        help="mint Cloud Run ID tokens by impersonating this service account",
+    )
+    for api in ("run", "tpu", "logging", "secretmanager"):
+        parser.add_argument(f"--{api}-api-url", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, serve until the client disconnects; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed its message
+        return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
+    if args.host not in _LOOPBACK:
+        print(
+            f"error: --host must be a loopback address ({', '.join(_LOOPBACK)}), got "
+            f"{args.host!r}: the HTTP transport has no authentication of its own",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not 1 <= args.port <= 65535:
+        print(f"error: --port must be 1..65535, got {args.port}", file=sys.stderr)
+        return EXIT_USAGE
+    defaults = ApiUrls()
+    urls = ApiUrls(
+        run=args.run_api_url or defaults.run,
+        tpu=args.tpu_api_url or defaults.tpu,
+        logging=args.logging_api_url or defaults.logging,
+    )
+    try:
+        deployments = d.Deployments(
+            args.stack,
+            root=args.root,
+            outputs_dir=args.outputs_dir,
+            project=args.project,
+            endpoint=d.EndpointOptions(
+                auth=args.endpoint_auth,
+                api_key_env=args.api_key_env,
+                impersonate_service_account=args.impersonate_service_account,
+                secretmanager_url=args.secretmanager_api_url
+                or "https://secretmanager.googleapis.com",
+            ),
+        )
+    except d.DeploymentError as exc:
+        print(f"error: {d.redact(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    if not deployments.stacks:
+        print(f"error: no Pulumi.<stack>.yaml in {args.root}; pass --root", file=sys.stderr)
+        return EXIT_USAGE
+    apis = GoogleApis(lambda: d.token_source_or_adc(None), urls)
+    deployments.set_token_source(lambda: apis.token_source()())
+    server = build_server(
+        Tools(deployments, apis),
+        actions=args.enable_action,
+        host=args.host,
+        port=args.port,
+    )
+    try:
+        server.run("stdio" if args.transport == "stdio" else "streamable-http")
+    except KeyboardInterrupt:
+        return EXIT_OK
+    return EXIT_OK

@@ -1,0 +1,859 @@
+"""What each MCP tool does: thin calls into the health checks, benchmark, planner and settings,
+plus read-only Google API calls. Every function raises :class:`ToolFailure` with the reason
+when it cannot answer; the server turns that into an MCP tool error."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import shlex
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from . import _deployments as d
+from .google_apis import GoogleApiError, GoogleApis
+from .models import (
+    BenchCellResult,
+    BenchComparison,
+    BenchRuns,
+    BenchRunSummary,
+    CheckOutcome,
+    CloudRunStatus,
+    Condition,
+    ConfiguredModel,
+    EndpointHealth,
+    EndpointInfo,
+    HealthResult,
+    LogEntry,
+    LogsResult,
+    MetricsResult,
+    ModelDetails,
+    PlanResult,
+    PreviewResult,
+    QueryResult,
+    QueuedResourceStatus,
+    ServedModel,
+    SpecDecode,
+    StackEndpoints,
+    StacksResult,
+    StackSummary,
+    StatusResult,
+    ZoneOffer,
+    ZonesResult,
+)
+
+__all__ = ["LIMITS", "Progress", "ToolFailure", "Tools"]
+
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+"""(progress, total, message): sends an MCP progress notification."""
+
+LIMITS = {
+    "prompt_chars": 8000,
+    "max_tokens": 1024,
+    "health_deadline_s": 900,
+    "metrics_window_s": 300,
+    "log_entries": 100,
+    "log_hours": 168,
+    "log_text_chars": 2000,
+    "bench_runs": 50,
+    "bench_budget_s": 600,
+    "bench_concurrency": 64,
+    "bench_prompt_tokens": 16384,
+    "bench_output_tokens": 1024,
+}
+"""The bounds every tool enforces on its inputs and outputs."""
+
+
+class ToolFailure(Exception):
+    """A tool could not answer; the message says why."""
+
+
+async def _no_progress(progress: float, total: float | None, message: str) -> None:
+    return None
+
+
+def _bounded(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise ToolFailure(f"{name} must be between {low:g} and {high:g}, got {value:g}")
+
+
+def _last_segment(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _run_id(path: Path, results_root: Path) -> str:
+    return path.relative_to(results_root).as_posix()
+
+
+class Tools:
+    """The tools of one server: its stacks and its Google API client."""
+
+    def __init__(self, deployments: d.Deployments, apis: GoogleApis) -> None:
+        self.deployments = deployments
+        self.apis = apis
+
+    # Stacks and endpoints ------------------------------------------------------------------
+
+    def _settings(self, stack: str) -> d.Settings:
+        try:
+            return self.deployments.settings(stack)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def _targets(self, stack: str) -> list[d.Target]:
+        try:
+            return self.deployments.targets(stack)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def _target(self, stack: str, endpoint_index: int) -> d.Target:
+        try:
+            return self.deployments.target(stack, endpoint_index)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def _outputs(self, stack: str) -> dict[str, Any]:
+        try:
+            return self.deployments.outputs(stack)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def _project(self, stack: str) -> str:
+        try:
+            return self.deployments.project(stack)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def list_stacks(self) -> StacksResult:
+        stacks = []
+        problems = []
+        for stack in self.deployments.stacks:
+            try:
+                s = self._settings(stack)
+            except ToolFailure as exc:
+                problems.append(str(exc))
+                continue
+            endpoints: list[str] = []
+            error: str | None = None
+            try:
+                outputs = self.deployments.outputs(stack)
+                url = outputs.get("service_url")
+                urls = outputs.get("endpoint_urls")
+                endpoints = [url] if isinstance(url, str) and url else []
+                if isinstance(urls, list):
+                    endpoints += [u for u in urls if isinstance(u, str)]
+            except d.DeploymentError as exc:
+                error = str(exc)
+            tpu = s.profile.platform is d.Platform.TPU
+            stacks.append(
+                StackSummary(
+                    stack=stack,
+                    hardware=s.hardware,
+                    accelerator=s.profile.accelerator,
+                    platform="tpu" if tpu else "cloud-run",
+                    location=s.tpu.zone if tpu else s.cloud_run.region,
+                    model=s.model.model,
+                    served_model_name=s.model.served_name,
+                    speculative_method=s.model.speculative_method,
+                    num_speculative_tokens=(
+                        s.model.num_speculative_tokens
+                        if s.model.speculative_method != "none"
+                        else None
+                    ),
+                    endpoints=endpoints,
+                    outputs_error=error,
+                )
+            )
+        return StacksResult(stacks=stacks, problems=problems)
+
+    def stack_endpoints(self, stack: str) -> StackEndpoints:
+        outputs = self._outputs(stack)
+        targets = self._targets(stack)
+        names = outputs.get("node_names")
+        return StackEndpoints(
+            stack=stack,
+            served_model_name=targets[0].served_model_name,
+            endpoints=[EndpointInfo(url=t.url, auth=t.auth.description) for t in targets],
+            service_name=str(outputs["service_name"]) if outputs.get("service_name") else None,
+            node_names=[str(n) for n in names] if isinstance(names, list) else [],
+            image_ref=str(outputs["image_ref"]) if outputs.get("image_ref") else None,
+        )
+
+    # Status (Cloud Run Admin API, TPU API) ---------------------------------------------------
+
+    async def status(self, stack: str) -> StatusResult:
+        settings = self._settings(stack)
+        project = self._project(stack)
+        if settings.profile.platform is d.Platform.TPU:
+            return StatusResult(
+                stack=stack, platform="tpu", tpu=await self._tpu_status(stack, settings, project)
+            )
+        outputs = self._outputs(stack)
+        service = outputs.get("service_name")
+        if not isinstance(service, str) or not service:
+            raise ToolFailure(
+                f"stack {stack!r} has no service_name output; has it been deployed? "
+                f"(`pulumi up -s {stack}`)"
+            )
+        region = settings.region
+        try:
+            body = await self.apis.get_service(project, region, _last_segment(service))
+        except GoogleApiError as exc:
+            raise ToolFailure(str(exc)) from None
+        conditions = [
+            Condition(
+                type=str(c.get("type", "")),
+                state=c.get("state"),
+                reason=c.get("reason") or c.get("revisionReason") or c.get("executionReason"),
+                message=c.get("message"),
+                last_transition_time=c.get("lastTransitionTime"),
+            )
+            for c in [body.get("terminalCondition") or {}, *(body.get("conditions") or [])]
+            if isinstance(c, dict) and c.get("type")
+        ]
+        ready = next((c for c in conditions if c.type == "Ready"), None)
+        return StatusResult(
+            stack=stack,
+            platform="cloud-run",
+            cloud_run=CloudRunStatus(
+                service=_last_segment(service),
+                region=region,
+                uri=body.get("uri"),
+                ready=None if ready is None else ready.state == "CONDITION_SUCCEEDED",
+                latest_ready_revision=_segment_or_none(body.get("latestReadyRevision")),
+                latest_created_revision=_segment_or_none(body.get("latestCreatedRevision")),
+                reconciling=body.get("reconciling"),
+                conditions=conditions,
+            ),
+        )
+
+    async def _tpu_status(
+        self, stack: str, settings: d.Settings, project: str
+    ) -> list[QueuedResourceStatus]:
+        zone = settings.tpu.zone or ""
+        version = d.tpu_api_version(settings)
+        try:
+            outputs = self.deployments.outputs(stack)
+        except d.DeploymentError:
+            outputs = {}
+        try:
+            tokens = self.apis.token_source()
+        except GoogleApiError as exc:
+            raise ToolFailure(str(exc)) from None
+        api = d.TpuApi(tokens, self.apis.urls.tpu, version)
+        out = []
+        try:
+            for qr_id in d.queued_resource_ids(stack, outputs, settings):
+                try:
+                    body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
+                except d.TpuApiError as exc:
+                    raise ToolFailure(str(exc)) from None
+                if body is None:
+                    out.append(
+                        QueuedResourceStatus(
+                            queued_resource=qr_id,
+                            zone=zone,
+                            found=False,
+                            state=None,
+                            state_initiator=None,
+                            detail="no such queued resource (not deployed, or deleted)",
+                        )
+                    )
+                    continue
+                state = body.get("state") or {}
+                out.append(
+                    QueuedResourceStatus(
+                        queued_resource=qr_id,
+                        zone=zone,
+                        found=True,
+                        state=state.get("state"),
+                        state_initiator=state.get("stateInitiator"),
+                        detail=_failure_detail(state),
+                    )
+                )
+        finally:
+            api.close()
+        return out
+
+    # Health, model, query, metrics (the endpoint) --------------------------------------------
+
+    async def health(self, stack: str, deadline_seconds: float, progress: Progress) -> HealthResult:
+        _bounded("deadline_seconds", deadline_seconds, 5, LIMITS["health_deadline_s"])
+        targets = self._targets(stack)
+        started = time.monotonic()
+        pending: set[asyncio.Future[None]] = set()
+
+        def on_line(line: str) -> None:
+            # Called from the checks on this event loop: send the notification soon after.
+            elapsed = time.monotonic() - started
+            pending.add(
+                asyncio.ensure_future(
+                    progress(min(elapsed, deadline_seconds), deadline_seconds, line)
+                )
+            )
+
+        reports = []
+        for target in targets:
+            await progress(time.monotonic() - started, deadline_seconds, f"checking {target.url}")
+            reports.append(
+                await d.run_health_checks(
+                    target.url,
+                    target.served_model_name,
+                    auth=target.auth,
+                    deadline_s=deadline_seconds,
+                    request_timeout_s=min(120.0, deadline_seconds),
+                    backoff=d.Backoff(initial_s=1.0, max_s=10.0),
+                    progress=on_line,
+                )
+            )
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return HealthResult(
+            stack=stack,
+            ok=all(r.ok for r in reports),
+            endpoints=[
+                EndpointHealth(
+                    url=r.url,
+                    served_model_name=r.served_model_name,
+                    auth=r.auth,
+                    ok=r.ok,
+                    checks=[CheckOutcome(**c.as_dict()) for c in r.results],
+                )
+                for r in reports
+            ],
+        )
+
+    async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
+        settings = self._settings(stack)
+        target = self._target(stack, endpoint_index)
+        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+            try:
+                response = await client.get("/v1/models")
+            except d.AuthError as exc:
+                raise ToolFailure(f"no credentials, request not sent: {exc}") from None
+            except Exception as exc:
+                raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise ToolFailure(
+                f"{target.url}/v1/models answered HTTP {response.status_code}: "
+                f"{response.text[:300]}"
+            )
+        try:
+            cards = response.json()["data"]
+            served = [
+                ServedModel(
+                    id=str(c["id"]),
+                    max_model_len=c.get("max_model_len"),
+                    owned_by=c.get("owned_by"),
+                    root=c.get("root"),
+                )
+                for c in cards[:50]
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ToolFailure(f"/v1/models returned an unexpected body ({exc})") from None
+        args, source = self._vllm_args(stack, settings)
+        quantization = d.parse_vllm_args(args).get("quantization")
+        mine = next((m for m in served if m.id == target.served_model_name), None)
+        return ModelDetails(
+            stack=stack,
+            url=target.url,
+            served=served,
+            configured=ConfiguredModel(
+                model=settings.model.model,
+                served_model_name=settings.model.served_name,
+                max_model_len=settings.vllm.max_model_len,
+                quantization=quantization,
+                dtype=settings.vllm.dtype,
+                kv_cache_dtype=settings.vllm.kv_cache_dtype,
+                speculative_config=d.speculative_config(settings, None),
+                vllm_args=args,
+                vllm_args_source=source,
+            ),
+            max_model_len_matches=(
+                None
+                if mine is None or mine.max_model_len is None
+                else mine.max_model_len == settings.vllm.max_model_len
+            ),
+        )
+
+    def _vllm_args(self, stack: str, settings: d.Settings) -> tuple[list[str], str]:
+        """The deployed command line (the ``vllm_command_line`` output), else the arguments
+        ``serving.vllm`` renders from the stack file."""
+        try:
+            line = self.deployments.outputs(stack).get("vllm_command_line")
+        except d.DeploymentError:
+            line = None
+        if isinstance(line, str) and line.strip():
+            try:
+                argv = shlex.split(line)
+            except ValueError:
+                argv = []
+            if argv[:2] == ["vllm", "serve"]:
+                return argv[2:], "stack output vllm_command_line"
+        tpu = settings.profile.platform is d.Platform.TPU
+        rendered = d.render(
+            settings,
+            model_path=settings.model.model,
+            port=settings.tpu.serving_port if tpu else d.CLOUD_RUN_PORT,
+        )
+        return list(rendered.args), "rendered from the stack file by serving.vllm"
+
+    async def query(
+        self, stack: str, prompt: str, max_tokens: int, endpoint_index: int
+    ) -> QueryResult:
+        if not prompt.strip():
+            raise ToolFailure("prompt is empty")
+        if len(prompt) > LIMITS["prompt_chars"]:
+            raise ToolFailure(
+                f"prompt is {len(prompt)} characters; at most {LIMITS['prompt_chars']} allowed"
+            )
+        _bounded("max_tokens", max_tokens, 1, LIMITS["max_tokens"])
+        target = self._target(stack, endpoint_index)
+        async with d.make_client(target.url, auth=target.auth, timeout_s=180) as client:
+            result = await d.check_chat(
+                client, target.served_model_name, prompt=prompt, max_tokens=max_tokens
+            )
+        if not result.ok:
+            raise ToolFailure(f"chat completion failed: {result.detail}")
+        data = result.data
+        latency = float(data["latency_s"])
+        ttft = data.get("ttft_s")
+        tokens = int(data["completion_tokens"])
+        decode = (
+            (tokens - 1) / (latency - ttft)
+            if ttft is not None and tokens > 1 and latency > ttft
+            else None
+        )
+        return QueryResult(
+            stack=stack,
+            url=target.url,
+            model=target.served_model_name,
+            content=str(data.get("content") or ""),
+            finish_reason=data.get("finish_reason"),
+            ttft_s=ttft,
+            latency_s=latency,
+            prompt_tokens=int(data["prompt_tokens"]),
+            completion_tokens=tokens,
+            tokens_per_s=tokens / latency if latency > 0 else None,
+            decode_tokens_per_s=decode,
+        )
+
+    async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
+        try:
+            response = await client.get("/metrics")
+        except d.AuthError as exc:
+            raise ToolFailure(f"no credentials, request not sent: {exc}") from None
+        except Exception as exc:
+            raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise ToolFailure(f"/metrics answered HTTP {response.status_code}")
+        try:
+            return d.parse_metrics(response.text, model_name=model)
+        except d.MetricsParseError as exc:
+            raise ToolFailure(f"malformed /metrics: {exc}") from None
+
+    async def metrics(
+        self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
+    ) -> MetricsResult:
+        _bounded("window_seconds", window_seconds, 1, LIMITS["metrics_window_s"])
+        target = self._target(stack, endpoint_index)
+        model = target.served_model_name
+        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+            before = await self._scrape(client, model)
+            t0 = time.monotonic()
+            step = max(1.0, window_seconds / 10)
+            while (left := window_seconds - (time.monotonic() - t0)) > 0:
+                await progress(window_seconds - left, window_seconds, f"window: {left:.0f} s to go")
+                await asyncio.sleep(min(step, left))
+            after = await self._scrape(client, model)
+            window = time.monotonic() - t0
+
+        def delta(name: str) -> float | None:
+            a, b = before.raw.get(name), after.raw.get(name)
+            return None if a is None or b is None else max(0.0, b - a)
+
+        prompt = delta("vllm:prompt_tokens_total")
+        generated = delta("vllm:generation_tokens_total")
+        ttft_n, ttft_sum = (
+            delta("vllm:time_to_first_token_seconds_count"),
+            delta("vllm:time_to_first_token_seconds_sum"),
+        )
+        e2e_n, e2e_sum = (
+            delta("vllm:e2e_request_latency_seconds_count"),
+            delta("vllm:e2e_request_latency_seconds_sum"),
+        )
+        acceptance = d.spec_decode_acceptance(before, after)
+        return MetricsResult(
+            stack=stack,
+            url=target.url,
+            window_s=round(window, 3),
+            num_requests_running=after.num_requests_running,
+            num_requests_waiting=after.num_requests_waiting,
+            kv_cache_usage=after.kv_cache_usage,
+            prompt_tokens=prompt,
+            generation_tokens=generated,
+            prompt_tokens_per_s=None if prompt is None else prompt / window,
+            generation_tokens_per_s=None if generated is None else generated / window,
+            requests_finished=e2e_n,
+            mean_ttft_s=ttft_sum / ttft_n if ttft_n and ttft_sum is not None else None,
+            mean_e2e_s=e2e_sum / e2e_n if e2e_n and e2e_sum is not None else None,
+            spec_decode=SpecDecode(**acceptance.as_dict()) if acceptance else None,
+            speculative_decoding_on=after.spec_decode is not None,
+        )
+
+    # Capacity plan and cost ------------------------------------------------------------------
+
+    def plan(
+        self,
+        stack: str,
+        requests_per_second: float,
+        what_if_key: str | None,
+        what_if_value: str | int | float | bool | list[str | int | float] | None,
+    ) -> PlanResult:
+        if not requests_per_second > 0:
+            raise ToolFailure(f"requests_per_second must be positive, got {requests_per_second}")
+        settings = self._settings(stack)
+        try:
+            base = d.plan_report(stack, settings, requests_per_second)
+            if what_if_key is None:
+                if what_if_value is not None:
+                    raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
+                return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
+            if what_if_value is None:
+                raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
+            changed = d.what_if_settings(self.deployments, stack, what_if_key, what_if_value)
+            after = d.plan_report(stack, changed, requests_per_second)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+        changes = {
+            k: {"before": base.get(k), "after": v} for k, v in after.items() if base.get(k) != v
+        }
+        return PlanResult(
+            stack=stack,
+            what_if=f"{what_if_key}={json.dumps(what_if_value)}",
+            fits=bool(after["fits"]),
+            plan=after,
+            changes=changes,
+        )
+
+    # Benchmark runs ----------------------------------------------------------------------------
+
+    def _results_root(self, stack: str) -> Path:
+        try:
+            return self.deployments.results_dir(stack).parent
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def bench_runs(self, stack: str | None, limit: int) -> BenchRuns:
+        _bounded("limit", limit, 1, LIMITS["bench_runs"])
+        stacks = [self.deployments.check_stack(stack)] if stack else self.deployments.stacks
+        found: list[tuple[str, BenchRunSummary]] = []
+        problems: list[str] = []
+        for name in stacks:
+            root = self._results_root(name)
+            folder = root / name
+            if not folder.is_dir():
+                continue
+            inside = folder.resolve()
+            for path in sorted(folder.iterdir()):
+                if not path.is_dir() or not path.resolve().is_relative_to(inside):
+                    continue  # files, and links that lead out of the results folder
+                try:
+                    run = d.load_run(path)
+                except d.StoreError as exc:
+                    problems.append(str(exc))
+                    continue
+                measured = run.measured()
+                best = max((c.get("request_throughput") or 0.0 for c in measured), default=None)
+                summary = BenchRunSummary(
+                    run=_run_id(path, root),
+                    label=run.label,
+                    hardware=run.run.get("hardware"),
+                    created_at=run.run.get("created_at"),
+                    finished_at=run.run.get("finished_at"),
+                    cells=len(run.cells),
+                    measured=len(measured),
+                    skipped=sum(1 for c in run.cells if c.get("status") == "skipped"),
+                    best_request_throughput=best,
+                )
+                found.append((str(run.run.get("created_at") or path.name), summary))
+        found.sort(key=lambda item: item[0], reverse=True)
+        return BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
+
+    def _load_run_id(self, run_id: str) -> d.RunData:
+        stack, _, rest = run_id.partition("/")
+        if stack not in self.deployments.stacks or not rest:
+            raise ToolFailure(
+                f"run {run_id!r} is not a run id; use the `run` of bench_runs "
+                f"(<stack>/<folder>, stack one of {', '.join(self.deployments.stacks)})"
+            )
+        root = self._results_root(stack).resolve()
+        path = (root / run_id).resolve()
+        if not path.is_relative_to(root / stack) or path == root / stack:
+            raise ToolFailure(f"run {run_id!r} is outside the benchmark results directory")
+        try:
+            return d.load_run(path)
+        except d.StoreError as exc:
+            raise ToolFailure(str(exc)) from None
+
+    def bench_compare(self, baseline: str, other: str) -> BenchComparison:
+        runs = [self._load_run_id(baseline), self._load_run_id(other)]
+        comparison = d.compare_runs(runs)
+        return BenchComparison(
+            baseline=baseline,
+            other=other,
+            comparison=comparison.as_dict(),
+            markdown=comparison.markdown(),
+        )
+
+    # Cloud Logging --------------------------------------------------------------------------
+
+    def log_filter(self, stack: str, hours: float) -> str:
+        settings = self._settings(stack)
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
+        stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
+        if settings.profile.platform is d.Platform.TPU:
+            outputs = self._outputs(stack)
+            names = outputs.get("node_names")
+            nodes = [_last_segment(str(n)) for n in names] if isinstance(names, list) else []
+            if not nodes:
+                raise ToolFailure(
+                    f"stack {stack!r} has no node_names output; has it been deployed?"
+                )
+            ids = " OR ".join(json.dumps(n) for n in nodes)
+            scope = f'resource.type="tpu_worker" AND resource.labels.node_id=({ids})'
+        else:
+            service = self._outputs(stack).get("service_name")
+            if not isinstance(service, str) or not service:
+                raise ToolFailure(
+                    f"stack {stack!r} has no service_name output; has it been deployed?"
+                )
+            scope = (
+                'resource.type="cloud_run_revision" AND '
+                f"resource.labels.service_name={json.dumps(_last_segment(service))} AND "
+                f"resource.labels.location={json.dumps(settings.region)}"
+            )
+        return f"{scope} AND severity>=ERROR AND timestamp>={json.dumps(stamp)}"
+
+    async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
+        _bounded("hours", hours, 0.1, LIMITS["log_hours"])
+        _bounded("limit", limit, 1, LIMITS["log_entries"])
+        log_filter = self.log_filter(stack, hours)
+        project = self._project(stack)
+        try:
+            entries = await self.apis.list_log_entries(project, log_filter, limit)
+        except GoogleApiError as exc:
+            raise ToolFailure(str(exc)) from None
+        out = []
+        cap = LIMITS["log_text_chars"]
+        for entry in entries:
+            text = _entry_text(entry)
+            resource = entry.get("resource") or {}
+            labels = resource.get("labels") if isinstance(resource, dict) else None
+            out.append(
+                LogEntry(
+                    timestamp=entry.get("timestamp"),
+                    severity=entry.get("severity"),
+                    log_name=entry.get("logName"),
+                    resource={
+                        "type": str(resource.get("type", "")) if isinstance(resource, dict) else "",
+                        **(
+                            {str(k): str(v) for k, v in labels.items()}
+                            if isinstance(labels, dict)
+                            else {}
+                        ),
+                    },
+                    text=text[:cap],
+                    truncated=len(text) > cap,
+                )
+            )
+        return LogsResult(stack=stack, filter=log_filter, entries=out)
+
+    # TPU zones ------------------------------------------------------------------------------
+
+    async def tpu_zones(self, stack: str, progress: Progress) -> ZonesResult:
+        settings = self._settings(stack)
+        if settings.profile.platform is not d.Platform.TPU:
+            raise ToolFailure(
+                f"stack {stack!r} runs on {settings.profile.accelerator} (Cloud Run), not a TPU; "
+                "pick a TPU stack"
+            )
+        accelerator = settings.profile.accelerator
+        project = self._project(stack)
+        try:
+            locations = await self.apis.list_locations(project)
+        except GoogleApiError as exc:
+            raise ToolFailure(str(exc)) from None
+        offers: list[ZoneOffer] = []
+        errors: list[str] = []
+        semaphore = asyncio.Semaphore(8)
+        done = 0
+
+        async def one(zone: str) -> None:
+            nonlocal done
+            async with semaphore:
+                try:
+                    types = await self.apis.list_accelerator_types(project, zone)
+                except GoogleApiError as exc:
+                    errors.append(str(exc))
+                    types = []
+            done += 1
+            await progress(done, len(locations), f"checked {zone}")
+            for t in types:
+                if t.get("type") == accelerator or _last_segment(str(t.get("name", ""))) == (
+                    accelerator
+                ):
+                    topology = [
+                        str(c.get("topology"))
+                        for c in t.get("acceleratorConfigs") or []
+                        if isinstance(c, dict) and c.get("topology")
+                    ]
+                    offers.append(
+                        ZoneOffer(zone=zone, accelerator_type=accelerator, topology=topology)
+                    )
+
+        await asyncio.gather(*(one(z) for z in locations))
+        offers.sort(key=lambda o: o.zone)
+        return ZonesResult(
+            stack=stack,
+            accelerator=accelerator,
+            zones=offers,
+            locations_checked=len(locations),
+            errors=sorted(errors)[:20],
+            quota=None,
+            quota_note=(
+                "The TPU API's acceleratorTypes.list reports which zones offer the type, not the "
+                "project's quota; check quota in the Cloud console (IAM & Admin > Quotas, "
+                "service tpu.googleapis.com) before choosing a zone."
+            ),
+        )
+
+    # Actions ----------------------------------------------------------------------------------
+
+    async def bench_cell(
+        self,
+        stack: str,
+        concurrency: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        budget_seconds: float,
+        progress: Progress,
+    ) -> BenchCellResult:
+        _bounded("concurrency", concurrency, 1, LIMITS["bench_concurrency"])
+        _bounded("prompt_tokens", prompt_tokens, 1, LIMITS["bench_prompt_tokens"])
+        _bounded("output_tokens", output_tokens, 1, LIMITS["bench_output_tokens"])
+        _bounded("budget_seconds", budget_seconds, 5, LIMITS["bench_budget_s"])
+        settings = self._settings(stack)
+        target = self._target(stack, 0)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        # A fresh folder per call: two calls within a second never share a run.
+        out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
+        options = d.SweepOptions(
+            num_requests=max(4, 4 * concurrency),
+            warmup=1,
+            timeout_s=min(180.0, budget_seconds),
+            max_cell_seconds=budget_seconds,
+            hardware=settings.hardware,
+            label=f"{stack} cell c{concurrency} p{prompt_tokens} o{output_tokens}",
+            progress=False,
+            extra={"stack": stack, "speculative_method": settings.model.speculative_method},
+        )
+        grid = d.Grid((concurrency,), (prompt_tokens,), (output_tokens,))
+        started = time.monotonic()
+        task = asyncio.create_task(
+            d.run_sweep_async(
+                target.url,
+                target.served_model_name,
+                grid,
+                out_dir,
+                auth=target.auth,
+                options=options,
+            )
+        )
+        # Requests in flight finish within their own timeout after the cell's budget.
+        hard_limit = budget_seconds + options.timeout_s + 30
+        while not task.done():
+            elapsed = time.monotonic() - started
+            if elapsed > hard_limit:
+                task.cancel()
+                break
+            await progress(
+                min(elapsed, budget_seconds), budget_seconds, f"{elapsed:.0f} s into the cell"
+            )
+            await asyncio.wait({task}, timeout=2.0)
+        try:
+            run = await task
+        except asyncio.CancelledError:
+            raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
+        except d.AuthError as exc:
+            raise ToolFailure(f"no credentials, request not sent: {exc}") from None
+        except Exception as exc:
+            raise ToolFailure(f"the benchmark cell failed: {type(exc).__name__}: {exc}") from None
+        if not run.cells:
+            raise ToolFailure("the benchmark cell produced no result")
+        cell = run.cells[-1]
+        if cell.get("status") != "ok":
+            raise ToolFailure(f"cell skipped: {cell.get('skip_reason')}")
+        if not cell.get("completed"):
+            raise ToolFailure(
+                f"no request of the cell succeeded (failed: {cell.get('failed')}); "
+                f"run written to {out_dir}"
+            )
+        return BenchCellResult(run=_run_id(out_dir, out_dir.parent.parent), cell=cell)
+
+    async def preview(self, stack: str, progress: Progress) -> PreviewResult:
+        self._settings(stack)
+        try:
+            from gemma4.preview import build_preview  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            raise ToolFailure(
+                "the offline preview is not available in this installation "
+                f"(gemma4.preview.build_preview cannot be imported: {exc})"
+            ) from None
+        stack_file = self.deployments.root / f"Pulumi.{stack}.yaml"
+        task = asyncio.create_task(asyncio.to_thread(build_preview, stack, stack_file=stack_file))
+        started = time.monotonic()
+        while not task.done():
+            await progress(time.monotonic() - started, None, "previewing under Pulumi's mocks")
+            await asyncio.wait({task}, timeout=2.0)
+        try:
+            result = task.result()
+        except Exception as exc:
+            raise ToolFailure(f"preview of stack {stack!r} failed: {exc}") from None
+        data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+        if not isinstance(data, dict):
+            raise ToolFailure("the preview returned something that is not a document")
+        return PreviewResult(stack=stack, preview=data)
+
+
+def _segment_or_none(value: Any) -> str | None:
+    return _last_segment(str(value)) if value else None
+
+
+def _failure_detail(state: dict[str, Any]) -> str | None:
+    failed = state.get("failedData")
+    if isinstance(failed, dict):
+        error = failed.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return None
+
+
+def _entry_text(entry: dict[str, Any]) -> str:
+    if isinstance(entry.get("textPayload"), str):
+        return str(entry["textPayload"])
+    payload = entry.get("jsonPayload")
+    if isinstance(payload, dict):
+        message = payload.get("message")
+        return str(message) if isinstance(message, str) else json.dumps(payload)
+    proto = entry.get("protoPayload")
+    if isinstance(proto, dict):
+        status = proto.get("status")
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+        return json.dumps(proto)
+    return ""

@@ -1,0 +1,491 @@
+"""Every tool over a real MCP stdio session: happy path, failure path, and the secrets planted in
+the fakes never coming back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from mcp_server._deployments import Deployments
+from mcp_server.google_apis import GoogleApis
+from mcp_server.tools import ToolFailure, Tools
+from tests.mcp_server.conftest import PROJECT, SECRETS, TPU_NODE, McpClient
+
+READ_ONLY = {
+    "list_stacks",
+    "stack_endpoints",
+    "service_status",
+    "health_check",
+    "model_details",
+    "query_model",
+    "metrics_summary",
+    "capacity_plan",
+    "benchmark_runs",
+    "compare_benchmarks",
+    "error_logs",
+    "tpu_zones",
+}
+ACTIONS = {"run_benchmark_cell", "start_preview"}
+
+
+def test_read_only_tools_listed_with_output_schemas_and_no_actions(client: McpClient) -> None:
+    tools = {t.name: t for t in client.list_tools()}
+    assert set(tools) == READ_ONLY
+    for tool in tools.values():
+        assert tool.outputSchema is not None, tool.name
+        assert tool.annotations is not None and tool.annotations.readOnlyHint, tool.name
+        assert tool.description
+        # No tool takes a key, token or secret as an argument.
+        for argument in tool.inputSchema.get("properties", {}):
+            assert not any(
+                w in argument.lower() for w in ("key", "token", "secret", "password")
+            ) or (argument in ("what_if_key", "max_tokens", "prompt_tokens", "output_tokens")), (
+                tool.name,
+                argument,
+            )
+
+
+def test_action_tools_only_when_enabled_and_say_what_they_do(action_client: McpClient) -> None:
+    tools = {t.name: t for t in action_client.list_tools()}
+    assert set(tools) == READ_ONLY | ACTIONS
+    for name in ACTIONS:
+        assert tools[name].description.startswith("ACTION (enabled with --enable-action")
+    assert "sends a load" in tools["run_benchmark_cell"].description
+    assert tools["run_benchmark_cell"].annotations.readOnlyHint is False
+
+
+def test_calling_a_disabled_action_is_an_error(client: McpClient) -> None:
+    assert "Unknown tool" in client.error("run_benchmark_cell", {"stack": "l4"})
+
+
+# Stacks and endpoints ----------------------------------------------------------------------
+
+
+def test_list_stacks_reads_stack_files_and_outputs(
+    client: McpClient, world: dict[str, Any]
+) -> None:
+    stacks = {s["stack"]: s for s in client.ok("list_stacks")["stacks"]}
+    assert set(stacks) == {"l4", "tpu-v6e1"}
+    l4 = stacks["l4"]
+    assert (l4["accelerator"], l4["platform"], l4["location"]) == (
+        "nvidia-l4",
+        "cloud-run",
+        "us-east4",
+    )
+    assert l4["model"] == "google/gemma-4-12B-it-qat-w4a16-ct"
+    assert l4["endpoints"] == [world["cloud_run"].url]
+    tpu = stacks["tpu-v6e1"]
+    assert (tpu["platform"], tpu["location"], tpu["accelerator"]) == ("tpu", "us-east5-b", "v6e-1")
+
+
+def test_stack_endpoints(client: McpClient, world: dict[str, Any]) -> None:
+    l4 = client.ok("stack_endpoints", {"stack": "l4"})
+    assert l4["endpoints"][0]["url"] == world["cloud_run"].url
+    assert l4["endpoints"][0]["auth"].startswith("Google ID token for")
+    assert l4["service_name"] == "gemma-l4-vllm"
+    tpu = client.ok("stack_endpoints", {"stack": "tpu-v6e1"})
+    assert tpu["endpoints"][0]["auth"] == "vLLM API key from Secret Manager secret vllm-api-key"
+    assert tpu["node_names"][0].endswith(f"{TPU_NODE}-node")
+
+
+def test_unknown_stack_is_an_error_naming_the_allowed_ones(client: McpClient) -> None:
+    message = client.error("stack_endpoints", {"stack": "h100"})
+    assert "'h100' is not served here" in message and "l4, tpu-v6e1" in message
+
+
+# Status ---------------------------------------------------------------------------------------
+
+
+def test_status_cloud_run(client: McpClient, world: dict[str, Any]) -> None:
+    status = client.ok("service_status", {"stack": "l4"})["cloud_run"]
+    assert status["ready"] is True
+    assert status["latest_ready_revision"] == "gemma-l4-vllm-00003-xyz"
+    assert {c["type"] for c in status["conditions"]} == {
+        "Ready",
+        "ConfigurationsReady",
+        "RoutesReady",
+    }
+    call = world["google"].calls("run.projects.locations.services.get")[-1]
+    assert call.errors == []
+    assert call.path == f"/v2/projects/{PROJECT}/locations/us-east4/services/gemma-l4-vllm"
+
+
+def test_status_tpu_uses_flex_start_api_version(client: McpClient, world: dict[str, Any]) -> None:
+    status = client.ok("service_status", {"stack": "tpu-v6e1"})["tpu"]
+    assert status == [
+        {
+            "queued_resource": TPU_NODE,
+            "zone": "us-east5-b",
+            "found": True,
+            "state": "ACTIVE",
+            "state_initiator": "USER",
+            "detail": None,
+        }
+    ]
+    call = world["google"].calls("tpu.projects.locations.queuedResources.get")[-1]
+    assert call.errors == [] and call.path.startswith("/v2alpha1/")
+
+
+def test_status_tpu_failed_and_missing(client: McpClient, world: dict[str, Any]) -> None:
+    resources = world["google"].queued_resources
+    name = next(iter(resources))
+    saved = resources[name]
+    resources[name] = {
+        "name": name,
+        "state": {
+            "state": "FAILED",
+            "stateInitiator": "SERVICE",
+            "failedData": {"error": {"code": 8, "message": "There is no more capacity in zone"}},
+        },
+    }
+    try:
+        failed = client.ok("service_status", {"stack": "tpu-v6e1"})["tpu"][0]
+        del resources[name]
+        missing = client.ok("service_status", {"stack": "tpu-v6e1"})["tpu"][0]
+    finally:
+        resources[name] = saved
+    assert failed["state"] == "FAILED" and failed["detail"] == "There is no more capacity in zone"
+    assert missing["found"] is False and "not deployed" in missing["detail"]
+
+
+def test_status_failure_carries_googles_reason(client: McpClient, world: dict[str, Any]) -> None:
+    google = world["google"]
+    google.failures["run.projects.locations.services.get"] = (
+        403,
+        "PERMISSION_DENIED",
+        "Permission 'run.services.get' denied on resource",
+    )
+    try:
+        message = client.error("service_status", {"stack": "l4"})
+    finally:
+        del google.failures["run.projects.locations.services.get"]
+    assert "HTTP 403 PERMISSION_DENIED: Permission 'run.services.get' denied" in message
+    assert "application-default login" in message
+
+
+# Health, model, query, metrics -------------------------------------------------------------
+
+
+def test_health_check_structured_verdict_with_progress(client: McpClient) -> None:
+    result = client.ok("health_check", {"stack": "l4", "deadline_seconds": 30})
+    assert result["ok"] is True
+    checks = result["endpoints"][0]["checks"]
+    assert [c["name"] for c in checks] == ["readiness", "models", "chat", "metrics"]
+    assert all(c["ok"] for c in checks)
+    assert any(p[0] == "health_check" for p in client.progress)
+
+
+def test_health_check_tpu_with_secret_manager_key(client: McpClient) -> None:
+    result = client.ok("health_check", {"stack": "tpu-v6e1", "deadline_seconds": 30})
+    assert result["ok"] is True, result
+
+
+def test_health_check_tpu_secret_manager_refusal_is_a_verdict(
+    client: McpClient, world: dict[str, Any]
+) -> None:
+    secrets = world["google"].secrets
+    saved = dict(secrets)
+    secrets.clear()
+    try:
+        result = client.ok("health_check", {"stack": "tpu-v6e1", "deadline_seconds": 10})
+    finally:
+        secrets.update(saved)
+    assert result["ok"] is False
+    readiness = result["endpoints"][0]["checks"][0]
+    assert readiness["name"] == "readiness"
+    assert "no credentials, request not sent" in readiness["detail"]
+    assert "Secret Manager (HTTP 404)" in readiness["detail"]
+
+
+def test_health_check_failure_is_a_verdict_not_an_error(
+    client: McpClient, world: dict[str, Any]
+) -> None:
+    world["cloud_run"].config.empty_completion = True
+    try:
+        result = client.ok("health_check", {"stack": "l4", "deadline_seconds": 20})
+    finally:
+        world["cloud_run"].config.empty_completion = False
+    assert result["ok"] is False
+    chat = next(c for c in result["endpoints"][0]["checks"] if c["name"] == "chat")
+    assert chat["ok"] is False and "empty completion" in chat["detail"]
+
+
+def test_health_deadline_out_of_bounds(client: McpClient) -> None:
+    message = client.error("health_check", {"stack": "l4", "deadline_seconds": 100000})
+    assert "deadline_seconds" in message
+
+
+def test_model_details(client: McpClient) -> None:
+    details = client.ok("model_details", {"stack": "l4"})
+    assert details["served"][0]["id"] == "google/gemma-4-12B-it-qat-w4a16-ct"
+    configured = details["configured"]
+    assert configured["max_model_len"] == 32768
+    assert configured["quantization"] == "compressed-tensors"
+    assert configured["kv_cache_dtype"] == "fp8"
+    assert configured["speculative_config"] is None
+    assert configured["vllm_args"][0] == "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
+    assert configured["vllm_args_source"] == "stack output vllm_command_line"
+    assert details["max_model_len_matches"] is True
+
+
+def test_model_details_rendered_when_not_in_outputs(client: McpClient) -> None:
+    details = client.ok("model_details", {"stack": "tpu-v6e1"})
+    configured = details["configured"]
+    assert configured["vllm_args_source"].startswith("rendered from the stack file")
+    assert (
+        "--port=8000" in configured["vllm_args"]
+        and "--max-model-len=4096" in configured["vllm_args"]
+    )
+    assert configured["quantization"] is None
+
+
+def test_model_details_endpoint_index_out_of_range(client: McpClient) -> None:
+    message = client.error("model_details", {"stack": "tpu-v6e1", "endpoint_index": 3})
+    assert "has 1 endpoint(s)" in message
+
+
+def test_query(client: McpClient) -> None:
+    result = client.ok("query_model", {"stack": "tpu-v6e1", "prompt": "Hello", "max_tokens": 8})
+    assert result["completion_tokens"] == 8
+    assert result["prompt_tokens"] > 0
+    assert result["content"].startswith("tok")
+    assert result["ttft_s"] is not None and result["latency_s"] >= result["ttft_s"]
+    assert result["tokens_per_s"] > 0
+
+
+def test_query_bounds(client: McpClient) -> None:
+    assert "max_tokens" in client.error(
+        "query_model", {"stack": "l4", "prompt": "Hi", "max_tokens": 100000}
+    )
+    assert "prompt" in client.error("query_model", {"stack": "l4", "prompt": "x" * 9000})
+
+
+def test_query_server_error_is_reported(client: McpClient, world: dict[str, Any]) -> None:
+    world["cloud_run"].config.fail_every = 1
+    try:
+        message = client.error("query_model", {"stack": "l4", "prompt": "Hi"})
+    finally:
+        world["cloud_run"].config.fail_every = 0
+    assert "chat completion failed" in message and "HTTP 500" in message
+
+
+def test_metrics_window_with_spec_decode_acceptance(client: McpClient) -> None:
+    import threading
+
+    def load() -> None:  # a request lands inside the window
+        import time
+
+        time.sleep(0.3)
+        client.call("query_model", {"stack": "tpu-v6e1", "prompt": "Hi", "max_tokens": 8})
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    try:
+        result = client.ok("metrics_summary", {"stack": "tpu-v6e1", "window_seconds": 2})
+    finally:
+        thread.join()
+    assert result["speculative_decoding_on"] is True
+    assert result["generation_tokens"] == 8
+    spec = result["spec_decode"]
+    assert spec is not None and len(spec["acceptance_by_position"]) == 3
+    assert 0 < spec["acceptance_rate"] <= 1
+    assert any(p[0] == "metrics_summary" for p in client.progress)
+
+
+def test_metrics_malformed(client: McpClient, world: dict[str, Any]) -> None:
+    world["cloud_run"].config.malformed_metrics = True
+    try:
+        message = client.error("metrics_summary", {"stack": "l4", "window_seconds": 1})
+    finally:
+        world["cloud_run"].config.malformed_metrics = False
+    assert "malformed /metrics" in message
+
+
+# Plan -------------------------------------------------------------------------------------------
+
+
+def test_capacity_plan_and_cost(client: McpClient) -> None:
+    plan = client.ok("capacity_plan", {"stack": "l4", "requests_per_second": 20})
+    assert plan["fits"] is True
+    assert plan["plan"]["max_model_len"] == 32768
+    assert plan["plan"]["usd_per_million_requests"] > 0
+
+
+def test_capacity_plan_what_if_list_value(client: McpClient) -> None:
+    plan = client.ok(
+        "capacity_plan",
+        {"stack": "l4", "what_if_key": "benchmarkConcurrency", "what_if_value": [1, 4]},
+    )
+    assert plan["what_if"] == "benchmarkConcurrency=[1, 4]" and plan["changes"] == {}
+
+
+def test_capacity_plan_what_if(client: McpClient) -> None:
+    plan = client.ok(
+        "capacity_plan",
+        {"stack": "l4", "what_if_key": "gpuMemoryUtilization", "what_if_value": 0.8},
+    )
+    assert plan["what_if"] == "gpuMemoryUtilization=0.8"
+    assert plan["changes"]["kv_tokens"]["after"] < plan["changes"]["kv_tokens"]["before"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("maxModelLen", 999999, "exceeds google/gemma-4-12B-it-qat-w4a16-ct's context"),
+        ("maxNumSeqs", "__import__('os')", "maxNumSeqs"),
+        ("noSuchKey", 1, "unknown config key(s): noSuchKey"),
+        ("kvCacheDtype", "int4", "kvCacheDtype"),
+        ("benchmarkConcurrency", [1, 0], "concurrency levels must be at least 1"),
+    ],
+)
+def test_capacity_plan_what_if_rejected_by_settings(
+    client: McpClient, key: str, value: Any, expected: str
+) -> None:
+    message = client.error(
+        "capacity_plan", {"stack": "l4", "what_if_key": key, "what_if_value": value}
+    )
+    assert expected in message
+
+
+# Benchmarks ----------------------------------------------------------------------------------
+
+
+def test_benchmark_runs_and_compare(client: McpClient) -> None:
+    runs = client.ok("benchmark_runs", {"stack": "l4"})
+    ids = [r["run"] for r in runs["runs"]]
+    assert ids[:2] == ["l4/20261121T100000Z", "l4/20261120T100000Z"] or set(ids) >= {
+        "l4/20261121T100000Z",
+        "l4/20261120T100000Z",
+    }
+    assert any("not-a-run" in p for p in runs["problems"])
+    comparison = client.ok(
+        "compare_benchmarks", {"baseline": "l4/20261120T100000Z", "other": "l4/20261121T100000Z"}
+    )
+    assert comparison["comparison"]["baseline"] == "baseline"
+    assert "tuned" in comparison["markdown"]
+    assert "'h100' is not served here" in client.error("benchmark_runs", {"stack": "h100"})
+
+
+@pytest.mark.parametrize("run", ["l4/../../../etc", "l4/missing", "nope/x", "l4"])
+def test_compare_refuses_unknown_or_escaping_runs(client: McpClient, run: str) -> None:
+    message = client.error("compare_benchmarks", {"baseline": run, "other": "l4/20261120T100000Z"})
+    assert run in message or "not a benchmark run" in message
+
+
+# Logs --------------------------------------------------------------------------------------
+
+
+def test_error_logs_filtered_bounded_redacted(client: McpClient, world: dict[str, Any]) -> None:
+    result = client.ok("error_logs", {"stack": "l4", "hours": 2, "limit": 5})
+    assert 'resource.labels.service_name="gemma-l4-vllm"' in result["filter"]
+    assert "severity>=ERROR" in result["filter"]
+    first, second = result["entries"]
+    assert "[REDACTED]" in first["text"] and "401 Unauthorized" in first["text"]
+    assert second["truncated"] is True and len(second["text"]) == 2000
+    call = world["google"].calls("logging.entries.list")[-1]
+    assert call.errors == []
+    assert call.body["pageSize"] == 5 and call.body["resourceNames"] == [f"projects/{PROJECT}"]
+
+
+def test_error_logs_tpu_filter_names_the_nodes(client: McpClient) -> None:
+    result = client.ok("error_logs", {"stack": "tpu-v6e1", "limit": 1})
+    assert f'"{TPU_NODE}-node"' in result["filter"] and "tpu_worker" in result["filter"]
+    assert len(result["entries"]) == 1
+
+
+def test_error_logs_bad_filter_answer(client: McpClient, world: dict[str, Any]) -> None:
+    google = world["google"]
+    google.failures["logging.entries.list"] = (400, "INVALID_ARGUMENT", "Unparseable filter")
+    try:
+        message = client.error("error_logs", {"stack": "l4"})
+    finally:
+        del google.failures["logging.entries.list"]
+    assert "Unparseable filter" in message
+
+
+# TPU zones ---------------------------------------------------------------------------------------
+
+
+def test_tpu_zones(client: McpClient) -> None:
+    result = client.ok("tpu_zones", {"stack": "tpu-v6e1"})
+    assert [z["zone"] for z in result["zones"]] == ["europe-west4-a", "us-east5-b"]
+    assert result["zones"][0]["topology"] == ["1x1"]
+    assert result["locations_checked"] == 3
+    assert result["quota"] is None and "quota" in result["quota_note"]
+
+
+def test_tpu_zones_refuses_a_cloud_run_stack(client: McpClient) -> None:
+    assert "not a TPU" in client.error("tpu_zones", {"stack": "l4"})
+
+
+# Actions -----------------------------------------------------------------------------------------
+
+
+def test_benchmark_cell(action_client: McpClient, world: dict[str, Any]) -> None:
+    result = action_client.ok(
+        "run_benchmark_cell",
+        {
+            "stack": "l4",
+            "concurrency": 2,
+            "prompt_tokens": 32,
+            "output_tokens": 4,
+            "budget_seconds": 10,
+        },
+    )
+    assert result["cell"]["status"] == "ok" and result["cell"]["completed"] >= 8
+    assert (world["root"] / "bench-results" / result["run"] / "run.json").is_file()
+    assert any(p[0] == "run_benchmark_cell" for p in action_client.progress)
+
+
+def test_benchmark_cell_skipped_when_too_long(action_client: McpClient) -> None:
+    message = action_client.error(
+        "run_benchmark_cell",
+        {"stack": "tpu-v6e1", "prompt_tokens": 8000, "output_tokens": 16, "budget_seconds": 10},
+    )
+    assert "exceed max_model_len 4096" in message
+
+
+def test_preview_calls_the_preview_package(action_client: McpClient, world: dict[str, Any]) -> None:
+    preview = action_client.ok("start_preview", {"stack": "l4"})["preview"]
+    assert preview["resources"] == 7
+    assert preview["stack_file"] == str(world["root"] / "Pulumi.l4.yaml")
+    assert preview["note"] == "hf=[REDACTED]"
+
+
+def test_preview_failure_is_reported(action_client: McpClient) -> None:
+    message = action_client.error("start_preview", {"stack": "tpu-v6e1"})
+    assert "preview of stack 'tpu-v6e1' failed: config key 'zone' is required" in message
+
+
+def test_preview_missing_package_is_a_clear_error(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gemma4.preview", None)  # import fails as if absent
+    tools = Tools(Deployments(["l4"], root=world["root"]), GoogleApis(lambda: lambda: "unused"))
+    with pytest.raises(ToolFailure, match="offline preview is not available"):
+        asyncio.run(tools.preview("l4", _no_progress))
+
+
+async def _no_progress(progress: float, total: float | None, message: str) -> None:
+    return None
+
+
+# Secrets ---------------------------------------------------------------------------------
+
+
+def test_no_planted_secret_in_any_output(client: McpClient, action_client: McpClient) -> None:
+    # Run last in this module: every call above recorded its full answer.
+    for name in ("error_logs",):
+        client.call(name, {"stack": "l4"})
+    texts = client.outputs + action_client.outputs
+    assert len(texts) > 30
+    for secret in SECRETS:
+        for text in texts:
+            assert secret not in text, (secret, text[:300])
+    progress = json.dumps(client.progress + action_client.progress)
+    for secret in SECRETS:
+        assert secret not in progress
