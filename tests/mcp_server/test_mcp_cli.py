@@ -138,4 +138,4 @@ def test_a_torn_stack_file_is_reported_not_fatal(tmp_path: Path) -> None:
     tools = Tools(Deployments(root=tmp_path), GoogleApis(lambda: lambda: "unused"))
     result = tools.list_stacks()
     assert [s.stack for s in result.stacks] == ["l4"]
-    assert len(result.problems) == 1 and "Pulumi.torn.yaml cannot be read" in result.problems[0]
+    assert len(result.problems) == 1 and "Pulumi.torn.yaml: not valid YAML" in result.problems[0]

@@ -337,7 +337,7 @@ def test_capacity_plan_what_if(client: McpClient) -> None:
     [
         ("maxModelLen", 999999, "exceeds google/gemma-4-12B-it-qat-w4a16-ct's context"),
         ("maxNumSeqs", "__import__('os')", "maxNumSeqs"),
-        ("noSuchKey", 1, "unknown config key(s): noSuchKey"),
+        ("noSuchKey", 1, "unknown config key(s): 'noSuchKey'"),
         ("kvCacheDtype", "int4", "kvCacheDtype"),
         ("benchmarkConcurrency", [1, 0], "concurrency levels must be at least 1"),
     ],
