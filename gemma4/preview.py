@@ -713,3 +713,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:
+    """Why a promotion must not write this complete stack `config` (namespaced keys): the
+    program's refusal, each mandatory policy violation (levels from `policies/config.json`, as
+    the preview and `pulumi preview --policy-pack` apply them) or a model that does not fit;
+    [] when the stack would deploy. `project` is the Pulumi project the keys are named for."""
+    import tempfile
+
+    if project != PROJECT:
+        return [f"the stack config is for project {project!r}; this checkout is {PROJECT!r}"]
+    with tempfile.TemporaryDirectory(prefix="gemma4-promotion-") as folder:
+        path = Path(folder) / f"Pulumi.{stack}.yaml"
+        path.write_text(yaml.safe_dump({"config": dict(config)}, sort_keys=False))
+        try:
+            preview = build_preview(stack, path)
+        except PreviewError as exc:
+            return [str(exc).replace(str(path), f"Pulumi.{stack}.yaml (as promoted)")]
+    problems = [
+        f"[{verdict.policy}] {violation.resource}: {violation.message}"
+        for verdict in preview.policies
+        for violation in verdict.violations
+        if violation.enforcement_level == "mandatory"
+    ]
+    if not preview.fits:
+        kv = preview.plan.get("kv_available_bytes", 0) / 2**30
+        problems.append(
+            f"the model does not fit: {kv:.2f} GiB left for the KV cache, below one sequence of "
+            f"maxModelLen {preview.plan.get('max_model_len')} (gemma4 plan -s {stack})"
+        )
+    return problems

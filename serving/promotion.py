@@ -385,10 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def default_validator() -> Validator:
-    """The program under Pulumi's mocks and the pack's mandatory policies."""
-    from policies.offline import check_stack
+    """What `gemma4 preview` judges: the program under Pulumi's mocks, the pack's mandatory
+    policies at their configured levels and the capacity plan."""
+    from gemma4.preview import promotion_check
 
-    return check_stack
+    return promotion_check
 
 
 def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from policies.offline import check_stack
+from gemma4.preview import promotion_check as check_stack
 from serving.promotion import PromotionError, main, write_changes
 from tests.pulumi_harness import ROOT
 
@@ -143,7 +144,7 @@ def test_layout_the_editor_cannot_reproduce_is_refused(repo: Path) -> None:
 
 
 def test_program_and_mandatory_policies_judge_the_result(repo: Path) -> None:
-    """The real validator: the program under mocks and the pack's mandatory policies."""
+    """The real validator: the preview's program render, mandatory policies and plan."""
     path = repo / "Pulumi.rtx6000.yaml"
     write_changes("rtx6000", {"image": DIGEST}, repo, check_stack)
     assert f"gemma4-vllm:image: {DIGEST}\n" in path.read_text()
@@ -181,3 +182,17 @@ def test_a_failed_write_leaves_the_file_and_no_temporary(
         write_changes("rtx6000", {"image": DIGEST}, repo, lambda *a: [])
     assert digest_of(path) == before
     assert not [p for p in repo.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_validator_refuses_what_the_preview_blocks() -> None:
+    """A promoted config the preview would block (a bf16 checkpoint on an L4: the QAT policy
+    and the memory plan both refuse it) is refused with both reasons; the shipped one passes."""
+    from gemma4.harness import PROJECT, ROOT
+
+    config = yaml.safe_load((ROOT / "Pulumi.l4.yaml").read_text())["config"]
+    assert check_stack(PROJECT, "l4", config) == []
+    config[f"{PROJECT}:model"] = "google/gemma-4-12B-it"
+    problems = check_stack(PROJECT, "l4", config)
+    assert any(p.startswith("[l4-qat-checkpoint]") for p in problems), problems
+    assert any("does not fit" in p for p in problems), problems
+    assert check_stack("other-project", "l4", config)[0].startswith("the stack config is for")
