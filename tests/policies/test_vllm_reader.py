@@ -477,3 +477,17 @@ def test_tpu_exported_literal_key_is_refused() -> None:
     )
     messages = violations(no_plaintext_secrets, TPU_DYNAMIC, props, name="tpu")
     assert any("VLLM_API_KEY" in m for m in messages)
+
+
+# What vLLM 0.27.1's own parser gave for `--max-model-len VALUE` (run on 2026-11-23 with
+# make_arg_parser(FlexibleArgumentParser(prog="vllm serve")).parse_args on the CPU platform,
+# the environment of scripts/vllm_contract.py); its allow_abbrev is True, so a unique prefix of
+# an option is that option.
+VLLM_0_27_1_MAX_MODEL_LEN = {"32K": 32768, "32k": 32000, "1024": 1024, "-1": -1}
+
+
+@pytest.mark.parametrize(("text", "parsed"), sorted(VLLM_0_27_1_MAX_MODEL_LEN.items()))
+def test_sizes_are_read_as_vllm_0_27_1_reads_them(text: str, parsed: int) -> None:
+    from serving.vllm_argv import human_int
+
+    assert human_int(text) == parsed
