@@ -1,7 +1,11 @@
 """``python -m bench``: run a sweep, compare runs, gate a run on the stack's SLOs.
 
-Exit status: 0 success (``gate``: every SLO met), 1 failure (``gate``: an SLO missed; ``run``:
-interrupted or failed), 2 usage error.
+Exit status: 0 success (``run``: every cell of the grid measured or skipped for length, each at
+or above ``--min-success-rate`` with responses of the asked length; ``gate``: every SLO met on
+a complete run), 1 failure (``run``: the preflight failed, a cell failed or was short, nothing
+was measured, or the run was interrupted; ``gate``: an SLO missed or the run incomplete), 2
+usage error (bad arguments, a run directory that cannot be used as asked, a damaged run,
+``/tokenize`` answers prompts cannot be built from).
 """
 
 from __future__ import annotations
@@ -9,84 +13,158 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from healthchecks.auth import AuthStrategy
-from healthchecks.cli import UsageError, read_stack_outputs, targets_from_outputs
-from healthchecks.cli import auth_for as auth_for_url
+from endpoint.auth import AuthStrategy
+from endpoint.client import LimitExceeded
+from endpoint.limits import MAX_PROMPT_TOKENS
+from endpoint.redact import redact
+from endpoint.targets import (
+    AUTH_MODES,
+    AuthOptions,
+    TargetError,
+    read_stack_outputs,
+    target_from_url,
+    targets_from_outputs,
+)
 from serving.hardware import HARDWARE
 from serving.settings import SettingsError, SloSettings
 
 from .compare import compare_runs
 from .gate import evaluate, slo_for_stack, stack_config
+from .prompts import PromptError
 from .stats import GoodputSlo
-from .store import StoreError, load_run
-from .sweep import Grid, SweepOptions, run_sweep_async
+from .store import RunData, StoreError, load_run
+from .sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+UsageError = TargetError
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
+DEFAULT_GRID = Grid(concurrency=(1, 8, 64), prompt_tokens=(128, 2048), output_tokens=(128,))
+"""The grid ``bench run`` measures when no grid flag is given (and nothing is resumed)."""
+_DEFAULT_OPTIONS = SweepOptions()
+_MAX_CONCURRENCY = 4096
+_MAX_OUTPUT_TOKENS = 1 << 20
+_MAX_REQUESTS = 10_000_000
+
+
+def _ints(low: int, high: int, what: str) -> Callable[[str], tuple[int, ...]]:
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(",") if v.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers, got {text!r}"
+            ) from None
+        if not values or any(not low <= v <= high for v in values):
+            raise argparse.ArgumentTypeError(
+                f"{what} must be integers from {low} to {high}, got {text!r}"
+            )
+        return values
+
+    return parse
+
+
+def _int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float, *, low_open: bool = True) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        too_low = value <= low if low_open else value < low
+        if not math.isfinite(value) or too_low or value > high:
+            bound = f"above {low:g}" if low_open else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {bound} and at most {high:g}, got {text!r}"
+            )
+        return value
+
+    return parse
 
 
 def _rates(text: str) -> tuple[float, ...]:
+    one = _number(0.0, 1e6)
     try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
+        values = tuple(one(v) for v in text.split(",") if v.strip())
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
+            f"expected comma-separated finite request rates above 0, got {text!r}"
         ) from None
-    if not values or any(v <= 0 for v in values):
+    if not values:
         raise argparse.ArgumentTypeError(f"expected positive request rates, got {text!r}")
     return values
+
+
+_SECONDS = _number(0.0, 7 * 24 * 3600.0)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark a vLLM endpoint: sweeps, comparisons and an SLO gate.",
-        epilog="Exit status: 0 ok, 1 failed (gate: an SLO missed), 2 usage error.",
+        epilog="Exit status: 0 ok, 1 failed (run: a cell failed or was short; gate: an SLO "
+        "missed or the run incomplete), 2 usage error.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a sweep into a directory")
+    run = sub.add_parser(
+        "run",
+        help="run a sweep into a directory",
+        epilog="With --resume, flags left out take the stored run's values and flags given "
+        "must equal them: one run directory is one experiment.",
+    )
     where = run.add_mutually_exclusive_group()
-    where.add_argument("--url", help="base URL of the endpoint")
+    where.add_argument("--url", help="base URL of the endpoint (the server root, no /v1)")
     where.add_argument("-s", "--stack", help="read URL, model and auth from this stack's outputs")
     run.add_argument("--model", help="served model name (default: the stack's output)")
     run.add_argument("--cwd", metavar="DIR", help="Pulumi project directory for --stack")
-    run.add_argument("--auth", choices=["auto", "id-token", "api-key", "none"], default="auto")
+    run.add_argument("--auth", choices=list(AUTH_MODES), default="auto")
     run.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
     run.add_argument("--impersonate-service-account", metavar="SA")
+    grid = DEFAULT_GRID
     run.add_argument(
-        "--concurrency", type=_ints, default=(1, 8, 64), metavar="N,...", help="default 1,8,64"
+        "--concurrency",
+        type=_ints(1, _MAX_CONCURRENCY, "--concurrency"),
+        metavar="N,...",
+        help=f"default {','.join(map(str, grid.concurrency))}",
     )
     run.add_argument(
-        "--prompt-tokens", type=_ints, default=(128, 2048), metavar="N,...", help="default 128,2048"
+        "--prompt-tokens",
+        type=_ints(2, MAX_PROMPT_TOKENS, "--prompt-tokens"),
+        metavar="N,...",
+        help=f"default {','.join(map(str, grid.prompt_tokens))} (at least 2: BOS and a word)",
     )
     run.add_argument(
-        "--output-tokens", type=_ints, default=(128,), metavar="N,...", help="default 128"
+        "--output-tokens",
+        type=_ints(1, _MAX_OUTPUT_TOKENS, "--output-tokens"),
+        metavar="N,...",
+        help=f"default {','.join(map(str, grid.output_tokens))}",
     )
     run.add_argument(
         "--request-rate",
@@ -96,24 +174,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="open loop: Poisson arrivals at these rates (req/s); --concurrency caps in-flight",
     )
     run.add_argument(
-        "--num-requests", type=int, metavar="N", help="requests per cell (default 4 x conc., >=16)"
+        "--num-requests",
+        type=_int(1, _MAX_REQUESTS),
+        metavar="N",
+        help="requests per cell (default 4 x conc., >=16)",
     )
     run.add_argument(
-        "--warmup", type=int, default=1, metavar="N", help="untimed requests per cell (default 1)"
+        "--warmup",
+        type=_int(0, _MAX_REQUESTS),
+        metavar="N",
+        help=f"untimed requests per cell (default {_DEFAULT_OPTIONS.warmup})",
     )
     run.add_argument(
-        "--timeout-seconds", type=float, default=120.0, metavar="S", help="per request (120)"
+        "--timeout-seconds",
+        type=_SECONDS,
+        metavar="S",
+        help=f"per request ({_DEFAULT_OPTIONS.timeout_s:g})",
     )
     run.add_argument(
-        "--max-cell-seconds", type=float, default=600.0, metavar="S", help="cap per cell (600)"
+        "--max-cell-seconds",
+        type=_SECONDS,
+        metavar="S",
+        help=f"cap per cell ({_DEFAULT_OPTIONS.max_cell_seconds:g})",
     )
     run.add_argument(
         "--max-model-len",
-        type=int,
+        type=_int(1, 1 << 24),
         metavar="N",
         help="skip cells over it (default: from /v1/models)",
     )
-    run.add_argument("--no-tokenize", action="store_true", help="estimate prompt sizes")
+    run.add_argument(
+        "--no-tokenize",
+        action="store_const",
+        const=True,
+        default=None,
+        help="estimate prompt sizes",
+    )
+    run.add_argument(
+        "--min-success-rate",
+        type=_number(0.0, 1.0, low_open=False),
+        metavar="F",
+        help="a cell under this success rate fails the run (0..1; default 1: any failed "
+        "request fails its cell)",
+    )
     run.add_argument(
         "--hardware",
         choices=sorted(HARDWARE),
@@ -121,12 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--label", help="name of this run in reports and comparisons")
     run.add_argument(
-        "--goodput-ttft-ms", type=float, metavar="MS", help="goodput SLO (default: stack SLO)"
+        "--goodput-ttft-ms",
+        type=_number(0.0, 1e9),
+        metavar="MS",
+        help="goodput SLO (default: stack SLO)",
     )
     run.add_argument(
-        "--goodput-e2el-ms", type=float, metavar="MS", help="goodput SLO (default: stack SLO)"
+        "--goodput-e2el-ms",
+        type=_number(0.0, 1e9),
+        metavar="MS",
+        help="goodput SLO (default: stack SLO)",
     )
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=_int(0, 2**31 - 1))
     run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true")
@@ -154,11 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
 # ----- run ---------------------------------------------------------------------------------
 
 
-def _hc_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The namespace the health checks' target functions read."""
-    return argparse.Namespace(
-        model=args.model,
-        auth=args.auth,
+def _auth_options(args: argparse.Namespace) -> AuthOptions:
+    return AuthOptions(
+        mode=args.auth,
         api_key_env=args.api_key_env,
         impersonate_service_account=args.impersonate_service_account,
     )
@@ -169,34 +276,63 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     extra: dict[str, Any] = {}
     if args.stack:
         outputs = read_stack_outputs(args.stack, args.cwd)
-        targets = targets_from_outputs(outputs, _hc_args(args), args.stack)
+        targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
         extra["stack"] = args.stack
         if len(targets) > 1:
-            extra["endpoints"] = [t.url for t in targets]
+            extra["endpoints"] = [redact(t.url) for t in targets]
             extra["note"] = "several endpoints; the benchmark ran against the first"
         t = targets[0]
         return t.url, t.served_model_name, t.auth, extra
     if not args.url:
         raise UsageError("pass --url URL --model NAME, or -s STACK")
-    if not args.model:
-        raise UsageError("--url needs --model NAME (the served model name)")
-    if urlsplit(args.url).scheme not in ("http", "https") or not urlsplit(args.url).hostname:
-        raise UsageError(f"--url must be an http(s) URL, got {args.url!r}")
-    return args.url, args.model, auth_for_url(args.url, _hc_args(args), "none"), extra
+    t = target_from_url(args.url, args.model, _auth_options(args))
+    return t.url, t.served_model_name, t.auth, extra
 
 
-def _fill_from_previous(args: argparse.Namespace) -> None:
-    """With --resume and no target, take URL and model from the run being resumed."""
-    if not args.resume or args.url or args.stack:
-        return
-    try:
-        previous = load_run(args.out).run
-    except StoreError:
-        return
-    args.url = previous.get("url")
-    args.model = args.model or previous.get("model")
-    args.hardware = args.hardware or previous.get("hardware")
-    args.label = args.label or previous.get("label")
+def _stored_run(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The run.json of the run being resumed (None without --resume)."""
+    if not args.resume:
+        return None
+    return load_run(args.out).run
+
+
+def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
+    """Flags left out take the stored run's values (what RunStore then checks for equality)."""
+    if not args.url and not args.stack:
+        args.url = stored.get("url")
+    args.model = args.model or stored.get("model")
+    args.hardware = args.hardware or stored.get("hardware")
+    args.label = args.label or stored.get("label")
+    grid = stored.get("grid") or {}
+    for flag, name in (
+        ("concurrency", "concurrency"),
+        ("prompt_tokens", "prompt_tokens"),
+        ("output_tokens", "output_tokens"),
+    ):
+        if getattr(args, flag) is None and isinstance(grid.get(name), list):
+            setattr(args, flag, tuple(int(v) for v in grid[name]))
+    rates = grid.get("request_rates")
+    if args.request_rate is None and isinstance(rates, list) and rates != [None]:
+        args.request_rate = tuple(float(r) for r in rates)
+    options = stored.get("options") or {}
+    for flag, name in (
+        ("num_requests", "num_requests"),
+        ("warmup", "warmup"),
+        ("timeout_seconds", "timeout_s"),
+        ("max_cell_seconds", "max_cell_seconds"),
+        ("seed", "seed"),
+        ("min_success_rate", "min_success_rate"),
+        ("max_model_len", "max_model_len"),
+    ):
+        if getattr(args, flag) is None and options.get(name) is not None:
+            setattr(args, flag, options[name])
+    if args.no_tokenize is None and options.get("use_tokenize") is False:
+        args.no_tokenize = True
+    goodput = options.get("goodput_slo") or {}
+    if args.goodput_ttft_ms is None and goodput.get("ttft") is not None:
+        args.goodput_ttft_ms = goodput["ttft"]
+    if args.goodput_e2el_ms is None and goodput.get("e2el") is not None:
+        args.goodput_e2el_ms = goodput["e2el"]
 
 
 def _stack_slo(args: argparse.Namespace) -> tuple[SloSettings | None, str | None]:
@@ -213,68 +349,114 @@ def _stack_slo(args: argparse.Namespace) -> tuple[SloSettings | None, str | None
         return None, hardware if isinstance(hardware, str) else None
 
 
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _verdict(run: RunData, err: Console) -> int:
+    """Print what went wrong in the run, if anything; the exit status."""
+    measured = run.measured()
+    bad = [c for c in measured if c.get("status") != "ok"]
+    skipped = len(run.cells) - len(measured)
+    missing = run.missing_ids()
+    print(
+        f"{len(measured) - len(bad)} cells passed, {len(bad)} failed or short, "
+        f"{skipped} skipped; report: {run.path / 'report.md'}"
+    )
+    for cell in bad[:10]:
+        err.print(
+            f"[red]cell {escape(str(cell['id']))} {escape(str(cell.get('status')))}:[/red] "
+            + escape(redact("; ".join(cell.get("problems") or [])))
+        )
+        for sample in (cell.get("failure_samples") or [])[:3]:
+            status = sample.get("status")
+            err.print(
+                "  "
+                + escape(
+                    redact(
+                        f"{sample.get('kind')}"
+                        + (f" HTTP {status}" if status is not None else "")
+                        + f": {sample.get('error')}"
+                    )
+                )
+            )
+    if missing:
+        err.print(f"[red]{len(missing)} cells were not run[/red]")
+        return EXIT_FAILED
+    if not measured:
+        err.print("[red]no cell was measured[/red] (every cell was skipped): nothing worked")
+        return EXIT_FAILED
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 def _run(args: argparse.Namespace, err: Console) -> int:
-    _fill_from_previous(args)
-    for name in ("num_requests", "max_model_len"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.warmup < 0 or args.timeout_seconds <= 0 or args.max_cell_seconds <= 0:
-        raise UsageError("--warmup must be >= 0; --timeout-seconds, --max-cell-seconds > 0")
+    try:
+        stored = _stored_run(args)
+    except StoreError as exc:
+        raise UsageError(f"--resume: {exc}") from exc
+    if stored is not None:
+        _fill_from_stored(args, stored)
     url, model, auth, extra = _target(args)
     slo, stack_hardware = _stack_slo(args)
     slo = slo or SloSettings()
     goodput = GoodputSlo(
-        ttft_ms=args.goodput_ttft_ms or slo.slo_p95_ttft_ms,
-        e2el_ms=args.goodput_e2el_ms or slo.slo_p95_e2e_ms,
+        ttft_ms=_pick(args.goodput_ttft_ms, slo.slo_p95_ttft_ms),
+        e2el_ms=_pick(args.goodput_e2el_ms, slo.slo_p95_e2e_ms),
     )
-    grid = Grid(
-        tuple(args.concurrency),
-        tuple(args.prompt_tokens),
-        tuple(args.output_tokens),
-        tuple(args.request_rate) if args.request_rate else (None,),
-    )
+    try:
+        grid = Grid(
+            tuple(_pick(args.concurrency, DEFAULT_GRID.concurrency)),
+            tuple(_pick(args.prompt_tokens, DEFAULT_GRID.prompt_tokens)),
+            tuple(_pick(args.output_tokens, DEFAULT_GRID.output_tokens)),
+            tuple(args.request_rate) if args.request_rate else (None,),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    d = _DEFAULT_OPTIONS
     options = SweepOptions(
         num_requests=args.num_requests,
-        warmup=args.warmup,
-        timeout_s=args.timeout_seconds,
-        max_cell_seconds=args.max_cell_seconds,
+        warmup=_pick(args.warmup, d.warmup),
+        timeout_s=_pick(args.timeout_seconds, d.timeout_s),
+        max_cell_seconds=_pick(args.max_cell_seconds, d.max_cell_seconds),
         max_model_len=args.max_model_len,
         goodput_slo=goodput,
         use_tokenize=not args.no_tokenize,
-        seed=args.seed,
+        seed=_pick(args.seed, d.seed),
         hardware=args.hardware or stack_hardware,
         label=args.label,
         progress=not args.no_progress,
+        min_success_rate=_pick(args.min_success_rate, d.min_success_rate),
         extra=extra,
     )
-    err.print(f"[dim]{escape(f'benchmarking {model} at {url} ({auth.description})')}[/dim]")
+    where = redact(f"benchmarking {model} at {url} ({auth.description})")
+    err.print(f"[dim]{escape(where)}[/dim]")
+    out = escape(args.out)
     try:
         run = asyncio.run(
             run_sweep_async(
                 url, model, grid, args.out, auth=auth, options=options, resume=args.resume
             )
         )
-    except StoreError as exc:
+    except (StoreError, PromptError) as exc:
         raise UsageError(str(exc)) from exc
-    except (httpx.HTTPError, OSError) as exc:
+    except PreflightError as exc:
+        err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
+        return EXIT_FAILED
+    except (httpx.HTTPError, OSError, LimitExceeded) as exc:
         # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
         # fail during a cell are recorded, not raised.
         err.print(
-            f"[red]error:[/red] {escape(f'{type(exc).__name__}: {exc}')}; finished cells are "
-            f"kept in {escape(args.out)} (--resume continues)"
+            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; finished cells "
+            f"are kept in {out} (--resume continues)"
         )
         return EXIT_FAILED
     except KeyboardInterrupt:
         err.print(
-            f"[red]interrupted[/red]: finished cells are kept in {escape(args.out)}; "
+            f"[red]interrupted[/red]: finished cells are kept in {out}; "
             "run again with --resume to continue"
         )
         return EXIT_FAILED
-    measured = len(run.measured())
-    skipped = len(run.cells) - measured
-    print(f"{measured} cells measured, {skipped} skipped; report: {run.path / 'report.md'}")
-    return EXIT_OK
+    return _verdict(run, err)
 
 
 # ----- compare and gate ------------------------------------------------------------------------
@@ -331,8 +513,8 @@ def _gate(args: argparse.Namespace) -> int:
         f"SLO gate for {escape(run.label)} against stack {escape(args.stack)}: {verdict} "
         f"({result.measured_cells} cells measured, {result.skipped_cells} skipped)"
     )
-    if result.measured_cells == 0:
-        console.print("[red]no measured cell[/red]: nothing to judge")
+    for problem in result.problems:
+        console.print(f"[red]{escape(redact(problem))}[/red]")
     if result.failures:
         table = Table("cell", "SLO", "metric", "value", "required")
         for check in result.failures:
@@ -362,5 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        err.print(f"[red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
+    except Exception as exc:  # last resort: one line, never a traceback
+        err.print(f"[red]unexpected error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}")
+        return EXIT_FAILED

@@ -9,7 +9,10 @@ Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
 - ``sloMinRequestsPerSecond``: the run's best cell's ``request_throughput`` at least this (the
   capacity the deployment reached; a concurrency-1 cell is not expected to reach it).
 
-Skipped cells are not judged; a run with no measured cell fails. :func:`evaluate` is the library
+Skipped cells are not judged. The gate also fails, whatever the figures, a run with no measured
+cell, a run whose stored grid is not complete (cells never run: a sweep killed part-way or a
+torn last record), and a run holding a ``failed`` or ``short`` cell (see :mod:`bench.store`);
+each such reason is in :attr:`GateResult.problems`. :func:`evaluate` is the library
 entry (the post-deploy hook); ``python -m bench gate`` exits 0 when the gate passes, 1 when it
 fails, 2 on a usage error.
 """
@@ -25,7 +28,7 @@ import yaml
 
 from serving.settings import SloSettings, load_settings
 
-from .store import RunData, cell_order
+from .store import MEASURED_STATUSES, RunData, cell_order
 
 __all__ = ["PROJECT", "GateCheck", "GateResult", "evaluate", "slo_for_stack", "stack_config"]
 
@@ -53,16 +56,19 @@ class GateCheck:
 
 @dataclass(frozen=True)
 class GateResult:
-    """Every check made; the gate passes when all passed and at least one cell was measured."""
+    """Every check made; the gate passes when all passed, at least one cell was measured and
+    there is no problem (incomplete grid, failed or short cells)."""
 
     checks: tuple[GateCheck, ...]
     measured_cells: int
     skipped_cells: int
     slo: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    missing_cells: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return self.measured_cells > 0 and all(c.passed for c in self.checks)
+        return self.measured_cells > 0 and not self.problems and all(c.passed for c in self.checks)
 
     @property
     def failures(self) -> tuple[GateCheck, ...]:
@@ -73,6 +79,8 @@ class GateResult:
             "passed": self.passed,
             "measured_cells": self.measured_cells,
             "skipped_cells": self.skipped_cells,
+            "missing_cells": list(self.missing_cells),
+            "problems": list(self.problems),
             "slo": self.slo,
             "failures": [c.__dict__ for c in self.failures],
             "checks": [c.__dict__ for c in self.checks],
@@ -91,8 +99,29 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
     """Check a run's cells against ``slo`` (see the module docstring)."""
     cells = _cells(run)
     measured = sorted(
-        (c for c in cells if c.get("status") == "ok"), key=lambda c: cell_order(dict(c))
+        (c for c in cells if c.get("status") in MEASURED_STATUSES),
+        key=lambda c: cell_order(dict(c)),
     )
+    problems: list[str] = []
+    missing: list[str] = []
+    if isinstance(run, RunData):
+        expected = run.expected_ids()
+        if expected is None:
+            problems.append("run.json holds no grid: cannot tell whether the run is complete")
+        else:
+            missing = run.missing_ids()
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                problems.append(
+                    f"the run is incomplete: {len(missing)} of {len(expected)} cells of its grid "
+                    f"were never measured ({shown}); finish it with --resume"
+                )
+    for cell in measured:
+        if cell.get("status") != "ok":
+            reasons = "; ".join(str(p) for p in cell.get("problems") or []) or "no reason kept"
+            problems.append(f"cell {cell['id']} is {cell.get('status')}: {reasons}")
+    if not measured:
+        problems.append("no cell was measured")
     checks: list[GateCheck] = []
     per_cell = (
         ("sloP95TtftMs", "p95_ttft_ms", slo.slo_p95_ttft_ms, False),
@@ -124,6 +153,8 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
         measured_cells=len(measured),
         skipped_cells=sum(1 for c in cells if c.get("status") == "skipped"),
         slo=slo.model_dump(by_alias=True),
+        problems=tuple(problems),
+        missing_cells=tuple(missing),
     )
 
 

@@ -20,8 +20,9 @@ from typing import Any
 
 import pulumi
 
-from healthchecks.auth import AuthStrategy
-from healthchecks.hook import AuthFactory, resolve_auth, url_from_outputs
+from endpoint.auth import AuthStrategy
+from endpoint.redact import redact
+from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
 from serving.settings import SloSettings
 
 from .gate import GateResult, evaluate
@@ -62,8 +63,12 @@ def summary_lines(run: RunData) -> list[str]:
     lines = []
     for cell in run.cells:
         head = f"c={cell['concurrency']} prompt={cell['prompt_tokens']} out={cell['output_tokens']}"
-        if cell.get("status") != "ok":
+        if cell.get("status") == "skipped":
             lines.append(f"{head}: skipped ({cell.get('skip_reason')})")
+            continue
+        if cell.get("status") != "ok":
+            problems = "; ".join(cell.get("problems") or [])
+            lines.append(redact(f"{head}: {cell.get('status')}: {problems}"))
             continue
         text = (
             f"{head}: TTFT p50 {_fmt(cell.get('median_ttft_ms'), '.0f', ' ms')}"
@@ -86,7 +91,7 @@ def _gate_lines(result: GateResult) -> list[str]:
         f"{c.cell}: {c.slo} {c.metric}={_fmt(c.value, '.3g')} "
         f"(needs {c.comparison} {c.threshold:g})"
         for c in result.failures
-    ] or (["no cell was measured"] if result.measured_cells == 0 else [])
+    ] + [redact(p) for p in result.problems]
 
 
 async def run_post_deploy_benchmark(
@@ -105,10 +110,12 @@ async def run_post_deploy_benchmark(
             probe(url, config.served_model_name, auth=auth), timeout=min(60.0, config.budget_s)
         )
     except TimeoutError:
-        raise BenchmarkFailedError(f"{url} did not answer a first request in time") from None
+        raise BenchmarkFailedError(
+            redact(f"{url} did not answer a first request in time")
+        ) from None
     if not first.ok:
         raise BenchmarkFailedError(
-            f"cannot benchmark {url}: {first.error_kind}: {first.error or 'no detail'}"
+            redact(f"cannot benchmark {url}: {first.error_kind}: {first.error or 'no detail'}")
         )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = config.results_dir / config.stack / f"{stamp}-{resource}"
@@ -123,6 +130,7 @@ async def run_post_deploy_benchmark(
         hardware=config.hardware,
         label=f"{config.stack} post-deploy",
         progress=False,
+        preflight=False,  # the probe above was the preflight
         extra={"stack": config.stack, "trigger": "pulumi up", **config.extra},
     )
     try:
@@ -140,15 +148,19 @@ async def run_post_deploy_benchmark(
         )
     except TimeoutError:
         raise BenchmarkFailedError(
-            f"benchmark of {url} did not finish within {config.budget_s:.0f} s "
-            f"(benchmarkBudgetSeconds); finished cells are in {out_dir}"
+            redact(
+                f"benchmark of {url} did not finish within {config.budget_s:.0f} s "
+                f"(benchmarkBudgetSeconds); finished cells are in {out_dir}"
+            )
         ) from None
     for line in summary_lines(run):
         log(line)
     log(f"full run: {out_dir} (report.md, results.csv, cells.jsonl, charts/)")
     result = evaluate(run, config.slo)
     if not result.passed:
-        message = f"{config.stack} misses its SLOs: " + "; ".join(_gate_lines(result))
+        message = redact(
+            f"{config.stack} misses its SLOs: " + "; ".join(_gate_lines(result)), limit=4000
+        )
         if config.fail_on_slo:
             raise BenchmarkFailedError(message)
         warn(message + " (warning only; set benchmarkFailOnSlo to fail `pulumi up`)")

@@ -12,6 +12,12 @@ Without ``/tokenize`` (a 404 or 405, e.g. a proxy that only forwards ``/v1``): t
 one token per word plus one for BOS (the words are short and frequent, one token each in
 Gemma's 262k vocabulary and in most others), and every prompt is flagged ``exact=False``;
 the server's own count is still recorded per request from the usage it returns.
+
+Bounded against any server: a target over :data:`~endpoint.limits.MAX_PROMPT_TOKENS` is
+refused, a prompt never grows past ``2 x target + 16`` words whatever ``/tokenize`` answers, an
+answer that is not JSON, larger than :data:`~endpoint.limits.MAX_RESPONSE_BYTES`, or whose count
+is implausible for the words sent (negative, or over 64 tokens a word) is a
+:class:`PromptError` with the reason, and so is a target no word count reaches.
 """
 
 from __future__ import annotations
@@ -23,7 +29,11 @@ from typing import Literal
 
 import httpx
 
-__all__ = ["PromptSet", "TokenizeUnavailable", "build_prompts", "count_tokens"]
+from endpoint.client import LimitExceeded, request_capped
+from endpoint.limits import MAX_ECHO_CHARS, MAX_PROMPT_TOKENS
+from endpoint.redact import redact
+
+__all__ = ["PromptError", "PromptSet", "TokenizeUnavailable", "build_prompts", "count_tokens"]
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student "
@@ -45,10 +55,21 @@ _WORDS = tuple(_WORD_TEXT.split())
 _ESTIMATE_TOKENS_PER_WORD = 1.0
 _BOS_TOKENS = 1
 _MAX_TOKENIZE_CALLS = 40
+_MAX_TOKENS_PER_WORD = 64
 
 
 class TokenizeUnavailable(Exception):
     """The server has no ``/tokenize`` endpoint."""
+
+
+class PromptError(ValueError):
+    """Prompts of the asked size cannot be built (bad target, or ``/tokenize`` answers that
+    cannot be used); the message says why."""
+
+
+def max_words(target_tokens: int) -> int:
+    """The most words a prompt of ``target_tokens`` may have (a bound on memory and time)."""
+    return 2 * target_tokens + 16
 
 
 @dataclass(frozen=True)
@@ -69,17 +90,40 @@ class PromptSet:
 
 async def count_tokens(client: httpx.AsyncClient, model: str, text: str) -> int:
     """Tokens in ``text`` by the server's ``/tokenize`` (special tokens included)."""
-    response = await client.post("/tokenize", json={"model": model, "prompt": text})
-    if response.status_code in (404, 405):
-        raise TokenizeUnavailable(f"/tokenize answered {response.status_code}")
-    response.raise_for_status()
-    data = response.json()
+    try:
+        reply = await request_capped(
+            client, "POST", "/tokenize", json_body={"model": model, "prompt": text}
+        )
+    except LimitExceeded as exc:
+        raise PromptError(f"/tokenize: {exc}") from None
+    if reply.status in (404, 405):
+        raise TokenizeUnavailable(f"/tokenize answered {reply.status}")
+    if reply.status != 200:
+        raise PromptError(
+            f"/tokenize answered HTTP {reply.status}: {redact(reply.text, limit=MAX_ECHO_CHARS)}"
+        )
+    try:
+        data = reply.json()
+    except (ValueError, UnicodeDecodeError):
+        raise PromptError(
+            f"/tokenize answered something that is not JSON: "
+            f"{redact(reply.text, limit=80)!r}; is this a vLLM server? (--no-tokenize estimates "
+            "prompt sizes instead)"
+        ) from None
+    if not isinstance(data, dict):
+        raise PromptError("/tokenize answered JSON that is not an object")
     count = data.get("count")
-    if not isinstance(count, int):
+    if not isinstance(count, int) or isinstance(count, bool):
         tokens = data.get("tokens")
         if not isinstance(tokens, list):
             raise TokenizeUnavailable("/tokenize answered without a count")
         count = len(tokens)
+    words = len(text.split())
+    if count < 0 or count > _MAX_TOKENS_PER_WORD * words + 16:
+        raise PromptError(
+            f"/tokenize counted {str(count)[:30]} tokens for {words} words: not a plausible "
+            "count; is this a vLLM server? (--no-tokenize estimates prompt sizes instead)"
+        )
     return count
 
 
@@ -103,7 +147,8 @@ async def _exact_prompt(
             cache[n] = await count_tokens(client, model, _words(seed, n))
         return cache[n]
 
-    n = estimate_words(target)
+    n = min(estimate_words(target), max_words(target))
+    ceiling = max_words(target)
     lo, hi = 0, None  # word counts with count(lo) < target < count(hi)
     for _ in range(_MAX_TOKENIZE_CALLS):
         c = await count(n)
@@ -117,7 +162,12 @@ async def _exact_prompt(
             break
         # A step of one word per missing token, kept strictly inside (lo, hi); bisect when
         # that guess was already tried.
-        upper = hi - 1 if hi is not None else n + abs(target - c) + 1
+        if hi is None and n >= ceiling:
+            raise PromptError(
+                f"/tokenize counts only {c} tokens for {n} words; a prompt of {target} tokens "
+                f"would need more than {ceiling} words (--no-tokenize estimates prompt sizes)"
+            )
+        upper = min(hi - 1 if hi is not None else n + abs(target - c) + 1, ceiling)
         guess = min(max(n + (target - c), lo + 1), upper)
         if guess in cache:
             guess = (lo + upper + 1) // 2
@@ -142,9 +192,11 @@ async def build_prompts(
     ``/tokenize``.
     """
     if target_tokens < 2:
-        raise ValueError(
+        raise PromptError(
             f"a prompt needs at least 2 tokens (BOS and one word), got {target_tokens}"
         )
+    if target_tokens > MAX_PROMPT_TOKENS:
+        raise PromptError(f"prompts are limited to {MAX_PROMPT_TOKENS} tokens, got {target_tokens}")
     seeds = [seed * 1_000_003 + i for i in range(count)]
     if use_tokenize:
         try:

@@ -20,6 +20,11 @@ transport timeout), ``http_status`` (an HTTP error status; the code is kept), ``
 ``data: [DONE]``), ``protocol`` (a chunk that is not JSON, or no usage in the stream) and
 ``auth`` (credentials could not be obtained; nothing was sent). An error vLLM reports inside
 the stream (``data: {"error": ...}``) counts as ``http_status`` with the code it carries.
+
+Bounded against any server: an error body is read up to
+:data:`~endpoint.limits.MAX_ERROR_BODY_BYTES`, one SSE line may not exceed
+:data:`~endpoint.limits.MAX_SSE_LINE_BYTES` (``protocol`` error), and every error text kept is
+redacted (:func:`endpoint.redact`) and cut to :data:`~endpoint.limits.MAX_ECHO_CHARS`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ from typing import Any, Literal
 import aiohttp
 import httpx
 
-from healthchecks.auth import AuthError
+from endpoint.auth import AuthError
+from endpoint.client import LimitExceeded, read_capped
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES, MAX_SSE_LINE_BYTES
+from endpoint.redact import redact
 
 __all__ = [
     "ERROR_KINDS",
@@ -194,7 +202,7 @@ class _Stream:
         try:
             chunk = json.loads(payload)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _ProtocolError(f"chunk is not JSON: {payload[:80]!r}") from exc
+            raise _ProtocolError(f"chunk is not JSON: {redact(repr(payload[:80]))}") from exc
         if not isinstance(chunk, dict):
             raise _ProtocolError("chunk is not a JSON object")
         self.chunks += 1
@@ -203,7 +211,7 @@ class _Stream:
             detail = error if isinstance(error, dict) else {"message": error}
             code = detail.get("code")
             raise _StreamedError(
-                f"error in stream: {str(detail.get('message'))[:200]}",
+                f"error in stream: {redact(detail.get('message'), limit=MAX_ECHO_CHARS)}",
                 code if isinstance(code, int) else None,
             )
         usage = chunk.get("usage")
@@ -251,14 +259,18 @@ async def send_request(
             async with client.stream("POST", path, content=body, headers=_HEADERS) as response:
                 status = response.status_code
                 if status >= 400:
-                    text = (await response.aread())[:300].decode("utf-8", "replace")
+                    try:
+                        raw = await read_capped(response, MAX_ERROR_BODY_BYTES)
+                        text = raw.decode("utf-8", "replace")
+                    except LimitExceeded as exc:
+                        text = f"({exc})"
                     return RequestResult(
                         ok=False,
                         start_s=start,
                         e2e_s=time.perf_counter() - start,
                         error_kind="http_status",
                         status=status,
-                        error=f"HTTP {status}: {text}",
+                        error=redact(f"HTTP {status}: {text}", limit=MAX_ECHO_CHARS),
                     )
                 buffer = b""
                 async for data in response.aiter_bytes():
@@ -272,6 +284,10 @@ async def send_request(
                         buffer = buffer[cut + 1 :]
                         if line.startswith(b"data:"):
                             state.feed(line[5:].strip(), at)
+                    if len(buffer) > MAX_SSE_LINE_BYTES:
+                        raise _ProtocolError(
+                            f"an SSE line is longer than {MAX_SSE_LINE_BYTES} bytes; refused"
+                        )
     except _ProtocolError as exc:
         return _failed(state, status, "protocol", str(exc))
     except _StreamedError as exc:
@@ -279,7 +295,12 @@ async def send_request(
     except TimeoutError:
         return _failed(state, status, "timeout", f"no complete answer within {timeout_s:g} s")
     except Exception as exc:  # every transport failure becomes a classified result
-        return _failed(state, status, classify_exception(exc), f"{type(exc).__name__}: {exc}")
+        return _failed(
+            state,
+            status,
+            classify_exception(exc),
+            redact(f"{type(exc).__name__}: {exc}", limit=MAX_ECHO_CHARS),
+        )
     end = time.perf_counter()
     if not state.done:
         return _failed(state, status, "truncated", "stream ended without data: [DONE]", end)

@@ -6,22 +6,35 @@ Layout of ``OUT/``:
   hardware, label, the grid, the options, how prompts were sized); rewritten when the run ends.
 - ``cells.jsonl``: one JSON object per finished cell, appended, flushed and fsynced as the cell
   ends, so an interrupted sweep keeps every finished cell and ``--resume`` runs only the rest.
-  A line cut short by a crash is ignored when read back.
+  A last line cut short by a crash is ignored when read back, and removed (so the cell is run
+  again, never merged with the next record) when the run is resumed; a damaged line before the
+  last one, or a record without its key fields, makes the run unreadable (:class:`StoreError`
+  naming the line).
+- ``.lock``: held (``fcntl.flock``, exclusive) by the one process writing the run; a second
+  writer is refused. The kernel releases the lock when that process ends, however it ends, so
+  a lock file left behind by a killed run is not stale: it is reused by the next writer.
 - ``results.csv``: the same cells as a flat table (one row per cell, columns :data:`CSV_COLUMNS`).
 - ``report.md``: latency and throughput matrices (concurrency x prompt tokens) per output
   length and request rate; skipped cells are marked, cells never measured are left empty.
 - ``charts/*.png``: see :mod:`bench.charts`.
 
 A cell record carries the cell's key (``concurrency``, ``prompt_tokens``, ``output_tokens``,
-``request_rate``: None for closed loop), ``id``, ``status`` (``"ok"`` or ``"skipped"`` with a
-``skip_reason``) and the figures of :func:`bench.stats.summarize` plus
-``spec_decode_acceptance_rate``, ``spec_decode_acceptance_length``, ``spec_decode`` (the
-deltas), ``achieved_request_rate``, ``prompt_tokens_method`` and ``prompt_tokens_exact``.
+``request_rate``: None for closed loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success
+rate under the run's ``min_success_rate``; ``"short"``: responses shorter than the cell's
+output length, so its per-token figures are not for that length; ``"skipped"`` with a
+``skip_reason``), ``problems`` (why a cell is not ``ok``), ``failure_samples`` (the first failed
+requests' kind, HTTP status and redacted, truncated body) and the figures of
+:func:`bench.stats.summarize` plus ``spec_decode_acceptance_rate``,
+``spec_decode_acceptance_length``, ``spec_decode`` (the deltas), ``achieved_request_rate``,
+``prompt_tokens_method``, ``prompt_tokens_exact``, ``short_requests`` and
+``mean_output_tokens``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import os
@@ -30,8 +43,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from endpoint.redact import redact
+
 __all__ = [
     "CSV_COLUMNS",
+    "MEASURED_STATUSES",
     "SCHEMA_VERSION",
     "CellKey",
     "RunData",
@@ -45,7 +61,15 @@ __all__ = [
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or disappears (new fields do not bump it)."""
 
+MEASURED_STATUSES = ("ok", "failed", "short")
+"""Statuses of a cell whose load ran (``skipped`` cells never ran)."""
+_STATUSES = (*MEASURED_STATUSES, "skipped")
+_KEY_FIELDS = ("id", "status", "concurrency", "prompt_tokens", "output_tokens")
+IDENTITY_KEYS = ("url", "model", "grid", "options", "endpoint")
+"""run.json fields a resumed run must match: one run directory is one experiment."""
+
 RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
 CELLS_FILE = "cells.jsonl"
 CSV_FILE = "results.csv"
 REPORT_FILE = "report.md"
@@ -143,26 +167,84 @@ class RunData:
         return str(self.run.get("label") or self.path.name)
 
     def measured(self) -> list[dict[str, Any]]:
-        return [c for c in self.cells if c.get("status") == "ok"]
+        """Cells whose load ran (``ok``, ``failed`` or ``short``)."""
+        return [c for c in self.cells if c.get("status") in MEASURED_STATUSES]
+
+    def expected_ids(self) -> list[str] | None:
+        """The cell ids of the stored grid, or None when run.json has no grid."""
+        grid = self.run.get("grid")
+        if not isinstance(grid, dict):
+            return None
+        try:
+            rates = grid.get("request_rates") or [None]
+            return [
+                CellKey(int(c), int(p), int(o), None if r is None else float(r)).id
+                for r in rates
+                for o in grid["output_tokens"]
+                for p in grid["prompt_tokens"]
+                for c in grid["concurrency"]
+            ]
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def missing_ids(self) -> list[str]:
+        """Cells of the stored grid with no record (a run cut short)."""
+        expected = self.expected_ids() or []
+        have = {str(c.get("id")) for c in self.cells}
+        return [i for i in expected if i not in have]
 
     def by_key(self) -> dict[CellKey, dict[str, Any]]:
         return {CellKey.of(c): c for c in self.cells}
 
 
-def _read_cells(path: Path) -> list[dict[str, Any]]:
-    cells: dict[str, dict[str, Any]] = {}
+def _check_record(record: Any, where: str) -> dict[str, Any]:
+    if not isinstance(record, dict):
+        raise StoreError(f"{where}: not a JSON object")
+    for name in _KEY_FIELDS:
+        if name not in record:
+            raise StoreError(f"{where}: the record has no {name!r} field")
+    if record["status"] not in _STATUSES:
+        raise StoreError(f"{where}: unknown status {str(record['status'])[:40]!r}")
+    try:
+        key = CellKey.of(record)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{where}: bad cell key ({exc})") from None
+    if key.id != record["id"]:
+        raise StoreError(f"{where}: id {str(record['id'])[:60]!r} does not match its key")
+    return record
+
+
+def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
+    """The records of ``cells.jsonl`` (the last record of a cell wins) and, when the last line
+    is torn (no newline, or not JSON), the byte offset where it starts."""
     if not path.exists():
-        return []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
+        return [], None
+    data = path.read_bytes()
+    cells: dict[str, dict[str, Any]] = {}
+    offset = 0
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        is_last = number == len(lines)
+        if is_last and not raw:
+            break
+        where = f"{path}, line {number}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by an interrupted write
-        if isinstance(record, dict) and "id" in record:
+            record = json.loads(raw) if raw.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if is_last or (number == len(lines) - 1 and not lines[-1]):
+                return list(cells.values()), offset  # a line cut short by a crash
+            raise StoreError(f"{where}: not JSON; the run is damaged") from None
+        if is_last:
+            return list(cells.values()), offset  # complete JSON, but never terminated
+        if record is not None:
+            record = _check_record(record, where)
             cells[str(record["id"])] = record
-    return list(cells.values())
+        offset += len(raw) + 1
+    return list(cells.values()), None
+
+
+def _read_cells(path: Path) -> list[dict[str, Any]]:
+    return _scan_cells(path)[0]
 
 
 def load_run(path: str | Path) -> RunData:
@@ -193,39 +275,95 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 class RunStore:
-    """Writes one run directory (see the module docstring)."""
+    """Writes one run directory (see the module docstring); holds its lock until :meth:`close`."""
 
-    def __init__(self, path: Path, run: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        run: dict[str, Any],
+        cells: list[dict[str, Any]],
+        lock_fd: int | None = None,
+    ) -> None:
         self.path = path
         self.run = run
         self.cells = cells
+        self._lock_fd = lock_fd
+        self.repaired = False
+        """True when a torn last record was removed on opening."""
+
+    @staticmethod
+    def _lock(root: Path) -> int:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (process {holder})" if holder.isdigit() else ""
+            raise StoreError(
+                f"another benchmark is writing to {root}{who}; wait for it to end or use "
+                "another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
 
     @classmethod
-    def open(cls, path: str | Path, run: dict[str, Any], *, resume: bool) -> RunStore:
-        """Start a run in ``path``, or continue the one there with ``resume``.
+    def open(
+        cls, path: str | Path, run: dict[str, Any], *, resume: bool, write: bool = True
+    ) -> RunStore:
+        """Start a run in ``path``, or continue the one there with ``resume``; takes the lock.
 
-        A fresh run refuses a directory that already holds one; a resumed run must be of the
-        same model and schema (its finished cells are kept; the grid may grow).
+        A fresh run refuses a directory that already holds one. A resumed run must be the same
+        experiment: every :data:`IDENTITY_KEYS` field given in ``run`` must equal the stored one
+        (else :class:`StoreError` listing the differences); a torn last record is removed so
+        that its cell runs again. ``write=False`` defers writing run.json to
+        :meth:`write_run` (after a preflight, so a failed start leaves no run behind).
         """
         root = Path(path)
-        exists = (root / RUN_FILE).exists()
-        if exists and not resume:
-            raise StoreError(f"{root} already holds a run; pass --resume to continue it")
-        if resume and exists:
-            previous = load_run(root)
-            if previous.run.get("model") != run.get("model"):
-                raise StoreError(
-                    f"{root} holds a run of model {previous.run.get('model')!r}, "
-                    f"not {run.get('model')!r}"
-                )
-            merged = {**previous.run, **run, "created_at": previous.run.get("created_at")}
-            merged["resumed"] = int(previous.run.get("resumed", 0)) + 1
-            store = cls(root, merged, previous.cells)
-        else:
-            root.mkdir(parents=True, exist_ok=True)
-            store = cls(root, dict(run), [])
-        store.write_run()
-        return store
+        fd = cls._lock(root)
+        try:
+            exists = (root / RUN_FILE).exists()
+            if exists and not resume:
+                raise StoreError(f"{root} already holds a run; pass --resume to continue it")
+            if resume and not exists:
+                raise StoreError(f"{root} holds no run to resume (no {RUN_FILE})")
+            if resume:
+                previous = load_run(root)
+                differences = identity_differences(previous.run, run)
+                if differences:
+                    raise StoreError(
+                        f"{root} holds another experiment; --resume continues it only with the "
+                        "same settings: " + "; ".join(differences)
+                    )
+                cells, torn_at = _scan_cells(root / CELLS_FILE)
+                merged = {**previous.run, **run, "created_at": previous.run.get("created_at")}
+                merged["resumed"] = int(previous.run.get("resumed", 0) or 0) + 1
+                merged.pop("finished_at", None)
+                store = cls(root, merged, cells, fd)
+                if torn_at is not None:
+                    with (root / CELLS_FILE).open("r+b") as handle:
+                        handle.truncate(torn_at)
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                    store.repaired = True
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / CELLS_FILE).unlink()  # left by a start that never wrote run.json
+                store = cls(root, dict(run), [], fd)
+            if write:
+                store.write_run()
+            return store
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        """Release the lock (the kernel also releases it when the process ends)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def finished_ids(self) -> set[str]:
         return {str(c["id"]) for c in self.cells}
@@ -248,6 +386,30 @@ class RunStore:
         data = RunData(self.path, self.run, self.cells)
         _write_atomic(self.path / CSV_FILE, render_csv(data.cells))
         _write_atomic(self.path / REPORT_FILE, render_report(data))
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def identity_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """``field: stored X, asked Y`` for each :data:`IDENTITY_KEYS` field that differs (a field
+    absent from ``asked`` is not compared); nested dicts are compared key by key."""
+    out: list[str] = []
+    for name in IDENTITY_KEYS:
+        if name not in asked:
+            continue
+        old, new = stored.get(name), asked[name]
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) != new.get(key):
+                    out.append(
+                        f"{name}.{key}: stored {_show(old.get(key))}, asked {_show(new.get(key))}"
+                    )
+        elif old != new:
+            out.append(f"{name}: stored {_show(old)}, asked {_show(new)}")
+    return out
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
@@ -285,12 +447,21 @@ _MATRICES: tuple[tuple[str, str, str], ...] = (
 def _cell_text(record: dict[str, Any] | None, metric: str, fmt: str) -> str:
     if record is None:
         return ""
-    if record.get("status") == "skipped":
+    status = record.get("status")
+    if status == "skipped":
         return "skipped"
+    if status == "short" and metric not in ("success_rate",):
+        # Measured at another output length than the label says: no figure under this label.
+        return f"short ({_num(record.get('mean_output_tokens'))} tok)"
     value = record.get(metric)
     if value is None:
         return "n/a"
-    return fmt.format(value)
+    text = fmt.format(value)
+    return f"{text} FAILED" if status == "failed" else text
+
+
+def _num(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "?"
 
 
 def _slices(cells: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
@@ -327,10 +498,17 @@ def render_report(data: RunData) -> str:
     lines = [
         f"# Benchmark: {run.get('model')} ({data.label})",
         "",
-        f"- endpoint: `{run.get('url')}`; hardware: {run.get('hardware') or 'not recorded'}",
+        f"- endpoint: `{redact(str(run.get('url')))}`; "
+        f"hardware: {run.get('hardware') or 'not recorded'}",
         f"- started {run.get('created_at')}; schema version {run.get('schema_version')}",
-        f"- cells: {len(data.measured())} measured, "
-        f"{sum(1 for c in data.cells if c.get('status') == 'skipped')} skipped",
+        f"- cells: {len(data.measured())} measured "
+        f"({sum(1 for c in data.cells if c.get('status') == 'failed')} failed, "
+        f"{sum(1 for c in data.cells if c.get('status') == 'short')} short), "
+        f"{sum(1 for c in data.cells if c.get('status') == 'skipped')} skipped"
+        + (f", {len(data.missing_ids())} not run" if data.missing_ids() else ""),
+        f"- a cell passes when its success rate is at least "
+        f"{run.get('options', {}).get('min_success_rate', 1.0)}; FAILED marks one that did not, "
+        "short one whose responses were shorter than its output length",
         f"- per-request timeout {run.get('options', {}).get('timeout_s')} s; warm-up "
         f"{run.get('options', {}).get('warmup')} requests per cell",
         "- latencies over successful requests; percentiles by linear interpolation (type 7); "
@@ -361,6 +539,17 @@ def render_report(data: RunData) -> str:
         for c in sorted(errors, key=cell_order):
             kinds = ", ".join(f"{k} {n}" for k, n in (c.get("errors") or {}).items() if n)
             lines.append(f"| {c['id']} | {c['failed']} | {kinds} |")
+        lines.append("")
+    troubled = [c for c in data.measured() if c.get("problems")]
+    if troubled:
+        lines += ["## Cells that did not pass", ""]
+        for c in sorted(troubled, key=cell_order):
+            lines.append(f"- {c['id']} ({c.get('status')}): " + "; ".join(c["problems"]))
+            for sample in (c.get("failure_samples") or [])[:3]:
+                lines.append(
+                    f"  - {sample.get('kind')}, HTTP {sample.get('status')}: "
+                    f"`{str(sample.get('error')).replace('`', chr(39))}`"
+                )
         lines.append("")
     spec = [c for c in data.measured() if c.get("spec_decode_acceptance_rate") is not None]
     if spec:

@@ -5,13 +5,20 @@ For each cell (concurrency x prompt tokens x output tokens x request rate):
 1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
    the model's context (``max_model_len``: given, or read from ``/v1/models``);
 2. build its prompts (:mod:`bench.prompts`), untimed;
-3. open a client sized to the cell (:func:`healthchecks.client.make_client`, pool limit =
+3. open a client sized to the cell (:func:`endpoint.client.make_client`, pool limit =
    concurrency, httpx on the aiohttp transport), open that many connections and send the
    warm-up requests, untimed;
 4. scrape ``/metrics``, run the load (:mod:`bench.load`), scrape ``/metrics`` again:
    speculative-decoding acceptance is the delta of the counters over the cell;
-5. summarise (:func:`bench.stats.summarize`) and append the record to ``cells.jsonl``
-   (:class:`bench.store.RunStore`) before the next cell starts.
+5. summarise (:func:`bench.stats.summarize`), judge (``ok``; ``failed`` when the success rate
+   is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter than the
+   cell's output length) and append the record to ``cells.jsonl`` (:class:`bench.store.RunStore`)
+   before the next cell starts.
+
+Before the first cell, with the run directory locked and (on resume) checked to be the same
+experiment, :func:`preflight` sends one short request: a wrong model name, rejected credentials,
+a URL that is not the server's root or nothing listening fail the sweep there
+(:class:`PreflightError`, with the reason and what to check), before anything is written.
 """
 
 from __future__ import annotations
@@ -26,14 +33,17 @@ from typing import Any
 
 import httpx
 
-from healthchecks.auth import AuthStrategy, NoAuth
-from healthchecks.client import make_client
-from healthchecks.metrics import (
+from endpoint.auth import AuthError, AuthStrategy, NoAuth
+from endpoint.client import LimitExceeded, make_client, request_capped
+from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
+from endpoint.limits import MAX_ECHO_CHARS, MAX_MODEL_IDS_SHOWN
+from endpoint.metrics import (
     MetricsParseError,
     MetricsSnapshot,
-    parse_metrics,
+    fetch_metrics,
     spec_decode_acceptance,
 )
+from endpoint.redact import redact
 
 from .load import LoadResult, closed_loop, open_loop, warm_pool
 from .prompts import PromptSet, build_prompts
@@ -42,9 +52,12 @@ from .stats import GoodputSlo, summarize
 from .store import CellKey, RunData, RunStore
 
 __all__ = [
+    "FAILURE_SAMPLES",
     "Grid",
+    "PreflightError",
     "SweepOptions",
     "detect_max_model_len",
+    "preflight",
     "probe",
     "run_cell",
     "run_sweep",
@@ -52,6 +65,27 @@ __all__ = [
 ]
 
 TOOL = "gemma4-vllm-gcp bench"
+FAILURE_SAMPLES = 20
+"""Failed requests kept per cell (kind, HTTP status, redacted body)."""
+
+
+_READ_ERRORS: tuple[type[BaseException], ...] = (
+    *TRANSPORT_ERRORS,
+    LimitExceeded,
+    ValueError,
+    AttributeError,
+    AuthError,
+)
+_SCRAPE_ERRORS: tuple[type[BaseException], ...] = (
+    *TRANSPORT_ERRORS,
+    LimitExceeded,
+    MetricsParseError,
+    AuthError,
+)
+
+
+class PreflightError(Exception):
+    """The one-request check before the first cell failed; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +142,10 @@ class SweepOptions:
     hardware: str | None = None
     label: str | None = None
     progress: bool = True
+    min_success_rate: float = 1.0
+    """A cell whose success rate is under this is ``failed`` (default: any failure fails it)."""
+    preflight: bool = True
+    """Send one short request before the first cell and stop on its failure."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form metadata stored in run.json (e.g. the stack name, MTP on/off)."""
 
@@ -117,28 +155,111 @@ class SweepOptions:
         return max(self.min_requests, self.requests_per_slot * key.concurrency)
 
 
+async def _model_ids(client: httpx.AsyncClient) -> tuple[list[str], int | None]:
+    """``/v1/models``: the served ids and ``max_model_len`` per id (capped read)."""
+    reply = await request_capped(client, "GET", "/v1/models")
+    if reply.status != 200:
+        return [], None
+    data = reply.json()
+    cards = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(cards, list):
+        return [], None
+    return [str(c.get("id")) for c in cards if isinstance(c, dict)], None
+
+
 async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | None:
     """``max_model_len`` of ``model`` from ``/v1/models`` (vLLM reports it), else None."""
     try:
-        response = await client.get("/v1/models")
-        if response.status_code != 200:
+        reply = await request_capped(client, "GET", "/v1/models")
+        if reply.status != 200:
             return None
-        for card in response.json().get("data", []):
+        for card in reply.json().get("data", []):
             if card.get("id") == model and isinstance(card.get("max_model_len"), int):
                 return int(card["max_model_len"])
-    except (httpx.HTTPError, ValueError, AttributeError):
+    except _READ_ERRORS:
         return None
     return None
 
 
 async def _scrape(client: httpx.AsyncClient, model: str) -> MetricsSnapshot | None:
     try:
-        response = await client.get("/metrics")
-        if response.status_code != 200:
-            return None
-        return parse_metrics(response.text, model_name=model)
-    except (httpx.HTTPError, MetricsParseError):
+        return await fetch_metrics(client, model_name=model)
+    except _SCRAPE_ERRORS:
         return None
+
+
+def _ids_text(ids: list[str]) -> str:
+    shown = [redact(i, limit=120) for i in ids[:MAX_MODEL_IDS_SHOWN]]
+    more = f" and {len(ids) - MAX_MODEL_IDS_SHOWN} more" if len(ids) > MAX_MODEL_IDS_SHOWN else ""
+    return (", ".join(repr(i) for i in shown) or "none") + more
+
+
+async def preflight(
+    client: httpx.AsyncClient,
+    model: str,
+    *,
+    auth_description: str,
+    timeout_s: float = 60.0,
+) -> RequestResult:
+    """One short streamed request; its result when it worked, else :class:`PreflightError`
+    saying why (the served models when the name is wrong, the credential used when it is
+    rejected, what to check when nothing listens)."""
+    result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
+    if result.ok:
+        return result
+    url = redact(str(client.base_url))
+    error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
+    if result.status in (401, 403):
+        raise PreflightError(
+            f"{url} rejected the credentials (HTTP {result.status}) sent as {auth_description}; "
+            f"check the key or the caller's roles/run.invoker: {error}"
+        )
+    if result.status == 404:
+        try:
+            ids, _ = await _model_ids(client)
+        except _READ_ERRORS:
+            ids = []
+        if ids and model not in ids:
+            raise PreflightError(
+                f"model {redact(model, limit=120)!r} is not served at {url}; it serves "
+                f"{_ids_text(ids)} (pass --model with one of them): {error}"
+            )
+        raise PreflightError(
+            f"{url} answered HTTP 404 to /v1/completions: is the URL the server's root (no /v1, "
+            f"no path)? {error}"
+        )
+    if result.error_kind == "auth":
+        raise PreflightError(f"no credentials ({auth_description}): {error}")
+    if result.error_kind in ("connection", "timeout") and result.status is None:
+        hint = await _connection_hint(client)
+        raise PreflightError(f"cannot reach {url}: {hint or error}")
+    raise PreflightError(
+        f"the first request to {url} failed ({result.error_kind}"
+        + (f", HTTP {result.status}" if result.status else "")
+        + f"): {error}"
+    )
+
+
+async def _preflight_with_reason(
+    client: httpx.AsyncClient, model: str, auth: AuthStrategy, timeout_s: float
+) -> None:
+    try:
+        await preflight(client, model, auth_description=auth.description, timeout_s=timeout_s)
+    except PreflightError:
+        raise
+    except Exception as exc:  # pragma: no cover - send_request never raises
+        raise PreflightError(redact(f"{type(exc).__name__}: {exc}")) from None
+
+
+async def _connection_hint(client: httpx.AsyncClient) -> str | None:
+    """What to check when the server cannot be reached at all (None when it answers)."""
+    try:
+        await request_capped(client, "GET", "/health", timeout=10.0)
+    except TRANSPORT_ERRORS as exc:
+        return classify_connection_error(exc, str(client.base_url)).message()
+    except (LimitExceeded, AuthError):
+        return None
+    return None
 
 
 def _now() -> str:
@@ -194,6 +315,7 @@ async def run_cell(
         after = await _scrape(client, model)
     record: dict[str, Any] = {"id": key.id, "status": "ok", "skip_reason": None, **key.as_dict()}
     record.update(summarize(load.results, load.duration_s, goodput_slo=options.goodput_slo))
+    judge(record, load.results, key, options.min_success_rate)
     record["achieved_request_rate"] = load.achieved_rate
     acceptance = spec_decode_acceptance(before, after) if after is not None else None
     record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
@@ -206,6 +328,58 @@ async def run_cell(
     record["started_at"] = started_at
     record["finished_at"] = _now()
     return record
+
+
+def judge(
+    record: dict[str, Any],
+    results: list[RequestResult],
+    key: CellKey,
+    min_success_rate: float,
+) -> None:
+    """Set ``status``, ``problems``, ``failure_samples``, ``short_requests`` and
+    ``mean_output_tokens`` of a cell record from its requests."""
+    problems: list[str] = []
+    ok = [r for r in results if r.ok]
+    outputs = [r.output_tokens or 0 for r in ok]
+    short = sum(1 for n in outputs if n < key.output_tokens)
+    record["short_requests"] = short
+    record["mean_output_tokens"] = sum(outputs) / len(outputs) if outputs else None
+    failed = [r for r in results if not r.ok]
+    record["failure_samples"] = [
+        {
+            "kind": r.error_kind,
+            "status": r.status,
+            "error": redact(r.error or "", limit=MAX_ECHO_CHARS),
+        }
+        for r in failed[:FAILURE_SAMPLES]
+    ]
+    statuses: dict[str, int] = {}
+    for r in failed:
+        label = str(r.status) if r.status is not None else str(r.error_kind)
+        statuses[label] = statuses.get(label, 0) + 1
+    record["failure_statuses"] = statuses
+    rate = record.get("success_rate")
+    status = "ok"
+    if not results:
+        problems.append("no request was sent")
+        status = "failed"
+    elif rate is None or rate < min_success_rate:
+        problems.append(
+            f"success rate {0.0 if rate is None else rate:.1%} is under {min_success_rate:.1%} "
+            f"({len(failed)} of {len(results)} failed: "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items()))
+            + ")"
+        )
+        status = "failed"
+    if short:
+        mean = record["mean_output_tokens"]
+        problems.append(
+            f"{short} of {len(ok)} responses were shorter than {key.output_tokens} output tokens "
+            f"(mean {mean:.1f}): figures are not for output length {key.output_tokens}"
+        )
+        status = "failed" if status == "failed" else "short"
+    record["status"] = status
+    record["problems"] = problems
 
 
 def _skipped(key: CellKey, reason: str) -> dict[str, Any]:
@@ -271,18 +445,20 @@ async def run_sweep_async(
 ) -> RunData:
     """Run ``grid`` against ``url`` into ``out_dir``; returns the run (every finished cell).
 
-    ``resume`` continues a run already in ``out_dir``: finished cells are kept and not run
-    again. ``on_cell`` is called with each record right after it is written (an exception
-    from it stops the sweep; finished cells stay written).
+    ``resume`` continues a run already in ``out_dir`` with the same URL, model, grid and
+    options (else :class:`~bench.store.StoreError`): finished cells are kept and not run
+    again, a torn last record is run again. The directory is locked for the whole sweep (a
+    second writer gets :class:`~bench.store.StoreError`). A failed preflight raises
+    :class:`PreflightError` before anything is written. ``on_cell`` is called with each record
+    right after it is written (an exception from it stops the sweep; finished cells stay
+    written).
     """
-    from .charts import write_charts
-
     auth = auth or NoAuth()
     options = options or SweepOptions()
     meta: dict[str, Any] = {
         "tool": TOOL,
         "created_at": _now(),
-        "url": url,
+        "url": redact(url),
         "model": model,
         "hardware": options.hardware,
         "label": options.label,
@@ -299,13 +475,36 @@ async def run_sweep_async(
             "distinct_prompts": options.distinct_prompts,
             "seed": options.seed,
             "goodput_slo": options.goodput_slo.as_dict() if options.goodput_slo else None,
+            "min_success_rate": options.min_success_rate,
+            "use_tokenize": options.use_tokenize,
+            "max_model_len": options.max_model_len,
         },
         **options.extra,
     }
+    store = RunStore.open(out_dir, meta, resume=resume, write=False)
+    try:
+        return await _sweep(url, model, grid, store, auth, options, on_cell)
+    finally:
+        store.close()
+
+
+async def _sweep(
+    url: str,
+    model: str,
+    grid: Grid,
+    store: RunStore,
+    auth: AuthStrategy,
+    options: SweepOptions,
+    on_cell: Callable[[dict[str, Any]], None] | None,
+) -> RunData:
+    from .charts import write_charts
+
     async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
+        if options.preflight:
+            await _preflight_with_reason(c, model, auth, min(options.timeout_s, 60.0))
         max_len = options.max_model_len or await detect_max_model_len(c, model)
-        meta["max_model_len"] = max_len
-        store = RunStore.open(out_dir, meta, resume=resume)
+        store.run["max_model_len"] = max_len
+        store.write_run()
         done = store.finished_ids()
         todo = [k for k in grid.cells() if k.id not in done]
         progress = _Progress(options.progress, sum(options.requests_for(k) for k in todo))

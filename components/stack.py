@@ -15,7 +15,7 @@ from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.project_apis import ProjectApis
 from components.tpu_nodes import TpuVllmNodes, TpuVllmNodesArgs
-from healthchecks.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
+from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
@@ -70,6 +70,7 @@ def post_deploy_binding(
     prefix: str,
     auth: AuthStrategy | AuthFactory,
     url_keys: tuple[str, ...],
+    refused_grace_s: float = 10.0,
 ) -> pulumi.ResourceHookBinding | None:
     """Hooks run after the serving resource is created or updated: the health check, then a
     short benchmark held to the stack's SLOs. Either can be switched off in stack config."""
@@ -83,6 +84,7 @@ def post_deploy_binding(
                 or settings.profile.cold_start_deadline_seconds,
                 auth=auth,
                 url_keys=url_keys,
+                refused_grace_s=refused_grace_s,
             )
         )
     b = settings.benchmark
@@ -126,6 +128,8 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             prefix,
             SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
             url_keys=("endpointUrl",),
+            # vLLM opens its port only once the model has loaded: refused means "loading" here.
+            refused_grace_s=float(settings.profile.cold_start_deadline_seconds),
         )
     elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
         # Nothing outside the VPC can reach a closed port: checks would only time out.

@@ -1,13 +1,18 @@
 """The individual checks. Each returns a :class:`CheckResult`; none raises for a server problem.
 
-- :func:`check_ready`: ``GET /health`` until 200, with capped exponential backoff; 502/503/504,
-  refused connections and timeouts mean "still loading, keep waiting".
-- :func:`check_models`: ``GET /v1/models`` lists the served model name.
+- :func:`check_ready`: ``GET /health`` until 200, with capped exponential backoff; 502/503/504
+  and timeouts mean "still loading, keep waiting"; 429 and 503 with ``Retry-After`` wait what the
+  server asks when it fits in the deadline. Nothing listening (a refused connection past
+  ``refused_grace_s``, a name that does not resolve, a TLS handshake against plain HTTP) fails at
+  once with what to check: it is not a server that is loading.
+- :func:`check_models`: ``/v1/models`` lists the served model name.
 - :func:`check_chat`: a streamed chat completion returns non-empty content and a usage chunk.
-- :func:`check_metrics`: ``GET /metrics`` parses and carries vLLM's metrics.
+- :func:`check_metrics`: ``/metrics`` parses and carries vLLM's metrics.
 
 401/403 answers and credentials that cannot be obtained end a check at once ("credentials
 rejected" / "no credentials"): nothing is retried, and no request goes out without credentials.
+Every answer is read up to a cap (:mod:`endpoint.limits`), and every server text in a result
+passes :func:`endpoint.redact`.
 """
 
 from __future__ import annotations
@@ -19,11 +24,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import httpx
 
-from .auth import AuthError
-from .metrics import MetricsParseError, parse_metrics, spec_decode_acceptance
+from endpoint.auth import AuthError
+from endpoint.client import LimitExceeded, Reply, iter_lines_capped, read_capped, request_capped
+from endpoint.client import retry_after_seconds as _retry_after
+from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
+from endpoint.limits import (
+    MAX_ECHO_CHARS,
+    MAX_ERROR_BODY_BYTES,
+    MAX_MODEL_IDS_SHOWN,
+    MAX_SSE_LINE_BYTES,
+)
+from endpoint.metrics import MetricsParseError, fetch_metrics, spec_decode_acceptance
+from endpoint.redact import redact
 
 __all__ = [
     "Backoff",
@@ -40,9 +54,8 @@ ProgressCallback = Callable[[str], None]
 
 DEFAULT_PROMPT = "Reply with one short sentence: is the model working?"
 
-# Transport-level failures as they surface through httpx on the aiohttp transport.
-_TRANSPORT_ERRORS = (httpx.TransportError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
-_WAIT_STATUSES = frozenset({502, 503, 504})
+_TRANSPORT_ERRORS = TRANSPORT_ERRORS
+_WAIT_STATUSES = frozenset({429, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -87,61 +100,55 @@ class Backoff:
             delay = min(self.max_s, delay * self.factor)
 
 
-def describe_transport_error(exc: BaseException) -> str:
-    """One line for a network-level failure.
-
-    The aiohttp transport maps some aiohttp errors to misleading httpx types (a refused
-    connection surfaces as ``ConnectTimeout``), so the original aiohttp error decides.
-    """
-    cause: BaseException = exc
-    while isinstance(cause, httpx.TransportError) and cause.__cause__ is not None:
-        cause = cause.__cause__
-    if isinstance(cause, aiohttp.ClientConnectorError | ConnectionRefusedError):
-        kind = "connection failed"
-    elif isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        kind = "connection dropped"
-    elif isinstance(
-        cause, aiohttp.ServerTimeoutError | asyncio.TimeoutError | httpx.TimeoutException
-    ):
-        kind = "timed out"
-    elif isinstance(cause, httpx.ConnectError):
-        kind = "connection failed"
-    else:
-        kind = "connection error"
-    message = str(exc).strip()
-    return f"{kind} ({type(cause).__name__}{': ' + message if message else ''})"
+def describe_transport_error(exc: BaseException, url: str | None = None) -> str:
+    """One line for a network-level failure: its kind, the error and what to check."""
+    return classify_connection_error(exc, url).message()
 
 
-def _error_message(response: httpx.Response) -> str:
-    """The server's error text: OpenAI/vLLM ``{"error": {"message": ...}}`` or the body."""
-    text = response.text.strip()
+def _echo(text: object) -> str:
+    return redact(text, limit=MAX_ECHO_CHARS)
+
+
+def _error_message(reply: Reply) -> str:
+    """The server's error text: OpenAI/vLLM ``{"error": {"message": ...}}`` or the body,
+    redacted and cut."""
+    text = reply.text.strip()
     try:
         body = json.loads(text)
     except ValueError:
-        return text[:200] or response.reason_phrase
+        return _echo(text) or f"HTTP {reply.status}"
     if isinstance(body, dict):
-        error = body.get("error", body.get("message"))
+        error = body.get("error", body.get("message", body.get("detail")))
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
+            return _echo(error["message"])
         if isinstance(error, str):
-            return error[:300]
-    return text[:200]
+            return _echo(error)
+    return _echo(text)
 
 
-def _auth_failure(name: str, started: float, response: httpx.Response) -> CheckResult:
+def _auth_failure(name: str, started: float, reply: Reply, auth: str | None) -> CheckResult:
+    used = f" using {auth}" if auth else ""
     return CheckResult(
         name,
         False,
-        f"credentials rejected (HTTP {response.status_code}): {_error_message(response)}",
+        f"credentials rejected (HTTP {reply.status}){used}: {_error_message(reply)}",
         time.perf_counter() - started,
-        {"status": response.status_code},
+        {"status": reply.status},
     )
 
 
 def _no_credentials(name: str, started: float, exc: AuthError) -> CheckResult:
     return CheckResult(
-        name, False, f"no credentials, request not sent: {exc}", time.perf_counter() - started
+        name,
+        False,
+        f"no credentials, request not sent: {_echo(exc)}",
+        time.perf_counter() - started,
     )
+
+
+def _auth_description(client: Any) -> str | None:
+    description = getattr(getattr(client, "auth", None), "description", None)
+    return description if isinstance(description, str) and description != "none" else None
 
 
 async def check_ready(
@@ -151,23 +158,58 @@ async def check_ready(
     backoff: Backoff | None = None,
     poll_timeout_s: float = 10.0,
     progress: ProgressCallback | None = None,
+    refused_grace_s: float = 10.0,
 ) -> CheckResult:
-    """Poll ``/health`` until 200 or ``deadline`` (a ``time.monotonic()`` value)."""
+    """Poll ``/health`` until 200 or ``deadline`` (a ``time.monotonic()`` value).
+
+    Refused connections are retried for ``refused_grace_s`` seconds (from the first one in a
+    row), then fail; DNS and TLS failures fail at once. ``Retry-After`` on 429/503 is waited
+    when it ends before the deadline; one that does not fails the check at once, saying so.
+    """
     name = "readiness"
     started = time.perf_counter()
     attempts = 0
     last = "no attempt"
+    refused_since: float | None = None
+    url = str(client.base_url)
     for delay in (backoff or Backoff()).delays():
         attempts += 1
         remaining = deadline - time.monotonic()
+        wait_for: float | None = None
         try:
-            response = await client.get("/health", timeout=max(0.1, min(poll_timeout_s, remaining)))
+            reply = await request_capped(
+                client,
+                "GET",
+                "/health",
+                max_bytes=MAX_ERROR_BODY_BYTES,
+                timeout=max(0.1, min(poll_timeout_s, remaining)),
+            )
         except AuthError as exc:
             return _no_credentials(name, started, exc)
+        except LimitExceeded as exc:
+            return CheckResult(name, False, f"/health: {exc}", time.perf_counter() - started)
         except _TRANSPORT_ERRORS as exc:
-            last = describe_transport_error(exc)
+            problem = classify_connection_error(exc, url)
+            last = problem.detail
+            if problem.not_listening:
+                now = time.monotonic()
+                refused_since = now if refused_since is None else refused_since
+                if problem.kind != "refused" or now - refused_since >= refused_grace_s:
+                    elapsed = time.perf_counter() - started
+                    return CheckResult(
+                        name,
+                        False,
+                        f"not listening, not loading: {problem.message()} "
+                        f"({attempts} attempt(s) in {elapsed:.1f} s)",
+                        elapsed,
+                        {"attempts": attempts, "problem": problem.kind},
+                    )
+            else:
+                refused_since = None
         else:
-            if response.status_code == 200:
+            refused_since = None
+            status = reply.status
+            if status == 200:
                 elapsed = time.perf_counter() - started
                 return CheckResult(
                     name,
@@ -176,22 +218,37 @@ async def check_ready(
                     elapsed,
                     {"attempts": attempts},
                 )
-            if response.status_code in (401, 403):
-                return _auth_failure(name, started, response)
-            if response.status_code not in _WAIT_STATUSES and response.status_code < 500:
+            if status in (401, 403):
+                return _auth_failure(name, started, reply, _auth_description(client))
+            if status not in _WAIT_STATUSES and status < 500:
                 return CheckResult(
                     name,
                     False,
-                    f"/health answered HTTP {response.status_code}: {_error_message(response)}",
+                    f"/health answered HTTP {status}: {_error_message(reply)}",
                     time.perf_counter() - started,
-                    {"attempts": attempts, "status": response.status_code},
+                    {"attempts": attempts, "status": status},
                 )
-            last = f"HTTP {response.status_code}"
+            last = f"HTTP {status}"
+            if status in (429, 503):
+                wait_for = _retry_after(reply.headers)
+                if wait_for is not None:
+                    last += f", Retry-After {wait_for:g} s"
+                    if wait_for > deadline - time.monotonic():
+                        elapsed = time.perf_counter() - started
+                        return CheckResult(
+                            name,
+                            False,
+                            f"/health answered HTTP {status} asking to retry after "
+                            f"{wait_for:g} s, past the deadline ({attempts} attempt(s) in "
+                            f"{elapsed:.1f} s)",
+                            elapsed,
+                            {"attempts": attempts, "status": status, "retry_after_s": wait_for},
+                        )
         elapsed = time.perf_counter() - started
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        wait = min(delay, remaining)
+        wait = min(wait_for if wait_for is not None else delay, remaining)
         if progress is not None:
             progress(
                 f"waiting for /health: {last} (attempt {attempts}, {elapsed:.0f} s elapsed, "
@@ -210,27 +267,40 @@ async def check_ready(
 
 async def _get_ok(
     client: httpx.AsyncClient, name: str, path: str, started: float
-) -> httpx.Response | CheckResult:
-    """GET ``path``: the 200 response, or the failed check (no credentials, transport error,
-    credentials rejected, another status) that ends check ``name``."""
+) -> Reply | CheckResult:
+    """GET ``path`` (capped): the 200 answer, or the failed check (no credentials, transport
+    error, a cap exceeded, credentials rejected, another status) that ends check ``name``."""
     try:
-        response = await client.get(path)
+        reply = await request_capped(client, "GET", path)
     except AuthError as exc:
         return _no_credentials(name, started, exc)
+    except LimitExceeded as exc:
+        return CheckResult(name, False, f"{path}: {exc}", time.perf_counter() - started)
     except _TRANSPORT_ERRORS as exc:
-        return CheckResult(
-            name, False, describe_transport_error(exc), time.perf_counter() - started
-        )
-    if response.status_code in (401, 403):
-        return _auth_failure(name, started, response)
-    if response.status_code != 200:
         return CheckResult(
             name,
             False,
-            f"{path} answered HTTP {response.status_code}: {_error_message(response)}",
+            describe_transport_error(exc, str(client.base_url)),
             time.perf_counter() - started,
         )
-    return response
+    if reply.status in (401, 403):
+        return _auth_failure(name, started, reply, _auth_description(client))
+    if reply.status != 200:
+        return CheckResult(
+            name,
+            False,
+            f"{path} answered HTTP {reply.status}: {_error_message(reply)}",
+            time.perf_counter() - started,
+        )
+    return reply
+
+
+def shown_ids(ids: list[str]) -> list[str]:
+    """Model ids as they may be shown: redacted, cut, at most a few."""
+    shown = [_echo(i)[:120] for i in ids[:MAX_MODEL_IDS_SHOWN]]
+    if len(ids) > MAX_MODEL_IDS_SHOWN:
+        shown.append(f"... {len(ids) - MAX_MODEL_IDS_SHOWN} more")
+    return shown
 
 
 async def check_models(client: httpx.AsyncClient, served_model_name: str) -> CheckResult:
@@ -243,17 +313,20 @@ async def check_models(client: httpx.AsyncClient, served_model_name: str) -> Che
     elapsed = time.perf_counter() - started
     try:
         ids = [str(card["id"]) for card in response.json()["data"]]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return CheckResult(name, False, "/v1/models returned an unexpected body", elapsed)
     if served_model_name not in ids:
         return CheckResult(
             name,
             False,
-            f"served model {served_model_name!r} not listed; the server lists {ids}",
+            f"served model {_echo(served_model_name)!r} not listed; the server lists "
+            f"{shown_ids(ids)}",
             elapsed,
-            {"models": ids},
+            {"models": shown_ids(ids)},
         )
-    return CheckResult(name, True, f"{served_model_name} is served", elapsed, {"models": ids})
+    return CheckResult(
+        name, True, f"{_echo(served_model_name)} is served", elapsed, {"models": shown_ids(ids)}
+    )
 
 
 async def check_chat(
@@ -287,15 +360,19 @@ async def check_chat(
     try:
         async with client.stream("POST", "/v1/chat/completions", json=body) as response:
             if response.status_code != 200:
-                await response.aread()
-                if response.status_code in (401, 403):
-                    return _auth_failure(name, started, response)
+                reply = Reply(
+                    response.status_code,
+                    response.headers,
+                    await read_capped(response, MAX_ERROR_BODY_BYTES, what="an error body"),
+                )
+                if reply.status in (401, 403):
+                    return _auth_failure(name, started, reply, _auth_description(client))
                 return failed(
-                    f"chat completion answered HTTP {response.status_code}: "
-                    f"{_error_message(response)}"
+                    f"chat completion answered HTTP {reply.status}: {_error_message(reply)}"
                 )
             try:
-                async for line in response.aiter_lines():
+                async for raw in iter_lines_capped(response, MAX_SSE_LINE_BYTES):
+                    line = raw.decode("utf-8", "replace")
                     if not line.startswith("data:"):
                         continue
                     payload = line[len("data:") :].strip()
@@ -306,13 +383,13 @@ async def check_chat(
                     try:
                         chunk = json.loads(payload)
                     except ValueError:
-                        return failed(f"malformed stream chunk {chunks}: {payload[:100]!r}")
+                        return failed(f"malformed stream chunk {chunks}: {_echo(payload[:100])!r}")
                     if not isinstance(chunk, dict):
                         return failed(f"malformed stream chunk {chunks}: not an object")
                     if "error" in chunk:
                         error = chunk["error"]
                         message = error.get("message") if isinstance(error, dict) else error
-                        return failed(f"server error mid-stream: {message}")
+                        return failed(f"server error mid-stream: {_echo(message)}")
                     if isinstance(chunk.get("usage"), dict):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
@@ -327,12 +404,14 @@ async def check_chat(
             except _TRANSPORT_ERRORS as exc:
                 return failed(
                     f"connection dropped mid-stream after {chunks} chunk(s): "
-                    f"{describe_transport_error(exc)}"
+                    f"{describe_transport_error(exc, str(client.base_url))}"
                 )
     except AuthError as exc:
         return _no_credentials(name, started, exc)
+    except LimitExceeded as exc:
+        return failed(f"chat completion: {exc}")
     except _TRANSPORT_ERRORS as exc:
-        return failed(describe_transport_error(exc))
+        return failed(describe_transport_error(exc, str(client.base_url)))
     latency = time.perf_counter() - started
     if not done:
         return failed(f"stream ended without data: [DONE] after {chunks} chunk(s)")
@@ -349,10 +428,12 @@ async def check_chat(
         "completion_tokens": completion_tokens,
         "finish_reason": finish_reason,
         "chunks": chunks,
-        "content": text[:200],
+        "content": _echo(text[:200]),
     }
     ttft_text = f", TTFT {ttft * 1000:.0f} ms" if ttft is not None else ""
-    detail = f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {text.strip()[:60]!r}"
+    detail = (
+        f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {_echo(text.strip()[:60])!r}"
+    )
     return CheckResult(name, True, detail, latency, data)
 
 
@@ -366,14 +447,22 @@ async def check_metrics(
     """``/metrics`` parses and carries vLLM's figures; its summary is the result's ``data``."""
     name = "metrics"
     started = time.perf_counter()
-    response = await _get_ok(client, name, "/metrics", started)
-    if isinstance(response, CheckResult):
-        return response
-    elapsed = time.perf_counter() - started
     try:
-        snapshot = parse_metrics(response.text, model_name=served_model_name)
+        snapshot = await fetch_metrics(client, model_name=served_model_name)
+    except AuthError as exc:
+        return _no_credentials(name, started, exc)
+    except LimitExceeded as exc:
+        return CheckResult(name, False, f"/metrics: {exc}", time.perf_counter() - started)
+    except _TRANSPORT_ERRORS as exc:
+        return CheckResult(
+            name,
+            False,
+            describe_transport_error(exc, str(client.base_url)),
+            time.perf_counter() - started,
+        )
     except MetricsParseError as exc:
-        return CheckResult(name, False, f"malformed /metrics: {exc}", elapsed)
+        return CheckResult(name, False, f"malformed /metrics: {exc}", time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
     summary = snapshot.summary()
     kv = snapshot.kv_cache_usage
     parts = [

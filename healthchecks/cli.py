@@ -8,42 +8,63 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import math
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.markup import escape
 
-from .auth import ApiKeyAuth, AuthStrategy, GoogleIdTokenAuth, NoAuth
+from endpoint import redact
+from endpoint.auth import AuthStrategy
+from endpoint.targets import AUTH_MODES, AuthOptions, Target, TargetError, target_from_url
+from endpoint.targets import auth_for as _auth_for
+from endpoint.targets import read_stack_outputs as _read_stack_outputs
+from endpoint.targets import targets_from_outputs as _targets_from_outputs
+
 from .checks import Backoff
 from .report import print_table, reports_to_json
 from .runner import HealthReport, run_health_checks
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "Target", "UsageError", "auth_for", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Target",
+    "UsageError",
+    "auth_for",
+    "auth_options",
+    "main",
+    "positive_seconds",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+UsageError = TargetError
+"""Bad arguments or an unusable environment (exit status 2)."""
 
-class UsageError(Exception):
-    """Bad arguments or an unusable environment (exit status 2)."""
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
+    return value
 
 
-@dataclass(frozen=True)
-class Target:
-    """One endpoint to check."""
-
-    url: str
-    served_model_name: str
-    auth: AuthStrategy
+def non_negative_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds, zero allowed."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return positive_seconds(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--auth",
-        choices=["auto", "id-token", "api-key", "none"],
+        choices=list(AUTH_MODES),
         default="auto",
         help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud Run "
         "stacks, none otherwise",
@@ -74,106 +95,70 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout-seconds",
-        type=float,
+        type=positive_seconds,
         default=600.0,
         metavar="N",
         help="deadline for all checks of one target, cold start included (default 600)",
     )
     parser.add_argument(
-        "--request-timeout-seconds", type=float, default=120.0, metavar="N", help=argparse.SUPPRESS
+        "--refused-grace-seconds",
+        type=non_negative_seconds,
+        default=10.0,
+        metavar="N",
+        help="how long refused connections are retried before the check fails (default 10; "
+        "raise it for a TPU VM whose port opens only once vLLM has loaded)",
     )
-    parser.add_argument("--backoff-max-seconds", type=float, default=15.0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--request-timeout-seconds",
+        type=positive_seconds,
+        default=120.0,
+        metavar="N",
+        help=argparse.SUPPRESS,
+    )
+    parser.add_argument(
+        "--backoff-max-seconds", type=positive_seconds, default=15.0, help=argparse.SUPPRESS
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document (for CI)")
     return parser
 
 
+def auth_options(args: argparse.Namespace) -> AuthOptions:
+    """The :class:`~endpoint.targets.AuthOptions` of parsed ``--auth`` flags."""
+    return AuthOptions(
+        mode=args.auth,
+        api_key_env=args.api_key_env,
+        impersonate_service_account=args.impersonate_service_account,
+    )
+
+
 def auth_for(url: str, args: argparse.Namespace, default: str) -> AuthStrategy:
-    mode = args.auth
-    if mode == "auto":
-        if args.api_key_env:
-            mode = "api-key"
-        elif default == "id-token" or (urlsplit(url).hostname or "").endswith(".run.app"):
-            mode = "id-token"
-        else:
-            mode = "none"
-    if mode == "api-key":
-        if not args.api_key_env:
-            raise UsageError("--auth api-key needs --api-key-env VAR")
-        return ApiKeyAuth(args.api_key_env)
-    if mode == "id-token":
-        return GoogleIdTokenAuth(url, impersonate_service_account=args.impersonate_service_account)
-    return NoAuth()
+    """:func:`endpoint.targets.auth_for` with parsed flags (kept for callers of this module)."""
+    return _auth_for(url, auth_options(args), "id-token" if default == "id-token" else "none")
 
 
 def read_stack_outputs(stack: str, cwd: str | None = None) -> dict[str, Any]:
-    """``pulumi stack output --json --show-secrets=false -s STACK`` as a dict."""
-    if shutil.which("pulumi") is None:
-        raise UsageError(
-            "the pulumi CLI was not found on PATH; install it "
-            "(https://www.pulumi.com/docs/install/) or pass --url and --model instead of -s"
-        )
-    command = ["pulumi", "stack", "output", "--json", "--show-secrets=false", "-s", stack]
-    try:
-        done = subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"could not run {' '.join(command)}: {exc}") from exc
-    if done.returncode != 0:
-        raise UsageError(f"pulumi stack output failed for stack {stack!r}: {done.stderr.strip()}")
-    try:
-        outputs = json.loads(done.stdout or "{}")
-    except ValueError as exc:
-        raise UsageError(f"pulumi stack output printed no JSON: {exc}") from exc
-    if not isinstance(outputs, dict):
-        raise UsageError("pulumi stack output printed JSON that is not an object")
-    return outputs
+    """See :func:`endpoint.targets.read_stack_outputs`."""
+    return _read_stack_outputs(stack, cwd)
 
 
 def targets_from_outputs(
     outputs: dict[str, Any], args: argparse.Namespace, stack: str
 ) -> list[Target]:
-    """Targets from a stack's outputs: ``service_url`` (Cloud Run) or ``endpoint_urls`` (TPU)."""
-    model = args.model or outputs.get("served_model_name")
-    if not isinstance(model, str) or not model:
-        raise UsageError(f"stack {stack!r} has no served_model_name output; pass --model NAME")
-    service_url = outputs.get("service_url")
-    if isinstance(service_url, str) and service_url:
-        return [Target(service_url, model, auth_for(service_url, args, default="id-token"))]
-    endpoints = outputs.get("endpoint_urls")
-    if isinstance(endpoints, list) and endpoints and all(isinstance(u, str) for u in endpoints):
-        if args.auth in ("auto", "api-key") and not args.api_key_env:
-            secret = outputs.get("api_key_secret", "<api_key_secret output>")
-            raise UsageError(
-                f"stack {stack!r} serves on TPU endpoints protected by a vLLM API key kept in "
-                f"Secret Manager secret {secret!r}; export it into a variable, e.g. "
-                f"VLLM_API_KEY=$(gcloud secrets versions access latest --secret={secret}), "
-                "and pass --api-key-env VLLM_API_KEY"
-            )
-        return [Target(url, model, auth_for(url, args, default="api-key")) for url in endpoints]
-    raise UsageError(
-        f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
-        "has it been deployed? (or pass --url and --model)"
-    )
+    """See :func:`endpoint.targets.targets_from_outputs`."""
+    return _targets_from_outputs(outputs, stack, auth_options(args), args.model)
 
 
 def _targets(args: argparse.Namespace) -> list[Target]:
-    if args.timeout_seconds <= 0:
-        raise UsageError("--timeout-seconds must be positive")
     if args.stack:
         return targets_from_outputs(read_stack_outputs(args.stack, args.cwd), args, args.stack)
-    if not args.model:
-        raise UsageError("--url needs --model NAME (the served model name)")
-    if urlsplit(args.url).scheme not in ("http", "https") or not urlsplit(args.url).hostname:
-        raise UsageError(f"--url must be an http(s) URL, got {args.url!r}")
-    return [Target(args.url, args.model, auth_for(args.url, args, default="none"))]
+    return [target_from_url(args.url, args.model, auth_options(args))]
 
 
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:
     progress_console = Console(stderr=True, highlight=False)
 
     def progress(line: str) -> None:
-        progress_console.print(f"[dim]{escape(line)}[/dim]")
+        progress_console.print(f"[dim]{escape(redact(line))}[/dim]")
 
     backoff = Backoff(initial_s=min(1.0, args.backoff_max_seconds), max_s=args.backoff_max_seconds)
     reports = []
@@ -187,6 +172,7 @@ async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[Heal
                 request_timeout_s=args.request_timeout_seconds,
                 backoff=backoff,
                 progress=progress,
+                refused_grace_s=args.refused_grace_seconds,
             )
         )
     return reports
@@ -203,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         targets = _targets(args)
     except UsageError as exc:
-        error_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        error_console.print(f"[red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     try:
         reports = asyncio.run(_run(targets, args))

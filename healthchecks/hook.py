@@ -10,14 +10,15 @@ during ``pulumi preview``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pulumi
 
+from endpoint.auth import AuthStrategy
+from endpoint.redact import redact
+from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
 from serving.hardware import HARDWARE
 
-from .auth import AuthStrategy, GoogleIdTokenAuth
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
 
@@ -31,8 +32,6 @@ __all__ = [
     "url_from_outputs",
 ]
 
-AuthFactory = Callable[[str], AuthStrategy]
-"""Builds the auth strategy for the endpoint URL (e.g. a Google ID token with it as audience)."""
 
 COLD_START_DEADLINE_S: Mapping[str, float] = {
     profile.accelerator: float(profile.cold_start_deadline_seconds) for profile in HARDWARE.values()
@@ -50,24 +49,6 @@ class HealthCheckFailedError(Exception):
         self.report = report
 
 
-def url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
-    """The first of ``keys`` in a resource's outputs that holds an http(s) URL."""
-    for key in keys:
-        value = (outputs or {}).get(key)
-        if isinstance(value, str) and value.startswith(("http://", "https://")):
-            return value
-    return None
-
-
-def resolve_auth(auth: AuthStrategy | AuthFactory | None, url: str) -> AuthStrategy:
-    """The strategy for ``url``: given, built by a factory, or a Google ID token (default)."""
-    if isinstance(auth, AuthStrategy):
-        return auth
-    if auth is not None:
-        return auth(url)
-    return GoogleIdTokenAuth(url)
-
-
 def health_hook(
     name: str,
     *,
@@ -79,14 +60,18 @@ def health_hook(
     request_timeout_s: float = 120.0,
     backoff: Backoff | None = None,
     on_dry_run: bool = False,
+    refused_grace_s: float = 10.0,
 ) -> pulumi.ResourceHook:
     """A named :class:`pulumi.ResourceHook` running the health checks.
 
-    ``auth``: an :class:`~healthchecks.auth.AuthStrategy`, or a factory given the endpoint URL;
+    ``auth``: an :class:`~endpoint.auth.AuthStrategy`, or a factory given the endpoint URL;
     default a Google ID token whose audience is the URL (private Cloud Run services).
     ``url``: a fixed endpoint; by default the first of ``url_keys`` in the resource's new
     outputs. ``deadline_s``: the whole budget, cold start included (see
-    :data:`COLD_START_DEADLINE_S`). Must be created inside a Pulumi program (or under mocks).
+    :data:`COLD_START_DEADLINE_S`). ``refused_grace_s``: how long refused connections are
+    waited on (a TPU VM's port opens only once vLLM has loaded: pass the deadline). Every
+    message the hook logs or raises passes :func:`endpoint.redact`. Must be created inside a
+    Pulumi program (or under mocks).
     """
     if deadline_s <= 0:
         raise ValueError(f"deadline_s must be positive, got {deadline_s}")
@@ -107,18 +92,24 @@ def health_hook(
             deadline_s=deadline_s,
             request_timeout_s=request_timeout_s,
             backoff=backoff,
-            progress=lambda line: pulumi.log.info(f"{args.name}: {line}", ephemeral=True),
+            progress=lambda line: pulumi.log.info(redact(f"{args.name}: {line}"), ephemeral=True),
+            refused_grace_s=refused_grace_s,
         )
         if not report.ok:
             raise HealthCheckFailedError(
-                f"post-deploy health check of {args.name} ({target}) failed: "
-                f"{report.failure_summary()}",
+                redact(
+                    f"post-deploy health check of {args.name} ({target}) failed: "
+                    f"{report.failure_summary()}",
+                    limit=4000,
+                ),
                 report,
             )
         chat = next((r for r in report.results if r.name == "chat"), None)
         pulumi.log.info(
-            f"{args.name}: {served_model_name} is serving at {target}"
-            + (f" ({chat.detail})" if chat is not None else "")
+            redact(
+                f"{args.name}: {served_model_name} is serving at {target}"
+                + (f" ({chat.detail})" if chat is not None else "")
+            )
         )
 
     return pulumi.ResourceHook(

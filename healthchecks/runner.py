@@ -8,6 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from endpoint.client import make_client
+from endpoint.redact import redact
+
 from .auth import AuthStrategy
 from .checks import (
     DEFAULT_PROMPT,
@@ -19,7 +22,6 @@ from .checks import (
     check_models,
     check_ready,
 )
-from .client import make_client
 
 __all__ = ["CHECK_NAMES", "HealthReport", "run_health_checks", "run_health_checks_sync"]
 
@@ -46,7 +48,7 @@ class HealthReport:
 
     def failure_summary(self) -> str:
         """``name: detail`` for each failed check, joined by ``; ``."""
-        return "; ".join(f"{r.name}: {r.detail}" for r in self.failures)
+        return redact("; ".join(f"{r.name}: {r.detail}" for r in self.failures), limit=4000)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -82,7 +84,7 @@ async def _bounded(
         return CheckResult(
             name,
             False,
-            f"unexpected error: {type(exc).__name__}: {exc}",
+            f"unexpected error: {type(exc).__name__}: {redact(exc)}",
             time.perf_counter() - started,
         )
 
@@ -98,12 +100,15 @@ async def run_health_checks(
     progress: ProgressCallback | None = None,
     prompt: str = DEFAULT_PROMPT,
     max_tokens: int = 32,
+    refused_grace_s: float = 10.0,
 ) -> HealthReport:
     """readiness, models, chat, metrics, in that order, all within ``deadline_s`` seconds.
 
     Readiness may use most of the deadline (a cold start); if it fails, the other checks are
     reported as failed with "not reached". Each request is also bounded by
-    ``request_timeout_s``.
+    ``request_timeout_s``. Refused connections are retried for ``refused_grace_s`` only (a
+    TPU VM whose port opens after the model loads needs the whole deadline); DNS and TLS
+    failures end readiness at once. URLs and texts in the report are redacted.
     """
     deadline = time.monotonic() + deadline_s
     timeout = max(0.1, min(request_timeout_s, deadline_s))
@@ -112,7 +117,13 @@ async def run_health_checks(
         ready = await _bounded(
             "readiness",
             deadline,
-            lambda: check_ready(client, deadline=deadline, backoff=backoff, progress=progress),
+            lambda: check_ready(
+                client,
+                deadline=deadline,
+                backoff=backoff,
+                progress=progress,
+                refused_grace_s=refused_grace_s,
+            ),
             grace_s=1.0,  # readiness watches the deadline itself and reports its last status
         )
         results.append(ready)
@@ -141,7 +152,9 @@ async def run_health_checks(
                 )
             )
     description = auth.description if auth is not None else "none"
-    return HealthReport(url, served_model_name, description, tuple(results))
+    return HealthReport(
+        redact(url), redact(served_model_name, limit=300), description, tuple(results)
+    )
 
 
 def run_health_checks_sync(url: str, served_model_name: str, **kwargs: Any) -> HealthReport:

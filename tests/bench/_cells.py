@@ -36,12 +36,20 @@ def cell(c: int, p: int, o: int = 16, *, status: str = "ok", **figures: Any) -> 
 def write_run(
     path: Path, cells: list[dict[str, Any]], *, label: str, hardware: str | None
 ) -> RunData:
+    """A run of ``cells`` whose stored grid is the cross product of their keys."""
+    grid = {
+        "concurrency": sorted({c["concurrency"] for c in cells}),
+        "prompt_tokens": sorted({c["prompt_tokens"] for c in cells}),
+        "output_tokens": sorted({c["output_tokens"] for c in cells}),
+        "request_rates": [None],
+    }
     store = RunStore.open(
         path,
-        {"model": "m", "url": "http://x", "label": label, "hardware": hardware},
+        {"model": "m", "url": "http://x", "label": label, "hardware": hardware, "grid": grid},
         resume=False,
     )
     for record in cells:
         store.append_cell(record)
     store.write_tables()
+    store.close()
     return RunData(store.path, store.run, store.cells)

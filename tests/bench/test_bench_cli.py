@@ -57,10 +57,42 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     out = tmp_path / "run"
     grid = ["--prompt-tokens", "8", "--output-tokens", "2"]
     base = ["run", "--url", server.url, "--model", MODEL, "--out", str(out), *grid, *SMALL]
-    assert main([*base, "--concurrency", "1"]) == 0
-    assert main(["run", "--resume", "--out", str(out), "--concurrency", "1,2", *grid, *SMALL]) == 0
-    ids = [json.loads(x)["id"] for x in (out / "cells.jsonl").read_text().splitlines()]
+    assert main([*base, "--concurrency", "1,2"]) == 0
+    cells = out / "cells.jsonl"
+    cells.write_text(cells.read_text().splitlines(keepends=True)[0])  # killed after one cell
+    # Nothing but --resume: the stored URL, model, grid and options are used.
+    assert main(["run", "--resume", "--out", str(out), "--no-progress"]) == 0
+    ids = [json.loads(x)["id"] for x in cells.read_text().splitlines()]
     assert ids == ["c1-p8-o2", "c2-p8-o2"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (["--concurrency", "1"], "grid.concurrency"),
+        (["--output-tokens", "4"], "grid.output_tokens"),
+        (["--timeout-seconds", "7"], "options.timeout_s"),
+        (["--min-success-rate", "0.5"], "options.min_success_rate"),
+        (["--url", "http://127.0.0.1:9", "--model", MODEL], "url"),
+        (["--model", "other"], "model"),
+    ],
+)
+def test_resume_refuses_what_differs(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys, extra: list[str], field: str
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "run"
+    base = ["--prompt-tokens", "8", "--output-tokens", "2", "--concurrency", "1,2"]
+    assert (
+        main(["run", "--url", server.url, "--model", MODEL, "--out", str(out), *base, *SMALL]) == 0
+    )
+    capsys.readouterr()
+    before = (out / "run.json").read_text()
+    assert main(["run", "--resume", "--out", str(out), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"{field}: stored" in err
+    assert "Traceback" not in err
+    assert (out / "run.json").read_text() == before
 
 
 @pytest.mark.parametrize(
@@ -72,13 +104,29 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
         ["run", "--url", "http://h", "--model", "m", "--concurrency", "0", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--request-rate", "-1", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--auth", "api-key", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--prompt-tokens", "1", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--prompt-tokens", "9" * 12, "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--timeout-seconds", "inf", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--timeout-seconds", "nan", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--max-cell-seconds", "0", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--request-rate", "inf", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--min-success-rate", "1.5", "--out", "x"],
+        ["run", "--url", "http://h", "--model", "m", "--goodput-ttft-ms", "-1", "--out", "x"],
+        ["run", "--url", "http://h/v1", "--model", "m", "--out", "x"],
+        ["run", "--url", "http://h:8000/v1/", "--model", "m", "--out", "x"],
+        ["run", "--url", "http://u:p@h", "--model", "m", "--out", "x"],
+        ["run", "--url", "http://h:99999", "--model", "m", "--out", "x"],
+        ["run", "--resume", "--out", "x"],  # nothing to resume
         ["bogus"],
     ],
 )
-def test_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
+def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, capsys) -> None:
     argv = [a if a != "x" else str(tmp_path / "x") for a in argv]
     assert main(argv) == 2
     assert not (tmp_path / "x").exists()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error" in err
+    assert "u:p@" not in err
 
 
 def test_run_from_stack_outputs(
@@ -137,4 +185,4 @@ def test_server_gone_exits_1_and_keeps_nothing_broken(tmp_path: Path) -> None:
         *SMALL,
     ]
     assert main(argv) == 1
-    assert json.loads((out / "run.json").read_text())["model"] == MODEL
+    assert not (out / "run.json").exists()  # the preflight failed before anything was written

@@ -73,7 +73,7 @@ def test_cells_over_max_model_len_are_skipped(fake_vllm: ServerFactory, tmp_path
     assert "max_model_len 200" in skipped["skip_reason"]
     assert "success_rate" not in skipped  # never a 0 % cell
     generated = [q for q in server.requests if q.path == "/v1/completions"]
-    assert len(generated) == 4 + 1  # the measured cell and its warm-up only
+    assert len(generated) == 1 + 4 + 1  # the preflight, the measured cell and its warm-up only
     report = (tmp_path / "r" / "report.md").read_text()
     assert re.search(r"^\| 1 \| [0-9.]+ \| skipped \|$", report, re.M)
     assert "- c1-p256-o8: prompt 256 + output 8 tokens exceed max_model_len 200" in report
@@ -117,15 +117,92 @@ def test_interrupted_sweep_keeps_cells_and_resume_runs_the_rest(
     assert json.loads((out / "run.json").read_text())["resumed"] == 1
 
 
-def test_a_line_cut_short_is_ignored_on_resume(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+def test_a_torn_last_record_is_dropped_and_its_cell_run_again(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
     server = fake_vllm(output_tokens=2)
     out = tmp_path / "r"
-    run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), out, options=FAST)
-    with (out / "cells.jsonl").open("a") as handle:
-        handle.write('{"id": "c2-p8-o2", "status": "o')  # a crash mid-write
+    grid = Grid((1, 2), (8,), (2,))
+    run_sweep(server.url, MODEL, grid, out, options=FAST)
+    lines = (out / "cells.jsonl").read_text().splitlines(keepends=True)
+    # A crash while the second cell's record was being written: half of it, no newline.
+    (out / "cells.jsonl").write_text(lines[0] + lines[1][: len(lines[1]) // 2])
     assert [c["id"] for c in load_run(out).cells] == ["c1-p8-o2"]
-    run = run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
+    assert load_run(out).missing_ids() == ["c2-p8-o2"]
+    rerun: list[str] = []
+    run = run_sweep(
+        server.url,
+        MODEL,
+        grid,
+        out,
+        options=FAST,
+        resume=True,
+        on_cell=lambda r: rerun.append(r["id"]),
+    )
+    assert rerun == ["c2-p8-o2"]
     assert sorted(c["id"] for c in run.cells) == ["c1-p8-o2", "c2-p8-o2"]
+    # The file holds two whole records: the torn one was removed, not merged.
+    assert [json.loads(x)["id"] for x in (out / "cells.jsonl").read_text().splitlines()] == [
+        "c1-p8-o2",
+        "c2-p8-o2",
+    ]
+
+
+def test_a_complete_last_record_without_newline_is_run_again(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "r"
+    grid = Grid((1, 2), (8,), (2,))
+    run_sweep(server.url, MODEL, grid, out, options=FAST)
+    (out / "cells.jsonl").write_text((out / "cells.jsonl").read_text().rstrip("\n"))
+    run = run_sweep(server.url, MODEL, grid, out, options=FAST, resume=True)
+    lines = (out / "cells.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["c1-p8-o2", "c2-p8-o2"]
+    assert len(run.cells) == 2
+
+
+def test_resume_refuses_another_grid_url_or_options(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    other = fake_vllm(output_tokens=2)
+    out = tmp_path / "r"
+    grid = Grid((1,), (8,), (2,))
+    run_sweep(server.url, MODEL, grid, out, options=FAST)
+    before = (out / "run.json").read_text()
+    with pytest.raises(StoreError, match=r"grid.concurrency: stored \[1\], asked \[1, 2\]"):
+        run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
+    with pytest.raises(StoreError, match="url: stored"):
+        run_sweep(other.url, MODEL, grid, out, options=FAST, resume=True)
+    with pytest.raises(StoreError, match="options.timeout_s"):
+        run_sweep(
+            server.url,
+            MODEL,
+            grid,
+            out,
+            options=SweepOptions(num_requests=4, warmup=1, timeout_s=9.0, progress=False),
+            resume=True,
+        )
+    assert (out / "run.json").read_text() == before  # nothing rewritten
+    assert other.requests == []  # refused before any request
+
+
+def test_a_damaged_record_is_refused_with_its_line(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "r"
+    run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST)
+    lines = (out / "cells.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    del record["prompt_tokens"]
+    (out / "cells.jsonl").write_text(json.dumps(record) + "\n" + lines[1] + "\n")
+    with pytest.raises(StoreError, match=r"line 1: the record has no 'prompt_tokens' field"):
+        load_run(out)
+    (out / "cells.jsonl").write_text("{not json\n" + lines[1] + "\n")
+    with pytest.raises(StoreError, match="line 1: not JSON"):
+        run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
 
 
 def test_spec_decode_acceptance_from_metrics_deltas(

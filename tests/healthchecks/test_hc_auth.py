@@ -104,7 +104,9 @@ def test_wrong_api_key_is_rejected_by_vllm(fake_vllm: ServerFactory) -> None:
     server = fake_vllm(api_key="k-123", auth_all_paths=False)
     report = _check(server.url, ApiKeyAuth("K", environ={"K": "wrong"}))
     assert report.results[0].ok  # /health is open with vllm --api-key
-    assert report.results[1].detail == "credentials rejected (HTTP 401): Unauthorized"
+    assert report.results[1].detail == (
+        "credentials rejected (HTTP 401) using vLLM API key from $K: Unauthorized"
+    )
 
 
 def test_no_auth_sends_no_header(fake_vllm: ServerFactory) -> None:

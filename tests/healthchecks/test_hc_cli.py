@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,12 +90,26 @@ def test_never_ready_fails_and_skips_the_rest(fake_vllm: ServerFactory, capsys) 
         }
 
 
-def test_refused_connection_keeps_waiting_then_fails(capsys) -> None:
+def test_refused_connection_is_retried_for_the_grace_only(capsys) -> None:
+    started = time.monotonic()
     code, checks = _json(
-        capsys, "--url", "http://127.0.0.1:9", "--model", MODEL, "--timeout-seconds", "0.5"
+        capsys,
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        MODEL,
+        "--timeout-seconds",
+        "60",
+        "--refused-grace-seconds",
+        "0.5",
+        "--backoff-max-seconds",
+        "0.1",
     )
     assert code == 1
-    assert "connection failed" in checks["readiness"]["detail"]
+    assert time.monotonic() - started < 10  # not the 60 s deadline
+    detail = checks["readiness"]["detail"]
+    assert detail.startswith("not listening, not loading: connection refused")
+    assert "check the port in the URL" in detail
     assert checks["readiness"]["data"]["attempts"] > 1
 
 
@@ -167,7 +182,7 @@ def test_connection_dropped_mid_stream(fake_vllm: ServerFactory, capsys) -> None
         (["--url", "http://127.0.0.1:1"], "--url needs --model"),
         (["--url", "ftp://x", "--model", "m"], "must be an http(s) URL"),
         (["--url", "http://h", "--model", "m", "--auth", "api-key"], "needs --api-key-env"),
-        (["--url", "http://h", "--model", "m", "--timeout-seconds", "0"], "must be positive"),
+        (["--url", "http://h", "--model", "m", "--timeout-seconds", "0"], "above 0"),
     ],
 )
 def test_usage_errors_exit_2(capsys, argv: list[str], message: str) -> None:

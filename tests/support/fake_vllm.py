@@ -57,6 +57,26 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
   pacing; ``server.timings`` then measure from that instant too (what the server's lateness
   adds shows in them). For client-fidelity benchmarks only.
 
+Hostile or broken servers and proxies (knobs for the client's robustness tests):
+
+- ``reflect_authorization``: every error answer (401, 404, injected failures) carries the
+  request's ``Authorization`` header in its message, as a misconfigured proxy may.
+- ``metrics_gzip_bomb``: ``/metrics`` answers ``Content-Encoding: gzip`` whose body inflates to
+  this many bytes (a few KiB on the wire).
+- ``huge_sse_line``: streamed completions send one ``data:`` line of this many bytes (no line
+  end until it is all sent) before anything else.
+- ``tokenize_count``: ``/tokenize`` reports this count whatever the prompt;
+  ``tokenize_not_json``: it answers an HTML page with status 200.
+- ``health_throttle`` and ``health_throttle_status`` and ``retry_after``: the first N
+  ``/health`` requests answer that status (429 by default) with ``Retry-After: retry_after``
+  when set.
+
+Error bodies follow vLLM 0.27.1 (``vllm/entrypoints/openai/engine/protocol.py``: ``ErrorInfo``
+``message``, ``type``, ``param``, ``code`` as an int; a wrong model is
+``The model `X` does not exist.``, ``NotFoundError``, ``param`` ``"model"``, 404; the
+``--api-key`` middleware in ``vllm/entrypoints/serve/utils/server_utils.py`` answers
+``{"error": "Unauthorized"}`` with 401 on ``/v1`` paths).
+
 ``GET /fake/timings`` (not part of vLLM) returns ``server.timings`` as JSON,
 ``{"timings": [{"ttft_s": ..., "e2e_s": ...}, ...]}``, and with ``?clear=1`` empties it: how a
 benchmark in another process reads the server's own view.
@@ -88,6 +108,7 @@ import json
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +160,14 @@ class FakeVllmConfig:
     pace_from_client: bool = False
     missing_paths: tuple[str, ...] = ()
     stream_error_after: int | None = None
+    reflect_authorization: bool = False
+    metrics_gzip_bomb: int = 0
+    huge_sse_line: int = 0
+    tokenize_count: int | None = None
+    tokenize_not_json: bool = False
+    health_throttle: int = 0
+    health_throttle_status: int = 429
+    retry_after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +177,19 @@ class RecordedRequest:
     method: str
     path: str
     authorization: str | None
+
+
+def _gzip_zeros(size: int) -> bytes:
+    """A gzip stream that inflates to ``size`` zero digits, built without holding them."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"0" * (1 << 20)
+    parts = []
+    left = size
+    while left > 0:
+        parts.append(z.compress(block[: min(left, len(block))]))
+        left -= len(block)
+    parts.append(z.flush())
+    return b"".join(parts)
 
 
 class _ModelNotFoundError(Exception):
@@ -348,17 +390,28 @@ class FakeVllmServer:
             and needs_key
             and request.headers.get("Authorization") != f"Bearer {key}"
         ):
+            echo = self._echo(request)
             if self.config.auth_all_paths:
                 # What a private Cloud Run service answers (an HTML page in reality).
-                return web.Response(status=401, text="Unauthorized: missing or invalid token")
-            return web.json_response({"error": "Unauthorized"}, status=401)  # vllm --api-key
+                return web.Response(
+                    status=401, text=f"Unauthorized: missing or invalid token{echo}"
+                )
+            return web.json_response({"error": f"Unauthorized{echo}"}, status=401)  # --api-key
         if request.path != "/health" and not self._ready:
             return web.Response(status=503, text="Service Unavailable")
+        self._current = request
         result: web.StreamResponse = await handler(request)
         return result
 
-    @staticmethod
-    def _error(message: str, status: int, err_type: str, param: str | None = None) -> web.Response:
+    def _echo(self, request: web.Request | None) -> str:
+        if not self.config.reflect_authorization or request is None:
+            return ""
+        return f" (received Authorization: {request.headers.get('Authorization')})"
+
+    def _error(
+        self, message: str, status: int, err_type: str, param: str | None = None
+    ) -> web.Response:
+        message += self._echo(getattr(self, "_current", None))
         body = {"error": {"message": message, "type": err_type, "param": param, "code": status}}
         return web.json_response(body, status=status)
 
@@ -427,6 +480,11 @@ class FakeVllmServer:
 
     async def _health(self, request: web.Request) -> web.Response:
         self._health_calls += 1
+        if self._health_calls <= self.config.health_throttle:
+            headers = {"Retry-After": self.config.retry_after} if self.config.retry_after else {}
+            return web.Response(
+                status=self.config.health_throttle_status, text="Too Many Requests", headers=headers
+            )
         if self._health_calls <= self.config.cold_start_503s:
             return web.Response(status=503, text="Service Unavailable")
         self._ready = True
@@ -592,6 +650,17 @@ class FakeVllmServer:
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         sent = 0
+        if self.config.huge_sse_line > 0:
+            block = b"x" * 65536
+            await response.write(b"data: ")
+            left = self.config.huge_sse_line
+            try:
+                while left > 0:
+                    await response.write(block[: min(left, len(block))])
+                    left -= len(block)
+                await response.write(b"\n\n")
+            except (ConnectionResetError, RuntimeError):
+                return response
         drop_after = self.config.drop_after_chunks
 
         async def send(choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bool:
@@ -668,6 +737,10 @@ class FakeVllmServer:
         return response
 
     async def _tokenize(self, request: web.Request) -> web.Response:
+        if self.config.tokenize_not_json:
+            return web.Response(
+                text="<html><body>Bad gateway</body></html>", content_type="text/html"
+            )
         body = await self._read_json(request)
         if isinstance(body, web.Response):
             return body
@@ -684,9 +757,10 @@ class FakeVllmServer:
         tokens = self._token_ids(text)
         if body.get("add_special_tokens") is False:
             tokens = tokens[1:]
+        count = len(tokens) if self.config.tokenize_count is None else self.config.tokenize_count
         return web.json_response(
             {
-                "count": len(tokens),
+                "count": count,
                 "max_model_len": self.config.max_model_len,
                 "tokens": tokens,
                 "token_strs": None,
@@ -706,6 +780,11 @@ class FakeVllmServer:
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         if self.config.malformed_metrics:
             return web.Response(text=MALFORMED_METRICS, content_type="text/plain")
+        if self.config.metrics_gzip_bomb > 0:
+            bomb = _gzip_zeros(self.config.metrics_gzip_bomb)
+            return web.Response(
+                body=bomb, headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"}
+            )
         return web.Response(
             body=generate_latest(self._metrics.registry),
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},

@@ -1,0 +1,102 @@
+"""The one redaction step: every server body, error message or URL that reaches a screen, a log,
+a Pulumi hook message or a file passes through :func:`redact` first.
+
+It replaces with ``[REDACTED]``:
+
+- the value of any credential the process itself sends (registered by the auth strategies with
+  :func:`register_secret` before a request goes out), wherever it appears, so a server or proxy
+  that reflects the key verbatim (with or without ``Bearer``) does not get it printed;
+- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values;
+- ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
+  ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
+  (``name=value``) or JSON string members (``"name": "value"``);
+- JSON Web Tokens (Google ID tokens), Google API keys (``AIza...``), OAuth access tokens
+  (``ya29....``) and ``sk-...`` keys;
+- the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``).
+
+The text is also cut to ``limit`` characters (after redaction, so no cut can reveal half a
+secret), and control characters are replaced, so a hostile server cannot flood the output or
+move the cursor.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+__all__ = ["MASK", "redact", "register_secret"]
+
+MASK = "[REDACTED]"
+_MIN_SECRET_LEN = 6
+_SCAN_FACTOR = 4
+"""Only the first ``limit x _SCAN_FACTOR`` characters are scanned (bounded work per call)."""
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^/\s?#@]*@")
+_SCHEME_CREDENTIAL = re.compile(
+    r"(?i)\b(bearer)(\s+)[A-Za-z0-9\-._~+/=:]+|\b(basic)(\s+)[A-Za-z0-9+/=]{8,}"
+)
+_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|x-goog-api-key)"
+    r"([\"']?\s*[:=]\s*[\"']?)([^\"'\r\n,}]+)"
+)
+_NAMES = (
+    r"api[_-]?key|apikey|key|access[_-]?token|id[_-]?token|refresh[_-]?token|token|secret|"
+    r"client[_-]?secret|password|passwd|sig|signature"
+)
+_NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
+_NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
+_TOKENS = re.compile(
+    r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT (ID tokens)
+    r"|\bAIza[0-9A-Za-z_\-]{30,}"  # Google API keys
+    r"|\bya29\.[0-9A-Za-z_.\-]+"  # OAuth access tokens
+    r"|\bsk-[A-Za-z0-9_\-]{16,}"  # OpenAI-style keys
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x1b]")
+
+
+def _scheme(match: re.Match[str]) -> str:
+    name = match.group(1) or match.group(3)
+    space = match.group(2) or match.group(4)
+    return f"{name}{space}{MASK}"
+
+
+def register_secret(value: str | None) -> None:
+    """Remember ``value`` (a key or token this process sends) so that :func:`redact` removes it
+    wherever it appears. Values shorter than 6 characters are not registered (they would
+    mask ordinary words); such a key is still masked after ``Bearer``."""
+    if value is None:
+        return
+    value = value.strip()
+    if len(value) < _MIN_SECRET_LEN:
+        return
+    with _lock:
+        _secrets.add(value)
+
+
+def redact(text: object, *, limit: int | None = 2000) -> str:
+    """``text`` (``str()`` of it) with every secret replaced and cut to ``limit`` characters
+    (``None``: no cut); see the module docstring. Idempotent."""
+    s = text if isinstance(text, str) else str(text)
+    if limit is not None and len(s) > limit * _SCAN_FACTOR:
+        s = s[: limit * _SCAN_FACTOR]
+    with _lock:
+        known = sorted(_secrets, key=len, reverse=True)
+    for secret in known:
+        if secret in s:
+            s = s.replace(secret, MASK)
+    s = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", s)
+    s = _SCHEME_CREDENTIAL.sub(_scheme, s)
+    s = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", s)
+    s = _NAMED_EQ.sub(lambda m: f"{m.group(1)}={MASK}", s)
+    s = _NAMED_JSON.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}",
+        s,
+    )
+    s = _TOKENS.sub(MASK, s)
+    s = _CONTROL.sub("?", s)
+    if limit is not None and len(s) > limit:
+        s = s[: max(0, limit - 1)] + "…"
+    return s

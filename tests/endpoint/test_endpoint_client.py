@@ -1,0 +1,171 @@
+"""Caps, Retry-After and connection-failure classification, against real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import http.server
+import socket
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from endpoint import (
+    LimitExceeded,
+    MetricsParseError,
+    classify_connection_error,
+    fetch_metrics,
+    iter_lines_capped,
+    make_client,
+    request_capped,
+    retry_after_seconds,
+)
+from endpoint.limits import MAX_METRICS_BYTES
+from tests.support.fake_vllm import ServerFactory
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def plain_http() -> Iterator[int]:
+    """A plain-HTTP server (the standard library's), for https:// against it."""
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+async def _failure(url: str) -> BaseException:
+    async with make_client(url, timeout_s=5.0) as client:
+        try:
+            await client.get("/health")
+        except Exception as exc:
+            return exc
+    raise AssertionError("the request succeeded")
+
+
+def _classify(url: str) -> tuple[str, str, bool, float]:
+    started = time.monotonic()
+    problem = classify_connection_error(asyncio.run(_failure(url)), url)
+    return problem.kind, problem.message(), problem.not_listening, time.monotonic() - started
+
+
+def test_closed_port_is_refused_and_not_listening() -> None:
+    port = _closed_port()
+    kind, message, not_listening, took = _classify(f"http://127.0.0.1:{port}")
+    assert (kind, not_listening) == ("refused", True)
+    assert f"127.0.0.1:{port}" in message and "check the port" in message
+    assert took < 5
+
+
+def test_https_against_plain_http_is_a_tls_failure(plain_http: int) -> None:
+    kind, message, not_listening, took = _classify(f"https://127.0.0.1:{plain_http}")
+    assert (kind, not_listening) == ("tls", True)
+    assert "use http://" in message
+    assert took < 5
+
+
+def test_unresolvable_host_is_a_dns_failure() -> None:
+    kind, message, not_listening, took = _classify("http://no-such-host.invalid:8000")
+    assert (kind, not_listening) == ("dns", True)
+    assert "'no-such-host.invalid' does not resolve" in message
+    assert took < 10
+
+
+def test_gzip_bomb_on_metrics_is_refused_in_bounded_memory(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(metrics_gzip_bomb=4 * MAX_METRICS_BYTES)
+
+    async def scrape() -> None:
+        async with make_client(server.url) as client:
+            await fetch_metrics(client)
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(LimitExceeded, match="/metrics is larger than"):
+            asyncio.run(scrape())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * MAX_METRICS_BYTES  # not the 64 MiB it inflates to
+
+
+def test_metrics_under_the_cap_parse(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm()
+
+    async def scrape() -> float | None:
+        async with make_client(server.url) as client:
+            return (await fetch_metrics(client)).num_requests_running
+
+    assert asyncio.run(scrape()) == 0.0
+    bad = fake_vllm(malformed_metrics=True)
+
+    async def scrape_bad() -> None:
+        async with make_client(bad.url) as client:
+            await fetch_metrics(client)
+
+    with pytest.raises(MetricsParseError):
+        asyncio.run(scrape_bad())
+
+
+def test_a_body_over_the_cap_is_refused(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(served_model_name="m" * 200_000)
+
+    async def models() -> None:
+        async with make_client(server.url) as client:
+            await request_capped(client, "GET", "/v1/models", max_bytes=10_000)
+
+    with pytest.raises(LimitExceeded, match="larger than 10000 bytes"):
+        asyncio.run(models())
+
+
+def test_a_huge_stream_line_is_refused(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(huge_sse_line=8 << 20)
+
+    async def read() -> None:
+        body = {"model": "google/gemma-4-12B-it", "prompt": "hi", "max_tokens": 2, "stream": True}
+        async with (
+            make_client(server.url) as client,
+            client.stream("POST", "/v1/completions", json=body) as response,
+        ):
+            async for _ in iter_lines_capped(response, 1 << 20):
+                pass
+
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded, match="longer than 1048576 bytes"):
+        asyncio.run(read())
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("7", 7.0),
+        ("0", 0.0),
+        ("2.5", 2.5),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # in the past: now
+        ("-3", None),
+        ("inf", None),
+        ("nan", None),
+        ("soon", None),
+    ],
+)
+def test_retry_after(value: str, expected: float | None) -> None:
+    now = dt.datetime(2015, 10, 21, 7, 28, 0, tzinfo=dt.UTC)
+    assert retry_after_seconds(httpx.Headers({"Retry-After": value}), now=now) == expected
+    assert retry_after_seconds(httpx.Headers({})) is None
