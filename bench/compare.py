@@ -22,6 +22,7 @@ from typing import Any
 from serving.hardware import HARDWARE
 
 from .charts import ChartPlan, Series, render_chart
+from .latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
 from .store import CellKey, RunData
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
@@ -204,7 +205,22 @@ class Comparison:
             path = out / "charts" / plan.filename
             render_chart(plan, path)
             written.append(path)
+        for lplan in self.latency_plans():
+            path = out / "charts" / lplan.filename
+            render_latency(lplan, path)
+            written.append(path)
         return written
+
+    def latency_plans(self) -> list[LatencyPlan]:
+        """Latency against throughput, one curve per run (per prompt length when the runs
+        measured several), the baseline's p95 TTFT SLO as a line, client-limited cells
+        circled (:mod:`bench.latency_charts`)."""
+        return latency_plans(
+            [(run.label, run.cells) for run in self.runs],
+            slo_ms=slo_ttft_ms(self.runs[0].run),
+            prefix="compare-latency",
+            by_prompt=False,
+        )
 
 
 def compare_runs(

@@ -36,12 +36,14 @@ import multiprocessing
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 import aiohttp
+
+from endpoint.limits import MAX_METRICS_BYTES
 
 from .hotpath import (
     HotResult,
@@ -142,15 +144,25 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-async def _scrape(session: aiohttp.ClientSession, url: str | None) -> tuple[float, str] | None:
+async def _scrape(
+    session: aiohttp.ClientSession, url: str | None, headers: Mapping[str, str]
+) -> tuple[float, str] | None:
+    """``(monotonic time, text)`` of ``/metrics``, or None (not 200, too large, unreadable)."""
     if url is None:
         return None
     try:
-        async with session.get(url) as response:
-            text = await response.text()
+        async with session.get(url, headers={**headers, "Accept-Encoding": "identity"}) as response:
             if response.status != 200:
                 return None
-            return time.monotonic(), text
+            raw = await response.content.read(MAX_METRICS_BYTES + 1)
+            while len(raw) <= MAX_METRICS_BYTES and not response.content.at_eof():
+                more = await response.content.read(MAX_METRICS_BYTES + 1 - len(raw))
+                if not more:
+                    break
+                raw += more
+            if len(raw) > MAX_METRICS_BYTES:
+                return None
+            return time.monotonic(), raw.decode("utf-8")
     except (TimeoutError, aiohttp.ClientError, OSError, UnicodeDecodeError):
         return None
 
@@ -205,7 +217,7 @@ async def run_load(plan: LoadPlan) -> WindowLoad:
             gc.unfreeze()
         load.cpu_s = time.process_time() - cpu_start
         load.untimed += len(warm)
-        load.metrics_after = await _scrape(session, plan.metrics_url)
+        load.metrics_after = await _scrape(session, plan.metrics_url, dict(plan.headers))
     return load
 
 
@@ -229,7 +241,7 @@ async def _closed(
     async def at_window_start() -> None:
         await _sleep_until(window_start)
         monitor.start()
-        metrics_before[0] = await _scrape(session, plan.metrics_url)
+        metrics_before[0] = await _scrape(session, plan.metrics_url, dict(plan.headers))
 
     async def stream(k: int) -> None:
         slot = plan.stream_offset + k * plan.stream_stride
@@ -276,7 +288,7 @@ async def _open(
     send_times: list[float] = []
     tasks: list[asyncio.Task[None]] = []
     monitor = LoopMonitor(lambda: in_flight.count, interval_s=plan.monitor_interval_s)
-    before = await _scrape(session, plan.metrics_url)
+    before = await _scrape(session, plan.metrics_url, dict(plan.headers))
     monitor.start()
 
     async def one(i: int) -> None:

@@ -33,6 +33,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES, MAX_SSE_LINE_BYTES
+from endpoint.redact import redact
+
 from .request import COMPLETIONS_PATH, ErrorKind, RequestResult, classify_exception
 
 __all__ = [
@@ -46,7 +49,12 @@ __all__ = [
     "warm_connections",
 ]
 
-_BASE_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_BASE_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "text/event-stream",
+    "Accept-Encoding": "identity",
+}
+"""No compression: the stream is read as sent (and no compressed bomb can be inflated)."""
 
 
 @dataclass
@@ -124,6 +132,10 @@ class StreamParser:
         buffer = self._buffer + data if self._buffer else data
         cut = buffer.rfind(b"\n")
         if cut < 0:
+            if len(buffer) > MAX_SSE_LINE_BYTES:
+                raise StreamProtocolError(
+                    f"an SSE line is longer than {MAX_SSE_LINE_BYTES} bytes; refused"
+                )
             self._buffer = buffer
             return
         self._buffer = buffer[cut + 1 :]
@@ -157,7 +169,7 @@ class StreamParser:
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError as exc:
-            raise StreamProtocolError(f"chunk is not JSON: {payload[:80]!r}") from exc
+            raise StreamProtocolError(f"chunk is not JSON: {redact(repr(payload[:80]))}") from exc
         if not isinstance(chunk, dict):
             raise StreamProtocolError("chunk is not a JSON object")
         self.chunks += 1
@@ -166,7 +178,7 @@ class StreamParser:
             detail: dict[str, Any] = error if isinstance(error, dict) else {"message": error}
             code = detail.get("code")
             raise StreamedError(
-                f"error in stream: {str(detail.get('message'))[:200]}",
+                f"error in stream: {redact(detail.get('message'), limit=MAX_ECHO_CHARS)}",
                 code if isinstance(code, int) else None,
             )
         usage = chunk.get("usage")
@@ -289,8 +301,11 @@ async def stream_completion(
             async with session.post(url, data=body, headers=headers) as response:
                 status = response.status
                 if status >= 400:
-                    text = (await response.content.read(300)).decode("utf-8", "replace")
-                    return _failed(parser, sent_at, status, "http_status", f"HTTP {status}: {text}")
+                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)
+                    text = redact(
+                        f"HTTP {status}: {raw.decode('utf-8', 'replace')}", limit=MAX_ECHO_CHARS
+                    )
+                    return _failed(parser, sent_at, status, "http_status", text)
                 feed = parser.feed
                 clock = time.perf_counter
                 async for data in response.content.iter_any():
@@ -304,9 +319,8 @@ async def stream_completion(
             parser, sent_at, status, "timeout", f"no complete answer within {timeout_s:g} s"
         )
     except Exception as exc:  # every transport failure becomes a classified result
-        return _failed(
-            parser, sent_at, status, classify_exception(exc), f"{type(exc).__name__}: {exc}"
-        )
+        message = redact(f"{type(exc).__name__}: {exc}", limit=MAX_ECHO_CHARS)
+        return _failed(parser, sent_at, status, classify_exception(exc), message)
     finally:
         if in_flight is not None:
             in_flight.count -= 1
