@@ -140,30 +140,26 @@ def _body(output_tokens: int) -> bytes:
 
 
 def _bench_client(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
-    from .hotload import LoadPlan, new_event_loop, run_load, run_load_in_workers
-    from .stats import summarize
-    from .window import window_figures
-    from .workers import choose_workers
+    """One cell through ``python -m bench run`` itself (its CLI, sweep, hot path, workers as
+    it chooses them); the cell's record."""
+    import tempfile
 
-    plan = LoadPlan(
-        url + "/v1/completions",
-        (_body(output_tokens),),
-        requests,
-        streams,
-        metrics_url=url + "/metrics",
-        health_url=url,
-    )
-    workers = choose_workers(streams, url)
-    if workers > 1:
-        load = run_load_in_workers(plan, workers)
-    else:
-        loop = new_event_loop()
-        try:
-            load = loop.run_until_complete(run_load(plan))
-        finally:
-            loop.close()
-    record = summarize(load.results, load.duration_s)
-    record.update(window_figures(load, concurrency=streams, model_name=MODEL))
+    from .cli import main as bench_main
+
+    with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
+        out = Path(tmp) / "run"
+        status = bench_main(
+            [
+                "run", "--url", url, "--model", MODEL, "--out", str(out),
+                "--concurrency", str(streams), "--prompt-tokens", str(len(PROMPT.split()) + 1),
+                "--output-tokens", str(output_tokens), "--num-requests", str(requests),
+                "--no-tokenize", "--no-progress",
+            ]
+        )  # fmt: skip
+        lines = (out / "cells.jsonl").read_text().splitlines() if out.exists() else []
+        if not lines:
+            raise RuntimeError(f"the bench wrote no cell (exit {status})")
+        record: dict[str, Any] = json.loads(lines[-1])
     return record
 
 

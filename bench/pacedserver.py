@@ -204,6 +204,9 @@ class _Connection(asyncio.Protocol):
         server = self.server
         if method == "GET" and path == "/health":
             self._send(_response("200 OK", b""))
+        elif method == "GET" and path == "/v1/models":
+            card = {"id": server.model, "object": "model", "max_model_len": 32768}
+            self._send(_response("200 OK", orjson.dumps({"object": "list", "data": [card]})))
         elif method == "GET" and path == "/metrics":
             self._send(
                 _response("200 OK", generate_latest(server.registry), "text/plain; version=0.0.4")
