@@ -519,7 +519,7 @@ def _compare(args: argparse.Namespace) -> int:
             prices[key] = float(value)
         except ValueError:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}") from None
-        if not sep or not key:
+        if not sep or not key or not math.isfinite(prices[key]) or prices[key] < 0:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
     try:
         runs = [load_run(path) for path in args.runs]

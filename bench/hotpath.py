@@ -235,8 +235,9 @@ async def warm_connections(
 
     async def one() -> bool:
         try:
+            # The body is never read: a server cannot make warm-up hold a large answer (an
+            # empty /health body leaves the connection reusable).
             async with session.get(url, headers=headers) as response:
-                await response.read()
                 return response.status < 500
         except (TimeoutError, aiohttp.ClientError, OSError):
             return False

@@ -40,7 +40,7 @@ import aiohttp
 import httpx
 
 from endpoint.auth import AuthError
-from endpoint.client import LimitExceeded, read_capped
+from endpoint.client import LimitExceeded, read_capped, retry_after_seconds
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES, MAX_SSE_LINE_BYTES
 from endpoint.redact import redact
 
@@ -100,6 +100,8 @@ class RequestResult:
     error_kind: ErrorKind | None = None
     status: int | None = None
     error: str | None = None
+    retry_after_s: float | None = None
+    """``Retry-After`` of an error answer, in seconds, when it carried one."""
 
     @property
     def tpot_s(self) -> float | None:
@@ -271,6 +273,7 @@ async def send_request(
                         error_kind="http_status",
                         status=status,
                         error=redact(f"HTTP {status}: {text}", limit=MAX_ECHO_CHARS),
+                        retry_after_s=retry_after_seconds(response.headers),
                     )
                 buffer = b""
                 async for data in response.aiter_bytes():

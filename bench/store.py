@@ -417,14 +417,16 @@ def _show(value: Any) -> str:
 
 def identity_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     """``field: stored X, asked Y`` for each :data:`IDENTITY_KEYS` field that differs (a field
-    absent from ``asked`` is not compared); nested dicts are compared key by key."""
+    absent from ``asked``, or a nested key absent from the stored run, is not compared); nested
+    dicts are compared key by key."""
     out: list[str] = []
     for name in IDENTITY_KEYS:
         if name not in asked:
             continue
         old, new = stored.get(name), asked[name]
         if isinstance(old, dict) and isinstance(new, dict):
-            for key in sorted(set(old) | set(new)):
+            # A key the stored run never recorded (an older version wrote it) is not compared.
+            for key in sorted(old):
                 if old.get(key) != new.get(key):
                     out.append(
                         f"{name}.{key}: stored {_show(old.get(key))}, asked {_show(new.get(key))}"

@@ -205,8 +205,16 @@ async def preflight(
 ) -> RequestResult:
     """One short streamed request; its result when it worked, else :class:`PreflightError`
     saying why (the served models when the name is wrong, the credential used when it is
-    rejected, what to check when nothing listens)."""
-    result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
+    rejected, what to check when nothing listens). A 429 or 503 with ``Retry-After`` is
+    retried after the time asked when that ends within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
+        if result.ok or result.status not in (429, 503) or result.retry_after_s is None:
+            break
+        if time.monotonic() + result.retry_after_s > deadline:
+            break  # the server asks for longer than the preflight may wait: report it
+        await asyncio.sleep(result.retry_after_s)
     if result.ok:
         return result
     url = redact(str(client.base_url))

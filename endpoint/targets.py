@@ -71,7 +71,7 @@ class Target:
     auth: AuthStrategy
 
 
-_V1_SUFFIX = re.compile(r"/v1(/|$)")
+_V1_SUFFIX = re.compile(r"/v1(/|$)", re.IGNORECASE)
 
 
 def check_url(url: str, flag: str = "--url") -> str:
@@ -89,7 +89,7 @@ def check_url(url: str, flag: str = "--url") -> str:
             "--api-key-env VAR instead"
         )
     if _V1_SUFFIX.search(parts.path):
-        root = url[: url.find("/v1")]
+        root = url[: url.lower().find("/v1")]
         raise TargetError(
             f"{flag} must be the server's root URL, without /v1 (the paths /v1/..., /health, "
             f"/metrics are added to it): use {redact(root)!r}"

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
 from bench.sweep import Grid
-from healthchecks.auth import NoAuth
+from healthchecks.auth import ApiKeyAuth, NoAuth
 from serving.settings import SloSettings
 from tests.pulumi_harness import run_hook
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
@@ -110,3 +110,39 @@ def test_mtp_acceptance_is_reported(tmp_path: Path) -> None:
 def test_hook_without_a_url_output_fails_clearly(tmp_path: Path) -> None:
     error = call_hook("not-a-url", config(tmp_path), Logs())
     assert isinstance(error, BenchmarkFailedError) and "no endpoint URL" in str(error)
+
+
+def test_failed_cells_warn_and_no_reflected_key_is_logged_or_written(tmp_path: Path) -> None:
+    key = "hook-bench-key-61d0aa"
+    logs = Logs()
+    fake = FakeVllmConfig(
+        served_model_name=MODEL,
+        output_tokens=16,
+        api_key=key,
+        auth_all_paths=False,
+        reflect_authorization=True,
+        fail_every=3,
+    )
+    cfg = config(tmp_path)
+    with FakeVllmServer(fake) as server:
+        error = run_hook(
+            lambda: benchmark_hook(
+                "l4-benchmark",
+                cfg,
+                auth=ApiKeyAuth("K", environ={"K": key}),
+                log=logs.info.append,
+                warn=logs.warn.append,
+            ),
+            {"uri": server.url},
+            stack=cfg.stack,
+        )
+    assert error is None
+    (warning,) = logs.warn
+    assert "is failed: success rate" in warning
+    written = "".join(
+        p.read_text(errors="replace")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.suffix != ".png"
+    )
+    assert "injected failure" in written  # the failures' bodies are kept ...
+    assert key not in written + "\n".join(logs.info + logs.warn)  # ... redacted

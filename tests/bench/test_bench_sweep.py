@@ -175,7 +175,7 @@ def test_resume_refuses_another_grid_url_or_options(
         run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
     with pytest.raises(StoreError, match="url: stored"):
         run_sweep(other.url, MODEL, grid, out, options=FAST, resume=True)
-    with pytest.raises(StoreError, match="options.timeout_s"):
+    with pytest.raises(StoreError, match=r"options\.timeout_s"):
         run_sweep(
             server.url,
             MODEL,

@@ -142,7 +142,8 @@ def test_empty_completion(fake_vllm: ServerFactory, capsys) -> None:
 
 def test_timeout(fake_vllm: ServerFactory, capsys) -> None:
     server = fake_vllm(hang_paths=("/v1/chat/completions",))
-    code = main(["--url", server.url, "--model", MODEL, "--timeout-seconds", "0.6"])
+    # Long enough for readiness and models on a loaded machine; chat then hangs to the deadline.
+    code = main(["--url", server.url, "--model", MODEL, "--timeout-seconds", "1.5"])
     out, err = capsys.readouterr()
     assert code == 1
     assert "timed out" in out and "Traceback" not in out + err

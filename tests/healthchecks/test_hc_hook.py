@@ -165,3 +165,21 @@ def test_deadlines_cover_the_startup_probes() -> None:
     assert COLD_START_DEADLINE_S["nvidia-rtx-pro-6000"] >= 240 + 15 * 120
     with pytest.raises(ValueError, match="deadline_s"):
         health_hook("h", served_model_name=MODEL, deadline_s=0)
+
+
+def test_hook_never_logs_a_reflected_token(
+    monitor: _HookMonitor, fake_vllm: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "eyJhbGciOiJub25lIn0.eyJhdWQiOiJzdmMifQ.hook-reflected-sig-7781"
+    server = fake_vllm(api_key="the-right-one", reflect_authorization=True)
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: logged.append(str(msg)))
+    kwargs = {
+        **FAST,
+        "auth": lambda url: GoogleIdTokenAuth(url, token_provider=lambda audience: token),
+    }
+    error = _call_hook({"uri": server.url}, **kwargs)
+    assert isinstance(error, HealthCheckFailedError)
+    assert "credentials rejected (HTTP 401)" in str(error)
+    text = str(error) + "\n".join(logged) + error.report.failure_summary()  # type: ignore[union-attr]
+    assert "hook-reflected-sig" not in text and "eyJhbGciOiJub25lIn0" not in text

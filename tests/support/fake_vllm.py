@@ -69,7 +69,8 @@ Hostile or broken servers and proxies (knobs for the client's robustness tests):
   ``tokenize_not_json``: it answers an HTML page with status 200.
 - ``health_throttle`` and ``health_throttle_status`` and ``retry_after``: the first N
   ``/health`` requests answer that status (429 by default) with ``Retry-After: retry_after``
-  when set.
+  when set; ``completions_throttle``: the first N completion requests answer 429 with vLLM's
+  error JSON and that ``Retry-After``.
 
 Error bodies follow vLLM 0.27.1 (``vllm/entrypoints/openai/engine/protocol.py``: ``ErrorInfo``
 ``message``, ``type``, ``param``, ``code`` as an int; a wrong model is
@@ -168,6 +169,7 @@ class FakeVllmConfig:
     health_throttle: int = 0
     health_throttle_status: int = 429
     retry_after: str | None = None
+    completions_throttle: int = 0
 
 
 @dataclass(frozen=True)
@@ -547,6 +549,12 @@ class FakeVllmServer:
                 f"However, your request has {prompt_tokens} input tokens."
             )
             return self._error(msg, 400, "BadRequestError")
+        self._throttled = getattr(self, "_throttled", 0) + 1
+        if self._throttled <= self.config.completions_throttle:
+            response = self._error("rate limited", 429, "RateLimitError")
+            if self.config.retry_after:
+                response.headers["Retry-After"] = self.config.retry_after
+            return response
         self._generate_calls += 1
         every = self.config.fail_every
         if every > 0 and self._generate_calls % every == 0:

@@ -1,0 +1,191 @@
+"""The health checks against servers that are not there, throttle, or are hostile: each gives the
+right verdict within its deadline, with no traceback and no secret on screen."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from endpoint.auth import ApiKeyAuth
+from healthchecks.cli import main
+from healthchecks.runner import run_health_checks_sync
+from tests.healthchecks._helpers import MODEL, ServerFactory
+
+KEY = "hc-hostile-key-93f1c2"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str, float]:
+    started = time.monotonic()
+    code = main(list(argv))
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err, took
+
+
+def _checks(out: str) -> dict[str, dict[str, Any]]:
+    (target,) = json.loads(out)["targets"]
+    return {c["name"]: c for c in target["checks"]}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def plain_http() -> Iterator[int]:
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+LONG = ["--model", MODEL, "--timeout-seconds", "120", "--backoff-max-seconds", "0.1", "--json"]
+"""A deadline the tests must never wait for."""
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:{closed}", "connection refused"),
+        ("https://127.0.0.1:{plain}", "TLS handshake failed"),
+        ("http://no-such-service.invalid:8000", "DNS lookup failed"),
+    ],
+)
+def test_not_listening_fails_within_seconds(
+    capsys, plain_http: int, url: str, expected: str
+) -> None:
+    url = url.format(closed=_closed_port(), plain=plain_http)
+    code, out, _, took = _run(capsys, "--url", url, "--refused-grace-seconds", "0.5", *LONG)
+    assert code == 1
+    assert took < 10  # not the 120 s deadline
+    readiness = _checks(out)["readiness"]
+    assert readiness["detail"].startswith(f"not listening, not loading: {expected}")
+
+
+def test_retry_after_is_honoured_within_the_deadline(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(health_throttle=2, retry_after="0.3")
+    code, out, _, took = _run(capsys, "--url", server.url, *LONG)
+    assert code == 0, out
+    assert _checks(out)["readiness"]["data"]["attempts"] == 3
+    assert took >= 0.6  # waited what the server asked, twice
+
+
+def test_503_with_retry_after_is_waited_too(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(health_throttle=1, health_throttle_status=503, retry_after="0.2")
+    code, out, _, _ = _run(capsys, "--url", server.url, *LONG)
+    assert code == 0, out
+
+
+def test_retry_after_past_the_deadline_fails_at_once(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(health_throttle=100, retry_after="3600")
+    code, out, _, took = _run(capsys, "--url", server.url, *LONG)
+    assert code == 1
+    assert took < 5
+    assert "asking to retry after 3600 s, past the deadline" in _checks(out)["readiness"]["detail"]
+
+
+def test_429_without_retry_after_backs_off_until_it_passes(
+    fake_vllm: ServerFactory, capsys
+) -> None:
+    server = fake_vllm(health_throttle=3)
+    code, out, _, _ = _run(capsys, "--url", server.url, *LONG)
+    assert code == 0, out
+
+
+def test_reflected_authorization_is_never_printed(
+    fake_vllm: ServerFactory, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = fake_vllm(api_key="the-right-key-0000", reflect_authorization=True)
+    monkeypatch.setenv("HC_TEST_KEY", KEY)
+    for extra in ([], ["--json"]):
+        code, out, err, _ = _run(
+            capsys, "--url", server.url, "--model", MODEL, "--api-key-env", "HC_TEST_KEY", *extra
+        )
+        assert code == 1
+        assert "credentials rejected (HTTP 401) using vLLM API key from $HC_TEST_KEY" in out
+        assert KEY not in out + err
+        assert "[REDACTED]" in out
+
+
+def test_reflected_key_in_a_404_body_is_redacted(fake_vllm: ServerFactory) -> None:
+    server = fake_vllm(api_key=KEY, reflect_authorization=True)
+    report = run_health_checks_sync(
+        server.url, "google/other-model", auth=ApiKeyAuth("K", environ={"K": KEY}), deadline_s=5
+    )
+    assert not report.ok
+    text = json.dumps(report.as_dict()) + report.failure_summary()
+    assert "does not exist" in text
+    assert KEY not in text
+
+
+def test_a_huge_model_id_is_not_echoed_whole(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(served_model_name="m" * 100_000)
+    code, out, err, _ = _run(capsys, "--url", server.url, "--model", "other", "--json")
+    assert code == 1
+    assert "not listed" in _checks(out)["models"]["detail"]
+    assert len(out + err) < 20_000
+
+
+def test_gzip_bomb_on_metrics_fails_the_check(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(metrics_gzip_bomb=64 << 20)
+    code, out, _, _ = _run(capsys, "--url", server.url, "--model", MODEL, "--json")
+    assert code == 1
+    assert "/metrics is larger than" in _checks(out)["metrics"]["detail"]
+
+
+def test_a_huge_stream_line_fails_the_chat_check(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(huge_sse_line=4 << 20)
+    code, out, _, took = _run(capsys, "--url", server.url, "--model", MODEL, "--json")
+    assert code == 1
+    assert "longer than" in _checks(out)["chat"]["detail"]
+    assert took < 10
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--backoff-max-seconds", "0"],
+        ["--timeout-seconds", "inf"],
+        ["--timeout-seconds", "nan"],
+        ["--timeout-seconds", "-5"],
+        ["--request-timeout-seconds", "inf"],
+        ["--refused-grace-seconds", "inf"],
+    ],
+)
+def test_bad_numbers_exit_2_with_one_message(capsys, argv: list[str]) -> None:
+    code, _, err, took = _run(capsys, "--url", "http://127.0.0.1:9", "--model", "m", *argv)
+    assert code == 2
+    assert "error:" in err
+    assert took < 2
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h:8000/v1",
+        "http://h/v1/",
+        "http://h/V1/chat/completions",
+        "http://user:pw@h",
+        "http://h/?key=abc",
+        "http://h:x",
+    ],
+)
+def test_unusable_urls_exit_2_without_echoing_credentials(capsys, url: str) -> None:
+    code, _, err, _ = _run(capsys, "--url", url, "--model", "m")
+    assert code == 2
+    assert "pw@" not in err and "key=abc" not in err
