@@ -122,3 +122,19 @@ def test_choose_workers() -> None:
     assert is_loopback("http://[::1]:80") and not is_loopback("http://10.1.1.1")
     with pytest.raises(ValueError):
         choose_workers(0, "http://h")
+
+
+def test_spawned_workers_do_not_run_the_cli_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m bench run --workers 2``: spawn imports the parent's main module as
+    ``__mp_main__`` in every worker; it must not start another sweep there."""
+    import runpy
+
+    import bench.cli
+
+    def boom(*_: object) -> int:
+        raise AssertionError("the CLI ran in a worker")
+
+    monkeypatch.setattr(bench.cli, "main", boom)
+    runpy.run_module("bench.__main__", run_name="__mp_main__")
+    with pytest.raises(AssertionError, match="ran in a worker"):
+        runpy.run_module("bench.__main__", run_name="__main__")
