@@ -36,7 +36,7 @@ import multiprocessing
 import random
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -173,8 +173,13 @@ async def _sleep_until(deadline: float) -> None:
         await asyncio.sleep(delay)
 
 
-async def run_load(plan: LoadPlan) -> WindowLoad:
-    """Run ``plan`` on the running loop (see the module docstring)."""
+Synchronise = Callable[[float], Awaitable[tuple[float, float]]]
+"""Called by a worker once warm with its ramp estimate; returns (start time, common ramp)."""
+
+
+async def run_load(plan: LoadPlan, *, synchronise: Synchronise | None = None) -> WindowLoad:
+    """Run ``plan`` on the running loop (see the module docstring). ``synchronise``: a worker
+    process waits there, warm, until every worker is, and all take one start time and ramp."""
     if plan.concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {plan.concurrency}")
     if not plan.bodies:
@@ -203,14 +208,19 @@ async def run_load(plan: LoadPlan) -> WindowLoad:
         total_streams = plan.total_streams or plan.concurrency
         if total_streams <= 1 or plan.request_rate is not None:
             ramp = 0.0
-        if plan.start_at is not None:
-            await _sleep_until(plan.start_at)
+        start_at = plan.start_at
+        if synchronise is not None:
+            start_at, ramp = await synchronise(ramp)
         gc.collect()
         gc.freeze()
         cpu_start = time.process_time()
         try:
+            if start_at is not None:
+                await _sleep_until(start_at)
+            cpu_start = time.process_time()
             if plan.request_rate is None:
-                load = await _closed(plan, send, in_flight, ramp, session)
+                t0 = start_at if start_at is not None else time.monotonic()
+                load = await _closed(plan, send, in_flight, ramp, session, t0)
             else:
                 load = await _open(plan, send, in_flight, session)
         finally:
@@ -227,8 +237,8 @@ async def _closed(
     in_flight: InFlight,
     ramp: float,
     session: aiohttp.ClientSession,
+    t0: float,
 ) -> WindowLoad:
-    t0 = time.monotonic()
     total_streams = plan.total_streams or plan.concurrency
     window_start = t0 + ramp
     stop_at = window_start + plan.max_duration_s if plan.max_duration_s is not None else None
@@ -376,15 +386,24 @@ def merge_loads(parts: Sequence[WindowLoad]) -> WindowLoad:
 
 
 def _worker_main(conn: Connection) -> None:
-    """A worker process: say ready, take a plan, run it on a fresh loop, send the result."""
+    """A worker process: say ready, take a plan, warm up, say so with its ramp estimate, wait
+    for the common start time and ramp, run, send the result."""
     try:
         conn.send("ready")
         plan = conn.recv()
         if plan is None:
             return
         loop = new_event_loop()
+
+        async def synchronise(ramp: float) -> tuple[float, float]:
+            conn.send(("warm", ramp))
+            reply = await loop.run_in_executor(None, conn.recv)
+            if not (isinstance(reply, tuple) and reply[0] == "go"):
+                raise WorkerError("no start signal")
+            return float(reply[1]), float(reply[2])
+
         try:
-            load = loop.run_until_complete(run_load(plan))
+            load = loop.run_until_complete(run_load(plan, synchronise=synchronise))
         finally:
             loop.close()
         conn.send(("ok", load))
@@ -399,11 +418,22 @@ class WorkerError(RuntimeError):
     """A worker process failed or died."""
 
 
-def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 0.25) -> WindowLoad:
+def _receive(proc: Any, conn: Connection, timeout_s: float, what: str) -> Any:
+    try:
+        if conn.poll(timeout_s):
+            return conn.recv()
+    except EOFError:
+        pass
+    raise WorkerError(f"worker {proc.pid} {what} (exit {proc.exitcode})")
+
+
+def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 0.1) -> WindowLoad:
     """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
 
-    Blocking (call it from a thread when inside an event loop). The processes are started
-    and their imports done before the start time is set, so start-up is never measured.
+    Blocking (call it from a thread when inside an event loop). Each process imports, opens
+    its connections and sends its warm-up requests first; when every one is warm they get one
+    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
+    measured and their staggered starts interleave.
     """
     shares = split_plan(plan, workers)
     context = multiprocessing.get_context("spawn")
@@ -416,24 +446,24 @@ def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 
             child.close()
             procs.append((proc, parent))
         for proc, conn in procs:
-            try:
-                ready = conn.poll(120) and conn.recv() == "ready"
-            except EOFError:
-                ready = False
-            if not ready:
-                raise WorkerError(f"worker {proc.pid} did not start (exit {proc.exitcode})")
-        start_at = time.monotonic() + start_delay_s
+            if _receive(proc, conn, 120, "did not start") != "ready":
+                raise WorkerError(f"worker {proc.pid} did not start")
         for share, (_, conn) in zip(shares, procs, strict=True):
-            conn.send(replace(share, start_at=start_at))
+            conn.send(share)
+        warm_deadline = plan.timeout_s * (plan.warmup + 1) + 120.0
+        ramps = []
+        for proc, conn in procs:
+            reply = _receive(proc, conn, warm_deadline, "did not warm up")
+            if not (isinstance(reply, tuple) and reply[0] == "warm"):
+                raise WorkerError(f"worker {proc.pid} failed: {reply[1] if reply else reply}")
+            ramps.append(float(reply[1]))
+        start_at = time.monotonic() + start_delay_s
+        for _, conn in procs:
+            conn.send(("go", start_at, max(ramps)))
         loads: list[WindowLoad] = []
         deadline = plan.timeout_s + (plan.max_duration_s or 3600.0) + 600.0
         for proc, conn in procs:
-            if not conn.poll(deadline):
-                raise WorkerError(f"worker {proc.pid} sent no result")
-            try:
-                status, payload = conn.recv()
-            except EOFError as exc:
-                raise WorkerError(f"worker {proc.pid} died (exit {proc.exitcode})") from exc
+            status, payload = _receive(proc, conn, deadline, "sent no result")
             if status != "ok":
                 raise WorkerError(f"worker {proc.pid} failed: {payload}")
             loads.append(payload)
