@@ -23,7 +23,7 @@ from serving.hardware import HARDWARE
 
 from .charts import ChartPlan, Series, render_chart
 from .latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
-from .store import CellKey, RunData
+from .store import CLIENT_LIMITED_MARK, CellKey, RunData
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
 
@@ -112,7 +112,14 @@ class Comparison:
 
     def markdown(self) -> str:
         labels = [r.label for r in self.runs]
-        lines = ["# Comparison", "", f"Baseline: **{labels[0]}**.", ""]
+        lines = [
+            "# Comparison",
+            "",
+            f"Baseline: **{labels[0]}**. {CLIENT_LIMITED_MARK.strip()} marks a client-limited "
+            "cell: its figures are the client's, not the server's (see that run's report).",
+            "",
+        ]
+        keyed = [run.by_key() for run in self.runs]
         lines += [
             "| run | hardware | USD/hour | best cell | requests/s | USD per million requests |",
             "|---|---|---:|---|---:|---:|",
@@ -143,6 +150,8 @@ class Comparison:
                         texts.append("skipped")
                         continue
                     text = fmt.format(value)
+                    if (keyed[r].get(key) or {}).get("client_limited"):
+                        text += CLIENT_LIMITED_MARK
                     delta = self.delta_percent(metric, row, r) if r else None
                     texts.append(f"{text} ({delta:+.1f}%)" if delta is not None else text)
                 lines.append(f"| {key.id} | " + " | ".join(texts) + " |")

@@ -99,6 +99,8 @@ def test_compare_draws_latency_against_throughput_per_run(tmp_path: Path) -> Non
         hardware=None,
     )  # fmt: skip
     written = compare_runs([a, b]).write(tmp_path / "cmp")
+    markdown = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "| c8-p128-o16 | 8.00 | 8.00 † (+0.0%) |" in markdown
     names = {p.name for p in written}
     assert "compare-latency-p95_ttft_ms-o16.png" in names
     plans = compare_runs([a, b]).latency_plans()
