@@ -3,7 +3,8 @@
 Library entry points (the CLI, ``python -m bench``, is built on them):
 
 - :func:`run_sweep` / :func:`run_sweep_async`: run a :class:`Grid` against an endpoint into a
-  run directory, cell by cell (resumable); returns the :class:`RunData`.
+  run directory, cell by cell (resumable, one locked experiment per directory, after a
+  one-request preflight that raises :class:`PreflightError`); returns the :class:`RunData`.
 - :func:`load_run`: read a run directory back.
 - :func:`evaluate` (from :mod:`bench.gate`): check a run against
   :class:`serving.settings.SloSettings`; :func:`slo_for_stack` reads them from a stack file.
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from .request import ERROR_KINDS, RequestResult, RequestSpec, send_request
     from .stats import GoodputSlo, percentile, summarize
     from .store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
-    from .sweep import Grid, SweepOptions, run_sweep, run_sweep_async
+    from .sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
 
 # Imported on first use: a worker process of the load (bench.hotload) imports this package and
 # should not pay for matplotlib, httpx or the sweep before its cell starts.
@@ -48,6 +49,7 @@ _EXPORTS = {
     "StoreError": "store",
     "load_run": "store",
     "Grid": "sweep",
+    "PreflightError": "sweep",
     "SweepOptions": "sweep",
     "run_sweep": "sweep",
     "run_sweep_async": "sweep",
@@ -72,6 +74,7 @@ __all__ = [
     "GateResult",
     "GoodputSlo",
     "Grid",
+    "PreflightError",
     "RequestResult",
     "RequestSpec",
     "RunData",

@@ -327,6 +327,10 @@ def _stored_run(args: argparse.Namespace) -> dict[str, Any] | None:
     return load_run(args.out).run
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     """Flags left out take the stored run's values (what RunStore then checks for equality)."""
     if not args.url and not args.stack:
@@ -334,7 +338,7 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     args.model = args.model or stored.get("model")
     args.hardware = args.hardware or stored.get("hardware")
     args.label = args.label or stored.get("label")
-    grid = stored.get("grid") or {}
+    grid = _mapping(stored.get("grid"))
     for flag, name in (
         ("concurrency", "concurrency"),
         ("prompt_tokens", "prompt_tokens"),
@@ -345,7 +349,7 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     rates = grid.get("request_rates")
     if args.request_rate is None and isinstance(rates, list) and rates != [None]:
         args.request_rate = tuple(float(r) for r in rates)
-    options = stored.get("options") or {}
+    options = _mapping(stored.get("options"))
     for flag, name in (
         ("num_requests", "num_requests"),
         ("warmup", "warmup"),
@@ -359,7 +363,7 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
             setattr(args, flag, options[name])
     if args.no_tokenize is None and options.get("use_tokenize") is False:
         args.no_tokenize = True
-    goodput = options.get("goodput_slo") or {}
+    goodput = _mapping(options.get("goodput_slo"))
     if args.goodput_ttft_ms is None and goodput.get("ttft") is not None:
         args.goodput_ttft_ms = goodput["ttft"]
     if args.goodput_e2el_ms is None and goodput.get("e2el") is not None:
@@ -437,7 +441,12 @@ def _run(args: argparse.Namespace, err: Console) -> int:
     except StoreError as exc:
         raise UsageError(f"--resume: {exc}") from exc
     if stored is not None:
-        _fill_from_stored(args, stored)
+        try:
+            _fill_from_stored(args, stored)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"--resume: {args.out}/run.json has a damaged grid or options ({exc})"
+            ) from None
     url, model, auth, extra = _target(args)
     slo, stack_hardware = _stack_slo(args)
     slo = slo or SloSettings()

@@ -279,6 +279,8 @@ def load_run(path: str | Path) -> RunData:
         run = json.loads(run_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise StoreError(f"{run_file} is not JSON: {exc}") from exc
+    if not isinstance(run, dict):
+        raise StoreError(f"{run_file} is not a JSON object")
     version = run.get("schema_version")
     if version != SCHEMA_VERSION:
         raise StoreError(

@@ -85,6 +85,10 @@ _READ_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+_PREFLIGHT_ATTEMPTS = 5
+"""Tries of the preflight while the server answers 429/503 with ``Retry-After``."""
+
+
 class PreflightError(Exception):
     """The one-request check before the first cell failed; the message says why."""
 
@@ -208,13 +212,14 @@ async def preflight(
     rejected, what to check when nothing listens). A 429 or 503 with ``Retry-After`` is
     retried after the time asked when that ends within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while True:
+    for attempt in range(_PREFLIGHT_ATTEMPTS):
         result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
         if result.ok or result.status not in (429, 503) or result.retry_after_s is None:
             break
-        if time.monotonic() + result.retry_after_s > deadline:
+        wait = max(result.retry_after_s, 0.1 * 2**attempt)
+        if attempt + 1 == _PREFLIGHT_ATTEMPTS or time.monotonic() + wait > deadline:
             break  # the server asks for longer than the preflight may wait: report it
-        await asyncio.sleep(result.retry_after_s)
+        await asyncio.sleep(wait)
     if result.ok:
         return result
     url = redact(str(client.base_url))

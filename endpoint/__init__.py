@@ -5,7 +5,8 @@ Public surface (everything else is internal):
 
 - targets: :class:`Target`, :class:`AuthOptions`, :class:`TargetError`, :func:`check_url`,
   :func:`auth_for`, :func:`read_stack_outputs`, :func:`targets_from_outputs`,
-  :func:`target_from_url`;
+  :func:`target_from_url`; for a Pulumi hook, :func:`url_from_outputs` and :func:`resolve_auth`
+  (an :class:`AuthStrategy` or an ``AuthFactory`` given the URL);
 - credentials: :class:`AuthStrategy` and its :class:`ApiKeyAuth`, :class:`GoogleIdTokenAuth`,
   :class:`SecretManagerApiKeyAuth`, :class:`NoAuth`; :class:`AuthError` when none can be had;
 - HTTP: :func:`make_client`, :func:`request_capped` (a whole answer up to a cap),
@@ -48,20 +49,24 @@ from .metrics import (
 )
 from .redact import redact, register_secret
 from .targets import (
+    AuthFactory,
     AuthOptions,
     Target,
     TargetError,
     auth_for,
     check_url,
     read_stack_outputs,
+    resolve_auth,
     target_from_url,
     targets_from_outputs,
+    url_from_outputs,
 )
 
 __all__ = [
     "TRANSPORT_ERRORS",
     "ApiKeyAuth",
     "AuthError",
+    "AuthFactory",
     "AuthOptions",
     "AuthStrategy",
     "ConnectionProblem",
@@ -88,8 +93,10 @@ __all__ = [
     "redact",
     "register_secret",
     "request_capped",
+    "resolve_auth",
     "retry_after_seconds",
     "spec_decode_acceptance",
     "target_from_url",
     "targets_from_outputs",
+    "url_from_outputs",
 ]

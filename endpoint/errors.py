@@ -132,7 +132,10 @@ def _hint(kind: ProblemKind, url: str | None) -> str:
     if kind == "timeout":
         return "no answer in time: check the server's load and the timeouts"
     if kind == "dropped":
-        return "the server closed the connection: check the server's logs"
+        hint = "the server closed the connection"
+        if parts.scheme == "http":
+            hint += " (a TLS port answers plain HTTP this way: use https://?)"
+        return hint + "; check the server's logs"
     return "check the URL and the network path to it"
 
 

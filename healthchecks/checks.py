@@ -162,9 +162,10 @@ async def check_ready(
 ) -> CheckResult:
     """Poll ``/health`` until 200 or ``deadline`` (a ``time.monotonic()`` value).
 
-    Refused connections are retried for ``refused_grace_s`` seconds (from the first one in a
-    row), then fail; DNS and TLS failures fail at once. ``Retry-After`` on 429/503 is waited
-    when it ends before the deadline; one that does not fails the check at once, saying so.
+    Refused or reset connections are retried for ``refused_grace_s`` seconds (from the first
+    one in a row), then fail; DNS and TLS failures fail at once. ``Retry-After`` on 429/503 is
+    waited when it ends before the deadline; one that does not fails the check at once, saying
+    so.
     """
     name = "readiness"
     started = time.perf_counter()
@@ -191,10 +192,13 @@ async def check_ready(
         except _TRANSPORT_ERRORS as exc:
             problem = classify_connection_error(exc, url)
             last = problem.detail
-            if problem.not_listening:
+            # Refused (no process on the port) and reset at once (e.g. plain HTTP to a TLS
+            # port) are given the grace; a name that does not resolve or a failed TLS
+            # handshake fail at once.
+            if problem.not_listening or problem.kind == "dropped":
                 now = time.monotonic()
                 refused_since = now if refused_since is None else refused_since
-                if problem.kind != "refused" or now - refused_since >= refused_grace_s:
+                if problem.kind in ("dns", "tls") or now - refused_since >= refused_grace_s:
                     elapsed = time.perf_counter() - started
                     return CheckResult(
                         name,
@@ -248,7 +252,9 @@ async def check_ready(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        wait = min(wait_for if wait_for is not None else delay, remaining)
+        # Retry-After is the least wait the server asks for; backoff still grows (a server
+        # answering "Retry-After: 0" forever is not polled in a tight loop).
+        wait = min(max(wait_for, delay) if wait_for is not None else delay, remaining)
         if progress is not None:
             progress(
                 f"waiting for /health: {last} (attempt {attempts}, {elapsed:.0f} s elapsed, "

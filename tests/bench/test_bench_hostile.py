@@ -268,3 +268,38 @@ def test_a_huge_served_model_id_is_not_echoed_whole(
     assert code == 1
     assert "'other' is not served" in err
     assert len(out + err) < 5_000
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda run: [], "is not a JSON object"),
+        (lambda run: {**run, "grid": {"concurrency": ["x"]}}, "damaged grid or options"),
+        (lambda run: {**run, "grid": {**run["grid"], "concurrency": [0]}}, "positive integers"),
+        (lambda run: {**run, "options": "nope", "grid": "nope"}, "another experiment"),
+    ],
+)
+def test_a_damaged_run_json_is_one_message(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys, damage, message: str
+) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "run"
+    assert _run(capsys, server.url, out, "--model", MODEL, *_grid())[0] == 0
+    run = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps(damage(run)))
+    code, _, err, _ = _bench(capsys, "run", "--resume", "--out", str(out), "--no-progress")
+    assert code == 2
+    assert message in err
+    assert "unexpected error" not in err
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) in (1, 2)
+
+
+def test_preflight_gives_up_on_retry_after_zero_forever(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys
+) -> None:
+    server = fake_vllm(output_tokens=2, completions_throttle=10**6, retry_after="0")
+    code, _, err, took = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
+    assert code == 1
+    assert "HTTP 429" in err
+    assert took < 10
+    assert [q.path for q in server.requests].count("/v1/completions") == 5

@@ -54,6 +54,35 @@ def plain_http() -> Iterator[int]:
     server.server_close()
 
 
+@pytest.fixture
+def resetting() -> Iterator[int]:
+    """A port that accepts and resets every connection at once (as a TLS port may answer plain
+    HTTP)."""
+    import struct
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield int(listener.getsockname()[1])
+    stop.set()
+    thread.join(2)
+    listener.close()
+
+
 LONG = ["--model", MODEL, "--timeout-seconds", "120", "--backoff-max-seconds", "0.1", "--json"]
 """A deadline the tests must never wait for."""
 
@@ -75,6 +104,16 @@ def test_not_listening_fails_within_seconds(
     assert took < 10  # not the 120 s deadline
     readiness = _checks(out)["readiness"]
     assert readiness["detail"].startswith(f"not listening, not loading: {expected}")
+
+
+def test_a_port_that_resets_every_connection_fails_after_the_grace(capsys, resetting: int) -> None:
+    url = f"http://127.0.0.1:{resetting}"
+    code, out, _, took = _run(capsys, "--url", url, "--refused-grace-seconds", "0.5", *LONG)
+    assert code == 1
+    assert took < 10
+    detail = _checks(out)["readiness"]["detail"]
+    assert detail.startswith("not listening, not loading: connection dropped")
+    assert "use https://?" in detail
 
 
 def test_retry_after_is_honoured_within_the_deadline(fake_vllm: ServerFactory, capsys) -> None:
@@ -189,3 +228,13 @@ def test_unusable_urls_exit_2_without_echoing_credentials(capsys, url: str) -> N
     code, _, err, _ = _run(capsys, "--url", url, "--model", "m")
     assert code == 2
     assert "pw@" not in err and "key=abc" not in err
+
+
+def test_retry_after_zero_forever_is_not_a_tight_loop(fake_vllm: ServerFactory, capsys) -> None:
+    server = fake_vllm(health_throttle=10**6, retry_after="0")
+    argv = ["--url", server.url, "--model", MODEL, "--timeout-seconds", "1", "--json"]
+    code, _, _, took = _run(capsys, *argv, "--backoff-max-seconds", "0.2")
+    assert code == 1
+    assert took < 5
+    health = [q for q in server.requests if q.path == "/health"]
+    assert len(health) < 20  # backoff still applies: not hundreds of polls in a second
