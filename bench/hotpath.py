@@ -49,6 +49,10 @@ __all__ = [
     "warm_connections",
 ]
 
+MAX_TOKENS_PER_CHUNK = 4096
+"""More tokens than this in one chunk is a broken or hostile count (speculative decoding brings
+a handful): the request fails as ``protocol`` instead of the client allocating ITL samples."""
+
 _BASE_HEADERS = {
     "Content-Type": "application/json",
     "Accept": "text/event-stream",
@@ -199,6 +203,11 @@ class StreamParser:
             return 0
         count = self.output_tokens - self.seen if self.output_tokens is not None else 1
         count = max(count, 1)
+        if count > MAX_TOKENS_PER_CHUNK:
+            raise StreamProtocolError(
+                f"usage says {count} tokens arrived in one chunk (more than "
+                f"{MAX_TOKENS_PER_CHUNK}); refused"
+            )
         self.seen += count
         return count
 

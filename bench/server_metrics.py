@@ -141,8 +141,9 @@ def parse_histograms(text: str, *, model_name: str | None = None) -> dict[str, H
 def histogram_deltas(
     before: Mapping[str, HistogramSnapshot], after: Mapping[str, HistogramSnapshot]
 ) -> dict[str, HistogramDelta | None]:
-    """Per metric, ``after - before``; None where either scrape lacks it, or where a series
-    went down (the server restarted between the scrapes: its counters began again)."""
+    """Per metric, ``after - before``; None where either scrape lacks it, where a series went
+    down (the server restarted between the scrapes: its counters began again) or is not a
+    finite number."""
     out: dict[str, HistogramDelta | None] = {}
     for key in HISTOGRAMS:
         b, a = before.get(key), after.get(key)
@@ -152,7 +153,9 @@ def histogram_deltas(
         count, total = a.count - b.count, a.sum - b.sum
         before_buckets = dict(b.buckets)
         deltas = tuple((le, c - before_buckets.get(le, 0.0)) for le, c in a.buckets)
-        if count < 0 or total < 0 or any(c < 0 for _, c in deltas):
+        values = [count, total, *(c for _, c in deltas)]
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            # A restart (counters went down) or a server exporting NaN/inf: no figure.
             out[key] = None
             continue
         out[key] = HistogramDelta(total, count, deltas)

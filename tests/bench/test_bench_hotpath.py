@@ -106,6 +106,14 @@ def test_itls_add_up_to_first_to_last_token_whatever_the_read_pattern() -> None:
         assert sum(p.itls) == pytest.approx(last_at - first_at)
 
 
+def test_an_absurd_usage_count_is_refused_not_allocated() -> None:
+    p = StreamParser(start=0.0)
+    p.feed(_event(1), 0.1)
+    with pytest.raises(StreamProtocolError, match="tokens arrived in one chunk"):
+        p.feed(_event(10**9), 0.2)
+    assert len(p.itls) == 0
+
+
 def test_errors_inside_the_stream_and_bad_chunks_raise() -> None:
     p = StreamParser(start=0.0)
     with pytest.raises(StreamedError) as caught:

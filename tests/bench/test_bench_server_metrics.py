@@ -122,3 +122,16 @@ def test_client_share() -> None:
     assert client_share(None, 100.0) is None
     assert client_share(100.0, None) is None
     assert client_share(0.0, 0.0) is None
+
+
+def test_non_finite_values_give_no_delta() -> None:
+    e = Exporter()
+    before = parse_histograms(e.text())
+    e.request(0.1, [0.02])
+    text = e.text().replace(
+        'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.1',
+        'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} NaN',
+    )
+    assert "NaN" in text
+    d = histogram_deltas(before, parse_histograms(text))
+    assert d["ttft"] is None and d["itl"] is not None
