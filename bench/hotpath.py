@@ -244,9 +244,11 @@ async def warm_connections(
 
     async def one() -> bool:
         try:
-            # The body is never read: a server cannot make warm-up hold a large answer (an
-            # empty /health body leaves the connection reusable).
+            # Read to the end, so the connection goes back to the pool, but never more than a
+            # cap: a server cannot make warm-up hold a large answer (past the cap the
+            # connection is closed instead of kept).
             async with session.get(url, headers=headers) as response:
+                await response.content.read(MAX_ERROR_BODY_BYTES)
                 return response.status < 500
         except (TimeoutError, aiohttp.ClientError, OSError):
             return False
