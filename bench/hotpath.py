@@ -248,7 +248,9 @@ async def warm_connections(
             # cap: a server cannot make warm-up hold a large answer (past the cap the
             # connection is closed instead of kept).
             async with session.get(url, headers=headers) as response:
-                await response.content.read(MAX_ERROR_BODY_BYTES)
+                left = MAX_ERROR_BODY_BYTES
+                while left > 0 and (chunk := await response.content.read(left)):
+                    left -= len(chunk)
                 return response.status < 500
         except (TimeoutError, aiohttp.ClientError, OSError):
             return False

@@ -219,3 +219,41 @@ def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps() -> Non
     assert r.coalesced_tokens == 3
     assert len(r.itls_s) == 4
     assert min(r.itls_s) >= 0.015  # 80 ms shared by 4 tokens, not three zeros
+
+
+def test_warm_up_keeps_connections_for_a_small_health_body_and_caps_a_large_one() -> None:
+    from aiohttp import web
+
+    from bench.hotpath import warm_connections
+
+    async def go() -> tuple[int, int, int]:
+        async def small(_: web.Request) -> web.Response:
+            return web.Response(body=b"x" * 1000)
+
+        async def huge(_: web.Request) -> web.Response:
+            return web.Response(body=b"x" * (8 << 20))
+
+        app = web.Application()
+        app.router.add_get("/health", small)
+        app.router.add_get("/huge", huge)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            async with make_session(4) as session:
+                answered = await warm_connections(session, f"http://127.0.0.1:{port}", 4)
+                connector = session.connector
+                assert connector is not None
+                idle = sum(len(v) for v in connector._conns.values())
+                capped = await warm_connections(
+                    session, f"http://127.0.0.1:{port}", 2, path="/huge"
+                )
+            return answered, idle, capped
+        finally:
+            await runner.cleanup()
+
+    answered, idle, capped = asyncio.run(go())
+    assert (answered, idle) == (4, 4)  # read to the end: every connection back in the pool
+    assert capped == 2  # answered, without reading 8 MiB
