@@ -136,6 +136,8 @@ def test_table_takes_medians_over_runs_and_judges_targets() -> None:
     assert "| 100/20 ms | 1024 | 100.0 | +9.0% | +40.0% | +0.0% |" in lines[3]
     worse = table([[_cell(1024, 109.0, 105.0, 20.5)]]).splitlines()[2]
     assert "missed: ITL +2.5% (target 2%); worse than the bare loop" in worse
+    noise = table([[_cell(1, 100.4, 100.3, 20.0)]]).splitlines()[2]
+    assert noise.endswith("| met |")  # 0.1 point above the bare loop is noise
 
 
 def test_the_script_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
