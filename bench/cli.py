@@ -388,6 +388,20 @@ def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def _share_line(cell: dict[str, Any]) -> str | None:
+    """``cell: TTFT client ms (server ms, client share), ITL ...`` when the server's own
+    histograms were read; None otherwise."""
+    parts = []
+    for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
+        client, server = cell.get(f"client_mean_{key}_ms"), cell.get(f"server_mean_{key}_ms")
+        share = cell.get(f"client_share_{key}")
+        if isinstance(client, int | float) and isinstance(server, int | float):
+            text = f"mean {name} {client:.1f} ms (server {server:.1f} ms"
+            text += f", client share {share:+.1%})" if isinstance(share, int | float) else ")"
+            parts.append(text)
+    return f"{cell['id']}: " + ", ".join(parts) if parts else None
+
+
 def _verdict(run: RunData, err: Console) -> int:
     """Print what went wrong in the run, if anything; the exit status."""
     measured = run.measured()
@@ -398,6 +412,10 @@ def _verdict(run: RunData, err: Console) -> int:
         f"{len(measured) - len(bad)} cells passed, {len(bad)} failed or short, "
         f"{skipped} skipped; report: {run.path / 'report.md'}"
     )
+    for cell in measured:
+        line = _share_line(cell)
+        if line:
+            err.print(f"[dim]{escape(line)}[/dim]")
     limited = [c for c in measured if c.get("client_limited")]
     if limited:
         err.print(

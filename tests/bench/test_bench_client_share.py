@@ -152,3 +152,17 @@ def test_cli_client_options_reach_the_run(fake_vllm: ServerFactory, tmp_path: Pa
     assert meta["client"]["client_limits"]["max_loop_lag_ms"] == 25.0
     (c,) = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
     assert c["ramp_s"] == 0.0 and c["workers"] == 1
+
+
+def test_run_prints_client_and_server_means_per_cell(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = fake_vllm(ttft_s=0.02, itl_s=0.005, output_tokens=4)
+    argv = [
+        "run", "--url", server.url, "--model", MODEL, "--out", str(tmp_path / "r"),
+        "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4",
+        "--num-requests", "4", "--no-progress",
+    ]  # fmt: skip
+    main(argv)
+    err = capsys.readouterr().err
+    assert "c2-p8-o4: mean TTFT" in err and "(server " in err and "client share" in err
