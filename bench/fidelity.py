@@ -6,9 +6,9 @@ token and interval between tokens, every request timed from the moment the serve
 (default ``100/20`` and ``200/50`` ms) and each number of streams (default 1, 64, 512, 1024),
 in the same run and against the same server, two clients each in a fresh process:
 
-- **this bench**: the benchmark's own code path for a closed-loop cell (hot path on aiohttp,
-  uvloop, staggered start kept out of the measured window, worker processes as the sweep would
-  choose them, the lag monitor, ``/metrics`` deltas);
+- **this bench**: one closed-loop cell through ``python -m bench run`` itself (hot path on
+  aiohttp, uvloop, staggered start kept out of the measured window, worker processes as it
+  chooses them, the lag monitor, ``/metrics`` deltas), its record read from ``cells.jsonl``;
 - **a bare aiohttp loop**: one session, all streams started at once, each reading lines and
   timing the first ``data:`` line, nothing else.
 
