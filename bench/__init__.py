@@ -12,12 +12,58 @@ Library entry points (the CLI, ``python -m bench``, is built on them):
 - :func:`percentile`, :func:`summarize`: the statistics.
 """
 
-from .compare import Comparison, compare_runs, cost_per_million_requests
-from .gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
-from .request import ERROR_KINDS, RequestResult, RequestSpec, send_request
-from .stats import GoodputSlo, percentile, summarize
-from .store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
-from .sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compare import Comparison, compare_runs, cost_per_million_requests
+    from .gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
+    from .request import ERROR_KINDS, RequestResult, RequestSpec, send_request
+    from .stats import GoodputSlo, percentile, summarize
+    from .store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
+    from .sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
+
+# Imported on first use: a worker process of the load (bench.hotload) imports this package and
+# should not pay for matplotlib, httpx or the sweep before its cell starts.
+_EXPORTS = {
+    "Comparison": "compare",
+    "compare_runs": "compare",
+    "cost_per_million_requests": "compare",
+    "GateCheck": "gate",
+    "GateResult": "gate",
+    "evaluate": "gate",
+    "slo_for_stack": "gate",
+    "stack_config": "gate",
+    "ERROR_KINDS": "request",
+    "RequestResult": "request",
+    "RequestSpec": "request",
+    "send_request": "request",
+    "GoodputSlo": "stats",
+    "percentile": "stats",
+    "summarize": "stats",
+    "SCHEMA_VERSION": "store",
+    "CellKey": "store",
+    "RunData": "store",
+    "StoreError": "store",
+    "load_run": "store",
+    "Grid": "sweep",
+    "PreflightError": "sweep",
+    "SweepOptions": "sweep",
+    "run_sweep": "sweep",
+    "run_sweep_async": "sweep",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ERROR_KINDS",

@@ -2,4 +2,6 @@
 
 from bench.cli import main
 
-raise SystemExit(main())
+# Guarded: worker processes (spawned) import the parent's main module under another name.
+if __name__ == "__main__":
+    raise SystemExit(main())

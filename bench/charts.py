@@ -192,11 +192,11 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
             fig.colorbar(image, ax=ax)
             ax.set_xticks(range(len(plan.columns)), [str(c) for c in plan.columns])
             ax.set_yticks(range(len(plan.rows)), [str(r) for r in plan.rows])
-            for i, row in enumerate(plan.values):
-                for j, value in enumerate(row):
-                    text = f"{value:.3g}" if value is not None else plan.notes[i][j]
-                    if text:
-                        ax.text(j, i, text, ha="center", va="center", color="w", fontsize=8)
+            for label in heatmap_labels(plan, image.cmap, image.norm):
+                ax.text(
+                    label.column, label.row, label.text, ha="center", va="center",
+                    color=label.color, fontsize=8,
+                )  # fmt: skip
             data = image.get_array()
             assert data is not None
             filled = np.ma.filled(data, math.nan)
@@ -215,10 +215,67 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
     return drawn
 
 
+@dataclass(frozen=True)
+class HeatmapLabel:
+    """A number (or note) printed on a heatmap cell, in a colour readable on that cell."""
+
+    row: int
+    column: int
+    text: str
+    color: str
+    background: tuple[float, float, float]
+
+
+def _luminance(rgb: Sequence[float]) -> float:
+    """WCAG relative luminance of an sRGB colour (components 0..1)."""
+
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(float(c)) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """WCAG contrast ratio of two colours (1 to 21; 4.5 is the floor for small text)."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+_WHITE = (1.0, 1.0, 1.0)
+_BLACK = (0.0, 0.0, 0.0)
+
+
+def heatmap_labels(plan: ChartPlan, cmap: Any, norm: Any) -> list[HeatmapLabel]:
+    """Every heatmap cell's label with black or white, whichever contrasts more with the
+    cell's colour (a blank cell shows the white axes)."""
+    labels = []
+    for i, row in enumerate(plan.values):
+        for j, value in enumerate(row):
+            text = f"{value:.3g}" if value is not None else plan.notes[i][j]
+            if not text:
+                continue
+            background = (
+                tuple(float(c) for c in cmap(norm(value))[:3]) if value is not None else _WHITE
+            )
+            color = (
+                "black"
+                if contrast_ratio(_BLACK, background) >= contrast_ratio(_WHITE, background)
+                else "white"
+            )
+            labels.append(HeatmapLabel(i, j, text, color, background))  # type: ignore[arg-type]
+    return labels
+
+
 def write_charts(run: RunData) -> list[Path]:
-    """Render every chart of ``run`` into ``<run>/charts/``; returns the files written."""
-    plans = plan_charts(run.cells, label=str(run.run.get("label") or ""))
-    if not plans:
+    """Render every chart of ``run`` into ``<run>/charts/``, latency against throughput
+    included (:mod:`bench.latency_charts`); returns the files written."""
+    from .latency_charts import latency_plans, render_latency, slo_ttft_ms
+
+    label = str(run.run.get("label") or "")
+    plans = plan_charts(run.cells, label=label)
+    latency = latency_plans([(label, run.cells)], slo_ms=slo_ttft_ms(run.run))
+    if not plans and not latency:
         return []
     out = run.path / CHARTS_DIR
     out.mkdir(exist_ok=True)
@@ -226,5 +283,9 @@ def write_charts(run: RunData) -> list[Path]:
     for plan in plans:
         path = out / plan.filename
         render_chart(plan, path)
+        written.append(path)
+    for lplan in latency:
+        path = out / lplan.filename
+        render_latency(lplan, path)
         written.append(path)
     return written

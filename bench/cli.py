@@ -40,10 +40,12 @@ from serving.settings import SettingsError, SloSettings
 
 from .compare import compare_runs
 from .gate import evaluate, slo_for_stack, stack_config
+from .hotload import new_event_loop
 from .prompts import PromptError
 from .stats import GoodputSlo
 from .store import RunData, StoreError, load_run
 from .sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from .window import ClientLimits
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -236,6 +238,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="goodput SLO (default: stack SLO)",
     )
     run.add_argument("--seed", type=_int(0, 2**31 - 1))
+    run.add_argument(
+        "--workers",
+        type=_int(1, 256),
+        metavar="N",
+        help="client processes per cell (default: one per "
+        f"{_DEFAULT_OPTIONS.streams_per_worker} streams, at most one per CPU, one CPU left to "
+        "a server on this machine)",
+    )
+    run.add_argument(
+        "--ramp-seconds",
+        type=_number(0.0, 600.0, low_open=False),
+        metavar="S",
+        help="closed loop: spread of the streams' starts, not measured (default: one "
+        "request's duration, from the warm-up)",
+    )
+    run.add_argument(
+        "--client-share-limit",
+        type=_number(0.0, 1.0, low_open=False),
+        metavar="F",
+        help="mark a cell client-limited when the client's share of mean TTFT or ITL "
+        f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g})",
+    )
+    run.add_argument(
+        "--max-loop-lag-ms",
+        type=_number(0.0, 1e6),
+        metavar="MS",
+        help="mark a cell client-limited when the event loop's p99 lag exceeds this "
+        f"(default {_DEFAULT_OPTIONS.client_limits.max_loop_lag_ms:g})",
+    )
     run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true")
@@ -357,6 +388,20 @@ def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def _share_line(cell: dict[str, Any]) -> str | None:
+    """``cell: TTFT client ms (server ms, client share), ITL ...`` when the server's own
+    histograms were read; None otherwise."""
+    parts = []
+    for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
+        client, server = cell.get(f"client_mean_{key}_ms"), cell.get(f"server_mean_{key}_ms")
+        share = cell.get(f"client_share_{key}")
+        if isinstance(client, int | float) and isinstance(server, int | float):
+            text = f"mean {name} {client:.1f} ms (server {server:.1f} ms"
+            text += f", client share {share:+.1%})" if isinstance(share, int | float) else ")"
+            parts.append(text)
+    return f"{cell['id']}: " + ", ".join(parts) if parts else None
+
+
 def _verdict(run: RunData, err: Console) -> int:
     """Print what went wrong in the run, if anything; the exit status."""
     measured = run.measured()
@@ -367,6 +412,21 @@ def _verdict(run: RunData, err: Console) -> int:
         f"{len(measured) - len(bad)} cells passed, {len(bad)} failed or short, "
         f"{skipped} skipped; report: {run.path / 'report.md'}"
     )
+    for cell in measured:
+        line = _share_line(cell)
+        if line:
+            err.print(f"[dim]{escape(line)}[/dim]")
+    limited = [c for c in measured if c.get("client_limited")]
+    if limited:
+        err.print(
+            f"[yellow]{len(limited)} cells client-limited[/yellow]: their figures are the "
+            "client's, not the server's (see the report's client share table)"
+        )
+        for cell in limited[:10]:
+            err.print(
+                f"  [yellow]{escape(str(cell['id']))}:[/yellow] "
+                + escape(redact("; ".join(cell.get("warnings") or [])))
+            )
     for cell in bad[:10]:
         err.print(
             f"[red]cell {escape(str(cell['id']))} {escape(str(cell.get('status')))}:[/red] "
@@ -435,17 +495,24 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         label=args.label,
         progress=not args.no_progress,
         min_success_rate=_pick(args.min_success_rate, d.min_success_rate),
+        workers=args.workers,
+        ramp_s=args.ramp_seconds,
+        client_limits=ClientLimits(
+            max_client_share=_pick(args.client_share_limit, d.client_limits.max_client_share),
+            max_loop_lag_ms=_pick(args.max_loop_lag_ms, d.client_limits.max_loop_lag_ms),
+        ),
         extra=extra,
     )
     where = redact(f"benchmarking {model} at {url} ({auth.description})")
     err.print(f"[dim]{escape(where)}[/dim]")
     out = escape(args.out)
     try:
-        run = asyncio.run(
-            run_sweep_async(
-                url, model, grid, args.out, auth=auth, options=options, resume=args.resume
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            run = runner.run(
+                run_sweep_async(
+                    url, model, grid, args.out, auth=auth, options=options, resume=args.resume
+                )
             )
-        )
     except (StoreError, PromptError) as exc:
         raise UsageError(str(exc)) from exc
     except PreflightError as exc:

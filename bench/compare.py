@@ -22,7 +22,8 @@ from typing import Any
 from serving.hardware import HARDWARE
 
 from .charts import ChartPlan, Series, render_chart
-from .store import CellKey, RunData
+from .latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
+from .store import CLIENT_LIMITED_MARK, CellKey, RunData
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
 
@@ -111,7 +112,14 @@ class Comparison:
 
     def markdown(self) -> str:
         labels = [r.label for r in self.runs]
-        lines = ["# Comparison", "", f"Baseline: **{labels[0]}**.", ""]
+        lines = [
+            "# Comparison",
+            "",
+            f"Baseline: **{labels[0]}**. {CLIENT_LIMITED_MARK.strip()} marks a client-limited "
+            "cell: its figures are the client's, not the server's (see that run's report).",
+            "",
+        ]
+        keyed = [run.by_key() for run in self.runs]
         lines += [
             "| run | hardware | USD/hour | best cell | requests/s | USD per million requests |",
             "|---|---|---:|---|---:|---:|",
@@ -142,6 +150,8 @@ class Comparison:
                         texts.append("skipped")
                         continue
                     text = fmt.format(value)
+                    if (keyed[r].get(key) or {}).get("client_limited"):
+                        text += CLIENT_LIMITED_MARK
                     delta = self.delta_percent(metric, row, r) if r else None
                     texts.append(f"{text} ({delta:+.1f}%)" if delta is not None else text)
                 lines.append(f"| {key.id} | " + " | ".join(texts) + " |")
@@ -204,7 +214,22 @@ class Comparison:
             path = out / "charts" / plan.filename
             render_chart(plan, path)
             written.append(path)
+        for lplan in self.latency_plans():
+            path = out / "charts" / lplan.filename
+            render_latency(lplan, path)
+            written.append(path)
         return written
+
+    def latency_plans(self) -> list[LatencyPlan]:
+        """Latency against throughput, one curve per run (per prompt length when the runs
+        measured several), the baseline's p95 TTFT SLO as a line, client-limited cells
+        circled (:mod:`bench.latency_charts`)."""
+        return latency_plans(
+            [(run.label, run.cells) for run in self.runs],
+            slo_ms=slo_ttft_ms(self.runs[0].run),
+            prefix="compare-latency",
+            by_prompt=False,
+        )
 
 
 def compare_runs(

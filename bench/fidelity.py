@@ -1,107 +1,115 @@
-"""Does the client distort what it measures? ``python -m bench.fidelity``.
+"""Does the client distort what it measures? ``python -m bench.fidelity [--runs N]``.
 
-Starts the fake vLLM server (``tests/support/fake_vllm.py``) as its own process with a known
-pacing (a fixed time to first token and a fixed interval per token), then:
+Starts a paced server (:mod:`bench.pacedserver`) as its own process: a known time to first
+token and interval between tokens, every request timed from the moment the server received it
+(never from a stamp the client sets), its own TTFT logged per request. Then, for each pacing
+(default ``100/20`` and ``200/50`` ms) and each number of streams (default 1, 64, 512, 1024),
+in the same run and against the same server, two clients each in a fresh process:
 
-1. at concurrency 1, 64 and 512 (closed loop, the benchmark's own code path: a client from
-   :func:`endpoint.client.make_client` sized to the concurrency, pool warmed, one untimed
-   round), compares the medians the client measured with the truth and with the server's own
-   per-request view (``GET /fake/timings``: from the request's arrival to the first chunk
-   written), so the client's share of any error shows on its own;
-2. raises an open-loop Poisson request rate step by step until the client no longer sends at
-   95 % of the offered rate, a request fails, or the median TTFT it measures exceeds 1.5 x the
-   truth, and reports the highest rate it sustained.
+- **this bench**: one closed-loop cell through ``python -m bench run`` itself (hot path on
+  aiohttp, uvloop, staggered start kept out of the measured window, worker processes as it
+  chooses them, the lag monitor, ``/metrics`` deltas), its record read from ``cells.jsonl``;
+- **a bare aiohttp loop**: one session, all streams started at once, each reading lines and
+  timing the first ``data:`` line, nothing else.
 
-Every step is bounded in requests and time (the whole script in about three minutes at most).
-The figures depend on the machine; the README states the ones measured and where.
+With two or more CPUs the server is pinned to the last one and the clients to the others.
+Printed per cell, as medians over ``--runs`` runs: the server's own median TTFT, each client's
+median TTFT and its excess over the server's, this bench's mean ITL against the server's (its
+histogram over the window), the tokens that arrived coalesced, this bench's client share of
+TTFT from ``/metrics``, its loop lag and the requests the server saw in flight; and whether the
+targets are met: TTFT within 5 % of the server's up to 512 streams and within 10 % at 1024, ITL
+within 2 %, never worse than the bare loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import httpx
+import orjson
 
-from endpoint.client import make_client
+__all__ = ["Pacing", "main", "targets_for"]
 
-from .load import closed_loop, open_loop, warm_pool
-from .request import RequestSpec
-from .stats import percentile
-
-__all__ = ["FidelityRow", "main", "measure_concurrency", "start_fake_server", "stop_fake_server"]
-
-MODEL = "google/gemma-4-12B-it"
 ROOT = Path(__file__).resolve().parent.parent
+MODEL = "google/gemma-4-12B-it"
+PROMPT = " ".join(f"word{i % 50}" for i in range(63))
 
 
 @dataclass(frozen=True)
-class FidelityRow:
-    concurrency: int
-    requests: int
-    failed: int
-    true_ttft_ms: float
-    server_ttft_ms: float | None
-    client_ttft_ms: float
-    true_itl_ms: float
-    client_itl_ms: float
-    client_e2e_ms: float
-    true_e2e_ms: float
+class Pacing:
+    ttft_ms: float
+    itl_ms: float
+
+    @classmethod
+    def parse(cls, text: str) -> Pacing:
+        ttft, _, itl = text.partition("/")
+        try:
+            pacing = cls(float(ttft), float(itl))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"pacing is TTFT/ITL in ms, got {text!r}") from None
+        if pacing.ttft_ms <= 0 or pacing.itl_ms <= 0:
+            raise argparse.ArgumentTypeError(f"pacing must be positive, got {text!r}")
+        return pacing
 
     @property
-    def ttft_error(self) -> float:
-        return (self.client_ttft_ms - self.true_ttft_ms) / self.true_ttft_ms
-
-    @property
-    def itl_error(self) -> float:
-        return (self.client_itl_ms - self.true_itl_ms) / self.true_itl_ms
+    def label(self) -> str:
+        return f"{self.ttft_ms:g}/{self.itl_ms:g} ms"
 
 
-def start_fake_server(
-    ttft_ms: float, itl_ms: float, output_tokens: int
+def targets_for(streams: int) -> float:
+    """The largest TTFT excess over the server's own that meets the target at ``streams``."""
+    return 0.10 if streams > 512 else 0.05
+
+
+ITL_TARGET = 0.02
+BARE_TOLERANCE = 0.005
+"""'Worse than the bare loop' means by more than half a percentage point of TTFT: below that,
+two medians of the same server differ by noise (a tenth of a millisecond at 1 stream)."""
+
+
+# ----- the server --------------------------------------------------------------------------
+
+
+def _cpus() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def start_server(
+    pacing: Pacing, output_tokens: int, cpu: int | None
 ) -> tuple[subprocess.Popen[str], str]:
-    """The fake server in its own process; returns it and its base URL."""
     command = [
-        sys.executable,
-        "-m",
-        "tests.support.fake_vllm",
-        "--port",
-        "0",
-        "--ttft-ms",
-        str(ttft_ms),
-        "--itl-ms",
-        str(itl_ms),
-        "--output-tokens",
-        str(output_tokens),
-        "--pace-from-client",
-    ]
+        sys.executable, "-m", "bench.pacedserver", "--ttft-ms", str(pacing.ttft_ms),
+        "--itl-ms", str(pacing.itl_ms), "--output-tokens", str(output_tokens),
+    ]  # fmt: skip
+    if cpu is not None:
+        command += ["--cpu", str(cpu)]
     proc = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    line = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("listening on "):
-            return proc, line.split("listening on ", 1)[1].strip()
-        if proc.poll() is not None:
-            break
-    stop_fake_server(proc)
-    raise RuntimeError(f"the fake server did not start (last line: {line!r})")
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        stop_server(proc)
+        raise RuntimeError(f"the paced server did not start (said {line!r})")
+    return proc, line.split("listening on ", 1)[1].strip()
 
 
-def stop_fake_server(proc: subprocess.Popen[str]) -> None:
-    """Stop the server process and close its pipe."""
+def stop_server(proc: subprocess.Popen[str]) -> None:
     proc.terminate()
     try:
         proc.wait(10)
@@ -112,209 +120,262 @@ def stop_fake_server(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
-async def _stamp(request: httpx.Request) -> None:
-    # The server paces from this instant (its --pace-from-client): the truth starts at send.
-    request.headers["X-Sent-At"] = repr(time.monotonic())
+def _server_log(url: str) -> list[float]:
+    with urllib.request.urlopen(url + "/timings?clear=1", timeout=30) as response:
+        return [float(t["ttft_s"]) for t in json.load(response)["timings"]]
 
 
-def _client(url: str, concurrency: int) -> httpx.AsyncClient:
-    client = make_client(url, max_concurrency=concurrency, timeout_s=120)
-    client.event_hooks["request"].append(_stamp)
-    return client
+# ----- the two clients (each in its own process) -------------------------------------------
 
 
-async def _server_ttfts(url: str, clear: bool = False) -> list[float]:
-    async with make_client(url, max_concurrency=1) as client:
-        response = await client.get("/fake/timings", params={"clear": "1"} if clear else None)
-        response.raise_for_status()
-        return [float(t["ttft_s"]) for t in response.json()["timings"]]
-
-
-def _specs(n: int, output_tokens: int) -> list[RequestSpec]:
-    prompt = " ".join(f"word{i % 50}" for i in range(31))
-    return [RequestSpec(MODEL, prompt, output_tokens) for _ in range(n)]
-
-
-async def measure_concurrency(
-    url: str, concurrency: int, *, ttft_ms: float, itl_ms: float, output_tokens: int, rounds: int
-) -> FidelityRow:
-    """One closed-loop cell at ``concurrency``, compared with the truth and the server."""
-    n = max(concurrency * rounds, 20)
-    async with _client(url, concurrency) as client:
-        await warm_pool(client, concurrency)
-        await closed_loop(client, _specs(concurrency, output_tokens), concurrency, timeout_s=120)
-        await _server_ttfts(url, clear=True)
-        load = await closed_loop(
-            client, _specs(n, output_tokens), concurrency, timeout_s=120, max_duration_s=60
-        )
-    server = await _server_ttfts(url, clear=True)
-    ok = [r for r in load.results if r.ok]
-    if not ok:
-        raise RuntimeError(f"every request failed at concurrency {concurrency}")
-    ttfts = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
-    itls = [x * 1000 for r in ok for x in r.itls_s]
-    return FidelityRow(
-        concurrency=concurrency,
-        requests=len(load.results),
-        failed=len(load.results) - len(ok),
-        true_ttft_ms=ttft_ms,
-        server_ttft_ms=statistics.median(server) * 1000 if server else None,
-        client_ttft_ms=percentile(ttfts, 50),
-        true_itl_ms=itl_ms,
-        client_itl_ms=percentile(itls, 50),
-        client_e2e_ms=percentile([r.e2e_s * 1000 for r in ok], 50),
-        true_e2e_ms=ttft_ms + (output_tokens - 1) * itl_ms,
+def _body(output_tokens: int) -> bytes:
+    return orjson.dumps(
+        {
+            "model": MODEL,
+            "prompt": PROMPT,
+            "max_tokens": output_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "ignore_eos": True,
+        }
     )
 
 
-@dataclass(frozen=True)
-class RateStep:
-    offered: float
-    achieved: float | None
-    requests: int
-    failed: int
-    client_ttft_ms: float | None
-    sustained: bool
+def _bench_client(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
+    """One cell through ``python -m bench run`` itself (its CLI, sweep, hot path, workers as
+    it chooses them); the cell's record."""
+    import tempfile
+
+    from .cli import main as bench_main
+
+    with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
+        out = Path(tmp) / "run"
+        status = bench_main(
+            [
+                "run", "--url", url, "--model", MODEL, "--out", str(out),
+                "--concurrency", str(streams), "--prompt-tokens", str(len(PROMPT.split()) + 1),
+                "--output-tokens", str(output_tokens), "--num-requests", str(requests),
+                "--no-tokenize", "--no-progress",
+            ]
+        )  # fmt: skip
+        lines = (out / "cells.jsonl").read_text().splitlines() if out.exists() else []
+        if not lines:
+            raise RuntimeError(f"the bench wrote no cell (exit {status})")
+        record: dict[str, Any] = json.loads(lines[-1])
+    return record
 
 
-async def find_max_rate(
-    url: str,
-    *,
-    ttft_ms: float,
-    output_tokens: int,
-    rates: Sequence[float],
-    step_seconds: float,
-    deadline: float,
-) -> list[RateStep]:
-    """Open loop at increasing rates until one is not sustained (or time runs out)."""
-    steps: list[RateStep] = []
-    cap = 4096
-    async with _client(url, cap) as client:
-        await warm_pool(client, 256)
-        for rate in rates:
-            if time.monotonic() + step_seconds * 2 > deadline:
-                break
-            n = max(20, int(rate * step_seconds))
-            load = await open_loop(
-                client,
-                _specs(n, output_tokens),
-                rate,
-                max_concurrency=cap,
-                timeout_s=60,
-                seed=int(rate),
-                max_duration_s=step_seconds * 2,
-            )
-            ok = [r for r in load.results if r.ok]
-            ttfts = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
-            ttft = percentile(ttfts, 50) if ttfts else None
-            achieved = load.achieved_rate
-            sustained = (
-                achieved is not None
-                and achieved >= 0.95 * rate
-                and len(ok) == len(load.results) == n
-                and ttft is not None
-                and ttft <= 1.5 * ttft_ms
-            )
-            steps.append(
-                RateStep(
-                    rate, achieved, len(load.results), len(load.results) - len(ok), ttft, sustained
-                )
-            )
-            if not sustained:
-                break
-    return steps
+async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
+    import aiohttp
+
+    body = _body(output_tokens)
+    headers = {"Content-Type": "application/json"}
+    ttfts: list[float] = []
+    itls: list[float] = []
+    failed = 0
+    left = [requests]
+    connector = aiohttp.TCPConnector(limit=streams)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def health() -> None:
+            async with session.get(url + "/health") as r:
+                await r.read()
+
+        await asyncio.gather(*(health() for _ in range(streams)))
+
+        async def one() -> None:
+            nonlocal failed
+            start = time.perf_counter()
+            first = last = None
+            async with session.post(url + "/v1/completions", data=body, headers=headers) as r:
+                async for line in r.content:
+                    if not line.startswith(b"data:") or line.startswith(b"data: [DONE]"):
+                        continue
+                    now = time.perf_counter()
+                    if first is None:
+                        first = now
+                    elif last is not None:
+                        itls.append(now - last)
+                    last = now
+            if first is None:
+                failed += 1
+            else:
+                ttfts.append(first - start)
+
+        await one()  # one untimed request
+        ttfts.clear()
+        itls.clear()
+        cpu_start = time.process_time()
+
+        async def stream() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                await one()
+
+        await asyncio.gather(*(stream() for _ in range(streams)))
+        cpu_s = time.process_time() - cpu_start
+    return {
+        "client_cpu_ms_per_request": cpu_s * 1000.0 / requests,
+        "completed": len(ttfts),
+        "failed": failed,
+        "median_ttft_ms": statistics.median(ttfts) * 1000 if ttfts else None,
+        "median_itl_ms": statistics.median(itls) * 1000 if itls else None,
+    }
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
+def _client_main(args: argparse.Namespace) -> int:
+    if args.cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
+    if args.client == "bench":
+        record = _bench_client(args.url, args.streams, args.requests, args.output_tokens)
+    else:
+        from .hotload import new_event_loop
 
-
-async def _main(args: argparse.Namespace) -> int:
-    deadline = time.monotonic() + args.max_seconds
-    proc, url = start_fake_server(args.ttft_ms, args.itl_ms, args.output_tokens)
-    try:
-        print(
-            f"# bench fidelity: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-            f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"fake server in its own process"
-        )
-        print(
-            f"# pacing: TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, "
-            f"{args.output_tokens} output tokens (true E2E "
-            f"{args.ttft_ms + (args.output_tokens - 1) * args.itl_ms:g} ms)"
-        )
-        print()
-        print(
-            "| concurrency | requests | failed | true TTFT ms | server TTFT ms | measured TTFT ms "
-            "| error | true ITL ms | measured ITL ms | error | measured E2E ms |"
-        )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for c in args.concurrency:
-            row = await measure_concurrency(
-                url,
-                c,
-                ttft_ms=args.ttft_ms,
-                itl_ms=args.itl_ms,
-                output_tokens=args.output_tokens,
-                rounds=args.rounds,
+        loop = new_event_loop() if args.uvloop else asyncio.new_event_loop()
+        try:
+            record = loop.run_until_complete(
+                _bare(args.url, args.streams, args.requests, args.output_tokens)
             )
-            server = f"{row.server_ttft_ms:.1f}" if row.server_ttft_ms is not None else "n/a"
-            print(
-                f"| {c} | {row.requests} | {row.failed} | {row.true_ttft_ms:g} | {server} | "
-                f"{row.client_ttft_ms:.1f} | {_pct(row.ttft_error)} | {row.true_itl_ms:g} | "
-                f"{row.client_itl_ms:.2f} | {_pct(row.itl_error)} | {row.client_e2e_ms:.1f} |",
-                flush=True,
-            )
-        print()
-        steps = await find_max_rate(
-            url,
-            ttft_ms=args.ttft_ms,
-            output_tokens=args.output_tokens,
-            rates=args.rates,
-            step_seconds=args.step_seconds,
-            deadline=deadline,
-        )
-        print(
-            "| offered req/s | sent req/s | requests | failed | measured median TTFT ms "
-            "| TTFT error | kept up |"
-        )
-        print("|---:|---:|---:|---:|---:|---:|---|")
-        for s in steps:
-            achieved = f"{s.achieved:.1f}" if s.achieved is not None else "n/a"
-            ttft = f"{s.client_ttft_ms:.1f}" if s.client_ttft_ms is not None else "n/a"
-            error = (
-                _pct((s.client_ttft_ms - args.ttft_ms) / args.ttft_ms)
-                if s.client_ttft_ms is not None
-                else "n/a"
-            )
-            print(
-                f"| {s.offered:g} | {achieved} | {s.requests} | {s.failed} | {ttft} | {error} | "
-                f"{'yes' if s.sustained else 'no'} |"
-            )
-        best = max((s.offered for s in steps if s.sustained), default=None)
-        faithful = max(
-            (
-                s.offered
-                for s in steps
-                if s.sustained
-                and s.client_ttft_ms is not None
-                and abs(s.client_ttft_ms - args.ttft_ms) <= 0.02 * args.ttft_ms
-            ),
-            default=None,
-        )
-        print()
-        print(
-            "highest sustained request rate (sent >= 95% of offered, no failure, median TTFT "
-            "<= 1.5 x truth): "
-            + (f"{best:g} req/s" if best is not None else "none of the rates tried")
-        )
-        print(
-            "highest rate with the median TTFT within 2% of truth: "
-            + (f"{faithful:g} req/s" if faithful is not None else "none of the rates tried")
-        )
-    finally:
-        stop_fake_server(proc)
+        finally:
+            loop.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    record["client_cpu_s"] = usage.ru_utime + usage.ru_stime
+    sys.stdout.write(json.dumps(record, default=str) + "\n")
     return 0
+
+
+def run_client(
+    client: str, url: str, streams: int, requests: int, output_tokens: int, cpus: list[int]
+) -> dict[str, Any]:
+    command = [
+        sys.executable, "-m", "bench.fidelity", "--client", client, "--url", url,
+        "--streams", str(streams), "--requests", str(requests),
+        "--output-tokens", str(output_tokens), "--cpus", ",".join(map(str, cpus)),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{client} client failed: {done.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ----- the comparison ----------------------------------------------------------------------
+
+
+@dataclass
+class CellResult:
+    pacing: Pacing
+    streams: int
+    server_ttft_ms: float
+    bench: dict[str, Any]
+    bare: dict[str, Any]
+
+    def excess(self, which: str) -> float | None:
+        record = self.bench if which == "bench" else self.bare
+        value = record.get("median_ttft_ms")
+        if value is None:
+            return None
+        return float(value) / self.server_ttft_ms - 1.0
+
+    @property
+    def itl_error(self) -> float | None:
+        client, server = self.bench.get("client_mean_itl_ms"), self.bench.get("server_mean_itl_ms")
+        if client is None or not server:
+            return None
+        return float(client) / float(server) - 1.0
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:+.1f}%"
+
+
+def _num(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if x is None else fmt.format(x)
+
+
+def table(runs: list[list[CellResult]]) -> str:
+    """The comparison as markdown: medians over the runs, per cell."""
+    lines = [
+        "| pacing (TTFT/ITL) | streams | server TTFT ms | this bench | bare aiohttp loop "
+        "| ITL vs server | coalesced tokens | client share of TTFT (/metrics) | loop lag p99 ms "
+        "| in flight (server) | targets |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for i, first in enumerate(runs[0]):
+        cells = [run[i] for run in runs]
+        bench = _median([c.excess("bench") for c in cells])
+        bare = _median([c.excess("bare") for c in cells])
+        itl = _median([c.itl_error for c in cells])
+        server = _median([c.server_ttft_ms for c in cells])
+        share = _median([c.bench.get("client_share_ttft") for c in cells])
+        lag = _median([c.bench.get("p99_loop_lag_ms") for c in cells])
+        in_flight = _median([c.bench.get("server_in_flight") for c in cells])
+        coalesced = _median([c.bench.get("coalesced_share") for c in cells])
+        missed = []
+        limit = targets_for(first.streams)
+        if bench is None or abs(bench) > limit:
+            missed.append(f"TTFT {_pct(bench)} (target {limit:.0%})")
+        if itl is None or abs(itl) > ITL_TARGET:
+            missed.append(f"ITL {_pct(itl)} (target {ITL_TARGET:.0%})")
+        if bench is not None and bare is not None and bench - bare > BARE_TOLERANCE:
+            missed.append("worse than the bare loop")
+        verdict = "met" if not missed else "missed: " + "; ".join(missed)
+        lines.append(
+            f"| {first.pacing.label} | {first.streams} | {_num(server)} | {_pct(bench)} | "
+            f"{_pct(bare)} | {_pct(itl)} | {_num(coalesced, '{:.1%}')} | {_pct(share)} | "
+            f"{_num(lag)} | {_num(in_flight, '{:.0f}')} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def _run_once(args: argparse.Namespace, run: int) -> list[CellResult]:
+    cpus = _cpus()
+    server_cpu = cpus[-1] if len(cpus) > 1 and not args.no_pin else None
+    client_cpus = cpus[:-1] if server_cpu is not None else []
+    cells: list[CellResult] = []
+    for pacing in args.pacings:
+        proc, url = start_server(pacing, args.output_tokens, server_cpu)
+        try:
+            for streams in args.streams:
+                requests = max(args.min_requests, args.rounds * streams)
+                results: dict[str, dict[str, Any]] = {}
+                server_ttfts: list[float] = []
+                for client in ("bench", "bare"):
+                    _server_log(url)
+                    results[client] = run_client(
+                        client, url, streams, requests, args.output_tokens, client_cpus
+                    )
+                    server_ttfts += _server_log(url)
+                cell = CellResult(
+                    pacing,
+                    streams,
+                    statistics.median(server_ttfts) * 1000,
+                    results["bench"],
+                    results["bare"],
+                )
+                cells.append(cell)
+                print(
+                    f"run {run}: {pacing.label}, {streams} streams: server "
+                    f"{cell.server_ttft_ms:.1f} ms, bench {_pct(cell.excess('bench'))}, bare "
+                    f"{_pct(cell.excess('bare'))}, ITL {_pct(cell.itl_error)}; client CPU s: "
+                    f"bench {cell.bench.get('client_cpu_s', 0):.2f}, "
+                    f"bare {cell.bare.get('client_cpu_s', 0):.2f}; CPU ms/request: bench "
+                    f"{cell.bench.get('client_cpu_ms_per_request') or 0:.3f}, bare "
+                    f"{cell.bare.get('client_cpu_ms_per_request') or 0:.3f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            stop_server(proc)
+    return cells
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -323,21 +384,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--ttft-ms", type=float, default=200.0)
-    parser.add_argument("--itl-ms", type=float, default=50.0)
+    parser.add_argument("--runs", type=int, default=1, help="runs; the table shows medians")
+    parser.add_argument(
+        "--streams", type=lambda t: [int(x) for x in t.split(",")], default=[1, 64, 512, 1024]
+    )
+    parser.add_argument(
+        "--pacings",
+        type=lambda t: [Pacing.parse(x) for x in t.split(",")],
+        default=[Pacing(100, 20), Pacing(200, 50)],
+        help="TTFT/ITL in ms, comma-separated (default 100/20,200/50)",
+    )
     parser.add_argument("--output-tokens", type=int, default=16)
-    parser.add_argument(
-        "--concurrency", type=lambda t: [int(x) for x in t.split(",")], default=[1, 64, 512]
+    parser.add_argument("--rounds", type=int, default=3, help="measured requests per stream")
+    parser.add_argument("--min-requests", type=int, default=10)
+    parser.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    # One client cell (internal: the script runs each client in its own process).
+    parser.add_argument("--client", choices=["bench", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--requests", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cpus", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--uvloop", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.client:
+        args.streams = args.streams[0]
+        return _client_main(args)
+    if args.runs < 1 or any(s < 1 for s in args.streams):
+        parser.error("--runs and --streams must be positive")
+    started = time.monotonic()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    runs = [_run_once(args, run + 1) for run in range(args.runs)]
+    elapsed = time.monotonic() - started
+    cpus = _cpus()
+    print(
+        f"# bench fidelity: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {len(cpus)} CPUs ({platform.processor() or 'unknown'}), "
+        f"Python {platform.python_version()}; {args.runs} run(s) in {elapsed:.0f} s; "
+        f"load average at start {load[0]:.2f}"
+        if load
+        else ""
     )
-    parser.add_argument("--rounds", type=int, default=2, help="requests per slot per cell")
-    parser.add_argument(
-        "--rates",
-        type=lambda t: [float(x) for x in t.split(",")],
-        default=[25, 50, 100, 200, 400, 600, 800, 900, 1000, 1200, 1600],
+    print(
+        f"# {args.output_tokens} output tokens, {len(PROMPT.split()) + 1}-token prompts; "
+        + (
+            f"server pinned to CPU {cpus[-1]}, clients to {cpus[:-1]}"
+            if len(cpus) > 1 and not args.no_pin
+            else "nothing pinned"
+        )
+        + "; TTFT columns: median over the server's own median TTFT, minus 1"
     )
-    parser.add_argument("--step-seconds", type=float, default=5.0)
-    parser.add_argument("--max-seconds", type=float, default=170.0)
-    return asyncio.run(_main(parser.parse_args(argv)))
+    print()
+    print(table(runs))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    [
+                        {
+                            "pacing": c.pacing.label,
+                            "streams": c.streams,
+                            "server_ttft_ms": c.server_ttft_ms,
+                            "bench": c.bench,
+                            "bare": c.bare,
+                        }
+                        for c in run
+                    ]
+                    for run in runs
+                ],
+                indent=1,
+                default=str,
+            )
+        )
+    return 0
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ def summary_lines(run: RunData) -> list[str]:
                 f", MTP acceptance {_fmt(cell['spec_decode_acceptance_rate'], '.1%')}"
                 f" (mean length {_fmt(cell.get('spec_decode_acceptance_length'), '.2f')})"
             )
+        share = cell.get("client_share_ttft")
+        if share is not None:
+            text += f", client share of TTFT {_fmt(share, '.1%')}"
+        if cell.get("client_limited"):
+            text += " (client-limited: " + redact("; ".join(cell.get("warnings") or [])) + ")"
         lines.append(text)
     return lines
 

@@ -108,6 +108,28 @@ CSV_COLUMNS = (
     "spec_decode_acceptance_length",
     "prompt_tokens_method",
     "prompt_tokens_exact",
+    "client_mean_ttft_ms",
+    "server_mean_ttft_ms",
+    "client_share_ttft",
+    "client_mean_itl_ms",
+    "server_mean_itl_ms",
+    "client_share_itl",
+    "client_mean_e2el_ms",
+    "server_mean_e2el_ms",
+    "client_share_e2el",
+    "server_in_flight",
+    "mean_in_flight",
+    "min_in_flight",
+    "mean_loop_lag_ms",
+    "p99_loop_lag_ms",
+    "max_loop_lag_ms",
+    "coalesced_tokens",
+    "coalesced_share",
+    "client_cpu_ms_per_request",
+    "workers",
+    "ramp_s",
+    "untimed_requests",
+    "client_limited",
 )
 
 
@@ -461,7 +483,70 @@ def _cell_text(record: dict[str, Any] | None, metric: str, fmt: str) -> str:
     if value is None:
         return "n/a"
     text = fmt.format(value)
+    if record.get("client_limited") and metric != "success_rate":
+        text += CLIENT_LIMITED_MARK
     return f"{text} FAILED" if status == "failed" else text
+
+
+CLIENT_LIMITED_MARK = " †"
+"""After a figure of a client-limited cell: the client's figure, not the server's."""
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "n/a"
+
+
+def _share(value: Any) -> str:
+    return f"{value:+.1%}" if isinstance(value, int | float) else "n/a"
+
+
+def client_share_markdown(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """The client-share table of measured cells and the warnings of client-limited ones."""
+    rows = [c for c in cells if c.get("status") in MEASURED_STATUSES and "client_limited" in c]
+    if not rows:
+        return []
+    lines = [
+        "## Client share (the server's own histograms over each cell's window)",
+        "",
+        "Server figures are the means of vLLM's `vllm:time_to_first_token_seconds` and "
+        "`vllm:inter_token_latency_seconds` over the cell's measured window (`/metrics` read "
+        "at its start and end); the share is (client - server) / client, and holds the network "
+        "between client and server too. In flight: asked / kept by the client / seen by the "
+        "server (Little's law on `vllm:e2e_request_latency_seconds`). Coalesced: output tokens "
+        "that arrived in one network read with an earlier chunk (their ITL is the read's gap "
+        f"shared, never zero). {CLIENT_LIMITED_MARK.strip()} marks a client-limited cell in "
+        "every table of this report.",
+        "",
+        "| cell | TTFT client / server ms | share | ITL client / server ms | share "
+        "| coalesced | loop lag p99 / max ms | in flight | client CPU ms/req | workers "
+        "| client-limited |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for c in sorted(rows, key=cell_order):
+        in_flight = (
+            f"{c.get('concurrency')} / {_ms(c.get('mean_in_flight'))} / "
+            f"{_ms(c.get('server_in_flight'))}"
+        )
+        coalesced = c.get("coalesced_share")
+        lines.append(
+            f"| {c['id']} | {_ms(c.get('client_mean_ttft_ms'))} / "
+            f"{_ms(c.get('server_mean_ttft_ms'))} | {_share(c.get('client_share_ttft'))} | "
+            f"{_ms(c.get('client_mean_itl_ms'))} / {_ms(c.get('server_mean_itl_ms'))} | "
+            f"{_share(c.get('client_share_itl'))} | "
+            f"{c.get('coalesced_tokens', 0)}"
+            + (f" ({coalesced:.1%})" if isinstance(coalesced, int | float) else "")
+            + f" | {_ms(c.get('p99_loop_lag_ms'))} / {_ms(c.get('max_loop_lag_ms'))} | "
+            f"{in_flight} | {_ms(c.get('client_cpu_ms_per_request'))} | "
+            f"{c.get('workers', 1)} | {'yes' if c.get('client_limited') else 'no'} |"
+        )
+    lines.append("")
+    limited = [c for c in rows if c.get("client_limited")]
+    if limited:
+        lines += ["Client-limited cells: their figures are the client's, not the server's.", ""]
+        for c in sorted(limited, key=cell_order):
+            lines.append(f"- {c['id']}: " + "; ".join(c.get("warnings") or []))
+        lines.append("")
+    return lines
 
 
 def _num(value: Any) -> str:
@@ -496,6 +581,15 @@ def matrix_markdown(
     return "\n".join(lines)
 
 
+def _client_line(run: dict[str, Any], cells: Sequence[dict[str, Any]]) -> str:
+    client = run.get("client") or {}
+    limited = sum(1 for c in cells if c.get("client_limited"))
+    return (
+        f"- client: {client.get('hot_path', 'aiohttp')}, staggered start not measured; "
+        f"{limited} client-limited cell(s), marked {CLIENT_LIMITED_MARK.strip()}"
+    )
+
+
 def render_report(data: RunData) -> str:
     """The markdown report of a run."""
     run = data.run
@@ -517,6 +611,7 @@ def render_report(data: RunData) -> str:
         f"{run.get('options', {}).get('warmup')} requests per cell",
         "- latencies over successful requests; percentiles by linear interpolation (type 7); "
         "ITL per output token; output tokens from the server's usage",
+        _client_line(run, data.cells),
         "",
     ]
     methods = {c.get("prompt_tokens_method") for c in data.measured()}
@@ -537,6 +632,7 @@ def render_report(data: RunData) -> str:
                 matrix_markdown(data.cells, metric, fmt, output_tokens, rate),
                 "",
             ]
+    lines += client_share_markdown(data.cells)
     errors = [c for c in data.measured() if c.get("failed")]
     if errors:
         lines += ["## Errors", "", "| cell | failed | by kind |", "|---|---:|---|"]

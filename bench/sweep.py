@@ -5,15 +5,17 @@ For each cell (concurrency x prompt tokens x output tokens x request rate):
 1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
    the model's context (``max_model_len``: given, or read from ``/v1/models``);
 2. build its prompts (:mod:`bench.prompts`), untimed;
-3. open a client sized to the cell (:func:`endpoint.client.make_client`, pool limit =
-   concurrency, httpx on the aiohttp transport), open that many connections and send the
-   warm-up requests, untimed;
-4. scrape ``/metrics``, run the load (:mod:`bench.load`), scrape ``/metrics`` again:
-   speculative-decoding acceptance is the delta of the counters over the cell;
-5. summarise (:func:`bench.stats.summarize`), judge (``ok``; ``failed`` when the success rate
+3. run the load on the hot path (:mod:`bench.hotload`: aiohttp directly, in this process or
+   spread over worker processes, :mod:`bench.workers`): that many connections opened and the
+   warm-up requests sent, untimed; closed loop, the streams started one after another over
+   a ramp that is not measured; the measured window watched by the event-loop lag monitor,
+   with ``/metrics`` read at its start and end: the server's own latency histograms over the
+   window give the client's share (:mod:`bench.window`) and the speculative-decoding counters
+   their acceptance;
+4. summarise (:func:`bench.stats.summarize`), judge (``ok``; ``failed`` when the success rate
    is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter than the
    cell's output length) and append the record to ``cells.jsonl`` (:class:`bench.store.RunStore`)
-   before the next cell starts.
+   before the next cell starts. The progress bar advances per cell, never during one.
 
 Before the first cell, with the run directory locked and (on resume) checked to be the same
 experiment, :func:`preflight` sends one short request: a wrong model name, rejected credentials,
@@ -40,17 +42,21 @@ from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
 from endpoint.limits import MAX_ECHO_CHARS, MAX_MODEL_IDS_SHOWN
 from endpoint.metrics import (
     MetricsParseError,
-    MetricsSnapshot,
-    fetch_metrics,
+    SpecDecodeAcceptance,
+    parse_metrics,
     spec_decode_acceptance,
 )
 from endpoint.redact import redact
 
-from .load import LoadResult, closed_loop, open_loop, warm_pool
+from .hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
+from .hotpath import HotResult, completions_url
+from .monitor import MonitorStats
 from .prompts import PromptSet, build_prompts
 from .request import RequestResult, RequestSpec, send_request
 from .stats import GoodputSlo, summarize
 from .store import CellKey, RunData, RunStore
+from .window import ClientLimits, window_figures
+from .workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
 
 __all__ = [
     "FAILURE_SAMPLES",
@@ -75,12 +81,6 @@ _READ_ERRORS: tuple[type[BaseException], ...] = (
     LimitExceeded,
     ValueError,
     AttributeError,
-    AuthError,
-)
-_SCRAPE_ERRORS: tuple[type[BaseException], ...] = (
-    *TRANSPORT_ERRORS,
-    LimitExceeded,
-    MetricsParseError,
     AuthError,
 )
 
@@ -151,6 +151,14 @@ class SweepOptions:
     """A cell whose success rate is under this is ``failed`` (default: any failure fails it)."""
     preflight: bool = True
     """Send one short request before the first cell and stop on its failure."""
+    workers: int | None = None
+    """Client processes per cell; None: :func:`bench.workers.choose_workers`."""
+    streams_per_worker: int = DEFAULT_STREAMS_PER_WORKER
+    """With ``workers`` None: streams one process takes before another is added."""
+    ramp_s: float | None = None
+    """Closed loop: spread of the streams' starts (untimed); None: one request's duration."""
+    client_limits: ClientLimits = field(default_factory=ClientLimits)
+    """When a cell is marked client-limited (:mod:`bench.window`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form metadata stored in run.json (e.g. the stack name, MTP on/off)."""
 
@@ -184,13 +192,6 @@ async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | N
     except _READ_ERRORS:
         return None
     return None
-
-
-async def _scrape(client: httpx.AsyncClient, model: str) -> MetricsSnapshot | None:
-    try:
-        return await fetch_metrics(client, model_name=model)
-    except _SCRAPE_ERRORS:
-        return None
 
 
 def _ids_text(ids: list[str]) -> str:
@@ -276,8 +277,44 @@ async def _connection_hint(client: httpx.AsyncClient) -> str | None:
     return None
 
 
+def _uvloop_running() -> bool:
+    try:
+        return "uvloop" in type(asyncio.get_running_loop()).__module__
+    except RuntimeError:
+        return False
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+async def _cell_headers(auth: AuthStrategy) -> dict[str, str]:
+    headers = auth.cached_headers()
+    if headers is None:
+        # A token fetch blocks on the network: keep it off the event loop.
+        headers = await asyncio.to_thread(auth.headers)
+    return dict(headers)
+
+
+def _auth_failed(n: int, exc: AuthError) -> WindowLoad:
+    now = time.monotonic()
+    message = redact(f"AuthError: {exc}", limit=MAX_ECHO_CHARS)
+    results = [
+        HotResult(ok=False, start_s=0.0, e2e_s=0.0, error_kind="auth", error=message, sent_at=now)
+        for _ in range(n)
+    ]
+    return WindowLoad(results, now, now, MonitorStats(0.005), 0.0, 0)
+
+
+def _spec_decode(load: WindowLoad, model: str) -> SpecDecodeAcceptance | None:
+    if load.metrics_before is None or load.metrics_after is None:
+        return None
+    try:
+        before = parse_metrics(load.metrics_before[1], model_name=model)
+        after = parse_metrics(load.metrics_after[1], model_name=model)
+    except MetricsParseError:
+        return None
+    return spec_decode_acceptance(before, after)
 
 
 async def run_cell(
@@ -288,50 +325,58 @@ async def run_cell(
     *,
     auth: AuthStrategy,
     options: SweepOptions,
-    on_done: Callable[[RequestResult], None] | None = None,
 ) -> dict[str, Any]:
-    """Run one cell (pool warm-up, warm-up requests, load, /metrics deltas); its record."""
+    """Run one cell on the hot path (:mod:`bench.hotload`: connections warmed, warm-up
+    requests, staggered start, measured window with the loop monitor and ``/metrics`` read
+    at its edges), in this process or in worker processes; its record."""
     n = options.requests_for(key)
     distinct = [RequestSpec(model, prompt, key.output_tokens) for prompt in prompts.prompts]
-    specs = [distinct[i % len(distinct)] for i in range(n)]
+    bodies = tuple(spec.encoded_body for spec in distinct[: max(1, min(n, len(distinct)))])
     started_at = _now()
-    async with make_client(
-        url, auth=auth, timeout_s=options.timeout_s, max_concurrency=key.concurrency
-    ) as client:
-        await warm_pool(client, key.concurrency)
-        if options.warmup > 0:
-            warm = [specs[i % len(specs)] for i in range(options.warmup)]
-            await closed_loop(
-                client, warm, min(key.concurrency, len(warm)), timeout_s=options.timeout_s
-            )
-        before = await _scrape(client, model)
-        load: LoadResult
-        if key.request_rate is None:
-            load = await closed_loop(
-                client,
-                specs,
-                key.concurrency,
-                timeout_s=options.timeout_s,
-                max_duration_s=options.max_cell_seconds,
-                on_done=on_done,
-            )
+    workers = options.workers or choose_workers(
+        key.concurrency, url, streams_per_worker=options.streams_per_worker
+    )
+    load: WindowLoad
+    try:
+        headers = await _cell_headers(auth)
+    except AuthError as exc:
+        load = _auth_failed(n, exc)
+    else:
+        base = url.rstrip("/")
+        plan = LoadPlan(
+            completions_url(base),
+            bodies,
+            n,
+            key.concurrency,
+            request_rate=key.request_rate,
+            headers=tuple(headers.items()),
+            timeout_s=options.timeout_s,
+            max_duration_s=options.max_cell_seconds,
+            warmup=options.warmup,
+            ramp_s=options.ramp_s,
+            seed=options.seed,
+            metrics_url=base + "/metrics",
+            health_url=base,
+        )
+        if workers > 1:
+            load = await asyncio.to_thread(run_load_in_workers, plan, workers)
         else:
-            load = await open_loop(
-                client,
-                specs,
-                key.request_rate,
-                max_concurrency=key.concurrency,
-                timeout_s=options.timeout_s,
-                seed=options.seed,
-                max_duration_s=options.max_cell_seconds,
-                on_done=on_done,
-            )
-        after = await _scrape(client, model)
+            load = await run_load(plan)
+    results: list[RequestResult] = list(load.results)
     record: dict[str, Any] = {"id": key.id, "status": "ok", "skip_reason": None, **key.as_dict()}
-    record.update(summarize(load.results, load.duration_s, goodput_slo=options.goodput_slo))
-    judge(record, load.results, key, options.min_success_rate)
-    record["achieved_request_rate"] = load.achieved_rate
-    acceptance = spec_decode_acceptance(before, after) if after is not None else None
+    record.update(summarize(results, load.duration_s, goodput_slo=options.goodput_slo))
+    judge(record, results, key, options.min_success_rate)
+    record["achieved_request_rate"] = (
+        load.achieved_rate
+        if key.request_rate is not None
+        else (len(results) / load.duration_s if load.duration_s > 0 else None)
+    )
+    record.update(
+        window_figures(
+            load, concurrency=key.concurrency, model_name=model, limits=options.client_limits
+        )
+    )
+    acceptance = _spec_decode(load, model)
     record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
     record["spec_decode_acceptance_length"] = (
         acceptance.mean_acceptance_length if acceptance else None
@@ -407,7 +452,8 @@ def _skipped(key: CellKey, reason: str) -> dict[str, Any]:
 
 
 class _Progress:
-    """A rich progress bar over the sweep's requests (stderr), or nothing."""
+    """A rich progress bar over the sweep's requests (stderr), or nothing. It is redrawn
+    between cells only (no refresh thread): nothing competes with the load for the CPU."""
 
     def __init__(self, enabled: bool, total: int) -> None:
         self._bar: Any = None
@@ -429,6 +475,7 @@ class _Progress:
                 TimeElapsedColumn(),
                 console=Console(stderr=True),
                 transient=False,
+                auto_refresh=False,
             )
             self._task = self._bar.add_task("sweep", total=total)
             self._bar.start()
@@ -436,10 +483,12 @@ class _Progress:
     def cell(self, key: CellKey) -> None:
         if self._bar is not None:
             self._bar.update(self._task, description=f"cell {key.id}")
+            self._bar.refresh()
 
-    def advance(self, _: RequestResult | None = None) -> None:
+    def advance(self, requests: int) -> None:
         if self._bar is not None:
-            self._bar.advance(self._task)
+            self._bar.advance(self._task, requests)
+            self._bar.refresh()
 
     def stop(self) -> None:
         if self._bar is not None:
@@ -493,6 +542,13 @@ async def run_sweep_async(
             "use_tokenize": options.use_tokenize,
             "max_model_len": options.max_model_len,
         },
+        "client": {
+            "hot_path": "aiohttp" + (" + uvloop" if _uvloop_running() else ""),
+            "workers": options.workers,
+            "streams_per_worker": options.streams_per_worker,
+            "ramp_s": options.ramp_s,
+            "client_limits": options.client_limits.as_dict(),
+        },
         **options.extra,
     }
     store = RunStore.open(out_dir, meta, resume=resume, write=False)
@@ -532,8 +588,6 @@ async def _sweep(
                         f"max_model_len {max_len}"
                     )
                     record = _skipped(key, reason)
-                    for _ in range(options.requests_for(key)):
-                        progress.advance()
                 else:
                     prompts = prompt_cache.get(key.prompt_tokens)
                     if prompts is None:
@@ -554,15 +608,8 @@ async def _sweep(
                             use_tokenize=options.use_tokenize,
                         )
                         prompt_cache[key.prompt_tokens] = prompts
-                    record = await run_cell(
-                        url,
-                        model,
-                        key,
-                        prompts,
-                        auth=auth,
-                        options=options,
-                        on_done=progress.advance,
-                    )
+                    record = await run_cell(url, model, key, prompts, auth=auth, options=options)
+                progress.advance(options.requests_for(key))
                 store.append_cell(record)
                 store.write_tables()
                 if on_cell is not None:

@@ -146,3 +146,23 @@ def test_failed_cells_warn_and_no_reflected_key_is_logged_or_written(tmp_path: P
     )
     assert "injected failure" in written  # the failures' bodies are kept ...
     assert key not in written + "\n".join(logs.info + logs.warn)  # ... redacted
+
+
+def test_summary_line_names_the_client_share_and_a_client_limited_cell() -> None:
+    from pathlib import Path
+
+    from bench.hook import summary_lines
+    from bench.store import RunData
+
+    cell = {
+        "id": "c8-p512-o128", "status": "ok", "concurrency": 8, "prompt_tokens": 512,
+        "output_tokens": 128, "median_ttft_ms": 210.0, "p95_ttft_ms": 380.0,
+        "output_throughput": 412.0, "request_throughput": 3.1, "success_rate": 1.0,
+        "client_share_ttft": 0.032, "client_limited": True,
+        "warnings": ["the client's event loop lagged 40.0 ms at p99"],
+    }  # fmt: skip
+    (line,) = summary_lines(RunData(Path("."), {}, [cell]))
+    assert line.endswith(
+        "success 100.0%, client share of TTFT 3.2% "
+        "(client-limited: the client's event loop lagged 40.0 ms at p99)"
+    )

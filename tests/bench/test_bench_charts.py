@@ -50,7 +50,10 @@ def test_nothing_measured_nothing_drawn(tmp_path: Path) -> None:
 
 
 def test_pngs_written(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "r", [cell(1, 128), cell(8, 128)], label="x", hardware=None)
+    cells = [cell(1, 128, p95_itl_ms=12.0), cell(8, 128, p95_itl_ms=14.0)]
+    run = write_run(tmp_path / "r", cells, label="x", hardware=None)
     written = write_charts(run)
-    assert len(written) == 6
+    # 3 heatmaps, 3 lines against concurrency, 4 latency-against-throughput charts.
+    assert len(written) == 10
+    assert sum(1 for p in written if p.name.startswith("latency-")) == 4
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)

@@ -1,24 +1,147 @@
-"""The fidelity script's building blocks work end to end (a smoke test, not a timing claim)."""
+"""The fidelity script: its paced server's own clock, its table, one end-to-end run."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
-from bench.fidelity import measure_concurrency, start_fake_server, stop_fake_server
+from bench.fidelity import CellResult, Pacing, main, table
+from bench.pacedserver import PacedServer, _Connection
 
 
-def test_fake_server_process_and_one_cell() -> None:
-    proc, url = start_fake_server(ttft_ms=30, itl_ms=5, output_tokens=4)
-    try:
-        row = asyncio.run(
-            measure_concurrency(url, 2, ttft_ms=30, itl_ms=5, output_tokens=4, rounds=1)
-        )
-    finally:
-        stop_fake_server(proc)
-    assert (row.requests, row.failed) == (20, 0)
-    assert row.server_ttft_ms == pytest.approx(30, abs=10)
-    assert row.client_ttft_ms == pytest.approx(30, abs=10)
-    assert row.client_itl_ms == pytest.approx(5, abs=2.5)
-    assert row.true_e2e_ms == 45
+@pytest.fixture
+def paced() -> Iterator[tuple[PacedServer, str]]:
+    server = PacedServer(ttft_s=0.05, itl_s=0.01, output_tokens=3)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, object] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            srv = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+            holder["srv"] = srv
+            holder["port"] = srv.sockets[0].getsockname()[1]
+            started.set()
+
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    started.wait(5)
+    yield server, f"http://127.0.0.1:{holder['port']}"
+
+    async def close() -> None:
+        srv = holder["srv"]
+        assert isinstance(srv, asyncio.base_events.Server)
+        srv.close()
+        await srv.wait_closed()
+        await asyncio.sleep(0.05)  # connections the clients closed finish closing
+
+    asyncio.run_coroutine_threadsafe(close(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def _post(port: int, body: bytes, *, pause_before_body: float = 0.0, stamp: str = "") -> bytes:
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"{stamp}Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(head)
+        time.sleep(pause_before_body)
+        s.sendall(body)
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def _timings(url: str) -> list[dict[str, float]]:
+    with urllib.request.urlopen(url + "/timings?clear=1") as r:
+        return list(json.load(r)["timings"])
+
+
+BODY = b'{"prompt": "a b c", "max_tokens": 3, "stream": true}'
+
+
+def test_the_server_times_from_the_first_bytes_it_received(
+    paced: tuple[PacedServer, str],
+) -> None:
+    _server, url = paced
+    port = int(url.rsplit(":", 1)[1])
+    # A client stamp claiming the request was sent 10 s ago changes nothing.
+    data = _post(port, BODY, stamp=f"X-Sent-At: {time.monotonic() - 10}\r\n")
+    assert data.count(b"data: ") == 5  # 3 tokens, usage, [DONE]
+    assert b'"completion_tokens":3' in data
+    (first,) = _timings(url)
+    assert 0.05 <= first["ttft_s"] < 0.5
+    # The body arrives 0.2 s after the head: the server's clock started at the head.
+    _post(port, BODY, pause_before_body=0.2)
+    (second,) = _timings(url)
+    assert second["ttft_s"] >= 0.2
+    assert _timings(url) == []  # ?clear=1 emptied the log
+
+
+def test_the_server_exports_its_histograms_as_vllm_does(paced: tuple[PacedServer, str]) -> None:
+    from bench.server_metrics import histogram_deltas, parse_histograms
+
+    server, url = paced
+    port = int(url.rsplit(":", 1)[1])
+
+    def scrape() -> str:
+        with urllib.request.urlopen(url + "/metrics") as r:
+            return str(r.read().decode())
+
+    before = parse_histograms(scrape(), model_name=server.model)
+    _post(port, BODY)
+    d = histogram_deltas(before, parse_histograms(scrape(), model_name=server.model))
+    assert d["ttft"] is not None and d["ttft"].count == 1
+    assert d["itl"] is not None and d["itl"].count == 2
+    assert d["itl"].mean == pytest.approx(0.01, abs=0.01)
+    assert d["e2el"] is not None and d["e2el"].count == 1
+
+
+def _cell(streams: int, bench: float, bare: float, itl: float) -> CellResult:
+    return CellResult(
+        Pacing(100, 20), streams, 100.0,
+        {"median_ttft_ms": bench, "client_mean_itl_ms": itl, "server_mean_itl_ms": 20.0},
+        {"median_ttft_ms": bare},
+    )  # fmt: skip
+
+
+def test_table_takes_medians_over_runs_and_judges_targets() -> None:
+    runs = [
+        [_cell(512, 104.0, 130.0, 20.1), _cell(1024, 150.0, 140.0, 20.0)],
+        [_cell(512, 103.0, 120.0, 20.2), _cell(1024, 108.0, 140.0, 21.0)],
+        [_cell(512, 190.0, 125.0, 20.3), _cell(1024, 109.0, 140.0, 20.0)],
+    ]
+    lines = table(runs).splitlines()
+    assert "| 100/20 ms | 512 | 100.0 | +4.0% | +25.0% | +1.0% |" in lines[2]
+    assert lines[2].endswith("| met |")
+    assert "| 100/20 ms | 1024 | 100.0 | +9.0% | +40.0% | +0.0% |" in lines[3]
+    worse = table([[_cell(1024, 109.0, 105.0, 20.5)]]).splitlines()[2]
+    assert "missed: ITL +2.5% (target 2%); worse than the bare loop" in worse
+    noise = table([[_cell(1, 100.4, 100.3, 20.0)]]).splitlines()[2]
+    assert noise.endswith("| met |")  # 0.1 point above the bare loop is noise
+
+
+def test_the_script_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--streams", "2", "--pacings", "20/5", "--min-requests", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "| 20/5 ms | 2 |" in out
+    assert "server pinned" in out or "nothing pinned" in out

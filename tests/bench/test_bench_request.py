@@ -31,11 +31,13 @@ def test_known_pacing_gives_ttft_itl_tpot_e2e(fake_vllm: ServerFactory) -> None:
     assert r.ok, r.error
     assert r.output_tokens == 20
     assert r.prompt_tokens == 4  # BOS + three words
-    assert r.ttft_s == pytest.approx(0.05, abs=0.015)
+    # Never before the server's pacing; the upper bound only catches a gross error (the first
+    # request also opens its connection, and a loaded machine delays it).
+    assert r.ttft_s is not None and 0.049 <= r.ttft_s < 0.5
     assert len(r.itls_s) == 19
     assert sorted(r.itls_s)[9] == pytest.approx(0.01, abs=0.003)
     assert r.tpot_s == pytest.approx(0.01, abs=0.002)
-    assert r.e2e_s == pytest.approx(0.05 + 19 * 0.01, abs=0.03)
+    assert 0.05 + 19 * 0.01 - 0.001 <= r.e2e_s < 0.05 + 19 * 0.01 + 0.5
 
 
 def test_output_tokens_from_usage_not_chunks(fake_vllm: ServerFactory) -> None:

@@ -50,12 +50,9 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
   ``data: {"error": {"message", "type", "param", "code": 500}}`` and ``data: [DONE]``.
 - ``missing_paths``: these paths answer 404 ``{"detail": "Not Found"}`` as FastAPI does for a
   route that does not exist (e.g. ``/tokenize`` behind a proxy that forwards only ``/v1``).
-- ``pace_from_client`` [``--pace-from-client``]: when a request carries ``X-Sent-At`` (the
-  client's ``time.monotonic()`` at send; the same clock across processes on one machine), its
-  deadlines count from that instant instead of the request's arrival, so time the server
-  spends queueing a burst of requests before its handler runs is not added to the known
-  pacing; ``server.timings`` then measure from that instant too (what the server's lateness
-  adds shows in them). For client-fidelity benchmarks only.
+- Pacing always counts from the request's arrival at the server, never from a timestamp the
+  client sets (a client slow to send would hide its own delay); ``python -m bench.fidelity``
+  uses its own paced server (``bench/pacedserver.py``).
 
 Hostile or broken servers and proxies (knobs for the client's robustness tests):
 
@@ -158,7 +155,6 @@ class FakeVllmConfig:
     omit_done: bool = False
     fail_every: int = 0
     fail_status: int = 500
-    pace_from_client: bool = False
     missing_paths: tuple[str, ...] = ()
     stream_error_after: int | None = None
     reflect_authorization: bool = False
@@ -523,11 +519,6 @@ class FakeVllmServer:
 
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         arrived = time.perf_counter()
-        if self.config.pace_from_client:
-            with contextlib.suppress(KeyError, ValueError):
-                # time.monotonic and time.perf_counter are one clock (CLOCK_MONOTONIC) on Linux.
-                sent = float(request.headers["X-Sent-At"])
-                arrived = min(arrived, max(sent, arrived - 60.0))
         body = await self._read_json(request)
         if isinstance(body, web.Response):
             return body
@@ -826,7 +817,6 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
-    parser.add_argument("--pace-from-client", action="store_true")
     ns = parser.parse_args(argv)
     config = FakeVllmConfig(
         served_model_name=ns.model,
@@ -842,7 +832,6 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[str, int, FakeVllmConfig]:
         tokens_per_chunk=ns.tokens_per_chunk,
         fail_every=ns.fail_every,
         fail_status=ns.fail_status,
-        pace_from_client=ns.pace_from_client,
     )
     return ns.host, ns.port, config
 

@@ -1,0 +1,477 @@
+"""A cell's load on the hot path, in this process or spread over worker processes.
+
+:func:`run_load` drives one cell on the running event loop:
+
+1. ``warmup`` untimed requests; their median end-to-end time sets the ramp when ``ramp_s`` is
+   None (auto);
+2. closed loop: the ``concurrency`` streams start one after another over the ramp (stream i at
+   ``i x ramp / concurrency``), not in one burst: a burst of hundreds of requests keeps the
+   client busy building them while the first answers are already due, and equal request
+   lengths would keep the streams in lockstep waves. Requests sent before the ramp ends are
+   untimed; the measured window starts when every stream is running and ends when the
+   ``num_requests``-th measured request has been answered. Open loop: Poisson arrivals from
+   the start (no ramp), at most ``concurrency`` in flight;
+3. during the window a :class:`~bench.monitor.LoopMonitor` samples the loop's lag and the
+   requests in flight (in-flight samples stop when the last request has been sent: the drain
+   is not a shortfall); the garbage collector's existing objects are frozen (``gc.freeze``)
+   so collections stay short;
+4. with ``metrics_url``, ``/metrics`` is read at the window's start and after its end (the
+   server's histograms over the window: :mod:`bench.server_metrics`).
+
+:func:`run_load_in_workers` runs the same plan in ``workers`` processes that start together
+(each on its own event loop, uvloop where installed): the streams are dealt round-robin
+(worker w runs streams w, w + W, ...) so their staggered starts interleave, requests are split
+in proportion, open-loop rates are split (the sum of independent Poisson processes is one
+Poisson process). Their raw samples are merged exactly (:func:`merge_loads`): every request's
+result is kept (percentiles are computed over the union, never averaged), times are on the
+machine's monotonic clock that all processes share, in-flight samples add up slot by slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import multiprocessing
+import random
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+import aiohttp
+
+from endpoint.limits import MAX_METRICS_BYTES
+
+from .hotpath import (
+    HotResult,
+    InFlight,
+    make_session,
+    request_headers,
+    stream_completion,
+    warm_connections,
+)
+from .monitor import LoopMonitor, MonitorStats, merge_monitor_stats
+
+__all__ = [
+    "LoadPlan",
+    "WindowLoad",
+    "merge_loads",
+    "new_event_loop",
+    "run_load",
+    "run_load_in_workers",
+    "split_plan",
+]
+
+MAX_AUTO_RAMP_S = 10.0
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Everything a process needs to run (its share of) a cell; picklable."""
+
+    completions_url: str
+    bodies: tuple[bytes, ...]
+    """Distinct request bodies; request i sends ``bodies[i % len(bodies)]``."""
+    num_requests: int
+    concurrency: int
+    request_rate: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 120.0
+    max_duration_s: float | None = None
+    warmup: int = 1
+    ramp_s: float | None = None
+    """Closed loop: spread of the streams' starts; None: the warm-up's median E2E (capped)."""
+    seed: int = 0
+    metrics_url: str | None = None
+    health_url: str | None = None
+    monitor_interval_s: float = 0.005
+    stream_offset: int = 0
+    """This share's first stream's index in the whole cell (ramp slot)."""
+    stream_stride: int = 1
+    """Streams of the whole cell per stream of this share (the number of workers)."""
+    total_streams: int | None = None
+    """Streams of the whole cell (ramp slots); None: ``concurrency``."""
+    start_at: float | None = None
+    """``time.monotonic()`` at which to start (workers start together); None: now."""
+
+
+@dataclass
+class WindowLoad:
+    """What a cell's measured window produced (one process, or several merged)."""
+
+    results: list[HotResult]
+    first_send: float
+    """``time.monotonic()`` of the first measured send."""
+    last_end: float
+    """``time.monotonic()`` of the last measured answer."""
+    monitor: MonitorStats
+    ramp_s: float
+    untimed: int
+    """Requests sent before the window (warm-up and ramp)."""
+    offered_rate: float | None = None
+    send_times: list[float] = field(default_factory=list)
+    """Monotonic send times of the measured requests."""
+    metrics_before: tuple[float, str] | None = None
+    """(monotonic time, ``/metrics`` text) at the window's start."""
+    metrics_after: tuple[float, str] | None = None
+    workers: int = 1
+    cpu_s: float = 0.0
+    """CPU time (user + system) the client process(es) spent during the window."""
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.last_end - self.first_send)
+
+    @property
+    def achieved_rate(self) -> float | None:
+        """Requests per second actually sent: (n - 1) / (last - first send)."""
+        times = sorted(self.send_times)
+        if len(times) < 2 or times[-1] <= times[0]:
+            return None
+        return (len(times) - 1) / (times[-1] - times[0])
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where installed, else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+async def _scrape(
+    session: aiohttp.ClientSession, url: str | None, headers: Mapping[str, str]
+) -> tuple[float, str] | None:
+    """``(monotonic time, text)`` of ``/metrics``, or None (not 200, too large, unreadable)."""
+    if url is None:
+        return None
+    try:
+        async with session.get(url, headers={**headers, "Accept-Encoding": "identity"}) as response:
+            if response.status != 200:
+                return None
+            raw = await response.content.read(MAX_METRICS_BYTES + 1)
+            while len(raw) <= MAX_METRICS_BYTES and not response.content.at_eof():
+                more = await response.content.read(MAX_METRICS_BYTES + 1 - len(raw))
+                if not more:
+                    break
+                raw += more
+            if len(raw) > MAX_METRICS_BYTES:
+                return None
+            return time.monotonic(), raw.decode("utf-8")
+    except (TimeoutError, aiohttp.ClientError, OSError, UnicodeDecodeError):
+        return None
+
+
+async def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+Synchronise = Callable[[float], Awaitable[tuple[float, float]]]
+"""Called by a worker once warm with its ramp estimate; returns (start time, common ramp)."""
+
+
+async def run_load(plan: LoadPlan, *, synchronise: Synchronise | None = None) -> WindowLoad:
+    """Run ``plan`` on the running loop (see the module docstring). ``synchronise``: a worker
+    process waits there, warm, until every worker is, and all take one start time and ramp."""
+    if plan.concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {plan.concurrency}")
+    if not plan.bodies:
+        raise ValueError("no request bodies")
+    headers = request_headers(dict(plan.headers))
+    in_flight = InFlight()
+    async with make_session(plan.concurrency + 1, timeout_s=plan.timeout_s) as session:
+        if plan.health_url is not None:
+            base = plan.health_url
+            await warm_connections(session, base, plan.concurrency, headers=dict(plan.headers))
+        bodies = plan.bodies
+        url = plan.completions_url
+        timeout = plan.timeout_s
+
+        async def send(i: int) -> HotResult:
+            return await stream_completion(
+                session, url, bodies[i % len(bodies)], headers, timeout_s=timeout,
+                in_flight=in_flight,
+            )  # fmt: skip
+
+        warm = [await send(i) for i in range(plan.warmup)] if plan.warmup > 0 else []
+        ramp = plan.ramp_s
+        if ramp is None:
+            ok = [r.e2e_s for r in warm if r.ok]
+            ramp = min(MAX_AUTO_RAMP_S, statistics.median(ok)) if ok else 0.0
+        total_streams = plan.total_streams or plan.concurrency
+        if total_streams <= 1 or plan.request_rate is not None:
+            ramp = 0.0
+        start_at = plan.start_at
+        if synchronise is not None:
+            start_at, ramp = await synchronise(ramp)
+        gc.collect()
+        gc.freeze()
+        cpu_start = time.process_time()
+        try:
+            if start_at is not None:
+                await _sleep_until(start_at)
+            cpu_start = time.process_time()
+            if plan.request_rate is None:
+                t0 = start_at if start_at is not None else time.monotonic()
+                load = await _closed(plan, send, in_flight, ramp, session, t0)
+            else:
+                load = await _open(plan, send, in_flight, session)
+        finally:
+            gc.unfreeze()
+        load.cpu_s = time.process_time() - cpu_start
+        load.untimed += len(warm)
+        load.metrics_after = await _scrape(session, plan.metrics_url, dict(plan.headers))
+    return load
+
+
+async def _closed(
+    plan: LoadPlan,
+    send: Callable[[int], Any],
+    in_flight: InFlight,
+    ramp: float,
+    session: aiohttp.ClientSession,
+    t0: float,
+) -> WindowLoad:
+    total_streams = plan.total_streams or plan.concurrency
+    window_start = t0 + ramp
+    stop_at = window_start + plan.max_duration_s if plan.max_duration_s is not None else None
+    monitor = LoopMonitor(lambda: in_flight.count, interval_s=plan.monitor_interval_s)
+    results: list[HotResult] = []
+    send_times: list[float] = []
+    state = {"next": plan.warmup, "measured": 0, "untimed": 0, "active": 0}
+    metrics_before: list[tuple[float, str] | None] = [None]
+
+    async def at_window_start() -> None:
+        await _sleep_until(window_start)
+        monitor.start()
+        metrics_before[0] = await _scrape(session, plan.metrics_url, dict(plan.headers))
+
+    async def stream(k: int) -> None:
+        slot = plan.stream_offset + k * plan.stream_stride
+        await _sleep_until(t0 + ramp * slot / total_streams)
+        while True:
+            now = time.monotonic()
+            measured = now >= window_start
+            if measured:
+                if state["measured"] >= plan.num_requests or (
+                    stop_at is not None and now >= stop_at
+                ):
+                    return
+                state["measured"] += 1
+                if state["measured"] == plan.num_requests:
+                    monitor.stats_frozen = True
+            i = state["next"]
+            state["next"] += 1
+            result = await send(i)
+            if measured:
+                results.append(result)
+                send_times.append(result.sent_at)
+            else:
+                state["untimed"] += 1
+
+    starter = asyncio.create_task(at_window_start())
+    await asyncio.gather(*(stream(k) for k in range(plan.concurrency)))
+    await starter
+    stats = await monitor.stop()
+    first = min((r.sent_at for r in results), default=window_start)
+    last = max((r.sent_at + r.e2e_s for r in results), default=first)
+    return WindowLoad(
+        results, first, last, stats, ramp, state["untimed"],
+        send_times=send_times, metrics_before=metrics_before[0],
+    )  # fmt: skip
+
+
+async def _open(
+    plan: LoadPlan, send: Callable[[int], Any], in_flight: InFlight, session: aiohttp.ClientSession
+) -> WindowLoad:
+    assert plan.request_rate is not None
+    rng = random.Random(plan.seed)
+    slots = asyncio.Semaphore(plan.concurrency)
+    results: list[HotResult] = []
+    send_times: list[float] = []
+    tasks: list[asyncio.Task[None]] = []
+    monitor = LoopMonitor(lambda: in_flight.count, interval_s=plan.monitor_interval_s)
+    before = await _scrape(session, plan.metrics_url, dict(plan.headers))
+    monitor.start()
+
+    async def one(i: int) -> None:
+        try:
+            result = await send(i)
+        finally:
+            slots.release()
+        results.append(result)
+
+    start = time.monotonic()
+    due = start
+    stop_at = start + plan.max_duration_s if plan.max_duration_s is not None else None
+    for n in range(plan.num_requests):
+        await _sleep_until(due)
+        if stop_at is not None and time.monotonic() >= stop_at:
+            break
+        await slots.acquire()
+        send_times.append(time.monotonic())
+        tasks.append(asyncio.create_task(one(plan.warmup + n)))
+        due += rng.expovariate(plan.request_rate)
+    monitor.stats_frozen = True
+    if tasks:
+        await asyncio.gather(*tasks)
+    stats = await monitor.stop()
+    first = min((r.sent_at for r in results), default=start)
+    last = max((r.sent_at + r.e2e_s for r in results), default=first)
+    return WindowLoad(
+        results, first, last, stats, 0.0, 0, offered_rate=plan.request_rate,
+        send_times=send_times, metrics_before=before,
+    )  # fmt: skip
+
+
+# ----- worker processes ------------------------------------------------------------------------
+
+
+def split_plan(plan: LoadPlan, workers: int) -> list[LoadPlan]:
+    """``plan`` dealt over ``workers`` processes (see the module docstring); only worker 0
+    reads ``/metrics``. Fewer shares than ``workers`` when there are fewer streams."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    workers = min(workers, plan.concurrency, plan.num_requests)
+    shares = []
+    for w in range(workers):
+        streams = len(range(w, plan.concurrency, workers))
+        requests = plan.num_requests * (w + 1) // workers - plan.num_requests * w // workers
+        shares.append(
+            replace(
+                plan,
+                num_requests=requests,
+                concurrency=streams,
+                request_rate=(
+                    plan.request_rate / workers if plan.request_rate is not None else None
+                ),
+                seed=plan.seed * 1000 + w,
+                metrics_url=plan.metrics_url if w == 0 else None,
+                stream_offset=w,
+                stream_stride=workers,
+                total_streams=plan.concurrency,
+            )
+        )
+    return shares
+
+
+def merge_loads(parts: Sequence[WindowLoad]) -> WindowLoad:
+    """The worker processes' loads as one cell (every raw sample kept)."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    results = sorted((r for p in parts for r in p.results), key=lambda r: r.sent_at)
+    with_results = [p for p in parts if p.results] or list(parts)
+    rates = [p.offered_rate for p in parts if p.offered_rate is not None]
+    return WindowLoad(
+        results=results,
+        first_send=min(p.first_send for p in with_results),
+        last_end=max(p.last_end for p in with_results),
+        monitor=merge_monitor_stats([p.monitor for p in parts]),
+        ramp_s=max(p.ramp_s for p in parts),
+        untimed=sum(p.untimed for p in parts),
+        offered_rate=sum(rates) if rates else None,
+        send_times=sorted(t for p in parts for t in p.send_times),
+        metrics_before=next((p.metrics_before for p in parts if p.metrics_before), None),
+        metrics_after=next((p.metrics_after for p in parts if p.metrics_after), None),
+        workers=len(parts),
+        cpu_s=sum(p.cpu_s for p in parts),
+    )
+
+
+def _worker_main(conn: Connection) -> None:
+    """A worker process: say ready, take a plan, warm up, say so with its ramp estimate, wait
+    for the common start time and ramp, run, send the result."""
+    try:
+        conn.send("ready")
+        plan = conn.recv()
+        if plan is None:
+            return
+        loop = new_event_loop()
+
+        async def synchronise(ramp: float) -> tuple[float, float]:
+            conn.send(("warm", ramp))
+            reply = await loop.run_in_executor(None, conn.recv)
+            if not (isinstance(reply, tuple) and reply[0] == "go"):
+                raise WorkerError("no start signal")
+            return float(reply[1]), float(reply[2])
+
+        try:
+            load = loop.run_until_complete(run_load(plan, synchronise=synchronise))
+        finally:
+            loop.close()
+        conn.send(("ok", load))
+    except BaseException as exc:  # reported to the parent, which raises it
+        with contextlib.suppress(Exception):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed or died."""
+
+
+def _receive(proc: Any, conn: Connection, timeout_s: float, what: str) -> Any:
+    try:
+        if conn.poll(timeout_s):
+            return conn.recv()
+    except EOFError:
+        pass
+    raise WorkerError(f"worker {proc.pid} {what} (exit {proc.exitcode})")
+
+
+def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 0.1) -> WindowLoad:
+    """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
+
+    Blocking (call it from a thread when inside an event loop). Each process imports, opens
+    its connections and sends its warm-up requests first; when every one is warm they get one
+    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
+    measured and their staggered starts interleave.
+    """
+    shares = split_plan(plan, workers)
+    context = multiprocessing.get_context("spawn")
+    procs: list[tuple[Any, Connection]] = []
+    try:
+        for _ in shares:
+            parent, child = context.Pipe()
+            proc = context.Process(target=_worker_main, args=(child,), daemon=True)
+            proc.start()
+            child.close()
+            procs.append((proc, parent))
+        for proc, conn in procs:
+            if _receive(proc, conn, 120, "did not start") != "ready":
+                raise WorkerError(f"worker {proc.pid} did not start")
+        for share, (_, conn) in zip(shares, procs, strict=True):
+            conn.send(share)
+        warm_deadline = plan.timeout_s * (plan.warmup + 1) + 120.0
+        ramps = []
+        for proc, conn in procs:
+            reply = _receive(proc, conn, warm_deadline, "did not warm up")
+            if not (isinstance(reply, tuple) and reply[0] == "warm"):
+                raise WorkerError(f"worker {proc.pid} failed: {reply[1] if reply else reply}")
+            ramps.append(float(reply[1]))
+        start_at = time.monotonic() + start_delay_s
+        for _, conn in procs:
+            conn.send(("go", start_at, max(ramps)))
+        loads: list[WindowLoad] = []
+        deadline = plan.timeout_s + (plan.max_duration_s or 3600.0) + 600.0
+        for proc, conn in procs:
+            status, payload = _receive(proc, conn, deadline, "sent no result")
+            if status != "ok":
+                raise WorkerError(f"worker {proc.pid} failed: {payload}")
+            loads.append(payload)
+        return merge_loads(loads)
+    finally:
+        for proc, conn in procs:
+            conn.close()
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)

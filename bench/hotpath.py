@@ -1,0 +1,364 @@
+"""The load generator's hot path: one streamed completion on aiohttp directly.
+
+Everything the client does between sending a request and reading its last byte is paid for in
+the figures it reports, so this path is kept short:
+
+- aiohttp's own client (no httpx layer: the httpx-over-aiohttp transport cost about 30 ms of
+  median TTFT at 512 streams on a 2-core machine), one :class:`aiohttp.ClientSession` per cell
+  whose connector is sized to the cell's streams and warmed before the timed part;
+- request bodies serialised before the cell (:attr:`bench.request.RequestSpec.encoded_body`),
+  headers (credentials included) resolved once per cell;
+- bookkeeping per network read, not per server-sent event: one clock reading per read; the
+  events in it are parsed with orjson and their tokens counted from continuous usage.
+
+Inter-token latency when reads coalesce: when the event loop falls behind, one read can bring
+several chunks. They are not given zero gaps: the tokens that arrived in a read share the gap
+since the previous read that carried content, ``gap / tokens`` each, so the per-token intervals
+of a request always add up to the time between its first and its last token (the mean is exact
+whatever the read pattern; only the spread is smoothed). Tokens in the first content read after
+the first token have no interval before them and give no ITL sample. The result counts
+``coalesced_tokens``: tokens carried by a chunk that shared its read with an earlier content
+chunk (several tokens in one chunk, as with speculative decoding, are not coalescing: the
+server sent them at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES, MAX_SSE_LINE_BYTES
+from endpoint.redact import redact
+
+from .request import COMPLETIONS_PATH, ErrorKind, RequestResult, classify_exception
+
+__all__ = [
+    "HotResult",
+    "InFlight",
+    "StreamParser",
+    "StreamProtocolError",
+    "StreamedError",
+    "make_session",
+    "stream_completion",
+    "warm_connections",
+]
+
+MAX_TOKENS_PER_CHUNK = 4096
+"""More tokens than this in one chunk is a broken or hostile count (speculative decoding brings
+a handful): the request fails as ``protocol`` instead of the client allocating ITL samples."""
+
+_BASE_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "text/event-stream",
+    "Accept-Encoding": "identity",
+}
+"""No compression: the stream is read as sent (and no compressed bomb can be inflated)."""
+
+
+@dataclass
+class HotResult(RequestResult):
+    """A :class:`~bench.request.RequestResult` with the read pattern it was measured from."""
+
+    reads: int = 0
+    """Network reads that carried at least one content chunk."""
+    coalesced_tokens: int = 0
+    """Tokens in chunks that shared a read with an earlier content chunk."""
+    sent_at: float = 0.0
+    """``time.monotonic()`` at send: one clock across this machine's processes (merging)."""
+
+
+class InFlight:
+    """Requests between the start of their send and the end of their reading."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class StreamProtocolError(Exception):
+    """A chunk that is not a JSON object."""
+
+
+class StreamedError(Exception):
+    """vLLM reported an error inside the stream (``data: {"error": {...}}``)."""
+
+    def __init__(self, message: str, status: int | None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class StreamParser:
+    """Server-sent events of a streamed completion, fed one network read at a time.
+
+    Pure (no I/O, no clock): :meth:`feed` takes the bytes of one read and the instant it
+    arrived. See the module docstring for how ITL is derived.
+    """
+
+    __slots__ = (
+        "_buffer",
+        "chunks",
+        "coalesced_tokens",
+        "done",
+        "itls",
+        "last_at",
+        "output_tokens",
+        "prompt_tokens",
+        "reads",
+        "seen",
+        "start",
+        "ttft",
+    )
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self._buffer = b""
+        self.ttft: float | None = None
+        self.last_at = start
+        self.itls: list[float] = []
+        self.seen = 0
+        self.output_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.chunks = 0
+        self.reads = 0
+        self.coalesced_tokens = 0
+        self.done = False
+
+    def feed(self, data: bytes, at: float) -> None:
+        """One read's bytes, arrived at ``at``. Raises :class:`StreamProtocolError` or
+        :class:`StreamedError`."""
+        buffer = self._buffer + data if self._buffer else data
+        cut = buffer.rfind(b"\n")
+        if cut < 0:
+            if len(buffer) > MAX_SSE_LINE_BYTES:
+                raise StreamProtocolError(
+                    f"an SSE line is longer than {MAX_SSE_LINE_BYTES} bytes; refused"
+                )
+            self._buffer = buffer
+            return
+        self._buffer = buffer[cut + 1 :]
+        tokens = 0
+        first_event_tokens = -1
+        for line in buffer[:cut].split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            count = self._event(payload)
+            if count:
+                if first_event_tokens < 0:
+                    first_event_tokens = count
+                tokens += count
+        if tokens == 0:
+            return
+        self.reads += 1
+        self.coalesced_tokens += tokens - first_event_tokens
+        if self.ttft is None:
+            self.ttft = at - self.start
+        else:
+            gap = (at - self.last_at) / tokens
+            self.itls.extend([gap] * tokens)
+        self.last_at = at
+
+    def _event(self, payload: bytes) -> int:
+        """Parse one event; returns the tokens of generated text it carried."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise StreamProtocolError(f"chunk is not JSON: {redact(repr(payload[:80]))}") from exc
+        if not isinstance(chunk, dict):
+            raise StreamProtocolError("chunk is not a JSON object")
+        self.chunks += 1
+        error = chunk.get("error")
+        if error is not None:
+            detail: dict[str, Any] = error if isinstance(error, dict) else {"message": error}
+            code = detail.get("code")
+            raise StreamedError(
+                f"error in stream: {redact(detail.get('message'), limit=MAX_ECHO_CHARS)}",
+                code if isinstance(code, int) else None,
+            )
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.prompt_tokens = usage["prompt_tokens"]
+            if isinstance(usage.get("completion_tokens"), int):
+                self.output_tokens = usage["completion_tokens"]
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return 0
+        choice = choices[0]
+        text = choice.get("text")
+        if text is None:
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or delta.get("reasoning_content")
+        if not text:
+            return 0
+        count = self.output_tokens - self.seen if self.output_tokens is not None else 1
+        count = max(count, 1)
+        if count > MAX_TOKENS_PER_CHUNK:
+            raise StreamProtocolError(
+                f"usage says {count} tokens arrived in one chunk (more than "
+                f"{MAX_TOKENS_PER_CHUNK}); refused"
+            )
+        self.seen += count
+        return count
+
+
+def make_session(connections: int, *, timeout_s: float = 120.0) -> aiohttp.ClientSession:
+    """A session whose connector keeps ``connections`` connections open (no other cap).
+
+    Per-request deadlines are the caller's (``asyncio.timeout``); the session's own timeout
+    only bounds connection set-up.
+    """
+    if connections < 1:
+        raise ValueError(f"connections must be at least 1, got {connections}")
+    connector = aiohttp.TCPConnector(
+        limit=connections, limit_per_host=0, ttl_dns_cache=None, enable_cleanup_closed=False
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s),
+        auto_decompress=False,
+        read_bufsize=2**16,
+    )
+
+
+async def warm_connections(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    connections: int,
+    *,
+    headers: Mapping[str, str] | None = None,
+    path: str = "/health",
+) -> int:
+    """Open ``connections`` keep-alive connections (concurrent GETs); how many answered."""
+    url = base_url.rstrip("/") + path
+
+    async def one() -> bool:
+        try:
+            # Read to the end, so the connection goes back to the pool, but never more than a
+            # cap: a server cannot make warm-up hold a large answer (past the cap the
+            # connection is closed instead of kept).
+            async with session.get(url, headers=headers) as response:
+                left = MAX_ERROR_BODY_BYTES
+                while left > 0 and (chunk := await response.content.read(left)):
+                    left -= len(chunk)
+                return response.status < 500
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False
+
+    answered = await asyncio.gather(*(one() for _ in range(max(1, connections))))
+    return sum(answered)
+
+
+def request_headers(auth_headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The headers of every completion request: SSE content negotiation plus credentials."""
+    return {**_BASE_HEADERS, **(auth_headers or {})}
+
+
+def _failed(
+    parser: StreamParser,
+    sent_at: float,
+    status: int | None,
+    kind: ErrorKind,
+    message: str,
+    end: float | None = None,
+) -> HotResult:
+    end = time.perf_counter() if end is None else end
+    return HotResult(
+        ok=False,
+        start_s=parser.start,
+        e2e_s=end - parser.start,
+        ttft_s=parser.ttft,
+        output_tokens=parser.output_tokens,
+        prompt_tokens=parser.prompt_tokens,
+        chunks=parser.chunks,
+        error_kind=kind,
+        status=status,
+        error=message,
+        reads=parser.reads,
+        coalesced_tokens=parser.coalesced_tokens,
+        sent_at=sent_at,
+    )
+
+
+async def stream_completion(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    timeout_s: float,
+    in_flight: InFlight | None = None,
+) -> HotResult:
+    """POST one streamed completion to ``url`` (the full completions URL) and time it.
+
+    Never raises for a failed request: the result carries the error kind (as
+    :func:`bench.request.send_request`).
+    """
+    if in_flight is not None:
+        in_flight.count += 1
+    sent_at = time.monotonic()
+    start = time.perf_counter()
+    parser = StreamParser(start)
+    status: int | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.post(url, data=body, headers=headers) as response:
+                status = response.status
+                if status >= 400:
+                    raw = await response.content.read(MAX_ERROR_BODY_BYTES)
+                    text = redact(
+                        f"HTTP {status}: {raw.decode('utf-8', 'replace')}", limit=MAX_ECHO_CHARS
+                    )
+                    return _failed(parser, sent_at, status, "http_status", text)
+                feed = parser.feed
+                clock = time.perf_counter
+                async for data in response.content.iter_any():
+                    feed(data, clock())
+    except StreamProtocolError as exc:
+        return _failed(parser, sent_at, status, "protocol", str(exc))
+    except StreamedError as exc:
+        return _failed(parser, sent_at, exc.status or status, "http_status", str(exc))
+    except TimeoutError:
+        return _failed(
+            parser, sent_at, status, "timeout", f"no complete answer within {timeout_s:g} s"
+        )
+    except Exception as exc:  # every transport failure becomes a classified result
+        message = redact(f"{type(exc).__name__}: {exc}", limit=MAX_ECHO_CHARS)
+        return _failed(parser, sent_at, status, classify_exception(exc), message)
+    finally:
+        if in_flight is not None:
+            in_flight.count -= 1
+    end = time.perf_counter()
+    if not parser.done:
+        return _failed(parser, sent_at, status, "truncated", "stream ended without [DONE]", end)
+    if parser.output_tokens is None:
+        return _failed(parser, sent_at, status, "protocol", "no usage in the stream", end)
+    return HotResult(
+        ok=True,
+        start_s=start,
+        e2e_s=end - start,
+        ttft_s=parser.ttft,
+        itls_s=parser.itls,
+        output_tokens=parser.output_tokens,
+        prompt_tokens=parser.prompt_tokens,
+        chunks=parser.chunks,
+        status=status,
+        reads=parser.reads,
+        coalesced_tokens=parser.coalesced_tokens,
+        sent_at=sent_at,
+    )
+
+
+def completions_url(base_url: str, path: str = COMPLETIONS_PATH) -> str:
+    """The absolute completions URL of an endpoint."""
+    return base_url.rstrip("/") + path

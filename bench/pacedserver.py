@@ -1,0 +1,295 @@
+"""A paced completions server that times every request from the moment it received it.
+
+For ``python -m bench.fidelity``: a vLLM-compatible streaming ``POST /v1/completions`` whose
+time to first token and interval between tokens are known, cheap enough to pace 1024
+concurrent streams at 20 ms per token from one core, and honest about its own lateness:
+
+- a request's clock starts when its first bytes reach the server (``data_received``), never
+  from a stamp the client sets; token i is due at ``received + ttft + i x itl``;
+- the server logs, per request, its own time to first token (received to the first token's
+  write) and end-to-end time, served at ``GET /timings`` (``?clear=1`` empties the log), and
+  exports them as vLLM does in ``GET /metrics`` (``vllm:time_to_first_token_seconds``,
+  ``vllm:inter_token_latency_seconds`` per token, ``vllm:e2e_request_latency_seconds``, with
+  ``model_name`` and ``engine`` labels and vLLM's buckets, written by prometheus-client);
+- it is a bare :class:`asyncio.Protocol` (HTTP/1.1 keep-alive, chunked server-sent events,
+  chunks pre-encoded, one timer per token), on uvloop where installed, optionally pinned to
+  one CPU (``--cpu``).
+
+Run: ``python -m bench.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``;
+it prints ``listening on http://127.0.0.1:PORT``. Not a vLLM stand-in for anything else: no
+chat, no tokenizer, no errors beyond 404/400.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import orjson
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+__all__ = ["PacedServer", "main"]
+
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+"""vLLM's ``vllm:time_to_first_token_seconds`` buckets."""
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+E2E_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+    40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+MODEL = "google/gemma-4-12B-it"
+
+
+def _chunked(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+class PacedServer:
+    """The server's state: pacing, the per-request log, the histograms."""
+
+    def __init__(self, ttft_s: float, itl_s: float, output_tokens: int, model: str = MODEL):
+        self.ttft_s = ttft_s
+        self.itl_s = itl_s
+        self.output_tokens = output_tokens
+        self.model = model
+        self.log: list[tuple[float, float]] = []
+        """(ttft_s, e2e_s) per finished request, measured by this server."""
+        registry = CollectorRegistry()
+        labels = ["model_name", "engine"]
+        self.registry = registry
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            labels, buckets=TTFT_BUCKETS, registry=registry,
+        ).labels(model, "0")  # fmt: skip
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            labels, buckets=ITL_BUCKETS, registry=registry,
+        ).labels(model, "0")  # fmt: skip
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+            labels, buckets=E2E_BUCKETS, registry=registry,
+        ).labels(model, "0")  # fmt: skip
+        self._chunks: dict[tuple[int, int], list[bytes]] = {}
+
+    def chunks(self, prompt_tokens: int, n: int) -> list[bytes]:
+        """The chunked-encoded events of one stream: n tokens, usage, [DONE], the end."""
+        key = (prompt_tokens, n)
+        cached = self._chunks.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for i in range(n):
+            event = {
+                "id": "cmpl-paced",
+                "object": "text_completion",
+                "created": 0,
+                "model": self.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": "tok ",
+                        "logprobs": None,
+                        "finish_reason": "length" if i == n - 1 else None,
+                        "stop_reason": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "total_tokens": prompt_tokens + i + 1,
+                    "completion_tokens": i + 1,
+                },
+            }
+            out.append(_chunked(b"data: " + orjson.dumps(event) + b"\n\n"))
+        usage = {
+            "id": "cmpl-paced",
+            "object": "text_completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + n,
+                "completion_tokens": n,
+            },
+        }
+        tail = _chunked(b"data: " + orjson.dumps(usage) + b"\n\n")
+        tail += _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        out.append(tail)
+        self._chunks[key] = out
+        return out
+
+
+_STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+)
+
+
+def _response(status: str, body: bytes, content_type: str = "application/json") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+    ).encode() + body
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: PacedServer) -> None:
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.received_at: float | None = None
+        self.busy = False
+        self.timers: list[asyncio.TimerHandle] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        self.timers = []
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.received_at is None:
+            self.received_at = time.perf_counter()
+        self.buffer += data
+        if not self.busy:
+            self._next_request()
+
+    def _next_request(self) -> None:
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buffer[:end].decode("latin-1")
+        lines = head.split("\r\n")
+        method, target, *_ = [*lines[0].split(" "), "", ""]
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip() or 0)
+        if len(self.buffer) < end + 4 + length:
+            return
+        body = self.buffer[end + 4 : end + 4 + length]
+        self.buffer = self.buffer[end + 4 + length :]
+        received = self.received_at if self.received_at is not None else time.perf_counter()
+        self.received_at = time.perf_counter() if self.buffer else None
+        self._handle(method, target, body, received)
+
+    def _send(self, data: bytes) -> None:
+        if self.transport is not None:
+            self.transport.write(data)
+
+    def _done(self) -> None:
+        self.busy = False
+        self.timers = []
+        if self.buffer:
+            self._next_request()
+
+    def _handle(self, method: str, target: str, body: bytes, received: float) -> None:
+        path, _, query = target.partition("?")
+        server = self.server
+        if method == "GET" and path == "/health":
+            self._send(_response("200 OK", b""))
+        elif method == "GET" and path == "/v1/models":
+            card = {"id": server.model, "object": "model", "max_model_len": 32768}
+            self._send(_response("200 OK", orjson.dumps({"object": "list", "data": [card]})))
+        elif method == "GET" and path == "/metrics":
+            self._send(
+                _response("200 OK", generate_latest(server.registry), "text/plain; version=0.0.4")
+            )
+        elif method == "GET" and path == "/timings":
+            log = [{"ttft_s": t, "e2e_s": e} for t, e in server.log]
+            if "clear=1" in query:
+                server.log.clear()
+            self._send(_response("200 OK", orjson.dumps({"timings": log})))
+        elif method == "POST" and path == "/v1/completions":
+            self._stream(body, received)
+            return
+        else:
+            self._send(_response("404 Not Found", b'{"detail":"Not Found"}'))
+        self._done()
+
+    def _stream(self, body: bytes, received: float) -> None:
+        server = self.server
+        try:
+            request: Any = orjson.loads(body)
+            prompt = str(request.get("prompt", ""))
+            max_tokens = int(request.get("max_tokens", server.output_tokens))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+            self._send(_response("400 Bad Request", b'{"error":{"message":"bad body"}}'))
+            self._done()
+            return
+        n = max(1, min(server.output_tokens, max_tokens))
+        chunks = server.chunks(len(prompt.split()) + 1, n)
+        self.busy = True
+        self._send(_STREAM_HEAD)
+        written: list[float] = []
+        loop = self.loop
+        # perf_counter and the loop's clock are both CLOCK_MONOTONIC on Linux.
+        offset = loop.time() - time.perf_counter()
+
+        def token(i: int) -> None:
+            self._send(chunks[i])
+            now = time.perf_counter()
+            if written:
+                server.itl.observe(now - written[-1])
+            written.append(now)
+            if i == n - 1:
+                self._send(chunks[n])
+                server.ttft.observe(written[0] - received)
+                server.e2e.observe(now - received)
+                server.log.append((written[0] - received, now - received))
+                self._done()
+
+        self.timers = [
+            loop.call_at(received + offset + server.ttft_s + i * server.itl_s, token, i)
+            for i in range(n)
+        ]
+
+
+async def serve(server: PacedServer, host: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(lambda: _Connection(server), host, port, backlog=4096)
+    sockets = srv.sockets or ()
+    print(f"listening on http://{host}:{sockets[0].getsockname()[1]}", flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pacedserver", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ttft-ms", type=float, required=True)
+    parser.add_argument("--itl-ms", type=float, required=True)
+    parser.add_argument("--output-tokens", type=int, default=16)
+    parser.add_argument("--cpu", type=int, default=None, help="pin this process to that CPU")
+    args = parser.parse_args(argv)
+    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.cpu})
+    from .hotload import new_event_loop
+
+    server = PacedServer(args.ttft_ms / 1000, args.itl_ms / 1000, args.output_tokens)
+    loop = new_event_loop()
+    with contextlib.suppress(KeyboardInterrupt):
+        loop.run_until_complete(serve(server, args.host, args.port))
+    loop.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""A cell's figures from its measured window: the client's view, the server's, and the gap.
+
+:func:`window_figures` turns a :class:`~bench.hotload.WindowLoad` into the fields a cell record
+carries besides :func:`bench.stats.summarize`'s:
+
+- ``coalesced_tokens`` / ``coalesced_share``: tokens that arrived in one network read with an
+  earlier content chunk (:mod:`bench.hotpath`), and their share of the output tokens;
+- the server's own means over the window from its ``/metrics`` histograms
+  (``server_mean_ttft_ms``, ``server_mean_itl_ms``, ``server_mean_e2el_ms``, with the
+  observation counts), the client's share of each (``client_share_ttft`` ...:
+  ``(client mean - server mean) / client mean``), and ``server_in_flight``: requests in the
+  server on average over the window, by Little's law (the e2e histogram's sum over the window
+  divided by the window);
+- the client's own limits: event-loop lag (``mean_loop_lag_ms``, ``p99_loop_lag_ms``,
+  ``max_loop_lag_ms``), requests in flight as the client counted them (``mean_in_flight``,
+  ``min_in_flight``), ``ramp_s``, ``untimed_requests``, ``workers``;
+- ``warnings`` (sentences) and ``client_limited``: true when the client's share of TTFT or ITL
+  exceeds :attr:`ClientLimits.max_client_share`, the loop's p99 lag exceeds
+  :attr:`ClientLimits.max_loop_lag_ms`, or fewer requests than asked were in flight (closed
+  loop: the server's count when it exports histograms, else the client's) or sent (open loop:
+  the achieved rate). The figures of such a cell are the client's, not the server's.
+
+Against a remote endpoint the "client share" also holds the network between client and
+server (a round trip or two of TTFT, nothing of ITL): that is what users feel too, but it is
+not the server's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .hotload import WindowLoad
+from .server_metrics import (
+    HISTOGRAMS,
+    ServerHistogramsError,
+    client_share,
+    histogram_deltas,
+    parse_histograms,
+)
+
+__all__ = ["ClientLimits", "window_figures"]
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """When a cell's figures are the client's rather than the server's."""
+
+    max_client_share: float = 0.10
+    """Client share of mean TTFT or ITL above which a cell is client-limited."""
+    max_loop_lag_ms: float = 10.0
+    """p99 of the event loop's lag above which a cell is client-limited."""
+    min_in_flight_ratio: float = 0.95
+    """Closed loop: mean requests in flight at least this x the concurrency asked for; open
+    loop: requests sent at at least this x the offered rate."""
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _mean_ms(values: list[float]) -> float | None:
+    return statistics.fmean(values) * 1000.0 if values else None
+
+
+def window_figures(
+    load: WindowLoad,
+    *,
+    concurrency: int,
+    model_name: str | None,
+    limits: ClientLimits | None = None,
+) -> dict[str, Any]:
+    """The fields described in the module docstring, JSON-ready."""
+    limits = limits or ClientLimits()
+    ok = [r for r in load.results if r.ok]
+    out: dict[str, Any] = {}
+    output_tokens = sum(r.output_tokens or 0 for r in ok)
+    coalesced = sum(getattr(r, "coalesced_tokens", 0) for r in ok)
+    out["coalesced_tokens"] = coalesced
+    out["coalesced_share"] = coalesced / output_tokens if output_tokens else None
+    client_means = {
+        "ttft": _mean_ms([r.ttft_s for r in ok if r.ttft_s is not None]),
+        "itl": _mean_ms([x for r in ok for x in r.itls_s]),
+        "e2el": _mean_ms([r.e2e_s for r in ok]),
+    }
+    deltas: dict[str, Any] = dict.fromkeys(HISTOGRAMS)
+    window_s: float | None = None
+    if load.metrics_before is not None and load.metrics_after is not None:
+        try:
+            before = parse_histograms(load.metrics_before[1], model_name=model_name)
+            after = parse_histograms(load.metrics_after[1], model_name=model_name)
+            deltas = histogram_deltas(before, after)
+            window_s = load.metrics_after[0] - load.metrics_before[0]
+        except ServerHistogramsError:
+            pass
+    for key in HISTOGRAMS:
+        delta = deltas.get(key)
+        server_ms = delta.mean * 1000.0 if delta is not None and delta.mean is not None else None
+        out[f"server_mean_{key}_ms"] = server_ms
+        out[f"server_{key}_count"] = delta.count if delta is not None else None
+        out[f"client_mean_{key}_ms"] = client_means[key]
+        out[f"client_share_{key}"] = client_share(client_means[key], server_ms)
+    e2e = deltas.get("e2el")
+    out["server_in_flight"] = (
+        e2e.sum / window_s if e2e is not None and window_s is not None and window_s > 0 else None
+    )
+    out.update(load.monitor.summary())
+    out["ramp_s"] = load.ramp_s
+    out["untimed_requests"] = load.untimed
+    out["workers"] = load.workers
+    sent = len(load.results) + load.untimed
+    out["client_cpu_ms_per_request"] = load.cpu_s * 1000.0 / sent if sent else None
+
+    warnings: list[str] = []
+    for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
+        share = out[f"client_share_{key}"]
+        if share is not None and share > limits.max_client_share:
+            warnings.append(
+                f"the client's share of mean {name} is {share:.0%} (client "
+                f"{out[f'client_mean_{key}_ms']:.1f} ms, server "
+                f"{out[f'server_mean_{key}_ms']:.1f} ms; limit {limits.max_client_share:.0%})"
+            )
+    lag = out.get("p99_loop_lag_ms")
+    if lag is not None and lag > limits.max_loop_lag_ms:
+        warnings.append(
+            f"the client's event loop lagged {lag:.1f} ms at p99 (max "
+            f"{out['max_loop_lag_ms']:.1f} ms; limit {limits.max_loop_lag_ms:g} ms): responses "
+            "waited for the client"
+        )
+    if load.offered_rate is None:
+        server_in_flight = out["server_in_flight"]
+        seen = server_in_flight if server_in_flight is not None else out.get("mean_in_flight")
+        who = "the server saw" if server_in_flight is not None else "the client kept"
+        if seen is not None and seen < limits.min_in_flight_ratio * concurrency:
+            warnings.append(
+                f"{who} {seen:.0f} requests in flight on average, not the {concurrency} asked for"
+            )
+    else:
+        achieved = load.achieved_rate
+        if achieved is not None and achieved < limits.min_in_flight_ratio * load.offered_rate:
+            warnings.append(
+                f"requests were sent at {achieved:.2f}/s, not the {load.offered_rate:g}/s offered"
+            )
+    out["warnings"] = warnings
+    out["client_limited"] = bool(warnings)
+    return out
