@@ -35,8 +35,11 @@ def test_known_pacing_gives_ttft_itl_tpot_e2e(fake_vllm: ServerFactory) -> None:
     # request also opens its connection, and a loaded machine delays it).
     assert r.ttft_s is not None and 0.049 <= r.ttft_s < 0.5
     assert len(r.itls_s) == 19
-    assert sorted(r.itls_s)[9] == pytest.approx(0.01, abs=0.003)
-    assert r.tpot_s == pytest.approx(0.01, abs=0.002)
+    # The server's pacing is a floor (less than 1 ms of clock skew allowed); the ceilings only
+    # rule out a wrong unit or a stream read one token per request.
+    assert 0.009 <= sorted(r.itls_s)[9] < 0.05
+    assert r.tpot_s is not None and 0.0095 <= r.tpot_s < 0.05
+    assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / 19)
     assert 0.05 + 19 * 0.01 - 0.001 <= r.e2e_s < 0.05 + 19 * 0.01 + 0.5
 
 
@@ -49,7 +52,7 @@ def test_output_tokens_from_usage_not_chunks(fake_vllm: ServerFactory) -> None:
     assert r.chunks == 5 + 1  # content chunks plus the final usage chunk
     # Per-token ITL: each 40 ms gap carried 4 tokens -> 16 ITLs of ~10 ms (not 4 of 40 ms).
     assert len(r.itls_s) == 16
-    assert sorted(r.itls_s)[8] == pytest.approx(0.01, abs=0.003)
+    assert 0.009 <= sorted(r.itls_s)[8] < 0.03  # a 40 ms gap shared by 4 tokens, not 40 ms
     assert r.tpot_s == pytest.approx((r.e2e_s - (r.ttft_s or 0)) / 19)
 
 
@@ -58,7 +61,7 @@ def test_timeout_is_classified(fake_vllm: ServerFactory) -> None:
     r = _send(server.url, _spec(), timeout_s=0.3)
     assert not r.ok
     assert r.error_kind == "timeout"
-    assert r.e2e_s == pytest.approx(0.3, abs=0.2)
+    assert 0.29 <= r.e2e_s < 1.5  # the timeout, not the hang
 
 
 @pytest.mark.parametrize("status", [500, 503])

@@ -37,7 +37,7 @@ def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> 
         assert cell["total_output_tokens"] == 32
         assert cell["total_input_tokens"] == 64  # exact prompts, counted by the server
         assert cell["prompt_tokens_exact"] is True
-        assert cell["median_ttft_ms"] == pytest.approx(20, abs=10)
+        assert 19 <= cell["median_ttft_ms"] < 200  # the pacing is a floor
     out = tmp_path / "r"
     meta = json.loads((out / "run.json").read_text())
     assert meta["schema_version"] == 1
@@ -58,8 +58,8 @@ def test_closed_loop_keeps_concurrency(fake_vllm: ServerFactory, tmp_path: Path)
     options = SweepOptions(num_requests=8, warmup=0, timeout_s=5.0, progress=False)
     run = run_sweep(server.url, MODEL, Grid((1, 4), (8,), (1,)), tmp_path / "r", options=options)
     one, four = run.cells
-    assert one["duration"] == pytest.approx(0.8, abs=0.15)  # 8 in sequence
-    assert four["duration"] == pytest.approx(0.2, abs=0.1)  # two rounds of four
+    assert 0.79 <= one["duration"] < 3.0  # 8 in sequence: at least 8 x 100 ms
+    assert 0.19 <= four["duration"] < 0.6 * one["duration"]  # two rounds of four, not eight
     assert four["request_throughput"] == pytest.approx(8 / four["duration"])
 
 

@@ -149,10 +149,10 @@ def test_pacing_is_honoured_under_concurrency(fake_vllm: ServerFactory) -> None:
     # Lower bounds are the pacing; upper bounds only rule out streams served one after another
     # (that would take 150 x 0.28 s = 42 s), with room for a loaded 2-core machine.
     for ttft, e2e in server.timings:
-        assert 0.2 <= ttft < 0.8
-        assert 0.28 <= e2e < 1.2
+        assert 0.2 <= ttft < 3.0
+        assert 0.28 <= e2e < 4.0
     # 150 streams at once (more than httpx's default 100 connections) all finish together.
-    assert elapsed < 4.0
+    assert elapsed < 15.0  # 150 x 0.28 s one after another would take 42 s
 
 
 def test_runs_as_a_process() -> None:
