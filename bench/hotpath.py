@@ -69,6 +69,10 @@ class HotResult(RequestResult):
     """Network reads that carried at least one content chunk."""
     coalesced_tokens: int = 0
     """Tokens in chunks that shared a read with an earlier content chunk."""
+    content_chunks: int = 0
+    """Streamed chunks that carried generated tokens: vLLM sends one per engine step, so the
+    gaps between them are what its `vllm:inter_token_latency_seconds` observes (one sample per
+    step, several tokens with speculative decoding)."""
     sent_at: float = 0.0
     """``time.monotonic()`` at send: one clock across this machine's processes (merging)."""
 
@@ -105,6 +109,7 @@ class StreamParser:
         "_buffer",
         "chunks",
         "coalesced_tokens",
+        "content_chunks",
         "done",
         "itls",
         "last_at",
@@ -128,6 +133,7 @@ class StreamParser:
         self.chunks = 0
         self.reads = 0
         self.coalesced_tokens = 0
+        self.content_chunks = 0
         self.done = False
 
     def feed(self, data: bytes, at: float) -> None:
@@ -154,6 +160,7 @@ class StreamParser:
                 continue
             count = self._event(payload)
             if count:
+                self.content_chunks += 1
                 if first_event_tokens < 0:
                     first_event_tokens = count
                 tokens += count
@@ -286,6 +293,7 @@ def _failed(
         error=message,
         reads=parser.reads,
         coalesced_tokens=parser.coalesced_tokens,
+        content_chunks=parser.content_chunks,
         sent_at=sent_at,
     )
 
@@ -355,6 +363,7 @@ async def stream_completion(
         status=status,
         reads=parser.reads,
         coalesced_tokens=parser.coalesced_tokens,
+        content_chunks=parser.content_chunks,
         sent_at=sent_at,
     )
 

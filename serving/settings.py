@@ -34,6 +34,7 @@ from serving.netrange import (
     RangeError,
     source_range_problems,
 )
+from serving.vllm_contract import available, image_release
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
 PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
@@ -506,6 +507,38 @@ class Settings(BaseModel):
             raise ValueError(
                 f"config key 'image': {self.image!r} comes from {registry!r}, which is not in "
                 f"config key 'registries' ({', '.join(self.registries) or 'empty'})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _image_for_the_platform(self) -> Settings:
+        """vLLM's CUDA image (`vllm-openai`) cannot start on a TPU VM, nor its TPU image
+        (`vllm-tpu`) on a GPU; and the settings hold vLLM to the checks of a release whose
+        contract this package ships (`serving/data/`). An image under another name (a mirror)
+        is judged by what it runs, by the policies."""
+        repository = self.image.partition("@")[0]
+        if ":" in repository.rsplit("/", 1)[-1]:
+            repository = repository.rsplit(":", 1)[0]
+        family = {"vllm-openai": "vllm", "vllm-tpu": "vllm-tpu"}.get(repository.rsplit("/", 1)[-1])
+        if family is None:
+            return self
+        tpu = self.profile.platform is Platform.TPU
+        wanted = "vllm-tpu" if tpu else "vllm"
+        if family != wanted:
+            raise ValueError(
+                f"config key 'image': {self.image!r} is vLLM's "
+                f"{'TPU' if family == 'vllm-tpu' else 'CUDA'} image, but {self.hardware} is "
+                f"{'a TPU' if tpu else 'a GPU'}: use "
+                f"{'vllm/vllm-tpu' if tpu else 'vllm/vllm-openai'}:vX.Y.Z"
+            )
+        release = image_release(self.image)
+        if release is not None and release not in available():
+            shipped = ", ".join(f"{p} {v}" for p, v in available() if p == wanted)
+            raise ValueError(
+                f"config key 'image': {self.image!r} is {release[0]} {release[1]}, a release "
+                f"whose vLLM contract this package does not ship (shipped: {shipped}); its "
+                "flags and start-up checks are unknown here. Pin a shipped release, or run "
+                "scripts/vllm_contract.py with that version to add its snapshot"
             )
         return self
 

@@ -166,3 +166,17 @@ def test_run_prints_client_and_server_means_per_cell(
     main(argv)
     err = capsys.readouterr().err
     assert "c2-p8-o4: mean TTFT" in err and "(server " in err and "client share" in err
+
+
+def test_multi_token_chunks_are_not_a_client_share(
+    fake_vllm: ServerFactory, tmp_path: Path
+) -> None:
+    """With speculative decoding a step streams several tokens in one chunk; vLLM observes its
+    ITL once per step. The client's ITL is compared per step too, so an idle client shows no
+    share however many tokens a chunk carries (per token it would read -20 % or +20 % here)."""
+    server = fake_vllm(ttft_s=0.05, itl_s=0.02, output_tokens=16, tokens_per_chunk=4)
+    run = run_sweep(server.url, MODEL, Grid((1,), (16,), (16,)), tmp_path / "r", options=FAST)
+    (c,) = run.cells
+    assert c["status"] == "ok"
+    assert c["server_mean_itl_ms"] == pytest.approx(80.0, rel=0.25)  # a step is 4 x 20 ms
+    assert abs(c["client_share_itl"]) < 0.1

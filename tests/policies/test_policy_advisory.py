@@ -104,7 +104,7 @@ def test_tpu_with_limits_and_other_resources() -> None:
 def test_vllm_arguments_are_read_from_a_startup_script() -> None:
     script = (
         "#!/bin/bash\nset -euo pipefail\n"
-        "docker run --privileged --net=host --shm-size 10gb vllm/vllm-tpu:v0.27.1 \\\n"
+        "docker run --privileged --net=host --shm-size 10gb vllm/vllm-tpu:v0.27.0 \\\n"
         "  vllm serve google/gemma-4-12B-it --tensor-parallel-size 1 --kv-cache-dtype fp8 \\\n"
         "  --max-model-len 4096 --max-num-batched-tokens 2048 --disable_chunked_mm_input \\\n"
         "  --port 8000 > /var/log/vllm.log 2>&1 &\n"

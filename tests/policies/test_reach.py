@@ -238,7 +238,7 @@ def test_firewall_policy_rules() -> None:
 
 # --- the same rule in settings --------------------------------------------------------------
 
-TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.1", "zone": "us-east5-b",
+TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b",
        "model": "google/gemma-4-12B-it"}  # fmt: skip
 
 

@@ -434,7 +434,7 @@ def test_tpu_script_with_a_newline_in_a_value_fails_closed() -> None:
 
 def test_tpu_docker_run_without_entrypoint_uses_the_image_entrypoint() -> None:
     script = (
-        "#!/bin/bash\ndocker run -d --net=host -e HF_TOKEN vllm/vllm-tpu:v0.27.1 "
+        "#!/bin/bash\ndocker run -d --net=host -e HF_TOKEN vllm/vllm-tpu:v0.27.0 "
         "--enable-prefix-caching google/gemma-4-12B-it --max-model-len -1\n"
     )
     props = {"metadata": {"startup-script": script}, "acceleratorType": "v6e-1"}

@@ -457,8 +457,11 @@ class FakeVllmServer:
         m.generation_tokens.labels(**labels).inc(n_out)
         m.ttft.labels(**labels).observe(ttft)
         m.e2e.labels(**labels).observe(e2e)
-        if n_out > 1:
-            m.itl.labels(**labels).observe((e2e - ttft) / (n_out - 1))
+        # As vLLM 0.27.1 (vllm/v1/metrics/stats.py): one ITL sample per engine step after the
+        # first, i.e. per streamed chunk, however many tokens that chunk carries.
+        steps = -(-n_out // max(1, self.config.tokens_per_chunk))
+        for _ in range(steps - 1):
+            m.itl.labels(**labels).observe((e2e - ttft) / (steps - 1))
         if m.spec_positions > 0 and n_out > 0:
             drafts = max(1, n_out // 2)
             m.drafts.labels(**labels).inc(drafts)

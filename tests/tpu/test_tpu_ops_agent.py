@@ -21,7 +21,7 @@ from serving.settings import load_settings
 from serving.tpu_startup import OpsAgent, StartupSecrets, ops_agent_lines, render_startup_script
 from serving.vllm import render
 
-TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.1", "zone": "us-east5-b"}
+TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b"}
 
 CURL = r"""#!/usr/bin/env python3
 import base64, json, os, sys
