@@ -20,7 +20,7 @@ from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAu
 from healthchecks.hook import AuthFactory, health_hook
 from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
-from serving.settings import Settings, SettingsError, load_settings
+from serving.settings import Settings, SettingsError, check_project_id, load_settings
 from serving.stack_config import ConfigKeyError, project_config
 
 CLOUD_RUN_APIS = (
@@ -78,10 +78,7 @@ def with_monitoring_apis(settings: Settings, apis: tuple[str, ...]) -> tuple[str
 
 
 def project_id() -> str:
-    project = pulumi.Config("gcp").get("project")
-    if not project:
-        raise SettingsError("gcp:project is not set: `pulumi config set gcp:project <id>`")
-    return project
+    return check_project_id(pulumi.Config("gcp").get("project"))
 
 
 def post_deploy_binding(

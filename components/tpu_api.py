@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -108,7 +109,8 @@ class TpuApi:
     # Plumbing ---------------------------------------------------------------------------
 
     def _parent(self, project: str, zone: str) -> str:
-        return f"{self._base}/projects/{project}/locations/{zone}"
+        # Each segment escaped: a value can never step into another resource's path.
+        return f"{self._base}/projects/{quote(project, safe=':')}/locations/{quote(zone, safe='')}"
 
     def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self._token()}"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -135,7 +136,10 @@ class TpuVllmNodes(pulumi.ComponentResource):
                     "network": tpu.network,
                     "enableExternalIps": tpu.external_ips,
                     "provisioning": tpu.provisioning,
-                    "maxRunDurationSeconds": _seconds(tpu.max_run_hours),
+                    # Only flex-start has a run duration; elsewhere it would be a guard never sent.
+                    "maxRunDurationSeconds": _seconds(tpu.max_run_hours)
+                    if tpu.provisioning == "flex-start"
+                    else None,
                     "validUntilSeconds": _seconds(tpu.valid_until_hours),
                     "servingPort": tpu.serving_port,
                     "createTimeoutSeconds": tpu.create_timeout_minutes * 60,
@@ -162,7 +166,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
 
 
 def _seconds(hours: float | None) -> int | None:
-    return None if hours is None else int(hours * 3600)
+    return None if hours is None else math.ceil(hours * 3600)
 
 
 def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:

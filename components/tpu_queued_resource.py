@@ -69,7 +69,7 @@ def queued_resource_body(props: dict[str, Any]) -> dict[str, Any]:
         # FLEX_START and `SchedulingConfig` no run duration).
         body["provisioningModel"] = "FLEX_START"
         body["runDuration"] = {"maxRunDuration": f"{int(props['maxRunDurationSeconds'])}s"}
-    if props.get("validUntilSeconds"):
+    if props.get("validUntilSeconds") is not None:
         body["queueingPolicy"] = {"validUntilDuration": f"{int(props['validUntilSeconds'])}s"}
     return body
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -386,8 +387,10 @@ def build_preview(
         settings = load_settings(project_config)
     except SettingsError as exc:
         raise PreviewError(f"{path}: {exc}") from None
-    if requests_per_second is not None and requests_per_second <= 0:
-        raise PreviewError("--requests-per-second must be positive")
+    if requests_per_second is not None and not (
+        math.isfinite(requests_per_second) and requests_per_second > 0
+    ):
+        raise PreviewError("--requests-per-second must be a positive, finite number")
 
     from gemma4.harness import render
 

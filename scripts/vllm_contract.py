@@ -146,7 +146,7 @@ def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     sha = "0123456789abcdef0123456789abcdef01234567"
     yield "revisions-pinned", {**raw, "modelRevision": sha, "drafterRevision": sha}
     if "replicas" in raw:
-        yield "replicas=3", {**raw, "replicas": 3}
+        yield "replicas=3", {**raw, "replicas": 3, "modelRevision": sha}
 
 
 def tpu_script_argv(script: str) -> list[str]:

@@ -11,6 +11,7 @@ import difflib
 import fnmatch
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -579,6 +580,35 @@ class Settings(BaseModel):
                 raise ValueError(
                     "config key 'maxRunHours' is required with flex-start provisioning"
                 )
+            for key, hours in (
+                ("maxRunHours", self.tpu.max_run_hours),
+                ("validUntilHours", self.tpu.valid_until_hours),
+            ):
+                # Sent in whole seconds: a value under a minute would read as a guard but be
+                # rounded to almost nothing.
+                if hours is not None and hours * 60 < 1:
+                    raise ValueError(
+                        f"config key {key!r}: {hours} h is under one minute; allowed: "
+                        "1/60 to 168 hours, or null for no limit"
+                    )
+            if self.tpu.replicas > 1:
+                # Every node downloads the weights at boot: a branch name can resolve to other
+                # weights on each node (and after each reboot).
+                for key, revision in (
+                    ("modelRevision", self.model.model_revision),
+                    (
+                        "drafterRevision",
+                        self.model.drafter_revision if self.model.drafter else None,
+                    ),
+                ):
+                    if revision is not None and not re.fullmatch(r"[0-9a-f]{40}", revision):
+                        raise ValueError(
+                            f"config key {key!r}: {revision!r} is not a 40-character commit "
+                            f"sha; with replicas {self.tpu.replicas} each node downloads the "
+                            "weights at boot, so a branch can serve different weights on "
+                            "different nodes. Pin the commit (the Hugging Face model page's "
+                            "history lists them)"
+                        )
         if hw.platform is Platform.CLOUD_RUN:
             cr = self.cloud_run
             if cr.region is None:
@@ -793,6 +823,35 @@ SCRIPT_KEYS = frozenset(
     }
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Unicode categories no config value may hold: controls, invisible format characters
+#: (zero-width space, bidirectional overrides, BOM), line/paragraph separators, surrogates and
+#: private use. A value that looks like `main` must be `main`.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+#: A Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, starting with a
+#: letter, not ending with a hyphen), optionally domain-scoped (`example.com:my-project`).
+_PROJECT_ID = re.compile(r"(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+
+
+def _invisible(text: str) -> str | None:
+    match = _CONTROL.search(text)
+    if match:
+        return match.group()
+    return next((ch for ch in text if unicodedata.category(ch) in _INVISIBLE), None)
+
+
+def check_project_id(value: Any) -> str:
+    """`gcp:project` as Google allows it; it reaches REST paths and resource names."""
+    if not isinstance(value, str) or not value:
+        raise SettingsError("gcp:project is not set: `pulumi config set gcp:project <id>`")
+    if not _PROJECT_ID.fullmatch(value):
+        raise SettingsError(
+            f"gcp:project {value!r} is not a Google Cloud project id: 6 to 30 lowercase "
+            "letters, digits and hyphens, starting with a letter and not ending with a hyphen "
+            "(optionally domain-scoped, `example.com:my-project`)"
+        )
+    return value
+
+
 _SHELL_META = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
 
 
@@ -810,11 +869,11 @@ def check_text(key: str, value: Any) -> None:
     for item in values:
         if not isinstance(item, str):
             continue
-        control = _CONTROL.search(item)
+        control = _invisible(item)
         if control:
             raise SettingsError(
-                f"config key {key!r}: {item!r} contains the control character "
-                f"{control.group()!r}; values are single-line text"
+                f"config key {key!r}: {item!r} contains the control or invisible character "
+                f"{control!r} (U+{ord(control):04X}); values are single-line visible text"
             )
         meta = _SHELL_META.search(item) if key in SCRIPT_KEYS else None
         if meta:

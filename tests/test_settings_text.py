@@ -19,7 +19,7 @@ def refused(**overrides: Any) -> str:
     return str(info.value)
 
 
-CONTROL = ["\n", "\r", "\x00", "\x1b", "\x7f", "\x85", "\u2028", "\t"]
+CONTROL = ["\n", "\r", "\x00", "\x1b", "\x7f", "\x85", "\u2028", "\t", "\u200b", "\u202e", "\ufeff"]
 
 
 @pytest.mark.parametrize("char", CONTROL)

@@ -20,7 +20,15 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "rtx6000": ("rtx6000", {}),
     "tpu-v6e1": ("tpu-v6e1", {}),
     # Firewall (sourceRanges) and replicas > 1 on TPU; MTP on TPU.
-    "tpu-firewall-replicas": ("tpu-v6e1", {"sourceRanges": CLIENTS, "replicas": 3}),
+    "tpu-firewall-replicas": (
+        "tpu-v6e1",
+        # Replicas need a pinned commit (each node downloads the weights at boot).
+        {
+            "sourceRanges": CLIENTS,
+            "replicas": 3,
+            "modelRevision": "0123456789abcdef" * 2 + "01234567",
+        },
+    ),
     "tpu-mtp-spot": ("tpu-v6e1", {**MTP, "provisioning": "spot", "sourceRanges": CLIENTS}),
     # Invokers (and the health-check identity as one more invoker).
     "l4-invokers": (

@@ -80,7 +80,7 @@ def test_open_world_is_refused_before_anything_is_declared() -> None:
 
 
 def test_replicas_are_independent_nodes() -> None:
-    nodes = tpu(replicas=3).of_type(QUEUED)
+    nodes = tpu(replicas=3, modelRevision=SHA).of_type(QUEUED)
     assert sorted(n.inputs["queuedResourceId"] for n in nodes) == [
         "gemma-tpu-v6e1-tpu-0",
         "gemma-tpu-v6e1-tpu-1",
@@ -135,7 +135,7 @@ def test_default_create_request_validates_against_v2alpha1(rendered: Rendered) -
     ],
 )
 def test_each_provisioning_mode_of_the_stack_validates(overrides: dict[str, Any]) -> None:
-    for node in tpu(**overrides, replicas=2).of_type(QUEUED):
+    for node in tpu(**overrides, replicas=2, modelRevision=SHA).of_type(QUEUED):
         assert _create_request_errors(node.inputs) == []
 
 

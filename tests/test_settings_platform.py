@@ -1,0 +1,90 @@
+"""Settings that would pass preview and fail on Google Cloud: an image for the other platform or
+of an unknown vLLM release, TPU guards rounded to nothing, floating revisions across replicas,
+a project id that is not one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+
+from serving.settings import SettingsError, check_project_id, load_settings
+from tests.pulumi_harness import RecordingMocks, render, stack_config
+
+L4 = stack_config("l4")
+TPU = stack_config("tpu-v6e1")
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def refused(base: dict[str, Any], **overrides: Any) -> str:
+    with pytest.raises(SettingsError) as info:
+        load_settings({**base, **overrides})
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("base", "image", "expected"),
+    [
+        (TPU, "vllm/vllm-openai:v0.27.1", "is vLLM's CUDA image, but tpu-v6e-1 is a TPU"),
+        (TPU, "vllm/vllm-openai@sha256:" + "a" * 64, "is vLLM's CUDA image"),
+        (L4, "vllm/vllm-tpu:v0.27.0", "is vLLM's TPU image, but l4 is a GPU"),
+        (L4, "vllm/vllm-openai:v0.25.0", "vllm 0.25.0, a release whose vLLM contract"),
+        (TPU, "vllm/vllm-tpu:v0.27.1", "vllm-tpu 0.27.1, a release whose vLLM contract"),
+    ],
+)
+def test_an_image_for_the_other_platform_or_an_unknown_release_is_refused(
+    base: dict[str, Any], image: str, expected: str
+) -> None:
+    message = refused(base, image=image)
+    assert "config key 'image'" in message and expected in message
+
+
+@pytest.mark.parametrize(
+    ("base", "image"),
+    [
+        (L4, "vllm/vllm-openai@sha256:" + "a" * 64),  # what promotion writes
+        (TPU, "vllm/vllm-tpu:v0.28.0"),  # a shipped contract
+    ],
+)
+def test_digests_and_shipped_releases_are_accepted(base: dict[str, Any], image: str) -> None:
+    assert load_settings({**base, "image": image}).image == image
+
+
+@pytest.mark.parametrize("key", ["maxRunHours", "validUntilHours"])
+def test_tpu_guards_under_a_minute_are_refused(key: str) -> None:
+    assert f"config key {key!r}: 0.0001 h is under one minute" in refused(TPU, **{key: 0.0001})
+
+
+def test_tpu_guards_round_up_and_spot_sends_no_run_duration() -> None:
+    rendered = render({**TPU, "validUntilHours": 0.3, "maxRunHours": 1 / 60}, "tpu-v6e1")
+    (node,) = [r for r in rendered.resources if r.type.endswith("QueuedResource")]
+    assert node.inputs["validUntilSeconds"] == 1080
+    assert node.inputs["maxRunDurationSeconds"] == 60
+    spot = render({**TPU, "provisioning": "spot"}, "tpu-v6e1")
+    (node,) = [r for r in spot.resources if r.type.endswith("QueuedResource")]
+    assert node.inputs.get("maxRunDurationSeconds") is None
+
+
+def test_replicas_need_pinned_revisions() -> None:
+    message = refused(TPU, replicas=2, modelRevision="main")
+    assert "config key 'modelRevision': 'main' is not a 40-character commit sha" in message
+    assert load_settings({**TPU, "replicas": 2, "modelRevision": SHA}).tpu.replicas == 2
+
+
+@pytest.mark.parametrize(
+    "project",
+    ["../../v1/projects/other", "p/locations/x#", "abc\\ndef", "proj$(id)", "Upper-Case1", "short"],
+)
+def test_a_project_id_that_is_not_one_is_refused_before_any_resource(project: str) -> None:
+    with pytest.raises(SettingsError, match="is not a Google Cloud project id"):
+        check_project_id(project)
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match="gcp:project"):
+        render(L4, "l4", mocks, other_config={"gcp:project": project})
+    assert mocks.declared == []
+
+
+@pytest.mark.parametrize("project", ["my-project-123", "example.com:my-project"])
+def test_real_project_ids_are_accepted(project: str) -> None:
+    assert check_project_id(project) == project
