@@ -92,3 +92,22 @@ def test_the_check_refuses_a_tag_with_no_release() -> None:
     assert release_errors("docker.io/vllm/vllm-openai:0.27.1")  # tags carry a leading v
     assert release_errors("vllm/vllm-cpu:v0.27.1")  # no verified list for it
     assert release_errors("vllm/vllm-openai:v0.27.1") == []
+
+
+#: Google's collectors, pinned by version; their repositories' release tags were read on
+#: 2026-11-23 (GoogleCloudPlatform/run-gmp-sidecar: 1.2.0 exists, newest 1.7.0, and its config
+#: path, apiVersion, kind and targetLabels were read at 1.2.0; GoogleCloudPlatform/ops-agent:
+#: 2.70.0, whose Prometheus receiver config shape was read at that tag).
+SIDECAR = re.compile(r"cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:([A-Za-z0-9._-]+)")
+OPS_AGENT = re.compile(r"local version='?([0-9][0-9.]*)")  # the script's pinned --version
+VERIFIED = {"sidecar": ("1.2.0",), "ops-agent": ("2.70.0",)}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_collectors_are_pinned_to_verified_releases(variant: str) -> None:
+    text = " ".join(repr(r.inputs) for r in rendered(variant).resources)
+    sidecars = SIDECAR.findall(text)
+    agents = OPS_AGENT.findall(text) if "add-google-cloud-ops-agent-repo" in text else []
+    assert sidecars or agents, "monitoring is on in every variant: a collector is declared"
+    assert [t for t in sidecars if t not in VERIFIED["sidecar"]] == []
+    assert [v for v in agents if v not in VERIFIED["ops-agent"]] == []
