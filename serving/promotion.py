@@ -13,8 +13,11 @@ result is valid: the image is pinned by a `sha256:` digest of 64 hex digits and 
 registry the target stack allows (`registries`), the edited file reads back as exactly the old
 configuration plus the promoted keys, the stack's settings load, and the program rendered under
 Pulumi's mocks passes every mandatory policy. The file is edited with a round-trip YAML library
-(comments, anchors, quoting, indentation, key order and other blocks kept) and replaced
-atomically (a temporary file in the same folder, fsync, `os.replace`).
+(comments, anchors, quoting, indentation, key order, line endings and other blocks kept) and
+replaced atomically (a temporary file in the same folder, fsync, `os.replace`). A promoted value
+that is also an alias elsewhere (`&img` ... `*img` under a key that is not promoted) and a stack
+file that is a symbolic link are refused. Without `--write` the same edit and checks run and
+nothing is written: the dry run exits 2 where `--write` would.
 """
 
 from __future__ import annotations
@@ -137,6 +140,12 @@ def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
     }
 
 
+_NOT_REPRODUCIBLE = (
+    "this file's layout cannot be reproduced exactly by the YAML editor, so it is not "
+    "edited; apply the promotion by hand"
+)
+
+
 def _round_trip(text: str) -> YAML:
     """A round-trip YAML instance that reproduces `text` byte for byte, or PromotionError."""
     indents = [(2, 2, 0), (2, 4, 2), (4, 4, 0), (4, 6, 4), (4, 4, 2), (4, 6, 2), (3, 3, 0)]
@@ -157,26 +166,64 @@ def _round_trip(text: str) -> YAML:
             raise PromotionError(f"not valid YAML ({exc})") from None
         if out.getvalue() == text:
             return handler
-    raise PromotionError(
-        "this file's layout cannot be reproduced exactly by the YAML editor, so it is not "
-        "edited; apply the promotion by hand"
-    )
+    raise PromotionError(_NOT_REPRODUCIBLE)
 
 
-def _replace_everywhere(node: Any, old: Any, new: Any) -> None:
-    """Put `new` wherever the object `old` appears (YAML aliases of an anchored value)."""
-    if isinstance(node, dict):
-        for key in list(node):
-            if node[key] is old:
-                node[key] = new
-            else:
-                _replace_everywhere(node[key], old, new)
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            if item is old:
-                node[index] = new
-            else:
-                _replace_everywhere(item, old, new)
+def _places(node: Any, target: Any, where: tuple[str, ...], seen: set[int]) -> list[str]:
+    """Every place (dotted path) where the composed YAML node `target` appears under `node`."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    found = [".".join(where)] if node is target else []
+    if isinstance(node, (MappingNode, SequenceNode)):
+        if id(node) in seen:  # an aliased or recursive collection: walked once
+            return found
+        seen.add(id(node))
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            label = str(key.value) if isinstance(key, ScalarNode) else "?"
+            found += _places(key, target, (*where, f"{label} (the key itself)"), seen)
+            found += _places(value, target, (*where, label), seen)
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            found += _places(item, target, (*where, str(index)), seen)
+    return found
+
+
+def _config_nodes(handler: YAML, text: str) -> tuple[Any, dict[str, Any]]:
+    """(the document's composed root node, `config:` key -> its value node)."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+    root = handler.compose(text)
+    nodes: dict[str, Any] = {}
+    if isinstance(root, MappingNode):
+        for key, value in root.value:
+            if (
+                isinstance(key, ScalarNode)
+                and key.value == "config"
+                and isinstance(value, MappingNode)
+            ):
+                nodes = {str(k.value): v for k, v in value.value if isinstance(k, ScalarNode)}
+    return root, nodes
+
+
+def check_aliases(handler: YAML, text: str, changes: Mapping[str, str], name: str) -> None:
+    """Refuse when a promoted value is one YAML node (an anchor and its aliases) that also
+    stands under a key that is not promoted to the same value: editing it would change that
+    key too."""
+    root, nodes = _config_nodes(handler, text)
+    allowed = {f"config.{PROJECT}:{k}" for k in changes}
+    for key, value in changes.items():
+        node = nodes.get(f"{PROJECT}:{key}")
+        if node is None or node.anchor is None:
+            continue
+        for place in _places(root, node, (), set()):
+            other = place[len(f"config.{PROJECT}:") :] if place in allowed else None
+            if other is None or changes[other] != value:
+                raise PromotionError(
+                    f"{name}: {PROJECT}:{key} is the YAML node &{node.anchor}, which also "
+                    f"stands at {place} (an alias); promoting it would change {place} too. "
+                    "Break the alias by hand (write each value out in full), then promote again"
+                )
 
 
 def _styled(old: Any, value: str) -> Any:
@@ -211,7 +258,14 @@ def _comment_gaps(config: Any, keys: list[str], lines: list[str]) -> dict[int, t
 
 
 def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file") -> str:
-    """`text` with `<project>:<key>: value` set for each change, layout kept."""
+    """`text` with `<project>:<key>: value` set for each change, layout and line endings kept
+    (a file with CRLF line endings throughout keeps them; mixed endings are refused)."""
+    crlf = "\r" in text
+    if crlf:
+        lf = text.replace("\r\n", "\n")
+        if "\r" in lf or lf.count("\n") != text.count("\r\n"):
+            raise PromotionError(f"{name}: {_NOT_REPRODUCIBLE} (mixed line endings)")
+        return edited_text(lf, changes, name).replace("\n", "\r\n")
     try:
         handler = _round_trip(text)
     except PromotionError as exc:
@@ -222,13 +276,22 @@ def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file")
     config = data.get("config")
     if not isinstance(config, dict):
         raise PromotionError(f"{name}: has no 'config:' mapping to promote into")
+    check_aliases(handler, text, changes, name)
+    _, nodes = _config_nodes(handler, text)
     gaps = _comment_gaps(config, [f"{PROJECT}:{k}" for k in changes], text.splitlines())
+    # Promoted keys that are one node (an anchor and its aliases, all promoted to the same
+    # value: see check_aliases) get one new value, so the anchor and its aliases are kept.
+    made: dict[int, Any] = {}
     for key, value in changes.items():
         full = f"{PROJECT}:{key}"
         if full in config:
-            old = config[full]
-            new = _styled(old, value)
-            _replace_everywhere(data, old, new)
+            node = nodes.get(full)
+            if node is None:
+                config[full] = _styled(config[full], value)
+                continue
+            if id(node) not in made:
+                made[id(node)] = _styled(config[full], value)
+            config[full] = made[id(node)]
         else:
             config[full] = value
     out = io.StringIO()
@@ -288,12 +351,6 @@ def validate_result(
         new = yaml.safe_load(after) or {}
     except yaml.YAMLError as exc:
         raise PromotionError(f"{name}: the edit would not be valid YAML ({exc})") from None
-    before_config = old.get("config") or {}
-    swaps = {
-        (repr(before_config.get(f"{PROJECT}:{k}")), repr(v))
-        for k, v in changes.items()
-        if f"{PROJECT}:{k}" in before_config
-    }
     for where, was, now in _differences(old, new):
         key = where[1] if len(where) == 2 and where[0] == "config" else None
         promoted = (
@@ -301,8 +358,7 @@ def validate_result(
             and key.startswith(f"{PROJECT}:")
             and (key[len(PROJECT) + 1 :] in changes and now == changes[key[len(PROJECT) + 1 :]])
         )
-        # An alias of a promoted, anchored value follows it (YAML: the same node).
-        if not promoted and (repr(was), repr(now)) not in swaps:
+        if not promoted:
             shown = ".".join(map(str, where))
             raise PromotionError(
                 f"{name}: the edit would change {shown} ({was!r} -> {now!r}), which is not a "
@@ -320,16 +376,38 @@ def validate_result(
             raise PromotionError(f"{name} after promotion is refused:\n  " + "\n  ".join(reasons))
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: a temporary file in the same folder, fsync, os.replace."""
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes; a symbolic link is refused rather than followed."""
+    if path.is_symlink():
+        raise PromotionError(
+            f"{path.name} is a symbolic link (to {os.readlink(path)}); promotion does not edit "
+            "through links, since replacing it would turn the link into a regular file; "
+            "promote into the file it points to, or edit by hand"
+        )
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise PromotionError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+    with os.fdopen(handle, "rb") as source:
+        return source.read()
+
+
+def write_atomically(path: Path, data: bytes, expected: bytes | None = None) -> None:
+    """Replace `path` with `data`: a temporary file in the same folder, fsync, os.replace.
+    With `expected`, the file must still hold exactly those bytes (and be no link) just before
+    the replace, or PromotionError and nothing is written."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temp, mode)
+        if expected is not None and _read_bytes(path) != expected:
+            raise PromotionError(
+                f"{path.name} changed while the promotion was checked; run it again"
+            )
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -341,6 +419,32 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
+def prepare_changes(
+    stack: str,
+    changes: Mapping[str, str],
+    root: Path = ROOT,
+    validator: Validator | None = None,
+) -> tuple[bytes, bytes]:
+    """(the file's bytes, its bytes after the promotion) once the complete result is valid;
+    PromotionError otherwise. Writes nothing: the dry run and `write_changes` both use it."""
+    path = stack_path(stack, root)
+    for key, value in changes.items():
+        try:
+            check_text(key, value)
+        except SettingsError as exc:
+            raise PromotionError(str(exc)) from None
+    raw = _read_bytes(path)
+    try:
+        before = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PromotionError(f"{path.name}: not UTF-8 ({exc.reason})") from None
+    if "image" in changes:
+        check_image(changes["image"])
+    after = edited_text(before, changes, path.name)
+    validate_result(stack, before, after, changes, validator)
+    return raw, after.encode("utf-8")
+
+
 def write_changes(
     stack: str,
     changes: Mapping[str, str],
@@ -349,23 +453,8 @@ def write_changes(
 ) -> None:
     """Edit `Pulumi.<stack>.yaml` in place once the complete result is valid; otherwise raise
     PromotionError and leave the file unchanged."""
-    path = stack_path(stack, root)
-    for key, value in changes.items():
-        try:
-            check_text(key, value)
-        except SettingsError as exc:
-            raise PromotionError(str(exc)) from None
-    try:
-        before = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PromotionError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
-    if "image" in changes:
-        check_image(changes["image"])
-    after = edited_text(before, changes, path.name)
-    validate_result(stack, before, after, changes, validator)
-    if path.read_text(encoding="utf-8") != before:
-        raise PromotionError(f"{path.name} changed while the promotion was checked; run it again")
-    write_atomically(path, after)
+    before, after = prepare_changes(stack, changes, root, validator)
+    write_atomically(stack_path(stack, root), after, expected=before)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -410,9 +499,17 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             print(f"hold    {key}: {why}")
         if not result.changes:
             print(f"{args.target} already runs what {args.source} verified")
-        if args.write and result.changes:
-            write_changes(args.target, result.changes, args.root, validator or default_validator())
-            print(f"wrote Pulumi.{args.target}.yaml")
+        if result.changes:
+            # The same edit and checks with or without --write: a dry run that passes is a
+            # promotion that --write performs, and one that --write refuses fails here too.
+            check = validator or default_validator()
+            before, after = prepare_changes(args.target, result.changes, args.root, check)
+            name = f"Pulumi.{args.target}.yaml"
+            if args.write:
+                write_atomically(stack_path(args.target, args.root), after, expected=before)
+                print(f"wrote {name}")
+            else:
+                print(f"{name} would pass every check; run again with --write to edit it")
     except (PromotionError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ LAYOUT = """\
 config:
     "gemma4-vllm:hardware": rtx-pro-6000   # the GPU
     'gemma4-vllm:image': &img "vllm/vllm-openai:v0.27.1"  # pinned; promotion swaps it
-    gemma4-vllm:region: us-central1
+    gemma4-vllm:region: &region us-central1
     gemma4-vllm:labels:
         - app=gemma4-vllm   # app
         - hardware=rtx-pro-6000
@@ -107,7 +107,7 @@ config:
     gemma4-vllm:memoryGib: 80
     gemma4-vllm:mirrorImage: false
     pulumi:tags:
-        upstream: *img
+        region: *region
 # the environment block comes after config
 environment:
     - gemma4/shared
@@ -136,7 +136,8 @@ def test_new_key_is_appended_to_config_not_elsewhere(repo: Path) -> None:
 
 def test_layout_the_editor_cannot_reproduce_is_refused(repo: Path) -> None:
     path = repo / "Pulumi.rtx6000.yaml"
-    odd = LAYOUT.replace("gemma4-vllm:region: us-central1", "gemma4-vllm:region:     us-central1")
+    odd = LAYOUT.replace("gemma4-vllm:region: &region", "gemma4-vllm:region:     &region")
+    assert odd != LAYOUT
     path.write_text(odd)
     with pytest.raises(PromotionError, match="by hand"):
         write_changes("rtx6000", {"image": DIGEST}, repo, lambda *a: [])
@@ -196,3 +197,183 @@ def test_the_validator_refuses_what_the_preview_blocks() -> None:
     assert any(p.startswith("[l4-qat-checkpoint]") for p in problems), problems
     assert any("does not fit" in p for p in problems), problems
     assert check_stack("other-project", "l4", config)[0].startswith("the stack config is for")
+
+
+RTX_IMAGE = "  gemma4-vllm:image: vllm/vllm-openai:v0.27.1\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "place"),
+    [
+        # The promoted value is the anchor; a stack-own key is its alias.
+        (
+            lambda t: (
+                t.replace(RTX_IMAGE, RTX_IMAGE.replace(": ", ": &img ", 1))
+                + "  gemma4-vllm:servedModelName: *img\n"
+            ),
+            "config.gemma4-vllm:servedModelName",
+        ),
+        # The promoted value is the alias; the anchor stands under a stack-own key before it.
+        (
+            lambda t: t.replace(
+                RTX_IMAGE,
+                "  gemma4-vllm:servedModelName: &img vllm/vllm-openai:v0.27.1\n"
+                "  gemma4-vllm:image: *img\n",
+            ),
+            "config.gemma4-vllm:servedModelName",
+        ),
+        # An alias in another namespace's block, and one in a list.
+        (
+            lambda t: (
+                t.replace(RTX_IMAGE, RTX_IMAGE.replace(": ", ": &img ", 1))
+                + "  pulumi:tags:\n    upstream: *img\n"
+            ),
+            "config.pulumi:tags.upstream",
+        ),
+        (
+            lambda t: (
+                t.replace(RTX_IMAGE, RTX_IMAGE.replace(": ", ": &img ", 1))
+                + "environment:\n  - *img\n"
+            ),
+            "environment.0",
+        ),
+    ],
+    ids=["anchor-promoted", "alias-promoted", "other-namespace", "list-item"],
+)
+def test_a_promoted_value_aliased_under_another_key_is_refused(
+    repo: Path, edit: Callable[[str], str], place: str
+) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_text(edit(path.read_text()))
+    before = digest_of(path)
+    with pytest.raises(PromotionError, match=r"(?i)break the alias by hand") as caught:
+        write_changes("rtx6000", {"image": DIGEST}, repo, never_called)
+    assert place in str(caught.value)
+    assert digest_of(path) == before
+
+
+def test_promoted_keys_sharing_one_node_move_together_or_not_at_all(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    text = path.read_text() + "  gemma4-vllm:modelRevision: &rev main\n"
+    text += "  gemma4-vllm:drafterRevision: *rev\n"
+    path.write_text(text)
+    before = digest_of(path)
+    # Two values for one node cannot be written without changing the other key.
+    with pytest.raises(PromotionError, match=r"config\.gemma4-vllm:drafterRevision"):
+        write_changes(
+            "rtx6000", {"modelRevision": "0123abcd", "drafterRevision": "main"}, repo, never_called
+        )
+    assert digest_of(path) == before
+    # Both promoted to the same value: the anchor and its alias are kept.
+    both = {"modelRevision": "0123abcd", "drafterRevision": "0123abcd"}
+    write_changes("rtx6000", both, repo, lambda *a: [])
+    assert path.read_text() == text.replace("&rev main", "&rev 0123abcd")
+
+
+def test_crlf_line_endings_are_kept_exactly(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_bytes(LAYOUT.replace("\n", "\r\n").encode())
+    write_changes("rtx6000", {"image": DIGEST, "modelRevision": "0123abcd"}, repo, lambda *a: [])
+    expected = LAYOUT.replace('"vllm/vllm-openai:v0.27.1"', f'"{DIGEST}"')
+    expected = expected.replace("'main'", "'0123abcd'").replace("\n", "\r\n")
+    assert path.read_bytes() == expected.encode()
+    # A new key is appended with the file's own line ending.
+    write_changes("rtx6000", {"reasoningParser": "none"}, repo, lambda *a: [])
+    data = path.read_bytes()
+    assert b"gemma4-vllm:reasoningParser: none\r\n" in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+
+
+@pytest.mark.parametrize(
+    "mixed",
+    [
+        LAYOUT.replace("\n", "\r\n", 3),  # CRLF, then LF
+        LAYOUT.replace("\n", "\r\n").replace("\r\nenvironment", "\renvironment"),  # a bare CR
+        LAYOUT.replace("\n", "\r\n").replace("\r\n", "\r\r\n", 1),
+    ],
+)
+def test_mixed_line_endings_are_refused(repo: Path, mixed: str) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_bytes(mixed.encode())
+    before = digest_of(path)
+    with pytest.raises(PromotionError, match="cannot be reproduced"):
+        write_changes("rtx6000", {"image": DIGEST}, repo, never_called)
+    assert digest_of(path) == before
+
+
+def test_a_symlinked_stack_file_is_refused_and_stays_a_link(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    elsewhere = repo / "shared"
+    elsewhere.mkdir()
+    target = elsewhere / "rtx6000.yaml"
+    path.replace(target)
+    path.symlink_to(target)
+    before = digest_of(target)
+    with pytest.raises(PromotionError, match="symbolic link"):
+        write_changes("rtx6000", {"image": DIGEST}, repo, never_called)
+    argv = ["--from", "l4", "--to", "rtx6000", "--source-image", DIGEST, "--root", str(repo)]
+    for mode in ([], ["--write"]):
+        assert main([*argv, *mode], validator=never_called) == 2
+        assert "symbolic link" in capsys.readouterr().err
+    assert path.is_symlink() and path.readlink() == target
+    assert digest_of(target) == before
+
+
+def test_a_link_swapped_in_during_validation_is_not_replaced(repo: Path) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    same = repo / "copy.yaml"
+
+    def swapping(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:
+        shutil.copy(path, same)
+        path.unlink()
+        path.symlink_to(same)
+        return []
+
+    with pytest.raises(PromotionError, match="symbolic link"):
+        write_changes("rtx6000", {"image": DIGEST}, repo, swapping)
+    assert path.is_symlink()
+    assert not [p for p in repo.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # A key in a namespace nothing reads: the program refuses it.
+        lambda t: t + "  gemma4vllm:maxNumSeqs: 4\n",
+        lambda t: (
+            t.replace(RTX_IMAGE, RTX_IMAGE.replace(": ", ": &img ", 1))
+            + "  gemma4-vllm:servedModelName: *img\n"
+        ),
+        lambda t: t.replace("\n", "\r\n", 2),
+        lambda t: t + "  gemma4-vllm:public: true\n",
+    ],
+    ids=["unread-namespace", "alias", "mixed-line-endings", "policy"],
+)
+def test_the_dry_run_refuses_what_write_refuses_with_the_same_message(
+    repo: Path, edit: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    path.write_bytes(edit(path.read_text()).encode())
+    before = digest_of(path)
+    argv = ["--from", "l4", "--to", "rtx6000", "--source-image", DIGEST, "--root", str(repo)]
+    assert main(argv, validator=check_stack) == 2
+    dry = capsys.readouterr().err
+    assert main([*argv, "--write"], validator=check_stack) == 2
+    assert capsys.readouterr().err == dry
+    assert dry.startswith("error: ") and "Traceback" not in dry
+    assert digest_of(path) == before
+
+
+def test_a_dry_run_that_passes_writes_nothing_and_write_then_succeeds(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = repo / "Pulumi.rtx6000.yaml"
+    before = digest_of(path)
+    argv = ["--from", "l4", "--to", "rtx6000", "--source-image", DIGEST, "--root", str(repo)]
+    assert main(argv, validator=check_stack) == 0
+    assert "run again with --write" in capsys.readouterr().out
+    assert digest_of(path) == before
+    assert main([*argv, "--write"], validator=check_stack) == 0
+    assert f"gemma4-vllm:image: {DIGEST}\n" in path.read_text()
