@@ -93,7 +93,9 @@ def test_the_server_times_from_the_first_bytes_it_received(
     # The body arrives 0.2 s after the head: the server's clock started at the head.
     _post(port, BODY, pause_before_body=0.2)
     (second,) = _timings(url)
-    assert second["ttft_s"] >= 0.2
+    # Without the pause it would be the pacing alone (0.05 s); a loaded machine may read the
+    # head late, so the floor leaves it room.
+    assert second["ttft_s"] >= 0.15
     assert _timings(url) == []  # ?clear=1 emptied the log
 
 
