@@ -152,10 +152,11 @@ class VllmMonitoring(pulumi.ComponentResource):
         else:
             raise ValueError("VllmMonitoring needs a Cloud Run service or a scrape job")
         if not m.monitoring_notification_channels:
+            # An alert that notifies nobody is an incident nobody sees: none is declared.
             pulumi.log.warn(
-                "monitoringNotificationChannels is empty: the alert policies open incidents in "
-                "Cloud Monitoring but notify nobody. Add channel names "
-                "(projects/<id>/notificationChannels/<n>) to be notified.",
+                "monitoringNotificationChannels is empty: no alert policy is declared (the "
+                "dashboard is). Add channel names (projects/<id>/notificationChannels/<n>) to "
+                "get the SLO and saturation alerts.",
             )
 
         board = monitoring.Dashboard(
@@ -167,7 +168,7 @@ class VllmMonitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         platform: spec.Platform = "cloud_run" if args.cloud_run_service is not None else "tpu"
-        keys = spec.alert_keys(platform, m, s.slo)
+        keys = spec.alert_keys(platform, m, s.slo) if m.monitoring_notification_channels else []
 
         def body_of(key: str) -> pulumi.Output[dict[str, Any]]:
             return target.apply(lambda t: spec.alert_policies(t, m, s.slo)[key])

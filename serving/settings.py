@@ -349,7 +349,7 @@ class MonitoringSettings(_Group):
     monitoring_notification_channels: JsonList = Field(
         default_factory=list,
         description="Notification channels the alert policies notify "
-        "(projects/<id>/notificationChannels/<n>); empty: incidents open without notifying.",
+        "(projects/<id>/notificationChannels/<n>); empty: no alert policy is declared (a warning).",
     )
     monitoring_scrape_interval_seconds: int = Field(
         30, ge=10, le=300, description="How often vLLM's /metrics is scraped, seconds."

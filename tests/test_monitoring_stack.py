@@ -39,7 +39,8 @@ PULUMI_TO_API = {"dependsOns": "dependsOn", "envs": "env", "commands": "command"
 
 @pytest.fixture(scope="module")
 def l4() -> Rendered:
-    return render(stack_config("l4"), "l4")
+    # With a channel: without one no alert policy is declared (tested below).
+    return render({**stack_config("l4"), "monitoringNotificationChannels": CHANNELS}, "l4")
 
 
 @pytest.fixture(scope="module")
@@ -198,12 +199,13 @@ def test_alert_inputs_are_pulumi_gcp_input_types(l4: Rendered) -> None:
         assert set(policy.inputs["documentation"]) <= names(monitoring.AlertPolicyDocumentationArgs)
 
 
-def test_no_channel_warns_and_channels_reach_every_policy(
+def test_no_channel_declares_no_alert_and_warns_and_channels_reach_every_policy(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        render(stack_config("l4"), "l4")
-    assert "monitoringNotificationChannels is empty" in caplog.text
+        silent = render(stack_config("l4"), "l4")
+    assert "monitoringNotificationChannels is empty: no alert policy is declared" in caplog.text
+    assert silent.of_type(ALERT) == [] and len(silent.of_type(DASHBOARD)) == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         rendered = render({**stack_config("l4"), "monitoringNotificationChannels": CHANNELS}, "l4")
@@ -246,7 +248,14 @@ def test_bad_monitoring_config_declares_nothing() -> None:
 
 @pytest.fixture(scope="module")
 def tpu() -> Rendered:
-    return render({**stack_config("tpu-v6e1"), "sourceRanges": ["203.0.113.0/24"]}, "tpu-v6e1")
+    return render(
+        {
+            **stack_config("tpu-v6e1"),
+            "sourceRanges": ["203.0.113.0/24"],
+            "monitoringNotificationChannels": CHANNELS,
+        },
+        "tpu-v6e1",
+    )
 
 
 def test_tpu_nodes_install_the_pinned_ops_agent(tpu: Rendered) -> None:
@@ -294,4 +303,5 @@ def _camel(snake: str) -> str:
 
 
 def _settings(stack: str) -> Settings:
-    return load_settings(stack_config(stack))
+    """The stack's settings as the fixtures render them (with a notification channel)."""
+    return load_settings({**stack_config(stack), "monitoringNotificationChannels": CHANNELS})

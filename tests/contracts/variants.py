@@ -36,6 +36,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "invokers": ["user:alice@example.com", "group:ml-team@example.com"],
             "healthCheckServiceAccount": "checker@test-project.iam.gserviceaccount.com",
+            # Alert policies are declared only with a channel.
+            "monitoringNotificationChannels": ["projects/test-project/notificationChannels/7"],
         },
     ),
     # Image mirror into Artifact Registry (pulumi-docker resources).
