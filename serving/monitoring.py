@@ -516,6 +516,21 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
                 f"The share of failed requests ({what}) is above 1 - `sloMinSuccessRate`.",
             )
         )
+    if target.platform == "tpu":
+        # A node that is gone (preempted, flex-start run ended, vLLM crashed) exports nothing,
+        # so no other condition can fire. On Cloud Run, scaled to zero is normal: no such alert.
+        found.append(
+            Alert(
+                "absent",
+                "VllmMetricsAbsent",
+                "vLLM's metrics absent for 10 min",
+                f"absent_over_time({Vllm.RUNNING}{q.sel()}[10m])",
+                "ERROR",
+                "No node has exported vLLM's metrics for 10 minutes: the node or vLLM is down "
+                "(preempted, its flex-start run ended, or vLLM exited). Check the queued "
+                "resources' state (`gemma4 mcp` service_status, or the console).",
+            )
+        )
     found.append(
         Alert(
             "waiting",
