@@ -278,6 +278,36 @@ def test_unresolvable_shell_expansions_fail_closed(script: str) -> None:
     assert "cannot resolve" in message or "cannot read" in message
 
 
+@pytest.mark.parametrize(
+    ("commands", "args"),
+    [
+        (["env", "-S"], ["vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["/usr/bin/env"], ["-Svllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["env"], ["--split-string=vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["env", "--split-string"], ["vllm serve /mnt/models/x-qat --max-model-len 1000000"]),
+        (["env", "-iS", "A=1 'vllm' serve /mnt/models/x-qat"], ["--max-model-len=1000000"]),
+        (["env", "-u", "X", "-S", "env -S 'vllm serve /mnt/models/x-qat'"],
+         ["--max-model-len=1000000"]),
+        (["sh", "-c"], ["exec env -S 'vllm serve /mnt/models/x-qat --max-model-len=1000000'"]),
+    ],
+)  # fmt: skip
+def test_env_split_string_is_read_as_a_command_line(commands: list[str], args: list[str]) -> None:
+    props = l4_with(commands, args)
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (message,) = violations(max_model_len_cap, SERVICE, props)
+    assert "1000000" in message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-S", "vllm serve /mnt/models/x-qat --max-model-len=${UNSET}"], ["-S"],
+     ["-S", "vllm serve /mnt/models/x-qat; vllm serve /mnt/models/x-qat"]],
+)  # fmt: skip
+def test_env_split_string_that_cannot_be_read_fails_closed(args: list[str]) -> None:
+    (message,) = violations(vllm_server_readable, SERVICE, l4_with(["env"], args))
+    assert "cannot read the vLLM server" in message
+
+
 @pytest.mark.parametrize("spelling", [["--max-model-len", "-1"], ["--max-model-len=auto"], []])
 def test_full_context_spellings_are_refused_on_l4(spelling: list[str]) -> None:
     props = l4_with(
