@@ -410,6 +410,20 @@ def _split_string(text: str, env: Mapping[str, str]) -> list[str]:
     return words
 
 
+#: Programs that download or inspect a model and start no server (`hf download ...`).
+NON_SERVING_PROGRAMS = frozenset({"hf", "huggingface-cli"})
+
+
+def runs_non_serving_program(argv: Sequence[str]) -> bool:
+    """A command vector whose program (past `env`, `exec`, `nohup`... wrappers) is one that
+    starts no server (NON_SERVING_PROGRAMS); a shell or anything unknown is not."""
+    try:
+        args = _strip_prefixes(list(argv), {})
+    except ReadError:
+        return False
+    return bool(args) and _basename(args[0]) in NON_SERVING_PROGRAMS
+
+
 @dataclass(frozen=True)
 class Launch:
     """A `vllm serve` found in a command: its arguments and the literal env it was given."""

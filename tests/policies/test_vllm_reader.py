@@ -359,6 +359,55 @@ def test_gpu_container_running_an_unseen_entrypoint_fails_closed() -> None:
     assert "runs its image's own entrypoint" in message
 
 
+@pytest.mark.parametrize(
+    ("commands", "args", "image"),
+    [
+        (["sh"], ["/start.sh"], None),
+        (["/start.sh"], [], None),
+        (["bash", "-c"], ["exec /opt/run-server"], None),
+        (["python3"], ["/app/server.py"], None),
+        (["sleep", "infinity"], [], None),
+        (["sh"], ["/start.sh"], "vllm/vllm-openai@sha256:" + "a" * 64),
+    ],
+)
+def test_gpu_container_whose_command_starts_no_readable_vllm_fails_closed(
+    commands: list[str], args: list[str], image: str | None
+) -> None:
+    props = l4_with(commands, args, image)
+    (message,) = violations(vllm_server_readable, SERVICE, props, name="gpu-svc")
+    assert message.startswith("gpu-svc (") and "no vLLM server was found" in message
+    assert shlex.join([*commands, *args]) in message
+
+
+def test_vllm_image_without_the_gpu_whose_command_is_unreadable_fails_closed() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "second", "image": "vllm/vllm-openai:v0.27.1", "commands": ["/start.sh"]}
+    )
+    (message,) = violations(vllm_server_readable, SERVICE, props, name="two")
+    assert "container 'second' runs a vLLM image" in message and "/start.sh" in message
+
+
+def test_model_download_in_a_vllm_image_is_not_a_server() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "dl", "image": "vllm/vllm-openai:v0.27.1", "commands": ["env", "A=1", "hf"],
+         "args": ["download", "google/gemma-4-12B-it"]}
+    )  # fmt: skip
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    props["template"]["containers"][-1]["commands"] = ["sh", "-c", "hf download x; /run.sh"]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "container 'dl' runs a vLLM image" in message
+
+
+def test_non_vllm_sidecar_without_the_gpu_is_not_flagged() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "proxy", "image": "envoyproxy/envoy:v1.31", "commands": ["/docker-entrypoint.sh"]}
+    )
+    assert violations(vllm_server_readable, SERVICE, props) == []
+
+
 def test_sidecar_with_unknown_args_is_not_a_vllm_server() -> None:
     from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, unknown_checking_proxy
 
