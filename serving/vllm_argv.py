@@ -89,6 +89,8 @@ VLLM_SPECIFIC = frozenset(o.name for o in OPTIONS.values()) - _GENERIC
 _LONG: dict[str, Option] = {k: o for k, o in OPTIONS.items() if k.startswith("--")}
 #: The model vLLM serves when none is given (its `--model` default).
 DEFAULT_MODEL = str(json.loads(SNAPSHOT.read_text())["serve_options"]["--model"]["default"])
+#: The port vLLM listens on when given no `--port` (its `--port` default).
+DEFAULT_PORT = int(json.loads(SNAPSHOT.read_text())["serve_options"]["--port"]["default"])
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
