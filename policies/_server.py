@@ -18,6 +18,7 @@ from typing import Any
 from pulumi_policy.proxy import UnknownValueError
 
 from policies._resources import (
+    CLOUD_RUN_WORKLOADS,
     VllmServer,
     accelerator,
     containers,
@@ -180,15 +181,27 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
             # The container's own env is judged where it is declared (envs), not again here.
             own = {k: v for k, v in launch.env.items() if container_env.get(k) != v}
             add(launch.argv, own, image, where)
-    for key, script in startup_scripts(props, reading):
+    scripts = startup_scripts(props, reading)
+    found = False
+    for key, script in scripts:
         where = f"startup script ({key})"
         try:
             launches = script_launches(script)
         except ReadError as exc:
             reading.problems.append(f"{where}: {exc}")
+            found = True
             continue
+        found = found or bool(launches)
         for launch in launches:
             add(launch.argv, launch.env, launch.image, where)
+    if scripts and not found and gpu is not None and resource_type not in CLOUD_RUN_WORKLOADS:
+        # An accelerator VM whose startup script starts no vLLM server the reader can see
+        # (`bash /opt/start.sh`): its server, if any, is started where the policies cannot look.
+        reading.problems.append(
+            f"the startup script of this {gpu} node starts no vLLM server the policies can "
+            "see (a script file or program they cannot look into); give the `vllm serve` "
+            "(or `docker run`) command in the script itself"
+        )
     return reading
 
 

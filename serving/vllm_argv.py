@@ -402,6 +402,9 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
 
 def _split_string(text: str, env: Mapping[str, str]) -> list[str]:
     """The words of an `env -S` string (one simple command; `${NAME}` from the env)."""
+    if "\\" in text:
+        # env's own escapes (`\_` separates words, `\c` ends the string) are not a shell's.
+        raise ReadError(f"env -S {text!r} uses escape sequences the reader does not interpret")
     commands = split_script(text)
     if len(commands) > 1:
         raise ReadError(f"env -S {text!r} holds shell operators env does not interpret")

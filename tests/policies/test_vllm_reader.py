@@ -301,7 +301,8 @@ def test_env_split_string_is_read_as_a_command_line(commands: list[str], args: l
 @pytest.mark.parametrize(
     "args",
     [["-S", "vllm serve /mnt/models/x-qat --max-model-len=${UNSET}"], ["-S"],
-     ["-S", "vllm serve /mnt/models/x-qat; vllm serve /mnt/models/x-qat"]],
+     ["-S", "vllm serve /mnt/models/x-qat; vllm serve /mnt/models/x-qat"],
+     ["-S", "vllm\\_serve\\_/mnt/models/x-qat\\_--max-model-len=1000000"]],
 )  # fmt: skip
 def test_env_split_string_that_cannot_be_read_fails_closed(args: list[str]) -> None:
     (message,) = violations(vllm_server_readable, SERVICE, l4_with(["env"], args))
@@ -501,6 +502,16 @@ def test_tpu_script_is_read() -> None:
     (server,) = read_servers(TPU_DYNAMIC, tpu_props()).servers
     assert server.model_ref == "google/gemma-4-12B-it"
     assert server.args["max-model-len"] == "4096"
+
+
+@pytest.mark.parametrize(
+    "script", ["#!/bin/bash\nbash /opt/start.sh\n", "/opt/run-server --port 8000\n", "true\n"]
+)
+def test_tpu_script_that_starts_no_readable_vllm_fails_closed(script: str) -> None:
+    props = rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs
+    props["metadata"]["startup-script"] = script
+    (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props, name="tpu")
+    assert message.startswith("tpu (") and "starts no vLLM server" in message
 
 
 def test_tpu_script_with_a_newline_in_a_value_fails_closed() -> None:
