@@ -7,6 +7,7 @@ import re
 from collections.abc import Collection
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -14,18 +15,33 @@ import yaml
 from serving.stack_config import ConfigKeyError, project_config
 
 
+def _provider_keys(vars_module: ModuleType) -> frozenset[str]:
+    """The config keys a generated Pulumi SDK reads (`__config__.get...('key')` in its
+    `config/vars.py`)."""
+    return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'\)", inspect.getsource(vars_module)))
+
+
 @cache
 def gcp_keys() -> frozenset[str]:
     """Every `gcp:` config key of the installed pulumi-gcp provider (its `config/vars.py`)."""
     from pulumi_gcp.config import vars as gcp_vars
 
-    return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'\)", inspect.getsource(gcp_vars)))
+    return _provider_keys(gcp_vars)
+
+
+@cache
+def docker_keys() -> frozenset[str]:
+    """Every `docker:` config key of the installed pulumi-docker provider (its
+    `config/vars.py`)."""
+    from pulumi_docker.config import vars as docker_vars
+
+    return _provider_keys(docker_vars)
 
 
 def namespaces() -> dict[str, Collection[str] | None]:
-    """Namespaces other than the project's: the gcp provider (its keys), Pulumi's own, and
-    the docker provider the image mirror uses (any key)."""
-    return {"gcp": gcp_keys(), "pulumi": None, "docker": None}
+    """Namespaces other than the project's: the gcp and docker providers (their keys) and
+    Pulumi's own (any key)."""
+    return {"gcp": gcp_keys(), "pulumi": None, "docker": docker_keys()}
 
 
 class StackFileError(ValueError):

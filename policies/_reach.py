@@ -286,13 +286,26 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
 _OPAQUE_SOURCES = ("srcFqdns", "srcRegionCodes", "srcThreatIntelligences", "srcAddressGroups")
 
 
+#: Firewall policy rule actions (pulumi-gcp's `NetworkFirewallPolicyRule.action`: "allow",
+#: "deny", "goto_next", "apply_security_profile_group"). A security profile group inspects
+#: the traffic and lets it through, so it opens the port as "allow" does.
+_ALLOWING_ACTIONS = frozenset({"allow", "apply_security_profile_group"})
+_CLOSED_ACTIONS = frozenset({"deny", "goto_next"})
+
+
 def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
     exposure = Exposure()
     action, unknown = _read(rule, "action")
+    name = str(action or "").strip().lower()
     if unknown:
         exposure.unreadable.append("action is not known (a value unknown at preview)")
-    elif str(action or "").strip().lower() != "allow":
+    elif name in _CLOSED_ACTIONS:
         return exposure
+    elif name not in _ALLOWING_ACTIONS:
+        exposure.unreadable.append(
+            f"action {action!r} is not one of "
+            f"{', '.join(sorted(_ALLOWING_ACTIONS | _CLOSED_ACTIONS))}"
+        )
     if not _is_ingress(rule, exposure):
         return exposure
     match, unknown = _read(rule, "match")

@@ -10,6 +10,7 @@ preview, a script it cannot split, a command it does not understand), which the 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from pulumi_policy.proxy import UnknownValueError
 
 from policies._resources import (
+    CLOUD_RUN_WORKLOADS,
     VllmServer,
     accelerator,
     containers,
@@ -32,6 +34,7 @@ from serving.vllm_argv import (
     looks_like_vllm_args,
     mentions_vllm,
     parse_serve_args,
+    runs_non_serving_program,
     script_launches,
 )
 
@@ -155,25 +158,50 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
         except ReadError as exc:
             reading.problems.append(f"{where}: {exc}")
             continue
-        if not launches and holds_gpu and not commands and not args:
-            shown = image or "an image not known at preview"
-            reading.problems.append(
-                f"{where} holds the GPU and runs its image's own entrypoint ({shown}), which "
-                "the policies cannot see; give the command and arguments explicitly"
-            )
+        if not launches and (
+            holds_gpu or (known_vllm_image and not runs_non_serving_program(argv))
+        ):
+            # A GPU container, or one in a vLLM image (other than a model download with
+            # `hf`), that starts no vLLM server the reader can see: its server, if any, is
+            # started where the policies cannot look.
+            why = "holds the GPU" if holds_gpu else f"runs a vLLM image ({image})"
+            if not commands and not args:
+                shown = image or "an image not known at preview"
+                reading.problems.append(
+                    f"{where} {why} and runs its image's own entrypoint ({shown}), which "
+                    "the policies cannot see; give the command and arguments explicitly"
+                )
+            else:
+                reading.problems.append(
+                    f"{where} {why} but no vLLM server was found in its command "
+                    f"{shlex.join(argv)!r} (a script or program the policies cannot see "
+                    "into); give the `vllm serve` command and arguments explicitly"
+                )
         for launch in launches:
             # The container's own env is judged where it is declared (envs), not again here.
             own = {k: v for k, v in launch.env.items() if container_env.get(k) != v}
             add(launch.argv, own, image, where)
-    for key, script in startup_scripts(props, reading):
+    scripts = startup_scripts(props, reading)
+    found = False
+    for key, script in scripts:
         where = f"startup script ({key})"
         try:
             launches = script_launches(script)
         except ReadError as exc:
             reading.problems.append(f"{where}: {exc}")
+            found = True
             continue
+        found = found or bool(launches)
         for launch in launches:
             add(launch.argv, launch.env, launch.image, where)
+    if scripts and not found and gpu is not None and resource_type not in CLOUD_RUN_WORKLOADS:
+        # An accelerator VM whose startup script starts no vLLM server the reader can see
+        # (`bash /opt/start.sh`): its server, if any, is started where the policies cannot look.
+        reading.problems.append(
+            f"the startup script of this {gpu} node starts no vLLM server the policies can "
+            "see (a script file or program they cannot look into); give the `vllm serve` "
+            "(or `docker run`) command in the script itself"
+        )
     return reading
 
 

@@ -1,5 +1,9 @@
 """serving-port-not-public: no firewall opens a model-serving port to the internet.
 
+A stack policy: the ports judged are the configured `servingPorts` and the `--port` of every
+vLLM server any resource of the stack starts (read by `policies._server`, vLLM's own default
+8000 where none is given), so a stack serving on another port is judged on that port.
+
 Every firewall form is read by `policies._reach` (protocol names and numbers, absent ports and
 sources, port ranges, IPv6, firewall policy rules), and the source ranges are judged by the
 same rule stack settings use (`serving.netrange`): public ranges wider than the configured
@@ -11,15 +15,17 @@ from __future__ import annotations
 from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from policies._config import schema, setting_int, setting_strings
 from policies._reach import firewall_exposure
 from policies._resources import as_int
+from policies._server import read_servers
 from serving.settings import TpuSettings
 from serving.vllm import CLOUD_RUN_PORT
+from serving.vllm_argv import DEFAULT_PORT
 
 _TPU = TpuSettings.model_fields
 
@@ -29,7 +35,8 @@ CONFIG = schema(
             "type": "array",
             "items": {"type": "integer"},
             "default": [_TPU["serving_port"].default, CLOUD_RUN_PORT],
-            "description": "Ports vLLM serves on (the TPU VM's is 8000).",
+            "description": "Ports judged besides the --port of every vLLM server the stack "
+            "starts (the TPU VM's is 8000).",
         },
         "minPublicPrefixV4": {
             "type": "integer",
@@ -46,39 +53,53 @@ CONFIG = schema(
 )
 
 
+def stack_serving_ports(args: StackValidationArgs) -> list[int]:
+    """The configured ports and the `--port` of every vLLM server a resource starts."""
+    ports = {p for p in (as_int(v) for v in setting_strings(args, CONFIG, "servingPorts")) if p}
+    for resource in args.resources:
+        for server in read_servers(resource.resource_type, resource.props).servers:
+            port = as_int(server.args["port"]) if "port" in server.args else DEFAULT_PORT
+            if port:
+                ports.add(port)
+    return sorted(ports)
+
+
 def validate_serving_port_not_public(
-    args: ResourceValidationArgs, report_violation: ReportViolation
+    args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
-    ports = [p for p in (as_int(v) for v in setting_strings(args, CONFIG, "servingPorts")) if p]
-    for label, exposure in firewall_exposure(
-        args.resource_type,
-        args.props,
-        ports,
-        min_prefix_v4=setting_int(args, CONFIG, "minPublicPrefixV4"),
-        min_prefix_v6=setting_int(args, CONFIG, "minPublicPrefixV6"),
-    ):
-        where = f"{args.name}{' ' + label if label else ''}"
-        for what in exposure.unreadable:
-            report_violation(
-                f"{where}: cannot tell who this firewall lets in: {what}; the serving ports "
-                f"{', '.join(map(str, ports))} may be open to the internet.",
-                None,
-            )
-        if exposure.ports and exposure.problems:
-            report_violation(
-                f"{where}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
-                f"{', '.join(exposure.sources) or 'everywhere'}: {'; '.join(exposure.problems)}. "
-                "The vLLM endpoint has no authentication of its own. Restrict sourceRanges "
-                "(or the rule's source ranges) to your clients or a load balancer/IAP range, "
-                "or serve through Cloud Run or an authenticated proxy.",
-                None,
-            )
+    ports = stack_serving_ports(args)
+    for resource in args.resources:
+        for label, exposure in firewall_exposure(
+            resource.resource_type,
+            resource.props,
+            ports,
+            min_prefix_v4=setting_int(args, CONFIG, "minPublicPrefixV4"),
+            min_prefix_v6=setting_int(args, CONFIG, "minPublicPrefixV6"),
+        ):
+            where = f"{resource.name}{' ' + label if label else ''}"
+            for what in exposure.unreadable:
+                report_violation(
+                    f"{where}: cannot tell who this firewall lets in: {what}; the serving "
+                    f"ports {', '.join(map(str, ports))} may be open to the internet.",
+                    resource.urn,
+                )
+            if exposure.ports and exposure.problems:
+                report_violation(
+                    f"{where}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
+                    f"{', '.join(exposure.sources) or 'everywhere'}: "
+                    f"{'; '.join(exposure.problems)}. The vLLM endpoint has no authentication "
+                    "of its own. Restrict sourceRanges (or the rule's source ranges) to your "
+                    "clients or a load balancer/IAP range, or serve through Cloud Run or an "
+                    "authenticated proxy.",
+                    resource.urn,
+                )
 
 
-serving_port_not_public = ResourceValidationPolicy(
+serving_port_not_public = StackValidationPolicy(
     name="serving-port-not-public",
-    description="No firewall rule opens a vLLM serving port to the internet (wide public "
-    "ranges, or ranges that together cover it).",
+    description="No firewall rule opens a vLLM serving port (configured, or the --port of a "
+    "vLLM server in the stack) to the internet (wide public ranges, or ranges that together "
+    "cover it).",
     validate=validate_serving_port_not_public,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

@@ -7,8 +7,8 @@ says what it could not read. It understands:
 - `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
   `python[3] -m vllm.entrypoints.cli.main serve ...`;
 - wrappers in front of those: `sh|bash|dash|zsh -c 'script'` (any option cluster holding `c`:
-  `-lc`, `-ec`, `-euxc`), `exec`, `env [-i] [-u NAME] NAME=value ...`, `NAME=value ...`,
-  `nohup`, `time`, `command`, `nice`, `tini --`, `dumb-init`;
+  `-lc`, `-ec`, `-euxc`), `exec`, `env [-i] [-u NAME] [-S 'command line'] NAME=value ...`,
+  `NAME=value ...`, `nohup`, `time`, `command`, `nice`, `tini --`, `dumb-init`;
 - shell scripts: backslash continuations, `;`, `&&`, `||`, `|`, `&`, newlines, comments,
   redirections, `if/then/do` keywords, `export NAME=value`;
 - `docker run [options] IMAGE [args]` with or without `--entrypoint` (and `podman run`);
@@ -89,6 +89,8 @@ VLLM_SPECIFIC = frozenset(o.name for o in OPTIONS.values()) - _GENERIC
 _LONG: dict[str, Option] = {k: o for k, o in OPTIONS.items() if k.startswith("--")}
 #: The model vLLM serves when none is given (its `--model` default).
 DEFAULT_MODEL = str(json.loads(SNAPSHOT.read_text())["serve_options"]["--model"]["default"])
+#: The port vLLM listens on when given no `--port` (its `--port` default).
+DEFAULT_PORT = int(json.loads(SNAPSHOT.read_text())["serve_options"]["--port"]["default"])
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -311,15 +313,7 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
             env[name] = value
             args = args[1:]
         elif head == "env":
-            args = args[1:]
-            while args and (args[0].startswith("-") or _ASSIGNMENT.match(args[0])):
-                if args[0] in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
-                    args = args[2:]
-                    continue
-                if _ASSIGNMENT.match(args[0]):
-                    name, _, value = args[0].partition("=")
-                    env[name] = value
-                args = args[1:]
+            args = _env(args[1:], env)
         elif head in _PREFIX_COMMANDS:
             args = args[1:]
             while args and args[0].startswith("-") and head in ("exec", "time", "command"):
@@ -353,6 +347,86 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
         else:
             break
     return args
+
+
+#: GNU env's options that take a value (`-u NAME`, `-C DIR`, `-a ARG0`); `-S` is read apart.
+_ENV_VALUE_SHORT = frozenset("uCa")
+_ENV_VALUE_LONG = frozenset({"--unset", "--chdir", "--argv0"})
+
+
+def _env(args: list[str], env: dict[str, str]) -> list[str]:
+    """What `env [OPTION]... [NAME=VALUE]... COMMAND` runs, its assignments put in `env`.
+
+    `-S STRING` / `-SSTRING` / `--split-string=STRING` (also inside a cluster: `-iS`) is a
+    command line: it is split into words as a shell splits a `sh -c` script and put back in
+    front of the remaining arguments, where env goes on reading options and assignments.
+    """
+    while args:
+        token = args[0]
+        if _ASSIGNMENT.match(token):
+            name, _, value = token.partition("=")
+            env[name] = value
+            args = args[1:]
+            continue
+        if token == "--":
+            return args[1:]
+        if token == "-" or not token.startswith("-"):
+            return args
+        args = args[1:]
+        split: str | None = None
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            if len(name) >= 3 and "--split-string".startswith(name):
+                if not eq:
+                    if not args:
+                        raise ReadError(f"env {token} without a string")
+                    value, args = args[0], args[1:]
+                split = value
+            elif not eq and len(name) >= 3 and any(o.startswith(name) for o in _ENV_VALUE_LONG):
+                args = args[1:]
+        else:
+            for index, letter in enumerate(token[1:], start=2):
+                if letter == "S" or letter in _ENV_VALUE_SHORT:
+                    attached = token[index:]
+                    if not attached:
+                        if not args:
+                            raise ReadError(f"env {token} without a value")
+                        attached, args = args[0], args[1:]
+                    if letter == "S":
+                        split = attached
+                    break
+        if split is not None:
+            args = [*_split_string(split, env), *args]
+    return args
+
+
+def _split_string(text: str, env: Mapping[str, str]) -> list[str]:
+    """The words of an `env -S` string (one simple command; `${NAME}` from the env)."""
+    if "\\" in text:
+        # env's own escapes (`\_` separates words, `\c` ends the string) are not a shell's.
+        raise ReadError(f"env -S {text!r} uses escape sequences the reader does not interpret")
+    commands = split_script(text)
+    if len(commands) > 1:
+        raise ReadError(f"env -S {text!r} holds shell operators env does not interpret")
+    words = [_expand(w, env) for w in (commands[0] if commands else [])]
+    unresolved = [w for w in words if "$" in w or "`" in w]
+    if unresolved:
+        raise ReadError(f"env -S {text!r} uses variables the reader cannot resolve")
+    return words
+
+
+#: Programs that download or inspect a model and start no server (`hf download ...`).
+NON_SERVING_PROGRAMS = frozenset({"hf", "huggingface-cli"})
+
+
+def runs_non_serving_program(argv: Sequence[str]) -> bool:
+    """A command vector whose program (past `env`, `exec`, `nohup`... wrappers) is one that
+    starts no server (NON_SERVING_PROGRAMS); a shell or anything unknown is not."""
+    try:
+        args = _strip_prefixes(list(argv), {})
+    except ReadError:
+        return False
+    return bool(args) and _basename(args[0]) in NON_SERVING_PROGRAMS
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config_namespaces import gcp_keys
+from components.config_namespaces import docker_keys, gcp_keys
 from serving.stack_config import ConfigKeyError, project_config
 from tests.pulumi_harness import RecordingMocks, render, stack_config
 
@@ -30,6 +30,9 @@ def refused(stack: str, extra: dict[str, Any]) -> tuple[str, RecordingMocks]:
         ("Gemma4-VLLM:image", "did you mean 'gemma4-vllm:image'?"),
         ("gcp:projet", "did you mean 'gcp:project'?"),
         ("gpc:region", "did you mean 'gcp:region'?"),
+        ("docker:hots", "did you mean 'docker:host'?"),
+        ("docker:registryauth", "did you mean 'docker:registryAuth'?"),
+        ("dokcer:host", "did you mean 'docker:host'?"),
     ],
 )
 def test_misspelled_namespaces_and_keys_are_refused(stack: str, key: str, hint: str) -> None:
@@ -47,6 +50,16 @@ def test_missing_gcp_project_is_refused_before_any_resource(stack: str) -> None:
 
 def test_gcp_keys_are_the_providers() -> None:
     assert {"project", "region", "zone", "impersonateServiceAccount"} <= gcp_keys()
+
+
+def test_docker_keys_are_the_providers() -> None:
+    assert {"host", "registryAuth", "sshOpts", "caMaterial"} <= docker_keys()
+    assert "hots" not in docker_keys()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_real_docker_keys_are_accepted(stack: str) -> None:
+    render(stack_config(stack), stack, RecordingMocks(), other_config={"docker:host": "unix:///x"})
 
 
 def test_pure_split_keeps_project_keys_and_other_namespaces() -> None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from pulumi_policy import (
     PolicyCustomTimeouts,
+    PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from tests.pulumi_harness import Rendered, render, stack_config
@@ -52,21 +55,49 @@ def resource_args(
     )
 
 
+def policy_resource(type_: str, props: Mapping[str, Any], name: str) -> PolicyResource:
+    urn = f"urn:pulumi:test::gemma4-vllm::{type_}::{name}"
+    return PolicyResource(type_, props, urn, name, options(), None, None, [], {})
+
+
 def violations(
-    policy: ResourceValidationPolicy,
+    policy: ResourceValidationPolicy | StackValidationPolicy,
     type_: str,
     props: Mapping[str, Any],
     config: Mapping[str, Any] | None = None,
     name: str = "svc",
+    *,
+    stack: Sequence[tuple[str, Mapping[str, Any], str]] = (),
 ) -> list[str]:
-    """Messages `policy` reports for one resource (a collecting report callback)."""
+    """Messages `policy` reports for one resource (a collecting report callback). A stack
+    policy sees that resource and the other resources in `stack` (type, props, name)."""
     found: list[str] = []
 
     def report(message: str, urn: str | None = None) -> None:
         found.append(message)
 
-    result = policy.validate(resource_args(type_, props, name, config), report)
+    if isinstance(policy, StackValidationPolicy):
+        resources = [policy_resource(type_, props, name)]
+        resources += [policy_resource(t, p, n) for t, p, n in stack]
+        result = policy.validate(StackValidationArgs(resources, config), report)
+    else:
+        assert not stack
+        result = policy.validate(resource_args(type_, props, name, config), report)
     assert result is None  # every validator here is synchronous
+    return found
+
+
+def stack_violations(
+    policy: StackValidationPolicy, resources: Sequence[tuple[str, Mapping[str, Any], str]]
+) -> dict[str, list[str]]:
+    """Messages a stack policy reports over whole resources, by the URN it names."""
+    found: dict[str, list[str]] = {}
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.setdefault(str(urn), []).append(message)
+
+    args = StackValidationArgs([policy_resource(t, p, n) for t, p, n in resources], None)
+    assert policy.validate(args, report) is None
     return found
 
 

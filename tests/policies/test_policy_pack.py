@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import analyzer_pb2
-from pulumi_policy import EnforcementLevel, Policy, ResourceValidationPolicy
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    ResourceValidationPolicy,
+    StackValidationPolicy,
+)
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
@@ -23,6 +28,7 @@ from tests.policies._fixtures import (
     edit_args,
     rendered,
     service,
+    stack_violations,
     violations,
 )
 
@@ -34,8 +40,12 @@ ADVISORY = [p for p in ALL if p.enforcement_level is EnforcementLevel.ADVISORY]
 
 
 def resource_policies(policies: list[Policy]) -> list[ResourceValidationPolicy]:
-    assert all(isinstance(p, ResourceValidationPolicy) for p in policies)
+    assert all(isinstance(p, (ResourceValidationPolicy, StackValidationPolicy)) for p in policies)
     return [p for p in policies if isinstance(p, ResourceValidationPolicy)]
+
+
+def stack_policies(policies: list[Policy]) -> list[StackValidationPolicy]:
+    return [p for p in policies if isinstance(p, StackValidationPolicy)]
 
 
 def test_one_policy_per_module_and_all_registered() -> None:
@@ -105,6 +115,11 @@ def test_shipped_stacks_pass_every_policy(stack: str) -> None:
         if (messages := violations(policy, resource.type, resource.inputs, name=resource.name))
     }
     assert failures == {}
+    whole = [(resource.type, resource.inputs, resource.name) for resource in r.resources]
+    assert stack_policies(ALL)
+    assert {
+        p.name: found for p in stack_policies(ALL) if (found := stack_violations(p, whole))
+    } == {}
 
 
 # --- pulumi-policy's analyzer path (what the engine calls), offline ----------------------
@@ -150,6 +165,35 @@ def test_analyze_every_resource_of_a_shipped_stack(servicer: Any, stack: str) ->
         for resource in rendered(stack).resources
     }
     assert {name: d for name, d in diagnostics.items() if d} == {}
+
+
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_analyze_stack_of_a_shipped_stack(servicer: Any, stack: str) -> None:
+    request = analyzer_pb2.AnalyzeStackRequest(
+        resources=[
+            analyzer_pb2.AnalyzerResource(
+                type=resource.type,
+                properties=struct(resource.inputs),
+                urn=f"urn:pulumi:{stack}::gemma4-vllm::{resource.type}::{resource.name}",
+                name=resource.name,
+            )
+            for resource in rendered(stack).resources
+        ]
+    )
+    assert list(servicer.AnalyzeStack(request, None).diagnostics) == []
+    firewall = "gcp:compute/firewall:Firewall"
+    urn = f"urn:pulumi:{stack}::gemma4-vllm::{firewall}::open"
+    request.resources.append(
+        analyzer_pb2.AnalyzerResource(
+            type=firewall,
+            properties=struct({"allows": [{"protocol": "tcp"}], "sourceRanges": ["0.0.0.0/0"]}),
+            urn=urn,
+            name="open",
+        )
+    )
+    (diagnostic,) = servicer.AnalyzeStack(request, None).diagnostics
+    assert diagnostic.policyName == "serving-port-not-public" and diagnostic.urn == urn
+    assert diagnostic.enforcementLevel == analyzer_pb2.MANDATORY
 
 
 def test_analyze_passes_the_l4_service_even_with_preview_unknowns(

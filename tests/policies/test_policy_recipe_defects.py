@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
 from policies.registry import BY_NAME
 from tests.policies._fixtures import (
@@ -134,7 +134,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.failure)
 def test_recipe_failure_is_rejected_with_the_fix(case: Case) -> None:
     policy = BY_NAME[case.policy]
-    assert isinstance(policy, ResourceValidationPolicy)
+    assert isinstance(policy, (ResourceValidationPolicy, StackValidationPolicy))
     messages = violations(policy, case.type_, case.build(), name="recipe")
     assert messages, f"{case.policy} let the recipe's failure through"
     assert any(case.fix in m for m in messages), messages

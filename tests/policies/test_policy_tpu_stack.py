@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
 from policies.no_plaintext_secrets import no_plaintext_secrets
 from policies.serving_port_not_public import serving_port_not_public
 from policies.speculative_config_valid import speculative_config_valid
 from policies.tpu_run_duration_limit import tpu_run_duration_limit
-from tests.policies._fixtures import FIREWALL, TPU_DYNAMIC, violations
+from tests.policies._fixtures import (
+    FIREWALL,
+    TPU_DYNAMIC,
+    TPU_VM,
+    stack_violations,
+    violations,
+)
 from tests.pulumi_harness import render, stack_config
 
 FAKE_HF_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
@@ -76,3 +84,62 @@ def test_tpu_firewall() -> None:
     rule["sourceRanges"] = ["203.0.113.0/24", "0.0.0.0/0"]
     (message,) = violations(serving_port_not_public, FIREWALL, rule)
     assert "allows TCP port(s) 8000 from 203.0.113.0/24, 0.0.0.0/0" in message
+
+
+def open_firewall(port: str) -> dict[str, Any]:
+    return {
+        "direction": "INGRESS",
+        "network": "default",
+        "sourceRanges": ["0.0.0.0/0"],
+        "allows": [{"ports": [port], "protocol": "tcp"}],
+    }
+
+
+def test_firewall_opening_the_port_the_tpu_stack_serves_on_is_refused() -> None:
+    # A TPU stack serving on 9000 (not one of the configured servingPorts) and a hand-written
+    # rule opening that port to everyone.
+    stack = render({**stack_config("tpu-v6e1"), "servingPort": "9000"}, "tpu-v6e1")
+    resources = [(r.type, r.inputs, r.name) for r in stack.resources]
+    assert "--port=9000" in script_of(stack.one(TPU_DYNAMIC).inputs)
+    assert stack_violations(serving_port_not_public, resources) == {}
+    found = stack_violations(
+        serving_port_not_public, [*resources, (FIREWALL, open_firewall("9000"), "open-9000")]
+    )
+    ((urn, (message,)),) = found.items()
+    assert urn.endswith("::open-9000") and "allows TCP port(s) 9000 from 0.0.0.0/0" in message
+    # The same rule on a port nothing in the stack serves on is not this policy's concern.
+    assert (
+        stack_violations(
+            serving_port_not_public, [*resources, (FIREWALL, open_firewall("9001"), "other")]
+        )
+        == {}
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "port"),
+    [
+        ("vllm serve /mnt/models/x --port 7000\n", "7000"),
+        ("exec env -S 'vllm serve /mnt/models/x --port=7100'\n", "7100"),
+        ("docker run --net=host vllm/vllm-tpu:v0.27.0 /mnt/models/x --port=7200\n", "7200"),
+        ("vllm serve /mnt/models/x\n", "8000"),  # vLLM's own default port
+    ],
+)
+def test_every_vllm_port_in_the_stack_is_judged(script: str, port: str) -> None:
+    vm = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    messages = violations(
+        serving_port_not_public,
+        FIREWALL,
+        open_firewall(port),
+        {"servingPorts": []},
+        stack=[(TPU_VM, vm, "tpu-vm")],
+    )
+    assert messages and f"allows TCP port(s) {port}" in messages[0]
+
+
+def test_configured_serving_ports_are_still_judged() -> None:
+    assert violations(serving_port_not_public, FIREWALL, open_firewall("9100")) == []
+    (message,) = violations(
+        serving_port_not_public, FIREWALL, open_firewall("9100"), {"servingPorts": [9100]}
+    )
+    assert "allows TCP port(s) 9100" in message

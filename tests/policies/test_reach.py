@@ -236,6 +236,32 @@ def test_firewall_policy_rules() -> None:
     assert "rule #1" in message
 
 
+@pytest.mark.parametrize("action", ["apply_security_profile_group", "APPLY_SECURITY_PROFILE_GROUP"])
+def test_security_profile_group_rule_allows_the_traffic(action: str) -> None:
+    inspected = {
+        **policy_rule(srcIpRanges=["0.0.0.0/0"]),
+        "action": action,
+        "securityProfileGroup": "//networksecurity.googleapis.com/projects/p/locations/global/"
+        "securityProfileGroups/g",
+    }
+    (message,) = violations(serving_port_not_public, POLICY_RULE, inspected)
+    assert "allows TCP port(s) 8000" in message
+    narrow = {**inspected, "match": {**inspected["match"], "srcIpRanges": ["10.0.0.0/8"]}}
+    assert violations(serving_port_not_public, POLICY_RULE, narrow) == []
+
+
+def test_goto_next_rule_opens_nothing_itself() -> None:
+    rule_ = {**policy_rule(srcIpRanges=["0.0.0.0/0"]), "action": "goto_next"}
+    assert violations(serving_port_not_public, POLICY_RULE, rule_) == []
+
+
+@pytest.mark.parametrize("action", ["permit", "", None, "allow_all"])
+def test_unknown_policy_rule_action_fails_closed(action: Any) -> None:
+    rule_ = {**policy_rule(srcIpRanges=["0.0.0.0/0"]), "action": action}
+    messages = violations(serving_port_not_public, POLICY_RULE, rule_)
+    assert any("cannot tell who this firewall lets in: action" in m for m in messages)
+
+
 # --- the same rule in settings --------------------------------------------------------------
 
 TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b",

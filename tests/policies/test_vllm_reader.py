@@ -278,6 +278,37 @@ def test_unresolvable_shell_expansions_fail_closed(script: str) -> None:
     assert "cannot resolve" in message or "cannot read" in message
 
 
+@pytest.mark.parametrize(
+    ("commands", "args"),
+    [
+        (["env", "-S"], ["vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["/usr/bin/env"], ["-Svllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["env"], ["--split-string=vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
+        (["env", "--split-string"], ["vllm serve /mnt/models/x-qat --max-model-len 1000000"]),
+        (["env", "-iS", "A=1 'vllm' serve /mnt/models/x-qat"], ["--max-model-len=1000000"]),
+        (["env", "-u", "X", "-S", "env -S 'vllm serve /mnt/models/x-qat'"],
+         ["--max-model-len=1000000"]),
+        (["sh", "-c"], ["exec env -S 'vllm serve /mnt/models/x-qat --max-model-len=1000000'"]),
+    ],
+)  # fmt: skip
+def test_env_split_string_is_read_as_a_command_line(commands: list[str], args: list[str]) -> None:
+    props = l4_with(commands, args)
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (message,) = violations(max_model_len_cap, SERVICE, props)
+    assert "1000000" in message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-S", "vllm serve /mnt/models/x-qat --max-model-len=${UNSET}"], ["-S"],
+     ["-S", "vllm serve /mnt/models/x-qat; vllm serve /mnt/models/x-qat"],
+     ["-S", "vllm\\_serve\\_/mnt/models/x-qat\\_--max-model-len=1000000"]],
+)  # fmt: skip
+def test_env_split_string_that_cannot_be_read_fails_closed(args: list[str]) -> None:
+    (message,) = violations(vllm_server_readable, SERVICE, l4_with(["env"], args))
+    assert "cannot read the vLLM server" in message
+
+
 @pytest.mark.parametrize("spelling", [["--max-model-len", "-1"], ["--max-model-len=auto"], []])
 def test_full_context_spellings_are_refused_on_l4(spelling: list[str]) -> None:
     props = l4_with(
@@ -327,6 +358,55 @@ def test_gpu_container_running_an_unseen_entrypoint_fails_closed() -> None:
     container(props).pop("args")
     (message,) = violations(vllm_server_readable, SERVICE, props)
     assert "runs its image's own entrypoint" in message
+
+
+@pytest.mark.parametrize(
+    ("commands", "args", "image"),
+    [
+        (["sh"], ["/start.sh"], None),
+        (["/start.sh"], [], None),
+        (["bash", "-c"], ["exec /opt/run-server"], None),
+        (["python3"], ["/app/server.py"], None),
+        (["sleep", "infinity"], [], None),
+        (["sh"], ["/start.sh"], "vllm/vllm-openai@sha256:" + "a" * 64),
+    ],
+)
+def test_gpu_container_whose_command_starts_no_readable_vllm_fails_closed(
+    commands: list[str], args: list[str], image: str | None
+) -> None:
+    props = l4_with(commands, args, image)
+    (message,) = violations(vllm_server_readable, SERVICE, props, name="gpu-svc")
+    assert message.startswith("gpu-svc (") and "no vLLM server was found" in message
+    assert shlex.join([*commands, *args]) in message
+
+
+def test_vllm_image_without_the_gpu_whose_command_is_unreadable_fails_closed() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "second", "image": "vllm/vllm-openai:v0.27.1", "commands": ["/start.sh"]}
+    )
+    (message,) = violations(vllm_server_readable, SERVICE, props, name="two")
+    assert "container 'second' runs a vLLM image" in message and "/start.sh" in message
+
+
+def test_model_download_in_a_vllm_image_is_not_a_server() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "dl", "image": "vllm/vllm-openai:v0.27.1", "commands": ["env", "A=1", "hf"],
+         "args": ["download", "google/gemma-4-12B-it"]}
+    )  # fmt: skip
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    props["template"]["containers"][-1]["commands"] = ["sh", "-c", "hf download x; /run.sh"]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "container 'dl' runs a vLLM image" in message
+
+
+def test_non_vllm_sidecar_without_the_gpu_is_not_flagged() -> None:
+    props = service("l4")
+    props["template"]["containers"].append(
+        {"name": "proxy", "image": "envoyproxy/envoy:v1.31", "commands": ["/docker-entrypoint.sh"]}
+    )
+    assert violations(vllm_server_readable, SERVICE, props) == []
 
 
 def test_sidecar_with_unknown_args_is_not_a_vllm_server() -> None:
@@ -422,6 +502,16 @@ def test_tpu_script_is_read() -> None:
     (server,) = read_servers(TPU_DYNAMIC, tpu_props()).servers
     assert server.model_ref == "google/gemma-4-12B-it"
     assert server.args["max-model-len"] == "4096"
+
+
+@pytest.mark.parametrize(
+    "script", ["#!/bin/bash\nbash /opt/start.sh\n", "/opt/run-server --port 8000\n", "true\n"]
+)
+def test_tpu_script_that_starts_no_readable_vllm_fails_closed(script: str) -> None:
+    props = rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs
+    props["metadata"]["startup-script"] = script
+    (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props, name="tpu")
+    assert message.startswith("tpu (") and "starts no vLLM server" in message
 
 
 def test_tpu_script_with_a_newline_in_a_value_fails_closed() -> None:
