@@ -588,7 +588,7 @@ class Tools:
         stack, _, rest = run_id.partition("/")
         if stack not in self.deployments.stacks or not rest:
             raise ToolFailure(
-                f"run {run_id!r} is not a run id; use the `run` of bench_runs "
+                f"run {run_id!r} is not a run id; use the `run` of benchmark_runs "
                 f"(<stack>/<folder>, stack one of {', '.join(self.deployments.stacks)})"
             )
         root = self._results_root(stack).resolve()
