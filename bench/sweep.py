@@ -565,9 +565,9 @@ async def run_sweep_async(
     options (else :class:`~bench.store.StoreError`): finished cells are kept and not run
     again, a torn last record is run again. The directory is locked for the whole sweep (a
     second writer gets :class:`~bench.store.StoreError`). A failed preflight raises
-    :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is called with each record
-    right after it is written (an exception from it stops the sweep; finished cells stay
-    written).
+    :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is
+    called with each record right after it is written (an exception from it stops the sweep;
+    finished cells stay written).
     """
     auth = auth or NoAuth()
     options = options or SweepOptions()
