@@ -98,7 +98,7 @@ def test_a_bad_figure_is_refused_naming_file_line_and_field(
     run = tmp_path / "run"
     write_run(run, [cell(1, 8, 2)], label="r", hardware="l4")
     with (run / "cells.jsonl").open("a") as handle:
-        handle.write(json.dumps(cell(2, 8, 2, **{field: value})) + "\n")
+        handle.write(json.dumps({**cell(2, 8, 2), field: value}) + "\n")
     assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == exit_status
     err = capsys.readouterr().err
     if exit_status == 2:
