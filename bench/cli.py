@@ -43,7 +43,7 @@ from .gate import evaluate, slo_for_stack, stack_config
 from .hotload import new_event_loop
 from .prompts import PromptError
 from .stats import GoodputSlo
-from .store import RunData, StoreError, load_run
+from .store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
 from .sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from .window import ClientLimits
 
@@ -192,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_SECONDS,
         metavar="S",
         help=f"per request ({_DEFAULT_OPTIONS.timeout_s:g})",
+    )
+    run.add_argument(
+        "--ready-timeout-seconds",
+        type=_SECONDS,
+        metavar="S",
+        help="how long to wait for /health to answer 200 before the preflight (a server still "
+        f"loading; default {_DEFAULT_OPTIONS.ready_timeout_s:g})",
     )
     run.add_argument(
         "--max-cell-seconds",
@@ -486,6 +493,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         num_requests=args.num_requests,
         warmup=_pick(args.warmup, d.warmup),
         timeout_s=_pick(args.timeout_seconds, d.timeout_s),
+        ready_timeout_s=_pick(args.ready_timeout_seconds, d.ready_timeout_s),
         max_cell_seconds=_pick(args.max_cell_seconds, d.max_cell_seconds),
         max_model_len=args.max_model_len,
         goodput_slo=goodput,
@@ -517,6 +525,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         raise UsageError(str(exc)) from exc
     except PreflightError as exc:
         err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
+        err.print(f"[dim]kept in {out}/{PREFLIGHT_FILE}[/dim]")
         return EXIT_FAILED
     except (httpx.HTTPError, OSError, LimitExceeded) as exc:
         # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
@@ -571,6 +580,15 @@ def _fmt(value: float | None, slo: str) -> str:
 def _gate(args: argparse.Namespace) -> int:
     try:
         run = load_run(args.run)
+    except PreflightFailedError as exc:
+        if args.json:
+            doc = {"passed": False, "problems": [f"preflight failed: {exc}"]}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            Console(highlight=False, width=120).print(
+                f"SLO gate: [red]FAIL[/red]: preflight failed: {escape(redact(exc))}"
+            )
+        return EXIT_FAILED
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:

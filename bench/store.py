@@ -37,12 +37,15 @@ import csv
 import fcntl
 import io
 import json
+import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
 
 __all__ = [
@@ -70,6 +73,7 @@ IDENTITY_KEYS = ("url", "model", "grid", "options", "endpoint")
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
+PREFLIGHT_FILE = "preflight.json"
 CELLS_FILE = "cells.jsonl"
 CSV_FILE = "results.csv"
 REPORT_FILE = "report.md"
@@ -219,6 +223,80 @@ class RunData:
         return {CellKey.of(c): c for c in self.cells}
 
 
+_COUNT_FIELDS = frozenset(
+    {
+        "concurrency",
+        "prompt_tokens",
+        "output_tokens",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "workers",
+        "untimed_requests",
+        "coalesced_tokens",
+        "loop_lag_samples",
+    }
+)
+"""Cell fields that count something: a non-negative integer (or null)."""
+_FRACTION_FIELDS = frozenset({"success_rate", "coalesced_share", "spec_decode_acceptance_rate"})
+"""Cell fields in [0, 1] (or null)."""
+_NON_NUMERIC_COLUMNS = frozenset(
+    {"id", "status", "skip_reason", "prompt_tokens_method", "prompt_tokens_exact", "client_limited"}
+)
+_NUMERIC_NAME = re.compile(
+    r"(_ms|_throughput|_goodput|_rate|_in_flight|_s|_tokens|_share|_length|_per_request)$"
+)
+TRUNCATED = "…[truncated]"
+"""Ends a string cut at :data:`endpoint.limits.MAX_ECHO_CHARS` when a run is read back."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_number(name: str, value: Any, where: str) -> None:
+    """A cell figure: null, or a finite number in the field's range (else StoreError)."""
+    if value is None:
+        return
+    shown = str(value)[:40]
+    if not _is_number(value) or not math.isfinite(value):
+        raise StoreError(f"{where}: field {name!r} must be a finite number or null, got {shown!r}")
+    if name in _COUNT_FIELDS or name.startswith("errors_"):
+        if not isinstance(value, int) or value < 0:
+            raise StoreError(f"{where}: field {name!r} must be a non-negative integer, got {shown}")
+    elif name in _FRACTION_FIELDS:
+        if not 0 <= value <= 1:
+            raise StoreError(f"{where}: field {name!r} must be between 0 and 1, got {shown}")
+    elif not name.startswith("client_share_") and value < 0:
+        raise StoreError(f"{where}: field {name!r} must not be negative, got {shown}")
+
+
+def _numeric_field(name: str) -> bool:
+    if name in _NON_NUMERIC_COLUMNS:
+        return False
+    return (
+        name in _COUNT_FIELDS
+        or name in _FRACTION_FIELDS
+        or name in CSV_COLUMNS
+        or name.startswith("errors_")
+        or name == "duration"
+        or bool(_NUMERIC_NAME.search(name))
+    )
+
+
+def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
+    """``value`` with every string in it (keys too) cut to ``limit`` characters, marked with
+    :data:`TRUNCATED`: what a run file holds is echoed by compare, gate and the MCP server."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + TRUNCATED
+    if isinstance(value, dict):
+        return {cap_strings(k, limit): cap_strings(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cap_strings(v, limit) for v in value]
+    return value
+
+
 def _check_record(record: Any, where: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise StoreError(f"{where}: not a JSON object")
@@ -227,13 +305,28 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
             raise StoreError(f"{where}: the record has no {name!r} field")
     if record["status"] not in _STATUSES:
         raise StoreError(f"{where}: unknown status {str(record['status'])[:40]!r}")
+    for name, value in record.items():
+        if isinstance(name, str) and _numeric_field(name) and name != "request_rate":
+            _check_number(name[:60], value, where)
+    errors = record.get("errors")
+    if errors is not None:
+        if not isinstance(errors, dict):
+            raise StoreError(f"{where}: field 'errors' must be an object of counts")
+        for kind, count in errors.items():
+            _check_number(f"errors.{str(kind)[:40]}", count, where)
+            if not isinstance(count, int):
+                raise StoreError(f"{where}: field 'errors' must count in integers")
     try:
         key = CellKey.of(record)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{where}: bad cell key ({exc})") from None
+    rate = key.request_rate
+    if rate is not None and (not math.isfinite(rate) or rate <= 0):
+        raise StoreError(f"{where}: field 'request_rate' must be a positive number or null")
     if key.id != record["id"]:
         raise StoreError(f"{where}: id {str(record['id'])[:60]!r} does not match its key")
-    return record
+    capped: dict[str, Any] = cap_strings(record)
+    return capped
 
 
 def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
@@ -274,6 +367,9 @@ def load_run(path: str | Path) -> RunData:
     root = Path(path)
     run_file = root / RUN_FILE
     if not run_file.is_file():
+        failure = _preflight_failure(root)
+        if failure is not None:
+            raise PreflightFailedError(failure)
         raise StoreError(f"{root} is not a benchmark run (no {RUN_FILE})")
     try:
         run = json.loads(run_file.read_text(encoding="utf-8"))
@@ -286,7 +382,31 @@ def load_run(path: str | Path) -> RunData:
         raise StoreError(
             f"{run_file} has schema_version {version!r}; this version reads {SCHEMA_VERSION}"
         )
-    return RunData(root, run, _read_cells(root / CELLS_FILE))
+    return RunData(root, cap_strings(run), _read_cells(root / CELLS_FILE))
+
+
+class PreflightFailedError(StoreError):
+    """A run directory whose run stopped at its preflight (``preflight.json``): nothing was
+    measured."""
+
+
+def _preflight_failure(root: Path) -> str | None:
+    """What ``preflight.json`` in ``root`` says, in one line; None when there is none."""
+    path = root / PREFLIGHT_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = cap_strings(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return f"{root}: the preflight failed; nothing was measured ({PREFLIGHT_FILE} unreadable)"
+    if not isinstance(record, dict):
+        record = {}
+    status = record.get("status")
+    http = f" (HTTP {status})" if isinstance(status, int) and not isinstance(status, bool) else ""
+    return redact(
+        f"{root}: the preflight failed at {record.get('at')}{http}; nothing was measured: "
+        f"{record.get('reason')}"
+    )
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -391,6 +511,18 @@ class RunStore:
 
     def finished_ids(self) -> set[str]:
         return {str(c["id"]) for c in self.cells}
+
+    def write_preflight_failure(self, record: dict[str, Any]) -> None:
+        """Keep why the run stopped before its first cell (``preflight.json``)."""
+        text = json.dumps(
+            {"schema_version": SCHEMA_VERSION, **record}, indent=2, sort_keys=True, default=str
+        )
+        _write_atomic(self.path / PREFLIGHT_FILE, text + "\n")
+
+    def clear_preflight_failure(self) -> None:
+        """Remove the record of an earlier failed start once a preflight has passed."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / PREFLIGHT_FILE).unlink()
 
     def write_run(self) -> None:
         self.run["schema_version"] = SCHEMA_VERSION

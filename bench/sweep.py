@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -47,6 +48,7 @@ from endpoint.metrics import (
     spec_decode_acceptance,
 )
 from endpoint.redact import redact
+from healthchecks.checks import Backoff, check_ready
 
 from .hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
 from .hotpath import HotResult, completions_url
@@ -90,7 +92,18 @@ _PREFLIGHT_ATTEMPTS = 5
 
 
 class PreflightError(Exception):
-    """The one-request check before the first cell failed; the message says why."""
+    """The readiness wait or the one-request check before the first cell failed; the message
+    says why, ``status`` and ``body`` keep the server's answer (redacted, cut) when it gave
+    one."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+_READY_BACKOFF = Backoff(initial_s=0.5, max_s=10.0)
+"""Polling of ``/health`` before the preflight (Retry-After is honoured on top)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +163,10 @@ class SweepOptions:
     min_success_rate: float = 1.0
     """A cell whose success rate is under this is ``failed`` (default: any failure fails it)."""
     preflight: bool = True
-    """Send one short request before the first cell and stop on its failure."""
+    """Wait for ``/health`` then send one short request before the first cell; stop on a
+    failure of either."""
+    ready_timeout_s: float = 600.0
+    """How long the preflight waits for ``/health`` to answer 200 (a server still loading)."""
     workers: int | None = None
     """Client processes per cell; None: :func:`bench.workers.choose_workers`."""
     streams_per_worker: int = DEFAULT_STREAMS_PER_WORKER
@@ -224,6 +240,22 @@ async def preflight(
         return result
     url = redact(str(client.base_url))
     error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
+    try:
+        await _raise_preflight(client, model, result, url, error, auth_description)
+    except PreflightError as exc:
+        exc.status, exc.body = result.status, error
+        raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _raise_preflight(
+    client: httpx.AsyncClient,
+    model: str,
+    result: RequestResult,
+    url: str,
+    error: str,
+    auth_description: str,
+) -> None:
     if result.status in (401, 403):
         raise PreflightError(
             f"{url} rejected the credentials (HTTP {result.status}) sent as {auth_description}; "
@@ -253,6 +285,27 @@ async def preflight(
         + (f", HTTP {result.status}" if result.status else "")
         + f"): {error}"
     )
+
+
+async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: bool) -> None:
+    """Poll ``/health`` until it answers 200 (:func:`healthchecks.checks.check_ready`: a
+    loading server is waited for, Retry-After honoured, nothing listening fails within
+    seconds); :class:`PreflightError` when it does not within ``timeout_s``."""
+    show = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    result = await check_ready(
+        client,
+        deadline=time.monotonic() + timeout_s,
+        backoff=_READY_BACKOFF,
+        progress=show,
+        refused_grace_s=min(2.0, timeout_s),
+    )
+    if not result.ok:
+        status = result.data.get("status")
+        raise PreflightError(
+            f"{redact(str(client.base_url))} is not ready: {result.detail}",
+            status=status if isinstance(status, int) else None,
+            body=redact(result.detail, limit=MAX_ECHO_CHARS),
+        )
 
 
 async def _preflight_with_reason(
@@ -512,9 +565,9 @@ async def run_sweep_async(
     options (else :class:`~bench.store.StoreError`): finished cells are kept and not run
     again, a torn last record is run again. The directory is locked for the whole sweep (a
     second writer gets :class:`~bench.store.StoreError`). A failed preflight raises
-    :class:`PreflightError` before anything is written. ``on_cell`` is called with each record
-    right after it is written (an exception from it stops the sweep; finished cells stay
-    written).
+    :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is
+    called with each record right after it is written (an exception from it stops the sweep;
+    finished cells stay written).
     """
     auth = auth or NoAuth()
     options = options or SweepOptions()
@@ -571,7 +624,23 @@ async def _sweep(
 
     async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
         if options.preflight:
-            await _preflight_with_reason(c, model, auth, min(options.timeout_s, 60.0))
+            try:
+                await wait_ready(c, options.ready_timeout_s, progress=options.progress)
+                await _preflight_with_reason(c, model, auth, min(options.timeout_s, 60.0))
+            except PreflightError as exc:
+                store.write_preflight_failure(
+                    {
+                        "tool": TOOL,
+                        "at": _now(),
+                        "url": redact(url),
+                        "model": redact(model, limit=MAX_ECHO_CHARS),
+                        "reason": redact(exc, limit=2 * MAX_ECHO_CHARS),
+                        "status": exc.status,
+                        "body": exc.body,
+                    }
+                )
+                raise
+            store.clear_preflight_failure()
         max_len = options.max_model_len or await detect_max_model_len(c, model)
         store.run["max_model_len"] = max_len
         store.write_run()

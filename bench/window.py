@@ -145,12 +145,19 @@ def window_figures(
             "waited for the client"
         )
     if load.offered_rate is None:
-        server_in_flight = out["server_in_flight"]
-        seen = server_in_flight if server_in_flight is not None else out.get("mean_in_flight")
-        who = "the server saw" if server_in_flight is not None else "the client kept"
-        if seen is not None and seen < limits.min_in_flight_ratio * concurrency:
+        # The client's own count decides: the server's Little's-law figure misses requests
+        # still unfinished when the window ends, so it is shown only as information.
+        kept = out.get("mean_in_flight")
+        if kept is not None and kept < limits.min_in_flight_ratio * concurrency:
+            server_in_flight = out["server_in_flight"]
+            seen = (
+                f" (the server's Little's-law figure: {server_in_flight:.2f})"
+                if server_in_flight is not None
+                else ""
+            )
             warnings.append(
-                f"{who} {seen:.0f} requests in flight on average, not the {concurrency} asked for"
+                f"the client kept {kept:.2f} requests in flight on average, not the "
+                f"{concurrency} asked for{seen}"
             )
     else:
         achieved = load.achieved_rate

@@ -21,7 +21,7 @@ import yaml
 
 from bench.compare import compare_runs
 from bench.store import RunData, StoreError, load_run
-from bench.sweep import Grid, SweepOptions, run_sweep_async
+from bench.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
 from endpoint import (
@@ -73,6 +73,7 @@ __all__ = [
     "MetricsParseError",
     "MetricsSnapshot",
     "Platform",
+    "PreflightError",
     "RunData",
     "Settings",
     "StoreError",

@@ -13,6 +13,7 @@ Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unkno
 import argparse
 import functools
 import inspect
+import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -61,6 +62,38 @@ _LOCAL_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, ope
 
 M = TypeVar("M", bound=BaseModel)
 
+MAX_RESULT_CHARS = 256 << 10
+"""The most a tool result may weigh as JSON; longer strings in it are cut to fit, marked."""
+_CUT_MARK = f"…[truncated: the result exceeded {MAX_RESULT_CHARS} characters]"
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + _CUT_MARK
+    if isinstance(value, dict):
+        return {k: _cut(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v, limit) for v in value]
+    return value
+
+
+def _bounded_result(data: Any) -> Any:
+    """``data`` within :data:`MAX_RESULT_CHARS`: its longest strings cut, each marked; a result
+    still too big (too many items) is an error asking for a narrower request."""
+    size = len(json.dumps(data))
+    limit = 4096
+    while size > MAX_RESULT_CHARS and limit >= 64:
+        data = _cut(data, limit)
+        size = len(json.dumps(data))
+        limit //= 4
+    if size > MAX_RESULT_CHARS:
+        raise ToolError(
+            f"the result ({size} characters) exceeds the server's cap of {MAX_RESULT_CHARS}; "
+            "ask for less (a smaller limit, one stack)"
+        )
+    return data
+
+
 Stack = Annotated[str, Field(description="Stack name (Pulumi.<stack>.yaml), see list_stacks")]
 EndpointIndex = Annotated[
     int, Field(ge=0, le=15, description="Which endpoint of a multi-node stack (0 = first)")
@@ -80,7 +113,9 @@ def _safe(fn: Callable[..., Awaitable[M]]) -> Callable[..., Awaitable[M]]:
             raise ToolError(d.redact(str(exc))) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
             raise ToolError(d.redact(f"internal error: {type(exc).__name__}: {exc}")) from None
-        return type(result).model_validate(d.redact(result.model_dump(mode="json")))
+        return type(result).model_validate(
+            _bounded_result(d.redact(result.model_dump(mode="json")))
+        )
 
     wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return wrapper

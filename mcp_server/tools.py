@@ -8,11 +8,14 @@ import asyncio
 import datetime as dt
 import json
 import shlex
+import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from endpoint.limits import MAX_ECHO_CHARS
 
 from . import _deployments as d
 from .google_apis import GoogleApiError, GoogleApis
@@ -87,6 +90,18 @@ def _last_segment(name: str) -> str:
 
 def _run_id(path: Path, results_root: Path) -> str:
     return path.relative_to(results_root).as_posix()
+
+
+def _remove_unmeasured(out_dir: Path) -> None:
+    """Remove a run folder this server made when nothing was measured in it."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _relative(text: str, results_root: Path) -> str:
+    """``text`` with the results folder's local path removed (run ids are relative to it)."""
+    for root in {str(results_root), str(results_root.resolve())}:
+        text = text.replace(root + "/", "").replace(root, ".")
+    return text
 
 
 class Tools:
@@ -565,7 +580,7 @@ class Tools:
                 try:
                     run = d.load_run(path)
                 except d.StoreError as exc:
-                    problems.append(str(exc))
+                    problems.append(_relative(str(exc), root))
                     continue
                 measured = run.measured()
                 best = max((c.get("request_throughput") or 0.0 for c in measured), default=None)
@@ -588,7 +603,7 @@ class Tools:
         stack, _, rest = run_id.partition("/")
         if stack not in self.deployments.stacks or not rest:
             raise ToolFailure(
-                f"run {run_id!r} is not a run id; use the `run` of bench_runs "
+                f"run {run_id!r} is not a run id; use the `run` of benchmark_runs "
                 f"(<stack>/<folder>, stack one of {', '.join(self.deployments.stacks)})"
             )
         root = self._results_root(stack).resolve()
@@ -598,7 +613,7 @@ class Tools:
         try:
             return d.load_run(path)
         except d.StoreError as exc:
-            raise ToolFailure(str(exc)) from None
+            raise ToolFailure(_relative(str(exc), root)) from None
 
     def bench_compare(self, baseline: str, other: str) -> BenchComparison:
         runs = [self._load_run_id(baseline), self._load_run_id(other)]
@@ -757,6 +772,7 @@ class Tools:
             warmup=1,
             timeout_s=min(180.0, budget_seconds),
             max_cell_seconds=budget_seconds,
+            ready_timeout_s=min(60.0, budget_seconds),
             hardware=settings.hardware,
             label=f"{stack} cell c{concurrency} p{prompt_tokens} o{output_tokens}",
             progress=False,
@@ -775,7 +791,7 @@ class Tools:
             )
         )
         # Requests in flight finish within their own timeout after the cell's budget.
-        hard_limit = budget_seconds + options.timeout_s + 30
+        hard_limit = budget_seconds + options.ready_timeout_s + options.timeout_s + 30
         while not task.done():
             elapsed = time.monotonic() - started
             if elapsed > hard_limit:
@@ -788,22 +804,43 @@ class Tools:
         try:
             run = await task
         except asyncio.CancelledError:
+            _remove_unmeasured(out_dir)
             raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
         except d.AuthError as exc:
+            _remove_unmeasured(out_dir)
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
+        except d.PreflightError as exc:
+            _remove_unmeasured(out_dir)
+            raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
         except Exception as exc:
-            raise ToolFailure(f"the benchmark cell failed: {type(exc).__name__}: {exc}") from None
+            _remove_unmeasured(out_dir)
+            detail = _relative(f"{type(exc).__name__}: {exc}", out_dir.parent.parent)
+            raise ToolFailure(f"the benchmark cell failed: {detail}") from None
         if not run.cells:
+            _remove_unmeasured(out_dir)
             raise ToolFailure("the benchmark cell produced no result")
         cell = run.cells[-1]
-        if cell.get("status") != "ok":
+        status = cell.get("status")
+        if status == "skipped":
+            _remove_unmeasured(out_dir)
             raise ToolFailure(f"cell skipped: {cell.get('skip_reason')}")
-        if not cell.get("completed"):
-            raise ToolFailure(
-                f"no request of the cell succeeded (failed: {cell.get('failed')}); "
-                f"run written to {out_dir}"
-            )
-        return BenchCellResult(run=_run_id(out_dir, out_dir.parent.parent), cell=cell)
+        run_id = _run_id(out_dir, out_dir.parent.parent)
+        if status != "ok":
+            problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"
+            samples = [
+                str(
+                    d.redact(
+                        f"{s.get('kind')}"
+                        + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
+                        + f": {s.get('error')}"
+                    )
+                )[:MAX_ECHO_CHARS]
+                for s in (cell.get("failure_samples") or [])[:3]
+                if isinstance(s, dict)
+            ]
+            shown = f"; first failures: {' | '.join(samples)}" if samples else ""
+            raise ToolFailure(f"cell {status}: {problems}{shown} (run {run_id})")
+        return BenchCellResult(run=run_id, cell=cell)
 
     async def preview(self, stack: str, progress: Progress) -> PreviewResult:
         self._settings(stack)

@@ -67,9 +67,22 @@ def test_client_close_to_server_is_not_client_limited() -> None:
     assert out["server_in_flight"] == pytest.approx(0.28 / 0.28)
     assert out["client_cpu_ms_per_request"] == pytest.approx(1.0)
     assert out["coalesced_tokens"] == 0 and out["coalesced_share"] == 0
-    # Little's law: the server held 1 request on average, 2 were asked for.
+    # Little's law says the server held 1 request on average, but the client kept the 2 asked
+    # for in flight: the server's figure misses requests unfinished at the window's end.
+    assert out["client_limited"] is False
+    assert out["warnings"] == []
+
+
+def test_the_client_count_decides_and_is_shown_with_two_decimals() -> None:
+    load = _load(0.101, in_flight=1)
+    load.monitor = MonitorStats(0.005, [0.001] * 9, [1] * 8 + [0], 1.0)
+    out = window_figures(load, concurrency=1, model_name="m")
+    assert out["mean_in_flight"] == pytest.approx(8 / 9)
     assert out["client_limited"] is True
-    assert any("in flight" in w for w in out["warnings"])
+    assert out["warnings"] == [
+        "the client kept 0.89 requests in flight on average, not the 1 asked for "
+        "(the server's Little's-law figure: 1.00)"
+    ]
 
 
 def test_a_large_client_share_marks_the_cell() -> None:
@@ -98,7 +111,7 @@ def test_without_server_metrics_the_client_count_decides() -> None:
     assert out["server_mean_ttft_ms"] is None and out["client_share_ttft"] is None
     assert out["server_in_flight"] is None
     assert out["warnings"] == [
-        "the client kept 1 requests in flight on average, not the 2 asked for"
+        "the client kept 1.00 requests in flight on average, not the 2 asked for"
     ]
 
 

@@ -4,7 +4,9 @@ the fakes never coming back."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import shutil
 import sys
 from typing import Any
 
@@ -12,7 +14,9 @@ import pytest
 
 from mcp_server._deployments import Deployments
 from mcp_server.google_apis import GoogleApis
+from mcp_server.server import MAX_RESULT_CHARS, _bounded_result
 from mcp_server.tools import ToolFailure, Tools
+from tests.bench._cells import cell, write_run
 from tests.mcp_server.conftest import PROJECT, SECRETS, TPU_NODE, McpClient
 
 READ_ONLY = {
@@ -489,3 +493,112 @@ def test_no_planted_secret_in_any_output(client: McpClient, action_client: McpCl
     progress = json.dumps(client.progress + action_client.progress)
     for secret in SECRETS:
         assert secret not in progress
+
+
+def test_a_run_id_error_names_the_real_tool(client: McpClient) -> None:
+    message = client.error("compare_benchmarks", {"baseline": "x", "other": "y"})
+    assert "`run` of benchmark_runs" in message
+
+
+def test_huge_run_strings_are_capped_and_paths_are_relative(
+    client: McpClient, world: dict[str, Any]
+) -> None:
+    results = world["root"] / "bench-results" / "l4"
+    huge = results / "20261122T100000Z"
+    write_run(huge, [cell(1, 512)], label="L" * 3_000_000, hardware="H" * 100_000)
+    try:
+        runs = client.call("benchmark_runs", {"stack": "l4"})
+        text = "".join(getattr(c, "text", "") for c in runs.content)
+        assert len(text) < 100_000
+        listed = {r["run"]: r for r in (runs.structuredContent or {})["runs"]}
+        assert listed["l4/20261122T100000Z"]["label"].endswith("[truncated]")
+        problems = " ".join((runs.structuredContent or {})["problems"])
+        assert "not-a-run" in problems and str(world["root"]) not in problems
+        compare = client.call(
+            "compare_benchmarks",
+            {"baseline": "l4/20261122T100000Z", "other": "l4/20261120T100000Z"},
+        )
+        assert not compare.isError
+        assert len("".join(getattr(c, "text", "") for c in compare.content)) < 300_000
+        message = client.error(
+            "compare_benchmarks", {"baseline": "l4/not-a-run", "other": "l4/20261120T100000Z"}
+        )
+        assert "not a benchmark run" in message and str(world["root"]) not in message
+    finally:
+        shutil.rmtree(huge)
+
+
+def test_an_oversized_result_is_cut_with_a_note() -> None:
+    data = {"items": ["x" * 100_000 for _ in range(10)], "n": 3}
+    cut = _bounded_result(data)
+    assert len(json.dumps(cut)) <= MAX_RESULT_CHARS and cut["n"] == 3
+    assert all(s.endswith("characters]") and "truncated" in s for s in cut["items"])
+    assert _bounded_result({"a": "short"}) == {"a": "short"}
+
+
+def _cell_folders(world: dict[str, Any]) -> set[str]:
+    return {p.name for p in (world["root"] / "bench-results" / "l4").glob("*-mcp-cell-*")}
+
+
+def test_benchmark_cell_failed_reports_problems_and_samples(
+    action_client: McpClient, world: dict[str, Any]
+) -> None:
+    server = world["cloud_run"]
+    before = _cell_folders(world)
+    server.config = dataclasses.replace(server.config, fail_every=2, fail_status=500)
+    server._generate_calls = 0  # the preflight is call 1 (succeeds), then every other fails
+    try:
+        message = action_client.error(
+            "run_benchmark_cell",
+            {
+                "stack": "l4",
+                "concurrency": 1,
+                "prompt_tokens": 16,
+                "output_tokens": 2,
+                "budget_seconds": 10,
+            },
+        )
+    finally:
+        server.config = dataclasses.replace(server.config, fail_every=0)
+    assert "cell failed: success rate 50.0%" in message and "None" not in message
+    assert "HTTP 500" in message and "injected failure" in message
+    (new,) = _cell_folders(world) - before
+    assert f"(run l4/{new})" in message
+    assert str(world["root"]) not in message
+
+
+def test_benchmark_cell_preflight_failure_leaves_no_folder(
+    action_client: McpClient, world: dict[str, Any]
+) -> None:
+    server = world["cloud_run"]
+    before = _cell_folders(world)
+    server.config = dataclasses.replace(server.config, fail_every=1, fail_status=500)
+    try:
+        message = action_client.error(
+            "run_benchmark_cell",
+            {
+                "stack": "l4",
+                "concurrency": 1,
+                "prompt_tokens": 16,
+                "output_tokens": 2,
+                "budget_seconds": 10,
+            },
+        )
+    finally:
+        server.config = dataclasses.replace(server.config, fail_every=0)
+    assert "preflight failed" in message and "HTTP 500" in message
+    assert _cell_folders(world) == before
+
+
+def test_benchmark_cell_skipped_leaves_no_folder(
+    action_client: McpClient, world: dict[str, Any]
+) -> None:
+    results = world["root"] / "bench-results" / "tpu-v6e1"
+    before = set(results.glob("*")) if results.exists() else set()
+    message = action_client.error(
+        "run_benchmark_cell",
+        {"stack": "tpu-v6e1", "prompt_tokens": 8000, "output_tokens": 16, "budget_seconds": 10},
+    )
+    assert "cell skipped: prompt 8000" in message
+    after = set(results.glob("*")) if results.exists() else set()
+    assert after == before

@@ -1,0 +1,119 @@
+"""A server still loading is waited for; a failed start is kept; run files are checked and
+capped when read back (compare and gate echo them)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from tests.bench._cells import cell, write_run
+from tests.bench.conftest import MODEL, ServerFactory
+
+SMALL = ["--num-requests", "2", "--warmup", "0", "--no-progress", "--timeout-seconds", "5"]
+GRID = ["--concurrency", "1", "--prompt-tokens", "8", "--output-tokens", "2"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(server_url: str, out: Path, *extra: str) -> int:
+    model = [] if "--model" in extra else ["--model", MODEL]
+    return main(["run", "--url", server_url, "--out", str(out), *model, *SMALL, *GRID, *extra])
+
+
+def test_a_loading_server_is_waited_for(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = fake_vllm(cold_start_503s=2)
+    assert _run(server.url, tmp_path / "run") == 0
+    assert (tmp_path / "run" / "run.json").is_file()
+    assert not (tmp_path / "run" / "preflight.json").exists()
+
+
+def test_not_ready_within_the_deadline_keeps_why(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = fake_vllm(cold_start_503s=1000)
+    out = tmp_path / "run"
+    assert _run(server.url, out, "--ready-timeout-seconds", "1") == 1
+    err = capsys.readouterr().err
+    assert "preflight failed" in err and "not ready" in err
+    record = json.loads((out / "preflight.json").read_text())
+    assert record["status"] is None or record["status"] == 503
+    assert "HTTP 503" in record["reason"]
+    assert not (out / "run.json").exists()
+    cwd = ROOT
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(cwd)]) == 1
+    text = capsys.readouterr().out
+    assert "preflight failed" in text and "not a benchmark run" not in text
+
+
+def test_a_failed_preflight_keeps_status_and_body(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = fake_vllm()
+    out = tmp_path / "run"
+    assert _run(server.url, out, "--model", "no-such-model") == 1
+    record = json.loads((out / "preflight.json").read_text())
+    assert record["status"] == 404
+    assert record["body"] and len(record["body"]) <= 400
+    assert "no-such-model" in record["reason"]
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is False and "preflight failed" in doc["problems"][0]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_nothing_listening_is_not_waited_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The default readiness deadline (600 s) would make this test hang if refusals waited.
+    assert _run(f"http://127.0.0.1:{_closed_port()}", tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert "not listening" in err
+    assert json.loads((tmp_path / "run" / "preflight.json").read_text())["status"] is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "exit_status"),
+    [
+        ("p95_ttft_ms", "fast", 2),
+        ("p95_ttft_ms", -5, 2),
+        ("success_rate", 2.0, 2),
+        ("failed", -3, 2),
+        ("completed", 1.5, 2),
+        ("p95_ttft_ms", None, 1),  # null is read; the gate fails on the missing figure
+    ],
+)
+def test_a_bad_figure_is_refused_naming_file_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, exit_status: int
+) -> None:
+    run = tmp_path / "run"
+    write_run(run, [cell(1, 8, 2)], label="r", hardware="l4")
+    with (run / "cells.jsonl").open("a") as handle:
+        handle.write(json.dumps({**cell(2, 8, 2), field: value}) + "\n")
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == exit_status
+    err = capsys.readouterr().err
+    if exit_status == 2:
+        assert "cells.jsonl, line 2" in err and repr(field) in err
+        assert main(["compare", str(run), str(run)]) == 2
+        assert "unexpected error" not in capsys.readouterr().err
+
+
+def test_long_strings_are_capped_when_read_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    write_run(run, [cell(1, 8, 2)], label="L" * 3_000_000, hardware="H" * 100_000)
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) in (0, 1)
+    gate_out = capsys.readouterr().out
+    assert len(gate_out) < 10_000 and "[truncated]" in gate_out
+    assert main(["compare", str(run), str(run)]) == 0
+    assert len(capsys.readouterr().out) < 50_000
