@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from endpoint.auth import AuthStrategy
 from endpoint.client import make_client
 from endpoint.redact import redact
 
-from .auth import AuthStrategy
 from .checks import (
     DEFAULT_PROMPT,
     Backoff,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components.stack import post_deploy_binding
-from healthchecks.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
+from endpoint.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import HealthCheckFailedError
 from serving.settings import load_settings
 from tests.pulumi_harness import render, run_hook, stack_config

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from bench.prompts import PromptSet, build_prompts, estimate_words
-from healthchecks.client import make_client
+from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory
 
 

@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from bench.request import RequestResult, RequestSpec, send_request
-from healthchecks.auth import ApiKeyAuth
-from healthchecks.client import make_client
+from endpoint.auth import ApiKeyAuth
+from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory
 
 

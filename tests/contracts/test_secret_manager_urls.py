@@ -1,7 +1,7 @@
 """Every Secret Manager call this package makes, against Google's secretmanager v1 document.
 
 The TPU node's calls are checked in tests/tpu/test_tpu_startup.py (the script is run); this
-file covers the post-deploy checks' API-key reader (healthchecks.auth).
+file covers the post-deploy checks' API-key reader (endpoint.auth).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from healthchecks.auth import SecretManagerApiKeyAuth
+from endpoint.auth import SecretManagerApiKeyAuth
 from tests.support import discovery
 
 DOC = discovery.load("secretmanager", "v1")

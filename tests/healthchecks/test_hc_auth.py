@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from healthchecks.auth import ApiKeyAuth, AuthError, AuthStrategy, GoogleIdTokenAuth, NoAuth
+from endpoint.auth import ApiKeyAuth, AuthError, AuthStrategy, GoogleIdTokenAuth, NoAuth
 from healthchecks.checks import Backoff
 from healthchecks.runner import HealthReport, run_health_checks_sync
 from tests.healthchecks._helpers import MODEL, ServerFactory

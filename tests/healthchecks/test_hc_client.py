@@ -8,8 +8,8 @@ import httpx
 import pytest
 from httpx_aiohttp import AiohttpTransport
 
-from healthchecks.auth import ApiKeyAuth
-from healthchecks.client import make_client
+from endpoint.auth import ApiKeyAuth
+from endpoint.client import make_client
 from tests.healthchecks._helpers import ServerFactory
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from healthchecks.client import make_client
-from healthchecks.metrics import parse_metrics
+from endpoint.client import make_client
+from endpoint.metrics import parse_metrics
 from tests.healthchecks._helpers import MODEL, ServerFactory
 
 ROOT = Path(__file__).resolve().parents[2]

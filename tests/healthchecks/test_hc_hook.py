@@ -9,7 +9,7 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockMonitor
 
-from healthchecks.auth import GoogleIdTokenAuth, NoAuth
+from endpoint.auth import GoogleIdTokenAuth, NoAuth
 from healthchecks.checks import Backoff
 from healthchecks.hook import (
     COLD_START_DEADLINE_S,

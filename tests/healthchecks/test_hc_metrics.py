@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from healthchecks.metrics import (
+from endpoint.metrics import (
     MetricsParseError,
     SpecDecodeCounters,
     parse_metrics,
