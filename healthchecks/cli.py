@@ -13,17 +13,20 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from endpoint import redact
-from endpoint.auth import AuthStrategy
-from endpoint.targets import AUTH_MODES, AuthOptions, Target, TargetError, target_from_url
-from endpoint.targets import auth_for as _auth_for
-from endpoint.targets import read_stack_outputs as _read_stack_outputs
-from endpoint.targets import targets_from_outputs as _targets_from_outputs
+from endpoint.targets import (
+    AUTH_MODES,
+    AuthOptions,
+    Target,
+    TargetError,
+    read_stack_outputs,
+    target_from_url,
+    targets_from_outputs,
+)
 
 from .checks import Backoff
 from .report import print_table, reports_to_json
@@ -33,9 +36,6 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
-    "Target",
-    "UsageError",
-    "auth_for",
     "auth_options",
     "main",
     "positive_seconds",
@@ -44,9 +44,6 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-UsageError = TargetError
-"""Bad arguments or an unusable environment (exit status 2)."""
 
 
 def positive_seconds(text: str) -> float:
@@ -131,26 +128,10 @@ def auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
-def auth_for(url: str, args: argparse.Namespace, default: str) -> AuthStrategy:
-    """:func:`endpoint.targets.auth_for` with parsed flags (kept for callers of this module)."""
-    return _auth_for(url, auth_options(args), "id-token" if default == "id-token" else "none")
-
-
-def read_stack_outputs(stack: str, cwd: str | None = None) -> dict[str, Any]:
-    """See :func:`endpoint.targets.read_stack_outputs`."""
-    return _read_stack_outputs(stack, cwd)
-
-
-def targets_from_outputs(
-    outputs: dict[str, Any], args: argparse.Namespace, stack: str
-) -> list[Target]:
-    """See :func:`endpoint.targets.targets_from_outputs`."""
-    return _targets_from_outputs(outputs, stack, auth_options(args), args.model)
-
-
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
-        return targets_from_outputs(read_stack_outputs(args.stack, args.cwd), args, args.stack)
+        outputs = read_stack_outputs(args.stack, args.cwd)
+        return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
     return [target_from_url(args.url, args.model, auth_options(args))]
 
 
@@ -188,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     error_console = Console(stderr=True, highlight=False)
     try:
         targets = _targets(args)
-    except UsageError as exc:
+    except TargetError as exc:
         error_console.print(f"[red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     try:
