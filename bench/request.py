@@ -41,8 +41,10 @@ import httpx
 
 from endpoint.auth import AuthError
 from endpoint.client import LimitExceeded, read_capped, retry_after_seconds
-from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES, MAX_SSE_LINE_BYTES
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
+
+from .sse import StreamedError, StreamParser, StreamProtocolError
 
 __all__ = [
     "ERROR_KINDS",
@@ -158,92 +160,6 @@ def classify_exception(exc: BaseException) -> ErrorKind:
     return "connection"
 
 
-class _ProtocolError(Exception):
-    pass
-
-
-class _StreamedError(Exception):
-    """vLLM reported an error inside the stream (``data: {"error": {...}}``)."""
-
-    def __init__(self, message: str, status: int | None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class _Stream:
-    """Incremental state while reading server-sent events."""
-
-    __slots__ = (
-        "chunks",
-        "done",
-        "itls",
-        "last_at",
-        "output_tokens",
-        "prompt_tokens",
-        "seen",
-        "start",
-        "ttft",
-    )
-
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self.ttft: float | None = None
-        self.last_at = start
-        self.itls: list[float] = []
-        self.seen = 0
-        """Completion tokens accounted for so far (from continuous usage)."""
-        self.output_tokens: int | None = None
-        self.prompt_tokens: int | None = None
-        self.chunks = 0
-        self.done = False
-
-    def feed(self, payload: bytes, at: float) -> None:
-        if payload == b"[DONE]":
-            self.done = True
-            return
-        try:
-            chunk = json.loads(payload)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _ProtocolError(f"chunk is not JSON: {redact(repr(payload[:80]))}") from exc
-        if not isinstance(chunk, dict):
-            raise _ProtocolError("chunk is not a JSON object")
-        self.chunks += 1
-        error = chunk.get("error")
-        if error is not None:
-            detail = error if isinstance(error, dict) else {"message": error}
-            code = detail.get("code")
-            raise _StreamedError(
-                f"error in stream: {redact(detail.get('message'), limit=MAX_ECHO_CHARS)}",
-                code if isinstance(code, int) else None,
-            )
-        usage = chunk.get("usage")
-        choices = chunk.get("choices") or []
-        if isinstance(usage, dict):
-            if isinstance(usage.get("prompt_tokens"), int):
-                self.prompt_tokens = usage["prompt_tokens"]
-            if isinstance(usage.get("completion_tokens"), int):
-                self.output_tokens = usage["completion_tokens"]
-        if not choices:
-            return
-        choice = choices[0]
-        text = choice.get("text")
-        if text is None:
-            delta = choice.get("delta") or {}
-            text = delta.get("content") or delta.get("reasoning_content")
-        if not text:
-            return
-        # Tokens this chunk carried: the rise in continuous usage, else one.
-        count = self.output_tokens - self.seen if self.output_tokens is not None else 1
-        count = max(count, 1)
-        self.seen += count
-        if self.ttft is None:
-            self.ttft = at - self.start
-        else:
-            gap = (at - self.last_at) / count
-            self.itls.extend([gap] * count)
-        self.last_at = at
-
-
 async def send_request(
     client: httpx.AsyncClient,
     spec: RequestSpec,
@@ -254,7 +170,7 @@ async def send_request(
     """Send one streamed completion and time it; never raises for a failed request."""
     body = spec.encoded_body
     start = time.perf_counter()
-    state = _Stream(start)
+    state = StreamParser(start)
     status: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
@@ -275,25 +191,11 @@ async def send_request(
                         error=redact(f"HTTP {status}: {text}", limit=MAX_ECHO_CHARS),
                         retry_after_s=retry_after_seconds(response.headers),
                     )
-                buffer = b""
                 async for data in response.aiter_bytes():
-                    at = time.perf_counter()
-                    buffer += data
-                    while True:
-                        cut = buffer.find(b"\n")
-                        if cut < 0:
-                            break
-                        line = buffer[:cut].strip()
-                        buffer = buffer[cut + 1 :]
-                        if line.startswith(b"data:"):
-                            state.feed(line[5:].strip(), at)
-                    if len(buffer) > MAX_SSE_LINE_BYTES:
-                        raise _ProtocolError(
-                            f"an SSE line is longer than {MAX_SSE_LINE_BYTES} bytes; refused"
-                        )
-    except _ProtocolError as exc:
+                    state.feed(data, time.perf_counter())
+    except StreamProtocolError as exc:
         return _failed(state, status, "protocol", str(exc))
-    except _StreamedError as exc:
+    except StreamedError as exc:
         return _failed(state, exc.status or status, "http_status", str(exc))
     except TimeoutError:
         return _failed(state, status, "timeout", f"no complete answer within {timeout_s:g} s")
@@ -323,7 +225,7 @@ async def send_request(
 
 
 def _failed(
-    state: _Stream, status: int | None, kind: ErrorKind, message: str, end: float | None = None
+    state: StreamParser, status: int | None, kind: ErrorKind, message: str, end: float | None = None
 ) -> RequestResult:
     end = time.perf_counter() if end is None else end
     return RequestResult(
