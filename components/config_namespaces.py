@@ -48,25 +48,36 @@ class StackFileError(ValueError):
     """A stack file that cannot be read; the message names the file and the problem."""
 
 
-def read_stack_file(path: Path, project: str) -> dict[str, Any]:
-    """The project's keys from `Pulumi.<stack>.yaml` (without the prefix), with every other
-    namespace checked as the program checks it. Raises StackFileError with one message."""
+def config_block(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """The `config:` mapping of a stack file (namespaced keys), unvalidated. The one reader of
+    stack files' YAML; raises StackFileError with one message naming the file as `shown`
+    (default: its name)."""
+    shown = shown or path.name
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise StackFileError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+        raise StackFileError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise StackFileError(f"{shown}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise StackFileError(f"{path.name}: not valid YAML{where}: {problem}") from None
+        raise StackFileError(f"{shown}: not valid YAML{where}: {problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise StackFileError(f"{path.name}: expected a mapping with a 'config:' block")
+        raise StackFileError(f"{shown}: expected a mapping with a 'config:' block")
     config = data.get("config") or {}
     if not isinstance(config, dict):
-        raise StackFileError(f"{path.name}: 'config:' must be a mapping of keys to values")
+        raise StackFileError(f"{shown}: 'config:' must be a mapping of keys to values")
+    return {str(key): value for key, value in config.items()}
+
+
+def read_stack_file(path: Path, project: str) -> dict[str, Any]:
+    """The project's keys from `Pulumi.<stack>.yaml` (without the prefix), with every other
+    namespace checked as the program checks it. Raises StackFileError with one message."""
+    config = config_block(path)
     try:
         return project_config(config, project, namespaces())
     except ConfigKeyError as exc:

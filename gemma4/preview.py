@@ -138,19 +138,12 @@ def stack_file_path(stack: str, stack_file: Path | None = None, root: Path = ROO
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
+    from components.config_namespaces import StackFileError, config_block
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PreviewError(f"{path}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise PreviewError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise PreviewError(f"{path}: expected a mapping with a 'config:' key")
-    config = data.get("config") or {}
-    if not isinstance(config, dict):
-        raise PreviewError(f"{path}: 'config' must be a mapping of 'namespace:key: value'")
+        config = config_block(path, shown=str(path))
+    except StackFileError as exc:
+        raise PreviewError(str(exc)) from None
     project: dict[str, Any] = {}
     other: dict[str, Any] = {}
     prefix = f"{PROJECT}:"

@@ -19,7 +19,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from components.config_namespaces import StackFileError, read_stack_file
+from components.config_namespaces import StackFileError, config_block, read_stack_file
 from serving.memory import (
     GIB,
     MemoryPlan,
@@ -60,15 +60,10 @@ def _stack_path(stack: str, root: Path) -> Path:
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
     unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
-    path = _stack_path(stack, root)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise PlanError(f"{path.name}: cannot be read as YAML ({exc})") from None
-    config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or not isinstance(config or {}, dict):
-        raise PlanError(f"{path.name}: expected a mapping with a 'config:' mapping")
-    return dict(config or {})
+        return config_block(_stack_path(stack, root))
+    except StackFileError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
