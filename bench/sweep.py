@@ -40,7 +40,7 @@ import httpx
 from endpoint.auth import AuthError, AuthStrategy, NoAuth
 from endpoint.client import LimitExceeded, make_client, request_capped
 from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
-from endpoint.limits import MAX_ECHO_CHARS, MAX_MODEL_IDS_SHOWN
+from endpoint.limits import MAX_ECHO_CHARS, MAX_MODEL_IDS_SHOWN, READY_DEADLINE_S
 from endpoint.metrics import (
     MetricsParseError,
     SpecDecodeAcceptance,
@@ -165,7 +165,7 @@ class SweepOptions:
     preflight: bool = True
     """Wait for ``/health`` then send one short request before the first cell; stop on a
     failure of either."""
-    ready_timeout_s: float = 600.0
+    ready_timeout_s: float = READY_DEADLINE_S
     """How long the preflight waits for ``/health`` to answer 200 (a server still loading)."""
     workers: int | None = None
     """Client processes per cell; None: :func:`bench.workers.choose_workers`."""

@@ -26,6 +26,9 @@ MAX_SSE_LINE_BYTES = 1 << 20
 """One server-sent-events line (vLLM's chunks are a few hundred bytes)."""
 MAX_ECHO_CHARS = 300
 """Anything a server sent that is shown or stored (error bodies, model ids), after redaction."""
+READY_DEADLINE_S = 600.0
+"""How long a caller waits by default for an endpoint to become ready (a cold start: the health
+checks, the benchmark's readiness wait); stacks pass their hardware's own cold-start budget."""
 MAX_MODEL_IDS_SHOWN = 10
 """Served model ids listed in a message."""
 MAX_PROMPT_TOKENS = 1 << 20

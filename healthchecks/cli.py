@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from endpoint import redact
+from endpoint.limits import READY_DEADLINE_S
 from endpoint.targets import (
     AUTH_MODES,
     AuthOptions,
@@ -93,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout-seconds",
         type=positive_seconds,
-        default=600.0,
+        default=READY_DEADLINE_S,
         metavar="N",
-        help="deadline for all checks of one target, cold start included (default 600)",
+        help="deadline for all checks of one target, cold start included (default %(default)g)",
     )
     parser.add_argument(
         "--refused-grace-seconds",

@@ -10,6 +10,7 @@ from typing import Any
 
 from endpoint.auth import AuthStrategy
 from endpoint.client import make_client
+from endpoint.limits import READY_DEADLINE_S
 from endpoint.redact import redact
 
 from .checks import (
@@ -94,7 +95,7 @@ async def run_health_checks(
     served_model_name: str,
     *,
     auth: AuthStrategy | None = None,
-    deadline_s: float = 600.0,
+    deadline_s: float = READY_DEADLINE_S,
     request_timeout_s: float = 120.0,
     backoff: Backoff | None = None,
     progress: ProgressCallback | None = None,

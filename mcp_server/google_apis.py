@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from endpoint.limits import MAX_ECHO_CHARS
+
 from ._redaction import register_secret
 
 __all__ = ["ApiUrls", "GoogleApiError", "GoogleApis"]
@@ -122,7 +124,7 @@ class GoogleApis:
             message = str(error.get("message") or "")[:500]
             status = str(error.get("status") or "")
         else:
-            message, status = response.text[:300], ""
+            message, status = response.text[:MAX_ECHO_CHARS], ""
         reason = f"HTTP {response.status_code}{' ' + status if status else ''}: {message}"
         raise GoogleApiError(f"{what}: {reason}{_hint(response.status_code, api)}")
 

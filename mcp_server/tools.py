@@ -355,7 +355,7 @@ class Tools:
         if response.status_code != 200:
             raise ToolFailure(
                 f"{target.url}/v1/models answered HTTP {response.status_code}: "
-                f"{response.text[:300]}"
+                f"{response.text[:MAX_ECHO_CHARS]}"
             )
         try:
             cards = response.json()["data"]
