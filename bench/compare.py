@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serving import memory
 from serving.hardware import HARDWARE
 
 from .charts import ChartPlan, Series, render_chart
@@ -40,10 +41,10 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def cost_per_million_requests(usd_per_hour: float, request_throughput: float) -> float | None:
-    """hourly price / (3600 x requests/s) x 1e6; None without throughput."""
+    """:func:`serving.memory.cost_per_million_requests`; None without throughput."""
     if request_throughput <= 0:
         return None
-    return usd_per_hour / (3600.0 * request_throughput) * 1e6
+    return memory.cost_per_million_requests(usd_per_hour, request_throughput)
 
 
 def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:

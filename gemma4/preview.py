@@ -10,7 +10,7 @@ It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's 
   `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
 - the capacity plan (`policies.plan`, the maths of the `gpu-memory-budget` policy);
 - the cost: the hardware catalog's hourly price (`serving.hardware`), per month and per
-  million requests (`bench.compare.cost_per_million_requests`).
+  million requests (`serving.memory.cost_per_million_requests`).
 
 Exit status: 0 the stack would deploy (advisory findings allowed), 1 a mandatory policy is
 violated or the model does not fit, 2 bad input (unknown stack, unreadable or invalid stack
@@ -299,9 +299,8 @@ def run_policies(
 
 
 def _cost(settings: Any, requests_per_second: float | None) -> Cost:
-    from bench.compare import cost_per_million_requests
     from serving.hardware import Platform
-    from serving.memory import HOURS_PER_MONTH, monthly_cost
+    from serving.memory import HOURS_PER_MONTH, cost_per_million_requests, monthly_cost
 
     hw = settings.profile
     price = hw.price.usd_per_hour
