@@ -20,7 +20,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._resources import as_bool, as_int, is_list
+from policies._resources import as_bool, as_int, is_list, read_field
 from serving.netrange import RangeError, source_range_problems
 
 IAM_MEMBERS = frozenset(
@@ -82,17 +82,6 @@ POLICIES_WITH_RULES = frozenset(
 _TCP = frozenset({"tcp", "6", "all"})
 
 
-def _read(mapping: Any, key: str) -> tuple[Any, bool]:
-    if not isinstance(mapping, Mapping):
-        return None, False
-    try:
-        return mapping[key], False
-    except KeyError:
-        return None, False
-    except UnknownValueError:
-        return None, True
-
-
 def _list(value: Any) -> tuple[list[Any], bool]:
     if value is None:
         return [], False
@@ -122,22 +111,22 @@ class Grants:
 def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
     """The grants of a Cloud Run IAM resource; None for other resource types."""
     grants = Grants()
-    role, role_unknown = _read(props, "role")
+    role, role_unknown = read_field(props, "role")
     role_text = role if isinstance(role, str) else "(role unknown at preview)"
     if resource_type in IAM_MEMBERS:
-        member, unknown = _read(props, "member")
+        member, unknown = read_field(props, "member")
         if unknown or not isinstance(member, str):
             grants.unreadable.append("member is not known (a value unknown at preview)")
         else:
             grants.pairs.append((role_text, member))
     elif resource_type in IAM_BINDINGS:
-        raw, unknown = _read(props, "members")
+        raw, unknown = read_field(props, "members")
         members, some_unknown = _list(raw)
         if unknown or some_unknown:
             grants.unreadable.append("members are not known (a value unknown at preview)")
         grants.pairs += [(role_text, m) for m in members if isinstance(m, str)]
     elif resource_type in IAM_POLICIES:
-        raw, unknown = _read(props, "policyData")
+        raw, unknown = read_field(props, "policyData")
         if unknown or not isinstance(raw, str):
             grants.unreadable.append("policyData is not known (a value unknown at preview)")
             return grants
@@ -186,13 +175,13 @@ def _port_covered(spec: Any, port: int) -> bool:
 
 def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure, protocol_key: str) -> None:
     for rule in l4:
-        protocol, unknown = _read(rule, protocol_key)
+        protocol, unknown = read_field(rule, protocol_key)
         if unknown:
             exposure.unreadable.append("a protocol is not known (a value unknown at preview)")
             continue
         if str(protocol or "").strip().lower() not in _TCP:
             continue
-        raw, unknown = _read(rule, "ports")
+        raw, unknown = read_field(rule, "ports")
         specs, some_unknown = _list(raw)
         if unknown or some_unknown:
             exposure.unreadable.append("ports are not known (a value unknown at preview)")
@@ -231,7 +220,7 @@ def firewall_exposure(
         return [("", _policy_rule(props, ports, min_prefix_v4, min_prefix_v6))]
     if resource_type in POLICIES_WITH_RULES:
         found: list[tuple[str, Exposure]] = []
-        raw, unknown = _read(props, "rules")
+        raw, unknown = read_field(props, "rules")
         rules, some_unknown = _list(raw)
         if unknown or some_unknown:
             exposure = Exposure(unreadable=["rules are not known (a value unknown at preview)"])
@@ -245,11 +234,11 @@ def firewall_exposure(
 
 
 def _is_ingress(props: Any, exposure: Exposure) -> bool:
-    direction, unknown = _read(props, "direction")
+    direction, unknown = read_field(props, "direction")
     if unknown:
         exposure.unreadable.append("direction is not known (a value unknown at preview)")
         return True
-    disabled, unknown = _read(props, "disabled")
+    disabled, unknown = read_field(props, "disabled")
     if unknown:
         exposure.unreadable.append("disabled is not known (a value unknown at preview)")
     elif as_bool(disabled) is True:
@@ -261,20 +250,20 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
     exposure = Exposure()
     if not _is_ingress(props, exposure):
         return exposure
-    raw, unknown = _read(props, "allows")
+    raw, unknown = read_field(props, "allows")
     allows, some_unknown = _list(raw)
     if unknown or some_unknown:
         exposure.unreadable.append("allows are not known (a value unknown at preview)")
     _ports_opened(allows, ports, exposure, "protocol")
     if not exposure.ports:
         return exposure
-    ranges_raw, ranges_unknown = _read(props, "sourceRanges")
+    ranges_raw, ranges_unknown = read_field(props, "sourceRanges")
     ranges, some_unknown = _list(ranges_raw)
     if ranges_unknown or some_unknown:
         exposure.unreadable.append("sourceRanges are not known (a value unknown at preview)")
         return exposure
-    tags, _ = _list(_read(props, "sourceTags")[0])
-    accounts, _ = _list(_read(props, "sourceServiceAccounts")[0])
+    tags, _ = _list(read_field(props, "sourceTags")[0])
+    accounts, _ = _list(read_field(props, "sourceServiceAccounts")[0])
     if not ranges and not tags and not accounts:
         # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
         ranges = ["0.0.0.0/0"]
@@ -295,7 +284,7 @@ _CLOSED_ACTIONS = frozenset({"deny", "goto_next"})
 
 def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
     exposure = Exposure()
-    action, unknown = _read(rule, "action")
+    action, unknown = read_field(rule, "action")
     name = str(action or "").strip().lower()
     if unknown:
         exposure.unreadable.append("action is not known (a value unknown at preview)")
@@ -308,23 +297,23 @@ def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
         )
     if not _is_ingress(rule, exposure):
         return exposure
-    match, unknown = _read(rule, "match")
+    match, unknown = read_field(rule, "match")
     if unknown or not isinstance(match, Mapping):
         exposure.unreadable.append("match is not known (a value unknown at preview)")
         return exposure
-    raw, unknown = _read(match, "layer4Configs")
+    raw, unknown = read_field(match, "layer4Configs")
     l4, some_unknown = _list(raw)
     if unknown or some_unknown:
         exposure.unreadable.append("layer4Configs are not known (a value unknown at preview)")
     _ports_opened(l4, ports, exposure, "ipProtocol")
     if not exposure.ports:
         return exposure
-    raw, unknown = _read(match, "srcIpRanges")
+    raw, unknown = read_field(match, "srcIpRanges")
     ranges, some_unknown = _list(raw)
     if unknown or some_unknown:
         exposure.unreadable.append("srcIpRanges are not known (a value unknown at preview)")
         return exposure
-    opaque = [key for key in _OPAQUE_SOURCES if _list(_read(match, key)[0])[0]]
+    opaque = [key for key in _OPAQUE_SOURCES if _list(read_field(match, key)[0])[0]]
     if opaque:
         exposure.problems.append(
             f"sources given as {', '.join(opaque)} may be anywhere on the internet"

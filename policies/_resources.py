@@ -20,6 +20,19 @@ from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.models import MODELS, ModelCard
 from serving.vllm_argv import AUTO_LENGTHS, human_int
 
+
+def read_field(mapping: Any, key: str) -> tuple[Any, bool]:
+    """`mapping[key]` (None when absent or not a mapping) and whether it is unknown at preview."""
+    if not isinstance(mapping, Mapping):
+        return None, False
+    try:
+        return mapping[key], False
+    except KeyError:
+        return None, False
+    except UnknownValueError:
+        return None, True
+
+
 SERVICE = "gcp:cloudrunv2/service:Service"
 JOB = "gcp:cloudrunv2/job:Job"
 WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"

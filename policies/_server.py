@@ -26,6 +26,7 @@ from policies._resources import (
     get,
     is_list,
     items,
+    read_field,
 )
 from serving.vllm_argv import (
     ReadError,
@@ -68,18 +69,6 @@ def _strings_or_unknown(value: Any) -> tuple[list[str], bool]:
     return out, unknown
 
 
-def _field(mapping: Any, key: str) -> tuple[Any, bool]:
-    """`mapping[key]` and whether it is unknown."""
-    if not isinstance(mapping, Mapping):
-        return None, False
-    try:
-        return mapping[key], False
-    except KeyError:
-        return None, False
-    except UnknownValueError:
-        return None, True
-
-
 def _holds_gpu(container: Any, only_container_of_gpu_workload: bool) -> bool:
     """The container the GPU is attached to (an nvidia.com/gpu limit, or the only one)."""
     return bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
@@ -90,10 +79,10 @@ def _holds_gpu(container: Any, only_container_of_gpu_workload: bool) -> bool:
 def _literal_envs(container: Any) -> dict[str, str]:
     """The container's environment variables with literal values (a shell expands them)."""
     found: dict[str, str] = {}
-    raw, _ = _field(container, "envs")
+    raw, _ = read_field(container, "envs")
     for env in items(raw):
-        name, _ = _field(env, "name")
-        value, _ = _field(env, "value")
+        name, _ = read_field(env, "name")
+        value, _ = read_field(env, "value")
         if isinstance(name, str) and isinstance(value, str):
             found[name] = value
     return found
@@ -129,11 +118,11 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
     for index, container in enumerate(all_containers):
         name = get(container, "name") or f"#{index}"
         where = f"container {name!r}"
-        raw_commands, commands_unknown = _field(container, "commands")
-        raw_args, args_unknown = _field(container, "args")
+        raw_commands, commands_unknown = read_field(container, "commands")
+        raw_args, args_unknown = read_field(container, "args")
         commands, c_unknown = _strings_or_unknown(raw_commands)
         args, a_unknown = _strings_or_unknown(raw_args)
-        image_value, _ = _field(container, "image")
+        image_value, _ = read_field(container, "image")
         image = image_value if isinstance(image_value, str) else None
         holds_gpu = _holds_gpu(container, gpu is not None and len(all_containers) == 1)
         known_vllm_image = image is not None and is_vllm_image(image)
@@ -210,13 +199,13 @@ def startup_scripts(
 ) -> list[tuple[str, str]]:
     """Startup scripts in instance/TPU metadata (an unknown one is noted in `reading`)."""
     scripts: list[tuple[str, str]] = []
-    metadata, unknown = _field(props, "metadata")
+    metadata, unknown = read_field(props, "metadata")
     if unknown and reading is not None:
         reading.problems.append("metadata is not known (a value unknown at preview)")
     for key in list(metadata) if isinstance(metadata, Mapping) else []:
         if str(key) not in ("startup-script", "startup_script"):
             continue
-        value, value_unknown = _field(metadata, str(key))
+        value, value_unknown = read_field(metadata, str(key))
         if isinstance(value, str):
             scripts.append((f"metadata.{key}", value))
         elif value_unknown and reading is not None:
@@ -224,7 +213,7 @@ def startup_scripts(
                 f"metadata.{key} is not known (a value unknown at preview); the vLLM options "
                 "cannot be checked"
             )
-    direct, direct_unknown = _field(props, "metadataStartupScript")
+    direct, direct_unknown = read_field(props, "metadataStartupScript")
     if isinstance(direct, str):
         scripts.append(("metadataStartupScript", direct))
     elif direct_unknown and reading is not None:
