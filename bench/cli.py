@@ -36,6 +36,8 @@ from endpoint.targets import (
     targets_from_outputs,
 )
 from serving.hardware import HARDWARE
+from serving.project import ProjectError, add_project_options, say_read
+from serving.project import stack_file as find_stack_file
 from serving.settings import SettingsError, SloSettings
 
 from .compare import compare_runs
@@ -128,7 +130,7 @@ _SECONDS = _number(0.0, 7 * 24 * 3600.0)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m bench",
+        prog="gemma4 bench",
         description="Benchmark a vLLM endpoint: sweeps, comparisons and an SLO gate.",
         epilog="Exit status: 0 ok, 1 failed (run: a cell failed or was short; gate: an SLO "
         "missed or the run incomplete), 2 usage error.",
@@ -145,10 +147,20 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--url", help="base URL of the endpoint (the server root, no /v1)")
     where.add_argument("-s", "--stack", help="read URL, model and auth from this stack's outputs")
     run.add_argument("--model", help="served model name (default: the stack's output)")
-    run.add_argument("--cwd", metavar="DIR", help="Pulumi project directory for --stack")
-    run.add_argument("--auth", choices=list(AUTH_MODES), default="auto")
+    add_project_options(run, stack_file=False)
+    run.add_argument(
+        "--auth",
+        choices=list(AUTH_MODES),
+        default="auto",
+        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud "
+        "Run stacks, none otherwise",
+    )
     run.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
-    run.add_argument("--impersonate-service-account", metavar="SA")
+    run.add_argument(
+        "--impersonate-service-account",
+        metavar="SA",
+        help="mint the ID token by impersonating this service account",
+    )
     grid = DEFAULT_GRID
     run.add_argument(
         "--concurrency",
@@ -244,7 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
-    run.add_argument("--seed", type=_int(0, 2**31 - 1))
+    run.add_argument(
+        "--seed",
+        type=_int(0, 2**31 - 1),
+        help="seed of the prompt text and of open-loop arrivals (default 0; with --resume the "
+        "stored run's), so two runs with one seed send the same requests",
+    )
     run.add_argument(
         "--workers",
         type=_int(1, 256),
@@ -276,10 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (for logs and CI)")
 
     cmp_ = sub.add_parser("compare", help="compare runs (the first is the baseline)")
-    cmp_.add_argument("runs", nargs="+", metavar="DIR")
+    cmp_.add_argument(
+        "runs", nargs="+", metavar="DIR", help="run directories (`gemma4 bench run --out`)"
+    )
     cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
     cmp_.add_argument(
         "--price",
@@ -291,9 +310,15 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--json", action="store_true", help="print JSON instead of markdown")
 
     gate = sub.add_parser("gate", help="check a run against the stack's SLOs")
-    gate.add_argument("run", metavar="DIR")
-    gate.add_argument("-s", "--stack", required=True, help="stack whose SLO keys to apply")
-    gate.add_argument("--cwd", help="directory holding Pulumi.<stack>.yaml (default: .)")
+    gate.add_argument("run", metavar="DIR", help="the run directory (`gemma4 bench run --out`)")
+    gate.add_argument(
+        "-s",
+        "--stack",
+        required=True,
+        help="stack whose slo* keys to apply: Pulumi.<stack>.yaml of the Pulumi project in the "
+        "current directory or its nearest parent, as `pulumi -s` finds it",
+    )
+    add_project_options(gate, stack_file=False)
     gate.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
 
@@ -313,7 +338,9 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
     if args.stack:
-        outputs = read_stack_outputs(args.stack, args.cwd)
+        outputs = read_stack_outputs(
+            args.stack, None if args.project_dir is None else str(args.project_dir)
+        )
         targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
         extra["stack"] = args.stack
         if len(targets) > 1:
@@ -381,12 +408,14 @@ def _stack_slo(args: argparse.Namespace) -> tuple[SloSettings | None, str | None
     if not args.stack:
         return None, None
     try:
-        config = stack_config(args.stack, args.cwd)
+        config = stack_config(args.stack, args.project_dir)
     except (OSError, ValueError):
         return None, None
     hardware = config.get("hardware")
     try:
-        return slo_for_stack(args.stack, args.cwd), hardware if isinstance(hardware, str) else None
+        return slo_for_stack(args.stack, args.project_dir), hardware if isinstance(
+            hardware, str
+        ) else None
     except (SettingsError, ValueError):
         return None, hardware if isinstance(hardware, str) else None
 
@@ -592,7 +621,11 @@ def _gate(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:
-        slo = slo_for_stack(args.stack, args.cwd)
+        path = find_stack_file(args.stack, args.project_dir)
+        say_read("gemma4 bench gate", path)
+        slo = slo_for_stack(args.stack, path.parent)
+    except ProjectError as exc:
+        raise UsageError(str(exc)) from exc
     except FileNotFoundError as exc:
         raise UsageError(f"no stack file for stack {args.stack!r}: {exc}") from exc
     except (SettingsError, ValueError) as exc:
@@ -638,8 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        err.print(f"[red]error:[/red] {escape(redact(exc))}")
+        err.print(f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     except Exception as exc:  # last resort: one line, never a traceback
-        err.print(f"[red]unexpected error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}")
+        what = escape(redact(f"{type(exc).__name__}: {exc}"))
+        err.print(f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}")
         return EXIT_FAILED

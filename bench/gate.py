@@ -159,12 +159,15 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
 
 
 def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
-    """The project keys of ``Pulumi.<stack>.yaml`` in ``cwd``, without the project prefix.
+    """The project keys of ``Pulumi.<stack>.yaml`` in the project directory ``cwd`` (default:
+    the Pulumi project found from the current directory upward), without the project prefix.
 
-    Raises FileNotFoundError when the stack file is missing, ValueError when it is not a
-    Pulumi stack file.
+    Raises ValueError (:class:`serving.project.ProjectError`) when there is no such stack file
+    or it is not a Pulumi stack file.
     """
-    path = Path(cwd or ".") / f"Pulumi.{stack}.yaml"
+    from serving.project import stack_file
+
+    path = stack_file(stack, None if cwd is None else Path(cwd))
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise ValueError(f"{path} is not a Pulumi stack file (no config mapping)")

@@ -73,6 +73,26 @@ class _Main(Protocol):
     def __call__(self, argv: list[str]) -> int | None: ...
 
 
+DISTRIBUTION = "gemma4-vllm-gcp"
+
+
+def version() -> str:
+    """The installed package's version (its metadata, so it is the one pip installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed; run scripts/setup)"
+
+
+def subcommand_parser(command: Command) -> argparse.ArgumentParser:
+    """The parser of one subcommand (its module's ``build_parser()``), for help and tests."""
+    module = importlib.import_module(command.module)
+    return cast(argparse.ArgumentParser, module.build_parser())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser (for help and for tests); subcommands parse their own options."""
     parser = argparse.ArgumentParser(
@@ -82,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Each command is also available as its `python -m` form: "
         + "; ".join(f"{c.name}: {c.legacy}" for c in COMMANDS)
         + ".",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"gemma4 {version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
@@ -105,6 +128,9 @@ def run(command: Command, argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if args[:1] == ["--version"]:
+        print(f"gemma4 {version()}")
+        return 0
     if not args or args[0] in ("-h", "--help"):
         (parser.print_help if args else parser.print_usage)(sys.stdout if args else sys.stderr)
         if not args:

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from gemma4.harness import PROJECT, ROOT
+from serving.project import add_project_options, say_read
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -118,22 +119,23 @@ def stack_names(root: Path = ROOT) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
-def stack_file_path(stack: str, stack_file: Path | None = None, root: Path = ROOT) -> Path:
-    """The stack file to read: `stack_file`, or `Pulumi.<stack>.yaml` in the project."""
+def stack_file_path(
+    stack: str, stack_file: Path | None = None, project_dir: Path | None = None
+) -> Path:
+    """The stack file to read: `stack_file`, or the `Pulumi.<stack>.yaml` that `pulumi -s
+    stack` would read (the project in `project_dir`, else the current directory or its nearest
+    parent with a `Pulumi.yaml`)."""
+    from serving.project import ProjectError
+    from serving.project import stack_file as find_stack_file
+
     if stack_file is not None:
         if not stack_file.is_file():
             raise PreviewError(f"--stack-file {stack_file}: no such file")
         return stack_file
-    if not stack or "/" in stack or stack.startswith("."):
-        raise PreviewError(f"invalid stack name {stack!r}")
-    path = root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        known = ", ".join(stack_names(root)) or "none"
-        raise PreviewError(
-            f"unknown stack {stack!r}: no {path.name} in {root}; stacks here: {known} "
-            "(or pass --stack-file PATH)"
-        )
-    return path
+    try:
+        return find_stack_file(stack, project_dir)
+    except ProjectError as exc:
+        raise PreviewError(str(exc)) from None
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -358,8 +360,13 @@ def build_preview(
     policy_config: Path | None = None,
     requests_per_second: float | None = None,
     root: Path = ROOT,
+    project_dir: Path | None = None,
 ) -> Preview:
     """Render `stack` (or `stack_file`, previewed under the name `stack`) offline and judge it.
+
+    `root` holds the program (`__main__.py`) and the policy pack; the stack file is
+    `stack_file`, or `Pulumi.<stack>.yaml` of `project_dir`, or of the Pulumi project found
+    from the current directory upward (as `pulumi -s`).
 
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
@@ -371,7 +378,7 @@ def build_preview(
             f"no Pulumi project (Pulumi.yaml, __main__.py) in {root}: install this package "
             "from a checkout of the repository (scripts/setup, or pip install -e .)"
         )
-    path = stack_file_path(stack, stack_file, root)
+    path = stack_file_path(stack, stack_file, project_dir)
     if stack_file is not None and not stack:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
     project_config, other_config = read_stack_file(path)
@@ -635,13 +642,13 @@ def build_parser() -> argparse.ArgumentParser:
         "not fit, 2 bad input.",
     )
     parser.add_argument(
-        "-s", "--stack", default="", help="stack name (Pulumi.<stack>.yaml in the project)"
+        "-s",
+        "--stack",
+        default="",
+        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
+        "or its nearest parent, as `pulumi -s` finds it",
     )
-    parser.add_argument(
-        "--stack-file",
-        type=Path,
-        help="a stack file anywhere (your own); previewed under -s's name, or its file name",
-    )
+    add_project_options(parser)
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the preview as JSON")
     out.add_argument("--markdown", action="store_true", help="print a pull-request comment")
@@ -685,9 +692,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = _read_base(options.diff_against) if options.diff_against else None
         if base is not None and not options.markdown:
             raise PreviewError("--diff-against goes with --markdown")
+        path = stack_file_path(options.stack, options.stack_file, options.project_dir)
+        if options.stack_file is None:  # found from -s: say which project's file
+            say_read("gemma4 preview", path)
         preview = build_preview(
             options.stack,
-            options.stack_file,
+            path,
             policy_config=options.policy_config,
             requests_per_second=options.requests_per_second,
         )

@@ -28,6 +28,7 @@ from endpoint.targets import (
     target_from_url,
     targets_from_outputs,
 )
+from serving.project import add_project_options
 
 from .checks import Backoff
 from .report import print_table, reports_to_json
@@ -67,7 +68,7 @@ def non_negative_seconds(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m healthchecks",
+        prog="gemma4 health",
         description="Check that a deployed vLLM endpoint is ready and serving the model.",
         epilog="Exit status: 0 all checks passed, 1 a check failed, 2 usage error.",
     )
@@ -75,9 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--url", help="base URL of the endpoint, e.g. https://svc-abc.a.run.app")
     where.add_argument("-s", "--stack", help="read the endpoint from this Pulumi stack's outputs")
     parser.add_argument("--model", help="served model name (default: the stack's output)")
-    parser.add_argument(
-        "--cwd", help="Pulumi project directory for --stack (default: current directory)"
-    )
+    add_project_options(parser, stack_file=False)
     parser.add_argument(
         "--auth",
         choices=list(AUTH_MODES),
@@ -129,9 +128,14 @@ def auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
+def _project_dir(args: argparse.Namespace) -> str | None:
+    """Where `pulumi stack output` runs: --project-dir, else here (pulumi looks upward)."""
+    return None if args.project_dir is None else str(args.project_dir)
+
+
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
-        outputs = read_stack_outputs(args.stack, args.cwd)
+        outputs = read_stack_outputs(args.stack, _project_dir(args))
         return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
     return [target_from_url(args.url, args.model, auth_options(args))]
 
@@ -171,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         targets = _targets(args)
     except TargetError as exc:
-        error_console.print(f"[red]error:[/red] {escape(redact(exc))}")
+        error_console.print(f"gemma4 health: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     try:
         reports = asyncio.run(_run(targets, args))

@@ -24,6 +24,8 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from serving.project import add_project_options, find_project_file
+
 from . import _deployments as d
 from .google_apis import ApiUrls, GoogleApiError, GoogleApis
 from .models import (
@@ -375,7 +377,7 @@ def build_server(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m mcp_server",
+        prog="gemma4 mcp",
         description="MCP server for operating the Gemma 4 vLLM deployments from an agent CLI.",
         epilog="Exit status: 0 clean shutdown, 2 usage error.",
     )
@@ -386,7 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="serve this stack (repeatable; default: every Pulumi.<stack>.yaml)",
     )
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (what MCP clients start) or streamable HTTP on --host:--port/mcp",
+    )
     parser.add_argument(
         "--host", default="127.0.0.1", help="HTTP bind address, loopback only (127.0.0.1)"
     )
@@ -399,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="register an action tool: " + "; ".join(f"{k}: {v}" for k, v in ACTIONS.items()),
     )
-    parser.add_argument("--root", type=Path, default=d.ROOT, help="project folder (stack files)")
+    add_project_options(parser, stack_file=False)
     parser.add_argument(
         "--outputs-dir",
         type=Path,
@@ -435,13 +442,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     if args.host not in _LOOPBACK:
         print(
-            f"error: --host must be a loopback address ({', '.join(_LOOPBACK)}), got "
+            f"gemma4 mcp: error: --host must be a loopback address ({', '.join(_LOOPBACK)}), got "
             f"{args.host!r}: the HTTP transport has no authentication of its own",
             file=sys.stderr,
         )
         return EXIT_USAGE
     if not 1 <= args.port <= 65535:
-        print(f"error: --port must be 1..65535, got {args.port}", file=sys.stderr)
+        print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
     defaults = ApiUrls()
     urls = ApiUrls(
@@ -449,10 +456,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         tpu=args.tpu_api_url or defaults.tpu,
         logging=args.logging_api_url or defaults.logging,
     )
+    if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml
+        found = find_project_file()
+        args.project_dir = d.ROOT if found is None else found.parent
     try:
         deployments = d.Deployments(
             args.stack,
-            root=args.root,
+            root=args.project_dir,
             outputs_dir=args.outputs_dir,
             project=args.project,
             endpoint=d.EndpointOptions(
@@ -464,10 +474,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         )
     except d.DeploymentError as exc:
-        print(f"error: {d.redact(str(exc))}", file=sys.stderr)
+        print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     if not deployments.stacks:
-        print(f"error: no Pulumi.<stack>.yaml in {args.root}; pass --root", file=sys.stderr)
+        print(
+            f"gemma4 mcp: error: no Pulumi.<stack>.yaml in {args.project_dir}; pass --project-dir",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     apis = GoogleApis(lambda: d.token_source_or_adc(None), urls)
     deployments.set_token_source(lambda: apis.token_source()())

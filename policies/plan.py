@@ -1,9 +1,9 @@
-"""Capacity planner: `python -m policies.plan -s l4 [--requests-per-second R] [--json]`.
+"""Capacity planner: `gemma4 plan -s l4 [--requests-per-second R] [--json]`.
 
-Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed), validates it with the project's typed
-settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
-decode ceiling and costs. The maths is `serving.memory`, the same model the
-`gpu-memory-budget` policy enforces at preview time.
+Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed; `--stack-file PATH` for any stack file),
+validates it with the project's typed settings and prints vLLM's memory budget for the
+stack, the KV cache it leaves, a batch-1 decode ceiling and costs. The maths is
+`serving.memory`, the same model the `gpu-memory-budget` policy enforces at preview time.
 """
 
 from __future__ import annotations
@@ -75,7 +75,16 @@ def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
 
 def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
     """Validate `Pulumi.<stack>.yaml` the way the program does (namespaces and keys included)."""
-    path = _stack_path(stack, root)
+    return load_stack_file_settings(_stack_path(stack, root), root)
+
+
+def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
+    """Validate the stack file `path` the way the program does. Its keys are named for the
+    project in `root` (default: the project file beside `path`, else this package's)."""
+    if root is None:
+        from serving.project import project_file
+
+        root = path.parent if project_file(path.parent) is not None else ROOT
     try:
         raw = read_stack_file(path, project_name(root))
         return load_settings(raw)
@@ -231,29 +240,60 @@ def table(r: dict[str, Any]) -> Table:
     return t
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    from serving.project import add_project_options
+
     parser = argparse.ArgumentParser(
-        prog="python -m policies.plan", description="Print a stack's vLLM capacity plan."
+        prog="gemma4 plan",
+        description="Print a stack's vLLM capacity plan: memory budget, KV cache, concurrency "
+        "at full context, decode ceiling and cost. Exit 0 it fits, 1 vLLM would refuse to "
+        "start, 2 bad input.",
     )
-    parser.add_argument("-s", "--stack", required=True, help="stack name (Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "-s",
+        "--stack",
+        default="",
+        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
+        "or its nearest parent, as `pulumi -s` finds it",
+    )
+    add_project_options(parser)
     parser.add_argument(
         "-r",
         "--requests-per-second",
         type=float,
         default=1.0,
-        help="average request rate one instance serves, for the cost per million requests",
+        help="average request rate one instance serves, for the cost per million requests "
+        "(default: 1)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--root", type=Path, default=ROOT, help="folder with the stack files")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from serving.project import ProjectError, say_read, stack_file
+
+    parser = build_parser()
     options = parser.parse_args(argv)
+    if not options.stack and options.stack_file is None:
+        parser.error("give -s STACK or --stack-file PATH")
     console = Console()
     try:
-        if options.requests_per_second <= 0:
-            raise PlanError("--requests-per-second must be positive")
-        settings = load_stack_settings(options.stack, options.root)
-        result = report(options.stack, settings, options.requests_per_second)
-    except PlanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if not (options.requests_per_second > 0 and options.requests_per_second < float("inf")):
+            raise PlanError("--requests-per-second must be a positive, finite number")
+        if options.stack_file is not None:
+            path = options.stack_file
+            if not path.is_file():
+                raise PlanError(f"--stack-file {path}: no such file")
+            stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        else:
+            path = stack_file(options.stack, options.project_dir)
+            stack = options.stack
+            say_read("gemma4 plan", path)  # found from -s: say which project's file
+        root = options.project_dir if options.stack_file is None else None
+        settings = load_stack_file_settings(path, root)
+        result = report(stack, settings, options.requests_per_second)
+    except (PlanError, ProjectError) as exc:
+        print(f"gemma4 plan: error: {exc}", file=sys.stderr)
         return 2
     if options.json:
         print(json.dumps(result, indent=2))

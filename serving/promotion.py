@@ -37,6 +37,7 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
+from serving.project import add_project_options, find_project_file
 from serving.settings import Settings, SettingsError, check_text, config_keys, load_settings
 
 PROJECT = "gemma4-vllm"
@@ -459,7 +460,7 @@ def write_changes(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m serving.promotion",
+        prog="gemma4 promote",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -469,8 +470,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--source-image", help="upstream image the source stack verified (its source_image output)"
     )
     parser.add_argument("--write", action="store_true", help="edit Pulumi.<to>.yaml in place")
-    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    add_project_options(parser, stack_file=False)
     return parser
+
+
+def _project_dir(args: argparse.Namespace) -> Path:
+    """--project-dir, else the Pulumi project of the current directory or its nearest parent
+    (as `pulumi -s` finds it), else this checkout."""
+    if args.project_dir is not None:
+        return Path(args.project_dir)
+    found = find_project_file()
+    return ROOT if found is None else found.parent
 
 
 def default_validator() -> Validator:
@@ -484,6 +494,7 @@ def default_validator() -> Validator:
 def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.root = _project_dir(args)
     try:
         source = load_settings(read_stack(args.source, args.root))
         target = load_settings(read_stack(args.target, args.root))
@@ -511,7 +522,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             else:
                 print(f"{name} would pass every check; run again with --write to edit it")
     except (PromotionError, SettingsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"gemma4 promote: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

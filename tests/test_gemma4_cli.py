@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import subprocess
 import sys
@@ -37,7 +38,88 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: ") and "--help" in out
+    assert out.startswith(f"usage: gemma4 {' '.join(argv[:-1])} ") and "--help" in out
+
+
+def walk(
+    parser: argparse.ArgumentParser,
+) -> list[tuple[argparse.ArgumentParser, argparse.Action]]:
+    """Every action of a parser and of its subcommands' parsers, recursively."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share one parser
+                found += walk(sub)
+        else:
+            found.append((parser, action))
+    return found
+
+
+def every_parser() -> list[argparse.ArgumentParser]:
+    return [cli.build_parser(), *(cli.subcommand_parser(c) for c in cli.COMMANDS)]
+
+
+def test_every_usage_names_gemma4_and_the_subcommand() -> None:
+    for command in cli.COMMANDS:
+        parser = cli.subcommand_parser(command)
+        progs = {p.prog for p, _ in walk(parser)}
+        assert all(prog.startswith(f"gemma4 {command.name}") for prog in progs), progs
+
+
+def test_every_option_and_argument_has_help() -> None:
+    missing = [
+        f"{p.prog}: {'/'.join(a.option_strings) or a.dest}"
+        for parser in every_parser()
+        for p, a in walk(parser)
+        if not a.help  # argparse.SUPPRESS (a hidden old name) is help too: deliberately hidden
+    ]
+    assert missing == []
+
+
+def test_old_project_dir_names_are_aliases_not_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    for parser in every_parser():
+        for p, action in walk(parser):
+            if "--root" in action.option_strings or "--cwd" in action.option_strings:
+                assert action.help == argparse.SUPPRESS and action.dest == "project_dir", p.prog
+                assert any("--project-dir" in a.option_strings for _, a in walk(p)), p.prog
+
+
+@pytest.mark.parametrize(
+    ("argv", "prefix"),
+    [
+        (["plan", "--bogus"], "gemma4 plan: error:"),
+        (["health", "--bogus"], "gemma4 health: error:"),
+        (["bench", "gate"], "gemma4 bench gate: error:"),
+        (["bench", "run", "--concurrency", "0"], "gemma4 bench run: error:"),
+        (["promote", "--from", "l4"], "gemma4 promote: error:"),
+        (["mcp", "--port", "0"], "gemma4 mcp: error:"),
+        (["preview"], "gemma4 preview: error:"),
+        (["plan", "-s", "nope"], "gemma4 plan: error:"),
+        (["preview", "-s", "nope"], "gemma4 preview: error:"),
+    ],
+)
+def test_errors_name_gemma4_and_the_subcommand(
+    argv: list[str], prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert prefix in err and "python -m" not in err
+
+
+def test_version_is_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"gemma4 {version('gemma4-vllm-gcp')}\n"
+    assert version("gemma4-vllm-gcp") == project["version"]
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "gemma4"), "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout == f"gemma4 {project['version']}\n"
 
 
 def test_no_or_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,4 +155,4 @@ def test_every_command_delegates_to_a_main_and_its_python_m_form_still_runs() ->
     for command, proc in zip(cli.COMMANDS, procs, strict=True):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, (command.legacy, err)
-        assert out.startswith("usage: ")
+        assert out.startswith(f"usage: gemma4 {command.name} ")

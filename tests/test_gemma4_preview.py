@@ -260,18 +260,79 @@ def test_the_console_script_and_python_m_forms_run() -> None:
         capture_output=True,
         text=True,
         check=False,
-        cwd="/",  # any directory: the project is found from the package
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["stack"] == "l4"
+    assert result.stderr == f"gemma4 preview: reading {ROOT / 'Pulumi.l4.yaml'}\n"
     result = subprocess.run(
         [sys.executable, "-m", "gemma4", "preview", "-s", "nope"],
         capture_output=True,
         text=True,
         check=False,
+        cwd=ROOT,
     )
     assert result.returncode == 2
     assert result.stderr.startswith("gemma4 preview: error: unknown stack 'nope'")
+
+
+def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
+    tmp_path: Path,
+) -> None:
+    """`pulumi -s` reads Pulumi.<stack>.yaml beside the Pulumi.yaml of the current directory or
+    its nearest parent; so does every gemma4 command, not the checkout it was installed from."""
+    other = tmp_path / "other-project"
+    (other / "deep" / "er").mkdir(parents=True)
+    (other / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    text = (ROOT / "Pulumi.l4.yaml").read_text()
+    assert "gemma4-vllm:maxNumSeqs: 8" in text
+    (other / "Pulumi.l4.yaml").write_text(text.replace("maxNumSeqs: 8", "maxNumSeqs: 6"))
+    gemma4 = Path(sys.executable).parent / "gemma4"
+    for cwd in (other, other / "deep" / "er"):
+        result = subprocess.run(
+            [str(gemma4), "preview", "-s", "l4", "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=cwd,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "--max-num-seqs=6" in json.loads(result.stdout)["vllm_command_line"]
+        assert result.stderr == f"gemma4 preview: reading {other.resolve() / 'Pulumi.l4.yaml'}\n"
+        plan = subprocess.run(
+            [str(gemma4), "plan", "-s", "l4", "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=cwd,
+        )
+        assert plan.returncode == 0, plan.stderr
+        assert json.loads(plan.stdout)["max_num_seqs"] == 6
+    # Outside any project: refused, saying what was looked for (not the installed checkout's).
+    outside = tmp_path / "nowhere"
+    outside.mkdir()
+    for sub in ("preview", "plan"):
+        result = subprocess.run(
+            [str(gemma4), sub, "-s", "l4"], capture_output=True, text=True, check=False, cwd=outside
+        )
+        assert result.returncode == 2
+        assert f"gemma4 {sub}: error: no Pulumi project (Pulumi.yaml) in " in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_a_project_that_moves_its_stack_files_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: gemma4-vllm\nstackConfigDir: stacks\n")
+    code, out, err = run(capsys, "-s", "l4", "--project-dir", str(tmp_path))
+    assert code == 2 and out == ""
+    assert "'stackConfigDir'" in err and "--stack-file" in err
+
+
+def test_old_option_names_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    for option in ("--project-dir", "--root", "--cwd"):
+        code, out, _ = run(capsys, "-s", "l4", option, str(ROOT), "--json")
+        assert code == 0 and json.loads(out)["stack"] == "l4"
 
 
 def test_the_program_refusing_a_stack_exits_2_without_a_traceback(

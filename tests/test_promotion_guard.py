@@ -79,7 +79,7 @@ def test_cli_refusals_exit_2_with_one_message(
     before = digest_of(repo / "Pulumi.rtx6000.yaml")
     assert main([*argv, "--root", str(repo)], validator=never_called) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "Traceback" not in err
+    assert err.startswith("gemma4 promote: error: ") and "Traceback" not in err
     assert digest_of(repo / "Pulumi.rtx6000.yaml") == before
 
 
@@ -362,7 +362,7 @@ def test_the_dry_run_refuses_what_write_refuses_with_the_same_message(
     dry = capsys.readouterr().err
     assert main([*argv, "--write"], validator=check_stack) == 2
     assert capsys.readouterr().err == dry
-    assert dry.startswith("error: ") and "Traceback" not in dry
+    assert dry.startswith("gemma4 promote: error: ") and "Traceback" not in dry
     assert digest_of(path) == before
 
 

@@ -53,9 +53,10 @@ PYTHON_M_PARSERS = {
     "bench": "bench.cli",
     "serving.promotion": "serving.promotion",
     "mcp_server": "mcp_server.server",
+    "policies.plan": "policies.plan",
 }
 #: `python -m` modules that are not user command lines with a parser to check.
-PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity", "policies.plan"}
+PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity"}
 BARE = {"python", "python3", "pip", "pip3", "gemma4", "pytest", "ruff", "mypy"}
 OPERATORS = {"|", "||", "&&", ";", "&"}
 

@@ -1,4 +1,4 @@
-"""`python -m policies.plan`: the capacity planner command."""
+"""`gemma4 plan` (also `python -m policies.plan`): the capacity planner command."""
 
 from __future__ import annotations
 
@@ -77,12 +77,32 @@ def test_a_stack_that_does_not_fit(capsys: pytest.CaptureFixture[str], tmp_path:
 def test_errors_name_what_to_fix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "-s", "nope")
     assert code == 2
-    assert "no stack file Pulumi.nope.yaml; stacks here: l4, rtx6000" in err
+    assert "no Pulumi.nope.yaml in " in err and "stacks there: l4, rtx6000" in err
     code, _, err = run(capsys, "-s", "l4", "-r", "0")
-    assert code == 2 and "--requests-per-second must be positive" in err
+    assert code == 2 and "--requests-per-second must be a positive, finite number" in err
+    code, _, err = run(capsys, "-s", "l4", "-r", "nan")
+    assert code == 2 and "--requests-per-second must be a positive, finite number" in err
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  gemma4-vllm:hardware: h100\n")
     code, _, err = run(capsys, "-s", "x", "--root", str(tmp_path))
     assert code == 2
     assert "Pulumi.x.yaml: invalid stack configuration" in err
     assert "unknown hardware 'h100'" in err
+
+
+def test_a_stack_file_outside_the_repository(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    mine = tmp_path / "elsewhere" / "mine.yaml"
+    mine.parent.mkdir()
+    mine.write_text((ROOT / "Pulumi.l4.yaml").read_text())
+    code, out, err = run(capsys, "--stack-file", str(mine), "--json")
+    assert code == 0, err
+    assert json.loads(out)["stack"] == "mine"
+    assert err == ""  # the file was named on the command line: nothing to announce
+    code, _, err = run(capsys, "--stack-file", str(tmp_path / "absent.yaml"))
+    assert code == 2 and "--stack-file" in err and "no such file" in err
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2
+    assert "gemma4 plan: error: give -s STACK or --stack-file PATH" in capsys.readouterr().err

@@ -34,7 +34,9 @@ def test_bad_keys_exit_2_with_one_message(
     assert main(["-s", "l4", "--root", str(root)]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
-    assert err.startswith("error: Pulumi.l4.yaml: ")
+    read, error = err.split("\n", 1)
+    assert read == f"gemma4 plan: reading {path}"  # which file, then the one message
+    assert error.startswith("gemma4 plan: error: Pulumi.l4.yaml: ")
 
 
 @pytest.mark.parametrize(
@@ -44,4 +46,5 @@ def test_torn_stack_file_exits_2(root: Path, text: str, capsys: pytest.CaptureFi
     (root / "Pulumi.l4.yaml").write_text(text)
     assert main(["-s", "l4", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: Pulumi.l4.yaml") and "Traceback" not in err
+    assert err.split("\n", 1)[1].startswith("gemma4 plan: error: Pulumi.l4.yaml")
+    assert "Traceback" not in err

@@ -1,0 +1,146 @@
+"""Find the Pulumi project a `-s STACK` means, the way the `pulumi` CLI does.
+
+`pulumi -s STACK` reads the project file (`Pulumi.yaml` or `Pulumi.yml`) of the current
+directory or, failing that, of the nearest parent that has one, and the stack's settings from
+`Pulumi.<stack>.<ext>` beside it (the project file's own extension). Every `gemma4` command
+that takes `-s` resolves it here, so `gemma4 preview -s l4` run inside another checkout (or
+your own copy of the project) reads that project's stack file, not the one of the directory
+the package was installed from. A project file that moves its stack files elsewhere
+(`stackConfigDir`) is refused by name rather than guessed at. Pure: no Pulumi import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+#: The project file names the Pulumi CLI looks for, in its order.
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+#: How far up from the start directory the search goes (the file system's depth is bounded
+#: anyway; this keeps a pathological path from turning into a long walk).
+MAX_PARENTS = 64
+#: A project file larger than this is not read (a Pulumi.yaml is a few KiB).
+MAX_PROJECT_FILE_BYTES = 1 << 20
+
+
+class ProjectError(ValueError):
+    """No Pulumi project where one was looked for, or one this reader cannot follow."""
+
+
+def project_file(directory: Path) -> Path | None:
+    """The project file in `directory` (`Pulumi.yaml` before `Pulumi.yml`), or None."""
+    for name in PROJECT_FILES:
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_project_file(start: Path | None = None) -> Path | None:
+    """The project file of `start` (default: the current directory) or its nearest parent."""
+    here = (start or Path.cwd()).resolve()
+    for depth, directory in enumerate((here, *here.parents)):
+        if depth > MAX_PARENTS:
+            break
+        found = project_file(directory)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_layout(path: Path) -> None:
+    """Refuse a project file that keeps its stack files somewhere this reader does not follow."""
+    try:
+        if path.stat().st_size > MAX_PROJECT_FILE_BYTES:
+            raise ProjectError(f"{path}: larger than {MAX_PROJECT_FILE_BYTES} bytes; not read")
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ProjectError(f"{path}: not a readable project file ({exc})") from None
+    if isinstance(data, dict) and ("stackConfigDir" in data or isinstance(data.get("config"), str)):
+        key = "stackConfigDir" if "stackConfigDir" in data else "config"
+        raise ProjectError(
+            f"{path}: '{key}' moves the stack files out of the project directory, which this "
+            "command does not follow; pass --stack-file PATH"
+        )
+
+
+def stack_file(stack: str, project_dir: Path | None = None, *, start: Path | None = None) -> Path:
+    """The stack file `pulumi -s stack` would read.
+
+    With `project_dir` (`--project-dir`), `Pulumi.<stack>.yaml` there (or `.yml` when the
+    project file there is `Pulumi.yml`); without it, the project found from `start` (default:
+    the current directory) upward. Raises :class:`ProjectError` with what was looked for.
+    """
+    if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
+        raise ProjectError(f"invalid stack name {stack!r}")
+    if project_dir is not None:
+        found = project_file(project_dir)
+        directory = project_dir
+    else:
+        found = find_project_file(start)
+        if found is None:
+            where = (start or Path.cwd()).resolve()
+            raise ProjectError(
+                f"no Pulumi project (Pulumi.yaml) in {where} or its parents; run from a Pulumi "
+                "project directory, or pass --project-dir DIR or --stack-file PATH"
+            )
+        directory = found.parent
+    if found is not None:
+        _check_layout(found)
+    suffix = found.suffix if found is not None else ".yaml"
+    path = directory / f"Pulumi.{stack}{suffix}"
+    if not path.is_file():
+        known = ", ".join(stack_names(directory)) or "none"
+        raise ProjectError(
+            f"unknown stack {stack!r}: no {path.name} in {directory}; stacks there: {known} "
+            "(or pass --stack-file PATH)"
+        )
+    return path
+
+
+def stack_names(directory: Path) -> list[str]:
+    """The stacks whose files are in `directory` (`Pulumi.<stack>.yaml` / `.yml`)."""
+    names = {
+        p.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        for pattern in ("Pulumi.*.yaml", "Pulumi.*.yml")
+        for p in directory.glob(pattern)
+    }
+    return sorted(names)
+
+
+def say_read(command: str, path: Path) -> None:
+    """Tell the user, on stderr, which stack file a command read (as `pulumi` names its stack)."""
+    print(f"{command}: reading {path}", file=sys.stderr)
+
+
+#: The option names older versions used for the project directory; still accepted, not shown.
+OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
+
+
+def add_project_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, stack_file: bool = True
+) -> None:
+    """The options every command that reads stacks shares: `--project-dir DIR` (the Pulumi
+    project; `--root` and `--cwd` are its old names, accepted and hidden) and, where the command
+    reads one stack file, `--stack-file PATH` (a stack file anywhere)."""
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        metavar="DIR",
+        help="the Pulumi project directory (Pulumi.yaml and its Pulumi.<stack>.yaml files); "
+        "default: the current directory or its nearest parent with a Pulumi.yaml",
+    )
+    parser.add_argument(
+        *OLD_PROJECT_DIR_OPTIONS, dest="project_dir", type=Path, help=argparse.SUPPRESS
+    )
+    if stack_file:
+        parser.add_argument(
+            "--stack-file",
+            type=Path,
+            metavar="PATH",
+            help="one stack file anywhere (your own), read instead of -s's "
+            "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",
+        )
