@@ -1,11 +1,13 @@
-"""Render the `config:` block of Pulumi.yaml and the README's config table from the settings.
+"""Render the `config:` block of Pulumi.yaml from the settings.
 
 The settings model is the one source of each key, type, description and default; this script
-writes them out and `tests/test_project_files.py` fails when Pulumi.yaml or the README drift.
+writes them out and `tests/test_project_files.py` fails when Pulumi.yaml drifts. The
+documentation's key reference (`docs/reference/configuration.md`) is written from the same
+helpers by `scripts/gen_docs.py`.
 
     python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
-    python scripts/config_schema.py markdown  # the README table
-    python scripts/config_schema.py write     # rewrite both in place
+    python scripts/config_schema.py markdown  # a compact key table
+    python scripts/config_schema.py write     # rewrite Pulumi.yaml's config: block in place
 """
 
 from __future__ import annotations
@@ -101,19 +103,12 @@ def _quote(text: str) -> str:
 
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE_START = "<!-- config-table:start -->\n"
-TABLE_END = "<!-- config-table:end -->\n"
 
 
 def write() -> None:
     project = ROOT / "Pulumi.yaml"
     text = project.read_text()
     project.write_text(text[: text.index("config:\n")] + yaml_block())
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    head, rest = text.split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
 
 
 if __name__ == "__main__":

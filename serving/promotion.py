@@ -6,7 +6,7 @@ target runs the same image repository), the model and drafter revisions (when th
 serves the same checkpoint), and the parsers. Everything else is the target stack's own:
 hardware, placement, memory and batching, speculative decoding, scaling, access.
 
-    python -m serving.promotion --from l4 --to rtx6000 --source-image REF [--write]
+    gemma4 promote --from l4 --to rtx6000 --source-image REF [--write]
 
 A promotion is refused, leaving the target file byte-for-byte unchanged, unless the complete
 result is valid: the image is pinned by a `sha256:` digest of 64 hex digits and comes from a

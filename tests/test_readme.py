@@ -1,6 +1,8 @@
-"""README.md tells the truth: its commands run (or at least parse), and the keys it names exist.
+"""README.md and docs/ tell the truth: their commands run (or at least parse), and the keys they
+name exist.
 
-Convention for the README's fenced shell blocks (follow it when you add commands):
+Convention for the fenced shell blocks of README.md and every docs/**/*.md page (follow it when
+you add commands):
 
 - ```` ```bash ````: runs offline. This test runs every such block with
   `bash -euo pipefail` from the repository root (the venv's `bin` first on PATH, no cloud
@@ -44,6 +46,8 @@ from gemma4.harness import ROOT
 from serving.settings import config_keys
 
 README = ROOT / "README.md"
+#: Every page whose commands are held to the convention: the README and the documentation site.
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 KINDS = {"": "run", "cloud": "cloud", "ci": "ci", "heavy": "heavy", "serve": "serve"}
 #: `python -m MODULE` forms and the module holding each one's `build_parser()`.
 PYTHON_M_PARSERS = {
@@ -66,21 +70,25 @@ class Block:
     line: int
     kind: str
     text: str
+    path: Path = README
 
     @property
     def where(self) -> str:
-        return f"README.md line {self.line} (```bash {self.kind})"
+        return f"{self.path.relative_to(ROOT)} line {self.line} (```bash {self.kind})"
 
 
-def blocks() -> list[Block]:
+def blocks(pages: list[Path] | None = None) -> list[Block]:
+    """The fenced shell blocks of `pages` (default: the README and every docs page)."""
     found = []
     fence = re.compile(r"^```bash(?:[ \t]+(\S+))?[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
-    text = README.read_text()
-    for match in fence.finditer(text):
-        marker = match.group(1) or ""
-        line = text.count("\n", 0, match.start()) + 1
-        assert marker in KINDS, f"README.md line {line}: unknown block marker 'bash {marker}'"
-        found.append(Block(line, KINDS[marker], match.group(2)))
+    for path in DOCS if pages is None else pages:
+        text = path.read_text()
+        for match in fence.finditer(text):
+            marker = match.group(1) or ""
+            line = text.count("\n", 0, match.start()) + 1
+            where = f"{path.relative_to(ROOT)} line {line}"
+            assert marker in KINDS, f"{where}: unknown block marker 'bash {marker}'"
+            found.append(Block(line, KINDS[marker], match.group(2), path))
     return found
 
 
@@ -124,12 +132,22 @@ def all_commands() -> list[tuple[Block, list[str]]]:
 
 def test_the_readme_has_blocks_of_every_kind() -> None:
     kinds = {b.kind for b in blocks()}
-    assert {"run", "cloud", "ci"} <= kinds <= set(KINDS.values())
-    first = blocks()
+    assert {"run", "cloud", "ci", "heavy", "serve"} <= kinds <= set(KINDS.values())
+    first = blocks([README])
     # The Quickstart: the two-command start, then the offline preview of l4, then the cloud.
     assert [b.kind for b in first[:3]] == ["ci", "run", "cloud"]
     assert "gemma4 preview -s l4" in first[1].text
     assert "pulumi up -s l4" in first[2].text
+
+
+def test_every_docs_page_is_covered() -> None:
+    """Shell blocks only with a known marker, and every page's blocks are found (a fence with
+    another spelling, ```` ```sh ```` or ```` ```shell ````, would escape the tests)."""
+    for path in DOCS:
+        text = path.read_text()
+        loose = re.findall(r"^```(sh|shell|console|zsh)\b", text, re.M)
+        assert loose == [], f"{path.relative_to(ROOT)}: use ```bash (with a marker) for commands"
+    assert any(b.path != README for b in blocks())
 
 
 def test_no_command_needs_an_activated_venv() -> None:
@@ -157,7 +175,7 @@ def test_every_cli_call_parses_with_the_real_parser(capsys: pytest.CaptureFixtur
         where = f"{block.where}: {shlex.join(c)}"
         if Path(c[0]).name == "gemma4":
             assert len(c) > 1, where
-            if c[1] in ("-h", "--help"):
+            if c[1] in ("-h", "--help", "--version"):
                 continue
             assert c[1] in BY_NAME, f"{where}: unknown gemma4 command"
             module = BY_NAME[c[1]].module
@@ -199,10 +217,12 @@ def test_ci_blocks_are_what_ci_runs() -> None:
 
 
 OFFLINE = [b for b in blocks() if b.kind == "run"]
+#: Offline blocks run at once (each is a process; most are a preview or a plan).
+PARALLEL = 4
 
 
 def test_every_offline_block_runs() -> None:
-    """All offline blocks at once (each in its own shell), each must exit 0."""
+    """Every offline block (each in its own shell, a few at a time) must exit 0."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -210,31 +230,34 @@ def test_every_offline_block_runs() -> None:
     }
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "PULUMI_CONFIG"):
         env.pop(var, None)
-    procs = [
-        (
-            block,
-            subprocess.Popen(
-                ["bash", "-euo", "pipefail", "-c", block.text],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            ),
-        )
-        for block in OFFLINE
-    ]
     failures = []
-    for block, proc in procs:
-        try:
-            _, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            failures.append(f"{block.where}: still running after 120 s")
-            continue
-        if proc.returncode != 0:
-            failures.append(f"{block.where}: exit {proc.returncode}\n{err[-2000:]}")
+    pending = list(OFFLINE)
+    while pending:
+        batch, pending = pending[:PARALLEL], pending[PARALLEL:]
+        procs = [
+            (
+                block,
+                subprocess.Popen(
+                    ["bash", "-euo", "pipefail", "-c", block.text],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+            for block in batch
+        ]
+        for block, proc in procs:
+            try:
+                _, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                failures.append(f"{block.where}: still running after 120 s")
+                continue
+            if proc.returncode != 0:
+                failures.append(f"{block.where}: exit {proc.returncode}\n{err[-2000:]}")
     assert failures == []
     assert len(OFFLINE) >= 3
 
@@ -262,9 +285,17 @@ def test_keys_set_in_commands_exist() -> None:
 
 
 def test_namespaced_and_tabled_keys_exist() -> None:
-    text = README.read_text()
+    tabled = []
+    for path in DOCS:
+        tabled += _keys_named(path)
+    assert "sloP95E2EMs" in tabled
+
+
+def _keys_named(path: Path) -> list[str]:
+    text = path.read_text()
+    name = path.relative_to(ROOT)
     for key in re.findall(r"gemma4-vllm:([A-Za-z0-9]+)", text):
-        assert key in KEYS, f"README names gemma4-vllm:{key}: no such stack key"
+        assert key in KEYS, f"{name} names gemma4-vllm:{key}: no such stack key"
     tabled = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -277,15 +308,16 @@ def test_namespaced_and_tabled_keys_exist() -> None:
             first = row.strip().strip("|").split("|")[0]
             for key in re.findall(r"`([A-Za-z0-9]+)`", first):
                 tabled.append(key)
-                assert key in KEYS, f"README table row {row!r}: {key} is no stack key"
-    assert "sloP95E2EMs" in tabled
+                assert key in KEYS, f"{name} table row {row!r}: {key} is no stack key"
+    return tabled
 
 
 def test_no_code_span_misspells_a_key() -> None:
     by_lower = {k.lower(): k for k in KEYS}
     wrong = [
-        (span, by_lower[span.lower()])
-        for span in re.findall(r"`([A-Za-z][A-Za-z0-9]*)(?::[^`]*)?`", README.read_text())
+        (str(path.relative_to(ROOT)), span, by_lower[span.lower()])
+        for path in DOCS
+        for span in re.findall(r"`([A-Za-z][A-Za-z0-9]*)(?::[^`]*)?`", path.read_text())
         if span.lower() in by_lower and span not in KEYS
     ]
     assert wrong == [], "spelled differently from serving/settings.py"

@@ -64,9 +64,9 @@ def test_stack_file_image_is_a_published_release(path: Path) -> None:
     assert release_errors(image) == []
 
 
-def test_readme_pins_are_published_releases() -> None:
-    readme = (ROOT / "README.md").read_text()
-    found = IMAGE.findall(readme)
+def test_documented_pins_are_published_releases() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [m for page in pages for m in IMAGE.findall(page.read_text())]
     assert found
     pinned = {f"{r}:{t}" for r, t in found if t.startswith("v")}
     assert [e for image in sorted(pinned) for e in release_errors(image)] == []

@@ -246,9 +246,9 @@ def test_analyze_reports_with_enforcement_levels_and_configure(
     assert "at least 2496" in diagnostic.message
 
 
-# --- the README section ------------------------------------------------------------------
+# --- the documentation page ---------------------------------------------------------------
 
-DOC = ROOT / "README.md"
+DOC = ROOT / "docs" / "policies.md"
 
 
 def test_doc_table_lists_every_policy_with_its_level() -> None:
@@ -275,7 +275,7 @@ def test_doc_sample_output_is_current() -> None:
     from policies.plan import load_stack_settings, report
 
     r = report("l4", load_stack_settings("l4"), 20)
-    text = DOC.read_text()
+    text = (ROOT / "docs" / "capacity-planner.md").read_text()
     assert f"{r['kv_tokens']:,}" in text
     assert f"{r['full_length_sequences']:.2f}x" in text
     assert f"${r['usd_per_million_requests']:,.2f}" in text
