@@ -6,7 +6,7 @@ Library entry points (the CLI, ``python -m bench``, is built on them):
   run directory, cell by cell (resumable, one locked experiment per directory, after a
   one-request preflight that raises :class:`PreflightError`); returns the :class:`RunData`.
 - :func:`load_run`: read a run directory back.
-- :func:`evaluate` (from :mod:`bench.gate`): check a run against
+- :func:`evaluate` (from :mod:`bench.results.gate`): check a run against
   :class:`serving.settings.SloSettings`; :func:`slo_for_stack` reads them from a stack file.
 - :func:`compare_runs`: runs side by side with deltas and cost per million requests.
 - :func:`percentile`, :func:`summarize`: the statistics.
@@ -18,41 +18,41 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compare import Comparison, compare_runs, cost_per_million_requests
-    from .gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
-    from .request import ERROR_KINDS, RequestResult, RequestSpec, send_request
-    from .stats import GoodputSlo, percentile, summarize
-    from .store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
-    from .sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
+    from bench.load.request import ERROR_KINDS, RequestResult, RequestSpec, send_request
+    from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
+    from bench.results.compare import Comparison, compare_runs, cost_per_million_requests
+    from bench.results.gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
+    from bench.results.stats import GoodputSlo, percentile, summarize
+    from bench.results.store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
 
-# Imported on first use: a worker process of the load (bench.hotload) imports this package and
+# Imported on first use: a worker process of the load (bench.load.hotload) imports this package and
 # should not pay for matplotlib, httpx or the sweep before its cell starts.
 _EXPORTS = {
-    "Comparison": "compare",
-    "compare_runs": "compare",
-    "cost_per_million_requests": "compare",
-    "GateCheck": "gate",
-    "GateResult": "gate",
-    "evaluate": "gate",
-    "slo_for_stack": "gate",
-    "stack_config": "gate",
-    "ERROR_KINDS": "request",
-    "RequestResult": "request",
-    "RequestSpec": "request",
-    "send_request": "request",
-    "GoodputSlo": "stats",
-    "percentile": "stats",
-    "summarize": "stats",
-    "SCHEMA_VERSION": "store",
-    "CellKey": "store",
-    "RunData": "store",
-    "StoreError": "store",
-    "load_run": "store",
-    "Grid": "sweep",
-    "PreflightError": "sweep",
-    "SweepOptions": "sweep",
-    "run_sweep": "sweep",
-    "run_sweep_async": "sweep",
+    "Comparison": "results.compare",
+    "compare_runs": "results.compare",
+    "cost_per_million_requests": "results.compare",
+    "GateCheck": "results.gate",
+    "GateResult": "results.gate",
+    "evaluate": "results.gate",
+    "slo_for_stack": "results.gate",
+    "stack_config": "results.gate",
+    "ERROR_KINDS": "load.request",
+    "RequestResult": "load.request",
+    "RequestSpec": "load.request",
+    "send_request": "load.request",
+    "GoodputSlo": "results.stats",
+    "percentile": "results.stats",
+    "summarize": "results.stats",
+    "SCHEMA_VERSION": "results.store",
+    "CellKey": "results.store",
+    "RunData": "results.store",
+    "StoreError": "results.store",
+    "load_run": "results.store",
+    "Grid": "load.sweep",
+    "PreflightError": "load.sweep",
+    "SweepOptions": "load.sweep",
+    "run_sweep": "load.sweep",
+    "run_sweep_async": "load.sweep",
 }
 
 

@@ -23,6 +23,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.load.hotload import new_event_loop
+from bench.load.prompts import PromptError
+from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from bench.load.window import ClientLimits
+from bench.results.compare import compare_runs
+from bench.results.gate import evaluate, slo_for_stack, stack_config
+from bench.results.stats import GoodputSlo
+from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
 from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
 from endpoint.limits import MAX_PROMPT_TOKENS
@@ -39,15 +47,6 @@ from serving.hardware import HARDWARE
 from serving.project import ProjectError, add_project_options, say_read
 from serving.project import stack_file as find_stack_file
 from serving.settings import SettingsError, SloSettings
-
-from .compare import compare_runs
-from .gate import evaluate, slo_for_stack, stack_config
-from .hotload import new_event_loop
-from .prompts import PromptError
-from .stats import GoodputSlo
-from .store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
-from .sweep import Grid, PreflightError, SweepOptions, run_sweep_async
-from .window import ClientLimits
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 

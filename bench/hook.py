@@ -20,14 +20,13 @@ from typing import Any
 
 import pulumi
 
+from bench.load.sweep import Grid, SweepOptions, probe, run_sweep_async
+from bench.results.gate import GateResult, evaluate
+from bench.results.store import RunData
 from endpoint.auth import AuthStrategy
 from endpoint.redact import redact
 from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
 from serving.settings import SloSettings
-
-from .gate import GateResult, evaluate
-from .store import RunData
-from .sweep import Grid, SweepOptions, probe, run_sweep_async
 
 __all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "summary_lines"]
 

@@ -9,7 +9,7 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from bench.hook import BenchmarkHookConfig, benchmark_hook
-from bench.sweep import Grid
+from bench.load.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
 from components.config_namespaces import namespaces
 from components.image_mirror import ImageMirror, ImageMirrorArgs

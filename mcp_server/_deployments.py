@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import yaml
 
-from bench.compare import compare_runs
-from bench.store import RunData, StoreError, load_run
-from bench.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from bench.results.compare import compare_runs
+from bench.results.store import RunData, StoreError, load_run
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
 from endpoint import (

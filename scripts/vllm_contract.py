@@ -295,8 +295,8 @@ def request_cases() -> list[RequestCase]:
     through an in-process transport (nothing is retyped here)."""
     import httpx
 
-    from bench.prompts import count_tokens
-    from bench.request import RequestSpec, send_request
+    from bench.load.prompts import count_tokens
+    from bench.load.request import RequestSpec, send_request
     from healthchecks.checks import check_chat
 
     captured: list[tuple[str, dict[str, Any]]] = []

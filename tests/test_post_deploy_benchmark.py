@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
-from bench.sweep import Grid
+from bench.load.sweep import Grid
 from endpoint.auth import ApiKeyAuth, NoAuth
 from serving.settings import SloSettings
 from tests.pulumi_harness import run_hook
@@ -152,7 +152,7 @@ def test_summary_line_names_the_client_share_and_a_client_limited_cell() -> None
     from pathlib import Path
 
     from bench.hook import summary_lines
-    from bench.store import RunData
+    from bench.results.store import RunData
 
     cell = {
         "id": "c8-p512-o128", "status": "ok", "concurrency": 8, "prompt_tokens": 512,

@@ -1,6 +1,6 @@
 """Does the client distort what it measures? ``python -m bench.fidelity [--runs N]``.
 
-Starts a paced server (:mod:`bench.pacedserver`) as its own process: a known time to first
+Starts a paced server (:mod:`bench.fidelity.pacedserver`) as its own process: a known time to first
 token and interval between tokens, every request timed from the moment the server received it
 (never from a stamp the client sets), its own TTFT logged per request. Then, for each pacing
 (default ``100/20`` and ``200/50`` ms) and each number of streams (default 1, 64, 512, 1024),
@@ -93,7 +93,7 @@ def start_server(
     pacing: Pacing, output_tokens: int, cpu: int | None
 ) -> tuple[subprocess.Popen[str], str]:
     command = [
-        sys.executable, "-m", "bench.pacedserver", "--ttft-ms", str(pacing.ttft_ms),
+        sys.executable, "-m", "bench.fidelity.pacedserver", "--ttft-ms", str(pacing.ttft_ms),
         "--itl-ms", str(pacing.itl_ms), "--output-tokens", str(output_tokens),
     ]  # fmt: skip
     if cpu is not None:
@@ -147,7 +147,7 @@ def _bench_client(url: str, streams: int, requests: int, output_tokens: int) -> 
     it chooses them); the cell's record."""
     import tempfile
 
-    from .cli import main as bench_main
+    from bench.cli import main as bench_main
 
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
         out = Path(tmp) / "run"
@@ -230,7 +230,7 @@ def _client_main(args: argparse.Namespace) -> int:
     if args.client == "bench":
         record = _bench_client(args.url, args.streams, args.requests, args.output_tokens)
     else:
-        from .hotload import new_event_loop
+        from bench.load.hotload import new_event_loop
 
         loop = new_event_loop() if args.uvloop else asyncio.new_event_loop()
         try:

@@ -15,7 +15,7 @@ concurrent streams at 20 ms per token from one core, and honest about its own la
   chunks pre-encoded, one timer per token), on uvloop where installed, optionally pinned to
   one CPU (``--cpu``).
 
-Run: ``python -m bench.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``;
+Run: ``python -m bench.fidelity.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``;
 it prints ``listening on http://127.0.0.1:PORT``. Not a vLLM stand-in for anything else: no
 chat, no tokenizer, no errors beyond 404/400.
 """
@@ -271,7 +271,9 @@ async def serve(server: PacedServer, host: str, port: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pacedserver", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fidelity.pacedserver", description=__doc__
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ttft-ms", type=float, required=True)
@@ -281,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    from .hotload import new_event_loop
+    from bench.load.hotload import new_event_loop
 
     server = PacedServer(args.ttft_ms / 1000, args.itl_ms / 1000, args.output_tokens)
     loop = new_event_loop()

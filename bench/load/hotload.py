@@ -11,12 +11,12 @@
    untimed; the measured window starts when every stream is running and ends when the
    ``num_requests``-th measured request has been answered. Open loop: Poisson arrivals from
    the start (no ramp), at most ``concurrency`` in flight;
-3. during the window a :class:`~bench.monitor.LoopMonitor` samples the loop's lag and the
+3. during the window a :class:`~bench.load.monitor.LoopMonitor` samples the loop's lag and the
    requests in flight (in-flight samples stop when the last request has been sent: the drain
    is not a shortfall); the garbage collector's existing objects are frozen (``gc.freeze``)
    so collections stay short;
 4. with ``metrics_url``, ``/metrics`` is read at the window's start and after its end (the
-   server's histograms over the window: :mod:`bench.server_metrics`).
+   server's histograms over the window: :mod:`bench.load.server_metrics`).
 
 :func:`run_load_in_workers` runs the same plan in ``workers`` processes that start together
 (each on its own event loop, uvloop where installed): the streams are dealt round-robin
@@ -43,9 +43,7 @@ from typing import Any
 
 import aiohttp
 
-from endpoint.limits import MAX_METRICS_BYTES
-
-from .hotpath import (
+from bench.load.hotpath import (
     HotResult,
     InFlight,
     make_session,
@@ -53,7 +51,8 @@ from .hotpath import (
     stream_completion,
     warm_connections,
 )
-from .monitor import LoopMonitor, MonitorStats, merge_monitor_stats
+from bench.load.monitor import LoopMonitor, MonitorStats, merge_monitor_stats
+from endpoint.limits import MAX_METRICS_BYTES
 
 __all__ = [
     "LoadPlan",

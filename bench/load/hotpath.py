@@ -6,7 +6,7 @@ the figures it reports, so this path is kept short:
 - aiohttp's own client (no httpx layer: the httpx-over-aiohttp transport cost about 30 ms of
   median TTFT at 512 streams on a 2-core machine), one :class:`aiohttp.ClientSession` per cell
   whose connector is sized to the cell's streams and warmed before the timed part;
-- request bodies serialised before the cell (:attr:`bench.request.RequestSpec.encoded_body`),
+- request bodies serialised before the cell (:attr:`bench.load.request.RequestSpec.encoded_body`),
   headers (credentials included) resolved once per cell;
 - bookkeeping per network read, not per server-sent event: one clock reading per read; the
   events in it are parsed with orjson and their tokens counted from continuous usage.
@@ -31,11 +31,10 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from bench.load.request import COMPLETIONS_PATH, ErrorKind, RequestResult, classify_exception
+from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
-
-from .request import COMPLETIONS_PATH, ErrorKind, RequestResult, classify_exception
-from .sse import StreamedError, StreamParser, StreamProtocolError
 
 __all__ = [
     "HotResult",
@@ -58,7 +57,7 @@ _BASE_HEADERS = {
 
 @dataclass
 class HotResult(RequestResult):
-    """A :class:`~bench.request.RequestResult` with the read pattern it was measured from."""
+    """A :class:`~bench.load.request.RequestResult` with the read pattern it was measured from."""
 
     reads: int = 0
     """Network reads that carried at least one content chunk."""
@@ -172,7 +171,7 @@ async def stream_completion(
     """POST one streamed completion to ``url`` (the full completions URL) and time it.
 
     Never raises for a failed request: the result carries the error kind (as
-    :func:`bench.request.send_request`).
+    :func:`bench.load.request.send_request`).
     """
     if in_flight is not None:
         in_flight.count += 1

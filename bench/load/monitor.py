@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stats import percentile
+from bench.results.stats import percentile
 
 __all__ = ["LoopMonitor", "MonitorStats", "merge_monitor_stats"]
 

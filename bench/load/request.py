@@ -39,12 +39,11 @@ from typing import Any, Literal
 import aiohttp
 import httpx
 
+from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
 from endpoint.auth import AuthError
 from endpoint.client import LimitExceeded, read_capped, retry_after_seconds
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
-
-from .sse import StreamedError, StreamParser, StreamProtocolError
 
 __all__ = [
     "ERROR_KINDS",

@@ -4,18 +4,19 @@ For each cell (concurrency x prompt tokens x output tokens x request rate):
 
 1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
    the model's context (``max_model_len``: given, or read from ``/v1/models``);
-2. build its prompts (:mod:`bench.prompts`), untimed;
-3. run the load on the hot path (:mod:`bench.hotload`: aiohttp directly, in this process or
-   spread over worker processes, :mod:`bench.workers`): that many connections opened and the
+2. build its prompts (:mod:`bench.load.prompts`), untimed;
+3. run the load on the hot path (:mod:`bench.load.hotload`: aiohttp directly, in this process or
+   spread over worker processes, :mod:`bench.load.workers`): that many connections opened and the
    warm-up requests sent, untimed; closed loop, the streams started one after another over
    a ramp that is not measured; the measured window watched by the event-loop lag monitor,
    with ``/metrics`` read at its start and end: the server's own latency histograms over the
-   window give the client's share (:mod:`bench.window`) and the speculative-decoding counters
+   window give the client's share (:mod:`bench.load.window`) and the speculative-decoding counters
    their acceptance;
-4. summarise (:func:`bench.stats.summarize`), judge (``ok``; ``failed`` when the success rate
-   is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter than the
-   cell's output length) and append the record to ``cells.jsonl`` (:class:`bench.store.RunStore`)
-   before the next cell starts. The progress bar advances per cell, never during one.
+4. summarise (:func:`bench.results.stats.summarize`), judge (``ok``; ``failed`` when the
+   success rate is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter
+   than the cell's output length) and append the record to ``cells.jsonl``
+   (:class:`bench.results.store.RunStore`) before the next cell starts. The progress bar
+   advances per cell, never during one.
 
 Before the first cell, with the run directory locked and (on resume) checked to be the same
 experiment, :func:`preflight` sends one short request: a wrong model name, rejected credentials,
@@ -37,6 +38,15 @@ from typing import Any
 
 import httpx
 
+from bench.load.hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
+from bench.load.hotpath import HotResult, completions_url
+from bench.load.monitor import MonitorStats
+from bench.load.prompts import PromptSet, build_prompts
+from bench.load.request import RequestResult, RequestSpec, send_request
+from bench.load.window import ClientLimits, window_figures
+from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
+from bench.results.stats import GoodputSlo, summarize
+from bench.results.store import CellKey, RunData, RunStore
 from endpoint.auth import AuthError, AuthStrategy, NoAuth
 from endpoint.client import LimitExceeded, make_client, request_capped
 from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
@@ -49,16 +59,6 @@ from endpoint.metrics import (
 )
 from endpoint.redact import redact
 from healthchecks.checks import Backoff, check_ready
-
-from .hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
-from .hotpath import HotResult, completions_url
-from .monitor import MonitorStats
-from .prompts import PromptSet, build_prompts
-from .request import RequestResult, RequestSpec, send_request
-from .stats import GoodputSlo, summarize
-from .store import CellKey, RunData, RunStore
-from .window import ClientLimits, window_figures
-from .workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
 
 __all__ = [
     "FAILURE_SAMPLES",
@@ -168,13 +168,13 @@ class SweepOptions:
     ready_timeout_s: float = READY_DEADLINE_S
     """How long the preflight waits for ``/health`` to answer 200 (a server still loading)."""
     workers: int | None = None
-    """Client processes per cell; None: :func:`bench.workers.choose_workers`."""
+    """Client processes per cell; None: :func:`bench.load.workers.choose_workers`."""
     streams_per_worker: int = DEFAULT_STREAMS_PER_WORKER
     """With ``workers`` None: streams one process takes before another is added."""
     ramp_s: float | None = None
     """Closed loop: spread of the streams' starts (untimed); None: one request's duration."""
     client_limits: ClientLimits = field(default_factory=ClientLimits)
-    """When a cell is marked client-limited (:mod:`bench.window`)."""
+    """When a cell is marked client-limited (:mod:`bench.load.window`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form metadata stored in run.json (e.g. the stack name, MTP on/off)."""
 
@@ -379,7 +379,7 @@ async def run_cell(
     auth: AuthStrategy,
     options: SweepOptions,
 ) -> dict[str, Any]:
-    """Run one cell on the hot path (:mod:`bench.hotload`: connections warmed, warm-up
+    """Run one cell on the hot path (:mod:`bench.load.hotload`: connections warmed, warm-up
     requests, staggered start, measured window with the loop monitor and ``/metrics`` read
     at its edges), in this process or in worker processes; its record."""
     n = options.requests_for(key)
@@ -562,9 +562,9 @@ async def run_sweep_async(
     """Run ``grid`` against ``url`` into ``out_dir``; returns the run (every finished cell).
 
     ``resume`` continues a run already in ``out_dir`` with the same URL, model, grid and
-    options (else :class:`~bench.store.StoreError`): finished cells are kept and not run
+    options (else :class:`~bench.results.store.StoreError`): finished cells are kept and not run
     again, a torn last record is run again. The directory is locked for the whole sweep (a
-    second writer gets :class:`~bench.store.StoreError`). A failed preflight raises
+    second writer gets :class:`~bench.results.store.StoreError`). A failed preflight raises
     :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is
     called with each record right after it is written (an exception from it stops the sweep;
     finished cells stay written).
@@ -620,7 +620,7 @@ async def _sweep(
     options: SweepOptions,
     on_cell: Callable[[dict[str, Any]], None] | None,
 ) -> RunData:
-    from .charts import write_charts
+    from bench.reports.charts import write_charts
 
     async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
         if options.preflight:

@@ -1,10 +1,10 @@
 """A cell's figures from its measured window: the client's view, the server's, and the gap.
 
-:func:`window_figures` turns a :class:`~bench.hotload.WindowLoad` into the fields a cell record
-carries besides :func:`bench.stats.summarize`'s:
+:func:`window_figures` turns a :class:`~bench.load.hotload.WindowLoad` into the fields a cell record
+carries besides :func:`bench.results.stats.summarize`'s:
 
 - ``coalesced_tokens`` / ``coalesced_share``: tokens that arrived in one network read with an
-  earlier content chunk (:mod:`bench.hotpath`), and their share of the output tokens;
+  earlier content chunk (:mod:`bench.load.hotpath`), and their share of the output tokens;
 - the server's own means over the window from its ``/metrics`` histograms
   (``server_mean_ttft_ms``, ``server_mean_itl_ms``, ``server_mean_e2el_ms``, with the
   observation counts), the client's share of each (``client_share_ttft`` ...:
@@ -31,8 +31,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .hotload import WindowLoad
-from .server_metrics import (
+from bench.load.hotload import WindowLoad
+from bench.load.server_metrics import (
     HISTOGRAMS,
     ServerHistogramsError,
     client_share,

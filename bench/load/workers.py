@@ -1,8 +1,8 @@
 """How many worker processes a cell's load gets.
 
 One Python process on one event loop can keep only so many streams honest (the fidelity
-script measures where: :mod:`bench.fidelity`). Above ``streams_per_worker`` streams the load
-is spread over more processes (:func:`bench.hotload.run_load_in_workers`), at most one per
+script measures where: :mod:`bench.fidelity.harness`). Above ``streams_per_worker`` streams the load
+is spread over more processes (:func:`bench.load.hotload.run_load_in_workers`), at most one per
 CPU this process may run on; when the endpoint is on this machine (a loopback address), one
 CPU is left to the server. Extra processes on CPUs the server needs only move the bottleneck.
 """

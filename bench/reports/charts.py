@@ -29,7 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .store import CellKey, RunData
+from bench.results.store import CellKey, RunData
 
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
 
@@ -269,8 +269,8 @@ def heatmap_labels(plan: ChartPlan, cmap: Any, norm: Any) -> list[HeatmapLabel]:
 
 def write_charts(run: RunData) -> list[Path]:
     """Render every chart of ``run`` into ``<run>/charts/``, latency against throughput
-    included (:mod:`bench.latency_charts`); returns the files written."""
-    from .latency_charts import latency_plans, render_latency, slo_ttft_ms
+    included (:mod:`bench.reports.latency_charts`); returns the files written."""
+    from bench.reports.latency_charts import latency_plans, render_latency, slo_ttft_ms
 
     label = str(run.run.get("label") or "")
     plans = plan_charts(run.cells, label=label)

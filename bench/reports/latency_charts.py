@@ -5,7 +5,7 @@ length and load kind (closed loop, or each request rate): x is the output token 
 (tokens/s), y the latency in ms, one curve per series (a run's prompt lengths in a run's
 report, one curve per run in ``compare``), points in order of concurrency. The stack's SLO
 (p95 TTFT) is drawn as a horizontal line on the TTFT charts; cells the client limited
-(``client_limited`` in the record: :mod:`bench.window`) are circled in red and named in the
+(``client_limited`` in the record: :mod:`bench.load.window`) are circled in red and named in the
 legend, so a point that is the client's and not the server's is never read as capacity.
 
 :func:`latency_plans` decides what is drawn (pure data, what the tests inspect);
@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .store import CellKey
+from bench.results.store import CellKey
 
 __all__ = [
     "LATENCY_METRICS",

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.reports.charts import ChartPlan, Series, render_chart
+from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
+from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
 from serving import memory
 from serving.hardware import HARDWARE
-
-from .charts import ChartPlan, Series, render_chart
-from .latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
-from .store import CLIENT_LIMITED_MARK, CellKey, RunData
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
 
@@ -224,7 +223,7 @@ class Comparison:
     def latency_plans(self) -> list[LatencyPlan]:
         """Latency against throughput, one curve per run (per prompt length when the runs
         measured several), the baseline's p95 TTFT SLO as a line, client-limited cells
-        circled (:mod:`bench.latency_charts`)."""
+        circled (:mod:`bench.reports.latency_charts`)."""
         return latency_plans(
             [(run.label, run.cells) for run in self.runs],
             slo_ms=slo_ttft_ms(self.runs[0].run),

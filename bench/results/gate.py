@@ -11,10 +11,10 @@ Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
 
 Skipped cells are not judged. The gate also fails, whatever the figures, a run with no measured
 cell, a run whose stored grid is not complete (cells never run: a sweep killed part-way or a
-torn last record), and a run holding a ``failed`` or ``short`` cell (see :mod:`bench.store`);
-each such reason is in :attr:`GateResult.problems`. :func:`evaluate` is the library
-entry (the post-deploy hook); ``python -m bench gate`` exits 0 when the gate passes, 1 when it
-fails, 2 on a usage error.
+torn last record), and a run holding a ``failed`` or ``short`` cell (see
+:mod:`bench.results.store`); each such reason is in :attr:`GateResult.problems`.
+:func:`evaluate` is the library entry (the post-deploy hook); ``gemma4 bench gate`` exits 0
+when the gate passes, 1 when it fails, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from typing import Any
 
 import yaml
 
+from bench.results.store import MEASURED_STATUSES, RunData, cell_order
 from serving.settings import SloSettings, load_settings
-
-from .store import MEASURED_STATUSES, RunData, cell_order
 
 __all__ = ["PROJECT", "GateCheck", "GateResult", "evaluate", "slo_for_stack", "stack_config"]
 

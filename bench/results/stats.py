@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .request import ERROR_KINDS, RequestResult
+from bench.load.request import ERROR_KINDS, RequestResult
 
 __all__ = [
     "PERCENTILES",

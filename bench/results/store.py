@@ -16,7 +16,7 @@ Layout of ``OUT/``:
 - ``results.csv``: the same cells as a flat table (one row per cell, columns :data:`CSV_COLUMNS`).
 - ``report.md``: latency and throughput matrices (concurrency x prompt tokens) per output
   length and request rate; skipped cells are marked, cells never measured are left empty.
-- ``charts/*.png``: see :mod:`bench.charts`.
+- ``charts/*.png``: see :mod:`bench.reports.charts`.
 
 A cell record carries the cell's key (``concurrency``, ``prompt_tokens``, ``output_tokens``,
 ``request_rate``: None for closed loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success
@@ -24,7 +24,7 @@ rate under the run's ``min_success_rate``; ``"short"``: responses shorter than t
 output length, so its per-token figures are not for that length; ``"skipped"`` with a
 ``skip_reason``), ``problems`` (why a cell is not ``ok``), ``failure_samples`` (the first failed
 requests' kind, HTTP status and redacted, truncated body) and the figures of
-:func:`bench.stats.summarize` plus ``spec_decode_acceptance_rate``,
+:func:`bench.results.stats.summarize` plus ``spec_decode_acceptance_rate``,
 ``spec_decode_acceptance_length``, ``spec_decode`` (the deltas), ``achieved_request_rate``,
 ``prompt_tokens_method``, ``prompt_tokens_exact``, ``short_requests`` and
 ``mean_output_tokens``.

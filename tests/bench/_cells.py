@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.store import CellKey, RunData, RunStore
+from bench.results.store import CellKey, RunData, RunStore
 
 
 def cell(c: int, p: int, o: int = 16, *, status: str = "ok", **figures: Any) -> dict[str, Any]:

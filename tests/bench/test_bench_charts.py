@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.charts import plan_charts, render_chart, write_charts
+from bench.reports.charts import plan_charts, render_chart, write_charts
 from tests.bench._cells import cell, write_run
 
 

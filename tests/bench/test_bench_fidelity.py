@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.fidelity import CellResult, Pacing, main, table
-from bench.pacedserver import PacedServer, _Connection
+from bench.fidelity.harness import CellResult, Pacing, main, table
+from bench.fidelity.pacedserver import PacedServer, _Connection
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_the_server_times_from_the_first_bytes_it_received(
 
 
 def test_the_server_exports_its_histograms_as_vllm_does(paced: tuple[PacedServer, str]) -> None:
-    from bench.server_metrics import histogram_deltas, parse_histograms
+    from bench.load.server_metrics import histogram_deltas, parse_histograms
 
     server, url = paced
     port = int(url.rsplit(":", 1)[1])

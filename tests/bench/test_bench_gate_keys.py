@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.gate import evaluate
+from bench.results.gate import evaluate
 from serving.settings import SloSettings, config_keys
 
 

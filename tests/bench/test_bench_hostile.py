@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.store import RunStore
+from bench.results.store import RunStore
 from tests.bench.conftest import MODEL, ServerFactory
 
 KEY = "bench-hostile-key-5c2e91"

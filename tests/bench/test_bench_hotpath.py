@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from bench.hotpath import (
+from bench.load.hotpath import (
     HotResult,
     StreamedError,
     StreamParser,
@@ -19,7 +19,7 @@ from bench.hotpath import (
     request_headers,
     stream_completion,
 )
-from bench.request import RequestSpec
+from bench.load.request import RequestSpec
 from tests.bench.conftest import MODEL, ServerFactory
 
 
@@ -224,7 +224,7 @@ def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps() -> Non
 def test_warm_up_keeps_connections_for_a_small_health_body_and_caps_a_large_one() -> None:
     from aiohttp import web
 
-    from bench.hotpath import warm_connections
+    from bench.load.hotpath import warm_connections
 
     async def go() -> tuple[int, int, int]:
         async def small(_: web.Request) -> web.Response:

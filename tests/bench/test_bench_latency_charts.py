@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.latency_charts import latency_plans, render_latency, slo_ttft_ms
+from bench.reports.latency_charts import latency_plans, render_latency, slo_ttft_ms
 
 
 def _cell(c: int, p: int, tput: float, ttft: float, limited: bool = False) -> dict[str, Any]:

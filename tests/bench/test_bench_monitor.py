@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bench.monitor import LoopMonitor, MonitorStats, merge_monitor_stats
+from bench.load.monitor import LoopMonitor, MonitorStats, merge_monitor_stats
 
 
 def test_a_blocked_loop_shows_as_lag_and_in_flight_is_sampled() -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.prompts import PromptSet, build_prompts, estimate_words
+from bench.load.prompts import PromptSet, build_prompts, estimate_words
 from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory
 

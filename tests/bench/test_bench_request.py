@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from bench.request import RequestResult, RequestSpec, send_request
+from bench.load.request import RequestResult, RequestSpec, send_request
 from endpoint.auth import ApiKeyAuth
 from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory

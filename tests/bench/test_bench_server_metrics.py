@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from bench.server_metrics import (
+from bench.load.server_metrics import (
     HistogramDelta,
     ServerHistogramsError,
     client_share,

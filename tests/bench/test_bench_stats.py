@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from bench.request import RequestResult
-from bench.stats import GoodputSlo, percentile, summarize
+from bench.load.request import RequestResult
+from bench.results.stats import GoodputSlo, percentile, summarize
 
 
 def test_percentile_interpolates_between_closest_ranks() -> None:

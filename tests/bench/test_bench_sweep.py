@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from bench import Grid, SweepOptions, load_run, run_sweep
-from bench.store import StoreError
-from bench.sweep import probe
+from bench.load.sweep import probe
+from bench.results.store import StoreError
 from tests.bench.conftest import MODEL, ServerFactory
 
 FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from bench.hotload import WindowLoad
-from bench.hotpath import HotResult
-from bench.monitor import MonitorStats
-from bench.window import ClientLimits, window_figures
+from bench.load.hotload import WindowLoad
+from bench.load.hotpath import HotResult
+from bench.load.monitor import MonitorStats
+from bench.load.window import ClientLimits, window_figures
 
 
 def _exposition(observations: list[tuple[float, list[float]]]) -> str:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.hotload import (
+from bench.load.hotload import (
     LoadPlan,
     WindowLoad,
     merge_loads,
@@ -14,11 +14,11 @@ from bench.hotload import (
     run_load_in_workers,
     split_plan,
 )
-from bench.hotpath import HotResult
-from bench.monitor import MonitorStats
-from bench.request import RequestSpec
-from bench.stats import percentile, summarize
-from bench.workers import choose_workers, is_loopback
+from bench.load.hotpath import HotResult
+from bench.load.monitor import MonitorStats
+from bench.load.request import RequestSpec
+from bench.load.workers import choose_workers, is_loopback
+from bench.results.stats import percentile, summarize
 from tests.bench.conftest import MODEL, ServerFactory
 
 

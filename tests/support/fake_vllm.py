@@ -52,7 +52,7 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
   route that does not exist (e.g. ``/tokenize`` behind a proxy that forwards only ``/v1``).
 - Pacing always counts from the request's arrival at the server, never from a timestamp the
   client sets (a client slow to send would hide its own delay); ``python -m bench.fidelity``
-  uses its own paced server (``bench/pacedserver.py``).
+  uses its own paced server (``bench/fidelity/pacedserver.py``).
 
 Hostile or broken servers and proxies (knobs for the client's robustness tests):
 
