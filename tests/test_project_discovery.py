@@ -1,0 +1,76 @@
+"""`-s STACK` finds the stack file the way `pulumi -s` does (serving/project.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serving import project
+
+
+def make(root: Path, project_file: str = "Pulumi.yaml", *stacks: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / project_file).write_text("name: gemma4-vllm\nruntime: python\n")
+    suffix = Path(project_file).suffix
+    for stack in stacks:
+        (root / f"Pulumi.{stack}{suffix}").write_text("config: {}\n")
+    return root
+
+
+def test_the_current_directory_then_the_nearest_parent(tmp_path: Path) -> None:
+    outer = make(tmp_path / "outer", "Pulumi.yaml", "dev")
+    inner = make(outer / "svc" / "inner", "Pulumi.yaml", "dev")
+    deep = inner / "a" / "b"
+    deep.mkdir(parents=True)
+    assert project.stack_file("dev", start=deep) == inner / "Pulumi.dev.yaml"
+    assert project.stack_file("dev", start=outer / "svc") == outer / "Pulumi.dev.yaml"
+
+
+def test_pulumi_yml_reads_the_yml_stack_files(tmp_path: Path) -> None:
+    root = make(tmp_path / "p", "Pulumi.yml", "dev")
+    (root / "Pulumi.dev.yaml").write_text("config: {}\n")  # not the one pulumi reads here
+    assert project.stack_file("dev", start=root) == root / "Pulumi.dev.yml"
+    assert project.stack_names(root) == ["dev"]
+
+
+def test_project_dir_is_taken_as_given(tmp_path: Path) -> None:
+    root = make(tmp_path / "given", "Pulumi.yaml", "dev")
+    assert project.stack_file("dev", root, start=tmp_path) == root / "Pulumi.dev.yaml"
+    with pytest.raises(project.ProjectError, match=r"no Pulumi\.prod\.yaml in .*stacks there: dev"):
+        project.stack_file("prod", root)
+
+
+@pytest.mark.parametrize("name", ["", "../l4", "a/b", ".hidden", "a\\b", "x\0y"])
+def test_a_stack_name_that_is_a_path_is_refused(tmp_path: Path, name: str) -> None:
+    make(tmp_path, "Pulumi.yaml", "dev")
+    with pytest.raises(project.ProjectError, match="invalid stack name"):
+        project.stack_file(name, tmp_path)
+
+
+def test_no_project_anywhere_up_is_refused_naming_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(project.ProjectError, match=r"no Pulumi project \(Pulumi.yaml\) in "):
+        project.stack_file("dev", start=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text", ["name: x\nstackConfigDir: stacks\n", "name: x\nconfig: stacks\n", "a: [\n"]
+)
+def test_a_project_file_it_cannot_follow_is_refused_by_name(tmp_path: Path, text: str) -> None:
+    (tmp_path / "Pulumi.yaml").write_text(text)
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    with pytest.raises(project.ProjectError, match=r"stackConfigDir|'config'|not a readable"):
+        project.stack_file("dev", start=tmp_path)
+
+
+def test_an_oversized_project_file_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: x\n# " + "x" * project.MAX_PROJECT_FILE_BYTES)
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    with pytest.raises(project.ProjectError, match="larger than"):
+        project.stack_file("dev", start=tmp_path)
+
+
+def test_a_project_level_config_schema_is_fine(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: x\nconfig:\n  key:\n    type: string\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    assert project.stack_file("dev", start=tmp_path) == tmp_path / "Pulumi.dev.yaml"
