@@ -251,16 +251,44 @@ def inference_pool(settings: Settings) -> Manifest:
     }
 
 
-def gateway(settings: Settings) -> Manifest:
-    """The regional Gateway: internal unless the stack says `public: true`."""
-    public = settings.cloud_run.public
+def gateway_class(settings: Settings) -> str:
+    """Internal unless the stack says `public: true`."""
+    return GATEWAY_CLASS_EXTERNAL if settings.cloud_run.public else GATEWAY_CLASS_INTERNAL
+
+
+def gateway(settings: Settings, *, address_name: str | None = None) -> Manifest:
+    """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
+    the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists."""
+    spec: dict[str, Any] = {
+        "gatewayClassName": gateway_class(settings),
+        "listeners": [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}],
+    }
+    if address_name is not None:
+        spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
     return {
         "apiVersion": GATEWAY_API,
         "kind": "Gateway",
         "metadata": _meta(settings, GATEWAY_NAME),
-        "spec": {
-            "gatewayClassName": GATEWAY_CLASS_EXTERNAL if public else GATEWAY_CLASS_INTERNAL,
-            "listeners": [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}],
+        "spec": spec,
+    }
+
+
+def endpoint_url(ip: str) -> str:
+    """The Gateway's base URL (the OpenAI API is under `/v1`)."""
+    return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
+
+
+def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
+    """Where the Gateway answers, for clients in the cluster and for the post-deploy checks
+    (which read `data.endpointUrl` of this object once it exists)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(settings, "gemma4-endpoint"),
+        "data": {
+            "endpointUrl": endpoint_url(ip),
+            "servedModelName": settings.model.served_name,
+            "gatewayClass": gateway_class(settings),
         },
     }
 
@@ -600,12 +628,156 @@ def autoscaler(settings: Settings) -> Manifest:
     }
 
 
+#: The Custom Metrics Stackdriver Adapter: Google's deployment of it for the new resource model
+#: (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/deploy/production/
+#: adapter_new_resource_model.yaml`), image pinned to the tag that file names.
+ADAPTER_IMAGE: Final = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.15.1-gke.0"
+ADAPTER_NAMESPACE: Final = "custom-metrics"
+ADAPTER_NAME: Final = "custom-metrics-stackdriver-adapter"
+_ADAPTER_LABELS: Final = {"run": ADAPTER_NAME, "k8s-app": ADAPTER_NAME}
+
+
+def _adapter_subject() -> list[dict[str, str]]:
+    return [{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}]
+
+
+def _api_service(group: str, version: str, priority: int) -> Manifest:
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": f"{version}.{group}"},
+        "spec": {
+            "insecureSkipTLSVerify": True,
+            "group": group,
+            "groupPriorityMinimum": 100,
+            "versionPriority": priority,
+            "service": {"name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE},
+            "version": version,
+        },
+    }
+
+
+def metrics_adapter(gcp_service_account: str) -> list[Manifest]:
+    """The adapter that serves Managed Prometheus metrics to the autoscaler as custom metrics;
+    Workload Identity maps its ServiceAccount to a Google service account with
+    `roles/monitoring.viewer`."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADAPTER_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "annotations": {"iam.gke.io/gcp-service-account": gcp_service_account},
+            },
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "custom-metrics:system:auth-delegator"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "system:auth-delegator"},
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "custom-metrics-auth-reader", "namespace": "kube-system"},
+            "roleRef": {
+                "apiGroup": rbac,
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "custom-metrics-resource-reader"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "nodes", "nodes/stats"],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "custom-metrics-resource-reader"},
+            "roleRef": {
+                "apiGroup": rbac,
+                "kind": "ClusterRole",
+                "name": "custom-metrics-resource-reader",
+            },
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "labels": dict(_ADAPTER_LABELS),
+            },
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": dict(_ADAPTER_LABELS)},
+                "template": {
+                    "metadata": {"labels": dict(_ADAPTER_LABELS)},
+                    "spec": {
+                        "serviceAccountName": ADAPTER_NAME,
+                        "containers": [
+                            {
+                                "name": "pod-custom-metrics-stackdriver-adapter",
+                                "image": ADAPTER_IMAGE,
+                                "imagePullPolicy": "IfNotPresent",
+                                "command": [
+                                    "/adapter",
+                                    "--use-new-resource-model=true",
+                                    "--fallback-for-container-metrics=true",
+                                ],
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "400Mi"},
+                                    "limits": {"cpu": "250m", "memory": "400Mi"},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "labels": dict(_ADAPTER_LABELS),
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "selector": dict(_ADAPTER_LABELS),
+                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443}],
+            },
+        },
+        _api_service("custom.metrics.k8s.io", "v1beta1", 100),
+        _api_service("custom.metrics.k8s.io", "v1beta2", 200),
+        _api_service("external.metrics.k8s.io", "v1beta1", 100),
+    ]
+
+
 def manifests(
     settings: Settings,
     *,
     bucket: str,
     gcp_service_account: str,
     security_policy: str | None = None,
+    address_name: str | None = None,
+    ip: str = "10.0.0.2",
+    adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
 ) -> list[Manifest]:
     """Every Kubernetes object of the stack that this package owns, in apply order."""
     found = [
@@ -621,12 +793,13 @@ def manifests(
         picker_service(settings),
         vllm_deployment(settings, bucket=bucket),
         inference_pool(settings),
-        gateway(settings),
+        gateway(settings, address_name=address_name),
         http_route(settings),
         health_check_policy(settings),
         backend_policy(settings, security_policy=security_policy),
         autoscaler(settings),
+        endpoint_config_map(settings, ip=ip),
     ]
     if settings.monitoring.monitoring:
         found += [pod_monitoring(settings), picker_pod_monitoring(settings)]
-    return found
+    return [*metrics_adapter(adapter_service_account), *found]
