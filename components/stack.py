@@ -368,6 +368,9 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "cluster_name": cluster.cluster_name,
         "namespace": serving.namespace,
         "endpoint_url": serving.endpoint_url,
+        # The one address clients use (the Gateway); `python -m healthchecks`, the benchmark
+        # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
+        "endpoint_urls": serving.endpoint_url.apply(lambda url: [url]),
         "gateway_address": serving.gateway_address,
         "min_replicas": g.min_replicas,
         "max_replicas": g.max_replicas,

@@ -135,4 +135,4 @@ def test_gke_alerts_fit_the_schema_and_name_gke_in_the_absent_alert() -> None:
     for body in policies.values():
         assert schema_errors(load("monitoring", "v3"), "AlertPolicy", body) == []
     absent = policies["absent"]["documentation"]["content"]
-    assert "gke_replicas" in absent and "queued resources" not in absent
+    assert "kubectl get pods" in absent and "queued resources" not in absent
