@@ -10,12 +10,15 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.stack import post_deploy_binding
+from endpoint.auth import NoAuth
 from endpoint.targets import url_from_outputs
 from gemma4 import preview as pv
 from serving import gke
 from serving.settings import SettingsError, load_settings
 from serving.vllm import parse_args
-from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, stack_config
+from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, run_hook, stack_config
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 GKE_STACKS = ("gke-tpu-v6e", "gke-l4")
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -356,3 +359,25 @@ def test_manifests_are_plain_data() -> None:
     for kind in ("InferencePool", "Gateway", "HTTPRoute", "HorizontalPodAutoscaler"):
         assert kind in kinds
     assert all(m["metadata"]["name"] for m in found)
+
+
+def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config_map() -> None:
+    """The hook as the program binds it, called like the engine with the ConfigMap's outputs,
+    against a fake vLLM standing in for the Gateway."""
+    settings = load_settings({**stack_config("gke-l4"), **PUBLIC, "postDeployBenchmark": False})
+
+    def make_hook() -> Any:
+        binding = post_deploy_binding(
+            settings, "gemma-gke-l4", NoAuth(), url_keys=("data.endpointUrl",)
+        )
+        assert binding is not None
+        return (binding.after_create or [])[0]
+
+    with FakeVllmServer(
+        FakeVllmConfig(served_model_name=settings.model.served_name, cold_start_503s=1)
+    ) as fake:
+        outputs = {"data": {"endpointUrl": fake.url}, "metadata": {"name": "gemma4-endpoint"}}
+        assert run_hook(make_hook, outputs, stack="gke-l4", type_=CONFIG_MAP) is None
+        assert "/v1/chat/completions" in [r.path for r in fake.requests]
+    missing = run_hook(make_hook, {"data": {}}, stack="gke-l4", type_=CONFIG_MAP)
+    assert missing is not None and "data.endpointUrl" in str(missing)
