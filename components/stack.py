@@ -296,6 +296,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     # Cloud Run stacks never need.
     from components.gke_cluster import GkeCluster, GkeClusterArgs
     from components.gke_serving import GkeServing, GkeServingArgs
+    from serving import gke as gke_objects
 
     project = project_id()
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
@@ -387,6 +388,8 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "served_model_name": settings.model.served_name,
         "vllm_command_line": serving.vllm_command_line,
         "api_key_secret": settings.tpu.api_key_secret,
+        # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
+        "api_key_setup": gke_objects.api_key_secret_command(settings),
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
     }
