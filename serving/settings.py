@@ -27,7 +27,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.hardware import GKE_SHAPES, HARDWARE, GkeShape, HardwareProfile, Platform
+from serving.hardware import (
+    GKE_SHAPES,
+    HARDWARE,
+    GkeShape,
+    HardwareProfile,
+    Platform,
+    Price,
+)
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
@@ -923,6 +930,12 @@ class Settings(BaseModel):
     def deploy_platform(self) -> DeployPlatform:
         """Where this stack runs: the `platform` key, or the hardware's own platform."""
         return self.platform or native_platform(self.profile)
+
+    @property
+    def instance_price(self) -> Price:
+        """The list price of one serving instance: the Cloud Run instance or TPU node of the
+        hardware catalog, or on GKE one replica's node."""
+        return self.gke_shape.price if self.deploy_platform == "gke" else self.profile.price
 
     @property
     def gke_shape(self) -> GkeShape:

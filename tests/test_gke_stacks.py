@@ -381,3 +381,16 @@ def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config
         assert "/v1/chat/completions" in [r.path for r in fake.requests]
     missing = run_hook(make_hook, {"data": {}}, stack="gke-l4", type_=CONFIG_MAP)
     assert missing is not None and "data.endpointUrl" in str(missing)
+
+
+@pytest.mark.parametrize(("stack_name", "machine"), [("gke-l4", "g2-standard-8"), ("l4", None)])
+def test_planner_prices_the_platforms_instance(stack_name: str, machine: str | None) -> None:
+    """`gemma4 plan` prices a GKE replica's node, not the Cloud Run instance of the same GPU."""
+    from policies.plan import report
+    from serving.hardware import GKE_SHAPES, HARDWARE
+
+    settings = load_settings(stack_config(stack_name))
+    figures = report(stack_name, settings, 1.0)
+    expected = GKE_SHAPES["l4"].price if machine else HARDWARE["l4"].price
+    assert figures["usd_per_hour"] == expected.usd_per_hour
+    assert (machine or "run/pricing") in figures["price_source"]
