@@ -847,8 +847,10 @@ def manifests(
         health_check_policy(settings),
         backend_policy(settings, security_policy=security_policy),
         autoscaler(settings),
+        # The autoscaler's input: declared whether or not the stack's monitoring is on.
+        pod_monitoring(settings),
         endpoint_config_map(settings, ip=ip),
     ]
     if settings.monitoring.monitoring:
-        found += [pod_monitoring(settings), picker_pod_monitoring(settings)]
+        found.append(picker_pod_monitoring(settings))
     return [*metrics_adapter(adapter_service_account), *found]

@@ -278,6 +278,11 @@ def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
         ({"reservationName": "r1"}, ("'reservationName'",)),
         ({"proxySubnetRange": "10.129.0.0/27"}, ("/26 or larger",)),
         ({"proxySubnetRange": "8.8.8.0/23"}, ("private",)),
+        ({"proxySubnetRange": "10.129.0.0/23"}, ("10.128.0.0/9", "auto-mode")),
+        ({"proxySubnetRange": "subnet"}, ("'proxySubnetRange'", "IPv4 CIDR")),
+        ({"namespace": "kube-system"}, ("'namespace'", "of your own")),
+        ({"namespace": "custom-metrics"}, ("'namespace'", "custom-metrics")),
+        ({"namespace": "Gemma"}, ("'namespace'",)),
         ({"pickerFailureMode": "failopen"}, ("'FailOpen'", "'FailClose'")),
         ({"image": "vllm/vllm-openai:v0.27.1"}, ("CUDA", "vllm/vllm-tpu")),
     ],
@@ -394,3 +399,13 @@ def test_planner_prices_the_platforms_instance(stack_name: str, machine: str | N
     expected = GKE_SHAPES["l4"].price if machine else HARDWARE["l4"].price
     assert figures["usd_per_hour"] == expected.usd_per_hour
     assert (machine or "run/pricing") in figures["price_source"]
+
+
+def test_autoscaler_input_survives_monitoring_off_and_an_existing_proxy_subnet() -> None:
+    rendered = render(
+        {**stack_config("gke-l4"), "monitoring": False, "proxySubnetRange": "existing"}, "gke-l4"
+    )
+    monitored = {m.inputs["metadata"]["name"] for m in rendered.of_type(POD_MONITORING)}
+    assert monitored == {gke.VLLM_NAME}  # the HorizontalPodAutoscaler's metric source
+    assert rendered.of_type(SUBNET) == []
+    assert rendered.of_type("gcp:monitoring/dashboard:Dashboard") == []
