@@ -409,3 +409,18 @@ def test_autoscaler_input_survives_monitoring_off_and_an_existing_proxy_subnet()
     assert monitored == {gke.VLLM_NAME}  # the HorizontalPodAutoscaler's metric source
     assert rendered.of_type(SUBNET) == []
     assert rendered.of_type("gcp:monitoring/dashboard:Dashboard") == []
+
+
+def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
+    """The hooks are bound to the endpoint ConfigMap: it changes whenever the replicas do."""
+    base = load_settings(stack_config("gke-l4"))
+    revision = gke.serving_revision(base)
+    for change in (
+        {"image": "vllm/vllm-openai@sha256:" + "a" * 64},
+        {"maxNumSeqs": 4},
+        {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"},
+        {"maxReplicas": 3},
+    ):
+        changed = load_settings({**stack_config("gke-l4"), **change})
+        assert gke.serving_revision(changed) != revision, change
+    assert gke.serving_revision(load_settings(stack_config("gke-l4"))) == revision
