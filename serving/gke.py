@@ -47,6 +47,8 @@ MONITORING_API: Final = "monitoring.googleapis.com/v1"
 GATEWAY_CLASS_INTERNAL: Final = "gke-l7-rilb"
 GATEWAY_CLASS_EXTERNAL: Final = "gke-l7-regional-external-managed"
 GATEWAY_PORT: Final = 80
+#: Annotation on a Gateway the stack made public (`public: true`), read by the policy pack.
+PUBLIC_ANNOTATION: Final = "gemma4.dev/public"
 
 #: Object names inside the stack's namespace.
 VLLM_NAME: Final = "vllm"
@@ -267,12 +269,11 @@ def gateway(settings: Settings, *, address_name: str | None = None) -> Manifest:
     }
     if address_name is not None:
         spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
-    return {
-        "apiVersion": GATEWAY_API,
-        "kind": "Gateway",
-        "metadata": _meta(settings, GATEWAY_NAME),
-        "spec": spec,
-    }
+    metadata = _meta(settings, GATEWAY_NAME)
+    if settings.cloud_run.public:
+        # The stack's decision, for the no-public-gateway policy to read.
+        metadata["annotations"] = {PUBLIC_ANNOTATION: "true"}
+    return {"apiVersion": GATEWAY_API, "kind": "Gateway", "metadata": metadata, "spec": spec}
 
 
 def api_key_secret_command(settings: Settings) -> str:

@@ -183,6 +183,7 @@ def test_route_pool_and_picker_are_wired(stack: tuple[str, Rendered]) -> None:
     gateway = rendered.one(GATEWAY).inputs
     assert route["spec"]["parentRefs"] == [{"name": gateway["metadata"]["name"]}]
     assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
+    assert "annotations" not in gateway["metadata"]
     for policy in (rendered.one(HEALTH_POLICY).inputs, rendered.one(BACKEND_POLICY).inputs):
         assert policy["spec"]["targetRef"]["name"] == pool_name
     backend = rendered.one(BACKEND_POLICY).inputs["spec"]["default"]
@@ -229,6 +230,7 @@ def test_public_gateway_enforces_source_ranges_and_runs_the_checks() -> None:
     rendered = render({**stack_config("gke-l4"), **PUBLIC}, "gke-l4")
     gateway = rendered.one(GATEWAY).inputs
     assert gateway["spec"]["gatewayClassName"] == "gke-l7-regional-external-managed"
+    assert gateway["metadata"]["annotations"] == {"gemma4.dev/public": "true"}
     armor = rendered.one(ARMOR).inputs
     allow = [r for r in armor["rules"] if r["action"] == "allow"]
     assert [r["match"]["config"]["srcIpRanges"] for r in allow] == [PUBLIC["sourceRanges"]]
