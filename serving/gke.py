@@ -188,8 +188,9 @@ def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
         "kind": "Deployment",
         "metadata": _meta(settings, VLLM_NAME, labels=dict(POOL_LABELS)),
         "spec": {
-            # The autoscaler owns the count from here on; this is its floor.
-            "replicas": settings.gke.min_replicas,
+            # No `replicas`: the autoscaler owns the count. With it, every apply would reset the
+            # Deployment to that number (Kubernetes' HorizontalPodAutoscaler docs: remove
+            # spec.replicas from a Deployment an autoscaler scales).
             "selector": {"matchLabels": dict(POOL_LABELS)},
             # One accelerator node per Pod: a new Pod comes up before an old one goes.
             "strategy": {

@@ -98,7 +98,9 @@ def test_accelerator_pool_matches_the_pods(stack: tuple[str, Rendered]) -> None:
         assert accelerator["type"] == "nvidia-l4" and accelerator["count"] == 1
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": accelerator["type"]}
         assert requests["nvidia.com/gpu"] == "1" and "google.com/tpu" not in requests
-    assert spec["replicas"] == settings.gke.min_replicas
+    # The autoscaler owns the count: an apply never resets it (and it starts at minReplicas).
+    assert "replicas" not in spec
+    assert rendered.one(HPA).inputs["spec"]["minReplicas"] == settings.gke.min_replicas
 
 
 def test_vllm_command_line_is_the_cloud_run_one() -> None:
