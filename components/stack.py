@@ -69,6 +69,18 @@ TPU_APIS = (
 )
 
 
+GKE_APIS = (
+    "container.googleapis.com",
+    "compute.googleapis.com",
+    "networkservices.googleapis.com",
+    # The weights download job is a Cloud Run job, as on the other stacks.
+    "run.googleapis.com",
+    "storage.googleapis.com",
+    "secretmanager.googleapis.com",
+    "iam.googleapis.com",
+)
+
+
 MONITORING_APIS = ("monitoring.googleapis.com",)
 
 
@@ -87,6 +99,7 @@ def post_deploy_binding(
     auth: AuthStrategy | AuthFactory,
     url_keys: tuple[str, ...],
     refused_grace_s: float = 10.0,
+    cold_start_s: float | None = None,
 ) -> pulumi.ResourceHookBinding | None:
     """Hooks run after the serving resource is created or updated: the health check, then a
     short benchmark held to the stack's SLOs. Either can be switched off in stack config."""
@@ -97,6 +110,7 @@ def post_deploy_binding(
                 f"{prefix}-health",
                 served_model_name=settings.model.served_name,
                 deadline_s=settings.health.health_check_deadline_seconds
+                or cold_start_s
                 or settings.profile.cold_start_deadline_seconds,
                 auth=auth,
                 url_keys=url_keys,
@@ -129,6 +143,8 @@ def post_deploy_binding(
 
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
+    if settings.deploy_platform == "gke":
+        return build_gke(settings, prefix)
     if settings.profile.platform is Platform.TPU:
         return build_tpu(settings, prefix)
     return build_cloud_run(settings, prefix)
@@ -268,6 +284,112 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         "service_name": service.service_name,
         "served_model_name": service.served_model_name,
         "vllm_command_line": service.vllm_command_line,
+        "bucket_name": bucket.bucket_name,
+        "model_prefix": bucket.model_prefix,
+    }
+
+
+def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    """A GKE cluster with an accelerator node pool, and vLLM replicas behind GKE Inference
+    Gateway (docs/deploy/gke.md)."""
+    # Imported here: pulumi_gcp.compute and pulumi_kubernetes load in seconds, which the
+    # Cloud Run stacks never need.
+    from components.gke_cluster import GkeCluster, GkeClusterArgs
+    from components.gke_serving import GkeServing, GkeServingArgs
+    from serving import gke as gke_objects
+
+    project = project_id()
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
+    after_apis = pulumi.ResourceOptions(depends_on=[apis])
+    weights = settings.weights
+    bucket = ModelBucket(
+        f"{prefix}-models",
+        ModelBucketArgs(
+            location=weights.bucket_location or settings.region,
+            labels=settings.labels,
+            force_destroy=weights.force_destroy_bucket,
+            checkpoints=checkpoints(settings) if weights.download_weights else (),
+            job_region=settings.region,
+            job_image=settings.image,
+            hf_token_secret=weights.hf_token_secret,
+        ),
+        opts=after_apis,
+    )
+    cluster = GkeCluster(
+        f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
+    )
+    hooks = None
+    if settings.cloud_run.public:
+        hooks = post_deploy_binding(
+            settings,
+            prefix,
+            SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
+            url_keys=("data.endpointUrl",),
+            # The load balancer answers before any replica is ready: wait out the start-up.
+            refused_grace_s=float(settings.gke_shape.startup_probe.budget_seconds),
+            # A node to provision, the image to pull, the weights to read, and (TPU) the
+            # engine to compile: the whole startup probe, plus the node's provisioning.
+            cold_start_s=float(
+                max(
+                    settings.profile.cold_start_deadline_seconds,
+                    settings.gke_shape.startup_probe.budget_seconds + 900,
+                )
+            ),
+        )
+    elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+        pulumi.log.warn(
+            "the Gateway is internal (public is false): only clients in the VPC reach it, so "
+            "the post-deploy health check and benchmark are skipped. Run `gemma4 health` "
+            "from a machine in the VPC, or set public: true with sourceRanges."
+        )
+    serving = GkeServing(
+        f"{prefix}-serving",
+        GkeServingArgs(
+            settings=settings,
+            project=project,
+            provider=cluster.provider,
+            bucket=bucket,
+            depends_on=[*bucket.download_jobs, cluster.accelerator_pool],
+            hooks=hooks,
+        ),
+        opts=after_apis,
+    )
+    outputs: dict[str, pulumi.Input[Any]] = {}
+    if settings.monitoring.monitoring:
+        watch = VllmMonitoring(
+            f"{prefix}-monitoring",
+            VllmMonitoringArgs(
+                settings=settings,
+                project=project,
+                gke_namespace=settings.gke.namespace,
+                depends_on=[apis],
+            ),
+            opts=after_apis,
+        )
+        outputs["dashboard_id"] = watch.dashboard_id
+    g = settings.gke
+    return {
+        **outputs,
+        "platform": "gke",
+        "hardware": settings.hardware,
+        "machine_type": settings.gke_shape.machine_type,
+        "image_ref": settings.image,
+        "source_image": settings.image,
+        "picker_image": g.picker_image,
+        "cluster_name": cluster.cluster_name,
+        "namespace": serving.namespace,
+        "endpoint_url": serving.endpoint_url,
+        # The one address clients use (the Gateway); `python -m healthchecks`, the benchmark
+        # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
+        "endpoint_urls": serving.endpoint_url.apply(lambda url: [url]),
+        "gateway_address": serving.gateway_address,
+        "min_replicas": g.min_replicas,
+        "max_replicas": g.max_replicas,
+        "served_model_name": settings.model.served_name,
+        "vllm_command_line": serving.vllm_command_line,
+        "api_key_secret": settings.tpu.api_key_secret,
+        # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
+        "api_key_setup": gke_objects.api_key_secret_command(settings),
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
     }

@@ -68,6 +68,7 @@ APPLIES = {
     "cloud_run": "Cloud Run",
     "weights": "Cloud Run",
     "tpu": "TPU",
+    "gke": "GKE",
     "slo": "all",
     "health": "all",
     "benchmark": "all",
