@@ -346,6 +346,16 @@ def _check_labels(labels: Any, where: str, report: Report) -> None:
             )
 
 
+#: Fields of type resource.Quantity outside `resources` (MetricTarget, emptyDir, PVC).
+_QUANTITY_FIELDS = {"averageValue", "sizeLimit", "storage"}
+
+
+def _check_quantity(quantity: Any, path: str, report: Report) -> None:
+    text = str(quantity) if isinstance(quantity, (int, float)) else quantity
+    if not isinstance(text, str) or not _QUANTITY.match(text):
+        report.errors.append(f"{path}: {quantity!r} is not a quantity")
+
+
 def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     yield path, value
     if isinstance(value, Mapping):
@@ -380,9 +390,9 @@ def _check_syntax(manifest: Mapping[str, Any], report: Report) -> None:
             _check_labels(value, path, report)
         if re.search(r"resources\.(limits|requests)$", path) and isinstance(value, Mapping):
             for resource, quantity in value.items():
-                text = str(quantity) if isinstance(quantity, (int, float)) else quantity
-                if not isinstance(text, str) or not _QUANTITY.match(text):
-                    report.errors.append(f"{path}.{resource}: {quantity!r} is not a quantity")
+                _check_quantity(quantity, f"{path}.{resource}", report)
+        elif last in _QUANTITY_FIELDS or re.search(r"\.target\.value$", path):
+            _check_quantity(value, path, report)
 
 
 # --- the entry point ------------------------------------------------------------------------
