@@ -31,7 +31,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -435,7 +435,7 @@ def validate(manifest: Mapping[str, Any], minor: str = CLUSTER_MINOR) -> Report:
 
 
 def validate_all(
-    manifests: list[Mapping[str, Any]], minor: str = CLUSTER_MINOR
+    manifests: Sequence[Mapping[str, Any]], minor: str = CLUSTER_MINOR
 ) -> dict[str, Report]:
     """Every manifest's report, keyed "<kind>/<name>"."""
     out: dict[str, Report] = {}
