@@ -80,7 +80,7 @@ def pool_accelerator(props: Mapping[str, Any], name: str) -> PoolAccelerator | N
             return PoolAccelerator(
                 shown,
                 "tpu",
-                f"tpu-{tpu.group(1)}-slice",
+                f"tpu-v{tpu.group(1)}-slice",
                 int(tpu.group(2)),
                 topology if isinstance(topology, str) else None,
             )
