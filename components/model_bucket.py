@@ -13,10 +13,11 @@ import pulumi
 from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 
 from components.naming import account_id, token
-from serving.vllm import MODEL_MOUNT_PATH, VLLM_GID, VLLM_UID
 
-#: The package's mount-owner contract (see serving.vllm.VLLM_UID for what the images run as).
-FUSE_MOUNT_OPTIONS = (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
+# The package's mount-owner contract (see serving.vllm.VLLM_UID for what the images run as).
+from serving.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH
+
+__all__ = ["FUSE_MOUNT_OPTIONS", "Checkpoint", "ModelBucket", "ModelBucketArgs"]
 
 
 @dataclass(frozen=True)

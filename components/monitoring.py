@@ -121,6 +121,8 @@ class VllmMonitoringArgs:
     cloud_run_service: pulumi.Input[str] | None = None
     #: TPU: the Ops Agent scrape job's name.
     scrape_job: str | None = None
+    #: GKE: the namespace of the serving objects (PodMonitoring series carry it).
+    gke_namespace: str | None = None
     #: Resources that must exist first (the enabled Cloud Monitoring API).
     depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
 
@@ -149,8 +151,22 @@ class VllmMonitoring(pulumi.ComponentResource):
             target = pulumi.Output.from_input(
                 spec.tpu_target(stack, s.hardware, args.scrape_job, mtp=mtp)
             )
+        elif args.gke_namespace is not None:
+            target = pulumi.Output.from_input(
+                spec.gke_target(
+                    stack,
+                    s.hardware,
+                    args.gke_namespace,
+                    mtp=mtp,
+                    gateway_class=(
+                        "gke-l7-regional-external-managed" if s.cloud_run.public else "gke-l7-rilb"
+                    ),
+                )
+            )
         else:
-            raise ValueError("VllmMonitoring needs a Cloud Run service or a scrape job")
+            raise ValueError(
+                "VllmMonitoring needs a Cloud Run service, a scrape job or a namespace"
+            )
         if not m.monitoring_notification_channels:
             # An alert that notifies nobody is an incident nobody sees: none is declared.
             pulumi.log.warn(
@@ -167,7 +183,13 @@ class VllmMonitoring(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        platform: spec.Platform = "cloud_run" if args.cloud_run_service is not None else "tpu"
+        platform: spec.Platform = (
+            "cloud_run"
+            if args.cloud_run_service is not None
+            else "gke"
+            if args.gke_namespace is not None
+            else "tpu"
+        )
         keys = spec.alert_keys(platform, m, s.slo) if m.monitoring_notification_channels else []
 
         def body_of(key: str) -> pulumi.Output[dict[str, Any]]:

@@ -69,6 +69,18 @@ TPU_APIS = (
 )
 
 
+GKE_APIS = (
+    "container.googleapis.com",
+    "compute.googleapis.com",
+    "networkservices.googleapis.com",
+    # The weights download job is a Cloud Run job, as on the other stacks.
+    "run.googleapis.com",
+    "storage.googleapis.com",
+    "secretmanager.googleapis.com",
+    "iam.googleapis.com",
+)
+
+
 MONITORING_APIS = ("monitoring.googleapis.com",)
 
 
@@ -129,6 +141,8 @@ def post_deploy_binding(
 
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
+    if settings.deploy_platform == "gke":
+        return build_gke(settings, prefix)
     if settings.profile.platform is Platform.TPU:
         return build_tpu(settings, prefix)
     return build_cloud_run(settings, prefix)
@@ -268,6 +282,98 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         "service_name": service.service_name,
         "served_model_name": service.served_model_name,
         "vllm_command_line": service.vllm_command_line,
+        "bucket_name": bucket.bucket_name,
+        "model_prefix": bucket.model_prefix,
+    }
+
+
+def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    """A GKE cluster with an accelerator node pool, and vLLM replicas behind GKE Inference
+    Gateway (docs/deploy/gke.md)."""
+    # Imported here: pulumi_gcp.compute and pulumi_kubernetes load in seconds, which the
+    # Cloud Run stacks never need.
+    from components.gke_cluster import GkeCluster, GkeClusterArgs
+    from components.gke_serving import GkeServing, GkeServingArgs
+
+    project = project_id()
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
+    after_apis = pulumi.ResourceOptions(depends_on=[apis])
+    weights = settings.weights
+    bucket = ModelBucket(
+        f"{prefix}-models",
+        ModelBucketArgs(
+            location=weights.bucket_location or settings.region,
+            labels=settings.labels,
+            force_destroy=weights.force_destroy_bucket,
+            checkpoints=checkpoints(settings) if weights.download_weights else (),
+            job_region=settings.region,
+            job_image=settings.image,
+            hf_token_secret=weights.hf_token_secret,
+        ),
+        opts=after_apis,
+    )
+    cluster = GkeCluster(
+        f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
+    )
+    hooks = None
+    if settings.cloud_run.public:
+        hooks = post_deploy_binding(
+            settings,
+            prefix,
+            SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
+            url_keys=("data.endpointUrl",),
+            # The load balancer answers before any replica is ready: wait out the start-up.
+            refused_grace_s=float(settings.gke_shape.startup_probe.budget_seconds),
+        )
+    elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+        pulumi.log.warn(
+            "the Gateway is internal (public is false): only clients in the VPC reach it, so "
+            "the post-deploy health check and benchmark are skipped. Run `gemma4 health` "
+            "from a machine in the VPC, or set public: true with sourceRanges."
+        )
+    serving = GkeServing(
+        f"{prefix}-serving",
+        GkeServingArgs(
+            settings=settings,
+            project=project,
+            provider=cluster.provider,
+            bucket=bucket,
+            depends_on=[*bucket.download_jobs, cluster.accelerator_pool],
+            hooks=hooks,
+        ),
+        opts=after_apis,
+    )
+    outputs: dict[str, pulumi.Input[Any]] = {}
+    if settings.monitoring.monitoring:
+        watch = VllmMonitoring(
+            f"{prefix}-monitoring",
+            VllmMonitoringArgs(
+                settings=settings,
+                project=project,
+                gke_namespace=settings.gke.namespace,
+                depends_on=[apis],
+            ),
+            opts=after_apis,
+        )
+        outputs["dashboard_id"] = watch.dashboard_id
+    g = settings.gke
+    return {
+        **outputs,
+        "platform": "gke",
+        "hardware": settings.hardware,
+        "machine_type": settings.gke_shape.machine_type,
+        "image_ref": settings.image,
+        "source_image": settings.image,
+        "picker_image": g.picker_image,
+        "cluster_name": cluster.cluster_name,
+        "namespace": serving.namespace,
+        "endpoint_url": serving.endpoint_url,
+        "gateway_address": serving.gateway_address,
+        "min_replicas": g.min_replicas,
+        "max_replicas": g.max_replicas,
+        "served_model_name": settings.model.served_name,
+        "vllm_command_line": serving.vllm_command_line,
+        "api_key_secret": settings.tpu.api_key_secret,
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
     }

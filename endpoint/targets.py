@@ -188,9 +188,12 @@ def target_from_url(url: str, model: str | None, options: AuthOptions) -> Target
 
 
 def url_from_outputs(outputs: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
-    """The first of ``keys`` in a resource's outputs that holds an http(s) URL."""
+    """The first of ``keys`` in a resource's outputs that holds an http(s) URL. A key with dots
+    (`data.endpointUrl`) follows nested mappings (a Kubernetes ConfigMap's `data`)."""
     for key in keys:
-        value = (outputs or {}).get(key)
+        value: Any = outputs or {}
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
         if isinstance(value, str) and value.startswith(("http://", "https://")):
             return value
     return None

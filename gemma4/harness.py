@@ -84,6 +84,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["email"] = f"{args.inputs['accountId']}@test-project.iam.gserviceaccount.com"
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.setdefault("name", f"{args.name}-5678")
+        elif args.typ == "gcp:container/cluster:Cluster":
+            state.setdefault("name", f"{args.name}-9abc")
+            state["endpoint"] = "203.0.113.10"
+            state["masterAuth"] = {"clusterCaCertificate": "bW9jaw=="}
+        elif args.typ == "gcp:compute/address:Address":
+            state.setdefault("name", f"{args.name}-def0")
+            # Documentation ranges (RFC 5737): never a real address.
+            internal = args.inputs.get("addressType") == "INTERNAL"
+            state["address"] = "192.0.2.20" if internal else "198.51.100.20"
         elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
             state["version"] = "1"
         elif args.typ == "docker:index/remoteImage:RemoteImage":

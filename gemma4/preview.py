@@ -71,6 +71,12 @@ class PolicyVerdict(BaseModel):
     violations: list[Violation] = Field(default_factory=list)
 
 
+class CostItem(BaseModel):
+    item: str
+    usd_per_hour: float | None = Field(description="None: not priced here.")
+    source: str
+
+
 class Cost(BaseModel):
     hardware: str
     usd_per_hour: float
@@ -86,6 +92,11 @@ class Cost(BaseModel):
         description="One busy instance at requests_per_second."
     )
     note: str = ""
+    fixed: list[CostItem] = Field(
+        default_factory=list,
+        description="What is billed at any instance count (GKE: cluster fee, system node, "
+        "load balancer); included in usd_per_month_idle and usd_per_month_max.",
+    )
 
 
 class Preview(BaseModel):
@@ -304,8 +315,29 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
 
     hw = settings.profile
     price = hw.price.usd_per_hour
+    price_source = f"{hw.price.source} ({hw.price.as_of})"
     note = ""
-    if hw.platform is Platform.TPU:
+    fixed: list[CostItem] = []
+    if settings.deploy_platform == "gke":
+        from serving.gke import fixed_costs
+
+        shape = settings.gke_shape
+        price = shape.price.usd_per_hour
+        price_source = f"{shape.machine_type} node: {shape.price.source} ({shape.price.as_of})"
+        low, high = settings.gke.min_replicas, settings.gke.max_replicas
+        fixed = [
+            CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)
+        ]
+        note = (
+            f"GKE: one {shape.machine_type} node per replica, {low} to {high} replicas (the "
+            f"autoscaler's bounds), on-demand list price"
+            + (
+                f"; {settings.gke.node_provisioning} capacity costs less (not modelled)"
+                if settings.gke.node_provisioning in ("spot", "flex-start")
+                else ""
+            )
+        )
+    elif hw.platform is Platform.TPU:
         low = high = settings.tpu.replicas
         note = f"{low} TPU node(s), billed while they exist" + (
             f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
@@ -324,15 +356,17 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
         )
     else:
         rps, source = 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
+    base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
-        price_source=f"{hw.price.source} ({hw.price.as_of})",
+        price_source=price_source,
         instances_min=low,
         instances_max=high,
         usd_per_month_per_instance=monthly_cost(price),
-        usd_per_month_idle=monthly_cost(price, low),
-        usd_per_month_max=monthly_cost(price, high),
+        usd_per_month_idle=base + monthly_cost(price, low),
+        usd_per_month_max=base + monthly_cost(price, high),
+        fixed=fixed,
         requests_per_second=rps,
         requests_per_second_source=source,
         usd_per_million_requests=cost_per_million_requests(price, rps),
@@ -520,6 +554,7 @@ def text_lines(p: Preview) -> list[str]:
     lines += [
         "",
         "Capacity plan:",
+        "  per instance (on GKE: per replica, one accelerator each)",
         f"  fits: {'yes' if p.fits else 'NO: vLLM refuses to start'}",
         f"  KV tokens: {plan['kv_tokens']:,}",
         f"  concurrency at full context ({plan['max_model_len']:,} tokens): "
@@ -532,6 +567,12 @@ def text_lines(p: Preview) -> list[str]:
         f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance always on; "
         f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
         f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
+        *(
+            f"  plus {item.item}: "
+            + (f"{_money(item.usd_per_hour)}/h" if item.usd_per_hour is not None else "not priced")
+            + f" ({item.source})"
+            for item in p.cost.fixed
+        ),
         f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
         f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
         f"  {p.cost.note}",

@@ -190,6 +190,124 @@ HARDWARE: dict[str, HardwareProfile] = {
 }
 
 
+@dataclass(frozen=True)
+class GkeShape:
+    """How one replica of a hardware profile runs on GKE: the node pool's machine and the
+    Pod's accelerator request and node selectors (one replica per node)."""
+
+    hardware: str
+    machine_type: str
+    #: Extended resource the vLLM container requests (`google.com/tpu`, `nvidia.com/gpu`).
+    accelerator_resource: str
+    #: Node selectors GKE sets on nodes of this shape; the Pod selects exactly these.
+    node_selector: dict[str, str]
+    #: Compute Engine accelerator type on the node pool (GPUs); None for TPUs.
+    gpu_type: str | None
+    #: TPU slice topology of the node pool (TPUs); None for GPUs.
+    tpu_topology: str | None
+    vcpu: int
+    memory_gib: int
+    #: What the vLLM container requests of the node (the rest is left to the system pods,
+    #: the GCS FUSE sidecar and kubelet reservations).
+    pod_cpu: str
+    pod_memory: str
+    #: Startup probe of the vLLM container on GKE (TPU engines compile for minutes).
+    startup_probe: Probe
+    #: On-demand list price of one node (accelerator included), USD per hour.
+    price: Price
+    source: str
+
+
+#: GKE node shapes by hardware key. Shapes and selectors: GKE's TPU and GPU docs
+#: (cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus, .../how-to/gpus).
+GKE_SHAPES: dict[str, GkeShape] = {
+    shape.hardware: shape
+    for shape in (
+        GkeShape(
+            hardware="tpu-v6e-1",
+            machine_type="ct6e-standard-1t",
+            accelerator_resource="google.com/tpu",
+            node_selector={
+                "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                "cloud.google.com/gke-tpu-topology": "1x1",
+            },
+            gpu_type=None,
+            tpu_topology="1x1",
+            vcpu=44,
+            memory_gib=176,
+            pod_cpu="32",
+            pod_memory="128Gi",
+            # llm-d's TPU overlay: 30 s x 120 (an hour) for XLA compilation at first start.
+            startup_probe=Probe(
+                initial_delay_seconds=0,
+                period_seconds=30,
+                timeout_seconds=10,
+                failure_threshold=120,
+            ),
+            price=Price(
+                usd_per_hour=2.70,
+                source="seed article 002 (TPU v6e on-demand, one chip; the same chip-hour on GKE)",
+                as_of="2026-06",
+            ),
+            source="cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e: "
+            "ct6e-standard-1t, 1x1, tpu-v6e-slice)",
+        ),
+        GkeShape(
+            hardware="l4",
+            machine_type="g2-standard-8",
+            accelerator_resource="nvidia.com/gpu",
+            node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
+            gpu_type="nvidia-l4",
+            tpu_topology=None,
+            vcpu=8,
+            memory_gib=32,
+            pod_cpu="6",
+            pod_memory="24Gi",
+            startup_probe=Probe(
+                initial_delay_seconds=60,
+                period_seconds=30,
+                timeout_seconds=10,
+                failure_threshold=60,
+            ),
+            price=Price(
+                usd_per_hour=0.85,
+                source="https://cloud.google.com/compute/vm-instance-pricing (G2, g2-standard-8, "
+                "us-central1; the figure was not in the stored copy of the page: check it)",
+                as_of="2026-11",
+            ),
+            source="cloud.google.com/compute/docs/accelerator-optimized-machines (G2: one L4 "
+            "on g2-standard-4/8/12/16/32)",
+        ),
+        GkeShape(
+            hardware="rtx-pro-6000",
+            machine_type="g4-standard-48",
+            accelerator_resource="nvidia.com/gpu",
+            node_selector={"cloud.google.com/gke-accelerator": "nvidia-rtx-pro-6000"},
+            gpu_type="nvidia-rtx-pro-6000",
+            tpu_topology=None,
+            vcpu=48,
+            memory_gib=180,
+            pod_cpu="40",
+            pod_memory="160Gi",
+            startup_probe=Probe(
+                initial_delay_seconds=60,
+                period_seconds=15,
+                timeout_seconds=10,
+                failure_threshold=120,
+            ),
+            price=Price(
+                usd_per_hour=4.50,
+                source="g4-standard-48 in us-central1 at $4.5001/h (Google's catalog as listed in "
+                "dstackai/dstack PR #3213, 2025-10)",
+                as_of="2025-10",
+            ),
+            source="G4 machine series: g4-standard-48 = 48 vCPU, 180 GB, 1 x RTX PRO 6000 "
+            "(dstackai/dstack PR #3213)",
+        ),
+    )
+}
+
+
 def get_hardware(key: str) -> HardwareProfile:
     """Look a profile up by key; the error lists what is allowed."""
     try:

@@ -15,6 +15,12 @@ Where the numbers come from:
   `targetLabels.metadata`); queries select a service with `service_name`.
 - On a TPU VM the Ops Agent's Prometheus receiver scrapes vLLM on localhost; the scrape job's
   name becomes the `job` label, which is unique per stack.
+- On GKE, Managed Service for Prometheus scrapes each vLLM Pod through a PodMonitoring; the
+  series carry `namespace` and `job` (the PodMonitoring's name). The endpoint picker
+  (llm-d-router v0.10.0, `pkg/epp/metrics/llm_d_router_metrics.go`) exports `llm_d_epp_*`
+  families; the Gateway's regional Application Load Balancer reports
+  `loadbalancing.googleapis.com/https/{internal,external/regional}/*` to Cloud Monitoring, its
+  URL map named by GKE after the Gateway's namespace and name.
 - Cloud Run's own metrics (`run.googleapis.com/...`) are queried with Monitoring filters, and
   in PromQL under the documented mapping (first `/` to `:`, other `.` and `/` to `_`).
 """
@@ -30,7 +36,7 @@ import yaml
 
 from serving.settings import MonitoringSettings, SloSettings
 
-Platform = Literal["cloud_run", "tpu"]
+Platform = Literal["cloud_run", "tpu", "gke"]
 
 
 class Vllm:
@@ -91,6 +97,9 @@ class Target:
     cloud_run_service: str | None = None
     #: Speculative decoding (MTP) is on: its acceptance panels are shown.
     mtp: bool = False
+    #: GKE: the namespace of the serving objects and the Gateway's class.
+    gke_namespace: str | None = None
+    gateway_class: str | None = None
 
     def __post_init__(self) -> None:
         if not self.matchers:
@@ -110,6 +119,47 @@ def cloud_run_target(stack: str, hardware: str, service: str, *, mtp: bool) -> T
 def tpu_target(stack: str, hardware: str, job: str, *, mtp: bool) -> Target:
     """TPU nodes' series: the Ops Agent labels them with the scrape job's name."""
     return Target(stack, hardware, "tpu", (("job", job),), None, mtp)
+
+
+class Picker:
+    """llm-d-router v0.10.0 endpoint picker metric families (`llm_d_epp` subsystem)."""
+
+    READY_ENDPOINTS = "llm_d_epp_ready_endpoints"
+    AVERAGE_QUEUE = "llm_d_epp_average_queue_size"
+    AVERAGE_KV_CACHE = "llm_d_epp_average_kv_cache_utilization"
+    REQUESTS = "llm_d_epp_request_total"
+    REQUEST_ERRORS = "llm_d_epp_request_error_total"
+    SCHEDULER_E2E = "llm_d_epp_scheduler_e2e_duration_seconds"
+
+
+#: The Gateway's load balancer: request counts by class, per Gateway class.
+GATEWAY_LB_METRICS: dict[str, tuple[str, str]] = {
+    # gateway class -> (request_count metric type, monitored resource type)
+    "gke-l7-rilb": (
+        "loadbalancing.googleapis.com/https/internal/request_count",
+        "internal_http_lb_rule",
+    ),
+    "gke-l7-regional-external-managed": (
+        "loadbalancing.googleapis.com/https/external/regional/request_count",
+        "http_external_regional_lb_rule",
+    ),
+}
+
+
+def gke_target(
+    stack: str, hardware: str, namespace: str, *, mtp: bool, gateway_class: str = "gke-l7-rilb"
+) -> Target:
+    """GKE Pods' series: Managed Prometheus labels them with namespace and PodMonitoring."""
+    return Target(
+        stack,
+        hardware,
+        "gke",
+        (("namespace", namespace), ("job", "vllm")),
+        None,
+        mtp,
+        gke_namespace=namespace,
+        gateway_class=gateway_class,
+    )
 
 
 def scrape_job(prefix: str) -> str:
@@ -411,10 +461,80 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
                 "utilization",
             ),
         ]
+    if target.gke_namespace is not None:
+        widgets += _gke_widgets(target, q)
     return {
         "displayName": f"vLLM {target.stack} ({target.hardware})",
         "mosaicLayout": {"columns": _COLUMNS, "tiles": _tiles(widgets)},
     }
+
+
+def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
+    """The Gateway's and the endpoint picker's signals on a GKE stack."""
+    namespace = str(target.gke_namespace)
+    picker = _selector((("namespace", namespace), ("job", "vllm-epp")))
+    window = q.window
+    lb_metric, lb_resource = GATEWAY_LB_METRICS[str(target.gateway_class)]
+    # GKE names the load balancer's URL map after the Gateway: gkegw1-<hash>-<ns>-<name>-<hash>.
+    lb = (
+        f"{promql_metric_name(lb_metric)}{{monitored_resource={_quote(lb_resource)},"
+        f"url_map_name=~{_quote(f'.*-{namespace}-inference-gateway-.*')}}}"
+    )
+    return [
+        _chart(
+            "Gateway responses by status class",
+            [
+                _promql_set(
+                    f"sum by (response_code_class) (rate({lb}[{window}]))",
+                    "${response_code_class}",
+                    "1/s",
+                )
+            ],
+            "requests/s",
+        ),
+        _chart(
+            "Endpoint picker: ready replicas",
+            [_promql_set(f"max ({Picker.READY_ENDPOINTS}{picker})", "ready", "1")],
+            "replicas",
+        ),
+        _chart(
+            "Endpoint picker: pool queue and KV cache",
+            [
+                _promql_set(f"max ({Picker.AVERAGE_QUEUE}{picker})", "average queue", "1"),
+                _promql_set(
+                    f"100 * max ({Picker.AVERAGE_KV_CACHE}{picker})", "average KV cache %", "1"
+                ),
+            ],
+            "requests / percent",
+        ),
+        _chart(
+            "Endpoint picker: requests and errors",
+            [
+                _promql_set(f"sum (rate({Picker.REQUESTS}{picker}[{window}]))", "picked", "1/s"),
+                _promql_set(
+                    f"sum (rate({Picker.REQUEST_ERRORS}{picker}[{window}]))", "errors", "1/s"
+                ),
+            ],
+            "requests/s",
+        ),
+        _chart(
+            "Endpoint picker: scheduling latency",
+            [
+                _promql_set(
+                    f"histogram_quantile(0.95, sum by (le) "
+                    f"(rate({Picker.SCHEDULER_E2E}_bucket{picker}[{window}])))",
+                    "p95",
+                    "s",
+                )
+            ],
+            "seconds",
+        ),
+        _chart(
+            "vLLM replicas reporting",
+            [_promql_set(f"count ({Vllm.RUNNING}{q.sel()})", "replicas", "1")],
+            "replicas",
+        ),
+    ]
 
 
 def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -434,11 +554,12 @@ def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _about(target: Target, settings: MonitoringSettings, slo: SloSettings) -> str:
-    how = (
-        "the Managed Service for Prometheus sidecar beside vLLM"
-        if target.platform == "cloud_run"
-        else "the Ops Agent's Prometheus receiver on each TPU node"
-    )
+    how = {
+        "cloud_run": "the Managed Service for Prometheus sidecar beside vLLM",
+        "tpu": "the Ops Agent's Prometheus receiver on each TPU node",
+        "gke": "Managed Service for Prometheus (a PodMonitoring per Deployment); the Gateway "
+        "and endpoint picker panels follow",
+    }[target.platform]
     lines = [
         f"**{target.stack}** on {target.hardware}: vLLM's `/metrics`, scraped every "
         f"{settings.monitoring_scrape_interval_seconds} s by {how}.",
@@ -516,7 +637,7 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
                 f"The share of failed requests ({what}) is above 1 - `sloMinSuccessRate`.",
             )
         )
-    if target.platform == "tpu":
+    if target.platform in ("tpu", "gke"):
         # A node that is gone (preempted, flex-start run ended, vLLM crashed) exports nothing,
         # so no other condition can fire. On Cloud Run, scaled to zero is normal: no such alert.
         found.append(
@@ -526,9 +647,16 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
                 "vLLM's metrics absent for 10 min",
                 f"absent_over_time({Vllm.RUNNING}{q.sel()}[10m])",
                 "ERROR",
-                "No node has exported vLLM's metrics for 10 minutes: the node or vLLM is down "
-                "(preempted, its flex-start run ended, or vLLM exited). Check the queued "
-                "resources' state (`gemma4 mcp` service_status, or the console).",
+                (
+                    "No node has exported vLLM's metrics for 10 minutes: the node or vLLM is "
+                    "down (preempted, its flex-start run ended, or vLLM exited). Check the "
+                    "queued resources' state (`gemma4 mcp` service_status, or the console)."
+                    if target.platform == "tpu"
+                    else "No vLLM replica has exported metrics for 10 minutes: every Pod is "
+                    "down or unschedulable (no accelerator node: quota, stock, spot "
+                    "preemption). Check the replicas (`gemma4 mcp` gke_replicas, or "
+                    "`kubectl get pods -n <namespace>`)."
+                ),
             )
         )
     found.append(
@@ -561,11 +689,11 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
 def alert_keys(platform: Platform, settings: MonitoringSettings, slo: SloSettings) -> list[str]:
     """The short names of the alerts a stack gets; they do not depend on the service's name,
     which is known only once it exists."""
-    placeholder = (
-        cloud_run_target("-", "-", "-", mtp=False)
-        if platform == "cloud_run"
-        else tpu_target("-", "-", "-", mtp=False)
-    )
+    placeholder = {
+        "cloud_run": cloud_run_target("-", "-", "-", mtp=False),
+        "tpu": tpu_target("-", "-", "-", mtp=False),
+        "gke": gke_target("-", "-", "-", mtp=False),
+    }[platform]
     return [a.key for a in alerts(placeholder, settings, slo)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import ipaddress
 import json
 import re
 import unicodedata
@@ -26,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.hardware import HARDWARE, HardwareProfile, Platform
+from serving.hardware import GKE_SHAPES, HARDWARE, GkeShape, HardwareProfile, Platform
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
@@ -321,6 +322,130 @@ class TpuSettings(_Group):
         return self
 
 
+#: The oldest GKE version that installs the GA Gateway API and InferencePool CRDs itself
+#: (llm-d.ai/docs/resources/gateway/gke; GKE's "Deploy GKE Inference Gateway" how-to).
+MIN_GKE_VERSION = "1.34.0-gke.1626000"
+_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+#: The endpoint picker (llm-d-router release v0.10.0, 2026-08-17; its release checklist names
+#: the image `ghcr.io/llm-d/llm-d-router-endpoint-picker:${VERSION}`).
+DEFAULT_PICKER_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+_DNS_LABEL = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+
+
+def gke_version_key(version: str) -> tuple[int, ...]:
+    """`1.34.0-gke.1626000` -> (1, 34, 0, 1626000); ValueError for anything else."""
+    match = _GKE_VERSION.fullmatch(version)
+    if not match:
+        raise ValueError(f"{version!r} is not a GKE version (MAJOR.MINOR.PATCH-gke.N)")
+    return tuple(int(part) for part in match.groups())
+
+
+class GkeSettings(_Group):
+    """GKE: the cluster, the accelerator node pool, the Inference Gateway and the autoscaler."""
+
+    min_replicas: int = Field(1, ge=1, le=64, description="vLLM replicas the autoscaler keeps.")
+    max_replicas: int = Field(
+        2, ge=1, le=64, description="Most vLLM replicas the autoscaler (and the node pool) runs."
+    )
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(
+        "REGULAR", description="GKE release channel of the cluster."
+    )
+    cluster_version: str = Field(
+        MIN_GKE_VERSION,
+        description=f"Minimum GKE control-plane version (at least {MIN_GKE_VERSION}, where GKE "
+        "installs the Gateway API and InferencePool CRDs itself).",
+    )
+    node_provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = Field(
+        "on-demand", description="How the accelerator node pool obtains capacity."
+    )
+    reservation_name: str | None = Field(
+        None,
+        pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="Compute Engine reservation the node pool consumes (nodeProvisioning: "
+        "reservation).",
+    )
+    system_machine_type: str = Field(
+        "e2-standard-4",
+        pattern=r"^[a-z][a-z0-9]*-[a-z]+-[0-9]+$",
+        description="Machine type of the system node pool (endpoint picker, metrics adapter).",
+    )
+    namespace: str = Field(
+        "gemma4", pattern=_DNS_LABEL, description="Kubernetes namespace of the serving objects."
+    )
+    proxy_subnet_range: str = Field(
+        "10.129.0.0/23",
+        description="CIDR of the proxy-only subnet the regional Gateway's proxies use "
+        "(/26 or larger; Google recommends /23).",
+    )
+    picker_image: str = Field(
+        DEFAULT_PICKER_IMAGE,
+        description="Endpoint picker image (llm-d-router), pinned by release tag or digest.",
+    )
+    picker_failure_mode: Literal["FailOpen", "FailClose"] = Field(
+        "FailOpen",
+        description="What the Gateway does when no endpoint picker answers: FailOpen routes "
+        "without it (load-unaware), FailClose refuses the request.",
+    )
+    backend_timeout_seconds: int = Field(
+        3600,
+        ge=1,
+        le=86400,
+        description="Gateway backend timeout (GCPBackendPolicy timeoutSec; GKE's default 300 s "
+        "cuts long generations).",
+    )
+    scale_up_waiting_requests: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Autoscaler target: average requests waiting in vLLM's queue per replica.",
+    )
+
+    @field_validator("cluster_version")
+    @classmethod
+    def _new_enough(cls, value: str) -> str:
+        if gke_version_key(value) < gke_version_key(MIN_GKE_VERSION):
+            raise ValueError(
+                f"{value!r} is older than {MIN_GKE_VERSION}, the first GKE version that installs "
+                "the GA Gateway API and InferencePool CRDs; allowed: "
+                f"{MIN_GKE_VERSION} or later"
+            )
+        return value
+
+    @field_validator("picker_image")
+    @classmethod
+    def _pinned_picker(cls, value: str) -> str:
+        check_pinned_image(value)
+        return value
+
+    @field_validator("proxy_subnet_range")
+    @classmethod
+    def _proxy_range(cls, value: str) -> str:
+        try:
+            network = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not an IPv4 CIDR block: {exc}") from None
+        if network.prefixlen > 26 or not network.is_private:
+            raise ValueError(
+                f"{value!r}: a proxy-only subnet is a private IPv4 range of /26 or larger "
+                "(Google recommends /23)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> GkeSettings:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"config key 'minReplicas' ({self.min_replicas}) must not exceed "
+                f"'maxReplicas' ({self.max_replicas})"
+            )
+        if (self.node_provisioning == "reservation") != (self.reservation_name is not None):
+            raise ValueError(
+                "config key 'reservationName' is required with nodeProvisioning 'reservation' "
+                "and allowed only with it"
+            )
+        return self
+
+
 class SloSettings(_Group):
     """Service-level objectives the benchmark gate holds a deployment to."""
 
@@ -464,6 +589,45 @@ class WeightsSettings(_Group):
     )
 
 
+DeployPlatform = Literal["cloud-run", "tpu-vm", "gke"]
+#: Keys that mean something on some platforms only; set elsewhere they are refused.
+PLATFORM_KEYS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(
+        (
+            "cpu",
+            "memoryGib",
+            "minInstances",
+            "maxInstances",
+            "concurrency",
+            "requestTimeoutSeconds",
+            "startupCpuBoost",
+            "gpuZonalRedundancy",
+            "mirrorImage",
+            "artifactRepository",
+            "invokers",
+        ),
+        frozenset({"cloud-run"}),
+    ),
+    **dict.fromkeys(
+        (
+            "tpuRuntimeVersion",
+            "provisioning",
+            "maxRunHours",
+            "validUntilHours",
+            "replicas",
+            "externalIps",
+            "createTimeoutMinutes",
+        ),
+        frozenset({"tpu-vm"}),
+    ),
+}
+
+
+def native_platform(profile: HardwareProfile) -> DeployPlatform:
+    """The platform a hardware profile runs on when a stack names none."""
+    return "tpu-vm" if profile.platform is Platform.TPU else "cloud-run"
+
+
 class Settings(BaseModel):
     """Everything one stack deploys, validated as a whole."""
 
@@ -491,6 +655,12 @@ class Settings(BaseModel):
     health: HealthSettings = Field(default_factory=HealthSettings)
     benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    gke: GkeSettings = Field(default_factory=GkeSettings)
+    platform: DeployPlatform | None = Field(
+        None,
+        description="Where the stack runs: cloud-run, tpu-vm or gke; defaults to the hardware's "
+        "own (cloud-run for GPUs, tpu-vm for TPUs).",
+    )
 
     @field_validator("hardware")
     @classmethod
@@ -559,8 +729,38 @@ class Settings(BaseModel):
         return labels
 
     @model_validator(mode="after")
+    def _platform_combination(self) -> Settings:
+        """The platform must be able to run the hardware, and keys of another platform are
+        refused (a `maxInstances` on a GKE stack would silently do nothing)."""
+        hw = self.profile
+        allowed = [native_platform(hw), *(["gke"] if hw.key in GKE_SHAPES else [])]
+        if self.deploy_platform not in allowed:
+            raise ValueError(
+                f"config key 'platform': {self.deploy_platform!r} cannot run hardware "
+                f"{hw.key!r}; allowed for {hw.key}: {', '.join(allowed)}"
+            )
+        gke_keys = frozenset(
+            GkeSettings.model_fields[name].alias or to_camel(name)
+            for name in GkeSettings.model_fields
+        )
+        restricted = {**PLATFORM_KEYS, **dict.fromkeys(gke_keys, frozenset({"gke"}))}
+        for group in (self.cloud_run, self.tpu, self.gke):
+            for name in sorted(group.model_fields_set):
+                key = type(group).model_fields[name].alias or to_camel(name)
+                platforms = restricted.get(key)
+                if platforms is not None and self.deploy_platform not in platforms:
+                    raise ValueError(
+                        f"config key {key!r} applies to platform {', '.join(sorted(platforms))} "
+                        f"only; this stack's platform is {self.deploy_platform!r} (config key "
+                        "'platform'; allowed: cloud-run, tpu-vm, gke)"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _fits_hardware(self) -> Settings:
         hw = self.profile
+        if self.deploy_platform == "gke":
+            self._gke_checks()
         card = self.model.card
         if card.architecture and self.vllm.max_model_len > card.architecture.max_context:
             # vLLM refuses it too (vllm/config/model.py, ModelConfig: "User-specified
@@ -580,6 +780,8 @@ class Settings(BaseModel):
                 raise ValueError(
                     f"config key 'zone' {what} for {hw.key}; allowed: {', '.join(hw.locations)}"
                 )
+            if self.deploy_platform == "gke":
+                return self
             if self.tpu.provisioning == "flex-start" and self.tpu.max_run_hours is None:
                 raise ValueError(
                     "config key 'maxRunHours' is required with flex-start provisioning"
@@ -613,7 +815,7 @@ class Settings(BaseModel):
                             "different nodes. Pin the commit (the Hugging Face model page's "
                             "history lists them)"
                         )
-        if hw.platform is Platform.CLOUD_RUN:
+        if self.deploy_platform == "cloud-run":
             cr = self.cloud_run
             if cr.region is None:
                 raise ValueError(
@@ -700,6 +902,36 @@ class Settings(BaseModel):
             "maxModelLen or maxNumBatchedTokens, raise gpuMemoryUtilization (at most 1), use "
             "kvCacheDtype fp8 or the QAT checkpoint; see `python -m policies.plan`"
         )
+
+    def _gke_checks(self) -> None:
+        """What a GKE stack needs: a region for the cluster and Gateway, a zone in it for the
+        accelerator nodes; a public Gateway only with client ranges to enforce."""
+        region, zone = self.cloud_run.region, self.tpu.zone
+        if region is None or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+", region):
+            raise ValueError(
+                "config key 'region' is required for platform gke: the cluster's and the "
+                f"Gateway's region, e.g. us-east5 (got {region!r})"
+            )
+        if zone is None or not zone.startswith(f"{region}-"):
+            raise ValueError(
+                f"config key 'zone' is required for platform gke: a zone of region {region!r} "
+                f"for the accelerator nodes (got {zone!r})"
+            )
+        if self.cloud_run.public and not self.tpu.source_ranges:
+            raise ValueError(
+                "config key 'sourceRanges' is required with 'public: true' on platform gke: the "
+                "external Gateway admits only these client ranges (and the vLLM API key)"
+            )
+
+    @property
+    def deploy_platform(self) -> DeployPlatform:
+        """Where this stack runs: the `platform` key, or the hardware's own platform."""
+        return self.platform or native_platform(self.profile)
+
+    @property
+    def gke_shape(self) -> GkeShape:
+        """The GKE node shape of this stack's hardware (platform gke only)."""
+        return GKE_SHAPES[self.hardware]
 
     def memory_plan(self) -> MemoryPlan | None:
         """The capacity planner's memory plan for one instance (None without an architecture
@@ -798,8 +1030,9 @@ _GROUPS: dict[str, type[_Group]] = {
     "health": HealthSettings,
     "benchmark": BenchmarkSettings,
     "monitoring": MonitoringSettings,
+    "gke": GkeSettings,
 }
-_TOP_LEVEL = ("hardware", "image", "registries", "labels")
+_TOP_LEVEL = ("hardware", "image", "registries", "labels", "platform")
 
 
 def config_keys() -> dict[str, tuple[str, Any]]:
@@ -816,6 +1049,7 @@ def config_keys() -> dict[str, tuple[str, Any]]:
 SCRIPT_KEYS = frozenset(
     {
         "image",
+        "pickerImage",
         "modelRevision",
         "drafterRevision",
         "servedModelName",

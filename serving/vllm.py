@@ -27,6 +27,9 @@ MODEL_MOUNT_PATH = "/mnt/models"
 #: gid 0. Neither needs to own the files to read them: gcsfuse shows files as 0644 and
 #: directories as 0755 unless the mount options say otherwise (its docs/semantics.md).
 VLLM_UID = VLLM_GID = 1001
+#: The model bucket's GCS FUSE mount options: the package's mount-owner contract, the same on
+#: Cloud Run (a list) and on GKE's GCS FUSE CSI driver (joined with commas).
+FUSE_MOUNT_OPTIONS = (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
 #: Port vLLM listens on in a Cloud Run container (Cloud Run routes to it).
 CLOUD_RUN_PORT = 8080
 VLLM_COMMAND = ("vllm", "serve")

@@ -1,0 +1,334 @@
+"""vLLM replicas behind GKE Inference Gateway: the Kubernetes objects of `serving.gke`,
+declared with pulumi-kubernetes, and the Google Cloud pieces they need (identities, the
+Gateway's address, the Cloud Armor policy of a public Gateway)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_gcp import compute, projects, serviceaccount
+
+from components.model_bucket import ModelBucket
+from components.naming import account_id
+from serving import gke
+from serving.gke import Manifest
+from serving.settings import Settings
+
+#: Cloud Armor takes at most 10 source ranges per rule (`srcIpRanges`, pulumi-gcp's docs).
+ARMOR_RANGES_PER_RULE = 10
+_DEFAULT_RULE_PRIORITY = 2147483647
+
+#: Kubernetes kinds with a typed class in pulumi-kubernetes; every other kind (the custom
+#: resources) is declared as `apiextensions.CustomResource`.
+_TYPED: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
+    ("apiregistration.k8s.io/v1", "APIService"): k8s.apiregistration.v1.APIService,
+}
+#: Top-level manifest fields beside apiVersion/kind/metadata, and their keyword arguments.
+_FIELDS = {
+    "spec": "spec",
+    "data": "data",
+    "rules": "rules",
+    "subjects": "subjects",
+    "roleRef": "role_ref",
+}
+
+
+def declare(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One manifest as a pulumi-kubernetes resource: its typed class where pulumi-kubernetes
+    has one, `apiextensions.CustomResource` otherwise; the props are the manifest's fields."""
+    return declare_lifted(name, manifest, pulumi.Output.from_input(manifest), opts)
+
+
+def declare_lifted(
+    name: str,
+    static: Manifest,
+    manifest: pulumi.Output[Manifest] | pulumi.Output[Any],
+    opts: pulumi.ResourceOptions,
+) -> pulumi.CustomResource:
+    """A manifest whose body depends on an Output (a bucket or an address not known yet);
+    `static` is the same manifest rendered with placeholders: its kind, metadata and set of
+    fields must not depend on the Output."""
+    kwargs: dict[str, Any] = {
+        arg: manifest.apply(_field(key)) for key, arg in _FIELDS.items() if key in static
+    }
+    typed = _TYPED.get((static["apiVersion"], static["kind"]))
+    if typed is not None:
+        return typed(name, metadata=static["metadata"], opts=opts, **kwargs)
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version=static["apiVersion"],
+        kind=static["kind"],
+        metadata=static["metadata"],
+        opts=opts,
+        **kwargs,
+    )
+
+
+@dataclass
+class GkeServingArgs:
+    settings: Settings
+    project: str
+    provider: k8s.Provider
+    bucket: ModelBucket
+    #: Resources the vLLM Pods need first (weights download jobs, node pools).
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    #: Post-deploy checks, run once the endpoint ConfigMap (the Gateway's URL) exists.
+    hooks: pulumi.ResourceHookBinding | None = None
+
+
+class GkeServing(pulumi.ComponentResource):
+    """vLLM Deployment, InferencePool, endpoint picker, Gateway and route, GKE's policies,
+    monitoring and the autoscaler, on an existing cluster."""
+
+    endpoint_url: pulumi.Output[str]
+    """`http://<Gateway address>` (OpenAI API under /v1)."""
+    gateway_address: pulumi.Output[str]
+    vllm_command_line: pulumi.Output[str]
+    namespace: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GkeServingArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma4:index:GkeServing", name, None, opts)
+        s = args.settings
+        child = pulumi.ResourceOptions(parent=self)
+        kube = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        vllm_account = self._workload_account(name, args, "vllm", gke.VLLM_NAME)
+        reader = args.bucket.grant_read(
+            f"{name}-vllm-read-models",
+            vllm_account.email.apply(lambda e: f"serviceAccount:{e}"),
+        )
+        adapter_account = self._workload_account(
+            name, args, "metrics", gke.ADAPTER_NAME, namespace=gke.ADAPTER_NAMESPACE
+        )
+        viewer = projects.IAMMember(
+            f"{name}-metrics-viewer",
+            project=args.project,
+            role="roles/monitoring.viewer",
+            member=adapter_account.email.apply(lambda e: f"serviceAccount:{e}"),
+            opts=child,
+        )
+        public = s.cloud_run.public
+        address = compute.Address(
+            f"{name}-gateway-ip",
+            region=s.region,
+            address_type="EXTERNAL" if public else "INTERNAL",
+            # An internal Gateway's address comes from the nodes' subnet (the network's
+            # subnet in this region).
+            subnetwork=None if public else s.tpu.network,
+            labels=dict(s.labels),
+            opts=child,
+        )
+        security_policy = self._armor(name, s) if public else None
+
+        # The metrics adapter (cluster-wide, its own namespace).
+        adapter_static = gke.metrics_adapter("<account>")
+        adapter_lifted = adapter_account.email.apply(gke.metrics_adapter)
+        adapter: list[pulumi.CustomResource] = []
+        for index, static in enumerate(adapter_static):
+            ident = _ident(static)
+            body = adapter_lifted.apply(_item(index))
+            adapter.append(
+                declare_lifted(
+                    f"{name}-{ident}",
+                    static,
+                    body,
+                    pulumi.ResourceOptions(
+                        parent=self,
+                        provider=args.provider,
+                        depends_on=[viewer, *adapter[:1]],
+                    ),
+                )
+            )
+
+        ns = declare(f"{name}-namespace", gke.namespace(s), kube)
+        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
+        vllm_sa = declare_lifted(
+            f"{name}-vllm-ksa",
+            gke.vllm_service_account(s, "<account>"),
+            vllm_account.email.apply(lambda e: gke.vllm_service_account(s, e)),
+            in_ns,
+        )
+        picker = [
+            declare(f"{name}-{_ident(m)}", m, in_ns)
+            for m in (
+                gke.picker_service_account(s),
+                gke.picker_role(s),
+                gke.picker_role_binding(s),
+                gke.picker_leader_election_role(s),
+                gke.picker_leader_election_binding(s),
+                gke.picker_config_map(s),
+                gke.picker_deployment(s),
+                gke.picker_service(s),
+            )
+        ]
+        probe = s.gke_shape.startup_probe
+        rollout = f"{(probe.budget_seconds + 900) // 60}m"
+        deployment = declare_lifted(
+            f"{name}-vllm",
+            gke.vllm_deployment(s, bucket="<bucket>"),
+            args.bucket.bucket_name.apply(lambda b: gke.vllm_deployment(s, bucket=b)),
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[ns, vllm_sa, reader, *args.depends_on],
+                # pulumi-kubernetes waits for the rollout: allow the whole startup probe.
+                custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),
+            ),
+        )
+        after_pods = pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[ns, *picker]
+        )
+        pool = declare(f"{name}-pool", gke.inference_pool(s), after_pods)
+        gateway = declare_lifted(
+            f"{name}-gateway",
+            gke.gateway(s, address_name="<address>"),
+            address.name.apply(lambda a: gke.gateway(s, address_name=a)),
+            in_ns,
+        )
+        on_pool = pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[ns, pool, gateway]
+        )
+        route = declare(f"{name}-route", gke.http_route(s), on_pool)
+        policies = [
+            declare(f"{name}-health-check-policy", gke.health_check_policy(s), on_pool),
+            declare_lifted(
+                f"{name}-backend-policy",
+                gke.backend_policy(s, security_policy="<policy>" if public else None),
+                (
+                    security_policy.name.apply(lambda p: gke.backend_policy(s, security_policy=p))
+                    if security_policy is not None
+                    else pulumi.Output.from_input(gke.backend_policy(s))
+                ),
+                on_pool,
+            ),
+        ]
+        declare(
+            f"{name}-autoscaler",
+            gke.autoscaler(s),
+            pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[deployment, *adapter]
+            ),
+        )
+        if s.monitoring.monitoring:
+            declare(f"{name}-vllm-monitoring", gke.pod_monitoring(s), in_ns)
+            declare(f"{name}-picker-monitoring", gke.picker_pod_monitoring(s), in_ns)
+        # Created last: its hooks (health checks, benchmark) call the Gateway's address.
+        declare_lifted(
+            f"{name}-endpoint",
+            gke.endpoint_config_map(s, ip="<ip>"),
+            address.address.apply(lambda ip: gke.endpoint_config_map(s, ip=ip)),
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[deployment, route, *policies],
+                hooks=args.hooks,
+            ),
+        )
+
+        self.gateway_address = address.address
+        self.endpoint_url = address.address.apply(gke.endpoint_url)
+        self.vllm_command_line = pulumi.Output.from_input(gke.vllm_command(s).command_line())
+        self.namespace = pulumi.Output.from_input(s.gke.namespace)
+        self.register_outputs(
+            {
+                "endpoint_url": self.endpoint_url,
+                "gateway_address": self.gateway_address,
+                "vllm_command_line": self.vllm_command_line,
+                "namespace": self.namespace,
+            }
+        )
+
+    def _workload_account(
+        self,
+        name: str,
+        args: GkeServingArgs,
+        role: str,
+        ksa: str,
+        *,
+        namespace: str | None = None,
+    ) -> serviceaccount.Account:
+        """A Google service account that the Kubernetes ServiceAccount `ksa` acts as
+        (Workload Identity: `roles/iam.workloadIdentityUser` for that one subject)."""
+        account = serviceaccount.Account(
+            f"{name}-{role}",
+            account_id=account_id(name, role),
+            display_name=f"GKE {role} {name}",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        subject = f"{namespace or args.settings.gke.namespace}/{ksa}"
+        serviceaccount.IAMMember(
+            f"{name}-{role}-workload-identity",
+            service_account_id=account.name,
+            role="roles/iam.workloadIdentityUser",
+            member=f"serviceAccount:{args.project}.svc.id.goog[{subject}]",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return account
+
+    def _armor(self, name: str, s: Settings) -> compute.RegionSecurityPolicy:
+        """Cloud Armor for the external Gateway: `sourceRanges` allowed, everything else 403."""
+        ranges = list(s.tpu.source_ranges)
+        chunks = [
+            ranges[i : i + ARMOR_RANGES_PER_RULE]
+            for i in range(0, len(ranges), ARMOR_RANGES_PER_RULE)
+        ]
+        rules = [
+            compute.RegionSecurityPolicyRuleArgs(
+                action="allow",
+                priority=1000 + index,
+                description="sourceRanges of the stack",
+                match=compute.RegionSecurityPolicyRuleMatchArgs(
+                    versioned_expr="SRC_IPS_V1",
+                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=chunk),
+                ),
+            )
+            for index, chunk in enumerate(chunks)
+        ]
+        rules.append(
+            compute.RegionSecurityPolicyRuleArgs(
+                action="deny(403)",
+                priority=_DEFAULT_RULE_PRIORITY,
+                description="everyone else",
+                match=compute.RegionSecurityPolicyRuleMatchArgs(
+                    versioned_expr="SRC_IPS_V1",
+                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=["*"]),
+                ),
+            )
+        )
+        return compute.RegionSecurityPolicy(
+            f"{name}-armor",
+            region=s.region,
+            type="CLOUD_ARMOR",
+            description="Clients allowed to reach the vLLM Gateway",
+            rules=rules,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+
+def _ident(manifest: Manifest) -> str:
+    """A Pulumi name part for a manifest: kind and object name, lowercase."""
+    return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}".replace(":", "-")
+
+
+def _field(key: str) -> Callable[[Manifest], Any]:
+    return lambda manifest: manifest[key]
+
+
+def _item(index: int) -> Callable[[list[Manifest]], Manifest]:
+    return lambda found: found[index]

@@ -1,0 +1,843 @@
+"""The Kubernetes objects of a GKE stack, as plain manifests rendered from typed settings.
+
+Pure: no Pulumi. Every function returns one manifest (`apiVersion`, `kind`, `metadata`,
+`spec`/`data`/...) as a dict, exactly what `kubectl apply` would take; the Pulumi component
+(`components/gke_serving.py`) declares each with pulumi-kubernetes, so the props a policy or a
+test sees are these fields. :func:`manifests` returns all of them in apply order.
+
+What serves what (GKE Inference Gateway, "powered by llm-d"):
+
+- a regional Gateway (`gke-l7-rilb`, internal; `gke-l7-regional-external-managed` only with
+  `public: true`) and an HTTPRoute whose only backend is the InferencePool;
+- the InferencePool (`inference.networking.k8s.io/v1`, GA; its CRD is installed by GKE itself
+  from 1.34.0-gke.1626000, so it is not declared here) selects the vLLM Pods by label and names
+  the endpoint picker Service in `endpointPickerRef`;
+- the endpoint picker is llm-d-router's EPP at a pinned release; its Deployment, Service,
+  ServiceAccount, RBAC and ConfigMap follow the shapes of that release's Helm chart
+  (`config/charts/routerlib/templates/*` at tag v0.10.0) for two replicas with leader election.
+  The chart is not rendered by Helm here: the objects are written out below, field by field;
+- GKE's HealthCheckPolicy and GCPBackendPolicy attach to the pool (GKE's controller needs the
+  health check to send traffic; the backend timeout is long enough for long generations);
+- PodMonitoring (Managed Service for Prometheus) scrapes vLLM's and the picker's `/metrics`;
+- a HorizontalPodAutoscaler scales the vLLM Deployment on `vllm:num_requests_waiting` through
+  the Custom Metrics Stackdriver Adapter, the path Google's TPU vLLM tutorial documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from serving.monitoring import Vllm
+from serving.settings import Settings
+from serving.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
+
+Manifest = dict[str, Any]
+
+#: llm-d-router release the picker objects follow (its image is `GkeSettings.picker_image`).
+PICKER_RELEASE: Final = "v0.10.0"
+INFERENCE_API: Final = "inference.networking.k8s.io"
+INFERENCE_POOL_API: Final = f"{INFERENCE_API}/v1"
+GATEWAY_API: Final = "gateway.networking.k8s.io/v1"
+GKE_POLICY_API: Final = "networking.gke.io/v1"
+MONITORING_API: Final = "monitoring.googleapis.com/v1"
+
+#: Gateway classes of GKE's regional Application Load Balancers (both need a proxy-only subnet).
+GATEWAY_CLASS_INTERNAL: Final = "gke-l7-rilb"
+GATEWAY_CLASS_EXTERNAL: Final = "gke-l7-regional-external-managed"
+GATEWAY_PORT: Final = 80
+
+#: Object names inside the stack's namespace.
+VLLM_NAME: Final = "vllm"
+POOL_NAME: Final = "vllm"
+PICKER_NAME: Final = "vllm-epp"
+GATEWAY_NAME: Final = "inference-gateway"
+ROUTE_NAME: Final = "vllm"
+
+#: The picker's ports (chart defaults: ext-proc gRPC, gRPC health, Prometheus metrics).
+PICKER_EXT_PROC_PORT: Final = 9002
+PICKER_HEALTH_PORT: Final = 9003
+PICKER_METRICS_PORT: Final = 9090
+PICKER_REPLICAS: Final = 2
+PICKER_CONFIG_FILE: Final = "default-plugins.yaml"
+
+#: Key, inside the Kubernetes Secret named after `apiKeySecret`, that holds the vLLM API key.
+API_KEY_SECRET_KEY: Final = "api-key"
+GCSFUSE_DRIVER: Final = "gcsfuse.csi.storage.gke.io"
+#: The queue metric the autoscaler follows, as the Custom Metrics Stackdriver Adapter names a
+#: Managed Service for Prometheus metric (`prometheus.googleapis.com|<name>|<kind>`).
+HPA_METRIC: Final = f"prometheus.googleapis.com|{Vllm.WAITING}|gauge"
+
+#: Labels every vLLM Pod carries; the pool selects exactly these.
+POOL_LABELS: Final = {"app.kubernetes.io/name": VLLM_NAME, "app.kubernetes.io/part-of": "gemma4"}
+PICKER_LABELS: Final = {
+    "app.kubernetes.io/name": PICKER_NAME,
+    "app.kubernetes.io/part-of": "gemma4",
+}
+
+
+def _meta(settings: Settings, name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "namespace": settings.gke.namespace, **extra}
+
+
+def vllm_command(settings: Settings) -> VllmCommand:
+    """vLLM's command line on GKE: the shared renderer, the bucket mounted at the same path as
+    on Cloud Run, vLLM on `servingPort`."""
+    card, drafter = settings.model.card, settings.model.drafter_card
+    return render(
+        settings,
+        model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
+        drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
+        port=settings.tpu.serving_port,
+    )
+
+
+def namespace(settings: Settings) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": settings.gke.namespace},
+    }
+
+
+def vllm_service_account(settings: Settings, gcp_service_account: str) -> Manifest:
+    """The vLLM Pods' identity; Workload Identity maps it to a Google service account that may
+    read the model bucket (and nothing else)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(
+            settings,
+            VLLM_NAME,
+            annotations={"iam.gke.io/gcp-service-account": gcp_service_account},
+        ),
+    }
+
+
+def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
+    """vLLM on one accelerator per Pod (one Pod per node), weights from the model bucket."""
+    shape = settings.gke_shape
+    hw = settings.profile
+    port = settings.tpu.serving_port
+    command = vllm_command(settings)
+    probe = shape.startup_probe
+    env: list[dict[str, Any]] = [
+        {"name": k, "value": v} for k, v in {**command.env, "HF_HUB_OFFLINE": "1"}.items()
+    ]
+    env.append(
+        {
+            "name": "VLLM_API_KEY",
+            "valueFrom": {
+                "secretKeyRef": {"name": settings.tpu.api_key_secret, "key": API_KEY_SECRET_KEY}
+            },
+        }
+    )
+    accelerators = str(hw.accelerator_count)
+    health = {"path": "/health", "port": port}
+    node_selector = dict(shape.node_selector)
+    provisioning = settings.gke.node_provisioning
+    if provisioning == "spot":
+        node_selector["cloud.google.com/gke-spot"] = "true"
+    elif provisioning == "flex-start":
+        node_selector["cloud.google.com/gke-flex-start"] = "true"
+    container: dict[str, Any] = {
+        "name": "vllm",
+        "image": settings.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(command.command),
+        "args": list(command.args),
+        "env": env,
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "resources": {
+            "requests": {
+                "cpu": shape.pod_cpu,
+                "memory": shape.pod_memory,
+                shape.accelerator_resource: accelerators,
+            },
+            "limits": {"memory": shape.pod_memory, shape.accelerator_resource: accelerators},
+        },
+        "startupProbe": {
+            "httpGet": health,
+            "initialDelaySeconds": probe.initial_delay_seconds,
+            "periodSeconds": probe.period_seconds,
+            "timeoutSeconds": probe.timeout_seconds,
+            "failureThreshold": probe.failure_threshold,
+        },
+        "readinessProbe": {
+            "httpGet": health,
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": health,
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [
+            {"name": "models", "mountPath": MODEL_MOUNT_PATH, "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(settings, VLLM_NAME, labels=dict(POOL_LABELS)),
+        "spec": {
+            # The autoscaler owns the count from here on; this is its floor.
+            "replicas": settings.gke.min_replicas,
+            "selector": {"matchLabels": dict(POOL_LABELS)},
+            # One accelerator node per Pod: a new Pod comes up before an old one goes.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {
+                    "labels": dict(POOL_LABELS),
+                    # The GCS FUSE CSI driver injects its sidecar into annotated Pods only.
+                    "annotations": {"gke-gcsfuse/volumes": "true"},
+                },
+                "spec": {
+                    "serviceAccountName": VLLM_NAME,
+                    "terminationGracePeriodSeconds": 130,
+                    "nodeSelector": node_selector,
+                    "tolerations": [
+                        {
+                            "key": shape.accelerator_resource,
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                        }
+                    ],
+                    "containers": [container],
+                    "volumes": [
+                        {
+                            "name": "models",
+                            "csi": {
+                                "driver": GCSFUSE_DRIVER,
+                                "readOnly": True,
+                                "volumeAttributes": {
+                                    "bucketName": bucket,
+                                    "mountOptions": ",".join(FUSE_MOUNT_OPTIONS),
+                                },
+                            },
+                        },
+                        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def inference_pool(settings: Settings) -> Manifest:
+    """The vLLM Pods as one backend of the Gateway, with the picker choosing among them."""
+    return {
+        "apiVersion": INFERENCE_POOL_API,
+        "kind": "InferencePool",
+        "metadata": _meta(settings, POOL_NAME),
+        "spec": {
+            "selector": {"matchLabels": dict(POOL_LABELS)},
+            "targetPorts": [{"number": settings.tpu.serving_port}],
+            "appProtocol": "http",
+            "endpointPickerRef": {
+                "name": PICKER_NAME,
+                "port": {"number": PICKER_EXT_PROC_PORT},
+                # Chosen on purpose (docs/deploy/gke.md): with both picker replicas down the
+                # Gateway keeps serving, load-unaware, instead of refusing every request.
+                "failureMode": settings.gke.picker_failure_mode,
+            },
+        },
+    }
+
+
+def gateway_class(settings: Settings) -> str:
+    """Internal unless the stack says `public: true`."""
+    return GATEWAY_CLASS_EXTERNAL if settings.cloud_run.public else GATEWAY_CLASS_INTERNAL
+
+
+def gateway(settings: Settings, *, address_name: str | None = None) -> Manifest:
+    """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
+    the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists."""
+    spec: dict[str, Any] = {
+        "gatewayClassName": gateway_class(settings),
+        "listeners": [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}],
+    }
+    if address_name is not None:
+        spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
+    return {
+        "apiVersion": GATEWAY_API,
+        "kind": "Gateway",
+        "metadata": _meta(settings, GATEWAY_NAME),
+        "spec": spec,
+    }
+
+
+def endpoint_url(ip: str) -> str:
+    """The Gateway's base URL (the OpenAI API is under `/v1`)."""
+    return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
+
+
+def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
+    """Where the Gateway answers, for clients in the cluster and for the post-deploy checks
+    (which read `data.endpointUrl` of this object once it exists)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(settings, "gemma4-endpoint"),
+        "data": {
+            "endpointUrl": endpoint_url(ip),
+            "servedModelName": settings.model.served_name,
+            "gatewayClass": gateway_class(settings),
+        },
+    }
+
+
+def http_route(settings: Settings) -> Manifest:
+    """Every path of the Gateway to the InferencePool (and to nothing else)."""
+    return {
+        "apiVersion": GATEWAY_API,
+        "kind": "HTTPRoute",
+        "metadata": _meta(settings, ROUTE_NAME),
+        "spec": {
+            "parentRefs": [{"name": GATEWAY_NAME}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [
+                        {"group": INFERENCE_API, "kind": "InferencePool", "name": POOL_NAME}
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _pool_ref() -> dict[str, str]:
+    return {"group": INFERENCE_API, "kind": "InferencePool", "name": POOL_NAME}
+
+
+def health_check_policy(settings: Settings) -> Manifest:
+    """GKE's load balancer health check of the pool's endpoints: vLLM's `/health`."""
+    return {
+        "apiVersion": GKE_POLICY_API,
+        "kind": "HealthCheckPolicy",
+        "metadata": _meta(settings, POOL_NAME),
+        "spec": {
+            "targetRef": _pool_ref(),
+            "default": {
+                "timeoutSec": 2,
+                "checkIntervalSec": 5,
+                "config": {
+                    "type": "HTTP",
+                    "httpHealthCheck": {
+                        "requestPath": "/health",
+                        "port": settings.tpu.serving_port,
+                    },
+                },
+            },
+        },
+    }
+
+
+def backend_policy(settings: Settings, *, security_policy: str | None = None) -> Manifest:
+    """GKE's backend settings for the pool: a timeout long enough for long generations, request
+    logging, and (external Gateway) the Cloud Armor policy that admits `sourceRanges` only."""
+    default: dict[str, Any] = {
+        "timeoutSec": settings.gke.backend_timeout_seconds,
+        "logging": {"enabled": True},
+    }
+    if security_policy is not None:
+        default["securityPolicy"] = security_policy
+    return {
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPBackendPolicy",
+        "metadata": _meta(settings, POOL_NAME),
+        "spec": {"targetRef": _pool_ref(), "default": default},
+    }
+
+
+# --- what a GKE stack costs besides its replicas --------------------------------------------
+
+#: Hourly list prices of what a GKE stack runs whatever its replica count (USD, checked
+#: 2026-11-24 in the stored copies of Google's pricing pages named in each source).
+CLUSTER_FEE_USD_PER_HOUR: Final = 0.10
+CLUSTER_FEE_SOURCE: Final = (
+    "https://cloud.google.com/kubernetes-engine/pricing: $0.10 per cluster per hour (the free "
+    "tier's credit covers zonal and Autopilot clusters only; this cluster is regional)"
+)
+FORWARDING_RULE_USD_PER_HOUR: Final = 0.025
+FORWARDING_RULE_SOURCE: Final = (
+    "https://cloud.google.com/load-balancing/pricing: first 5 forwarding rules $0.025/h; "
+    "data processed ($0.008/GiB in and out) and regional proxy instances are not included"
+)
+#: System node prices (e2, us-central1); another machine type is shown unpriced.
+SYSTEM_NODE_USD_PER_HOUR: Final = {"e2-standard-2": 0.067, "e2-standard-4": 0.134}
+SYSTEM_NODE_SOURCE: Final = (
+    "https://cloud.google.com/compute/vm-instance-pricing (E2, us-central1; the figure was "
+    "not in the stored copy of the page: check it)"
+)
+
+
+def fixed_costs(settings: Settings) -> list[tuple[str, float | None, str]]:
+    """(item, USD per hour or None when not priced, source) of what runs at any replica
+    count: the cluster fee, one system node (the autoscaler may add two more), the Gateway's
+    forwarding rule."""
+    machine = settings.gke.system_machine_type
+    return [
+        ("GKE cluster management fee", CLUSTER_FEE_USD_PER_HOUR, CLUSTER_FEE_SOURCE),
+        (
+            f"system node ({machine}, 1 of 1-3)",
+            SYSTEM_NODE_USD_PER_HOUR.get(machine),
+            SYSTEM_NODE_SOURCE,
+        ),
+        ("Gateway forwarding rule", FORWARDING_RULE_USD_PER_HOUR, FORWARDING_RULE_SOURCE),
+    ]
+
+
+# --- the endpoint picker (llm-d-router v0.10.0 chart shapes) ---------------------------------
+
+
+def picker_service_account(settings: Settings) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
+    }
+
+
+def picker_role(settings: Settings) -> Manifest:
+    """Read the Pods it picks among (chart: `_rbac.yaml`)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(settings, f"{PICKER_NAME}-sa", labels=dict(PICKER_LABELS)),
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}],
+    }
+
+
+def picker_leader_election_role(settings: Settings) -> Manifest:
+    """Leases for leader election between the two replicas (chart: `_leader-election-rbac`)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(settings, f"{PICKER_NAME}-leader-election", labels=dict(PICKER_LABELS)),
+        "rules": [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        ],
+    }
+
+
+def _binding(settings: Settings, name: str, role: str) -> Manifest:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(settings, name),
+        "subjects": [
+            {"kind": "ServiceAccount", "name": PICKER_NAME, "namespace": settings.gke.namespace}
+        ],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+    }
+
+
+def picker_role_binding(settings: Settings) -> Manifest:
+    return _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa")
+
+
+def picker_leader_election_binding(settings: Settings) -> Manifest:
+    return _binding(
+        settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
+    )
+
+
+#: The chart's default scheduling profile for vLLM over HTTP (queue, KV cache and prefix cache
+#: scorers; weights 2, 2, 3), at llm-d-router v0.10.0 (`routerlib/templates/_config.yaml`).
+PICKER_PLUGINS = """\
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+- type: metrics-data-source
+  parameters:
+    scheme: "http"
+    path: "/metrics"
+    insecureSkipVerify: true
+- type: core-metrics-extractor
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+    weight: 2
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+"""
+
+
+def picker_config_map(settings: Settings) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
+        "data": {PICKER_CONFIG_FILE: PICKER_PLUGINS},
+    }
+
+
+def picker_args(settings: Settings) -> list[str]:
+    """The picker's flags as the v0.10.0 chart renders them for an InferencePool, two replicas
+    (leader election on), tracing off, and an unauthenticated `/metrics` (scraped in-cluster
+    by Managed Service for Prometheus, which sends no bearer token)."""
+    return [
+        "--pool-name",
+        POOL_NAME,
+        "--pool-namespace",
+        settings.gke.namespace,
+        "--pool-group",
+        INFERENCE_API,
+        "--zap-encoder",
+        "json",
+        "--config-file",
+        f"/config/{PICKER_CONFIG_FILE}",
+        "--ha-enable-leader-election",
+        "--grpc-health-port",
+        str(PICKER_HEALTH_PORT),
+        "--tracing=false",
+        "--metrics-endpoint-auth=false",
+    ]
+
+
+def picker_deployment(settings: Settings) -> Manifest:
+    """Two picker replicas, one leader (chart: `_deployment.yaml`, `Recreate` as the chart
+    explains: a rolling update would keep the old leader alive)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
+        "spec": {
+            "replicas": PICKER_REPLICAS,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": dict(PICKER_LABELS)},
+            "template": {
+                "metadata": {"labels": dict(PICKER_LABELS)},
+                "spec": {
+                    "serviceAccountName": PICKER_NAME,
+                    "terminationGracePeriodSeconds": 130,
+                    "containers": [
+                        {
+                            "name": "epp",
+                            "image": settings.gke.picker_image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "args": picker_args(settings),
+                            # The chart asks 8 CPUs and 8 GiB for large fleets; this pool has
+                            # at most 64 endpoints.
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "2Gi"},
+                                "limits": {"memory": "4Gi"},
+                            },
+                            "ports": [
+                                {"name": "grpc", "containerPort": PICKER_EXT_PROC_PORT},
+                                {"name": "grpc-health", "containerPort": PICKER_HEALTH_PORT},
+                                {"name": "metrics", "containerPort": PICKER_METRICS_PORT},
+                            ],
+                            "livenessProbe": {
+                                "grpc": {"port": PICKER_HEALTH_PORT, "service": "liveness"},
+                                "initialDelaySeconds": 5,
+                                "periodSeconds": 10,
+                            },
+                            "readinessProbe": {
+                                "grpc": {"port": PICKER_HEALTH_PORT, "service": "readiness"},
+                                "periodSeconds": 2,
+                            },
+                            "env": [
+                                {
+                                    "name": "NAMESPACE",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                                },
+                                {
+                                    "name": "POD_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                            ],
+                            "volumeMounts": [
+                                {"name": "plugins-config-volume", "mountPath": "/config"}
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "plugins-config-volume", "configMap": {"name": PICKER_NAME}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def picker_service(settings: Settings) -> Manifest:
+    """The Service the pool's `endpointPickerRef` names (chart: `_service.yaml`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(PICKER_LABELS),
+            "ports": [
+                {
+                    "name": "grpc-ext-proc",
+                    "protocol": "TCP",
+                    "port": PICKER_EXT_PROC_PORT,
+                    "appProtocol": "kubernetes.io/h2c",
+                },
+                {"name": "http-metrics", "protocol": "TCP", "port": PICKER_METRICS_PORT},
+            ],
+        },
+    }
+
+
+# --- monitoring and autoscaling --------------------------------------------------------------
+
+
+def pod_monitoring(settings: Settings) -> Manifest:
+    """Managed Service for Prometheus scrapes every vLLM Pod's `/metrics`."""
+    interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
+    return {
+        "apiVersion": MONITORING_API,
+        "kind": "PodMonitoring",
+        "metadata": _meta(settings, VLLM_NAME),
+        "spec": {
+            "selector": {"matchLabels": dict(POOL_LABELS)},
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": interval}],
+        },
+    }
+
+
+def picker_pod_monitoring(settings: Settings) -> Manifest:
+    """The picker's own metrics (its view of the pool, scheduling latency, queue)."""
+    interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
+    return {
+        "apiVersion": MONITORING_API,
+        "kind": "PodMonitoring",
+        "metadata": _meta(settings, PICKER_NAME),
+        "spec": {
+            "selector": {"matchLabels": dict(PICKER_LABELS)},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": interval}],
+        },
+    }
+
+
+def autoscaler(settings: Settings) -> Manifest:
+    """Scale vLLM between minReplicas and maxReplicas on its own queue: the average number of
+    requests waiting per replica (Managed Prometheus -> Custom Metrics Stackdriver Adapter)."""
+    g = settings.gke
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(settings, VLLM_NAME),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": VLLM_NAME},
+            "minReplicas": g.min_replicas,
+            "maxReplicas": g.max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": HPA_METRIC},
+                        "target": {
+                            "type": "AverageValue",
+                            "averageValue": str(g.scale_up_waiting_requests),
+                        },
+                    },
+                }
+            ],
+            # A new replica costs a node and minutes of start-up: scale down slowly.
+            "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 0},
+                "scaleDown": {"stabilizationWindowSeconds": 600},
+            },
+        },
+    }
+
+
+#: The Custom Metrics Stackdriver Adapter: Google's deployment of it for the new resource model
+#: (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/deploy/production/
+#: adapter_new_resource_model.yaml`), image pinned to the tag that file names.
+ADAPTER_IMAGE: Final = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.15.1-gke.0"
+ADAPTER_NAMESPACE: Final = "custom-metrics"
+ADAPTER_NAME: Final = "custom-metrics-stackdriver-adapter"
+_ADAPTER_LABELS: Final = {"run": ADAPTER_NAME, "k8s-app": ADAPTER_NAME}
+
+
+def _adapter_subject() -> list[dict[str, str]]:
+    return [{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}]
+
+
+def _api_service(group: str, version: str, priority: int) -> Manifest:
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": f"{version}.{group}"},
+        "spec": {
+            "insecureSkipTLSVerify": True,
+            "group": group,
+            "groupPriorityMinimum": 100,
+            "versionPriority": priority,
+            "service": {"name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE},
+            "version": version,
+        },
+    }
+
+
+def metrics_adapter(gcp_service_account: str) -> list[Manifest]:
+    """The adapter that serves Managed Prometheus metrics to the autoscaler as custom metrics;
+    Workload Identity maps its ServiceAccount to a Google service account with
+    `roles/monitoring.viewer`."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADAPTER_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "annotations": {"iam.gke.io/gcp-service-account": gcp_service_account},
+            },
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "custom-metrics:system:auth-delegator"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "system:auth-delegator"},
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "custom-metrics-auth-reader", "namespace": "kube-system"},
+            "roleRef": {
+                "apiGroup": rbac,
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "custom-metrics-resource-reader"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "nodes", "nodes/stats"],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "custom-metrics-resource-reader"},
+            "roleRef": {
+                "apiGroup": rbac,
+                "kind": "ClusterRole",
+                "name": "custom-metrics-resource-reader",
+            },
+            "subjects": _adapter_subject(),
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "labels": dict(_ADAPTER_LABELS),
+            },
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": dict(_ADAPTER_LABELS)},
+                "template": {
+                    "metadata": {"labels": dict(_ADAPTER_LABELS)},
+                    "spec": {
+                        "serviceAccountName": ADAPTER_NAME,
+                        "containers": [
+                            {
+                                "name": "pod-custom-metrics-stackdriver-adapter",
+                                "image": ADAPTER_IMAGE,
+                                "imagePullPolicy": "IfNotPresent",
+                                "command": [
+                                    "/adapter",
+                                    "--use-new-resource-model=true",
+                                    "--fallback-for-container-metrics=true",
+                                ],
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "400Mi"},
+                                    "limits": {"cpu": "250m", "memory": "400Mi"},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": ADAPTER_NAME,
+                "namespace": ADAPTER_NAMESPACE,
+                "labels": dict(_ADAPTER_LABELS),
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "selector": dict(_ADAPTER_LABELS),
+                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443}],
+            },
+        },
+        _api_service("custom.metrics.k8s.io", "v1beta1", 100),
+        _api_service("custom.metrics.k8s.io", "v1beta2", 200),
+        _api_service("external.metrics.k8s.io", "v1beta1", 100),
+    ]
+
+
+def manifests(
+    settings: Settings,
+    *,
+    bucket: str,
+    gcp_service_account: str,
+    security_policy: str | None = None,
+    address_name: str | None = None,
+    ip: str = "10.0.0.2",
+    adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
+) -> list[Manifest]:
+    """Every Kubernetes object of the stack that this package owns, in apply order."""
+    found = [
+        namespace(settings),
+        vllm_service_account(settings, gcp_service_account),
+        picker_service_account(settings),
+        picker_role(settings),
+        picker_role_binding(settings),
+        picker_leader_election_role(settings),
+        picker_leader_election_binding(settings),
+        picker_config_map(settings),
+        picker_deployment(settings),
+        picker_service(settings),
+        vllm_deployment(settings, bucket=bucket),
+        inference_pool(settings),
+        gateway(settings, address_name=address_name),
+        http_route(settings),
+        health_check_policy(settings),
+        backend_policy(settings, security_policy=security_policy),
+        autoscaler(settings),
+        endpoint_config_map(settings, ip=ip),
+    ]
+    if settings.monitoring.monitoring:
+        found += [pod_monitoring(settings), picker_pod_monitoring(settings)]
+    return [*metrics_adapter(adapter_service_account), *found]
