@@ -62,6 +62,8 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$")
 #: Kinds whose names the API server checks as DNS-1035 labels (Service) or DNS-1123 labels.
 _DNS1035_KINDS = {"Service"}
+#: Kinds whose names are path segments, not DNS names (RBAC: `system:auth-delegator`).
+_PATH_SEGMENT_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 
 
 @dataclass
@@ -372,7 +374,11 @@ def _check_syntax(manifest: Mapping[str, Any], report: Report) -> None:
         report.errors.append("metadata.name: required (name or generateName)")
     else:
         name = meta.get("name")
-        if isinstance(name, str):
+        if isinstance(name, str) and manifest.get("kind") in _PATH_SEGMENT_KINDS:
+            # RBAC names are path segments (ValidateRBACName): anything but "/", "%", ".", "..".
+            if name in (".", "..") or "/" in name or "%" in name:
+                report.errors.append(f"metadata.name: {name!r} is not a path segment name")
+        elif isinstance(name, str):
             rule, what = (
                 (_DNS1035_LABEL, "a DNS-1035 label")
                 if manifest.get("kind") in _DNS1035_KINDS
