@@ -4,6 +4,7 @@ Gateway's address, the Cloud Armor policy of a public Gateway)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ import pulumi_kubernetes as k8s
 from pulumi_gcp import compute, projects, serviceaccount
 
 from components.model_bucket import ModelBucket
-from components.naming import account_id
+from components.naming import account_id, token
 from serving import gke
 from serving.gke import Manifest
 from serving.settings import Settings
@@ -313,12 +314,20 @@ class GkeServing(pulumi.ComponentResource):
         )
         return compute.RegionSecurityPolicy(
             f"{name}-armor",
+            # Named, not auto-named: the GCPBackendPolicy refers to it by this name.
+            name=policy_name(name),
             region=s.region,
             type="CLOUD_ARMOR",
             description="Clients allowed to reach the vLLM Gateway",
             rules=rules,
             opts=pulumi.ResourceOptions(parent=self),
         )
+
+
+def policy_name(name: str) -> str:
+    """A Compute Engine resource name (lowercase, at most 63 characters) for the policy."""
+    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-clients".lower()).strip("-")
+    return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
 
 
 def _ident(manifest: Manifest) -> str:

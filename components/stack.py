@@ -99,6 +99,7 @@ def post_deploy_binding(
     auth: AuthStrategy | AuthFactory,
     url_keys: tuple[str, ...],
     refused_grace_s: float = 10.0,
+    cold_start_s: float | None = None,
 ) -> pulumi.ResourceHookBinding | None:
     """Hooks run after the serving resource is created or updated: the health check, then a
     short benchmark held to the stack's SLOs. Either can be switched off in stack config."""
@@ -109,6 +110,7 @@ def post_deploy_binding(
                 f"{prefix}-health",
                 served_model_name=settings.model.served_name,
                 deadline_s=settings.health.health_check_deadline_seconds
+                or cold_start_s
                 or settings.profile.cold_start_deadline_seconds,
                 auth=auth,
                 url_keys=url_keys,
@@ -294,6 +296,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     # Cloud Run stacks never need.
     from components.gke_cluster import GkeCluster, GkeClusterArgs
     from components.gke_serving import GkeServing, GkeServingArgs
+    from serving import gke as gke_objects
 
     project = project_id()
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
@@ -324,6 +327,14 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             url_keys=("data.endpointUrl",),
             # The load balancer answers before any replica is ready: wait out the start-up.
             refused_grace_s=float(settings.gke_shape.startup_probe.budget_seconds),
+            # A node to provision, the image to pull, the weights to read, and (TPU) the
+            # engine to compile: the whole startup probe, plus the node's provisioning.
+            cold_start_s=float(
+                max(
+                    settings.profile.cold_start_deadline_seconds,
+                    settings.gke_shape.startup_probe.budget_seconds + 900,
+                )
+            ),
         )
     elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
         pulumi.log.warn(
@@ -368,12 +379,17 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "cluster_name": cluster.cluster_name,
         "namespace": serving.namespace,
         "endpoint_url": serving.endpoint_url,
+        # The one address clients use (the Gateway); `python -m healthchecks`, the benchmark
+        # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
+        "endpoint_urls": serving.endpoint_url.apply(lambda url: [url]),
         "gateway_address": serving.gateway_address,
         "min_replicas": g.min_replicas,
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": serving.vllm_command_line,
         "api_key_secret": settings.tpu.api_key_secret,
+        # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
+        "api_key_setup": gke_objects.api_key_secret_command(settings),
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
     }

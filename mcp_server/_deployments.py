@@ -51,6 +51,8 @@ from policies.plan import (
     stack_config,
     stack_names,
 )
+from serving.gke import POOL_LABELS as GKE_POOL_LABELS
+from serving.gke import VLLM_NAME as GKE_VLLM_NAME
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
@@ -61,6 +63,8 @@ from ._redaction import redact, register_secret
 
 __all__ = [
     "CLOUD_RUN_PORT",
+    "GKE_POOL_LABELS",
+    "GKE_VLLM_NAME",
     "ROOT",
     "AuthError",
     "Backoff",

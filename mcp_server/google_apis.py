@@ -1,4 +1,5 @@
-"""Read-only calls to Google Cloud REST APIs: Cloud Run Admin v2, Cloud TPU v2, Cloud Logging v2.
+"""Read-only calls to Google Cloud REST APIs: Cloud Run Admin v2, Cloud TPU v2, Cloud Logging v2,
+GKE (Kubernetes Engine API v1, and a cluster's own Kubernetes API with the same Google token).
 
 Requests carry an OAuth access token from Application Default Credentials (google-auth), or from
 an injected token source; base URLs are injectable so tests can point them at loopback fakes.
@@ -9,6 +10,9 @@ Google's error bodies (``{"error": {"code", "message", "status"}}``) become
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +39,10 @@ class ApiUrls:
     run: str = "https://run.googleapis.com"
     tpu: str = "https://tpu.googleapis.com"
     logging: str = "https://logging.googleapis.com"
+    container: str = "https://container.googleapis.com"
+    #: A GKE cluster's Kubernetes API; None: `https://<the cluster's endpoint>` (tests point it
+    #: at a loopback fake).
+    kubernetes: str | None = None
 
 
 def _hint(status: int, api: str) -> str:
@@ -102,12 +110,15 @@ class GoogleApis:
         what: str,
         params: dict[str, Any] | None = None,
         body: dict[str, Any] | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> dict[str, Any]:
         """One request; the JSON object answered, or :class:`GoogleApiError`."""
         token = await self._access_token()
         headers = {"Authorization": f"Bearer {token}"}
         try:
-            async with httpx.AsyncClient(timeout=self._timeout_s, follow_redirects=False) as c:
+            async with httpx.AsyncClient(
+                timeout=self._timeout_s, follow_redirects=False, verify=verify
+            ) as c:
                 response = await c.request(method, url, params=params, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise GoogleApiError(f"{what}: the {api} is unreachable ({exc})") from None
@@ -208,3 +219,47 @@ class GoogleApis:
             },
         )
         return [e for e in data.get("entries") or [] if isinstance(e, dict)][:page_size]
+
+    # Kubernetes Engine API v1, and the cluster's Kubernetes API -------------------------------
+
+    async def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any]:
+        """``container.projects.locations.clusters.get``."""
+        name = f"projects/{project}/locations/{location}/clusters/{cluster}"
+        return await self.call(
+            "Kubernetes Engine API",
+            "GET",
+            f"{self.urls.container.rstrip('/')}/v1/{name}",
+            what=f"read GKE cluster {cluster} in {location}",
+        )
+
+    async def kubernetes_get(
+        self, cluster: dict[str, Any], path: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A GET on the cluster's Kubernetes API (`path` from `/api` or `/apis`), with the
+        Google access token GKE accepts, verifying the server with the cluster's own CA."""
+        verify: ssl.SSLContext | bool = True
+        if self.urls.kubernetes is not None:
+            base = self.urls.kubernetes
+        else:
+            endpoint = str(cluster.get("endpoint") or "")
+            ca = str((cluster.get("masterAuth") or {}).get("clusterCaCertificate") or "")
+            if not endpoint or not ca:
+                raise GoogleApiError(
+                    "the GKE cluster has no endpoint or CA certificate yet (still provisioning?)"
+                )
+            try:
+                pem = base64.b64decode(ca, validate=True).decode("ascii")
+                verify = ssl.create_default_context(cadata=pem)
+            except (binascii.Error, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
+                raise GoogleApiError(
+                    f"the GKE cluster's CA certificate is unreadable ({exc})"
+                ) from None
+            base = f"https://{endpoint}"
+        return await self.call(
+            "Kubernetes API",
+            "GET",
+            f"{base.rstrip('/')}{path}",
+            what=f"read {path} from the cluster",
+            params=params,
+            verify=verify,
+        )

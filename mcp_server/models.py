@@ -102,11 +102,37 @@ class QueuedResourceStatus(BaseModel):
     detail: str | None = None
 
 
+class ReplicaStatus(BaseModel):
+    pod: str
+    phase: str | None
+    ready: bool
+    node: str | None
+    restarts: int
+    detail: str | None = Field(
+        None, description="Why it is not ready: waiting reason, or why it cannot be scheduled"
+    )
+
+
+class GkeStatus(BaseModel):
+    cluster: str
+    location: str
+    namespace: str
+    cluster_status: str | None = Field(description="The cluster's status (RUNNING, ...)")
+    desired_replicas: int | None = Field(description="The vLLM Deployment's spec.replicas")
+    ready_replicas: int
+    updated_replicas: int
+    autoscaler_min: int | None
+    autoscaler_max: int | None
+    autoscaler_desired: int | None
+    replicas: list[ReplicaStatus]
+
+
 class StatusResult(BaseModel):
     stack: str
     platform: str
     cloud_run: CloudRunStatus | None = None
     tpu: list[QueuedResourceStatus] = Field(default_factory=list)
+    gke: GkeStatus | None = None
 
 
 class CheckOutcome(BaseModel):

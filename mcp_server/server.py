@@ -190,7 +190,9 @@ def build_server(
         service_status,
         _READ_ONLY,
         "Deployment status from Google: the Cloud Run service's conditions and latest ready "
-        "revision (Cloud Run Admin API v2), or each TPU queued resource's state (TPU API).",
+        "revision (Cloud Run Admin API v2), each TPU queued resource's state (TPU API), or on "
+        "GKE the vLLM replicas: desired, ready, the autoscaler's bounds and each Pod's state "
+        "(Kubernetes Engine API and the cluster's Kubernetes API, GETs only).",
     )
 
     async def health_check(

@@ -30,6 +30,7 @@ from .models import (
     ConfiguredModel,
     EndpointHealth,
     EndpointInfo,
+    GkeStatus,
     HealthResult,
     LogEntry,
     LogsResult,
@@ -39,6 +40,7 @@ from .models import (
     PreviewResult,
     QueryResult,
     QueuedResourceStatus,
+    ReplicaStatus,
     ServedModel,
     SpecDecode,
     StackEndpoints,
@@ -203,6 +205,10 @@ class Tools:
     async def status(self, stack: str) -> StatusResult:
         settings = self._settings(stack)
         project = self._project(stack)
+        if settings.deploy_platform == "gke":
+            return StatusResult(
+                stack=stack, platform="gke", gke=await self._gke_status(stack, settings, project)
+            )
         if settings.profile.platform is d.Platform.TPU:
             return StatusResult(
                 stack=stack, platform="tpu", tpu=await self._tpu_status(stack, settings, project)
@@ -244,6 +250,49 @@ class Tools:
                 reconciling=body.get("reconciling"),
                 conditions=conditions,
             ),
+        )
+
+    async def _gke_status(self, stack: str, settings: d.Settings, project: str) -> GkeStatus:
+        """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
+        state, read from the cluster's Kubernetes API (read-only GETs)."""
+        outputs = self._outputs(stack)
+        cluster_name = outputs.get("cluster_name")
+        if not isinstance(cluster_name, str) or not cluster_name:
+            raise ToolFailure(
+                f"stack {stack!r} has no cluster_name output; has it been deployed? "
+                f"(`pulumi up -s {stack}`)"
+            )
+        namespace = str(outputs.get("namespace") or settings.gke.namespace)
+        location = settings.region
+        base = f"/namespaces/{namespace}"
+        try:
+            cluster = await self.apis.get_cluster(project, location, _last_segment(cluster_name))
+            deployment = await self.apis.kubernetes_get(
+                cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
+            )
+            hpa = await self.apis.kubernetes_get(
+                cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{d.GKE_VLLM_NAME}"
+            )
+            selector = ",".join(f"{k}={v}" for k, v in sorted(d.GKE_POOL_LABELS.items()))
+            pods = await self.apis.kubernetes_get(
+                cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
+            )
+        except GoogleApiError as exc:
+            raise ToolFailure(str(exc)) from None
+        spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+        hpa_spec, hpa_status = hpa.get("spec") or {}, hpa.get("status") or {}
+        return GkeStatus(
+            cluster=_last_segment(cluster_name),
+            location=location,
+            namespace=namespace,
+            cluster_status=cluster.get("status"),
+            desired_replicas=_int_or_none(spec.get("replicas")),
+            ready_replicas=_int_or_none(status.get("readyReplicas")) or 0,
+            updated_replicas=_int_or_none(status.get("updatedReplicas")) or 0,
+            autoscaler_min=_int_or_none(hpa_spec.get("minReplicas")),
+            autoscaler_max=_int_or_none(hpa_spec.get("maxReplicas")),
+            autoscaler_desired=_int_or_none(hpa_status.get("desiredReplicas")),
+            replicas=[_replica(p) for p in (pods.get("items") or [])[:100] if isinstance(p, dict)],
         )
 
     async def _tpu_status(
@@ -894,3 +943,38 @@ def _entry_text(entry: dict[str, Any]) -> str:
             return str(status["message"])
         return json.dumps(proto)
     return ""
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _replica(pod: dict[str, Any]) -> ReplicaStatus:
+    """One vLLM Pod: ready, and if not, why (a container's waiting reason, or the scheduler's
+    message: no node with a free accelerator)."""
+    meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
+    conditions = {
+        str(c.get("type")): c for c in status.get("conditions") or [] if isinstance(c, dict)
+    }
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    detail = None
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False":
+        detail = f"{scheduled.get('reason') or 'unscheduled'}: {scheduled.get('message') or ''}"
+    else:
+        for c in containers:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting:
+                detail = f"{waiting.get('reason') or 'waiting'}: {waiting.get('message') or ''}"
+                break
+        if detail is None and not ready and containers:
+            detail = "starting (startup probe not passed yet)"
+    return ReplicaStatus(
+        pod=str(meta.get("name") or "?"),
+        phase=status.get("phase"),
+        ready=ready,
+        node=spec.get("nodeName"),
+        restarts=sum(_int_or_none(c.get("restartCount")) or 0 for c in containers),
+        detail=detail.strip().rstrip(":")[:500] if detail else None,
+    )

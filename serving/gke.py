@@ -273,6 +273,17 @@ def gateway(settings: Settings, *, address_name: str | None = None) -> Manifest:
     }
 
 
+def api_key_secret_command(settings: Settings) -> str:
+    """How the operator creates the Kubernetes Secret the vLLM Pods read their API key from,
+    out of the Secret Manager secret `apiKeySecret` (the value never passes through Pulumi)."""
+    secret, namespace = settings.tpu.api_key_secret, settings.gke.namespace
+    return (
+        f"kubectl create secret generic {secret} -n {namespace} "
+        f'--from-literal={API_KEY_SECRET_KEY}="$(gcloud secrets versions access latest '
+        f'--secret={secret})"'
+    )
+
+
 def endpoint_url(ip: str) -> str:
     """The Gateway's base URL (the OpenAI API is under `/v1`)."""
     return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"

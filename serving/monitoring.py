@@ -654,7 +654,7 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
                     if target.platform == "tpu"
                     else "No vLLM replica has exported metrics for 10 minutes: every Pod is "
                     "down or unschedulable (no accelerator node: quota, stock, spot "
-                    "preemption). Check the replicas (`gemma4 mcp` gke_replicas, or "
+                    "preemption). Check the replicas (`gemma4 mcp` service_status, or "
                     "`kubectl get pods -n <namespace>`)."
                 ),
             )

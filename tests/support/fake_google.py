@@ -1,6 +1,8 @@
 """Loopback fakes of the Google APIs the MCP server reads: OAuth token endpoint, Cloud Run Admin
 v2 (services.get), Cloud TPU v2/v2alpha1 (locations.list, acceleratorTypes.list,
-queuedResources.get), Cloud Logging v2 (entries.list) and Secret Manager v1 (versions.access).
+queuedResources.get), Cloud Logging v2 (entries.list), Secret Manager v1 (versions.access) and
+Kubernetes Engine v1 (clusters.get); plus, under `/k8s`, a GKE cluster's Kubernetes API for
+the GETs the server makes (objects served as given; no discovery document covers them).
 
 Every request is checked against Google's discovery document of the API (``tests.support.
 discovery.request_errors``: verb, path template and its patterns, query parameters, body schema)
@@ -73,6 +75,13 @@ ROUTES = (
     ),
     Route("logging.entries.list", "logging", "v2", "POST", re.compile(r"^/v2/entries:list$")),
     Route(
+        "container.projects.locations.clusters.get",
+        "container",
+        "v1",
+        "GET",
+        re.compile(rf"^/v1/projects/{_SEG}/locations/{_SEG}/clusters/{_SEG}$"),
+    ),
+    Route(
         "secretmanager.projects.secrets.versions.access",
         "secretmanager",
         "v1",
@@ -106,6 +115,11 @@ class FakeGoogle:
     log_entries: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
     """Secret Manager secret names (projects/p/secrets/s) -> value."""
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """GKE clusters by full name (projects/p/locations/l/clusters/c)."""
+    kubernetes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Kubernetes API objects by path (`/apis/apps/v1/namespaces/n/deployments/d`), served
+    under `/k8s`; a list path answers `{"items": [...]}` filtered by `labelSelector`."""
     failures: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     """method id -> (HTTP code, status, message) answered instead."""
     requests: list[Recorded] = field(default_factory=list)
@@ -156,6 +170,8 @@ class FakeGoogle:
         path = request.path
         if path == "/token" and request.method == "POST":
             return await self._token(request)
+        if path.startswith("/k8s/"):
+            return self._kubernetes(request, path.removeprefix("/k8s"))
         route = next((r for r in ROUTES if r.pattern.match(path)), None)
         if route is None:
             return web.json_response(
@@ -212,6 +228,8 @@ class FakeGoogle:
         )
         if route.method_id == "run.projects.locations.services.get":
             return self.services.get(name) or not_found
+        if route.method_id == "container.projects.locations.clusters.get":
+            return self.clusters.get(name) or not_found
         if route.method_id == "tpu.projects.locations.queuedResources.get":
             return self.queued_resources.get(name) or not_found
         if route.method_id == "tpu.projects.locations.list":
@@ -242,6 +260,44 @@ class FakeGoogle:
         return not_found
 
     # ----- lifecycle ---------------------------------------------------------------------
+
+    def _kubernetes(self, request: web.Request, path: str) -> web.Response:
+        """The Kubernetes API's GETs: 401 without the token, 404 Status for an unknown path."""
+        self.requests.append(Recorded("kubernetes", path, parse_qs(request.query_string), None, []))
+        if request.headers.get("Authorization") != f"Bearer {self.access_token}":
+            return web.json_response(
+                {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401},
+                status=401,
+            )
+        if request.method != "GET":
+            return web.json_response(
+                {"kind": "Status", "status": "Failure", "reason": "MethodNotAllowed", "code": 405},
+                status=405,
+            )
+        if path in self.kubernetes:
+            return web.json_response(self.kubernetes[path])
+        prefix = path.rstrip("/") + "/"
+        items = [obj for key, obj in sorted(self.kubernetes.items()) if key.startswith(prefix)]
+        if items:
+            wanted = dict(
+                pair.split("=", 1)
+                for pair in request.query.get("labelSelector", "").split(",")
+                if "=" in pair
+            )
+            return web.json_response(
+                {
+                    "items": [
+                        obj
+                        for obj in items
+                        if wanted.items()
+                        <= ((obj.get("metadata") or {}).get("labels") or {}).items()
+                    ]
+                }
+            )
+        return web.json_response(
+            {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404},
+            status=404,
+        )
 
     def start(self) -> FakeGoogle:
         def main() -> None:

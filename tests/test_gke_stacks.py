@@ -1,0 +1,383 @@
+"""The GKE stacks (gke-tpu-v6e, gke-l4), rendered by the real program under Pulumi's mocks:
+the cluster and node pools, the Kubernetes objects, and what they share with the other stacks."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.stack import post_deploy_binding
+from endpoint.auth import NoAuth
+from endpoint.targets import url_from_outputs
+from gemma4 import preview as pv
+from serving import gke
+from serving.settings import SettingsError, load_settings
+from serving.vllm import parse_args
+from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, run_hook, stack_config
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+
+GKE_STACKS = ("gke-tpu-v6e", "gke-l4")
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+ARMOR = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+SERVICE = "kubernetes:core/v1:Service"
+POOL = "kubernetes:inference.networking.k8s.io/v1:InferencePool"
+GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
+HEALTH_POLICY = "kubernetes:networking.gke.io/v1:HealthCheckPolicy"
+POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
+RUN_SERVICE = "gcp:cloudrunv2/service:Service"
+PUBLIC = {"public": True, "sourceRanges": ["203.0.113.0/24"]}
+
+
+@pytest.fixture(scope="module", params=GKE_STACKS)
+def stack(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
+    return request.param, render(stack_config(request.param), request.param)
+
+
+def named(rendered: Rendered, type_: str, name: str) -> dict[str, Any]:
+    (found,) = [r for r in rendered.of_type(type_) if r.inputs["metadata"]["name"] == name]
+    return found.inputs
+
+
+def vllm(rendered: Rendered) -> dict[str, Any]:
+    return named(rendered, DEPLOYMENT, gke.VLLM_NAME)
+
+
+def test_cluster_installs_what_the_inference_gateway_needs(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    config = stack_config(name)
+    cluster = rendered.one(CLUSTER).inputs
+    assert cluster["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
+    assert cluster["monitoringConfig"]["managedPrometheus"]["enabled"] is True
+    assert cluster["workloadIdentityConfig"]["workloadPool"] == "test-project.svc.id.goog"
+    assert cluster["addonsConfig"]["gcsFuseCsiDriverConfig"]["enabled"] is True
+    assert cluster["minMasterVersion"] == config["clusterVersion"]
+    assert cluster["releaseChannel"]["channel"] == config["releaseChannel"]
+    assert cluster["location"] == config["region"]
+    assert cluster["nodeLocations"] == [config["zone"]]
+    subnet = rendered.one(SUBNET).inputs
+    assert subnet["purpose"] == "REGIONAL_MANAGED_PROXY" and subnet["role"] == "ACTIVE"
+    assert subnet["region"] == config["region"]
+
+
+def test_accelerator_pool_matches_the_pods(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    config = stack_config(name)
+    settings = load_settings(config)
+    (pool,) = [p.inputs for p in rendered.of_type(NODE_POOL) if "accelerators" in p.name]
+    spec = vllm(rendered)["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    machine = pool["nodeConfig"]["machineType"]
+    assert machine == {"gke-tpu-v6e": "ct6e-standard-1t", "gke-l4": "g2-standard-8"}[name]
+    # One node more than maxReplicas, for a rolling update's surge; none when idle.
+    assert pool["autoscaling"]["totalMaxNodeCount"] == config["maxReplicas"] + 1
+    assert pool["autoscaling"]["totalMinNodeCount"] == 0
+    requests = container["resources"]["requests"]
+    if name == "gke-tpu-v6e":
+        assert "guestAccelerators" not in pool["nodeConfig"]
+        assert pod["nodeSelector"] == {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+            "cloud.google.com/gke-tpu-topology": "1x1",
+            "cloud.google.com/gke-spot": "true",
+        }
+        assert pool["nodeConfig"]["spot"] is True
+        assert requests["google.com/tpu"] == "1" and "nvidia.com/gpu" not in requests
+    else:
+        (accelerator,) = pool["nodeConfig"]["guestAccelerators"]
+        assert accelerator["type"] == "nvidia-l4" and accelerator["count"] == 1
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": accelerator["type"]}
+        assert requests["nvidia.com/gpu"] == "1" and "google.com/tpu" not in requests
+    assert spec["replicas"] == settings.gke.min_replicas
+
+
+def test_vllm_command_line_is_the_cloud_run_one() -> None:
+    """gke-l4 and the Cloud Run l4 stack share model and engine settings: one renderer gives
+    both the same arguments, apart from the port."""
+    gke_args = vllm(render(stack_config("gke-l4"), "gke-l4"))["spec"]["template"]["spec"]
+    cloud_run = render(stack_config("l4"), "l4").one(RUN_SERVICE).inputs
+    (run_vllm,) = [c for c in cloud_run["template"]["containers"] if c["name"] == "vllm"]
+    (gke_vllm,) = gke_args["containers"]
+    ours, theirs = parse_args(gke_vllm["args"]), parse_args(run_vllm["args"])
+    assert ours.pop("port") == "8000" and theirs.pop("port") == "8080"
+    assert ours == theirs
+    assert gke_vllm["command"] == run_vllm["commands"]
+    # The model bucket: the same mount contract, read-only, through the GCS FUSE CSI driver.
+    (models,) = [v for v in gke_args["volumes"] if v["name"] == "models"]
+    (run_models,) = [v for v in cloud_run["template"]["volumes"] if v["name"] == "models"]
+    assert models["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
+    assert models["csi"]["readOnly"] is True
+    attributes = models["csi"]["volumeAttributes"]
+    assert attributes["mountOptions"].split(",") == run_models["gcs"]["mountOptions"]
+    assert attributes["bucketName"].startswith("gemma-gke-l4-models-bucket")
+    (mount,) = [m for m in gke_vllm["volumeMounts"] if m["name"] == "models"]
+    assert mount["readOnly"] is True
+
+
+def test_hugging_face_token_only_in_the_download_job(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    secret = load_settings(stack_config(name)).weights.hf_token_secret
+    holders = {
+        r.type
+        for r in rendered.resources
+        if secret in json.dumps(r.inputs) or "HF_TOKEN" in json.dumps(r.inputs)
+    }
+    assert holders == {
+        "gcp:cloudrunv2/job:Job",
+        "gcp:secretmanager/secretIamMember:SecretIamMember",
+    }
+    env = vllm(rendered)["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in env
+    (key,) = [e for e in env if e["name"] == "VLLM_API_KEY"]
+    assert "value" not in key and key["valueFrom"]["secretKeyRef"]["name"] == "vllm-api-key"
+
+
+def test_tpu_probes_allow_minutes_of_compilation() -> None:
+    rendered = render(stack_config("gke-tpu-v6e"), "gke-tpu-v6e")
+    container = vllm(rendered)["spec"]["template"]["spec"]["containers"][0]
+    probe = container["startupProbe"]
+    # llm-d's TPU overlay: 30 s x 120; vLLM TPU's Gemma 4 start-up timeout was raised to
+    # 1800 s (tpu-inference PR #2722): the probe must outlast it.
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 3600
+    assert probe["httpGet"] == {"path": "/health", "port": 8000}
+
+
+def test_route_pool_and_picker_are_wired(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    settings = load_settings(stack_config(name))
+    pool = rendered.one(POOL).inputs
+    deployment = vllm(rendered)
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pool["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    assert "targetPortNumber" not in pool["spec"] and "extensionRef" not in pool["spec"]
+    ref = pool["spec"]["endpointPickerRef"]
+    picker_service = named(rendered, SERVICE, ref["name"])
+    assert ref["port"]["number"] in [p["port"] for p in picker_service["spec"]["ports"]]
+    assert ref["failureMode"] == settings.gke.picker_failure_mode == "FailOpen"
+    picker = named(rendered, DEPLOYMENT, ref["name"])
+    assert picker["spec"]["replicas"] == 2
+    assert picker_service["spec"]["selector"].items() <= (
+        picker["spec"]["template"]["metadata"]["labels"].items()
+    )
+    (epp,) = picker["spec"]["template"]["spec"]["containers"]
+    assert epp["image"] == "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+    assert "--ha-enable-leader-election" in epp["args"]
+    pool_name = pool["metadata"]["name"]
+    assert epp["args"][epp["args"].index("--pool-name") + 1] == pool_name
+    route = rendered.one(ROUTE).inputs
+    (rule,) = route["spec"]["rules"]
+    assert rule["backendRefs"] == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool_name}
+    ]
+    gateway = rendered.one(GATEWAY).inputs
+    assert route["spec"]["parentRefs"] == [{"name": gateway["metadata"]["name"]}]
+    assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
+    for policy in (rendered.one(HEALTH_POLICY).inputs, rendered.one(BACKEND_POLICY).inputs):
+        assert policy["spec"]["targetRef"]["name"] == pool_name
+    backend = rendered.one(BACKEND_POLICY).inputs["spec"]["default"]
+    assert backend["timeoutSec"] == 3600 > 300
+    assert "securityPolicy" not in backend
+    assert rendered.of_type(ARMOR) == []
+
+
+def test_autoscaler_follows_vllms_queue(stack: tuple[str, Rendered]) -> None:
+    name, rendered = stack
+    config = stack_config(name)
+    hpa = rendered.one(HPA).inputs["spec"]
+    assert hpa["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": vllm(rendered)["metadata"]["name"],
+    }
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (
+        config["minReplicas"],
+        config["maxReplicas"],
+    )
+    (metric,) = hpa["metrics"]
+    _, family, kind = metric["pods"]["metric"]["name"].split("|")
+    # The metric name comes from the pinned vLLM's own snapshot, and it is a gauge there.
+    image = load_settings(config).image
+    snapshot_name = {
+        "vllm/vllm-tpu:v0.27.0": "vllm-tpu-0.27.0",
+        "vllm/vllm-openai:v0.27.1": "vllm-0.27.1",
+    }[image]
+    snapshot = (ROOT / "serving" / "data" / f"{snapshot_name}.json").read_text()
+    assert f'"{family}"' in snapshot and kind == "gauge"
+    monitored = {m.inputs["metadata"]["name"] for m in rendered.of_type(POD_MONITORING)}
+    assert monitored == {gke.VLLM_NAME, gke.PICKER_NAME}
+
+
+def test_internal_gateway_skips_the_post_deploy_checks(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    assert all(not r.hooks for r in rendered.resources)
+    assert any("Gateway is internal" in m for m in rendered.messages)
+    assert rendered.outputs["endpoint_url"] == "http://192.0.2.20"
+
+
+def test_public_gateway_enforces_source_ranges_and_runs_the_checks() -> None:
+    rendered = render({**stack_config("gke-l4"), **PUBLIC}, "gke-l4")
+    gateway = rendered.one(GATEWAY).inputs
+    assert gateway["spec"]["gatewayClassName"] == "gke-l7-regional-external-managed"
+    armor = rendered.one(ARMOR).inputs
+    allow = [r for r in armor["rules"] if r["action"] == "allow"]
+    assert [r["match"]["config"]["srcIpRanges"] for r in allow] == [PUBLIC["sourceRanges"]]
+    default = [r for r in armor["rules"] if r["priority"] == 2147483647]
+    assert default[0]["action"] == "deny(403)"
+    backend = rendered.one(BACKEND_POLICY).inputs["spec"]["default"]
+    assert backend["securityPolicy"] == armor["name"] == "gemma-gke-l4-serving-clients"
+    (endpoint,) = [
+        r for r in rendered.of_type(CONFIG_MAP) if r.inputs["metadata"]["name"] == "gemma4-endpoint"
+    ]
+    assert set(endpoint.hooks["after_create"]) == {
+        "gemma-gke-l4-health",
+        "gemma-gke-l4-benchmark",
+    }
+    # The hooks read the URL the way the engine hands the ConfigMap's outputs over.
+    assert url_from_outputs(endpoint.inputs, ("data.endpointUrl",)) == "http://198.51.100.20"
+
+
+def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
+    ranges = [f"203.0.{i}.0/24" for i in range(23)]
+    rendered = render({**stack_config("gke-l4"), "public": True, "sourceRanges": ranges}, "gke-l4")
+    allow = [r for r in rendered.one(ARMOR).inputs["rules"] if r["action"] == "allow"]
+    assert [len(r["match"]["config"]["srcIpRanges"]) for r in allow] == [10, 10, 3]
+    assert sorted(x for r in allow for x in r["match"]["config"]["srcIpRanges"]) == sorted(ranges)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"platform": "cloud-run"}, ("'platform'", "allowed for tpu-v6e-1: tpu-vm, gke")),
+        ({"platform": "kubernetes"}, ("platform", "'cloud-run'", "'gke'")),
+        ({"maxInstances": 3}, ("'maxInstances'", "cloud-run only", "'gke'")),
+        ({"replicas": 2}, ("'replicas'", "tpu-vm only")),
+        ({"provisioning": "spot"}, ("'provisioning'", "tpu-vm only")),
+        ({"minReplicas": 5}, ("'minReplicas' (5)", "'maxReplicas' (4)")),
+        ({"maxReplicas": 0}, ("maxReplicas",)),
+        ({"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:main"}, ("floating",)),
+        ({"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker"}, ("no tag",)),
+        ({"clusterVersion": "1.34.0-gke.1625999"}, ("'clusterVersion'", "1.34.0-gke.1626000")),
+        ({"clusterVersion": "1.34"}, ("'clusterVersion'", "MAJOR.MINOR.PATCH-gke.N")),
+        ({"public": True}, ("'sourceRanges'", "public: true")),
+        ({"public": True, "sourceRanges": ["0.0.0.0/0"]}, ("'sourceRanges'", "internet")),
+        ({"zone": "us-east1-d"}, ("'zone'", "us-east5")),
+        ({"zone": "us-east5-c"}, ("'zone'", "does not offer v6e-1")),
+        ({"region": None}, ("'region'", "required")),
+        ({"nodeProvisioning": "reservation"}, ("'reservationName'",)),
+        ({"reservationName": "r1"}, ("'reservationName'",)),
+        ({"proxySubnetRange": "10.129.0.0/27"}, ("/26 or larger",)),
+        ({"proxySubnetRange": "8.8.8.0/23"}, ("private",)),
+        ({"pickerFailureMode": "failopen"}, ("'FailOpen'", "'FailClose'")),
+        ({"image": "vllm/vllm-openai:v0.27.1"}, ("CUDA", "vllm/vllm-tpu")),
+    ],
+)
+def test_nonsense_gke_settings_are_refused(change: dict[str, Any], words: tuple[str, ...]) -> None:
+    config = {**stack_config("gke-tpu-v6e"), **change}
+    config = {k: v for k, v in config.items() if v is not None}
+    with pytest.raises(SettingsError) as info:
+        load_settings(config)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.parametrize("key", ["minReplicas", "maxReplicas", "pickerImage", "namespace"])
+def test_gke_keys_are_refused_on_other_platforms(key: str) -> None:
+    value = {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"}.get(key, 2)
+    value = "serving" if key == "namespace" else value
+    for stack in ("l4", "tpu-v6e1"):
+        with pytest.raises(SettingsError) as info:
+            load_settings({**stack_config(stack), key: value})
+        assert f"config key {key!r} applies to platform gke only" in str(info.value)
+
+
+def test_program_refuses_before_any_resource() -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as info:
+        render({**stack_config("gke-l4"), "maxInstances": 2}, "gke-l4", mocks)
+    assert "'maxInstances'" in str(info.value)
+    assert mocks.declared == []
+
+
+@pytest.mark.parametrize("stack_name", GKE_STACKS)
+def test_preview_exits_0_fast_and_shows_everything(
+    stack_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    code = pv.main(["-s", stack_name])
+    elapsed = time.monotonic() - started
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert elapsed < 15
+    for part in (
+        "gcp:container/cluster:Cluster",
+        "kubernetes:inference.networking.k8s.io/v1:InferencePool",
+        "kubernetes:apps/v1:Deployment",
+        "vllm serve /mnt/models/",
+        "Policies",
+        "Capacity plan:",
+        "per replica",
+        "plus GKE cluster management fee: $0.10/h",
+        "plus Gateway forwarding rule",
+        "Verdict: OK",
+    ):
+        assert part in text, part
+    code = pv.main(["-s", stack_name, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    config = stack_config(stack_name)
+    cost = data["cost"]
+    assert (cost["instances_min"], cost["instances_max"]) == (
+        config["minReplicas"],
+        config["maxReplicas"],
+    )
+    fixed = sum(item["usd_per_hour"] for item in cost["fixed"])
+    hours = 730
+    assert cost["usd_per_month_idle"] == pytest.approx(
+        hours * (fixed + config["minReplicas"] * cost["usd_per_hour"])
+    )
+    assert cost["usd_per_month_max"] == pytest.approx(
+        hours * (fixed + config["maxReplicas"] * cost["usd_per_hour"])
+    )
+
+
+def test_manifests_are_plain_data() -> None:
+    """serving.gke renders JSON-able dicts with apiVersion, kind and metadata.name each."""
+    settings = load_settings(stack_config("gke-tpu-v6e"))
+    found = gke.manifests(settings, bucket="b", gcp_service_account="a@p.iam.gserviceaccount.com")
+    assert json.loads(json.dumps(found)) == found
+    kinds = [m["kind"] for m in found]
+    for kind in ("InferencePool", "Gateway", "HTTPRoute", "HorizontalPodAutoscaler"):
+        assert kind in kinds
+    assert all(m["metadata"]["name"] for m in found)
+
+
+def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config_map() -> None:
+    """The hook as the program binds it, called like the engine with the ConfigMap's outputs,
+    against a fake vLLM standing in for the Gateway."""
+    settings = load_settings({**stack_config("gke-l4"), **PUBLIC, "postDeployBenchmark": False})
+
+    def make_hook() -> Any:
+        binding = post_deploy_binding(
+            settings, "gemma-gke-l4", NoAuth(), url_keys=("data.endpointUrl",)
+        )
+        assert binding is not None
+        return (binding.after_create or [])[0]
+
+    with FakeVllmServer(
+        FakeVllmConfig(served_model_name=settings.model.served_name, cold_start_503s=1)
+    ) as fake:
+        outputs = {"data": {"endpointUrl": fake.url}, "metadata": {"name": "gemma4-endpoint"}}
+        assert run_hook(make_hook, outputs, stack="gke-l4", type_=CONFIG_MAP) is None
+        assert "/v1/chat/completions" in [r.path for r in fake.requests]
+    missing = run_hook(make_hook, {"data": {}}, stack="gke-l4", type_=CONFIG_MAP)
+    assert missing is not None and "data.endpointUrl" in str(missing)
