@@ -55,6 +55,8 @@ TPU_RESOURCE = "google.com/tpu"
 
 #: Keys that hold containers or a Pod template in any object (Kubernetes' conventions).
 _RUNS_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+#: Keys whose entries are the user's own strings (a ConfigMap key named `containers`).
+_OPAQUE_KEYS = ("data", "stringData", "binaryData", "labels", "annotations")
 
 
 def is_kubernetes(resource_type: str) -> bool:
@@ -218,6 +220,8 @@ def _holds_containers(value: Any, depth: int = 0) -> str | None:
         return "(nested deeper than 12 levels)"
     if isinstance(value, Mapping):
         for key in list(value):
+            if str(key) in _OPAQUE_KEYS:
+                continue
             child, _ = read_field(value, str(key))
             if str(key) in _RUNS_CONTAINERS:
                 return str(key)
@@ -234,9 +238,34 @@ def _holds_containers(value: Any, depth: int = 0) -> str | None:
     return None
 
 
+def _template_unknowns(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Parts of a Pod template unknown at preview that the policies need."""
+    current: Any = props
+    walked: list[str] = []
+    for step in (*POD_TEMPLATES[resource_type], "spec"):
+        current, unknown = read_field(current, step)
+        walked.append(step)
+        if unknown:
+            return [f"{'.'.join(walked)} is not known (a value unknown at preview)"]
+        if current is None:
+            return []
+    problems = []
+    for key in ("containers", "initContainers", "nodeSelector"):
+        _, unknown = read_field(current, key)
+        if unknown:
+            what = "the accelerator" if key == "nodeSelector" else "the containers"
+            problems.append(
+                f"{'.'.join(walked)}.{key} is not known (a value unknown at preview), so "
+                f"{what} cannot be read"
+            )
+    return problems
+
+
 def unreadable(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Why a Kubernetes object that may run containers cannot be read (fail closed)."""
-    if not is_kubernetes(resource_type) or resource_type in POD_TEMPLATES:
+    if resource_type in POD_TEMPLATES:
+        return _template_unknowns(resource_type, props)
+    if not is_kubernetes(resource_type):
         return []
     if resource_type.startswith(OPAQUE_PREFIXES):
         return [

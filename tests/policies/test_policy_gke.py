@@ -322,3 +322,16 @@ def test_tpu_pod_pinned_to_a_gpu_pool_is_refused() -> None:
     tpu_pool = _pool("v6e-pool", "ct6e-standard-1t", placementPolicy={"tpuTopology": "1x1"})
     (message,) = _stack_messages((DEPLOYMENT, d, "vllm"), gpu_pool, tpu_pool)
     assert "pinned to node pool 'l4-pool'" in message
+
+
+@pytest.mark.parametrize("key", ["containers", "nodeSelector"])
+def test_pod_template_parts_unknown_at_preview_fail_closed(key: str) -> None:
+    d = vllm()
+    pod_spec(d)[key] = UNKNOWN_ARRAY_VALUE if key == "containers" else UNKNOWN_STRING_VALUE
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, unknown_checking_proxy(d))
+    assert f"spec.template.spec.{key} is not known" in message
+
+
+def test_config_map_key_named_containers_is_not_a_workload() -> None:
+    config = {"metadata": {"name": "c"}, "data": {"containers": "vllm"}}
+    assert violations(vllm_server_readable, "kubernetes:core/v1:ConfigMap", config) == []
