@@ -250,3 +250,21 @@ def test_container_v1_refuses_a_cluster_gateway_channel_typo() -> None:
     cluster["gatewayApiConfig"]["channel"] = "STANDARD"
     errors = discovery.schema_errors(doc, "Cluster", gke_api.cluster_body(doc, cluster))
     assert any("networkConfig.gatewayApiConfig.channel" in e and "STANDARD" in e for e in errors)
+
+
+def test_hpa_of_the_picker_is_refused() -> None:
+    found = manifests("gke-l4")
+    find(found, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] = "vllm-epp"
+    assert any("no InferencePool serves" in p for p in check(found))
+
+
+def test_vllm_port_probe_port_and_pool_port_must_agree() -> None:
+    found = manifests("gke-tpu-v6e")
+    container = vllm_deployment(found)["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [a for a in container["args"] if not a.startswith("--port")] + [
+        "--port=8080"
+    ]
+    container["readinessProbe"]["httpGet"]["port"] = 8081
+    problems = check(found)
+    assert any("listens on --port=8080" in p for p in problems), problems
+    assert any("readinessProbe port 8081" in p for p in problems), problems

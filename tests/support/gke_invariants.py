@@ -101,8 +101,39 @@ def _serves(m: Manifest, port: Any) -> bool:
     return str(int(port) if isinstance(port, float) else port) in _ports(m)
 
 
+def _vllm_ports(m: Manifest) -> list[int]:
+    """The port every vLLM server of a workload listens on (the policies' reader; vLLM's
+    default 8000 when no --port is given)."""
+    from policies._server import read_servers
+    from serving.vllm_argv import DEFAULT_PORT
+
+    api = str(m.get("apiVersion"))
+    type_ = f"kubernetes:{api if '/' in api else 'core/' + api}:{m.get('kind')}"
+    ports = []
+    for server in read_servers(type_, m).servers:
+        raw = server.args.get("port", DEFAULT_PORT)
+        ports.append(int(float(raw)))
+    return ports
+
+
+def _probe_problems(m: Manifest) -> list[str]:
+    problems = []
+    for c in _containers(m):
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
+            if port is not None and not _serves(m, port):
+                problems.append(
+                    f"{m['kind']} {_name(m)}: container {c.get('name')!r} {probe} port {port} "
+                    "is not one of its container ports"
+                )
+    return problems
+
+
 def check(manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     problems: list[str] = []
+    for w in manifests:
+        if w.get("kind") in POD_TEMPLATE_KINDS:
+            problems += _probe_problems(w)
     for d in _of(manifests, "Deployment") + _of(manifests, "StatefulSet"):
         selector = (d.get("spec") or {}).get("selector")
         if not selects(selector, _pod_labels(d)):
@@ -119,6 +150,14 @@ def check(manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]]
         ]
         if not selected:
             problems.append(f"{where}: its selector {spec.get('selector')} matches no Pod template")
+        numbers = {t.get("number") for t in spec.get("targetPorts") or []}
+        for w in selected:
+            for port in _vllm_ports(w):
+                if port not in numbers:
+                    problems.append(
+                        f"{where}: vLLM in {w['kind']} {_name(w)} listens on --port={port}, not "
+                        f"on the pool's target ports {sorted(numbers)}"
+                    )
         for target in spec.get("targetPorts") or []:
             for w in selected:
                 if not _serves(w, target.get("number")):
@@ -197,11 +236,11 @@ def check(manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]]
                 .get("port")
             )
             if port is not None and key in pools:
-                numbers = [t.get("number") for t in pools[key]["spec"].get("targetPorts") or []]
-                if port not in numbers:
+                pool_ports = [t.get("number") for t in pools[key]["spec"].get("targetPorts") or []]
+                if port not in pool_ports:
                     problems.append(
                         f"{kind} {_name(policy)}: health check port {port} is not the pool's "
-                        f"{numbers}"
+                        f"{pool_ports}"
                     )
     for hpa in _of(manifests, "HorizontalPodAutoscaler"):
         spec = hpa.get("spec") or {}
@@ -217,6 +256,15 @@ def check(manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]]
         if not targets:
             problems.append(
                 f"HorizontalPodAutoscaler {_name(hpa)}: scaleTargetRef {ref} not declared"
+            )
+        elif not any(
+            selects((p.get("spec") or {}).get("selector"), _pod_labels(t))
+            for t in targets
+            for p in pools.values()
+        ):
+            problems.append(
+                f"HorizontalPodAutoscaler {_name(hpa)}: scales {ref.get('name')!r}, whose Pods "
+                "no InferencePool serves (the autoscaler follows vLLM's queue)"
             )
         if spec.get("minReplicas", 1) > spec.get("maxReplicas", 0):
             problems.append(f"HorizontalPodAutoscaler {_name(hpa)}: minReplicas > maxReplicas")
