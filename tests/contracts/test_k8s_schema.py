@@ -212,3 +212,29 @@ def test_unknown_custom_kind_is_refused() -> None:
         "spec": {},
     }
     one(errors(refused), "no such kind")
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "expected"),
+    [
+        ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"}, "must be equal to nvidia.com/gpu limit"),
+        ({"google.com/tpu": "1"}, {}, "Limit must be set for non overcommitable resources"),
+        ({}, {"nvidia.com/gpu": "0.5"}, "must be an integer"),
+        ({"cpu": "8"}, {"cpu": "6000m"}, "must be less than or equal to cpu limit"),
+        ({"memory": "25Gi"}, {"memory": "24Gi"}, "must be less than or equal to memory limit"),
+    ],
+)
+def test_resource_requirements_are_checked_as_the_api_server_does(
+    requests: dict[str, str], limits: dict[str, str], expected: str
+) -> None:
+    d = g.vllm_deployment()
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": requests,
+        "limits": limits,
+    }
+    one(errors(d), "containers[0].resources", expected)
+
+
+def test_quantities_parse_like_kubernetes() -> None:
+    assert k.quantity("6000m") == 6 and k.quantity("24Gi") == 24 * 2**30
+    assert k.quantity("1e3") == 1000 and k.quantity(2.0) == 2 and k.quantity("16GB") is None

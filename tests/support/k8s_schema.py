@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -358,6 +359,57 @@ def _check_quantity(quantity: Any, path: str, report: Report) -> None:
         report.errors.append(f"{path}: {quantity!r} is not a quantity")
 
 
+_SUFFIXES: dict[str, Decimal | int] = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+}  # fmt: skip
+#: Resources Kubernetes lets a container overcommit (requests below limits).
+_STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def quantity(value: Any) -> Decimal | None:
+    """A resource.Quantity's value (None when it is not one)."""
+    text = str(value) if isinstance(value, (int, float)) else value
+    if not isinstance(text, str) or not _QUANTITY.match(text):
+        return None
+    match = re.fullmatch(r"([+-]?[0-9.]+)([eE][+-]?\d+|[A-Za-z]*)", text)
+    if match is None:
+        return None
+    number, suffix = Decimal(match.group(1)), match.group(2)
+    if suffix[:1] in ("e", "E"):
+        return number * Decimal(10) ** int(suffix[1:])
+    return number * Decimal(_SUFFIXES[suffix])
+
+
+def _check_requirements(value: Mapping[str, Any], path: str, report: Report) -> None:
+    """ValidateResourceRequirements: requests <= limits; an extended resource (nvidia.com/gpu,
+    google.com/tpu) is a whole number, has a limit, and its request equals it."""
+    limits = value.get("limits") or {}
+    requests = value.get("requests") or {}
+    for name in sorted(set(limits) | set(requests)):
+        limit, request = quantity(limits.get(name)), quantity(requests.get(name))
+        standard = name in _STANDARD_RESOURCES or name.startswith(("hugepages-", "kubernetes.io/"))
+        for which, amount in (("limits", limit), ("requests", request)):
+            if amount is not None and amount < 0:
+                report.errors.append(f"{path}.{which}.{name}: must be greater than or equal to 0")
+            if amount is not None and not standard and amount != amount.to_integral_value():
+                report.errors.append(f"{path}.{which}.{name}: must be an integer")
+        if limit is not None and request is not None and request > limit:
+            report.errors.append(
+                f"{path}.requests.{name}: must be less than or equal to {name} limit"
+            )
+        if not standard and request is not None:
+            if limit is None:
+                report.errors.append(
+                    f"{path}.limits.{name}: Limit must be set for non overcommitable resources"
+                )
+            elif request != limit:
+                report.errors.append(
+                    f"{path}.requests.{name}: must be equal to {name} limit (not overcommitable)"
+                )
+
+
 def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     yield path, value
     if isinstance(value, Mapping):
@@ -399,6 +451,8 @@ def _check_syntax(manifest: Mapping[str, Any], report: Report) -> None:
                 _check_quantity(quantity, f"{path}.{resource}", report)
         elif last in _QUANTITY_FIELDS or re.search(r"\.target\.value$", path):
             _check_quantity(value, path, report)
+        if last == "resources" and isinstance(value, Mapping) and path.endswith("].resources"):
+            _check_requirements(value, path, report)
 
 
 # --- the entry point ------------------------------------------------------------------------
