@@ -238,3 +238,10 @@ def test_resource_requirements_are_checked_as_the_api_server_does(
 def test_quantities_parse_like_kubernetes() -> None:
     assert k.quantity("6000m") == 6 and k.quantity("24Gi") == 24 * 2**30
     assert k.quantity("1e3") == 1000 and k.quantity(2.0) == 2 and k.quantity("16GB") is None
+
+
+@pytest.mark.parametrize("name", ["grpc-ext-proc-port", "HTTP", "8000", "http--x"])
+def test_container_port_names_follow_iana_svc_name(name: str) -> None:
+    d = g.vllm_deployment()
+    d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"] = name
+    one(errors(d), "ports[0].name", "not a port name")

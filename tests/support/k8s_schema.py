@@ -382,6 +382,18 @@ def quantity(value: Any) -> Decimal | None:
     return number * Decimal(_SUFFIXES[suffix])
 
 
+def _is_iana_svc_name(name: str) -> bool:
+    """validation.IsValidPortName."""
+    return (
+        0 < len(name) <= 15
+        and re.fullmatch(r"[-a-z0-9]+", name) is not None
+        and re.search(r"[a-z]", name) is not None
+        and "--" not in name
+        and not name.startswith("-")
+        and not name.endswith("-")
+    )
+
+
 def _check_requirements(value: Mapping[str, Any], path: str, report: Report) -> None:
     """ValidateResourceRequirements: requests <= limits; an extended resource (nvidia.com/gpu,
     google.com/tpu) is a whole number, has a limit, and its request equals it."""
@@ -453,6 +465,12 @@ def _check_syntax(manifest: Mapping[str, Any], report: Report) -> None:
             _check_quantity(value, path, report)
         if last == "resources" and isinstance(value, Mapping) and path.endswith("].resources"):
             _check_requirements(value, path, report)
+        port_name = re.search(r"(containers|initContainers)\[\d+\]\.ports\[\d+\]\.name$", path)
+        if port_name and not (isinstance(value, str) and _is_iana_svc_name(value)):
+            report.errors.append(
+                f"{path}: {value!r} is not a port name (IANA_SVC_NAME: at most 15 "
+                "characters of a-z0-9-, a letter, no leading, trailing or double '-')"
+            )
 
 
 # --- the entry point ------------------------------------------------------------------------
