@@ -14,19 +14,27 @@ key and client source ranges there), or this policy's `allowPublic` allows every
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from policies._config import schema, setting_bool, setting_strings
-from policies._resources import as_bool, get
+from policies._resources import as_bool, get, items
 
 GATEWAY_KINDS = (
     "kubernetes:gateway.networking.k8s.io/v1:Gateway",
     "kubernetes:gateway.networking.k8s.io/v1beta1:Gateway",
+)
+ROUTE_KINDS = (
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute",
+    "kubernetes:gateway.networking.k8s.io/v1beta1:HTTPRoute",
+    "kubernetes:gateway.networking.k8s.io/v1:GRPCRoute",
 )
 SERVICE = "kubernetes:core/v1:Service"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
@@ -79,59 +87,95 @@ def _marked_public(props: object) -> bool:
     return as_bool(get(props, "metadata", "annotations", PUBLIC_ANNOTATION)) is True
 
 
+def _namespace(props: object) -> str:
+    value = get(props, "metadata", "namespace")
+    return value if isinstance(value, str) and value else "default"
+
+
+def _route_problems(props: Mapping[str, Any], gateways: set[tuple[str, str]]) -> list[str]:
+    """Parents of a route that are not Gateways of this stack (one elsewhere may be public)."""
+    problems = []
+    for parent in items(get(props, "spec", "parentRefs")):
+        kind = get(parent, "kind") or "Gateway"
+        name = get(parent, "name")
+        namespace = get(parent, "namespace") or _namespace(props)
+        if kind == "Gateway" and (namespace, name) not in gateways:
+            problems.append(
+                f"attaches to Gateway {namespace}/{name}, which this stack does not declare, so "
+                "the policies cannot tell whether it is internal; route through the stack's "
+                "own Gateway."
+            )
+    return problems
+
+
 def validate_no_public_gateway(
-    args: ResourceValidationArgs, report_violation: ReportViolation
+    args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
     if setting_bool(args, CONFIG, "allowPublic"):
         return
-    props = args.props
-    if args.resource_type in GATEWAY_KINDS:
+    gateways = {
+        (_namespace(r.props), str(get(r.props, "metadata", "name")))
+        for r in args.resources
+        if r.resource_type in GATEWAY_KINDS
+    }
+    internal = setting_strings(args, CONFIG, "internalClasses")
+    for resource in args.resources:
+        for problem in _problems(resource.resource_type, resource.props, internal, gateways):
+            report_violation(f"{resource.name}: {problem}", resource.urn)
+
+
+def _problems(
+    resource_type: str,
+    props: Mapping[str, Any],
+    internal: list[str],
+    gateways: set[tuple[str, str]],
+) -> list[str]:
+    if resource_type in ROUTE_KINDS:
+        return _route_problems(props, gateways)
+    if resource_type in GATEWAY_KINDS:
         if _marked_public(props):
-            return
-        internal = setting_strings(args, CONFIG, "internalClasses")
+            return []
         name = get(props, "spec", "gatewayClassName")
         if not isinstance(name, str):
-            report_violation(
-                f"{args.name}: the Gateway's class is not known at preview, so it may be "
-                f"external; give spec.gatewayClassName literally ({', '.join(internal)}).",
-                None,
-            )
-        elif name not in internal:
+            return [
+                "the Gateway's class is not known at preview, so it may be external; give "
+                f"spec.gatewayClassName literally ({', '.join(internal)})."
+            ]
+        if name not in internal:
             what = "is external" if name in EXTERNAL_CLASSES else "is not a known internal class"
-            report_violation(
-                f"{args.name}: Gateway class {name!r} {what}, so the model would be reachable "
-                f"from the internet; {_FIX}. Internal classes: {', '.join(internal)}.",
-                None,
-            )
-    elif args.resource_type == SERVICE:
+            return [
+                f"Gateway class {name!r} {what}, so the model would be reachable from the "
+                f"internet; {_FIX}. Internal classes: {', '.join(internal)}."
+            ]
+        return []
+    if resource_type == SERVICE:
         if get(props, "spec", "type") != "LoadBalancer" or _marked_public(props):
-            return
+            return []
         annotations = [get(props, "metadata", "annotations", a) for a in INTERNAL_LB_ANNOTATIONS]
-        if not any(isinstance(a, str) and a.lower() == "internal" for a in annotations):
-            report_violation(
-                f"{args.name}: a LoadBalancer Service without the annotation "
-                f'{INTERNAL_LB_ANNOTATIONS[0]}: "Internal" gets a public address; serve '
-                f"through the stack's Gateway, or annotate it internal; {_FIX}.",
-                None,
-            )
-    elif args.resource_type == INGRESS:
-        if _marked_public(props):
-            return
+        if any(isinstance(a, str) and a.lower() == "internal" for a in annotations):
+            return []
+        return [
+            f"a LoadBalancer Service without the annotation {INTERNAL_LB_ANNOTATIONS[0]}: "
+            f'"Internal" gets a public address; serve through the stack\'s Gateway, or annotate '
+            f"it internal; {_FIX}."
+        ]
+    if resource_type == INGRESS and not _marked_public(props):
         cls = get(props, "spec", "ingressClassName") or get(
             props, "metadata", "annotations", "kubernetes.io/ingress.class"
         )
         if cls != "gce-internal":
-            report_violation(
-                f"{args.name}: an Ingress of class {cls or 'gce (the default)'!r} gets a public "
-                f"address on GKE; use class gce-internal or the stack's Gateway; {_FIX}.",
-                None,
-            )
+            return [
+                f"an Ingress of class {cls or 'gce (the default)'!r} gets a public address on "
+                f"GKE; use class gce-internal or the stack's Gateway; {_FIX}."
+            ]
+    return []
 
 
-no_public_gateway = ResourceValidationPolicy(
+no_public_gateway = StackValidationPolicy(
     name="no-public-gateway",
     description="Gateways, LoadBalancer Services and Ingresses are internal unless the stack "
-    "sets 'public: true' (unknown Gateway classes count as external).",
+    "sets 'public: true' (unknown Gateway classes count as external), and routes attach only "
+    "to the stack's own Gateways.",
     validate=validate_no_public_gateway,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

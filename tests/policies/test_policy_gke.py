@@ -335,3 +335,15 @@ def test_pod_template_parts_unknown_at_preview_fail_closed(key: str) -> None:
 def test_config_map_key_named_containers_is_not_a_workload() -> None:
     config = {"metadata": {"name": "c"}, "data": {"containers": "vllm"}}
     assert violations(vllm_server_readable, "kubernetes:core/v1:ConfigMap", config) == []
+
+
+def test_route_to_a_gateway_the_stack_does_not_declare_is_refused() -> None:
+    found = g.stack()
+    route = g.find(found, "HTTPRoute")
+    gateway = g.find(found, "Gateway")
+    stack = [(GATEWAY, gateway, "gw")]
+    route_type = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+    assert violations(no_public_gateway, route_type, route, stack=stack) == []
+    route["spec"]["parentRefs"] = [{"name": "shared-external", "namespace": "infra"}]
+    (message,) = violations(no_public_gateway, route_type, route, stack=stack)
+    assert "infra/shared-external" in message and "does not declare" in message
