@@ -245,3 +245,13 @@ def test_container_port_names_follow_iana_svc_name(name: str) -> None:
     d = g.vllm_deployment()
     d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"] = name
     one(errors(d), "ports[0].name", "not a port name")
+
+
+def test_fields_are_those_of_the_clusters_minor_version() -> None:
+    d = g.vllm_deployment()
+    # PodSpec.schedulingGroup exists in Kubernetes 1.37's API, not in 1.34's.
+    d["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+    one(errors(d), "template.spec", "'schedulingGroup' was unexpected")
+    assert not [e for e in k.validate(d, "1.37").errors if "schedulingGroup" in e]
+    with pytest.raises(ValueError, match="no schemas for 1.20"):
+        k.validate(d, "1.20")
