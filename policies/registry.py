@@ -13,6 +13,7 @@ from policies.cpu_always_allocated import cpu_always_allocated
 from policies.gpu_host_minimums import gpu_host_minimums
 from policies.gpu_memory_budget import gpu_memory_budget
 from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
+from policies.inference_pool_wiring import inference_pool_wiring
 from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.max_instances_cap import max_instances_cap
 from policies.max_model_len_cap import max_model_len_cap
@@ -50,6 +51,7 @@ ALL: list[Policy] = [
     pinned_image,
     # Kubernetes Pods on GKE nodes
     accelerator_pool_match,
+    inference_pool_wiring,
     # security
     no_public_invoker,
     no_public_gateway,

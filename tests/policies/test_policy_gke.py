@@ -15,6 +15,7 @@ from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_STRING_VALUE, unkno
 
 from policies._server import read_servers
 from policies.accelerator_pool_match import NODE_POOL, accelerator_pool_match
+from policies.inference_pool_wiring import inference_pool_wiring
 from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.max_model_len_cap import max_model_len_cap
 from policies.model_volume_read_only import model_volume_read_only
@@ -347,3 +348,36 @@ def test_route_to_a_gateway_the_stack_does_not_declare_is_refused() -> None:
     route["spec"]["parentRefs"] = [{"name": "shared-external", "namespace": "infra"}]
     (message,) = violations(no_public_gateway, route_type, route, stack=stack)
     assert "infra/shared-external" in message and "does not declare" in message
+
+
+# --- the pool's references -------------------------------------------------------------------
+
+
+def _wiring(manifests: list[dict[str, Any]]) -> list[str]:
+    resources = [(resource_type(m), m, m["metadata"]["name"]) for m in manifests]
+    return [m for ms in stack_violations(inference_pool_wiring, resources).values() for m in ms]
+
+
+def test_pool_selector_matching_no_pod_fails_the_wiring_policy() -> None:
+    found = g.stack()
+    assert _wiring(found) == []
+    g.find(found, "InferencePool")["spec"]["selector"]["matchLabels"]["gemma4.dev/pool"] = "x"
+    messages = _wiring(found)
+    assert any("matches no Pod template" in m for m in messages), messages
+
+
+def test_wiring_values_unknown_at_preview_match_nothing() -> None:
+    found = g.stack()
+    service = g.find(found, "Service")
+    service["spec"]["selector"] = UNKNOWN_STRING_VALUE
+    resources = [
+        (resource_type(m), unknown_checking_proxy(m), m["metadata"]["name"]) for m in found
+    ]
+    messages = [m for ms in stack_violations(inference_pool_wiring, resources).values() for m in ms]
+    assert any("selector matches no Pod template" in m for m in messages), messages
+
+
+def test_a_stack_without_a_pool_is_not_judged() -> None:
+    found = [m for m in g.stack() if m["kind"] != "InferencePool"]
+    g.find(found, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] = "other"
+    assert _wiring(found) == []
