@@ -86,7 +86,7 @@ def _template(m: Manifest) -> Mapping[str, Any]:
     return template
 
 
-def _pod_labels(m: Manifest) -> dict[str, str]:
+def pod_labels(m: Manifest) -> dict[str, str]:
     labels = (_template(m).get("metadata") or {}).get("labels") or {}
     return dict(labels) if isinstance(labels, Mapping) else {}
 
@@ -196,7 +196,7 @@ def check(
             problems += _probe_problems(w)
     for d in _of(manifests, "Deployment") + _of(manifests, "StatefulSet"):
         selector = (d.get("spec") or {}).get("selector")
-        if not selects(selector, _pod_labels(d)):
+        if not selects(selector, pod_labels(d)):
             problems.append(f"{d['kind']} {_name(d)}: spec.selector does not match its Pod labels")
     pools = {(_ns(p), _name(p)): p for p in _of(manifests, "InferencePool")}
     services = {(_ns(s), _name(s)): s for s in _of(manifests, "Service")}
@@ -206,7 +206,7 @@ def check(
         selected = [
             w
             for w in _workloads(manifests, _ns(pool))
-            if selects(spec.get("selector"), _pod_labels(w))
+            if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
             problems.append(f"{where}: its selector {spec.get('selector')} matches no Pod template")
@@ -247,7 +247,7 @@ def check(
         pickers = [
             w
             for w in _workloads(manifests, _ns(svc))
-            if service_selector and selects({"matchLabels": service_selector}, _pod_labels(w))
+            if service_selector and selects({"matchLabels": service_selector}, pod_labels(w))
         ]
         if not pickers:
             problems.append(f"Service {_name(svc)}: its selector matches no Pod template")
@@ -258,7 +258,7 @@ def check(
                     f"Service {_name(svc)}: targetPort {target} is not a container port of "
                     f"{w['kind']} {_name(w)}"
                 )
-        if any(selects(spec.get("selector"), _pod_labels(w)) for w in pickers):
+        if any(selects(spec.get("selector"), pod_labels(w)) for w in pickers):
             problems.append(f"{where}: selects the picker's own Pods")
     for route in _of(manifests, "HTTPRoute"):
         spec = route.get("spec") or {}
@@ -318,7 +318,7 @@ def check(
                 f"HorizontalPodAutoscaler {_name(hpa)}: scaleTargetRef {ref} not declared"
             )
         elif not any(
-            selects((p.get("spec") or {}).get("selector"), _pod_labels(t))
+            selects((p.get("spec") or {}).get("selector"), pod_labels(t))
             for t in targets
             for p in pools.values()
         ):
@@ -334,7 +334,7 @@ def check(
         selected = [
             w
             for w in _workloads(manifests, _ns(monitor))
-            if selects(spec.get("selector"), _pod_labels(w))
+            if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
             problems.append(f"PodMonitoring {_name(monitor)}: its selector matches no Pod template")

@@ -25,7 +25,10 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_bool, setting_strings
+from policies._k8s import OPAQUE_PREFIXES, is_kubernetes
 from policies._resources import as_bool, get, items
+from policies._server import read_servers
+from policies._wiring import manifest_from_engine, plain, pod_labels, selects, type_token
 
 GATEWAY_KINDS = (
     "kubernetes:gateway.networking.k8s.io/v1:Gateway",
@@ -122,6 +125,82 @@ def validate_no_public_gateway(
     for resource in args.resources:
         for problem in _problems(resource.resource_type, resource.props, internal, gateways):
             report_violation(f"{resource.name}: {problem}", resource.urn)
+    for problem in public_requirements(args, internal):
+        report_violation(problem, None)
+
+
+def public_requirements(args: StackValidationArgs, internal: list[str]) -> list[str]:
+    """A public Gateway's pools need a Cloud Armor policy (the client ranges) in their
+    GCPBackendPolicy and a vLLM that requires an API key."""
+    manifests = [
+        manifest_from_engine(r.resource_type, plain(r.props))
+        for r in args.resources
+        if is_kubernetes(r.resource_type) and not r.resource_type.startswith(OPAQUE_PREFIXES)
+    ]
+    external = {
+        (_namespace(g), str(get(g, "metadata", "name")))
+        for g in manifests
+        if g.get("kind") == "Gateway" and get(g, "spec", "gatewayClassName") not in internal
+    }
+    pools: set[tuple[str, str]] = set()
+    for route in manifests:
+        if route.get("kind") not in ("HTTPRoute", "GRPCRoute"):
+            continue
+        parents = {
+            (get(p, "namespace") or _namespace(route), get(p, "name"))
+            for p in items(get(route, "spec", "parentRefs"))
+        }
+        if not parents & external:
+            continue
+        for rule in items(get(route, "spec", "rules")):
+            for backend in items(get(rule, "backendRefs")):
+                if get(backend, "kind") == "InferencePool":
+                    pools.add(
+                        (get(backend, "namespace") or _namespace(route), get(backend, "name"))
+                    )
+    problems: list[str] = []
+    for namespace, name in sorted(pools, key=str):
+        armored = [
+            b
+            for b in manifests
+            if b.get("kind") == "GCPBackendPolicy"
+            and get(b, "spec", "targetRef", "kind") == "InferencePool"
+            and get(b, "spec", "targetRef", "name") == name
+            and (get(b, "spec", "targetRef", "namespace") or _namespace(b)) == namespace
+            and get(b, "spec", "default", "securityPolicy")
+        ]
+        if not armored:
+            problems.append(
+                f"InferencePool {namespace}/{name} is behind a public Gateway without a "
+                "GCPBackendPolicy naming a Cloud Armor securityPolicy, so any client on the "
+                "internet reaches it; set the stack's 'sourceRanges'."
+            )
+        pool = next(
+            (
+                p
+                for p in manifests
+                if p.get("kind") == "InferencePool"
+                and (_namespace(p), get(p, "metadata", "name")) == (namespace, name)
+            ),
+            None,
+        )
+        selector = get(pool, "spec", "selector")
+        for workload in manifests:
+            if pool is None or not selects(selector, pod_labels(workload)):
+                continue
+            for server in read_servers(type_token(workload), workload).servers:
+                env_key = any(
+                    get(e, "name") == "VLLM_API_KEY"
+                    for c in items(get(workload, "spec", "template", "spec", "containers"))
+                    for e in items(get(c, "env"))
+                )
+                if not (env_key or server.args.get("api-key") or "VLLM_API_KEY" in server.env):
+                    problems.append(
+                        f"{workload.get('kind')} {get(workload, 'metadata', 'name')}: vLLM "
+                        f"({server.where}) serves behind a public Gateway without an API key; "
+                        "set VLLM_API_KEY from a Secret (stack key 'apiKeySecret')."
+                    )
+    return problems
 
 
 def _problems(

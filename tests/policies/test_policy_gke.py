@@ -381,3 +381,31 @@ def test_a_stack_without_a_pool_is_not_judged() -> None:
     found = [m for m in g.stack() if m["kind"] != "InferencePool"]
     g.find(found, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] = "other"
     assert _wiring(found) == []
+
+
+def _public_stack() -> list[dict[str, Any]]:
+    found = g.stack(gateway_class="gke-l7-regional-external-managed")
+    g.find(found, "Gateway")["metadata"]["annotations"] = {"gemma4.dev/public": "true"}
+    g.find(found, "GCPBackendPolicy")["spec"]["default"]["securityPolicy"] = "clients"
+    return found
+
+
+def _gateway_messages(found: list[dict[str, Any]]) -> list[str]:
+    resources = [(resource_type(m), m, m["metadata"]["name"]) for m in found]
+    return [m for ms in stack_violations(no_public_gateway, resources).values() for m in ms]
+
+
+def test_public_gateway_with_client_ranges_and_api_key_passes() -> None:
+    assert _gateway_messages(_public_stack()) == []
+
+
+def test_public_gateway_needs_client_ranges_and_an_api_key() -> None:
+    found = _public_stack()
+    del g.find(found, "GCPBackendPolicy")["spec"]["default"]["securityPolicy"]
+    (message,) = _gateway_messages(found)
+    assert "Cloud Armor securityPolicy" in message
+    found = _public_stack()
+    c = container(g.find(found, "Deployment", "gemma4-vllm"))
+    c["env"] = [e for e in c["env"] if e["name"] != "VLLM_API_KEY"]
+    (message,) = _gateway_messages(found)
+    assert "without an API key" in message
