@@ -8,8 +8,11 @@ closed). The same holds for the other ways a cluster exposes Pods: a `LoadBalanc
 without GKE's internal annotation, and an Ingress of the `gce` class.
 
 A public endpoint is a decision: the stack's `public: true` puts the
-`gemma4.dev/public: "true"` annotation on the Gateway it declares (and requires the vLLM API
-key and client source ranges there), or this policy's `allowPublic` allows every one.
+`gemma4.dev/public: "true"` annotation on the Gateway it declares, or this policy's
+`allowPublic` allows every one. A stack policy, because a public Gateway is refused unless
+what it reaches is guarded too: each InferencePool behind it has a GCPBackendPolicy naming a
+Cloud Armor `securityPolicy` (the stack's client ranges), and its vLLM Pods require an API key;
+and a route may attach only to a Gateway the stack declares (one elsewhere may be public).
 """
 
 from __future__ import annotations
@@ -253,8 +256,8 @@ def _problems(
 no_public_gateway = StackValidationPolicy(
     name="no-public-gateway",
     description="Gateways, LoadBalancer Services and Ingresses are internal unless the stack "
-    "sets 'public: true' (unknown Gateway classes count as external), and routes attach only "
-    "to the stack's own Gateways.",
+    "sets 'public: true' (unknown Gateway classes count as external; a public one needs client "
+    "ranges and an API key), and routes attach only to the stack's own Gateways.",
     validate=validate_no_public_gateway,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,
