@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from pulumi_gcp import compute, container, projects, serviceaccount
 
 from components.naming import account_id
-from serving.settings import Settings
+from serving.settings import EXISTING_PROXY_SUBNET, Settings
 
 #: The roles GKE documents for a node service account with least privilege.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -78,16 +78,19 @@ class GkeCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         # Regional Application Load Balancers (the gke-l7-rilb and regional external Gateway
-        # classes) run their proxies in this subnet; one per region and network.
-        self.proxy_subnet = compute.Subnetwork(
-            f"{name}-proxy-only",
-            region=region,
-            network=s.tpu.network,
-            ip_cidr_range=g.proxy_subnet_range,
-            purpose="REGIONAL_MANAGED_PROXY",
-            role="ACTIVE",
-            opts=child,
-        )
+        # classes) run their proxies in this subnet; one per region and network
+        # (proxySubnetRange `existing`: the one the region already has).
+        self.proxy_subnet: compute.Subnetwork | None = None
+        if g.proxy_subnet_range != EXISTING_PROXY_SUBNET:
+            self.proxy_subnet = compute.Subnetwork(
+                f"{name}-proxy-only",
+                region=region,
+                network=s.tpu.network,
+                ip_cidr_range=g.proxy_subnet_range,
+                purpose="REGIONAL_MANAGED_PROXY",
+                role="ACTIVE",
+                opts=child,
+            )
         self.node_account = serviceaccount.Account(
             f"{name}-nodes",
             account_id=account_id(name, "nodes"),
@@ -136,7 +139,9 @@ class GkeCluster(pulumi.ComponentResource):
                 ),
             ),
             resource_labels=dict(s.labels),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.proxy_subnet]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.proxy_subnet] if self.proxy_subnet else []
+            ),
         )
         node_metadata = container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")
         scopes = ["https://www.googleapis.com/auth/cloud-platform"]

@@ -226,8 +226,9 @@ class GkeServing(pulumi.ComponentResource):
                 parent=self, provider=args.provider, depends_on=[deployment, *adapter]
             ),
         )
+        # vLLM's metrics feed the autoscaler: scraped whether or not `monitoring` is on.
+        declare(f"{name}-vllm-monitoring", gke.pod_monitoring(s), in_ns)
         if s.monitoring.monitoring:
-            declare(f"{name}-vllm-monitoring", gke.pod_monitoring(s), in_ns)
             declare(f"{name}-picker-monitoring", gke.picker_pod_monitoring(s), in_ns)
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
         declare_lifted(

@@ -322,8 +322,11 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
         from serving.gke import fixed_costs
 
         shape = settings.gke_shape
-        price = shape.price.usd_per_hour
-        price_source = f"{shape.machine_type} node: {shape.price.source} ({shape.price.as_of})"
+        price = settings.instance_price.usd_per_hour
+        price_source = (
+            f"{shape.machine_type} node: {settings.instance_price.source} "
+            f"({settings.instance_price.as_of})"
+        )
         low, high = settings.gke.min_replicas, settings.gke.max_replicas
         fixed = [
             CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)

@@ -97,6 +97,8 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD)."""
     plan = plan_settings(settings)
     hw = settings.profile
+    # One instance: a Cloud Run instance, a TPU node, or on GKE one replica's node.
+    price = settings.instance_price
     arch = settings.model.card.architecture
     assert arch is not None
     streamed = plan.weight_bytes + plan.drafter_bytes
@@ -141,12 +143,12 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
             hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
         ),
         "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
-        "usd_per_hour": hw.price.usd_per_hour,
-        "usd_per_month_always_on": monthly_cost(hw.price.usd_per_hour),
-        "price_source": f"{hw.price.source} ({hw.price.as_of})",
+        "usd_per_hour": price.usd_per_hour,
+        "usd_per_month_always_on": monthly_cost(price.usd_per_hour),
+        "price_source": f"{price.source} ({price.as_of})",
         "requests_per_second": requests_per_second,
         "usd_per_million_requests": cost_per_million_requests(
-            hw.price.usd_per_hour, requests_per_second
+            price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
     }

@@ -25,6 +25,8 @@ What serves what (GKE Inference Gateway, "powered by llm-d"):
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Final
 
 from serving.monitoring import Vllm
@@ -300,8 +302,24 @@ def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
             "endpointUrl": endpoint_url(ip),
             "servedModelName": settings.model.served_name,
             "gatewayClass": gateway_class(settings),
+            # Changes with whatever the replicas run (image, command line, resources, probes,
+            # picker), so a `pulumi up` that changes them updates this object and runs the
+            # post-deploy checks again.
+            "servingRevision": serving_revision(settings),
         },
     }
+
+
+def serving_revision(settings: Settings) -> str:
+    """A short digest of the vLLM Deployment, the pool and the picker as rendered."""
+    rendered = [
+        vllm_deployment(settings, bucket="-"),
+        inference_pool(settings),
+        picker_deployment(settings),
+        autoscaler(settings),
+    ]
+    digest = hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()
+    return digest[:16]
 
 
 def http_route(settings: Settings) -> Manifest:
@@ -847,8 +865,10 @@ def manifests(
         health_check_policy(settings),
         backend_policy(settings, security_policy=security_policy),
         autoscaler(settings),
+        # The autoscaler's input: declared whether or not the stack's monitoring is on.
+        pod_monitoring(settings),
         endpoint_config_map(settings, ip=ip),
     ]
     if settings.monitoring.monitoring:
-        found += [pod_monitoring(settings), picker_pod_monitoring(settings)]
+        found.append(picker_pod_monitoring(settings))
     return [*metrics_adapter(adapter_service_account), *found]

@@ -27,7 +27,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.hardware import GKE_SHAPES, HARDWARE, GkeShape, HardwareProfile, Platform
+from serving.hardware import (
+    GKE_SHAPES,
+    HARDWARE,
+    GkeShape,
+    HardwareProfile,
+    Platform,
+    Price,
+)
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
@@ -330,6 +337,12 @@ _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 #: the image `ghcr.io/llm-d/llm-d-router-endpoint-picker:${VERSION}`).
 DEFAULT_PICKER_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
 _DNS_LABEL = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+#: Namespaces a GKE stack must not take (Kubernetes', and the metrics adapter's).
+RESERVED_NAMESPACES = frozenset({"default", "custom-metrics"})
+#: `proxySubnetRange` value that uses the region's existing proxy-only subnet.
+EXISTING_PROXY_SUBNET = "existing"
+#: Auto-mode VPC networks' subnet ranges (cloud.google.com/vpc/docs/subnets, auto mode).
+AUTO_MODE_RANGE = ipaddress.IPv4Network("10.128.0.0/9")
 
 
 def gke_version_key(version: str) -> tuple[int, ...]:
@@ -373,9 +386,10 @@ class GkeSettings(_Group):
         "gemma4", pattern=_DNS_LABEL, description="Kubernetes namespace of the serving objects."
     )
     proxy_subnet_range: str = Field(
-        "10.129.0.0/23",
-        description="CIDR of the proxy-only subnet the regional Gateway's proxies use "
-        "(/26 or larger; Google recommends /23).",
+        "10.127.0.0/23",
+        description="CIDR of the proxy-only subnet the regional Gateway's proxies use (/26 or "
+        "larger; Google recommends /23), or `existing`: the one the region and network "
+        "already have (one per region and network).",
     )
     picker_image: str = Field(
         DEFAULT_PICKER_IMAGE,
@@ -417,17 +431,38 @@ class GkeSettings(_Group):
         check_pinned_image(value)
         return value
 
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        if value in RESERVED_NAMESPACES or value.startswith(("kube-", "gke-", "gmp-")):
+            raise ValueError(
+                f"{value!r} belongs to Kubernetes, GKE or another component of this stack; "
+                "name a namespace of your own (not default, kube-*, gke-*, gmp-*, "
+                "custom-metrics)"
+            )
+        return value
+
     @field_validator("proxy_subnet_range")
     @classmethod
     def _proxy_range(cls, value: str) -> str:
+        if value == EXISTING_PROXY_SUBNET:
+            return value
         try:
             network = ipaddress.IPv4Network(value, strict=True)
         except ValueError as exc:
-            raise ValueError(f"{value!r} is not an IPv4 CIDR block: {exc}") from None
+            raise ValueError(
+                f"{value!r} is not an IPv4 CIDR block ({exc}); allowed: a private IPv4 range "
+                f"of /26 or larger, or {EXISTING_PROXY_SUBNET!r}"
+            ) from None
         if network.prefixlen > 26 or not network.is_private:
             raise ValueError(
                 f"{value!r}: a proxy-only subnet is a private IPv4 range of /26 or larger "
                 "(Google recommends /23)"
+            )
+        if network.overlaps(AUTO_MODE_RANGE):
+            raise ValueError(
+                f"{value!r} overlaps {AUTO_MODE_RANGE}, which auto-mode VPC networks (the "
+                "`default` network) reserve for their subnets; pick a range outside it"
             )
         return value
 
@@ -927,6 +962,12 @@ class Settings(BaseModel):
     def deploy_platform(self) -> DeployPlatform:
         """Where this stack runs: the `platform` key, or the hardware's own platform."""
         return self.platform or native_platform(self.profile)
+
+    @property
+    def instance_price(self) -> Price:
+        """The list price of one serving instance: the Cloud Run instance or TPU node of the
+        hardware catalog, or on GKE one replica's node."""
+        return self.gke_shape.price if self.deploy_platform == "gke" else self.profile.price
 
     @property
     def gke_shape(self) -> GkeShape:

@@ -278,6 +278,11 @@ def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
         ({"reservationName": "r1"}, ("'reservationName'",)),
         ({"proxySubnetRange": "10.129.0.0/27"}, ("/26 or larger",)),
         ({"proxySubnetRange": "8.8.8.0/23"}, ("private",)),
+        ({"proxySubnetRange": "10.129.0.0/23"}, ("10.128.0.0/9", "auto-mode")),
+        ({"proxySubnetRange": "subnet"}, ("'proxySubnetRange'", "IPv4 CIDR")),
+        ({"namespace": "kube-system"}, ("'namespace'", "of your own")),
+        ({"namespace": "custom-metrics"}, ("'namespace'", "custom-metrics")),
+        ({"namespace": "Gemma"}, ("'namespace'",)),
         ({"pickerFailureMode": "failopen"}, ("'FailOpen'", "'FailClose'")),
         ({"image": "vllm/vllm-openai:v0.27.1"}, ("CUDA", "vllm/vllm-tpu")),
     ],
@@ -381,3 +386,41 @@ def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config
         assert "/v1/chat/completions" in [r.path for r in fake.requests]
     missing = run_hook(make_hook, {"data": {}}, stack="gke-l4", type_=CONFIG_MAP)
     assert missing is not None and "data.endpointUrl" in str(missing)
+
+
+@pytest.mark.parametrize(("stack_name", "machine"), [("gke-l4", "g2-standard-8"), ("l4", None)])
+def test_planner_prices_the_platforms_instance(stack_name: str, machine: str | None) -> None:
+    """`gemma4 plan` prices a GKE replica's node, not the Cloud Run instance of the same GPU."""
+    from policies.plan import report
+    from serving.hardware import GKE_SHAPES, HARDWARE
+
+    settings = load_settings(stack_config(stack_name))
+    figures = report(stack_name, settings, 1.0)
+    expected = GKE_SHAPES["l4"].price if machine else HARDWARE["l4"].price
+    assert figures["usd_per_hour"] == expected.usd_per_hour
+    assert (machine or "run/pricing") in figures["price_source"]
+
+
+def test_autoscaler_input_survives_monitoring_off_and_an_existing_proxy_subnet() -> None:
+    rendered = render(
+        {**stack_config("gke-l4"), "monitoring": False, "proxySubnetRange": "existing"}, "gke-l4"
+    )
+    monitored = {m.inputs["metadata"]["name"] for m in rendered.of_type(POD_MONITORING)}
+    assert monitored == {gke.VLLM_NAME}  # the HorizontalPodAutoscaler's metric source
+    assert rendered.of_type(SUBNET) == []
+    assert rendered.of_type("gcp:monitoring/dashboard:Dashboard") == []
+
+
+def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
+    """The hooks are bound to the endpoint ConfigMap: it changes whenever the replicas do."""
+    base = load_settings(stack_config("gke-l4"))
+    revision = gke.serving_revision(base)
+    for change in (
+        {"image": "vllm/vllm-openai@sha256:" + "a" * 64},
+        {"maxNumSeqs": 4},
+        {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"},
+        {"maxReplicas": 3},
+    ):
+        changed = load_settings({**stack_config("gke-l4"), **change})
+        assert gke.serving_revision(changed) != revision, change
+    assert gke.serving_revision(load_settings(stack_config("gke-l4"))) == revision
