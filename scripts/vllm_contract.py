@@ -193,7 +193,13 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
             except SettingsError as exc:
                 refused.append(f"{name}: {exc}")
                 continue
-            if settings.profile.platform is Platform.TPU:
+            if settings.deploy_platform == "gke":
+                # As serving/gke.py renders it for the vLLM Deployment: the bucket mount, the
+                # stack's servingPort.
+                from serving.gke import vllm_command
+
+                argv = list(vllm_command(settings).args)
+            elif settings.profile.platform is Platform.TPU:
                 # As components/tpu_nodes.py renders it: the Hub id, read back from the script.
                 command = render(
                     settings, model_path=settings.model.model, port=8000, from_hub=True

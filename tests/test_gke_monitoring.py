@@ -1,6 +1,6 @@
 """The GKE dashboard and alerts: the monitoring.v1/v3 schemas, a real PromQL parser, vLLM's
 metric names from the pinned snapshots, and the endpoint picker's from llm-d-router v0.10.0's
-source (`serving/data/llm-d-router-v0.10.0-metrics.json`, every family its
+source (`tests/data/llm-d-router-v0.10.0-metrics.json`, every family its
 `pkg/epp/metrics/llm_d_router_metrics.go` registers under the `llm_d_epp` subsystem)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.support.discovery import load, schema_errors
 from tests.test_monitoring import check_query, grouping_labels, selectors
 
 ROOT = Path(__file__).resolve().parent.parent
-PICKER = json.loads((ROOT / "serving/data/llm-d-router-v0.10.0-metrics.json").read_text())
+PICKER = json.loads((ROOT / "tests/data/llm-d-router-v0.10.0-metrics.json").read_text())
 #: The load balancer metric types the Gateway panel reads (Cloud Monitoring's metric list for
 #: regional Application Load Balancers; not checkable offline against a document here).
 LB_TYPES = {metric for metric, _ in m.GATEWAY_LB_METRICS.values()}

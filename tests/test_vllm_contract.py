@@ -93,9 +93,15 @@ def test_deployed_resources_carry_the_checked_command_lines() -> None:
         argvs: list[tuple[str, tuple[str, ...]]] = []
         for resource in declared.resources:
             props: dict[str, Any] = resource.inputs
+            pod = ((props.get("spec") or {}).get("template") or {}).get("spec") or {}
             for container in (props.get("template") or {}).get("containers") or []:
                 args = container.get("args") or []
                 if args and container.get("commands", [])[-1:] == ["serve"]:
+                    argvs.append((container["image"], tuple(args)))
+            # A Kubernetes Pod template (the GKE stacks' vLLM Deployment).
+            for container in pod.get("containers") or []:
+                args = container.get("args") or []
+                if args and (container.get("command") or [])[-1:] == ["serve"]:
                     argvs.append((container["image"], tuple(args)))
             script_text = (props.get("metadata") or {}).get("startup-script")
             if isinstance(script_text, str):
