@@ -51,6 +51,7 @@ GPU_MACHINE_FAMILIES = {"g2": "nvidia-l4", "g4": "nvidia-rtx-pro-6000"}
 _TPU_MACHINE = re.compile(r"ct(\d+[a-z]*)-(?:standard|hightpu)-(\d+)t")
 #: Single-host TPU v6e topologies and their chips per node (TPU v6e docs).
 SINGLE_HOST_MAX_CHIPS = 8
+SINGLE_HOST_TOPOLOGIES = {1: "1x1", 4: "2x2", 8: "2x4"}
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,12 @@ def pool_accelerator(props: Mapping[str, Any], name: str) -> PoolAccelerator | N
         tpu = _TPU_MACHINE.fullmatch(machine)
         if tpu:
             topology = get(props, "placementPolicy", "tpuTopology")
-            return PoolAccelerator(
-                shown,
-                "tpu",
-                f"tpu-v{tpu.group(1)}-slice",
-                int(tpu.group(2)),
-                topology if isinstance(topology, str) else None,
-            )
+            chips = int(tpu.group(2))
+            if not isinstance(topology, str):
+                # A single-host slice's topology follows from its chips (TPU v6e: 1t 1x1,
+                # 4t 2x2, 8t 2x4); None where the machine type does not say.
+                topology = SINGLE_HOST_TOPOLOGIES.get(chips)
+            return PoolAccelerator(shown, "tpu", f"tpu-v{tpu.group(1)}-slice", chips, topology)
         family = machine.split("-", 1)[0]
         if family in GPU_MACHINE_FAMILIES:
             return PoolAccelerator(shown, "gpu", GPU_MACHINE_FAMILIES[family], None)

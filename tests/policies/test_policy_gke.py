@@ -409,3 +409,14 @@ def test_public_gateway_needs_client_ranges_and_an_api_key() -> None:
     c["env"] = [e for e in c["env"] if e["name"] != "VLLM_API_KEY"]
     (message,) = _gateway_messages(found)
     assert "without an API key" in message
+
+
+def test_tpu_pool_topology_follows_from_its_machine_type() -> None:
+    d = vllm("tpu-v6e")
+    pod_spec(d)["nodeSelector"]["cloud.google.com/gke-tpu-topology"] = "2x2"
+    container(d)["resources"]["limits"]["google.com/tpu"] = "4"
+    container(d)["resources"]["requests"]["google.com/tpu"] = "4"
+    one_chip = _pool("v6e-pool", "ct6e-standard-1t")
+    (message,) = _stack_messages((DEPLOYMENT, d, "vllm"), one_chip)
+    assert "topology 2x2" in message and "v6e-pool=tpu-v6e-slice 1x1" in message
+    assert _stack_messages((DEPLOYMENT, d, "vllm"), _pool("v6e-4", "ct6e-standard-4t")) == []
