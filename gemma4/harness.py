@@ -82,6 +82,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.setdefault("name", f"{args.name}-1234")
         elif args.typ == "gcp:serviceaccount/account:Account":
             state["email"] = f"{args.inputs['accountId']}@test-project.iam.gserviceaccount.com"
+            # The provider's computed `name` (projects/{project}/serviceAccounts/{email}).
+            state["name"] = f"projects/test-project/serviceAccounts/{state['email']}"
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.setdefault("name", f"{args.name}-5678")
         elif args.typ == "gcp:container/cluster:Cluster":

@@ -180,7 +180,12 @@ def memory_quantity_gib(value: Any) -> float | None:
 
 
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Containers of a Cloud Run service, job or worker pool (v2), or a v1 service."""
+    """Containers of a Cloud Run service, job or worker pool (v2), a v1 service, or a
+    Kubernetes Pod template (`policies._k8s`)."""
+    if resource_type.startswith("kubernetes:"):
+        from policies import _k8s
+
+        return _k8s.containers(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "containers"))
     elif resource_type == JOB:
@@ -193,7 +198,11 @@ def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str
 
 
 def volumes(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Volumes of a Cloud Run v2 service, job or worker pool."""
+    """Volumes of a Cloud Run v2 service, job or worker pool, or a Kubernetes Pod template."""
+    if resource_type.startswith("kubernetes:"):
+        from policies import _k8s
+
+        return _k8s.volumes(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "volumes"))
     elif resource_type == JOB:
@@ -204,7 +213,12 @@ def volumes(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, A
 
 
 def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The GPU type of a Cloud Run workload, or a TPU's accelerator type."""
+    """The GPU type of a Cloud Run workload or a Kubernetes Pod template, or a TPU's
+    accelerator type (`v6e-1`)."""
+    if resource_type.startswith("kubernetes:"):
+        from policies import _k8s
+
+        return _k8s.accelerator(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         value = get(props, "template", "nodeSelector", "accelerator")
     elif resource_type == JOB:

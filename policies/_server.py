@@ -17,6 +17,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
+from policies._k8s import unreadable
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     VllmServer,
@@ -70,9 +71,12 @@ def _strings_or_unknown(value: Any) -> tuple[list[str], bool]:
 
 
 def _holds_gpu(container: Any, only_container_of_gpu_workload: bool) -> bool:
-    """The container the GPU is attached to (an nvidia.com/gpu limit, or the only one)."""
-    return bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
-        only_container_of_gpu_workload
+    """The container the accelerator is attached to (an nvidia.com/gpu or google.com/tpu
+    limit, or the only one)."""
+    return (
+        bool(get(container, "resources", "limits", "nvidia.com/gpu"))
+        or bool(get(container, "resources", "limits", "google.com/tpu"))
+        or only_container_of_gpu_workload
     )
 
 
@@ -114,6 +118,7 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
             )
         )
 
+    reading.problems += unreadable(resource_type, props)
     all_containers = containers(resource_type, props)
     for index, container in enumerate(all_containers):
         name = get(container, "name") or f"#{index}"

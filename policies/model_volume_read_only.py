@@ -13,6 +13,8 @@ bits; images listed in `imageUsers` are checked that way against the mount's act
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -22,6 +24,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting, setting_int, setting_strings
+from policies._k8s import GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
+from policies._k8s import accelerator as k8s_accelerator
 from policies._resources import (
     JOB,
     SERVICE,
@@ -141,35 +145,77 @@ def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
     return None
 
 
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+
+
+def _judged(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """A Cloud Run GPU workload, or a Kubernetes Pod template on an accelerator."""
+    if resource_type in (SERVICE, JOB, WORKER_POOL):
+        return is_gpu_service(resource_type, props)
+    if resource_type in POD_TEMPLATES:
+        return k8s_accelerator(resource_type, props) is not None or any(
+            get(c, "resources", "limits", r)
+            for c in containers(resource_type, props)
+            for r in (GPU_RESOURCE, TPU_RESOURCE)
+        )
+    return False
+
+
+def _bucket_volumes(
+    resource_type: str, props: Mapping[str, Any]
+) -> list[tuple[object, bool, set[str], str]]:
+    """(name, read-only, mount options, what) of every Cloud Storage volume: Cloud Run's
+    `gcs` volumes, and Kubernetes' GCS FUSE CSI ephemeral volumes (read-only only when the
+    volume and every mount of it say so; options from volumeAttributes.mountOptions)."""
+    found: list[tuple[object, bool, set[str], str]] = []
+    for volume in volumes(resource_type, props):
+        name = get(volume, "name")
+        if get(volume, "gcs") is not None:
+            read_only = as_bool(get(volume, "gcs", "readOnly")) is True
+            found.append((name, read_only, _mount_options(volume), "gcs.read_only=True"))
+        elif get(volume, "csi", "driver") == GCSFUSE_CSI_DRIVER:
+            mounts = [
+                m
+                for c in containers(resource_type, props)
+                for m in items(get(c, "volumeMounts"))
+                if get(m, "name") == name
+            ]
+            read_only = as_bool(get(volume, "csi", "readOnly")) is True and all(
+                as_bool(get(m, "readOnly")) is True for m in mounts
+            )
+            raw = get(volume, "csi", "volumeAttributes", "mountOptions")
+            options = {
+                o.strip().replace(" ", "")
+                for o in (raw.split(",") if isinstance(raw, str) else [])
+                if o.strip()
+            }
+            found.append((name, read_only, options, "csi.readOnly: true and readOnly mounts"))
+    return found
+
+
 def validate_model_volume_read_only(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if args.resource_type not in (SERVICE, JOB, WORKER_POOL) or not is_gpu_service(
-        args.resource_type, args.props
-    ):
+    if not _judged(args.resource_type, args.props):
         return
     prefixes = setting_strings(args, CONFIG, "nonRootImagePrefixes")
     image_users = {str(k): str(v) for k, v in dict(setting(args, CONFIG, "imageUsers")).items()}
     uid = setting_int(args, CONFIG, "uid")
     gid = setting_int(args, CONFIG, "gid")
     all_containers = containers(args.resource_type, args.props)
-    for volume in volumes(args.resource_type, args.props):
-        if get(volume, "gcs") is None:
-            continue
-        name = get(volume, "name")
+    for name, read_only, options, how in _bucket_volumes(args.resource_type, args.props):
         users = [
             c
             for c in all_containers
             if any(get(m, "name") == name for m in items(get(c, "volumeMounts")))
         ]
-        if as_bool(get(volume, "gcs", "readOnly")) is not True:
+        if not read_only:
             report_violation(
                 f"{args.name}: Cloud Storage volume {name!r} is not read-only; the serving "
-                "container only reads weights, so mount it with gcs.read_only=True (only the "
+                f"container only reads weights, so mount it with {how} (only the "
                 "download job writes).",
                 None,
             )
-        options = _mount_options(volume)
         for c in users:
             try:
                 user = _user_of(get(c, "image"), image_users)
@@ -207,8 +253,9 @@ def validate_model_volume_read_only(
 
 model_volume_read_only = ResourceValidationPolicy(
     name="model-volume-read-only",
-    description="GPU services mount Cloud Storage volumes read-only, with the package's "
-    "uid/gid contract (1001) on vLLM images, readable by the user each image runs as.",
+    description="GPU services and accelerator Pods mount Cloud Storage volumes (Cloud Run "
+    "gcs, GKE's GCS FUSE CSI driver) read-only, with the package's uid/gid contract (1001) on "
+    "vLLM images, readable by the user each image runs as.",
     validate=validate_model_volume_read_only,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 
 from pulumi_policy import (
@@ -12,8 +14,10 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
+from policies._k8s import SECRET as K8S_SECRET
 from policies._resources import (
     containers,
+    entries,
     get,
     items,
     walk_strings,
@@ -62,8 +66,19 @@ CONFIG = schema(
 
 _FIX = (
     "store it in Secret Manager and reference it (env value_source.secret_key_ref; on a VM, "
-    "read it at boot with the instance's service account), then rotate the exposed credential"
+    "read it at boot with the instance's service account; on GKE, through the Secret Manager "
+    "add-on or a Secret written from a Pulumi secret), then rotate the exposed credential"
 )
+
+
+def _b64_text(value: object) -> str | None:
+    """A Kubernetes Secret's `data` value decoded (None when it is not base64 text)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8", errors="replace")
+    except (binascii.Error, ValueError):
+        return None
 
 
 def validate_no_plaintext_secrets(
@@ -79,6 +94,19 @@ def validate_no_plaintext_secrets(
             if pattern.search(text):
                 report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
                 break
+    if args.resource_type == K8S_SECRET:
+        # `data` holds base64: the patterns are matched on the decoded value.
+        for data_key, encoded in entries(get(args.props, "data")):
+            decoded = _b64_text(encoded)
+            if decoded is None:
+                continue
+            for label, pattern in patterns:
+                if pattern.search(decoded):
+                    report_violation(
+                        f"{args.name}: data.{data_key} holds a literal {label} (base64); {_FIX}.",
+                        None,
+                    )
+                    break
     for container in containers(args.resource_type, args.props):
         for env in items(get(container, "envs")):
             name, value = get(env, "name"), get(env, "value")

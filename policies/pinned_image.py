@@ -1,4 +1,7 @@
-"""pinned-image: containers run a fixed image version, never a floating tag."""
+"""pinned-image: containers run a fixed image version, never a floating tag.
+
+Every container of a Cloud Run workload and of a Kubernetes Pod template (init containers
+too), so the endpoint picker and any sidecar are held to it as well as vLLM."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from policies._k8s import POD_TEMPLATES
 from policies._resources import CLOUD_RUN_WORKLOADS, containers, get, vllm_servers
 from serving.settings import check_pinned_image
 
@@ -25,7 +29,7 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
                 "cannot silently change vLLM (stack config key 'image').",
                 None,
             )
-    if args.resource_type not in CLOUD_RUN_WORKLOADS:
+    if args.resource_type not in CLOUD_RUN_WORKLOADS and args.resource_type not in POD_TEMPLATES:
         return
     for index, container in enumerate(containers(args.resource_type, args.props)):
         image = get(container, "image")
@@ -44,8 +48,8 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
 
 pinned_image = ResourceValidationPolicy(
     name="pinned-image",
-    description="Cloud Run containers and the vLLM containers of startup scripts use a pinned "
-    "image (version tag or sha256 digest).",
+    description="Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
+    "containers of startup scripts use a pinned image (version tag or sha256 digest).",
     validate=validate_pinned_image,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

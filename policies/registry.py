@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Policy
 
+from policies.accelerator_pool_match import accelerator_pool_match
 from policies.cpu_always_allocated import cpu_always_allocated
 from policies.gpu_host_minimums import gpu_host_minimums
 from policies.gpu_memory_budget import gpu_memory_budget
 from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
+from policies.inference_pool_wiring import inference_pool_wiring
 from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.max_instances_cap import max_instances_cap
 from policies.max_model_len_cap import max_model_len_cap
@@ -20,6 +22,7 @@ from policies.model_volume_read_only import model_volume_read_only
 from policies.mtp_max_num_seqs import mtp_max_num_seqs
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
 from policies.no_plaintext_secrets import no_plaintext_secrets
+from policies.no_public_gateway import no_public_gateway
 from policies.no_public_invoker import no_public_invoker
 from policies.pinned_image import pinned_image
 from policies.serving_port_not_public import serving_port_not_public
@@ -46,8 +49,12 @@ ALL: list[Policy] = [
     multimodal_batched_tokens,
     speculative_config_valid,
     pinned_image,
+    # Kubernetes Pods on GKE nodes
+    accelerator_pool_match,
+    inference_pool_wiring,
     # security
     no_public_invoker,
+    no_public_gateway,
     no_plaintext_secrets,
     serving_port_not_public,
     # advisory

@@ -45,7 +45,11 @@ from serving.netrange import (
 )
 from serving.vllm_contract import available, image_release
 
-FLOATING_TAGS = frozenset({"latest", "nightly", "main", "dev"})
+FLOATING_TAGS = frozenset(
+    {"latest", "nightly", "main", "master", "dev", "stable", "edge", "canary", "head"}
+)
+#: A major (`v0`, `1`) or major.minor (`v0.10`) tag: moved to each new release.
+_FLOATING_VERSION = re.compile(r"[vV]?\d+(\.\d+)?")
 PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
 _MEMBER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -1046,9 +1050,14 @@ def check_pinned_image(image: str) -> None:
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:
         raise ValueError(f"image {image!r} has no tag: pin a version tag or a @sha256: digest")
-    if tag.lower() in FLOATING_TAGS:
+    if tag.lower() in FLOATING_TAGS or tag.lower().startswith(("nightly-", "latest-")):
         raise ValueError(
             f"image {image!r} uses the floating tag {tag!r}; pin a version tag or a @sha256: digest"
+        )
+    if _FLOATING_VERSION.fullmatch(tag):
+        raise ValueError(
+            f"image {image!r} uses {tag!r}, a major or major.minor tag that moves with each "
+            "release (llm-d's guides use `v0`); pin a full version tag or a @sha256: digest"
         )
 
 

@@ -46,8 +46,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "l4-mtp": ("l4", {**MTP, "maxNumSeqs": 4, "maxInstances": 3, "minInstances": 1}),
 }
 
+#: GKE stacks (tests/contracts/test_gke_contracts.py): the cluster, node pools and Kubernetes
+#: objects of both accelerator stacks; spot nodes and a public Gateway (with its client
+#: ranges) on the L4 one.
+GKE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gke-l4": ("gke-l4", {}),
+    "gke-tpu-v6e": ("gke-tpu-v6e", {}),
+    "gke-l4-public-spot": (
+        "gke-l4",
+        {"public": True, "sourceRanges": CLIENTS, "nodeProvisioning": "spot"},
+    ),
+}
+
 
 @functools.cache
 def rendered(variant: str) -> Rendered:
-    stack, overrides = VARIANTS[variant]
+    stack, overrides = {**VARIANTS, **GKE_VARIANTS}[variant]
     return render({**stack_config(stack), **overrides}, stack)

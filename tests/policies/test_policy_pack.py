@@ -81,7 +81,8 @@ def test_levels_match_the_issue() -> None:
         "max-instances-cap",
         "tpu-run-duration-limit",
     }
-    assert len(MANDATORY) == 14
+    # + no-public-gateway, accelerator-pool-match, inference-pool-wiring (GKE)
+    assert len(MANDATORY) == 17
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:
