@@ -36,9 +36,9 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "plan",
-        "policies.plan",
+        "serving.plan",
         "a stack's vLLM memory budget, KV cache and cost",
-        "python -m policies.plan",
+        "python -m serving.plan",
     ),
     Command(
         "health",

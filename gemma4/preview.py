@@ -8,7 +8,7 @@ It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's 
 - the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
   code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
   `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
-- the capacity plan (`policies.plan`, the maths of the `gpu-memory-budget` policy);
+- the capacity plan (`serving.plan`, the maths of the `gpu-memory-budget` policy);
 - the cost: the hardware catalog's hourly price (`serving.hardware`), per month and per
   million requests (`serving.memory.cost_per_million_requests`).
 
@@ -99,7 +99,7 @@ class Preview(BaseModel):
     vllm_command_line: str | None
     messages: list[str] = Field(description="Warnings the program logged.")
     policies: list[PolicyVerdict]
-    plan: dict[str, Any] = Field(description="`python -m policies.plan --json` figures.")
+    plan: dict[str, Any] = Field(description="`python -m serving.plan --json` figures.")
     fits: bool
     cost: Cost
     mandatory_violations: int
@@ -363,7 +363,7 @@ def build_preview(
 
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
-    from policies.plan import PlanError, report
+    from serving.plan import PlanError, report
     from serving.settings import SettingsError, load_settings
 
     if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():

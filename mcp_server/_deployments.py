@@ -42,7 +42,7 @@ from endpoint import (
 from endpoint.targets import AuthMode
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
-from policies.plan import (
+from serving.plan import (
     ROOT,
     PlanError,
     load_stack_settings,
@@ -299,7 +299,7 @@ class Deployments:
 
 
 def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
-    """The capacity planner's figures for ``settings`` (``python -m policies.plan --json``)."""
+    """The capacity planner's figures for ``settings`` (``python -m serving.plan --json``)."""
     try:
         return report(stack, settings, requests_per_second)
     except PlanError as exc:

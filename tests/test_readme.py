@@ -55,7 +55,7 @@ PYTHON_M_PARSERS = {
     "mcp_server": "mcp_server.server",
 }
 #: `python -m` modules that are not user command lines with a parser to check.
-PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity", "policies.plan"}
+PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity", "serving.plan"}
 BARE = {"python", "python3", "pip", "pip3", "gemma4", "pytest", "ruff", "mypy"}
 OPERATORS = {"|", "||", "&&", ";", "&"}
 

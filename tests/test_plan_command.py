@@ -1,4 +1,4 @@
-"""`python -m policies.plan`: the capacity planner command."""
+"""`python -m serving.plan`: the capacity planner command."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from policies.plan import main
+from serving.plan import main
 from tests.policies._fixtures import ALL_STACKS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)

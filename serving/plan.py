@@ -1,4 +1,4 @@
-"""Capacity planner: `python -m policies.plan -s l4 [--requests-per-second R] [--json]`.
+"""Capacity planner: `python -m serving.plan -s l4 [--requests-per-second R] [--json]`.
 
 Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed), validates it with the project's typed
 settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
@@ -19,7 +19,6 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from components.config_namespaces import StackFileError, config_block, read_stack_file
 from serving.memory import (
     GIB,
     MemoryPlan,
@@ -60,6 +59,8 @@ def _stack_path(stack: str, root: Path) -> Path:
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
     unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
+    from components.config_namespaces import StackFileError, config_block
+
     try:
         return config_block(_stack_path(stack, root))
     except StackFileError as exc:
@@ -75,6 +76,11 @@ def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
 
 def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
     """Validate `Pulumi.<stack>.yaml` the way the program does (namespaces and keys included)."""
+    # The stack file's provider namespaces are checked against the installed pulumi-gcp's own
+    # key list (components.config_namespaces reads its generated `config/vars.py`); imported
+    # here so that this module, and the performance model beside it, import no Pulumi.
+    from components.config_namespaces import StackFileError, read_stack_file
+
     path = _stack_path(stack, root)
     try:
         raw = read_stack_file(path, project_name(root))
@@ -233,7 +239,7 @@ def table(r: dict[str, Any]) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m policies.plan", description="Print a stack's vLLM capacity plan."
+        prog="python -m serving.plan", description="Print a stack's vLLM capacity plan."
     )
     parser.add_argument("-s", "--stack", required=True, help="stack name (Pulumi.<stack>.yaml)")
     parser.add_argument(
