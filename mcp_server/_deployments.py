@@ -42,6 +42,7 @@ from endpoint import (
 from endpoint.targets import AuthMode
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
+from serving.hardware import Platform
 from serving.plan import (
     ROOT,
     PlanError,
@@ -51,7 +52,6 @@ from serving.plan import (
     stack_config,
     stack_names,
 )
-from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.vllm import parse_args as parse_vllm_args

@@ -239,8 +239,8 @@ def test_markdown_diff_against_the_base_preview(
     assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
     diff = out.split("```diff\n", 1)[1].split("```", 1)[0]
     assert "~ policy gpu-memory-utilization-range: pass (mandatory) -> fail (mandatory)" in diff
-    assert "--max-num-seqs=8" in diff and "--max-num-seqs=4" in diff
-    assert "~ plan max_num_seqs: 8 -> 4" in diff
+    assert "--max-num-seqs=6" in diff and "--max-num-seqs=4" in diff
+    assert "~ plan max_num_seqs: 6 -> 4" in diff
     assert "template.maxInstanceRequestConcurrency" not in diff  # unchanged inputs stay out
     # An unchanged stack diffs to nothing; a base from an older format is read tolerantly.
     assert pv.diff_lines(json.loads(base.read_text()), json.loads(base.read_text())) == []

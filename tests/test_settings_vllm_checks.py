@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from serving.plan import load_stack_settings, plan_settings, stack_names
 from serving import vllm_contract as contract
+from serving.plan import load_stack_settings, plan_settings, stack_names
 from serving.settings import SettingsError, VllmSettings, load_settings
 from tests.pulumi_harness import stack_config
 
