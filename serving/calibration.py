@@ -1,13 +1,13 @@
 """Calibrating the performance model from our own benchmark runs (pure; no Pulumi).
 
 A benchmark run (``bench/store.py``) stores, per cell, the client's figures and vLLM's own
-histogram means over the cell's window (``server_mean_itl_ms``: one observation per engine step
-and request in vLLM 0.27.1; ``server_mean_ttft_ms``; ``server_mean_e2el_ms``), the spec-decode
+histogram means over the cell's window (``server_mean_ttft_ms``, ``server_mean_e2el_ms``,
+``server_mean_itl_ms``) and the client's per-step ITL (``client_mean_itl_ms``), the spec-decode
 acceptance (``spec_decode_acceptance_length``) and the token counts. :func:`observations` turns
 the measured cells into the model's inputs and targets; :func:`fit` finds the coefficients:
 
 1. decode: ``step = x1 x bytes + x2 x flops + x3`` by least squares over the cells' step times
-   (the server's per-step ITL where recorded, else the client's per-step figure), non-negative:
+   (the client's per-step ITL, else the server's), non-negative:
    a coefficient that comes out negative is dropped and the rest refitted; when the cells cannot
    tell bytes from FLOPs apart (one prompt length only) the compute term keeps its prior;
 2. prefill: ``ttft - chunks x step(B - 1) = y1 x prefill flops + y2`` over the cells below
@@ -95,24 +95,43 @@ def observations(cells: Iterable[Mapping[str, Any]], max_num_seqs: int) -> list[
         prompt = prompt or _num(r, "prompt_tokens")
         output = _num(r, "mean_output_tokens") or _num(r, "output_tokens")
         accepted = _num(r, "spec_decode_acceptance_length")
-        step_ms = _num(r, "server_mean_itl_ms") or _num(r, "client_mean_itl_ms")
+        # The client's per-step figure (first-to-last token time over the steps between, for
+        # the cell's measured requests only) first: a constant network delay cancels out of
+        # it, while the server's histogram delta also holds steps of the warm-up requests
+        # still streaming when the window opened (run at a smaller batch).
+        step_ms = _num(r, "client_mean_itl_ms") or _num(r, "server_mean_itl_ms")
         if step_ms is None and (per_token := _num(r, "mean_itl_ms")) is not None:
             step_ms = per_token * (accepted or 1.0)
         if prompt is None or output is None or step_ms is None:
             continue
         ttft = _num(r, "server_mean_ttft_ms") or _num(r, "mean_ttft_ms")
         e2e = _num(r, "server_mean_e2el_ms") or _num(r, "mean_e2el_ms")
+        # The batch: the client's own count of requests in flight (send to last byte), never
+        # more than the clients or the sequence slots. It is what a request arriving at the
+        # server finds running; the server's Little's-law count misses each answer's successor
+        # while it is on its way.
+        in_flight = min(float(concurrency), _num(r, "mean_in_flight") or float(concurrency))
+        batch = min(in_flight, float(max_num_seqs))
+        # Steady-state throughput by Little's law over the client's window (its count and its
+        # mean latency); the cell's own output_throughput also counts its ramp and its last,
+        # partly filled wave.
+        client_e2e = _num(r, "mean_e2el_ms")
+        rate = (
+            in_flight * output / (client_e2e / 1000.0)
+            if client_e2e
+            else _num(r, "output_throughput")
+        )
         out.append(
             Observation(
                 cell=str(r.get("id", "")),
                 concurrency=concurrency,
-                batch=float(min(concurrency, max_num_seqs)),
+                batch=batch,
                 prompt_tokens=prompt,
                 output_tokens=output,
                 step_s=step_ms / 1000.0,
                 ttft_s=ttft / 1000.0 if ttft else None,
                 e2e_s=e2e / 1000.0 if e2e else None,
-                output_tokens_per_s=_num(r, "output_throughput"),
+                output_tokens_per_s=rate,
                 accepted_length=accepted,
             )
         )
@@ -234,7 +253,7 @@ def predict(model: StepModel, o: Observation) -> dict[str, float]:
 
     m = _model_for(model, o)
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
-    point = m.at_concurrency(o.concurrency, w)
+    point = m.at_concurrency(o.batch if o.concurrency <= model.max_num_seqs else o.concurrency, w)
     return {
         "ttft": point.ttft_s,
         "itl": point.step_s,
