@@ -95,9 +95,10 @@ def vllm_release(settings: Settings) -> str:
 
 
 def model_for_settings(
-    settings: Settings, calibrations: Path = CALIBRATIONS_DIR
+    settings: Settings, calibrations: Path | None = CALIBRATIONS_DIR
 ) -> tuple[StepModel, Calibration | None]:
-    """The stack's model and the calibration it uses (None: uncalibrated priors, wide band)."""
+    """The stack's model and the calibration it uses (None: uncalibrated priors, wide band).
+    ``calibrations`` None: the priors, whatever calibrations exist."""
     card = settings.model.card
     drafter = settings.model.drafter_card if settings.model.speculative_method == "mtp" else None
     v = settings.vllm
@@ -107,8 +108,10 @@ def model_for_settings(
         k = settings.model.num_speculative_tokens
         accepted = 1.0 + sum(MTP_PRIOR_ACCEPTANCE**i for i in range(1, k + 1))
         speculation = Speculation(k, accepted)
-    calibration = find_calibration(
-        settings.hardware, card.repo_id, vllm_release(settings), calibrations
+    calibration = (
+        find_calibration(settings.hardware, card.repo_id, vllm_release(settings), calibrations)
+        if calibrations is not None
+        else None
     )
     model = StepModel(
         shape=shape,
@@ -123,7 +126,7 @@ def model_for_settings(
             f"(held-out median error {calibration.band:.0%})"
             if calibration
             else "uncalibrated priors (no calibration for "
-            f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)}): +/-50 %"
+            f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
     )
     return model, calibration

@@ -1,9 +1,13 @@
-"""Capacity planner: `python -m serving.plan -s l4 [--requests-per-second R] [--json]`.
+"""Capacity planner: `gemma4 plan -s l4 [--requests-per-second R] [--json]`.
 
 Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed), validates it with the project's typed
 settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
 decode ceiling and costs. The maths is `serving.memory`, the same model the
-`gpu-memory-budget` policy enforces at preview time.
+`gpu-memory-budget` policy enforces at preview time. It also prints the performance model's
+predicted latency against throughput per concurrency (`serving.perf`, `serving.plan_perf`).
+
+`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
+SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from serving.memory import (
     decode_ceiling_tokens_per_s,
     monthly_cost,
 )
+from serving.plan_perf import calibrate_main, perf_table, performance, search_main
 from serving.settings import Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,6 +160,7 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
             hw.price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
+        "performance": performance(settings),
     }
 
 
@@ -237,9 +243,18 @@ def table(r: dict[str, Any]) -> Table:
     return t
 
 
+SUBCOMMANDS = {"search": search_main, "calibrate": calibrate_main}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]](args[1:], ROOT)
     parser = argparse.ArgumentParser(
-        prog="python -m serving.plan", description="Print a stack's vLLM capacity plan."
+        prog="gemma4 plan",
+        description="Print a stack's vLLM capacity plan and predicted performance. "
+        "Also: `gemma4 plan search --rate R --ttft-ms X` (the cheapest stack and replicas for "
+        "an SLO), `gemma4 plan calibrate RUN_DIR -s STACK` (fit the model to a run).",
     )
     parser.add_argument("-s", "--stack", required=True, help="stack name (Pulumi.<stack>.yaml)")
     parser.add_argument(
@@ -251,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--root", type=Path, default=ROOT, help="folder with the stack files")
-    options = parser.parse_args(argv)
+    options = parser.parse_args(args)
     console = Console()
     try:
         if options.requests_per_second <= 0:
@@ -265,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         console.print(table(result))
+        console.print(perf_table(result["stack"], result["performance"]))
     return 0 if result["fits"] else 1
 
 
