@@ -309,3 +309,34 @@ def test_previews_in_one_process_do_not_leak_into_each_other() -> None:
 def test_a_checkout_is_needed(tmp_path: Path) -> None:
     with pytest.raises(pv.PreviewError, match="no Pulumi project"):
         pv.build_preview("l4", root=tmp_path)
+
+
+def test_the_preview_shows_predicted_performance_beside_the_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from serving.perf import Workload
+    from serving.perf_stack import model_for_settings
+    from serving.plan import load_stack_settings
+
+    code, out, _ = run(capsys, "-s", "rtx6000", "--json", "--requests-per-second", "2")
+    assert code == 0
+    perf = json.loads(out)["performance"]
+    assert perf["measured"] is False and perf["band"] == 0.5
+    settings = load_stack_settings("rtx6000")
+    model, _ = model_for_settings(settings)
+    w = Workload(
+        settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
+    )
+    assert perf["at_rate"]["requests_per_second"] == 2
+    assert perf["at_rate"]["ttft_ms"] == pytest.approx(model.at_rate(2.0, w).ttft_s * 1000)
+    busy = perf["at_concurrency"]
+    assert busy["concurrency"] == min(settings.cloud_run.concurrency, settings.vllm.max_num_seqs)
+    assert busy["itl_ms"] == pytest.approx(
+        model.at_concurrency(busy["concurrency"], w).itl_s * 1000
+    )
+    code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", "2")
+    assert "Predicted performance (PREDICTED means, not measured" in text
+    assert "at 2 req/s: TTFT" in text
+    # A rate one instance cannot serve says so instead of printing figures.
+    code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "50")
+    assert "at 50 req/s: beyond one instance's capacity" in text
