@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,9 +39,11 @@ from endpoint.targets import (
 from serving.hardware import HARDWARE
 from serving.settings import SettingsError, SloSettings
 
+from .charts import render_chart
 from .compare import compare_runs
 from .gate import evaluate, slo_for_stack, stack_config
 from .hotload import new_event_loop
+from .predicted import Overlay, overlay
 from .prompts import PromptError
 from .stats import GoodputSlo
 from .store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
@@ -281,6 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare runs (the first is the baseline)")
     cmp_.add_argument("runs", nargs="+", metavar="DIR")
     cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
+    cmp_.add_argument(
+        "--predict",
+        metavar="STACK",
+        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml) on "
+        "each run, cell by cell, and flag cells far off it",
+    )
     cmp_.add_argument(
         "--price",
         action="append",
@@ -560,15 +569,43 @@ def _compare(args: argparse.Namespace) -> int:
     try:
         runs = [load_run(path) for path in args.runs]
         comparison = compare_runs(runs, prices=prices)
+        overlays = _overlays(runs, args.predict) if args.predict else []
     except (StoreError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     if args.out:
         comparison.write(args.out)
+        for item in overlays:
+            for plan in item.chart_plans():
+                render_chart(plan, Path(args.out) / "charts" / plan.filename)
+        if overlays:
+            md = Path(args.out) / "compare.md"
+            md.write_text(
+                md.read_text(encoding="utf-8") + "\n".join(o.markdown() for o in overlays),
+                encoding="utf-8",
+            )
     if args.json:
-        sys.stdout.write(json.dumps(comparison.as_dict(), indent=2) + "\n")
+        out = comparison.as_dict()
+        if overlays:
+            out["predicted"] = [o.as_dict() for o in overlays]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        sys.stdout.write(comparison.markdown() + "\n")
+        sys.stdout.write(
+            "\n".join([comparison.markdown(), *(o.markdown() for o in overlays)]) + "\n"
+        )
     return EXIT_OK
+
+
+def _overlays(runs: list[RunData], stack: str) -> list[Overlay]:
+    """The performance model of ``stack`` beside each run (bench.predicted)."""
+    from serving.perf_stack import model_for_settings
+    from serving.plan import PlanError, load_stack_settings
+
+    try:
+        settings = load_stack_settings(stack)
+    except PlanError as exc:
+        raise ValueError(f"--predict: {exc}") from None
+    model, _ = model_for_settings(settings)
+    return [overlay(run, model) for run in runs]
 
 
 def _fmt(value: float | None, slo: str) -> str:
