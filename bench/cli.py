@@ -281,7 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true")
 
-    cmp_ = sub.add_parser("compare", help="compare runs (the first is the baseline)")
+    cmp_ = sub.add_parser(
+        "compare",
+        help="compare runs (the first is the baseline); one run is enough with --predict",
+    )
     cmp_.add_argument("runs", nargs="+", metavar="DIR")
     cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
     cmp_.add_argument(
@@ -568,8 +571,10 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
     try:
         runs = [load_run(path) for path in args.runs]
-        comparison = compare_runs(runs, prices=prices)
         overlays = _overlays(runs, args.predict) if args.predict else []
+        if len(runs) == 1 and overlays:
+            return _predicted_only(overlays, args)
+        comparison = compare_runs(runs, prices=prices)
     except (StoreError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     if args.out:
@@ -592,6 +597,22 @@ def _compare(args: argparse.Namespace) -> int:
         sys.stdout.write(
             "\n".join([comparison.markdown(), *(o.markdown() for o in overlays)]) + "\n"
         )
+    return EXIT_OK
+
+
+def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
+    """One run and --predict: the prediction beside it, nothing to compare with."""
+    if args.out:
+        out = Path(args.out)
+        (out / "charts").mkdir(parents=True, exist_ok=True)
+        (out / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
+        for plan in overlays[0].chart_plans():
+            render_chart(plan, out / "charts" / plan.filename)
+    if args.json:
+        sys.stdout.write(json.dumps({"predicted": [o.as_dict() for o in overlays]}, indent=2))
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(overlays[0].markdown() + "\n")
     return EXIT_OK
 
 

@@ -37,7 +37,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "plan",
         "serving.plan",
-        "a stack's vLLM memory budget, KV cache and cost",
+        "a stack's vLLM memory budget, KV cache, cost and predicted latency/throughput; "
+        "search (cheapest stack for an SLO), calibrate (fit the model to a run)",
         "python -m serving.plan",
     ),
     Command(

@@ -108,3 +108,14 @@ def test_compare_refuses_an_unknown_stack(
     a = _run(tmp_path / "a", "a", _cells(model))
     assert main(["compare", str(a), str(a), "--predict", "nostack"]) == 2
     assert "--predict: no stack file Pulumi.nostack.yaml" in capsys.readouterr().err
+
+
+def test_one_run_with_predict_shows_the_overlay_alone(
+    tmp_path: Path, model: StepModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _run(tmp_path / "a", "a", _cells(model, slow="c6-p512-o128"))
+    assert main(["compare", str(a), "--predict", "l4", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("## Predicted vs measured: a")
+    assert (tmp_path / "o" / "predicted.md").read_text().startswith("## Predicted vs measured")
+    assert main(["compare", str(a)]) == 2  # without --predict one run is not a comparison
