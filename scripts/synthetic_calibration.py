@@ -28,9 +28,9 @@ from serving.perf import Coefficients  # noqa: E402
 TRUTH = Coefficients(
     bandwidth_efficiency=0.8,
     decode_compute_efficiency=0.4,
-    step_overhead_s=0.004,
+    step_overhead_s=0.008,
     prefill_compute_efficiency=0.6,
-    prefill_overhead_s=0.02,
+    prefill_overhead_s=0.04,
 )
 
 

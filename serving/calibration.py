@@ -73,6 +73,10 @@ class Observation:
     accepted_length: float | None
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _num(record: Mapping[str, Any], key: str) -> float | None:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -218,12 +222,15 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
             "the cells cannot separate the weights' and KV cache's reads from the per-step "
             "constant: measure at least two concurrency levels"
         )
-    decode = replace(
-        prior,
-        bandwidth_efficiency=1.0 / solved[0],
-        decode_compute_efficiency=1.0 / solved[1] if solved[1] > 0 else 1.5,
-        step_overhead_s=solved[2],
-    )
+    try:
+        decode = replace(
+            prior,
+            bandwidth_efficiency=1.0 / solved[0],
+            decode_compute_efficiency=1.0 / solved[1] if solved[1] > 0 else 1.5,
+            step_overhead_s=solved[2],
+        )
+    except ValueError as exc:
+        raise CalibrationError(_unphysical(exc)) from None
     decoded = replace(base, coefficients=decode)
     prows: list[list[float]] = []
     pys: list[float] = []
@@ -240,10 +247,21 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
         psolved = _nonnegative(prows, pys, {0: 1.0 / prior.prefill_compute_efficiency})
     if psolved is None:
         return decode
-    return replace(
-        decode,
-        prefill_compute_efficiency=min(1.5, 1.0 / psolved[0]) if psolved[0] > 0 else 1.5,
-        prefill_overhead_s=min(10.0, psolved[1]),
+    try:
+        return replace(
+            decode,
+            prefill_compute_efficiency=1.0 / psolved[0] if psolved[0] > 0 else 1.5,
+            prefill_overhead_s=psolved[1],
+        )
+    except ValueError as exc:
+        raise CalibrationError(_unphysical(exc)) from None
+
+
+def _unphysical(exc: ValueError) -> str:
+    return (
+        f"the fit is not physical ({exc}): the run's figures do not follow the model for this "
+        "hardware and checkpoint (another model or GPU than the stack's, client-limited cells, "
+        "or a server that was not the only load)"
     )
 
 
@@ -339,12 +357,16 @@ class Calibration:
                 raise TypeError(
                     f"coefficients must have exactly {sorted(Coefficients().as_dict())}"
                 )
+            if not all(_is_number(v) for v in raw.values()):
+                raise TypeError("coefficients must be numbers")
             coefficients = Coefficients(**{k: float(v) for k, v in raw.items()})
             held = data["held_out_error"]
             if not isinstance(held, dict) or not set(held) <= set(METRICS):
                 raise TypeError(f"held_out_error keys must be among {list(METRICS)}")
             for value in held.values():
-                if value is not None and not (isinstance(value, int | float) and 0 <= value < 100):
+                if value is not None and not (
+                    _is_number(value) and math.isfinite(value) and 0 <= value < 100
+                ):
                     raise TypeError("held_out_error values must be numbers in [0, 100) or null")
             provenance = data["provenance"]
             if not isinstance(provenance, dict):

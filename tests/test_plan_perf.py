@@ -295,3 +295,41 @@ def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
     path.write_text("{" * 300_000)
     with pytest.raises(CalibrationError, match="larger than"):
         load_calibration(path)
+
+
+def test_calibrate_refuses_a_run_that_is_not_physical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step times that would need the L4 to read its weights at 40x its bandwidth."""
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    cells = _cells(replace(prior, coefficients=TRUTH))
+    for c in cells:
+        c["client_mean_itl_ms"] /= 40
+    run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "l4")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 2 and "the fit is not physical" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_calibration_files_with_booleans_for_numbers_are_refused(tmp_path: Path) -> None:
+    from serving.calibration import CalibrationError
+
+    data = {
+        "schema": 1,
+        "hardware": "l4",
+        "checkpoint": "c",
+        "vllm": "v",
+        "coefficients": {**Coefficients().as_dict(), "bandwidth_efficiency": True},
+        "held_out_error": {},
+        "provenance": {},
+    }
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="coefficients must be numbers"):
+        load_calibration(path)
+    data["coefficients"] = Coefficients().as_dict()
+    data["held_out_error"] = {"itl": False}
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="held_out_error values"):
+        load_calibration(path)
