@@ -30,7 +30,15 @@ from serving.memory import (
     decode_ceiling_tokens_per_s,
     monthly_cost,
 )
-from serving.plan_perf import calibrate_main, perf_table, performance, search_main
+from serving.perf import Workload
+from serving.plan_perf import (
+    calibrate_main,
+    perf_table,
+    performance,
+    search_main,
+    validated_tokens,
+    workload_for,
+)
 from serving.settings import Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,8 +112,14 @@ def plan_settings(settings: Settings) -> MemoryPlan:
     return plan
 
 
-def report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
-    """Every figure the planner prints, as plain numbers (bytes, tokens, USD)."""
+def report(
+    stack: str,
+    settings: Settings,
+    requests_per_second: float,
+    workload: Workload | None = None,
+) -> dict[str, Any]:
+    """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
+    performance is for ``workload`` (default: the stack's benchmark request shape)."""
     plan = plan_settings(settings)
     hw = settings.profile
     arch = settings.model.card.architecture
@@ -160,7 +174,7 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
             hw.price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
-        "performance": performance(settings),
+        "performance": performance(settings, workload),
     }
 
 
@@ -264,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=1.0,
         help="average request rate one instance serves, for the cost per million requests",
     )
+    parser.add_argument(
+        "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--root", type=Path, default=ROOT, help="folder with the stack files")
     options = parser.parse_args(args)
@@ -271,8 +291,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if options.requests_per_second <= 0:
             raise PlanError("--requests-per-second must be positive")
+        prompt = validated_tokens("--prompt-tokens", options.prompt_tokens)
+        output = validated_tokens("--output-tokens", options.output_tokens)
         settings = load_stack_settings(options.stack, options.root)
-        result = report(options.stack, settings, options.requests_per_second)
+        workload = workload_for(settings, prompt, output)
+        result = report(options.stack, settings, options.requests_per_second, workload)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,15 @@ from serving.perf import MAX_RATE, MAX_TOKENS, Slo, StepModel, Workload, cost_pe
 from serving.perf_stack import benchmark_grid, model_for_settings, vllm_release
 from serving.settings import Settings
 
-__all__ = ["calibrate_main", "perf_table", "performance", "search", "search_main"]
+__all__ = [
+    "calibrate_main",
+    "perf_table",
+    "performance",
+    "search",
+    "search_main",
+    "validated_tokens",
+    "workload_for",
+]
 
 #: Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
 MAX_REPLICAS = 1000
@@ -174,7 +182,9 @@ def _bounded(name: str, value: float | None, upper: float) -> float | None:
     return value
 
 
-def _tokens(name: str, value: int | None) -> int | None:
+def validated_tokens(name: str, value: int | None) -> int | None:
+    """A token count from the command line: None, or within [1, MAX_TOKENS] (else ValueError
+    naming the option)."""
     if value is not None and not 1 <= value <= MAX_TOKENS:
         raise ValueError(f"{name} must be in [1, {MAX_TOKENS}], got {value}")
     return value
@@ -207,8 +217,8 @@ def search_main(argv: Sequence[str], root: Path) -> int:
         )
         if slo.ttft_ms is None and slo.itl_ms is None and slo.e2e_ms is None:
             raise ValueError("give at least one of --ttft-ms, --itl-ms, --e2e-ms")
-        prompt = _tokens("--prompt-tokens", o.prompt_tokens)
-        output = _tokens("--output-tokens", o.output_tokens)
+        prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
+        output = validated_tokens("--output-tokens", o.output_tokens)
         stacks = {name: load_stack_settings(name, o.root) for name in stack_names(o.root)}
         if not stacks:
             raise ValueError(f"no Pulumi.<stack>.yaml in {o.root}")

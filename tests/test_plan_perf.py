@@ -333,3 +333,22 @@ def test_calibration_files_with_booleans_for_numbers_are_refused(tmp_path: Path)
     path.write_text(json.dumps(data))
     with pytest.raises(CalibrationError, match="held_out_error values"):
         load_calibration(path)
+
+
+def test_the_curve_is_for_the_request_shape_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "-s", "l4", "--json", "--prompt-tokens", "4096", "--output-tokens", "16"
+    )
+    long = json.loads(out)["performance"]
+    code2, out2, _ = run(capsys, "-s", "l4", "--json")
+    short = json.loads(out2)["performance"]
+    assert code == code2 == 0
+    assert (long["prompt_tokens"], long["output_tokens"]) == (4096, 16)
+    assert (short["prompt_tokens"], short["output_tokens"]) == (512, 128)  # the stack's defaults
+    assert long["curve"][0]["ttft_ms"] > 4 * short["curve"][0]["ttft_ms"]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "10000001"])
+def test_plan_refuses_a_bad_request_shape(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    code, _, err = run(capsys, "-s", "l4", "--output-tokens", value)
+    assert code == 2 and "--output-tokens must be in [1, 10000000]" in err

@@ -120,3 +120,23 @@ def test_held_out_concurrencies_are_predicted(synthetic_run: Path) -> None:
     assert err["e2e"] is not None and err["e2e"] <= 0.05, err
     assert err["ttft"] is not None and err["ttft"] <= 0.10, err
     assert calibration.synthetic
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{", "--step-model"),
+        ('{"bandwidth": 1}', "keys must be among"),
+        ('{"bandwidth_efficiency": 0}', "bandwidth_efficiency must be in (0, 1.5]"),
+        ("[1]", "keys must be among"),
+    ],
+)
+def test_the_fake_server_refuses_bad_coefficients(
+    capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    from bench.pacedserver import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--step-model", value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
