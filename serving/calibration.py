@@ -318,6 +318,9 @@ class Calibration:
     #: Where the figures come from: run label, its created_at, URL host, cells, fitted_at,
     #: and whether the server was a real vLLM or the paced fake (``synthetic``).
     provenance: Mapping[str, Any]
+    #: MTP's mean accepted length measured by the run (median over its cells; None without
+    #: speculative decoding or spec-decode counters).
+    mean_accepted_length: float | None = None
 
     @property
     def name(self) -> str:
@@ -342,6 +345,7 @@ class Calibration:
             "coefficients": self.coefficients.as_dict(),
             "held_out_error": dict(self.held_out_error),
             "provenance": dict(self.provenance),
+            "mean_accepted_length": self.mean_accepted_length,
         }
 
     @classmethod
@@ -371,6 +375,11 @@ class Calibration:
             provenance = data["provenance"]
             if not isinstance(provenance, dict):
                 raise TypeError("provenance must be a mapping")
+            accepted = data.get("mean_accepted_length")
+            if accepted is not None and not (
+                _is_number(accepted) and math.isfinite(accepted) and 1 <= accepted <= 17
+            ):
+                raise TypeError("mean_accepted_length must be a number in [1, 17] or null")
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
         return cls(
@@ -380,6 +389,7 @@ class Calibration:
             coefficients,
             held,
             provenance,
+            float(accepted) if accepted is not None else None,
         )
 
 
@@ -454,6 +464,7 @@ def calibrate(
         )
     error = held_out(base, obs)
     coefficients = fit(base, obs)
+    lengths = [o.accepted_length for o in obs if o.accepted_length is not None]
     return Calibration(
         hardware,
         checkpoint,
@@ -461,4 +472,5 @@ def calibrate(
         coefficients,
         error,
         {**provenance, "cells": len(obs), "levels": sorted({o.concurrency for o in obs})},
+        statistics.median(lengths) if lengths and base.speculation is not None else None,
     )

@@ -103,16 +103,18 @@ def model_for_settings(
     drafter = settings.model.drafter_card if settings.model.speculative_method == "mtp" else None
     v = settings.vllm
     shape = shape_for(card, v.kv_cache_dtype, v.dtype, drafter, settings.profile.accelerator_count)
-    speculation = None
-    if drafter is not None:
-        k = settings.model.num_speculative_tokens
-        accepted = 1.0 + sum(MTP_PRIOR_ACCEPTANCE**i for i in range(1, k + 1))
-        speculation = Speculation(k, accepted)
     calibration = (
         find_calibration(settings.hardware, card.repo_id, vllm_release(settings), calibrations)
         if calibrations is not None
         else None
     )
+    speculation = None
+    if drafter is not None:
+        k = settings.model.num_speculative_tokens
+        accepted = 1.0 + sum(MTP_PRIOR_ACCEPTANCE**i for i in range(1, k + 1))
+        if calibration is not None and calibration.mean_accepted_length is not None:
+            accepted = min(calibration.mean_accepted_length, k + 1.0)  # measured by the run
+        speculation = Speculation(k, accepted)
     model = StepModel(
         shape=shape,
         device=device_for(settings.profile),

@@ -284,6 +284,8 @@ def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
         ({**good, "held_out_error": {"itl": math.inf}}, "held_out_error values"),
         ({**good, "hardware": ""}, "short strings"),
         ({**good, "provenance": []}, "provenance must be a mapping"),
+        ({**good, "mean_accepted_length": 0.5}, "mean_accepted_length must be a number in"),
+        ({**good, "mean_accepted_length": "2"}, "mean_accepted_length must be a number in"),
     ]
     path = tmp_path / "x.json"
     path.write_text(json.dumps(good))
@@ -352,3 +354,25 @@ def test_the_curve_is_for_the_request_shape_asked(capsys: pytest.CaptureFixture[
 def test_plan_refuses_a_bad_request_shape(capsys: pytest.CaptureFixture[str], value: str) -> None:
     code, _, err = run(capsys, "-s", "l4", "--output-tokens", value)
     assert code == 2 and "--output-tokens must be in [1, 10000000]" in err
+
+
+def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from serving.perf import Speculation
+
+    settings = load_stack_settings("rtx6000")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    assert prior.speculation is not None and prior.speculation.mean_accepted_length == 1.875
+    truth = replace(prior, coefficients=TRUTH, speculation=Speculation(3, 2.6))
+    cells = [{**c, "spec_decode_acceptance_length": 2.6} for c in _cells(truth)]
+    run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "rtx-pro-6000")
+    out = tmp_path / "c"
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "rtx6000", "--out", str(out))
+    assert code == 0, err
+    (path,) = out.glob("*.json")
+    assert load_calibration(path).mean_accepted_length == pytest.approx(2.6)
+    model, _ = model_for_settings(settings, calibrations=out)
+    assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
+    for name, value in TRUTH.as_dict().items():
+        assert getattr(model.coefficients, name) == pytest.approx(value, rel=0.05), name
