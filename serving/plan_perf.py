@@ -321,10 +321,14 @@ def calibrate_main(argv: Sequence[str], root: Path) -> int:
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    o.out.mkdir(parents=True, exist_ok=True)
     name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
     path = o.out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
-    path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+    try:
+        o.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(f"error: --out {o.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     for key, value in calibration.coefficients.as_dict().items():
         print(f"  {key}: {value:.4g}")

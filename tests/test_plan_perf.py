@@ -376,3 +376,17 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
     for name, value in TRUTH.as_dict().items():
         assert getattr(model.coefficients, name) == pytest.approx(value, rel=0.05), name
+
+
+def test_calibrate_says_when_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    run_dir = _write_run(
+        tmp_path / "run", _cells(replace(prior, coefficients=TRUTH)), settings.model.model, "l4"
+    )
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(blocker / "x"))
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
