@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +28,8 @@ from bench.load.hotload import new_event_loop
 from bench.load.prompts import PromptError
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.load.window import ClientLimits
+from bench.reports.charts import render_chart
+from bench.reports.predicted import Overlay, overlay
 from bench.results.compare import compare_runs
 from bench.results.gate import evaluate, slo_for_stack, stack_config
 from bench.results.stats import GoodputSlo
@@ -294,11 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (for logs and CI)")
 
-    cmp_ = sub.add_parser("compare", help="compare runs (the first is the baseline)")
+    cmp_ = sub.add_parser(
+        "compare",
+        help="compare runs (the first is the baseline); one run is enough with --predict",
+    )
     cmp_.add_argument(
         "runs", nargs="+", metavar="DIR", help="run directories (`gemma4 bench run --out`)"
     )
     cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
+    cmp_.add_argument(
+        "--predict",
+        metavar="STACK",
+        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml) on "
+        "each run, cell by cell, and flag cells far off it",
+    )
     cmp_.add_argument(
         "--price",
         action="append",
@@ -587,16 +599,62 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
     try:
         runs = [load_run(path) for path in args.runs]
+        overlays = _overlays(runs, args.predict) if args.predict else []
+        if len(runs) == 1 and overlays:
+            return _predicted_only(overlays, args)
         comparison = compare_runs(runs, prices=prices)
     except (StoreError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     if args.out:
         comparison.write(args.out)
+        for item in overlays:
+            for plan in item.chart_plans():
+                render_chart(plan, Path(args.out) / "charts" / plan.filename)
+        if overlays:
+            md = Path(args.out) / "compare.md"
+            md.write_text(
+                md.read_text(encoding="utf-8") + "\n".join(o.markdown() for o in overlays),
+                encoding="utf-8",
+            )
     if args.json:
-        sys.stdout.write(json.dumps(comparison.as_dict(), indent=2) + "\n")
+        out = comparison.as_dict()
+        if overlays:
+            out["predicted"] = [o.as_dict() for o in overlays]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        sys.stdout.write(comparison.markdown() + "\n")
+        sys.stdout.write(
+            "\n".join([comparison.markdown(), *(o.markdown() for o in overlays)]) + "\n"
+        )
     return EXIT_OK
+
+
+def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
+    """One run and --predict: the prediction beside it, nothing to compare with."""
+    if args.out:
+        out = Path(args.out)
+        (out / "charts").mkdir(parents=True, exist_ok=True)
+        (out / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
+        for plan in overlays[0].chart_plans():
+            render_chart(plan, out / "charts" / plan.filename)
+    if args.json:
+        sys.stdout.write(json.dumps({"predicted": [o.as_dict() for o in overlays]}, indent=2))
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(overlays[0].markdown() + "\n")
+    return EXIT_OK
+
+
+def _overlays(runs: list[RunData], stack: str) -> list[Overlay]:
+    """The performance model of ``stack`` beside each run (bench.reports.predicted)."""
+    from serving.perf_stack import model_for_settings
+    from serving.plan import PlanError, load_stack_settings
+
+    try:
+        settings = load_stack_settings(stack)
+    except PlanError as exc:
+        raise ValueError(f"--predict: {exc}") from None
+    model, _ = model_for_settings(settings)
+    return [overlay(run, model) for run in runs]
 
 
 def _fmt(value: float | None, slo: str) -> str:

@@ -36,9 +36,10 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "plan",
-        "policies.plan",
-        "a stack's vLLM memory budget, KV cache and cost",
-        "python -m policies.plan",
+        "serving.plan",
+        "a stack's vLLM memory budget, KV cache, cost and predicted latency/throughput; "
+        "search (cheapest stack for an SLO), calibrate (fit the model to a run)",
+        "python -m serving.plan",
     ),
     Command(
         "health",

@@ -8,7 +8,7 @@ It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's 
 - the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
   code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
   `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
-- the capacity plan (`policies.plan`, the maths of the `gpu-memory-budget` policy);
+- the capacity plan (`serving.plan`, the maths of the `gpu-memory-budget` policy);
 - the cost: the hardware catalog's hourly price (`serving.hardware`), per month and per
   million requests (`serving.memory.cost_per_million_requests`).
 
@@ -111,9 +111,14 @@ class Preview(BaseModel):
     vllm_command_line: str | None
     messages: list[str] = Field(description="Warnings the program logged.")
     policies: list[PolicyVerdict]
-    plan: dict[str, Any] = Field(description="`python -m policies.plan --json` figures.")
+    plan: dict[str, Any] = Field(description="`python -m serving.plan --json` figures.")
     fits: bool
     cost: Cost
+    performance: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The performance model's PREDICTED means (serving.perf): at the cost's "
+        "request rate and at the instance's concurrency; never measured figures.",
+    )
     mandatory_violations: int
     advisory_violations: int
     ok: bool = Field(description="No mandatory violation and the model fits (exit status 0).")
@@ -379,6 +384,37 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     )
 
 
+def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
+    """Predicted TTFT, ITL and throughput beside the cost (serving.perf; means, predicted)."""
+    from serving.hardware import Platform
+    from serving.perf import cost_per_million_tokens
+    from serving.perf_stack import model_for_settings
+    from serving.plan_perf import workload_for
+
+    model, calibration = model_for_settings(settings)
+    w = workload_for(settings, None, None)
+    if settings.profile.platform is Platform.TPU:
+        concurrency = settings.vllm.max_num_seqs
+    else:
+        concurrency = min(settings.cloud_run.concurrency, settings.vllm.max_num_seqs)
+    busy = model.at_concurrency(concurrency, w)
+    at_rate = model.at_rate(requests_per_second, w)
+    return {
+        "measured": False,
+        "basis": model.basis,
+        "calibrated": calibration is not None,
+        "band": model.band,
+        "prompt_tokens": w.prompt_tokens,
+        "output_tokens": w.output_tokens,
+        "at_rate": {"requests_per_second": requests_per_second, **at_rate.as_dict()},
+        "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
+        "capacity_requests_per_s": model.capacity_rps(w),
+        "usd_per_million_output_tokens": cost_per_million_tokens(
+            settings.profile.price.usd_per_hour, busy.output_tokens_per_s
+        ),
+    }
+
+
 # --- the preview ----------------------------------------------------------------------------
 
 
@@ -407,7 +443,7 @@ def build_preview(
 
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
-    from policies.plan import PlanError, report
+    from serving.plan import PlanError, report
     from serving.settings import SettingsError, load_settings
 
     if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():
@@ -452,6 +488,7 @@ def build_preview(
     except PlanError as exc:
         raise PreviewError(f"{path}: {exc}") from None
     cost = _cost(settings, requests_per_second)
+    performance = _performance(settings, cost.requests_per_second)
     plan["requests_per_second"] = cost.requests_per_second
     plan["usd_per_million_requests"] = cost.usd_per_million_requests
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
@@ -472,6 +509,7 @@ def build_preview(
         plan=plan,
         fits=fits,
         cost=cost,
+        performance=performance,
         mandatory_violations=mandatory,
         advisory_violations=advisory,
         ok=fits and mandatory == 0,
@@ -586,10 +624,39 @@ def text_lines(p: Preview) -> list[str]:
         f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
         f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
         f"  {p.cost.note}",
+        *_performance_lines(p.performance),
         "",
         verdict_line(p),
     ]
     return lines
+
+
+def _performance_lines(perf: dict[str, Any]) -> list[str]:
+    if not perf:
+        return []
+
+    def figures(point: dict[str, Any]) -> str:
+        if not point["stable"]:
+            return "beyond one instance's capacity (the queue grows without bound)"
+        return (
+            f"TTFT {point['ttft_ms']:,.0f} ms, ITL {point['itl_ms']:,.1f} ms/token, E2E "
+            f"{point['e2e_ms']:,.0f} ms, {point['output_tokens_per_s']:,.0f} output tokens/s"
+        )
+
+    rate, busy = perf["at_rate"], perf["at_concurrency"]
+    per_million = perf["usd_per_million_output_tokens"]
+    return [
+        "",
+        f"Predicted performance (PREDICTED means, not measured; {perf['basis']}; band "
+        f"+/-{perf['band']:.0%}), {perf['prompt_tokens']} prompt + {perf['output_tokens']} "
+        "output tokens per request:",
+        f"  at {rate['requests_per_second']:g} req/s: {figures(rate)}",
+        f"  at concurrency {busy['concurrency']} (one instance full): {figures(busy)}, "
+        f"{busy['requests_per_s']:,.2f} req/s"
+        + (f", {_money(per_million)} per million output tokens" if per_million else ""),
+        f"  capacity: {perf['capacity_requests_per_s']:,.2f} req/s per instance with every "
+        "sequence slot busy (gemma4 plan -s STACK for the curve)",
+    ]
 
 
 def verdict_line(p: Preview) -> str:

@@ -42,7 +42,10 @@ from endpoint import (
 from endpoint.targets import AuthMode
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
-from policies.plan import (
+from serving.gke import POOL_LABELS as GKE_POOL_LABELS
+from serving.gke import VLLM_NAME as GKE_VLLM_NAME
+from serving.hardware import Platform
+from serving.plan import (
     ROOT,
     PlanError,
     load_stack_settings,
@@ -51,9 +54,6 @@ from policies.plan import (
     stack_config,
     stack_names,
 )
-from serving.gke import POOL_LABELS as GKE_POOL_LABELS
-from serving.gke import VLLM_NAME as GKE_VLLM_NAME
-from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, load_settings
 from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.vllm import parse_args as parse_vllm_args
@@ -303,7 +303,7 @@ class Deployments:
 
 
 def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
-    """The capacity planner's figures for ``settings`` (``python -m policies.plan --json``)."""
+    """The capacity planner's figures for ``settings`` (``python -m serving.plan --json``)."""
     try:
         return report(stack, settings, requests_per_second)
     except PlanError as exc:

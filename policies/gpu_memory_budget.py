@@ -132,7 +132,7 @@ def validate_gpu_memory_budget(
             "blocks' / 'KV cache is needed, which is larger than the available KV cache "
             "memory'). Lower --max-model-len or --max-num-batched-tokens, use "
             "--kv-cache-dtype=fp8, a QAT checkpoint, or a larger accelerator; see "
-            "`python -m policies.plan`.",
+            "`gemma4 plan`.",
             None,
         )
 

@@ -72,6 +72,11 @@ class HardwareProfile:
     #: How long a post-deploy health check may wait for a cold start to serve.
     cold_start_deadline_seconds: int
     price: Price
+    #: Where the bandwidth figure above comes from.
+    memory_bandwidth_source: str
+    #: Dense bf16 peak per accelerator, FLOP/s (what w4a16 and bf16 checkpoints compute in).
+    dense_bf16_flops: float
+    compute_source: str
 
     @property
     def memory_gib(self) -> float:
@@ -125,6 +130,11 @@ HARDWARE: dict[str, HardwareProfile] = {
                 "without zonal redundancy, 4 vCPU, 16 GiB)",
                 as_of="2026-04",
             ),
+            memory_bandwidth_source="NVIDIA L4 datasheet: 300 GB/s GDDR6 (AIConfigurator "
+            "systems/l4.yaml)",
+            dense_bf16_flops=121e12,
+            compute_source="NVIDIA L4 datasheet: 121 TFLOPS dense bf16 (242 with sparsity; "
+            "AIConfigurator systems/l4.yaml)",
         ),
         HardwareProfile(
             key="rtx-pro-6000",
@@ -153,6 +163,12 @@ HARDWARE: dict[str, HardwareProfile] = {
                 source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
                 as_of="2026-06",
             ),
+            memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
+            "1,597 GB/s (AIConfigurator's systems/rtx_pro_6000_server.yaml: 1,792; Callstack "
+            "measured 1,396)",
+            dense_bf16_flops=468e12,
+            compute_source="AIConfigurator systems/rtx_pro_6000_server.yaml (~468 TFLOPS dense "
+            "bf16)",
         ),
         HardwareProfile(
             key="tpu-v6e-1",
@@ -185,6 +201,10 @@ HARDWARE: dict[str, HardwareProfile] = {
                 source="seed article 002 (TPU v6e on-demand, one chip)",
                 as_of="2026-06",
             ),
+            memory_bandwidth_source="https://cloud.google.com/tpu/docs/v6e: 1,640 GB/s HBM "
+            "bandwidth per chip",
+            dense_bf16_flops=918e12,
+            compute_source="https://cloud.google.com/tpu/docs/v6e: 918 TFLOPS bf16 per chip",
         ),
     )
 }

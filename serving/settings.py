@@ -935,7 +935,7 @@ class Settings(BaseModel):
             f"{plan.device_bytes / gib:.2f} GiB = {plan.budget_bytes / gib:.2f} GiB (room for "
             f"{plan.capacity.max_concurrency:.2f} full-length sequences, vLLM needs 1). Lower "
             "maxModelLen or maxNumBatchedTokens, raise gpuMemoryUtilization (at most 1), use "
-            "kvCacheDtype fp8 or the QAT checkpoint; see `python -m policies.plan`"
+            "kvCacheDtype fp8 or the QAT checkpoint; see `gemma4 plan`"
         )
 
     def _gke_checks(self) -> None:
@@ -976,7 +976,7 @@ class Settings(BaseModel):
 
     def memory_plan(self) -> MemoryPlan | None:
         """The capacity planner's memory plan for one instance (None without an architecture
-        in the model catalog); `python -m policies.plan` prints it."""
+        in the model catalog); `gemma4 plan` prints it."""
         card = self.model.card
         if card.architecture is None:
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -239,8 +240,8 @@ def test_markdown_diff_against_the_base_preview(
     assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
     diff = out.split("```diff\n", 1)[1].split("```", 1)[0]
     assert "~ policy gpu-memory-utilization-range: pass (mandatory) -> fail (mandatory)" in diff
-    assert "--max-num-seqs=8" in diff and "--max-num-seqs=4" in diff
-    assert "~ plan max_num_seqs: 8 -> 4" in diff
+    assert "--max-num-seqs=6" in diff and "--max-num-seqs=4" in diff
+    assert "~ plan max_num_seqs: 6 -> 4" in diff
     assert "template.maxInstanceRequestConcurrency" not in diff  # unchanged inputs stay out
     # An unchanged stack diffs to nothing; a base from an older format is read tolerantly.
     assert pv.diff_lines(json.loads(base.read_text()), json.loads(base.read_text())) == []
@@ -285,8 +286,12 @@ def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
     (other / "deep" / "er").mkdir(parents=True)
     (other / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     text = (ROOT / "Pulumi.l4.yaml").read_text()
-    assert "gemma4-vllm:maxNumSeqs: 8" in text
-    (other / "Pulumi.l4.yaml").write_text(text.replace("maxNumSeqs: 8", "maxNumSeqs: 6"))
+    shipped = re.search(r"gemma4-vllm:maxNumSeqs: (\d+)", text)
+    assert shipped is not None
+    other_value = int(shipped.group(1)) - 1
+    (other / "Pulumi.l4.yaml").write_text(
+        text.replace(shipped.group(0), f"gemma4-vllm:maxNumSeqs: {other_value}")
+    )
     gemma4 = Path(sys.executable).parent / "gemma4"
     for cwd in (other, other / "deep" / "er"):
         result = subprocess.run(
@@ -297,7 +302,7 @@ def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
             cwd=cwd,
         )
         assert result.returncode == 0, result.stderr
-        assert "--max-num-seqs=6" in json.loads(result.stdout)["vllm_command_line"]
+        assert f"--max-num-seqs={other_value}" in json.loads(result.stdout)["vllm_command_line"]
         assert result.stderr == f"gemma4 preview: reading {other.resolve() / 'Pulumi.l4.yaml'}\n"
         plan = subprocess.run(
             [str(gemma4), "plan", "-s", "l4", "--json"],
@@ -307,7 +312,7 @@ def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
             cwd=cwd,
         )
         assert plan.returncode == 0, plan.stderr
-        assert json.loads(plan.stdout)["max_num_seqs"] == 6
+        assert json.loads(plan.stdout)["max_num_seqs"] == other_value
     # Outside any project: refused, saying what was looked for (not the installed checkout's).
     outside = tmp_path / "nowhere"
     outside.mkdir()
@@ -370,3 +375,34 @@ def test_previews_in_one_process_do_not_leak_into_each_other() -> None:
 def test_a_checkout_is_needed(tmp_path: Path) -> None:
     with pytest.raises(pv.PreviewError, match="no Pulumi project"):
         pv.build_preview("l4", root=tmp_path)
+
+
+def test_the_preview_shows_predicted_performance_beside_the_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from serving.perf import Workload
+    from serving.perf_stack import model_for_settings
+    from serving.plan import load_stack_settings
+
+    code, out, _ = run(capsys, "-s", "rtx6000", "--json", "--requests-per-second", "2")
+    assert code == 0
+    perf = json.loads(out)["performance"]
+    assert perf["measured"] is False and perf["band"] == 0.5
+    settings = load_stack_settings("rtx6000")
+    model, _ = model_for_settings(settings)
+    w = Workload(
+        settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
+    )
+    assert perf["at_rate"]["requests_per_second"] == 2
+    assert perf["at_rate"]["ttft_ms"] == pytest.approx(model.at_rate(2.0, w).ttft_s * 1000)
+    busy = perf["at_concurrency"]
+    assert busy["concurrency"] == min(settings.cloud_run.concurrency, settings.vllm.max_num_seqs)
+    assert busy["itl_ms"] == pytest.approx(
+        model.at_concurrency(busy["concurrency"], w).itl_s * 1000
+    )
+    code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", "2")
+    assert "Predicted performance (PREDICTED means, not measured" in text
+    assert "at 2 req/s: TTFT" in text
+    # A rate one instance cannot serve says so instead of printing figures.
+    code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "50")
+    assert "at 50 req/s: beyond one instance's capacity" in text

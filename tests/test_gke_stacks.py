@@ -395,8 +395,8 @@ def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config
 @pytest.mark.parametrize(("stack_name", "machine"), [("gke-l4", "g2-standard-8"), ("l4", None)])
 def test_planner_prices_the_platforms_instance(stack_name: str, machine: str | None) -> None:
     """`gemma4 plan` prices a GKE replica's node, not the Cloud Run instance of the same GPU."""
-    from policies.plan import report
     from serving.hardware import GKE_SHAPES, HARDWARE
+    from serving.plan import report
 
     settings = load_settings(stack_config(stack_name))
     figures = report(stack_name, settings, 1.0)

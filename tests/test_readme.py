@@ -57,7 +57,7 @@ PYTHON_M_PARSERS = {
     "bench": "bench.cli",
     "serving.promotion": "serving.promotion",
     "mcp_server": "mcp_server.server",
-    "policies.plan": "policies.plan",
+    "serving.plan": "serving.plan",
 }
 #: `python -m` modules that are not user command lines with a parser to check.
 PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity"}

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from policies.plan import load_stack_settings, plan_settings, stack_names
 from serving import vllm_contract as contract
+from serving.plan import load_stack_settings, plan_settings, stack_names
 from serving.settings import SettingsError, VllmSettings, load_settings
 from tests.pulumi_harness import stack_config
 
@@ -177,7 +177,7 @@ def test_tpu_that_the_planner_says_cannot_fit_is_refused(change: dict[str, Any])
     assert f"= {plan.required_bytes / gib:.2f} GiB > gpuMemoryUtilization" in message
     assert f"= {plan.budget_bytes / gib:.2f} GiB (room for" in message
     assert f"room for {plan.capacity.max_concurrency:.2f} full-length sequences" in message
-    assert "vLLM needs 1" in message and "python -m policies.plan" in message
+    assert "vLLM needs 1" in message and "gemma4 plan" in message
 
 
 @pytest.mark.parametrize("stack", stack_names())

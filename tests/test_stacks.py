@@ -264,3 +264,14 @@ def test_health_check_identity_may_invoke_the_service() -> None:
     config = {**stack_config("l4"), "healthCheckServiceAccount": checker}
     members = [r.inputs["member"] for r in render(config).of_type(INVOKER)]
     assert members == [f"serviceAccount:{checker}"]
+
+
+def test_the_l4_stack_holds_its_sequences_at_full_context() -> None:
+    """The l4 stack's promise, with the checkpoint's real size (vLLM's 8.28 GiB): every one of
+    its maxNumSeqs sequences can reach maxModelLen without preemption."""
+    from serving.plan import load_stack_settings, report
+
+    r = report("l4", load_stack_settings("l4"), 1.0)
+    assert r["max_model_len"] == 32768
+    assert r["full_length_sequences"] >= r["max_num_seqs"]
+    assert r["full_length_sequences"] < r["max_num_seqs"] + 1  # no larger maxNumSeqs would

@@ -16,7 +16,16 @@ concurrent streams at 20 ms per token from one core, and honest about its own la
   one CPU (``--cpu``).
 
 Run: ``python -m bench.fidelity.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``;
-it prints ``listening on http://127.0.0.1:PORT``. Not a vLLM stand-in for anything else: no
+it prints ``listening on http://127.0.0.1:PORT``.
+
+**Step-model mode** (``--step-model``, or ``PacedServer(step_model=...)``): the pacing follows
+:class:`serving.perf.StepModel` with known coefficients instead of fixed times, so that a
+calibration fitted on a sweep against it can be checked against the truth. A request arriving
+with ``B - 1`` others in flight gets its first token after ``prefill_s(prompt, B - 1, ctx)`` and
+then one token every ``decode_step_s(B, ctx)`` (``ctx`` = prompt + half the output; the prompt
+is the request's word count + 1, as the usage reports it). :data:`SYNTHETIC_SHAPE` and
+:data:`SYNTHETIC_DEVICE` are a small made-up model and device whose terms are all measurable
+in tens of milliseconds. Not a vLLM stand-in for anything else: no
 chat, no tokenizer, no errors beyond 404/400.
 """
 
@@ -33,7 +42,31 @@ from typing import Any, cast
 import orjson
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-__all__ = ["PacedServer", "main"]
+from serving.perf import Coefficients, Device, KvLayer, Shape, StepModel
+
+__all__ = ["SYNTHETIC_DEVICE", "SYNTHETIC_SHAPE", "PacedServer", "main", "synthetic_model"]
+
+#: A made-up checkpoint for step-model mode: 1 GB of weights, 1 B parameters, one full-attention
+#: layer of 400 kB per token (so a few sequences of a few hundred tokens read as much as the
+#: weights, and the two reads can be told apart).
+SYNTHETIC_SHAPE = Shape(
+    name="synthetic", weight_bytes=1e9, params=1e9, kv_layers=(KvLayer(1, 400_000.0, None),)
+)
+#: A made-up device: 100 GB/s (10 ms for the weights at full efficiency), 10 TFLOP/s.
+SYNTHETIC_DEVICE = Device("synthetic", memory_bandwidth_bytes_per_s=100e9, dense_flops=10e12)
+
+
+def synthetic_model(coefficients: Coefficients, max_num_seqs: int = 64) -> StepModel:
+    """The step model the fake server paces by (and a calibration must recover)."""
+    return StepModel(
+        SYNTHETIC_SHAPE,
+        SYNTHETIC_DEVICE,
+        coefficients,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=8192,
+        basis="synthetic truth",
+    )
+
 
 TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -58,9 +91,19 @@ def _chunked(payload: bytes) -> bytes:
 class PacedServer:
     """The server's state: pacing, the per-request log, the histograms."""
 
-    def __init__(self, ttft_s: float, itl_s: float, output_tokens: int, model: str = MODEL):
+    def __init__(
+        self,
+        ttft_s: float,
+        itl_s: float,
+        output_tokens: int,
+        model: str = MODEL,
+        step_model: StepModel | None = None,
+    ):
         self.ttft_s = ttft_s
         self.itl_s = itl_s
+        self.step_model = step_model
+        #: Requests being answered now (the batch a step-model request joins).
+        self.active = 0
         self.output_tokens = output_tokens
         self.model = model
         self.log: list[tuple[float, float]] = []
@@ -159,6 +202,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in self.timers:
             timer.cancel()
+        if self.timers and self.busy:
+            self.server.active -= 1
         self.timers = []
         self.transport = None
 
@@ -234,7 +279,15 @@ class _Connection(asyncio.Protocol):
             self._done()
             return
         n = max(1, min(server.output_tokens, max_tokens))
-        chunks = server.chunks(len(prompt.split()) + 1, n)
+        prompt_tokens = len(prompt.split()) + 1
+        chunks = server.chunks(prompt_tokens, n)
+        ttft_s, itl_s = server.ttft_s, server.itl_s
+        server.active += 1
+        if server.step_model is not None:
+            batch = float(server.active)
+            context = prompt_tokens + n / 2.0
+            ttft_s = server.step_model.prefill_s(prompt_tokens, batch - 1.0, context)
+            itl_s = server.step_model.decode_step_s(batch, context)
         self.busy = True
         self._send(_STREAM_HEAD)
         written: list[float] = []
@@ -249,6 +302,7 @@ class _Connection(asyncio.Protocol):
                 server.itl.observe(now - written[-1])
             written.append(now)
             if i == n - 1:
+                server.active -= 1
                 self._send(chunks[n])
                 server.ttft.observe(written[0] - received)
                 server.e2e.observe(now - received)
@@ -256,8 +310,7 @@ class _Connection(asyncio.Protocol):
                 self._done()
 
         self.timers = [
-            loop.call_at(received + offset + server.ttft_s + i * server.itl_s, token, i)
-            for i in range(n)
+            loop.call_at(received + offset + ttft_s + i * itl_s, token, i) for i in range(n)
         ]
 
 
@@ -276,8 +329,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--ttft-ms", type=float, required=True)
-    parser.add_argument("--itl-ms", type=float, required=True)
+    parser.add_argument("--ttft-ms", type=float, default=100.0)
+    parser.add_argument("--itl-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--step-model",
+        metavar="JSON",
+        default=None,
+        help="pace by the synthetic step model with these coefficients (a JSON object with "
+        "the keys of serving.perf.Coefficients; '{}' for the priors) instead of fixed times",
+    )
+    parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--cpu", type=int, default=None, help="pin this process to that CPU")
     args = parser.parse_args(argv)
@@ -285,7 +346,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.sched_setaffinity(0, {args.cpu})
     from bench.load.hotload import new_event_loop
 
-    server = PacedServer(args.ttft_ms / 1000, args.itl_ms / 1000, args.output_tokens)
+    step_model = None
+    if args.step_model is not None:
+        try:
+            raw = orjson.loads(args.step_model)
+            if not isinstance(raw, dict) or not set(raw) <= set(Coefficients().as_dict()):
+                raise ValueError(f"keys must be among {sorted(Coefficients().as_dict())}")
+            coefficients = Coefficients(**{k: float(v) for k, v in raw.items()})
+        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+            parser.error(f"--step-model: {exc}")
+        if not 1 <= args.max_num_seqs <= 4096:
+            parser.error("--max-num-seqs must be in [1, 4096]")
+        step_model = synthetic_model(coefficients, args.max_num_seqs)
+    server = PacedServer(
+        args.ttft_ms / 1000, args.itl_ms / 1000, args.output_tokens, step_model=step_model
+    )
     loop = new_event_loop()
     with contextlib.suppress(KeyboardInterrupt):
         loop.run_until_complete(serve(server, args.host, args.port))

@@ -31,10 +31,10 @@ def test_mtp_compliant() -> None:
 def test_mtp_with_high_concurrency_on_l4() -> None:
     props = with_mtp(service("l4"))
     (message,) = violations(mtp_max_num_seqs, SERVICE, props)
-    assert "speculative decoding (mtp) with --max-num-seqs=8 on nvidia-l4" in message
+    assert "speculative decoding (mtp) with --max-num-seqs=6 on nvidia-l4" in message
     assert "8-13 req/s" in message
     assert "Turn MTP off (speculativeMethod: none)" in message
-    assert violations(mtp_max_num_seqs, SERVICE, props, {"maxNumSeqs": 8}) == []
+    assert violations(mtp_max_num_seqs, SERVICE, props, {"maxNumSeqs": 6}) == []
 
 
 # --- min-instances-cost ------------------------------------------------------------------

@@ -138,7 +138,7 @@ def test_budget_rejects_bf16_weights_on_l4() -> None:
     assert "does not fit on nvidia-l4: weights 22.35 GiB" in message
     assert "> 0.95 x 22.49 GiB = 21.37 GiB" in message
     assert "Lower --max-model-len" in message
-    assert "python -m policies.plan" in message
+    assert "gemma4 plan" in message
 
 
 def test_budget_rejects_full_context_bf16_kv_with_low_utilization() -> None:

@@ -273,7 +273,7 @@ def test_doc_config_example_names_real_policies_and_keys() -> None:
 
 
 def test_doc_sample_output_is_current() -> None:
-    from policies.plan import load_stack_settings, report
+    from serving.plan import load_stack_settings, report
 
     r = report("l4", load_stack_settings("l4"), 20)
     text = (ROOT / "docs" / "capacity-planner.md").read_text()

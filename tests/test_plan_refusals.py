@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.plan import ROOT, main
+from serving.plan import ROOT, main
 
 
 @pytest.fixture

@@ -3,7 +3,12 @@
 Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed; `--stack-file PATH` for any stack file),
 validates it with the project's typed settings and prints vLLM's memory budget for the
 stack, the KV cache it leaves, a batch-1 decode ceiling and costs. The maths is
-`serving.memory`, the same model the `gpu-memory-budget` policy enforces at preview time.
+`serving.memory`, the same model the `gpu-memory-budget` policy enforces at preview time. It
+also prints the performance model's predicted latency against throughput per concurrency
+(`serving.perf`, `serving.plan_perf`).
+
+`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
+SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
 """
 
 from __future__ import annotations
@@ -19,13 +24,23 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from components.config_namespaces import StackFileError, config_block, read_stack_file
 from serving.memory import (
     GIB,
     MemoryPlan,
     cost_per_million_requests,
     decode_ceiling_tokens_per_s,
     monthly_cost,
+)
+from serving.perf import Workload
+from serving.plan_perf import (
+    build_calibrate_parser,
+    build_search_parser,
+    calibrate_main,
+    perf_table,
+    performance,
+    search_main,
+    validated_tokens,
+    workload_for,
 )
 from serving.settings import Settings, SettingsError, load_settings
 
@@ -60,6 +75,8 @@ def _stack_path(stack: str, root: Path) -> Path:
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
     unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
+    from components.config_namespaces import StackFileError, config_block
+
     try:
         return config_block(_stack_path(stack, root))
     except StackFileError as exc:
@@ -81,6 +98,11 @@ def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
 def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
     """Validate the stack file `path` the way the program does. Its keys are named for the
     project in `root` (default: the project file beside `path`, else this package's)."""
+    # The stack file's provider namespaces are checked against the installed pulumi-gcp's own
+    # key list (components.config_namespaces reads its generated `config/vars.py`); imported
+    # here so that this module, and the performance model beside it, import no Pulumi.
+    from components.config_namespaces import StackFileError, read_stack_file
+
     if root is None:
         from serving.project import project_file
 
@@ -102,8 +124,14 @@ def plan_settings(settings: Settings) -> MemoryPlan:
     return plan
 
 
-def report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
-    """Every figure the planner prints, as plain numbers (bytes, tokens, USD)."""
+def report(
+    stack: str,
+    settings: Settings,
+    requests_per_second: float,
+    workload: Workload | None = None,
+) -> dict[str, Any]:
+    """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
+    performance is for ``workload`` (default: the stack's benchmark request shape)."""
     plan = plan_settings(settings)
     hw = settings.profile
     # One instance: a Cloud Run instance, a TPU node, or on GKE one replica's node.
@@ -160,6 +188,7 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
             price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
+        "performance": performance(settings, workload),
     }
 
 
@@ -242,14 +271,19 @@ def table(r: dict[str, Any]) -> Table:
     return t
 
 
+SUBCOMMANDS = {"search": search_main, "calibrate": calibrate_main}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from serving.project import add_project_options
 
     parser = argparse.ArgumentParser(
         prog="gemma4 plan",
-        description="Print a stack's vLLM capacity plan: memory budget, KV cache, concurrency "
-        "at full context, decode ceiling and cost. Exit 0 it fits, 1 vLLM would refuse to "
-        "start, 2 bad input.",
+        description="Print a stack's vLLM capacity plan (memory budget, KV cache, concurrency "
+        "at full context, decode ceiling, cost) and its predicted performance. Exit 0 it fits, "
+        "1 vLLM would refuse to start, 2 bad input. Also: `gemma4 plan search --rate R "
+        "--ttft-ms X` (the cheapest stack and replicas for an SLO), `gemma4 plan calibrate "
+        "RUN_DIR -s STACK` (fit the model to a run).",
     )
     parser.add_argument(
         "-s",
@@ -267,21 +301,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="average request rate one instance serves, for the cost per million requests "
         "(default: 1)",
     )
+    parser.add_argument(
+        "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    # The two subcommands, for --help and the generated reference; main() hands them their
+    # arguments before this parser sees any, so `-s` and the rest above are not theirs.
+    subs = parser.add_subparsers(
+        dest="subcommand", metavar="{search,calibrate}", help="optional: another plan command"
+    )
+    for name, build, summary in (
+        ("search", build_search_parser, "the cheapest stack and replica count for an SLO"),
+        ("calibrate", build_calibrate_parser, "fit the performance model to a benchmark run"),
+    ):
+        child = build(add_help=False)
+        subs.add_parser(name, parents=[child], help=summary, description=child.description)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from serving.project import ProjectError, say_read, stack_file
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]](args[1:])
     parser = build_parser()
-    options = parser.parse_args(argv)
+    options = parser.parse_args(args)
     if not options.stack and options.stack_file is None:
         parser.error("give -s STACK or --stack-file PATH")
     console = Console()
     try:
         if not (options.requests_per_second > 0 and options.requests_per_second < float("inf")):
             raise PlanError("--requests-per-second must be a positive, finite number")
+        prompt = validated_tokens("--prompt-tokens", options.prompt_tokens)
+        output = validated_tokens("--output-tokens", options.output_tokens)
         if options.stack_file is not None:
             path = options.stack_file
             if not path.is_file():
@@ -293,14 +349,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             say_read("gemma4 plan", path)  # found from -s: say which project's file
         root = options.project_dir if options.stack_file is None else None
         settings = load_stack_file_settings(path, root)
-        result = report(stack, settings, options.requests_per_second)
-    except (PlanError, ProjectError) as exc:
+        workload = workload_for(settings, prompt, output)
+        result = report(stack, settings, options.requests_per_second, workload)
+    except (ValueError, PlanError, ProjectError) as exc:
         print(f"gemma4 plan: error: {exc}", file=sys.stderr)
         return 2
     if options.json:
         print(json.dumps(result, indent=2))
     else:
         console.print(table(result))
+        console.print(perf_table(result["stack"], result["performance"]))
     return 0 if result["fits"] else 1
 
 

@@ -1,0 +1,136 @@
+"""Predicted against measured: the performance model's figures beside a run's, cell by cell.
+
+``gemma4 bench compare RUN... --predict STACK`` adds, for each run, a table of the model's
+prediction for every measured closed-loop cell next to what the cell measured (the same reading
+of a cell as the calibration's, :func:`serving.calibration.observations`: the client's per-step
+ITL, the server's TTFT and E2E, throughput by Little's law over the window), the relative error,
+and a flag on each figure off by more than the model's band (uncalibrated: 50 %; calibrated: its
+held-out error, at least 20 %). Charts overlay the two curves (throughput and TTFT against
+concurrency, per prompt/output length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.reports.charts import ChartPlan, Series
+from bench.results.store import RunData
+from serving.calibration import measured, observations, predict
+from serving.perf import StepModel
+
+__all__ = ["FAR_OFF_FLOOR", "Overlay", "overlay"]
+
+#: A calibrated model's band can be small; a cell is flagged only beyond at least this much.
+FAR_OFF_FLOOR = 0.2
+_FIGURES = (
+    ("ttft", "TTFT ms", 1000.0),
+    ("itl", "ITL ms/step", 1000.0),
+    ("e2e", "E2E ms", 1000.0),
+    ("tokens_per_s", "output tok/s", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    run: str
+    basis: str
+    threshold: float
+    rows: list[dict[str, Any]]
+
+    @property
+    def flagged(self) -> list[str]:
+        return [r["id"] for r in self.rows if r["far_off"]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "basis": self.basis,
+            "threshold": self.threshold,
+            "measured_vs_predicted": self.rows,
+            "far_off": self.flagged,
+        }
+
+    def markdown(self) -> str:
+        lines = [
+            f"## Predicted vs measured: {self.run}",
+            "",
+            f"Model: {self.basis}. Predicted figures are the model's, never measurements; "
+            f"**!** marks a figure off by more than {self.threshold:.0%}.",
+            "",
+            "| cell | " + " | ".join(f"{t} (meas. / pred.)" for _, t, _ in _FIGURES) + " |",
+            "|---|" + "---:|" * len(_FIGURES),
+        ]
+        for r in self.rows:
+            texts = []
+            for key, _, scale in _FIGURES:
+                m, p, e = r["measured"][key], r["predicted"][key], r["error"][key]
+                if m is None:
+                    texts.append(f"- / {p * scale:,.1f}")
+                    continue
+                mark = " **!**" if e is not None and abs(e) > self.threshold else ""
+                texts.append(f"{m * scale:,.1f} / {p * scale:,.1f} ({e:+.0%}){mark}")
+            lines.append(f"| {r['id']} | " + " | ".join(texts) + " |")
+        if not self.rows:
+            lines.append("| (no measured closed-loop cell with a step time) |" + " |" * 4)
+        lines.append("")
+        return "\n".join(lines)
+
+    def chart_plans(self) -> list[ChartPlan]:
+        plans = []
+        slices = sorted({(r["prompt_tokens"], r["output_tokens"]) for r in self.rows})
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.run)[:60]
+        for key, title, scale in (_FIGURES[3], _FIGURES[0]):
+            for prompt, output in slices:
+                rows = sorted(
+                    (
+                        r
+                        for r in self.rows
+                        if (r["prompt_tokens"], r["output_tokens"]) == (prompt, output)
+                    ),
+                    key=lambda r: r["concurrency"],
+                )
+                xs = tuple(float(r["concurrency"]) for r in rows)
+                pred = tuple(r["predicted"][key] * scale for r in rows)
+                pairs = [(x, r["measured"][key]) for x, r in zip(xs, rows, strict=True)]
+                meas = [(x, v * scale) for x, v in pairs if v is not None]
+                series = [Series("predicted", xs, pred)]
+                if meas:
+                    series.insert(
+                        0, Series("measured", tuple(x for x, _ in meas), tuple(y for _, y in meas))
+                    )
+                plans.append(
+                    ChartPlan(
+                        filename=f"predicted-{safe}-{key}-p{prompt}-o{output}.png",
+                        kind="lines",
+                        title=f"{self.run}: {title}, predicted vs measured, "
+                        f"{prompt}/{output} tokens",
+                        xlabel="concurrency",
+                        ylabel=title,
+                        series=tuple(series),
+                    )
+                )
+        return plans
+
+
+def overlay(run: RunData, model: StepModel) -> Overlay:
+    """The model's prediction for each measured closed-loop cell of ``run`` beside it."""
+    threshold = max(model.band, FAR_OFF_FLOOR)
+    rows = []
+    for o in observations(run.cells, model.max_num_seqs):
+        p = predict(model, o)
+        m = measured(o)
+        error = {k: ((p[k] - v) / v if v else None) for k, v in m.items()}
+        rows.append(
+            {
+                "id": o.cell,
+                "concurrency": o.concurrency,
+                "prompt_tokens": round(o.prompt_tokens),
+                "output_tokens": round(o.output_tokens),
+                "measured": m,
+                "predicted": p,
+                "error": error,
+                "far_off": any(e is not None and abs(e) > threshold for e in error.values()),
+            }
+        )
+    return Overlay(run.label, model.basis, threshold, rows)

@@ -1,0 +1,212 @@
+"""The performance model of a stack: its settings, the catalogues and its calibration (pure).
+
+:func:`model_for_settings` builds a :class:`serving.perf.StepModel` from a stack's validated
+settings (hardware catalogue: bandwidth and compute; model catalogue: loaded weight size,
+parameters, attention layers; vLLM settings: KV dtype, max-num-seqs, batched tokens, MTP) and
+the calibration for exactly that hardware, checkpoint and vLLM release, if the repository has
+one. :func:`autoscaling_bounds` and :func:`benchmark_grid` derive deployment figures from it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from serving.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
+from serving.hardware import HardwareProfile
+from serving.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
+from serving.models import ModelCard
+from serving.perf import (
+    Coefficients,
+    Device,
+    KvLayer,
+    Shape,
+    Slo,
+    Speculation,
+    StepModel,
+    Workload,
+)
+from serving.settings import Settings
+from serving.vllm_contract import image_release
+
+__all__ = [
+    "MTP_PRIOR_ACCEPTANCE",
+    "AutoscalingBounds",
+    "autoscaling_bounds",
+    "benchmark_grid",
+    "device_for",
+    "model_for_settings",
+    "shape_for",
+    "vllm_release",
+]
+
+#: Prior per-position acceptance of MTP drafts until a run measures it: the seeds saw 60-67 %
+#: with llama.cpp on an RTX 4090 and ~5.5 % on the L4 run (reference deployments), so the prior
+#: is a middle figure and the uncalibrated band covers the spread.
+MTP_PRIOR_ACCEPTANCE = 0.5
+
+
+def device_for(profile: HardwareProfile) -> Device:
+    n = profile.accelerator_count
+    return Device(
+        name=profile.display_name,
+        memory_bandwidth_bytes_per_s=profile.memory_bandwidth_bytes_per_s * n,
+        dense_flops=profile.dense_bf16_flops * n,
+        source=f"{profile.memory_bandwidth_source}; {profile.compute_source}",
+    )
+
+
+def shape_for(
+    card: ModelCard,
+    kv_cache_dtype: str,
+    model_dtype: str = "auto",
+    drafter: ModelCard | None = None,
+    tensor_parallel: int = 1,
+) -> Shape:
+    arch = card.architecture
+    if arch is None:
+        raise ValueError(f"{card.repo_id} has no architecture in the model catalog")
+    dtype = kv_dtype_bytes(kv_cache_dtype, model_dtype)
+    layers = tuple(
+        KvLayer(
+            layers=a.layers,
+            # All devices together (heads split, or replicated when fewer than devices).
+            bytes_per_token=kv_bytes_per_token_per_layer(a, dtype, tensor_parallel)
+            * tensor_parallel,
+            window=a.window,
+        )
+        for a in arch.attention
+    )
+    return Shape(
+        name=card.repo_id,
+        weight_bytes=float(card.weight_bytes),
+        params=card.params_billions * 1e9,
+        kv_layers=layers,
+        drafter_bytes=float(drafter.weight_bytes) if drafter else 0.0,
+        drafter_params=drafter.params_billions * 1e9 if drafter else 0.0,
+    )
+
+
+def vllm_release(settings: Settings) -> str:
+    """``vllm 0.27.1`` for an official image tag, else the image reference itself."""
+    release = image_release(settings.image)
+    return f"{release[0]} {release[1]}" if release else settings.image
+
+
+def model_for_settings(
+    settings: Settings, calibrations: Path | None = CALIBRATIONS_DIR
+) -> tuple[StepModel, Calibration | None]:
+    """The stack's model and the calibration it uses (None: uncalibrated priors, wide band).
+    ``calibrations`` None: the priors, whatever calibrations exist."""
+    card = settings.model.card
+    drafter = settings.model.drafter_card if settings.model.speculative_method == "mtp" else None
+    v = settings.vllm
+    shape = shape_for(card, v.kv_cache_dtype, v.dtype, drafter, settings.profile.accelerator_count)
+    calibration = (
+        find_calibration(settings.hardware, card.repo_id, vllm_release(settings), calibrations)
+        if calibrations is not None
+        else None
+    )
+    speculation = None
+    if drafter is not None:
+        k = settings.model.num_speculative_tokens
+        accepted = 1.0 + sum(MTP_PRIOR_ACCEPTANCE**i for i in range(1, k + 1))
+        if calibration is not None and calibration.mean_accepted_length is not None:
+            accepted = min(calibration.mean_accepted_length, k + 1.0)  # measured by the run
+        speculation = Speculation(k, accepted)
+    model = StepModel(
+        shape=shape,
+        device=device_for(settings.profile),
+        coefficients=calibration.coefficients if calibration else Coefficients(),
+        max_num_seqs=v.max_num_seqs,
+        max_num_batched_tokens=v.max_num_batched_tokens,
+        speculation=speculation,
+        band=calibration.band if calibration else 0.5,
+        basis=(
+            f"calibrated on {calibration.provenance.get('run', '?')} "
+            f"(held-out median error {calibration.band:.0%})"
+            if calibration
+            else "uncalibrated priors (no calibration for "
+            f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
+        ),
+    )
+    return model, calibration
+
+
+@dataclass(frozen=True)
+class AutoscalingBounds:
+    """Replica bounds for a peak arrival rate, derived from the model."""
+
+    #: Requests/s one replica serves within the SLO (the model's largest rate meeting it).
+    per_replica_rps: float
+    min_replicas: int
+    max_replicas: int
+    #: In-flight requests per replica at that rate (a target for a concurrency-based scaler).
+    target_in_flight_per_replica: float
+    slo: str
+    basis: str
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {
+            "per_replica_rps": self.per_replica_rps,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "target_in_flight_per_replica": self.target_in_flight_per_replica,
+            "slo": self.slo,
+            "basis": self.basis,
+        }
+
+
+def autoscaling_bounds(
+    model: StepModel,
+    workload: Workload,
+    slo: Slo,
+    *,
+    base_rate: float,
+    peak_rate: float,
+    headroom: float = 0.2,
+    cap: int = 1000,
+) -> AutoscalingBounds:
+    """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s.
+
+    Each replica is planned at ``(1 - headroom)`` of the largest rate the model says meets
+    ``slo``; the pessimistic side of the model's band is taken (rates divided by ``1 + band``).
+    ``min_replicas`` serves ``base_rate`` (0 when it is 0: scale to zero), ``max_replicas`` the
+    peak, at most ``cap``. Raises ValueError when one replica cannot meet the SLO at any load.
+    """
+    if not (math.isfinite(base_rate) and math.isfinite(peak_rate) and 0 <= base_rate <= peak_rate):
+        raise ValueError("need 0 <= base_rate <= peak_rate, both finite")
+    if not 0 <= headroom < 1:
+        raise ValueError("headroom must be in [0, 1)")
+    best = model.max_rate_meeting(slo, workload)
+    if best <= 0:
+        raise ValueError(f"one replica cannot meet {slo.describe()} at any load ({model.basis})")
+    per_replica = best * (1 - headroom) / (1 + model.band)
+    in_flight = model.at_rate(per_replica, workload).in_flight
+    low = 0 if base_rate == 0 else math.ceil(base_rate / per_replica)
+    high = max(1, math.ceil(peak_rate / per_replica))
+    if high > cap:
+        raise ValueError(f"{peak_rate:g} req/s needs {high} replicas, above the cap {cap}")
+    return AutoscalingBounds(per_replica, low, high, in_flight, slo.describe(), model.basis)
+
+
+def benchmark_grid(model: StepModel, workload: Workload, points: int = 6) -> list[int]:
+    """Concurrency levels for a post-deploy benchmark: 1, then levels spread geometrically up
+    to the knee (where predicted throughput stops growing by 10 % per doubling) and
+    max-num-seqs, so the measured cells cover the curve's bend and calibrate it."""
+    top = model.max_num_seqs
+    knee = top
+    c = 1
+    previous = model.at_concurrency(1, workload).output_tokens_per_s
+    while c * 2 <= top:
+        current = model.at_concurrency(c * 2, workload).output_tokens_per_s
+        if current < previous * 1.1:
+            knee = c * 2
+            break
+        previous, c = current, c * 2
+    levels = {1, knee, top}
+    if points > 3 and knee > 1:
+        ratio = knee ** (1 / (points - 2))
+        levels |= {max(1, round(ratio**i)) for i in range(1, points - 2)}
+    return sorted(levels)[: max(points, 3)]

@@ -1,0 +1,371 @@
+"""The capacity planner's performance part: predicted latency against throughput, the hardware
+search, and fitting a calibration from a benchmark run (``gemma4 plan``, ``gemma4 plan search``,
+``gemma4 plan calibrate``). The maths is :mod:`serving.perf`; this module reads stacks and runs
+and formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from serving.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
+from serving.memory import cost_per_million_requests
+from serving.perf import MAX_RATE, MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
+from serving.perf_stack import benchmark_grid, model_for_settings, vllm_release
+from serving.settings import Settings
+
+__all__ = [
+    "calibrate_main",
+    "perf_table",
+    "performance",
+    "search",
+    "search_main",
+    "validated_tokens",
+    "workload_for",
+]
+
+#: Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
+MAX_REPLICAS = 1000
+
+
+def _levels(model: StepModel) -> list[int]:
+    levels = {1, model.max_num_seqs}
+    c = 2
+    while c < model.max_num_seqs:
+        levels.add(c)
+        c *= 2
+    return sorted(levels)
+
+
+def workload_for(settings: Settings, prompt: int | None, output: int | None) -> Workload:
+    """The request shape: the stack's benchmark lengths unless told otherwise."""
+    b = settings.benchmark
+    return Workload(prompt or b.benchmark_prompt_tokens, output or b.benchmark_output_tokens)
+
+
+def performance(settings: Settings, workload: Workload | None = None) -> dict[str, Any]:
+    """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD)."""
+    model, calibration = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    price = settings.profile.price.usd_per_hour
+    curve = []
+    for c in _levels(model):
+        p = model.at_concurrency(c, w)
+        curve.append(
+            {
+                "concurrency": c,
+                **p.as_dict(),
+                "usd_per_million_output_tokens": cost_per_million_tokens(
+                    price, p.output_tokens_per_s
+                ),
+                "usd_per_million_requests": cost_per_million_requests(price, p.requests_per_s),
+            }
+        )
+    return {
+        "basis": model.basis,
+        "calibrated": calibration is not None,
+        "band": model.band,
+        "prompt_tokens": w.prompt_tokens,
+        "output_tokens": w.output_tokens,
+        "speculative_tokens": model.speculation.num_speculative_tokens if model.speculation else 0,
+        "mean_accepted_length": model.tokens_per_step,
+        "capacity_requests_per_s": model.capacity_rps(w),
+        "benchmark_grid": benchmark_grid(model, w),
+        "coefficients": model.coefficients.as_dict(),
+        "curve": curve,
+        "measured": False,
+    }
+
+
+def _ms(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def perf_table(stack: str, perf: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"Predicted performance: stack {stack}, {perf['prompt_tokens']} prompt + "
+        f"{perf['output_tokens']} output tokens per request (means, PREDICTED, not measured)"
+    )
+    for name in (
+        "concurrency",
+        "TTFT ms",
+        "ITL ms",
+        "E2E ms",
+        "output tok/s",
+        "req/s",
+        "$/M output tokens",
+    ):
+        t.add_column(name, justify="right")
+    for p in perf["curve"]:
+        cost = p["usd_per_million_output_tokens"]
+        t.add_row(
+            str(p["concurrency"]),
+            _ms(p["ttft_ms"]),
+            _ms(p["itl_ms"]),
+            _ms(p["e2e_ms"]),
+            f"{p['output_tokens_per_s']:,.0f}",
+            f"{p['requests_per_s']:,.2f}",
+            "-" if cost is None else f"${cost:,.2f}",
+        )
+    spec = (
+        f"; MTP {perf['speculative_tokens']} tokens, mean accepted length "
+        f"{perf['mean_accepted_length']:.2f} (prior)"
+        if perf["speculative_tokens"] and not perf["calibrated"]
+        else ""
+    )
+    t.caption = (
+        f"Basis: {perf['basis']}{spec}. Band: +/-{perf['band']:.0%}. Capacity "
+        f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
+        "Model: serving/perf.py; docs/performance-model.md."
+    )
+    return t
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+def search(
+    stacks: dict[str, Settings],
+    rate: float,
+    slo: Slo,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> list[dict[str, Any]]:
+    """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
+    cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
+    Request lengths default to each stack's benchmark lengths."""
+    rows: list[dict[str, Any]] = []
+    for name, settings in stacks.items():
+        model, calibration = model_for_settings(settings)
+        w = workload_for(settings, prompt_tokens, output_tokens)
+        per_replica = model.max_rate_meeting(slo, w)
+        price = settings.profile.price.usd_per_hour
+        replicas = math.ceil(rate / per_replica) if per_replica > 0 else None
+        if replicas is not None and replicas > MAX_REPLICAS:
+            replicas = None
+        row: dict[str, Any] = {
+            "stack": name,
+            "hardware": settings.hardware,
+            "model": settings.model.model,
+            "per_replica_requests_per_s": per_replica,
+            "replicas": replicas,
+            "usd_per_hour": replicas * price if replicas else None,
+            "usd_per_million_requests": cost_per_million_requests(replicas * price, rate)
+            if replicas
+            else None,
+            "point": model.at_rate(rate / replicas, w).as_dict() if replicas else None,
+            "band": model.band,
+            "basis": model.basis,
+            "calibrated": calibration is not None,
+            "measured": False,
+        }
+        rows.append(row)
+    rows.sort(key=lambda r: (r["usd_per_hour"] is None, r["usd_per_hour"] or 0.0, r["stack"]))
+    return rows
+
+
+def _bounded(name: str, value: float | None, upper: float) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 < value <= upper:
+        raise ValueError(f"{name} must be a number in (0, {upper:g}], got {value!r}")
+    return value
+
+
+def validated_tokens(name: str, value: int | None) -> int | None:
+    """A token count from the command line: None, or within [1, MAX_TOKENS] (else ValueError
+    naming the option)."""
+    if value is not None and not 1 <= value <= MAX_TOKENS:
+        raise ValueError(f"{name} must be in [1, {MAX_TOKENS}], got {value}")
+    return value
+
+
+def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    from serving.project import add_project_options
+
+    parser = argparse.ArgumentParser(
+        prog="gemma4 plan search",
+        add_help=add_help,
+        description="The cheapest stack (hardware, checkpoint, settings) and replica count "
+        "that serves RATE requests/s within an SLO on the predicted means.",
+    )
+    parser.add_argument("--rate", type=float, required=True, help="requests/s to serve")
+    parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
+    parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
+    parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
+    parser.add_argument("--prompt-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument("--output-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_project_options(parser, stack_file=False)
+    return parser
+
+
+def _project_dir(given: Path | None) -> Path:
+    """`--project-dir`, else the Pulumi project found from the current directory upward."""
+    from serving.project import ProjectError, find_project_file
+
+    if given is not None:
+        return given
+    found = find_project_file()
+    if found is None:
+        raise ProjectError(
+            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a "
+            "Pulumi project directory, or pass --project-dir DIR"
+        )
+    return found.parent
+
+
+def search_main(argv: Sequence[str]) -> int:
+    from serving.plan import PlanError, load_stack_settings, stack_names
+
+    o = build_search_parser().parse_args(list(argv))
+    try:
+        rate = _bounded("--rate", o.rate, MAX_RATE)
+        assert rate is not None
+        slo = Slo(
+            _bounded("--ttft-ms", o.ttft_ms, 3_600_000),
+            _bounded("--itl-ms", o.itl_ms, 3_600_000),
+            _bounded("--e2e-ms", o.e2e_ms, 3_600_000),
+        )
+        if slo.ttft_ms is None and slo.itl_ms is None and slo.e2e_ms is None:
+            raise ValueError("give at least one of --ttft-ms, --itl-ms, --e2e-ms")
+        prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
+        output = validated_tokens("--output-tokens", o.output_tokens)
+        root = _project_dir(o.project_dir)
+        stacks = {name: load_stack_settings(name, root) for name in stack_names(root)}
+        if not stacks:
+            raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
+        rows = search(stacks, rate, slo, prompt, output)
+    except (ValueError, PlanError) as exc:
+        print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
+        return 2
+    if o.json:
+        print(json.dumps({"rate": rate, "slo": slo.describe(), "stacks": rows}, indent=2))
+    else:
+        t = Table(
+            title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
+            "(PREDICTED means, not measured)"
+        )
+        for name in ("stack", "hardware", "per replica req/s", "replicas", "$/h", "$/M req"):
+            t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
+        t.add_column("band")
+        for r in rows:
+            t.add_row(
+                r["stack"],
+                r["hardware"],
+                f"{r['per_replica_requests_per_s']:,.2f}",
+                str(r["replicas"]) if r["replicas"] else "cannot meet",
+                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
+                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            )
+        t.caption = (
+            "Per replica: the largest arrival rate whose predicted means meet the SLO "
+            "(serving/perf.py). Uncalibrated predictions carry a +/-50 % band."
+        )
+        Console().print(t)
+    return 0 if rows and rows[0]["replicas"] else 1
+
+
+# --- calibrate ----------------------------------------------------------------------------
+
+
+def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    from serving.project import add_project_options
+
+    parser = argparse.ArgumentParser(
+        prog="gemma4 plan calibrate",
+        add_help=add_help,
+        description="Fit the performance model's coefficients to a benchmark run of a stack "
+        "and write the calibration (with its provenance) for that hardware, checkpoint and "
+        "vLLM release.",
+    )
+    parser.add_argument("run_dir", type=Path, help="a `gemma4 bench run` output folder")
+    parser.add_argument("-s", "--stack", required=True, help="the stack the run measured")
+    parser.add_argument(
+        "--where", default=None, help="where the server and client ran (free text, 200 chars)"
+    )
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the run measured a fake server: stored, never used for a real stack's prediction",
+    )
+    parser.add_argument("--out", type=Path, default=CALIBRATIONS_DIR, help="folder to write to")
+    add_project_options(parser, stack_file=False)
+    return parser
+
+
+def calibrate_main(argv: Sequence[str]) -> int:
+    from bench.results.store import StoreError, load_run
+    from serving.plan import PlanError, load_stack_settings
+
+    o = build_calibrate_parser().parse_args(list(argv))
+    try:
+        if o.where is not None and not 0 < len(o.where) <= 200:
+            raise ValueError("--where must be 1 to 200 characters")
+        settings = load_stack_settings(o.stack, _project_dir(o.project_dir))
+        if not o.run_dir.is_dir():
+            raise ValueError(f"{o.run_dir}: no such run folder")
+        data = load_run(o.run_dir)
+        run_model = data.run.get("model")
+        if run_model not in (None, settings.model.model, settings.model.served_model_name):
+            raise ValueError(
+                f"the run measured model {run_model!r}, stack {o.stack} serves "
+                f"{settings.model.model!r}"
+            )
+        run_hw = data.run.get("hardware")
+        if run_hw not in (None, settings.hardware):
+            raise ValueError(
+                f"the run measured hardware {run_hw!r}, stack {o.stack} is {settings.hardware!r}"
+            )
+        base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
+        release = vllm_release(settings)
+        calibration = calibrate(
+            base,
+            data.cells,
+            hardware=settings.hardware,
+            checkpoint=settings.model.model,
+            vllm=release,
+            provenance={
+                "run": data.label,
+                "run_dir": o.run_dir.name,
+                "run_created_at": data.run.get("created_at"),
+                "url": data.run.get("url"),
+                "where": o.where or "not stated",
+                "image": settings.image,
+                "stack": o.stack,
+                "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "synthetic": bool(o.synthetic),
+            },
+        )
+    except (ValueError, PlanError, StoreError, CalibrationError) as exc:
+        print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
+    path = o.out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
+    try:
+        o.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(
+            f"gemma4 plan calibrate: error: --out {o.out}: cannot write ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"wrote {path}")
+    for key, value in calibration.coefficients.as_dict().items():
+        print(f"  {key}: {value:.4g}")
+    print("held-out median error (fit on alternate concurrencies, predict the others):")
+    for metric, error in calibration.held_out_error.items():
+        print(f"  {metric}: {'-' if error is None else f'{error:.1%}'}")
+    return 0

@@ -1,0 +1,142 @@
+"""Calibration against a fake server with known coefficients.
+
+The paced server in step-model mode answers as :class:`serving.perf.StepModel` would with the
+coefficients in TRUTH; a real sweep (the project's client, its store, the server's histograms)
+runs against it, and the fit must recover TRUTH within 5 % and predict held-out concurrencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.fidelity.pacedserver import PacedServer, _Connection, synthetic_model
+from bench.load.sweep import Grid, SweepOptions, run_sweep
+from bench.results.store import load_run
+from serving.calibration import calibrate, fit, observations
+from serving.perf import Coefficients
+
+TRUTH = Coefficients(
+    bandwidth_efficiency=0.8,
+    decode_compute_efficiency=0.4,
+    step_overhead_s=0.008,
+    prefill_compute_efficiency=0.6,
+    prefill_overhead_s=0.04,
+)
+MODEL = "google/gemma-4-12B-it"
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    server = PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, object] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            srv = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+            holder["srv"] = srv
+            holder["port"] = srv.sockets[0].getsockname()[1]
+            started.set()
+
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(5)
+    out = tmp_path_factory.mktemp("synthetic-run")
+    main_loop = asyncio.get_event_loop_policy().get_event_loop()
+    run_sweep(
+        f"http://127.0.0.1:{holder['port']}",
+        MODEL,
+        Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,)),
+        out,
+        options=SweepOptions(
+            num_requests=None,
+            min_requests=4,
+            requests_per_slot=2,
+            use_tokenize=False,
+            progress=False,
+            workers=1,
+            max_model_len=32768,
+            label="synthetic",
+        ),
+    )
+
+    async def close() -> None:
+        srv = holder["srv"]
+        assert isinstance(srv, asyncio.base_events.Server)
+        srv.close()
+        await srv.wait_closed()
+        await asyncio.sleep(0.05)
+
+    asyncio.set_event_loop(main_loop)  # asyncio.run left the main thread without one
+    asyncio.run_coroutine_threadsafe(close(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+    yield out
+
+
+def _relative(a: float, b: float) -> float:
+    return abs(a - b) / b
+
+
+def test_the_fit_recovers_the_servers_coefficients(synthetic_run: Path) -> None:
+    data = load_run(synthetic_run)
+    base = replace(synthetic_model(Coefficients()), basis="priors")  # start from the priors
+    obs = observations(data.cells, base.max_num_seqs)
+    assert len(obs) == 8
+    got = fit(base, obs)
+    for name, truth in TRUTH.as_dict().items():
+        assert _relative(getattr(got, name), truth) <= 0.05, (name, getattr(got, name), truth)
+
+
+def test_held_out_concurrencies_are_predicted(synthetic_run: Path) -> None:
+    data = load_run(synthetic_run)
+    base = synthetic_model(Coefficients())
+    calibration = calibrate(
+        base,
+        data.cells,
+        hardware="synthetic",
+        checkpoint="synthetic",
+        vllm="paced fake",
+        provenance={"run": "synthetic", "synthetic": True},
+    )
+    # Fit on concurrencies 1 and 4, predict 2 and 8 (and the other way round).
+    assert calibration.provenance["levels"] == [1, 2, 4, 8]
+    err = calibration.held_out_error
+    assert err["itl"] is not None and err["itl"] <= 0.05, err
+    assert err["tokens_per_s"] is not None and err["tokens_per_s"] <= 0.05, err
+    assert err["e2e"] is not None and err["e2e"] <= 0.05, err
+    assert err["ttft"] is not None and err["ttft"] <= 0.10, err
+    assert calibration.synthetic
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{", "--step-model"),
+        ('{"bandwidth": 1}', "keys must be among"),
+        ('{"bandwidth_efficiency": 0}', "bandwidth_efficiency must be in (0, 1.5]"),
+        ("[1]", "keys must be among"),
+    ],
+)
+def test_the_fake_server_refuses_bad_coefficients(
+    capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    from bench.fidelity.pacedserver import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--step-model", value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

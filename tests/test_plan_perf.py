@@ -1,0 +1,392 @@
+"""`gemma4 plan`'s performance part: the curve, the hardware search, calibrating from a run."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.results.store import RunStore
+from serving.calibration import load_calibration
+from serving.perf import Coefficients, Slo, StepModel, Workload
+from serving.perf_stack import model_for_settings
+from serving.plan import ROOT, load_stack_settings, main, stack_names
+from serving.plan_perf import search
+
+STACKS = stack_names(ROOT)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stack_prints_its_predicted_curve(
+    capsys: pytest.CaptureFixture[str], stack: str
+) -> None:
+    code, out, _ = run(capsys, "-s", stack, "--json")
+    assert code == 0
+    perf = json.loads(out)["performance"]
+    settings = load_stack_settings(stack)
+    curve = perf["curve"]
+    assert next(p["concurrency"] for p in curve) == 1
+    assert curve[-1]["concurrency"] == settings.vllm.max_num_seqs
+    assert perf["measured"] is False and perf["calibrated"] is False and perf["band"] == 0.5
+    # More concurrency: more throughput, each stream slower (a batch reads more KV).
+    for a, b in itertools.pairwise(curve):
+        assert b["output_tokens_per_s"] > a["output_tokens_per_s"]
+        assert b["itl_ms"] >= a["itl_ms"]
+    # Little's law holds in what it prints.
+    for p in curve:
+        assert p["requests_per_s"] * p["e2e_ms"] / 1000 == pytest.approx(p["concurrency"])
+    code, out, _ = run(capsys, "-s", stack)
+    assert "PREDICTED, not measured" in out and "uncalibrated" in out
+
+
+def test_the_l4_single_stream_is_bandwidth_bound() -> None:
+    """One stream on an L4 reads the loaded weights each step: 300 GB/s over 8.28 GiB is
+    33.7 tokens/s at full bandwidth; the priors (75 %, 1.5 ms) put it near 24."""
+    model, _ = model_for_settings(load_stack_settings("l4"))
+    step = model.decode_step_s(1, 640)
+    assert 1 / step < 300e9 / (8.28 * 2**30)
+    assert 1 / step == pytest.approx(23.9, rel=0.03)
+
+
+def test_all_stacks_and_the_search_are_quick(capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.perf_counter()
+    for stack in STACKS:
+        assert run(capsys, "-s", stack, "--json")[0] == 0
+    assert run(capsys, "search", "--rate", "5", "--ttft-ms", "1000", "--itl-ms", "60")[0] == 0
+    # The target is 2 s on a quiet machine (measured: ~0.2 s); loose here for a busy one.
+    assert time.perf_counter() - started < 10
+
+
+def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
+    stacks = {name: load_stack_settings(name) for name in STACKS}
+    slo = Slo(ttft_ms=1000, itl_ms=60)
+    rows = search(stacks, 5.0, slo)
+    meeting = [r for r in rows if r["replicas"]]
+    assert meeting and rows[0] is meeting[0]
+    assert rows[0]["usd_per_hour"] == min(r["usd_per_hour"] for r in meeting)
+    for r in meeting:
+        settings = stacks[r["stack"]]
+        assert r["usd_per_hour"] == pytest.approx(
+            r["replicas"] * settings.profile.price.usd_per_hour
+        )
+        # Enough replicas, and not one too many.
+        assert r["replicas"] * r["per_replica_requests_per_s"] >= 5.0
+        assert (r["replicas"] - 1) * r["per_replica_requests_per_s"] < 5.0
+        model, _ = model_for_settings(settings)
+        w = Workload(
+            settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
+        )
+        assert slo.met_by(model.at_rate(5.0 / r["replicas"], w))
+
+
+def test_an_slo_nothing_meets_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "search", "--rate", "1", "--itl-ms", "1", "--json")
+    assert code == 1
+    assert all(r["replicas"] is None for r in json.loads(out)["stacks"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rate", "nan", "--ttft-ms", "100"], "--rate must be a number in (0, 1e+06]"),
+        (["--rate", "inf", "--ttft-ms", "100"], "--rate must be a number"),
+        (["--rate", "-1", "--ttft-ms", "100"], "--rate must be a number"),
+        (["--rate", "1", "--ttft-ms", "0"], "--ttft-ms must be a number"),
+        (["--rate", "1", "--itl-ms", "nan"], "--itl-ms must be a number"),
+        (["--rate", "1"], "give at least one of --ttft-ms, --itl-ms, --e2e-ms"),
+        (["--rate", "1", "--e2e-ms", "9", "--prompt-tokens", "0"], "--prompt-tokens must be"),
+        (
+            ["--rate", "1", "--e2e-ms", "9", "--output-tokens", "99999999999"],
+            "--output-tokens must be",
+        ),
+    ],
+)
+def test_search_refuses_bad_input(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _out, err = run(capsys, "search", *argv)
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+# --- calibrate ----------------------------------------------------------------------------
+
+TRUTH = Coefficients(
+    bandwidth_efficiency=0.62,
+    decode_compute_efficiency=0.3,
+    step_overhead_s=0.003,
+    prefill_compute_efficiency=0.35,
+    prefill_overhead_s=0.04,
+)
+
+
+def _cells(model: StepModel) -> list[dict[str, Any]]:
+    """Cells as a sweep stores them, with figures the model with TRUTH gives (a perfect
+    engine): client per-step ITL, server TTFT and E2E, the client's in-flight count."""
+    out = []
+    for prompt in (128, 2048):
+        for c in (1, 2, 4, 6):
+            w = Workload(prompt, 64)
+            p = model.at_concurrency(c, w)
+            key = f"c{c}-p{prompt}-o64"
+            out.append(
+                {
+                    "id": key,
+                    "status": "ok",
+                    "concurrency": c,
+                    "prompt_tokens": prompt,
+                    "output_tokens": 64,
+                    "request_rate": None,
+                    "completed": 4 * c,
+                    "total_input_tokens": 4 * c * prompt,
+                    "mean_output_tokens": 64.0,
+                    "client_mean_itl_ms": p.step_s * 1000,
+                    "server_mean_ttft_ms": p.ttft_s * 1000,
+                    "server_mean_e2el_ms": p.e2e_s * 1000,
+                    "mean_e2el_ms": p.e2e_s * 1000 + 2.0,
+                    "mean_in_flight": float(c),
+                    "output_throughput": p.output_tokens_per_s * 0.9,
+                }
+            )
+    return out
+
+
+def _write_run(path: Path, cells: list[dict[str, Any]], model: str, hardware: str) -> Path:
+    grid = {
+        "concurrency": [1, 2, 4, 6],
+        "prompt_tokens": [128, 2048],
+        "output_tokens": [64],
+        "request_rates": [None],
+    }
+    meta = {"model": model, "url": "http://x", "label": "l4-run", "hardware": hardware}
+    store = RunStore.open(path, {**meta, "grid": grid}, resume=False)
+    for record in cells:
+        store.append_cell(record)
+    store.close()
+    return path
+
+
+def test_calibrate_fits_a_run_and_the_stack_then_uses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    truth = replace(prior, coefficients=TRUTH)
+    run_dir = _write_run(tmp_path / "run", _cells(truth), settings.model.model, "l4")
+    out = tmp_path / "calibrations"
+    code, _text, err = run(
+        capsys, "calibrate", str(run_dir), "-s", "l4", "--where", "test", "--out", str(out)
+    )
+    assert code == 0, err
+    (path,) = out.glob("*.json")
+    assert path.name == "l4--gemma-4-12B-it-qat-w4a16-ct--vllm-0.27.1.json"
+    calibration = load_calibration(path)
+    for name, value in TRUTH.as_dict().items():
+        assert getattr(calibration.coefficients, name) == pytest.approx(value, rel=0.05), name
+    assert calibration.provenance["run"] == "l4-run"
+    assert calibration.provenance["where"] == "test"
+    assert calibration.provenance["image"] == settings.image
+    assert calibration.provenance["synthetic"] is False
+    assert calibration.held_out_error["itl"] is not None
+    assert calibration.held_out_error["itl"] < 0.01
+    model, used = model_for_settings(settings, calibrations=out)
+    assert used is not None and model.coefficients == calibration.coefficients
+    assert "calibrated on l4-run" in model.basis
+    assert model.band == calibration.band < 0.5
+
+
+def test_a_synthetic_calibration_never_stands_in_for_a_real_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    run_dir = _write_run(
+        tmp_path / "run", _cells(replace(prior, coefficients=TRUTH)), settings.model.model, "l4"
+    )
+    out = tmp_path / "c"
+    args = ["calibrate", str(run_dir), "-s", "l4", "--synthetic", "--out", str(out)]
+    assert run(capsys, *args)[0] == 0
+    assert model_for_settings(settings, calibrations=out)[1] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model": "google/gemma-4-12B-it"}, "the run measured model 'google/gemma-4-12B-it'"),
+        ({"hardware": "tpu-v6e-1"}, "the run measured hardware 'tpu-v6e-1'"),
+        ({"cells": []}, "no measured closed-loop cell"),
+        ({"cells": "two"}, "at least 4 concurrency levels"),
+    ],
+)
+def test_calibrate_refuses_a_run_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], message: str
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    cells = _cells(replace(prior, coefficients=TRUTH))
+    if change.get("cells") == []:
+        cells = [{**c, "status": "failed"} for c in cells]
+    elif change.get("cells") == "two":
+        cells = [c for c in cells if c["concurrency"] in (1, 2)]
+    run_dir = _write_run(
+        tmp_path / "run",
+        cells,
+        change.get("model", settings.model.model),
+        change.get("hardware", "l4"),
+    )
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_calibrate_refuses_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "calibrate", str(tmp_path / "nope"), "-s", "l4")
+    assert code == 2 and "no such run folder" in err
+    code, _, err = run(capsys, "calibrate", str(tmp_path), "-s", "l4", "--where", "x" * 201)
+    assert code == 2 and "--where must be 1 to 200 characters" in err
+    code, _, err = run(capsys, "calibrate", str(tmp_path), "-s", "nostack")
+    assert code == 2 and "no stack file Pulumi.nostack.yaml" in err
+
+
+def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
+    from serving.calibration import CalibrationError
+
+    good: dict[str, Any] = {
+        "schema": 1,
+        "hardware": "l4",
+        "checkpoint": "c",
+        "vllm": "vllm 0.27.1",
+        "coefficients": Coefficients().as_dict(),
+        "held_out_error": {"itl": 0.1},
+        "provenance": {"run": "r"},
+    }
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({**good, "schema": 2}, "not a calibration"),
+        ({**good, "coefficients": {"bandwidth_efficiency": 0.5}}, "coefficients must have"),
+        (
+            {**good, "coefficients": {**good["coefficients"], "bandwidth_efficiency": -1}},
+            "bandwidth_efficiency must be in (0, 1.5]",
+        ),
+        ({**good, "held_out_error": {"p99": 0.1}}, "held_out_error keys"),
+        ({**good, "held_out_error": {"itl": math.inf}}, "held_out_error values"),
+        ({**good, "hardware": ""}, "short strings"),
+        ({**good, "provenance": []}, "provenance must be a mapping"),
+        ({**good, "mean_accepted_length": 0.5}, "mean_accepted_length must be a number in"),
+        ({**good, "mean_accepted_length": "2"}, "mean_accepted_length must be a number in"),
+    ]
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(good))
+    assert load_calibration(path).band == 0.1
+    for data, message in bad:
+        path.write_text(json.dumps(data))
+        with pytest.raises(CalibrationError, match=message.replace("(", r"\(").replace("]", r"\]")):
+            load_calibration(path)
+    path.write_text("{" * 300_000)
+    with pytest.raises(CalibrationError, match="larger than"):
+        load_calibration(path)
+
+
+def test_calibrate_refuses_a_run_that_is_not_physical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step times that would need the L4 to read its weights at 40x its bandwidth."""
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    cells = _cells(replace(prior, coefficients=TRUTH))
+    for c in cells:
+        c["client_mean_itl_ms"] /= 40
+    run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "l4")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 2 and "the fit is not physical" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_calibration_files_with_booleans_for_numbers_are_refused(tmp_path: Path) -> None:
+    from serving.calibration import CalibrationError
+
+    data = {
+        "schema": 1,
+        "hardware": "l4",
+        "checkpoint": "c",
+        "vllm": "v",
+        "coefficients": {**Coefficients().as_dict(), "bandwidth_efficiency": True},
+        "held_out_error": {},
+        "provenance": {},
+    }
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="coefficients must be numbers"):
+        load_calibration(path)
+    data["coefficients"] = Coefficients().as_dict()
+    data["held_out_error"] = {"itl": False}
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match="held_out_error values"):
+        load_calibration(path)
+
+
+def test_the_curve_is_for_the_request_shape_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "-s", "l4", "--json", "--prompt-tokens", "4096", "--output-tokens", "16"
+    )
+    long = json.loads(out)["performance"]
+    code2, out2, _ = run(capsys, "-s", "l4", "--json")
+    short = json.loads(out2)["performance"]
+    assert code == code2 == 0
+    assert (long["prompt_tokens"], long["output_tokens"]) == (4096, 16)
+    assert (short["prompt_tokens"], short["output_tokens"]) == (512, 128)  # the stack's defaults
+    assert long["curve"][0]["ttft_ms"] > 4 * short["curve"][0]["ttft_ms"]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "10000001"])
+def test_plan_refuses_a_bad_request_shape(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    code, _, err = run(capsys, "-s", "l4", "--output-tokens", value)
+    assert code == 2 and "--output-tokens must be in [1, 10000000]" in err
+
+
+def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from serving.perf import Speculation
+
+    settings = load_stack_settings("rtx6000")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    assert prior.speculation is not None and prior.speculation.mean_accepted_length == 1.875
+    truth = replace(prior, coefficients=TRUTH, speculation=Speculation(3, 2.6))
+    cells = [{**c, "spec_decode_acceptance_length": 2.6} for c in _cells(truth)]
+    run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "rtx-pro-6000")
+    out = tmp_path / "c"
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "rtx6000", "--out", str(out))
+    assert code == 0, err
+    (path,) = out.glob("*.json")
+    assert load_calibration(path).mean_accepted_length == pytest.approx(2.6)
+    model, _ = model_for_settings(settings, calibrations=out)
+    assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
+    for name, value in TRUTH.as_dict().items():
+        assert getattr(model.coefficients, name) == pytest.approx(value, rel=0.05), name
+
+
+def test_calibrate_says_when_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    run_dir = _write_run(
+        tmp_path / "run", _cells(replace(prior, coefficients=TRUTH)), settings.model.model, "l4"
+    )
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(blocker / "x"))
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
