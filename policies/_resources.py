@@ -16,6 +16,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
+from serving.checkpoints import Checkpoint
 from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.models import MODELS, ModelCard
 from serving.vllm_argv import AUTO_LENGTHS, human_int
@@ -241,7 +242,8 @@ def find_hardware(accelerator_name: str | None) -> HardwareProfile | None:
 
 
 def find_card(model_ref: str | None) -> ModelCard | None:
-    """The catalog card for a mounted folder (`/mnt/models/<folder>`) or a Hugging Face id."""
+    """The catalog card named by a repository id or a folder name (plans and reports; the
+    policies judge a served model by :attr:`VllmServer.checkpoint`)."""
     if not model_ref:
         return None
     ref = model_ref.rstrip("/")
@@ -267,6 +269,11 @@ class VllmServer:
     where: str
     #: Literal environment the command line sets (`env X=Y`, `docker run --env=X=Y`).
     env: dict[str, str] = field(default_factory=dict)
+    #: The checkpoint the served model resolves to (None: not one the stack produces; the
+    #: `vllm-server-readable` policy refuses it).
+    checkpoint: Checkpoint | None = None
+    #: The same for the speculative-decoding drafter, when one is named.
+    drafter_checkpoint: Checkpoint | None = None
 
     @property
     def model_ref(self) -> str | None:
@@ -275,7 +282,8 @@ class VllmServer:
 
     @property
     def card(self) -> ModelCard | None:
-        return find_card(self.model_ref)
+        """The catalogue card of the served checkpoint, known by its origin."""
+        return None if self.checkpoint is None else self.checkpoint.card
 
     @property
     def on_cloud_run_gpu(self) -> bool:
@@ -323,13 +331,6 @@ class VllmServer:
         if not isinstance(parsed, dict):
             return None, f"--speculative-config must be a JSON object, got {raw!r}"
         return parsed, None
-
-
-def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
-    """Every vLLM server a resource starts (the shared reader in `policies._server`)."""
-    from policies._server import vllm_servers as read
-
-    return read(resource_type, props)
 
 
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

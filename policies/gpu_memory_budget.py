@@ -15,7 +15,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_float
-from policies._resources import VllmServer, find_card, gib, vllm_servers
+from policies._resources import VllmServer, find_card, gib
+from policies._server import vllm_servers
 from serving.hardware import Platform
 from serving.memory import (
     DEFAULT_PROFILE,

@@ -9,7 +9,8 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._resources import CLOUD_RUN_WORKLOADS, containers, get, vllm_servers
+from policies._resources import CLOUD_RUN_WORKLOADS, containers, get
+from policies._server import vllm_servers
 from serving.settings import check_pinned_image
 
 

@@ -937,12 +937,10 @@ def _set_options(words: list[str]) -> None:
     i = 0
     while i < len(words):
         word = words[i]
-        if word in ("-o", "+o") and i + 1 < len(words):
-            i += 2
-            continue
         if not re.fullmatch(r"[-+][a-zA-Z]+", word):
             raise ReadError(f"`set {word}` changes the positional parameters")
-        i += 1
+        # `-o NAME` (also at the end of a cluster: `-euo pipefail`) names a long option.
+        i += 2 if word.endswith("o") and i + 1 < len(words) else 1
 
 
 def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -> list[Launch]:
