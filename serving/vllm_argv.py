@@ -783,8 +783,8 @@ _REFUSED_WORDS: dict[str, str] = {
 }  # fmt: skip
 #: Programs a script may run besides vLLM: they start no server and fetch no code.
 _HARMLESS = frozenset(
-    {"true", ":", "echo", "sleep", "wait", "mkdir", "nvidia-smi", "tee", "date", "nproc",
-     "df", "free", "ls", "sync", "cd"}
+    {"true", "false", ":", "test", "[", "echo", "sleep", "wait", "mkdir", "nvidia-smi", "tee",
+     "date", "nproc", "df", "free", "ls", "sync", "cd"}
 )  # fmt: skip
 #: `docker` subcommands that start nothing.
 _DOCKER_HARMLESS = frozenset({"pull", "inspect", "rm", "stop", "kill", "logs", "ps", "images"})
@@ -884,6 +884,8 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         head = texts[0]
         if head in _REFUSED_WORDS:
             raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
+        if any(_raw_text(w).startswith("IFS=") for w in command.words):
+            raise ReadError("an assignment to IFS changes how the shell splits words")
         if all(_ASSIGNMENT.match(_raw_text(w)) and w.parts[0].name is None for w in command.words):
             for word in command.words:
                 name, value = _assign(_raw_text(word), word, variables)
