@@ -128,7 +128,7 @@ def test_code_from_elsewhere_is_refused(script: str, named: str) -> None:
         (f'local M={BF16}\nvllm serve "$M"', "`local`"),
         (f"let N=131072\n{GOOD} --max-num-seqs=$N", "`let`"),
         (f'printf -v M %s {BF16}\nvllm serve "$M"', "printf -v"),
-        (f'read M < /tmp/m\nvllm serve "$M"', "`read`"),
+        ('read M < /tmp/m\nvllm serve "$M"', "`read`"),
         (f"mapfile -t A < /x\n{GOOD}", "`mapfile`"),
         (f'M={QAT}\nM+=-x\nvllm serve "$M"', "M+=-x"),
         (f"N=$((131072))\n{GOOD}", "arithmetic"),
