@@ -467,13 +467,25 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
             continue
         if token == "--":
             return args[1:]
-        if token == "-" or not token.startswith("-"):
+        if token == "-":  # GNU env: `-` is `-i`
+            env.clear()
+            args = args[1:]
+            continue
+        if not token.startswith("-"):
             return args
         args = args[1:]
         split: str | None = None
         if token.startswith("--"):
             name, eq, value = token.partition("=")
-            if len(name) >= 3 and "--split-string".startswith(name):
+            if len(name) >= 3 and "--ignore-environment".startswith(name):
+                env.clear()
+            elif len(name) >= 4 and "--unset".startswith(name):
+                if not eq:
+                    if not args:
+                        raise ReadError(f"env {token} without a name")
+                    value, args = args[0], args[1:]
+                env.pop(value, None)
+            elif len(name) >= 3 and "--split-string".startswith(name):
                 if not eq:
                     if not args:
                         raise ReadError(f"env {token} without a string")
@@ -483,6 +495,8 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
                 args = args[1:]
         else:
             for index, letter in enumerate(token[1:], start=2):
+                if letter == "i":
+                    env.clear()
                 if letter == "S" or letter in _ENV_VALUE_SHORT:
                     attached = token[index:]
                     if not attached:
@@ -491,6 +505,8 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
                         attached, args = args[0], args[1:]
                     if letter == "S":
                         split = attached
+                    elif letter == "u":
+                        env.pop(attached, None)
                     break
         if split is not None:
             args = [*_split_string(split, env), *args]
@@ -640,6 +656,14 @@ def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         if token == "--":
             i += 1
             break
+        if token in ("--login", "-l", "--rcfile", "--init-file", "-i") or (
+            re.fullmatch(r"-[a-zA-Z]*[li][a-zA-Z]*", token) and depth > 0
+        ):
+            if depth > 0:
+                raise ReadError(
+                    f"{args[0]} {token}: a login or interactive shell reads start-up files "
+                    "the reader cannot see"
+                )
         if token.startswith(("-", "+")) and len(token) > 1:
             if "c" in token[1:] and not token.startswith("--"):
                 if i + 1 >= len(args):
@@ -884,8 +908,13 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         head = texts[0]
         if head in _REFUSED_WORDS:
             raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
-        if any(_raw_text(w).startswith("IFS=") for w in command.words):
-            raise ReadError("an assignment to IFS changes how the shell splits words")
+        for word in command.words:
+            if _raw_text(word).startswith(("IFS=", "PATH=", "BASH_ENV=", "ENV=", "CDPATH=")):
+                name = _raw_text(word).partition("=")[0]
+                raise ReadError(
+                    f"an assignment to {name} changes how the shell splits words, finds "
+                    "programs or starts shells"
+                )
         if all(_ASSIGNMENT.match(_raw_text(w)) and w.parts[0].name is None for w in command.words):
             for word in command.words:
                 name, value = _assign(_raw_text(word), word, variables)

@@ -50,6 +50,9 @@ REFUSED_OTHER: dict[str, str] = {
     "PYTHONSTARTUP": "runs Python code",
     "PYTHONHOME": "runs another Python installation",
     "PYTHONUSERBASE": "imports Python code from other paths",
+    "PATH": "changes which program `vllm` is",
+    "BASH_ENV": "runs a file in every shell",
+    "ENV": "runs a file in every shell",
 }
 
 

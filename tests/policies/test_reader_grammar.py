@@ -375,3 +375,26 @@ def test_machines_without_accelerators_are_not_judged() -> None:
 def test_script_errors_name_the_construct() -> None:
     with pytest.raises(ReadError, match="`typeset`"):
         script_launches(f"typeset X=1\n{GOOD}")
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        (f"PATH=/tmp/evil:/usr/bin\n{GOOD}", "PATH"),
+        (f"export PATH=/tmp/evil\n{GOOD}", "PATH"),
+        (f"BASH_ENV=/tmp/x bash -c '{GOOD}'", "BASH_ENV"),
+        (f"echo 'export VLLM_PLUGINS=x' >> /etc/profile\nbash -lc '{GOOD}'", "login"),
+        (f"bash --login -c '{GOOD}'", "login"),
+        (f"bash -i -c '{GOOD}'", "interactive"),
+    ],
+)
+def test_what_changes_which_program_runs_is_refused(script: str, named: str) -> None:
+    assert named in refused(script)
+
+
+def test_env_dash_i_clears_what_the_inner_shell_sees() -> None:
+    # `env -i` empties the environment: $M is not the container's value any more.
+    for clear in ("env -i", "env -", "env --ignore-environment", "env -u M"):
+        assert "no value the reader knows" in refused(
+            f"{clear} sh -c 'vllm serve \"$M\"'", {"M": QAT}
+        )
