@@ -656,14 +656,14 @@ def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         if token == "--":
             i += 1
             break
-        if token in ("--login", "-l", "--rcfile", "--init-file", "-i") or (
-            re.fullmatch(r"-[a-zA-Z]*[li][a-zA-Z]*", token) and depth > 0
+        if depth > 0 and (
+            token in ("--login", "--rcfile", "--init-file")
+            or re.fullmatch(r"-[a-zA-Z]*[li][a-zA-Z]*", token)
         ):
-            if depth > 0:
-                raise ReadError(
-                    f"{args[0]} {token}: a login or interactive shell reads start-up files "
-                    "the reader cannot see"
-                )
+            raise ReadError(
+                f"{args[0]} {token}: a login or interactive shell reads start-up files "
+                "the reader cannot see"
+            )
         if token.startswith(("-", "+")) and len(token) > 1:
             if "c" in token[1:] and not token.startswith("--"):
                 if i + 1 >= len(args):
