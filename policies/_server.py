@@ -238,6 +238,11 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         gpu = is_gpu_service(resource_type, props)
         gcs = frozenset(
             str(get(v, "name")) for v in volumes(resource_type, props) if get(v, "gcs") is not None
+        ) | frozenset(
+            # Cloud Run v1: a Cloud Storage volume is a CSI volume of the gcsfuse driver.
+            str(get(v, "name"))
+            for v in items(get(props, "template", "spec", "volumes"))
+            if get(v, "csi", "driver") == "gcsfuse.run.googleapis.com"
         )
         return Workload(
             resource_type=resource_type,
@@ -420,7 +425,9 @@ def read_workload(workload: Workload) -> Reading:
             else:
                 launches = script_launches(script)
         except ReadError as exc:
-            reading.problems.append(f"{where}: {exc}")
+            # A machine without an accelerator may run any script, unless it starts vLLM.
+            if workload.runs_accelerator or mentions_vllm([script]):
+                reading.problems.append(f"{where}: {exc}")
             found = True
             continue
         found = found or bool(launches)

@@ -398,3 +398,35 @@ def test_env_dash_i_clears_what_the_inner_shell_sees() -> None:
         assert "no value the reader knows" in refused(
             f"{clear} sh -c 'vllm serve \"$M\"'", {"M": QAT}
         )
+
+
+def test_a_machine_without_accelerators_may_run_any_script_that_starts_no_vllm() -> None:
+    props = {"machineType": "e2-small", "metadataStartupScript": "curl -s https://x/y | bash\n"}
+    assert violations(vllm_server_readable, INSTANCE, props) == []
+    props["metadataStartupScript"] = f"curl -s https://x/y | bash\n{GOOD}\n"
+    assert violations(vllm_server_readable, INSTANCE, props)
+
+
+def test_cloud_run_v1_gcsfuse_volumes_hold_the_checkpoint() -> None:
+    props = {
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "image": "vllm/vllm-openai:v0.27.1",
+                        "commands": ["vllm", "serve"],
+                        "args": [QAT, "--max-model-len=8192"],
+                        "volumeMounts": [{"name": "models", "mountPath": "/mnt/models"}],
+                    }
+                ],
+                "volumes": [{"name": "models", "csi": {"driver": "gcsfuse.run.googleapis.com"}}],
+                "nodeSelector": {"run.googleapis.com/accelerator": "nvidia-l4"},
+            }
+        }
+    }
+    v1 = "gcp:cloudrun/service:Service"
+    assert violations(vllm_server_readable, v1, props) == []
+    (server,) = read_servers(v1, props).servers
+    assert server.card is not None and server.card.qat
+    props["template"]["spec"]["volumes"][0]["csi"]["driver"] = "other"
+    assert violations(vllm_server_readable, v1, props)
