@@ -29,6 +29,8 @@ class Checkpoint:
     origin: str
     #: The Hugging Face revision vLLM is given (None: a mounted folder, fixed by the job).
     revision: str | None = None
+    #: The mount path the folder is under (a model bucket checkpoint).
+    mount: str | None = None
 
 
 def _folders() -> dict[str, ModelCard]:
@@ -83,7 +85,7 @@ def resolve_checkpoint(
     parent, folder = "/" + "/".join(parts[:-1]), parts[-1]
     mounts = {m.rstrip("/") or "/" for m in mount_paths}
     if parent in mounts and folder in folders:
-        return Checkpoint(folders[folder], model, "model bucket"), None
+        return Checkpoint(folders[folder], model, "model bucket", mount=parent), None
     case = {f.lower(): f for f in folders}
     if parent in mounts and folder.lower() in case:
         return None, (

@@ -81,7 +81,7 @@ def test_levels_match_the_issue() -> None:
         "max-instances-cap",
         "tpu-run-duration-limit",
     }
-    assert len(MANDATORY) == 14
+    assert len(MANDATORY) == 15
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:
