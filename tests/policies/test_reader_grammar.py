@@ -408,7 +408,7 @@ def test_a_machine_without_accelerators_may_run_any_script_that_starts_no_vllm()
 
 
 def test_cloud_run_v1_gcsfuse_volumes_hold_the_checkpoint() -> None:
-    props = {
+    props: dict[str, Any] = {
         "template": {
             "spec": {
                 "containers": [
