@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
@@ -372,7 +372,7 @@ def read_workload(workload: Workload) -> Reading:
         mounts: tuple[tuple[str, str], ...],
         outer_env: Mapping[str, str | None],
     ) -> None:
-        parsed = parse_serve_args(launch.argv, launch.env)
+        parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
             reading.problems.append(f"{where}: {problem}")
         names = set(launch.env_names) | set(outer_env)
@@ -523,7 +523,7 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
     for launch in launches:
         # The container's own env is judged where it is declared (envs), not again here.
         own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
-        launch = Launch(launch.argv, own, launch.image, launch.env_names, launch.published)
+        launch = replace(launch, env=own)
         add(launch, spec.image, where, spec.volume_mounts, spec.env)
 
 

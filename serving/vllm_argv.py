@@ -191,7 +191,9 @@ def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
             original[key] = value
 
 
-def _preprocess(tokens: list[str]) -> tuple[list[str], dict[str, dict[str, Any]], list[str]]:
+def _preprocess(
+    tokens: list[str], serve: bool = True
+) -> tuple[list[str], dict[str, dict[str, Any]], list[str]]:
     """What vLLM 0.27.1's `FlexibleArgumentParser.parse_args` does before argparse runs:
     the first `--model`/`--model=` is moved to the front as the positional model (later
     ones stay options and lose to it); `_` becomes `-` in option names; `-O3` becomes
@@ -202,6 +204,8 @@ def _preprocess(tokens: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]
     model_index = next(
         (i for i, t in enumerate(tokens) if re.match(r"^--model(=.+|$)", t, re.S)), None
     )
+    if not serve:
+        model_index = None  # only `vllm serve ...` gets the --model move
     if model_index is not None:
         if tokens[model_index] == "--model":
             if model_index + 1 >= len(tokens):
@@ -211,7 +215,8 @@ def _preprocess(tokens: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]
             tag, rest = tokens[model_index].removeprefix("--model="), model_index + 1
         tokens = [tag, *tokens[:model_index], *tokens[rest:]]
     if (
-        tokens
+        serve
+        and tokens
         and tokens[0].startswith("-")
         and not any(re.match(r"^--config(=.+|$)", t) for t in tokens)
         and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", t) for t in tokens)
@@ -297,12 +302,19 @@ CODE_OPTIONS: dict[str, str] = {
 }
 
 
-def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> ServeArgs:
+def parse_serve_args(
+    argv: Sequence[str], env: dict[str, str] | None = None, *, entry: str = "serve"
+) -> ServeArgs:
     """Read `vllm serve` arguments (what follows `serve`) the way vLLM 0.27.1's parser does:
     its own preprocessing (:func:`_preprocess`), then argparse (unique abbreviations, the
     last value of a store option wins, append options accumulate, `None`/"" clear an
-    optional value)."""
-    tokens, dotted, problems = _preprocess(list(argv))
+    optional value).
+
+    `entry="api_server"` reads `python -m vllm.entrypoints.openai.api_server` arguments:
+    FlexibleArgumentParser moves `--model` only after `serve`, and only the `serve`
+    subcommand copies the positional model over `--model`, so there the last `--model` is
+    the model and a positional one is ignored."""
+    tokens, dotted, problems = _preprocess(list(argv), serve=entry == "serve")
     options: dict[str, Any] = {}
     positional: str | None = None
     i = 0
@@ -367,8 +379,17 @@ def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> 
         if name in options and options[name] not in (False, None):
             shown = options[name]
             problems.append(f"--{name} {shown!r}: it {why}, which the policies cannot judge")
-    model = positional
-    options.pop("model", None)  # after the first --model, a later one loses to it
+    if entry == "serve":
+        model = positional
+        options.pop("model", None)  # after the first --model, a later one loses to it
+    else:
+        given = options.pop("model", None)
+        model = given if isinstance(given, str) else None
+        if positional is not None:
+            problems.append(
+                f"a positional model {positional!r}, which the api_server entry point ignores "
+                "(it serves --model); give --model"
+            )
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
@@ -557,6 +578,9 @@ class Launch:
     env_names: frozenset[str] = frozenset()
     #: Host ports a `docker run` publishes (`-p 80:8000`), as written.
     published: tuple[str, ...] = ()
+    #: "serve" (`vllm serve`, `vllm.entrypoints.cli.main serve`) or "api_server"
+    #: (`python -m vllm.entrypoints.openai.api_server`), whose parsing differs.
+    entry: str = "serve"
 
 
 def _launch(argv: list[str], env: Mapping[str, str]) -> Launch:
@@ -626,7 +650,7 @@ def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
         module = args[i + 1]
         rest = args[i + 2 :]
         if module in OPENAI_MODULES:
-            return [_launch(rest, env)]
+            return [replace(_launch(rest, env), entry="api_server")]
         if module in CLI_MODULES:
             if rest and rest[0] == "serve":
                 return [_launch(rest[1:], env)]

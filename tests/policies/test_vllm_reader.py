@@ -659,3 +659,18 @@ def test_sizes_are_read_as_vllm_0_27_1_reads_them(text: str, parsed: int) -> Non
     from serving.vllm_argv import human_int
 
     assert human_int(text) == parsed
+
+
+def test_the_api_server_module_serves_its_last_model_option() -> None:
+    # vLLM 0.27.1: only `vllm serve` moves the first --model to the front, and only the serve
+    # subcommand copies the positional model over --model; api_server's __main__ does neither.
+    (launch,) = find_launches(
+        ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", QAT, "--model", BF16]
+    )
+    assert parse_serve_args(launch.argv, entry=launch.entry).model == BF16
+    (launch,) = find_launches(["python3", "-m", "vllm.entrypoints.openai.api_server", QAT])
+    args = parse_serve_args(launch.argv, entry=launch.entry)
+    assert args.model == DEFAULT_MODEL
+    assert any("ignores" in p for p in args.problems)
+    (launch,) = find_launches(["vllm", "serve", "--model", QAT, "--model", BF16])
+    assert parse_serve_args(launch.argv, entry=launch.entry).model == QAT
