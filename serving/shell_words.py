@@ -167,7 +167,6 @@ def lex(script: str) -> list[Command]:
 def _word(text: str, i: int, parts: list[Part]) -> int:
     """Read one word's parts from `i` into `parts`; the index after it."""
     n = len(text)
-    start_of_word = i
     while i < n:
         c = text[i]
         if c in " \t\n;&|()<>":
@@ -190,7 +189,8 @@ def _word(text: str, i: int, parts: list[Part]) -> int:
         elif c == "`":
             raise _refuse("command substitution with backquotes")
         else:
-            if c == "~" and i == start_of_word:
+            if c == "~":
+                # bash expands `~` at a word's start and after `=` or `:` in assignments.
                 raise _refuse("tilde expansion (~)")
             if c == "{" and re.match(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}", text[i:]):
                 raise _refuse("brace expansion ({a,b} or {1..3})")

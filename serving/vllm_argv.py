@@ -736,11 +736,19 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
             takes_value = name not in _DOCKER_FLAGS
         elif all(c in _DOCKER_SHORT_FLAGS for c in token[1:]):
             name, eq, value, takes_value = token, "", "", False
-        elif len(token) > 2:
-            # `-eNAME=value`, `-p8000:8000`: a short option with its value attached.
-            name, eq, value, takes_value = token[:2], "=", token[2:].removeprefix("="), True
+            if "P" in token:
+                name = "-P"
         else:
-            name, eq, value, takes_value = token, "", "", True
+            # A cluster of flags, then one option that takes a value: `-dp 80:8000`,
+            # `-itp80:8000`, `-eNAME=value` (the value attached or in the next word).
+            k = 1
+            while token[k] in _DOCKER_SHORT_FLAGS:
+                if token[k] == "P":
+                    raise ReadError(f"docker run {token} publishes every exposed port (-P)")
+                k += 1
+            name, takes_value = "-" + token[k], True
+            attached = token[k + 1 :].removeprefix("=")
+            eq, value = ("=", attached) if attached else ("", "")
         if takes_value and not eq:
             if i + 1 >= len(args):
                 raise ReadError(f"docker run {token} has no value")

@@ -430,3 +430,17 @@ def test_cloud_run_v1_gcsfuse_volumes_hold_the_checkpoint() -> None:
     assert server.card is not None and server.card.qat
     props["template"]["spec"]["volumes"][0]["csi"]["driver"] = "other"
     assert violations(vllm_server_readable, v1, props)
+
+
+@pytest.mark.parametrize(
+    "option", ["-dp 80:8000", "-dp80:8000", "-itdp 80:8000", "-dP", "-p=80:8000"]
+)
+def test_published_ports_in_flag_clusters_are_refused(option: str) -> None:
+    script = TPU_SCRIPT.replace("docker run -d ", f"docker run {option} ")
+    messages = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert messages and "publishes" in messages[0], messages
+
+
+@pytest.mark.parametrize("script", [f"M=~/m\n{GOOD}", f"P=/x:~/y\n{GOOD}", f"echo a~\n{GOOD}"])
+def test_every_unquoted_tilde_is_refused(script: str) -> None:
+    assert "tilde" in refused(script)
