@@ -244,12 +244,20 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             for v in items(get(props, "template", "spec", "volumes"))
             if get(v, "csi", "driver") == "gcsfuse.run.googleapis.com"
         )
+        specs = tuple(_cloud_run_containers(resource_type, props))
+        if gpu and len(specs) > 1 and not any(c.holds_accelerator for c in specs):
+            problems.append(
+                f"this GPU workload runs {len(specs)} containers and none declares the "
+                "nvidia.com/gpu limit, so which one holds the GPU is not known; set it on the "
+                "vLLM container"
+            )
         return Workload(
             resource_type=resource_type,
             accelerator=accelerator(resource_type, props),
-            containers=tuple(_cloud_run_containers(resource_type, props)),
+            containers=specs,
             runs_accelerator=gpu,
             gcs_volumes=gcs,
+            problems=tuple(problems),
         )
     if resource_type == TPU_QUEUED_RESOURCE:
         return Workload(

@@ -444,3 +444,10 @@ def test_published_ports_in_flag_clusters_are_refused(option: str) -> None:
 @pytest.mark.parametrize("script", [f"M=~/m\n{GOOD}", f"P=/x:~/y\n{GOOD}", f"echo a~\n{GOOD}"])
 def test_every_unquoted_tilde_is_refused(script: str) -> None:
     assert "tilde" in refused(script)
+
+
+def test_a_gpu_workload_must_say_which_container_holds_the_gpu() -> None:
+    props = service("l4")
+    del container(props)["resources"]["limits"]["nvidia.com/gpu"]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "none declares the nvidia.com/gpu limit" in message
