@@ -4,6 +4,9 @@ Props may be plain dicts and lists (tests, mocks) or pulumi-policy's read-only p
 engine), which are `Mapping`/`Sequence` but not `dict`/`list` and raise `UnknownValueError`
 for values that are unknown during preview. Numbers may arrive as floats (8080.0). Every
 helper here accepts all of those and treats an unknown value as absent.
+
+Import direction: the launch reader (`policies._server`) imports this module; this module
+imports nothing from it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from serving.checkpoints import Checkpoint
 from serving.hardware import HARDWARE, HardwareProfile, Platform
-from serving.models import MODELS, ModelCard
+from serving.models import ModelCard
 from serving.vllm_argv import AUTO_LENGTHS, human_int
 
 
@@ -238,21 +241,6 @@ def find_hardware(accelerator_name: str | None) -> HardwareProfile | None:
     for profile in HARDWARE.values():
         if accelerator_name in (profile.accelerator, profile.key):
             return profile
-    return None
-
-
-def find_card(model_ref: str | None) -> ModelCard | None:
-    """The catalog card named by a repository id or a folder name (plans and reports; the
-    policies judge a served model by :attr:`VllmServer.checkpoint`)."""
-    if not model_ref:
-        return None
-    ref = model_ref.rstrip("/")
-    if ref in MODELS:
-        return MODELS[ref]
-    folder = ref.rsplit("/", 1)[-1]
-    for card in MODELS.values():
-        if card.folder == folder:
-            return card
     return None
 
 

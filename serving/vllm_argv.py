@@ -1,27 +1,27 @@
-"""Read "the vLLM server this command starts" from any spelling of its command line.
+"""Read "the vLLM server this command starts" from a command line or a script, or refuse.
 
-Pure: no Pulumi import. The policy pack feeds it container commands and arguments and TPU
-startup scripts; it answers with the `vllm serve` options that will really be in effect, or
-says what it could not read. It understands:
+Pure: no Pulumi import. The policy pack feeds it container commands and arguments and
+startup scripts; it answers with the `vllm serve` launches that will really run, or raises
+ReadError naming what it cannot follow. What it accepts is stated in docs/reader-grammar.md:
 
-- `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
-  `python[3] -m vllm.entrypoints.cli.main serve ...`;
-- wrappers in front of those: `sh|bash|dash|zsh -c 'script'` (any option cluster holding `c`:
-  `-lc`, `-ec`, `-euxc`), `exec`, `env [-i] [-u NAME] [-S 'command line'] NAME=value ...`,
-  `NAME=value ...`, `nohup`, `time`, `command`, `nice`, `tini --`, `dumb-init`;
-- shell scripts: backslash continuations, `;`, `&&`, `||`, `|`, `&`, newlines, comments,
-  redirections, `if/then/do` keywords, `export NAME=value`;
-- `docker run [options] IMAGE [args]` with or without `--entrypoint` (and `podman run`);
-- every vLLM spelling of an option: `--x=v`, `--x v`, `--x_y`, `--no-x`, short aliases
-  (`-tp 2`, `-q fp8`, `-tp=2`), dotted JSON fields (`--speculative-config.method=mtp`),
-  a JSON object (`--speculative-config '{...}'`), boolean flags before the positional model,
-  the last occurrence winning, and `--config FILE` (a file the reader cannot see: reported).
+- programs: `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
+  `python[3] -m vllm.entrypoints.cli.main serve ...`, `docker|podman run IMAGE ...` (with or
+  without `--entrypoint`), behind wrappers (`exec`, `env`, `NAME=value`, `nohup`, `nice`,
+  `tini --`, `sudo`, `timeout`, ...) and `sh -c 'SCRIPT'`;
+- scripts, split by :mod:`serving.shell_words` (words keep their quoting): simple commands,
+  `;`, `&`, pipelines, `&&`/`||` between commands that start no server, redirections, literal
+  assignments, `export`/`readonly`/`unset`, `set` options, `exec`, `exit`, and a short list of
+  programs that start no server. Everything else (conditionals, loops, functions, command
+  substitution, value-changing builtins, unknown programs, unquoted expansions that split or
+  glob, code after `exec`) is refused by name.
 
-Which options exist, which take a value (and how many: `--served-model-name a b` takes both,
-as argparse's `nargs="+"` does), which are `--no-` negations and which short aliases exist is
-vLLM's own parser's knowledge, read from a snapshot of vLLM 0.27.1's `make_arg_parser`
-(`serving/data/vllm-0.27.1.json`). An option vLLM does not have, or an abbreviation that
-matches several, is reported instead of guessed.
+Arguments are read as vLLM 0.27.1's parser reads them (:func:`parse_serve_args`): which
+options exist, which take a value (and how many: `--served-model-name a b` takes both, as
+argparse's `nargs="+"` does), which are `--no-` negations, short aliases and append actions
+come from a snapshot of its `make_arg_parser` (`serving/data/vllm-0.27.1.json`), and its own
+preprocessing (the first `--model` moved to the front, dotted options merged and given last,
+`-O3`) is applied before. An option vLLM does not have, or an abbreviation that matches
+several, is reported instead of guessed.
 """
 
 from __future__ import annotations
