@@ -86,7 +86,8 @@ class ContainerSpec:
 
     name: str
     image: str | None
-    #: None when not given (the image's entrypoint runs); UNKNOWN_LIST when unknown.
+    #: None when not given (the image's entrypoint runs); see `unknown` for values unknown
+    #: at preview.
     command: list[str] | None
     args: list[str] | None
     #: name -> literal value, or None for a value the reader does not know (a secret).
@@ -488,9 +489,9 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
     args = spec.args or []
     known_vllm_image = spec.image is not None and is_vllm_image(spec.image)
     might_run_vllm = spec.holds_accelerator or known_vllm_image or mentions_vllm(commands + args)
-    if "command" in spec.unknown or "args" in spec.unknown:
+    if spec.unknown:
         if might_run_vllm:
-            what = "command" if "command" in spec.unknown else "args"
+            what = spec.unknown[0]
             reading.problems.append(
                 f"{where}: its {what} are not known (a value unknown at preview); the vLLM "
                 "options cannot be checked"
