@@ -349,8 +349,8 @@ def _references(tokens: list[str], spec: ContainerSpec) -> list[str]:
         if spec.variable_references == "refuse":
             raise ReadError(
                 f"{token!r} holds `$(...)`, which Cloud Run may expand from the container's "
-                "environment before the program sees it (the Cloud Run v2 API does not say "
-                "it leaves it alone); write the value itself"
+                "environment before the program sees it (the Cloud Run v2 API reference has "
+                "documented `$(NAME)` expansion); write the value itself"
             )
 
         def expand(match: re.Match[str], token: str = token) -> str:
@@ -365,6 +365,27 @@ def _references(tokens: list[str], spec: ContainerSpec) -> list[str]:
             return value
 
         out.append(_K8S_REFERENCE.sub(expand, token))
+    return out
+
+
+def _env_references(spec: ContainerSpec) -> dict[str, str | None]:
+    """Env values as the platform hands them to the program. Kubernetes expands `$(NAME)`
+    from the variables defined before; Cloud Run v2's API reference has said both that it
+    does and that it does not, so such a value is not known there."""
+    if spec.variable_references == "literal":
+        return dict(spec.env)
+    out: dict[str, str | None] = {}
+    for name, value in spec.env.items():
+        if value is None or ("$(" not in value and "$$" not in value):
+            out[name] = value
+        elif spec.variable_references == "refuse":
+            out[name] = None
+        else:
+            earlier = replace(spec, env=out)
+            try:
+                (out[name],) = _references([value], earlier)
+            except ReadError:
+                out[name] = None
     return out
 
 
@@ -497,6 +518,7 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
                 "options cannot be checked"
             )
         return
+    spec = replace(spec, env=_env_references(spec))
     try:
         argv = _references([*commands, *args], spec)
     except ReadError as exc:

@@ -451,3 +451,34 @@ def test_a_gpu_workload_must_say_which_container_holds_the_gpu() -> None:
     del container(props)["resources"]["limits"]["nvidia.com/gpu"]
     (message,) = violations(vllm_server_readable, SERVICE, props)
     assert "none declares the nvidia.com/gpu limit" in message
+
+
+def test_cloud_run_env_values_with_references_are_not_known() -> None:
+    # Cloud Run v2's API reference has documented `$(NAME)` expansion in env values: such a
+    # value is not known, so it cannot become vLLM's model.
+    props = shell_service('vllm serve "$M" --max-model-len=8192', {"B": QAT, "M": "$(B)"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "$M" in message and "no value the reader knows" in message
+
+
+def test_kubernetes_env_values_expand_from_earlier_variables() -> None:
+    spec = ContainerSpec(
+        name="vllm",
+        image="vllm/vllm-openai:v0.27.1",
+        command=["sh", "-c"],
+        args=['vllm serve "$M" --max-model-len=8192'],
+        env={"DIR": "/mnt/models", "M": "$(DIR)/gemma-4-12B-it-qat-w4a16-ct"},
+        holds_accelerator=True,
+        volume_mounts=(("models", "/mnt/models"),),
+        variable_references="expand",
+    )
+    workload = Workload(
+        resource_type="kubernetes:core/v1:Pod",
+        accelerator="nvidia-l4",
+        containers=(spec,),
+        runs_accelerator=True,
+        gcs_volumes=frozenset({"models"}),
+    )
+    reading = read_workload(workload)
+    assert reading.problems == []
+    assert reading.servers[0].model_ref == QAT
