@@ -890,6 +890,18 @@ def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
     return "".join(out)
 
 
+def _is_assignment(word: Word) -> bool:
+    """`NAME=...` as the shell sees one: the name and the `=` unquoted and literal."""
+    head = ""
+    for part in word.parts:
+        if part.name is not None or part.quoted:
+            return False
+        head += part.text
+        if "=" in head:
+            return bool(_ASSIGNMENT.match(head))
+    return False
+
+
 def _assign(text: str, word: Word, variables: _Vars) -> tuple[str, str]:
     """`NAME=value` (no word splitting or globbing in an assignment)."""
     name = text.partition("=")[0]
@@ -947,7 +959,7 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
                     f"an assignment to {name} changes how the shell splits words, finds "
                     "programs or starts shells"
                 )
-        if all(_ASSIGNMENT.match(_raw_text(w)) and w.parts[0].name is None for w in command.words):
+        if all(_is_assignment(w) for w in command.words):
             for word in command.words:
                 name, value = _assign(_raw_text(word), word, variables)
                 variables.values[name] = value
@@ -1010,13 +1022,16 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
     """The launches of one simple command of a script (prefix assignments applied)."""
     env = variables.environment()
     words = list(command.words)
-    while words and _ASSIGNMENT.match(_raw_text(words[0])) and words[0].parts[0].name is None:
+    while words and _is_assignment(words[0]):
         name, value = _assign(_raw_text(words[0]), words[0], variables)
         env[name] = value
         words = words[1:]
     if not words:
         return []
     loose = [_resolve(w, variables.values, strict=False) for w in words]
+    if _ASSIGNMENT.match(loose[0]):
+        # Quoted or escaped, `NAME=value` is no assignment: the shell runs a program so named.
+        raise ReadError(f"a program the reader does not know ({loose[0]!r}, a quoted assignment)")
     program = _strip_prefixes(list(loose), dict(env))
     head = _basename(program[0]) if program else ""
     if not program:

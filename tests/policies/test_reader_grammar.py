@@ -482,3 +482,9 @@ def test_kubernetes_env_values_expand_from_earlier_variables() -> None:
     reading = read_workload(workload)
     assert reading.problems == []
     assert reading.servers[0].model_ref == QAT
+
+
+@pytest.mark.parametrize("word", ['"M"=/x', "'M=/x'", "M\\=/x", '"M=/x"'])
+def test_a_quoted_assignment_is_a_command_not_an_assignment(word: str) -> None:
+    # The shell runs a program named `M=/x` (not found): M stays unset.
+    assert "a program the reader does not know" in refused(f'{word}\nvllm serve "$M"')
