@@ -174,7 +174,8 @@ def _word(text: str, i: int, parts: list[Part]) -> int:
         if c == "\\":
             if i + 1 >= n:
                 raise _refuse("a backslash at the end of the script")
-            parts.append(Part(text[i + 1], True))
+            if text[i + 1] != "\n":  # backslash-newline joins the lines
+                parts.append(Part(text[i + 1], True))
             i += 2
         elif c == "'":
             end = text.find("'", i + 1)

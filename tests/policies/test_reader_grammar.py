@@ -488,3 +488,12 @@ def test_kubernetes_env_values_expand_from_earlier_variables() -> None:
 def test_a_quoted_assignment_is_a_command_not_an_assignment(word: str) -> None:
     # The shell runs a program named `M=/x` (not found): M stays unset.
     assert "a program the reader does not know" in refused(f'{word}\nvllm serve "$M"')
+
+
+def test_a_backslash_newline_inside_a_word_joins_it() -> None:
+    props = shell_service(
+        "vllm serve /mnt/models/gemma-4-12B-it-qat-\\\nw4a16-ct --max-model-len=8192"
+    )
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.model_ref == QAT
