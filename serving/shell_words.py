@@ -161,6 +161,8 @@ def lex(script: str) -> list[Command]:
         in_word = True
         i = _word(text, i, parts)
     end_command("")
+    if commands and commands[-1].end in ("&&", "||", "|", "|&"):
+        raise _refuse(f"an operator {commands[-1].end!r} with no command after it")
     return commands
 
 

@@ -939,7 +939,21 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
     variables = _Vars(dict(env), set(env))
     found: list[Launch] = []
     ended: str | None = None
-    for command in commands:
+    # Each command's pipeline: whether that pipeline is an operand of && / || (so whether it
+    # runs depends on another command), and whether it has more than one command (so each
+    # runs in a subshell, where `exec` and `exit` end nothing but themselves).
+    in_list: list[bool] = []
+    in_pipe: list[bool] = []
+    start = 0
+    for index, command in enumerate(commands):
+        if command.end in ("|", "|&"):
+            continue
+        group = commands[start : index + 1]
+        listed = group[0].after in ("&&", "||") or command.end in ("&&", "||")
+        in_list += [listed] * len(group)
+        in_pipe += [len(group) > 1] * len(group)
+        start = index + 1
+    for index, command in enumerate(commands):
         shown = " ".join(_raw_text(w) for w in command.words)[:80]
         if ended is not None:
             raise ReadError(f"`{shown}` comes after {ended} and never runs")
@@ -970,12 +984,12 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         if head == "set":
             _set_options(texts[1:])
             continue
-        conditional = command.after in ("&&", "||") or command.end in ("&&", "||", "|", "|&")
+        conditional = in_list[index] or in_pipe[index]
         if head == "exit":
             ended = None if conditional else "`exit`"
             continue
         launches = _command(command, texts, variables, depth)
-        if launches and (command.after in ("&&", "||") or command.end in ("&&", "||")):
+        if launches and in_list[index]:
             raise ReadError(
                 f"`{shown}` is part of an && / || list: whether it runs depends on another "
                 "command; start vLLM on a line of its own"

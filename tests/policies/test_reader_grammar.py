@@ -497,3 +497,26 @@ def test_a_backslash_newline_inside_a_word_joins_it() -> None:
     assert violations(vllm_server_readable, SERVICE, props) == []
     (server,) = read_servers(SERVICE, props).servers
     assert server.model_ref == QAT
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"true || echo x | {GOOD}",
+        f"false && echo | {GOOD} | tee /tmp/log",
+        f"{GOOD} | tee /tmp/log || /bin/true",
+        f"false &&\n{GOOD}",
+    ],
+)
+def test_a_pipeline_in_an_and_or_list_is_conditional(script: str) -> None:
+    assert "&& / || list" in refused(script)
+
+
+@pytest.mark.parametrize("script", [f"{GOOD} |", f"{GOOD} &&", "echo ||"])
+def test_a_trailing_operator_is_refused(script: str) -> None:
+    assert "no command after it" in refused(script)
+
+
+def test_exec_or_exit_inside_a_pipeline_ends_only_its_subshell() -> None:
+    props = shell_service(f"echo x | exit 0\n{GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
