@@ -48,7 +48,6 @@ from serving.vllm_argv import (
     ReadError,
     find_launches,
     is_vllm_image,
-    looks_like_vllm_args,
     mentions_vllm,
     parse_serve_args,
     runs_non_serving_program,
@@ -525,12 +524,17 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
         if might_run_vllm:
             reading.problems.append(f"{where}: {exc}")
         return
-    # No command: the image's entrypoint runs. A vLLM image, or an image the reader does not
-    # know that is given vLLM's options, is read as `vllm serve`.
-    runs_vllm = not commands and (known_vllm_image or looks_like_vllm_args(args))
+    # No command: the image's entrypoint runs. Only an official vLLM image's is known.
+    runs_vllm = not commands and known_vllm_image
     literal = {k: (UNKNOWN if v is None else v) for k, v in spec.env.items()}
     try:
-        launches = find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
+        # Without a command, an image other than the official ones runs an entrypoint the
+        # reader does not know: its arguments are not a command line.
+        launches = (
+            find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
+            if commands or known_vllm_image
+            else []
+        )
     except ReadError as exc:
         if might_run_vllm:
             reading.problems.append(f"{where}: {exc}")
@@ -539,11 +543,13 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
         spec.holds_accelerator or (known_vllm_image and not runs_non_serving_program(argv))
     ):
         why = "holds the GPU" if spec.holds_accelerator else f"runs a vLLM image ({spec.image})"
-        if not commands and not args:
+        if not commands:
             shown = spec.image or "an image not known at preview"
             reading.problems.append(
                 f"{where} {why} and runs its image's own entrypoint ({shown}), which the "
-                "policies cannot see; give the command and arguments explicitly"
+                "policies cannot see (only the official vllm/vllm-openai and vllm/vllm-tpu "
+                "images are read without a command); give the command and arguments "
+                "explicitly"
             )
         else:
             reading.problems.append(

@@ -787,22 +787,39 @@ def _in_image(
 ) -> list[Launch]:
     if entrypoint is not None:
         return _launches([entrypoint, *rest], env, image_runs_vllm=False, depth=depth + 1)
-    known = is_vllm_image(image)
-    if known or looks_like_vllm_args(rest):
+    if is_vllm_image(image):
+        # Whether the official image's ENTRYPOINT is `vllm serve` (vllm-openai) or none
+        # (a command follows), the only server that can start is the one read here.
         if rest and _basename(rest[0]) in ("vllm", "python", "python3", *SHELLS):
             return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
-        return _launches(rest or [], env, image_runs_vllm=True, depth=depth + 1) or (
-            [_launch([], env)] if known else []
-        )
+        return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
     if mentions_vllm(rest):
-        return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
+        raise ReadError(
+            f"docker run {image}: what this image's own entrypoint does with its arguments is "
+            "not known (only the official vllm/vllm-openai and vllm/vllm-tpu images are read "
+            "without one); give --entrypoint"
+        )
     return []
 
 
+#: The official vLLM images (Docker Hub's `vllm` namespace), whose entrypoint is known.
+OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/vllm-tpu"})
+
+
 def is_vllm_image(image: str) -> bool:
-    """An image whose default entrypoint is vLLM's OpenAI server: the official images."""
-    repository = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return repository in ("vllm-openai", "vllm-tpu")
+    """An official vLLM image, named by its full reference (registry and namespace): a
+    repository elsewhere that is merely called `vllm-openai` is not one."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    first, sep, _ = name.partition("/")
+    if not sep or not ("." in first or ":" in first or first == "localhost"):
+        name = "docker.io/" + name
+    for prefix in ("index.docker.io/", "registry-1.docker.io/"):
+        if name.startswith(prefix):
+            name = "docker.io/" + name[len(prefix) :]
+    return name in OFFICIAL_VLLM_IMAGES
 
 
 def split_script(script: str) -> list[list[str]]:

@@ -298,7 +298,6 @@ def test_script_with_control_characters_is_unreadable() -> None:
         (["/bin/bash", "-lc"], [f"exec env X=1 vllm serve {shlex.join(serve_line())}"], None),
         (["vllm", "serve"], serve_line(), "us-docker.pkg.dev/p/r/inference@sha256:" + "a" * 64),
         (None, serve_line(), "vllm/vllm-openai:v0.27.1"),
-        (None, serve_line("--gpu-memory-utilization=0.9"), "ghcr.io/acme/server:1.2"),
         (["python3", "-m", "vllm.entrypoints.openai.api_server"], ["--model", BF16], None),
     ],
 )
@@ -674,3 +673,32 @@ def test_the_api_server_module_serves_its_last_model_option() -> None:
     assert any("ignores" in p for p in args.problems)
     (launch,) = find_launches(["vllm", "serve", "--model", QAT, "--model", BF16])
     assert parse_serve_args(launch.argv, entry=launch.entry).model == QAT
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ghcr.io/acme/server:1.2",
+        "ghcr.io/acme/vllm-openai:v0.27.1",  # named like the official image, elsewhere
+        "docker.io/someone/vllm-openai:v0.27.1",
+        "us-docker.pkg.dev/p/r/vllm-openai@sha256:" + "a" * 64,
+    ],
+)
+def test_an_image_whose_entrypoint_is_not_known_is_not_guessed(image: str) -> None:
+    # vLLM-looking arguments do not prove what an unknown image's entrypoint does with them.
+    props = l4_with(None, serve_line("--gpu-memory-utilization=0.9"), image)
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "runs its image's own entrypoint" in message and image in message
+    script = f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n"
+    with pytest.raises(ReadError, match="give --entrypoint"):
+        script_launches(script)
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["vllm/vllm-openai:v0.27.1", "docker.io/vllm/vllm-openai@sha256:" + "a" * 64,
+     "index.docker.io/vllm/vllm-tpu:v0.27.0"],
+)  # fmt: skip
+def test_official_images_are_known_by_their_full_reference(image: str) -> None:
+    (launch,) = script_launches(f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n")
+    assert launch.argv[0] == QAT
