@@ -1011,8 +1011,9 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
                 f"`{shown}` is part of an && / || list: whether it runs depends on another "
                 "command; start vLLM on a line of its own"
             )
-        if head == "exec" and not conditional and command.end != "&":
-            ended = f"`exec {texts[1] if len(texts) > 1 else ''}`"
+        if head == "exec" and len(texts) > 1 and not conditional and command.end != "&":
+            # `exec PROGRAM` replaces the shell; `exec 2>file` (no program) only redirects.
+            ended = f"`exec {texts[1]}`"
         found += launches
     return found
 

@@ -520,3 +520,8 @@ def test_a_trailing_operator_is_refused(script: str) -> None:
 def test_exec_or_exit_inside_a_pipeline_ends_only_its_subshell() -> None:
     props = shell_service(f"echo x | exit 0\n{GOOD}")
     assert violations(vllm_server_readable, SERVICE, props) == []
+
+
+def test_exec_without_a_program_only_redirects() -> None:
+    props = shell_service(f"exec 2>/tmp/err\n{GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
