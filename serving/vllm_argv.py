@@ -452,6 +452,14 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
                 args = args[1:]
                 if option == "--":
                     break
+                if head == "sudo" and (
+                    option in ("--login", "--shell")
+                    or re.fullmatch(r"-[A-Za-z]*[is][A-Za-z]*", option)
+                ):
+                    raise ReadError(
+                        f"sudo {option} runs the command through a shell that reads start-up "
+                        "files the reader cannot see"
+                    )
                 if option in takes_value and "=" not in option:
                     args = args[1:]
             args = args[positionals:]

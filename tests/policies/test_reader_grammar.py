@@ -525,3 +525,8 @@ def test_exec_or_exit_inside_a_pipeline_ends_only_its_subshell() -> None:
 def test_exec_without_a_program_only_redirects() -> None:
     props = shell_service(f"exec 2>/tmp/err\n{GOOD}")
     assert violations(vllm_server_readable, SERVICE, props) == []
+
+
+@pytest.mark.parametrize("option", ["-i", "-s", "--login", "-Ei"])
+def test_sudo_through_a_shell_is_refused(option: str) -> None:
+    assert "start-up" in refused(f"sudo {option} {GOOD}")
