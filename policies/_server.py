@@ -17,6 +17,7 @@ nothing in `_resources` imports this module.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping
@@ -117,6 +118,9 @@ class Workload:
     gcs_volumes: frozenset[str] = frozenset()
     #: Problems found while building the workload (unknown metadata, a script URL).
     problems: tuple[str, ...] = ()
+    #: The server may download its checkpoint from Hugging Face at boot (a catalogue
+    #: repository id is then a known checkpoint); False: only mounted bucket folders are.
+    serves_from_hub: bool = False
 
 
 @dataclass
@@ -289,6 +293,7 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         startup_scripts=tuple(scripts),
         runs_accelerator=runs_accelerator,
         problems=tuple(problems),
+        serves_from_hub=True,  # a machine's `docker run` downloads at boot (TPU nodes)
     )
 
 
@@ -412,7 +417,7 @@ def read_workload(workload: Workload) -> Reading:
             args.get("model"),
             args.get("revision"),
             {path for name, path in mounts if name in workload.gcs_volumes},
-            on_hub=workload.resource_type not in CLOUD_RUN_WORKLOADS,
+            on_hub=workload.serves_from_hub,
         )
         if why is not None:
             reading.problems.append(f"{where}: {why}")
@@ -423,7 +428,7 @@ def read_workload(workload: Workload) -> Reading:
                 drafter,
                 None,
                 {path for name, path in mounts if name in workload.gcs_volumes},
-                on_hub=workload.resource_type not in CLOUD_RUN_WORKLOADS,
+                on_hub=workload.serves_from_hub,
             )
             if why is not None:
                 reading.problems.append(f"{where}: the drafter: {why}")
@@ -488,8 +493,6 @@ def read_workload(workload: Workload) -> Reading:
 
 
 def _drafter(args: Mapping[str, Any]) -> str | None:
-    import json
-
     raw = args.get("speculative-config")
     spec: Any = raw
     if isinstance(raw, str):
