@@ -530,3 +530,16 @@ def test_exec_without_a_program_only_redirects() -> None:
 @pytest.mark.parametrize("option", ["-i", "-s", "--login", "-Ei"])
 def test_sudo_through_a_shell_is_refused(option: str) -> None:
     assert "start-up" in refused(f"sudo {option} {GOOD}")
+
+
+def test_the_reader_has_one_import_direction() -> None:
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "policies" / "_resources.py"
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "policies._server" not in imported
