@@ -4,6 +4,9 @@ Props may be plain dicts and lists (tests, mocks) or pulumi-policy's read-only p
 engine), which are `Mapping`/`Sequence` but not `dict`/`list` and raise `UnknownValueError`
 for values that are unknown during preview. Numbers may arrive as floats (8080.0). Every
 helper here accepts all of those and treats an unknown value as absent.
+
+Import direction: the launch reader (`policies._server`) imports this module; this module
+imports nothing from it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
+from serving.checkpoints import Checkpoint
 from serving.hardware import HARDWARE, HardwareProfile, Platform
-from serving.models import MODELS, ModelCard
+from serving.models import ModelCard
 from serving.vllm_argv import AUTO_LENGTHS, human_int
 
 
@@ -254,20 +258,6 @@ def find_hardware(accelerator_name: str | None) -> HardwareProfile | None:
     return None
 
 
-def find_card(model_ref: str | None) -> ModelCard | None:
-    """The catalog card for a mounted folder (`/mnt/models/<folder>`) or a Hugging Face id."""
-    if not model_ref:
-        return None
-    ref = model_ref.rstrip("/")
-    if ref in MODELS:
-        return MODELS[ref]
-    folder = ref.rsplit("/", 1)[-1]
-    for card in MODELS.values():
-        if card.folder == folder:
-            return card
-    return None
-
-
 @dataclass(frozen=True)
 class VllmServer:
     """A vLLM server declared by a resource: where it runs and the arguments it gets."""
@@ -281,6 +271,11 @@ class VllmServer:
     where: str
     #: Literal environment the command line sets (`env X=Y`, `docker run --env=X=Y`).
     env: dict[str, str] = field(default_factory=dict)
+    #: The checkpoint the served model resolves to (None: not one the stack produces; the
+    #: `vllm-server-readable` policy refuses it).
+    checkpoint: Checkpoint | None = None
+    #: The same for the speculative-decoding drafter, when one is named.
+    drafter_checkpoint: Checkpoint | None = None
 
     @property
     def model_ref(self) -> str | None:
@@ -289,7 +284,8 @@ class VllmServer:
 
     @property
     def card(self) -> ModelCard | None:
-        return find_card(self.model_ref)
+        """The catalogue card of the served checkpoint, known by its origin."""
+        return None if self.checkpoint is None else self.checkpoint.card
 
     @property
     def on_cloud_run_gpu(self) -> bool:
@@ -337,13 +333,6 @@ class VllmServer:
         if not isinstance(parsed, dict):
             return None, f"--speculative-config must be a JSON object, got {raw!r}"
         return parsed, None
-
-
-def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
-    """Every vLLM server a resource starts (the shared reader in `policies._server`)."""
-    from policies._server import vllm_servers as read
-
-    return read(resource_type, props)
 
 
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

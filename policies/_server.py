@@ -1,44 +1,127 @@
 """The vLLM servers a resource starts, read from every place a resource can start one.
 
-One reading for every policy: Cloud Run v2 services, jobs and worker pools, Cloud Run v1
-services (container command + args, or the image's own entrypoint), and startup scripts in
-instance/TPU metadata. The command lines are read by :mod:`serving.vllm_argv`; this module
-finds them in the resource's inputs and notes what it could not read (a value unknown at
-preview, a script it cannot split, a command it does not understand), which the mandatory
-`vllm-server-readable` policy reports.
+One entry point for every platform: :func:`read_workload` takes a :class:`Workload` (the
+containers a resource runs, each a :class:`ContainerSpec` with image, command, args, env,
+ports and volume mounts, and the startup scripts of its machines) and answers with the vLLM
+servers it starts and what could not be read. :func:`workload_of` turns each resource type the
+pack knows into a Workload: Cloud Run v2 services, jobs and worker pools, Cloud Run v1
+services, TPU VMs and queued resources, Compute Engine instances and instance templates.
+A platform added later (Kubernetes Pod templates) builds a Workload and calls
+:func:`read_workload`. The command lines are read by :mod:`serving.vllm_argv` under the
+grammar in docs/reader-grammar.md; every problem is reported by the mandatory
+`vllm-server-readable` policy.
+
+Import direction: this module imports :mod:`policies._resources` (prop readers, VllmServer);
+nothing in `_resources` imports this module.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._k8s import unreadable
+from policies import _k8s
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
+    V1_SERVICE,
     VllmServer,
     accelerator,
     containers,
     find_hardware,
     get,
+    is_gpu_service,
     is_list,
     items,
     read_field,
+    volumes,
 )
+from serving.checkpoints import Checkpoint, resolve_checkpoint
+from serving.monitoring import OPS_AGENT_REPO_SCRIPT
+from serving.tpu_startup import read_rendered_startup_script
 from serving.vllm_argv import (
+    UNKNOWN,
+    Launch,
     ReadError,
     find_launches,
     is_vllm_image,
-    looks_like_vllm_args,
     mentions_vllm,
     parse_serve_args,
     runs_non_serving_program,
     script_launches,
 )
+from serving.vllm_env import env_problems
+
+TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
+TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+#: Compute Engine resources that start machines (and so may hold GPUs or TPUs).
+COMPUTE_MACHINES = frozenset(
+    {
+        "gcp:compute/instance:Instance",
+        "gcp:compute/instanceTemplate:InstanceTemplate",
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
+        "gcp:compute/instanceFromMachineImage:InstanceFromMachineImage",
+    }
+)
+#: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
+ACCELERATOR_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4|ct\d+[a-z]*)-", re.I)
+#: Metadata keys that start code the reader cannot see.
+UNREADABLE_METADATA = {
+    "startup-script-url": "a script fetched from a URL at boot",
+    "user-data": "a cloud-init document",
+    "gce-container-declaration": "a container declaration read by the Container-Optimized OS agent",
+    "shutdown-script": "a script run at shutdown",
+    "shutdown-script-url": "a script fetched from a URL at shutdown",
+}
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container as any platform declares it."""
+
+    name: str
+    image: str | None
+    #: None when not given (the image's entrypoint runs); see `unknown` for values unknown
+    #: at preview.
+    command: list[str] | None
+    args: list[str] | None
+    #: name -> literal value, or None for a value the reader does not know (a secret).
+    env: dict[str, str | None]
+    #: The container is the one the accelerator is attached to.
+    holds_accelerator: bool
+    #: (volume name, mount path) pairs.
+    volume_mounts: tuple[tuple[str, str], ...] = ()
+    #: Parts of it unknown at preview ("command", "args", "env").
+    unknown: tuple[str, ...] = ()
+    #: How the platform treats `$(NAME)` in command and args: "expand" (Kubernetes),
+    #: "literal" (Cloud Run v1: documented as not supported), "refuse" (not documented).
+    variable_references: str = "refuse"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a resource runs, in the reader's terms."""
+
+    resource_type: str
+    accelerator: str | None
+    containers: tuple[ContainerSpec, ...] = ()
+    #: (where, script text) of the machines' startup scripts.
+    startup_scripts: tuple[tuple[str, str], ...] = ()
+    #: The resource runs accelerators (so an unseen server is refused).
+    runs_accelerator: bool = False
+    #: Volume name -> True when it is a Cloud Storage volume (the model bucket kind).
+    gcs_volumes: frozenset[str] = frozenset()
+    #: Problems found while building the workload (unknown metadata, a script URL).
+    problems: tuple[str, ...] = ()
+    #: The server may download its checkpoint from Hugging Face at boot (a catalogue
+    #: repository id is then a known checkpoint); False: only mounted bucket folders are.
+    serves_from_hub: bool = False
 
 
 @dataclass
@@ -49,12 +132,12 @@ class Reading:
     problems: list[str] = field(default_factory=list)
 
 
-def _strings_or_unknown(value: Any) -> tuple[list[str], bool]:
-    """Elements of a string list, and whether any part of it is unknown (preview)."""
+def _strings_or_unknown(value: Any) -> tuple[list[str] | None, bool]:
+    """Elements of a string list (None when absent), and whether any part is unknown."""
     if value is None:
-        return [], False
+        return None, False
     if not is_list(value):
-        return [], True
+        return None, True
     out: list[str] = []
     unknown = False
     for index in range(len(value)):
@@ -70,26 +153,262 @@ def _strings_or_unknown(value: Any) -> tuple[list[str], bool]:
     return out, unknown
 
 
-def _holds_gpu(container: Any, only_container_of_gpu_workload: bool) -> bool:
-    """The container the accelerator is attached to (an nvidia.com/gpu or google.com/tpu
-    limit, or the only one)."""
-    return (
-        bool(get(container, "resources", "limits", "nvidia.com/gpu"))
-        or bool(get(container, "resources", "limits", "google.com/tpu"))
-        or only_container_of_gpu_workload
+def _envs(container: Any) -> tuple[dict[str, str | None], bool]:
+    """A Cloud Run container's environment: literal values, None for secret references."""
+    found: dict[str, str | None] = {}
+    raw, unknown = read_field(container, "envs")
+    for env in items(raw):
+        name, name_unknown = read_field(env, "name")
+        value, value_unknown = read_field(env, "value")
+        if not isinstance(name, str):
+            unknown = unknown or name_unknown
+            continue
+        found[name] = value if isinstance(value, str) and not value_unknown else None
+    return found, unknown
+
+
+def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[ContainerSpec]:
+    all_containers = containers(resource_type, props)
+    gpu = is_gpu_service(resource_type, props)
+    specs: list[ContainerSpec] = []
+    for index, container in enumerate(all_containers):
+        name = get(container, "name") or f"#{index}"
+        raw_commands, commands_unknown = read_field(container, "commands")
+        if raw_commands is None and not commands_unknown:
+            raw_commands, commands_unknown = read_field(container, "command")  # v1
+        raw_args, args_unknown = read_field(container, "args")
+        commands, c_unknown = _strings_or_unknown(raw_commands)
+        args, a_unknown = _strings_or_unknown(raw_args)
+        image, _ = read_field(container, "image")
+        env, env_unknown = _envs(container)
+        unknown = tuple(
+            what
+            for what, flag in (
+                ("command", commands_unknown or c_unknown),
+                ("args", args_unknown or a_unknown),
+                ("env", env_unknown),
+            )
+            if flag
+        )
+        holds = bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
+            gpu and len(all_containers) == 1
+        )
+        mounts = tuple(
+            (str(get(m, "name")), str(get(m, "mountPath")))
+            for m in items(get(container, "volumeMounts"))
+            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
+        )
+        specs.append(
+            ContainerSpec(
+                name=str(name),
+                image=image if isinstance(image, str) else None,
+                command=commands,
+                args=args,
+                env=env,
+                holds_accelerator=holds,
+                volume_mounts=mounts,
+                unknown=unknown,
+                variable_references="literal" if resource_type == V1_SERVICE else "refuse",
+            )
+        )
+    return specs
+
+
+def _guest_accelerators(props: Mapping[str, Any]) -> list[str]:
+    found = []
+    for accel in items(get(props, "guestAccelerators")):
+        kind = get(accel, "type")
+        count = get(accel, "count")
+        if count not in (0, 0.0, "0"):
+            found.append(str(kind or "an accelerator"))
+    return found
+
+
+def _machine_accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    """The accelerator a Compute Engine machine runs (guest accelerators or the machine
+    family), or None."""
+    guests = _guest_accelerators(props)
+    if guests:
+        return guests[0]
+    machine = get(props, "machineType")
+    if isinstance(machine, str) and ACCELERATOR_MACHINE.match(machine.rsplit("/", 1)[-1]):
+        return machine.rsplit("/", 1)[-1]
+    return None
+
+
+#: Kubernetes' CSI driver for Cloud Storage volumes (GKE's Cloud Storage FUSE CSI driver).
+GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+
+
+def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> list[ContainerSpec]:
+    """A Pod template's containers as the reader takes them: `$(NAME)` in command, args and
+    env expanded as the kubelet expands them (``variable_references="expand"``)."""
+    specs: list[ContainerSpec] = []
+    for index, container in enumerate(raw_containers):
+        name = get(container, "name") or f"#{index}"
+        raw_commands, commands_unknown = read_field(container, "command")
+        raw_args, args_unknown = read_field(container, "args")
+        commands, c_unknown = _strings_or_unknown(raw_commands)
+        args, a_unknown = _strings_or_unknown(raw_args)
+        image, _ = read_field(container, "image")
+        env = _k8s.container_env(container)
+        _, env_unknown = read_field(container, "env")
+        env_from, _ = read_field(container, "envFrom")
+        unknown = tuple(
+            what
+            for what, flag in (
+                ("command", commands_unknown or c_unknown),
+                ("args", args_unknown or a_unknown),
+                # envFrom brings in variables whose names the reader cannot see.
+                ("env", env_unknown or bool(items(env_from))),
+            )
+            if flag
+        )
+        limits = get(container, "resources", "limits")
+        holds = bool(get(limits, _k8s.GPU_RESOURCE)) or bool(get(limits, _k8s.TPU_RESOURCE))
+        mounts = tuple(
+            (str(get(m, "name")), str(get(m, "mountPath")))
+            for m in items(get(container, "volumeMounts"))
+            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
+        )
+        specs.append(
+            ContainerSpec(
+                name=str(name),
+                image=image if isinstance(image, str) else None,
+                command=commands,
+                args=args,
+                env=env,
+                holds_accelerator=holds or (pod_accelerated and len(raw_containers) == 1),
+                volume_mounts=mounts,
+                unknown=unknown,
+                variable_references="expand",
+            )
+        )
+    return specs
+
+
+def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Workload:
+    """A Kubernetes object: the Pod template of a workload kind, read like any container;
+    any other kind that holds containers fails closed (`_k8s.unreadable`)."""
+    problems = list(_k8s.unreadable(resource_type, props))
+    spec = _k8s.pod_spec(resource_type, props)
+    if spec is None:
+        return Workload(resource_type=resource_type, accelerator=None, problems=tuple(problems))
+    raw: list[Any] = []
+    for key in ("initContainers", "containers"):
+        value, _ = read_field(spec, key)
+        raw += [c for c in items(value) if isinstance(c, Mapping)]
+    pod_accelerator = _k8s.accelerator(resource_type, props)
+    specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None))
+    runs_accelerator = pod_accelerator is not None or any(c.holds_accelerator for c in specs)
+    gcs = frozenset(
+        str(get(v, "name"))
+        for v in _k8s.volumes(resource_type, props)
+        if get(v, "csi", "driver") == GKE_GCSFUSE_DRIVER
+    )
+    return Workload(
+        resource_type=resource_type,
+        accelerator=pod_accelerator,
+        containers=specs,
+        runs_accelerator=runs_accelerator,
+        gcs_volumes=gcs,
+        problems=tuple(problems),
     )
 
 
-def _literal_envs(container: Any) -> dict[str, str]:
-    """The container's environment variables with literal values (a shell expands them)."""
-    found: dict[str, str] = {}
-    raw, _ = read_field(container, "envs")
-    for env in items(raw):
-        name, _ = read_field(env, "name")
-        value, _ = read_field(env, "value")
-        if isinstance(name, str) and isinstance(value, str):
-            found[name] = value
-    return found
+def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
+    """The Workload of any resource (an empty one for resources that run nothing)."""
+    problems: list[str] = []
+    if _k8s.is_kubernetes(resource_type):
+        return _kubernetes_workload(resource_type, props)
+    if resource_type in CLOUD_RUN_WORKLOADS:
+        gpu = is_gpu_service(resource_type, props)
+        gcs = frozenset(
+            str(get(v, "name")) for v in volumes(resource_type, props) if get(v, "gcs") is not None
+        ) | frozenset(
+            # Cloud Run v1: a Cloud Storage volume is a CSI volume of the gcsfuse driver.
+            str(get(v, "name"))
+            for v in items(get(props, "template", "spec", "volumes"))
+            if get(v, "csi", "driver") == "gcsfuse.run.googleapis.com"
+        )
+        specs = tuple(_cloud_run_containers(resource_type, props))
+        if gpu and len(specs) > 1 and not any(c.holds_accelerator for c in specs):
+            problems.append(
+                f"this GPU workload runs {len(specs)} containers and none declares the "
+                "nvidia.com/gpu limit, so which one holds the GPU is not known; set it on the "
+                "vLLM container"
+            )
+        return Workload(
+            resource_type=resource_type,
+            accelerator=accelerator(resource_type, props),
+            containers=specs,
+            runs_accelerator=gpu,
+            gcs_volumes=gcs,
+            problems=tuple(problems),
+        )
+    if resource_type == TPU_QUEUED_RESOURCE:
+        return Workload(
+            resource_type=resource_type,
+            accelerator=accelerator(resource_type, props) or "TPU",
+            runs_accelerator=True,
+            problems=(
+                "pulumi-gcp's V2QueuedResource cannot carry a startup script (its node spec "
+                "has no metadata), so the vLLM server its TPU nodes run is started where the "
+                "policies cannot see it; declare the nodes with the project's TPU component, "
+                "whose startup script is read",
+            ),
+        )
+    machine_accelerator: str | None = None
+    runs_accelerator = False
+    if resource_type in COMPUTE_MACHINES:
+        machine_accelerator = _machine_accelerator(resource_type, props)
+        runs_accelerator = machine_accelerator is not None
+    elif resource_type == TPU_VM:
+        machine_accelerator = accelerator(resource_type, props) or "TPU"
+        runs_accelerator = True
+    else:
+        machine_accelerator = accelerator(resource_type, props)
+        runs_accelerator = machine_accelerator is not None
+    scripts = _startup_scripts(props, problems, runs_accelerator)
+    return Workload(
+        resource_type=resource_type,
+        accelerator=machine_accelerator,
+        startup_scripts=tuple(scripts),
+        runs_accelerator=runs_accelerator,
+        problems=tuple(problems),
+        serves_from_hub=True,  # a machine's `docker run` downloads at boot (TPU nodes)
+    )
+
+
+def _startup_scripts(
+    props: Mapping[str, Any], problems: list[str], runs_accelerator: bool
+) -> list[tuple[str, str]]:
+    scripts: list[tuple[str, str]] = []
+    metadata, unknown = read_field(props, "metadata")
+    if unknown:
+        problems.append("metadata is not known (a value unknown at preview)")
+    for key in list(metadata) if isinstance(metadata, Mapping) else []:
+        name = str(key)
+        value, value_unknown = read_field(metadata, name)
+        if name in ("startup-script", "startup_script"):
+            if isinstance(value, str):
+                scripts.append((f"metadata.{name}", value))
+            elif value_unknown:
+                problems.append(
+                    f"metadata.{name} is not known (a value unknown at preview); the vLLM "
+                    "options cannot be checked"
+                )
+        elif name in UNREADABLE_METADATA and runs_accelerator:
+            problems.append(
+                f"metadata.{name} is {UNREADABLE_METADATA[name]}, which the policies cannot "
+                "see into; put the commands in metadata.startup-script"
+            )
+    direct, direct_unknown = read_field(props, "metadataStartupScript")
+    if isinstance(direct, str):
+        scripts.append(("metadataStartupScript", direct))
+    elif direct_unknown:
+        problems.append("metadataStartupScript is not known (a value unknown at preview)")
+    return scripts
 
 
 def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServer]:
@@ -98,129 +417,244 @@ def vllm_servers(resource_type: str, props: Mapping[str, Any]) -> list[VllmServe
 
 
 def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
-    gpu = accelerator(resource_type, props)
-    hardware = find_hardware(gpu)
-    reading = Reading()
+    """The servers a resource starts (:func:`workload_of`, then :func:`read_workload`)."""
+    return read_workload(workload_of(resource_type, props))
 
-    def add(argv: list[str], env: dict[str, str], image: str | None, where: str) -> None:
-        parsed = parse_serve_args(argv, env)
+
+_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _references(tokens: list[str], spec: ContainerSpec) -> list[str]:
+    """`$(NAME)` in command and args, as the platform treats them."""
+    if spec.variable_references == "literal":
+        return tokens
+    out = []
+    for token in tokens:
+        if "$(" not in token and "$$" not in token:
+            out.append(token)
+            continue
+        if spec.variable_references == "refuse":
+            raise ReadError(
+                f"{token!r} holds `$(...)`, which Cloud Run may expand from the container's "
+                "environment before the program sees it (the Cloud Run v2 API reference has "
+                "documented `$(NAME)` expansion); write the value itself"
+            )
+
+        def expand(match: re.Match[str], token: str = token) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name = match.group(1)
+            if name not in spec.env:
+                # The kubelet leaves an unresolvable reference as written, but it also expands
+                # the Service variables it injects: which one applies is not known here.
+                raise ReadError(
+                    f"{token!r} refers to $({name}), which the container does not declare, so "
+                    "its value is not known (a Service variable, or the text as written)"
+                )
+            value = spec.env[name]
+            if value is None:
+                raise ReadError(f"{token!r} refers to $({name}), whose value is not known")
+            return value
+
+        out.append(_K8S_REFERENCE.sub(expand, token))
+    return out
+
+
+def _env_references(spec: ContainerSpec) -> dict[str, str | None]:
+    """Env values as the platform hands them to the program. Kubernetes expands `$(NAME)`
+    from the variables defined before; Cloud Run v2's API reference has said both that it
+    does and that it does not, so such a value is not known there."""
+    if spec.variable_references == "literal":
+        return dict(spec.env)
+    out: dict[str, str | None] = {}
+    for name, value in spec.env.items():
+        if value is None or ("$(" not in value and "$$" not in value):
+            out[name] = value
+        elif spec.variable_references == "refuse":
+            out[name] = None
+        else:
+            earlier = replace(spec, env=out)
+            try:
+                (out[name],) = _references([value], earlier)
+            except ReadError:
+                out[name] = None
+    return out
+
+
+def read_workload(workload: Workload) -> Reading:
+    """Every vLLM server a workload starts, with the options in effect, and what could not
+    be read (the single entry point for every platform)."""
+    reading = Reading(problems=list(workload.problems))
+    hardware = find_hardware(workload.accelerator)
+
+    def add(
+        launch: Launch,
+        image: str | None,
+        where: str,
+        mounts: tuple[tuple[str, str], ...],
+        outer_env: Mapping[str, str | None],
+    ) -> None:
+        parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
             reading.problems.append(f"{where}: {problem}")
+        names = set(launch.env_names) | set(outer_env)
+        for problem in env_problems(names):
+            reading.problems.append(f"{where}: {problem}")
+        args = parsed.as_dict()
+        checkpoint, why = resolve_checkpoint(
+            args.get("model"),
+            args.get("revision"),
+            {path for name, path in mounts if name in workload.gcs_volumes},
+            on_hub=workload.serves_from_hub,
+        )
+        if why is not None:
+            reading.problems.append(f"{where}: {why}")
+        drafter = _drafter(args)
+        drafter_checkpoint: Checkpoint | None = None
+        if drafter is not None:
+            drafter_checkpoint, why = resolve_checkpoint(
+                drafter,
+                None,
+                {path for name, path in mounts if name in workload.gcs_volumes},
+                on_hub=workload.serves_from_hub,
+            )
+            if why is not None:
+                reading.problems.append(f"{where}: the drafter: {why}")
         reading.servers.append(
             VllmServer(
-                resource_type=resource_type,
-                args=parsed.as_dict(),
-                accelerator=gpu,
+                resource_type=workload.resource_type,
+                args=args,
+                accelerator=workload.accelerator,
                 hardware=hardware,
                 image=image,
                 where=where,
                 env=parsed.env,
+                checkpoint=checkpoint,
+                drafter_checkpoint=drafter_checkpoint,
             )
         )
 
-    reading.problems += unreadable(resource_type, props)
-    all_containers = containers(resource_type, props)
-    for index, container in enumerate(all_containers):
-        name = get(container, "name") or f"#{index}"
-        where = f"container {name!r}"
-        raw_commands, commands_unknown = read_field(container, "commands")
-        raw_args, args_unknown = read_field(container, "args")
-        commands, c_unknown = _strings_or_unknown(raw_commands)
-        args, a_unknown = _strings_or_unknown(raw_args)
-        image_value, _ = read_field(container, "image")
-        image = image_value if isinstance(image_value, str) else None
-        holds_gpu = _holds_gpu(container, gpu is not None and len(all_containers) == 1)
-        known_vllm_image = image is not None and is_vllm_image(image)
-        might_run_vllm = holds_gpu or known_vllm_image or mentions_vllm(commands + args)
-        if commands_unknown or c_unknown or args_unknown or a_unknown:
-            if might_run_vllm:
-                what = "command" if commands_unknown or c_unknown else "args"
-                reading.problems.append(
-                    f"{where}: its {what} are not known (a value unknown at "
-                    "preview); the vLLM options cannot be checked"
-                )
-            continue
-        argv = [*commands, *args]
-        # No command: the image's entrypoint runs. A vLLM image, or an image the reader does
-        # not know that is given vLLM's options, is read as `vllm serve`.
-        runs_vllm = not commands and (
-            (image is not None and is_vllm_image(image)) or looks_like_vllm_args(args)
-        )
-        try:
-            container_env = _literal_envs(container)
-            launches = find_launches(argv, image_runs_vllm=runs_vllm, env=container_env)
-        except ReadError as exc:
-            reading.problems.append(f"{where}: {exc}")
-            continue
-        if not launches and (
-            holds_gpu or (known_vllm_image and not runs_non_serving_program(argv))
-        ):
-            # A GPU container, or one in a vLLM image (other than a model download with
-            # `hf`), that starts no vLLM server the reader can see: its server, if any, is
-            # started where the policies cannot look.
-            why = "holds the GPU" if holds_gpu else f"runs a vLLM image ({image})"
-            if not commands and not args:
-                shown = image or "an image not known at preview"
-                reading.problems.append(
-                    f"{where} {why} and runs its image's own entrypoint ({shown}), which "
-                    "the policies cannot see; give the command and arguments explicitly"
-                )
-            else:
-                reading.problems.append(
-                    f"{where} {why} but no vLLM server was found in its command "
-                    f"{shlex.join(argv)!r} (a script or program the policies cannot see "
-                    "into); give the `vllm serve` command and arguments explicitly"
-                )
-        for launch in launches:
-            # The container's own env is judged where it is declared (envs), not again here.
-            own = {k: v for k, v in launch.env.items() if container_env.get(k) != v}
-            add(launch.argv, own, image, where)
-    scripts = startup_scripts(props, reading)
+    for spec in workload.containers:
+        _read_container(spec, workload, reading, add)
     found = False
-    for key, script in scripts:
+    for key, script in workload.startup_scripts:
         where = f"startup script ({key})"
         try:
-            launches = script_launches(script)
+            rendered = read_rendered_startup_script(script, OPS_AGENT_REPO_SCRIPT)
+            if rendered is not None:
+                variables = {k: UNKNOWN if v is None else v for k, v in rendered.variables.items()}
+                launches = script_launches(rendered.docker_run, variables)
+            else:
+                launches = script_launches(script)
         except ReadError as exc:
-            reading.problems.append(f"{where}: {exc}")
+            # A machine without an accelerator may run any script, unless it starts vLLM.
+            if workload.runs_accelerator or mentions_vllm([script]):
+                reading.problems.append(f"{where}: {exc}")
             found = True
             continue
         found = found or bool(launches)
         for launch in launches:
-            add(launch.argv, launch.env, launch.image, where)
-    if scripts and not found and gpu is not None and resource_type not in CLOUD_RUN_WORKLOADS:
-        # An accelerator VM whose startup script starts no vLLM server the reader can see
-        # (`bash /opt/start.sh`): its server, if any, is started where the policies cannot look.
+            add(launch, launch.image, where, (), {})
+    if (
+        workload.startup_scripts
+        and not found
+        and workload.runs_accelerator
+        and workload.resource_type not in CLOUD_RUN_WORKLOADS
+    ):
         reading.problems.append(
-            f"the startup script of this {gpu} node starts no vLLM server the policies can "
-            "see (a script file or program they cannot look into); give the `vllm serve` "
-            "(or `docker run`) command in the script itself"
+            f"the startup script of this {workload.accelerator} machine starts no vLLM server "
+            "the policies can see (a script file or program they cannot look into); give the "
+            "`vllm serve` (or `docker run`) command in the script itself"
+        )
+    elif (
+        workload.runs_accelerator
+        and not workload.containers
+        and not workload.startup_scripts
+        and not workload.problems
+    ):
+        reading.problems.append(
+            f"this resource runs {workload.accelerator} but declares no startup script or "
+            "container the policies can read, so the server it runs (if any) is started where "
+            "they cannot see it"
         )
     return reading
 
 
-def startup_scripts(
-    props: Mapping[str, Any], reading: Reading | None = None
-) -> list[tuple[str, str]]:
-    """Startup scripts in instance/TPU metadata (an unknown one is noted in `reading`)."""
-    scripts: list[tuple[str, str]] = []
-    metadata, unknown = read_field(props, "metadata")
-    if unknown and reading is not None:
-        reading.problems.append("metadata is not known (a value unknown at preview)")
-    for key in list(metadata) if isinstance(metadata, Mapping) else []:
-        if str(key) not in ("startup-script", "startup_script"):
-            continue
-        value, value_unknown = read_field(metadata, str(key))
-        if isinstance(value, str):
-            scripts.append((f"metadata.{key}", value))
-        elif value_unknown and reading is not None:
+def _drafter(args: Mapping[str, Any]) -> str | None:
+    raw = args.get("speculative-config")
+    spec: Any = raw
+    if isinstance(raw, str):
+        try:
+            spec = json.loads(raw)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(spec, Mapping):
+        model = spec.get("model")
+        return model if isinstance(model, str) else None
+    return None
+
+
+def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, add: Any) -> None:
+    where = f"container {spec.name!r}"
+    commands = spec.command or []
+    args = spec.args or []
+    known_vllm_image = spec.image is not None and is_vllm_image(spec.image)
+    might_run_vllm = spec.holds_accelerator or known_vllm_image or mentions_vllm(commands + args)
+    if spec.unknown:
+        if might_run_vllm:
+            what = spec.unknown[0]
             reading.problems.append(
-                f"metadata.{key} is not known (a value unknown at preview); the vLLM options "
-                "cannot be checked"
+                f"{where}: its {what} are not known (a value unknown at preview); the vLLM "
+                "options cannot be checked"
             )
-    direct, direct_unknown = read_field(props, "metadataStartupScript")
-    if isinstance(direct, str):
-        scripts.append(("metadataStartupScript", direct))
-    elif direct_unknown and reading is not None:
-        reading.problems.append("metadataStartupScript is not known (a value unknown at preview)")
-    return scripts
+        return
+    spec = replace(spec, env=_env_references(spec))
+    try:
+        argv = _references([*commands, *args], spec)
+    except ReadError as exc:
+        if might_run_vllm:
+            reading.problems.append(f"{where}: {exc}")
+        return
+    # No command: the image's entrypoint runs. Only an official vLLM image's is known.
+    runs_vllm = not commands and known_vllm_image
+    literal = {k: (UNKNOWN if v is None else v) for k, v in spec.env.items()}
+    try:
+        # Without a command, an image other than the official ones runs an entrypoint the
+        # reader does not know: its arguments are not a command line.
+        launches = (
+            find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
+            if commands or known_vllm_image
+            else []
+        )
+    except ReadError as exc:
+        if might_run_vllm:
+            reading.problems.append(f"{where}: {exc}")
+        return
+    if not launches and (
+        spec.holds_accelerator or (known_vllm_image and not runs_non_serving_program(argv))
+    ):
+        why = "holds the GPU" if spec.holds_accelerator else f"runs a vLLM image ({spec.image})"
+        if not commands:
+            shown = spec.image or "an image not known at preview"
+            reading.problems.append(
+                f"{where} {why} and runs its image's own entrypoint ({shown}), which the "
+                "policies cannot see (only the official vllm/vllm-openai and vllm/vllm-tpu "
+                "images are read without a command); give the command and arguments "
+                "explicitly"
+            )
+        else:
+            reading.problems.append(
+                f"{where} {why} but no vLLM server was found in its command "
+                f"{shlex.join(argv)!r} (a script or program the policies cannot see into); "
+                "give the `vllm serve` command and arguments explicitly"
+            )
+    for launch in launches:
+        # The container's own env is judged where it is declared (envs), not again here.
+        own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
+        launch = replace(launch, env=own)
+        add(launch, spec.image, where, spec.volume_mounts, spec.env)
+
+
+def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Startup scripts in instance/TPU metadata."""
+    return _startup_scripts(props, [], False)

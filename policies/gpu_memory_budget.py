@@ -15,7 +15,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_float
-from policies._resources import VllmServer, find_card, gib, vllm_servers
+from policies._resources import VllmServer, gib
+from policies._server import vllm_servers
 from serving.hardware import Platform
 from serving.memory import (
     DEFAULT_PROFILE,
@@ -75,27 +76,43 @@ def plan_server(
     card, hardware = server.card, server.hardware
     if card is None or card.architecture is None or hardware is None:
         return None
+    architecture, weight_bytes, device_bytes = (
+        card.architecture,
+        card.weight_bytes,
+        hardware.memory_bytes,
+    )
     spec, _ = server.speculative_config()
     drafter_bytes = 0
     if spec is not None and spec.get("model"):
-        drafter = find_card(str(spec["model"]))
+        drafter = server.drafter_checkpoint.card if server.drafter_checkpoint else None
         drafter_bytes = drafter.weight_bytes if drafter else int(unknown_drafter_gib * GIB)
     length, bad = server.max_model_len()
     if bad is not None:
         return None
     max_len = length or card.architecture.max_context
-    return plan_memory(
-        card.architecture,
-        weight_bytes=card.weight_bytes,
-        drafter_bytes=drafter_bytes,
-        device_bytes=hardware.memory_bytes,
-        utilization=server.float_value("gpu-memory-utilization") or 0.9,
-        max_model_len=max_len,
-        max_num_batched_tokens=server.int_value("max-num-batched-tokens") or 2048,
-        kv_cache_dtype=str(server.value("kv-cache-dtype")),
-        tensor_parallel=server.int_value("tensor-parallel-size") or 1,
-        profile=profile,
-    )
+
+    def plan(utilization: float) -> MemoryPlan:
+        return plan_memory(
+            architecture,
+            weight_bytes=weight_bytes,
+            drafter_bytes=drafter_bytes,
+            device_bytes=device_bytes,
+            utilization=utilization,
+            max_model_len=max_len,
+            max_num_batched_tokens=server.int_value("max-num-batched-tokens") or 2048,
+            kv_cache_dtype=str(server.value("kv-cache-dtype")),
+            tensor_parallel=server.int_value("tensor-parallel-size") or 1,
+            profile=profile,
+        )
+
+    first = plan(server.float_value("gpu-memory-utilization") or 0.9)
+    kv_bytes = server.int_value("kv-cache-memory-bytes")
+    if kv_bytes is None:
+        return first
+    # vLLM 0.27.1: --kv-cache-memory-bytes sizes the KV cache itself and ignores
+    # --gpu-memory-utilization, so the budget is what weights, reserve and that cache take.
+    used = first.weight_bytes + first.drafter_bytes + first.runtime_reserve_bytes + kv_bytes
+    return plan(min(1.0, used / device_bytes))
 
 
 def validate_gpu_memory_budget(
@@ -116,6 +133,20 @@ def validate_gpu_memory_budget(
             replace(profile, cuda_graph_bytes=0, label=TPU_PROFILE.label) if on_tpu else profile
         )
         plan = plan_server(server, server_profile, unknown_drafter)
+        kv_bytes = server.int_value("kv-cache-memory-bytes")
+        if plan is not None and kv_bytes is not None:
+            used = plan.weight_bytes + plan.drafter_bytes + plan.runtime_reserve_bytes + kv_bytes
+            if used > plan.device_bytes:
+                report_violation(
+                    f"{args.name}: {server.where} asks for --kv-cache-memory-bytes={kv_bytes} "
+                    f"({gib(kv_bytes)}), which vLLM allocates whatever "
+                    f"--gpu-memory-utilization says: weights {gib(plan.weight_bytes)} + "
+                    f"drafter {gib(plan.drafter_bytes)} + runtime reserve "
+                    f"{gib(plan.runtime_reserve_bytes)} + {gib(kv_bytes)} = {gib(used)} > "
+                    f"{gib(plan.device_bytes)} on {server.accelerator}. Lower it or drop it.",
+                    None,
+                )
+                continue
         if plan is None or plan.capacity.max_concurrency >= need:
             continue
         budget = (

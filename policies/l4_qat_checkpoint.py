@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
-from policies._resources import vllm_servers
+from policies._server import vllm_servers
 from serving.models import MODELS, Role
 
 CONFIG = schema(
@@ -25,8 +25,9 @@ CONFIG = schema(
             "type": "array",
             "items": {"type": "string"},
             "default": ["qat"],
-            "description": "Name fragments that mark a checkpoint the catalog does not know as "
-            "quantization-aware trained.",
+            "description": "No longer read: a checkpoint is QAT when the catalogue says so for "
+            "the checkpoint the served path resolves to, never because its name holds a "
+            "marker. Kept so existing configurations still load.",
         },
     }
 )
@@ -40,21 +41,27 @@ def validate_l4_qat_checkpoint(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
     accelerators = setting_strings(args, CONFIG, "accelerators")
-    markers = [m.lower() for m in setting_strings(args, CONFIG, "qatMarkers")]
     for server in vllm_servers(args.resource_type, args.props):
         if server.accelerator not in accelerators:
             continue
         card = server.card
         ref = server.model_ref or "(none)"
-        is_qat = card.qat if card is not None else any(marker in ref.lower() for marker in markers)
-        if is_qat:
+        if card is not None and card.qat:
             continue
-        size = f" (~{card.weight_bytes / 1e9:.0f} GB of weights)" if card else ""
+        if card is None:
+            why = (
+                "which does not resolve to a checkpoint this stack's download job produces, so "
+                "whether it is QAT is not known (the vllm-server-readable policy says why)"
+            )
+        else:
+            why = (
+                f"which is {card.repo_id} (~{card.weight_bytes / 1e9:.0f} GB of weights), not a "
+                "QAT checkpoint: bf16 weights leave no room for the KV cache on a 24 GB GPU and "
+                "vLLM fails at start-up"
+            )
         report_violation(
-            f"{args.name}: {server.where} serves {ref!r}{size} on {server.accelerator}, which "
-            "is not a QAT checkpoint: bf16 weights leave no room for the KV cache on a 24 GB "
-            f"GPU and vLLM fails at start-up. Serve a QAT checkpoint instead ({_qat_targets()}; "
-            "stack config key 'model').",
+            f"{args.name}: {server.where} serves {ref!r} on {server.accelerator}, {why}. "
+            f"Serve a QAT checkpoint instead ({_qat_targets()}; stack config key 'model').",
             None,
         )
 

@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int, setting_strings
-from policies._resources import vllm_servers
+from policies._server import vllm_servers
 
 CONFIG = schema(
     {

@@ -1,13 +1,15 @@
 """model-volume-read-only: the model bucket is mounted read-only, readable by the image's user.
 
 Two owners are at stake. This package's contract mounts the bucket with `uid=1001;gid=1001`
-(from the reference deployment), and the policy holds vLLM images and their mirrors to it.
+(from the reference deployment), and the policy holds every image that mounts the model volume
+of a GPU workload to it, whatever the image is called (a mirror under another name included).
 What the container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai`
 keeps `USER root` (its docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as
 `vllm`, uid 2000, gid 0. gcsfuse shows every file with mode 0644 and every directory with 0755
 unless `file-mode`/`dir-mode` say otherwise (gcsfuse docs/semantics.md, "Permissions and
 ownership"), so a non-root user that does not own the files still reads them by the "other"
-bits; images listed in `imageUsers` are checked that way against the mount's actual options.
+bits; images listed in `imageUsers` are checked that way against the mount's actual options,
+and an image not listed may run as any user, so the mount must be readable by every user.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._config import schema, setting, setting_int, setting_strings
+from policies._config import schema, setting, setting_int
 from policies._k8s import GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
 from policies._k8s import accelerator as k8s_accelerator
 from policies._resources import (
@@ -46,9 +48,10 @@ CONFIG = schema(
             "type": "array",
             "items": {"type": "string"},
             "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
-            "description": "Images held to the package's uid/gid mount contract (any tag or "
-            "digest, and mirrors with the same repository name). The key's name is historic: "
-            "vLLM 0.27.1's vllm-openai image runs as root.",
+            "description": "No longer read: every image that mounts the model volume of a "
+            "GPU workload is held to the package's uid/gid mount contract, whatever its name "
+            "(a mirror under another repository name included). Kept so existing "
+            "configurations still load.",
         },
         "uid": {
             "type": "integer",
@@ -66,7 +69,8 @@ CONFIG = schema(
             "default": {"vllm:openai-nonroot": "2000:0"},
             "description": "Images that run as a non-root user, as 'uid:gid' (matched on the "
             "reference or its last path segment, any registry, tag or digest). Default: vLLM's "
-            "non-root target as its Dockerfile tags it (uid 2000, gid 0).",
+            "non-root target as its Dockerfile tags it (uid 2000, gid 0). An image not listed "
+            "may run as any user: the mount must then be readable by every user.",
         },
     }
 )
@@ -81,19 +85,6 @@ def _mount_options(volume: object) -> set[str]:
     for part in parts:
         options.update(p.strip().replace(" ", "") for p in re.split(r"[;,]", part) if p.strip())
     return options
-
-
-def _repository(image: str) -> str:
-    """`.../vllm-openai:tag` or `...@sha256:...` -> `vllm-openai`."""
-    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-
-
-def _runs_as_non_root(image: object, prefixes: list[str]) -> bool:
-    """Held to the mount contract: a listed image, a mirror of one (same repository name in
-    another registry), or an image not known yet at preview (a mirror's digest)."""
-    if not isinstance(image, str) or not image:
-        return True
-    return any(image.startswith(p) or _repository(image) == _repository(p) for p in prefixes)
 
 
 def _option(options: set[str], key: str) -> str | None:
@@ -120,6 +111,8 @@ def _user_of(image: object, users: dict[str, str]) -> tuple[int, int] | None:
 
 def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
     """Why uid:gid cannot read a gcsfuse mount with these options, or None when it can."""
+    if uid == 0:
+        return None  # root reads whatever the modes say
     owner, group = _option(options, "uid"), _option(options, "gid")
     modes = {
         "file-mode": (_option(options, "file-mode"), GCSFUSE_FILE_MODE, 0o4),
@@ -198,7 +191,6 @@ def validate_model_volume_read_only(
 ) -> None:
     if not _judged(args.resource_type, args.props):
         return
-    prefixes = setting_strings(args, CONFIG, "nonRootImagePrefixes")
     image_users = {str(k): str(v) for k, v in dict(setting(args, CONFIG, "imageUsers")).items()}
     uid = setting_int(args, CONFIG, "uid")
     gid = setting_int(args, CONFIG, "gid")
@@ -222,8 +214,21 @@ def validate_model_volume_read_only(
             except ValueError as exc:
                 report_violation(f"{args.name}: {exc}", None)
                 continue
-            reason = None if user is None else unreadable_reason(options, *user)
-            if user is not None and reason is not None:
+            if user is None:
+                # What user an image runs as is not known from its name: any user must read.
+                reason = unreadable_reason(options, -1, -1)
+                if reason is not None:
+                    report_violation(
+                        f"{args.name}: Cloud Storage volume {name!r} is mounted into "
+                        f"{get(c, 'image')!r}, whose user is not known (it may run as any "
+                        f"user): {reason.replace('uid -1 gid -1', 'other users')}. Leave "
+                        "file-mode/dir-mode at gcsfuse's defaults (0644/0755), or list the "
+                        "image's user in the policy's imageUsers.",
+                        None,
+                    )
+                continue
+            reason = unreadable_reason(options, *user)
+            if reason is not None:
                 report_violation(
                     f"{args.name}: Cloud Storage volume {name!r} is mounted into "
                     f"{get(c, 'image')!r}, which runs as uid {user[0]} gid {user[1]}: {reason}. "
@@ -231,11 +236,8 @@ def validate_model_volume_read_only(
                     "leave file-mode/dir-mode at gcsfuse's defaults (0644/0755).",
                     None,
                 )
-        contract = [
-            str(get(c, "image") or "<image not known at preview>")
-            for c in users
-            if _runs_as_non_root(get(c, "image"), prefixes)
-        ]
+        # Every image that mounts the volume, judged by what it mounts, not by its name.
+        contract = [str(get(c, "image") or "<image not known at preview>") for c in users]
         if not contract:
             continue
         missing = [o for o in (f"uid={uid}", f"gid={gid}") if o not in options]

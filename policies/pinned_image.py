@@ -1,9 +1,15 @@
-"""pinned-image: containers run a fixed image version, never a floating tag.
+"""pinned-image: containers run a fixed image version from an allowed registry.
 
 Every container of a Cloud Run workload and of a Kubernetes Pod template (init containers
-too), so the endpoint picker and any sidecar are held to it as well as vLLM."""
+too, so the endpoint picker and any sidecar are held to it as well as vLLM), and the vLLM
+container of a startup script. An image is judged by where it comes from (its registry host,
+against the allow-list in the policy's `registries`) and by its pin (a version tag or a sha256
+digest), never by its name.
+"""
 
 from __future__ import annotations
+
+import fnmatch
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -12,12 +18,39 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
-from policies._resources import CLOUD_RUN_WORKLOADS, containers, get, vllm_servers
-from serving.settings import check_pinned_image
+from policies._resources import CLOUD_RUN_WORKLOADS, containers, get
+from policies._server import vllm_servers
+from serving.settings import check_pinned_image, image_registry
+
+CONFIG = schema(
+    {
+        "registries": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["docker.io", "*-docker.pkg.dev", "ghcr.io", "gcr.io", "registry.k8s.io"],
+            "description": "Registry hosts images may come from (`*` wildcards): Docker Hub "
+            "(the official vLLM images), Artifact Registry (the stack's mirror, the "
+            "monitoring collector), GitHub's registry (llm-d's endpoint picker) and Google's "
+            "gcr.io (GKE's custom metrics adapter) and registry.k8s.io (Kubernetes' own).",
+        },
+    }
+)
+
+
+def _registry_problem(image: str, registries: list[str]) -> str | None:
+    host = image_registry(image)
+    if any(fnmatch.fnmatchcase(host, pattern) for pattern in registries):
+        return None
+    return (
+        f"image {image!r} comes from {host}, not an allowed registry "
+        f"({', '.join(registries) or 'none'}; the policy's 'registries')"
+    )
 
 
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    registries = setting_strings(args, CONFIG, "registries")
     for server in vllm_servers(args.resource_type, args.props):
         if not server.where.startswith("startup script") or server.image is None:
             continue  # containers are checked below
@@ -29,16 +62,22 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
                 "cannot silently change vLLM (stack config key 'image').",
                 None,
             )
+        problem = _registry_problem(server.image, registries)
+        if problem is not None:
+            report_violation(f"{args.name}: {server.where} runs vLLM in {problem}.", None)
     if args.resource_type not in CLOUD_RUN_WORKLOADS and args.resource_type not in POD_TEMPLATES:
         return
     for index, container in enumerate(containers(args.resource_type, args.props)):
         image = get(container, "image")
         if not isinstance(image, str):
             continue
+        name = get(container, "name") or f"#{index}"
+        problem = _registry_problem(image, registries)
+        if problem is not None:
+            report_violation(f"{args.name}: container {name!r}: {problem}.", None)
         try:
             check_pinned_image(image)
         except ValueError as exc:
-            name = get(container, "name") or f"#{index}"
             report_violation(
                 f"{args.name}: container {name!r}: {exc} (stack config key 'image'), so a "
                 "redeploy cannot silently change vLLM.",
@@ -49,7 +88,9 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
 pinned_image = ResourceValidationPolicy(
     name="pinned-image",
     description="Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
-    "containers of startup scripts use a pinned image (version tag or sha256 digest).",
+    "containers of startup scripts use a pinned image (version tag or sha256 digest) from an "
+    "allowed registry.",
     validate=validate_pinned_image,
     enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=CONFIG,
 )

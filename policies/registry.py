@@ -9,6 +9,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, Policy
 
 from policies.accelerator_pool_match import accelerator_pool_match
+from policies.checkpoint_from_download_job import checkpoint_from_download_job
 from policies.cpu_always_allocated import cpu_always_allocated
 from policies.gpu_host_minimums import gpu_host_minimums
 from policies.gpu_memory_budget import gpu_memory_budget
@@ -37,6 +38,7 @@ PACK_ENFORCEMENT_LEVEL = EnforcementLevel.MANDATORY
 ALL: list[Policy] = [
     # every vLLM server can be read (the others judge what it reads)
     vllm_server_readable,
+    checkpoint_from_download_job,
     # L4 (a 24 GB GPU)
     l4_qat_checkpoint,
     max_model_len_cap,

@@ -153,3 +153,76 @@ def ops_agent_lines(agent: OpsAgent) -> list[str]:
         "fi",
         "",
     ]
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    """A startup script recognised as this module's rendering: its `docker run` command
+    (the only part that varies with the vLLM options) and the variables set before it."""
+
+    docker_run: str
+    #: Shell variables in effect at the `docker run` (values of secrets are not known).
+    variables: dict[str, str | None]
+
+
+_DOCKER_BLOCK = re.compile(r"^docker run (?:.*\\\n)*.*$", re.M)
+
+
+def _value_after(script: str, pattern: str) -> str | None:
+    match = re.search(pattern, script, re.M)
+    if match is None:
+        return None
+    try:
+        words = shlex.split(match.group(1))
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 else None
+
+
+def read_rendered_startup_script(script: str, ops_agent_url: str) -> RenderedScript | None:
+    """The script's `docker run` when everything else in it is exactly what
+    :func:`render_startup_script` writes for the values it names (project, image, secret
+    ids, Ops Agent version, config and `ops_agent_url`); None for any other script.
+
+    The rest of the rendered script (functions, command substitutions, `if` blocks) is
+    outside the launch reader's grammar; it is accepted only as this exact text.
+    """
+    blocks = _DOCKER_BLOCK.findall(script)
+    if len(blocks) != 1:
+        return None
+    project = _value_after(script, r"^readonly PROJECT=(.*)$")
+    image = _value_after(script, r"^readonly IMAGE=(.*)$")
+    hf = _value_after(script, r'^HF_TOKEN="\$\(read_secret (.*)\)"$')
+    api = _value_after(script, r'^VLLM_API_KEY="\$\(read_secret (.*)\)"$')
+    if None in (project, image, hf, api):
+        return None
+    assert project is not None and image is not None and hf is not None and api is not None
+    agent: OpsAgent | None = None
+    if "install_ops_agent() {" in script:
+        version = _value_after(script, r"^  local version=(.*)$")
+        config = re.search(r"^  printf '%s' (.*) > (\S+) \|\| return 1$", script, re.M | re.S)
+        if version is None or config is None:
+            return None
+        try:
+            (config_yaml,) = shlex.split(config.group(1))
+            (config_path,) = shlex.split(config.group(2))
+        except ValueError:
+            return None
+        agent = OpsAgent(version, config_yaml, ops_agent_url, config_path)
+    try:
+        expected = render_startup_script(
+            VllmCommand(command=("vllm",), args=()),
+            image,
+            StartupSecrets(project, hf, api),
+            agent,
+        )
+    except ValueError:
+        return None
+    (expected_block,) = _DOCKER_BLOCK.findall(expected)
+    marker = "\x00docker-run\x00"
+    if script.replace(blocks[0], marker, 1) != expected.replace(expected_block, marker, 1):
+        return None
+    return RenderedScript(
+        docker_run=blocks[0],
+        variables={"PROJECT": project, "IMAGE": image, "HF_TOKEN": None, "VLLM_API_KEY": None},
+    )

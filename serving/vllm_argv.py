@@ -1,27 +1,27 @@
-"""Read "the vLLM server this command starts" from any spelling of its command line.
+"""Read "the vLLM server this command starts" from a command line or a script, or refuse.
 
-Pure: no Pulumi import. The policy pack feeds it container commands and arguments and TPU
-startup scripts; it answers with the `vllm serve` options that will really be in effect, or
-says what it could not read. It understands:
+Pure: no Pulumi import. The policy pack feeds it container commands and arguments and
+startup scripts; it answers with the `vllm serve` launches that will really run, or raises
+ReadError naming what it cannot follow. What it accepts is stated in docs/reader-grammar.md:
 
-- `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
-  `python[3] -m vllm.entrypoints.cli.main serve ...`;
-- wrappers in front of those: `sh|bash|dash|zsh -c 'script'` (any option cluster holding `c`:
-  `-lc`, `-ec`, `-euxc`), `exec`, `env [-i] [-u NAME] [-S 'command line'] NAME=value ...`,
-  `NAME=value ...`, `nohup`, `time`, `command`, `nice`, `tini --`, `dumb-init`;
-- shell scripts: backslash continuations, `;`, `&&`, `||`, `|`, `&`, newlines, comments,
-  redirections, `if/then/do` keywords, `export NAME=value`;
-- `docker run [options] IMAGE [args]` with or without `--entrypoint` (and `podman run`);
-- every vLLM spelling of an option: `--x=v`, `--x v`, `--x_y`, `--no-x`, short aliases
-  (`-tp 2`, `-q fp8`, `-tp=2`), dotted JSON fields (`--speculative-config.method=mtp`),
-  a JSON object (`--speculative-config '{...}'`), boolean flags before the positional model,
-  the last occurrence winning, and `--config FILE` (a file the reader cannot see: reported).
+- programs: `vllm serve ...`, `python[3] -m vllm.entrypoints.openai.api_server ...`,
+  `python[3] -m vllm.entrypoints.cli.main serve ...`, `docker|podman run IMAGE ...` (with or
+  without `--entrypoint`), behind wrappers (`exec`, `env`, `NAME=value`, `nohup`, `nice`,
+  `tini --`, `sudo`, `timeout`, ...) and `sh -c 'SCRIPT'`;
+- scripts, split by :mod:`serving.shell_words` (words keep their quoting): simple commands,
+  `;`, `&`, pipelines, `&&`/`||` between commands that start no server, redirections, literal
+  assignments, `export`/`readonly`/`unset`, `set` options, `exec`, `exit`, and a short list of
+  programs that start no server. Everything else (conditionals, loops, functions, command
+  substitution, value-changing builtins, unknown programs, unquoted expansions that split or
+  glob, code after `exec`) is refused by name.
 
-Which options exist, which take a value (and how many: `--served-model-name a b` takes both,
-as argparse's `nargs="+"` does), which are `--no-` negations and which short aliases exist is
-vLLM's own parser's knowledge, read from a snapshot of vLLM 0.27.1's `make_arg_parser`
-(`serving/data/vllm-0.27.1.json`). An option vLLM does not have, or an abbreviation that
-matches several, is reported instead of guessed.
+Arguments are read as vLLM 0.27.1's parser reads them (:func:`parse_serve_args`): which
+options exist, which take a value (and how many: `--served-model-name a b` takes both, as
+argparse's `nargs="+"` does), which are `--no-` negations, short aliases and append actions
+come from a snapshot of its `make_arg_parser` (`serving/data/vllm-0.27.1.json`), and its own
+preprocessing (the first `--model` moved to the front, dotted options merged and given last,
+`-O3`) is applied before. An option vLLM does not have, or an abbreviation that matches
+several, is reported instead of guessed.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from serving.shell_words import GLOB_CHARS, Command, Part, ShellError, Word, lex
 
 #: vLLM's own `vllm serve` parser, captured from vLLM 0.27.1 (`serving/data/`): every option
 #: string, its destination, whether it takes a value, how many, and `--no-` negations.
@@ -51,6 +53,8 @@ class Option:
     #: `--no-x`: sets the destination to False.
     negation: bool
     type: str | None
+    #: argparse's append action: every occurrence adds a value.
+    append: bool = False
 
 
 def _load_options() -> dict[str, Option]:
@@ -63,6 +67,7 @@ def _load_options() -> dict[str, Option]:
             nargs=spec["nargs"],
             negation=bool(spec.get("negation")),
             type=spec.get("type"),
+            append="Append" in str(spec.get("action")),
         )
     return options
 
@@ -105,9 +110,6 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
 }
 _PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "builtin", "dumb-init"})
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
-_OPERATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&", "\n", "(", ")"})
-_REDIRECT = re.compile(r"^\d*(>>?|<<?<?|>&|<&|&>>?|>\|)$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: `docker run` options that take no value; every other `-x`/`--xx` option takes one.
 _DOCKER_FLAGS = frozenset(
@@ -168,25 +170,100 @@ def _json_value(text: str) -> Any:
         return text
 
 
-def _set_dotted(options: dict[str, Any], name: str, path: list[str], value: str) -> str | None:
-    current = options.get(name)
-    if isinstance(current, str):
-        parsed = _json_value(current)
-        current = parsed if isinstance(parsed, dict) else None
-        if current is None:
-            return f"--{name} is given both as text and field by field"
-    if not isinstance(current, dict):
-        current = {}
-    options[name] = current
-    node = current
-    for step in path[:-1]:
-        child = node.get(step)
-        if not isinstance(child, dict):
-            child = {}
-            node[step] = child
-        node = child
-    node[path[-1].replace("-", "_")] = _json_value(value)
-    return None
+def _dotted_value(text: str) -> Any:
+    """A dotted option's value as vLLM 0.27.1 reads it: JSON, else a human-readable int,
+    else the text (`FlexibleArgumentParser.parse_args`)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        number = human_int(text)
+        return number if number is not None and not isinstance(number, bool) else text
+
+
+def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+    """vLLM's `recursive_dict_update`: nested dicts merge, lists extend, the rest replaces."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(original.get(key), dict):
+            _merge(original[key], value)
+        elif isinstance(value, list) and isinstance(original.get(key), list):
+            original[key] = original[key] + value
+        else:
+            original[key] = value
+
+
+def _preprocess(
+    tokens: list[str], serve: bool = True
+) -> tuple[list[str], dict[str, dict[str, Any]], list[str]]:
+    """What vLLM 0.27.1's `FlexibleArgumentParser.parse_args` does before argparse runs:
+    the first `--model`/`--model=` is moved to the front as the positional model (later
+    ones stay options and lose to it); `_` becomes `-` in option names; `-O3` becomes
+    `--optimization-level 3`; every dotted option (`--x.y=v`, `--x.y v`) is removed and
+    merged into one JSON object per option, given after all other arguments (so it
+    replaces a JSON object given for the same option anywhere on the line)."""
+    problems: list[str] = []
+    model_index = next(
+        (i for i, t in enumerate(tokens) if re.match(r"^--model(=.+|$)", t, re.S)), None
+    )
+    if not serve:
+        model_index = None  # only `vllm serve ...` gets the --model move
+    if model_index is not None:
+        if tokens[model_index] == "--model":
+            if model_index + 1 >= len(tokens):
+                return [], {}, ["--model has no value (vLLM fails)"]
+            tag, rest = tokens[model_index + 1], model_index + 2
+        else:
+            tag, rest = tokens[model_index].removeprefix("--model="), model_index + 1
+        tokens = [tag, *tokens[:model_index], *tokens[rest:]]
+    if (
+        serve
+        and tokens
+        and tokens[0].startswith("-")
+        and not any(re.match(r"^--config(=.+|$)", t) for t in tokens)
+        and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", t) for t in tokens)
+    ):
+        problems.append("--served-model-name without a positional model (vLLM refuses it)")
+    processed: list[str] = []
+    for index, token in enumerate(tokens):
+        if token.startswith("--"):
+            key, eq, value = token.partition("=")
+            head, dot, tail = key[2:].partition(".")
+            processed.append("--" + head.replace("_", "-") + dot + tail + eq + value)
+        elif token.startswith("-O") and token != "-O":
+            processed += ["--optimization-level", token[3:] if token[2] == "=" else token[2:]]
+        elif token == "-O" and index + 1 < len(tokens) and tokens[index + 1] in "0123":
+            processed.append("--optimization-level")
+        else:
+            processed.append(token)
+    dotted: dict[str, dict[str, Any]] = {}
+    kept: list[str] = []
+    skip = False
+    for index, token in enumerate(processed):
+        if skip:
+            skip = False
+            continue
+        if not (token.startswith("-") and "." in token):
+            kept.append(token)
+            continue
+        key, eq, value = token.partition("=")
+        if eq and "." not in key:
+            kept.append(token)  # the dot was in the value
+            continue
+        if not eq:
+            if index + 1 >= len(processed):
+                problems.append(f"{token} has no value (vLLM fails)")
+                continue
+            value, skip = processed[index + 1], True
+        parsed: Any
+        if key.endswith("+"):
+            key, parsed = key[:-1], value.split(",")
+        else:
+            parsed = _dotted_value(value)
+        name, *path = key.split(".")
+        nested: Any = parsed
+        for step in reversed(path):
+            nested = {step: nested}
+        _merge(dotted.setdefault(name, {}), nested)
+    return kept, dotted, problems
 
 
 def lookup(raw: str) -> tuple[Option | None, str | None]:
@@ -207,11 +284,38 @@ def lookup(raw: str) -> tuple[Option | None, str | None]:
     return None, f"an option vLLM 0.27.1 does not have ({raw})"
 
 
-def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> ServeArgs:
-    """Read `vllm serve` arguments (what follows `serve`) the way vLLM's parser does."""
-    tokens = list(argv)
+#: `--load-format` values that read the served checkpoint's own files.
+LOAD_FORMATS = frozenset({"auto", "safetensors", "runai_streamer"})
+#: Options that bring code or models the reader cannot judge into the server: refused.
+CODE_OPTIONS: dict[str, str] = {
+    "middleware": "imports Python middleware",
+    "tool-parser-plugin": "imports a tool-parser plugin file",
+    "worker-extension-cls": "imports a worker extension class",
+    "worker-cls": "imports a worker class",
+    "logits-processors": "imports logits processors",
+    "lora-modules": "serves LoRA adapters the catalogue does not know",
+    "enable-lora": "serves LoRA adapters the catalogue does not know",
+    "hf-config-path": "reads the model's config from another path",
+    "tokenizer": "reads a tokenizer from another path",
+    "model-loader-extra-config": "changes how the weights are loaded",
+    "config": "reads options from a file the reader cannot see",
+}
+
+
+def parse_serve_args(
+    argv: Sequence[str], env: dict[str, str] | None = None, *, entry: str = "serve"
+) -> ServeArgs:
+    """Read `vllm serve` arguments (what follows `serve`) the way vLLM 0.27.1's parser does:
+    its own preprocessing (:func:`_preprocess`), then argparse (unique abbreviations, the
+    last value of a store option wins, append options accumulate, `None`/"" clear an
+    optional value).
+
+    `entry="api_server"` reads `python -m vllm.entrypoints.openai.api_server` arguments:
+    FlexibleArgumentParser moves `--model` only after `serve`, and only the `serve`
+    subcommand copies the positional model over `--model`, so there the last `--model` is
+    the model and a positional one is ignored."""
+    tokens, dotted, problems = _preprocess(list(argv), serve=entry == "serve")
     options: dict[str, Any] = {}
-    problems: list[str] = []
     positional: str | None = None
     i = 0
     while i < len(tokens):
@@ -224,54 +328,68 @@ def parse_serve_args(argv: Sequence[str], env: dict[str, str] | None = None) -> 
                 problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
             continue
         raw, eq, value = token.partition("=")
-        if raw.startswith("-O") and not raw.startswith("--"):
-            # vLLM's parser reads -O3 / -O.mode=3 / -O 3 as the compilation config.
-            raw, eq, value = "--compilation-config", eq or "=", value or raw[2:].lstrip(".")
-        head, dot, rest = raw.partition(".")
-        option, problem = lookup(head)
+        option, problem = lookup(raw)
         if option is None:
             problems.append(problem or f"cannot read {token!r}")
             continue
         name = option.name
-        if dot:
-            if not eq:
-                if i >= len(tokens):
-                    problems.append(f"{token} has no value")
-                    break
-                value, i = tokens[i], i + 1
-            error = _set_dotted(options, name, rest.split("."), value)
-            if error:
-                problems.append(error)
-            continue
         if not option.takes_value:
             if eq:
-                problems.append(f"{head} takes no value, got {token!r} (vLLM refuses it)")
+                problems.append(f"{raw} takes no value, got {token!r} (vLLM refuses it)")
             options[name] = not option.negation
             continue
+        given: Any
         if eq:
-            options[name] = [value] if option.nargs == "+" else value
-            continue
-        if option.nargs == "+":
+            given = [value] if option.nargs == "+" else value
+        elif option.nargs == "+":
             values: list[str] = []
             while i < len(tokens) and _is_value(tokens[i]):
                 values.append(tokens[i])
                 i += 1
             if not values:
-                problems.append(f"{head} has no value")
-            options[name] = values
+                problems.append(f"{raw} has no value")
+            given = values
         elif i < len(tokens) and _is_value(tokens[i]):
-            options[name] = tokens[i]
+            given = tokens[i]
             i += 1
         elif option.nargs == "?":
-            options[name] = True
+            given = True
         else:
-            problems.append(f"{head} has no value")
-    if "config" in options:
-        problems.append(f"--config {options['config']!r}: options in a file the policy cannot read")
-    model = positional
-    if model is None and isinstance(options.get("model"), str):
-        model = options["model"]
-    options.pop("model", None)
+            problems.append(f"{raw} has no value")
+            continue
+        if option.type == "_optional_type" and given in ("", "None"):
+            options.pop(name, None)  # vLLM's optional_type: "" and "None" mean unset
+        elif option.append:
+            options[name] = [*options.get(name, []), given]
+        else:
+            options[name] = given
+    for key, fields in dotted.items():
+        option, problem = lookup(key)
+        if option is None:
+            problems.append(problem or f"cannot read {key}")
+            continue
+        options[option.name] = fields  # given last: replaces a JSON object given earlier
+    load_format = options.get("load-format")
+    if load_format is not None and load_format not in LOAD_FORMATS:
+        problems.append(
+            f"--load-format {load_format!r} loads weights another way than from the served "
+            f"path (accepted: {', '.join(sorted(LOAD_FORMATS))})"
+        )
+    for name, why in CODE_OPTIONS.items():
+        if name in options and options[name] not in (False, None):
+            shown = options[name]
+            problems.append(f"--{name} {shown!r}: it {why}, which the policies cannot judge")
+    if entry == "serve":
+        model = positional
+        options.pop("model", None)  # after the first --model, a later one loses to it
+    else:
+        given = options.pop("model", None)
+        model = given if isinstance(given, str) else None
+        if positional is not None:
+            problems.append(
+                f"a positional model {positional!r}, which the api_server entry point ignores "
+                "(it serves --model); give --model"
+            )
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
@@ -334,6 +452,14 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
                 args = args[1:]
                 if option == "--":
                     break
+                if head == "sudo" and (
+                    option in ("--login", "--shell")
+                    or re.fullmatch(r"-[A-Za-z]*[is][A-Za-z]*", option)
+                ):
+                    raise ReadError(
+                        f"sudo {option} runs the command through a shell that reads start-up "
+                        "files the reader cannot see"
+                    )
                 if option in takes_value and "=" not in option:
                     args = args[1:]
             args = args[positionals:]
@@ -370,13 +496,25 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
             continue
         if token == "--":
             return args[1:]
-        if token == "-" or not token.startswith("-"):
+        if token == "-":  # GNU env: `-` is `-i`
+            env.clear()
+            args = args[1:]
+            continue
+        if not token.startswith("-"):
             return args
         args = args[1:]
         split: str | None = None
         if token.startswith("--"):
             name, eq, value = token.partition("=")
-            if len(name) >= 3 and "--split-string".startswith(name):
+            if len(name) >= 3 and "--ignore-environment".startswith(name):
+                env.clear()
+            elif len(name) >= 4 and "--unset".startswith(name):
+                if not eq:
+                    if not args:
+                        raise ReadError(f"env {token} without a name")
+                    value, args = args[0], args[1:]
+                env.pop(value, None)
+            elif len(name) >= 3 and "--split-string".startswith(name):
                 if not eq:
                     if not args:
                         raise ReadError(f"env {token} without a string")
@@ -386,6 +524,8 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
                 args = args[1:]
         else:
             for index, letter in enumerate(token[1:], start=2):
+                if letter == "i":
+                    env.clear()
                 if letter == "S" or letter in _ENV_VALUE_SHORT:
                     attached = token[index:]
                     if not attached:
@@ -394,6 +534,8 @@ def _env(args: list[str], env: dict[str, str]) -> list[str]:
                         attached, args = args[0], args[1:]
                     if letter == "S":
                         split = attached
+                    elif letter == "u":
+                        env.pop(attached, None)
                     break
         if split is not None:
             args = [*_split_string(split, env), *args]
@@ -405,14 +547,16 @@ def _split_string(text: str, env: Mapping[str, str]) -> list[str]:
     if "\\" in text:
         # env's own escapes (`\_` separates words, `\c` ends the string) are not a shell's.
         raise ReadError(f"env -S {text!r} uses escape sequences the reader does not interpret")
-    commands = split_script(text)
-    if len(commands) > 1:
+    try:
+        commands = lex(text)
+    except ShellError as exc:
+        raise ReadError(f"env -S {text!r}: {exc}") from None
+    if len(commands) > 1 or (commands and commands[0].redirections):
         raise ReadError(f"env -S {text!r} holds shell operators env does not interpret")
-    words = [_expand(w, env) for w in (commands[0] if commands else [])]
-    unresolved = [w for w in words if "$" in w or "`" in w]
-    if unresolved:
-        raise ReadError(f"env -S {text!r} uses variables the reader cannot resolve")
-    return words
+    try:
+        return [_resolve(w, env, strict=True) for w in (commands[0].words if commands else [])]
+    except ReadError:
+        raise ReadError(f"env -S {text!r} uses variables the reader cannot resolve") from None
 
 
 #: Programs that download or inspect a model and start no server (`hf download ...`).
@@ -434,9 +578,22 @@ class Launch:
     """A `vllm serve` found in a command: its arguments and the literal env it was given."""
 
     argv: list[str]
+    #: Environment variables with values the reader knows (literal).
     env: dict[str, str]
     #: The container image a `docker run` starts it in (None: not started by `docker run`).
     image: str | None = None
+    #: Every environment variable vLLM is given, values known or not (`docker run -e NAME`).
+    env_names: frozenset[str] = frozenset()
+    #: Host ports a `docker run` publishes (`-p 80:8000`), as written.
+    published: tuple[str, ...] = ()
+    #: "serve" (`vllm serve`, `vllm.entrypoints.cli.main serve`) or "api_server"
+    #: (`python -m vllm.entrypoints.openai.api_server`), whose parsing differs.
+    entry: str = "serve"
+
+
+def _launch(argv: list[str], env: Mapping[str, str]) -> Launch:
+    known = {k: v for k, v in env.items() if v != UNKNOWN}
+    return Launch(list(argv), known, env_names=frozenset(env))
 
 
 def find_launches(
@@ -458,14 +615,14 @@ def _launches(
         raise ReadError("commands nested more than 8 deep")
     env = dict(env)
     if image_runs_vllm:
-        return [Launch(argv[1:] if argv[:1] == ["serve"] else list(argv), env)]
+        return [_launch(argv[1:] if argv[:1] == ["serve"] else list(argv), env)]
     args = _strip_prefixes(argv, env)
     if not args:
         return []
     head = _basename(args[0])
     if head == "vllm":
         if len(args) > 1 and args[1] == "serve":
-            return [Launch(args[2:], env)]
+            return [_launch(args[2:], env)]
         if len(args) == 1 or args[1] in ("--help", "-h", "--version", "-v"):
             return []
         return _not_serve(args)
@@ -501,10 +658,10 @@ def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
         module = args[i + 1]
         rest = args[i + 2 :]
         if module in OPENAI_MODULES:
-            return [Launch(rest, env)]
+            return [replace(_launch(rest, env), entry="api_server")]
         if module in CLI_MODULES:
             if rest and rest[0] == "serve":
-                return [Launch(rest[1:], env)]
+                return [_launch(rest[1:], env)]
             if mentions_vllm(rest):
                 raise ReadError(f"`python -m {module}` without `serve`")
             return []
@@ -531,6 +688,14 @@ def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         if token == "--":
             i += 1
             break
+        if depth > 0 and (
+            token in ("--login", "--rcfile", "--init-file")
+            or re.fullmatch(r"-[a-zA-Z]*[li][a-zA-Z]*", token)
+        ):
+            raise ReadError(
+                f"{args[0]} {token}: a login or interactive shell reads start-up files "
+                "the reader cannot see"
+            )
         if token.startswith(("-", "+")) and len(token) > 1:
             if "c" in token[1:] and not token.startswith("--"):
                 if i + 1 >= len(args):
@@ -546,6 +711,11 @@ def _shell(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
             continue
         break
     if script is None:
+        if depth > 0:
+            raise ReadError(
+                f"a shell that reads its script from a file or its input "
+                f"({shlex.join(args[: i + 1])}), which the reader cannot see"
+            )
         if mentions_vllm(args[i:]):
             raise ReadError(
                 f"a shell script file ({' '.join(args[i : i + 1])}) the reader cannot see"
@@ -562,7 +732,8 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         return []  # pull, inspect, rm, logs...: nothing starts
     i += 1
     entrypoint: str | None = None
-    env = dict(env)
+    host = dict(env)
+    env = {}
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
         token = args[i]
         if token == "--":
@@ -573,11 +744,19 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
             takes_value = name not in _DOCKER_FLAGS
         elif all(c in _DOCKER_SHORT_FLAGS for c in token[1:]):
             name, eq, value, takes_value = token, "", "", False
-        elif len(token) > 2:
-            # `-eNAME=value`, `-p8000:8000`: a short option with its value attached.
-            name, eq, value, takes_value = token[:2], "=", token[2:].removeprefix("="), True
+            if "P" in token:
+                name = "-P"
         else:
-            name, eq, value, takes_value = token, "", "", True
+            # A cluster of flags, then one option that takes a value: `-dp 80:8000`,
+            # `-itp80:8000`, `-eNAME=value` (the value attached or in the next word).
+            k = 1
+            while token[k] in _DOCKER_SHORT_FLAGS:
+                if token[k] == "P":
+                    raise ReadError(f"docker run {token} publishes every exposed port (-P)")
+                k += 1
+            name, takes_value = "-" + token[k], True
+            attached = token[k + 1 :].removeprefix("=")
+            eq, value = ("=", attached) if attached else ("", "")
         if takes_value and not eq:
             if i + 1 >= len(args):
                 raise ReadError(f"docker run {token} has no value")
@@ -585,10 +764,21 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
             i += 1
         if name in ("-e", "--env"):
             key, sep, literal = value.partition("=")
-            if sep:
-                env[key] = literal
+            env[key] = literal if sep else host.get(key, UNKNOWN)
         elif name == "--entrypoint":
+            if re.search(r"\s", value):
+                raise ReadError(f"docker run --entrypoint {value!r}: one program, no arguments")
             entrypoint = value
+        elif name in ("-p", "--publish", "-P", "--publish-all", "--expose"):
+            raise ReadError(
+                f"docker run {token}{'' if eq or not takes_value else ' ' + value} publishes "
+                "a container port on the host, which the firewall policy does not follow; "
+                "run with --net=host and vLLM's --port"
+            )
+        elif name in ("--env-file", "-v", "--volume", "--mount", "--volumes-from"):
+            raise ReadError(
+                f"docker run {name}: environment or files from the host the reader cannot see"
+            )
         i += 1
     if i >= len(args):
         raise ReadError("docker run without an image")
@@ -604,112 +794,319 @@ def _in_image(
     image: str, rest: list[str], entrypoint: str | None, env: dict[str, str], depth: int
 ) -> list[Launch]:
     if entrypoint is not None:
-        command = shlex.split(entrypoint) if " " in entrypoint else [entrypoint]
-        return _launches([*command, *rest], env, image_runs_vllm=False, depth=depth + 1)
-    known = is_vllm_image(image)
-    if known or looks_like_vllm_args(rest):
+        return _launches([entrypoint, *rest], env, image_runs_vllm=False, depth=depth + 1)
+    if is_vllm_image(image):
+        # Whether the official image's ENTRYPOINT is `vllm serve` (vllm-openai) or none
+        # (a command follows), the only server that can start is the one read here.
         if rest and _basename(rest[0]) in ("vllm", "python", "python3", *SHELLS):
             return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
-        return _launches(rest or [], env, image_runs_vllm=True, depth=depth + 1) or (
-            [Launch([], env)] if known else []
-        )
+        return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
     if mentions_vllm(rest):
-        return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
+        raise ReadError(
+            f"docker run {image}: what this image's own entrypoint does with its arguments is "
+            "not known (only the official vllm/vllm-openai and vllm/vllm-tpu images are read "
+            "without one); give --entrypoint"
+        )
     return []
 
 
+#: The official vLLM images (Docker Hub's `vllm` namespace), whose entrypoint is known.
+OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/vllm-tpu"})
+
+
 def is_vllm_image(image: str) -> bool:
-    """An image whose default entrypoint is vLLM's OpenAI server: the official images."""
-    repository = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return repository in ("vllm-openai", "vllm-tpu")
+    """An official vLLM image, named by its full reference (registry and namespace): a
+    repository elsewhere that is merely called `vllm-openai` is not one."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    first, sep, _ = name.partition("/")
+    if not sep or not ("." in first or ":" in first or first == "localhost"):
+        name = "docker.io/" + name
+    for prefix in ("index.docker.io/", "registry-1.docker.io/"):
+        if name.startswith(prefix):
+            name = "docker.io/" + name[len(prefix) :]
+    return name in OFFICIAL_VLLM_IMAGES
 
 
 def split_script(script: str) -> list[list[str]]:
-    """A shell script's simple commands, each as its words (quotes removed).
+    """A shell script's simple commands, each as its words as written (quotes removed).
 
-    Raises ReadError for what a POSIX shell reader cannot split with certainty: unbalanced
-    quotes, control characters other than tab and newline, here-documents.
+    Raises ReadError for what is outside the reader's grammar (:mod:`serving.shell_words`).
     """
-    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", script.replace("\r\n", "\n")):
-        raise ReadError("the script contains control characters")
-    text = re.sub(r"\\\r?\n", " ", script)
-    # A file descriptor before a redirection (`2>&1`, ` 1>log`): the lexer would split it off
-    # as a word of its own.
-    text = re.sub(r"(?<=\s)\d(?=[<>])", "", text)
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>\n")
-    lexer.whitespace = " \t\r"
-    lexer.commenters = "#"
-    lexer.whitespace_split = True
     try:
-        tokens = list(lexer)
-    except ValueError as exc:
-        raise ReadError(f"the script cannot be split into words ({exc})") from None
-    commands: list[list[str]] = []
-    current: list[str] = []
-    skip_next = False
-    for token in tokens:
-        if skip_next:
-            skip_next = False
-            continue
-        if token.startswith("<<"):
-            raise ReadError("a here-document")
-        if token in _OPERATORS or set(token) <= set(";&|()\n"):
-            if current:
-                commands.append(current)
-            current = []
-            continue
-        if _REDIRECT.match(token) or set(token) <= set("<>&"):
-            skip_next = True  # every redirection names its target next
-            continue
-        if not current and token in _KEYWORDS:
-            continue
-        current.append(token)
-    if current:
-        commands.append(current)
-    return commands
+        commands = lex(script)
+    except ShellError as exc:
+        raise ReadError(str(exc)) from None
+    return [[_raw_text(w) for w in c.words] for c in commands]
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+def _raw_text(word: Word) -> str:
+    return "".join(p.text for p in word.parts)
 
 
-def _expand(word: str, env: Mapping[str, str]) -> str:
-    """`$NAME` and `${NAME}` replaced from what the script (or container) set; others kept."""
+#: A variable whose value the reader does not know (a secret reference, a value unknown at
+#: preview): it may be passed on by name, never read into vLLM's arguments.
+UNKNOWN = "\x00unknown"
+#: Builtins and keywords that change values or control flow in ways the reader does not
+#: follow; each is refused by name.
+_REFUSED_WORDS: dict[str, str] = {
+    **{k: "a shell keyword (conditionals, loops and functions are not read)" for k in (
+        "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case",
+        "esac", "select", "function", "{", "}", "[[", "]]", "!", "coproc")},
+    **{k: "a builtin that sets variables the reader does not follow" for k in (
+        "declare", "typeset", "local", "let", "read", "mapfile", "readarray", "getopts",
+        "shift")},
+    **{k: "a builtin that runs code the reader cannot see" for k in (
+        "eval", "source", ".", "alias", "trap", "enable", "shopt", "hash",
+        "fc", "jobs", "fg", "bg", "disown", "ulimit", "umask")},
+}  # fmt: skip
+#: Programs a script may run besides vLLM: they start no server and fetch no code.
+_HARMLESS = frozenset(
+    {"true", "false", ":", "test", "[", "echo", "sleep", "wait", "mkdir", "nvidia-smi", "tee",
+     "date", "nproc", "df", "free", "ls", "sync", "cd"}
+)  # fmt: skip
+#: `docker` subcommands that start nothing.
+_DOCKER_HARMLESS = frozenset({"pull", "inspect", "rm", "stop", "kill", "logs", "ps", "images"})
 
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        return env.get(name, match.group(0))
 
-    return _VARIABLE.sub(value, word)
+@dataclass
+class _Vars:
+    """A shell's variables: value (UNKNOWN when not known) and which are exported."""
+
+    values: dict[str, str]
+    exported: set[str]
+
+    def environment(self) -> dict[str, str]:
+        return {k: v for k, v in self.values.items() if k in self.exported}
 
 
-def _script(script: str, env: dict[str, str], depth: int) -> list[Launch]:
-    env = dict(env)
-    found: list[Launch] = []
-    for raw_words in split_script(script):
-        words = [_expand(w, env) for w in raw_words]
-        if _basename(words[0]) in ("export", "readonly", "declare", "local") or all(
-            _ASSIGNMENT.match(w) for w in words
-        ):
-            for word in words:
-                if _ASSIGNMENT.match(word):
-                    name, _, value = word.partition("=")
-                    env[name] = value
-            continue
-        launches = _launches(words, env, image_runs_vllm=False, depth=depth)
-        for launch in launches:
-            unresolved = [t for t in launch.argv if "$" in t or "`" in t]
-            if unresolved:
+def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
+    """A word's text after expansion. `strict`: every variable must be known, and an
+    unquoted one must not word-split or glob (a glob or empty value is refused too)."""
+    out: list[str] = []
+    for part in word.parts:
+        if part.name is None:
+            if strict and not part.quoted and part.text in GLOB_CHARS:
                 raise ReadError(
-                    f"vLLM arguments use shell expansions the reader cannot resolve: "
-                    f"{', '.join(unresolved)}"
+                    f"the word {_raw_text(word)!r} holds an unquoted glob ({part.text})"
                 )
+            out.append(part.text)
+            continue
+        value = variables.get(part.name)
+        if value is None or value == UNKNOWN:
+            if strict:
+                raise ReadError(
+                    f"{part.text} in {_raw_text(word)!r} has no value the reader knows "
+                    "(vLLM's arguments must be literal or set earlier in the same script)"
+                )
+            out.append(part.text)
+            continue
+        if strict and not part.quoted:
+            if value == "" or re.search(r"[\s]", value):
+                raise ReadError(
+                    f"the unquoted {part.text} ({value!r}) is split into words by the shell; "
+                    f'quote it ("{part.text}")'
+                )
+            if any(c in GLOB_CHARS for c in value):
+                raise ReadError(f"the unquoted {part.text} ({value!r}) is a glob")
+        out.append(value)
+    return "".join(out)
+
+
+def _is_assignment(word: Word) -> bool:
+    """`NAME=...` as the shell sees one: the name and the `=` unquoted and literal."""
+    head = ""
+    for part in word.parts:
+        if part.name is not None or part.quoted:
+            return False
+        head += part.text
+        if "=" in head:
+            return bool(_ASSIGNMENT.match(head))
+    return False
+
+
+def _assign(text: str, word: Word, variables: _Vars) -> tuple[str, str]:
+    """`NAME=value` (no word splitting or globbing in an assignment)."""
+    name = text.partition("=")[0]
+    rest = Word(_after_equals(word))
+    value = _resolve(rest, variables.values, strict=False)
+    if any(p.name and variables.values.get(p.name, UNKNOWN) == UNKNOWN for p in rest.parts):
+        value = UNKNOWN
+    return name, value
+
+
+def _after_equals(word: Word) -> tuple[Part, ...]:
+    parts: list[Part] = []
+    seen = False
+    for part in word.parts:
+        if seen:
+            parts.append(part)
+        elif part.name is None and "=" in part.text and not part.quoted:
+            seen = True
+            tail = part.text.split("=", 1)[1]
+            if tail:
+                parts.append(Part(tail, part.quoted))
+        elif part.name is None and not part.quoted:
+            continue
+    return tuple(parts)
+
+
+def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
+    """Every `vllm serve` a script starts, read by the grammar in docs/reader-grammar.md."""
+    if depth > 8:
+        raise ReadError("commands nested more than 8 deep")
+    try:
+        commands = lex(script)
+    except ShellError as exc:
+        raise ReadError(str(exc)) from None
+    variables = _Vars(dict(env), set(env))
+    found: list[Launch] = []
+    ended: str | None = None
+    # Each command's pipeline: whether that pipeline is an operand of && / || (so whether it
+    # runs depends on another command), and whether it has more than one command (so each
+    # runs in a subshell, where `exec` and `exit` end nothing but themselves).
+    in_list: list[bool] = []
+    in_pipe: list[bool] = []
+    start = 0
+    for index, command in enumerate(commands):
+        if command.end in ("|", "|&"):
+            continue
+        group = commands[start : index + 1]
+        listed = group[0].after in ("&&", "||") or command.end in ("&&", "||")
+        in_list += [listed] * len(group)
+        in_pipe += [len(group) > 1] * len(group)
+        start = index + 1
+    for index, command in enumerate(commands):
+        shown = " ".join(_raw_text(w) for w in command.words)[:80]
+        if ended is not None:
+            raise ReadError(f"`{shown}` comes after {ended} and never runs")
+        if not command.words:
+            continue
+        texts = [_resolve(w, variables.values, strict=False) for w in command.words]
+        first = command.words[0]
+        if first.literal is None:
+            raise ReadError(f"a command whose name is a variable (`{shown}`)")
+        head = texts[0]
+        if head in _REFUSED_WORDS:
+            raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
+        for word in command.words:
+            if _raw_text(word).startswith(("IFS=", "PATH=", "BASH_ENV=", "ENV=", "CDPATH=")):
+                name = _raw_text(word).partition("=")[0]
+                raise ReadError(
+                    f"an assignment to {name} changes how the shell splits words, finds "
+                    "programs or starts shells"
+                )
+        if all(_is_assignment(w) for w in command.words):
+            for word in command.words:
+                name, value = _assign(_raw_text(word), word, variables)
+                variables.values[name] = value
+            continue
+        if head in ("export", "readonly", "unset"):
+            _declare(head, command.words[1:], variables)
+            continue
+        if head == "set":
+            _set_options(texts[1:])
+            continue
+        conditional = in_list[index] or in_pipe[index]
+        if head == "exit":
+            ended = None if conditional else "`exit`"
+            continue
+        launches = _command(command, texts, variables, depth)
+        if launches and in_list[index]:
+            raise ReadError(
+                f"`{shown}` is part of an && / || list: whether it runs depends on another "
+                "command; start vLLM on a line of its own"
+            )
+        if head == "exec" and len(texts) > 1 and not conditional and command.end != "&":
+            # `exec PROGRAM` replaces the shell; `exec 2>file` (no program) only redirects.
+            ended = f"`exec {texts[1]}`"
         found += launches
     return found
 
 
-def script_launches(script: str) -> list[Launch]:
+def _declare(head: str, words: list[Word], variables: _Vars) -> None:
+    for word in words:
+        text = _raw_text(word)
+        if text.startswith(("-", "+")):
+            raise ReadError(f"`{head} {text}`: options of {head} are not read")
+        if word.parts and word.parts[0].name is not None:
+            raise ReadError(f"`{head} {text}`: a variable name that is itself a variable")
+        if head == "unset":
+            variables.values.pop(text, None)
+            variables.exported.discard(text)
+            continue
+        if "=" in text:
+            name, value = _assign(text, word, variables)
+        else:
+            name, value = text, variables.values.get(text, UNKNOWN)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ReadError(f"`{head} {text}`: not a variable name")
+        variables.values[name] = value
+        if head == "export":
+            variables.exported.add(name)
+
+
+def _set_options(words: list[str]) -> None:
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not re.fullmatch(r"[-+][a-zA-Z]+", word):
+            raise ReadError(f"`set {word}` changes the positional parameters")
+        # `-o NAME` (also at the end of a cluster: `-euo pipefail`) names a long option.
+        i += 2 if word.endswith("o") and i + 1 < len(words) else 1
+
+
+def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -> list[Launch]:
+    """The launches of one simple command of a script (prefix assignments applied)."""
+    env = variables.environment()
+    words = list(command.words)
+    while words and _is_assignment(words[0]):
+        name, value = _assign(_raw_text(words[0]), words[0], variables)
+        env[name] = value
+        words = words[1:]
+    if not words:
+        return []
+    loose = [_resolve(w, variables.values, strict=False) for w in words]
+    if _ASSIGNMENT.match(loose[0]):
+        # Quoted or escaped, `NAME=value` is no assignment: the shell runs a program so named.
+        raise ReadError(f"a program the reader does not know ({loose[0]!r}, a quoted assignment)")
+    program = _strip_prefixes(list(loose), dict(env))
+    head = _basename(program[0]) if program else ""
+    if not program:
+        return []
+    if head in _REFUSED_WORDS:
+        raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
+    if head in _HARMLESS:
+        return []
+    if head == "printf":
+        if any(t.startswith("-v") for t in program[1:]):
+            raise ReadError("`printf -v` sets a variable the reader does not follow")
+        return []
+    if head in ("docker", "podman") and len(program) > 1 and program[1] in _DOCKER_HARMLESS:
+        return []
+    if head in NON_SERVING_PROGRAMS and program[1:2] == ["download"]:
+        return []
+    launchers = {"vllm", "env", "docker", "podman", *SHELLS}
+    if not (head in launchers or PYTHONS.match(head)):
+        raise ReadError(
+            f"a program the reader does not know ({program[0]!r}); a script may run vLLM, "
+            "`docker run`, and the programs listed in docs/reader-grammar.md"
+        )
+    strict = [_resolve(w, variables.values, strict=True) for w in words]
+    launches = _launches(strict, env, image_runs_vllm=False, depth=depth + 1)
+    if not launches and (PYTHONS.match(head) or head in ("docker", "podman")):
+        raise ReadError(
+            f"`{shlex.join(program[:3])}` runs a program the reader cannot see into (no "
+            "`vllm serve` in it)"
+        )
+    return launches
+
+
+def script_launches(script: str, env: Mapping[str, str] | None = None) -> list[Launch]:
     """Every `vllm serve` a startup script starts (directly or through `docker run`)."""
-    return _script(script, {}, 0)
+    return _script(script, dict(env or {}), 0)
 
 
 def literal_env(env: dict[str, str]) -> dict[str, str]:

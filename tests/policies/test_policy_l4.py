@@ -8,6 +8,7 @@ from policies.gpu_memory_budget import gpu_memory_budget
 from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
 from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.max_model_len_cap import max_model_len_cap
+from policies.vllm_server_readable import vllm_server_readable
 from tests.policies._fixtures import SERVICE, edit_args, service, violations
 
 # --- l4-qat-checkpoint -------------------------------------------------------------------
@@ -21,7 +22,7 @@ def test_qat_rejects_bf16_checkpoint_on_l4() -> None:
     props = edit_args(service("l4"), drop=("quantization",))
     props["template"]["containers"][0]["args"][0] = "/mnt/models/gemma-4-12B-it"
     (message,) = violations(l4_qat_checkpoint, SERVICE, props)
-    assert "'/mnt/models/gemma-4-12B-it' (~24 GB of weights)" in message
+    assert "'/mnt/models/gemma-4-12B-it'" in message and "(~24 GB of weights)" in message
     assert "not a QAT checkpoint" in message
     assert "google/gemma-4-12B-it-qat-w4a16-ct" in message
     assert "'model'" in message
@@ -34,10 +35,30 @@ def test_qat_rejects_unknown_non_qat_hub_id() -> None:
     assert "'meta-llama/Llama-3.1-8B-Instruct' on nvidia-l4" in message
 
 
-def test_qat_accepts_unknown_checkpoint_named_qat_and_other_gpus() -> None:
+@pytest.mark.parametrize(
+    "model",
+    [
+        "someone/gemma-4-12b-it-qat-q4_0-gguf",  # a name holding "qat" is no evidence
+        "/mnt/models/gemma-4-12B-it-qat",  # a bf16 folder named with qat
+        "/mnt/models/Gemma-4-12B-it-qat-w4a16-ct",  # another case: another object
+        "/mnt/models/gemma-4-12B-it/qat/..",  # resolves to the bf16 folder
+        "/mnt/models/gemma-4-12B-it-qat-w4a16-ct/../gemma-4-12B-it",
+        "/mnt/models/./gemma-4-12B-it-qat-w4a16-ct",
+        "/root/.cache/huggingface/hub/models--google--gemma-4-12B-it-qat-w4a16-ct/snapshots/abc",
+        "/mnt/models/gemma-4-12B-it-qat-*",
+        "/mnt/other/gemma-4-12B-it-qat-w4a16-ct",  # not the model mount
+        "google/gemma-4-12B-it-qat-w4a16-ct",  # a Hub id on Cloud Run: not the bucket
+    ],
+)
+def test_qat_is_known_by_origin_not_by_name(model: str) -> None:
     props = service("l4")
-    props["template"]["containers"][0]["args"][0] = "someone/gemma-4-12b-it-qat-q4_0-gguf"
-    assert violations(l4_qat_checkpoint, SERVICE, props) == []
+    props["template"]["containers"][0]["args"][0] = model
+    (message,) = violations(l4_qat_checkpoint, SERVICE, props)
+    assert "does not resolve to a checkpoint this stack's download job produces" in message
+    assert violations(vllm_server_readable, SERVICE, props)
+
+
+def test_qat_rule_covers_only_the_configured_gpus() -> None:
     rtx = service("rtx6000")
     rtx["template"]["containers"][0]["args"][0] = "/mnt/models/gemma-4-12B-it"
     assert violations(l4_qat_checkpoint, SERVICE, rtx) == []
@@ -157,3 +178,17 @@ def test_budget_thresholds_come_from_config() -> None:
     many = {"minFullLengthSequences": 100}
     (message,) = violations(gpu_memory_budget, SERVICE, service("l4"), many)
     assert "need 100" in message
+
+
+@pytest.mark.parametrize("size", ["20G", "20000000000", "19Gi"])
+def test_kv_cache_memory_bytes_is_accounted_whatever_the_utilization(size: str) -> None:
+    # vLLM sizes the KV cache from --kv-cache-memory-bytes and ignores the utilization.
+    props = edit_args(service("l4"), add=(f"--kv-cache-memory-bytes={size}",))
+    (message,) = violations(gpu_memory_budget, SERVICE, props)
+    assert "--kv-cache-memory-bytes=" in message and "nvidia-l4" in message
+
+
+def test_small_kv_cache_memory_bytes_leaves_no_room_for_a_sequence() -> None:
+    props = edit_args(service("l4"), add=("--kv-cache-memory-bytes=64M",))
+    (message,) = violations(gpu_memory_budget, SERVICE, props)
+    assert "does not fit" in message

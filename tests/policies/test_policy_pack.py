@@ -81,8 +81,9 @@ def test_levels_match_the_issue() -> None:
         "max-instances-cap",
         "tpu-run-duration-limit",
     }
-    # + no-public-gateway, accelerator-pool-match, inference-pool-wiring (GKE)
-    assert len(MANDATORY) == 17
+    # + checkpoint-from-download-job; no-public-gateway, accelerator-pool-match,
+    # inference-pool-wiring (GKE)
+    assert len(MANDATORY) == 18
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:

@@ -110,7 +110,7 @@ def test_secrets_token_in_tpu_startup_script_metadata() -> None:
     script = (
         "#!/bin/bash\n"
         f"export HF_TOKEN={FAKE_HF_TOKEN}\n"
-        "docker run --privileged --net=host vllm/vllm-tpu:v0.27.0 \\\n"
+        "docker run --privileged --net=host -e HF_TOKEN vllm/vllm-tpu:v0.27.0 \\\n"
         "  vllm serve google/gemma-4-12B-it --max-model-len 4096\n"
     )
     props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}

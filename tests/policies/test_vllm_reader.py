@@ -38,6 +38,7 @@ from tests.policies._fixtures import (
 )
 
 BF16 = "/mnt/models/gemma-4-12B-it"
+QAT = "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"
 JOB = "gcp:cloudrunv2/job:Job"
 WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"
 V1_SERVICE = "gcp:cloudrun/service:Service"
@@ -72,7 +73,7 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["/usr/local/bin/vllm", "serve", BF16],
         ["sh", "-c", f"vllm serve {BF16}"],
         ["bash", "-lc", f"exec vllm serve {BF16}"],
-        ["/bin/sh", "-ec", f"set -e; cd /tmp && env A=1 vllm serve {BF16} 2>&1 | tee log"],
+        ["/bin/sh", "-ec", f"set -e; cd /tmp; env A=1 vllm serve {BF16} 2>&1 | tee log"],
         ["/bin/bash", "-euxc", f"nohup vllm serve {BF16} &\nwait"],
         ["env", "-i", "PATH=/usr/bin", "vllm", "serve", BF16],
         ["HF_HUB_OFFLINE=1", "vllm", "serve", BF16],
@@ -142,22 +143,75 @@ def test_every_spelling_of_an_option() -> None:
     assert args.options["gpu-memory-utilization"] == "0.97"
 
 
-def test_dotted_and_json_speculative_config_merge() -> None:
+@pytest.mark.parametrize("dotted_first", [True, False])
+def test_dotted_fields_replace_a_json_object_wherever_it_stands(dotted_first: bool) -> None:
+    # vLLM 0.27.1's FlexibleArgumentParser.parse_args removes every dotted option, merges
+    # them into one JSON object per option and appends it after all other arguments, so
+    # argparse's last-wins store replaces the JSON object, before or after it.
+    json_option = [
+        "--speculative-config",
+        json.dumps({"method": "mtp", "num_speculative_tokens": 2, "model": QAT}),
+    ]
+    dotted = ["--speculative-config.num_speculative_tokens=9", "--speculative_config.model", "/d"]
+    argv = [BF16, *(dotted + json_option if dotted_first else json_option + dotted)]
+    args = parse_serve_args(argv)
+    assert args.options["speculative-config"] == {"num_speculative_tokens": 9, "model": "/d"}
+
+
+def test_dotted_values_are_json_then_human_readable_ints() -> None:
     args = parse_serve_args(
-        [
-            BF16,
-            "--speculative-config",
-            json.dumps({"method": "mtp", "num_speculative_tokens": 2}),
-            "--speculative-config.num_speculative_tokens=9",
-            "--speculative_config.model",
-            "/mnt/models/d",
-        ]
-    )
-    assert args.options["speculative-config"] == {
-        "method": "mtp",
-        "num_speculative_tokens": 9,
-        "model": "/mnt/models/d",
+        [BF16, "--compilation-config.level", "3", "--compilation-config.x", "2k",
+         "--compilation-config.y=abc", "--compilation-config.z+", "a,b"]
+    )  # fmt: skip
+    assert args.options["compilation-config"] == {
+        "level": 3,
+        "x": 2000,
+        "y": "abc",
+        "z": ["a", "b"],
     }
+
+
+@pytest.mark.parametrize(
+    ("argv", "model"),
+    [
+        (["--model", QAT, "--model", BF16], QAT),
+        (["--model=" + QAT, "--max-model-len=8", "--model=" + BF16], QAT),
+        (["--max-model-len=8", "--model", QAT, "--model=" + BF16], QAT),
+    ],
+)
+def test_the_first_model_option_wins_as_in_vllm(argv: list[str], model: str) -> None:
+    args = parse_serve_args(argv)
+    assert args.model == model
+    assert "model" not in args.options
+
+
+def test_a_positional_model_and_a_model_option_are_refused_as_vllm_does() -> None:
+    args = parse_serve_args([QAT, "--model", BF16])
+    assert any("second positional" in p for p in args.problems)
+
+
+@pytest.mark.parametrize("cleared", ["None", ""])
+def test_an_optional_value_of_none_clears_the_option(cleared: str) -> None:
+    args = parse_serve_args(
+        [QAT, "--kv-cache-memory-bytes", "8G", "--kv-cache-memory-bytes", cleared]
+    )
+    assert "kv-cache-memory-bytes" not in args.options
+
+
+def test_append_options_accumulate_and_code_options_are_refused() -> None:
+    args = parse_serve_args([QAT, "--middleware", "a.b", "--middleware=c.d"])
+    assert args.options["middleware"] == ["a.b", "c.d"]
+    assert any("--middleware" in p and "imports Python middleware" in p for p in args.problems)
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--tool-parser-plugin=/x.py", "--worker-extension-cls=a.B", "--lora-modules=a=/x",
+     "--enable-lora", "--tokenizer=/mnt/other", "--hf-config-path=/x", "--load-format=dummy",
+     "--logits-processors=a.B"],
+)  # fmt: skip
+def test_options_that_bring_other_code_or_weights_are_refused(option: str) -> None:
+    assert parse_serve_args([QAT, option]).problems
 
 
 def test_negative_one_and_auto_are_values_not_options() -> None:
@@ -191,7 +245,7 @@ def test_aliases_and_abbreviations_from_vllms_parser() -> None:
     assert args.options["speculative-config"] == '{"method": "mtp"}'
     assert args.options["max-model-len"] == "99999"  # a unique abbreviation, as argparse reads it
     assert args.options["enable-expert-parallel"] is True
-    assert args.options["compilation-config"] == "3"
+    assert args.options["optimization-level"] == "3"  # vLLM 0.27.1 reads -O3 so
     assert args.options["decode-context-parallel-size"] == "2"
 
 
@@ -244,7 +298,6 @@ def test_script_with_control_characters_is_unreadable() -> None:
         (["/bin/bash", "-lc"], [f"exec env X=1 vllm serve {shlex.join(serve_line())}"], None),
         (["vllm", "serve"], serve_line(), "us-docker.pkg.dev/p/r/inference@sha256:" + "a" * 64),
         (None, serve_line(), "vllm/vllm-openai:v0.27.1"),
-        (None, serve_line("--gpu-memory-utilization=0.9"), "ghcr.io/acme/server:1.2"),
         (["python3", "-m", "vllm.entrypoints.openai.api_server"], ["--model", BF16], None),
     ],
 )
@@ -270,8 +323,8 @@ def test_shell_variables_are_resolved_from_the_container_env() -> None:
 
 @pytest.mark.parametrize(
     "script",
-    ["vllm serve $MODEL", "vllm serve /mnt/models/x-qat --max-model-len=$(cat /len)",
-     "M=/mnt/models/x-qat; vllm serve $M --max-model-len `cat /len`"],
+    ["vllm serve $MODEL", f"vllm serve {QAT} --max-model-len=$(cat /len)",
+     f"M={QAT}; vllm serve $M --max-model-len `cat /len`"],
 )  # fmt: skip
 def test_unresolvable_shell_expansions_fail_closed(script: str) -> None:
     (message,) = violations(vllm_server_readable, SERVICE, l4_with(["sh", "-c"], [script]))
@@ -281,14 +334,14 @@ def test_unresolvable_shell_expansions_fail_closed(script: str) -> None:
 @pytest.mark.parametrize(
     ("commands", "args"),
     [
-        (["env", "-S"], ["vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
-        (["/usr/bin/env"], ["-Svllm serve /mnt/models/x-qat --max-model-len=1000000"]),
-        (["env"], ["--split-string=vllm serve /mnt/models/x-qat --max-model-len=1000000"]),
-        (["env", "--split-string"], ["vllm serve /mnt/models/x-qat --max-model-len 1000000"]),
-        (["env", "-iS", "A=1 'vllm' serve /mnt/models/x-qat"], ["--max-model-len=1000000"]),
-        (["env", "-u", "X", "-S", "env -S 'vllm serve /mnt/models/x-qat'"],
+        (["env", "-S"], [f"vllm serve {QAT} --max-model-len=1000000"]),
+        (["/usr/bin/env"], [f"-Svllm serve {QAT} --max-model-len=1000000"]),
+        (["env"], [f"--split-string=vllm serve {QAT} --max-model-len=1000000"]),
+        (["env", "--split-string"], [f"vllm serve {QAT} --max-model-len 1000000"]),
+        (["env", "-iS", f"A=1 'vllm' serve {QAT}"], ["--max-model-len=1000000"]),
+        (["env", "-u", "X", "-S", f"env -S 'vllm serve {QAT}'"],
          ["--max-model-len=1000000"]),
-        (["sh", "-c"], ["exec env -S 'vllm serve /mnt/models/x-qat --max-model-len=1000000'"]),
+        (["sh", "-c"], [f"exec env -S 'vllm serve {QAT} --max-model-len=1000000'"]),
     ],
 )  # fmt: skip
 def test_env_split_string_is_read_as_a_command_line(commands: list[str], args: list[str]) -> None:
@@ -300,9 +353,9 @@ def test_env_split_string_is_read_as_a_command_line(commands: list[str], args: l
 
 @pytest.mark.parametrize(
     "args",
-    [["-S", "vllm serve /mnt/models/x-qat --max-model-len=${UNSET}"], ["-S"],
-     ["-S", "vllm serve /mnt/models/x-qat; vllm serve /mnt/models/x-qat"],
-     ["-S", "vllm\\_serve\\_/mnt/models/x-qat\\_--max-model-len=1000000"]],
+    [["-S", f"vllm serve {QAT} --max-model-len=${{UNSET}}"], ["-S"],
+     ["-S", f"vllm serve {QAT}; vllm serve {QAT}"],
+     ["-S", f"vllm\\_serve\\_{QAT}\\_--max-model-len=1000000"]],
 )  # fmt: skip
 def test_env_split_string_that_cannot_be_read_fails_closed(args: list[str]) -> None:
     (message,) = violations(vllm_server_readable, SERVICE, l4_with(["env"], args))
@@ -313,7 +366,17 @@ def test_env_split_string_that_cannot_be_read_fails_closed(args: list[str]) -> N
 def test_full_context_spellings_are_refused_on_l4(spelling: list[str]) -> None:
     props = l4_with(
         ["sh", "-c"],
-        [shlex.join(["vllm", "serve", "--enforce-eager", "/mnt/models/x-qat", *spelling])],
+        [
+            shlex.join(
+                [
+                    "vllm",
+                    "serve",
+                    "--enforce-eager",
+                    f"{QAT}",
+                    *spelling,
+                ]
+            )
+        ],
     )
     (message,) = violations(max_model_len_cap, SERVICE, props)
     assert "at most 32768" in message
@@ -322,7 +385,7 @@ def test_full_context_spellings_are_refused_on_l4(spelling: list[str]) -> None:
 def test_dotted_speculative_config_is_judged() -> None:
     props = l4_with(
         ["vllm", "serve"],
-        [*serve_line(model="/mnt/models/x-qat"), "--speculative-config.method=mtp",
+        [*serve_line(model=f"{QAT}"), "--speculative-config.method=mtp",
          "--speculative-config.num_speculative_tokens=9"],
     )  # fmt: skip
     messages = violations(speculative_config_valid, SERVICE, props)
@@ -333,7 +396,12 @@ def test_dotted_speculative_config_is_judged() -> None:
 def test_boolean_flag_before_the_model_is_judged() -> None:
     props = l4_with(
         ["vllm", "serve"],
-        ["--disable-chunked-mm-input", "/mnt/models/x-qat", "--max-num-batched-tokens", "1024"],
+        [
+            "--disable-chunked-mm-input",
+            "/mnt/models/gemma-4-12B-it-qat-w4a16-ct",
+            "--max-num-batched-tokens",
+            "1024",
+        ],
     )
     (message,) = violations(multimodal_batched_tokens, SERVICE, props)
     assert "--max-num-batched-tokens=1024" in message
@@ -344,7 +412,7 @@ def test_boolean_flag_before_the_model_is_judged() -> None:
     [
         (["/start.sh"], ["--max-model-len=131072"]),
         (["sh", "-c"], ["vllm serve 'unbalanced"]),
-        (["vllm", "serve"], ["--config", "/etc/vllm.yaml"]),
+        (["vllm", "serve"], [QAT, "--config", "/etc/vllm.yaml"]),
     ],
 )
 def test_unreadable_containers_fail_closed(commands: list[str], args: list[str]) -> None:
@@ -376,8 +444,9 @@ def test_gpu_container_whose_command_starts_no_readable_vllm_fails_closed(
 ) -> None:
     props = l4_with(commands, args, image)
     (message,) = violations(vllm_server_readable, SERVICE, props, name="gpu-svc")
-    assert message.startswith("gpu-svc (") and "no vLLM server was found" in message
-    assert shlex.join([*commands, *args]) in message
+    assert message.startswith("gpu-svc (")
+    # A command that starts no server, or a script running a program the reader does not know.
+    assert shlex.join([*commands, *args]) in message or "/opt/run-server" in message
 
 
 def test_vllm_image_without_the_gpu_whose_command_is_unreadable_fails_closed() -> None:
@@ -398,7 +467,7 @@ def test_model_download_in_a_vllm_image_is_not_a_server() -> None:
     assert violations(vllm_server_readable, SERVICE, props) == []
     props["template"]["containers"][-1]["commands"] = ["sh", "-c", "hf download x; /run.sh"]
     (message,) = violations(vllm_server_readable, SERVICE, props)
-    assert "container 'dl' runs a vLLM image" in message
+    assert "container 'dl'" in message and "'/run.sh'" in message
 
 
 def test_non_vllm_sidecar_without_the_gpu_is_not_flagged() -> None:
@@ -511,7 +580,12 @@ def test_tpu_script_that_starts_no_readable_vllm_fails_closed(script: str) -> No
     props = rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs
     props["metadata"]["startup-script"] = script
     (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props, name="tpu")
-    assert message.startswith("tpu (") and "starts no vLLM server" in message
+    assert message.startswith("tpu (")
+    assert (
+        "starts no vLLM server" in message
+        or "a shell that reads its script" in message
+        or ("a program the reader does not know ('/opt/run-server')" in message)
+    )
 
 
 def test_tpu_script_with_a_newline_in_a_value_fails_closed() -> None:
@@ -559,14 +633,17 @@ def test_tpu_literal_key_in_docker_env_is_refused(option: str) -> None:
     assert any("VLLM_API_KEY" in m and "literal" in m for m in messages)
 
 
-def test_tpu_exported_literal_key_is_refused() -> None:
+def test_tpu_script_edited_outside_its_docker_run_is_not_read_as_rendered() -> None:
+    # Only the `docker run` of the rendered script varies; an edit anywhere else (here a
+    # literal key) leaves a script with functions and command substitutions, outside the
+    # grammar, and the reader refuses it instead of guessing.
     props = tpu_props()
     script = props["metadata"]["startup-script"]
     props["metadata"]["startup-script"] = script.replace(
         'VLLM_API_KEY="$(read_secret vllm-api-key)"', "VLLM_API_KEY=plain-text-key"
     )
-    messages = violations(no_plaintext_secrets, TPU_DYNAMIC, props, name="tpu")
-    assert any("VLLM_API_KEY" in m for m in messages)
+    (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props, name="tpu")
+    assert "command substitution" in message or "subshell" in message
 
 
 # What vLLM 0.27.1's own parser gave for `--max-model-len VALUE` (run on 2026-11-23 with
@@ -581,3 +658,47 @@ def test_sizes_are_read_as_vllm_0_27_1_reads_them(text: str, parsed: int) -> Non
     from serving.vllm_argv import human_int
 
     assert human_int(text) == parsed
+
+
+def test_the_api_server_module_serves_its_last_model_option() -> None:
+    # vLLM 0.27.1: only `vllm serve` moves the first --model to the front, and only the serve
+    # subcommand copies the positional model over --model; api_server's __main__ does neither.
+    (launch,) = find_launches(
+        ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", QAT, "--model", BF16]
+    )
+    assert parse_serve_args(launch.argv, entry=launch.entry).model == BF16
+    (launch,) = find_launches(["python3", "-m", "vllm.entrypoints.openai.api_server", QAT])
+    args = parse_serve_args(launch.argv, entry=launch.entry)
+    assert args.model == DEFAULT_MODEL
+    assert any("ignores" in p for p in args.problems)
+    (launch,) = find_launches(["vllm", "serve", "--model", QAT, "--model", BF16])
+    assert parse_serve_args(launch.argv, entry=launch.entry).model == QAT
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ghcr.io/acme/server:1.2",
+        "ghcr.io/acme/vllm-openai:v0.27.1",  # named like the official image, elsewhere
+        "docker.io/someone/vllm-openai:v0.27.1",
+        "us-docker.pkg.dev/p/r/vllm-openai@sha256:" + "a" * 64,
+    ],
+)
+def test_an_image_whose_entrypoint_is_not_known_is_not_guessed(image: str) -> None:
+    # vLLM-looking arguments do not prove what an unknown image's entrypoint does with them.
+    props = l4_with(None, serve_line("--gpu-memory-utilization=0.9"), image)
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "runs its image's own entrypoint" in message and image in message
+    script = f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n"
+    with pytest.raises(ReadError, match="give --entrypoint"):
+        script_launches(script)
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["vllm/vllm-openai:v0.27.1", "docker.io/vllm/vllm-openai@sha256:" + "a" * 64,
+     "index.docker.io/vllm/vllm-tpu:v0.27.0"],
+)  # fmt: skip
+def test_official_images_are_known_by_their_full_reference(image: str) -> None:
+    (launch,) = script_launches(f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n")
+    assert launch.argv[0] == QAT

@@ -1,0 +1,142 @@
+"""checkpoint-from-download-job: a served bucket folder is one this stack's download job writes.
+
+A stack policy. The launch reader resolves a served path to a catalogue folder under a Cloud
+Storage mount (`serving.checkpoints`); this policy then proves where that folder's files come
+from: a Cloud Run job of the same stack that runs `hf download REPO --revision=REV
+--local-dir=MOUNT/FOLDER` with the same bucket mounted at MOUNT, for the catalogue repository
+of that folder. A served folder no job of the stack writes (another bucket, a folder written
+by hand, a job downloading another repository into it) is refused. A stack that downloads
+weights some other way (`downloadWeights: false`) can set this policy to advisory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policies._resources import JOB, containers, get, items, strings, volumes
+from policies._server import read_servers
+
+
+@dataclass(frozen=True)
+class Download:
+    """What one download job writes: a repository at a revision into bucket/folder."""
+
+    bucket: str | None
+    folder: str
+    repo: str
+    revision: str | None
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for index, arg in enumerate(args):
+        if arg == name and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> dict[str, str | None]:
+    """Mount path -> bucket name (None when unknown at preview) of a container's GCS mounts."""
+    by_volume = {
+        str(get(v, "name")): get(v, "gcs", "bucket")
+        for v in volumes(resource_type, props)
+        if get(v, "gcs") is not None
+    }
+    found: dict[str, str | None] = {}
+    for mount in items(get(container, "volumeMounts")):
+        name, path = get(mount, "name"), get(mount, "mountPath")
+        if isinstance(name, str) and isinstance(path, str) and name in by_volume:
+            bucket = by_volume[name]
+            found[path.rstrip("/")] = bucket if isinstance(bucket, str) else None
+    return found
+
+
+def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
+    """Every checkpoint the stack's download jobs write."""
+    found: list[Download] = []
+    for resource_type, props in resources:
+        if resource_type != JOB:
+            continue
+        for container in containers(resource_type, props):
+            argv = strings(get(container, "commands")) + strings(get(container, "args"))
+            if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
+                continue
+            positional = [a for a in argv[2:] if not a.startswith("-")]
+            local = _option(argv, "--local-dir")
+            if not positional or local is None:
+                continue
+            parent, _, folder = local.rstrip("/").rpartition("/")
+            buckets = _buckets(resource_type, props, container)
+            if parent not in buckets:
+                continue
+            found.append(
+                Download(buckets[parent], folder, positional[0], _option(argv, "--revision"))
+            )
+    return found
+
+
+def validate_checkpoint_from_download_job(
+    args: StackValidationArgs, report_violation: ReportViolation
+) -> None:
+    resources = [(r.resource_type, r.props) for r in args.resources]
+    written = downloads(resources)
+    for resource in args.resources:
+        for server in read_servers(resource.resource_type, resource.props).servers:
+            for role, checkpoint in (
+                ("serves", server.checkpoint),
+                ("drafts with", server.drafter_checkpoint),
+            ):
+                if checkpoint is None or checkpoint.origin != "model bucket":
+                    continue
+                bucket = _served_bucket(resource.resource_type, resource.props, checkpoint.mount)
+                folder = checkpoint.card.folder
+                matches = [
+                    d
+                    for d in written
+                    if d.folder == folder
+                    and (d.bucket is None or bucket is None or d.bucket == bucket)
+                ]
+                if any(d.repo == checkpoint.card.repo_id for d in matches):
+                    continue
+                if matches:
+                    why = (
+                        f"the download job writing it downloads {matches[0].repo!r}, not "
+                        f"{checkpoint.card.repo_id!r}"
+                    )
+                else:
+                    where = f"bucket {bucket!r}" if bucket else "its bucket"
+                    why = f"no download job of this stack writes {folder!r} to {where}"
+                report_violation(
+                    f"{resource.name}: {server.where} {role} {checkpoint.served_as!r}, but {why}, "
+                    "so where its weights come from is not known. Let the stack download it "
+                    "(stack key 'downloadWeights'), or set this policy to advisory for a bucket "
+                    "filled another way.",
+                    resource.urn,
+                )
+
+
+def _served_bucket(resource_type: str, props: Mapping[str, Any], mount: str | None) -> str | None:
+    for container in containers(resource_type, props):
+        bucket = _buckets(resource_type, props, container).get((mount or "").rstrip("/"))
+        if bucket is not None:
+            return bucket
+    return None
+
+
+checkpoint_from_download_job = StackValidationPolicy(
+    name="checkpoint-from-download-job",
+    description="A served model-bucket folder is written by a download job of the same stack, "
+    "for the catalogue repository of that folder.",
+    validate=validate_checkpoint_from_download_job,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)

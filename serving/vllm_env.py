@@ -1,0 +1,74 @@
+"""Environment variables that change what vLLM loads, serves or runs: refused by name.
+
+Pure: no Pulumi import. vLLM 0.27.1 reads about 250 `VLLM_*` variables (vllm/envs.py). The
+launch reader accepts the few listed in :data:`ALLOWED_VLLM` (authentication, logging, usage
+statistics, timeouts, the FlashInfer sampler the shipped GPU stacks set) and refuses every other
+`VLLM_*` name, since the policies cannot judge what it changes: among them
+`VLLM_MODEL_REDIRECT_PATH` (serves another model), `VLLM_USE_MODELSCOPE` (downloads from
+ModelScope), `VLLM_PLUGINS` (loads plugins), `VLLM_ALLOW_RUNTIME_LORA_UPDATING` (loads
+adapters at run time), `VLLM_ALLOW_LONG_MAX_MODEL_LEN`, `VLLM_SERVER_DEV_MODE`,
+`VLLM_RUST_FRONTEND_PATH`, `VLLM_LOGGING_CONFIG_PATH`. Variables of the libraries under vLLM
+that redirect downloads or load code (:data:`REFUSED_OTHER`) are refused too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: `VLLM_*` variables the reader accounts for: none changes the model, the code or the port.
+ALLOWED_VLLM = frozenset(
+    {
+        "VLLM_API_KEY",
+        "VLLM_USE_FLASHINFER_SAMPLER",
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_LOGGING_PREFIX",
+        "VLLM_LOGGING_COLOR",
+        "VLLM_CONFIGURE_LOGGING",
+        "VLLM_DISABLE_LOG_LOGO",
+        "VLLM_LOG_STATS_INTERVAL",
+        "VLLM_NO_USAGE_STATS",
+        "VLLM_DO_NOT_TRACK",
+        "VLLM_USAGE_SOURCE",
+        "VLLM_ENGINE_READY_TIMEOUT_S",
+        "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+        "VLLM_HTTP_TIMEOUT_KEEP_ALIVE",
+        "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS",
+        "VLLM_XLA_CHECK_RECOMPILATION",
+    }
+)
+#: Other variables that redirect where weights come from or load code into the process.
+REFUSED_OTHER: dict[str, str] = {
+    "HF_ENDPOINT": "downloads the checkpoint from another server",
+    "HF_HUB_CACHE": "resolves Hugging Face ids from another cache",
+    "HUGGINGFACE_HUB_CACHE": "resolves Hugging Face ids from another cache",
+    "TRANSFORMERS_CACHE": "resolves Hugging Face ids from another cache",
+    "HF_HOME": "resolves Hugging Face ids from another cache",
+    "MODELSCOPE_CACHE": "resolves model ids from another cache",
+    "LD_PRELOAD": "loads a library into vLLM",
+    "LD_LIBRARY_PATH": "loads libraries from other paths",
+    "PYTHONPATH": "imports Python code from other paths",
+    "PYTHONSTARTUP": "runs Python code",
+    "PYTHONHOME": "runs another Python installation",
+    "PYTHONUSERBASE": "imports Python code from other paths",
+    "PATH": "changes which program `vllm` is",
+    "BASH_ENV": "runs a file in every shell",
+    "ENV": "runs a file in every shell",
+}
+
+
+def env_problems(names: Iterable[str]) -> list[str]:
+    """One message per variable vLLM is given that the reader refuses."""
+    problems = []
+    for name in sorted(set(names)):
+        if name in REFUSED_OTHER:
+            problems.append(
+                f"the environment variable {name} {REFUSED_OTHER[name]}, which the policies "
+                "cannot judge"
+            )
+        elif name.startswith("VLLM_") and name not in ALLOWED_VLLM:
+            problems.append(
+                f"the environment variable {name} changes what vLLM 0.27.1 loads or does in a "
+                "way the policies do not follow (accepted VLLM_* variables: "
+                "docs/reader-grammar.md)"
+            )
+    return problems

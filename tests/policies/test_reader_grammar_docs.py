@@ -1,0 +1,42 @@
+"""docs/reader-grammar.md tells the truth: its example scripts are read or refused as it says,
+and the lists it gives are the reader's own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from policies._server import read_servers
+from serving.vllm_argv import CODE_OPTIONS, LOAD_FORMATS
+from serving.vllm_env import ALLOWED_VLLM, REFUSED_OTHER
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "reader-grammar.md").read_text()
+BLOCKS = re.findall(r"```bash (script(?:-refused)?)\n(.*?)```", DOC, re.S)
+
+
+def test_the_page_has_examples_of_both_kinds() -> None:
+    assert {kind for kind, _ in BLOCKS} == {"script", "script-refused"}
+
+
+@pytest.mark.parametrize(("kind", "script"), BLOCKS)
+def test_example_scripts_are_read_or_refused_as_the_page_says(kind: str, script: str) -> None:
+    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    reading = read_servers("gcp:tpu/v2Vm:V2Vm", props)
+    if kind == "script":
+        assert reading.problems == [] and reading.servers
+    else:
+        assert reading.problems
+
+
+def test_the_listed_variables_and_options_are_the_readers() -> None:
+    section = DOC.split("## Environment variables", 1)[1].split("## ", 1)[0]
+    accepted = section.split("accepted `VLLM_*` variables:", 1)[1].split(";\n- every", 1)[0]
+    assert set(re.findall(r"`(VLLM_[A-Z_]+)`", accepted)) == ALLOWED_VLLM
+    refused = section.split("- refused as well:", 1)[1]
+    assert set(re.findall(r"`([A-Z_]+)`", refused)) == set(REFUSED_OTHER)
+    options = DOC.split("Refused options,", 1)[1].split("An option vLLM", 1)[0]
+    named = set(re.findall(r"`--([a-z-]+)`", options))
+    assert named == set(CODE_OPTIONS) | {"load-format"}
+    assert set(re.findall(r"`([a-z_]+)`", options.split("other than", 1)[1])) == LOAD_FORMATS
