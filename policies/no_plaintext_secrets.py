@@ -1,4 +1,12 @@
-"""no-plaintext-secrets: credentials come from Secret Manager, never as literals."""
+"""no-plaintext-secrets: credentials come from Secret Manager, never as literals.
+
+Values are judged, not names: every string among a resource's inputs (environment, arguments,
+startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
+credential shapes of :data:`endpoint.secret_shapes.SHAPES`, as written and decoded (base64,
+URL-safe base64, hex, percent-encoding, gzip), for high-entropy strings of credential length,
+and for a credential split across two values (environment values, shell assignments) that is
+joined at run time. Secret-sounding environment names holding a literal are reported too.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from endpoint.secret_shapes import find_secret, find_split_secret
 from policies._config import schema, setting_strings
 from policies._resources import (
     containers,
@@ -21,23 +30,19 @@ from policies._resources import (
 from policies._server import vllm_servers
 from serving.vllm_argv import literal_env
 
-#: Credential formats (name, pattern). Matched anywhere in a resource's inputs.
-SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b"),
-    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    ("private key", r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"),
-    ("OpenAI-style API key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}\b"),
-    ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
-    ("AWS access key id", r"\bAKIA[0-9A-Z]{16}\b"),
-    ("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}\b"),
-)
-
 _SECRET_ENV = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE
 )
 
 CONFIG = schema(
     {
+        "ignorePatterns": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Regular expressions for literals that look random but are not "
+            "credentials (a whole-value match exempts that value from the value checks).",
+        },
         "extraPatterns": {
             "type": "array",
             "items": {"type": "string"},
@@ -66,19 +71,35 @@ _FIX = (
 )
 
 
+def _peek(fragment: str) -> str:
+    """A fragment named without revealing it: its first characters and length."""
+    return f"'{fragment[:3]}...' ({len(fragment)} characters)"
+
+
 def validate_no_plaintext_secrets(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
     if args.resource_type in setting_strings(args, CONFIG, "exemptResourceTypes"):
         return
-    patterns = [(label, re.compile(p)) for label, p in SECRET_PATTERNS]
-    patterns += [("secret", re.compile(p)) for p in setting_strings(args, CONFIG, "extraPatterns")]
+    extra = [re.compile(p) for p in setting_strings(args, CONFIG, "extraPatterns")]
+    ignored = [re.compile(p) for p in setting_strings(args, CONFIG, "ignorePatterns")]
     allowed_env = set(setting_strings(args, CONFIG, "allowedEnvNames"))
+    texts: list[str] = []
     for path, text in walk_strings(args.props):
-        for label, pattern in patterns:
-            if pattern.search(text):
-                report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
-                break
+        if any(p.fullmatch(text) for p in ignored):
+            continue
+        texts.append(text)
+        label = find_secret(text) or next(("secret" for p in extra if p.search(text)), None)
+        if label:
+            report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
+    split = find_split_secret(texts)
+    if split:
+        label, first, second = split
+        report_violation(
+            f"{args.name}: two literal values join into a {label} ({_peek(first)} + "
+            f"{_peek(second)}, e.g. variables concatenated at run time); {_FIX}.",
+            None,
+        )
     for container in containers(args.resource_type, args.props):
         for env in items(get(container, "envs")):
             name, value = get(env, "name"), get(env, "value")

@@ -1,0 +1,277 @@
+"""The one catalogue of credential shapes, and the detector that looks at values, not names.
+
+:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
+(the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
+so the two cannot drift. Each pattern matches the whole secret (a PEM block to its END line),
+so masking a match removes the secret, not its first characters.
+
+:func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
+base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
+layers), and at high-entropy strings of credential length. :func:`find_split_secret` tries the
+concatenations of pairs of short fragments (environment values, shell assignments), which is
+how a token split across two variables and joined at run time is found.
+
+High entropy: a run of `[A-Za-z0-9+/=_-]` of 20 to 1024 characters whose Shannon entropy is at
+least :data:`MIN_ENTROPY` bits per character and which, separators `/+=_.-` left out, holds at
+least two upper-case letters, two lower-case letters and two digits, changes character class
+between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and has at most
+:data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words). Hexadecimal
+strings (digests, commit shas), UUIDs, lower-case names (buckets, services, images) and
+identifiers made of words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random
+keys in base62 or base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the
+exact shapes). A run that decodes to text is judged by its text instead.
+
+Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import gzip
+import io
+import itertools
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+__all__ = [
+    "SHAPES",
+    "Shape",
+    "find_secret",
+    "find_split_secret",
+    "high_entropy",
+    "secret_pattern",
+]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A credential format: its name and a pattern matching the whole credential."""
+
+    label: str
+    pattern: str
+
+
+#: Credential formats, each pattern spanning the whole credential.
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "private key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[\s\S]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]{0,20000})",
+    ),
+    Shape(
+        "service-account key",
+        r"\"(?:private_key_id|private_key)\"\s*:\s*\"[^\"]{8,}\"",
+    ),
+    Shape("JSON Web Token", r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),
+    Shape("Hugging Face token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}"),
+    Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    Shape("Google OAuth access token", r"\bya29\.[0-9A-Za-z_.\-]{16,}"),
+    Shape("Google OAuth refresh token", r"(?<![\w/])1//0[0-9A-Za-z_\-]{30,}"),
+    Shape("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),
+    Shape("OpenAI-style API key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"),
+    Shape("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    Shape("Slack token", r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}"),
+    Shape(
+        "Slack webhook",
+        r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,}/B[A-Za-z0-9_]{6,}/[A-Za-z0-9_]{16,}",
+    ),
+    Shape("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    Shape("Stripe key", r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
+)
+
+MAX_SCAN_CHARS = 200_000
+"""Longest text examined per value (a startup script is a few KiB)."""
+MAX_DECODE_DEPTH = 3
+"""Encodings peeled off one inside another (base64 of gzip of hex ...)."""
+MAX_DECODED_BYTES = 1 << 20
+"""Largest decompressed form examined (a gzip bomb stops here)."""
+MAX_CANDIDATES = 256
+"""Encoded runs decoded per value."""
+MIN_ENTROPY_LENGTH = 20
+MAX_ENTROPY_LENGTH = 1024
+MIN_ENTROPY = 3.6
+MIN_CLASS_CHANGES = 0.45
+MAX_WORD_SHARE = 0.3
+"""Largest share of a high-entropy string in same-case letter runs of 5 or more (words)."""
+MAX_FRAGMENTS = 64
+"""Fragments paired by :func:`find_split_secret` (the most token-like first)."""
+
+_COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(SHAPES)))
+_RUN = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
+
+
+def secret_pattern() -> re.Pattern[str]:
+    """One compiled pattern matching any shape of :data:`SHAPES` (for masking)."""
+    return _COMBINED
+
+
+def _shape(text: str) -> str | None:
+    match = _COMBINED.search(text)
+    if match is None:
+        return None
+    return SHAPES[int(next(k for k, v in match.groupdict().items() if v is not None)[1:])].label
+
+
+def _class(ch: str) -> int:
+    if ch.isdigit():
+        return 0
+    if ch.isupper():
+        return 1
+    if ch.islower():
+        return 2
+    return 3
+
+
+_SEPARATORS = re.compile(r"[/+=_.\-]")
+_WORD = re.compile(r"[a-z]{5,}|[A-Z]{5,}")
+
+
+def high_entropy(token: str) -> bool:
+    """Whether `token` (one run of key characters) reads as a random credential."""
+    if not MIN_ENTROPY_LENGTH <= len(token) <= MAX_ENTROPY_LENGTH:
+        return False
+    core = _SEPARATORS.sub("", token)
+    if len(core) < MIN_ENTROPY_LENGTH - 2:
+        return False
+    classes = Counter(_class(c) for c in core)
+    if min(classes[0], classes[1], classes[2]) < 2:
+        return False
+    counts = Counter(token)
+    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    if entropy < MIN_ENTROPY:
+        return False
+    if sum(len(w) for w in _WORD.findall(core)) > MAX_WORD_SHARE * len(core):
+        return False
+    changes = sum(1 for a, b in itertools.pairwise(core) if _class(a) != _class(b))
+    return changes / (len(core) - 1) >= MIN_CLASS_CHANGES
+
+
+def _printable(data: bytes) -> str | None:
+    """`data` as text when it is text (UTF-8, few control characters), else None."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+                data = f.read(MAX_DECODED_BYTES)
+        except (OSError, EOFError, zlib.error):
+            return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text:
+        return None
+    odd = sum(1 for c in text if (ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127)
+    return text if odd <= len(text) // 50 else None
+
+
+def _decodings(run: str) -> Iterable[bytes]:
+    stripped = run.rstrip("=")
+    if _HEX.fullmatch(run):
+        with contextlib.suppress(ValueError):
+            yield bytes.fromhex(run)
+        return
+    if len(stripped) % 4 == 1:
+        return
+    padded = stripped + "=" * (-len(stripped) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            yield decode(padded.encode("ascii"))
+        except (binascii.Error, ValueError):
+            continue
+
+
+def _find(text: str, depth: int, entropy: bool = True) -> str | None:
+    text = text[:MAX_SCAN_CHARS]
+    label = _shape(text)
+    if label:
+        return label
+    if depth < MAX_DECODE_DEPTH and _PERCENT.search(text):
+        unquoted = unquote(text)
+        if unquoted != text:
+            found = _find(unquoted, depth + 1, entropy)
+            if found:
+                return _decoded(found)
+    for index, match in enumerate(_RUN.finditer(text)):
+        if index >= MAX_CANDIDATES:
+            break
+        run = match.group()
+        decoded_text = None
+        if depth < MAX_DECODE_DEPTH:
+            for data in _decodings(run):
+                decoded_text = _printable(data)
+                if decoded_text is not None:
+                    break
+        if decoded_text is not None:
+            found = _find(decoded_text, depth + 1, entropy)
+            if found:
+                return _decoded(found)
+            continue
+        for piece in re.split(r"[=]+(?=.)", run):
+            if entropy and high_entropy(piece):
+                return "high-entropy string of credential length"
+    return None
+
+
+def _decoded(label: str) -> str:
+    return label if label.endswith("(encoded)") else f"{label} (encoded)"
+
+
+def find_secret(text: str) -> str | None:
+    """The kind of credential found in `text` (as written or in a decoded form), or None."""
+    return _find(text, 0)
+
+
+def fragments(texts: Iterable[str]) -> list[str]:
+    """The pieces a secret may have been split into: short token-like values and the values of
+    shell assignments (`NAME=value`, `export NAME="value"`) inside longer texts."""
+    found: list[str] = []
+    for text in texts:
+        text = text[:MAX_SCAN_CHARS]
+        if _TOKENISH.fullmatch(text):
+            found.append(text)
+            continue
+        for match in _ASSIGNMENT.finditer(text):
+            value = next((g for g in match.groups()[1:] if g), "")
+            if _TOKENISH.fullmatch(value):
+                found.append(value)
+    unique = list(dict.fromkeys(found))
+    unique.sort(key=lambda s: (-_score(s), s))
+    return unique[:MAX_FRAGMENTS]
+
+
+_ASSIGNMENT = re.compile(
+    r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
+    r"([A-Za-z_][A-Za-z0-9_]*)=(?:\"([^\"$`\\]*)\"|'([^']*)'|([^\s;&|\"'$`\\()]*))"
+)
+
+
+def _score(fragment: str) -> int:
+    return sum(1 for c in set(fragment) if c.isalnum())
+
+
+def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
+    """(kind, first, second) when two fragments of `texts` (see :func:`fragments`) joined in
+    either order hold a credential shape (as written or decoded) that neither holds alone;
+    else None. Entropy alone is not judged on joined pairs (two ids side by side look random)."""
+    pieces = fragments(texts)
+    alone = {p for p in pieces if _find(p, 0, entropy=False)}
+    for a in pieces:
+        if a in alone:
+            continue
+        for b in pieces:
+            if b is a or b in alone:
+                continue
+            label = _find(a + b, 0, entropy=False)
+            if label:
+                return label, a, b
+    return None
