@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from serving.settings import SloSettings, load_settings
 
 from .store import MEASURED_STATUSES, RunData, cell_order
@@ -164,12 +162,13 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     Raises FileNotFoundError when the stack file is missing, ValueError when it is not a
     Pulumi stack file.
     """
+    from components.config_namespaces import config_block
+
     path = Path(cwd or ".") / f"Pulumi.{stack}.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
-        raise ValueError(f"{path} is not a Pulumi stack file (no config mapping)")
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such stack file")
     prefix = f"{PROJECT}:"
-    config = data.get("config") or {}
+    config = config_block(path, PROJECT, shown=str(path))  # StackFileError is a ValueError
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
 
 

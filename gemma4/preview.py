@@ -121,8 +121,10 @@ def stack_names(root: Path = ROOT) -> list[str]:
 def stack_file_path(stack: str, stack_file: Path | None = None, root: Path = ROOT) -> Path:
     """The stack file to read: `stack_file`, or `Pulumi.<stack>.yaml` in the project."""
     if stack_file is not None:
-        if not stack_file.is_file():
+        if not stack_file.exists():
             raise PreviewError(f"--stack-file {stack_file}: no such file")
+        if not stack_file.is_file():
+            raise PreviewError(f"--stack-file {stack_file}: not a regular file")
         return stack_file
     if not stack or "/" in stack or stack.startswith("."):
         raise PreviewError(f"invalid stack name {stack!r}")
@@ -139,27 +141,22 @@ def stack_file_path(stack: str, stack_file: Path | None = None, root: Path = ROO
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
     from components.config_namespaces import StackFileError, config_block
+    from serving.stack_yaml import Secure
 
     try:
-        config = config_block(path, shown=str(path))
+        config = config_block(path, PROJECT, shown=str(path))
     except StackFileError as exc:
         raise PreviewError(str(exc)) from None
     project: dict[str, Any] = {}
     other: dict[str, Any] = {}
     prefix = f"{PROJECT}:"
     for key, value in config.items():
-        key = str(key)
-        if isinstance(value, dict) and set(value) == {"secure"}:
+        if isinstance(value, Secure):
             value = SECRET_PLACEHOLDER
         if key.startswith(prefix):
             project[key[len(prefix) :]] = value
-        elif ":" in key:
-            other[key] = value
         else:
-            raise PreviewError(
-                f"{path}: config key {key!r} has no namespace; write '{PROJECT}:{key}' "
-                "(or 'gcp:...' for the provider)"
-            )
+            other[key] = value
     return project, other
 
 
@@ -374,11 +371,25 @@ def build_preview(
     path = stack_file_path(stack, stack_file, root)
     if stack_file is not None and not stack:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
+    from serving.stack_config import stack_name_problem
+
+    problem = stack_name_problem(stack)
+    if problem:
+        hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
+        raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
+    hidden = sorted(k for k, v in project_config.items() if v == SECRET_PLACEHOLDER)
+    secret_note = [
+        f"config key {k!r} is secret (secure:): only the Pulumi CLI can decrypt it, so the "
+        "preview neither shows nor checks it and used the key's default in its place"
+        for k in hidden
+    ]
+    project_config = {k: v for k, v in project_config.items() if k not in hidden}
     try:
         settings = load_settings(project_config)
     except SettingsError as exc:
-        raise PreviewError(f"{path}: {exc}") from None
+        note = f" ({'; '.join(secret_note)})" if secret_note else ""
+        raise PreviewError(f"{path}: {exc}{note}") from None
     if requests_per_second is not None and not (
         math.isfinite(requests_per_second) and requests_per_second > 0
     ):
@@ -423,7 +434,7 @@ def build_preview(
         resources=resources,
         outputs=_clean(rendered.outputs),
         vllm_command_line=command if isinstance(command, str) else None,
-        messages=rendered.messages,
+        messages=[*secret_note, *rendered.messages],
         policies=policies,
         plan=plan,
         fits=fits,
@@ -721,7 +732,12 @@ def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list
         return [f"the stack config is for project {project!r}; this checkout is {PROJECT!r}"]
     with tempfile.TemporaryDirectory(prefix="gemma4-promotion-") as folder:
         path = Path(folder) / f"Pulumi.{stack}.yaml"
-        path.write_text(yaml.safe_dump({"config": dict(config)}, sort_keys=False))
+        from serving.stack_yaml import Secure
+
+        plain = {
+            k: {"secure": v.ciphertext} if isinstance(v, Secure) else v for k, v in config.items()
+        }
+        path.write_text(yaml.safe_dump({"config": plain}, sort_keys=False))
         try:
             preview = build_preview(stack, path)
         except PreviewError as exc:

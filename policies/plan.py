@@ -28,6 +28,7 @@ from serving.memory import (
     monthly_cost,
 )
 from serving.settings import Settings, SettingsError, load_settings
+from serving.stack_config import stack_name_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +50,9 @@ def stack_names(root: Path = ROOT) -> list[str]:
 
 
 def _stack_path(stack: str, root: Path) -> Path:
+    problem = stack_name_problem(stack)
+    if problem:
+        raise PlanError(problem)
     path = root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise PlanError(
@@ -61,7 +65,7 @@ def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
     unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
     try:
-        return config_block(_stack_path(stack, root))
+        return config_block(_stack_path(stack, root), project_name(root))
     except StackFileError as exc:
         raise PlanError(str(exc)) from None
 
