@@ -23,6 +23,7 @@ what ``--json`` prints.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import sys
@@ -34,6 +35,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from gemma4.harness import PROJECT, ROOT
+from serving.inputs import bounded_number
+from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -164,15 +167,81 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
+    from serving.inputs import JsonInputError, read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PreviewError(f"policy config {path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PreviewError(f"policy config {path}: not valid JSON: {exc}") from None
+        data = read_json(path)
+    except JsonInputError as exc:
+        raise PreviewError(f"policy config {path}: {exc}") from None
     if not isinstance(data, dict):
         raise PreviewError(f"policy config {path}: expected a JSON object of policy names")
     return data
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "string": (str,),
+    "array": (list,),
+    "object": (dict,),
+}
+_MAX_THRESHOLD = 2**53
+"""Largest magnitude a threshold may have (the protocol carries numbers as doubles)."""
+
+
+def _type_problem(where: str, value: Any, spec: Mapping[str, Any]) -> str | None:
+    kind = spec.get("type")
+    if not isinstance(kind, str) or kind not in _JSON_TYPES:
+        return None
+    ok = isinstance(value, _JSON_TYPES[kind]) and not (
+        isinstance(value, bool) and kind != "boolean"
+    )
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        ok = True
+    if not ok:
+        shown = json.dumps(value)[:60]
+        return f"{where} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {shown}"
+    if kind in ("number", "integer"):
+        low, high = spec.get("minimum", -_MAX_THRESHOLD), spec.get("maximum", _MAX_THRESHOLD)
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if not (finite and low <= value <= high):
+            shown = (
+                str(value)
+                if len(str(value)) <= 40
+                else f"{str(value)[:20]}... ({len(str(value))} digits)"
+            )
+            return f"{where} must be a finite {kind} from {low} to {high}, got {shown}"
+    if kind == "array":
+        items = spec.get("items") or {}
+        for index, item in enumerate(value):
+            problem = _type_problem(f"{where}[{index}]", item, items)
+            if problem:
+                return problem
+    if kind == "object" and isinstance(spec.get("additionalProperties"), Mapping):
+        for key, item in value.items():
+            problem = _type_problem(f"{where}.{key}", item, spec["additionalProperties"])
+            if problem:
+                return problem
+    return None
+
+
+def threshold_problem(
+    policy: str, thresholds: Mapping[str, Any], properties: Mapping[str, Any]
+) -> str | None:
+    """Why `thresholds` do not fit `policy`'s config schema (a misspelt name, with the closest
+    one; a wrong type, with the expected one), or None. The Pulumi CLI validates a policy
+    config file against the same schema before the pack runs."""
+    for key, value in thresholds.items():
+        if key not in properties:
+            near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            known = ", ".join(sorted(properties)) or "none"
+            return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
+        problem = _type_problem(f"{policy}.{key}", value, properties[key])
+        if problem:
+            return problem
+    return None
 
 
 def _levels_and_configure(
@@ -196,16 +265,30 @@ def _levels_and_configure(
     request: dict[str, Any] = {}
     for name, entry in config.items():
         if name not in BY_NAME:
+            near = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise PreviewError(
-                f"policy config {source}: unknown policy {name!r}; policies: "
+                f"policy config {source}: unknown policy {name!r}{hint}; policies: "
                 + ", ".join(sorted(BY_NAME))
             )
         properties = struct_pb2.Struct()
         if isinstance(entry, str):
             level = entry
         elif isinstance(entry, dict):
-            level = str(entry.get("enforcementLevel", levels[name]))
-            properties.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
+            level = entry.get("enforcementLevel", levels[name])
+            if not isinstance(level, str):
+                raise PreviewError(
+                    f"policy config {source}: {name}: enforcementLevel must be a string, one "
+                    "of " + ", ".join(enums)
+                )
+            thresholds = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+            schema = BY_NAME[name].config_schema
+            problem = threshold_problem(
+                name, thresholds, dict(schema.properties) if schema is not None else {}
+            )
+            if problem:
+                raise PreviewError(f"policy config {source}: {problem}")
+            properties.update(thresholds)
         else:
             raise PreviewError(f"policy config {source}: {name}: expected a level or an object")
         if level not in enums:
@@ -670,7 +753,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r",
         "--requests-per-second",
-        type=float,
+        type=bounded_number(
+            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         help="rate one instance serves, for the cost per million requests "
         "(default: the stack's sloMinRequestsPerSecond, else 1)",
     )
@@ -678,9 +763,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_base(path: Path) -> dict[str, Any]:
+    from serving.inputs import JsonInputError, read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)
+    except JsonInputError as exc:
         raise PreviewError(f"--diff-against {path}: not a preview JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PreviewError(f"--diff-against {path}: not a preview JSON object")

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from components.config_namespaces import StackFileError, config_block, read_stack_file
+from serving.inputs import bounded_number
 from serving.memory import (
     GIB,
     MemoryPlan,
@@ -27,7 +28,13 @@ from serving.memory import (
     decode_ceiling_tokens_per_s,
     monthly_cost,
 )
-from serving.settings import Settings, SettingsError, load_settings
+from serving.settings import (
+    MAX_REQUESTS_PER_SECOND,
+    MIN_REQUESTS_PER_SECOND,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 from serving.stack_config import stack_name_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "-r",
         "--requests-per-second",
-        type=float,
+        type=bounded_number(
+            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         default=1.0,
         help="average request rate one instance serves, for the cost per million requests",
     )

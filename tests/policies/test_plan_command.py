@@ -78,8 +78,10 @@ def test_errors_name_what_to_fix(capsys: pytest.CaptureFixture[str], tmp_path: P
     code, _, err = run(capsys, "-s", "nope")
     assert code == 2
     assert "no stack file Pulumi.nope.yaml; stacks here: l4, rtx6000" in err
-    code, _, err = run(capsys, "-s", "l4", "-r", "0")
-    assert code == 2 and "--requests-per-second must be positive" in err
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, "-s", "l4", "-r", "0")
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--requests-per-second must be a number from 0.001" in err
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  gemma4-vllm:hardware: h100\n")
     code, _, err = run(capsys, "-s", "x", "--root", str(tmp_path))

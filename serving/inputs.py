@@ -1,0 +1,104 @@
+"""Inputs given on a command line, within bounds: JSON files and numbers.
+
+Python's `json` module recurses once per nesting level (a few thousand `[` end in
+RecursionError), turns `1e400` into infinity and accepts `NaN`/`Infinity`, which JSON does not
+have. Here a file is read only if it is a regular file of at most :data:`MAX_BYTES`, nested at
+most :data:`MAX_DEPTH` levels (counted before parsing), and every number in it is finite.
+Pure: the caller names the option in :class:`JsonInputError` messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "JsonInputError",
+    "bounded_number",
+    "parse_json",
+    "read_json",
+]
+
+MAX_BYTES = 16 << 20
+"""Largest JSON input (a preview JSON of a large stack is well under 1 MiB)."""
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects."""
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+class JsonInputError(ValueError):
+    """A JSON input that is unreadable, too large, too deep or not JSON; one line."""
+
+
+def _constant(name: str) -> Any:
+    raise JsonInputError(f"holds {name}, which is not a JSON number; give a finite number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonInputError(f"holds the number {text[:40]}, beyond a finite double")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """`text` parsed as strict JSON, with depth and numbers bounded."""
+    depth = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub('""', text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise JsonInputError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        return json.loads(text, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        raise JsonInputError(f"not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        if isinstance(exc, JsonInputError):
+            raise
+        raise JsonInputError(f"holds a number that is too long ({exc})") from None
+
+
+def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
+    """The JSON document in the regular file `path` (at most `limit` bytes)."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise JsonInputError("not a regular file")
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise JsonInputError(f"cannot be read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise JsonInputError(f"larger than {limit // (1 << 20)} MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise JsonInputError("not UTF-8 text") from None
+    return parse_json(text)
+
+
+def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
+    other values outside the range are refused naming the option and the range)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a number from {low:g} to {high:g}, got {text[:40]!r}"
+            )
+        return value
+
+    return parse
