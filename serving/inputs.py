@@ -31,6 +31,9 @@ MAX_BYTES = 16 << 20
 """Largest JSON input (a preview JSON of a large stack is well under 1 MiB)."""
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects."""
+MAX_DEADLINE_S = 7200.0
+"""Longest deadline a health check takes (the longest cold start, 2400 s, three times over);
+the stack key healthCheckDeadlineSeconds has the same bound."""
 
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from serving.hardware import HARDWARE, HardwareProfile, Platform
+from serving.inputs import MAX_DEADLINE_S
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
@@ -438,7 +439,7 @@ class HealthSettings(_Group):
     health_check_deadline_seconds: int | None = Field(
         None,
         ge=30,
-        le=7200,
+        le=int(MAX_DEADLINE_S),
         description="Deadline for the checks; defaults to the hardware's cold start.",
     )
     health_check_service_account: str | None = Field(
