@@ -153,9 +153,17 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     project: dict[str, Any] = {}
     other: dict[str, Any] = {}
     prefix = f"{PROJECT}:"
-    for key, value in config.items():
+    def shown(value: Any) -> Any:
         if isinstance(value, Secure):
-            value = SECRET_PLACEHOLDER
+            return SECRET_PLACEHOLDER
+        if isinstance(value, list):
+            return [shown(v) for v in value]
+        if isinstance(value, dict):
+            return {k: shown(v) for k, v in value.items()}
+        return value
+
+    for key, value in config.items():
+        value = shown(value)
         if key.startswith(prefix):
             project[key[len(prefix) :]] = value
         else:

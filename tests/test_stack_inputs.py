@@ -201,3 +201,15 @@ def test_secure_project_values_are_shown_as_secret_not_checked_as_text(
     assert code == 0, err
     assert "'healthCheckServiceAccount' is secret (secure:)" in out
     assert "c2VjcmV0LXNh" not in out + err
+
+
+def test_secure_values_inside_lists_are_never_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (ROOT / "Pulumi.l4.yaml").read_text() + (
+        "  gcp:defaultLabels:\n    team:\n      secure: v1:aW5zaWRl\n"
+    )
+    code = pv.main(["--stack-file", str(_write(tmp_path, "nested", text)), "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 2) and "Traceback" not in err
+    assert "aW5zaWRl" not in out + err
