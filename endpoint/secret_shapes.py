@@ -100,6 +100,8 @@ MIN_ENTROPY = 3.6
 MIN_CLASS_CHANGES = 0.45
 MAX_WORD_SHARE = 0.3
 """Largest share of a high-entropy string in same-case letter runs of 5 or more (words)."""
+MAX_PIECES = 1024
+"""Fragments read per resource."""
 MAX_FRAGMENTS = 64
 """Fragments paired by :func:`find_split_secret` (the most token-like first)."""
 
@@ -107,6 +109,13 @@ _COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(S
 _RUN = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
+_WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
+_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
+_PREFIX = re.compile(
+    r"hf_|api_org_|AIza|ya29|1//|GOCSPX|sk-|sk_live|rk_live|gh[pousr]_|github_pat|xox|AKIA|ASIA|"
+    r"-----BEGIN|eyJ|private_key"
+)
 _TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
 
 
@@ -180,6 +189,9 @@ def _decodings(run: str) -> Iterable[bytes]:
         with contextlib.suppress(ValueError):
             yield bytes.fromhex(run)
         return
+    if _BASE32.fullmatch(run):
+        with contextlib.suppress(binascii.Error, ValueError):
+            yield base64.b32decode(stripped + "=" * (-len(stripped) % 8))
     if len(stripped) % 4 == 1:
         return
     padded = stripped + "=" * (-len(stripped) % 4)
@@ -195,10 +207,9 @@ def _find(text: str, depth: int, entropy: bool = True) -> str | None:
     label = _shape(text)
     if label:
         return label
-    if depth < MAX_DECODE_DEPTH and _PERCENT.search(text):
-        unquoted = unquote(text)
-        if unquoted != text:
-            found = _find(unquoted, depth + 1, entropy)
+    if depth < MAX_DECODE_DEPTH:
+        for decoded in _whole_decodings(text):
+            found = _find(decoded, depth + 1, entropy)
             if found:
                 return _decoded(found)
     for index, match in enumerate(_RUN.finditer(text)):
@@ -222,6 +233,32 @@ def _find(text: str, depth: int, entropy: bool = True) -> str | None:
     return None
 
 
+def _whole_decodings(text: str) -> Iterable[str]:
+    """Decodings of the whole text: percent-encoding, shell/C escapes (`\\x68`, `\\u0068`,
+    `\\150`), and base64 wrapped over several lines (as `base64` prints it)."""
+    if _PERCENT.search(text):
+        unquoted = unquote(text)
+        if unquoted != text:
+            yield unquoted
+    if _ESCAPE.search(text):
+        yield _ESCAPE.sub(_unescape, text)
+    if any(c.isspace() for c in text.strip()):
+        for block in _WRAPPED.findall(text):
+            compact = "".join(block.split())
+            if len(compact) >= 16 and compact != block:
+                for data in _decodings(compact):
+                    decoded = _printable(data)
+                    if decoded is not None:
+                        yield decoded
+                        break
+
+
+def _unescape(match: re.Match[str]) -> str:
+    hex2, hex4, octal = match.groups()
+    code = int(hex2 or hex4, 16) if (hex2 or hex4) else int(octal, 8)
+    return chr(code)
+
+
 def _decoded(label: str) -> str:
     return label if label.endswith("(encoded)") else f"{label} (encoded)"
 
@@ -231,9 +268,10 @@ def find_secret(text: str) -> str | None:
     return _find(text, 0)
 
 
-def fragments(texts: Iterable[str]) -> list[str]:
+def fragments(texts: Iterable[str], limit: int | None = MAX_FRAGMENTS) -> list[str]:
     """The pieces a secret may have been split into: short token-like values and the values of
-    shell assignments (`NAME=value`, `export NAME="value"`) inside longer texts."""
+    shell assignments (`NAME=value`, `export NAME="value"`) inside longer texts; the `limit`
+    most token-like first (None: all, up to :data:`MAX_PIECES`)."""
     found: list[str] = []
     for text in texts:
         text = text[:MAX_SCAN_CHARS]
@@ -246,7 +284,7 @@ def fragments(texts: Iterable[str]) -> list[str]:
                 found.append(value)
     unique = list(dict.fromkeys(found))
     unique.sort(key=lambda s: (-_score(s), s))
-    return unique[:MAX_FRAGMENTS]
+    return unique[: limit if limit is not None else MAX_PIECES]
 
 
 _ASSIGNMENT = re.compile(
@@ -262,16 +300,67 @@ def _score(fragment: str) -> int:
 def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
     """(kind, first, second) when two fragments of `texts` (see :func:`fragments`) joined in
     either order hold a credential shape (as written or decoded) that neither holds alone;
-    else None. Entropy alone is not judged on joined pairs (two ids side by side look random)."""
-    pieces = fragments(texts)
-    alone = {p for p in pieces if _find(p, 0, entropy=False)}
-    for a in pieces:
-        if a in alone:
+    else None. Entropy alone is not judged on joined pairs (two ids side by side look random).
+
+    Every fragment that holds the start of a shape (`hf_`, `AIza`, `-----BEGIN`, ...) is paired
+    with every other fragment, so padding a resource with decoys cannot push the first half out;
+    the :data:`MAX_FRAGMENTS` most token-like fragments are also paired with each other (a split
+    encoded token has no such start)."""
+    texts = list(texts)
+    every = fragments(texts, None)
+    alone = {p for p in every if _find(p, 0, entropy=False)}
+    rest = [p for p in every if p not in alone]
+    heads = [p for p in rest if _PREFIX.search(p)]
+    top = [p for p in fragments(texts) if p not in alone]
+    for firsts, seconds in ((heads, rest), (top, top)):
+        for a in firsts:
+            for b in seconds:
+                if b is a:
+                    continue
+                label = _find(a + b, 0, entropy=False)
+                if label:
+                    return label, a, b
+    return None
+
+
+_REFERENCE = re.compile(
+    r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|\(([A-Za-z_][A-Za-z0-9_]*)\)|([A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def variables(texts: Iterable[str]) -> dict[str, str]:
+    """Literal values of shell assignments (`NAME=value`, `export NAME="value"`) in `texts`."""
+    found: dict[str, str] = {}
+    for text in texts:
+        for match in _ASSIGNMENT.finditer(text[:MAX_SCAN_CHARS]):
+            found.setdefault(match.group(1), next((g for g in match.groups()[1:] if g), ""))
+    return found
+
+
+def _expand(text: str, known: dict[str, str]) -> tuple[str, list[str]]:
+    names: list[str] = []
+
+    def value(match: re.Match[str]) -> str:
+        name = next(g for g in match.groups() if g)
+        if name not in known:
+            return match.group()
+        names.append(name)
+        return known[name]
+
+    return _REFERENCE.sub(value, text), list(dict.fromkeys(names))
+
+
+def find_joined_secret(texts: Iterable[str], known: dict[str, str]) -> tuple[str, list[str]] | None:
+    """(kind, variable names) when a text that references variables (`$A$B`, `${A}_${B}`,
+    `"hf_$A"`, Cloud Run's `$(A)$(B)`) holds a credential shape once each reference is replaced
+    by the variable's literal value (`known`: environment values and shell assignments), and
+    does not hold one as written; else None."""
+    for text in texts:
+        text = text[:MAX_SCAN_CHARS]
+        expanded, names = _expand(text, known)
+        if not names or _find(text, 0, entropy=False):
             continue
-        for b in pieces:
-            if b is a or b in alone:
-                continue
-            label = _find(a + b, 0, entropy=False)
-            if label:
-                return label, a, b
+        label = _find(expanded[:MAX_SCAN_CHARS], 0, entropy=False)
+        if label:
+            return label, names
     return None

@@ -11,6 +11,8 @@ joined at run time. Secret-sounding environment names holding a literal are repo
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -19,11 +21,13 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from endpoint.secret_shapes import find_secret, find_split_secret
+from endpoint.secret_shapes import find_joined_secret, find_secret, find_split_secret, variables
 from policies._config import schema, setting_strings
 from policies._resources import (
     containers,
+    entries,
     get,
+    is_list,
     items,
     walk_strings,
 )
@@ -71,6 +75,22 @@ _FIX = (
 )
 
 
+def _keys(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every mapping key inside a props tree (a label or annotation key can hold a token)."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for key, child in entries(value):
+            if key.startswith("__"):
+                continue
+            where = f"{path}.{key}" if path else key
+            found.append((f"{where} (key)", key))
+            found += _keys(child, where)
+    elif is_list(value):
+        for index, child in enumerate(items(value)):
+            found += _keys(child, f"{path}[{index}]")
+    return found
+
+
 def _peek(fragment: str) -> str:
     """A fragment named without revealing it: its first characters and length."""
     return f"'{fragment[:3]}...' ({len(fragment)} characters)"
@@ -85,10 +105,11 @@ def validate_no_plaintext_secrets(
     ignored = [re.compile(p) for p in setting_strings(args, CONFIG, "ignorePatterns")]
     allowed_env = set(setting_strings(args, CONFIG, "allowedEnvNames"))
     texts: list[str] = []
-    for path, text in walk_strings(args.props):
+    for path, text in [*walk_strings(args.props), *_keys(args.props)]:
         if any(p.fullmatch(text) for p in ignored):
             continue
-        texts.append(text)
+        if not path.endswith("(key)"):
+            texts.append(text)
         label = find_secret(text) or next(("secret" for p in extra if p.search(text)), None)
         if label:
             report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
@@ -98,6 +119,20 @@ def validate_no_plaintext_secrets(
         report_violation(
             f"{args.name}: two literal values join into a {label} ({_peek(first)} + "
             f"{_peek(second)}, e.g. variables concatenated at run time); {_FIX}.",
+            None,
+        )
+    known = variables(texts)
+    for container in containers(args.resource_type, args.props):
+        for env in items(get(container, "envs")):
+            name, value = get(env, "name"), get(env, "value")
+            if isinstance(name, str) and isinstance(value, str):
+                known[name] = value
+    joined = find_joined_secret(texts, known)
+    if joined and not split:
+        label, names = joined
+        report_violation(
+            f"{args.name}: the literal values of {', '.join(names)} join at run time into a "
+            f"{label}; {_FIX}.",
             None,
         )
     for container in containers(args.resource_type, args.props):

@@ -1016,8 +1016,11 @@ def _describe(exc: ValidationError) -> str:
             message = "is required"
         where = f"config key {key!r}: " if key and "config key" not in message else ""
         given = error.get("input")
+        given_text = repr(given)
+        if len(given_text) > 80:
+            given_text = f"{given_text[:60]}... ({len(given_text)} characters)"
         shown = (
-            f" (got {given!r})"
+            f" (got {given_text})"
             if key
             and error["type"] not in ("missing", "value_error")
             and not isinstance(given, dict)

@@ -77,6 +77,12 @@ def test_pgp_block_and_random_key() -> None:
     assert "high-entropy string of credential length" in message
 
 
+def _wrapped(text: str, width: int = 16) -> str:
+    """`text` in base64 wrapped over lines, as `base64 -w 16` prints it."""
+    encoded = base64.b64encode(text.encode()).decode()
+    return "\n".join(encoded[i : i + width] for i in range(0, len(encoded), width))
+
+
 ENCODINGS: dict[str, Callable[[str], str]] = {
     "base64": lambda s: base64.b64encode(s.encode()).decode(),
     "url-safe base64 without padding": lambda s: (
@@ -87,6 +93,10 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "gzip+base64": lambda s: base64.b64encode(gzip.compress(s.encode())).decode(),
     "base64 of base64": lambda s: base64.b64encode(base64.b64encode(s.encode())).decode(),
     "base64 of a line": lambda s: base64.b64encode(f"HF_TOKEN={s}\n".encode()).decode(),
+    "base32": lambda s: base64.b32encode(s.encode()).decode(),
+    "base64 wrapped over lines": lambda s: _wrapped(f"# config\ntoken: {s}\n"),
+    "printf hex escapes": lambda s: "printf '" + "".join(f"\\x{b:02x}" for b in s.encode()) + "'",
+    "printf octal escapes": lambda s: "printf '" + "".join(f"\\{b:03o}" for b in s.encode()) + "'",
 }
 
 
@@ -184,3 +194,46 @@ def test_redaction_masks_every_shape_of_the_same_catalogue(label: str) -> None:
     secret = SAMPLES[label]
     assert secret not in shown and secret[-12:] not in shown
     assert any(label == s.label for s in SHAPES)
+
+
+def test_token_joined_from_three_script_variables() -> None:
+    script = (
+        f"#!/bin/bash\nP1={HF[:8]}\nP2={HF[8:20]}\nP3={HF[20:]}\n"
+        'export HF_TOKEN="${P1}${P2}$P3"\nvllm serve m\n'
+    )
+    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
+    assert any("P1, P2, P3 join at run time into a Hugging Face token" in m for m in messages)
+
+
+def test_literal_prefix_and_one_variable() -> None:
+    script = f'#!/bin/bash\nREST={HF[3:]}\nexport T="hf_$REST"\n'
+    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
+    assert any("REST join at run time into a Hugging Face token" in m for m in messages)
+
+
+def test_cloud_run_env_references_are_expanded() -> None:
+    props = _with_env(HF[:5], "A")
+    envs = container(props)["envs"]
+    envs.append({"name": "B", "value": HF[5:15]})
+    envs.append({"name": "C", "value": HF[15:]})
+    envs.append({"name": "JOINED", "value": "$(A)$(B)$(C)"})
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("Hugging Face token" in m and "join" in m for m in messages)
+
+
+def test_a_label_key_is_read() -> None:
+    props = service("l4")
+    props["annotations"] = {SAMPLES["GitHub token"]: "x"}
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("(key) contains a literal GitHub token" in m for m in messages)
+
+
+def test_decoys_cannot_push_a_split_token_out() -> None:
+    props = _with_env(HF[:3], "PART_A")
+    envs = container(props)["envs"]
+    envs += [{"name": f"D{i}", "value": f"decoy-{i:04d}-Zq9{i}"} for i in range(300)]
+    envs.append({"name": "PART_B", "value": HF[3:]})
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("two literal values join into a Hugging Face token" in m for m in messages)
