@@ -160,8 +160,8 @@ def _tree(text: str) -> _Node | None:
                 event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
             ):
                 tag = getattr(event, "tag", None)
-                if tag in (None, "!"):
-                    tag = None
+                if tag is None:
+                    pass
                 elif not (isinstance(event, yaml.ScalarEvent) and tag == _STR):
                     raise StackYamlError(
                         f"line {line}: the YAML tag {tag} is not accepted in a stack file "
@@ -218,6 +218,11 @@ def _value(node: _Node, depth: int, budget: _Budget) -> Any:
     out: dict[str, Any] = {}
     for key, child in node.pairs:
         name = _key_text(key)
+        if name in out:
+            raise StackYamlError(
+                f"line {key.line}: mapping key {key.value!r} is the key {name!r} again once "
+                "read (the Pulumi CLI would keep only one of them)"
+            )
         out[name] = _value(child, depth + 1, budget)
     if set(out) == {"secure"} and isinstance(out["secure"], str):
         return Secure(out["secure"])

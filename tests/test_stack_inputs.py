@@ -109,6 +109,12 @@ BAD = {
     "null value": ("config:\n  gemma4-vllm:maxNumSeqs:\n", "has no value"),
     "not utf-8": ("config:\n  gemma4-vllm:x: \udcff\n", "not UTF-8"),
     "invalid yaml": ("config: [unclosed\n", "not valid YAML"),
+    "non-specific tag": ("config:\n  gemma4-vllm:maxModelLen: ! 0100000\n", "YAML tag !"),
+    "tag directive": ("%TAG !! tag:example.com:\n---\nconfig:\n  x: !!str 1\n", "YAML tag"),
+    "keys equal once read": ("config:\n  gemma4-vllm:l:\n    1: a\n    01: b\n", "again once read"),
+    "alias as a repeated key": ("config:\n  &k a: 1\n  *k : 2\n", "already defined"),
+    "recursive alias": ("config:\n  x: &a [1, *a]\n", "once aliases are expanded"),
+    "complex key": ("config:\n  ? [a, b]\n  : 1\n", "must be a plain value"),
 }
 
 
