@@ -15,11 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
-from components.config_namespaces import StackFileError, config_block, read_stack_file
+from components.config_namespaces import (
+    StackFileError,
+    config_block,
+    read_bounded,
+    read_stack_file,
+)
 from serving.inputs import bounded_number
 from serving.memory import (
     GIB,
@@ -36,6 +40,7 @@ from serving.settings import (
     load_settings,
 )
 from serving.stack_config import stack_name_problem
+from serving.stack_yaml import StackYamlError, load_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,11 +50,12 @@ class PlanError(Exception):
 
 
 def project_name(root: Path = ROOT) -> str:
+    path = root / "Pulumi.yaml"
     try:
-        data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+        data = load_document(read_bounded(path, str(path)))
         return str(data["name"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise PlanError(f"{root / 'Pulumi.yaml'}: no project name ({exc})") from None
+    except (StackFileError, StackYamlError, KeyError, TypeError) as exc:
+        raise PlanError(f"{path}: no project name ({exc})") from None
 
 
 def stack_names(root: Path = ROOT) -> list[str]:

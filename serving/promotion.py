@@ -128,11 +128,22 @@ def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
 
 
 def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    """The project's keys of a stack file, without the prefix."""
+    """The project's keys of a stack file, without the prefix; a key held as `secure:` is
+    refused (a promotion must check every value it carries or keeps)."""
+    from components.config_namespaces import secret_keys
+
     prefix = f"{PROJECT}:"
-    return {
+    values = {
         k[len(prefix) :]: v for k, v in read_config(stack, root).items() if k.startswith(prefix)
     }
+    hidden = secret_keys(values)
+    if hidden:
+        raise PromotionError(
+            f"Pulumi.{stack}.yaml: config key(s) {', '.join(map(repr, hidden))} hold a secure: "
+            "value, which only the Pulumi CLI can decrypt, so the promotion cannot check them; "
+            "these settings are not secrets: set them in plain text"
+        )
+    return values
 
 
 _NOT_REPRODUCIBLE = (

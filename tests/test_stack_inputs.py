@@ -219,3 +219,25 @@ def test_secure_values_inside_lists_are_never_shown(
     out, err = capsys.readouterr()
     assert code in (0, 2) and "Traceback" not in err
     assert "aW5zaWRl" not in out + err
+
+
+def test_plan_and_promote_refuse_a_secure_project_key(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (ROOT / "Pulumi.rtx6000.yaml").read_text().replace(
+        "gemma4-vllm:maxNumSeqs: 8", "gemma4-vllm:maxNumSeqs:\n    secure: v1:OA=="
+    )
+    assert "secure: v1:OA==" in text
+    _write(root, "sec", text)
+    code = plan.main(["-s", "sec", "--root", str(root)])
+    err = capsys.readouterr().err
+    _one_line(code, err, "'maxNumSeqs' hold a secure: value")
+    assert "v1:OA==" not in err
+    code = promotion.main(["--from", "l4", "--to", "sec", "--root", str(root)])
+    _one_line(code, capsys.readouterr().err, "secure")
+
+
+def test_plan_bounds_the_project_file(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "Pulumi.yaml").write_text("name: &n [" + "[" * 3000 + "]" * 3000 + "]\n")
+    code = plan.main(["-s", "l4", "--root", str(root)])
+    _one_line(code, capsys.readouterr().err, "no project name")
