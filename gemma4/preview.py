@@ -153,6 +153,7 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     project: dict[str, Any] = {}
     other: dict[str, Any] = {}
     prefix = f"{PROJECT}:"
+
     def shown(value: Any) -> Any:
         if isinstance(value, Secure):
             return SECRET_PLACEHOLDER

@@ -224,8 +224,10 @@ def test_secure_values_inside_lists_are_never_shown(
 def test_plan_and_promote_refuse_a_secure_project_key(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = (ROOT / "Pulumi.rtx6000.yaml").read_text().replace(
-        "gemma4-vllm:maxNumSeqs: 8", "gemma4-vllm:maxNumSeqs:\n    secure: v1:OA=="
+    text = (
+        (ROOT / "Pulumi.rtx6000.yaml")
+        .read_text()
+        .replace("gemma4-vllm:maxNumSeqs: 8", "gemma4-vllm:maxNumSeqs:\n    secure: v1:OA==")
     )
     assert "secure: v1:OA==" in text
     _write(root, "sec", text)
