@@ -780,6 +780,16 @@ def _read_base(path: Path) -> dict[str, Any]:
         raise PreviewError(f"--diff-against {path}: not a preview JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PreviewError(f"--diff-against {path}: not a preview JSON object")
+    shapes = {"resources": list, "policies": list, "plan": dict, "cost": dict}
+    for key, kind in shapes.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise PreviewError(
+                f"--diff-against {path}: not a preview JSON: {key!r} must be a "
+                f"{'list' if kind is list else 'mapping'}"
+            )
+    command = data.get("vllm_command_line")
+    if command is not None and not isinstance(command, str):
+        raise PreviewError(f"--diff-against {path}: 'vllm_command_line' must be text")
     return data
 
 

@@ -198,3 +198,24 @@ def test_health_deadlines_are_bounded(value: str, capsys: pytest.CaptureFixture[
     code = main(["--url", "http://127.0.0.1:9", f"--timeout-seconds={value}"])
     err = capsys.readouterr().err
     assert code == 2 and "above 0 and at most 7200" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"policies": 5}', "'policies' must be a list"),
+        ('{"resources": "x"}', "'resources' must be a list"),
+        ('{"plan": [], "cost": {}}', "'plan' must be a mapping"),
+        ('{"vllm_command_line": [1]}', "'vllm_command_line' must be text"),
+        ("[1]", "not a preview JSON object"),
+        ('{"plan": {"fits": NaN}}', "NaN"),
+    ],
+)
+def test_diff_against_must_be_a_preview(
+    content: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "base.json"
+    path.write_text(content)
+    code = pv.main(["-s", "l4", "--markdown", "--diff-against", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and "Traceback" not in err
