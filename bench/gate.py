@@ -163,7 +163,11 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     Pulumi stack file.
     """
     from components.config_namespaces import config_block
+    from serving.stack_config import stack_name_problem
 
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ValueError(problem)
     path = Path(cwd or ".") / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such stack file")
