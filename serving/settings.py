@@ -480,7 +480,8 @@ class BenchmarkSettings(_Group):
     def _positive(cls, levels: list[int]) -> list[int]:
         if any(level < 1 or level > MAX_BENCHMARK_CONCURRENCY for level in levels):
             raise ValueError(
-                f"concurrency levels must be 1 to {MAX_BENCHMARK_CONCURRENCY}, got {levels}"
+                "concurrency levels must be at least 1 and at most "
+                f"{MAX_BENCHMARK_CONCURRENCY}, got {levels}"
             )
         if len(levels) > 32:
             raise ValueError(f"at most 32 concurrency levels, got {len(levels)}")

@@ -190,9 +190,9 @@ def _tree(text: str) -> _Node | None:
                 pending_key.pop()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
+        where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise StackYamlError(f"{where}not valid YAML: {problem}") from None
+        raise StackYamlError(f"not valid YAML{where}: {problem}") from None
     return root
 
 

@@ -48,7 +48,7 @@ def _l4(**changes: object) -> dict[str, object]:
         ("monitoringMaxKvCacheUsage", "Infinity", "finite number"),
         ("monitoringMaxWaitingRequests", "10000000", "less than or equal to 100000"),
         ("healthCheckDeadlineSeconds", "86400", "less than or equal to 7200"),
-        ("benchmarkConcurrency", "[1, 100000]", "concurrency levels must be 1 to 4096"),
+        ("benchmarkConcurrency", "[1, 100000]", "levels must be at least 1 and at most 4096"),
         ("benchmarkPromptTokens", "99999999", "less than or equal to 1048576"),
         ("cpu", "9", "accepts 4 to 8 vCPU"),
         ("cpu", "1000", "less than or equal to 64"),
