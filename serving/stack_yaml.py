@@ -50,7 +50,9 @@ MAX_DEPTH = 32
 """Deepest nesting of lists and mappings, aliases expanded."""
 MAX_VALUES = 20_000
 """Most values in a file, aliases expanded (a YAML alias bomb stops here)."""
-_MAX_EVENTS = 200_000
+_MAX_EVENTS = 2 * MAX_VALUES + 16
+"""Parser events read (each value is one or two events: a file holding more values than
+:data:`MAX_VALUES` stops here, before aliases are expanded)."""
 
 
 class StackYamlError(ValueError):
@@ -88,6 +90,7 @@ class _Seq:
 class _Map:
     pairs: list[tuple[_Scalar, Any]]
     line: int
+    seen: dict[str, int] = field(default_factory=dict)
 
 
 _Node = _Scalar | _Seq | _Map
@@ -127,12 +130,12 @@ def _tree(text: str) -> _Node | None:
                     f"line {line}: merge keys (<<) are not accepted in a stack file; write "
                     "the keys out"
                 )
-            for earlier, _ in parent.pairs:
-                if earlier.value == node.value:
-                    raise StackYamlError(
-                        f"line {line}: mapping key {node.value!r} already defined at line "
-                        f"{earlier.line} (the Pulumi CLI refuses duplicate keys)"
-                    )
+            if node.value in parent.seen:
+                raise StackYamlError(
+                    f"line {line}: mapping key {node.value!r} already defined at line "
+                    f"{parent.seen[node.value]} (the Pulumi CLI refuses duplicate keys)"
+                )
+            parent.seen[node.value] = node.line
             pending_key[-1] = node
         else:
             parent.pairs.append((key, node))
@@ -142,7 +145,7 @@ def _tree(text: str) -> _Node | None:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             events += 1
             if events > _MAX_EVENTS:
-                raise StackYamlError(f"more than {_MAX_EVENTS} YAML events; not a stack file")
+                raise StackYamlError(f"more than {MAX_VALUES} values; not a stack file")
             line = _line(event)
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
