@@ -43,6 +43,7 @@ from urllib.parse import unquote
 __all__ = [
     "SHAPES",
     "Shape",
+    "TooManyFragments",
     "find_secret",
     "find_split_secret",
     "high_entropy",
@@ -93,7 +94,11 @@ MAX_DECODE_DEPTH = 3
 MAX_DECODED_BYTES = 1 << 20
 """Largest decompressed form examined (a gzip bomb stops here)."""
 MAX_CANDIDATES = 256
-"""Encoded runs decoded per value."""
+"""Encoded runs looked at per text."""
+MAX_DECODINGS = 1024
+"""Decodings tried per value, all layers together."""
+MAX_WORK_CHARS = 4 * MAX_SCAN_CHARS
+"""Characters decoded per value, all layers together."""
 MIN_ENTROPY_LENGTH = 20
 MAX_ENTROPY_LENGTH = 1024
 MIN_ENTROPY = 3.6
@@ -101,7 +106,10 @@ MIN_CLASS_CHANGES = 0.45
 MAX_WORD_SHARE = 0.3
 """Largest share of a high-entropy string in same-case letter runs of 5 or more (words)."""
 MAX_PIECES = 1024
-"""Fragments read per resource."""
+"""Fragments a resource may hold (more: :class:`TooManyFragments`)."""
+MAX_HEADS = 256
+"""Fragments holding the start of a shape, each paired with every fragment (more:
+:class:`TooManyFragments`)."""
 MAX_FRAGMENTS = 64
 """Fragments paired by :func:`find_split_secret` (the most token-like first)."""
 
@@ -202,14 +210,30 @@ def _decodings(run: str) -> Iterable[bytes]:
             continue
 
 
-def _find(text: str, depth: int, entropy: bool = True) -> str | None:
+class _Work:
+    """What one search may still spend: decodings tried, characters scanned."""
+
+    def __init__(self) -> None:
+        self.decodings = MAX_DECODINGS
+        self.chars = MAX_WORK_CHARS
+
+    def spend(self, chars: int) -> bool:
+        self.decodings -= 1
+        self.chars -= chars
+        return self.decodings >= 0 and self.chars >= 0
+
+
+def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None) -> str | None:
+    work = work or _Work()
     text = text[:MAX_SCAN_CHARS]
     label = _shape(text)
     if label:
         return label
     if depth < MAX_DECODE_DEPTH:
         for decoded in _whole_decodings(text):
-            found = _find(decoded, depth + 1, entropy)
+            if not work.spend(len(decoded)):
+                break
+            found = _find(decoded, depth + 1, entropy, work)
             if found:
                 return _decoded(found)
     for index, match in enumerate(_RUN.finditer(text)):
@@ -217,13 +241,13 @@ def _find(text: str, depth: int, entropy: bool = True) -> str | None:
             break
         run = match.group()
         decoded_text = None
-        if depth < MAX_DECODE_DEPTH:
+        if depth < MAX_DECODE_DEPTH and work.spend(len(run)):
             for data in _decodings(run):
                 decoded_text = _printable(data)
                 if decoded_text is not None:
                     break
         if decoded_text is not None:
-            found = _find(decoded_text, depth + 1, entropy)
+            found = _find(decoded_text, depth + 1, entropy, work)
             if found:
                 return _decoded(found)
             continue
@@ -284,7 +308,7 @@ def fragments(texts: Iterable[str], limit: int | None = MAX_FRAGMENTS) -> list[s
                 found.append(value)
     unique = list(dict.fromkeys(found))
     unique.sort(key=lambda s: (-_score(s), s))
-    return unique[: limit if limit is not None else MAX_PIECES]
+    return unique if limit is None else unique[:limit]
 
 
 _ASSIGNMENT = re.compile(
@@ -297,26 +321,46 @@ def _score(fragment: str) -> int:
     return sum(1 for c in set(fragment) if c.isalnum())
 
 
+class TooManyFragments(ValueError):
+    """More literal fragments than can all be paired: the check refuses rather than guess."""
+
+    def __init__(self, fragments: int, heads: int) -> None:
+        super().__init__(
+            f"{fragments} short literal values ({heads} holding the start of a credential "
+            f"shape); at most {MAX_PIECES} ({MAX_HEADS}) can be checked for a credential split "
+            "across them"
+        )
+
+
 def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
     """(kind, first, second) when two fragments of `texts` (see :func:`fragments`) joined in
     either order hold a credential shape (as written or decoded) that neither holds alone;
     else None. Entropy alone is not judged on joined pairs (two ids side by side look random).
 
-    Every fragment that holds the start of a shape (`hf_`, `AIza`, `-----BEGIN`, ...) is paired
-    with every other fragment, so padding a resource with decoys cannot push the first half out;
+    Every fragment that holds the start of a shape (`hf_`, `AIza`, `-----BEGIN`, ...; up to
+    :data:`MAX_HEADS`) is paired with every other fragment (up to :data:`MAX_PIECES`) against the
+    shapes, so decoys cannot push the first half out: a resource with more fragments than that
+    raises :class:`TooManyFragments` (the policy reports it) instead of being half-checked;
     the :data:`MAX_FRAGMENTS` most token-like fragments are also paired with each other (a split
     encoded token has no such start)."""
     texts = list(texts)
     every = fragments(texts, None)
+    heads_found = sum(1 for p in every if _PREFIX.search(p))
+    if len(every) > MAX_PIECES or heads_found > MAX_HEADS:
+        raise TooManyFragments(len(every), heads_found)
     alone = {p for p in every if _find(p, 0, entropy=False)}
     rest = [p for p in every if p not in alone]
     heads = [p for p in rest if _PREFIX.search(p)]
+    for a in heads:
+        for b in rest:
+            if b is not a:
+                label = _shape(a + b)
+                if label:
+                    return label, a, b
     top = [p for p in fragments(texts) if p not in alone]
-    for firsts, seconds in ((heads, rest), (top, top)):
-        for a in firsts:
-            for b in seconds:
-                if b is a:
-                    continue
+    for a in top:
+        for b in top:
+            if b is not a:
                 label = _find(a + b, 0, entropy=False)
                 if label:
                     return label, a, b

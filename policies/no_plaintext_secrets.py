@@ -21,7 +21,13 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from endpoint.secret_shapes import find_joined_secret, find_secret, find_split_secret, variables
+from endpoint.secret_shapes import (
+    TooManyFragments,
+    find_joined_secret,
+    find_secret,
+    find_split_secret,
+    variables,
+)
 from policies._config import schema, setting_strings
 from policies._resources import (
     containers,
@@ -113,7 +119,15 @@ def validate_no_plaintext_secrets(
         label = find_secret(text) or next(("secret" for p in extra if p.search(text)), None)
         if label:
             report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
-    split = find_split_secret(texts)
+    try:
+        split = find_split_secret(texts)
+    except TooManyFragments as exc:
+        split = None
+        report_violation(
+            f"{args.name}: {exc}; a credential split across them could not be ruled out. "
+            "Hold fewer literal values in one resource (configuration files, Secret Manager)",
+            None,
+        )
     if split:
         label, first, second = split
         report_violation(

@@ -237,3 +237,11 @@ def test_decoys_cannot_push_a_split_token_out() -> None:
     envs.append({"name": "PART_B", "value": HF[3:]})
     messages = violations(no_plaintext_secrets, SERVICE, props)
     assert any("two literal values join into a Hugging Face token" in m for m in messages)
+
+
+def test_more_fragments_than_can_be_paired_is_reported_not_half_checked() -> None:
+    props = service("l4")
+    envs = container(props)["envs"]
+    envs += [{"name": f"D{i}", "value": f"v{i}"} for i in range(1100)]
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("could not be ruled out" in m and "at most 1024" in m for m in messages)
