@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import re
-import stat
 from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from serving.inputs import NotRegularFileError, read_regular
 from serving.stack_config import ConfigKeyError, project_config
 from serving.stack_yaml import (
     MAX_BYTES,
@@ -58,11 +58,9 @@ def read_bounded(path: Path, shown: str, limit: int = MAX_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (a FIFO, a device or a folder is
     refused before it is opened), or StackFileError naming it as `shown`."""
     try:
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise StackFileError(f"{shown}: not a regular file")
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
+        data = read_regular(path, limit)
+    except NotRegularFileError:
+        raise StackFileError(f"{shown}: not a regular file") from None
     except OSError as exc:
         raise StackFileError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
     if len(data) > limit:

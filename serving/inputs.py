@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -83,13 +84,37 @@ def parse_json(text: str) -> Any:
     return value
 
 
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, a device, a socket or a folder."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit + 1` bytes of the regular file `path`. The file is opened without
+    blocking and checked on the open descriptor, so a FIFO or device put in its place between a
+    check and the read cannot hang the reader; NotRegularFileError otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(f"{path}: not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
     """The JSON document in the regular file `path` (at most `limit` bytes)."""
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise JsonInputError("not a regular file")
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
+        data = read_regular(path, limit)
+    except NotRegularFileError:
+        raise JsonInputError("not a regular file") from None
     except OSError as exc:
         raise JsonInputError(f"cannot be read ({exc.strerror or exc})") from None
     if len(data) > limit:

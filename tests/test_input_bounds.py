@@ -219,3 +219,19 @@ def test_diff_against_must_be_a_preview(
     code = pv.main(["-s", "l4", "--markdown", "--diff-against", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
+def test_json_options_read_only_regular_files(
+    special: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    path = Path(special) if special.startswith("/") else tmp_path / special
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "folder":
+        path.mkdir()
+    code = pv.main(["-s", "l4", "--policy-config", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a regular file" in err
