@@ -13,10 +13,12 @@ encode), a date is a timestamp. Duplicate keys are an error.
 What this reader refuses, naming the construct and its line (exit 2 in every command):
 
 - files over :data:`MAX_BYTES`, text that is not UTF-8, more than one YAML document;
-- nesting deeper than :data:`MAX_DEPTH` and more than :data:`MAX_VALUES` values once aliases
-  are expanded (an alias bomb), counted while reading, before anything is built;
-- duplicate mapping keys (as the CLI), merge keys (`<<`), explicit tags other than `!!str`,
-  non-scalar keys, timestamps, `null` and non-finite config values (the CLI cannot encode them).
+- nesting deeper than :data:`MAX_DEPTH` and more than :data:`MAX_VALUES` values, counted while
+  parsing and again once aliases are expanded (an alias bomb stops there);
+- duplicate mapping keys (as the CLI) and keys that become one key once read (`1`, `01`),
+  merge keys (`<<`), explicit tags other than `!!str` (the non-specific `!` and `%TAG`
+  shorthands included), non-scalar keys, timestamps, `null` and non-finite config values (the
+  CLI cannot encode them).
 
 Anchors and aliases are followed as yaml.v3 follows them (an anchor may be redefined; an alias
 names the latest definition). Pure: only the YAML event parser; no Pulumi.
