@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
+from serving.inputs import NotRegularFileError, read_regular
 from serving.stack_config import ConfigKeyError, project_config
+from serving.stack_yaml import (
+    MAX_BYTES,
+    Secure,
+    StackYamlError,
+    config_of,
+    load_document,
+)
 
 
 def _provider_keys(vars_module: ModuleType) -> frozenset[str]:
@@ -48,37 +54,58 @@ class StackFileError(ValueError):
     """A stack file that cannot be read; the message names the file and the problem."""
 
 
-def config_block(path: Path, shown: str | None = None) -> dict[str, Any]:
-    """The `config:` mapping of a stack file (namespaced keys), unvalidated. The one reader of
-    stack files' YAML; raises StackFileError with one message naming the file as `shown`
-    (default: its name)."""
-    shown = shown or path.name
+def read_bounded(path: Path, shown: str, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (a FIFO, a device or a folder is
+    refused before it is opened), or StackFileError naming it as `shown`."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_regular(path, limit)
+    except NotRegularFileError:
+        raise StackFileError(f"{shown}: not a regular file") from None
     except OSError as exc:
         raise StackFileError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise StackFileError(f"{shown}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise StackFileError(f"{shown}: not valid YAML{where}: {problem}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise StackFileError(f"{shown}: expected a mapping with a 'config:' block")
-    config = data.get("config") or {}
-    if not isinstance(config, dict):
-        raise StackFileError(f"{shown}: 'config:' must be a mapping of keys to values")
-    return {str(key): value for key, value in config.items()}
+    if len(data) > limit:
+        raise StackFileError(f"{shown}: larger than {limit // 1024} KiB; not a stack file")
+    return data
+
+
+def parse_config(data: bytes, shown: str, project: str) -> dict[str, Any]:
+    """The `config:` block of a stack file's bytes, read as the Pulumi CLI reads it
+    (:mod:`serving.stack_yaml`): namespaced keys, values as the CLI hands them to the program,
+    `secure:` values as :class:`serving.stack_yaml.Secure`."""
+    try:
+        return config_of(load_document(data), project)
+    except StackYamlError as exc:
+        raise StackFileError(f"{shown}: {exc}") from None
+
+
+def config_block(path: Path, project: str, shown: str | None = None) -> dict[str, Any]:
+    """The `config:` mapping of a stack file (namespaced keys), unvalidated. The one reader of
+    stack files; raises StackFileError with one message naming the file as `shown`
+    (default: its name)."""
+    shown = shown or path.name
+    return parse_config(read_bounded(path, shown), shown, project)
+
+
+def secret_keys(config: Mapping[str, Any]) -> list[str]:
+    """The keys whose values are `secure:` (only the Pulumi CLI can decrypt them)."""
+    return sorted(k for k, v in config.items() if isinstance(v, Secure))
 
 
 def read_stack_file(path: Path, project: str) -> dict[str, Any]:
     """The project's keys from `Pulumi.<stack>.yaml` (without the prefix), with every other
-    namespace checked as the program checks it. Raises StackFileError with one message."""
-    config = config_block(path)
+    namespace checked as the program checks it. A project key holding a `secure:` value is
+    refused: what it holds cannot be checked without the CLI. Raises StackFileError."""
+    config = config_block(path, project)
     try:
-        return project_config(config, project, namespaces())
+        values = project_config(config, project, namespaces())
     except ConfigKeyError as exc:
         raise StackFileError(f"{path.name}: {exc}") from None
+    hidden = secret_keys(values)
+    if hidden:
+        raise StackFileError(
+            f"{path.name}: config key(s) {', '.join(map(repr, hidden))} hold a secure: value, "
+            "which only the Pulumi CLI can decrypt, so this command cannot check them; these "
+            "settings are not secrets (credentials live in Secret Manager): set them in plain "
+            "text, or use `gemma4 preview`, which shows them as secret"
+        )
+    return values

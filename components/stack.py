@@ -21,7 +21,7 @@ from healthchecks.hook import AuthFactory, health_hook
 from serving import monitoring as monitoring_spec
 from serving.hardware import Platform
 from serving.settings import Settings, SettingsError, check_project_id, load_settings
-from serving.stack_config import ConfigKeyError, project_config
+from serving.stack_config import ConfigKeyError, project_config, stack_name_problem
 
 CLOUD_RUN_APIS = (
     "run.googleapis.com",
@@ -47,6 +47,9 @@ def raw_stack_config(project: str) -> dict[str, Any]:
 def read_settings() -> Settings:
     """Validate this stack's config and `gcp:project`; raises SettingsError before any
     resource is declared."""
+    problem = stack_name_problem(pulumi.get_stack())
+    if problem:
+        raise SettingsError(problem)
     settings = load_settings(raw_stack_config(pulumi.get_project()))
     project_id()
     return settings

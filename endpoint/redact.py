@@ -10,8 +10,10 @@ It replaces with ``[REDACTED]``:
 - ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
   (``name=value``) or JSON string members (``"name": "value"``);
-- JSON Web Tokens (Google ID tokens), Google API keys (``AIza...``), OAuth access tokens
-  (``ya29....``) and ``sk-...`` keys;
+- every credential shape of :data:`endpoint.secret_shapes.SHAPES` (the catalogue the
+  `no-plaintext-secrets` policy detects with): JSON Web Tokens (Google ID tokens), Google API
+  keys (``AIza...``), OAuth access and refresh tokens (``ya29.``, ``1//``), Hugging Face,
+  GitHub, Slack, AWS and ``sk-...`` keys, PEM and PGP private-key blocks;
 - the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``).
 
 The text is also cut to ``limit`` characters (after redaction, so no cut can reveal half a
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import re
 import threading
+
+from endpoint.secret_shapes import secret_pattern
 
 __all__ = ["MASK", "redact", "register_secret"]
 
@@ -48,12 +52,7 @@ _NAMES = (
 )
 _NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
 _NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
-_TOKENS = re.compile(
-    r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT (ID tokens)
-    r"|\bAIza[0-9A-Za-z_\-]{30,}"  # Google API keys
-    r"|\bya29\.[0-9A-Za-z_.\-]+"  # OAuth access tokens
-    r"|\bsk-[A-Za-z0-9_\-]{16,}"  # OpenAI-style keys
-)
+_TOKENS = secret_pattern()  # the shared catalogue of credential shapes
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x1b]")
 
 

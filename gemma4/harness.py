@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 #: The repository root: `__main__.py`, `Pulumi.yaml` and the stack files.
@@ -163,9 +162,11 @@ class _Collect(logging.Handler):
 
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The project keys of `Pulumi.<stack>.yaml`, without the project prefix."""
-    data = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text())
+    from components.config_namespaces import config_block
+
     prefix = f"{PROJECT}:"
-    return {k[len(prefix) :]: v for k, v in data["config"].items() if k.startswith(prefix)}
+    config = config_block(root / f"Pulumi.{stack}.yaml", PROJECT)
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
 
 
 def as_pulumi_value(value: Any) -> str:

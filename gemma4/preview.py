@@ -23,6 +23,7 @@ what ``--json`` prints.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import sys
@@ -34,7 +35,9 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from gemma4.harness import PROJECT, ROOT
+from serving.inputs import bounded_number
 from serving.project import add_project_options, say_read
+from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -145,8 +148,10 @@ def stack_file_path(
     from serving.project import stack_file as find_stack_file
 
     if stack_file is not None:
-        if not stack_file.is_file():
+        if not stack_file.exists():
             raise PreviewError(f"--stack-file {stack_file}: no such file")
+        if not stack_file.is_file():
+            raise PreviewError(f"--stack-file {stack_file}: not a regular file")
         return stack_file
     try:
         return find_stack_file(stack, project_dir)
@@ -157,27 +162,31 @@ def stack_file_path(
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
     from components.config_namespaces import StackFileError, config_block
+    from serving.stack_yaml import Secure
 
     try:
-        config = config_block(path, shown=str(path))
+        config = config_block(path, PROJECT, shown=str(path))
     except StackFileError as exc:
         raise PreviewError(str(exc)) from None
     project: dict[str, Any] = {}
     other: dict[str, Any] = {}
     prefix = f"{PROJECT}:"
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, Secure):
+            return SECRET_PLACEHOLDER
+        if isinstance(value, list):
+            return [shown(v) for v in value]
+        if isinstance(value, dict):
+            return {k: shown(v) for k, v in value.items()}
+        return value
+
     for key, value in config.items():
-        key = str(key)
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            value = SECRET_PLACEHOLDER
+        value = shown(value)
         if key.startswith(prefix):
             project[key[len(prefix) :]] = value
-        elif ":" in key:
-            other[key] = value
         else:
-            raise PreviewError(
-                f"{path}: config key {key!r} has no namespace; write '{PROJECT}:{key}' "
-                "(or 'gcp:...' for the provider)"
-            )
+            other[key] = value
     return project, other
 
 
@@ -185,15 +194,81 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
+    from serving.inputs import JsonInputError, read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PreviewError(f"policy config {path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PreviewError(f"policy config {path}: not valid JSON: {exc}") from None
+        data = read_json(path)
+    except JsonInputError as exc:
+        raise PreviewError(f"policy config {path}: {exc}") from None
     if not isinstance(data, dict):
         raise PreviewError(f"policy config {path}: expected a JSON object of policy names")
     return data
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "string": (str,),
+    "array": (list,),
+    "object": (dict,),
+}
+_MAX_THRESHOLD = 2**53
+"""Largest magnitude a threshold may have (the protocol carries numbers as doubles)."""
+
+
+def _type_problem(where: str, value: Any, spec: Mapping[str, Any]) -> str | None:
+    kind = spec.get("type")
+    if not isinstance(kind, str) or kind not in _JSON_TYPES:
+        return None
+    ok = isinstance(value, _JSON_TYPES[kind]) and not (
+        isinstance(value, bool) and kind != "boolean"
+    )
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        ok = True
+    if not ok:
+        shown = json.dumps(value)[:60]
+        return f"{where} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {shown}"
+    if kind in ("number", "integer"):
+        low, high = spec.get("minimum", -_MAX_THRESHOLD), spec.get("maximum", _MAX_THRESHOLD)
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if not (finite and low <= value <= high):
+            shown = (
+                str(value)
+                if len(str(value)) <= 40
+                else f"{str(value)[:20]}... ({len(str(value))} digits)"
+            )
+            return f"{where} must be a finite {kind} from {low} to {high}, got {shown}"
+    if kind == "array":
+        items = spec.get("items") or {}
+        for index, item in enumerate(value):
+            problem = _type_problem(f"{where}[{index}]", item, items)
+            if problem:
+                return problem
+    if kind == "object" and isinstance(spec.get("additionalProperties"), Mapping):
+        for key, item in value.items():
+            problem = _type_problem(f"{where}.{key}", item, spec["additionalProperties"])
+            if problem:
+                return problem
+    return None
+
+
+def threshold_problem(
+    policy: str, thresholds: Mapping[str, Any], properties: Mapping[str, Any]
+) -> str | None:
+    """Why `thresholds` do not fit `policy`'s config schema (a misspelt name, with the closest
+    one; a wrong type, with the expected one), or None. The Pulumi CLI validates a policy
+    config file against the same schema before the pack runs."""
+    for key, value in thresholds.items():
+        if key not in properties:
+            near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            known = ", ".join(sorted(properties)) or "none"
+            return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
+        problem = _type_problem(f"{policy}.{key}", value, properties[key])
+        if problem:
+            return problem
+    return None
 
 
 def _levels_and_configure(
@@ -217,16 +292,30 @@ def _levels_and_configure(
     request: dict[str, Any] = {}
     for name, entry in config.items():
         if name not in BY_NAME:
+            near = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise PreviewError(
-                f"policy config {source}: unknown policy {name!r}; policies: "
+                f"policy config {source}: unknown policy {name!r}{hint}; policies: "
                 + ", ".join(sorted(BY_NAME))
             )
         properties = struct_pb2.Struct()
         if isinstance(entry, str):
             level = entry
         elif isinstance(entry, dict):
-            level = str(entry.get("enforcementLevel", levels[name]))
-            properties.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
+            level = entry.get("enforcementLevel", levels[name])
+            if not isinstance(level, str):
+                raise PreviewError(
+                    f"policy config {source}: {name}: enforcementLevel must be a string, one "
+                    "of " + ", ".join(enums)
+                )
+            thresholds = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+            schema = BY_NAME[name].config_schema
+            problem = threshold_problem(
+                name, thresholds, dict(schema.properties) if schema is not None else {}
+            )
+            if problem:
+                raise PreviewError(f"policy config {source}: {problem}")
+            properties.update(thresholds)
         else:
             raise PreviewError(f"policy config {source}: {name}: expected a level or an object")
         if level not in enums:
@@ -454,11 +543,25 @@ def build_preview(
     path = stack_file_path(stack, stack_file, project_dir)
     if stack_file is not None and not stack:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
+    from serving.stack_config import stack_name_problem
+
+    problem = stack_name_problem(stack)
+    if problem:
+        hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
+        raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
+    hidden = sorted(k for k, v in project_config.items() if v == SECRET_PLACEHOLDER)
+    secret_note = [
+        f"config key {k!r} is secret (secure:): only the Pulumi CLI can decrypt it, so the "
+        "preview neither shows nor checks it and used the key's default in its place"
+        for k in hidden
+    ]
+    project_config = {k: v for k, v in project_config.items() if k not in hidden}
     try:
         settings = load_settings(project_config)
     except SettingsError as exc:
-        raise PreviewError(f"{path}: {exc}") from None
+        note = f" ({'; '.join(secret_note)})" if secret_note else ""
+        raise PreviewError(f"{path}: {exc}{note}") from None
     if requests_per_second is not None and not (
         math.isfinite(requests_per_second) and requests_per_second > 0
     ):
@@ -504,7 +607,7 @@ def build_preview(
         resources=resources,
         outputs=_clean(rendered.outputs),
         vllm_command_line=command if isinstance(command, str) else None,
-        messages=rendered.messages,
+        messages=[*secret_note, *rendered.messages],
         policies=policies,
         plan=plan,
         fits=fits,
@@ -777,7 +880,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r",
         "--requests-per-second",
-        type=float,
+        type=bounded_number(
+            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         help="rate one instance serves, for the cost per million requests "
         "(default: the stack's sloMinRequestsPerSecond, else 1)",
     )
@@ -785,12 +890,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_base(path: Path) -> dict[str, Any]:
+    from serving.inputs import JsonInputError, read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)
+    except JsonInputError as exc:
         raise PreviewError(f"--diff-against {path}: not a preview JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PreviewError(f"--diff-against {path}: not a preview JSON object")
+    shapes = {"resources": list, "policies": list, "plan": dict, "cost": dict}
+    for key, kind in shapes.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise PreviewError(
+                f"--diff-against {path}: not a preview JSON: {key!r} must be a "
+                f"{'list' if kind is list else 'mapping'}"
+            )
+    command = data.get("vllm_command_line")
+    if command is not None and not isinstance(command, str):
+        raise PreviewError(f"--diff-against {path}: 'vllm_command_line' must be text")
     return data
 
 
@@ -842,7 +959,12 @@ def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list
         return [f"the stack config is for project {project!r}; this checkout is {PROJECT!r}"]
     with tempfile.TemporaryDirectory(prefix="gemma4-promotion-") as folder:
         path = Path(folder) / f"Pulumi.{stack}.yaml"
-        path.write_text(yaml.safe_dump({"config": dict(config)}, sort_keys=False))
+        from serving.stack_yaml import Secure
+
+        plain = {
+            k: {"secure": v.ciphertext} if isinstance(v, Secure) else v for k, v in config.items()
+        }
+        path.write_text(yaml.safe_dump({"config": plain}, sort_keys=False))
         try:
             preview = build_preview(stack, path)
         except PreviewError as exc:

@@ -28,6 +28,7 @@ from endpoint.targets import (
     target_from_url,
     targets_from_outputs,
 )
+from serving.inputs import MAX_DEADLINE_S
 from serving.project import add_project_options
 
 from .checks import Backoff
@@ -48,14 +49,19 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+MAX_SECONDS = MAX_DEADLINE_S
+
+
 def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above zero."""
+    """argparse type: a finite number of seconds above zero, at most :data:`MAX_SECONDS`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {MAX_SECONDS:g}, got {text!r}"
+        )
     return value
 
 

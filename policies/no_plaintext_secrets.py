@@ -1,10 +1,18 @@
-"""no-plaintext-secrets: credentials come from Secret Manager, never as literals."""
+"""no-plaintext-secrets: credentials come from Secret Manager, never as literals.
+
+Values are judged, not names: every string among a resource's inputs (environment, arguments,
+startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
+credential shapes of :data:`endpoint.secret_shapes.SHAPES`, as written and decoded (base64,
+URL-safe base64, hex, percent-encoding, gzip), for high-entropy strings of credential length,
+and for a credential split across two values (environment values, shell assignments) that is
+joined at run time. Secret-sounding environment names holding a literal are reported too.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -13,28 +21,24 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from endpoint.secret_shapes import (
+    TooManyFragments,
+    find_joined_secret,
+    find_secret,
+    find_split_secret,
+    variables,
+)
 from policies._config import schema, setting_strings
-from policies._k8s import SECRET as K8S_SECRET
 from policies._resources import (
     containers,
     entries,
     get,
+    is_list,
     items,
     walk_strings,
 )
 from policies._server import vllm_servers
 from serving.vllm_argv import literal_env
-
-#: Credential formats (name, pattern). Matched anywhere in a resource's inputs.
-SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b"),
-    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    ("private key", r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"),
-    ("OpenAI-style API key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}\b"),
-    ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
-    ("AWS access key id", r"\bAKIA[0-9A-Z]{16}\b"),
-    ("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}\b"),
-)
 
 _SECRET_ENV = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE
@@ -42,6 +46,13 @@ _SECRET_ENV = re.compile(
 
 CONFIG = schema(
     {
+        "ignorePatterns": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Regular expressions for literals that look random but are not "
+            "credentials (a whole-value match exempts that value from the value checks).",
+        },
         "extraPatterns": {
             "type": "array",
             "items": {"type": "string"},
@@ -71,14 +82,25 @@ _FIX = (
 )
 
 
-def _b64_text(value: object) -> str | None:
-    """A Kubernetes Secret's `data` value decoded (None when it is not base64 text)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return base64.b64decode(value, validate=True).decode("utf-8", errors="replace")
-    except (binascii.Error, ValueError):
-        return None
+def _keys(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every mapping key inside a props tree (a label or annotation key can hold a token)."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for key, child in entries(value):
+            if key.startswith("__"):
+                continue
+            where = f"{path}.{key}" if path else key
+            found.append((f"{where} (key)", key))
+            found += _keys(child, where)
+    elif is_list(value):
+        for index, child in enumerate(items(value)):
+            found += _keys(child, f"{path}[{index}]")
+    return found
+
+
+def _peek(fragment: str) -> str:
+    """A fragment named without revealing it: its first characters and length."""
+    return f"'{fragment[:3]}...' ({len(fragment)} characters)"
 
 
 def validate_no_plaintext_secrets(
@@ -86,27 +108,48 @@ def validate_no_plaintext_secrets(
 ) -> None:
     if args.resource_type in setting_strings(args, CONFIG, "exemptResourceTypes"):
         return
-    patterns = [(label, re.compile(p)) for label, p in SECRET_PATTERNS]
-    patterns += [("secret", re.compile(p)) for p in setting_strings(args, CONFIG, "extraPatterns")]
+    extra = [re.compile(p) for p in setting_strings(args, CONFIG, "extraPatterns")]
+    ignored = [re.compile(p) for p in setting_strings(args, CONFIG, "ignorePatterns")]
     allowed_env = set(setting_strings(args, CONFIG, "allowedEnvNames"))
-    for path, text in walk_strings(args.props):
-        for label, pattern in patterns:
-            if pattern.search(text):
-                report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
-                break
-    if args.resource_type == K8S_SECRET:
-        # `data` holds base64: the patterns are matched on the decoded value.
-        for data_key, encoded in entries(get(args.props, "data")):
-            decoded = _b64_text(encoded)
-            if decoded is None:
-                continue
-            for label, pattern in patterns:
-                if pattern.search(decoded):
-                    report_violation(
-                        f"{args.name}: data.{data_key} holds a literal {label} (base64); {_FIX}.",
-                        None,
-                    )
-                    break
+    texts: list[str] = []
+    for path, text in [*walk_strings(args.props), *_keys(args.props)]:
+        if any(p.fullmatch(text) for p in ignored):
+            continue
+        if not path.endswith("(key)"):
+            texts.append(text)
+        label = find_secret(text) or next(("secret" for p in extra if p.search(text)), None)
+        if label:
+            report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
+    try:
+        split = find_split_secret(texts)
+    except TooManyFragments as exc:
+        split = None
+        report_violation(
+            f"{args.name}: {exc}; a credential split across them could not be ruled out. "
+            "Hold fewer literal values in one resource (configuration files, Secret Manager)",
+            None,
+        )
+    if split:
+        label, first, second = split
+        report_violation(
+            f"{args.name}: two literal values join into a {label} ({_peek(first)} + "
+            f"{_peek(second)}, e.g. variables concatenated at run time); {_FIX}.",
+            None,
+        )
+    known = variables(texts)
+    for container in containers(args.resource_type, args.props):
+        for env in items(get(container, "envs")):
+            name, value = get(env, "name"), get(env, "value")
+            if isinstance(name, str) and isinstance(value, str):
+                known[name] = value
+    joined = find_joined_secret(texts, known)
+    if joined and not split:
+        label, names = joined
+        report_violation(
+            f"{args.name}: the literal values of {', '.join(names)} join at run time into a "
+            f"{label}; {_FIX}.",
+            None,
+        )
     for container in containers(args.resource_type, args.props):
         for env in items(get(container, "envs")):
             name, value = get(env, "name"), get(env, "value")

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
+from serving.inputs import bounded_number
 from serving.memory import (
     GIB,
     MemoryPlan,
@@ -42,7 +42,15 @@ from serving.plan_perf import (
     validated_tokens,
     workload_for,
 )
-from serving.settings import Settings, SettingsError, load_settings
+from serving.settings import (
+    MAX_REQUESTS_PER_SECOND,
+    MIN_REQUESTS_PER_SECOND,
+    Settings,
+    SettingsError,
+    load_settings,
+)
+from serving.stack_config import stack_name_problem
+from serving.stack_yaml import StackYamlError, load_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,11 +60,14 @@ class PlanError(Exception):
 
 
 def project_name(root: Path = ROOT) -> str:
+    from components.config_namespaces import StackFileError, read_bounded
+
+    path = root / "Pulumi.yaml"
     try:
-        data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+        data = load_document(read_bounded(path, str(path)))
         return str(data["name"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise PlanError(f"{root / 'Pulumi.yaml'}: no project name ({exc})") from None
+    except (StackFileError, StackYamlError, KeyError, TypeError) as exc:
+        raise PlanError(f"{path}: no project name ({exc})") from None
 
 
 def stack_names(root: Path = ROOT) -> list[str]:
@@ -64,6 +75,9 @@ def stack_names(root: Path = ROOT) -> list[str]:
 
 
 def _stack_path(stack: str, root: Path) -> Path:
+    problem = stack_name_problem(stack)
+    if problem:
+        raise PlanError(problem)
     path = root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise PlanError(
@@ -78,7 +92,7 @@ def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     from components.config_namespaces import StackFileError, config_block
 
     try:
-        return config_block(_stack_path(stack, root))
+        return config_block(_stack_path(stack, root), project_name(root))
     except StackFileError as exc:
         raise PlanError(str(exc)) from None
 
@@ -296,7 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r",
         "--requests-per-second",
-        type=float,
+        type=bounded_number(
+            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         default=1.0,
         help="average request rate one instance serves, for the cost per million requests "
         "(default: 1)",
@@ -334,8 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give -s STACK or --stack-file PATH")
     console = Console()
     try:
-        if not (options.requests_per_second > 0 and options.requests_per_second < float("inf")):
-            raise PlanError("--requests-per-second must be a positive, finite number")
         prompt = validated_tokens("--prompt-tokens", options.prompt_tokens)
         output = validated_tokens("--output-tokens", options.output_tokens)
         if options.stack_file is not None:
@@ -343,6 +357,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not path.is_file():
                 raise PlanError(f"--stack-file {path}: no such file")
             stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+            problem = stack_name_problem(stack)
+            if problem:
+                raise PlanError(problem)
         else:
             path = stack_file(options.stack, options.project_dir)
             stack = options.stack

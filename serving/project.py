@@ -15,8 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 #: The project file names the Pulumi CLI looks for, in its order.
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
 #: How far up from the start directory the search goes (the file system's depth is bounded
@@ -53,11 +51,19 @@ def find_project_file(start: Path | None = None) -> Path | None:
 
 def _check_layout(path: Path) -> None:
     """Refuse a project file that keeps its stack files somewhere this reader does not follow."""
+    # Read as the stack files are (serving.stack_yaml: the CLI's YAML, bounded in size, depth
+    # and alias expansion), so a hostile project file ends in one message, not a RecursionError.
+    from serving.inputs import NotRegularFileError, read_regular
+    from serving.stack_yaml import StackYamlError, load_document
+
     try:
-        if path.stat().st_size > MAX_PROJECT_FILE_BYTES:
+        raw = read_regular(path, MAX_PROJECT_FILE_BYTES)
+        if len(raw) > MAX_PROJECT_FILE_BYTES:
             raise ProjectError(f"{path}: larger than {MAX_PROJECT_FILE_BYTES} bytes; not read")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = load_document(raw)
+    except NotRegularFileError:
+        raise ProjectError(f"{path}: not a regular file") from None
+    except (OSError, StackYamlError) as exc:
         raise ProjectError(f"{path}: not a readable project file ({exc})") from None
     if isinstance(data, dict) and ("stackConfigDir" in data or isinstance(data.get("config"), str)):
         key = "stackConfigDir" if "stackConfigDir" in data else "config"
@@ -76,6 +82,11 @@ def stack_file(stack: str, project_dir: Path | None = None, *, start: Path | Non
     """
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
         raise ProjectError(f"invalid stack name {stack!r}")
+    from serving.stack_config import stack_name_problem
+
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ProjectError(problem)
     if project_dir is not None:
         found = project_file(project_dir)
         directory = project_dir

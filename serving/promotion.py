@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
@@ -111,34 +110,41 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 def stack_path(stack: str, root: Path = ROOT) -> Path:
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", stack) or stack.startswith("."):
-        raise PromotionError(f"{stack!r} is not a stack name (letters, digits, _ . -)")
+    from serving.stack_config import stack_name_problem
+
+    problem = stack_name_problem(stack)
+    if problem:
+        raise PromotionError(problem)
     return root / f"Pulumi.{stack}.yaml"
 
 
 def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (full `namespace:key` names)."""
-    path = stack_path(stack, root)
+    from components.config_namespaces import StackFileError, config_block
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PromotionError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise PromotionError(f"{path.name}: not valid YAML ({exc})") from None
-    config = (data or {}).get("config") if isinstance(data, dict) or data is None else None
-    if config is None:
-        return {}
-    if not isinstance(config, dict):
-        raise PromotionError(f"{path.name}: 'config:' is not a mapping")
-    return {str(k): v for k, v in config.items()}
+        return config_block(stack_path(stack, root), PROJECT)
+    except StackFileError as exc:
+        raise PromotionError(str(exc)) from None
 
 
 def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    """The project's keys of a stack file, without the prefix."""
+    """The project's keys of a stack file, without the prefix; a key held as `secure:` is
+    refused (a promotion must check every value it carries or keeps)."""
+    from components.config_namespaces import secret_keys
+
     prefix = f"{PROJECT}:"
-    return {
+    values = {
         k[len(prefix) :]: v for k, v in read_config(stack, root).items() if k.startswith(prefix)
     }
+    hidden = secret_keys(values)
+    if hidden:
+        raise PromotionError(
+            f"Pulumi.{stack}.yaml: config key(s) {', '.join(map(repr, hidden))} hold a secure: "
+            "value, which only the Pulumi CLI can decrypt, so the promotion cannot check them; "
+            "these settings are not secrets: set them in plain text"
+        )
+    return values
 
 
 _NOT_REPRODUCIBLE = (
@@ -346,12 +352,19 @@ def validate_result(
 ) -> None:
     """Refuse (PromotionError) unless `after` is exactly `before` plus `changes`, loads as
     settings, and passes `validator` (the program and its mandatory policies)."""
+    from serving.stack_yaml import StackYamlError, config_of, load_document
+
     name = f"Pulumi.{stack}.yaml"
-    old = yaml.safe_load(before) or {}
     try:
-        new = yaml.safe_load(after) or {}
-    except yaml.YAMLError as exc:
-        raise PromotionError(f"{name}: the edit would not be valid YAML ({exc})") from None
+        old = load_document(before.encode("utf-8")) or {}
+    except StackYamlError as exc:
+        raise PromotionError(f"{name}: {exc}") from None
+    try:
+        new = load_document(after.encode("utf-8")) or {}
+    except StackYamlError as exc:
+        raise PromotionError(
+            f"{name}: the edit would not be read by the Pulumi CLI ({exc})"
+        ) from None
     for where, was, now in _differences(old, new):
         key = where[1] if len(where) == 2 and where[0] == "config" else None
         promoted = (
@@ -365,7 +378,10 @@ def validate_result(
                 f"{name}: the edit would change {shown} ({was!r} -> {now!r}), which is not a "
                 "promoted key"
             )
-    config = {str(k): v for k, v in (new.get("config") or {}).items()}
+    try:
+        config = config_of(new, PROJECT)
+    except StackYamlError as exc:
+        raise PromotionError(f"{name} after promotion: {exc}") from None
     prefix = f"{PROJECT}:"
     try:
         load_settings({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})

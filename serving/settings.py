@@ -35,6 +35,7 @@ from serving.hardware import (
     Platform,
     Price,
 )
+from serving.inputs import MAX_DEADLINE_S
 from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
@@ -90,8 +91,34 @@ JsonIntList = Annotated[list[int], BeforeValidator(_json_list)]
 Labels = Annotated[dict[str, str], BeforeValidator(_label_map)]
 
 
+#: Upper bounds the platforms accept (see docs/inputs.md, "Numbers").
+MAX_TOKENS = 1 << 20
+"""vLLM token counts (maxModelLen, maxNumBatchedTokens, benchmark prompts): 1,048,576."""
+MAX_SLO_MS = 3_600_000.0
+"""Latency SLOs: a request cannot take longer than Cloud Run's 3600 s request timeout."""
+MIN_REQUESTS_PER_SECOND = 0.001
+"""Request rates (SLO, cost estimates): from one request in about 17 minutes ..."""
+MAX_REQUESTS_PER_SECOND = 100_000.0
+"""... to 100,000 requests/s."""
+#: Cloud Run instance sizes by GPU type (https://cloud.google.com/run/docs/configuring/services/
+#: gpu: "a minimum of 4 CPU and 16 GiB" for L4, "a minimum of 20 CPU and 80 GiB" for RTX PRO
+#: 6000; .../services/cpu and .../memory-limits: "The maximum amount of vCPU you can configure
+#: is 8", "The maximum amount of memory ... is 32 GiB", 4 GiB per vCPU). Google documents no
+#: other size for RTX PRO 6000, so only its documented one is accepted.
+CLOUD_RUN_SIZES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "l4": ((4, 8), (16, 32)),
+    "rtx-pro-6000": ((20, 20), (80, 80)),
+}
+_MEMORY_PER_CPU_GIB = 4
+MAX_BENCHMARK_CONCURRENCY = 4096
+"""Most concurrent requests one benchmark cell sends (as `gemma4 bench run --concurrency`)."""
+#: Multi-region bucket locations by region prefix (https://cloud.google.com/storage/docs/locations).
+_MULTI_REGIONS = {"us-": "US", "northamerica-": "US", "europe-": "EU", "asia-": "ASIA"}
+
+
 class _Group(BaseModel):
     model_config = ConfigDict(
+        allow_inf_nan=False,
         extra="forbid",
         frozen=True,
         alias_generator=to_camel,
@@ -175,7 +202,7 @@ class VllmSettings(_Group):
     """vLLM engine settings, rendered into the argument list by `serving.vllm`."""
 
     max_model_len: int = Field(
-        8192, ge=256, description="Longest request (prompt + output), tokens."
+        8192, ge=256, le=MAX_TOKENS, description="Longest request (prompt + output), tokens."
     )
     gpu_memory_utilization: float = Field(
         0.9, gt=0.0, le=1.0, description="Fraction of device memory vLLM may use (0-1]."
@@ -186,7 +213,7 @@ class VllmSettings(_Group):
     dtype: Literal["auto", "bfloat16"] = Field("bfloat16", description="Activation dtype.")
     max_num_seqs: int = Field(16, ge=1, le=1024, description="Sequences scheduled at once.")
     max_num_batched_tokens: int = Field(
-        8192, ge=256, description="Tokens processed per scheduler step."
+        8192, ge=256, le=MAX_TOKENS, description="Tokens processed per scheduler step."
     )
     chunked_prefill: bool = Field(True, description="Split long prompts across steps.")
     chunked_mm_input: bool = Field(
@@ -212,9 +239,11 @@ class CloudRunSettings(_Group):
     """Cloud Run service shape, scaling and access."""
 
     region: str | None = Field(None, description="Cloud Run region (must offer the GPU).")
-    cpu: int | None = Field(None, ge=1, description="vCPU; defaults to the GPU type's minimum.")
+    cpu: int | None = Field(
+        None, ge=1, le=64, description="vCPU; defaults to the GPU type's minimum."
+    )
     memory_gib: int | None = Field(
-        None, ge=1, description="Memory in GiB; defaults to the GPU type's minimum."
+        None, ge=1, le=256, description="Memory in GiB; defaults to the GPU type's minimum."
     )
     min_instances: int = Field(0, ge=0, description="Instances kept warm (billed while idle).")
     max_instances: int = Field(1, ge=1, le=100, description="Upper bound on instances.")
@@ -485,16 +514,19 @@ class SloSettings(_Group):
     """Service-level objectives the benchmark gate holds a deployment to."""
 
     slo_p95_ttft_ms: float | None = Field(
-        2000.0, gt=0, description="Highest acceptable p95 time to first token, ms."
+        2000.0, gt=0, le=MAX_SLO_MS, description="Highest acceptable p95 time to first token, ms."
     )
     slo_p95_e2e_ms: float | None = Field(
-        60000.0, gt=0, description="Highest acceptable p95 end-to-end latency, ms."
+        60000.0, gt=0, le=MAX_SLO_MS, description="Highest acceptable p95 end-to-end latency, ms."
     )
     slo_min_success_rate: float = Field(
         0.99, ge=0, le=1, description="Lowest acceptable share of successful requests."
     )
     slo_min_requests_per_second: float | None = Field(
-        None, gt=0, description="Lowest acceptable request throughput, requests/s."
+        None,
+        ge=MIN_REQUESTS_PER_SECOND,
+        le=MAX_REQUESTS_PER_SECOND,
+        description="Lowest acceptable request throughput, requests/s.",
     )
 
 
@@ -522,7 +554,10 @@ class MonitoringSettings(_Group):
         5, ge=1, le=60, description="Minutes a condition must hold before an alert fires."
     )
     monitoring_max_waiting_requests: int = Field(
-        8, ge=1, description="Saturation alert: requests waiting in vLLM's queue above this."
+        8,
+        ge=1,
+        le=100_000,
+        description="Saturation alert: requests waiting in vLLM's queue above this.",
     )
     monitoring_max_kv_cache_usage: float = Field(
         0.95, gt=0, le=1, description="Saturation alert: KV cache usage (0-1] above this."
@@ -566,7 +601,10 @@ class HealthSettings(_Group):
         True, description="Run the health checks after the serving resource is created/updated."
     )
     health_check_deadline_seconds: int | None = Field(
-        None, ge=30, description="Deadline for the checks; defaults to the hardware's cold start."
+        None,
+        ge=30,
+        le=int(MAX_DEADLINE_S),
+        description="Deadline for the checks; defaults to the hardware's cold start.",
     )
     health_check_service_account: str | None = Field(
         None,
@@ -585,8 +623,12 @@ class BenchmarkSettings(_Group):
         default_factory=list,
         description="Concurrency levels to measure; empty means 1 and the stack's maxNumSeqs.",
     )
-    benchmark_prompt_tokens: int = Field(512, ge=1, description="Prompt size of every cell.")
-    benchmark_output_tokens: int = Field(128, ge=1, description="Output tokens per request.")
+    benchmark_prompt_tokens: int = Field(
+        512, ge=1, le=MAX_TOKENS, description="Prompt size of every cell."
+    )
+    benchmark_output_tokens: int = Field(
+        128, ge=1, le=MAX_TOKENS, description="Output tokens per request."
+    )
     benchmark_budget_seconds: int = Field(
         60, ge=10, le=3600, description="Time the whole post-deploy benchmark may take."
     )
@@ -600,9 +642,25 @@ class BenchmarkSettings(_Group):
     @field_validator("benchmark_concurrency")
     @classmethod
     def _positive(cls, levels: list[int]) -> list[int]:
-        if any(level < 1 for level in levels):
-            raise ValueError(f"concurrency levels must be at least 1, got {levels}")
+        if any(level < 1 or level > MAX_BENCHMARK_CONCURRENCY for level in levels):
+            raise ValueError(
+                "concurrency levels must be at least 1 and at most "
+                f"{MAX_BENCHMARK_CONCURRENCY}, got {levels}"
+            )
+        if len(levels) > 32:
+            raise ValueError(f"at most 32 concurrency levels, got {len(levels)}")
         return levels
+
+    @field_validator("benchmark_results_dir")
+    @classmethod
+    def _inside_the_project(cls, value: str) -> str:
+        parts = value.replace("\\", "/").split("/")
+        if not value or value.startswith(("/", "~")) or ":" in value or ".." in parts:
+            raise ValueError(
+                f"{value!r} must be a relative folder inside the project (no leading / or ~, "
+                "no '..', no drive letter)"
+            )
+        return value
 
 
 class WeightsSettings(_Group):
@@ -666,7 +724,9 @@ def native_platform(profile: HardwareProfile) -> DeployPlatform:
 class Settings(BaseModel):
     """Everything one stack deploys, validated as a whole."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    model_config = ConfigDict(
+        allow_inf_nan=False, extra="forbid", frozen=True, protected_namespaces=()
+    )
 
     hardware: str = Field(description="Hardware profile (see the hardware catalog).")
     image: str = Field(
@@ -871,6 +931,33 @@ class Settings(BaseModel):
                 raise ValueError(
                     f"config key 'memoryGib' ({cr.memory_gib}) is below the {hw.accelerator} "
                     f"minimum of {hw.min_memory_gib}"
+                )
+            (low_cpu, high_cpu), (low_mem, high_mem) = CLOUD_RUN_SIZES.get(
+                hw.key, ((hw.min_cpu, 8), (hw.min_memory_gib, 32))
+            )
+            if not low_cpu <= self.cpu <= high_cpu:
+                raise ValueError(
+                    f"config key 'cpu' ({self.cpu}): Cloud Run with {hw.accelerator} accepts "
+                    f"{low_cpu} to {high_cpu} vCPU"
+                )
+            if not low_mem <= self.memory_gib <= min(high_mem, _MEMORY_PER_CPU_GIB * self.cpu):
+                raise ValueError(
+                    f"config key 'memoryGib' ({self.memory_gib}): Cloud Run with "
+                    f"{hw.accelerator} and {self.cpu} vCPU accepts {low_mem} to "
+                    f"{min(high_mem, _MEMORY_PER_CPU_GIB * self.cpu)} GiB"
+                )
+        location = self.weights.bucket_location
+        if location is not None:
+            region = (
+                self.cloud_run.region
+                if hw.platform is Platform.CLOUD_RUN
+                else (self.tpu.zone or "").rsplit("-", 1)[0]
+            ) or ""
+            allowed = [region] + [m for p, m in _MULTI_REGIONS.items() if region.startswith(p)]
+            if location.lower() not in [a.lower() for a in allowed]:
+                raise ValueError(
+                    f"config key 'bucketLocation' ({location!r}): the weights bucket must be in "
+                    f"the serving region or its multi-region; allowed: {', '.join(allowed)}"
                 )
         return self
 
@@ -1214,8 +1301,11 @@ def _describe(exc: ValidationError) -> str:
             message = "is required"
         where = f"config key {key!r}: " if key and "config key" not in message else ""
         given = error.get("input")
+        given_text = repr(given)
+        if len(given_text) > 80:
+            given_text = f"{given_text[:60]}... ({len(given_text)} characters)"
         shown = (
-            f" (got {given!r})"
+            f" (got {given_text})"
             if key
             and error["type"] not in ("missing", "value_error")
             and not isinstance(given, dict)

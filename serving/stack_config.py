@@ -9,6 +9,7 @@ says which namespaces exist and, where it knows them, their keys.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -58,3 +59,23 @@ def project_config(
     if problems:
         raise ConfigKeyError("\n".join(problems))
     return out
+
+
+#: Longest stack name: `gemma-<stack>-vllm-service` plus Pulumi's autoname suffix (`-` and 7
+#: hex digits) must stay a Cloud Run service id, which "must contain fewer than 50 characters"
+#: (run v2 discovery document, services.create serviceId).
+MAX_STACK_NAME = 49 - len("gemma-") - len("-vllm-service") - 8
+_STACK_NAME = re.compile(r"[a-z](?:[a-z0-9-]*[a-z0-9])?")
+
+
+def stack_name_problem(stack: str) -> str | None:
+    """Why `stack` cannot name this project's resources (None when it can): resource names are
+    `gemma-<stack>-...`, and Cloud Run service ids take lowercase letters, digits and hyphens,
+    begin with a letter, do not end with a hyphen and have fewer than 50 characters."""
+    if _STACK_NAME.fullmatch(stack) and len(stack) <= MAX_STACK_NAME:
+        return None
+    return (
+        f"stack name {stack!r} cannot become resource names (gemma-{stack}-...): use lowercase "
+        f"letters, digits and hyphens, starting with a letter, not ending with a hyphen, at "
+        f"most {MAX_STACK_NAME} characters (a Cloud Run service id has fewer than 50)"
+    )

@@ -191,7 +191,8 @@ BAD_FILES = {
     "invalid yaml": ("config: [unclosed\n", "not valid YAML"),
     "not a mapping": ("- a\n- b\n", "expected a mapping"),
     "unknown key": ("config:\n  gemma4-vllm:hardwre: l4\n", "hardwre"),
-    "no namespace": ("config:\n  hardware: l4\n", "'gemma4-vllm:hardware'"),
+    # The CLI reads a key without a namespace as the project's (loaders.go): hardware is read.
+    "no namespace": ("config:\n  hardware: l4\n", "config key 'image': is required"),
     "bad value": (
         "config:\n  gemma4-vllm:hardware: h100\n  gemma4-vllm:image: vllm/vllm-openai:v0.27.1\n",
         "unknown hardware 'h100'",

@@ -81,7 +81,7 @@ def test_accelerator_pool_matches_the_pods(stack: tuple[str, Rendered]) -> None:
     machine = pool["nodeConfig"]["machineType"]
     assert machine == {"gke-tpu-v6e": "ct6e-standard-1t", "gke-l4": "g2-standard-8"}[name]
     # One node more than maxReplicas, for a rolling update's surge; none when idle.
-    assert pool["autoscaling"]["totalMaxNodeCount"] == config["maxReplicas"] + 1
+    assert pool["autoscaling"]["totalMaxNodeCount"] == int(config["maxReplicas"]) + 1
     assert pool["autoscaling"]["totalMinNodeCount"] == 0
     requests = container["resources"]["requests"]
     if name == "gke-tpu-v6e":
@@ -204,8 +204,8 @@ def test_autoscaler_follows_vllms_queue(stack: tuple[str, Rendered]) -> None:
         "name": vllm(rendered)["metadata"]["name"],
     }
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (
-        config["minReplicas"],
-        config["maxReplicas"],
+        int(config["minReplicas"]),
+        int(config["maxReplicas"]),
     )
     (metric,) = hpa["metrics"]
     _, family, kind = metric["pods"]["metric"]["name"].split("|")
@@ -346,16 +346,16 @@ def test_preview_exits_0_fast_and_shows_everything(
     config = stack_config(stack_name)
     cost = data["cost"]
     assert (cost["instances_min"], cost["instances_max"]) == (
-        config["minReplicas"],
-        config["maxReplicas"],
+        int(config["minReplicas"]),
+        int(config["maxReplicas"]),
     )
     fixed = sum(item["usd_per_hour"] for item in cost["fixed"])
     hours = 730
     assert cost["usd_per_month_idle"] == pytest.approx(
-        hours * (fixed + config["minReplicas"] * cost["usd_per_hour"])
+        hours * (fixed + int(config["minReplicas"]) * cost["usd_per_hour"])
     )
     assert cost["usd_per_month_max"] == pytest.approx(
-        hours * (fixed + config["maxReplicas"] * cost["usd_per_hour"])
+        hours * (fixed + int(config["maxReplicas"]) * cost["usd_per_hour"])
     )
 
 

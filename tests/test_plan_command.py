@@ -81,10 +81,12 @@ def test_errors_name_what_to_fix(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert "no Pulumi.nope.yaml in " in err
     listed = err.split("stacks there: ", 1)[1].split(" (or", 1)[0].split(", ")
     assert {"l4", "rtx6000", "tpu-v6e1", "gke-l4", "gke-tpu-v6e"} <= set(listed)
-    code, _, err = run(capsys, "-s", "l4", "-r", "0")
-    assert code == 2 and "--requests-per-second must be a positive, finite number" in err
-    code, _, err = run(capsys, "-s", "l4", "-r", "nan")
-    assert code == 2 and "--requests-per-second must be a positive, finite number" in err
+    for bad in ("0", "nan", "inf", "-1", "1e-320"):
+        with pytest.raises(SystemExit) as exited:
+            run(capsys, "-s", "l4", "-r", bad)
+        err = capsys.readouterr().err
+        assert exited.value.code == 2, bad
+        assert "--requests-per-second must be a number from 0.001" in err, bad
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  gemma4-vllm:hardware: h100\n")
     code, _, err = run(capsys, "-s", "x", "--root", str(tmp_path))

@@ -79,7 +79,7 @@ def test_write_keeps_comments_and_yields_a_valid_stack(repo: Path) -> None:
     assert comments == [line for line in after.splitlines() if line.lstrip().startswith("#")]
     promoted = read_stack("rtx6000", repo)
     assert promoted["image"] == DIGEST and promoted["modelRevision"] == "0123abcd"
-    assert promoted["maxModelLen"] == 131072  # untouched
+    assert promoted["maxModelLen"] == "131072"  # untouched (as the CLI hands it over: text)
 
 
 def test_cli_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.results.store import MEASURED_STATUSES, RunData, cell_order
 from serving.settings import SloSettings, load_settings
 
@@ -164,14 +162,16 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     Raises ValueError (:class:`serving.project.ProjectError`) when there is no such stack file
     or it is not a Pulumi stack file.
     """
+    from components.config_namespaces import config_block
     from serving.project import stack_file
+    from serving.stack_config import stack_name_problem
 
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ValueError(problem)
     path = stack_file(stack, None if cwd is None else Path(cwd))
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
-        raise ValueError(f"{path} is not a Pulumi stack file (no config mapping)")
     prefix = f"{PROJECT}:"
-    config = data.get("config") or {}
+    config = config_block(path, PROJECT, shown=str(path))  # StackFileError is a ValueError
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
 
 

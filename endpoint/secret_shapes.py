@@ -1,0 +1,410 @@
+"""The one catalogue of credential shapes, and the detector that looks at values, not names.
+
+:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
+(the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
+so the two cannot drift. Each pattern matches the whole secret (a PEM block to its END line),
+so masking a match removes the secret, not its first characters.
+
+:func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
+base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
+layers), and at high-entropy strings of credential length. :func:`find_split_secret` tries the
+concatenations of pairs of short fragments (environment values, shell assignments), which is
+how a token split across two variables and joined at run time is found.
+
+High entropy: a run of `[A-Za-z0-9+/=_-]` of 20 to 1024 characters whose Shannon entropy is at
+least :data:`MIN_ENTROPY` bits per character and which, separators `/+=_.-` left out, holds at
+least two upper-case letters, two lower-case letters and two digits, changes character class
+between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and has at most
+:data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words). Hexadecimal
+strings (digests, commit shas), UUIDs, lower-case names (buckets, services, images) and
+identifiers made of words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random
+keys in base62 or base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the
+exact shapes). A run that decodes to text is judged by its text instead.
+
+Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import gzip
+import io
+import itertools
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+__all__ = [
+    "SHAPES",
+    "Shape",
+    "TooManyFragments",
+    "find_secret",
+    "find_split_secret",
+    "high_entropy",
+    "secret_pattern",
+]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A credential format: its name and a pattern matching the whole credential."""
+
+    label: str
+    pattern: str
+
+
+#: Credential formats, each pattern spanning the whole credential.
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "private key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[\s\S]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]{0,20000})",
+    ),
+    Shape(
+        "service-account key",
+        r"\"(?:private_key_id|private_key)\"\s*:\s*\"[^\"]{8,}\"",
+    ),
+    Shape("JSON Web Token", r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),
+    Shape("Hugging Face token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}"),
+    Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    Shape("Google OAuth access token", r"\bya29\.[0-9A-Za-z_.\-]{16,}"),
+    Shape("Google OAuth refresh token", r"(?<![\w/])1//0[0-9A-Za-z_\-]{30,}"),
+    Shape("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),
+    Shape("OpenAI-style API key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"),
+    Shape("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    Shape("Slack token", r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}"),
+    Shape(
+        "Slack webhook",
+        r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,}/B[A-Za-z0-9_]{6,}/[A-Za-z0-9_]{16,}",
+    ),
+    Shape("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    Shape("Stripe key", r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
+)
+
+MAX_SCAN_CHARS = 200_000
+"""Longest text examined per value (a startup script is a few KiB)."""
+MAX_DECODE_DEPTH = 3
+"""Encodings peeled off one inside another (base64 of gzip of hex ...)."""
+MAX_DECODED_BYTES = 1 << 20
+"""Largest decompressed form examined (a gzip bomb stops here)."""
+MAX_CANDIDATES = 256
+"""Encoded runs looked at per text."""
+MAX_DECODINGS = 1024
+"""Decodings tried per value, all layers together."""
+MAX_WORK_CHARS = 4 * MAX_SCAN_CHARS
+"""Characters decoded per value, all layers together."""
+MIN_ENTROPY_LENGTH = 20
+MAX_ENTROPY_LENGTH = 1024
+MIN_ENTROPY = 3.6
+MIN_CLASS_CHANGES = 0.45
+MAX_WORD_SHARE = 0.3
+"""Largest share of a high-entropy string in same-case letter runs of 5 or more (words)."""
+MAX_PIECES = 1024
+"""Fragments a resource may hold (more: :class:`TooManyFragments`)."""
+MAX_HEADS = 256
+"""Fragments holding the start of a shape, each paired with every fragment (more:
+:class:`TooManyFragments`)."""
+MAX_FRAGMENTS = 64
+"""Fragments paired by :func:`find_split_secret` (the most token-like first)."""
+
+_COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(SHAPES)))
+_RUN = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
+_WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
+_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
+_PREFIX = re.compile(
+    r"hf_|api_org_|AIza|ya29|1//|GOCSPX|sk-|sk_live|rk_live|gh[pousr]_|github_pat|xox|AKIA|ASIA|"
+    r"-----BEGIN|eyJ|private_key"
+)
+_TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
+
+
+def secret_pattern() -> re.Pattern[str]:
+    """One compiled pattern matching any shape of :data:`SHAPES` (for masking)."""
+    return _COMBINED
+
+
+def _shape(text: str) -> str | None:
+    match = _COMBINED.search(text)
+    if match is None:
+        return None
+    return SHAPES[int(next(k for k, v in match.groupdict().items() if v is not None)[1:])].label
+
+
+def _class(ch: str) -> int:
+    if ch.isdigit():
+        return 0
+    if ch.isupper():
+        return 1
+    if ch.islower():
+        return 2
+    return 3
+
+
+_SEPARATORS = re.compile(r"[/+=_.\-]")
+_WORD = re.compile(r"[a-z]{5,}|[A-Z]{5,}")
+
+
+def high_entropy(token: str) -> bool:
+    """Whether `token` (one run of key characters) reads as a random credential."""
+    if not MIN_ENTROPY_LENGTH <= len(token) <= MAX_ENTROPY_LENGTH:
+        return False
+    core = _SEPARATORS.sub("", token)
+    if len(core) < MIN_ENTROPY_LENGTH - 2:
+        return False
+    classes = Counter(_class(c) for c in core)
+    if min(classes[0], classes[1], classes[2]) < 2:
+        return False
+    counts = Counter(token)
+    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    if entropy < MIN_ENTROPY:
+        return False
+    if sum(len(w) for w in _WORD.findall(core)) > MAX_WORD_SHARE * len(core):
+        return False
+    changes = sum(1 for a, b in itertools.pairwise(core) if _class(a) != _class(b))
+    return changes / (len(core) - 1) >= MIN_CLASS_CHANGES
+
+
+def _printable(data: bytes) -> str | None:
+    """`data` as text when it is text (UTF-8, few control characters), else None."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+                data = f.read(MAX_DECODED_BYTES)
+        except (OSError, EOFError, zlib.error):
+            return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text:
+        return None
+    odd = sum(1 for c in text if (ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127)
+    return text if odd <= len(text) // 50 else None
+
+
+def _decodings(run: str) -> Iterable[bytes]:
+    stripped = run.rstrip("=")
+    if _HEX.fullmatch(run):
+        with contextlib.suppress(ValueError):
+            yield bytes.fromhex(run)
+        return
+    if _BASE32.fullmatch(run):
+        with contextlib.suppress(binascii.Error, ValueError):
+            yield base64.b32decode(stripped + "=" * (-len(stripped) % 8))
+    if len(stripped) % 4 == 1:
+        return
+    padded = stripped + "=" * (-len(stripped) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            yield decode(padded.encode("ascii"))
+        except (binascii.Error, ValueError):
+            continue
+
+
+class _Work:
+    """What one search may still spend: decodings tried, characters scanned."""
+
+    def __init__(self) -> None:
+        self.decodings = MAX_DECODINGS
+        self.chars = MAX_WORK_CHARS
+
+    def spend(self, chars: int) -> bool:
+        self.decodings -= 1
+        self.chars -= chars
+        return self.decodings >= 0 and self.chars >= 0
+
+
+def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None) -> str | None:
+    work = work or _Work()
+    text = text[:MAX_SCAN_CHARS]
+    label = _shape(text)
+    if label:
+        return label
+    if depth < MAX_DECODE_DEPTH:
+        for decoded in _whole_decodings(text):
+            if not work.spend(len(decoded)):
+                break
+            found = _find(decoded, depth + 1, entropy, work)
+            if found:
+                return _decoded(found)
+    for index, match in enumerate(_RUN.finditer(text)):
+        if index >= MAX_CANDIDATES:
+            break
+        run = match.group()
+        decoded_text = None
+        if depth < MAX_DECODE_DEPTH and work.spend(len(run)):
+            for data in _decodings(run):
+                decoded_text = _printable(data)
+                if decoded_text is not None:
+                    break
+        if decoded_text is not None:
+            found = _find(decoded_text, depth + 1, entropy, work)
+            if found:
+                return _decoded(found)
+            continue
+        for piece in re.split(r"[=]+(?=.)", run):
+            if entropy and high_entropy(piece):
+                return "high-entropy string of credential length"
+    return None
+
+
+def _whole_decodings(text: str) -> Iterable[str]:
+    """Decodings of the whole text: percent-encoding, shell/C escapes (`\\x68`, `\\u0068`,
+    `\\150`), and base64 wrapped over several lines (as `base64` prints it)."""
+    if _PERCENT.search(text):
+        unquoted = unquote(text)
+        if unquoted != text:
+            yield unquoted
+    if _ESCAPE.search(text):
+        yield _ESCAPE.sub(_unescape, text)
+    if any(c.isspace() for c in text.strip()):
+        for block in _WRAPPED.findall(text):
+            compact = "".join(block.split())
+            if len(compact) >= 16 and compact != block:
+                for data in _decodings(compact):
+                    decoded = _printable(data)
+                    if decoded is not None:
+                        yield decoded
+                        break
+
+
+def _unescape(match: re.Match[str]) -> str:
+    hex2, hex4, octal = match.groups()
+    code = int(hex2 or hex4, 16) if (hex2 or hex4) else int(octal, 8)
+    return chr(code)
+
+
+def _decoded(label: str) -> str:
+    return label if label.endswith("(encoded)") else f"{label} (encoded)"
+
+
+def find_secret(text: str) -> str | None:
+    """The kind of credential found in `text` (as written or in a decoded form), or None."""
+    return _find(text, 0)
+
+
+def fragments(texts: Iterable[str], limit: int | None = MAX_FRAGMENTS) -> list[str]:
+    """The pieces a secret may have been split into: short token-like values and the values of
+    shell assignments (`NAME=value`, `export NAME="value"`) inside longer texts; the `limit`
+    most token-like first (None: all, up to :data:`MAX_PIECES`)."""
+    found: list[str] = []
+    for text in texts:
+        text = text[:MAX_SCAN_CHARS]
+        if _TOKENISH.fullmatch(text):
+            found.append(text)
+            continue
+        for match in _ASSIGNMENT.finditer(text):
+            value = next((g for g in match.groups()[1:] if g), "")
+            if _TOKENISH.fullmatch(value):
+                found.append(value)
+    unique = list(dict.fromkeys(found))
+    unique.sort(key=lambda s: (-_score(s), s))
+    return unique if limit is None else unique[:limit]
+
+
+_ASSIGNMENT = re.compile(
+    r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
+    r"([A-Za-z_][A-Za-z0-9_]*)=(?:\"([^\"$`\\]*)\"|'([^']*)'|([^\s;&|\"'$`\\()]*))"
+)
+
+
+def _score(fragment: str) -> int:
+    return sum(1 for c in set(fragment) if c.isalnum())
+
+
+class TooManyFragments(ValueError):
+    """More literal fragments than can all be paired: the check refuses rather than guess."""
+
+    def __init__(self, fragments: int, heads: int) -> None:
+        super().__init__(
+            f"{fragments} short literal values ({heads} holding the start of a credential "
+            f"shape); at most {MAX_PIECES} ({MAX_HEADS}) can be checked for a credential split "
+            "across them"
+        )
+
+
+def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
+    """(kind, first, second) when two fragments of `texts` (see :func:`fragments`) joined in
+    either order hold a credential shape (as written or decoded) that neither holds alone;
+    else None. Entropy alone is not judged on joined pairs (two ids side by side look random).
+
+    Every fragment that holds the start of a shape (`hf_`, `AIza`, `-----BEGIN`, ...; up to
+    :data:`MAX_HEADS`) is paired with every other fragment (up to :data:`MAX_PIECES`) against the
+    shapes, so decoys cannot push the first half out: a resource with more fragments than that
+    raises :class:`TooManyFragments` (the policy reports it) instead of being half-checked;
+    the :data:`MAX_FRAGMENTS` most token-like fragments are also paired with each other (a split
+    encoded token has no such start)."""
+    texts = list(texts)
+    every = fragments(texts, None)
+    heads_found = sum(1 for p in every if _PREFIX.search(p))
+    if len(every) > MAX_PIECES or heads_found > MAX_HEADS:
+        raise TooManyFragments(len(every), heads_found)
+    alone = {p for p in every if _find(p, 0, entropy=False)}
+    rest = [p for p in every if p not in alone]
+    heads = [p for p in rest if _PREFIX.search(p)]
+    for a in heads:
+        for b in rest:
+            if b is not a:
+                label = _shape(a + b)
+                if label:
+                    return label, a, b
+    top = [p for p in fragments(texts) if p not in alone]
+    for a in top:
+        for b in top:
+            if b is not a:
+                label = _find(a + b, 0, entropy=False)
+                if label:
+                    return label, a, b
+    return None
+
+
+_REFERENCE = re.compile(
+    r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|\(([A-Za-z_][A-Za-z0-9_]*)\)|([A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def variables(texts: Iterable[str]) -> dict[str, str]:
+    """Literal values of shell assignments (`NAME=value`, `export NAME="value"`) in `texts`."""
+    found: dict[str, str] = {}
+    for text in texts:
+        for match in _ASSIGNMENT.finditer(text[:MAX_SCAN_CHARS]):
+            found.setdefault(match.group(1), next((g for g in match.groups()[1:] if g), ""))
+    return found
+
+
+def _expand(text: str, known: dict[str, str]) -> tuple[str, list[str]]:
+    names: list[str] = []
+
+    def value(match: re.Match[str]) -> str:
+        name = next(g for g in match.groups() if g)
+        if name not in known:
+            return match.group()
+        names.append(name)
+        return known[name]
+
+    return _REFERENCE.sub(value, text), list(dict.fromkeys(names))
+
+
+def find_joined_secret(texts: Iterable[str], known: dict[str, str]) -> tuple[str, list[str]] | None:
+    """(kind, variable names) when a text that references variables (`$A$B`, `${A}_${B}`,
+    `"hf_$A"`, Cloud Run's `$(A)$(B)`) holds a credential shape once each reference is replaced
+    by the variable's literal value (`known`: environment values and shell assignments), and
+    does not hold one as written; else None."""
+    for text in texts:
+        text = text[:MAX_SCAN_CHARS]
+        expanded, names = _expand(text, known)
+        if not names or _find(text, 0, entropy=False):
+            continue
+        label = _find(expanded[:MAX_SCAN_CHARS], 0, entropy=False)
+        if label:
+            return label, names
+    return None

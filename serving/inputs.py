@@ -1,0 +1,144 @@
+"""Inputs given on a command line, within bounds: JSON files and numbers.
+
+Python's `json` module recurses once per nesting level (a few thousand `[` end in
+RecursionError), turns `1e400` into infinity and accepts `NaN`/`Infinity`, which JSON does not
+have. Here a file is read only if it is a regular file of at most :data:`MAX_BYTES`, nested at
+most :data:`MAX_DEPTH` levels (the decoder's own recursion guard stops deeper input cleanly; the
+result is measured without recursion), and every number in it is finite.
+Pure: the caller names the option in :class:`JsonInputError` messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "JsonInputError",
+    "bounded_number",
+    "parse_json",
+    "read_json",
+]
+
+MAX_BYTES = 16 << 20
+"""Largest JSON input (a preview JSON of a large stack is well under 1 MiB)."""
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects."""
+MAX_DEADLINE_S = 7200.0
+"""Longest deadline a health check takes (the longest cold start, 2400 s, three times over);
+the stack key healthCheckDeadlineSeconds has the same bound."""
+
+
+class JsonInputError(ValueError):
+    """A JSON input that is unreadable, too large, too deep or not JSON; one line."""
+
+
+def _constant(name: str) -> Any:
+    raise JsonInputError(f"holds {name}, which is not a JSON number; give a finite number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonInputError(f"holds the number {text[:40]}, beyond a finite double")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (iteratively, no recursion)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def parse_json(text: str) -> Any:
+    """`text` parsed as strict JSON, with depth and numbers bounded."""
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        raise JsonInputError(f"not valid JSON: {exc}") from None
+    except RecursionError:  # the decoder counts its own nesting and stops cleanly
+        raise JsonInputError(f"nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        if isinstance(exc, JsonInputError):
+            raise
+        raise JsonInputError(f"holds a number that is too long ({exc})") from None
+    if _depth(value) > MAX_DEPTH:
+        raise JsonInputError(f"nested more than {MAX_DEPTH} levels deep")
+    return value
+
+
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, a device, a socket or a folder."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit + 1` bytes of the regular file `path`. The file is opened without
+    blocking and checked on the open descriptor, so a FIFO or device put in its place between a
+    check and the read cannot hang the reader; NotRegularFileError otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(f"{path}: not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
+    """The JSON document in the regular file `path` (at most `limit` bytes)."""
+    try:
+        data = read_regular(path, limit)
+    except NotRegularFileError:
+        raise JsonInputError("not a regular file") from None
+    except OSError as exc:
+        raise JsonInputError(f"cannot be read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise JsonInputError(f"larger than {limit // (1 << 20)} MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise JsonInputError("not UTF-8 text") from None
+    return parse_json(text)
+
+
+def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
+    other values outside the range are refused naming the option and the range)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a number from {low:g} to {high:g}, got {text[:40]!r}"
+            )
+        return value
+
+    return parse

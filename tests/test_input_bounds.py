@@ -1,0 +1,240 @@
+"""Every input bounded: numbers, JSON files, policy thresholds and stack names, through the
+real command-line entry points (exit 2, one message naming the field and what is allowed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemma4 import preview as pv
+from gemma4.harness import ROOT
+from serving import plan
+from serving.settings import SettingsError, load_settings
+from serving.stack_config import MAX_STACK_NAME, stack_name_problem
+from tests.test_stack_inputs import root  # noqa: F401  (fixture)
+
+
+def _l4(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "hardware": "l4",
+        "image": "vllm/vllm-openai:v0.27.1",
+        "region": "us-east4",
+        "model": "google/gemma-4-12B-it-qat-w4a16-ct",
+        "maxModelLen": "32768",
+        "kvCacheDtype": "fp8",
+        "gpuMemoryUtilization": "0.95",
+    }
+    base.update(changes)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("maxNumBatchedTokens", "1" + "0" * 400, "less than or equal to 1048576"),
+        ("maxNumBatchedTokens", "1e+33", "valid integer"),
+        ("maxModelLen", "2097152", "less than or equal to 1048576"),
+        ("sloP95TtftMs", "Infinity", "finite number"),
+        ("sloP95TtftMs", "1e308", "less than or equal to 3600000"),
+        ("sloP95E2EMs", "-inf", "finite number"),
+        ("sloP95E2EMs", "nan", "finite number"),
+        ("sloMinRequestsPerSecond", "1e-320", "greater than or equal to 0.001"),
+        ("gpuMemoryUtilization", "NaN", "finite number"),
+        ("maxRunHours", "inf", "finite number"),
+        ("monitoringMaxKvCacheUsage", "Infinity", "finite number"),
+        ("monitoringMaxWaitingRequests", "10000000", "less than or equal to 100000"),
+        ("healthCheckDeadlineSeconds", "86400", "less than or equal to 7200"),
+        ("benchmarkConcurrency", "[1, 100000]", "levels must be at least 1 and at most 4096"),
+        ("benchmarkPromptTokens", "99999999", "less than or equal to 1048576"),
+        ("cpu", "9", "accepts 4 to 8 vCPU"),
+        ("cpu", "1000", "less than or equal to 64"),
+        ("memoryGib", "33", "and 4 vCPU accepts 16 to 16 GiB"),
+        ("benchmarkResultsDir", "/etc", "relative folder inside the project"),
+        ("benchmarkResultsDir", "../outside", "relative folder inside the project"),
+        ("benchmarkResultsDir", "~/x", "relative folder inside the project"),
+        ("bucketLocation", "mars-north1", "allowed: us-east4, US"),
+        ("region", "us-moon1", "allowed: us-east4"),
+    ],
+)
+def test_absurd_numbers_paths_and_locations_are_refused(
+    key: str, value: str, expected: str
+) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(_l4(**{key: value}))
+    assert expected in str(caught.value) and key in str(caught.value)
+
+
+def test_memory_per_vcpu_and_rtx_size() -> None:
+    with pytest.raises(SettingsError, match="with nvidia-l4 and 4 vCPU accepts 16 to 16 GiB"):
+        load_settings(_l4(cpu="4", memoryGib="32"))
+    assert load_settings(_l4(cpu="8", memoryGib="32", bucketLocation="us")).memory_gib == 32
+    rtx = _l4(hardware="rtx-pro-6000", region="us-central1", cpu="24")
+    with pytest.raises(SettingsError, match="accepts 20 to 20 vCPU"):
+        load_settings(rtx)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e-320", "0", "-1", "1e9", "x"])
+def test_requests_per_second_is_bounded_in_plan_and_preview(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for main in (plan.main, pv.main):
+        with pytest.raises(SystemExit) as exited:
+            main(["-s", "l4", f"--requests-per-second={value}"])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert "--requests-per-second must be a number from 0.001 to 100000" in err
+        assert "Traceback" not in err
+
+
+def _policy_file(tmp_path: Path, content: str) -> Path:
+    path = tmp_path / "policy.json"
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"max-model-len-cap": {"maxModelLen": "big"}}', "maxModelLen must be an integer"),
+        ('{"max-model-len-cap": {"maxModelLenn": 1}}', "did you mean 'maxModelLen'"),
+        ('{"gpu-memory-utilization-range": {"minimum": NaN}}', "NaN, which is not a JSON number"),
+        ('{"gpu-memory-utilization-range": {"minimum": Infinity}}', "Infinity"),
+        ('{"gpu-memory-utilization-range": {"minimum": 1e400}}', "beyond a finite double"),
+        ("[" * 5000 + "]" * 5000, "nested more than 64 levels"),
+        ('{"a": ' * 3000 + "1" + "}" * 3000, "nested more than 64 levels"),
+        ('{"no-plaintext-secret": "advisory"}', "did you mean 'no-plaintext-secrets'"),
+        ('{"no-plaintext-secrets": {"enforcementLevel": 3}}', "enforcementLevel must be a string"),
+        ('{"no-plaintext-secrets": {"extraPaterns": []}}', "did you mean 'extraPatterns'"),
+        ('{"no-plaintext-secrets": {"extraPatterns": "x"}}', "must be an array"),
+        ('{"no-plaintext-secrets": {"extraPatterns": [1]}}', "extraPatterns[0] must be a string"),
+        ("{", "not valid JSON"),
+    ],
+)
+def test_policy_config_is_typed_and_bounded(
+    content: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = pv.main(["-s", "l4", "--policy-config", str(_policy_file(tmp_path, content))])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    # One message; a `-s` run first says which stack file it read (as pulumi names its stack).
+    lines = [line for line in err.splitlines() if not line.startswith("gemma4 preview: reading")]
+    assert expected in err and "Traceback" not in err and len(lines) == 1
+
+
+def test_wrong_threshold_types_name_the_policy_and_the_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from policies.registry import BY_NAME
+
+    numeric = [
+        (name, key, spec["type"])
+        for name, policy in BY_NAME.items()
+        if policy.config_schema is not None
+        for key, spec in policy.config_schema.properties.items()
+        if spec.get("type") in ("number", "integer", "boolean")
+    ]
+    assert len(numeric) >= 5
+    for name, key, kind in numeric[:6]:
+        path = _policy_file(tmp_path, json.dumps({name: {key: "ten"}}))
+        code = pv.main(["-s", "l4", "--policy-config", str(path)])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert f"{name}.{key} must be a" in err and kind in err
+
+
+def test_diff_against_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "base.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    code = pv.main(["-s", "l4", "--markdown", "--diff-against", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "nested more than 64 levels" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "stack", ["L4", "my_stack", "-x", "x-", "9lives", "a" * (MAX_STACK_NAME + 1), "a.b"]
+)
+def test_stack_names_that_cannot_name_resources(
+    stack: str,
+    root: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert stack_name_problem(stack) is not None
+    (root / f"Pulumi.{stack}.yaml").write_text((ROOT / "Pulumi.l4.yaml").read_text())
+    code = pv.main(["--stack-file", str(root / f"Pulumi.{stack}.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot become resource names" in err
+    assert plan.main([f"--stack={stack}", "--root", str(root)]) == 2
+    assert "cannot become resource names" in capsys.readouterr().err
+
+
+def test_longest_allowed_stack_name_is_accepted() -> None:
+    assert stack_name_problem("a" * MAX_STACK_NAME) is None
+    assert len(f"gemma-{'a' * MAX_STACK_NAME}-vllm-service-1234567") < 50
+
+
+def test_a_subprocess_run_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    bomb = tmp_path / "Pulumi.bomb.yaml"
+    lines = ['config: {}\na0: &a0 ["l", "l", "l", "l", "l", "l", "l", "l", "l"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    bomb.write_text("\n".join(lines) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gemma4", "preview", "--stack-file", str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if ": reading " not in line]
+    assert len(lines) == 1 and "aliases are expanded" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "nan", "7201", "0"])
+def test_health_deadlines_are_bounded(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from healthchecks.cli import main
+
+    code = main(["--url", "http://127.0.0.1:9", f"--timeout-seconds={value}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "above 0 and at most 7200" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"policies": 5}', "'policies' must be a list"),
+        ('{"resources": "x"}', "'resources' must be a list"),
+        ('{"plan": [], "cost": {}}', "'plan' must be a mapping"),
+        ('{"vllm_command_line": [1]}', "'vllm_command_line' must be text"),
+        ("[1]", "not a preview JSON object"),
+        ('{"plan": {"fits": NaN}}', "NaN"),
+    ],
+)
+def test_diff_against_must_be_a_preview(
+    content: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "base.json"
+    path.write_text(content)
+    code = pv.main(["-s", "l4", "--markdown", "--diff-against", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
+def test_json_options_read_only_regular_files(
+    special: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    path = Path(special) if special.startswith("/") else tmp_path / special
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "folder":
+        path.mkdir()
+    code = pv.main(["-s", "l4", "--policy-config", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a regular file" in err
