@@ -287,8 +287,12 @@ def _numeric_field(name: str) -> bool:
 
 def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
     """``value`` with every string in it (keys too) cut to ``limit`` characters, marked with
-    :data:`TRUNCATED`: what a run file holds is echoed by compare, gate and the MCP server."""
+    :data:`TRUNCATED`: what a run file holds is echoed by compare, gate and the MCP server. A
+    string that is cut is redacted whole first, so a secret across the cut never shows in part."""
     if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        value = redact(value, limit=None)
         return value if len(value) <= limit else value[:limit] + TRUNCATED
     if isinstance(value, dict):
         return {cap_strings(k, limit): cap_strings(v, limit) for k, v in value.items()}

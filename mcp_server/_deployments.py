@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import yaml
@@ -25,21 +25,25 @@ from bench.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
 from endpoint import (
+    ApiKeyAuth,
     AuthError,
-    AuthOptions,
     AuthStrategy,
+    GoogleIdTokenAuth,
     MetricsParseError,
     MetricsSnapshot,
+    NoAuth,
     SecretManagerApiKeyAuth,
     Target,
     TargetError,
-    auth_for,
     make_client,
     parse_metrics,
     read_stack_outputs,
+    request_capped,
     spec_decode_acceptance,
 )
-from endpoint.targets import AuthMode
+
+# The redaction every output passes through: the endpoint package's, with the server's additions.
+from endpoint.limits import MAX_METRICS_BYTES
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
 from policies.plan import (
@@ -56,11 +60,11 @@ from serving.settings import Settings, SettingsError, load_settings
 from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.vllm import parse_args as parse_vllm_args
 
-# The redaction every output passes through: the endpoint package's, with the server's additions.
-from ._redaction import redact, register_secret
+from ._redaction import redact, redact_cut, redact_text, register_secret
 
 __all__ = [
     "CLOUD_RUN_PORT",
+    "MAX_METRICS_BYTES",
     "ROOT",
     "AuthError",
     "Backoff",
@@ -90,8 +94,11 @@ __all__ = [
     "plan_report",
     "queued_resource_ids",
     "redact",
+    "redact_cut",
+    "redact_text",
     "register_secret",
     "render",
+    "request_capped",
     "run_health_checks",
     "run_sweep_async",
     "spec_decode_acceptance",
@@ -134,8 +141,8 @@ class _Registering(AuthStrategy):
 class EndpointOptions:
     """How the server authenticates to the deployed endpoints (as ``python -m healthchecks``)."""
 
-    auth: AuthMode = "auto"
-    """auto, id-token, api-key or none."""
+    auth: Literal["auto", "none"] = "auto"
+    """auto: each target's own credential; none: no credential (a local or public server)."""
     api_key_env: str | None = None
     impersonate_service_account: str | None = None
     secretmanager_url: str = "https://secretmanager.googleapis.com"
@@ -237,40 +244,51 @@ class Deployments:
         return data
 
     def targets(self, stack: str) -> list[Target]:
-        """The stack's endpoints with their credentials (ID token for Cloud Run; the vLLM API
-        key from Secret Manager, or from ``--api-key-env``, for TPU nodes)."""
+        """The stack's endpoints, each with the credential its kind of target takes: a Cloud
+        Run service a Google ID token whose audience is its URL, a TPU node the vLLM API key
+        (from ``--api-key-env``, else the stack's Secret Manager secret). ``--endpoint-auth
+        none`` sends none. The vLLM key never goes to a Cloud Run service, nor an ID token to a
+        TPU node, whatever the options."""
         settings = self.settings(stack)
         outputs = self.outputs(stack)
         model = outputs.get("served_model_name") or settings.model.served_name
-        options = AuthOptions(
-            mode=self.endpoint.auth,
-            api_key_env=self.endpoint.api_key_env,
-            impersonate_service_account=self.endpoint.impersonate_service_account
-            or settings.health.health_check_service_account,
-        )
         service_url = outputs.get("service_url")
         if isinstance(service_url, str) and service_url:
-            auth = self._auth(service_url, options, "id-token")
-            return [Target(service_url, str(model), auth)]
+            return [Target(service_url, str(model), self._cloud_run_auth(service_url, settings))]
         urls = outputs.get("endpoint_urls")
         if isinstance(urls, list) and urls and all(isinstance(u, str) and u for u in urls):
-            targets = []
-            for url in urls:
-                if self.endpoint.auth == "auto" and not self.endpoint.api_key_env:
-                    secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
-                    inner: AuthStrategy = SecretManagerApiKeyAuth(
-                        self.project(stack),
-                        secret,
-                        access_token=self._token_source,
-                        endpoint=self.endpoint.secretmanager_url,
-                    )
-                    targets.append(Target(url, str(model), _Registering(inner)))
-                else:
-                    targets.append(Target(url, str(model), self._auth(url, options, "api-key")))
-            return targets
+            return [
+                Target(url, str(model), self._tpu_auth(stack, outputs, settings)) for url in urls
+            ]
         raise DeploymentError(
             f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
             f"has it been deployed? (`pulumi up -s {stack}`)"
+        )
+
+    def _cloud_run_auth(self, url: str, settings: Settings) -> AuthStrategy:
+        if self.endpoint.auth == "none":
+            return NoAuth()
+        return _Registering(
+            GoogleIdTokenAuth(
+                url,
+                impersonate_service_account=self.endpoint.impersonate_service_account
+                or settings.health.health_check_service_account,
+            )
+        )
+
+    def _tpu_auth(self, stack: str, outputs: dict[str, Any], settings: Settings) -> AuthStrategy:
+        if self.endpoint.auth == "none":
+            return NoAuth()
+        if self.endpoint.api_key_env:
+            return _Registering(ApiKeyAuth(self.endpoint.api_key_env))
+        secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
+        return _Registering(
+            SecretManagerApiKeyAuth(
+                self.project(stack),
+                secret,
+                access_token=self._token_source,
+                endpoint=self.endpoint.secretmanager_url,
+            )
         )
 
     def target(self, stack: str, index: int = 0) -> Target:
@@ -281,13 +299,6 @@ class Deployments:
                 f"0..{len(targets) - 1}"
             )
         return targets[index]
-
-    @staticmethod
-    def _auth(url: str, options: AuthOptions, default: AuthMode) -> AuthStrategy:
-        try:
-            return _Registering(auth_for(url, options, default))
-        except TargetError as exc:
-            raise DeploymentError(str(exc)) from None
 
     # Benchmark runs -------------------------------------------------------------------------
 

@@ -49,7 +49,16 @@ from .models import (
     ZonesResult,
 )
 
-__all__ = ["LIMITS", "Progress", "ToolFailure", "Tools"]
+__all__ = [
+    "BENCH_MARGIN_S",
+    "DEADLINES_S",
+    "HEALTH_MARGIN_S",
+    "LIMITS",
+    "METRICS_MARGIN_S",
+    "Progress",
+    "ToolFailure",
+    "Tools",
+]
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -69,6 +78,28 @@ LIMITS = {
     "bench_output_tokens": 1024,
 }
 """The bounds every tool enforces on its inputs and outputs."""
+
+DEADLINES_S: dict[str, float] = {
+    "list_stacks": 180,
+    "stack_endpoints": 60,
+    "service_status": 60,
+    "model_details": 60,
+    "query_model": 180,
+    "capacity_plan": 30,
+    "benchmark_runs": 60,
+    "compare_benchmarks": 60,
+    "error_logs": 60,
+    "tpu_zones": 120,
+    "start_preview": 300,
+}
+"""Each tool's overall deadline in seconds (stated in its description); the tools whose
+duration the caller chooses add a margin to it:"""
+HEALTH_MARGIN_S = 30.0
+"""health_check: deadline_seconds + this (every endpoint shares the one deadline)."""
+METRICS_MARGIN_S = 60.0
+"""metrics_summary: window_seconds + this (the two scrapes)."""
+BENCH_MARGIN_S = 300.0
+"""run_benchmark_cell: budget_seconds + this (the readiness wait and the last requests)."""
 
 
 class ToolFailure(Exception):
@@ -319,7 +350,7 @@ class Tools:
                     target.url,
                     target.served_model_name,
                     auth=target.auth,
-                    deadline_s=deadline_seconds,
+                    deadline_s=max(1.0, deadline_seconds - (time.monotonic() - started)),
                     request_timeout_s=min(120.0, deadline_seconds),
                     backoff=d.Backoff(initial_s=1.0, max_s=10.0),
                     progress=on_line,
@@ -347,15 +378,15 @@ class Tools:
         target = self._target(stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
-                response = await client.get("/v1/models")
+                response = await d.request_capped(client, "GET", "/v1/models")
             except d.AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
+        if response.status != 200:
             raise ToolFailure(
-                f"{target.url}/v1/models answered HTTP {response.status_code}: "
-                f"{response.text[:MAX_ECHO_CHARS]}"
+                f"{target.url}/v1/models answered HTTP {response.status}: "
+                f"{d.redact_cut(response.text, MAX_ECHO_CHARS)}"
             )
         try:
             cards = response.json()["data"]
@@ -459,13 +490,15 @@ class Tools:
 
     async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
         try:
-            response = await client.get("/metrics")
+            response = await d.request_capped(
+                client, "GET", "/metrics", max_bytes=d.MAX_METRICS_BYTES, what="/metrics"
+            )
         except d.AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
         except Exception as exc:
             raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise ToolFailure(f"/metrics answered HTTP {response.status_code}")
+        if response.status != 200:
+            raise ToolFailure(f"/metrics answered HTTP {response.status}")
         try:
             return d.parse_metrics(response.text, model_name=model)
         except d.MetricsParseError as exc:
@@ -682,8 +715,8 @@ class Tools:
                             else {}
                         ),
                     },
-                    text=text[:cap],
-                    truncated=len(text) > cap,
+                    text=d.redact_cut(text, cap),
+                    truncated=len(d.redact_text(text)) > cap,
                 )
             )
         return LogsResult(stack=stack, filter=log_filter, entries=out)
@@ -828,13 +861,12 @@ class Tools:
         if status != "ok":
             problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"
             samples = [
-                str(
-                    d.redact(
-                        f"{s.get('kind')}"
-                        + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
-                        + f": {s.get('error')}"
-                    )
-                )[:MAX_ECHO_CHARS]
+                d.redact_cut(
+                    f"{s.get('kind')}"
+                    + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
+                    + f": {s.get('error')}",
+                    MAX_ECHO_CHARS,
+                )
                 for s in (cell.get("failure_samples") or [])[:3]
                 if isinstance(s, dict)
             ]
