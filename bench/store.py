@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -333,12 +334,49 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
     return capped
 
 
+MAX_RUN_FILE_BYTES = 1 << 20
+"""``run.json`` and ``preflight.json``: a run's description is a few KiB."""
+MAX_CELLS_FILE_BYTES = 64 << 20
+"""``cells.jsonl``: a cell's record is a few KiB; thousands of cells fit."""
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``; None when it
+    does not exist. A symbolic link, a FIFO, a device (``/dev/zero``), a folder or a bigger
+    file is a :class:`StoreError` naming it: nothing blocks, nothing unbounded is read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if path.is_symlink():
+            raise StoreError(f"{path} is a symbolic link; only regular files are read") from None
+        raise StoreError(f"{path} cannot be read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"{path} is not a regular file (a FIFO, device or folder); refused")
+        if info.st_size > max_bytes:
+            raise StoreError(f"{path} is {info.st_size} bytes, over the cap of {max_bytes}")
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise StoreError(f"{path} grew past the cap of {max_bytes} bytes while read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
     """The records of ``cells.jsonl`` (the last record of a cell wins) and, when the last line
     is torn (no newline, or not JSON), the byte offset where it starts."""
-    if not path.exists():
+    data = read_regular_file(path, MAX_CELLS_FILE_BYTES)
+    if data is None:
         return [], None
-    data = path.read_bytes()
     cells: dict[str, dict[str, Any]] = {}
     offset = 0
     lines = data.split(b"\n")
@@ -349,7 +387,7 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
         where = f"{path}, line {number}"
         try:
             record = json.loads(raw) if raw.strip() else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             if is_last or (number == len(lines) - 1 and not lines[-1]):
                 return list(cells.values()), offset  # a line cut short by a crash
             raise StoreError(f"{where}: not JSON; the run is damaged") from None
@@ -370,15 +408,16 @@ def load_run(path: str | Path) -> RunData:
     """Read a run directory. Raises :class:`StoreError` when it is not one."""
     root = Path(path)
     run_file = root / RUN_FILE
-    if not run_file.is_file():
+    data = read_regular_file(run_file, MAX_RUN_FILE_BYTES) if root.is_dir() else None
+    if data is None:
         failure = _preflight_failure(root)
         if failure is not None:
             raise PreflightFailedError(failure)
         raise StoreError(f"{root} is not a benchmark run (no {RUN_FILE})")
     try:
-        run = json.loads(run_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{run_file} is not JSON: {exc}") from exc
+        run = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise StoreError(f"{run_file} is not JSON: {str(exc)[:200]}") from None
     if not isinstance(run, dict):
         raise StoreError(f"{run_file} is not a JSON object")
     version = run.get("schema_version")
@@ -397,11 +436,12 @@ class PreflightFailedError(StoreError):
 def _preflight_failure(root: Path) -> str | None:
     """What ``preflight.json`` in ``root`` says, in one line; None when there is none."""
     path = root / PREFLIGHT_FILE
-    if not path.is_file():
-        return None
     try:
-        record = cap_strings(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        data = read_regular_file(path, MAX_RUN_FILE_BYTES)
+        if data is None:
+            return None
+        record = cap_strings(json.loads(data.decode("utf-8")))
+    except (StoreError, ValueError, RecursionError):
         return f"{root}: the preflight failed; nothing was measured ({PREFLIGHT_FILE} unreadable)"
     if not isinstance(record, dict):
         record = {}

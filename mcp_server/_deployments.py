@@ -20,7 +20,7 @@ import httpx
 import yaml
 
 from bench.compare import compare_runs
-from bench.store import RunData, StoreError, load_run
+from bench.store import RunData, StoreError, load_run, read_regular_file
 from bench.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
@@ -109,6 +109,10 @@ __all__ = [
 ]
 
 
+MAX_OUTPUTS_BYTES = 1 << 20
+"""A saved ``pulumi stack output --json`` document (a few KiB)."""
+
+
 class DeploymentError(Exception):
     """A stack, its outputs or its endpoint cannot be used; the message says why and what to do."""
 
@@ -160,6 +164,7 @@ class Deployments:
         project: str | None = None,
         endpoint: EndpointOptions | None = None,
         token_source: Callable[[], str] | None = None,
+        runs_dirs: Sequence[str] = ("runs",),
     ) -> None:
         self.root = root
         known = stack_names(root)
@@ -173,6 +178,7 @@ class Deployments:
         self._project = project
         self.endpoint = endpoint or EndpointOptions()
         self._token_source = token_source
+        self.runs_dirs: tuple[Path, ...] = tuple(_inside(root, r) for r in runs_dirs)
 
     def set_token_source(self, token_source: Callable[[], str]) -> None:
         """Access tokens for Secret Manager (the TPU stacks' vLLM API key)."""
@@ -225,14 +231,18 @@ class Deployments:
         if self.outputs_dir is not None:
             path = self.outputs_dir / f"{stack}.json"
             try:
-                loaded = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
+                raw = read_regular_file(path, MAX_OUTPUTS_BYTES)
+            except StoreError as exc:
+                raise DeploymentError(str(exc)) from None
+            if raw is None:
                 raise DeploymentError(
                     f"no saved outputs for stack {stack!r} ({path}); write them with "
                     f"`pulumi stack output --json -s {stack} > {path}`"
-                ) from None
-            except (OSError, ValueError) as exc:
-                raise DeploymentError(f"{path} is not a JSON document: {exc}") from None
+                )
+            try:
+                loaded = json.loads(raw.decode("utf-8"))
+            except (ValueError, RecursionError) as exc:
+                raise DeploymentError(f"{path} is not a JSON document: {str(exc)[:200]}") from None
             if not isinstance(loaded, dict):
                 raise DeploymentError(f"{path} holds JSON that is not an object")
             data = loaded
@@ -303,10 +313,22 @@ class Deployments:
     # Benchmark runs -------------------------------------------------------------------------
 
     def results_dir(self, stack: str) -> Path:
-        folder = Path(self.settings(stack).benchmark.benchmark_results_dir)
-        if not folder.is_absolute():
-            folder = self.root / folder
-        return folder / stack
+        """``<benchmarkResultsDir>/<stack>``, inside the project folder."""
+        folder = self.settings(stack).benchmark.benchmark_results_dir
+        try:
+            return _inside(self.root, folder) / stack
+        except DeploymentError as exc:
+            raise DeploymentError(f"stack {stack!r}: benchmarkResultsDir {exc}") from None
+
+
+def _inside(root: Path, folder: str) -> Path:
+    """``root / folder`` when ``folder`` is a relative path that stays inside ``root``."""
+    path = Path(folder)
+    if path.is_absolute() or ".." in path.parts or not folder.strip():
+        raise DeploymentError(
+            f"{folder!r} must be a folder relative to the project folder, without '..'"
+        )
+    return root / path
 
 
 def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:

@@ -116,7 +116,21 @@ Deadline = float | Callable[[dict[str, Any]], float]
 """A tool's overall deadline in seconds: fixed, or computed from its arguments."""
 
 
-def _safe(fn: Callable[..., Awaitable[M]], deadline: Deadline) -> Callable[..., Awaitable[M]]:
+def _walk(fix: Callable[[str], str], value: Any) -> Any:
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, dict):
+        return {_walk(fix, k): _walk(fix, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(fix, v) for v in value]
+    return value
+
+
+def _safe(
+    fn: Callable[..., Awaitable[M]],
+    deadline: Deadline,
+    localize: Callable[[str], str] = lambda text: text,
+) -> Callable[..., Awaitable[M]]:
     """Run a tool within its overall deadline; redact its result; turn every failure into an
     MCP tool error (redacted, then cut)."""
     signature = inspect.signature(fn)
@@ -137,15 +151,17 @@ def _safe(fn: Callable[..., Awaitable[M]], deadline: Deadline) -> Callable[..., 
                 "(an endpoint or API that answers too slowly); nothing was changed"
             ) from None
         except (ToolFailure, d.DeploymentError, GoogleApiError) as exc:
-            raise ToolError(d.redact_cut(str(exc), MAX_ERROR_CHARS)) from None
+            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except ToolError as exc:
-            raise ToolError(d.redact_cut(str(exc), MAX_ERROR_CHARS)) from None
+            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
             raise ToolError(
-                d.redact_cut(f"internal error: {type(exc).__name__}: {exc}", MAX_ERROR_CHARS)
+                d.redact_cut(
+                    localize(f"internal error: {type(exc).__name__}: {exc}"), MAX_ERROR_CHARS
+                )
             ) from None
         return type(result).model_validate(
-            _bounded_result(d.redact(result.model_dump(mode="json")))
+            _bounded_result(_walk(localize, d.redact(result.model_dump(mode="json"))))
         )
 
     wrapper.__signature__ = signature  # type: ignore[attr-defined]
@@ -193,7 +209,7 @@ def build_server(
         stated: str,
     ) -> None:
         server.add_tool(
-            _safe(fn, deadline),
+            _safe(fn, deadline, tools.localize),
             name=fn.__name__,
             description=f"{description} Overall deadline: {stated}; past it the tool stops "
             "and answers an error.",
@@ -474,6 +490,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="read stack outputs from DIR/<stack>.json (saved `pulumi stack output --json`) "
         "instead of running the pulumi CLI",
     )
+    parser.add_argument(
+        "--runs-dir",
+        action="append",
+        metavar="DIR",
+        help="also list benchmark runs in the folders of DIR, relative to the project folder "
+        "(repeatable; default: runs, where `gemma4 bench run --out runs/NAME` writes)",
+    )
     parser.add_argument("--project", help="Google Cloud project (default: the stack's gcp:project)")
     parser.add_argument(
         "--endpoint-auth",
@@ -529,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             root=args.root,
             outputs_dir=args.outputs_dir,
             project=args.project,
+            runs_dirs=args.runs_dir or ("runs",),
             endpoint=d.EndpointOptions(
                 auth=args.endpoint_auth,
                 api_key_env=args.api_key_env,
