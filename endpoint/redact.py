@@ -79,7 +79,7 @@ _AWS_SECRET = re.compile(
 )
 _OPTION = re.compile(
     r"(?i)((?<![\w-])--?(?:api[-_]?key|hf[-_]?token|(?:access[-_]|auth[-_]|id[-_])?token|"
-    r"password|passphrase|client[-_]secret|secret)(?:=|\s+))(?!\[REDACTED\])"
+    r"password|passphrase|client[-_]secret|secret)(?:=|\s+))(?!\[)"
     r"(?:\"[^\"]*\"?|'[^']*'?|[^\s\"']+)"
 )
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=~]+\Z")

@@ -439,7 +439,8 @@ async def check_chat(
         "content": redact(text, limit=200),
     }
     ttft_text = f", TTFT {ttft * 1000:.0f} ms" if ttft is not None else ""
-    detail = f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {redact(text.strip(), limit=60)!r}"
+    shown = redact(text.strip(), limit=60)
+    detail = f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {shown!r}"
     return CheckResult(name, True, detail, latency, data)
 
 

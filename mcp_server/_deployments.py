@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,13 @@ class Deployments:
                 raise DeploymentError(f"{path} holds JSON that is not an object")
             data = loaded
         else:
+            if shutil.which("pulumi") is None:
+                raise DeploymentError(
+                    f"no stack outputs for stack {stack!r}: the pulumi CLI is not on the "
+                    "server's PATH; install it (https://www.pulumi.com/docs/install/), or start "
+                    "the MCP server with --outputs-dir DIR holding DIR/<stack>.json (saved "
+                    f"`pulumi stack output --json -s {stack}`)"
+                )
             try:
                 data = read_stack_outputs(stack, str(self.root))
             except TargetError as exc:

@@ -184,6 +184,7 @@ def build_server(
     actions: Sequence[str] = (),
     host: str = "127.0.0.1",
     port: int = 8765,
+    deadline_cap_s: float | None = None,
 ) -> FastMCP[Any]:
     """A FastMCP server with the read-only tools and the named action tools."""
     unknown = sorted(set(actions) - set(ACTIONS))
@@ -208,6 +209,11 @@ def build_server(
         deadline: Deadline,
         stated: str,
     ) -> None:
+        if deadline_cap_s is not None:
+            cap = deadline_cap_s
+            deadline = (
+                (lambda a, f=deadline: min(f(a), cap)) if callable(deadline) else min(deadline, cap)
+            )
         server.add_tool(
             _safe(fn, deadline, tools.localize),
             name=fn.__name__,
@@ -519,6 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for api in ("run", "tpu", "logging", "secretmanager"):
         parser.add_argument(f"--{api}-api-url", help=argparse.SUPPRESS)
+    # Tests shorten every tool's deadline to this many seconds (the descriptions still state
+    # the real ones).
+    parser.add_argument("--tool-deadline-s", type=float, help=argparse.SUPPRESS)
     return parser
 
 
@@ -574,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         actions=args.enable_action,
         host=args.host,
         port=args.port,
+        deadline_cap_s=args.tool_deadline_s,
     )
     try:
         server.run("stdio" if args.transport == "stdio" else "streamable-http")

@@ -120,6 +120,29 @@ def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+_MCP_HINTS = (
+    (
+        "or pass --url and --model instead of -s",
+        "or start the MCP server with --outputs-dir DIR holding each stack's saved "
+        "`pulumi stack output --json` as DIR/<stack>.json",
+    ),
+    (" (or pass --url and --model)", ""),
+    (
+        "(pass --model with one of them)",
+        "(the stack's served_model_name output or servedModelName key names another model)",
+    ),
+    (
+        "pass --impersonate-service-account SA",
+        "start the MCP server with --impersonate-service-account SA",
+    ),
+    (
+        "pass --api-key-env VLLM_API_KEY",
+        "start the MCP server with --api-key-env VLLM_API_KEY",
+    ),
+)
+"""What the shared modules tell a command-line user, and what this server's caller can do
+instead (tools take a stack, never --url or --model)."""
+
 MAX_RUN_FOLDERS = 2000
 """The most entries of one results folder looked at (newest names last are still sorted)."""
 
@@ -671,8 +694,11 @@ class Tools:
             raise ToolFailure(self.localize(str(exc))) from None
 
     def localize(self, text: str) -> str:
-        """``text`` with this machine's absolute paths made relative: the project folder's
-        paths become project-relative (``bench-results/l4/...``), the home folder ``~``."""
+        """``text`` with this machine's absolute paths made relative (the project folder's
+        paths become project-relative, ``bench-results/l4/...``, the home folder ``~``) and the
+        command-line hints of the shared modules told as what this server takes."""
+        for cli_hint, mcp_hint in _MCP_HINTS:
+            text = text.replace(cli_hint, mcp_hint)
         home = Path.home()
         roots = sorted(
             {(str(p), "") for p in (self.deployments.root, self.deployments.root.resolve())}
