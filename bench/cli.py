@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -39,7 +40,7 @@ from serving.hardware import HARDWARE
 from serving.settings import SettingsError, SloSettings
 
 from .compare import compare_runs
-from .gate import evaluate, slo_for_stack, stack_config
+from .gate import evaluate, settings_for_stack, slo_for_stack, stack_config, target_differences
 from .hotload import new_event_loop
 from .prompts import PromptError
 from .stats import GoodputSlo
@@ -295,6 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("-s", "--stack", required=True, help="stack whose SLO keys to apply")
     gate.add_argument("--cwd", help="directory holding Pulumi.<stack>.yaml (default: .)")
     gate.add_argument("--json", action="store_true", help="print one JSON document")
+    gate.add_argument(
+        "--allow-other-target",
+        action="store_true",
+        help="judge a run made against another model or hardware than the stack's by the "
+        "stack's SLOs anyway (the difference is still printed); without it such a run fails",
+    )
     return parser
 
 
@@ -592,14 +599,22 @@ def _gate(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:
-        slo = slo_for_stack(args.stack, args.cwd)
+        settings = settings_for_stack(args.stack, args.cwd)
     except FileNotFoundError as exc:
         raise UsageError(f"no stack file for stack {args.stack!r}: {exc}") from exc
     except (SettingsError, ValueError) as exc:
         raise UsageError(f"stack {args.stack!r} config is invalid: {exc}") from exc
-    result = evaluate(run, slo)
+    result = evaluate(run, settings.slo)
+    differences = target_differences(run, args.stack, settings)
+    if differences and not args.allow_other_target:
+        advice = "pass --allow-other-target to judge it by this stack's SLOs anyway"
+        result = dataclasses.replace(
+            result, problems=(*result.problems, *differences, f"another target: {advice}")
+        )
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+        doc = result.as_dict()
+        doc["target_differences"] = differences
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return EXIT_OK if result.passed else EXIT_FAILED
     console = Console(highlight=False, width=120)
     verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
@@ -609,6 +624,9 @@ def _gate(args: argparse.Namespace) -> int:
     )
     for problem in result.problems:
         console.print(f"[red]{escape(redact(problem))}[/red]")
+    if differences and args.allow_other_target:
+        for difference in differences:
+            console.print(f"[yellow]note (--allow-other-target): {escape(redact(difference))}[/]")
     if result.failures:
         table = Table("cell", "SLO", "metric", "value", "required")
         for check in result.failures:
