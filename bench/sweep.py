@@ -29,6 +29,7 @@ import asyncio
 import datetime as dt
 import itertools
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -412,7 +413,13 @@ async def run_cell(
             health_url=base,
         )
         if workers > 1:
-            load = await asyncio.to_thread(run_load_in_workers, plan, workers)
+            # Ctrl-C cancels this task; the event stops the thread and its worker processes
+            # at once (else the interpreter waits for the thread to finish the cell).
+            stop = threading.Event()
+            try:
+                load = await asyncio.to_thread(run_load_in_workers, plan, workers, stop=stop)
+            finally:
+                stop.set()
         else:
             load = await run_load(plan)
     results: list[RequestResult] = list(load.results)
