@@ -65,6 +65,8 @@ __all__ = [
     "run_load",
     "run_load_in_workers",
     "split_plan",
+    "start_workers",
+    "stop_workers",
 ]
 
 MAX_AUTO_RAMP_S = 10.0
@@ -458,12 +460,54 @@ def _receive(
     raise WorkerError(f"worker {proc.pid} {what} (exit {proc.exitcode})")
 
 
+Workers = list[tuple[Any, Connection]]
+"""Started worker processes, each with the parent's end of its pipe."""
+
+
+def start_workers(count: int) -> Workers:
+    """Start ``count`` worker processes. Called on the main thread (the event loop's), SIGINT
+    is ignored while they start: the disposition is inherited through exec, so a terminal's
+    Ctrl-C, which reaches the whole process group, never interrupts a worker, not even while
+    it imports; the parent stops them itself."""
+    context = multiprocessing.get_context("spawn")
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    procs: Workers = []
+    try:
+        for _ in range(count):
+            parent, child = context.Pipe()
+            proc = context.Process(target=_worker_main, args=(child,), daemon=True)
+            proc.start()
+            child.close()
+            procs.append((proc, parent))
+    except BaseException:
+        stop_workers(procs, at_once=True)
+        raise
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return procs
+
+
+def stop_workers(procs: Workers, *, at_once: bool) -> None:
+    """Close the pipes and wait for the workers (terminated first when ``at_once``)."""
+    for proc, conn in procs:
+        conn.close()
+        if at_once:
+            proc.terminate()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+
 def run_load_in_workers(
     plan: LoadPlan,
     workers: int,
     *,
     start_delay_s: float = 0.1,
     stop: threading.Event | None = None,
+    started: Workers | None = None,
 ) -> WindowLoad:
     """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
 
@@ -471,24 +515,16 @@ def run_load_in_workers(
     its connections and sends its warm-up requests first; when every one is warm they get one
     start time and one ramp (the largest estimate), so neither start-up nor warm-up is
     measured and their staggered starts interleave. Setting ``stop`` (the caller was
-    cancelled) ends the wait at once and terminates the workers.
+    cancelled) ends the wait at once and terminates the workers. ``started``: workers
+    already started with :func:`start_workers` (on the main thread), which this then owns.
     """
     shares = split_plan(plan, workers)
-    context = multiprocessing.get_context("spawn")
-    procs: list[tuple[Any, Connection]] = []
+    procs: Workers = started if started is not None else []
     try:
-        # Started with SIGINT blocked (the mask is inherited through fork and exec), a worker
-        # is never interrupted by a terminal's Ctrl-C, not even while it imports.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            for _ in shares:
-                parent, child = context.Pipe()
-                proc = context.Process(target=_worker_main, args=(child,), daemon=True)
-                proc.start()
-                child.close()
-                procs.append((proc, parent))
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if started is None:
+            procs.extend(start_workers(len(shares)))
+        if len(procs) != len(shares):
+            raise WorkerError(f"{len(procs)} workers started for {len(shares)} shares")
         for proc, conn in procs:
             if _receive(proc, conn, 120, "did not start", stop) != "ready":
                 raise WorkerError(f"worker {proc.pid} did not start")
@@ -513,11 +549,4 @@ def run_load_in_workers(
             loads.append(payload)
         return merge_loads(loads)
     finally:
-        for proc, conn in procs:
-            conn.close()
-            if stop is not None and stop.is_set():
-                proc.terminate()
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        stop_workers(procs, at_once=stop is not None and stop.is_set())

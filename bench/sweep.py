@@ -51,7 +51,14 @@ from endpoint.metrics import (
 from endpoint.redact import redact
 from healthchecks.checks import Backoff, check_ready
 
-from .hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
+from .hotload import (
+    LoadPlan,
+    WindowLoad,
+    run_load,
+    run_load_in_workers,
+    split_plan,
+    start_workers,
+)
 from .hotpath import HotResult, completions_url
 from .monitor import MonitorStats
 from .prompts import PromptSet, build_prompts
@@ -416,8 +423,11 @@ async def run_cell(
             # Ctrl-C cancels this task; the event stops the thread and its worker processes
             # at once (else the interpreter waits for the thread to finish the cell).
             stop = threading.Event()
+            started = start_workers(len(split_plan(plan, workers)))
             try:
-                load = await asyncio.to_thread(run_load_in_workers, plan, workers, stop=stop)
+                load = await asyncio.to_thread(
+                    run_load_in_workers, plan, workers, stop=stop, started=started
+                )
             finally:
                 stop.set()
         else:
