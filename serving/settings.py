@@ -206,7 +206,13 @@ class CloudRunSettings(_Group):
     )
     min_instances: int = Field(0, ge=0, description="Instances kept warm (billed while idle).")
     max_instances: int = Field(1, ge=1, le=100, description="Upper bound on instances.")
-    concurrency: int = Field(4, ge=1, le=1000, description="Requests one instance takes at once.")
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Requests one instance takes at once; must equal maxNumSeqs (the default), "
+        "the sequences vLLM schedules at once.",
+    )
     request_timeout_seconds: int = Field(3600, ge=1, le=3600, description="Per-request timeout.")
     startup_cpu_boost: bool = Field(True, description="Extra CPU while the container starts.")
     gpu_zonal_redundancy: bool = Field(
@@ -631,6 +637,22 @@ class Settings(BaseModel):
                     f"config key 'memoryGib' ({cr.memory_gib}) is below the {hw.accelerator} "
                     f"minimum of {hw.min_memory_gib}"
                 )
+            seqs = self.vllm.max_num_seqs
+            if cr.concurrency is not None and cr.concurrency != seqs:
+                where = (
+                    "vLLM never gets more than that, its other sequences stay idle, and the "
+                    "requests past it wait in Cloud Run's queue (maxInstances permitting)"
+                    if cr.concurrency < seqs
+                    else "the requests past maxNumSeqs wait in vLLM's queue, and Cloud Run "
+                    "starts no other instance for them until an instance holds that many"
+                )
+                raise ValueError(
+                    f"config key 'concurrency' ({cr.concurrency}) differs from 'maxNumSeqs' "
+                    f"({seqs}): Cloud Run sends one instance up to {cr.concurrency} requests "
+                    f"and vLLM schedules {seqs} at once, so {where}; a benchmark cell above "
+                    f"the smaller measures that queue, not the model. Set concurrency to {seqs} "
+                    "or remove it (it defaults to maxNumSeqs)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -718,6 +740,12 @@ class Settings(BaseModel):
             tensor_parallel=self.profile.accelerator_count,
             profile=TPU_PROFILE if self.profile.platform is Platform.TPU else DEFAULT_PROFILE,
         )
+
+    @property
+    def instance_concurrency(self) -> int:
+        """Requests one Cloud Run instance takes at once: ``concurrency``, which must equal
+        ``maxNumSeqs``, else ``maxNumSeqs``."""
+        return self.cloud_run.concurrency or self.vllm.max_num_seqs
 
     @property
     def profile(self) -> HardwareProfile:
