@@ -98,6 +98,7 @@ def test_a_user_written_stack_file_previews_like_a_shipped_one(
         "mine",
         region="europe-west4",
         maxNumSeqs=4,
+        concurrency=4,
         sloMinRequestsPerSecond=5,
         **{"gcp:project": "my-project"},
     )
@@ -233,7 +234,7 @@ def test_markdown_diff_against_the_base_preview(
 ) -> None:
     base = tmp_path / "base.json"
     base.write_text(json.dumps(pv.build_preview("l4").model_dump(mode="json")))
-    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4)
+    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4, concurrency=4)
     code, out, _ = run(capsys, "--stack-file", str(head), "--markdown", "--diff-against", str(base))
     assert code == 1
     assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
@@ -241,7 +242,8 @@ def test_markdown_diff_against_the_base_preview(
     assert "~ policy gpu-memory-utilization-range: pass (mandatory) -> fail (mandatory)" in diff
     assert "--max-num-seqs=8" in diff and "--max-num-seqs=4" in diff
     assert "~ plan max_num_seqs: 8 -> 4" in diff
-    assert "template.maxInstanceRequestConcurrency" not in diff  # unchanged inputs stay out
+    assert "template.maxInstanceRequestConcurrency: 8 -> 4" in diff
+    assert "template.timeout" not in diff  # unchanged inputs stay out
     # An unchanged stack diffs to nothing; a base from an older format is read tolerantly.
     assert pv.diff_lines(json.loads(base.read_text()), json.loads(base.read_text())) == []
     assert pv.diff_lines({"something": "else"}, {"resources": []}) == []
