@@ -77,9 +77,12 @@ class Cost(BaseModel):
     price_source: str
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
-    usd_per_month_per_instance: float = Field(description="One instance always on, 730 h.")
-    usd_per_month_idle: float = Field(description="instances_min always on.")
-    usd_per_month_max: float = Field(description="instances_max always on.")
+    usd_per_month_per_instance: float = Field(
+        description="One instance for a month as billed: 730 h, or a flex-start TPU node's "
+        "maxRunHours (it is deleted after)."
+    )
+    usd_per_month_idle: float = Field(description="instances_min, billed as above.")
+    usd_per_month_max: float = Field(description="instances_max, billed as above.")
     requests_per_second: float
     requests_per_second_source: str
     usd_per_million_requests: float | None = Field(
@@ -300,10 +303,11 @@ def run_policies(
 
 def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     from serving.hardware import Platform
-    from serving.memory import HOURS_PER_MONTH, cost_per_million_requests, monthly_cost
+    from serving.memory import cost_per_million_requests, monthly_cost
 
     hw = settings.profile
     price = hw.price.usd_per_hour
+    hours = settings.billed_hours_per_month
     note = ""
     if hw.platform is Platform.TPU:
         low = high = settings.tpu.replicas
@@ -330,13 +334,13 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
         price_source=f"{hw.price.source} ({hw.price.as_of})",
         instances_min=low,
         instances_max=high,
-        usd_per_month_per_instance=monthly_cost(price),
-        usd_per_month_idle=monthly_cost(price, low),
-        usd_per_month_max=monthly_cost(price, high),
+        usd_per_month_per_instance=monthly_cost(price, hours=hours),
+        usd_per_month_idle=monthly_cost(price, low, hours=hours),
+        usd_per_month_max=monthly_cost(price, high, hours=hours),
         requests_per_second=rps,
         requests_per_second_source=source,
         usd_per_million_requests=cost_per_million_requests(price, rps),
-        note=f"{note} ({HOURS_PER_MONTH:g} h/month)",
+        note=f"{note} ({hours:g} h/month: {settings.billing})",
     )
 
 

@@ -143,6 +143,11 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
         "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
         "usd_per_hour": hw.price.usd_per_hour,
         "usd_per_month_always_on": monthly_cost(hw.price.usd_per_hour),
+        "billed_hours_per_month": settings.billed_hours_per_month,
+        "usd_per_month_billed": monthly_cost(
+            hw.price.usd_per_hour, hours=settings.billed_hours_per_month
+        ),
+        "billing": settings.billing,
         "price_source": f"{hw.price.source} ({hw.price.as_of})",
         "requests_per_second": requests_per_second,
         "usd_per_million_requests": cost_per_million_requests(
@@ -218,7 +223,11 @@ def table(r: dict[str, Any]) -> Table:
             f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
         ),
         ("price", f"${r['usd_per_hour']:,.2f}/h", r["price_source"]),
-        ("always on", f"${r['usd_per_month_always_on']:,.0f}/month", "730 h"),
+        (
+            "billed a month",
+            f"${r['usd_per_month_billed']:,.0f}/month",
+            f"{r['billed_hours_per_month']:g} h: {r['billing']}",
+        ),
         (
             "cost per million requests",
             f"${r['usd_per_million_requests']:,.2f}",

@@ -121,9 +121,10 @@ HARDWARE: dict[str, HardwareProfile] = {
                 # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
                 # $0.000002/s, Tier 1, instance-based billing.
                 usd_per_hour=round(3600 * (0.0001867 + 4 * 0.000018 + 16 * 0.000002), 3),
-                source="https://cloud.google.com/run/pricing (Tier 1, instance-based, L4 "
-                "without zonal redundancy, 4 vCPU, 16 GiB)",
-                as_of="2026-04",
+                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
+                "(Tier 1 region such as us-east4, instance-based billing, L4 without zonal "
+                "redundancy, 4 vCPU, 16 GiB)",
+                as_of="2026-04 (per-second rates read then; re-check the page)",
             ),
         ),
         HardwareProfile(
@@ -150,8 +151,10 @@ HARDWARE: dict[str, HardwareProfile] = {
             cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.50,
-                source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
-                as_of="2026-06",
+                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
+                "(RTX PRO 6000 Blackwell GPU with its 20 vCPU and 80 GiB minimum, instance-"
+                "based billing, us-central1)",
+                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
             ),
         ),
         HardwareProfile(
@@ -182,8 +185,11 @@ HARDWARE: dict[str, HardwareProfile] = {
             cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.70,
-                source="seed article 002 (TPU v6e on-demand, one chip)",
-                as_of="2026-06",
+                source="Google's Cloud TPU price page, https://cloud.google.com/tpu/pricing "
+                "(TPU v6e, one chip, on-demand rate, us-east5; flex-start and spot have their "
+                "own rates on the same page, and a flex-start node bills only its run duration, "
+                "https://cloud.google.com/tpu/docs/request-using-flex-start)",
+                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
             ),
         ),
     )

@@ -27,7 +27,13 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from serving.hardware import HARDWARE, HardwareProfile, Platform
-from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
+from serving.memory import (
+    DEFAULT_PROFILE,
+    HOURS_PER_MONTH,
+    TPU_PROFILE,
+    MemoryPlan,
+    plan_memory,
+)
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
     DEFAULT_MIN_PREFIX_V4,
@@ -740,6 +746,27 @@ class Settings(BaseModel):
             tensor_parallel=self.profile.accelerator_count,
             profile=TPU_PROFILE if self.profile.platform is Platform.TPU else DEFAULT_PROFILE,
         )
+
+    @property
+    def billed_hours_per_month(self) -> float:
+        """Hours a month one instance of this stack bills at most, deployed once: a flex-start
+        TPU node is deleted after `maxRunHours`; anything else runs until deleted (730 h)."""
+        if self.profile.platform is Platform.TPU and self.tpu.provisioning == "flex-start":
+            return min(self.tpu.max_run_hours or HOURS_PER_MONTH, HOURS_PER_MONTH)
+        return HOURS_PER_MONTH
+
+    @property
+    def billing(self) -> str:
+        """How an instance of this stack is billed, in words (with the price's provisioning)."""
+        if self.profile.platform is Platform.TPU:
+            kind = self.tpu.provisioning
+            if kind == "flex-start":
+                return (
+                    f"flex-start: each node bills at most maxRunHours "
+                    f"({self.billed_hours_per_month:g} h) per deployment, then is deleted"
+                )
+            return f"{kind}: each node bills while it exists (730 h a month)"
+        return "Cloud Run, instance-based: each instance bills while it runs (730 h a month)"
 
     @property
     def instance_concurrency(self) -> int:

@@ -1,0 +1,62 @@
+"""What a month costs is what is billed: a flex-start TPU node bills its run duration (it is
+deleted after maxRunHours), anything else runs until deleted; every price cites Google's page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies.plan import main
+from serving.hardware import HARDWARE
+from serving.settings import load_settings
+from tests.pulumi_harness import stack_config
+
+TPU = stack_config("tpu-v6e1")
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "hours"),
+    [
+        ({}, 4.0),  # the shipped stack: flex-start, maxRunHours 4
+        ({"maxRunHours": 1.5}, 1.5),
+        ({"maxRunHours": 168}, 168.0),
+        ({"provisioning": "spot"}, 730.0),
+        ({"provisioning": "on-demand"}, 730.0),
+    ],
+)
+def test_tpu_billed_hours_follow_provisioning(overrides: dict[str, object], hours: float) -> None:
+    settings = load_settings({**TPU, **overrides})
+    assert settings.billed_hours_per_month == hours
+
+
+@pytest.mark.parametrize("stack", ["l4", "rtx6000"])
+def test_cloud_run_bills_all_month(stack: str) -> None:
+    assert load_settings(stack_config(stack)).billed_hours_per_month == 730.0
+
+
+def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-s", "tpu-v6e1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    price = HARDWARE["tpu-v6e-1"].price.usd_per_hour
+    assert report["billed_hours_per_month"] == 4.0
+    assert report["usd_per_month_billed"] == pytest.approx(price * 4)
+    assert "flex-start" in report["billing"] and "then is deleted" in report["billing"]
+    assert main(["-s", "tpu-v6e1"]) == 0
+    table = capsys.readouterr().out
+    assert "billed a month" in table and f"${price * 4:,.0f}/month" in table
+    assert "always on" not in table
+
+
+@pytest.mark.parametrize("key", sorted(HARDWARE))
+def test_every_price_cites_googles_page_and_a_region(key: str) -> None:
+    price = HARDWARE[key].price
+    assert "seed article" not in price.source
+    assert "https://cloud.google.com/" in price.source and "pricing" in price.source
+    assert any(region in price.source for region in ("us-east4", "us-central1", "us-east5"))
+    assert price.as_of[:4].isdigit()
