@@ -152,6 +152,12 @@ async def _google(request: web.Request) -> web.StreamResponse:
     mode = MODE.get("google")
     if mode == "drip":
         return await _drip(request)
+    if mode == "endless":
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for _ in range(400):  # 400 MiB unless the client stops reading
+            await response.write(b" " * (1 << 20))
+        return response
     if mode == "locations":
         return web.json_response(
             {"locations": [{"locationId": f"zone-{i}"} for i in range(20_000)]}
@@ -182,7 +188,7 @@ class Hostile:
         app.router.add_get("/metrics", _metrics)
         app.router.add_get("/health", _health)
         app.router.add_post("/v1/chat/completions", _chat)
-        app.router.add_route("*", "/v2/{tail:.*}", _google)
+        app.router.add_route("*", "/{version:v2[a-z0-9]*}/{tail:.*}", _google)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -432,6 +438,22 @@ def test_endless_model_list_is_refused_at_the_cap(hostile: dict[str, Any]) -> No
     MODE["models"] = "endless"
     text = hostile["client"].error("model_details", {"stack": "l4"})
     assert "larger than 1048576 bytes" in text
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("service_status", {"stack": "tpu-v6e1"}),  # the TPU API client
+        ("service_status", {"stack": "l4"}),  # the Cloud Run Admin API
+        ("error_logs", {"stack": "l4"}),  # Cloud Logging
+    ],
+)
+def test_endless_google_api_bodies_are_refused_at_the_cap(
+    hostile: dict[str, Any], tool: str, arguments: dict[str, Any]
+) -> None:
+    MODE["google"] = "endless"
+    text = hostile["client"].error(tool, arguments)
+    assert "larger than 8388608 bytes" in text
 
 
 def test_gzip_bomb_on_metrics_is_refused(hostile: dict[str, Any]) -> None:
