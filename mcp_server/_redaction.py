@@ -50,6 +50,9 @@ _SECRET_NAME = re.compile(
 )
 # Environment variables whose names match but whose values are paths or switches, not secrets.
 _NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS", "XAUTHORITY", "SSH_AUTH_SOCK"})
+_SWITCH_WORDS = frozenset(
+    {"enabled", "disabled", "enable", "disable", "true", "false", "always", "never", "default"}
+)
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{20,}")
 _SECRET_OPTION = re.compile(
     r"(?i)--?(?:api[-_]?key|hf[-_]?token|(?:access[-_]|auth[-_]|id[-_])?token|password|"
@@ -79,8 +82,13 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     values = set()
     for name, raw in (os.environ if environ is None else environ).items():
         value = raw.strip()
-        if len(value) < _MIN_SECRET_LEN or name in _NOT_SECRET_NAMES:
-            continue
+        if (
+            len(value) < _MIN_SECRET_LEN
+            or name in _NOT_SECRET_NAMES
+            or value.lower() in _SWITCH_WORDS
+            or value.isdigit()
+        ):
+            continue  # a switch or a number, not a credential: masking it would garble text
         if _SECRET_NAME.search(name) or _credential_shaped(value):
             values.add(value)
     # Longest first, so a secret that contains another is removed whole.

@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import shlex
 import shutil
 import time
@@ -709,8 +710,10 @@ class Tools:
         for root, replacement in roots:
             if len(root) <= 1:
                 continue
-            text = text.replace(root + "/", replacement + "/" if replacement else "")
-            text = text.replace(root, replacement or ".")
+            # Only a whole path: not inside a URL or a longer name (/app in http://h/app).
+            at = rf"(?<![\w.:/~-]){re.escape(root)}"
+            text = re.sub(at + "/", replacement + "/" if replacement else "", text)
+            text = re.sub(at + r"(?![\w.-])", replacement or ".", text)
         return text
 
     def bench_compare(self, baseline: str, other: str) -> BenchComparison:

@@ -568,3 +568,38 @@ def test_no_local_path_and_no_secret_in_any_hostile_output(hostile: dict[str, An
     assert str(hostile["root"]) not in everything
     assert_no_piece(everything)
     assert PROJECT  # the project id is not a secret and may appear
+
+
+def test_environment_secrets_by_name_and_by_shape_but_not_switches() -> None:
+    from mcp_server._redaction import environment_secrets
+
+    found = environment_secrets(
+        {
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.a0AfH6SMBplanted",
+            "CI_BUILD_VALUE": SHAPED,
+            "SOME_GITHUB": GITHUB,
+            "AUTH_MODE": "enabled",
+            "TOKEN_COUNT": "123456789",
+            "PATH": "/usr/local/bin:/usr/bin",
+            "GOOGLE_CLOUD_PROJECT": "my-project-123456",
+            "GOOGLE_APPLICATION_CREDENTIALS": "/home/me/key.json",
+        }
+    )
+    assert set(found) == {PASSPHRASE, "ya29.a0AfH6SMBplanted", SHAPED, GITHUB}
+
+
+def test_local_paths_become_relative_only_where_they_are_paths(tmp_path: Path) -> None:
+    from mcp_server._deployments import Deployments
+    from mcp_server.tools import Tools
+
+    root = tmp_path / "app"
+    root.mkdir()
+    shutil.copy(ROOT / "Pulumi.l4.yaml", root)
+    tools = Tools(Deployments(root=root), None)  # type: ignore[arg-type]
+    assert tools.localize(f"read {root}/bench-results/l4/x") == "read bench-results/l4/x"
+    assert tools.localize(f"({root})") == "(.)"
+    url = f"http://host{root}/x"
+    assert tools.localize(url) == url  # a URL path is not a local path
+    assert tools.localize(f"{root}x/y") == f"{root}x/y"  # nor is a longer name
+    assert tools.localize(str(Path.home() / "f")) == "~/f"
