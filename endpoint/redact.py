@@ -78,10 +78,15 @@ _AWS_SECRET = re.compile(
     r"(?i)(aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[A-Za-z0-9/+=]{8,}"
 )
 _OPTION = re.compile(
-    r"(?i)((?<![\w-])--?(?:api[-_]?key|hf[-_]?token|(?:access[-_]|auth[-_]|id[-_])?token|"
+    r"(?i)((?<![\w-])--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|(?:access[-_]|auth[-_]|id[-_])?token|"
     r"password|passphrase|client[-_]secret|secret)(?:=|\s+))(?!\[)"
     r"(?:\"[^\"]*\"?|'[^']*'?|[^\s\"']+)"
 )
+_ENV_ASSIGN = re.compile(
+    r"(?<![\w-])([A-Za-z][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSPHRASE|CREDENTIALS?)=)"
+    r"(?!\[)(?:\"[^\"]*\"?|'[^']*'?|[^\s\"']+)"
+)
+"""A shell assignment of a secret-named variable (``VLLM_API_KEY=...``, ``HF_TOKEN=...``)."""
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=~]+\Z")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x1b]")
 
@@ -139,6 +144,7 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
     s = SHAPES.sub(MASK, s)
     s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _CONTROL.sub("?", s)
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"

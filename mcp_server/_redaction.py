@@ -55,7 +55,7 @@ _SWITCH_WORDS = frozenset(
 )
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{20,}")
 _SECRET_OPTION = re.compile(
-    r"(?i)--?(?:api[-_]?key|hf[-_]?token|(?:access[-_]|auth[-_]|id[-_])?token|password|"
+    r"(?i)--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|(?:access[-_]|auth[-_]|id[-_])?token|password|"
     r"passphrase|client[-_]secret|secret)"
 )
 

@@ -49,6 +49,11 @@ def test_credential_shapes_are_masked_in_context(name: str) -> None:
         ("pulumi up --passphrase s3cretValue1", "pulumi up"),
         ('curl -H "Authorization: Bearer s3cretValue1" http://h/', "curl"),
         ("curl -H 'X-Api-Key: s3cretValue1' http://h/", "curl"),
+        ("vllm serve m --vllm-api-key s3cretValue1 --port 8", "--port 8"),
+        ("gh --github-token=s3cretValue1 -x", "-x"),
+        ("env VLLM_API_KEY=s3cretValue1 vllm serve m", "vllm serve m"),
+        ("HF_TOKEN='s3cret Value1' python x.py", "python x.py"),
+        ("export PULUMI_CONFIG_PASSPHRASE=s3cretValue1; pulumi up", "pulumi up"),
     ],
 )
 def test_secret_options_in_command_lines(line: str, kept: str) -> None:
@@ -57,7 +62,10 @@ def test_secret_options_in_command_lines(line: str, kept: str) -> None:
 
 
 def test_ordinary_options_are_kept() -> None:
-    line = "vllm serve m --max-num-batched-tokens 8192 --tokenizer-mode auto --port 8000"
+    line = (
+        "vllm serve m --max-num-batched-tokens 8192 --tokenizer-mode auto --port 8000 "
+        "--token-budget 5 MAX_TOKENS=128 --max-tokens 64"
+    )
     assert redact(line, limit=None) == line
 
 
