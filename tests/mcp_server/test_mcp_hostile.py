@@ -417,7 +417,7 @@ def test_no_tool_outlives_its_deadline(
     MODE.update(mode)
     text, took = _timed_error(hostile["client"], tool, arguments)
     assert "overall deadline" in text
-    assert took < TEST_DEADLINE_S + 3
+    assert took < TEST_DEADLINE_S + 15  # the real deadlines are 60 s and more
 
 
 def test_every_description_states_its_deadline(hostile: dict[str, Any]) -> None:
@@ -428,7 +428,7 @@ def test_every_description_states_its_deadline(hostile: dict[str, Any]) -> None:
 def test_twenty_thousand_locations_are_refused(hostile: dict[str, Any]) -> None:
     MODE["google"] = "locations"
     text, took = _timed_error(hostile["client"], "tpu_zones", {"stack": "tpu-v6e1"})
-    assert "more than 200 locations" in text and took < TEST_DEADLINE_S + 3
+    assert "more than 200 locations" in text and took < TEST_DEADLINE_S + 15
 
 
 # 4. Capped bodies and files ----------------------------------------------------------------------
@@ -482,7 +482,7 @@ def test_hostile_results_folders(hostile: dict[str, Any], tmp_path: Path) -> Non
     try:
         started = time.monotonic()
         result = hostile["client"].ok("benchmark_runs", {"stack": "l4"})
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 30  # nothing blocks on the FIFO or /dev/zero
         assert [r["run"] for r in result["runs"]] == ["l4/fine"]
         problems = " ".join(result["problems"])
         assert "fifo-run/run.json is not a regular file" in problems
