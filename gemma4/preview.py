@@ -306,7 +306,7 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     from serving.memory import cost_per_million_requests, monthly_cost
 
     hw = settings.profile
-    price = hw.price.usd_per_hour
+    price = settings.price.usd_per_hour
     hours = settings.billed_hours_per_month
     note = ""
     if hw.platform is Platform.TPU:
@@ -331,7 +331,7 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
-        price_source=f"{hw.price.source} ({hw.price.as_of})",
+        price_source=f"{settings.price.source} ({settings.price.as_of})",
         instances_min=low,
         instances_max=high,
         usd_per_month_per_instance=monthly_cost(price, hours=hours),

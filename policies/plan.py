@@ -141,17 +141,17 @@ def report(stack: str, settings: Settings, requests_per_second: float) -> dict[s
             hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
         ),
         "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
-        "usd_per_hour": hw.price.usd_per_hour,
-        "usd_per_month_always_on": monthly_cost(hw.price.usd_per_hour),
+        "usd_per_hour": settings.price.usd_per_hour,
+        "usd_per_month_always_on": monthly_cost(settings.price.usd_per_hour),
         "billed_hours_per_month": settings.billed_hours_per_month,
         "usd_per_month_billed": monthly_cost(
-            hw.price.usd_per_hour, hours=settings.billed_hours_per_month
+            settings.price.usd_per_hour, hours=settings.billed_hours_per_month
         ),
         "billing": settings.billing,
-        "price_source": f"{hw.price.source} ({hw.price.as_of})",
+        "price_source": f"{settings.price.source} ({settings.price.as_of})",
         "requests_per_second": requests_per_second,
         "usd_per_million_requests": cost_per_million_requests(
-            hw.price.usd_per_hour, requests_per_second
+            settings.price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
     }

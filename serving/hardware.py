@@ -72,6 +72,9 @@ class HardwareProfile:
     #: How long a post-deploy health check may wait for a cold start to serve.
     cold_start_deadline_seconds: int
     price: Price
+    #: The rate a flex-start node bills (TPU queued resources provisioned flex-start), when
+    #: it differs from `price`.
+    flex_start_price: Price | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -186,10 +189,19 @@ HARDWARE: dict[str, HardwareProfile] = {
             price=Price(
                 usd_per_hour=2.70,
                 source="Google's Cloud TPU price page, https://cloud.google.com/tpu/pricing "
-                "(TPU v6e, one chip, on-demand rate, us-east5; flex-start and spot have their "
-                "own rates on the same page, and a flex-start node bills only its run duration, "
-                "https://cloud.google.com/tpu/docs/request-using-flex-start)",
+                "(TPU v6e, one chip, on-demand rate, us-east5; spot and flex-start have their "
+                "own rates)",
                 as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
+            ),
+            flex_start_price=Price(
+                # What the shipped stack provisions: billed only while the node exists, at most
+                # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
+                usd_per_hour=1.35,
+                source="Google's Dynamic Workload Scheduler price page, "
+                "https://cloud.google.com/products/dws/pricing (TPU v6e flex-start, per chip-hour, "
+                "us-east5; the same rate in europe-west4, us-east1 and asia-northeast1)",
+                as_of="2026-08-25 (Cloud Billing catalog figure as reported then, not read "
+                "from the page here; re-check it)",
             ),
         ),
     )

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.hardware import HARDWARE, HardwareProfile, Platform
+from serving.hardware import HARDWARE, HardwareProfile, Platform, Price
 from serving.memory import (
     DEFAULT_PROFILE,
     HOURS_PER_MONTH,
@@ -746,6 +746,15 @@ class Settings(BaseModel):
             tensor_parallel=self.profile.accelerator_count,
             profile=TPU_PROFILE if self.profile.platform is Platform.TPU else DEFAULT_PROFILE,
         )
+
+    @property
+    def price(self) -> Price:
+        """The hourly rate this stack's instances bill: the hardware's list price, or its
+        flex-start rate for a flex-start TPU node."""
+        flex = self.profile.flex_start_price
+        if self.profile.platform is Platform.TPU and self.tpu.provisioning == "flex-start" and flex:
+            return flex
+        return self.profile.price
 
     @property
     def billed_hours_per_month(self) -> float:

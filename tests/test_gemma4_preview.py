@@ -62,11 +62,13 @@ def test_every_shipped_stack_previews_and_passes(
     assert data["vllm_command_line"].startswith("vllm serve ")
     assert data["plan"]["kv_tokens"] > 0 and data["plan"]["full_length_sequences"] >= 1
     hw = HARDWARE[data["hardware"]]
-    assert data["cost"]["usd_per_hour"] == hw.price.usd_per_hour
-    # A month as billed: 730 h, or the flex-start TPU node's 4 h run (then it is deleted).
-    hours = 4.0 if stack == "tpu-v6e1" else 730.0
+    # A month as billed: 730 h at the list price, or the flex-start TPU node's 4 h run at the
+    # flex-start rate (then it is deleted).
+    flex = stack == "tpu-v6e1"
+    price = hw.flex_start_price if flex and hw.flex_start_price else hw.price
+    assert data["cost"]["usd_per_hour"] == price.usd_per_hour
     assert data["cost"]["usd_per_month_per_instance"] == monthly_cost(
-        hw.price.usd_per_hour, hours=hours
+        price.usd_per_hour, hours=4.0 if flex else 730.0
     )
     # The text form carries the same sections.
     code, text, _ = run(capsys, "-s", stack)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from policies.plan import main
-from serving.hardware import HARDWARE
+from serving.hardware import HARDWARE, Price
 from serving.settings import load_settings
 from tests.pulumi_harness import stack_config
 
@@ -43,7 +43,10 @@ def test_cloud_run_bills_all_month(stack: str) -> None:
 def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-s", "tpu-v6e1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    price = HARDWARE["tpu-v6e-1"].price.usd_per_hour
+    # The flex-start rate, not the on-demand one, for the 4 h run, not 730 h.
+    price = HARDWARE["tpu-v6e-1"].flex_start_price.usd_per_hour  # type: ignore[union-attr]
+    assert price < HARDWARE["tpu-v6e-1"].price.usd_per_hour
+    assert report["usd_per_hour"] == price and "dws/pricing" in report["price_source"]
     assert report["billed_hours_per_month"] == 4.0
     assert report["usd_per_month_billed"] == pytest.approx(price * 4)
     assert "flex-start" in report["billing"] and "then is deleted" in report["billing"]
@@ -53,9 +56,22 @@ def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixt
     assert "always on" not in table
 
 
-@pytest.mark.parametrize("key", sorted(HARDWARE))
-def test_every_price_cites_googles_page_and_a_region(key: str) -> None:
-    price = HARDWARE[key].price
+@pytest.mark.parametrize(
+    ("provisioning", "rate"), [("flex-start", "flex_start_price"), ("spot", "price")]
+)
+def test_a_tpu_stack_is_priced_at_its_provisioning_rate(provisioning: str, rate: str) -> None:
+    settings = load_settings({**TPU, "provisioning": provisioning})
+    assert settings.price == getattr(HARDWARE["tpu-v6e-1"], rate)
+
+
+@pytest.mark.parametrize(
+    "price",
+    [
+        *(HARDWARE[key].price for key in sorted(HARDWARE)),
+        *(HARDWARE[k].flex_start_price for k in sorted(HARDWARE) if HARDWARE[k].flex_start_price),
+    ],
+)
+def test_every_price_cites_googles_page_and_a_region(price: Price) -> None:
     assert "seed article" not in price.source
     assert "https://cloud.google.com/" in price.source and "pricing" in price.source
     assert any(region in price.source for region in ("us-east4", "us-central1", "us-east5"))
