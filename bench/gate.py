@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from endpoint.redact import redact
 from serving.settings import Settings, SloSettings, load_settings
 
 from .store import MEASURED_STATUSES, RunData, cell_order
@@ -204,7 +205,7 @@ def target_differences(run: RunData, stack: str, settings: Settings) -> list[str
     model = recorded.get("model")
     if model != settings.model.served_name:
         out.append(
-            f"the run was made against model {str(model)[:120]!r}; stack {stack!r} serves "
+            f"the run was made against model {redact(model, limit=120)!r}; stack {stack!r} serves "
             f"{settings.model.served_name!r}"
         )
     hardware = recorded.get("hardware")
@@ -215,10 +216,10 @@ def target_differences(run: RunData, stack: str, settings: Settings) -> list[str
         )
     elif hardware != settings.hardware:
         out.append(
-            f"the run was made on hardware {str(hardware)[:60]!r}; stack {stack!r} runs on "
+            f"the run was made on hardware {redact(hardware, limit=60)!r}; stack {stack!r} runs on "
             f"{settings.hardware!r}"
         )
     other = recorded.get("stack")
     if isinstance(other, str) and other != stack:
-        out.append(f"the run was made against stack {other[:60]!r}, not {stack!r}")
+        out.append(f"the run was made against stack {redact(other, limit=60)!r}, not {stack!r}")
     return out

@@ -589,8 +589,8 @@ class RunStore:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 200 else text[:199] + "…"
+    """A stored or asked value for a message: redacted whole, then cut to 200 characters."""
+    return redact(json.dumps(value, sort_keys=True, default=str), limit=200)
 
 
 def identity_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
