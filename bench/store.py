@@ -260,7 +260,7 @@ def _check_number(name: str, value: Any, where: str) -> None:
     """A cell figure: null, or a finite number in the field's range (else StoreError)."""
     if value is None:
         return
-    shown = str(value)[:40]
+    shown = redact(value, limit=40)
     if not _is_number(value) or not math.isfinite(value):
         raise StoreError(f"{where}: field {name!r} must be a finite number or null, got {shown!r}")
     if name in _COUNT_FIELDS or name.startswith("errors_"):
@@ -309,16 +309,16 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
         if name not in record:
             raise StoreError(f"{where}: the record has no {name!r} field")
     if record["status"] not in _STATUSES:
-        raise StoreError(f"{where}: unknown status {str(record['status'])[:40]!r}")
+        raise StoreError(f"{where}: unknown status {redact(record['status'], limit=40)!r}")
     for name, value in record.items():
         if isinstance(name, str) and _numeric_field(name) and name != "request_rate":
-            _check_number(name[:60], value, where)
+            _check_number(redact(name, limit=60), value, where)
     errors = record.get("errors")
     if errors is not None:
         if not isinstance(errors, dict):
             raise StoreError(f"{where}: field 'errors' must be an object of counts")
         for kind, count in errors.items():
-            _check_number(f"errors.{str(kind)[:40]}", count, where)
+            _check_number(f"errors.{redact(kind, limit=40)}", count, where)
             if not isinstance(count, int):
                 raise StoreError(f"{where}: field 'errors' must count in integers")
     try:
@@ -329,7 +329,7 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
     if rate is not None and (not math.isfinite(rate) or rate <= 0):
         raise StoreError(f"{where}: field 'request_rate' must be a positive number or null")
     if key.id != record["id"]:
-        raise StoreError(f"{where}: id {str(record['id'])[:60]!r} does not match its key")
+        raise StoreError(f"{where}: id {redact(record['id'], limit=60)!r} does not match its key")
     capped: dict[str, Any] = cap_strings(record)
     return capped
 
