@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -31,7 +32,13 @@ from bench.load.window import ClientLimits
 from bench.reports.charts import render_chart
 from bench.reports.predicted import Overlay, overlay
 from bench.results.compare import compare_runs
-from bench.results.gate import evaluate, slo_for_stack, stack_config
+from bench.results.gate import (
+    evaluate,
+    settings_for_stack,
+    slo_for_stack,
+    stack_config,
+    target_differences,
+)
 from bench.results.stats import GoodputSlo
 from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
 from endpoint.auth import AuthStrategy
@@ -331,6 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_project_options(gate, stack_file=False)
     gate.add_argument("--json", action="store_true", help="print one JSON document")
+    gate.add_argument(
+        "--allow-other-target",
+        action="store_true",
+        help="judge a run made against another model or hardware than the stack's by the "
+        "stack's SLOs anyway (the difference is still printed); without it such a run fails",
+    )
     return parser
 
 
@@ -680,16 +693,24 @@ def _gate(args: argparse.Namespace) -> int:
     try:
         path = find_stack_file(args.stack, args.project_dir)
         say_read("gemma4 bench gate", path)
-        slo = slo_for_stack(args.stack, path.parent)
+        settings = settings_for_stack(args.stack, path.parent)
     except ProjectError as exc:
         raise UsageError(str(exc)) from exc
     except FileNotFoundError as exc:
         raise UsageError(f"no stack file for stack {args.stack!r}: {exc}") from exc
     except (SettingsError, ValueError) as exc:
         raise UsageError(f"stack {args.stack!r} config is invalid: {exc}") from exc
-    result = evaluate(run, slo)
+    result = evaluate(run, settings.slo)
+    differences = target_differences(run, args.stack, settings)
+    if differences and not args.allow_other_target:
+        advice = "pass --allow-other-target to judge it by this stack's SLOs anyway"
+        result = dataclasses.replace(
+            result, problems=(*result.problems, *differences, f"another target: {advice}")
+        )
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+        doc = result.as_dict()
+        doc["target_differences"] = differences
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return EXIT_OK if result.passed else EXIT_FAILED
     console = Console(highlight=False, width=120)
     verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
@@ -699,6 +720,9 @@ def _gate(args: argparse.Namespace) -> int:
     )
     for problem in result.problems:
         console.print(f"[red]{escape(redact(problem))}[/red]")
+    if differences and args.allow_other_target:
+        for difference in differences:
+            console.print(f"[yellow]note (--allow-other-target): {escape(redact(difference))}[/]")
     if result.failures:
         table = Table("cell", "SLO", "metric", "value", "required")
         for check in result.failures:

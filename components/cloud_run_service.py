@@ -138,7 +138,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 node_selector=cloudrunv2.ServiceTemplateNodeSelectorArgs(
                     accelerator=hw.accelerator
                 ),
-                max_instance_request_concurrency=s.cloud_run.concurrency,
+                max_instance_request_concurrency=s.instance_concurrency,
                 timeout=f"{s.cloud_run.request_timeout_seconds}s",
                 labels=dict(s.labels),
                 scaling=cloudrunv2.ServiceTemplateScalingArgs(

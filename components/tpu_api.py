@@ -20,6 +20,10 @@ DEFAULT_ENDPOINT = "https://tpu.googleapis.com"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
+MAX_BODY_BYTES = 8 << 20
+"""The most a TPU API answer may weigh after decoding (a queued resource is a few KiB)."""
+
+
 class TpuApiError(RuntimeError):
     """The TPU API refused a call; the message says what to change."""
 
@@ -113,9 +117,28 @@ class TpuApi:
         return f"{self._base}/projects/{quote(project, safe=':')}/locations/{quote(zone, safe='')}"
 
     def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request; its answer read whole up to :data:`MAX_BODY_BYTES` after decoding (a
+        bigger or endless body is a TpuApiError, never held in memory)."""
         headers = {"Authorization": f"Bearer {self._token()}"}
         try:
-            return self._http.request(method, url, headers=headers, **kwargs)
+            with self._http.stream(method, url, headers=headers, **kwargs) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY_BYTES:
+                        raise TpuApiError(
+                            f"the TPU API's answer to {method} {url} is larger than "
+                            f"{MAX_BODY_BYTES} bytes; refused"
+                        )
+                kept = [
+                    (k, v) for k, v in response.headers.multi_items() if k != "content-encoding"
+                ]
+                return httpx.Response(
+                    response.status_code,
+                    headers=kept,
+                    content=bytes(body),
+                    request=response.request,
+                )
         except httpx.HTTPError as exc:
             raise TpuApiError(f"TPU API unreachable ({method} {url}): {exc}") from None
 

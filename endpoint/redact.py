@@ -14,11 +14,21 @@ It replaces with ``[REDACTED]``:
   `no-plaintext-secrets` policy detects with): JSON Web Tokens (Google ID tokens), Google API
   keys (``AIza...``), OAuth access and refresh tokens (``ya29.``, ``1//``), Hugging Face,
   GitHub, Slack, AWS and ``sk-...`` keys, PEM and PGP private-key blocks;
-- the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``).
+- the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``);
+- the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,
+  ``--hf-token``, ``--token``, ``--password``, ``--passphrase``, ``--client-secret``);
+- the same shapes by prefix (:data:`SHAPES`), for text cut inside a token: PEM and PGP
+  blocks (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to the end of the text),
+  GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab
+  (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ...),
+  Hugging Face (``hf_``), AWS access key ids (``AKIA``/``ASIA``...) and secret keys,
+  Stripe live keys, npm and PyPI tokens. A shape with a distinctive prefix is matched from a
+  few characters on, so a token cut short is still recognised.
 
-The text is also cut to ``limit`` characters (after redaction, so no cut can reveal half a
-secret), and control characters are replaced, so a hostile server cannot flood the output or
-move the cursor.
+The text is redacted whole, *then* cut to ``limit`` characters, so no cut can reveal part of a
+secret; control characters are replaced, so a hostile server cannot flood the output or move
+the cursor. Work per call is bounded: past ``limit x 4`` characters the input is not scanned;
+the scanned part then ends before any trailing token or start of a known secret it cuts.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import threading
 
 from endpoint.secret_shapes import secret_pattern
 
-__all__ = ["MASK", "redact", "register_secret"]
+__all__ = ["MASK", "SHAPES", "redact", "register_secret"]
 
 MASK = "[REDACTED]"
 _MIN_SECRET_LEN = 6
@@ -53,6 +63,32 @@ _NAMES = (
 _NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
 _NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
 _TOKENS = secret_pattern()  # the shared catalogue of credential shapes
+SHAPES = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}-----|\Z)"  # PEM, PGP
+    r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{4,}"  # GitHub
+    r"|\bglpat-[A-Za-z0-9_\-]{4,}"  # GitLab
+    r"|\bxox[abeoprs]-[A-Za-z0-9\-]{4,}|\bxapp-[A-Za-z0-9\-]{4,}"  # Slack
+    r"|\bhf_[A-Za-z0-9]{6,}"  # Hugging Face
+    r"|\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{8,}"  # AWS access key ids
+    r"|\b[rs]k_live_[A-Za-z0-9]{4,}"  # Stripe live keys
+    r"|\bnpm_[A-Za-z0-9]{16,}|\bpypi-[A-Za-z0-9_\-]{16,}"  # npm, PyPI
+)
+"""Credential shapes by their prefix, matched from a few characters on (whole match replaced):
+the catalogue above needs a whole token, and a token cut short by a bound must still go."""
+_AWS_SECRET = re.compile(
+    r"(?i)(aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[A-Za-z0-9/+=]{8,}"
+)
+_OPTION = re.compile(
+    r"(?i)((?<![\w-])--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|(?:access[-_]|auth[-_]|id[-_])?token|"
+    r"password|passphrase|client[-_]secret|secret)(?:=|\s+))(?!\[)"
+    r"(?:\"[^\"]*\"?|'[^']*'?|[^\s\"']+)"
+)
+_ENV_ASSIGN = re.compile(
+    r"(?<![\w-])([A-Za-z][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSPHRASE|CREDENTIALS?)=)"
+    r"(?!\[)(?:\"[^\"]*\"?|'[^']*'?|[^\s\"']+)"
+)
+"""A shell assignment of a secret-named variable (``VLLM_API_KEY=...``, ``HF_TOKEN=...``)."""
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=~]+\Z")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x1b]")
 
 
@@ -60,6 +96,17 @@ def _scheme(match: re.Match[str]) -> str:
     name = match.group(1) or match.group(3)
     space = match.group(2) or match.group(4)
     return f"{name}{space}{MASK}"
+
+
+def _without_cut_secret(s: str, known: list[str]) -> str:
+    """``s``, a text cut short, without the part of a secret the cut may have split: a trailing
+    run of token characters, and a trailing start of a known secret (which may hold spaces)."""
+    s = _TOKEN_TAIL.sub("", s)
+    for secret in known:
+        for length in range(min(len(secret) - 1, len(s)), 2, -1):
+            if s.endswith(secret[:length]):
+                return s[:-length]
+    return s
 
 
 def register_secret(value: str | None) -> None:
@@ -79,10 +126,10 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
     """``text`` (``str()`` of it) with every secret replaced and cut to ``limit`` characters
     (``None``: no cut); see the module docstring. Idempotent."""
     s = text if isinstance(text, str) else str(text)
-    if limit is not None and len(s) > limit * _SCAN_FACTOR:
-        s = s[: limit * _SCAN_FACTOR]
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
+    if limit is not None and len(s) > limit * _SCAN_FACTOR:
+        s = _without_cut_secret(s[: limit * _SCAN_FACTOR], known)
     for secret in known:
         if secret in s:
             s = s.replace(secret, MASK)
@@ -95,6 +142,10 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
         s,
     )
     s = _TOKENS.sub(MASK, s)
+    s = SHAPES.sub(MASK, s)
+    s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _CONTROL.sub("?", s)
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"

@@ -87,9 +87,12 @@ class Cost(BaseModel):
     price_source: str
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
-    usd_per_month_per_instance: float = Field(description="One instance always on, 730 h.")
-    usd_per_month_idle: float = Field(description="instances_min always on.")
-    usd_per_month_max: float = Field(description="instances_max always on.")
+    usd_per_month_per_instance: float = Field(
+        description="One instance for a month as billed: 730 h, or a flex-start TPU node's "
+        "maxRunHours (it is deleted after)."
+    )
+    usd_per_month_idle: float = Field(description="instances_min, billed as above.")
+    usd_per_month_max: float = Field(description="instances_max, billed as above.")
     requests_per_second: float
     requests_per_second_source: str
     usd_per_million_requests: float | None = Field(
@@ -407,22 +410,19 @@ def run_policies(
 
 def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     from serving.hardware import Platform
-    from serving.memory import HOURS_PER_MONTH, cost_per_million_requests, monthly_cost
+    from serving.memory import cost_per_million_requests, monthly_cost
 
     hw = settings.profile
-    price = hw.price.usd_per_hour
-    price_source = f"{hw.price.source} ({hw.price.as_of})"
+    price = settings.price.usd_per_hour
+    price_source = f"{settings.price.source} ({settings.price.as_of})"
+    hours = settings.billed_hours_per_month
     note = ""
     fixed: list[CostItem] = []
     if settings.deploy_platform == "gke":
         from serving.gke import fixed_costs
 
         shape = settings.gke_shape
-        price = settings.instance_price.usd_per_hour
-        price_source = (
-            f"{shape.machine_type} node: {settings.instance_price.source} "
-            f"({settings.instance_price.as_of})"
-        )
+        price_source = f"{shape.machine_type} node: {price_source}"
         low, high = settings.gke.min_replicas, settings.gke.max_replicas
         fixed = [
             CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)
@@ -462,14 +462,14 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
         price_source=price_source,
         instances_min=low,
         instances_max=high,
-        usd_per_month_per_instance=monthly_cost(price),
-        usd_per_month_idle=base + monthly_cost(price, low),
-        usd_per_month_max=base + monthly_cost(price, high),
+        usd_per_month_per_instance=monthly_cost(price, hours=hours),
+        usd_per_month_idle=base + monthly_cost(price, low, hours=hours),
+        usd_per_month_max=base + monthly_cost(price, high, hours=hours),
         fixed=fixed,
         requests_per_second=rps,
         requests_per_second_source=source,
         usd_per_million_requests=cost_per_million_requests(price, rps),
-        note=f"{note} ({HOURS_PER_MONTH:g} h/month)",
+        note=f"{note} ({hours:g} h/month: {settings.billing})",
     )
 
 
@@ -485,7 +485,7 @@ def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
     if settings.profile.platform is Platform.TPU:
         concurrency = settings.vllm.max_num_seqs
     else:
-        concurrency = min(settings.cloud_run.concurrency, settings.vllm.max_num_seqs)
+        concurrency = settings.instance_concurrency
     busy = model.at_concurrency(concurrency, w)
     at_rate = model.at_rate(requests_per_second, w)
     return {

@@ -389,7 +389,9 @@ async def check_chat(
                     try:
                         chunk = json.loads(payload)
                     except ValueError:
-                        return failed(f"malformed stream chunk {chunks}: {_echo(payload[:100])!r}")
+                        return failed(
+                            f"malformed stream chunk {chunks}: {redact(payload, limit=100)!r}"
+                        )
                     if not isinstance(chunk, dict):
                         return failed(f"malformed stream chunk {chunks}: not an object")
                     if "error" in chunk:
@@ -434,12 +436,11 @@ async def check_chat(
         "completion_tokens": completion_tokens,
         "finish_reason": finish_reason,
         "chunks": chunks,
-        "content": _echo(text[:200]),
+        "content": redact(text, limit=200),
     }
     ttft_text = f", TTFT {ttft * 1000:.0f} ms" if ttft is not None else ""
-    detail = (
-        f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {_echo(text.strip()[:60])!r}"
-    )
+    shown = redact(text.strip(), limit=60)
+    detail = f"{completion_tokens} tokens in {latency:.2f} s{ttft_text}: {shown!r}"
     return CheckResult(name, True, detail, latency, data)
 
 

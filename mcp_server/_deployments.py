@@ -11,35 +11,40 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import yaml
 
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.results.compare import compare_runs
-from bench.results.store import RunData, StoreError, load_run
+from bench.results.store import RunData, StoreError, load_run, read_regular_file
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
 from endpoint import (
+    ApiKeyAuth,
     AuthError,
-    AuthOptions,
     AuthStrategy,
+    GoogleIdTokenAuth,
     MetricsParseError,
     MetricsSnapshot,
+    NoAuth,
     SecretManagerApiKeyAuth,
     Target,
     TargetError,
-    auth_for,
     make_client,
     parse_metrics,
     read_stack_outputs,
+    request_capped,
     spec_decode_acceptance,
 )
-from endpoint.targets import AuthMode
+
+# The redaction every output passes through: the endpoint package's, with the server's additions.
+from endpoint.limits import MAX_METRICS_BYTES
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
 from serving.gke import POOL_LABELS as GKE_POOL_LABELS
@@ -58,13 +63,13 @@ from serving.settings import Settings, SettingsError, load_settings
 from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.vllm import parse_args as parse_vllm_args
 
-# The redaction every output passes through: the endpoint package's, with the server's additions.
-from ._redaction import redact, register_secret
+from ._redaction import redact, redact_cut, redact_text, register_secret
 
 __all__ = [
     "CLOUD_RUN_PORT",
     "GKE_POOL_LABELS",
     "GKE_VLLM_NAME",
+    "MAX_METRICS_BYTES",
     "ROOT",
     "AuthError",
     "Backoff",
@@ -94,8 +99,11 @@ __all__ = [
     "plan_report",
     "queued_resource_ids",
     "redact",
+    "redact_cut",
+    "redact_text",
     "register_secret",
     "render",
+    "request_capped",
     "run_health_checks",
     "run_sweep_async",
     "spec_decode_acceptance",
@@ -104,6 +112,10 @@ __all__ = [
     "tpu_api_version",
     "what_if_settings",
 ]
+
+
+MAX_OUTPUTS_BYTES = 1 << 20
+"""A saved ``pulumi stack output --json`` document (a few KiB)."""
 
 
 class DeploymentError(Exception):
@@ -138,8 +150,8 @@ class _Registering(AuthStrategy):
 class EndpointOptions:
     """How the server authenticates to the deployed endpoints (as ``python -m healthchecks``)."""
 
-    auth: AuthMode = "auto"
-    """auto, id-token, api-key or none."""
+    auth: Literal["auto", "none"] = "auto"
+    """auto: each target's own credential; none: no credential (a local or public server)."""
     api_key_env: str | None = None
     impersonate_service_account: str | None = None
     secretmanager_url: str = "https://secretmanager.googleapis.com"
@@ -157,6 +169,7 @@ class Deployments:
         project: str | None = None,
         endpoint: EndpointOptions | None = None,
         token_source: Callable[[], str] | None = None,
+        runs_dirs: Sequence[str] = ("runs",),
     ) -> None:
         self.root = root
         known = stack_names(root)
@@ -170,6 +183,7 @@ class Deployments:
         self._project = project
         self.endpoint = endpoint or EndpointOptions()
         self._token_source = token_source
+        self.runs_dirs: tuple[Path, ...] = tuple(_inside(root, r) for r in runs_dirs)
 
     def set_token_source(self, token_source: Callable[[], str]) -> None:
         """Access tokens for Secret Manager (the TPU stacks' vLLM API key)."""
@@ -222,18 +236,29 @@ class Deployments:
         if self.outputs_dir is not None:
             path = self.outputs_dir / f"{stack}.json"
             try:
-                loaded = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
+                raw = read_regular_file(path, MAX_OUTPUTS_BYTES)
+            except StoreError as exc:
+                raise DeploymentError(str(exc)) from None
+            if raw is None:
                 raise DeploymentError(
                     f"no saved outputs for stack {stack!r} ({path}); write them with "
                     f"`pulumi stack output --json -s {stack} > {path}`"
-                ) from None
-            except (OSError, ValueError) as exc:
-                raise DeploymentError(f"{path} is not a JSON document: {exc}") from None
+                )
+            try:
+                loaded = json.loads(raw.decode("utf-8"))
+            except (ValueError, RecursionError) as exc:
+                raise DeploymentError(f"{path} is not a JSON document: {str(exc)[:200]}") from None
             if not isinstance(loaded, dict):
                 raise DeploymentError(f"{path} holds JSON that is not an object")
             data = loaded
         else:
+            if shutil.which("pulumi") is None:
+                raise DeploymentError(
+                    f"no stack outputs for stack {stack!r}: the pulumi CLI is not on the "
+                    "server's PATH; install it (https://www.pulumi.com/docs/install/), or start "
+                    "the MCP server with --outputs-dir DIR holding DIR/<stack>.json (saved "
+                    f"`pulumi stack output --json -s {stack}`)"
+                )
             try:
                 data = read_stack_outputs(stack, str(self.root))
             except TargetError as exc:
@@ -241,40 +266,51 @@ class Deployments:
         return data
 
     def targets(self, stack: str) -> list[Target]:
-        """The stack's endpoints with their credentials (ID token for Cloud Run; the vLLM API
-        key from Secret Manager, or from ``--api-key-env``, for TPU nodes)."""
+        """The stack's endpoints, each with the credential its kind of target takes: a Cloud
+        Run service a Google ID token whose audience is its URL, a TPU node the vLLM API key
+        (from ``--api-key-env``, else the stack's Secret Manager secret). ``--endpoint-auth
+        none`` sends none. The vLLM key never goes to a Cloud Run service, nor an ID token to a
+        TPU node, whatever the options."""
         settings = self.settings(stack)
         outputs = self.outputs(stack)
         model = outputs.get("served_model_name") or settings.model.served_name
-        options = AuthOptions(
-            mode=self.endpoint.auth,
-            api_key_env=self.endpoint.api_key_env,
-            impersonate_service_account=self.endpoint.impersonate_service_account
-            or settings.health.health_check_service_account,
-        )
         service_url = outputs.get("service_url")
         if isinstance(service_url, str) and service_url:
-            auth = self._auth(service_url, options, "id-token")
-            return [Target(service_url, str(model), auth)]
+            return [Target(service_url, str(model), self._cloud_run_auth(service_url, settings))]
         urls = outputs.get("endpoint_urls")
         if isinstance(urls, list) and urls and all(isinstance(u, str) and u for u in urls):
-            targets = []
-            for url in urls:
-                if self.endpoint.auth == "auto" and not self.endpoint.api_key_env:
-                    secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
-                    inner: AuthStrategy = SecretManagerApiKeyAuth(
-                        self.project(stack),
-                        secret,
-                        access_token=self._token_source,
-                        endpoint=self.endpoint.secretmanager_url,
-                    )
-                    targets.append(Target(url, str(model), _Registering(inner)))
-                else:
-                    targets.append(Target(url, str(model), self._auth(url, options, "api-key")))
-            return targets
+            return [
+                Target(url, str(model), self._tpu_auth(stack, outputs, settings)) for url in urls
+            ]
         raise DeploymentError(
             f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
             f"has it been deployed? (`pulumi up -s {stack}`)"
+        )
+
+    def _cloud_run_auth(self, url: str, settings: Settings) -> AuthStrategy:
+        if self.endpoint.auth == "none":
+            return NoAuth()
+        return _Registering(
+            GoogleIdTokenAuth(
+                url,
+                impersonate_service_account=self.endpoint.impersonate_service_account
+                or settings.health.health_check_service_account,
+            )
+        )
+
+    def _tpu_auth(self, stack: str, outputs: dict[str, Any], settings: Settings) -> AuthStrategy:
+        if self.endpoint.auth == "none":
+            return NoAuth()
+        if self.endpoint.api_key_env:
+            return _Registering(ApiKeyAuth(self.endpoint.api_key_env))
+        secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
+        return _Registering(
+            SecretManagerApiKeyAuth(
+                self.project(stack),
+                secret,
+                access_token=self._token_source,
+                endpoint=self.endpoint.secretmanager_url,
+            )
         )
 
     def target(self, stack: str, index: int = 0) -> Target:
@@ -286,20 +322,25 @@ class Deployments:
             )
         return targets[index]
 
-    @staticmethod
-    def _auth(url: str, options: AuthOptions, default: AuthMode) -> AuthStrategy:
-        try:
-            return _Registering(auth_for(url, options, default))
-        except TargetError as exc:
-            raise DeploymentError(str(exc)) from None
-
     # Benchmark runs -------------------------------------------------------------------------
 
     def results_dir(self, stack: str) -> Path:
-        folder = Path(self.settings(stack).benchmark.benchmark_results_dir)
-        if not folder.is_absolute():
-            folder = self.root / folder
-        return folder / stack
+        """``<benchmarkResultsDir>/<stack>``, inside the project folder."""
+        folder = self.settings(stack).benchmark.benchmark_results_dir
+        try:
+            return _inside(self.root, folder) / stack
+        except DeploymentError as exc:
+            raise DeploymentError(f"stack {stack!r}: benchmarkResultsDir {exc}") from None
+
+
+def _inside(root: Path, folder: str) -> Path:
+    """``root / folder`` when ``folder`` is a relative path that stays inside ``root``."""
+    path = Path(folder)
+    if path.is_absolute() or ".." in path.parts or not folder.strip():
+        raise DeploymentError(
+            f"{folder!r} must be a folder relative to the project folder, without '..'"
+        )
+    return root / path
 
 
 def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:

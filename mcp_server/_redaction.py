@@ -2,15 +2,23 @@
 
 Text goes through :func:`endpoint.redact`, the same step as the health checks' and the
 benchmark's output (every credential registered with :func:`endpoint.register_secret`,
-``Bearer`` values, ``key=``/``token=`` assignments, JWTs, ``ya29.`` tokens, ``AIza`` keys),
-with two additions an operator's agent session needs:
+``Bearer`` values, ``key=``/``token=`` assignments, secret command-line options such as
+``--api-key KEY``, JWTs, ``ya29.`` tokens, ``AIza`` keys, and the shapes of
+:data:`endpoint.redact.SHAPES`: PEM and PGP blocks, GitHub, GitLab, Slack, Hugging Face, AWS,
+Stripe, npm and PyPI tokens), with what the server knows of its own environment:
 
 - the values of environment variables whose names say they hold a secret (``*KEY*``,
-  ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``), such as an ``HF_TOKEN`` exported
-  in the shell that started the server;
-- Hugging Face tokens (``hf_...``) and PEM private keys by shape.
+  ``*TOKEN*``, ``*SECRET*``, ``*PASS*`` such as ``PULUMI_CONFIG_PASSPHRASE``,
+  ``*CREDENTIAL*``, ``*AUTH*``, ``*PRIVATE*``, ``*SESSION*``, ``*COOKIE*``), such as an
+  ``HF_TOKEN`` exported in the shell that started the server;
+- the values of any environment variable that *looks* like a credential whatever its name: a
+  recognised token shape, or 20 or more characters of a token alphabet mixing upper case, lower
+  case and digits (an access token in ``GOOGLE_OAUTH_ACCESS`` or ``CI_VALUE``).
 
-:func:`redact` walks str/list/tuple/dict values (keys included) and returns a redacted copy.
+:func:`redact` walks str/list/tuple/dict values (keys included) and returns a redacted copy; in
+a list (an argument vector) the item after a secret option (``--api-key``, ``--hf-token``,
+...) is masked too. :func:`redact_cut` redacts a whole text *before* cutting it, so a secret
+that straddles the cut never comes out in part; every cut the server makes goes through it.
 """
 
 from __future__ import annotations
@@ -24,22 +32,31 @@ from endpoint import redact as _shared_redact
 from endpoint import register_secret as _shared_register
 from endpoint.redact import MASK
 
-__all__ = ["REDACTED", "redact", "redact_text", "register_secret"]
+__all__ = [
+    "REDACTED",
+    "environment_secrets",
+    "redact",
+    "redact_cut",
+    "redact_text",
+    "register_environment_secrets",
+    "register_secret",
+]
 
 REDACTED = MASK
+CUT_MARK = "…"
 _MIN_SECRET_LEN = 6
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-# Environment variables whose names match but whose values are paths, not secrets.
-_NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS"})
-
-_EXTRA: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
-        ),
-        REDACTED,
-    ),
-    (re.compile(r"\bhf_[A-Za-z0-9]{8,}"), REDACTED),
+_SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE", re.IGNORECASE
+)
+# Environment variables whose names match but whose values are paths or switches, not secrets.
+_NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS", "XAUTHORITY", "SSH_AUTH_SOCK"})
+_SWITCH_WORDS = frozenset(
+    {"enabled", "disabled", "enable", "disable", "true", "false", "always", "never", "default"}
+)
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{20,}")
+_SECRET_OPTION = re.compile(
+    r"(?i)--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|(?:access[-_]|auth[-_]|id[-_])?token|password|"
+    r"passphrase|client[-_]secret|secret)"
 )
 
 
@@ -48,34 +65,70 @@ def register_secret(value: str | None) -> None:
     _shared_register(value)
 
 
-def _environment_secrets(environ: Mapping[str, str]) -> list[str]:
-    values = {
-        value.strip()
-        for name, value in environ.items()
-        if _SECRET_NAME.search(name)
-        and name not in _NOT_SECRET_NAMES
-        and len(value.strip()) >= _MIN_SECRET_LEN
-    }
+def _credential_shaped(value: str) -> bool:
+    if _shared_redact(value, limit=None) != value:
+        return True  # a recognised shape (a JWT, a PEM block, a ghp_ token, ...)
+    if not _TOKEN_LIKE.fullmatch(value) or value.startswith(("/", "~", ".")):
+        return False  # spaces or separators, or a path
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The secret values of ``environ`` (default: this process's), longest first."""
+    values = set()
+    for name, raw in (os.environ if environ is None else environ).items():
+        value = raw.strip()
+        if (
+            len(value) < _MIN_SECRET_LEN
+            or name in _NOT_SECRET_NAMES
+            or value.lower() in _SWITCH_WORDS
+            or value.isdigit()
+        ):
+            continue  # a switch or a number, not a credential: masking it would garble text
+        if _SECRET_NAME.search(name) or _credential_shaped(value):
+            values.add(value)
     # Longest first, so a secret that contains another is removed whole.
     return sorted(values, key=len, reverse=True)
 
 
+def register_environment_secrets(environ: Mapping[str, str] | None = None) -> None:
+    """Register the environment's secrets with the shared registry, so that every redaction
+    in this process (the benchmark store's, the health checks') removes them too."""
+    for value in environment_secrets(environ):
+        _shared_register(value)
+
+
 def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with every known and every recognisable secret replaced by ``[REDACTED]``."""
-    for secret in _environment_secrets(os.environ if environ is None else environ):
+    for secret in environment_secrets(environ):
         text = text.replace(secret, REDACTED)
-    for pattern, replacement in _EXTRA:
-        text = pattern.sub(replacement, text)
     return _shared_redact(text, limit=None)
+
+
+def redact_cut(text: object, limit: int) -> str:
+    """``text`` redacted whole, then cut to ``limit`` characters (ending ``…`` when cut)."""
+    redacted = redact_text(text if isinstance(text, str) else str(text))
+    if len(redacted) <= limit:
+        return redacted
+    return redacted[: max(0, limit - len(CUT_MARK))] + CUT_MARK
 
 
 def redact(value: Any) -> Any:
     """A copy of ``value`` (str, list, tuple, dict, scalars) with secrets redacted in every
-    string, dictionary keys included."""
+    string, dictionary keys included; in a list, the item after a secret option is masked."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, Mapping):
         return {redact(k): redact(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact(v) for v in value)
+        out = []
+        after_option = False
+        for item in value:
+            out.append(REDACTED if after_option and isinstance(item, str) else redact(item))
+            after_option = isinstance(item, str) and bool(_SECRET_OPTION.fullmatch(item))
+        return type(value)(out)
     return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,11 +20,19 @@ from typing import Any
 
 import httpx
 
-from endpoint.limits import MAX_ECHO_CHARS
+from endpoint.client import LimitExceeded, read_capped
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 
-from ._redaction import register_secret
+from ._redaction import redact_cut, register_secret
 
-__all__ = ["ApiUrls", "GoogleApiError", "GoogleApis"]
+__all__ = ["MAX_API_BODY_BYTES", "MAX_LOCATIONS", "ApiUrls", "GoogleApiError", "GoogleApis"]
+
+MAX_API_BODY_BYTES = 8 << 20
+"""The most a Google API answer may weigh after decompression (a page of 100 log entries is a
+few hundred KiB); a bigger one is refused, never held whole in memory."""
+MAX_LOCATIONS = 200
+"""The most TPU locations read (Google lists a few dozen); past it the list is refused."""
+MAX_PAGES = 20
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
@@ -114,16 +123,25 @@ class GoogleApis:
     ) -> dict[str, Any]:
         """One request; the JSON object answered, or :class:`GoogleApiError`."""
         token = await self._access_token()
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}", "Accept-Encoding": "gzip, deflate"}
         try:
-            async with httpx.AsyncClient(
-                timeout=self._timeout_s, follow_redirects=False, verify=verify
-            ) as c:
-                response = await c.request(method, url, params=params, json=body, headers=headers)
+            async with (
+                httpx.AsyncClient(
+                    timeout=self._timeout_s, follow_redirects=False, verify=verify
+                ) as c,
+                c.stream(method, url, params=params, json=body, headers=headers) as response,
+            ):
+                cap = MAX_API_BODY_BYTES if response.is_success else MAX_ERROR_BODY_BYTES
+                try:
+                    content = await read_capped(response, cap, what=f"the {api}'s answer")
+                except LimitExceeded as exc:
+                    if response.is_success:
+                        raise GoogleApiError(f"{what}: {exc}") from None
+                    content = b""  # an error body too big to show: its status still tells
         except httpx.HTTPError as exc:
             raise GoogleApiError(f"{what}: the {api} is unreachable ({exc})") from None
         try:
-            data = response.json() if response.content else {}
+            data = json.loads(content) if content else {}
         except ValueError:
             data = None
         if response.is_success:
@@ -132,10 +150,10 @@ class GoogleApis:
             return data
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict):
-            message = str(error.get("message") or "")[:500]
-            status = str(error.get("status") or "")
+            message = redact_cut(str(error.get("message") or ""), MAX_ECHO_CHARS)
+            status = redact_cut(str(error.get("status") or ""), 60)
         else:
-            message, status = response.text[:MAX_ECHO_CHARS], ""
+            message, status = redact_cut(content.decode("utf-8", "replace"), MAX_ECHO_CHARS), ""
         reason = f"HTTP {response.status_code}{' ' + status if status else ''}: {message}"
         raise GoogleApiError(f"{what}: {reason}{_hint(response.status_code, api)}")
 
@@ -157,7 +175,7 @@ class GoogleApis:
         """Location ids from ``tpu.projects.locations.list`` (every page)."""
         ids: list[str] = []
         token: str | None = None
-        for _ in range(20):
+        for _ in range(MAX_PAGES):
             params: dict[str, Any] = {"pageSize": 100}
             if token:
                 params["pageToken"] = token
@@ -169,11 +187,18 @@ class GoogleApis:
                 params=params,
             )
             for location in data.get("locations") or []:
+                if not isinstance(location, dict):
+                    continue
                 location_id = (
                     location.get("locationId") or str(location.get("name", "")).split("/")[-1]
                 )
                 if location_id:
-                    ids.append(str(location_id))
+                    ids.append(str(location_id)[:64])
+            if len(ids) > MAX_LOCATIONS:
+                raise GoogleApiError(
+                    f"list TPU locations: the Cloud TPU API listed more than {MAX_LOCATIONS} "
+                    "locations; refused (Google lists a few dozen)"
+                )
             token = data.get("nextPageToken")
             if not token:
                 break
@@ -183,7 +208,7 @@ class GoogleApis:
         """``tpu.projects.locations.acceleratorTypes.list`` (every page)."""
         types: list[dict[str, Any]] = []
         token: str | None = None
-        for _ in range(20):
+        for _ in range(MAX_PAGES):
             params: dict[str, Any] = {"pageSize": 200}
             if token:
                 params["pageToken"] = token
@@ -195,6 +220,8 @@ class GoogleApis:
                 params=params,
             )
             types.extend(t for t in data.get("acceleratorTypes") or [] if isinstance(t, dict))
+            if len(types) > 2000:
+                break
             token = data.get("nextPageToken")
             if not token:
                 break

@@ -11,6 +11,7 @@ Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unkno
 """
 
 import argparse
+import asyncio
 import functools
 import inspect
 import json
@@ -27,6 +28,7 @@ from pydantic import BaseModel, Field
 from serving.project import add_project_options, find_project_file
 
 from . import _deployments as d
+from ._redaction import register_environment_secrets
 from .google_apis import ApiUrls, GoogleApiError, GoogleApis
 from .models import (
     BenchCellResult,
@@ -44,7 +46,15 @@ from .models import (
     StatusResult,
     ZonesResult,
 )
-from .tools import LIMITS, ToolFailure, Tools
+from .tools import (
+    BENCH_MARGIN_S,
+    DEADLINES_S,
+    HEALTH_MARGIN_S,
+    LIMITS,
+    METRICS_MARGIN_S,
+    ToolFailure,
+    Tools,
+)
 
 __all__ = ["ACTIONS", "EXIT_OK", "EXIT_USAGE", "build_parser", "build_server", "main"]
 
@@ -64,6 +74,8 @@ _LOCAL_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, ope
 
 M = TypeVar("M", bound=BaseModel)
 
+MAX_ERROR_CHARS = 4000
+"""The longest tool error text (redacted whole, then cut)."""
 MAX_RESULT_CHARS = 256 << 10
 """The most a tool result may weigh as JSON; longer strings in it are cut to fit, marked."""
 _CUT_MARK = f"…[truncated: the result exceeded {MAX_RESULT_CHARS} characters]"
@@ -102,31 +114,66 @@ EndpointIndex = Annotated[
 ]
 
 
-def _safe(fn: Callable[..., Awaitable[M]]) -> Callable[..., Awaitable[M]]:
-    """Run a tool; redact its result; turn every failure into an MCP tool error (redacted)."""
+Deadline = float | Callable[[dict[str, Any]], float]
+"""A tool's overall deadline in seconds: fixed, or computed from its arguments."""
+
+
+def _walk(fix: Callable[[str], str], value: Any) -> Any:
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, dict):
+        return {_walk(fix, k): _walk(fix, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(fix, v) for v in value]
+    return value
+
+
+def _safe(
+    fn: Callable[..., Awaitable[M]],
+    deadline: Deadline,
+    localize: Callable[[str], str] = lambda text: text,
+) -> Callable[..., Awaitable[M]]:
+    """Run a tool within its overall deadline; redact its result; turn every failure into an
+    MCP tool error (redacted, then cut)."""
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> M:
+        if callable(deadline):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            seconds = deadline(dict(bound.arguments))
+        else:
+            seconds = deadline
         try:
-            result = await fn(*args, **kwargs)
+            result = await asyncio.wait_for(fn(*args, **kwargs), seconds)
+        except TimeoutError:
+            raise ToolError(
+                f"{fn.__name__} ran past its overall deadline of {seconds:g} s and was stopped "
+                "(an endpoint or API that answers too slowly); nothing was changed"
+            ) from None
         except (ToolFailure, d.DeploymentError, GoogleApiError) as exc:
-            raise ToolError(d.redact(str(exc))) from None
+            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except ToolError as exc:
-            raise ToolError(d.redact(str(exc))) from None
+            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
-            raise ToolError(d.redact(f"internal error: {type(exc).__name__}: {exc}")) from None
+            raise ToolError(
+                d.redact_cut(
+                    localize(f"internal error: {type(exc).__name__}: {exc}"), MAX_ERROR_CHARS
+                )
+            ) from None
         return type(result).model_validate(
-            _bounded_result(d.redact(result.model_dump(mode="json")))
+            _bounded_result(_walk(localize, d.redact(result.model_dump(mode="json"))))
         )
 
-    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     return wrapper
 
 
 def _progress(ctx: Context[Any, Any, Any]) -> Callable[[float, float | None, str], Awaitable[None]]:
     async def send(progress: float, total: float | None, message: str) -> None:
         try:
-            await ctx.report_progress(progress, total, d.redact(message))
+            await ctx.report_progress(progress, total, d.redact_cut(message, 500))
         except Exception:  # a client that went away must not fail the tool
             return
 
@@ -139,6 +186,7 @@ def build_server(
     actions: Sequence[str] = (),
     host: str = "127.0.0.1",
     port: int = 8765,
+    deadline_cap_s: float | None = None,
 ) -> FastMCP[Any]:
     """A FastMCP server with the read-only tools and the named action tools."""
     unknown = sorted(set(actions) - set(ACTIONS))
@@ -156,33 +204,49 @@ def build_server(
         log_level="WARNING",
     )
 
-    def add(fn: Callable[..., Any], annotations: ToolAnnotations, description: str) -> None:
+    def add(
+        fn: Callable[..., Any],
+        annotations: ToolAnnotations,
+        description: str,
+        deadline: Deadline,
+        stated: str,
+    ) -> None:
+        if deadline_cap_s is not None:
+            cap = deadline_cap_s
+            deadline = (
+                (lambda a, f=deadline: min(f(a), cap)) if callable(deadline) else min(deadline, cap)
+            )
         server.add_tool(
-            _safe(fn),
+            _safe(fn, deadline, tools.localize),
             name=fn.__name__,
-            description=description,
+            description=f"{description} Overall deadline: {stated}; past it the tool stops "
+            "and answers an error.",
             annotations=annotations,
             structured_output=True,
         )
 
     async def list_stacks() -> StacksResult:
-        return tools.list_stacks()
+        return await asyncio.to_thread(tools.list_stacks)
 
     add(
         list_stacks,
         _LOCAL_READ_ONLY,
         "List the stacks this server answers for: hardware, accelerator, location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
+        DEADLINES_S["list_stacks"],
+        f"{DEADLINES_S['list_stacks']:g} s",
     )
 
     async def stack_endpoints(stack: Stack) -> StackEndpoints:
-        return tools.stack_endpoints(stack)
+        return await asyncio.to_thread(tools.stack_endpoints, stack)
 
     add(
         stack_endpoints,
         _LOCAL_READ_ONLY,
         "A stack's endpoints, served model name, Cloud Run service or TPU node names and image, "
         "with how requests authenticate (never the credential).",
+        DEADLINES_S["stack_endpoints"],
+        f"{DEADLINES_S['stack_endpoints']:g} s",
     )
 
     async def service_status(stack: Stack) -> StatusResult:
@@ -195,6 +259,8 @@ def build_server(
         "revision (Cloud Run Admin API v2), each TPU queued resource's state (TPU API), or on "
         "GKE the vLLM replicas: desired, ready, the autoscaler's bounds and each Pod's state "
         "(Kubernetes Engine API and the cluster's Kubernetes API, GETs only).",
+        DEADLINES_S["service_status"],
+        f"{DEADLINES_S['service_status']:g} s",
     )
 
     async def health_check(
@@ -215,6 +281,8 @@ def build_server(
         "Is the model working? Runs the post-deploy health checks (readiness, /v1/models, a chat "
         "completion, /metrics) on every endpoint of the stack; a structured verdict per check. "
         "Waits for a cold start up to deadline_seconds, with progress notifications.",
+        lambda a: float(a["deadline_seconds"]) + HEALTH_MARGIN_S,
+        f"deadline_seconds + {HEALTH_MARGIN_S:g} s",
     )
 
     async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> ModelDetails:
@@ -225,6 +293,8 @@ def build_server(
         _READ_ONLY,
         "The served models (/v1/models, with max_model_len) beside the stack's configuration as "
         "rendered for vLLM: max context, quantization, KV cache dtype, speculative config.",
+        DEADLINES_S["model_details"],
+        f"{DEADLINES_S['model_details']:g} s",
     )
 
     async def query_model(
@@ -245,6 +315,8 @@ def build_server(
         _READ_ONLY,
         "Send one streamed chat completion to the stack's model; returns the answer (first 200 "
         "characters), time to first token, latency, tokens/s and token counts.",
+        DEADLINES_S["query_model"],
+        f"{DEADLINES_S['query_model']:g} s",
     )
 
     async def metrics_summary(
@@ -264,6 +336,8 @@ def build_server(
         "vLLM /metrics over a window: running and waiting requests, KV cache usage, token "
         "deltas and rates, mean TTFT and latency of the window's requests, speculative-decoding "
         "acceptance (rate, mean length, per position).",
+        lambda a: float(a["window_seconds"]) + METRICS_MARGIN_S,
+        f"window_seconds + {METRICS_MARGIN_S:g} s",
     )
 
     async def capacity_plan(
@@ -280,7 +354,9 @@ def build_server(
             Field(description="Its new value, validated by the stack settings"),
         ] = None,
     ) -> PlanResult:
-        return tools.plan(stack, requests_per_second, what_if_key, what_if_value)
+        return await asyncio.to_thread(
+            tools.plan, stack, requests_per_second, what_if_key, what_if_value
+        )
 
     add(
         capacity_plan,
@@ -288,32 +364,38 @@ def build_server(
         "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
         "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
         "what-if change of one config key, with the figures that change. Nothing is written.",
+        DEADLINES_S["capacity_plan"],
+        f"{DEADLINES_S['capacity_plan']:g} s",
     )
 
     async def benchmark_runs(
         stack: Annotated[str | None, Field(description="Only this stack's runs")] = None,
         limit: Annotated[int, Field(ge=1, le=LIMITS["bench_runs"])] = 10,
     ) -> BenchRuns:
-        return tools.bench_runs(stack, limit)
+        return await asyncio.to_thread(tools.bench_runs, stack, limit)
 
     add(
         benchmark_runs,
         _LOCAL_READ_ONLY,
         "Recent benchmark runs (newest first) from the stacks' results folders, with their "
         "best request throughput.",
+        DEADLINES_S["benchmark_runs"],
+        f"{DEADLINES_S['benchmark_runs']:g} s",
     )
 
     async def compare_benchmarks(
         baseline: Annotated[str, Field(description="Run id from benchmark_runs")],
         other: Annotated[str, Field(description="Run id from benchmark_runs")],
     ) -> BenchComparison:
-        return tools.bench_compare(baseline, other)
+        return await asyncio.to_thread(tools.bench_compare, baseline, other)
 
     add(
         compare_benchmarks,
         _LOCAL_READ_ONLY,
         "Compare two benchmark runs cell by cell (throughput, p95 TTFT, ITL, latency, success, "
         "cost per million requests, deltas in percent).",
+        DEADLINES_S["compare_benchmarks"],
+        f"{DEADLINES_S['compare_benchmarks']:g} s",
     )
 
     async def error_logs(
@@ -328,6 +410,8 @@ def build_server(
         _READ_ONLY,
         "Recent ERROR-or-worse log entries of the stack's Cloud Run service or TPU nodes from "
         "Cloud Logging, newest first, bounded in count and size, secrets redacted.",
+        DEADLINES_S["error_logs"],
+        f"{DEADLINES_S['error_logs']:g} s",
     )
 
     async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> ZonesResult:
@@ -338,6 +422,8 @@ def build_server(
         _READ_ONLY,
         "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
         "every location), with the project's quota where the API reports it.",
+        DEADLINES_S["tpu_zones"],
+        f"{DEADLINES_S['tpu_zones']:g} s",
     )
 
     if "bench-cell" in actions:
@@ -361,6 +447,8 @@ def build_server(
             "requests to the stack's deployed endpoint (billed usage, may slow real users) for "
             "at most budget_seconds, and writes a new run folder under the stack's benchmark "
             "results directory. Changes no deployment.",
+            lambda a: float(a["budget_seconds"]) + BENCH_MARGIN_S,
+            f"budget_seconds + {BENCH_MARGIN_S:g} s",
         )
 
     if "preview" in actions:
@@ -373,6 +461,8 @@ def build_server(
             ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False),
             "ACTION (enabled with --enable-action preview): runs the offline Pulumi preview of "
             "a stack (mocked cloud, nothing created) and returns the resources it would declare.",
+            DEADLINES_S["start_preview"],
+            f"{DEADLINES_S['start_preview']:g} s",
         )
     return server
 
@@ -415,15 +505,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="read stack outputs from DIR/<stack>.json (saved `pulumi stack output --json`) "
         "instead of running the pulumi CLI",
     )
+    parser.add_argument(
+        "--runs-dir",
+        action="append",
+        metavar="DIR",
+        help="also list benchmark runs in the folders of DIR, relative to the project folder "
+        "(repeatable; default: runs, where `gemma4 bench run --out runs/NAME` writes)",
+    )
     parser.add_argument("--project", help="Google Cloud project (default: the stack's gcp:project)")
     parser.add_argument(
         "--endpoint-auth",
-        choices=["auto", "id-token", "api-key", "none"],
+        choices=["auto", "none"],
         default="auto",
-        help="auto: a Google ID token for Cloud Run, the Secret Manager API key for TPU",
+        help="auto: each endpoint gets its own kind of credential, a Google ID token for a "
+        "Cloud Run service (audience: its URL), the vLLM API key for a TPU node; none: no "
+        "credential (a local server)",
     )
     parser.add_argument(
-        "--api-key-env", metavar="VAR", help="env var holding the vLLM API key (TPU stacks)"
+        "--api-key-env",
+        metavar="VAR",
+        help="env var holding the vLLM API key, sent to TPU endpoints only (default: the "
+        "stack's Secret Manager secret); Cloud Run endpoints always get an ID token",
     )
     parser.add_argument(
         "--impersonate-service-account",
@@ -432,6 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for api in ("run", "tpu", "logging", "secretmanager"):
         parser.add_argument(f"--{api}-api-url", help=argparse.SUPPRESS)
+    # Tests shorten every tool's deadline to this many seconds (the descriptions still state
+    # the real ones).
+    parser.add_argument("--tool-deadline-s", type=float, help=argparse.SUPPRESS)
     return parser
 
 
@@ -452,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.port <= 65535:
         print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
+    register_environment_secrets()
     defaults = ApiUrls()
     urls = ApiUrls(
         run=args.run_api_url or defaults.run,
@@ -467,6 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             root=args.project_dir,
             outputs_dir=args.outputs_dir,
             project=args.project,
+            runs_dirs=args.runs_dir or ("runs",),
             endpoint=d.EndpointOptions(
                 auth=args.endpoint_auth,
                 api_key_env=args.api_key_env,
@@ -491,6 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         actions=args.enable_action,
         host=args.host,
         port=args.port,
+        deadline_cap_s=args.tool_deadline_s,
     )
     try:
         server.run("stdio" if args.transport == "stdio" else "streamable-http")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
+import re
 import shlex
 import shutil
 import time
@@ -51,7 +53,16 @@ from .models import (
     ZonesResult,
 )
 
-__all__ = ["LIMITS", "Progress", "ToolFailure", "Tools"]
+__all__ = [
+    "BENCH_MARGIN_S",
+    "DEADLINES_S",
+    "HEALTH_MARGIN_S",
+    "LIMITS",
+    "METRICS_MARGIN_S",
+    "Progress",
+    "ToolFailure",
+    "Tools",
+]
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -72,6 +83,28 @@ LIMITS = {
 }
 """The bounds every tool enforces on its inputs and outputs."""
 
+DEADLINES_S: dict[str, float] = {
+    "list_stacks": 180,
+    "stack_endpoints": 60,
+    "service_status": 60,
+    "model_details": 60,
+    "query_model": 180,
+    "capacity_plan": 30,
+    "benchmark_runs": 60,
+    "compare_benchmarks": 60,
+    "error_logs": 60,
+    "tpu_zones": 120,
+    "start_preview": 300,
+}
+"""Each tool's overall deadline in seconds (stated in its description); the tools whose
+duration the caller chooses add a margin to it:"""
+HEALTH_MARGIN_S = 30.0
+"""health_check: deadline_seconds + this (every endpoint shares the one deadline)."""
+METRICS_MARGIN_S = 60.0
+"""metrics_summary: window_seconds + this (the two scrapes)."""
+BENCH_MARGIN_S = 300.0
+"""run_benchmark_cell: budget_seconds + this (the readiness wait and the last requests)."""
+
 
 class ToolFailure(Exception):
     """A tool could not answer; the message says why."""
@@ -90,20 +123,57 @@ def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _run_id(path: Path, results_root: Path) -> str:
-    return path.relative_to(results_root).as_posix()
+_MCP_HINTS = (
+    (
+        "or pass --url and --model instead of -s",
+        "or start the MCP server with --outputs-dir DIR holding each stack's saved "
+        "`pulumi stack output --json` as DIR/<stack>.json",
+    ),
+    (" (or pass --url and --model)", ""),
+    (
+        "(pass --model with one of them)",
+        "(the stack's served_model_name output or servedModelName key names another model)",
+    ),
+    (
+        "pass --impersonate-service-account SA",
+        "start the MCP server with --impersonate-service-account SA",
+    ),
+    (
+        "pass --api-key-env VLLM_API_KEY",
+        "start the MCP server with --api-key-env VLLM_API_KEY",
+    ),
+)
+"""What the shared modules tell a command-line user, and what this server's caller can do
+instead (tools take a stack, never --url or --model)."""
+
+MAX_RUN_FOLDERS = 2000
+"""The most entries of one results folder looked at (newest names last are still sorted)."""
+
+
+def _subfolders(folder: Path, problems: list[str]) -> list[Path]:
+    """The run folders directly in ``folder``: real folders only (no link out of it), at most
+    :data:`MAX_RUN_FOLDERS` entries read."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    out = []
+    try:
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_RUN_FOLDERS:
+                    problems.append(
+                        f"{folder.name}: more than {MAX_RUN_FOLDERS} entries; the rest not read"
+                    )
+                    break
+                if entry.is_dir(follow_symlinks=False):
+                    out.append(Path(entry.path))
+    except OSError as exc:
+        problems.append(f"{folder.name}: cannot be listed ({exc.strerror})")
+    return sorted(out)
 
 
 def _remove_unmeasured(out_dir: Path) -> None:
     """Remove a run folder this server made when nothing was measured in it."""
     shutil.rmtree(out_dir, ignore_errors=True)
-
-
-def _relative(text: str, results_root: Path) -> str:
-    """``text`` with the results folder's local path removed (run ids are relative to it)."""
-    for root in {str(results_root), str(results_root.resolve())}:
-        text = text.replace(root + "/", "").replace(root, ".")
-    return text
 
 
 class Tools:
@@ -368,7 +438,7 @@ class Tools:
                     target.url,
                     target.served_model_name,
                     auth=target.auth,
-                    deadline_s=deadline_seconds,
+                    deadline_s=max(1.0, deadline_seconds - (time.monotonic() - started)),
                     request_timeout_s=min(120.0, deadline_seconds),
                     backoff=d.Backoff(initial_s=1.0, max_s=10.0),
                     progress=on_line,
@@ -396,15 +466,15 @@ class Tools:
         target = self._target(stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
-                response = await client.get("/v1/models")
+                response = await d.request_capped(client, "GET", "/v1/models")
             except d.AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
+        if response.status != 200:
             raise ToolFailure(
-                f"{target.url}/v1/models answered HTTP {response.status_code}: "
-                f"{response.text[:MAX_ECHO_CHARS]}"
+                f"{target.url}/v1/models answered HTTP {response.status}: "
+                f"{d.redact_cut(response.text, MAX_ECHO_CHARS)}"
             )
         try:
             cards = response.json()["data"]
@@ -508,13 +578,15 @@ class Tools:
 
     async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
         try:
-            response = await client.get("/metrics")
+            response = await d.request_capped(
+                client, "GET", "/metrics", max_bytes=d.MAX_METRICS_BYTES, what="/metrics"
+            )
         except d.AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
         except Exception as exc:
             raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise ToolFailure(f"/metrics answered HTTP {response.status_code}")
+        if response.status != 200:
+            raise ToolFailure(f"/metrics answered HTTP {response.status}")
         try:
             return d.parse_metrics(response.text, model_name=model)
         except d.MetricsParseError as exc:
@@ -606,35 +678,41 @@ class Tools:
 
     # Benchmark runs ----------------------------------------------------------------------------
 
-    def _results_root(self, stack: str) -> Path:
-        try:
-            return self.deployments.results_dir(stack).parent
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+    def _run_folders(self, stack: str | None) -> list[tuple[str, Path, str | None]]:
+        """Where runs are looked for, as (id prefix, folder, stack the runs must be of): each
+        stack's ``<benchmarkResultsDir>/<stack>`` (prefix: the stack), then each of the
+        server's run folders (``--runs-dir``, default ``runs``, where the README's ``bench run
+        --out runs/NAME`` examples write; prefix: the folder relative to the project)."""
+        stacks = [self.deployments.check_stack(stack)] if stack else list(self.deployments.stacks)
+        folders: list[tuple[str, Path, str | None]] = []
+        for name in stacks:
+            try:
+                folders.append((name, self.deployments.results_dir(name), name))
+            except d.DeploymentError as exc:
+                raise ToolFailure(str(exc)) from None
+        for extra in self.deployments.runs_dirs:
+            prefix = extra.relative_to(self.deployments.root).as_posix()
+            if prefix not in self.deployments.stacks:
+                folders.append((prefix, extra, stack))
+        return folders
 
     def bench_runs(self, stack: str | None, limit: int) -> BenchRuns:
         _bounded("limit", limit, 1, LIMITS["bench_runs"])
-        stacks = [self.deployments.check_stack(stack)] if stack else self.deployments.stacks
         found: list[tuple[str, BenchRunSummary]] = []
         problems: list[str] = []
-        for name in stacks:
-            root = self._results_root(name)
-            folder = root / name
-            if not folder.is_dir():
-                continue
-            inside = folder.resolve()
-            for path in sorted(folder.iterdir()):
-                if not path.is_dir() or not path.resolve().is_relative_to(inside):
-                    continue  # files, and links that lead out of the results folder
+        for prefix, folder, must_be in self._run_folders(stack):
+            for path in _subfolders(folder, problems):
                 try:
                     run = d.load_run(path)
                 except d.StoreError as exc:
-                    problems.append(_relative(str(exc), root))
+                    problems.append(self.localize(str(exc)))
                     continue
+                if must_be is not None and prefix != must_be and run.run.get("stack") != must_be:
+                    continue  # a run in a shared folder made against another stack
                 measured = run.measured()
                 best = max((c.get("request_throughput") or 0.0 for c in measured), default=None)
                 summary = BenchRunSummary(
-                    run=_run_id(path, root),
+                    run=f"{prefix}/{path.name}",
                     label=run.label,
                     hardware=run.run.get("hardware"),
                     created_at=run.run.get("created_at"),
@@ -649,28 +727,55 @@ class Tools:
         return BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
 
     def _load_run_id(self, run_id: str) -> d.RunData:
-        stack, _, rest = run_id.partition("/")
-        if stack not in self.deployments.stacks or not rest:
+        prefix, _, name = run_id.rpartition("/")
+        folders = {p: f for p, f, _ in self._run_folders(None)}
+        if prefix not in folders or name in ("", ".", "..") or "\\" in name:
             raise ToolFailure(
                 f"run {run_id!r} is not a run id; use the `run` of benchmark_runs "
-                f"(<stack>/<folder>, stack one of {', '.join(self.deployments.stacks)})"
+                f"(<stack or runs folder>/<folder>, one of {', '.join(sorted(folders))})"
             )
-        root = self._results_root(stack).resolve()
-        path = (root / run_id).resolve()
-        if not path.is_relative_to(root / stack) or path == root / stack:
-            raise ToolFailure(f"run {run_id!r} is outside the benchmark results directory")
+        folder = folders[prefix]
+        path = folder / name
+        if path.is_symlink() or not path.is_dir():
+            raise ToolFailure(f"run {run_id!r} is not a run folder inside {prefix}")
         try:
             return d.load_run(path)
         except d.StoreError as exc:
-            raise ToolFailure(_relative(str(exc), root)) from None
+            raise ToolFailure(self.localize(str(exc))) from None
+
+    def localize(self, text: str) -> str:
+        """``text`` with this machine's absolute paths made relative (the project folder's
+        paths become project-relative, ``bench-results/l4/...``, the home folder ``~``) and the
+        command-line hints of the shared modules told as what this server takes."""
+        for cli_hint, mcp_hint in _MCP_HINTS:
+            text = text.replace(cli_hint, mcp_hint)
+        home = Path.home()
+        roots = sorted(
+            {(str(p), "") for p in (self.deployments.root, self.deployments.root.resolve())}
+            | {(str(p), "~") for p in (home, home.resolve())},
+            key=lambda item: len(item[0]),
+            reverse=True,
+        )
+        for root, replacement in roots:
+            if len(root) <= 1:
+                continue
+            # Only a whole path: not inside a URL or a longer name (/app in http://h/app).
+            at = rf"(?<![\w.:/~-]){re.escape(root)}"
+            text = re.sub(at + "/", replacement + "/" if replacement else "", text)
+            text = re.sub(at + r"(?![\w.-])", replacement or ".", text)
+        return text
 
     def bench_compare(self, baseline: str, other: str) -> BenchComparison:
         runs = [self._load_run_id(baseline), self._load_run_id(other)]
         comparison = d.compare_runs(runs)
+        data = comparison.as_dict()
+        for entry, run_id in zip(data.get("runs") or [], (baseline, other), strict=False):
+            if isinstance(entry, dict) and "path" in entry:
+                entry["path"] = run_id  # the run id, never a local path
         return BenchComparison(
             baseline=baseline,
             other=other,
-            comparison=comparison.as_dict(),
+            comparison=data,
             markdown=comparison.markdown(),
         )
 
@@ -731,8 +836,8 @@ class Tools:
                             else {}
                         ),
                     },
-                    text=text[:cap],
-                    truncated=len(text) > cap,
+                    text=d.redact_cut(text, cap),
+                    truncated=len(d.redact_text(text)) > cap,
                 )
             )
         return LogsResult(stack=stack, filter=log_filter, entries=out)
@@ -863,7 +968,7 @@ class Tools:
             raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
         except Exception as exc:
             _remove_unmeasured(out_dir)
-            detail = _relative(f"{type(exc).__name__}: {exc}", out_dir.parent.parent)
+            detail = self.localize(f"{type(exc).__name__}: {exc}")
             raise ToolFailure(f"the benchmark cell failed: {detail}") from None
         if not run.cells:
             _remove_unmeasured(out_dir)
@@ -873,17 +978,16 @@ class Tools:
         if status == "skipped":
             _remove_unmeasured(out_dir)
             raise ToolFailure(f"cell skipped: {cell.get('skip_reason')}")
-        run_id = _run_id(out_dir, out_dir.parent.parent)
+        run_id = f"{stack}/{out_dir.name}"
         if status != "ok":
             problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"
             samples = [
-                str(
-                    d.redact(
-                        f"{s.get('kind')}"
-                        + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
-                        + f": {s.get('error')}"
-                    )
-                )[:MAX_ECHO_CHARS]
+                d.redact_cut(
+                    f"{s.get('kind')}"
+                    + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
+                    + f": {s.get('error')}",
+                    MAX_ECHO_CHARS,
+                )
                 for s in (cell.get("failure_samples") or [])[:3]
                 if isinstance(s, dict)
             ]

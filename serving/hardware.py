@@ -77,6 +77,9 @@ class HardwareProfile:
     #: Dense bf16 peak per accelerator, FLOP/s (what w4a16 and bf16 checkpoints compute in).
     dense_bf16_flops: float
     compute_source: str
+    #: The rate a flex-start node bills (TPU queued resources provisioned flex-start), when
+    #: it differs from `price`.
+    flex_start_price: Price | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -126,9 +129,10 @@ HARDWARE: dict[str, HardwareProfile] = {
                 # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
                 # $0.000002/s, Tier 1, instance-based billing.
                 usd_per_hour=round(3600 * (0.0001867 + 4 * 0.000018 + 16 * 0.000002), 3),
-                source="https://cloud.google.com/run/pricing (Tier 1, instance-based, L4 "
-                "without zonal redundancy, 4 vCPU, 16 GiB)",
-                as_of="2026-04",
+                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
+                "(Tier 1 region such as us-east4, instance-based billing, L4 without zonal "
+                "redundancy, 4 vCPU, 16 GiB)",
+                as_of="2026-04 (per-second rates read then; re-check the page)",
             ),
             memory_bandwidth_source="NVIDIA L4 datasheet: 300 GB/s GDDR6 (AIConfigurator "
             "systems/l4.yaml)",
@@ -160,8 +164,10 @@ HARDWARE: dict[str, HardwareProfile] = {
             cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.50,
-                source="seed article 001 (cost table, 'RTX PRO 6000 GPU (Cloud Run Premium)')",
-                as_of="2026-06",
+                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
+                "(RTX PRO 6000 Blackwell GPU with its 20 vCPU and 80 GiB minimum, instance-"
+                "based billing, us-central1)",
+                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
             ),
             memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
             "1,597 GB/s (AIConfigurator's systems/rtx_pro_6000_server.yaml: 1,792; Callstack "
@@ -198,8 +204,20 @@ HARDWARE: dict[str, HardwareProfile] = {
             cold_start_deadline_seconds=2400,
             price=Price(
                 usd_per_hour=2.70,
-                source="seed article 002 (TPU v6e on-demand, one chip)",
-                as_of="2026-06",
+                source="Google's Cloud TPU price page, https://cloud.google.com/tpu/pricing "
+                "(TPU v6e, one chip, on-demand rate, us-east5; spot and flex-start have their "
+                "own rates)",
+                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
+            ),
+            flex_start_price=Price(
+                # What the shipped stack provisions: billed only while the node exists, at most
+                # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
+                usd_per_hour=1.35,
+                source="Google's Dynamic Workload Scheduler price page, "
+                "https://cloud.google.com/products/dws/pricing (TPU v6e flex-start, per chip-hour, "
+                "us-east5; the same rate in europe-west4, us-east1 and asia-northeast1)",
+                as_of="2026-08-25 (Cloud Billing catalog figure as reported then, not read "
+                "from the page here; re-check it)",
             ),
             memory_bandwidth_source="https://cloud.google.com/tpu/docs/v6e: 1,640 GB/s HBM "
             "bandwidth per chip",

@@ -359,6 +359,7 @@ def cost_per_million_requests(usd_per_hour: float, requests_per_second: float) -
     return usd_per_hour / (requests_per_second * 3600.0) * 1e6
 
 
-def monthly_cost(usd_per_hour: float, instances: int = 1) -> float:
-    """USD for `instances` instances running all month (730 hours)."""
-    return usd_per_hour * HOURS_PER_MONTH * instances
+def monthly_cost(usd_per_hour: float, instances: int = 1, hours: float = HOURS_PER_MONTH) -> float:
+    """USD for `instances` instances billed `hours` a month (default: all month, 730 hours;
+    a flex-start TPU node bills its run duration, see `Settings.billed_hours_per_month`)."""
+    return usd_per_hour * min(hours, HOURS_PER_MONTH) * instances

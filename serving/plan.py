@@ -148,8 +148,8 @@ def report(
     performance is for ``workload`` (default: the stack's benchmark request shape)."""
     plan = plan_settings(settings)
     hw = settings.profile
-    # One instance: a Cloud Run instance, a TPU node, or on GKE one replica's node.
-    price = settings.instance_price
+    # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
+    # replica's node.
     arch = settings.model.card.architecture
     assert arch is not None
     streamed = plan.weight_bytes + plan.drafter_bytes
@@ -194,12 +194,17 @@ def report(
             hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
         ),
         "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
-        "usd_per_hour": price.usd_per_hour,
-        "usd_per_month_always_on": monthly_cost(price.usd_per_hour),
-        "price_source": f"{price.source} ({price.as_of})",
+        "usd_per_hour": settings.price.usd_per_hour,
+        "usd_per_month_always_on": monthly_cost(settings.price.usd_per_hour),
+        "billed_hours_per_month": settings.billed_hours_per_month,
+        "usd_per_month_billed": monthly_cost(
+            settings.price.usd_per_hour, hours=settings.billed_hours_per_month
+        ),
+        "billing": settings.billing,
+        "price_source": f"{settings.price.source} ({settings.price.as_of})",
         "requests_per_second": requests_per_second,
         "usd_per_million_requests": cost_per_million_requests(
-            price.usd_per_hour, requests_per_second
+            settings.price.usd_per_hour, requests_per_second
         ),
         "runtime_profile": plan.profile.label,
         "performance": performance(settings, workload),
@@ -272,7 +277,11 @@ def table(r: dict[str, Any]) -> Table:
             f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
         ),
         ("price", f"${r['usd_per_hour']:,.2f}/h", r["price_source"]),
-        ("always on", f"${r['usd_per_month_always_on']:,.0f}/month", "730 h"),
+        (
+            "billed a month",
+            f"${r['usd_per_month_billed']:,.0f}/month",
+            f"{r['billed_hours_per_month']:g} h: {r['billing']}",
+        ),
         (
             "cost per million requests",
             f"${r['usd_per_million_requests']:,.2f}",

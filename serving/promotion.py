@@ -23,6 +23,7 @@ nothing is written: the dry run exits 2 where `--write` would.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import io
 import os
 import re
@@ -37,7 +38,14 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
 from serving.project import add_project_options, find_project_file
-from serving.settings import Settings, SettingsError, check_text, config_keys, load_settings
+from serving.settings import (
+    Settings,
+    SettingsError,
+    check_text,
+    config_keys,
+    image_registry,
+    load_settings,
+)
 
 PROJECT = "gemma4-vllm"
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +94,9 @@ def plan(
         held["modelRevision"] = f"{target_stack} serves {target.model.model}"
     elif source.model.model_revision != target.model.model_revision:
         changes["modelRevision"] = source.model.model_revision
-    if source.model.drafter != target.model.drafter or target.model.drafter is None:
+    if source.model.drafter is None and target.model.drafter is None:
+        pass  # neither runs a drafter: nothing to carry or hold
+    elif source.model.drafter != target.model.drafter or target.model.drafter is None:
         held["drafterRevision"] = f"{target_stack} has its own drafter setting"
     elif source.model.drafter_revision != target.model.drafter_revision:
         changes["drafterRevision"] = source.model.drafter_revision
@@ -313,6 +323,20 @@ def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file")
     return "\n".join(lines)
 
 
+def check_source_image(image: str, stacks: Mapping[str, Settings]) -> None:
+    """The image a source stack verified is pinned by a digest and comes from a registry that
+    every stack involved allows (`registries`), whether it is then carried or held."""
+    check_image(image)
+    registry = image_registry(image)
+    for name, settings in stacks.items():
+        if not any(fnmatch.fnmatchcase(registry, pattern) for pattern in settings.registries):
+            raise PromotionError(
+                f"--source-image {image!r} comes from {registry!r}, which stack {name!r} does "
+                f"not allow (config key 'registries': {', '.join(settings.registries) or 'empty'})"
+                "; nothing is promoted from an image outside the allow-list"
+            )
+
+
 def check_image(image: str) -> None:
     """A promoted image is pinned by a sha256 digest and comes from an allowed registry."""
     if not _DIGEST.search(image):
@@ -516,6 +540,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
         target = load_settings(read_stack(args.target, args.root))
         if args.source_image is not None:
             check_text("image", args.source_image)
+            check_source_image(args.source_image, {args.source: source, args.target: target})
         result = plan(args.source, source, args.target, target, args.source_image)
         if "image" in result.changes:
             check_image(result.changes["image"])
@@ -524,8 +549,13 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             print(f"promote {key}: {value}")
         for key, why in result.held.items():
             print(f"hold    {key}: {why}")
-        if not result.changes:
+        if not result.changes and not result.held:
             print(f"{args.target} already runs what {args.source} verified")
+        elif not result.changes:
+            print(
+                f"nothing promoted: {args.target} runs what {args.source} verified except the "
+                f"held keys ({', '.join(result.held)}), which stay {args.target}'s own"
+            )
         if result.changes:
             # The same edit and checks with or without --write: a dry run that passes is a
             # promotion that --write performs, and one that --write refuses fails here too.

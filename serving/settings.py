@@ -36,7 +36,13 @@ from serving.hardware import (
     Price,
 )
 from serving.inputs import MAX_DEADLINE_S
-from serving.memory import DEFAULT_PROFILE, TPU_PROFILE, MemoryPlan, plan_memory
+from serving.memory import (
+    DEFAULT_PROFILE,
+    HOURS_PER_MONTH,
+    TPU_PROFILE,
+    MemoryPlan,
+    plan_memory,
+)
 from serving.models import MODELS, ModelCard, Role
 from serving.netrange import (
     DEFAULT_MIN_PREFIX_V4,
@@ -247,7 +253,13 @@ class CloudRunSettings(_Group):
     )
     min_instances: int = Field(0, ge=0, description="Instances kept warm (billed while idle).")
     max_instances: int = Field(1, ge=1, le=100, description="Upper bound on instances.")
-    concurrency: int = Field(4, ge=1, le=1000, description="Requests one instance takes at once.")
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Requests one instance takes at once; must equal maxNumSeqs (the default), "
+        "the sequences vLLM schedules at once.",
+    )
     request_timeout_seconds: int = Field(3600, ge=1, le=3600, description="Per-request timeout.")
     startup_cpu_boost: bool = Field(True, description="Extra CPU while the container starts.")
     gpu_zonal_redundancy: bool = Field(
@@ -946,6 +958,22 @@ class Settings(BaseModel):
                     f"{hw.accelerator} and {self.cpu} vCPU accepts {low_mem} to "
                     f"{min(high_mem, _MEMORY_PER_CPU_GIB * self.cpu)} GiB"
                 )
+            seqs = self.vllm.max_num_seqs
+            if cr.concurrency is not None and cr.concurrency != seqs:
+                where = (
+                    "vLLM never gets more than that, its other sequences stay idle, and the "
+                    "requests past it wait in Cloud Run's queue (maxInstances permitting)"
+                    if cr.concurrency < seqs
+                    else "the requests past maxNumSeqs wait in vLLM's queue, and Cloud Run "
+                    "starts no other instance for them until an instance holds that many"
+                )
+                raise ValueError(
+                    f"config key 'concurrency' ({cr.concurrency}) differs from 'maxNumSeqs' "
+                    f"({seqs}): Cloud Run sends one instance up to {cr.concurrency} requests "
+                    f"and vLLM schedules {seqs} at once, so {where}; a benchmark cell above "
+                    f"the smaller measures that queue, not the model. Set concurrency to {seqs} "
+                    "or remove it (it defaults to maxNumSeqs)"
+                )
         location = self.weights.bucket_location
         if location is not None:
             region = (
@@ -1051,12 +1079,6 @@ class Settings(BaseModel):
         return self.platform or native_platform(self.profile)
 
     @property
-    def instance_price(self) -> Price:
-        """The list price of one serving instance: the Cloud Run instance or TPU node of the
-        hardware catalog, or on GKE one replica's node."""
-        return self.gke_shape.price if self.deploy_platform == "gke" else self.profile.price
-
-    @property
     def gke_shape(self) -> GkeShape:
         """The GKE node shape of this stack's hardware (platform gke only)."""
         return GKE_SHAPES[self.hardware]
@@ -1082,6 +1104,50 @@ class Settings(BaseModel):
             tensor_parallel=self.profile.accelerator_count,
             profile=TPU_PROFILE if self.profile.platform is Platform.TPU else DEFAULT_PROFILE,
         )
+
+    @property
+    def price(self) -> Price:
+        """The hourly rate one serving instance bills (the one price source of the planner and
+        the preview): on GKE one replica's node; a flex-start TPU node its flex-start rate;
+        otherwise the hardware's list price (a Cloud Run instance, a TPU node)."""
+        if self.deploy_platform == "gke":
+            return self.gke_shape.price
+        flex = self.profile.flex_start_price
+        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start" and flex:
+            return flex
+        return self.profile.price
+
+    @property
+    def billed_hours_per_month(self) -> float:
+        """Hours a month one instance of this stack bills at most, deployed once: a flex-start
+        TPU node is deleted after `maxRunHours`; anything else runs until deleted (730 h)."""
+        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start":
+            return min(self.tpu.max_run_hours or HOURS_PER_MONTH, HOURS_PER_MONTH)
+        return HOURS_PER_MONTH
+
+    @property
+    def billing(self) -> str:
+        """How an instance of this stack is billed, in words (with the price's provisioning)."""
+        if self.deploy_platform == "gke":
+            return (
+                f"GKE ({self.gke.node_provisioning}): each replica's node bills while it runs "
+                "(730 h a month), beside the cluster's fixed costs"
+            )
+        if self.deploy_platform == "tpu-vm":
+            kind = self.tpu.provisioning
+            if kind == "flex-start":
+                return (
+                    f"flex-start: each node bills at most maxRunHours "
+                    f"({self.billed_hours_per_month:g} h) per deployment, then is deleted"
+                )
+            return f"{kind}: each node bills while it exists (730 h a month)"
+        return "Cloud Run, instance-based: each instance bills while it runs (730 h a month)"
+
+    @property
+    def instance_concurrency(self) -> int:
+        """Requests one Cloud Run instance takes at once: ``concurrency``, which must equal
+        ``maxNumSeqs``, else ``maxNumSeqs``."""
+        return self.cloud_run.concurrency or self.vllm.max_num_seqs
 
     @property
     def profile(self) -> HardwareProfile:

@@ -63,8 +63,14 @@ def test_every_shipped_stack_previews_and_passes(
     assert data["vllm_command_line"].startswith("vllm serve ")
     assert data["plan"]["kv_tokens"] > 0 and data["plan"]["full_length_sequences"] >= 1
     hw = HARDWARE[data["hardware"]]
-    assert data["cost"]["usd_per_hour"] == hw.price.usd_per_hour
-    assert data["cost"]["usd_per_month_per_instance"] == monthly_cost(hw.price.usd_per_hour)
+    # A month as billed: 730 h at the list price, or the flex-start TPU node's 4 h run at the
+    # flex-start rate (then it is deleted).
+    flex = stack == "tpu-v6e1"
+    price = hw.flex_start_price if flex and hw.flex_start_price else hw.price
+    assert data["cost"]["usd_per_hour"] == price.usd_per_hour
+    assert data["cost"]["usd_per_month_per_instance"] == monthly_cost(
+        price.usd_per_hour, hours=4.0 if flex else 730.0
+    )
     # The text form carries the same sections.
     code, text, _ = run(capsys, "-s", stack)
     assert code == 0
@@ -99,6 +105,7 @@ def test_a_user_written_stack_file_previews_like_a_shipped_one(
         "mine",
         region="europe-west4",
         maxNumSeqs=4,
+        concurrency=4,
         sloMinRequestsPerSecond=5,
         **{"gcp:project": "my-project"},
     )
@@ -235,7 +242,7 @@ def test_markdown_diff_against_the_base_preview(
 ) -> None:
     base = tmp_path / "base.json"
     base.write_text(json.dumps(pv.build_preview("l4").model_dump(mode="json")))
-    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4)
+    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4, concurrency=4)
     code, out, _ = run(capsys, "--stack-file", str(head), "--markdown", "--diff-against", str(base))
     assert code == 1
     assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
@@ -243,7 +250,8 @@ def test_markdown_diff_against_the_base_preview(
     assert "~ policy gpu-memory-utilization-range: pass (mandatory) -> fail (mandatory)" in diff
     assert "--max-num-seqs=6" in diff and "--max-num-seqs=4" in diff
     assert "~ plan max_num_seqs: 6 -> 4" in diff
-    assert "template.maxInstanceRequestConcurrency" not in diff  # unchanged inputs stay out
+    assert "template.maxInstanceRequestConcurrency: 6 -> 4" in diff
+    assert "template.timeout" not in diff  # unchanged inputs stay out
     # An unchanged stack diffs to nothing; a base from an older format is read tolerantly.
     assert pv.diff_lines(json.loads(base.read_text()), json.loads(base.read_text())) == []
     assert pv.diff_lines({"something": "else"}, {"resources": []}) == []
@@ -290,6 +298,8 @@ def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
     shipped = re.search(r"gemma4-vllm:maxNumSeqs: (\d+)", text)
     assert shipped is not None
     other_value = int(shipped.group(1)) - 1
+    # Cloud Run's concurrency follows maxNumSeqs (the settings refuse them apart).
+    text = re.sub(r"gemma4-vllm:concurrency: \d+", f"gemma4-vllm:concurrency: {other_value}", text)
     (other / "Pulumi.l4.yaml").write_text(
         text.replace(shipped.group(0), f"gemma4-vllm:maxNumSeqs: {other_value}")
     )
@@ -397,7 +407,7 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     assert perf["at_rate"]["requests_per_second"] == 2
     assert perf["at_rate"]["ttft_ms"] == pytest.approx(model.at_rate(2.0, w).ttft_s * 1000)
     busy = perf["at_concurrency"]
-    assert busy["concurrency"] == min(settings.cloud_run.concurrency, settings.vllm.max_num_seqs)
+    assert busy["concurrency"] == settings.instance_concurrency
     assert busy["itl_ms"] == pytest.approx(
         model.at_concurrency(busy["concurrency"], w).itl_s * 1000
     )

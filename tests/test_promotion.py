@@ -46,7 +46,7 @@ def test_l4_to_rtx_carries_the_verified_digest_and_revision() -> None:
 
 
 def test_hardware_settings_never_move() -> None:
-    source = settings("l4", maxModelLen=4096, maxNumSeqs=2, gpuMemoryUtilization=0.6)
+    source = settings("l4", maxModelLen=4096, maxNumSeqs=2, concurrency=2, gpuMemoryUtilization=0.6)
     result = plan("l4", source, "rtx6000", settings("rtx6000"))
     assert set(result.changes) <= set(PROMOTED)
 
@@ -87,3 +87,47 @@ def test_cli_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert f"promote image: {DIGEST}" in out
     assert main(["--from", "l4", "--to", "nope"]) == 2
+
+
+def test_cli_says_nothing_was_carried_when_every_key_is_held(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--from", "rtx6000", "--to", "tpu-v6e1", "--source-image", DIGEST]) == 0
+    out = capsys.readouterr().out
+    assert "hold    image:" in out
+    assert "already runs" not in out
+    assert "nothing promoted: tpu-v6e1 runs what rtx6000 verified except the held keys" in out
+
+
+def test_cli_says_already_runs_only_when_nothing_differs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--from", "l4", "--to", "l4"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == "l4 already runs what l4 verified"
+
+
+@pytest.mark.parametrize("target", ["rtx6000", "tpu-v6e1"])  # carried, and held
+@pytest.mark.parametrize(
+    "image",
+    [
+        "evil.example.com/vllm/vllm-openai@sha256:" + "b" * 64,
+        "ghcr.io/someone/vllm-tpu@sha256:" + "c" * 64,
+        "localhost:5000/vllm-openai@sha256:" + "d" * 64,
+    ],
+)
+def test_a_source_image_outside_the_allow_list_is_refused(
+    capsys: pytest.CaptureFixture[str], target: str, image: str
+) -> None:
+    assert main(["--from", "l4", "--to", target, "--source-image", image]) == 2
+    captured = capsys.readouterr()
+    assert "which stack 'l4' does not allow" in captured.err
+    assert "promote" not in captured.out and "hold" not in captured.out
+
+
+def test_a_source_image_without_a_digest_is_refused_even_when_held(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--from", "rtx6000", "--to", "tpu-v6e1", "--source-image", "vllm/vllm-openai:v0.27.1"]
+    assert main(argv) == 2
+    assert "is not pinned by a digest" in capsys.readouterr().err

@@ -34,7 +34,9 @@ import contextlib
 import gc
 import multiprocessing
 import random
+import signal
 import statistics
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -62,6 +64,8 @@ __all__ = [
     "run_load",
     "run_load_in_workers",
     "split_plan",
+    "start_workers",
+    "stop_workers",
 ]
 
 MAX_AUTO_RAMP_S = 10.0
@@ -230,6 +234,18 @@ async def run_load(plan: LoadPlan, *, synchronise: Synchronise | None = None) ->
     return load
 
 
+async def _cancel_and_wait(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel the tasks still running and wait until each has ended (quietly)."""
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: never logged as "exception was never retrieved"
+
+
 async def _closed(
     plan: LoadPlan,
     send: Callable[[int], Any],
@@ -276,8 +292,12 @@ async def _closed(
                 state["untimed"] += 1
 
     starter = asyncio.create_task(at_window_start())
-    await asyncio.gather(*(stream(k) for k in range(plan.concurrency)))
-    await starter
+    try:
+        await asyncio.gather(*(stream(k) for k in range(plan.concurrency)))
+        await starter
+    finally:
+        # Cancelled (Ctrl-C): no task of this window may outlive the session it uses.
+        await _cancel_and_wait([starter])
     stats = await monitor.stop()
     first = min((r.sent_at for r in results), default=window_start)
     last = max((r.sent_at + r.e2e_s for r in results), default=first)
@@ -310,17 +330,21 @@ async def _open(
     start = time.monotonic()
     due = start
     stop_at = start + plan.max_duration_s if plan.max_duration_s is not None else None
-    for n in range(plan.num_requests):
-        await _sleep_until(due)
-        if stop_at is not None and time.monotonic() >= stop_at:
-            break
-        await slots.acquire()
-        send_times.append(time.monotonic())
-        tasks.append(asyncio.create_task(one(plan.warmup + n)))
-        due += rng.expovariate(plan.request_rate)
-    monitor.stats_frozen = True
-    if tasks:
-        await asyncio.gather(*tasks)
+    try:
+        for n in range(plan.num_requests):
+            await _sleep_until(due)
+            if stop_at is not None and time.monotonic() >= stop_at:
+                break
+            await slots.acquire()
+            send_times.append(time.monotonic())
+            tasks.append(asyncio.create_task(one(plan.warmup + n)))
+            due += rng.expovariate(plan.request_rate)
+        monitor.stats_frozen = True
+        if tasks:
+            await asyncio.gather(*tasks)
+    finally:
+        # Cancelled (Ctrl-C) while sending: the requests already started end with the session.
+        await _cancel_and_wait(tasks)
     stats = await monitor.stop()
     first = min((r.sent_at for r in results), default=start)
     last = max((r.sent_at + r.e2e_s for r in results), default=first)
@@ -387,6 +411,9 @@ def merge_loads(parts: Sequence[WindowLoad]) -> WindowLoad:
 def _worker_main(conn: Connection) -> None:
     """A worker process: say ready, take a plan, warm up, say so with its ramp estimate, wait
     for the common start time and ramp, run, send the result."""
+    # Ctrl-C at a terminal reaches the whole process group: the parent stops its workers
+    # itself, so a worker never dies of KeyboardInterrupt mid-callback, printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         conn.send("ready")
         plan = conn.recv()
@@ -417,42 +444,95 @@ class WorkerError(RuntimeError):
     """A worker process failed or died."""
 
 
-def _receive(proc: Any, conn: Connection, timeout_s: float, what: str) -> Any:
+def _receive(
+    proc: Any, conn: Connection, timeout_s: float, what: str, stop: threading.Event | None = None
+) -> Any:
+    deadline = time.monotonic() + timeout_s
     try:
-        if conn.poll(timeout_s):
-            return conn.recv()
+        while (left := deadline - time.monotonic()) > 0:
+            if stop is not None and stop.is_set():
+                raise WorkerError("stopped")
+            if conn.poll(min(left, 0.1)):
+                return conn.recv()
     except EOFError:
         pass
     raise WorkerError(f"worker {proc.pid} {what} (exit {proc.exitcode})")
 
 
-def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 0.1) -> WindowLoad:
-    """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
+Workers = list[tuple[Any, Connection]]
+"""Started worker processes, each with the parent's end of its pipe."""
 
-    Blocking (call it from a thread when inside an event loop). Each process imports, opens
-    its connections and sends its warm-up requests first; when every one is warm they get one
-    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
-    measured and their staggered starts interleave.
-    """
-    shares = split_plan(plan, workers)
+
+def start_workers(count: int) -> Workers:
+    """Start ``count`` worker processes. Called on the main thread (the event loop's), SIGINT
+    is ignored while they start: the disposition is inherited through exec, so a terminal's
+    Ctrl-C, which reaches the whole process group, never interrupts a worker, not even while
+    it imports; the parent stops them itself."""
     context = multiprocessing.get_context("spawn")
-    procs: list[tuple[Any, Connection]] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    procs: Workers = []
     try:
-        for _ in shares:
+        for _ in range(count):
             parent, child = context.Pipe()
             proc = context.Process(target=_worker_main, args=(child,), daemon=True)
             proc.start()
             child.close()
             procs.append((proc, parent))
+    except BaseException:
+        stop_workers(procs, at_once=True)
+        raise
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return procs
+
+
+def stop_workers(procs: Workers, *, at_once: bool) -> None:
+    """Close the pipes and wait for the workers (terminated first when ``at_once``)."""
+    for proc, conn in procs:
+        conn.close()
+        if at_once:
+            proc.terminate()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+
+def run_load_in_workers(
+    plan: LoadPlan,
+    workers: int,
+    *,
+    start_delay_s: float = 0.1,
+    stop: threading.Event | None = None,
+    started: Workers | None = None,
+) -> WindowLoad:
+    """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
+
+    Blocking (call it from a thread when inside an event loop). Each process imports, opens
+    its connections and sends its warm-up requests first; when every one is warm they get one
+    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
+    measured and their staggered starts interleave. Setting ``stop`` (the caller was
+    cancelled) ends the wait at once and terminates the workers. ``started``: workers
+    already started with :func:`start_workers` (on the main thread), which this then owns.
+    """
+    shares = split_plan(plan, workers)
+    procs: Workers = started if started is not None else []
+    try:
+        if started is None:
+            procs.extend(start_workers(len(shares)))
+        if len(procs) != len(shares):
+            raise WorkerError(f"{len(procs)} workers started for {len(shares)} shares")
         for proc, conn in procs:
-            if _receive(proc, conn, 120, "did not start") != "ready":
+            if _receive(proc, conn, 120, "did not start", stop) != "ready":
                 raise WorkerError(f"worker {proc.pid} did not start")
         for share, (_, conn) in zip(shares, procs, strict=True):
             conn.send(share)
         warm_deadline = plan.timeout_s * (plan.warmup + 1) + 120.0
         ramps = []
         for proc, conn in procs:
-            reply = _receive(proc, conn, warm_deadline, "did not warm up")
+            reply = _receive(proc, conn, warm_deadline, "did not warm up", stop)
             if not (isinstance(reply, tuple) and reply[0] == "warm"):
                 raise WorkerError(f"worker {proc.pid} failed: {reply[1] if reply else reply}")
             ramps.append(float(reply[1]))
@@ -462,15 +542,10 @@ def run_load_in_workers(plan: LoadPlan, workers: int, *, start_delay_s: float = 
         loads: list[WindowLoad] = []
         deadline = plan.timeout_s + (plan.max_duration_s or 3600.0) + 600.0
         for proc, conn in procs:
-            status, payload = _receive(proc, conn, deadline, "sent no result")
+            status, payload = _receive(proc, conn, deadline, "sent no result", stop)
             if status != "ok":
                 raise WorkerError(f"worker {proc.pid} failed: {payload}")
             loads.append(payload)
         return merge_loads(loads)
     finally:
-        for proc, conn in procs:
-            conn.close()
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        stop_workers(procs, at_once=stop is not None and stop.is_set())

@@ -30,6 +30,7 @@ import asyncio
 import datetime as dt
 import itertools
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,7 +39,14 @@ from typing import Any
 
 import httpx
 
-from bench.load.hotload import LoadPlan, WindowLoad, run_load, run_load_in_workers
+from bench.load.hotload import (
+    LoadPlan,
+    WindowLoad,
+    run_load,
+    run_load_in_workers,
+    split_plan,
+    start_workers,
+)
 from bench.load.hotpath import HotResult, completions_url
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import PromptSet, build_prompts
@@ -412,7 +420,16 @@ async def run_cell(
             health_url=base,
         )
         if workers > 1:
-            load = await asyncio.to_thread(run_load_in_workers, plan, workers)
+            # Ctrl-C cancels this task; the event stops the thread and its worker processes
+            # at once (else the interpreter waits for the thread to finish the cell).
+            stop = threading.Event()
+            started = start_workers(len(split_plan(plan, workers)))
+            try:
+                load = await asyncio.to_thread(
+                    run_load_in_workers, plan, workers, stop=stop, started=started
+                )
+            finally:
+                stop.set()
         else:
             load = await run_load(plan)
     results: list[RequestResult] = list(load.results)

@@ -12,9 +12,12 @@ Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
 Skipped cells are not judged. The gate also fails, whatever the figures, a run with no measured
 cell, a run whose stored grid is not complete (cells never run: a sweep killed part-way or a
 torn last record), and a run holding a ``failed`` or ``short`` cell (see
-:mod:`bench.results.store`); each such reason is in :attr:`GateResult.problems`.
-:func:`evaluate` is the library entry (the post-deploy hook); ``gemma4 bench gate`` exits 0
-when the gate passes, 1 when it fails, 2 on a usage error.
+:mod:`bench.results.store`); each such reason is in :attr:`GateResult.problems`. A run made
+against another model or hardware than the stack's (:func:`target_differences`: the run's
+recorded served model name, hardware and stack against the stack file's) fails too, naming
+both, unless the caller allows it (``--allow-other-target``). :func:`evaluate` is the library
+entry (the post-deploy hook); ``gemma4 bench gate`` exits 0 when the gate passes, 1 when it
+fails, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -25,9 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.results.store import MEASURED_STATUSES, RunData, cell_order
-from serving.settings import SloSettings, load_settings
+from endpoint.redact import redact
+from serving.settings import Settings, SloSettings, load_settings
 
-__all__ = ["PROJECT", "GateCheck", "GateResult", "evaluate", "slo_for_stack", "stack_config"]
+__all__ = [
+    "PROJECT",
+    "GateCheck",
+    "GateResult",
+    "evaluate",
+    "settings_for_stack",
+    "slo_for_stack",
+    "stack_config",
+    "target_differences",
+]
 
 PROJECT = "gemma4-vllm"
 """The Pulumi project name: stack config keys are ``gemma4-vllm:<key>``."""
@@ -175,6 +188,40 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
 
 
+def settings_for_stack(stack: str, cwd: str | Path | None = None) -> Settings:
+    """The stack's validated settings."""
+    return load_settings(stack_config(stack, cwd))
+
+
 def slo_for_stack(stack: str, cwd: str | Path | None = None) -> SloSettings:
     """The stack's validated SLO settings (the whole stack config is validated)."""
-    return load_settings(stack_config(stack, cwd)).slo
+    return settings_for_stack(stack, cwd).slo
+
+
+def target_differences(run: RunData, stack: str, settings: Settings) -> list[str]:
+    """How the run's target differs from stack ``stack``'s: its served model name, its
+    hardware, and the stack it was made against (when recorded); one sentence each. A run that
+    does not record its model or hardware cannot be matched, which is a difference too."""
+    recorded = run.run
+    out: list[str] = []
+    model = recorded.get("model")
+    if model != settings.model.served_name:
+        out.append(
+            f"the run was made against model {redact(model, limit=120)!r}; stack {stack!r} serves "
+            f"{settings.model.served_name!r}"
+        )
+    hardware = recorded.get("hardware")
+    if hardware is None:
+        out.append(
+            "the run does not record its hardware (`bench run -s STACK` or `--hardware KEY` "
+            f"records it), so it cannot be matched to stack {stack!r} on {settings.hardware!r}"
+        )
+    elif hardware != settings.hardware:
+        out.append(
+            f"the run was made on hardware {redact(hardware, limit=60)!r}; stack {stack!r} runs on "
+            f"{settings.hardware!r}"
+        )
+    other = recorded.get("stack")
+    if isinstance(other, str) and other != stack:
+        out.append(f"the run was made against stack {redact(other, limit=60)!r}, not {stack!r}")
+    return out

@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -259,7 +260,7 @@ def _check_number(name: str, value: Any, where: str) -> None:
     """A cell figure: null, or a finite number in the field's range (else StoreError)."""
     if value is None:
         return
-    shown = str(value)[:40]
+    shown = redact(value, limit=40)
     if not _is_number(value) or not math.isfinite(value):
         raise StoreError(f"{where}: field {name!r} must be a finite number or null, got {shown!r}")
     if name in _COUNT_FIELDS or name.startswith("errors_"):
@@ -287,8 +288,12 @@ def _numeric_field(name: str) -> bool:
 
 def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
     """``value`` with every string in it (keys too) cut to ``limit`` characters, marked with
-    :data:`TRUNCATED`: what a run file holds is echoed by compare, gate and the MCP server."""
+    :data:`TRUNCATED`: what a run file holds is echoed by compare, gate and the MCP server. A
+    string that is cut is redacted whole first, so a secret across the cut never shows in part."""
     if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        value = redact(value, limit=None)
         return value if len(value) <= limit else value[:limit] + TRUNCATED
     if isinstance(value, dict):
         return {cap_strings(k, limit): cap_strings(v, limit) for k, v in value.items()}
@@ -304,16 +309,16 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
         if name not in record:
             raise StoreError(f"{where}: the record has no {name!r} field")
     if record["status"] not in _STATUSES:
-        raise StoreError(f"{where}: unknown status {str(record['status'])[:40]!r}")
+        raise StoreError(f"{where}: unknown status {redact(record['status'], limit=40)!r}")
     for name, value in record.items():
         if isinstance(name, str) and _numeric_field(name) and name != "request_rate":
-            _check_number(name[:60], value, where)
+            _check_number(redact(name, limit=60), value, where)
     errors = record.get("errors")
     if errors is not None:
         if not isinstance(errors, dict):
             raise StoreError(f"{where}: field 'errors' must be an object of counts")
         for kind, count in errors.items():
-            _check_number(f"errors.{str(kind)[:40]}", count, where)
+            _check_number(f"errors.{redact(kind, limit=40)}", count, where)
             if not isinstance(count, int):
                 raise StoreError(f"{where}: field 'errors' must count in integers")
     try:
@@ -324,17 +329,54 @@ def _check_record(record: Any, where: str) -> dict[str, Any]:
     if rate is not None and (not math.isfinite(rate) or rate <= 0):
         raise StoreError(f"{where}: field 'request_rate' must be a positive number or null")
     if key.id != record["id"]:
-        raise StoreError(f"{where}: id {str(record['id'])[:60]!r} does not match its key")
+        raise StoreError(f"{where}: id {redact(record['id'], limit=60)!r} does not match its key")
     capped: dict[str, Any] = cap_strings(record)
     return capped
+
+
+MAX_RUN_FILE_BYTES = 1 << 20
+"""``run.json`` and ``preflight.json``: a run's description is a few KiB."""
+MAX_CELLS_FILE_BYTES = 64 << 20
+"""``cells.jsonl``: a cell's record is a few KiB; thousands of cells fit."""
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``; None when it
+    does not exist. A symbolic link, a FIFO, a device (``/dev/zero``), a folder or a bigger
+    file is a :class:`StoreError` naming it: nothing blocks, nothing unbounded is read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if path.is_symlink():
+            raise StoreError(f"{path} is a symbolic link; only regular files are read") from None
+        raise StoreError(f"{path} cannot be read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"{path} is not a regular file (a FIFO, device or folder); refused")
+        if info.st_size > max_bytes:
+            raise StoreError(f"{path} is {info.st_size} bytes, over the cap of {max_bytes}")
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise StoreError(f"{path} grew past the cap of {max_bytes} bytes while read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
     """The records of ``cells.jsonl`` (the last record of a cell wins) and, when the last line
     is torn (no newline, or not JSON), the byte offset where it starts."""
-    if not path.exists():
+    data = read_regular_file(path, MAX_CELLS_FILE_BYTES)
+    if data is None:
         return [], None
-    data = path.read_bytes()
     cells: dict[str, dict[str, Any]] = {}
     offset = 0
     lines = data.split(b"\n")
@@ -345,7 +387,7 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
         where = f"{path}, line {number}"
         try:
             record = json.loads(raw) if raw.strip() else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             if is_last or (number == len(lines) - 1 and not lines[-1]):
                 return list(cells.values()), offset  # a line cut short by a crash
             raise StoreError(f"{where}: not JSON; the run is damaged") from None
@@ -366,15 +408,16 @@ def load_run(path: str | Path) -> RunData:
     """Read a run directory. Raises :class:`StoreError` when it is not one."""
     root = Path(path)
     run_file = root / RUN_FILE
-    if not run_file.is_file():
+    data = read_regular_file(run_file, MAX_RUN_FILE_BYTES) if root.is_dir() else None
+    if data is None:
         failure = _preflight_failure(root)
         if failure is not None:
             raise PreflightFailedError(failure)
         raise StoreError(f"{root} is not a benchmark run (no {RUN_FILE})")
     try:
-        run = json.loads(run_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{run_file} is not JSON: {exc}") from exc
+        run = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise StoreError(f"{run_file} is not JSON: {str(exc)[:200]}") from None
     if not isinstance(run, dict):
         raise StoreError(f"{run_file} is not a JSON object")
     version = run.get("schema_version")
@@ -393,11 +436,12 @@ class PreflightFailedError(StoreError):
 def _preflight_failure(root: Path) -> str | None:
     """What ``preflight.json`` in ``root`` says, in one line; None when there is none."""
     path = root / PREFLIGHT_FILE
-    if not path.is_file():
-        return None
     try:
-        record = cap_strings(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        data = read_regular_file(path, MAX_RUN_FILE_BYTES)
+        if data is None:
+            return None
+        record = cap_strings(json.loads(data.decode("utf-8")))
+    except (StoreError, ValueError, RecursionError):
         return f"{root}: the preflight failed; nothing was measured ({PREFLIGHT_FILE} unreadable)"
     if not isinstance(record, dict):
         record = {}
@@ -545,8 +589,8 @@ class RunStore:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 200 else text[:199] + "…"
+    """A stored or asked value for a message: redacted whole, then cut to 200 characters."""
+    return redact(json.dumps(value, sort_keys=True, default=str), limit=200)
 
 
 def identity_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:

@@ -13,7 +13,9 @@ from tests.bench.conftest import MODEL, ServerFactory
 SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--timeout-seconds", "5"]
 
 
-def test_run_then_gate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+def test_run_then_gate(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = fake_vllm(output_tokens=4, max_model_len=100)
     out = tmp_path / "run"
     argv = [
@@ -49,7 +51,17 @@ def test_run_then_gate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
     }
     assert main(["run", "--url", server.url, "--model", MODEL, "--out", str(out), *SMALL]) == 2
     root = Path(__file__).resolve().parents[2]
-    assert main(["gate", str(out), "-s", "l4", "--cwd", str(root)]) == 0
+    # The fake serves another model than the l4 stack: the gate says so and fails, unless told.
+    capsys.readouterr()
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(root), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target_differences"] == [
+        f"the run was made against model {MODEL!r}; stack 'l4' serves "
+        "'google/gemma-4-12B-it-qat-w4a16-ct'"
+    ]
+    gate = ["gate", str(out), "-s", "l4", "--cwd", str(root), "--allow-other-target"]
+    assert main(gate) == 0
+    assert "note (--allow-other-target): the run was made against model" in capsys.readouterr().out
 
 
 def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_path: Path) -> None:

@@ -77,21 +77,65 @@ def test_a_cell_with_no_success_fails_latency_checks() -> None:
 
 
 def test_gate_cli_exit_statuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The run's model ("m") is not the stack's: these calls judge the SLOs regardless.
+    other = "--allow-other-target"
     run = tmp_path / "run"
     write_run(run, [cell(1, 128), cell(8, 128, p95_ttft_ms=400.0)], label="r", hardware="l4")
     cwd = _stack(tmp_path, "strict", sloP95TtftMs=300)
     _stack(tmp_path, "loose", sloP95TtftMs=500)
-    assert main(["gate", str(run), "-s", "loose", "--cwd", str(cwd)]) == 0
+    assert main(["gate", str(run), "-s", "loose", "--cwd", str(cwd), other]) == 0
     assert "PASS" in capsys.readouterr().out
-    assert main(["gate", str(run), "-s", "strict", "--cwd", str(cwd)]) == 1
+    assert main(["gate", str(run), "-s", "strict", "--cwd", str(cwd), other]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "c8-p128-o16" in out and "sloP95TtftMs" in out
-    assert main(["gate", str(run), "-s", "strict", "--cwd", str(cwd), "--json"]) == 1
+    assert main(["gate", str(run), "-s", "strict", "--cwd", str(cwd), "--json", other]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["passed"] is False
     assert doc["failures"][0]["value"] == 400.0
-    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 0  # the real stack file
+    assert (
+        main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT), other]) == 0
+    )  # the real stack file
     assert main(["gate", str(run), "-s", "nope", "--cwd", str(cwd)]) == 2
     assert main(["gate", str(tmp_path / "none"), "-s", "loose", "--cwd", str(cwd)]) == 2
     assert main(["gate", str(run)]) == 2  # -s is required
     assert load_run(run).label == "r"
+
+
+@pytest.mark.parametrize(
+    ("model", "hardware", "stack", "said"),
+    [
+        ("google/gemma-4-12B-it", "l4", None, "made against model 'google/gemma-4-12B-it'"),
+        ("google/gemma-4-12B-it-qat-w4a16-ct", "rtx6000", None, "on hardware 'rtx6000'"),
+        ("google/gemma-4-12B-it-qat-w4a16-ct", None, None, "does not record its hardware"),
+        ("google/gemma-4-12B-it-qat-w4a16-ct", "l4", "rtx6000", "against stack 'rtx6000'"),
+    ],
+)
+def test_gate_refuses_a_run_of_another_target(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    model: str,
+    hardware: str | None,
+    stack: str | None,
+    said: str,
+) -> None:
+    run = tmp_path / "run"
+    write_run(run, [cell(1, 128)], label="r", hardware=hardware)
+    meta = json.loads((run / "run.json").read_text())
+    meta["model"] = model
+    if stack is not None:
+        meta["stack"] = stack
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and said in out and "--allow-other-target" in out
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT), "--allow-other-target"]) == 0
+    assert said in capsys.readouterr().out
+
+
+def test_gate_passes_a_run_of_the_stacks_own_target(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_run(run, [cell(1, 128)], label="r", hardware="l4")
+    meta = json.loads((run / "run.json").read_text())
+    meta.update(model="google/gemma-4-12B-it-qat-w4a16-ct", stack="l4")
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 0

@@ -186,15 +186,18 @@ def test_gate_fails_a_run_killed_part_way(fake_vllm: ServerFactory, tmp_path: Pa
     out = tmp_path / "run"
     code, *_ = _run(capsys, server.url, out, "--model", MODEL, *_grid(c="1,2", p="8,16"))
     assert code == 0
-    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) == 0
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT), "--allow-other-target"]) == 0
     cells = out / "cells.jsonl"
     lines = cells.read_text().splitlines(keepends=True)
     cells.write_text(lines[0])  # killed after one of four cells
     capsys.readouterr()
-    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) == 1
+    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT), "--allow-other-target"]) == 1
     assert "the run is incomplete: 3 of 4 cells" in capsys.readouterr().out
     cells.write_text(lines[0] + lines[1][:20])  # ... and torn mid-record
-    assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT), "--json"]) == 1
+    assert (
+        main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT), "--json", "--allow-other-target"])
+        == 1
+    )
     assert json.loads(capsys.readouterr().out)["missing_cells"] == [
         "c2-p8-o2",
         "c1-p16-o2",

@@ -111,7 +111,7 @@ def test_long_strings_are_capped_when_read_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
-    write_run(run, [cell(1, 8, 2)], label="L" * 3_000_000, hardware="H" * 100_000)
+    write_run(run, [cell(1, 8, 2)], label="L" * 900_000, hardware="H" * 100_000)
     assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) in (0, 1)
     gate_out = capsys.readouterr().out
     assert len(gate_out) < 10_000 and "[truncated]" in gate_out

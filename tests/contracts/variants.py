@@ -43,7 +43,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # Image mirror into Artifact Registry (pulumi-docker resources).
     "rtx6000-mirror": ("rtx6000", {"mirrorImage": True}),
     # MTP on L4 (a second download job for the drafter); more instances.
-    "l4-mtp": ("l4", {**MTP, "maxNumSeqs": 4, "maxInstances": 3, "minInstances": 1}),
+    "l4-mtp": (
+        "l4",
+        {**MTP, "maxNumSeqs": 4, "concurrency": 4, "maxInstances": 3, "minInstances": 1},
+    ),
 }
 
 #: GKE stacks (tests/contracts/test_gke_contracts.py): the cluster, node pools and Kubernetes

@@ -456,7 +456,8 @@ def test_benchmark_cell_skipped_when_too_long(action_client: McpClient) -> None:
 def test_preview_calls_the_preview_package(action_client: McpClient, world: dict[str, Any]) -> None:
     preview = action_client.ok("start_preview", {"stack": "l4"})["preview"]
     assert preview["resources"] == 7
-    assert preview["stack_file"] == str(world["root"] / "Pulumi.l4.yaml")
+    # The preview was given the stack file; the result names it relative to the project.
+    assert preview["stack_file"] == "Pulumi.l4.yaml"
     assert preview["note"] == "hf=[REDACTED]"
 
 
@@ -505,7 +506,10 @@ def test_huge_run_strings_are_capped_and_paths_are_relative(
 ) -> None:
     results = world["root"] / "bench-results" / "l4"
     huge = results / "20261122T100000Z"
-    write_run(huge, [cell(1, 512)], label="L" * 3_000_000, hardware="H" * 100_000)
+    write_run(huge, [cell(1, 512)], label="L" * 900_000, hardware="H" * 100_000)
+    # A run.json over the 1 MiB cap is named as a problem, not read.
+    heavy = results / "20261122T110000Z"
+    write_run(heavy, [cell(1, 512)], label="L" * 2_000_000, hardware="l4")
     try:
         runs = client.call("benchmark_runs", {"stack": "l4"})
         text = "".join(getattr(c, "text", "") for c in runs.content)
@@ -514,6 +518,8 @@ def test_huge_run_strings_are_capped_and_paths_are_relative(
         assert listed["l4/20261122T100000Z"]["label"].endswith("[truncated]")
         problems = " ".join((runs.structuredContent or {})["problems"])
         assert "not-a-run" in problems and str(world["root"]) not in problems
+        assert "20261122T110000Z/run.json is" in problems and "over the cap" in problems
+        assert "l4/20261122T110000Z" not in listed
         compare = client.call(
             "compare_benchmarks",
             {"baseline": "l4/20261122T100000Z", "other": "l4/20261120T100000Z"},
@@ -526,6 +532,7 @@ def test_huge_run_strings_are_capped_and_paths_are_relative(
         assert "not a benchmark run" in message and str(world["root"]) not in message
     finally:
         shutil.rmtree(huge)
+        shutil.rmtree(heavy)
 
 
 def test_an_oversized_result_is_cut_with_a_note() -> None:

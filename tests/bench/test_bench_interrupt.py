@@ -1,0 +1,72 @@
+"""Ctrl-C during ``bench run``: one clean message, exit 1, and nothing after it (no traceback
+from a worker process, no task left using a closed session). A terminal's Ctrl-C reaches the
+whole foreground process group, so the test sends SIGINT to the group of a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+
+ROOT = Path(__file__).resolve().parents[2]
+NOISE = (
+    "Traceback",
+    "Session is closed",
+    "Task was destroyed",
+    "never retrieved",
+    "Fatal error",
+    "KeyboardInterrupt",
+    "Unclosed",
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "after_s"),
+    [
+        (("--concurrency", "1,8"), 1.0),  # closed loop, in this process
+        (("--concurrency", "8", "--request-rate", "20"), 1.5),  # open loop: tasks in flight
+        (("--concurrency", "16", "--workers", "2"), 0.3),  # worker processes starting
+        (("--concurrency", "16", "--workers", "2"), 2.0),  # worker processes sending
+    ],
+)
+def test_ctrl_c_prints_one_clean_message(
+    tmp_path: Path, extra: tuple[str, ...], after_s: float
+) -> None:
+    config = FakeVllmConfig(served_model_name="m", itl_s=0.02, output_tokens=64)
+    with FakeVllmServer(config) as fake:
+        out = tmp_path / "run"
+        argv = [sys.executable, "-m", "bench", "run", "--url", fake.url, "--model", "m"]
+        argv += ["--prompt-tokens", "16", "--output-tokens", "64", "--no-progress"]
+        argv += ["--out", str(out), *extra]
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stderr is not None
+            first = proc.stderr.readline()  # "benchmarking m at ...": the run has begun
+            assert "benchmarking" in first
+            time.sleep(after_s)
+            os.killpg(proc.pid, signal.SIGINT)
+            started = time.monotonic()
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert time.monotonic() - started < 15
+    assert proc.returncode == 1, err
+    assert "interrupted" in err and "--resume" in err
+    for noise in NOISE:
+        assert noise not in err, err

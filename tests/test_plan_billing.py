@@ -1,0 +1,78 @@
+"""What a month costs is what is billed: a flex-start TPU node bills its run duration (it is
+deleted after maxRunHours), anything else runs until deleted; every price cites Google's page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from serving.hardware import HARDWARE, Price
+from serving.plan import main
+from serving.settings import load_settings
+from tests.pulumi_harness import stack_config
+
+TPU = stack_config("tpu-v6e1")
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "hours"),
+    [
+        ({}, 4.0),  # the shipped stack: flex-start, maxRunHours 4
+        ({"maxRunHours": 1.5}, 1.5),
+        ({"maxRunHours": 168}, 168.0),
+        ({"provisioning": "spot"}, 730.0),
+        ({"provisioning": "on-demand"}, 730.0),
+    ],
+)
+def test_tpu_billed_hours_follow_provisioning(overrides: dict[str, object], hours: float) -> None:
+    settings = load_settings({**TPU, **overrides})
+    assert settings.billed_hours_per_month == hours
+
+
+@pytest.mark.parametrize("stack", ["l4", "rtx6000"])
+def test_cloud_run_bills_all_month(stack: str) -> None:
+    assert load_settings(stack_config(stack)).billed_hours_per_month == 730.0
+
+
+def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-s", "tpu-v6e1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # The flex-start rate, not the on-demand one, for the 4 h run, not 730 h.
+    price = HARDWARE["tpu-v6e-1"].flex_start_price.usd_per_hour  # type: ignore[union-attr]
+    assert price < HARDWARE["tpu-v6e-1"].price.usd_per_hour
+    assert report["usd_per_hour"] == price and "dws/pricing" in report["price_source"]
+    assert report["billed_hours_per_month"] == 4.0
+    assert report["usd_per_month_billed"] == pytest.approx(price * 4)
+    assert "flex-start" in report["billing"] and "then is deleted" in report["billing"]
+    assert main(["-s", "tpu-v6e1"]) == 0
+    table = capsys.readouterr().out
+    assert "billed a month" in table and f"${price * 4:,.0f}/month" in table
+    assert "always on" not in table
+
+
+@pytest.mark.parametrize(
+    ("provisioning", "rate"), [("flex-start", "flex_start_price"), ("spot", "price")]
+)
+def test_a_tpu_stack_is_priced_at_its_provisioning_rate(provisioning: str, rate: str) -> None:
+    settings = load_settings({**TPU, "provisioning": provisioning})
+    assert settings.price == getattr(HARDWARE["tpu-v6e-1"], rate)
+
+
+@pytest.mark.parametrize(
+    "price",
+    [
+        *(HARDWARE[key].price for key in sorted(HARDWARE)),
+        *(HARDWARE[k].flex_start_price for k in sorted(HARDWARE) if HARDWARE[k].flex_start_price),
+    ],
+)
+def test_every_price_cites_googles_page_and_a_region(price: Price) -> None:
+    assert "seed article" not in price.source
+    assert "https://cloud.google.com/" in price.source and "pricing" in price.source
+    assert any(region in price.source for region in ("us-east4", "us-central1", "us-east5"))
+    assert price.as_of[:4].isdigit()
