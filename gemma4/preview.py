@@ -423,7 +423,7 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
 
         shape = settings.gke_shape
         price_source = f"{shape.machine_type} node: {price_source}"
-        low, high = settings.gke.min_replicas, settings.gke.max_replicas
+        low, high = settings.replica_bounds
         fixed = [
             CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)
         ]
@@ -437,14 +437,14 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
             )
         )
     elif hw.platform is Platform.TPU:
-        low = high = settings.tpu.replicas
+        low, high = settings.replica_bounds
         note = f"{low} TPU node(s), billed while they exist" + (
             f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
             if settings.tpu.provisioning == "flex-start"
             else ""
         )
     else:
-        low, high = settings.cloud_run.min_instances, settings.cloud_run.max_instances
+        low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     if requests_per_second is not None:
         rps, source = requests_per_second, "--requests-per-second"
@@ -499,7 +499,7 @@ def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
         "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
         "capacity_requests_per_s": model.capacity_rps(w),
         "usd_per_million_output_tokens": cost_per_million_tokens(
-            settings.profile.price.usd_per_hour, busy.output_tokens_per_s
+            settings.price.usd_per_hour, busy.output_tokens_per_s
         ),
     }
 

@@ -1118,6 +1118,17 @@ class Settings(BaseModel):
         return self.profile.price
 
     @property
+    def replica_bounds(self) -> tuple[int, int]:
+        """(fewest, most) serving instances the stack runs: on GKE the autoscaler's
+        minReplicas/maxReplicas (one node each), on a TPU VM its fixed `replicas`, on Cloud Run
+        minInstances/maxInstances (the one place the planner and the preview read them)."""
+        if self.deploy_platform == "gke":
+            return self.gke.min_replicas, self.gke.max_replicas
+        if self.deploy_platform == "tpu-vm":
+            return self.tpu.replicas, self.tpu.replicas
+        return self.cloud_run.min_instances, self.cloud_run.max_instances
+
+    @property
     def billed_hours_per_month(self) -> float:
         """Hours a month one instance of this stack bills at most, deployed once: a flex-start
         TPU node is deleted after `maxRunHours`; anything else runs until deleted (730 h)."""

@@ -1,0 +1,107 @@
+"""Replicas from the performance model: `gemma4 plan` says how many replicas a stack's SLO
+needs at a rate and compares them with the stack's own bounds; costs count one instance at
+`Settings.price` (on GKE one node) and a GKE cluster's fixed costs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from serving.gke import fixed_costs
+from serving.hardware import GKE_SHAPES, HARDWARE
+from serving.perf import Slo
+from serving.perf_stack import model_for_settings
+from serving.plan import load_stack_settings, main
+from serving.plan_perf import performance, replica_plan, workload_for
+from serving.settings import load_settings
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_each_platform_has_its_own_replica_bounds() -> None:
+    gke = load_stack_settings("gke-l4")
+    assert gke.replica_bounds == (gke.gke.min_replicas, gke.gke.max_replicas) == (1, 4)
+    l4 = load_stack_settings("l4")
+    assert l4.replica_bounds == (0, 1)  # minInstances 0 (scale to zero), maxInstances 1
+    tpu = load_stack_settings("tpu-v6e1")
+    assert tpu.replica_bounds == (tpu.tpu.replicas, tpu.tpu.replicas)
+
+
+def test_a_gke_replica_costs_its_node_and_the_cluster_adds_its_fixed_costs() -> None:
+    settings = load_stack_settings("gke-l4")
+    node = GKE_SHAPES["l4"].price.usd_per_hour  # g2-standard-8, not a Cloud Run L4 instance
+    assert node != HARDWARE["l4"].price.usd_per_hour
+    items = [usd for _, usd, _ in fixed_costs(settings)]
+    assert items and all(usd is not None for usd in items)  # e2-standard-4 is priced
+    fixed = [usd or 0.0 for usd in items]
+    r = replica_plan(settings, 1.0, "test")
+    assert r["usd_per_hour_per_replica"] == node
+    assert r["usd_per_hour_at_min"] == pytest.approx(1 * node + sum(fixed))
+    assert r["usd_per_hour_at_max"] == pytest.approx(4 * node + sum(fixed))
+    # The predicted cost per million tokens divides the node's price, not Cloud Run's.
+    top = performance(settings)["curve"][-1]
+    assert top["usd_per_million_output_tokens"] == pytest.approx(
+        node / top["output_tokens_per_s"] * 1e6 / 3600
+    )
+
+
+def test_the_replicas_needed_serve_the_rate_within_the_stack_slo() -> None:
+    settings = load_stack_settings("gke-l4")
+    model, _ = model_for_settings(settings)
+    w = workload_for(settings, None, None)
+    slo = Slo(ttft_ms=settings.slo.slo_p95_ttft_ms, e2e_ms=settings.slo.slo_p95_e2e_ms)
+    r = replica_plan(settings, 1.0, "test")
+    need = r["replicas_needed"]
+    assert need == math.ceil(1.0 / r["per_replica_rps"])
+    assert need * r["per_replica_rps"] >= 1.0 > (need - 1) * r["per_replica_rps"]
+    assert slo.met_by(model.at_rate(1.0 / need, w))
+    assert r["within_bounds"] is (need <= 4)
+    assert r["rps_at_max_replicas"] == pytest.approx(4 * r["per_replica_rps"])
+
+
+def test_a_rate_above_max_replicas_says_which_bound_to_raise(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "50", "--json")
+    assert code == 0  # the plan's exit status is about fitting, not about the rate
+    r = json.loads(out)["replicas"]
+    assert r["requests_per_second_source"] == "--rate"
+    assert r["replicas_needed"] > 4 and r["within_bounds"] is False
+    assert f"raise the bound to {r['replicas_needed']}" in r["verdict"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "50")
+    assert "Replicas: stack gke-l4 at 50 req/s" in out and "raise" in out
+
+
+def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
+    from serving.plan import raw_stack_settings, report
+
+    raw = {**raw_stack_settings("gke-l4"), "sloMinRequestsPerSecond": 2.5}
+    r = report("gke-l4", load_settings(raw), 1.0)["replicas"]
+    assert (r["requests_per_second"], r["requests_per_second_source"]) == (
+        2.5,
+        "sloMinRequestsPerSecond",
+    )
+
+
+def test_an_slo_one_replica_cannot_meet_is_said_not_raised() -> None:
+    from serving.plan import raw_stack_settings
+
+    raw = {**raw_stack_settings("gke-l4"), "sloP95TtftMs": 1}
+    r = replica_plan(load_settings(raw), 1.0, "test")
+    assert r["replicas_needed"] is None and "cannot meet" in r["verdict"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e9"])
+def test_a_bad_rate_is_refused_naming_the_option(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["-s", "gke-l4", "--rate", value])
+    assert exc.value.code == 2
+    assert "--rate" in capsys.readouterr().err
