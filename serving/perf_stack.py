@@ -32,11 +32,13 @@ from serving.vllm_contract import image_release
 
 __all__ = [
     "MTP_PRIOR_ACCEPTANCE",
+    "POST_DEPLOY_SECONDS_PER_CELL",
     "AutoscalingBounds",
     "autoscaling_bounds",
     "benchmark_grid",
     "device_for",
     "model_for_settings",
+    "post_deploy_grid",
     "shape_for",
     "vllm_release",
 ]
@@ -210,3 +212,20 @@ def benchmark_grid(model: StepModel, workload: Workload, points: int = 6) -> lis
         ratio = knee ** (1 / (points - 2))
         levels |= {max(1, round(ratio**i)) for i in range(1, points - 2)}
     return sorted(levels)[: max(points, 3)]
+
+
+#: Seconds the post-deploy benchmark gives one cell at least (a warm-up and enough requests
+#: for a p95): benchmarkBudgetSeconds / this is how many levels the derived grid has, 3 to 6.
+POST_DEPLOY_SECONDS_PER_CELL = 20
+
+
+def post_deploy_grid(settings: Settings) -> list[int]:
+    """The post-deploy benchmark's concurrency levels when the stack names none
+    (``benchmarkConcurrency: []``): :func:`benchmark_grid` of the stack's model at its benchmark
+    request shape, with as many levels as ``benchmarkBudgetSeconds`` allows at
+    :data:`POST_DEPLOY_SECONDS_PER_CELL` each (at least 1, the knee and max-num-seqs)."""
+    model, _ = model_for_settings(settings)
+    b = settings.benchmark
+    points = min(6, max(3, b.benchmark_budget_seconds // POST_DEPLOY_SECONDS_PER_CELL))
+    workload = Workload(b.benchmark_prompt_tokens, b.benchmark_output_tokens)
+    return benchmark_grid(model, workload, points)

@@ -251,7 +251,7 @@ def replica_plan(
     }
     slo = slo_for(settings)
     if slo is None:
-        return {**out, "slo": None, "verdict": "no latency SLO set (sloP95TtftMs, sloP95E2eMs)"}
+        return {**out, "slo": None, "verdict": "no latency SLO set (sloP95TtftMs, sloP95E2EMs)"}
     try:
         bounds = autoscaling_bounds(model, w, slo, base_rate=0.0, peak_rate=rate)
     except ValueError as exc:
@@ -467,7 +467,12 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         action="store_true",
         help="the run measured a fake server: stored, never used for a real stack's prediction",
     )
-    parser.add_argument("--out", type=Path, default=CALIBRATIONS_DIR, help="folder to write to")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder to write to (default: the package's serving/data/calibrations)",
+    )
     add_project_options(parser, stack_file=False)
     return parser
 
@@ -519,13 +524,14 @@ def calibrate_main(argv: Sequence[str]) -> int:
         print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
         return 2
     name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
-    path = o.out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
+    out: Path = CALIBRATIONS_DIR if o.out is None else o.out
+    path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
     try:
-        o.out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         print(
-            f"gemma4 plan calibrate: error: --out {o.out}: cannot write ({exc.strerror or exc})",
+            f"gemma4 plan calibrate: error: --out {out}: cannot write ({exc.strerror or exc})",
             file=sys.stderr,
         )
         return 2

@@ -633,7 +633,9 @@ class BenchmarkSettings(_Group):
     )
     benchmark_concurrency: JsonIntList = Field(
         default_factory=list,
-        description="Concurrency levels to measure; empty means 1 and the stack's maxNumSeqs.",
+        description="Concurrency levels to measure; empty: derived from the performance model "
+        "(1, the predicted curve's knee, maxNumSeqs; up to 6 levels, one per 20 s of "
+        "benchmarkBudgetSeconds).",
     )
     benchmark_prompt_tokens: int = Field(
         512, ge=1, le=MAX_TOKENS, description="Prompt size of every cell."
@@ -1174,9 +1176,14 @@ class Settings(BaseModel):
 
     @property
     def benchmark_concurrency(self) -> list[int]:
-        """The post-deploy benchmark's concurrency levels (default: 1 and max-num-seqs)."""
-        levels = self.benchmark.benchmark_concurrency or [1, self.vllm.max_num_seqs]
-        return sorted(set(levels))
+        """The post-deploy benchmark's concurrency levels: `benchmarkConcurrency`, else derived
+        from the performance model (serving.perf_stack.post_deploy_grid: 1, the knee of the
+        predicted curve and max-num-seqs, more levels as the budget allows)."""
+        if self.benchmark.benchmark_concurrency:
+            return sorted(set(self.benchmark.benchmark_concurrency))
+        from serving.perf_stack import post_deploy_grid  # imports this module
+
+        return post_deploy_grid(self)
 
     @property
     def region(self) -> str:

@@ -105,3 +105,57 @@ def test_a_bad_rate_is_refused_naming_the_option(
         main(["-s", "gke-l4", "--rate", value])
     assert exc.value.code == 2
     assert "--rate" in capsys.readouterr().err
+
+
+# --- the post-deploy benchmark's grid, derived from the model -------------------------------
+
+
+@pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e", "l4", "rtx6000", "tpu-v6e1"])
+def test_the_default_grid_is_the_models_and_fits_the_budget(stack: str) -> None:
+    from serving.perf_stack import POST_DEPLOY_SECONDS_PER_CELL, benchmark_grid
+    from serving.plan import raw_stack_settings
+
+    raw = raw_stack_settings(stack)
+    assert "benchmarkConcurrency" not in raw  # the shipped stacks take the derived grid
+    for budget in (60, 120, 600):
+        settings = load_settings({**raw, "benchmarkBudgetSeconds": budget})
+        model, _ = model_for_settings(settings)
+        w = workload_for(settings, None, None)
+        points = min(6, max(3, budget // POST_DEPLOY_SECONDS_PER_CELL))
+        grid = settings.benchmark_concurrency
+        assert grid == benchmark_grid(model, w, points)
+        assert grid[0] == 1 and grid[-1] == settings.vllm.max_num_seqs
+        assert len(grid) <= points  # every cell gets its share of the budget
+    # A longer budget measures more of the curve than the default one.
+    long = load_settings({**raw, "benchmarkBudgetSeconds": 600}).benchmark_concurrency
+    assert len(long) >= len(load_settings(raw).benchmark_concurrency)
+
+
+def test_a_stack_that_names_its_levels_gets_them() -> None:
+    from serving.plan import raw_stack_settings
+
+    raw = {**raw_stack_settings("gke-l4"), "benchmarkConcurrency": [4, 1, 4]}
+    assert load_settings(raw).benchmark_concurrency == [1, 4]
+
+
+def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pulumi
+
+    import components.stack as stack_module
+    from endpoint.auth import NoAuth
+
+    seen: list[tuple[int, ...]] = []
+
+    def capture(name: str, config: object, **_: object) -> object:
+        seen.append(config.grid.concurrency)  # type: ignore[attr-defined]
+        return object()
+
+    monkeypatch.setattr(stack_module, "benchmark_hook", capture)
+    monkeypatch.setattr(pulumi, "get_stack", lambda: "gke-l4")
+    monkeypatch.setattr(pulumi, "ResourceHookBinding", lambda **kw: kw)
+    from serving.plan import raw_stack_settings
+
+    settings = load_settings({**raw_stack_settings("gke-l4"), "benchmarkBudgetSeconds": 600})
+    stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
+    assert seen == [tuple(settings.benchmark_concurrency)]
+    assert len(seen[0]) > 2  # more than the old fixed default, 1 and maxNumSeqs
