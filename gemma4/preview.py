@@ -594,6 +594,12 @@ def build_preview(
     performance = _performance(settings, cost.requests_per_second)
     plan["requests_per_second"] = cost.requests_per_second
     plan["usd_per_million_requests"] = cost.usd_per_million_requests
+    # Replicas for the stack's SLO at the cost's rate (the whole stack's traffic).
+    from serving.plan_perf import replica_plan
+
+    plan["replicas"] = replica_plan(
+        settings, cost.requests_per_second, cost.requests_per_second_source
+    )
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])
@@ -728,9 +734,24 @@ def text_lines(p: Preview) -> list[str]:
         f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
         f"  {p.cost.note}",
         *_performance_lines(p.performance),
+        *_replica_lines(p.plan.get("replicas")),
         "",
         verdict_line(p),
     ]
+    return lines
+
+
+def _replica_lines(r: dict[str, Any] | None) -> list[str]:
+    """The replicas the stack's SLO needs at the rate (serving.plan_perf.replica_plan)."""
+    if not r:
+        return []
+    lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
+    if r.get("per_replica_rps") is not None:
+        lines.append(
+            f"    one replica {r['per_replica_rps']:,.2f} req/s within it (20 % headroom, "
+            f"the band's slow side); {r['stack_max_replicas']} replica(s) "
+            f"{r['rps_at_max_replicas']:,.2f} req/s"
+        )
     return lines
 
 

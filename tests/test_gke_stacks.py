@@ -338,13 +338,26 @@ def test_preview_exits_0_fast_and_shows_everything(
         "per replica",
         "plus GKE cluster management fee: $0.10/h",
         "plus Gateway forwarding rule",
+        "Predicted performance (PREDICTED means, not measured",
+        "replicas for the SLO (TTFT <= 2000 ms, E2E <= 60000 ms)",
         "Verdict: OK",
     ):
         assert part in text, part
     code = pv.main(["-s", stack_name, "--json"])
     data = json.loads(capsys.readouterr().out)
+    # Every verdict of the pack is shown, each with its level.
+    assert len(data["policies"]) >= 20
+    for verdict in data["policies"]:
+        line = f"[{verdict['verdict']}] {verdict['policy']} ({verdict['enforcement_level']})"
+        assert line in text, line
     config = stack_config(stack_name)
     cost = data["cost"]
+    settings = load_settings(config)
+    assert cost["usd_per_hour"] == settings.gke_shape.price.usd_per_hour  # one node a replica
+    replicas = data["plan"]["replicas"]
+    assert replicas["stack_max_replicas"] == int(config["maxReplicas"])
+    assert replicas["usd_per_hour_at_max"] * 730 == pytest.approx(cost["usd_per_month_max"])
+    assert replicas["usd_per_hour_at_min"] * 730 == pytest.approx(cost["usd_per_month_idle"])
     assert (cost["instances_min"], cost["instances_max"]) == (
         int(config["minReplicas"]),
         int(config["maxReplicas"]),
