@@ -441,3 +441,53 @@ def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
         changed = load_settings({**stack_config("gke-l4"), **change})
         assert gke.serving_revision(changed) != revision, change
     assert gke.serving_revision(load_settings(stack_config("gke-l4"))) == revision
+
+
+@pytest.mark.parametrize(
+    ("base", "changes", "code", "words"),
+    [
+        (
+            "gke-l4",
+            {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:main"},
+            2,
+            ("config key 'pickerImage'", "floating tag 'main'"),
+        ),
+        (
+            "gke-tpu-v6e",
+            {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:latest"},
+            2,
+            ("config key 'pickerImage'", "floating tag 'latest'"),
+        ),
+        ("gke-l4", {"public": True}, 2, ("config key 'sourceRanges' is required",)),
+        (
+            "gke-l4",
+            {"maxModelLen": 131072},
+            1,
+            ("[FAIL] max-model-len-cap (mandatory)", "Verdict: BLOCKED, 1 mandatory"),
+        ),
+        ("gke-l4", {"minReplicas": 5}, 2, ("'minReplicas' (5) must not exceed 'maxReplicas'",)),
+    ],
+)
+def test_near_variants_of_a_gke_stack_file_are_refused_or_blocked(
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    base: str,
+    changes: dict[str, Any],
+    code: int,
+    words: tuple[str, ...],
+) -> None:
+    """What a user's edited stack file can say: `gemma4 preview --stack-file` refuses it
+    (exit 2, the key named) or shows the mandatory policy it fails (exit 1)."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / f"Pulumi.{base}.yaml").read_text())
+    for key, value in changes.items():
+        data["config"][f"gemma4-vllm:{key}"] = value
+    path = tmp_path / f"Pulumi.{base}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert pv.main(["--stack-file", str(path), "-s", base]) == code
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    for word in words:
+        assert word in text, (word, text[-2000:])
+    assert "Traceback" not in text
