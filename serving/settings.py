@@ -448,11 +448,13 @@ class GkeSettings(_Group):
         description="Gateway backend timeout (GCPBackendPolicy timeoutSec; GKE's default 300 s "
         "cuts long generations).",
     )
-    scale_up_waiting_requests: int = Field(
-        4,
+    scale_up_waiting_requests: int | None = Field(
+        None,
         ge=1,
         le=1024,
-        description="Autoscaler target: average requests waiting in vLLM's queue per replica.",
+        description="Autoscaler target: average requests waiting in vLLM's queue per replica; "
+        "default: derived from the performance model (the queue one full replica drains "
+        "within sloP95TtftMs, on the slow side of the model's band).",
     )
 
     @field_validator("cluster_version")
@@ -1118,6 +1120,17 @@ class Settings(BaseModel):
         if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start" and flex:
             return flex
         return self.profile.price
+
+    @property
+    def scale_up_waiting_requests(self) -> int:
+        """The GKE autoscaler's target, average requests waiting per replica:
+        `scaleUpWaitingRequests`, else derived from the performance model
+        (serving.perf_stack.waiting_requests_target)."""
+        if self.gke.scale_up_waiting_requests is not None:
+            return self.gke.scale_up_waiting_requests
+        from serving.perf_stack import waiting_requests_target  # imports this module
+
+        return waiting_requests_target(self)
 
     @property
     def replica_bounds(self) -> tuple[int, int]:

@@ -208,6 +208,9 @@ def test_autoscaler_follows_vllms_queue(stack: tuple[str, Rendered]) -> None:
         int(config["maxReplicas"]),
     )
     (metric,) = hpa["metrics"]
+    # The target: the model's queue per replica within the TTFT SLO (tests/test_plan_replicas.py).
+    target = load_settings(config).scale_up_waiting_requests
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
     _, family, kind = metric["pods"]["metric"]["name"].split("|")
     # The metric name comes from the pinned vLLM's own snapshot, and it is a gauge there.
     image = load_settings(config).image

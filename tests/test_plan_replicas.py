@@ -159,3 +159,47 @@ def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.Monk
     stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
     assert seen == [tuple(settings.benchmark_concurrency)]
     assert len(seen[0]) > 2  # more than the old fixed default, 1 and maxNumSeqs
+
+
+# --- the GKE autoscaler's target, derived from the model -------------------------------------
+
+
+def _queue_wait_ok(settings: object, waiting: int) -> bool:
+    """Whether a request behind ``waiting`` others on a full replica starts within the
+    stack's TTFT SLO by the model, on the slow side of its band."""
+    from serving.settings import Settings
+
+    assert isinstance(settings, Settings)
+    model, _ = model_for_settings(settings)
+    w = workload_for(settings, None, None)
+    slow = 1 + model.band
+    busy = model.at_concurrency(model.max_num_seqs, w)
+    wait = waiting / (model.capacity_rps(w) / slow)
+    assert settings.slo.slo_p95_ttft_ms is not None
+    return wait + busy.ttft_s * slow <= settings.slo.slo_p95_ttft_ms / 1000
+
+
+@pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e"])
+def test_the_autoscaler_target_is_the_largest_queue_the_ttft_slo_allows(stack: str) -> None:
+    from serving.gke import autoscaler
+    from serving.plan import raw_stack_settings
+
+    raw = raw_stack_settings(stack)
+    assert "scaleUpWaitingRequests" not in raw  # the shipped stacks take the derived target
+    settings = load_settings(raw)
+    target = settings.scale_up_waiting_requests
+    assert target >= 1
+    assert _queue_wait_ok(settings, target) or target == 1
+    assert not _queue_wait_ok(settings, target + 1)
+    metric = autoscaler(settings)["spec"]["metrics"][0]["pods"]["target"]
+    assert metric == {"type": "AverageValue", "averageValue": str(target)}
+    # A stricter SLO queues less before scaling; an explicit value wins.
+    strict = load_settings({**raw, "sloP95TtftMs": 500}).scale_up_waiting_requests
+    assert 1 <= strict <= target
+    assert load_settings({**raw, "scaleUpWaitingRequests": 7}).scale_up_waiting_requests == 7
+
+
+def test_an_l4_replica_queues_less_than_a_v6e_chip() -> None:
+    l4 = load_stack_settings("gke-l4").scale_up_waiting_requests
+    v6e = load_stack_settings("gke-tpu-v6e").scale_up_waiting_requests
+    assert l4 < v6e  # the L4's full replica serves ~1 req/s, the chip's ~17
