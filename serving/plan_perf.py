@@ -258,9 +258,12 @@ def replica_plan(
         return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
     need = bounds.max_replicas
     if need > high:
+        key = {"gke": "maxReplicas", "tpu-vm": "replicas"}.get(
+            settings.deploy_platform, "maxInstances"
+        )
         verdict = (
             f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): raise "
-            f"the bound to {need}, or expect the SLO missed above "
+            f"{key} to {need}, or expect the SLO missed above "
             f"{high * bounds.per_replica_rps:.2f} req/s"
         )
     else:

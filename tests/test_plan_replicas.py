@@ -73,7 +73,11 @@ def test_a_rate_above_max_replicas_says_which_bound_to_raise(
     r = json.loads(out)["replicas"]
     assert r["requests_per_second_source"] == "--rate"
     assert r["replicas_needed"] > 4 and r["within_bounds"] is False
-    assert f"raise the bound to {r['replicas_needed']}" in r["verdict"]
+    assert f"raise maxReplicas to {r['replicas_needed']}" in r["verdict"]
+    code, out, _ = run(capsys, "-s", "l4", "--rate", "50", "--json")
+    assert "raise maxInstances to" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "500", "--json")
+    assert "raise replicas to" in json.loads(out)["replicas"]["verdict"]
     code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "50")
     assert "Replicas: stack gke-l4 at 50 req/s" in out and "raise" in out
 
