@@ -258,12 +258,15 @@ def replica_plan(
         return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
     need = bounds.max_replicas
     if need > high:
-        key = {"gke": "maxReplicas", "tpu-vm": "replicas"}.get(
-            settings.deploy_platform, "maxInstances"
+        key, most = _replica_key(settings)
+        raise_it = (
+            f"raise {key} to {need}"
+            if need <= most
+            else f"{key} allows at most {most}: split the traffic over more stacks"
         )
         verdict = (
-            f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): raise "
-            f"{key} to {need}, or expect the SLO missed above "
+            f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): "
+            f"{raise_it}, or expect the SLO missed above "
             f"{high * bounds.per_replica_rps:.2f} req/s"
         )
     else:
@@ -277,6 +280,24 @@ def replica_plan(
         "rps_at_max_replicas": high * bounds.per_replica_rps,
         "verdict": verdict,
     }
+
+
+def _replica_key(settings: Settings) -> tuple[str, int]:
+    """The key bounding the stack's replicas and the most it accepts (the settings' own
+    bound)."""
+    from pydantic import BaseModel
+
+    from serving.settings import CloudRunSettings, GkeSettings, TpuSettings
+
+    choices: dict[str, tuple[type[BaseModel], str, str]] = {
+        "gke": (GkeSettings, "max_replicas", "maxReplicas"),
+        "tpu-vm": (TpuSettings, "replicas", "replicas"),
+    }
+    group, field, key = choices.get(
+        settings.deploy_platform, (CloudRunSettings, "max_instances", "maxInstances")
+    )
+    bounds = [m.le for m in group.model_fields[field].metadata if getattr(m, "le", None)]
+    return key, int(bounds[0]) if bounds else MAX_REPLICAS
 
 
 def replica_table(stack: str, r: dict[str, Any]) -> Table:

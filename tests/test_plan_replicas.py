@@ -68,18 +68,23 @@ def test_the_replicas_needed_serve_the_rate_within_the_stack_slo() -> None:
 def test_a_rate_above_max_replicas_says_which_bound_to_raise(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "50", "--json")
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "5", "--json")
     assert code == 0  # the plan's exit status is about fitting, not about the rate
     r = json.loads(out)["replicas"]
     assert r["requests_per_second_source"] == "--rate"
     assert r["replicas_needed"] > 4 and r["within_bounds"] is False
     assert f"raise maxReplicas to {r['replicas_needed']}" in r["verdict"]
-    code, out, _ = run(capsys, "-s", "l4", "--rate", "50", "--json")
+    code, out, _ = run(capsys, "-s", "l4", "--rate", "5", "--json")
     assert "raise maxInstances to" in json.loads(out)["replicas"]["verdict"]
-    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "500", "--json")
+    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "20", "--json")
     assert "raise replicas to" in json.loads(out)["replicas"]["verdict"]
-    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "50")
-    assert "Replicas: stack gke-l4 at 50 req/s" in out and "raise" in out
+    # Beyond what the key accepts (TPU replicas: 16; GKE: 64), it says so instead.
+    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "500", "--json")
+    assert "replicas allows at most 16" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "100", "--json")
+    assert "maxReplicas allows at most 64" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "5")
+    assert "Replicas: stack gke-l4 at 5 req/s" in out and "raise" in out
 
 
 def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
