@@ -215,7 +215,7 @@ def search(
 
 
 def slo_for(settings: Settings) -> Slo | None:
-    """The stack's latency SLOs as the model's mean objectives (sloP95TtftMs, sloP95E2eMs held
+    """The stack's latency SLOs as the model's mean objectives (sloP95TtftMs, sloP95E2EMs held
     to the predicted means: a mean within a p95 limit is necessary, not sufficient), or None
     when the stack sets neither."""
     s = settings.slo
