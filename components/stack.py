@@ -135,7 +135,12 @@ def post_deploy_binding(
             slo=settings.slo,
             fail_on_slo=b.benchmark_fail_on_slo,
             results_dir=Path(b.benchmark_results_dir),
-            extra={"speculative_method": settings.model.speculative_method},
+            extra={
+                "speculative_method": settings.model.speculative_method,
+                # What one instance bills (a GKE node, a flex-start TPU): `bench compare`.
+                "platform": settings.deploy_platform,
+                "usd_per_hour": settings.price.usd_per_hour,
+            },
         )
         hooks.append(benchmark_hook(f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys))
     if not hooks:

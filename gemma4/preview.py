@@ -423,7 +423,7 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
 
         shape = settings.gke_shape
         price_source = f"{shape.machine_type} node: {price_source}"
-        low, high = settings.gke.min_replicas, settings.gke.max_replicas
+        low, high = settings.replica_bounds
         fixed = [
             CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)
         ]
@@ -437,14 +437,14 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
             )
         )
     elif hw.platform is Platform.TPU:
-        low = high = settings.tpu.replicas
+        low, high = settings.replica_bounds
         note = f"{low} TPU node(s), billed while they exist" + (
             f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
             if settings.tpu.provisioning == "flex-start"
             else ""
         )
     else:
-        low, high = settings.cloud_run.min_instances, settings.cloud_run.max_instances
+        low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     if requests_per_second is not None:
         rps, source = requests_per_second, "--requests-per-second"
@@ -499,7 +499,7 @@ def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
         "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
         "capacity_requests_per_s": model.capacity_rps(w),
         "usd_per_million_output_tokens": cost_per_million_tokens(
-            settings.profile.price.usd_per_hour, busy.output_tokens_per_s
+            settings.price.usd_per_hour, busy.output_tokens_per_s
         ),
     }
 
@@ -594,6 +594,12 @@ def build_preview(
     performance = _performance(settings, cost.requests_per_second)
     plan["requests_per_second"] = cost.requests_per_second
     plan["usd_per_million_requests"] = cost.usd_per_million_requests
+    # Replicas for the stack's SLO at the cost's rate (the whole stack's traffic).
+    from serving.plan_perf import replica_plan
+
+    plan["replicas"] = replica_plan(
+        settings, cost.requests_per_second, cost.requests_per_second_source
+    )
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])
@@ -728,9 +734,24 @@ def text_lines(p: Preview) -> list[str]:
         f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
         f"  {p.cost.note}",
         *_performance_lines(p.performance),
+        *_replica_lines(p.plan.get("replicas")),
         "",
         verdict_line(p),
     ]
+    return lines
+
+
+def _replica_lines(r: dict[str, Any] | None) -> list[str]:
+    """The replicas the stack's SLO needs at the rate (serving.plan_perf.replica_plan)."""
+    if not r:
+        return []
+    lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
+    if r.get("per_replica_rps") is not None:
+        lines.append(
+            f"    one replica {r['per_replica_rps']:,.2f} req/s within it (20 % headroom, "
+            f"the band's slow side); {r['stack_max_replicas']} replica(s) "
+            f"{r['rps_at_max_replicas']:,.2f} req/s"
+        )
     return lines
 
 

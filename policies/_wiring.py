@@ -43,6 +43,36 @@ TPU_MACHINES = {
     "ct6e-standard-8t": ("tpu-v6e-slice", 8, "2x4"),
 }
 
+#: The InferencePool API GKE installs (GA); `inference.networking.x-k8s.io/v1alpha2` is removed.
+INFERENCE_POOL_API = "inference.networking.k8s.io/v1"
+#: InferencePool v1's spec fields: the CRD's own openAPIV3Schema (gateway-api-inference-extension
+#: v1.0, vendored in tests/data/k8s/crds, which a test compares with this).
+POOL_SPEC_FIELDS = frozenset({"selector", "targetPorts", "endpointPickerRef", "appProtocol"})
+#: v1alpha2 pool fields and their v1 names.
+REMOVED_POOL_FIELDS = {"targetPortNumber": "targetPorts", "extensionRef": "endpointPickerRef"}
+
+
+def _pool_shape_problems(pool: Manifest, where: str) -> list[str]:
+    """A pool of another API version, or a field InferencePool v1 does not have (the API
+    server refuses it; a v1alpha2 field left in a v1 pool is the common case)."""
+    problems = []
+    api = pool.get("apiVersion")
+    if api != INFERENCE_POOL_API:
+        problems.append(
+            f"{where}: apiVersion {api!r} is not served by GKE's Inference Gateway; allowed: "
+            f"{INFERENCE_POOL_API} (inference.networking.x-k8s.io/v1alpha2 is removed)"
+        )
+    spec = pool.get("spec")
+    if isinstance(spec, Mapping):
+        for key in sorted(set(map(str, spec)) - POOL_SPEC_FIELDS):
+            renamed = REMOVED_POOL_FIELDS.get(key)
+            problems.append(
+                f"{where}: spec.{key} is not a field of InferencePool v1"
+                + (f" (v1alpha2's; v1 names it {renamed})" if renamed else "")
+                + f"; allowed: {', '.join(sorted(POOL_SPEC_FIELDS))}"
+            )
+    return problems
+
 
 def plain(value: Any, depth: int = 0) -> Any:
     """A props tree as plain dicts and lists; unknown values become `UNKNOWN` (depth-bounded)."""
@@ -203,6 +233,7 @@ def check(
     for pool in pools.values():
         spec = pool.get("spec") or {}
         where = f"InferencePool {_name(pool)}"
+        problems += _pool_shape_problems(pool, where)
         selected = [
             w
             for w in _workloads(manifests, _ns(pool))

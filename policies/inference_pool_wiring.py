@@ -1,7 +1,8 @@
 """inference-pool-wiring: the Gateway's objects reach the vLLM Pods they are meant to.
 
 A stack policy over the Kubernetes objects a stack declares, resolved the way Kubernetes and
-GKE resolve them at run time (`policies._wiring`): the InferencePool's selector matches the
+GKE resolve them at run time (`policies._wiring`): the InferencePool is the GA v1 API with
+v1's fields only (not the removed v1alpha2 pool or its fields); its selector matches the
 vLLM Pods (not the picker's) and its target ports are theirs and vLLM's `--port`; its
 `endpointPickerRef` names a declared Service with that port, selecting the picker's Pods on a
 port they have; every HTTPRoute's parent is a declared Gateway and its backends the declared

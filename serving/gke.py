@@ -683,7 +683,7 @@ def autoscaler(settings: Settings) -> Manifest:
                         "metric": {"name": HPA_METRIC},
                         "target": {
                             "type": "AverageValue",
-                            "averageValue": str(g.scale_up_waiting_requests),
+                            "averageValue": str(settings.scale_up_waiting_requests),
                         },
                     },
                 }

@@ -32,13 +32,16 @@ from serving.vllm_contract import image_release
 
 __all__ = [
     "MTP_PRIOR_ACCEPTANCE",
+    "POST_DEPLOY_SECONDS_PER_CELL",
     "AutoscalingBounds",
     "autoscaling_bounds",
     "benchmark_grid",
     "device_for",
     "model_for_settings",
+    "post_deploy_grid",
     "shape_for",
     "vllm_release",
+    "waiting_requests_target",
 ]
 
 #: Prior per-position acceptance of MTP drafts until a run measures it: the seeds saw 60-67 %
@@ -210,3 +213,47 @@ def benchmark_grid(model: StepModel, workload: Workload, points: int = 6) -> lis
         ratio = knee ** (1 / (points - 2))
         levels |= {max(1, round(ratio**i)) for i in range(1, points - 2)}
     return sorted(levels)[: max(points, 3)]
+
+
+#: Seconds the post-deploy benchmark gives one cell at least (a warm-up and enough requests
+#: for a p95): benchmarkBudgetSeconds / this is how many levels the derived grid has, 3 to 6.
+POST_DEPLOY_SECONDS_PER_CELL = 20
+
+
+def post_deploy_grid(settings: Settings) -> list[int]:
+    """The post-deploy benchmark's concurrency levels when the stack names none
+    (``benchmarkConcurrency: []``): :func:`benchmark_grid` of the stack's model at its benchmark
+    request shape, with as many levels as ``benchmarkBudgetSeconds`` allows at
+    :data:`POST_DEPLOY_SECONDS_PER_CELL` each (at least 1, the knee and max-num-seqs)."""
+    model, _ = model_for_settings(settings)
+    b = settings.benchmark
+    points = min(6, max(3, b.benchmark_budget_seconds // POST_DEPLOY_SECONDS_PER_CELL))
+    workload = Workload(b.benchmark_prompt_tokens, b.benchmark_output_tokens)
+    return benchmark_grid(model, workload, points)
+
+
+def waiting_requests_target(settings: Settings) -> int:
+    """The queue per replica the GKE autoscaler holds (`scaleUpWaitingRequests` when unset).
+
+    A request arriving behind W waiting ones on a full replica waits about W / capacity
+    (capacity: requests/s with every sequence slot busy) before its own prefill. The target is
+    the largest W whose wait plus a full replica's mean TTFT stays within ``sloP95TtftMs``
+    (else ``sloP95E2EMs`` with the full replica's E2E), on the band's slow side (times taken
+    1 + band longer, capacity 1 + band smaller); at least 1, at most 1024. Without either SLO:
+    max-num-seqs (a full batch waiting)."""
+    model, _ = model_for_settings(settings)
+    b = settings.benchmark
+    workload = Workload(b.benchmark_prompt_tokens, b.benchmark_output_tokens)
+    busy = model.at_concurrency(model.max_num_seqs, workload)
+    slow = 1 + model.band
+    capacity = model.capacity_rps(workload) / slow
+    slo = settings.slo
+    if slo.slo_p95_ttft_ms is not None:
+        room = slo.slo_p95_ttft_ms / 1000 - busy.ttft_s * slow
+    elif slo.slo_p95_e2e_ms is not None:
+        room = slo.slo_p95_e2e_ms / 1000 - busy.e2e_s * slow
+    else:
+        return max(1, min(1024, model.max_num_seqs))
+    if not math.isfinite(room) or not math.isfinite(capacity):
+        return 1
+    return max(1, min(1024, math.floor(room * capacity)))

@@ -38,6 +38,8 @@ from serving.plan_perf import (
     calibrate_main,
     perf_table,
     performance,
+    replica_plan,
+    replica_table,
     search_main,
     validated_tokens,
     workload_for,
@@ -143,10 +145,19 @@ def report(
     settings: Settings,
     requests_per_second: float,
     workload: Workload | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
-    performance is for ``workload`` (default: the stack's benchmark request shape)."""
+    performance is for ``workload`` (default: the stack's benchmark request shape). The
+    replica plan is for ``rate`` req/s to the whole stack (default: the stack's
+    sloMinRequestsPerSecond, else 1 req/s, said so)."""
     plan = plan_settings(settings)
+    if rate is not None:
+        rate_source = "--rate"
+    elif settings.slo.slo_min_requests_per_second:
+        rate, rate_source = settings.slo.slo_min_requests_per_second, "sloMinRequestsPerSecond"
+    else:
+        rate, rate_source = 1.0, "assumed; set sloMinRequestsPerSecond or --rate"
     hw = settings.profile
     # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
     # replica's node.
@@ -208,6 +219,7 @@ def report(
         ),
         "runtime_profile": plan.profile.label,
         "performance": performance(settings, workload),
+        "replicas": replica_plan(settings, rate, rate_source, workload),
     }
 
 
@@ -327,6 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: 1)",
     )
     parser.add_argument(
+        "--rate",
+        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        default=None,
+        help="requests/s the whole stack must serve, for the replicas its SLO needs (default: "
+        "the stack's sloMinRequestsPerSecond, else 1)",
+    )
+    parser.add_argument(
         "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
     )
     parser.add_argument(
@@ -376,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = options.project_dir if options.stack_file is None else None
         settings = load_stack_file_settings(path, root)
         workload = workload_for(settings, prompt, output)
-        result = report(stack, settings, options.requests_per_second, workload)
+        result = report(stack, settings, options.requests_per_second, workload, options.rate)
     except (ValueError, PlanError, ProjectError) as exc:
         print(f"gemma4 plan: error: {exc}", file=sys.stderr)
         return 2
@@ -385,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         console.print(table(result))
         console.print(perf_table(result["stack"], result["performance"]))
+        console.print(replica_table(result["stack"], result["replicas"]))
     return 0 if result["fits"] else 1
 
 

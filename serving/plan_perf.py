@@ -21,15 +21,24 @@ from rich.table import Table
 from serving.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.memory import cost_per_million_requests
 from serving.perf import MAX_RATE, MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
-from serving.perf_stack import benchmark_grid, model_for_settings, vllm_release
+from serving.perf_stack import (
+    autoscaling_bounds,
+    benchmark_grid,
+    model_for_settings,
+    vllm_release,
+)
 from serving.settings import Settings
 
 __all__ = [
     "calibrate_main",
+    "fixed_usd_per_hour",
     "perf_table",
     "performance",
+    "replica_plan",
+    "replica_table",
     "search",
     "search_main",
+    "slo_for",
     "validated_tokens",
     "workload_for",
 ]
@@ -57,7 +66,7 @@ def performance(settings: Settings, workload: Workload | None = None) -> dict[st
     """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD)."""
     model, calibration = model_for_settings(settings)
     w = workload or workload_for(settings, None, None)
-    price = settings.profile.price.usd_per_hour
+    price = settings.price.usd_per_hour  # one instance: on GKE one replica's node
     curve = []
     for c in _levels(model):
         p = model.at_concurrency(c, w)
@@ -134,6 +143,21 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
 # --- search -------------------------------------------------------------------------------
 
 
+def fixed_usd_per_hour(settings: Settings) -> tuple[float, list[str]]:
+    """What the stack bills per hour at any replica count (on GKE the cluster fee, the system
+    node and the Gateway's forwarding rule: serving.gke.fixed_costs), and the items without a
+    price (counted as 0). Other platforms: nothing."""
+    if settings.deploy_platform != "gke":
+        return 0.0, []
+    from serving.gke import fixed_costs
+
+    items = fixed_costs(settings)
+    return (
+        sum(usd for _, usd, _ in items if usd is not None),
+        [item for item, usd, _ in items if usd is None],
+    )
+
+
 def search(
     stacks: dict[str, Settings],
     rate: float,
@@ -143,25 +167,38 @@ def search(
 ) -> list[dict[str, Any]]:
     """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
     cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
+    A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
+    stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
+    most replicas is kept and flagged (``within_bounds`` False: raise the bound to deploy it).
     Request lengths default to each stack's benchmark lengths."""
     rows: list[dict[str, Any]] = []
     for name, settings in stacks.items():
         model, calibration = model_for_settings(settings)
         w = workload_for(settings, prompt_tokens, output_tokens)
         per_replica = model.max_rate_meeting(slo, w)
-        price = settings.profile.price.usd_per_hour
+        price = settings.price.usd_per_hour
+        fixed, unpriced = fixed_usd_per_hour(settings)
+        low, high = settings.replica_bounds
         replicas = math.ceil(rate / per_replica) if per_replica > 0 else None
         if replicas is not None and replicas > MAX_REPLICAS:
             replicas = None
+        billed = max(replicas, low) if replicas else None
+        usd_per_hour = billed * price + fixed if billed else None
         row: dict[str, Any] = {
             "stack": name,
             "hardware": settings.hardware,
+            "platform": settings.deploy_platform,
             "model": settings.model.model,
             "per_replica_requests_per_s": per_replica,
             "replicas": replicas,
-            "usd_per_hour": replicas * price if replicas else None,
-            "usd_per_million_requests": cost_per_million_requests(replicas * price, rate)
-            if replicas
+            "stack_replicas": [low, high],
+            "within_bounds": replicas is not None and replicas <= high,
+            "usd_per_hour_per_replica": price,
+            "fixed_usd_per_hour": fixed,
+            "unpriced": unpriced,
+            "usd_per_hour": usd_per_hour,
+            "usd_per_million_requests": cost_per_million_requests(usd_per_hour, rate)
+            if usd_per_hour
             else None,
             "point": model.at_rate(rate / replicas, w).as_dict() if replicas else None,
             "band": model.band,
@@ -172,6 +209,148 @@ def search(
         rows.append(row)
     rows.sort(key=lambda r: (r["usd_per_hour"] is None, r["usd_per_hour"] or 0.0, r["stack"]))
     return rows
+
+
+# --- replicas for the stack's own SLO ------------------------------------------------------
+
+
+def slo_for(settings: Settings) -> Slo | None:
+    """The stack's latency SLOs as the model's mean objectives (sloP95TtftMs, sloP95E2EMs held
+    to the predicted means: a mean within a p95 limit is necessary, not sufficient), or None
+    when the stack sets neither."""
+    s = settings.slo
+    if s.slo_p95_ttft_ms is None and s.slo_p95_e2e_ms is None:
+        return None
+    return Slo(ttft_ms=s.slo_p95_ttft_ms, e2e_ms=s.slo_p95_e2e_ms)
+
+
+def replica_plan(
+    settings: Settings, rate: float, rate_source: str, workload: Workload | None = None
+) -> dict[str, Any]:
+    """Replicas the model says serve ``rate`` req/s within the stack's SLO
+    (:func:`serving.perf_stack.autoscaling_bounds`: 20 % headroom, the band's pessimistic
+    side), against the stack's own bounds (`Settings.replica_bounds`), with the cost at the
+    fewest and most replicas (fixed costs included)."""
+    model, _ = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    low, high = settings.replica_bounds
+    price = settings.price.usd_per_hour
+    fixed, unpriced = fixed_usd_per_hour(settings)
+    out: dict[str, Any] = {
+        "platform": settings.deploy_platform,
+        "requests_per_second": rate,
+        "requests_per_second_source": rate_source,
+        "stack_min_replicas": low,
+        "stack_max_replicas": high,
+        "usd_per_hour_per_replica": price,
+        "fixed_usd_per_hour": fixed,
+        "unpriced": unpriced,
+        "usd_per_hour_at_min": low * price + fixed,
+        "usd_per_hour_at_max": high * price + fixed,
+        "measured": False,
+    }
+    slo = slo_for(settings)
+    if slo is None:
+        return {**out, "slo": None, "verdict": "no latency SLO set (sloP95TtftMs, sloP95E2EMs)"}
+    try:
+        bounds = autoscaling_bounds(model, w, slo, base_rate=0.0, peak_rate=rate)
+    except ValueError as exc:
+        return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
+    need = bounds.max_replicas
+    if need > high:
+        key, most = _replica_key(settings)
+        raise_it = (
+            f"raise {key} to {need}"
+            if need <= most
+            else f"{key} allows at most {most}: split the traffic over more stacks"
+        )
+        verdict = (
+            f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): "
+            f"{raise_it}, or expect the SLO missed above "
+            f"{high * bounds.per_replica_rps:.2f} req/s"
+        )
+    else:
+        verdict = f"{need} of at most {high} replicas serve {rate:g} req/s within the SLO"
+    return {
+        **out,
+        **bounds.as_dict(),
+        "slo": slo.describe(),
+        "replicas_needed": need,
+        "within_bounds": need <= high,
+        "rps_at_max_replicas": high * bounds.per_replica_rps,
+        "verdict": verdict,
+    }
+
+
+def _replica_key(settings: Settings) -> tuple[str, int]:
+    """The key bounding the stack's replicas and the most it accepts (the settings' own
+    bound)."""
+    from pydantic import BaseModel
+
+    from serving.settings import CloudRunSettings, GkeSettings, TpuSettings
+
+    choices: dict[str, tuple[type[BaseModel], str, str]] = {
+        "gke": (GkeSettings, "max_replicas", "maxReplicas"),
+        "tpu-vm": (TpuSettings, "replicas", "replicas"),
+    }
+    group, field, key = choices.get(
+        settings.deploy_platform, (CloudRunSettings, "max_instances", "maxInstances")
+    )
+    bounds = [m.le for m in group.model_fields[field].metadata if getattr(m, "le", None)]
+    return key, int(bounds[0]) if bounds else MAX_REPLICAS
+
+
+def replica_table(stack: str, r: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"Replicas: stack {stack} at {r['requests_per_second']:g} req/s "
+        f"({r['requests_per_second_source']}; PREDICTED, not measured)"
+    )
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_column("how")
+    rows: list[tuple[str, str, str]] = [("SLO (on predicted means)", r["slo"] or "-", "")]
+    if r.get("per_replica_rps") is not None:
+        rows += [
+            (
+                "one replica within the SLO",
+                f"{r['per_replica_rps']:,.2f} req/s",
+                "largest rate meeting it x 0.8 headroom / (1 + band)",
+            ),
+            ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
+            (
+                f"most replicas ({r['stack_max_replicas']}) serve",
+                f"{r['rps_at_max_replicas']:,.2f} req/s",
+                "within the SLO",
+            ),
+        ]
+    unpriced = f"; not priced: {', '.join(r['unpriced'])}" if r["unpriced"] else ""
+    rows += [
+        (
+            "stack's replicas",
+            f"{r['stack_min_replicas']} to {r['stack_max_replicas']}",
+            "minReplicas/maxReplicas"
+            if r["platform"] == "gke"
+            else "replicas"
+            if r["platform"] == "tpu-vm"
+            else "minInstances/maxInstances",
+        ),
+        (
+            "cost at the fewest",
+            f"${r['usd_per_hour_at_min']:,.2f}/h",
+            f"{r['stack_min_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
+            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
+        ),
+        (
+            "cost at the most",
+            f"${r['usd_per_hour_at_max']:,.2f}/h",
+            f"{r['stack_max_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
+            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
+        ),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    t.caption = r["verdict"]
+    return t
 
 
 def _bounded(name: str, value: float | None, upper: float) -> float | None:
@@ -256,22 +435,34 @@ def search_main(argv: Sequence[str]) -> int:
             title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
             "(PREDICTED means, not measured)"
         )
-        for name in ("stack", "hardware", "per replica req/s", "replicas", "$/h", "$/M req"):
+        for name in (
+            "stack",
+            "hardware",
+            "per replica req/s",
+            "replicas",
+            "stack's bounds",
+            "$/h",
+            "$/M req",
+        ):
             t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
         t.add_column("band")
         for r in rows:
+            low, high = r["stack_replicas"]
             t.add_row(
                 r["stack"],
                 r["hardware"],
                 f"{r['per_replica_requests_per_s']:,.2f}",
                 str(r["replicas"]) if r["replicas"] else "cannot meet",
+                f"{low}-{high}" + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
                 f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
                 f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
                 f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
             )
         t.caption = (
             "Per replica: the largest arrival rate whose predicted means meet the SLO "
-            "(serving/perf.py). Uncalibrated predictions carry a +/-50 % band."
+            "(serving/perf.py). $/h: at least the stack's fewest replicas, plus a GKE "
+            "cluster's fixed costs (fee, system node, forwarding rule). Uncalibrated "
+            "predictions carry a +/-50 % band."
         )
         Console().print(t)
     return 0 if rows and rows[0]["replicas"] else 1
@@ -304,8 +495,7 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=None,
-        help="folder to write to (default: the package's serving/data/calibrations, where "
-        "predictions look for calibrations)",
+        help="folder to write to (default: the package's serving/data/calibrations)",
     )
     add_project_options(parser, stack_file=False)
     return parser
@@ -358,7 +548,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
         print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
         return 2
     name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
-    out = CALIBRATIONS_DIR if o.out is None else o.out
+    out: Path = CALIBRATIONS_DIR if o.out is None else o.out
     path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
     try:
         out.mkdir(parents=True, exist_ok=True)

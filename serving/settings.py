@@ -448,11 +448,13 @@ class GkeSettings(_Group):
         description="Gateway backend timeout (GCPBackendPolicy timeoutSec; GKE's default 300 s "
         "cuts long generations).",
     )
-    scale_up_waiting_requests: int = Field(
-        4,
+    scale_up_waiting_requests: int | None = Field(
+        None,
         ge=1,
         le=1024,
-        description="Autoscaler target: average requests waiting in vLLM's queue per replica.",
+        description="Autoscaler target: average requests waiting in vLLM's queue per replica; "
+        "default: derived from the performance model (the queue one full replica drains "
+        "within sloP95TtftMs, on the slow side of the model's band).",
     )
 
     @field_validator("cluster_version")
@@ -633,7 +635,9 @@ class BenchmarkSettings(_Group):
     )
     benchmark_concurrency: JsonIntList = Field(
         default_factory=list,
-        description="Concurrency levels to measure; empty means 1 and the stack's maxNumSeqs.",
+        description="Concurrency levels to measure; empty: derived from the performance model "
+        "(1, the predicted curve's knee, maxNumSeqs; up to 6 levels, one per 20 s of "
+        "benchmarkBudgetSeconds).",
     )
     benchmark_prompt_tokens: int = Field(
         512, ge=1, le=MAX_TOKENS, description="Prompt size of every cell."
@@ -1118,6 +1122,28 @@ class Settings(BaseModel):
         return self.profile.price
 
     @property
+    def scale_up_waiting_requests(self) -> int:
+        """The GKE autoscaler's target, average requests waiting per replica:
+        `scaleUpWaitingRequests`, else derived from the performance model
+        (serving.perf_stack.waiting_requests_target)."""
+        if self.gke.scale_up_waiting_requests is not None:
+            return self.gke.scale_up_waiting_requests
+        from serving.perf_stack import waiting_requests_target  # imports this module
+
+        return waiting_requests_target(self)
+
+    @property
+    def replica_bounds(self) -> tuple[int, int]:
+        """(fewest, most) serving instances the stack runs: on GKE the autoscaler's
+        minReplicas/maxReplicas (one node each), on a TPU VM its fixed `replicas`, on Cloud Run
+        minInstances/maxInstances (the one place the planner and the preview read them)."""
+        if self.deploy_platform == "gke":
+            return self.gke.min_replicas, self.gke.max_replicas
+        if self.deploy_platform == "tpu-vm":
+            return self.tpu.replicas, self.tpu.replicas
+        return self.cloud_run.min_instances, self.cloud_run.max_instances
+
+    @property
     def billed_hours_per_month(self) -> float:
         """Hours a month one instance of this stack bills at most, deployed once: a flex-start
         TPU node is deleted after `maxRunHours`; anything else runs until deleted (730 h)."""
@@ -1163,9 +1189,14 @@ class Settings(BaseModel):
 
     @property
     def benchmark_concurrency(self) -> list[int]:
-        """The post-deploy benchmark's concurrency levels (default: 1 and max-num-seqs)."""
-        levels = self.benchmark.benchmark_concurrency or [1, self.vllm.max_num_seqs]
-        return sorted(set(levels))
+        """The post-deploy benchmark's concurrency levels: `benchmarkConcurrency`, else derived
+        from the performance model (serving.perf_stack.post_deploy_grid: 1, the knee of the
+        predicted curve and max-num-seqs, more levels as the budget allows)."""
+        if self.benchmark.benchmark_concurrency:
+            return sorted(set(self.benchmark.benchmark_concurrency))
+        from serving.perf_stack import post_deploy_grid  # imports this module
+
+        return post_deploy_grid(self)
 
     @property
     def region(self) -> str:

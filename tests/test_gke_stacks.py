@@ -208,6 +208,9 @@ def test_autoscaler_follows_vllms_queue(stack: tuple[str, Rendered]) -> None:
         int(config["maxReplicas"]),
     )
     (metric,) = hpa["metrics"]
+    # The target: the model's queue per replica within the TTFT SLO (tests/test_plan_replicas.py).
+    target = load_settings(config).scale_up_waiting_requests
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
     _, family, kind = metric["pods"]["metric"]["name"].split("|")
     # The metric name comes from the pinned vLLM's own snapshot, and it is a gauge there.
     image = load_settings(config).image
@@ -338,13 +341,26 @@ def test_preview_exits_0_fast_and_shows_everything(
         "per replica",
         "plus GKE cluster management fee: $0.10/h",
         "plus Gateway forwarding rule",
+        "Predicted performance (PREDICTED means, not measured",
+        "replicas for the SLO (TTFT <= 2000 ms, E2E <= 60000 ms)",
         "Verdict: OK",
     ):
         assert part in text, part
     code = pv.main(["-s", stack_name, "--json"])
     data = json.loads(capsys.readouterr().out)
+    # Every verdict of the pack is shown, each with its level.
+    assert len(data["policies"]) >= 20
+    for verdict in data["policies"]:
+        line = f"[{verdict['verdict']}] {verdict['policy']} ({verdict['enforcement_level']})"
+        assert line in text, line
     config = stack_config(stack_name)
     cost = data["cost"]
+    settings = load_settings(config)
+    assert cost["usd_per_hour"] == settings.gke_shape.price.usd_per_hour  # one node a replica
+    replicas = data["plan"]["replicas"]
+    assert replicas["stack_max_replicas"] == int(config["maxReplicas"])
+    assert replicas["usd_per_hour_at_max"] * 730 == pytest.approx(cost["usd_per_month_max"])
+    assert replicas["usd_per_hour_at_min"] * 730 == pytest.approx(cost["usd_per_month_idle"])
     assert (cost["instances_min"], cost["instances_max"]) == (
         int(config["minReplicas"]),
         int(config["maxReplicas"]),
@@ -428,3 +444,53 @@ def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
         changed = load_settings({**stack_config("gke-l4"), **change})
         assert gke.serving_revision(changed) != revision, change
     assert gke.serving_revision(load_settings(stack_config("gke-l4"))) == revision
+
+
+@pytest.mark.parametrize(
+    ("base", "changes", "code", "words"),
+    [
+        (
+            "gke-l4",
+            {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:main"},
+            2,
+            ("config key 'pickerImage'", "floating tag 'main'"),
+        ),
+        (
+            "gke-tpu-v6e",
+            {"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:latest"},
+            2,
+            ("config key 'pickerImage'", "floating tag 'latest'"),
+        ),
+        ("gke-l4", {"public": True}, 2, ("config key 'sourceRanges' is required",)),
+        (
+            "gke-l4",
+            {"maxModelLen": 131072},
+            1,
+            ("[FAIL] max-model-len-cap (mandatory)", "Verdict: BLOCKED, 1 mandatory"),
+        ),
+        ("gke-l4", {"minReplicas": 5}, 2, ("'minReplicas' (5) must not exceed 'maxReplicas'",)),
+    ],
+)
+def test_near_variants_of_a_gke_stack_file_are_refused_or_blocked(
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    base: str,
+    changes: dict[str, Any],
+    code: int,
+    words: tuple[str, ...],
+) -> None:
+    """What a user's edited stack file can say: `gemma4 preview --stack-file` refuses it
+    (exit 2, the key named) or shows the mandatory policy it fails (exit 1)."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / f"Pulumi.{base}.yaml").read_text())
+    for key, value in changes.items():
+        data["config"][f"gemma4-vllm:{key}"] = value
+    path = tmp_path / f"Pulumi.{base}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert pv.main(["--stack-file", str(path), "-s", base]) == code
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    for word in words:
+        assert word in text, (word, text[-2000:])
+    assert "Traceback" not in text

@@ -14,6 +14,7 @@ import pytest
 
 from bench.results.store import RunStore
 from serving.calibration import load_calibration
+from serving.gke import fixed_costs
 from serving.perf import Coefficients, Slo, StepModel, Workload
 from serving.perf_stack import model_for_settings
 from serving.plan import ROOT, load_stack_settings, main, stack_names
@@ -78,9 +79,16 @@ def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
     assert rows[0]["usd_per_hour"] == min(r["usd_per_hour"] for r in meeting)
     for r in meeting:
         settings = stacks[r["stack"]]
-        assert r["usd_per_hour"] == pytest.approx(
-            r["replicas"] * settings.profile.price.usd_per_hour
+        # One replica bills what the stack's instance bills (a GKE node, a flex-start TPU
+        # node at its rate), at least the stack's fewest replicas, plus a cluster's fixed costs.
+        fixed = (
+            sum(usd or 0.0 for _, usd, _ in fixed_costs(settings))
+            if settings.deploy_platform == "gke"
+            else 0.0
         )
+        billed = max(r["replicas"], settings.replica_bounds[0])
+        assert r["usd_per_hour"] == pytest.approx(billed * settings.price.usd_per_hour + fixed)
+        assert r["within_bounds"] == (r["replicas"] <= settings.replica_bounds[1])
         # Enough replicas, and not one too many.
         assert r["replicas"] * r["per_replica_requests_per_s"] >= 5.0
         assert (r["replicas"] - 1) * r["per_replica_requests_per_s"] < 5.0

@@ -14,6 +14,7 @@ explicitly. It is a list-price estimate for one instance kept busy at that cell'
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,13 +47,27 @@ def cost_per_million_requests(usd_per_hour: float, request_throughput: float) ->
     return memory.cost_per_million_requests(usd_per_hour, request_throughput)
 
 
+#: The highest hourly price a run may record for itself (USD); anything else is ignored.
+MAX_RECORDED_USD_PER_HOUR = 10_000.0
+
+
 def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
-    """The run's hourly price: ``prices[label]`` or ``prices[hardware]``, else the catalog's."""
+    """The run's hourly price: ``prices[label]`` or ``prices[hardware]``, else the price the
+    run recorded for its instance (``usd_per_hour``: the post-deploy benchmark writes its
+    stack's `Settings.price`, e.g. a GKE node's, a flex-start TPU's), else the catalog's."""
     prices = prices or {}
     hardware = run.run.get("hardware")
     for key in (run.label, hardware):
         if key is not None and key in prices:
             return float(prices[key])
+    recorded = run.run.get("usd_per_hour")
+    if (
+        isinstance(recorded, int | float)
+        and not isinstance(recorded, bool)
+        and math.isfinite(recorded)
+        and 0 < recorded <= MAX_RECORDED_USD_PER_HOUR
+    ):
+        return float(recorded)
     if isinstance(hardware, str) and hardware in HARDWARE:
         return HARDWARE[hardware].price.usd_per_hour
     return None

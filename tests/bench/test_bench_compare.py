@@ -9,6 +9,7 @@ import pytest
 
 from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
+from bench.results.compare import hourly_price
 from serving.hardware import HARDWARE
 from tests.bench._cells import cell, write_run
 
@@ -84,3 +85,50 @@ def test_compare_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["compare", str(a)]) == 2
     assert main(["compare", str(a), str(tmp_path / "missing")]) == 2
     assert main(["compare", str(a), str(b), "--price", "oops"]) == 2
+
+
+def _run_recording(tmp_path: Path, name: str, recorded: object) -> Path:
+    path = tmp_path / name
+    write_run(path, [cell(8, 128)], label=name, hardware="l4")
+    meta = json.loads((path / "run.json").read_text())
+    meta["usd_per_hour"] = recorded
+    (path / "run.json").write_text(json.dumps(meta))
+    return path
+
+
+def test_a_run_that_recorded_its_instance_price_is_costed_at_it(tmp_path: Path) -> None:
+    """A GKE L4 replica bills its g2-standard-8 node, not a Cloud Run L4 instance: the
+    post-deploy benchmark records the stack's price and compare uses it."""
+    node = 0.85
+    assert node != HARDWARE["l4"].price.usd_per_hour
+    gke = load_run(_run_recording(tmp_path, "gke", node))
+    assert hourly_price(gke) == node
+    assert hourly_price(gke, {"gke": 2.0}) == 2.0  # an explicit price wins
+    cloud_run = load_run(_run_recording(tmp_path, "cloud-run", None))
+    assert compare_runs([cloud_run, gke]).prices == [HARDWARE["l4"].price.usd_per_hour, node]
+    # A recorded figure that is no price is ignored: the catalog's is used.
+    for i, bad in enumerate((True, -1, 0, 1e9, "0.85", float("nan"))):
+        run = load_run(_run_recording(tmp_path, f"bad{i}", bad))
+        assert hourly_price(run) == HARDWARE["l4"].price.usd_per_hour
+
+
+def test_the_post_deploy_benchmark_records_the_stacks_instance_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pulumi
+
+    import components.stack as stack_module
+    from endpoint.auth import NoAuth
+    from serving.plan import load_stack_settings
+
+    seen: list[dict[str, object]] = []
+    monkeypatch.setattr(
+        stack_module, "benchmark_hook", lambda name, config, **_: seen.append(dict(config.extra))
+    )
+    monkeypatch.setattr(pulumi, "get_stack", lambda: "gke-l4")
+    monkeypatch.setattr(pulumi, "ResourceHookBinding", lambda **kw: kw)
+    for stack in ("gke-l4", "tpu-v6e1"):
+        settings = load_stack_settings(stack)
+        stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
+        assert seen[-1]["usd_per_hour"] == settings.price.usd_per_hour
+        assert seen[-1]["platform"] == settings.deploy_platform

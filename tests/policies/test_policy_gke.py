@@ -366,6 +366,52 @@ def test_pool_selector_matching_no_pod_fails_the_wiring_policy() -> None:
     assert any("matches no Pod template" in m for m in messages), messages
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda pool: pool.update(apiVersion="inference.networking.x-k8s.io/v1alpha2"),
+            "apiVersion 'inference.networking.x-k8s.io/v1alpha2' is not served",
+        ),
+        (
+            lambda pool: pool["spec"].update(
+                targetPortNumber=pool["spec"].pop("targetPorts")[0]["number"]
+            ),
+            "spec.targetPortNumber is not a field of InferencePool v1 (v1alpha2's; v1 names it "
+            "targetPorts)",
+        ),
+        (
+            lambda pool: pool["spec"].update(extensionRef={"name": "gemma4-epp"}),
+            "spec.extensionRef is not a field of InferencePool v1 (v1alpha2's",
+        ),
+        (
+            lambda pool: pool["spec"].update(modelServerType="vllm"),
+            "spec.modelServerType is not a field of InferencePool v1; allowed:",
+        ),
+    ],
+)
+def test_a_pool_of_the_removed_v1alpha2_api_fails_the_wiring_policy(
+    change: Any, expected: str
+) -> None:
+    found = g.stack()
+    change(g.find(found, "InferencePool"))
+    messages = _wiring(found)
+    assert any(expected in m for m in messages), messages
+
+
+def test_the_pool_fields_the_policy_allows_are_the_crds() -> None:
+    import yaml
+
+    from policies._wiring import INFERENCE_POOL_API, POOL_SPEC_FIELDS
+    from tests.support.k8s_schema import CRD_DIR  # the vendored upstream CRDs (sha256-pinned)
+
+    crd = yaml.safe_load((CRD_DIR / "inference.networking.k8s.io_inferencepools.yaml").read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["served"]]
+    assert f"{crd['spec']['group']}/{served['name']}" == INFERENCE_POOL_API
+    spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert frozenset(spec) == POOL_SPEC_FIELDS
+
+
 def test_wiring_values_unknown_at_preview_match_nothing() -> None:
     found = g.stack()
     service = g.find(found, "Service")

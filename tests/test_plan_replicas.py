@@ -1,0 +1,214 @@
+"""Replicas from the performance model: `gemma4 plan` says how many replicas a stack's SLO
+needs at a rate and compares them with the stack's own bounds; costs count one instance at
+`Settings.price` (on GKE one node) and a GKE cluster's fixed costs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from serving.gke import fixed_costs
+from serving.hardware import GKE_SHAPES, HARDWARE
+from serving.perf import Slo
+from serving.perf_stack import model_for_settings
+from serving.plan import load_stack_settings, main
+from serving.plan_perf import performance, replica_plan, workload_for
+from serving.settings import load_settings
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_each_platform_has_its_own_replica_bounds() -> None:
+    gke = load_stack_settings("gke-l4")
+    assert gke.replica_bounds == (gke.gke.min_replicas, gke.gke.max_replicas) == (1, 4)
+    l4 = load_stack_settings("l4")
+    assert l4.replica_bounds == (0, 1)  # minInstances 0 (scale to zero), maxInstances 1
+    tpu = load_stack_settings("tpu-v6e1")
+    assert tpu.replica_bounds == (tpu.tpu.replicas, tpu.tpu.replicas)
+
+
+def test_a_gke_replica_costs_its_node_and_the_cluster_adds_its_fixed_costs() -> None:
+    settings = load_stack_settings("gke-l4")
+    node = GKE_SHAPES["l4"].price.usd_per_hour  # g2-standard-8, not a Cloud Run L4 instance
+    assert node != HARDWARE["l4"].price.usd_per_hour
+    items = [usd for _, usd, _ in fixed_costs(settings)]
+    assert items and all(usd is not None for usd in items)  # e2-standard-4 is priced
+    fixed = [usd or 0.0 for usd in items]
+    r = replica_plan(settings, 1.0, "test")
+    assert r["usd_per_hour_per_replica"] == node
+    assert r["usd_per_hour_at_min"] == pytest.approx(1 * node + sum(fixed))
+    assert r["usd_per_hour_at_max"] == pytest.approx(4 * node + sum(fixed))
+    # The predicted cost per million tokens divides the node's price, not Cloud Run's.
+    top = performance(settings)["curve"][-1]
+    assert top["usd_per_million_output_tokens"] == pytest.approx(
+        node / top["output_tokens_per_s"] * 1e6 / 3600
+    )
+
+
+def test_the_replicas_needed_serve_the_rate_within_the_stack_slo() -> None:
+    settings = load_stack_settings("gke-l4")
+    model, _ = model_for_settings(settings)
+    w = workload_for(settings, None, None)
+    slo = Slo(ttft_ms=settings.slo.slo_p95_ttft_ms, e2e_ms=settings.slo.slo_p95_e2e_ms)
+    r = replica_plan(settings, 1.0, "test")
+    need = r["replicas_needed"]
+    assert need == math.ceil(1.0 / r["per_replica_rps"])
+    assert need * r["per_replica_rps"] >= 1.0 > (need - 1) * r["per_replica_rps"]
+    assert slo.met_by(model.at_rate(1.0 / need, w))
+    assert r["within_bounds"] is (need <= 4)
+    assert r["rps_at_max_replicas"] == pytest.approx(4 * r["per_replica_rps"])
+
+
+def test_a_rate_above_max_replicas_says_which_bound_to_raise(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "5", "--json")
+    assert code == 0  # the plan's exit status is about fitting, not about the rate
+    r = json.loads(out)["replicas"]
+    assert r["requests_per_second_source"] == "--rate"
+    assert r["replicas_needed"] > 4 and r["within_bounds"] is False
+    assert f"raise maxReplicas to {r['replicas_needed']}" in r["verdict"]
+    code, out, _ = run(capsys, "-s", "l4", "--rate", "5", "--json")
+    assert "raise maxInstances to" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "20", "--json")
+    assert "raise replicas to" in json.loads(out)["replicas"]["verdict"]
+    # Beyond what the key accepts (TPU replicas: 16; GKE: 64), it says so instead.
+    code, out, _ = run(capsys, "-s", "tpu-v6e1", "--rate", "500", "--json")
+    assert "replicas allows at most 16" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "100", "--json")
+    assert "maxReplicas allows at most 64" in json.loads(out)["replicas"]["verdict"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "5")
+    assert "Replicas: stack gke-l4 at 5 req/s" in out and "raise" in out
+
+
+def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
+    from serving.plan import raw_stack_settings, report
+
+    raw = {**raw_stack_settings("gke-l4"), "sloMinRequestsPerSecond": 2.5}
+    r = report("gke-l4", load_settings(raw), 1.0)["replicas"]
+    assert (r["requests_per_second"], r["requests_per_second_source"]) == (
+        2.5,
+        "sloMinRequestsPerSecond",
+    )
+
+
+def test_an_slo_one_replica_cannot_meet_is_said_not_raised() -> None:
+    from serving.plan import raw_stack_settings
+
+    raw = {**raw_stack_settings("gke-l4"), "sloP95TtftMs": 1}
+    r = replica_plan(load_settings(raw), 1.0, "test")
+    assert r["replicas_needed"] is None and "cannot meet" in r["verdict"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e9"])
+def test_a_bad_rate_is_refused_naming_the_option(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["-s", "gke-l4", "--rate", value])
+    assert exc.value.code == 2
+    assert "--rate" in capsys.readouterr().err
+
+
+# --- the post-deploy benchmark's grid, derived from the model -------------------------------
+
+
+@pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e", "l4", "rtx6000", "tpu-v6e1"])
+def test_the_default_grid_is_the_models_and_fits_the_budget(stack: str) -> None:
+    from serving.perf_stack import POST_DEPLOY_SECONDS_PER_CELL, benchmark_grid
+    from serving.plan import raw_stack_settings
+
+    raw = raw_stack_settings(stack)
+    assert "benchmarkConcurrency" not in raw  # the shipped stacks take the derived grid
+    for budget in (60, 120, 600):
+        settings = load_settings({**raw, "benchmarkBudgetSeconds": budget})
+        model, _ = model_for_settings(settings)
+        w = workload_for(settings, None, None)
+        points = min(6, max(3, budget // POST_DEPLOY_SECONDS_PER_CELL))
+        grid = settings.benchmark_concurrency
+        assert grid == benchmark_grid(model, w, points)
+        assert grid[0] == 1 and grid[-1] == settings.vllm.max_num_seqs
+        assert len(grid) <= points  # every cell gets its share of the budget
+    # A longer budget measures more of the curve than the default one.
+    long = load_settings({**raw, "benchmarkBudgetSeconds": 600}).benchmark_concurrency
+    assert len(long) >= len(load_settings(raw).benchmark_concurrency)
+
+
+def test_a_stack_that_names_its_levels_gets_them() -> None:
+    from serving.plan import raw_stack_settings
+
+    raw = {**raw_stack_settings("gke-l4"), "benchmarkConcurrency": [4, 1, 4]}
+    assert load_settings(raw).benchmark_concurrency == [1, 4]
+
+
+def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pulumi
+
+    import components.stack as stack_module
+    from endpoint.auth import NoAuth
+
+    seen: list[tuple[int, ...]] = []
+
+    def capture(name: str, config: object, **_: object) -> object:
+        seen.append(config.grid.concurrency)  # type: ignore[attr-defined]
+        return object()
+
+    monkeypatch.setattr(stack_module, "benchmark_hook", capture)
+    monkeypatch.setattr(pulumi, "get_stack", lambda: "gke-l4")
+    monkeypatch.setattr(pulumi, "ResourceHookBinding", lambda **kw: kw)
+    from serving.plan import raw_stack_settings
+
+    settings = load_settings({**raw_stack_settings("gke-l4"), "benchmarkBudgetSeconds": 600})
+    stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
+    assert seen == [tuple(settings.benchmark_concurrency)]
+    assert len(seen[0]) > 2  # more than the old fixed default, 1 and maxNumSeqs
+
+
+# --- the GKE autoscaler's target, derived from the model -------------------------------------
+
+
+def _queue_wait_ok(settings: object, waiting: int) -> bool:
+    """Whether a request behind ``waiting`` others on a full replica starts within the
+    stack's TTFT SLO by the model, on the slow side of its band."""
+    from serving.settings import Settings
+
+    assert isinstance(settings, Settings)
+    model, _ = model_for_settings(settings)
+    w = workload_for(settings, None, None)
+    slow = 1 + model.band
+    busy = model.at_concurrency(model.max_num_seqs, w)
+    wait = waiting / (model.capacity_rps(w) / slow)
+    assert settings.slo.slo_p95_ttft_ms is not None
+    return wait + busy.ttft_s * slow <= settings.slo.slo_p95_ttft_ms / 1000
+
+
+@pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e"])
+def test_the_autoscaler_target_is_the_largest_queue_the_ttft_slo_allows(stack: str) -> None:
+    from serving.gke import autoscaler
+    from serving.plan import raw_stack_settings
+
+    raw = raw_stack_settings(stack)
+    assert "scaleUpWaitingRequests" not in raw  # the shipped stacks take the derived target
+    settings = load_settings(raw)
+    target = settings.scale_up_waiting_requests
+    assert target >= 1
+    assert _queue_wait_ok(settings, target) or target == 1
+    assert not _queue_wait_ok(settings, target + 1)
+    metric = autoscaler(settings)["spec"]["metrics"][0]["pods"]["target"]
+    assert metric == {"type": "AverageValue", "averageValue": str(target)}
+    # A stricter SLO queues less before scaling; an explicit value wins.
+    strict = load_settings({**raw, "sloP95TtftMs": 500}).scale_up_waiting_requests
+    assert 1 <= strict <= target
+    assert load_settings({**raw, "scaleUpWaitingRequests": 7}).scale_up_waiting_requests == 7
+
+
+def test_an_l4_replica_queues_less_than_a_v6e_chip() -> None:
+    l4 = load_stack_settings("gke-l4").scale_up_waiting_requests
+    v6e = load_stack_settings("gke-tpu-v6e").scale_up_waiting_requests
+    assert l4 < v6e  # the L4's full replica serves ~1 req/s, the chip's ~17
