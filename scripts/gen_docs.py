@@ -190,7 +190,11 @@ def _default(action: argparse.Action) -> str:
     if value is None or value == argparse.SUPPRESS or value == []:
         return "-"
     if isinstance(value, Path):
-        value = str(value)
+        # A default inside the repository is shown relative to it, so the page does not depend
+        # on where the repository was cloned.
+        value = str(value.relative_to(ROOT) if value.is_relative_to(ROOT) else value)
+    elif isinstance(value, str) and Path(value).is_absolute() and Path(value).is_relative_to(ROOT):
+        value = str(Path(value).relative_to(ROOT))
     return _code(value)
 
 
