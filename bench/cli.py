@@ -54,7 +54,7 @@ from endpoint.targets import (
     targets_from_outputs,
 )
 from serving.hardware import HARDWARE
-from serving.project import ProjectError, add_project_options, say_read
+from serving.project import ProjectError, add_project_options, say_outputs, say_read
 from serving.project import stack_file as find_stack_file
 from serving.settings import SettingsError, SloSettings
 
@@ -362,6 +362,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
     if args.stack:
+        say_outputs("gemma4 bench run", args.stack, args.project_dir)
         outputs = read_stack_outputs(
             args.stack, None if args.project_dir is None else str(args.project_dir)
         )

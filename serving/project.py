@@ -127,6 +127,25 @@ def say_read(command: str, path: Path) -> None:
     print(f"{command}: reading {path}", file=sys.stderr)
 
 
+def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> None:
+    """Tell the user, on stderr, in which Pulumi project `pulumi stack output -s STACK` runs
+    (`--project-dir`, else the project of the current directory or its nearest parent, as the
+    CLI finds it)."""
+    if project_dir is not None:
+        where = f"in {Path(project_dir).resolve()}"
+    else:
+        found = find_project_file()
+        where = (
+            f"in {found.parent}"
+            if found is not None
+            else f"in {Path.cwd()} (no Pulumi.yaml here or above; pulumi resolves the stack)"
+        )
+    print(
+        f"{command}: reading stack {stack}'s outputs with `pulumi stack output` {where}",
+        file=sys.stderr,
+    )
+
+
 #: The option names older versions used for the project directory; still accepted, not shown.
 OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
 
