@@ -692,7 +692,7 @@ def _gate(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:
-        path = find_stack_file(args.stack, args.project_dir)
+        path = find_stack_file(args.stack, args.project_dir, offers_stack_file=False)
         say_read("gemma4 bench gate", path)
         settings = settings_for_stack(args.stack, path.parent)
     except ProjectError as exc:

@@ -322,7 +322,9 @@ def calibrate_main(argv: Sequence[str]) -> int:
             raise ValueError("--where must be 1 to 200 characters")
         root = _project_dir(o.project_dir)
         settings = load_stack_settings(o.stack, root)
-        say_read("gemma4 plan calibrate", stack_file(o.stack, root).resolve())
+        say_read(
+            "gemma4 plan calibrate", stack_file(o.stack, root, offers_stack_file=False).resolve()
+        )
         if not o.run_dir.is_dir():
             raise ValueError(f"{o.run_dir}: no such run folder")
         data = load_run(o.run_dir)
