@@ -315,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--predict",
         metavar="STACK",
-        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml) on "
-        "each run, cell by cell, and flag cells far off it",
+        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml, found "
+        "as -s finds it) on each run, cell by cell, and flag cells far off it",
     )
     cmp_.add_argument(
         "--price",
@@ -326,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="hourly price for a run label or hardware key (default: the hardware catalog)",
     )
     cmp_.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    add_project_options(cmp_, stack_file=False)
 
     gate = sub.add_parser("gate", help="check a run against the stack's SLOs")
     gate.add_argument("run", metavar="DIR", help="the run directory (`gemma4 bench run --out`)")
@@ -613,7 +614,7 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
     try:
         runs = [load_run(path) for path in args.runs]
-        overlays = _overlays(runs, args.predict) if args.predict else []
+        overlays = _overlays(runs, args.predict, args.project_dir) if args.predict else []
         if len(runs) == 1 and overlays:
             return _predicted_only(overlays, args)
         comparison = compare_runs(runs, prices=prices)
@@ -658,15 +659,18 @@ def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _overlays(runs: list[RunData], stack: str) -> list[Overlay]:
-    """The performance model of ``stack`` beside each run (bench.reports.predicted)."""
+def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list[Overlay]:
+    """The performance model of ``stack`` beside each run (bench.reports.predicted); the stack
+    file found as `pulumi -s` finds it (or in --project-dir)."""
     from serving.perf_stack import model_for_settings
-    from serving.plan import PlanError, load_stack_settings
+    from serving.plan import PlanError, load_stack_file_settings
 
     try:
-        settings = load_stack_settings(stack)
-    except PlanError as exc:
+        path = find_stack_file(stack, project_dir, offers_stack_file=False)
+        settings = load_stack_file_settings(path)
+    except (PlanError, ProjectError) as exc:
         raise ValueError(f"--predict: {exc}") from None
+    say_read("gemma4 bench compare", path)
     model, _ = model_for_settings(settings)
     return [overlay(run, model) for run in runs]
 
