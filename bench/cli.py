@@ -54,7 +54,7 @@ from endpoint.targets import (
     targets_from_outputs,
 )
 from serving.hardware import HARDWARE
-from serving.project import ProjectError, add_project_options, say_read
+from serving.project import ProjectError, add_project_options, say_outputs, say_read
 from serving.project import stack_file as find_stack_file
 from serving.settings import SettingsError, SloSettings
 
@@ -315,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--predict",
         metavar="STACK",
-        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml) on "
-        "each run, cell by cell, and flag cells far off it",
+        help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml, found "
+        "as -s finds it) on each run, cell by cell, and flag cells far off it",
     )
     cmp_.add_argument(
         "--price",
@@ -326,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="hourly price for a run label or hardware key (default: the hardware catalog)",
     )
     cmp_.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    add_project_options(cmp_, stack_file=False)
 
     gate = sub.add_parser("gate", help="check a run against the stack's SLOs")
     gate.add_argument("run", metavar="DIR", help="the run directory (`gemma4 bench run --out`)")
@@ -362,6 +363,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
     if args.stack:
+        say_outputs("gemma4 bench run", args.stack, args.project_dir)
         outputs = read_stack_outputs(
             args.stack, None if args.project_dir is None else str(args.project_dir)
         )
@@ -612,7 +614,7 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
     try:
         runs = [load_run(path) for path in args.runs]
-        overlays = _overlays(runs, args.predict) if args.predict else []
+        overlays = _overlays(runs, args.predict, args.project_dir) if args.predict else []
         if len(runs) == 1 and overlays:
             return _predicted_only(overlays, args)
         comparison = compare_runs(runs, prices=prices)
@@ -657,15 +659,18 @@ def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _overlays(runs: list[RunData], stack: str) -> list[Overlay]:
-    """The performance model of ``stack`` beside each run (bench.reports.predicted)."""
+def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list[Overlay]:
+    """The performance model of ``stack`` beside each run (bench.reports.predicted); the stack
+    file found as `pulumi -s` finds it (or in --project-dir)."""
     from serving.perf_stack import model_for_settings
-    from serving.plan import PlanError, load_stack_settings
+    from serving.plan import PlanError, load_stack_file_settings
 
     try:
-        settings = load_stack_settings(stack)
-    except PlanError as exc:
+        path = find_stack_file(stack, project_dir, offers_stack_file=False)
+        settings = load_stack_file_settings(path)
+    except (PlanError, ProjectError) as exc:
         raise ValueError(f"--predict: {exc}") from None
+    say_read("gemma4 bench compare", path)
     model, _ = model_for_settings(settings)
     return [overlay(run, model) for run in runs]
 
@@ -691,7 +696,7 @@ def _gate(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:
-        path = find_stack_file(args.stack, args.project_dir)
+        path = find_stack_file(args.stack, args.project_dir, offers_stack_file=False)
         say_read("gemma4 bench gate", path)
         settings = settings_for_stack(args.stack, path.parent)
     except ProjectError as exc:

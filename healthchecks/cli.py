@@ -29,7 +29,7 @@ from endpoint.targets import (
     targets_from_outputs,
 )
 from serving.inputs import MAX_DEADLINE_S
-from serving.project import add_project_options
+from serving.project import add_project_options, say_outputs
 
 from .checks import Backoff
 from .report import print_table, reports_to_json
@@ -141,6 +141,7 @@ def _project_dir(args: argparse.Namespace) -> str | None:
 
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
+        say_outputs("gemma4 health", args.stack, args.project_dir)
         outputs = read_stack_outputs(args.stack, _project_dir(args))
         return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
     return [target_from_url(args.url, args.model, auth_options(args))]

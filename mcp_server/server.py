@@ -25,7 +25,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from serving.project import add_project_options, find_project_file
+from serving.project import add_project_options, find_project_file, stack_names
 
 from . import _deployments as d
 from ._redaction import register_environment_secrets
@@ -567,6 +567,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml
         found = find_project_file()
         args.project_dir = d.ROOT if found is None else found.parent
+        if found is None:
+            print(
+                f"gemma4 mcp: no Pulumi project here or above; using the installed project "
+                f"{d.ROOT} (pass --project-dir DIR)",
+                file=sys.stderr,
+            )
+    names = stack_names(Path(args.project_dir))
+    print(
+        f"gemma4 mcp: reading stack files in {Path(args.project_dir).resolve()} "
+        f"({', '.join(f'Pulumi.{n}.yaml' for n in names) or 'none'})",
+        file=sys.stderr,
+    )
     try:
         deployments = d.Deployments(
             args.stack,

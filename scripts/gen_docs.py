@@ -125,8 +125,9 @@ def configuration_page() -> str:
         "Every stack key, from the settings models (`serving/settings.py`). Keys go in",
         "`Pulumi.<stack>.yaml` under the `gemma4-vllm:` namespace (`pulumi config set KEY VALUE`).",
         "*Applies to* is where the program reads the key (Cloud Run: `l4`, `rtx6000`; TPU:",
-        "`tpu-v6e1`); *set in* names the shipped stack files that set it (the others take the",
-        "default). How keys are checked together: [configuration](../configuration.md).",
+        "`tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`; a key of another platform is refused); *set",
+        "in* names the shipped stack files that set it (the others take the default). How keys",
+        "are checked together: [configuration](../configuration.md).",
         "",
         "| key | group | type | default | allowed | applies to | set in | description |",
         "|---|---|---|---|---|---|---|---|",
@@ -190,7 +191,11 @@ def _default(action: argparse.Action) -> str:
     if value is None or value == argparse.SUPPRESS or value == []:
         return "-"
     if isinstance(value, Path):
-        value = str(value)
+        # A default inside the repository is shown relative to it, so the page does not depend
+        # on where the repository was cloned.
+        value = str(value.relative_to(ROOT) if value.is_relative_to(ROOT) else value)
+    elif isinstance(value, str) and Path(value).is_absolute() and Path(value).is_relative_to(ROOT):
+        value = str(Path(value).relative_to(ROOT))
     return _code(value)
 
 

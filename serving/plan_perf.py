@@ -421,9 +421,15 @@ def search_main(argv: Sequence[str]) -> int:
         prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
         output = validated_tokens("--output-tokens", o.output_tokens)
         root = _project_dir(o.project_dir)
-        stacks = {name: load_stack_settings(name, root) for name in stack_names(root)}
-        if not stacks:
+        names = stack_names(root)
+        if not names:
             raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
+        print(
+            f"gemma4 plan search: reading {', '.join(f'Pulumi.{n}.yaml' for n in names)} "
+            f"in {root.resolve()}",
+            file=sys.stderr,
+        )
+        stacks = {name: load_stack_settings(name, root) for name in names}
         rows = search(stacks, rate, slo, prompt, output)
     except (ValueError, PlanError) as exc:
         print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
@@ -504,12 +510,17 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
 def calibrate_main(argv: Sequence[str]) -> int:
     from bench.results.store import StoreError, load_run
     from serving.plan import PlanError, load_stack_settings
+    from serving.project import say_read, stack_file
 
     o = build_calibrate_parser().parse_args(list(argv))
     try:
         if o.where is not None and not 0 < len(o.where) <= 200:
             raise ValueError("--where must be 1 to 200 characters")
-        settings = load_stack_settings(o.stack, _project_dir(o.project_dir))
+        root = _project_dir(o.project_dir)
+        settings = load_stack_settings(o.stack, root)
+        say_read(
+            "gemma4 plan calibrate", stack_file(o.stack, root, offers_stack_file=False).resolve()
+        )
         if not o.run_dir.is_dir():
             raise ValueError(f"{o.run_dir}: no such run folder")
         data = load_run(o.run_dir)

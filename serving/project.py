@@ -73,12 +73,19 @@ def _check_layout(path: Path) -> None:
         )
 
 
-def stack_file(stack: str, project_dir: Path | None = None, *, start: Path | None = None) -> Path:
+def stack_file(
+    stack: str,
+    project_dir: Path | None = None,
+    *,
+    start: Path | None = None,
+    offers_stack_file: bool = True,
+) -> Path:
     """The stack file `pulumi -s stack` would read.
 
     With `project_dir` (`--project-dir`), `Pulumi.<stack>.yaml` there (or `.yml` when the
     project file there is `Pulumi.yml`); without it, the project found from `start` (default:
-    the current directory) upward. Raises :class:`ProjectError` with what was looked for.
+    the current directory) upward. Raises :class:`ProjectError` with what was looked for (and,
+    when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
         raise ProjectError(f"invalid stack name {stack!r}")
@@ -96,7 +103,8 @@ def stack_file(stack: str, project_dir: Path | None = None, *, start: Path | Non
             where = (start or Path.cwd()).resolve()
             raise ProjectError(
                 f"no Pulumi project (Pulumi.yaml) in {where} or its parents; run from a Pulumi "
-                "project directory, or pass --project-dir DIR or --stack-file PATH"
+                "project directory, or pass --project-dir DIR"
+                + (" or --stack-file PATH" if offers_stack_file else "")
             )
         directory = found.parent
     if found is not None:
@@ -106,8 +114,8 @@ def stack_file(stack: str, project_dir: Path | None = None, *, start: Path | Non
     if not path.is_file():
         known = ", ".join(stack_names(directory)) or "none"
         raise ProjectError(
-            f"unknown stack {stack!r}: no {path.name} in {directory}; stacks there: {known} "
-            "(or pass --stack-file PATH)"
+            f"unknown stack {stack!r}: no {path.name} in {directory}; stacks there: {known}"
+            + (" (or pass --stack-file PATH)" if offers_stack_file else "")
         )
     return path
 
@@ -125,6 +133,25 @@ def stack_names(directory: Path) -> list[str]:
 def say_read(command: str, path: Path) -> None:
     """Tell the user, on stderr, which stack file a command read (as `pulumi` names its stack)."""
     print(f"{command}: reading {path}", file=sys.stderr)
+
+
+def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> None:
+    """Tell the user, on stderr, in which Pulumi project `pulumi stack output -s STACK` runs
+    (`--project-dir`, else the project of the current directory or its nearest parent, as the
+    CLI finds it)."""
+    if project_dir is not None:
+        where = f"in {Path(project_dir).resolve()}"
+    else:
+        found = find_project_file()
+        where = (
+            f"in {found.parent}"
+            if found is not None
+            else f"in {Path.cwd()} (no Pulumi.yaml here or above; pulumi resolves the stack)"
+        )
+    print(
+        f"{command}: reading stack {stack}'s outputs with `pulumi stack output` {where}",
+        file=sys.stderr,
+    )
 
 
 #: The option names older versions used for the project directory; still accepted, not shown.

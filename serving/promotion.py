@@ -516,11 +516,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _project_dir(args: argparse.Namespace) -> Path:
     """--project-dir, else the Pulumi project of the current directory or its nearest parent
-    (as `pulumi -s` finds it), else this checkout."""
+    (as `pulumi -s` finds it); outside any project, a PromotionError (never the checkout the
+    package was installed from: `--write` edits the file it reads)."""
     if args.project_dir is not None:
         return Path(args.project_dir)
     found = find_project_file()
-    return ROOT if found is None else found.parent
+    if found is None:
+        raise PromotionError(
+            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a Pulumi "
+            "project directory, or pass --project-dir DIR"
+        )
+    return found.parent
 
 
 def default_validator() -> Validator:
@@ -534,8 +540,8 @@ def default_validator() -> Validator:
 def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.root = _project_dir(args)
     try:
+        args.root = _project_dir(args)
         source = load_settings(read_stack(args.source, args.root))
         target = load_settings(read_stack(args.target, args.root))
         if args.source_image is not None:
@@ -545,6 +551,12 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
         if "image" in result.changes:
             check_image(result.changes["image"])
             load_settings({**read_stack(args.target, args.root), "image": result.changes["image"]})
+        # Which files were read, as the report's first line (stderr holds only the one
+        # message of a refusal, which names the file).
+        print(
+            f"stack files: {stack_path(args.source, args.root).resolve()} -> "
+            f"{stack_path(args.target, args.root).resolve()}"
+        )
         for key, value in result.changes.items():
             print(f"promote {key}: {value}")
         for key, why in result.held.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -108,6 +109,44 @@ def test_the_site_builds_offline_in_strict_mode_by_configuration() -> None:
     assert plugins == ["search"]  # no social cards, no privacy plugin: nothing fetched
     assert config["theme"]["font"] is False  # type: ignore[index]
     assert (ROOT / ".gitignore").read_text().count("/site/") == 1
+
+
+def test_the_site_builds_with_every_fence_rendered(tmp_path: Path) -> None:
+    """`mkdocs build --strict` as scripts/check runs it (not --quiet: with it, MkDocs counts no
+    warning, so strict mode never fails), and no page shows a fence as text: a fence
+    Python-Markdown does not recognise (```` ```bash cloud ```` without the hook in
+    scripts/mkdocs_hooks.py) pairs the page's other fences wrongly and swallows headings."""
+    import subprocess
+
+    site = tmp_path / "site"
+    command = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
+    assert "--quiet" not in _check_mkdocs_step()
+    done = subprocess.run(
+        [*command, "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stderr
+    shown = [
+        str(page.relative_to(site))
+        for page in site.rglob("*.html")
+        if re.search(r"(^|<p>)```", page.read_text(), re.MULTILINE)
+    ]
+    assert shown == []
+    # The headings after a marked block are headings, not code.
+    assert 'id="tear-down"' in (site / "deploy" / "gke" / "index.html").read_text()
+
+
+def _check_mkdocs_step() -> list[str]:
+    """The mkdocs command line scripts/check runs (its STEPS)."""
+    text = (ROOT / "scripts" / "check").read_text()
+    (line,) = [ln for ln in text.splitlines() if '"mkdocs"' in ln]
+    return re.findall(r'"(--[a-z-]+)"', line)
 
 
 def test_teardown_quotas_and_cost_are_one_click_from_the_front_page() -> None:

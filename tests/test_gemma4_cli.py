@@ -32,7 +32,8 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     "argv",
     [[c.name, "--help"] for c in cli.COMMANDS]
-    + [["bench", sub, "--help"] for sub in ("run", "compare", "gate")],
+    + [["bench", sub, "--help"] for sub in ("run", "compare", "gate")]
+    + [["plan", sub, "--help"] for sub in ("search", "calibrate")],
     ids=lambda argv: " ".join(argv),
 )
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

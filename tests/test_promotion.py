@@ -104,7 +104,10 @@ def test_cli_says_already_runs_only_when_nothing_differs(
 ) -> None:
     assert main(["--from", "l4", "--to", "l4"]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == "l4 already runs what l4 verified"
+    assert out.splitlines() == [
+        f"stack files: {ROOT / 'Pulumi.l4.yaml'} -> {ROOT / 'Pulumi.l4.yaml'}",
+        "l4 already runs what l4 verified",
+    ]
 
 
 @pytest.mark.parametrize("target", ["rtx6000", "tpu-v6e1"])  # carried, and held

@@ -23,7 +23,8 @@ you add commands):
   policy reader accepts / refuses (docs/reader-grammar.md); not run, not parsed here, read by
   the reader in tests/policies/test_reader_grammar_docs.py.
 - Any other info string (`text`, `json`, `python`, `mermaid`, none) is not a shell command.
-  GitHub highlights by the first word only, so `bash cloud` renders as bash.
+  GitHub highlights by the first word only, so `bash cloud` renders as bash; the docs site
+  drops the marker before rendering (scripts/mkdocs_hooks.py).
 
 Keys: every stack key the README sets or names (`pulumi config set KEY`, `gemma4-vllm:KEY`,
 the first column of a `| key |` or `| stack key |` table) exists in `serving/settings.py`, and

@@ -182,7 +182,7 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     problem = stack_name_problem(stack)
     if problem:
         raise ValueError(problem)
-    path = stack_file(stack, None if cwd is None else Path(cwd))
+    path = stack_file(stack, None if cwd is None else Path(cwd), offers_stack_file=False)
     prefix = f"{PROJECT}:"
     config = config_block(path, PROJECT, shown=str(path))  # StackFileError is a ValueError
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}

@@ -107,7 +107,29 @@ def test_compare_refuses_an_unknown_stack(
 ) -> None:
     a = _run(tmp_path / "a", "a", _cells(model))
     assert main(["compare", str(a), str(a), "--predict", "nostack"]) == 2
-    assert "--predict: no stack file Pulumi.nostack.yaml" in capsys.readouterr().err
+    assert "--predict: unknown stack 'nostack': no Pulumi.nostack.yaml in " in (
+        capsys.readouterr().err
+    )
+
+
+def test_predict_reads_the_stack_of_the_project_it_runs_in(
+    tmp_path: Path,
+    model: StepModel,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As `pulumi -s`: the Pulumi project of the current directory, not the installed one."""
+    a = _run(tmp_path / "a", "a", _cells(model))
+    project = tmp_path / "elsewhere"
+    (project / "sub").mkdir(parents=True)
+    root = Path(__file__).resolve().parents[2]
+    (project / "Pulumi.yaml").write_text((root / "Pulumi.yaml").read_text())
+    (project / "Pulumi.mine.yaml").write_text((root / "Pulumi.l4.yaml").read_text())
+    monkeypatch.chdir(project / "sub")
+    assert main(["compare", str(a), "--predict", "mine"]) == 0
+    said = f"gemma4 bench compare: reading {(project / 'Pulumi.mine.yaml').resolve()}\n"
+    assert capsys.readouterr().err == said
+    assert main(["compare", str(a), "--predict", "l4"]) == 2  # not in this project
 
 
 def test_one_run_with_predict_shows_the_overlay_alone(
