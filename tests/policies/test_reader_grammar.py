@@ -317,6 +317,32 @@ def test_environment_variables_that_change_what_is_served_are_refused(name: str)
     assert name in message
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["HOME", "XDG_CACHE_HOME", "HF_MODULES_CACHE", "HF_HUB_OFFLINE_X", "TRANSFORMERS_VERBOSITY_X",
+     "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "LD_AUDIT", "GCONV_PATH",
+     "GLIBC_TUNABLES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "SSL_CERT_FILE",
+     "REQUESTS_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "PS4", "TMPDIR", "HF_TOKEN_PATH"],
+)  # fmt: skip
+def test_variables_of_the_libraries_under_vllm_are_refused_by_family(name: str) -> None:
+    # Not only the names once listed: the whole family of variables the loader, Python and the
+    # Hugging Face libraries read (a user-site `usercustomize` under $HOME, a cache moved by
+    # XDG_CACHE_HOME, remote code from HF_MODULES_CACHE, a proxy and CA bundle for downloads).
+    assert name in refused(f"export {name}=/x\n{GOOD}")
+    props = service("l4")
+    container(props)["envs"].append({"name": name, "value": "/x"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert name in message
+
+
+@pytest.mark.parametrize(
+    "name", ["HF_TOKEN", "HF_HUB_OFFLINE", "PYTHONUNBUFFERED", "PYTORCH_CUDA_ALLOC_CONF", "MODEL"]
+)
+def test_accepted_members_and_unrelated_names_stay_readable(name: str) -> None:
+    props = shell_service(f"export {name}=1\n{GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+
+
 def test_a_secret_vllm_variable_is_refused_by_name_too() -> None:
     props = service("l4")
     container(props)["envs"].append(
