@@ -102,6 +102,51 @@ class ContainerSpec:
     #: How the platform treats `$(NAME)` in command and args: "expand" (Kubernetes),
     #: "literal" (Cloud Run v1: documented as not supported), "refuse" (not documented).
     variable_references: str = "refuse"
+    #: Commands the platform runs inside the container besides its own (Kubernetes
+    #: lifecycle exec hooks and exec probes), described for the message.
+    hooks: tuple[str, ...] = ()
+    #: Mount paths whose root is not the volume's root (a `subPath`/`subPathExpr` mount, or a
+    #: Cloud Storage volume mounted with gcsfuse's `only-dir`).
+    remapped_mounts: tuple[str, ...] = ()
+
+
+#: A vLLM container may mount, besides the model bucket, only shared memory.
+SHARED_MEMORY = "/dev/shm"
+
+
+def remaps_root(volume: Any) -> bool:
+    """A Cloud Storage volume mounted with gcsfuse's `only-dir` option (Cloud Run's
+    `gcs.mountOptions` list, or a CSI volume's comma-separated `mountOptions`): its mount
+    shows a folder of the bucket, not the bucket's root."""
+    raws = [
+        get(volume, "gcs", "mountOptions"),
+        get(volume, "csi", "volumeAttributes", "mountOptions"),
+    ]
+    for raw in raws:
+        parts = [raw] if isinstance(raw, str) else [p for p in items(raw) if isinstance(p, str)]
+        for part in parts:
+            for option in re.split(r"[,;\s]+", part):
+                name = option.split("=", 1)[0].lstrip("-").replace("_", "-").lower()
+                if name == "only-dir":
+                    return True
+    return False
+
+
+def _mounts(
+    container: Any, remapped_volumes: set[str]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(volume name, mount path) of a container's mounts, and the paths whose root is
+    remapped (`subPath`, `subPathExpr`, or a volume mounted with `only-dir`)."""
+    mounts: list[tuple[str, str]] = []
+    remapped: list[str] = []
+    for m in items(get(container, "volumeMounts")):
+        name, path = get(m, "name"), get(m, "mountPath")
+        if not (isinstance(name, str) and isinstance(path, str)):
+            continue
+        mounts.append((name, path))
+        if get(m, "subPath") or get(m, "subPathExpr") or name in remapped_volumes:
+            remapped.append(path)
+    return tuple(mounts), tuple(remapped)
 
 
 @dataclass(frozen=True)
@@ -193,11 +238,15 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
         holds = bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
             gpu and len(all_containers) == 1
         )
-        mounts = tuple(
-            (str(get(m, "name")), str(get(m, "mountPath")))
-            for m in items(get(container, "volumeMounts"))
-            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
-        )
+        remapped_volumes = {
+            str(get(v, "name"))
+            for v in [
+                *volumes(resource_type, props),
+                *items(get(props, "template", "spec", "volumes")),
+            ]
+            if remaps_root(v)
+        }
+        mounts, remapped = _mounts(container, remapped_volumes)
         specs.append(
             ContainerSpec(
                 name=str(name),
@@ -209,6 +258,7 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
                 volume_mounts=mounts,
                 unknown=unknown,
                 variable_references="literal" if resource_type == V1_SERVICE else "refuse",
+                remapped_mounts=remapped,
             )
         )
     return specs
@@ -240,7 +290,28 @@ def _machine_accelerator(resource_type: str, props: Mapping[str, Any]) -> str | 
 GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 
-def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> list[ContainerSpec]:
+#: Kubernetes probes and lifecycle hooks that can run a command inside the container.
+_K8S_HOOKS = (
+    ("lifecycle", "postStart"),
+    ("lifecycle", "preStop"),
+    ("startupProbe",),
+    ("livenessProbe",),
+    ("readinessProbe",),
+)
+
+
+def _k8s_hooks(container: Any) -> tuple[str, ...]:
+    """The exec commands the kubelet runs inside a container (lifecycle hooks, probes)."""
+    found = []
+    for path in _K8S_HOOKS:
+        if get(container, *path, "exec") is not None:
+            found.append(f"{'.'.join(path)}.exec")
+    return tuple(found)
+
+
+def _kubernetes_containers(
+    raw_containers: list[Any], pod_accelerated: bool, remapped_volumes: set[str] | None = None
+) -> list[ContainerSpec]:
     """A Pod template's containers as the reader takes them: `$(NAME)` in command, args and
     env expanded as the kubelet expands them (``variable_references="expand"``)."""
     specs: list[ContainerSpec] = []
@@ -266,11 +337,7 @@ def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> 
         )
         limits = get(container, "resources", "limits")
         holds = bool(get(limits, _k8s.GPU_RESOURCE)) or bool(get(limits, _k8s.TPU_RESOURCE))
-        mounts = tuple(
-            (str(get(m, "name")), str(get(m, "mountPath")))
-            for m in items(get(container, "volumeMounts"))
-            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
-        )
+        mounts, remapped = _mounts(container, remapped_volumes or set())
         specs.append(
             ContainerSpec(
                 name=str(name),
@@ -282,6 +349,8 @@ def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> 
                 volume_mounts=mounts,
                 unknown=unknown,
                 variable_references="expand",
+                hooks=_k8s_hooks(container),
+                remapped_mounts=remapped,
             )
         )
     return specs
@@ -298,8 +367,17 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     for key in ("initContainers", "containers"):
         value, _ = read_field(spec, key)
         raw += [c for c in items(value) if isinstance(c, Mapping)]
+    ephemeral, ephemeral_unknown = read_field(spec, "ephemeralContainers")
+    if ephemeral_unknown or items(ephemeral):
+        problems.append(
+            "the Pod spec declares ephemeralContainers, which run code inside the Pod beside "
+            "the vLLM server where the policies do not read it; remove them"
+        )
     pod_accelerator = _k8s.accelerator(resource_type, props)
-    specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None))
+    remapped_volumes = {
+        str(get(v, "name")) for v in _k8s.volumes(resource_type, props) if remaps_root(v)
+    }
+    specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None, remapped_volumes))
     runs_accelerator = pod_accelerator is not None or any(c.holds_accelerator for c in specs)
     gcs = frozenset(
         str(get(v, "name"))
@@ -493,6 +571,7 @@ def read_workload(workload: Workload) -> Reading:
         where: str,
         mounts: tuple[tuple[str, str], ...],
         outer_env: Mapping[str, str | None],
+        remapped: tuple[str, ...] = (),
     ) -> None:
         parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
@@ -501,10 +580,22 @@ def read_workload(workload: Workload) -> Reading:
         for problem in env_problems(names):
             reading.problems.append(f"{where}: {problem}")
         args = parsed.as_dict()
+        model_mounts = {
+            path for name, path in mounts if name in workload.gcs_volumes and path not in remapped
+        }
+        for path in remapped:
+            for served in (args.get("model"), _drafter(args)):
+                if isinstance(served, str) and served.startswith(path.rstrip("/") + "/"):
+                    reading.problems.append(
+                        f"{where}: the served path {served!r} is under {path!r}, a mount whose "
+                        "root is not the bucket's root (a subPath, subPathExpr or only-dir), so "
+                        "the folder is not the one the download job writes; mount the bucket "
+                        "itself"
+                    )
         checkpoint, why = resolve_checkpoint(
             args.get("model"),
             args.get("revision"),
-            {path for name, path in mounts if name in workload.gcs_volumes},
+            model_mounts,
             on_hub=workload.serves_from_hub,
         )
         if why is not None:
@@ -520,6 +611,18 @@ def read_workload(workload: Workload) -> Reading:
             )
             if why is not None:
                 reading.problems.append(f"{where}: the drafter: {why}")
+        served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
+        for name, path in mounts:
+            if path.rstrip("/") == SHARED_MEMORY or (
+                name in workload.gcs_volumes and path in served_from
+            ):
+                continue
+            reading.problems.append(
+                f"{where}: it mounts volume {name!r} at {path!r}, whose files (written by "
+                "another container, a job or the host) may be code or data vLLM and Python "
+                "load, which the policies cannot see; a vLLM container mounts only the model "
+                f"bucket folder it serves from and {SHARED_MEMORY}"
+            )
         reading.servers.append(
             VllmServer(
                 resource_type=workload.resource_type,
@@ -652,7 +755,14 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
         # The container's own env is judged where it is declared (envs), not again here.
         own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
         launch = replace(launch, env=own)
-        add(launch, spec.image, where, spec.volume_mounts, spec.env)
+        add(launch, spec.image, where, spec.volume_mounts, spec.env, spec.remapped_mounts)
+    if launches or might_run_vllm:
+        for hook in spec.hooks:
+            reading.problems.append(
+                f"{where}: its {hook} runs a command inside the vLLM container, where it may "
+                "start another server or change the files vLLM loads, which the policies do "
+                "not read; use httpGet probes and no exec hooks"
+            )
 
 
 def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:

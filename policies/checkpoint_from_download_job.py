@@ -23,7 +23,7 @@ from pulumi_policy import (
 )
 
 from policies._resources import JOB, containers, get, items, strings, volumes
-from policies._server import read_servers
+from policies._server import read_servers, remaps_root
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,14 @@ def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> di
     by_volume = {
         str(get(v, "name")): get(v, "gcs", "bucket")
         for v in volumes(resource_type, props)
-        if get(v, "gcs") is not None
+        # A volume mounted with gcsfuse's only-dir shows a folder of the bucket, not its root.
+        if get(v, "gcs") is not None and not remaps_root(v)
     }
     found: dict[str, str | None] = {}
     for mount in items(get(container, "volumeMounts")):
         name, path = get(mount, "name"), get(mount, "mountPath")
+        if get(mount, "subPath") or get(mount, "subPathExpr"):
+            continue  # the mount's root is a folder of the bucket: files land elsewhere
         if isinstance(name, str) and isinstance(path, str) and name in by_volume:
             bucket = by_volume[name]
             found[path.rstrip("/")] = bucket if isinstance(bucket, str) else None
@@ -85,11 +88,34 @@ def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
     return found
 
 
+#: pulumi-gcp's resource that writes one object into a bucket.
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+
+
+def bucket_objects(resources: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str | None, str]]:
+    """(bucket, object name) of every object the stack writes itself (an unknown bucket is
+    None; an unknown name is taken as the whole bucket, "")."""
+    found: list[tuple[str | None, str]] = []
+    for resource_type, props in resources:
+        if resource_type != BUCKET_OBJECT:
+            continue
+        bucket, name = get(props, "bucket"), get(props, "name")
+        # gcsfuse shows `a//b` and `./a` as written: only a name that is a plain path of
+        # the folder can be compared, anything else is taken as writing into every folder.
+        text = name if isinstance(name, str) else ""
+        parts = text.split("/")
+        if not text or any(p in ("", ".", "..") for p in parts[:-1]):
+            text = ""
+        found.append((bucket if isinstance(bucket, str) else None, text))
+    return found
+
+
 def validate_checkpoint_from_download_job(
     args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
     resources = [(r.resource_type, r.props) for r in args.resources]
     written = downloads(resources)
+    written_objects = bucket_objects(resources)
     for resource in args.resources:
         for server in read_servers(resource.resource_type, resource.props).servers:
             for role, checkpoint in (
@@ -106,11 +132,25 @@ def validate_checkpoint_from_download_job(
                     if d.folder == folder
                     and (d.bucket is None or bucket is None or d.bucket == bucket)
                 ]
-                if any(d.repo == checkpoint.card.repo_id for d in matches):
+                others = [d for d in matches if d.repo != checkpoint.card.repo_id]
+                objects = [
+                    o
+                    for o in written_objects
+                    if (o[1] == "" or o[1].startswith(folder + "/"))
+                    and (o[0] is None or bucket is None or o[0] == bucket)
+                ]
+                if matches and not others and not objects:
                     continue
-                if matches:
+                if objects:
                     why = (
-                        f"the download job writing it downloads {matches[0].repo!r}, not "
+                        f"the stack also writes the object {objects[0][1]!r} into it (a "
+                        "BucketObject), so its files are not only what the download job wrote"
+                    )
+                elif others:
+                    # Every job writing the folder must download the folder's repository: a
+                    # second job writing another repository over it changes its files.
+                    why = (
+                        f"a download job writing it downloads {others[0].repo!r}, not "
                         f"{checkpoint.card.repo_id!r}"
                     )
                 else:

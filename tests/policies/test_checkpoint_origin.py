@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from policies.checkpoint_from_download_job import checkpoint_from_download_job
+from policies.checkpoint_from_download_job import BUCKET_OBJECT, checkpoint_from_download_job
 from tests.policies._fixtures import JOB, SERVICE, rendered, stack_violations
 
 
@@ -60,3 +61,57 @@ def test_a_job_writing_another_folder_does_not_count() -> None:
 def test_the_service_alone_is_judged_by_its_own_type() -> None:
     resources = [r for r in stack() if r[0] == SERVICE]
     assert stack_violations(checkpoint_from_download_job, resources)
+
+
+def test_a_second_job_writing_another_repository_over_the_folder_is_refused() -> None:
+    # One job downloading the right repository does not vouch for the folder when another
+    # job of the stack writes a different repository into the same folder.
+    resources = stack()
+    type_, props, name = next(r for r in resources if r[0] == JOB)
+    second = copy.deepcopy(props)
+    second["template"]["template"]["containers"][0]["args"][1] = "someone/other-weights"
+    resources.append((type_, second, name + "-second"))
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "downloads 'someone/other-weights'" in messages[0]
+
+
+@pytest.mark.parametrize(
+    "object_name",
+    ["gemma-4-12B-it-qat-w4a16-ct/config.json", "gemma-4-12B-it-qat-w4a16-ct/sub/model.bin",
+     "./gemma-4-12B-it-qat-w4a16-ct/config.json", "x//config.json", None],
+)  # fmt: skip
+def test_an_object_the_stack_writes_into_the_folder_is_refused(object_name: str | None) -> None:
+    resources = stack()
+    props: dict[str, Any] = {"bucket": "gemma-l4-models-bucket-5678", "source": "config.json"}
+    if object_name is not None:
+        props["name"] = object_name
+    resources.append((BUCKET_OBJECT, props, "planted"))
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "BucketObject" in messages[0]
+
+
+def test_an_object_in_another_folder_is_not_the_checkpoint() -> None:
+    resources = stack()
+    props = {"bucket": "gemma-l4-models-bucket-5678", "name": "notes/readme.txt", "source": "r.txt"}
+    resources.append((BUCKET_OBJECT, props, "notes"))
+    assert stack_violations(checkpoint_from_download_job, resources) == {}
+
+
+@pytest.mark.parametrize("option", ["only-dir=other", "only_dir=other", "--only-dir=other"])
+def test_a_job_whose_mount_shows_another_folder_of_the_bucket_does_not_count(option: str) -> None:
+    # gcsfuse's only-dir makes the mount's root a folder of the bucket: the job writes
+    # bucket/other/<folder>, not the folder the service serves.
+    resources = stack()
+    for props in jobs(resources):
+        gcs = props["template"]["template"]["volumes"][0]["gcs"]
+        gcs["mountOptions"] = [*gcs.get("mountOptions", []), option]
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "no download job of this stack writes" in messages[0]
+
+
+def test_a_job_mounting_a_sub_path_does_not_count() -> None:
+    resources = stack()
+    for props in jobs(resources):
+        props["template"]["template"]["containers"][0]["volumeMounts"][0]["subPath"] = "other"
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "no download job of this stack writes" in messages[0]

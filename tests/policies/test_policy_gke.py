@@ -420,3 +420,84 @@ def test_tpu_pool_topology_follows_from_its_machine_type() -> None:
     (message,) = _stack_messages((DEPLOYMENT, d, "vllm"), one_chip)
     assert "topology 2x2" in message and "v6e-pool=tpu-v6e-slice 1x1" in message
     assert _stack_messages((DEPLOYMENT, d, "vllm"), _pool("v6e-4", "ct6e-standard-4t")) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "hook"),
+    [
+        (("lifecycle", "postStart"), "lifecycle.postStart.exec"),
+        (("lifecycle", "preStop"), "lifecycle.preStop.exec"),
+        (("startupProbe",), "startupProbe.exec"),
+        (("livenessProbe",), "livenessProbe.exec"),
+        (("readinessProbe",), "readinessProbe.exec"),
+    ],
+)
+def test_exec_hooks_and_probes_in_the_vllm_container_are_refused(
+    where: tuple[str, ...], hook: str
+) -> None:
+    # The kubelet runs these inside the vLLM container: a second server, or files changed
+    # under vLLM, that the command the policies read never shows.
+    d = vllm()
+    target = container(d)
+    for key in where[:-1]:
+        target = target.setdefault(key, {})
+    target[where[-1]] = {
+        "exec": {"command": ["sh", "-c", "vllm serve /mnt/models/x --port 9000 &"]}
+    }
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert hook in message
+
+
+def test_ephemeral_containers_are_refused() -> None:
+    d = vllm()
+    pod_spec(d)["ephemeralContainers"] = [
+        {"name": "debug", "image": "busybox:1.36.1", "command": ["sh", "-c", "x"]}
+    ]
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "ephemeralContainers" in message
+
+
+def test_a_volume_an_init_container_fills_is_not_mounted_into_vllm() -> None:
+    # An init container writes a sitecustomize.py into an emptyDir that the vLLM container
+    # mounts where Python imports from: code the command never shows.
+    d = vllm()
+    pod_spec(d)["volumes"].append({"name": "shared", "emptyDir": {}})
+    container(d)["volumeMounts"].append(
+        {"name": "shared", "mountPath": "/usr/local/lib/python3.12/dist-packages/extra"}
+    )
+    pod_spec(d)["initContainers"] = [
+        {
+            "name": "init",
+            "image": "busybox:1.36.1",
+            "command": ["sh", "-c", "echo 'import os' > /s/sitecustomize.py"],
+            "volumeMounts": [{"name": "shared", "mountPath": "/s"}],
+        }
+    ]
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "mounts volume 'shared'" in message
+
+
+def test_shared_memory_may_be_mounted() -> None:
+    d = vllm()
+    pod_spec(d)["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    container(d)["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+    assert violations(vllm_server_readable, DEPLOYMENT, d) == []
+
+
+@pytest.mark.parametrize(
+    "remap",
+    [
+        {"subPath": "other"},
+        {"subPathExpr": "$(POD_NAME)"},
+        {"volume": "implicit-dirs,uid=1001,gid=1001,only-dir=other"},
+        {"volume": "only_dir=other"},
+    ],
+)
+def test_a_model_mount_whose_root_is_another_folder_is_refused(remap: dict[str, str]) -> None:
+    d = vllm()
+    if "volume" in remap:
+        pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["mountOptions"] = remap["volume"]
+    else:
+        container(d)["volumeMounts"][0].update(remap)
+    messages = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert any("subPath, subPathExpr or only-dir" in m for m in messages), messages

@@ -569,3 +569,25 @@ def test_the_reader_has_one_import_direction() -> None:
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "policies._server" not in imported
+
+
+@pytest.mark.parametrize("remap", ["sub-path", "only-dir=other", "--only-dir=other"])
+def test_a_cloud_run_model_mount_whose_root_is_another_folder_is_refused(remap: str) -> None:
+    # Cloud Run's volumeMounts.subPath and gcsfuse's only-dir make /mnt/models show a folder
+    # of the bucket, so /mnt/models/<folder> is not what the download job wrote.
+    props = service("l4")
+    if remap == "sub-path":
+        container(props)["volumeMounts"][0]["subPath"] = "other"
+    else:
+        volume = next(v for v in props["template"]["volumes"] if v.get("gcs"))
+        volume["gcs"]["mountOptions"] = [*volume["gcs"].get("mountOptions", []), remap]
+    messages = violations(vllm_server_readable, SERVICE, props)
+    assert any("subPath, subPathExpr or only-dir" in m for m in messages), messages
+
+
+def test_a_cloud_run_vllm_container_mounts_only_the_model_bucket() -> None:
+    props = service("l4")
+    props["template"]["volumes"].append({"name": "scratch", "emptyDir": {"medium": "MEMORY"}})
+    container(props)["volumeMounts"].append({"name": "scratch", "mountPath": "/root/.cache"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "mounts volume 'scratch'" in message
