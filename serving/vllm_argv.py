@@ -953,6 +953,32 @@ def _after_equals(word: Word) -> tuple[Part, ...]:
     return tuple(parts)
 
 
+#: Files a script may write (a redirection's or `tee`'s target): the null device, the
+#: standard streams, and log files (`NAME.log` directly under /var/log or /tmp). Any other
+#: file may be read back by what starts next: a `sitecustomize.py` or `.pth` file Python
+#: imports, a config.json in a checkpoint folder, a start-up file of a shell.
+_WRITABLE = re.compile(
+    r"/dev/(null|stdout|stderr)|/(var/log|tmp)/[A-Za-z0-9_-][A-Za-z0-9._-]*\.log"
+)
+
+
+def _check_write(op: str, target: str, what: str) -> None:
+    """Refuse a redirection or `tee` target other than the ones in :data:`_WRITABLE`."""
+    if op.endswith("&") and re.fullmatch(r"\d+|-", target):
+        return  # `2>&1`, `>&2`, `<&0`, `>&-`: a copy or close of a descriptor
+    if op.lstrip("0123456789") == "<":
+        if target == "/dev/null":
+            return
+        raise ReadError(f"{what} reads {target!r} into a command (`{op}`); only /dev/null is read")
+    if not _WRITABLE.fullmatch(target):
+        raise ReadError(
+            f"{what} writes {target!r} (`{op}`), a file what starts next may read back as code "
+            "or data (Python's sitecustomize.py or .pth files, a checkpoint's config.json, a "
+            "shell's start-up files); a script writes only /dev/null, /dev/stdout, "
+            "/dev/stderr and NAME.log files under /var/log or /tmp"
+        )
+
+
 def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
     """Every `vllm serve` a script starts, read by the grammar in docs/reader-grammar.md."""
     if depth > 8:
@@ -963,6 +989,7 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         raise ReadError(str(exc)) from None
     variables = _Vars(dict(env), set(env))
     found: list[Launch] = []
+    writes: list[tuple[str, str]] = []
     ended: str | None = None
     # Each command's pipeline: whether that pipeline is an operand of && / || (so whether it
     # runs depends on another command), and whether it has more than one command (so each
@@ -982,6 +1009,11 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         shown = " ".join(_raw_text(w) for w in command.words)[:80]
         if ended is not None:
             raise ReadError(f"`{shown}` comes after {ended} and never runs")
+        # Targets as the shell expands them now; judged once the whole script is read.
+        writes += [
+            (op, _resolve(target, variables.values, strict=True))
+            for op, target in zip(command.redirections, command.targets, strict=True)
+        ]
         if not command.words:
             continue
         texts = [_resolve(w, variables.values, strict=False) for w in command.words]
@@ -1023,6 +1055,10 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
             # `exec PROGRAM` replaces the shell; `exec 2>file` (no program) only redirects.
             ended = f"`exec {texts[1]}`"
         found += launches
+    # Redirections last, once every command's own constructs were read (so that `read M < f`
+    # or `sh < f` is refused by name first).
+    for op, target in writes:
+        _check_write(op, target, "a redirection")
     return found
 
 
@@ -1078,6 +1114,12 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
         return []
     if head in _REFUSED_WORDS:
         raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
+    if head == "tee":
+        for arg in program[1:]:
+            if arg in ("-a", "--append", "-i", "--ignore-interrupts", "-p"):
+                continue
+            _check_write(">", arg, "`tee`")
+        return []
     if head in _HARMLESS:
         return []
     if head == "printf":

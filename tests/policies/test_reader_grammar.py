@@ -52,7 +52,7 @@ def test_a_plain_script_is_read() -> None:
     for script in (
         GOOD,
         f'set -eu\nexport HF_HUB_OFFLINE=1\nM={QAT}\nexec vllm serve "$M" --max-model-len=8192',
-        f"echo starting; mkdir -p /tmp/x; nohup {GOOD} > /tmp/log 2>&1 &\nwait",
+        f"echo starting; mkdir -p /tmp/x; nohup {GOOD} > /tmp/vllm.log 2>&1 &\nwait",
         f"readonly LEN=8192\nvllm serve {QAT} --max-model-len=${{LEN}}",
     ):
         props = shell_service(script)
@@ -549,7 +549,7 @@ def test_exec_or_exit_inside_a_pipeline_ends_only_its_subshell() -> None:
 
 
 def test_exec_without_a_program_only_redirects() -> None:
-    props = shell_service(f"exec 2>/tmp/err\n{GOOD}")
+    props = shell_service(f"exec 2>/tmp/err.log\n{GOOD}")
     assert violations(vllm_server_readable, SERVICE, props) == []
 
 
@@ -591,3 +591,47 @@ def test_a_cloud_run_vllm_container_mounts_only_the_model_bucket() -> None:
     container(props)["volumeMounts"].append({"name": "scratch", "mountPath": "/root/.cache"})
     (message,) = violations(vllm_server_readable, SERVICE, props)
     assert "mounts volume 'scratch'" in message
+
+
+# --- files a script writes, which what starts next may read back ------------------------
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"echo 'import os' > {SITE}/sitecustomize.py\n{GOOD}",
+        f"echo /opt/x >> {SITE}/evil.pth; {GOOD}",
+        f"printf '%s' '{{}}' > {QAT}/config.json\n{GOOD}",
+        f"echo x | tee {SITE}/sitecustomize.py\n{GOOD}",
+        f"echo x | tee -a /etc/profile > /dev/null\n{GOOD}",
+        f"echo x | tee /tmp/ok.log {SITE}/usercustomize.py\n{GOOD}",
+        f"{GOOD} > /etc/ld.so.preload",
+        f"cd /tmp\n{GOOD} > vllm.log",
+        f'F={SITE}/sitecustomize.py\necho x > "$F"\nF=/tmp/ok.log\n{GOOD}',
+        f"echo x >| /root/.bashrc; {GOOD}",
+        f"echo x &> /tmp/a.log.py; {GOOD}",
+        f"{GOOD} < /tmp/input",
+        f": > /tmp/../{SITE}/sitecustomize.log\n{GOOD}",
+    ],
+)
+def test_writing_files_what_starts_next_may_read_is_refused(script: str) -> None:
+    # A redirection's target used to be read and dropped: a sitecustomize.py or .pth file
+    # Python imports at start, or a config.json in the served folder, changes what vLLM
+    # runs while its command line stays compliant.
+    message = refused(script)
+    assert "writes" in message or "reads" in message, message
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"{GOOD} > /dev/null 2>&1",
+        f"{GOOD} 2>&1 | tee -a /var/log/vllm.log",
+        f"exec >/dev/stdout 2>&-\n{GOOD}",
+        f"echo starting >&2\n{GOOD} > /tmp/vllm.log 2> /var/log/vllm-err.log < /dev/null",
+    ],
+)
+def test_logs_and_standard_streams_may_be_written(script: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []

@@ -73,7 +73,7 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["/usr/local/bin/vllm", "serve", BF16],
         ["sh", "-c", f"vllm serve {BF16}"],
         ["bash", "-lc", f"exec vllm serve {BF16}"],
-        ["/bin/sh", "-ec", f"set -e; cd /tmp; env A=1 vllm serve {BF16} 2>&1 | tee log"],
+        ["/bin/sh", "-ec", f"set -e; cd /tmp; env A=1 vllm serve {BF16} 2>&1 | tee /tmp/vllm.log"],
         ["/bin/bash", "-euxc", f"nohup vllm serve {BF16} &\nwait"],
         ["env", "-i", "PATH=/usr/bin", "vllm", "serve", BF16],
         ["HF_HUB_OFFLINE=1", "vllm", "serve", BF16],
@@ -85,7 +85,7 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["tini", "--", "vllm", "serve", BF16],
         ["sh", "-c", f"sh -c 'vllm serve {BF16}'"],
         ["sh", "-c", "--", f"vllm serve {BF16}"],
-        ["bash", "-o", "pipefail", "--login", "-c", f"vllm serve {BF16} | tee /tmp/log"],
+        ["bash", "-o", "pipefail", "--login", "-c", f"vllm serve {BF16} | tee /tmp/vllm.log"],
         ["sudo", "-u", "vllm", "-E", "vllm", "serve", BF16],
         ["timeout", "-s", "KILL", "3600", "vllm", "serve", BF16],
         [
