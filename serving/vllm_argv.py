@@ -109,7 +109,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "numactl": (frozenset({"-N", "-m", "-C", "-p", "-i", "-l"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
 }
-_PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "builtin", "dumb-init"})
+_PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "dumb-init"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: `docker run` options that take no value; every other `-x`/`--xx` option takes one.
 _DOCKER_FLAGS = frozenset(
@@ -432,9 +432,22 @@ def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
             args = args[1:]
         elif head == "env":
             args = _env(args[1:], env)
+        elif head == "builtin":
+            raise ReadError(
+                f"`builtin {' '.join(args[1:2])}` runs only a shell builtin: `builtin vllm` runs "
+                "nothing, so a server behind it never starts"
+            )
         elif head in _PREFIX_COMMANDS:
             args = args[1:]
             while args and args[0].startswith("-") and head in ("exec", "time", "command"):
+                if head == "command" and re.fullmatch(r"-[pvV]*[vV][pvV]*", args[0]):
+                    raise ReadError(
+                        f"`command {args[0]}` prints how a name would be found and runs "
+                        "nothing, so a server behind it never starts"
+                    )
+                if args[0] == "--":
+                    args = args[1:]
+                    break
                 args = args[2:] if args[0] == "-a" else args[1:]
         elif head == "nice":
             args = args[1:]

@@ -635,3 +635,27 @@ def test_writing_files_what_starts_next_may_read_is_refused(script: str) -> None
 )
 def test_logs_and_standard_streams_may_be_written(script: str) -> None:
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("prefix", "named"),
+    [
+        ("builtin", "`builtin vllm`"),
+        ("command -v", "`command -v`"),
+        ("command -V", "`command -V`"),
+        ("command -pv", "`command -pv`"),
+        ("exec command -v", "`command -v`"),
+    ],
+)
+def test_prefixes_under_which_the_server_never_runs_are_refused(prefix: str, named: str) -> None:
+    # `builtin vllm serve ...` fails (vllm is no builtin) and `command -v vllm serve ...`
+    # only prints a path: a compliant server that never starts, while something else does.
+    assert named in refused(f"{prefix} {GOOD}")
+
+
+@pytest.mark.parametrize("prefix", ["command", "command -p", "command --", "exec -a vllm"])
+def test_prefixes_that_run_the_server_are_read(prefix: str) -> None:
+    props = shell_service(f"{prefix} {GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.card is not None and server.card.qat
