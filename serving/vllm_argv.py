@@ -299,7 +299,19 @@ CODE_OPTIONS: dict[str, str] = {
     "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
     "config": "reads options from a file the reader cannot see",
+    "trust-remote-code": "runs Python code shipped with the checkpoint",
+    "hf-overrides": "changes the checkpoint's config, so it is no longer the catalogue's",
+    "quantization-config": "changes how the checkpoint's weights are quantised",
+    "model-class-overrides": "replaces the model's implementation class",
+    "io-processor-plugin": "loads an input/output processor plugin",
+    "reasoning-parser-plugin": "imports a reasoning-parser plugin file",
+    "kv-transfer-config": "loads a KV connector (a module it names) that moves the KV cache",
+    "ec-transfer-config": "loads an encoder-cache connector (a module it names)",
+    "weight-transfer-config": "replaces the weights while the server runs",
+    "additional-config": "passes platform plugins a configuration the reader cannot judge",
 }
+#: `--dtype` values the memory policy accounts for: the catalogue checkpoints' own bf16.
+DTYPES = frozenset({"auto", "bfloat16"})
 
 
 def parse_serve_args(
@@ -374,6 +386,13 @@ def parse_serve_args(
         problems.append(
             f"--load-format {load_format!r} loads weights another way than from the served "
             f"path (accepted: {', '.join(sorted(LOAD_FORMATS))})"
+        )
+    dtype = options.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        problems.append(
+            f"--dtype {dtype!r} holds the weights in another precision than the checkpoint's "
+            "bf16, which the memory policy counts (accepted: "
+            f"{', '.join(sorted(DTYPES))})"
         )
     for name, why in CODE_OPTIONS.items():
         if name in options and options[name] not in (False, None):

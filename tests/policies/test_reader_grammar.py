@@ -659,3 +659,38 @@ def test_prefixes_that_run_the_server_are_read(prefix: str) -> None:
     assert violations(vllm_server_readable, SERVICE, props) == []
     (server,) = read_servers(SERVICE, props).servers
     assert server.card is not None and server.card.qat
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ("--trust-remote-code", "--trust-remote-code"),
+        ("--trust-remote", "--trust-remote-code"),
+        ("--trust_remote_code", "--trust-remote-code"),
+        ("--hf-overrides '{\"max_position_embeddings\": 262144}'", "--hf-overrides"),
+        ("--hf-overrides.text_config.num_hidden_layers=2", "--hf-overrides"),
+        ("--quantization-config '{}'", "--quantization-config"),
+        ("--model-class-overrides '{}'", "--model-class-overrides"),
+        ("--io-processor-plugin p", "--io-processor-plugin"),
+        ("--reasoning-parser-plugin /tmp/p.py", "--reasoning-parser-plugin"),
+        ('--kv-transfer-config \'{"kv_connector_module_path": "x"}\'', "--kv-transfer-config"),
+        ("--kv-transfer-config.kv_connector=X", "--kv-transfer-config"),
+        ("--ec-transfer-config '{}'", "--ec-transfer-config"),
+        ("--weight-transfer-config '{}'", "--weight-transfer-config"),
+        ("--additional-config '{}'", "--additional-config"),
+        ("--dtype float32", "--dtype 'float32'"),
+        ("--dtype=half", "--dtype 'half'"),
+        ("--dtype float", "--dtype 'float'"),
+    ],
+)
+def test_options_that_change_the_model_code_or_weights_are_refused(
+    options: str, named: str
+) -> None:
+    # Each changes what is loaded (remote code, the config, the weights, their precision) so
+    # the catalogue's identity and the memory policy's count no longer hold.
+    assert named in refused(f"{GOOD} {options}")
+
+
+@pytest.mark.parametrize("options", ["--dtype bfloat16", "--dtype=auto", "--no-trust-remote-code"])
+def test_options_that_keep_the_checkpoint_as_it_is_are_read(options: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} {options}")) == []
