@@ -501,3 +501,47 @@ def test_a_model_mount_whose_root_is_another_folder_is_refused(remap: dict[str, 
         container(d)["volumeMounts"][0].update(remap)
     messages = violations(vllm_server_readable, DEPLOYMENT, d)
     assert any("subPath, subPathExpr or only-dir" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("type_", "props", "named"),
+    [
+        # KServe: the model runs in a serving runtime installed outside the stack (vLLM's
+        # among them); no container list in the object itself.
+        ("kubernetes:serving.kserve.io/v1beta1:InferenceService",
+         {"spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"},
+                                            "storageUri": "hf://google/gemma-4-12B-it",
+                                            "args": ["--max-model-len=131072"]}}}},
+         "predictor.model"),
+        # Argo: one `container` (singular) or a `script` per template.
+        ("kubernetes:argoproj.io/v1alpha1:Workflow",
+         {"spec": {"templates": [{"name": "serve", "container": {
+             "image": "vllm/vllm-openai:v0.27.1", "args": ["serve", "x"]}}]}},
+         "container"),
+        ("kubernetes:argoproj.io/v1alpha1:Workflow",
+         {"spec": {"templates": [{"name": "s", "script": {"source": "vllm serve x"}}]}},
+         "script"),
+        # JobSet: a Job template holding a Pod template.
+        ("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+         {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {
+             "spec": {"containers": [{"name": "v", "image": "x:1"}]}}}}}]}},
+         "replicatedJobs"),
+        # Anything that asks for an accelerator.
+        ("kubernetes:example.com/v1:Runner",
+         {"spec": {"resources": {"limits": {"nvidia.com/gpu": 1}}}}, "nvidia.com/gpu"),
+        ("kubernetes:example.com/v1:Runner",
+         {"spec": {"podSpec": {"nodeName": "n"}}}, "podSpec"),
+    ],
+)  # fmt: skip
+def test_custom_resources_that_run_code_or_accelerators_fail_closed(
+    type_: str, props: dict[str, Any], named: str
+) -> None:
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert named in message and "cannot read" in message
+
+
+def test_a_crd_schema_naming_containers_runs_nothing() -> None:
+    crd = {"spec": {"versions": [{"schema": {"openAPIV3Schema": {"properties": {
+        "containers": {"type": "array"}, "image": {"type": "string"}}}}}]}}  # fmt: skip
+    type_ = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    assert violations(vllm_server_readable, type_, crd) == []
