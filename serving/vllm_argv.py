@@ -440,11 +440,42 @@ def _basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
+#: Folders a program may be named in: the image's own system folders. A program named by
+#: another path (`/tmp/vllm`, `./vllm`, `/mnt/models/bin/vllm`) is whatever was put there,
+#: not the `vllm` (or shell, or Python) its name says.
+SYSTEM_BIN_DIRS = frozenset(
+    {"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"}
+)
+
+
+def _program(token: str) -> str:
+    """The name of the program a command word runs: a bare name (found on PATH, which the
+    reader does not let a script change), or a path in :data:`SYSTEM_BIN_DIRS`."""
+    folder, sep, name = token.rpartition("/")
+    known = (
+        name in ("vllm", "env", "nice", "tini", "tini-static", "docker", "podman", "printf")
+        or name in SHELLS
+        or PYTHONS.match(name) is not None
+        or name in _WRAPPERS
+        or name in _PREFIX_COMMANDS
+        or name in NON_SERVING_PROGRAMS
+        or name in _HARMLESS
+    )
+    # A name the reader does not interpret is refused (or ignored) as an unknown program.
+    if sep and known and folder not in SYSTEM_BIN_DIRS:
+        raise ReadError(
+            f"the program {token!r} is named by a path outside the system folders "
+            f"({', '.join(sorted(SYSTEM_BIN_DIRS))}), so what it is cannot be known from its "
+            "name; name it without a path"
+        )
+    return name
+
+
 def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
     """Drop `exec`, `env X=Y`, `X=Y`, `nohup`, `nice -n 5`, `tini --` in front of a command."""
     args = list(argv)
     while args:
-        head = _basename(args[0])
+        head = _program(args[0])
         if _ASSIGNMENT.match(args[0]):
             name, _, value = args[0].partition("=")
             env[name] = value
@@ -651,7 +682,7 @@ def _launches(
     args = _strip_prefixes(argv, env)
     if not args:
         return []
-    head = _basename(args[0])
+    head = _program(args[0])
     if head == "vllm":
         if len(args) > 1 and args[1] == "serve":
             return [_launch(args[2:], env)]
@@ -1141,7 +1172,7 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
         # Quoted or escaped, `NAME=value` is no assignment: the shell runs a program so named.
         raise ReadError(f"a program the reader does not know ({loose[0]!r}, a quoted assignment)")
     program = _strip_prefixes(list(loose), dict(env))
-    head = _basename(program[0]) if program else ""
+    head = _program(program[0]) if program else ""
     if not program:
         return []
     if head in _REFUSED_WORDS:

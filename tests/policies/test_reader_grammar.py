@@ -9,6 +9,7 @@ accelerators.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -732,3 +733,33 @@ def test_project_metadata_without_scripts_passes() -> None:
     assert (
         violations(vllm_server_readable, "gcp:compute/projectMetadata:ProjectMetadata", props) == []
     )
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["/tmp/vllm", "./vllm", "bin/vllm", "/mnt/models/bin/vllm", "/opt/x/sh", "/tmp/python3",
+     "/home/u/env", "/tmp/nohup"],
+)  # fmt: skip
+def test_a_known_program_named_by_another_path_is_refused(program: str) -> None:
+    # `/tmp/vllm` is whatever was put there, not vLLM: only the system folders (and PATH,
+    # which a script may not change) say what a program is.
+    if program.endswith(("sh", "env", "nohup")):
+        script = f"{program} vllm serve {QAT} --max-model-len=8192"
+        if program.endswith("sh"):
+            script = f"{program} -c 'vllm serve {QAT} --max-model-len=8192'"
+    elif program.endswith("python3"):
+        script = f"{program} -m vllm.entrypoints.openai.api_server --model {QAT}"
+    else:
+        script = f"{program} serve {QAT} --max-model-len=8192"
+    assert "outside the system folders" in refused(script)
+    props = service("l4")
+    container(props)["commands"] = shlex.split(script)
+    container(props)["args"] = []
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "outside the system folders" in message
+
+
+@pytest.mark.parametrize("program", ["vllm", "/usr/local/bin/vllm", "/usr/bin/vllm"])
+def test_programs_in_the_system_folders_are_read(program: str) -> None:
+    props = shell_service(f"{program} serve {QAT} --max-model-len=8192")
+    assert violations(vllm_server_readable, SERVICE, props) == []
