@@ -1042,6 +1042,25 @@ def _check_write(op: str, target: str, what: str) -> None:
         )
 
 
+#: `hf download` options a script may give: they choose what is fetched into the Hugging
+#: Face cache, never where files land (`--local-dir`, `--cache-dir`, or an abbreviation of
+#: them, would write files anywhere: a `vllm/__init__.py` in the folder `python -m` imports
+#: from first, a package into site-packages).
+_DOWNLOAD_OPTIONS = frozenset(
+    {"--revision", "--include", "--exclude", "--quiet", "-q", "--max-workers", "--repo-type"}
+)
+
+
+def _check_download(program: list[str]) -> None:
+    for word in program[2:]:
+        if word.startswith("-") and word.split("=", 1)[0] not in _DOWNLOAD_OPTIONS:
+            raise ReadError(
+                f"`{program[0]} download {word}`: a script's download writes only into the "
+                "Hugging Face cache (accepted options: "
+                f"{', '.join(sorted(_DOWNLOAD_OPTIONS))})"
+            )
+
+
 def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
     """Every `vllm serve` a script starts, read by the grammar in docs/reader-grammar.md."""
     if depth > 8:
@@ -1192,6 +1211,7 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
     if head in ("docker", "podman") and len(program) > 1 and program[1] in _DOCKER_HARMLESS:
         return []
     if head in NON_SERVING_PROGRAMS and program[1:2] == ["download"]:
+        _check_download(program)
         return []
     launchers = {"vllm", "env", "docker", "podman", *SHELLS}
     if not (head in launchers or PYTHONS.match(head)):

@@ -763,3 +763,24 @@ def test_a_known_program_named_by_another_path_is_refused(program: str) -> None:
 def test_programs_in_the_system_folders_are_read(program: str) -> None:
     props = shell_service(f"{program} serve {QAT} --max-model-len=8192")
     assert violations(vllm_server_readable, SERVICE, props) == []
+
+
+@pytest.mark.parametrize(
+    "download",
+    [
+        "hf download someone/pkg --local-dir /tmp",
+        "hf download someone/pkg --local-dir=/usr/local/lib/python3.12/dist-packages",
+        f"huggingface-cli download someone/x --local-dir {QAT}",
+        "huggingface-cli download someone/x --local /tmp",
+        "hf download someone/x --cache-dir=/tmp/c",
+    ],
+)
+def test_a_download_that_writes_files_outside_the_cache_is_refused(download: str) -> None:
+    # `--local-dir /tmp` then `cd /tmp; python3 -m vllm...` imports the download's
+    # vllm/__init__.py before the installed vLLM: the command line stays compliant.
+    assert "download" in refused(f"{download}\n{GOOD}")
+
+
+def test_a_download_into_the_cache_is_read() -> None:
+    script = f"hf download google/gemma-4-12B-it --revision=main --quiet\n{GOOD}"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
