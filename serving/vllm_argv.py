@@ -309,6 +309,7 @@ CODE_OPTIONS: dict[str, str] = {
     "ec-transfer-config": "loads an encoder-cache connector (a module it names)",
     "weight-transfer-config": "replaces the weights while the server runs",
     "additional-config": "passes platform plugins a configuration the reader cannot judge",
+    "download-dir": "resolves Hugging Face ids from another cache (as HF_HUB_CACHE does)",
 }
 #: `--dtype` values the memory policy accounts for: the catalogue checkpoints' own bf16.
 DTYPES = frozenset({"auto", "bfloat16"})

@@ -679,6 +679,8 @@ def test_prefixes_that_run_the_server_are_read(prefix: str) -> None:
         ("--ec-transfer-config '{}'", "--ec-transfer-config"),
         ("--weight-transfer-config '{}'", "--weight-transfer-config"),
         ("--additional-config '{}'", "--additional-config"),
+        ("--download-dir /tmp/d", "--download-dir"),
+        ("--download_dir=/tmp/d", "--download-dir"),
         ("--dtype float32", "--dtype 'float32'"),
         ("--dtype=half", "--dtype 'half'"),
         ("--dtype float", "--dtype 'float'"),
