@@ -24,6 +24,7 @@ from pulumi_policy import (
 
 from policies._resources import JOB, containers, get, items, strings, volumes
 from policies._server import read_servers, remaps_root
+from serving.checkpoints import revision_problem
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> di
     return found
 
 
+#: `hf download` options a download job may give, each as `--option=value`.
+_JOB_OPTIONS = frozenset({"--revision", "--local-dir"})
+
+
 def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
     """Every checkpoint the stack's download jobs write."""
     found: list[Download] = []
@@ -74,6 +79,14 @@ def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
             argv = strings(get(container, "commands")) + strings(get(container, "args"))
             if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
                 continue
+            # Only a command line read exactly counts: an option not listed here (an
+            # abbreviation `--rev`, `--repo-type dataset`, `--cache-dir`) may download
+            # something else, so such a job vouches for no folder.
+            options = [a.split("=", 1)[0] for a in argv[2:] if a.startswith("-")]
+            if any(o not in _JOB_OPTIONS for o in options):
+                continue
+            if any(a in _JOB_OPTIONS and "=" not in a for a in argv[2:]):
+                continue  # `--revision X` (two words): written `--revision=X` by the stack
             positional = [a for a in argv[2:] if not a.startswith("-")]
             local = _option(argv, "--local-dir")
             if not positional or local is None:
@@ -132,7 +145,12 @@ def validate_checkpoint_from_download_job(
                     if d.folder == folder
                     and (d.bucket is None or bucket is None or d.bucket == bucket)
                 ]
-                others = [d for d in matches if d.repo != checkpoint.card.repo_id]
+                others = [
+                    d
+                    for d in matches
+                    if d.repo != checkpoint.card.repo_id
+                    or (d.revision is not None and revision_problem(d.revision) is not None)
+                ]
                 objects = [
                     o
                     for o in written_objects
@@ -146,6 +164,8 @@ def validate_checkpoint_from_download_job(
                         f"the stack also writes the object {objects[0][1]!r} into it (a "
                         "BucketObject), so its files are not only what the download job wrote"
                     )
+                elif others and others[0].repo == checkpoint.card.repo_id:
+                    why = f"a download job writing it: {revision_problem(others[0].revision or '')}"
                 elif others:
                     # Every job writing the folder must download the folder's repository: a
                     # second job writing another repository over it changes its files.

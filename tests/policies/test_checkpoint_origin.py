@@ -115,3 +115,28 @@ def test_a_job_mounting_a_sub_path_does_not_count() -> None:
         props["template"]["template"]["containers"][0]["volumeMounts"][0]["subPath"] = "other"
     (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
     assert "no download job of this stack writes" in messages[0]
+
+
+@pytest.mark.parametrize(
+    "revision",
+    ["--revision=refs/pr/7", "--revision=refs/convert/parquet", "--revision=refs%2Fpr%2F7"],
+)
+def test_a_job_downloading_a_pull_request_of_the_repository_is_refused(revision: str) -> None:
+    # refs/pr/N is a pull request anyone with access may open on google's repository: the
+    # same repository id, someone else's files.
+    resources = stack()
+    for props in jobs(resources):
+        props["template"]["template"]["containers"][0]["args"][2] = revision
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "pull request or conversion ref" in messages[0]
+
+
+@pytest.mark.parametrize(
+    "extra", [["--rev=refs/pr/7"], ["--repo-type=dataset"], ["--cache-dir=/x"], ["--revision", "x"]]
+)
+def test_a_job_whose_command_line_is_not_read_exactly_vouches_for_nothing(extra: list[str]) -> None:
+    resources = stack()
+    for props in jobs(resources):
+        props["template"]["template"]["containers"][0]["args"] += extra
+    (messages,) = stack_violations(checkpoint_from_download_job, resources).values()
+    assert "no download job of this stack writes" in messages[0]

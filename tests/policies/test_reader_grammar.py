@@ -786,3 +786,12 @@ def test_a_download_that_writes_files_outside_the_cache_is_refused(download: str
 def test_a_download_into_the_cache_is_read() -> None:
     script = f"hf download google/gemma-4-12B-it --revision=main --quiet\n{GOOD}"
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    "revision", ["refs/pr/7", "refs/convert/parquet", "REFS/PR/1", "refs%2Fpr%2F1"]
+)
+def test_a_tpu_server_at_a_pull_request_revision_is_refused(revision: str) -> None:
+    script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --revision={revision}")
+    (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert "pull request or conversion ref" in message
