@@ -22,7 +22,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._resources import JOB, containers, get, items, strings, volumes
+from policies._resources import JOB, SERVICE, WORKER_POOL, containers, get, items, strings, volumes
 from policies._server import read_servers, remaps_root
 from serving.checkpoints import revision_problem
 
@@ -69,35 +69,67 @@ def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> di
 _JOB_OPTIONS = frozenset({"--revision", "--local-dir"})
 
 
+def _download_of(resource_type: str, props: Mapping[str, Any], container: Any) -> Download | None:
+    """What a container writes when it is exactly a download job's `hf download`."""
+    if resource_type != JOB:
+        return None
+    argv = strings(get(container, "commands")) + strings(get(container, "args"))
+    if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
+        return None
+    # Only a command line read exactly counts: an option not listed here (an abbreviation
+    # `--rev`, `--repo-type dataset`, `--cache-dir`) may download something else, so such a
+    # job vouches for no folder.
+    options = [a.split("=", 1)[0] for a in argv[2:] if a.startswith("-")]
+    if any(o not in _JOB_OPTIONS for o in options):
+        return None
+    if any(a in _JOB_OPTIONS and "=" not in a for a in argv[2:]):
+        return None  # `--revision X` (two words): the stack writes `--revision=X`
+    positional = [a for a in argv[2:] if not a.startswith("-")]
+    local = _option(argv, "--local-dir")
+    if len(positional) != 1 or local is None:
+        return None  # `hf download REPO FILE...` writes only some files
+    parent, _, folder = local.rstrip("/").rpartition("/")
+    buckets = _buckets(resource_type, props, container)
+    if parent not in buckets:
+        return None
+    return Download(buckets[parent], folder, positional[0], _option(argv, "--revision"))
+
+
 def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
     """Every checkpoint the stack's download jobs write."""
     found: list[Download] = []
     for resource_type, props in resources:
-        if resource_type != JOB:
-            continue
         for container in containers(resource_type, props):
-            argv = strings(get(container, "commands")) + strings(get(container, "args"))
-            if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
+            download = _download_of(resource_type, props, container)
+            if download is not None:
+                found.append(download)
+    return found
+
+
+def bucket_writers(resources: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str | None, str]]:
+    """(bucket, which container) of every Cloud Run container of the stack that mounts a
+    Cloud Storage volume writable and is not exactly a download job: it may write any file
+    into any folder of that bucket."""
+    found: list[tuple[str | None, str]] = []
+    for resource_type, props in resources:
+        if resource_type not in (SERVICE, JOB, WORKER_POOL):
+            continue
+        writable = {
+            str(get(v, "name")): get(v, "gcs", "bucket")
+            for v in volumes(resource_type, props)
+            if get(v, "gcs") is not None and get(v, "gcs", "readOnly") is not True
+        }
+        for index, container in enumerate(containers(resource_type, props)):
+            mounted = [
+                writable[str(get(m, "name"))]
+                for m in items(get(container, "volumeMounts"))
+                if str(get(m, "name")) in writable
+            ]
+            if not mounted or _download_of(resource_type, props, container) is not None:
                 continue
-            # Only a command line read exactly counts: an option not listed here (an
-            # abbreviation `--rev`, `--repo-type dataset`, `--cache-dir`) may download
-            # something else, so such a job vouches for no folder.
-            options = [a.split("=", 1)[0] for a in argv[2:] if a.startswith("-")]
-            if any(o not in _JOB_OPTIONS for o in options):
-                continue
-            if any(a in _JOB_OPTIONS and "=" not in a for a in argv[2:]):
-                continue  # `--revision X` (two words): written `--revision=X` by the stack
-            positional = [a for a in argv[2:] if not a.startswith("-")]
-            local = _option(argv, "--local-dir")
-            if not positional or local is None:
-                continue
-            parent, _, folder = local.rstrip("/").rpartition("/")
-            buckets = _buckets(resource_type, props, container)
-            if parent not in buckets:
-                continue
-            found.append(
-                Download(buckets[parent], folder, positional[0], _option(argv, "--revision"))
-            )
+            name = get(container, "name") or f"#{index}"
+            for bucket in mounted:
+                found.append((bucket if isinstance(bucket, str) else None, f"container {name!r}"))
     return found
 
 
@@ -129,6 +161,7 @@ def validate_checkpoint_from_download_job(
     resources = [(r.resource_type, r.props) for r in args.resources]
     written = downloads(resources)
     written_objects = bucket_objects(resources)
+    writers = bucket_writers(resources)
     for resource in args.resources:
         for server in read_servers(resource.resource_type, resource.props).servers:
             for role, checkpoint in (
@@ -157,9 +190,15 @@ def validate_checkpoint_from_download_job(
                     if (o[1] == "" or o[1].startswith(folder + "/"))
                     and (o[0] is None or bucket is None or o[0] == bucket)
                 ]
-                if matches and not others and not objects:
+                by_hand = [w for w in writers if w[0] is None or bucket is None or w[0] == bucket]
+                if matches and not others and not objects and not by_hand:
                     continue
-                if objects:
+                if by_hand and not objects:
+                    why = (
+                        f"{by_hand[0][1]} of this stack mounts its bucket writable and is not "
+                        "a download job, so it may write into the folder"
+                    )
+                elif objects:
                     why = (
                         f"the stack also writes the object {objects[0][1]!r} into it (a "
                         "BucketObject), so its files are not only what the download job wrote"
