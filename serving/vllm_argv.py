@@ -1208,9 +1208,10 @@ def _set_options(words: list[str]) -> None:
         long = flags.endswith("o")
         for flag in flags[:-1] if long else flags:
             if flag not in SET_FLAGS:
+                accepted = f"-{''.join(sorted(SET_FLAGS))}, -o {', -o '.join(sorted(SET_LONG))}"
                 raise ReadError(
                     f"`set {word}`: the option -{flag} changes whether or how commands run "
-                    f"(accepted: -{''.join(sorted(SET_FLAGS))}, -o {', -o '.join(sorted(SET_LONG))})"
+                    f"(accepted: {accepted})"
                 )
         if long:
             name = words[i + 1] if i + 1 < len(words) else ""
