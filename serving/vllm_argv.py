@@ -1171,6 +1171,11 @@ def _declare(head: str, words: list[Word], variables: _Vars) -> None:
             raise ReadError(f"`{head} {text}`: options of {head} are not read")
         if word.parts and word.parts[0].name is not None:
             raise ReadError(f"`{head} {text}`: a variable name that is itself a variable")
+        if text.split("=", 1)[0] in SHELL_VARIABLES:
+            raise ReadError(
+                f"`{head} {text}`: {text.split('=', 1)[0]} is a variable the shell itself reads "
+                "(unset PATH, and no program is found)"
+            )
         if head == "unset":
             variables.values.pop(text, None)
             variables.exported.discard(text)

@@ -825,3 +825,11 @@ def test_shell_options_and_variables_that_change_how_it_runs_are_refused(
 )
 def test_shell_options_that_change_nothing_the_reader_follows_are_read(options: str) -> None:
     assert violations(vllm_server_readable, SERVICE, shell_service(f"set {options}\n{GOOD}")) == []
+
+
+@pytest.mark.parametrize(
+    "script", [f"unset PATH\n{GOOD}", f"readonly PATH\n{GOOD}", f"unset IFS\n{GOOD}"]
+)
+def test_unsetting_a_variable_the_shell_reads_is_refused(script: str) -> None:
+    # Without PATH no program is found: the compliant server never starts.
+    assert "a variable the shell itself reads" in refused(script)
