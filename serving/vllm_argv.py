@@ -100,7 +100,11 @@ DEFAULT_PORT = int(json.loads(SNAPSHOT.read_text())["serve_options"]["--port"]["
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
 OPENAI_MODULES = frozenset({"vllm.entrypoints.openai.api_server"})
-CLI_MODULES = frozenset({"vllm.entrypoints.cli.main", "vllm"})
+#: Modules `python -m` can run as vLLM's CLI. vLLM 0.27.1 ships no `vllm/__main__.py`, so
+#: `python -m vllm serve ...` exits at once ("cannot be directly executed"): not a server.
+CLI_MODULES = frozenset({"vllm.entrypoints.cli.main"})
+#: Python options that take the next word as their value (`-W -m` is a warning filter "-m").
+_PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 #: Commands that run another: (options that take a value, positionals before the command).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
@@ -715,7 +719,7 @@ def _not_serve(args: list[str]) -> list[Launch]:
 def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
     i = 1
     while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c"):
-        i += 1
+        i += 2 if args[i] in _PYTHON_VALUE_OPTIONS else 1
     if i >= len(args):
         return []
     if args[i] == "-m" and i + 1 < len(args):
@@ -729,6 +733,11 @@ def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
             if mentions_vllm(rest):
                 raise ReadError(f"`python -m {module}` without `serve`")
             return []
+        if module == "vllm":
+            raise ReadError(
+                "`python -m vllm` runs nothing: vLLM 0.27.1 has no vllm/__main__.py; use "
+                "`vllm serve` or `python -m vllm.entrypoints.cli.main serve`"
+            )
         if module.startswith("vllm") or looks_like_vllm_args(rest):
             raise ReadError(f"`python -m {module}` is not an entry point the reader knows")
         return []

@@ -833,3 +833,24 @@ def test_shell_options_that_change_nothing_the_reader_follows_are_read(options: 
 def test_unsetting_a_variable_the_shell_reads_is_refused(script: str) -> None:
     # Without PATH no program is found: the compliant server never starts.
     assert "a variable the shell itself reads" in refused(script)
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        # vLLM 0.27.1's wheel has no vllm/__main__.py: `python -m vllm` exits at once.
+        (f"python3 -m vllm serve {QAT} --max-model-len=8192", "no vllm/__main__.py"),
+        # `-W -m`: "-m" is the warning filter, and the module name is taken as a script file.
+        (f"python3 -W -m vllm.entrypoints.cli.main serve {QAT}", "Python script"),
+        (f"python3 -X -m vllm.entrypoints.openai.api_server --model {QAT}", "Python script"),
+    ],
+)
+def test_python_command_lines_that_start_no_server_are_refused(script: str, named: str) -> None:
+    assert named in refused(script)
+
+
+def test_python_options_with_values_are_skipped_as_python_does() -> None:
+    script = (
+        f"python3 -W ignore -X utf8 -m vllm.entrypoints.cli.main serve {QAT} --max-model-len=8192"
+    )
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
