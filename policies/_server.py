@@ -241,6 +241,10 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
         args, a_unknown = _strings_or_unknown(raw_args)
         image, _ = read_field(container, "image")
         env, env_unknown = _envs(container)
+        # Cloud Run v1's envFroms (a ConfigMap or Secret) bring variables whose names the
+        # reader cannot see, as Kubernetes' envFrom does.
+        env_from, env_from_unknown = read_field(container, "envFroms")
+        env_unknown = env_unknown or env_from_unknown or bool(items(env_from))
         unknown = tuple(
             what
             for what, flag in (

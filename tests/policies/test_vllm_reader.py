@@ -702,3 +702,13 @@ def test_an_image_whose_entrypoint_is_not_known_is_not_guessed(image: str) -> No
 def test_official_images_are_known_by_their_full_reference(image: str) -> None:
     (launch,) = script_launches(f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n")
     assert launch.argv[0] == QAT
+
+
+def test_v1_env_froms_bring_names_the_reader_cannot_see() -> None:
+    # A Secret's keys become variables (VLLM_PLUGINS, PYTHONPATH, ...) by names nobody wrote.
+    props = as_v1(l4_with(["vllm", "serve"], serve_line()))
+    props["template"]["spec"]["containers"][0]["envFroms"] = [
+        {"secretRef": {"localObjectReference": {"name": "vllm-env"}}}
+    ]
+    (message,) = violations(vllm_server_readable, V1_SERVICE, props)
+    assert "its env are not known" in message
