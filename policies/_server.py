@@ -355,7 +355,13 @@ def _kubernetes_containers(
             if flag
         )
         limits = get(container, "resources", "limits")
-        holds = bool(get(limits, _k8s.GPU_RESOURCE)) or bool(get(limits, _k8s.TPU_RESOURCE))
+        holds = (
+            bool(get(limits, _k8s.GPU_RESOURCE))
+            or bool(get(limits, _k8s.TPU_RESOURCE))
+            # A dynamic resource allocation claim may be an accelerator: which device it
+            # is lies in a ResourceClaim the policies do not read, so it counts as one.
+            or bool(items(get(container, "resources", "claims")))
+        )
         mounts, remapped = _mounts(container, remapped_volumes or set())
         specs.append(
             ContainerSpec(
@@ -398,6 +404,16 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     }
     specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None, remapped_volumes))
     runs_accelerator = pod_accelerator is not None or any(c.holds_accelerator for c in specs)
+    if (
+        pod_accelerator is not None
+        and len(specs) > 1
+        and not any(c.holds_accelerator for c in specs)
+    ):
+        problems.append(
+            f"this Pod runs on {pod_accelerator} with {len(specs)} containers and none "
+            "declares the accelerator (a nvidia.com/gpu or google.com/tpu limit, or a resource "
+            "claim), so which one uses it is not known; set it on the vLLM container"
+        )
     gcs = frozenset(
         str(get(v, "name"))
         for v in _k8s.volumes(resource_type, props)

@@ -545,3 +545,26 @@ def test_a_crd_schema_naming_containers_runs_nothing() -> None:
         "containers": {"type": "array"}, "image": {"type": "string"}}}}}]}}  # fmt: skip
     type_ = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
     assert violations(vllm_server_readable, type_, crd) == []
+
+
+def test_a_container_given_the_gpu_by_a_resource_claim_must_start_vllm() -> None:
+    # Dynamic resource allocation hands a device through resources.claims, not a limit:
+    # the side container holds the GPU and runs a server the policies cannot see.
+    d = vllm()
+    pod_spec(d)["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    pod_spec(d)["containers"].append(
+        {"name": "side", "image": "ghcr.io/x/server:1.0.0", "command": ["/app/server"],
+         "resources": {"claims": [{"name": "gpu"}]}}
+    )  # fmt: skip
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "container 'side' holds the GPU" in message
+
+
+def test_a_gpu_pod_whose_containers_declare_no_accelerator_is_refused() -> None:
+    d = vllm()
+    del container(d)["resources"]
+    pod_spec(d)["containers"].append(
+        {"name": "side", "image": "ghcr.io/x/server:1.0.0", "command": ["/app/server"]}
+    )
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "none declares the accelerator" in message
