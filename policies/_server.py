@@ -361,6 +361,8 @@ def _kubernetes_containers(
             # A dynamic resource allocation claim may be an accelerator: which device it
             # is lies in a ResourceClaim the policies do not read, so it counts as one.
             or bool(items(get(container, "resources", "claims")))
+            # With NVIDIA's container runtime this variable alone exposes the node's GPUs.
+            or env.get("NVIDIA_VISIBLE_DEVICES", "void") not in ("void", "none", "")
         )
         mounts, remapped = _mounts(container, remapped_volumes or set())
         specs.append(

@@ -568,3 +568,22 @@ def test_a_gpu_pod_whose_containers_declare_no_accelerator_is_refused() -> None:
     )
     (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
     assert "none declares the accelerator" in message
+
+
+@pytest.mark.parametrize("value", ["all", "0", None])
+def test_a_container_exposing_gpus_by_environment_holds_the_gpu(value: str | None) -> None:
+    d = vllm()
+    env: dict[str, Any] = {"name": "NVIDIA_VISIBLE_DEVICES"}
+    env.update(
+        {"value": value} if value else {"valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
+    )
+    pod_spec(d)["containers"].append(
+        {
+            "name": "side",
+            "image": "ghcr.io/x/server:1.0.0",
+            "command": ["/app/server"],
+            "env": [env],
+        }
+    )
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "container 'side' holds the GPU" in message
