@@ -479,6 +479,25 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
                 "whose startup script is read",
             ),
         )
+    if (
+        resource_type.startswith("gcp:")
+        and resource_type not in COMPUTE_MACHINES
+        and resource_type != TPU_VM
+        and resource_type not in ACCELERATOR_HOSTS
+    ):
+        found = _accelerator_in(props)
+        if found is not None:
+            kind = resource_type.rsplit(":", 1)[-1]
+            return Workload(
+                resource_type=resource_type,
+                accelerator=None,
+                problems=(
+                    f"this {kind} ({resource_type}) runs accelerators ({found}) but is a "
+                    "resource type whose server the policies cannot read (a notebook, a "
+                    "managed job ...); serve with Cloud Run, a TPU VM or Compute Engine "
+                    "machine with a startup script, or a GKE workload",
+                ),
+            )
     machine_accelerator: str | None = None
     runs_accelerator = False
     if resource_type in COMPUTE_MACHINES:
@@ -499,6 +518,60 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         problems=tuple(problems),
         serves_from_hub=True,  # a machine's `docker run` downloads at boot (TPU nodes)
     )
+
+
+#: Resource types that name accelerators without running a server of their own: GKE node
+#: pools and clusters run Pods (read as Kubernetes objects); reservations, commitments and
+#: resource policies only reserve or pay for capacity.
+ACCELERATOR_HOSTS = frozenset(
+    {
+        "gcp:container/nodePool:NodePool",
+        "gcp:container/cluster:Cluster",
+        "gcp:compute/reservation:Reservation",
+        "gcp:compute/futureReservation:FutureReservation",
+        "gcp:compute/regionCommitment:RegionCommitment",
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+    }
+)
+
+
+def _accelerator_in(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where a props tree asks for accelerators: a key naming accelerators with a value that
+    is not empty or zero, or an accelerator machine type (bounded depth)."""
+    if depth > 12:
+        return None
+    if isinstance(value, Mapping):
+        for key in list(value):
+            child, _ = read_field(value, str(key))
+            here = f"{path}.{key}" if path else str(key)
+            if "accelerator" in str(key).lower() and _asks(child):
+                return here
+            if (
+                str(key) == "machineType"
+                and isinstance(child, str)
+                and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
+            ):
+                return here
+            found = _accelerator_in(child, here, depth + 1)
+            if found:
+                return found
+    elif is_list(value):
+        for index, child in enumerate(items(value)):
+            found = _accelerator_in(child, f"{path}[{index}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _asks(value: Any) -> bool:
+    """An accelerator setting asks for devices: a config unless its count is zero, a list
+    when any entry does, any other value unless empty or zero."""
+    if isinstance(value, Mapping):
+        count = value.get("count", value.get("coreCount", 1))
+        return count not in (0, "0", 0.0)
+    if is_list(value):
+        return any(_asks(v) for v in items(value))
+    return value not in (None, "", 0, "0", False)
 
 
 def _project_metadata_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:

@@ -854,3 +854,44 @@ def test_python_options_with_values_are_skipped_as_python_does() -> None:
         f"python3 -W ignore -X utf8 -m vllm.entrypoints.cli.main serve {QAT} --max-model-len=8192"
     )
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:workbench/instance:Instance",
+         {"gceSetup": {"machineType": "n1-standard-8",
+                       "acceleratorConfigs": [{"type": "NVIDIA_TESLA_T4", "coreCount": 1}],
+                       "metadata": {"post-startup-script": "gs://b/run.sh"}}}),
+        ("gcp:notebooks/instance:Instance",
+         {"machineType": "n1-standard-4",
+          "acceleratorConfig": {"type": "NVIDIA_L4", "coreCount": 1}}),
+        ("gcp:workbench/instance:Instance", {"gceSetup": {"machineType": "g2-standard-8"}}),
+        ("gcp:example/someService:Thing", {"spec": {"acceleratorType": "v6e-8"}}),
+    ],
+)  # fmt: skip
+def test_other_resource_types_that_run_accelerators_fail_closed(
+    type_: str, props: dict[str, Any]
+) -> None:
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert "runs accelerators" in message
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:workbench/instance:Instance",
+         {"gceSetup": {"machineType": "e2-standard-4",
+                       "acceleratorConfigs": [{"type": "NVIDIA_TESLA_T4", "coreCount": 0}]}}),
+        ("gcp:compute/reservation:Reservation",
+         {"specificReservation": {"count": 1, "instanceProperties": {
+             "machineType": "g2-standard-8"}}}),
+        ("gcp:container/nodePool:NodePool",
+         {"nodeConfig": {"machineType": "g2-standard-8",
+                         "guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}}),
+    ],
+)  # fmt: skip
+def test_resources_that_only_reserve_or_host_accelerators_are_not_judged(
+    type_: str, props: dict[str, Any]
+) -> None:
+    assert violations(vllm_server_readable, type_, props) == []
