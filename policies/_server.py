@@ -743,8 +743,8 @@ def read_workload(workload: Workload) -> Reading:
         if drafter is not None:
             drafter_checkpoint, why = resolve_checkpoint(
                 drafter,
-                None,
-                {path for name, path in mounts if name in workload.gcs_volumes},
+                _speculative_field(args, "revision"),
+                model_mounts,
                 on_hub=workload.serves_from_hub,
             )
             if why is not None:
@@ -822,6 +822,12 @@ def read_workload(workload: Workload) -> Reading:
 
 
 def _drafter(args: Mapping[str, Any]) -> str | None:
+    model = _speculative_field(args, "model")
+    return model if isinstance(model, str) else None
+
+
+def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
+    """A field of `--speculative-config` (the drafter's `model`, its `revision`)."""
     raw = args.get("speculative-config")
     spec: Any = raw
     if isinstance(raw, str):
@@ -829,10 +835,7 @@ def _drafter(args: Mapping[str, Any]) -> str | None:
             spec = json.loads(raw)
         except json.JSONDecodeError:
             return None
-    if isinstance(spec, Mapping):
-        model = spec.get("model")
-        return model if isinstance(model, str) else None
-    return None
+    return spec.get(name) if isinstance(spec, Mapping) else None
 
 
 def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, add: Any) -> None:

@@ -895,3 +895,11 @@ def test_resources_that_only_reserve_or_host_accelerators_are_not_judged(
     type_: str, props: dict[str, Any]
 ) -> None:
     assert violations(vllm_server_readable, type_, props) == []
+
+
+def test_a_tpu_drafter_at_a_pull_request_revision_is_refused() -> None:
+    # The drafter's own revision (speculative-config's `revision`) is read like the model's.
+    spec = '{"method":"mtp","model":"google/gemma-4-12B-it-assistant","revision":"refs/pr/3"}'
+    script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --speculative-config='{spec}'")
+    messages = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert any("the drafter" in m and "pull request" in m for m in messages), messages
