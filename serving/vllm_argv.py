@@ -314,6 +314,8 @@ CODE_OPTIONS: dict[str, str] = {
     "weight-transfer-config": "replaces the weights while the server runs",
     "additional-config": "passes platform plugins a configuration the reader cannot judge",
     "download-dir": "resolves Hugging Face ids from another cache (as HF_HUB_CACHE does)",
+    "allowed-local-media-path": "lets every client read the container's files (file:// media)",
+    "trust-request-chat-template": "renders chat templates the clients send",
 }
 #: `--dtype` values the memory policy accounts for: the catalogue checkpoints' own bf16.
 DTYPES = frozenset({"auto", "bfloat16"})

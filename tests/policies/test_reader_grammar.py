@@ -680,6 +680,8 @@ def test_prefixes_that_run_the_server_are_read(prefix: str) -> None:
         ("--weight-transfer-config '{}'", "--weight-transfer-config"),
         ("--additional-config '{}'", "--additional-config"),
         ("--download-dir /tmp/d", "--download-dir"),
+        ("--allowed-local-media-path /", "--allowed-local-media-path"),
+        ("--trust-request-chat-template", "--trust-request-chat-template"),
         ("--download_dir=/tmp/d", "--download-dir"),
         ("--dtype float32", "--dtype 'float32'"),
         ("--dtype=half", "--dtype 'half'"),
