@@ -406,6 +406,8 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     }
     specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None, remapped_volumes))
     runs_accelerator = pod_accelerator is not None or any(c.holds_accelerator for c in specs)
+    if runs_accelerator:
+        problems += _pod_reach_problems(spec, raw)
     if (
         pod_accelerator is not None
         and len(specs) > 1
@@ -429,6 +431,38 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
         gcs_volumes=gcs,
         problems=tuple(problems),
     )
+
+
+#: Capabilities that let one container of a Pod reach into another's process or files.
+_REACHING_CAPABILITIES = frozenset({"SYS_PTRACE", "SYS_ADMIN", "ALL"})
+
+
+def _pod_reach_problems(spec: Any, raw_containers: list[Any]) -> list[str]:
+    """What lets code outside the vLLM command reach into the server of an accelerator Pod:
+    a shared process namespace or the host's (a container then reads and writes the
+    server's memory and files through /proc), a privileged container, or one given
+    SYS_PTRACE or SYS_ADMIN."""
+    problems = []
+    for key in ("shareProcessNamespace", "hostPID", "hostIPC"):
+        if get(spec, key) is True:
+            problems.append(
+                f"the Pod sets {key}: true, so another process can reach into the vLLM "
+                "server's memory and files, which the policies do not read; remove it"
+            )
+    for index, container in enumerate(raw_containers):
+        name = get(container, "name") or f"#{index}"
+        context = get(container, "securityContext")
+        added = {
+            str(c).upper().removeprefix("CAP_") for c in items(get(context, "capabilities", "add"))
+        }
+        reaching = sorted(added & _REACHING_CAPABILITIES)
+        if get(context, "privileged") is True or reaching:
+            what = "privileged" if get(context, "privileged") is True else ", ".join(reaching)
+            problems.append(
+                f"container {name!r} runs {what}, so it can reach into the other containers "
+                "and the node, where the policies do not read what it changes; remove it"
+            )
+    return problems
 
 
 def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:

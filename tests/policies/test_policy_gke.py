@@ -587,3 +587,23 @@ def test_a_container_exposing_gpus_by_environment_holds_the_gpu(value: str | Non
     )
     (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
     assert "container 'side' holds the GPU" in message
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda d: pod_spec(d).update(shareProcessNamespace=True), "shareProcessNamespace"),
+        (lambda d: pod_spec(d).update(hostPID=True), "hostPID"),
+        (lambda d: container(d).update(securityContext={"privileged": True}), "privileged"),
+        (lambda d: pod_spec(d)["containers"].append(
+            {"name": "side", "image": "ghcr.io/x/dbg:1.0.0", "command": ["sleep", "inf"],
+             "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}), "SYS_PTRACE"),
+    ],
+)  # fmt: skip
+def test_what_reaches_into_the_vllm_process_is_refused(edit: Any, named: str) -> None:
+    # A sidecar sharing the process namespace with SYS_PTRACE (or a privileged one) can
+    # rewrite the running server's memory or files: code the command never shows.
+    d = vllm()
+    edit(d)
+    messages = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert any(named in m for m in messages), messages
