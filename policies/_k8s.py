@@ -55,6 +55,31 @@ TPU_RESOURCE = "google.com/tpu"
 
 #: Keys that hold containers or a Pod template in any object (Kubernetes' conventions).
 _RUNS_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+#: Keys by which custom resources run code or models without a container list: Argo's
+#: `container`/`script`, Pod specs under other names, KServe's `model` with `storageUri` or
+#: `runtime` (a serving runtime installed outside the stack, vLLM among them), an `image`
+#: or a command line anywhere. A custom resource holding any of them is refused.
+_RUNS_CODE = (
+    "container",
+    "script",
+    "podSpec",
+    "podTemplate",
+    "image",
+    "command",
+    "args",
+    "storageUri",
+    "runtime",
+    "modelFormat",
+)
+#: Kinds that describe other objects' fields rather than run anything.
+SCHEMA_KINDS = frozenset(
+    {
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinitionPatch",
+    }
+)
+#: Accelerator resource names: a custom resource asking for them runs accelerators.
+_ACCELERATOR_WORDS = ("nvidia.com/gpu", "google.com/tpu", GPU_LABEL, TPU_LABEL)
 #: Keys whose entries are the user's own strings (a ConfigMap key named `containers`).
 _OPAQUE_KEYS = ("data", "stringData", "binaryData", "labels", "annotations")
 
@@ -223,8 +248,10 @@ def _holds_containers(value: Any, depth: int = 0) -> str | None:
             if str(key) in _OPAQUE_KEYS:
                 continue
             child, _ = read_field(value, str(key))
-            if str(key) in _RUNS_CONTAINERS:
+            if str(key) in _RUNS_CONTAINERS or str(key) in _RUNS_CODE:
                 return str(key)
+            if str(key) in _ACCELERATOR_WORDS:
+                return f"{key} (an accelerator)"
             if str(key) == "template" and isinstance(child, Mapping) and "spec" in child:
                 return "template.spec"
             found = _holds_containers(child, depth + 1)
@@ -272,6 +299,8 @@ def unreadable(resource_type: str, props: Mapping[str, Any]) -> list[str]:
             f"{resource_type} installs manifests rendered inside the provider, which the "
             "policies cannot see; render the chart into the repository and declare its objects"
         ]
+    if resource_type in SCHEMA_KINDS:
+        return []  # a schema names fields (`containers`, `image`), it runs nothing
     where = _holds_containers(props)
     if where is None:
         return []

@@ -79,6 +79,21 @@ UNREADABLE_METADATA = {
     "shutdown-script": "a script run at shutdown",
     "shutdown-script-url": "a script fetched from a URL at shutdown",
 }
+#: Any other metadata key naming a script the guest agent runs (Windows `*-script-ps1|cmd|bat`
+#: and `*-url`, `sysprep-specialize-script-*`, ...): refused like the keys above.
+_SCRIPT_KEY = re.compile(r"script|user-data|container-declaration", re.I)
+#: Project-wide metadata: every Compute Engine machine of the project inherits its scripts.
+PROJECT_METADATA = "gcp:compute/projectMetadata:ProjectMetadata"
+PROJECT_METADATA_ITEM = "gcp:compute/projectMetadataItem:ProjectMetadataItem"
+
+
+def _unreadable_key(name: str) -> str | None:
+    """What a metadata key other than `startup-script` runs, or None when it runs nothing."""
+    if name in UNREADABLE_METADATA:
+        return UNREADABLE_METADATA[name]
+    if _SCRIPT_KEY.search(name):
+        return "a script or document the guest agent runs"
+    return None
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,51 @@ class ContainerSpec:
     #: How the platform treats `$(NAME)` in command and args: "expand" (Kubernetes),
     #: "literal" (Cloud Run v1: documented as not supported), "refuse" (not documented).
     variable_references: str = "refuse"
+    #: Commands the platform runs inside the container besides its own (Kubernetes
+    #: lifecycle exec hooks and exec probes), described for the message.
+    hooks: tuple[str, ...] = ()
+    #: Mount paths whose root is not the volume's root (a `subPath`/`subPathExpr` mount, or a
+    #: Cloud Storage volume mounted with gcsfuse's `only-dir`).
+    remapped_mounts: tuple[str, ...] = ()
+
+
+#: A vLLM container may mount, besides the model bucket, only shared memory.
+SHARED_MEMORY = "/dev/shm"
+
+
+def remaps_root(volume: Any) -> bool:
+    """A Cloud Storage volume mounted with gcsfuse's `only-dir` option (Cloud Run's
+    `gcs.mountOptions` list, or a CSI volume's comma-separated `mountOptions`): its mount
+    shows a folder of the bucket, not the bucket's root."""
+    raws = [
+        get(volume, "gcs", "mountOptions"),
+        get(volume, "csi", "volumeAttributes", "mountOptions"),
+    ]
+    for raw in raws:
+        parts = [raw] if isinstance(raw, str) else [p for p in items(raw) if isinstance(p, str)]
+        for part in parts:
+            for option in re.split(r"[,;\s]+", part):
+                name = option.split("=", 1)[0].lstrip("-").replace("_", "-").lower()
+                if name == "only-dir":
+                    return True
+    return False
+
+
+def _mounts(
+    container: Any, remapped_volumes: set[str]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(volume name, mount path) of a container's mounts, and the paths whose root is
+    remapped (`subPath`, `subPathExpr`, or a volume mounted with `only-dir`)."""
+    mounts: list[tuple[str, str]] = []
+    remapped: list[str] = []
+    for m in items(get(container, "volumeMounts")):
+        name, path = get(m, "name"), get(m, "mountPath")
+        if not (isinstance(name, str) and isinstance(path, str)):
+            continue
+        mounts.append((name, path))
+        if get(m, "subPath") or get(m, "subPathExpr") or name in remapped_volumes:
+            remapped.append(path)
+    return tuple(mounts), tuple(remapped)
 
 
 @dataclass(frozen=True)
@@ -181,6 +241,10 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
         args, a_unknown = _strings_or_unknown(raw_args)
         image, _ = read_field(container, "image")
         env, env_unknown = _envs(container)
+        # Cloud Run v1's envFroms (a ConfigMap or Secret) bring variables whose names the
+        # reader cannot see, as Kubernetes' envFrom does.
+        env_from, env_from_unknown = read_field(container, "envFroms")
+        env_unknown = env_unknown or env_from_unknown or bool(items(env_from))
         unknown = tuple(
             what
             for what, flag in (
@@ -193,11 +257,15 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
         holds = bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
             gpu and len(all_containers) == 1
         )
-        mounts = tuple(
-            (str(get(m, "name")), str(get(m, "mountPath")))
-            for m in items(get(container, "volumeMounts"))
-            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
-        )
+        remapped_volumes = {
+            str(get(v, "name"))
+            for v in [
+                *volumes(resource_type, props),
+                *items(get(props, "template", "spec", "volumes")),
+            ]
+            if remaps_root(v)
+        }
+        mounts, remapped = _mounts(container, remapped_volumes)
         specs.append(
             ContainerSpec(
                 name=str(name),
@@ -209,6 +277,7 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
                 volume_mounts=mounts,
                 unknown=unknown,
                 variable_references="literal" if resource_type == V1_SERVICE else "refuse",
+                remapped_mounts=remapped,
             )
         )
     return specs
@@ -240,7 +309,28 @@ def _machine_accelerator(resource_type: str, props: Mapping[str, Any]) -> str | 
 GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 
-def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> list[ContainerSpec]:
+#: Kubernetes probes and lifecycle hooks that can run a command inside the container.
+_K8S_HOOKS = (
+    ("lifecycle", "postStart"),
+    ("lifecycle", "preStop"),
+    ("startupProbe",),
+    ("livenessProbe",),
+    ("readinessProbe",),
+)
+
+
+def _k8s_hooks(container: Any) -> tuple[str, ...]:
+    """The exec commands the kubelet runs inside a container (lifecycle hooks, probes)."""
+    found = []
+    for path in _K8S_HOOKS:
+        if get(container, *path, "exec") is not None:
+            found.append(f"{'.'.join(path)}.exec")
+    return tuple(found)
+
+
+def _kubernetes_containers(
+    raw_containers: list[Any], pod_accelerated: bool, remapped_volumes: set[str] | None = None
+) -> list[ContainerSpec]:
     """A Pod template's containers as the reader takes them: `$(NAME)` in command, args and
     env expanded as the kubelet expands them (``variable_references="expand"``)."""
     specs: list[ContainerSpec] = []
@@ -265,12 +355,16 @@ def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> 
             if flag
         )
         limits = get(container, "resources", "limits")
-        holds = bool(get(limits, _k8s.GPU_RESOURCE)) or bool(get(limits, _k8s.TPU_RESOURCE))
-        mounts = tuple(
-            (str(get(m, "name")), str(get(m, "mountPath")))
-            for m in items(get(container, "volumeMounts"))
-            if isinstance(get(m, "name"), str) and isinstance(get(m, "mountPath"), str)
+        holds = (
+            bool(get(limits, _k8s.GPU_RESOURCE))
+            or bool(get(limits, _k8s.TPU_RESOURCE))
+            # A dynamic resource allocation claim may be an accelerator: which device it
+            # is lies in a ResourceClaim the policies do not read, so it counts as one.
+            or bool(items(get(container, "resources", "claims")))
+            # With NVIDIA's container runtime this variable alone exposes the node's GPUs.
+            or env.get("NVIDIA_VISIBLE_DEVICES", "void") not in ("void", "none", "")
         )
+        mounts, remapped = _mounts(container, remapped_volumes or set())
         specs.append(
             ContainerSpec(
                 name=str(name),
@@ -282,6 +376,8 @@ def _kubernetes_containers(raw_containers: list[Any], pod_accelerated: bool) -> 
                 volume_mounts=mounts,
                 unknown=unknown,
                 variable_references="expand",
+                hooks=_k8s_hooks(container),
+                remapped_mounts=remapped,
             )
         )
     return specs
@@ -298,9 +394,30 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     for key in ("initContainers", "containers"):
         value, _ = read_field(spec, key)
         raw += [c for c in items(value) if isinstance(c, Mapping)]
+    ephemeral, ephemeral_unknown = read_field(spec, "ephemeralContainers")
+    if ephemeral_unknown or items(ephemeral):
+        problems.append(
+            "the Pod spec declares ephemeralContainers, which run code inside the Pod beside "
+            "the vLLM server where the policies do not read it; remove them"
+        )
     pod_accelerator = _k8s.accelerator(resource_type, props)
-    specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None))
+    remapped_volumes = {
+        str(get(v, "name")) for v in _k8s.volumes(resource_type, props) if remaps_root(v)
+    }
+    specs = tuple(_kubernetes_containers(raw, pod_accelerator is not None, remapped_volumes))
     runs_accelerator = pod_accelerator is not None or any(c.holds_accelerator for c in specs)
+    if runs_accelerator:
+        problems += _pod_reach_problems(spec, raw)
+    if (
+        pod_accelerator is not None
+        and len(specs) > 1
+        and not any(c.holds_accelerator for c in specs)
+    ):
+        problems.append(
+            f"this Pod runs on {pod_accelerator} with {len(specs)} containers and none "
+            "declares the accelerator (a nvidia.com/gpu or google.com/tpu limit, or a resource "
+            "claim), so which one uses it is not known; set it on the vLLM container"
+        )
     gcs = frozenset(
         str(get(v, "name"))
         for v in _k8s.volumes(resource_type, props)
@@ -314,6 +431,38 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
         gcs_volumes=gcs,
         problems=tuple(problems),
     )
+
+
+#: Capabilities that let one container of a Pod reach into another's process or files.
+_REACHING_CAPABILITIES = frozenset({"SYS_PTRACE", "SYS_ADMIN", "ALL"})
+
+
+def _pod_reach_problems(spec: Any, raw_containers: list[Any]) -> list[str]:
+    """What lets code outside the vLLM command reach into the server of an accelerator Pod:
+    a shared process namespace or the host's (a container then reads and writes the
+    server's memory and files through /proc), a privileged container, or one given
+    SYS_PTRACE or SYS_ADMIN."""
+    problems = []
+    for key in ("shareProcessNamespace", "hostPID", "hostIPC"):
+        if get(spec, key) is True:
+            problems.append(
+                f"the Pod sets {key}: true, so another process can reach into the vLLM "
+                "server's memory and files, which the policies do not read; remove it"
+            )
+    for index, container in enumerate(raw_containers):
+        name = get(container, "name") or f"#{index}"
+        context = get(container, "securityContext")
+        added = {
+            str(c).upper().removeprefix("CAP_") for c in items(get(context, "capabilities", "add"))
+        }
+        reaching = sorted(added & _REACHING_CAPABILITIES)
+        if get(context, "privileged") is True or reaching:
+            what = "privileged" if get(context, "privileged") is True else ", ".join(reaching)
+            problems.append(
+                f"container {name!r} runs {what}, so it can reach into the other containers "
+                "and the node, where the policies do not read what it changes; remove it"
+            )
+    return problems
 
 
 def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
@@ -346,6 +495,12 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             gcs_volumes=gcs,
             problems=tuple(problems),
         )
+    if resource_type in (PROJECT_METADATA, PROJECT_METADATA_ITEM):
+        return Workload(
+            resource_type=resource_type,
+            accelerator=None,
+            problems=tuple(_project_metadata_problems(resource_type, props)),
+        )
     if resource_type == TPU_QUEUED_RESOURCE:
         return Workload(
             resource_type=resource_type,
@@ -358,6 +513,25 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
                 "whose startup script is read",
             ),
         )
+    if (
+        resource_type.startswith("gcp:")
+        and resource_type not in COMPUTE_MACHINES
+        and resource_type != TPU_VM
+        and resource_type not in ACCELERATOR_HOSTS
+    ):
+        found = _accelerator_in(props)
+        if found is not None:
+            kind = resource_type.rsplit(":", 1)[-1]
+            return Workload(
+                resource_type=resource_type,
+                accelerator=None,
+                problems=(
+                    f"this {kind} ({resource_type}) runs accelerators ({found}) but is a "
+                    "resource type whose server the policies cannot read (a notebook, a "
+                    "managed job ...); serve with Cloud Run, a TPU VM or Compute Engine "
+                    "machine with a startup script, or a GKE workload",
+                ),
+            )
     machine_accelerator: str | None = None
     runs_accelerator = False
     if resource_type in COMPUTE_MACHINES:
@@ -380,6 +554,82 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
     )
 
 
+#: Resource types that name accelerators without running a server of their own: GKE node
+#: pools and clusters run Pods (read as Kubernetes objects); reservations, commitments and
+#: resource policies only reserve or pay for capacity.
+ACCELERATOR_HOSTS = frozenset(
+    {
+        "gcp:container/nodePool:NodePool",
+        "gcp:container/cluster:Cluster",
+        "gcp:compute/reservation:Reservation",
+        "gcp:compute/futureReservation:FutureReservation",
+        "gcp:compute/regionCommitment:RegionCommitment",
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+    }
+)
+
+
+def _accelerator_in(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where a props tree asks for accelerators: a key naming accelerators with a value that
+    is not empty or zero, or an accelerator machine type (bounded depth)."""
+    if depth > 12:
+        return None
+    if isinstance(value, Mapping):
+        for key in list(value):
+            child, _ = read_field(value, str(key))
+            here = f"{path}.{key}" if path else str(key)
+            if "accelerator" in str(key).lower() and _asks(child):
+                return here
+            if (
+                str(key) == "machineType"
+                and isinstance(child, str)
+                and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
+            ):
+                return here
+            found = _accelerator_in(child, here, depth + 1)
+            if found:
+                return found
+    elif is_list(value):
+        for index, child in enumerate(items(value)):
+            found = _accelerator_in(child, f"{path}[{index}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _asks(value: Any) -> bool:
+    """An accelerator setting asks for devices: a config unless its count is zero, a list
+    when any entry does, any other value unless empty or zero."""
+    if isinstance(value, Mapping):
+        count = value.get("count", value.get("coreCount", 1))
+        return count not in (0, "0", 0.0)
+    if is_list(value):
+        return any(_asks(v) for v in items(value))
+    return value not in (None, "", 0, "0", False)
+
+
+def _project_metadata_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Project metadata that starts code: every machine of the project without its own
+    key runs it, accelerator machines included, where no server can be tied to it."""
+    if resource_type == PROJECT_METADATA_ITEM:
+        key, unknown = read_field(props, "key")
+        keys = [key] if isinstance(key, str) else []
+        if unknown:
+            return ["the project metadata key is not known (a value unknown at preview)"]
+    else:
+        metadata, unknown = read_field(props, "metadata")
+        if unknown:
+            return ["the project metadata is not known (a value unknown at preview)"]
+        keys = [str(k) for k in metadata] if isinstance(metadata, Mapping) else []
+    return [
+        f"project metadata {k!r} is run by every Compute Engine machine of the project that "
+        "does not set its own, accelerator machines included, where the policies cannot tie "
+        "it to a server; set startup scripts on each machine"
+        for k in keys
+        if k in ("startup-script", "startup_script") or _unreadable_key(k)
+    ]
+
+
 def _startup_scripts(
     props: Mapping[str, Any], problems: list[str], runs_accelerator: bool
 ) -> list[tuple[str, str]]:
@@ -398,9 +648,9 @@ def _startup_scripts(
                     f"metadata.{name} is not known (a value unknown at preview); the vLLM "
                     "options cannot be checked"
                 )
-        elif name in UNREADABLE_METADATA and runs_accelerator:
+        elif _unreadable_key(name) and runs_accelerator:
             problems.append(
-                f"metadata.{name} is {UNREADABLE_METADATA[name]}, which the policies cannot "
+                f"metadata.{name} is {_unreadable_key(name)}, which the policies cannot "
                 "see into; put the commands in metadata.startup-script"
             )
     direct, direct_unknown = read_field(props, "metadataStartupScript")
@@ -493,6 +743,7 @@ def read_workload(workload: Workload) -> Reading:
         where: str,
         mounts: tuple[tuple[str, str], ...],
         outer_env: Mapping[str, str | None],
+        remapped: tuple[str, ...] = (),
     ) -> None:
         parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
@@ -501,10 +752,22 @@ def read_workload(workload: Workload) -> Reading:
         for problem in env_problems(names):
             reading.problems.append(f"{where}: {problem}")
         args = parsed.as_dict()
+        model_mounts = {
+            path for name, path in mounts if name in workload.gcs_volumes and path not in remapped
+        }
+        for path in remapped:
+            for served in (args.get("model"), _drafter(args)):
+                if isinstance(served, str) and served.startswith(path.rstrip("/") + "/"):
+                    reading.problems.append(
+                        f"{where}: the served path {served!r} is under {path!r}, a mount whose "
+                        "root is not the bucket's root (a subPath, subPathExpr or only-dir), so "
+                        "the folder is not the one the download job writes; mount the bucket "
+                        "itself"
+                    )
         checkpoint, why = resolve_checkpoint(
             args.get("model"),
             args.get("revision"),
-            {path for name, path in mounts if name in workload.gcs_volumes},
+            model_mounts,
             on_hub=workload.serves_from_hub,
         )
         if why is not None:
@@ -514,12 +777,24 @@ def read_workload(workload: Workload) -> Reading:
         if drafter is not None:
             drafter_checkpoint, why = resolve_checkpoint(
                 drafter,
-                None,
-                {path for name, path in mounts if name in workload.gcs_volumes},
+                _speculative_field(args, "revision"),
+                model_mounts,
                 on_hub=workload.serves_from_hub,
             )
             if why is not None:
                 reading.problems.append(f"{where}: the drafter: {why}")
+        served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
+        for name, path in mounts:
+            if path.rstrip("/") == SHARED_MEMORY or (
+                name in workload.gcs_volumes and path in served_from
+            ):
+                continue
+            reading.problems.append(
+                f"{where}: it mounts volume {name!r} at {path!r}, whose files (written by "
+                "another container, a job or the host) may be code or data vLLM and Python "
+                "load, which the policies cannot see; a vLLM container mounts only the model "
+                f"bucket folder it serves from and {SHARED_MEMORY}"
+            )
         reading.servers.append(
             VllmServer(
                 resource_type=workload.resource_type,
@@ -581,6 +856,12 @@ def read_workload(workload: Workload) -> Reading:
 
 
 def _drafter(args: Mapping[str, Any]) -> str | None:
+    model = _speculative_field(args, "model")
+    return model if isinstance(model, str) else None
+
+
+def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
+    """A field of `--speculative-config` (the drafter's `model`, its `revision`)."""
     raw = args.get("speculative-config")
     spec: Any = raw
     if isinstance(raw, str):
@@ -588,10 +869,7 @@ def _drafter(args: Mapping[str, Any]) -> str | None:
             spec = json.loads(raw)
         except json.JSONDecodeError:
             return None
-    if isinstance(spec, Mapping):
-        model = spec.get("model")
-        return model if isinstance(model, str) else None
-    return None
+    return spec.get(name) if isinstance(spec, Mapping) else None
 
 
 def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, add: Any) -> None:
@@ -652,7 +930,14 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
         # The container's own env is judged where it is declared (envs), not again here.
         own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
         launch = replace(launch, env=own)
-        add(launch, spec.image, where, spec.volume_mounts, spec.env)
+        add(launch, spec.image, where, spec.volume_mounts, spec.env, spec.remapped_mounts)
+    if launches or might_run_vllm:
+        for hook in spec.hooks:
+            reading.problems.append(
+                f"{where}: its {hook} runs a command inside the vLLM container, where it may "
+                "start another server or change the files vLLM loads, which the policies do "
+                "not read; use httpGet probes and no exec hooks"
+            )
 
 
 def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -22,8 +22,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._resources import JOB, containers, get, items, strings, volumes
-from policies._server import read_servers
+from policies._resources import JOB, SERVICE, WORKER_POOL, containers, get, items, strings, volumes
+from policies._server import read_servers, remaps_root
+from serving.checkpoints import revision_problem
 
 
 @dataclass(frozen=True)
@@ -50,38 +51,107 @@ def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> di
     by_volume = {
         str(get(v, "name")): get(v, "gcs", "bucket")
         for v in volumes(resource_type, props)
-        if get(v, "gcs") is not None
+        # A volume mounted with gcsfuse's only-dir shows a folder of the bucket, not its root.
+        if get(v, "gcs") is not None and not remaps_root(v)
     }
     found: dict[str, str | None] = {}
     for mount in items(get(container, "volumeMounts")):
         name, path = get(mount, "name"), get(mount, "mountPath")
+        if get(mount, "subPath") or get(mount, "subPathExpr"):
+            continue  # the mount's root is a folder of the bucket: files land elsewhere
         if isinstance(name, str) and isinstance(path, str) and name in by_volume:
             bucket = by_volume[name]
             found[path.rstrip("/")] = bucket if isinstance(bucket, str) else None
     return found
 
 
+#: `hf download` options a download job may give, each as `--option=value`.
+_JOB_OPTIONS = frozenset({"--revision", "--local-dir"})
+
+
+def _download_of(resource_type: str, props: Mapping[str, Any], container: Any) -> Download | None:
+    """What a container writes when it is exactly a download job's `hf download`."""
+    if resource_type != JOB:
+        return None
+    argv = strings(get(container, "commands")) + strings(get(container, "args"))
+    if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
+        return None
+    # Only a command line read exactly counts: an option not listed here (an abbreviation
+    # `--rev`, `--repo-type dataset`, `--cache-dir`) may download something else, so such a
+    # job vouches for no folder.
+    options = [a.split("=", 1)[0] for a in argv[2:] if a.startswith("-")]
+    if any(o not in _JOB_OPTIONS for o in options):
+        return None
+    if any(a in _JOB_OPTIONS and "=" not in a for a in argv[2:]):
+        return None  # `--revision X` (two words): the stack writes `--revision=X`
+    positional = [a for a in argv[2:] if not a.startswith("-")]
+    local = _option(argv, "--local-dir")
+    if len(positional) != 1 or local is None:
+        return None  # `hf download REPO FILE...` writes only some files
+    parent, _, folder = local.rstrip("/").rpartition("/")
+    buckets = _buckets(resource_type, props, container)
+    if parent not in buckets:
+        return None
+    return Download(buckets[parent], folder, positional[0], _option(argv, "--revision"))
+
+
 def downloads(resources: list[tuple[str, Mapping[str, Any]]]) -> list[Download]:
     """Every checkpoint the stack's download jobs write."""
     found: list[Download] = []
     for resource_type, props in resources:
-        if resource_type != JOB:
-            continue
         for container in containers(resource_type, props):
-            argv = strings(get(container, "commands")) + strings(get(container, "args"))
-            if argv[:2] not in (["hf", "download"], ["huggingface-cli", "download"]):
+            download = _download_of(resource_type, props, container)
+            if download is not None:
+                found.append(download)
+    return found
+
+
+def bucket_writers(resources: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str | None, str]]:
+    """(bucket, which container) of every Cloud Run container of the stack that mounts a
+    Cloud Storage volume writable and is not exactly a download job: it may write any file
+    into any folder of that bucket."""
+    found: list[tuple[str | None, str]] = []
+    for resource_type, props in resources:
+        if resource_type not in (SERVICE, JOB, WORKER_POOL):
+            continue
+        writable = {
+            str(get(v, "name")): get(v, "gcs", "bucket")
+            for v in volumes(resource_type, props)
+            if get(v, "gcs") is not None and get(v, "gcs", "readOnly") is not True
+        }
+        for index, container in enumerate(containers(resource_type, props)):
+            mounted = [
+                writable[str(get(m, "name"))]
+                for m in items(get(container, "volumeMounts"))
+                if str(get(m, "name")) in writable
+            ]
+            if not mounted or _download_of(resource_type, props, container) is not None:
                 continue
-            positional = [a for a in argv[2:] if not a.startswith("-")]
-            local = _option(argv, "--local-dir")
-            if not positional or local is None:
-                continue
-            parent, _, folder = local.rstrip("/").rpartition("/")
-            buckets = _buckets(resource_type, props, container)
-            if parent not in buckets:
-                continue
-            found.append(
-                Download(buckets[parent], folder, positional[0], _option(argv, "--revision"))
-            )
+            name = get(container, "name") or f"#{index}"
+            for bucket in mounted:
+                found.append((bucket if isinstance(bucket, str) else None, f"container {name!r}"))
+    return found
+
+
+#: pulumi-gcp's resource that writes one object into a bucket.
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+
+
+def bucket_objects(resources: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str | None, str]]:
+    """(bucket, object name) of every object the stack writes itself (an unknown bucket is
+    None; an unknown name is taken as the whole bucket, "")."""
+    found: list[tuple[str | None, str]] = []
+    for resource_type, props in resources:
+        if resource_type != BUCKET_OBJECT:
+            continue
+        bucket, name = get(props, "bucket"), get(props, "name")
+        # gcsfuse shows `a//b` and `./a` as written: only a name that is a plain path of
+        # the folder can be compared, anything else is taken as writing into every folder.
+        text = name if isinstance(name, str) else ""
+        parts = text.split("/")
+        if not text or any(p in ("", ".", "..") for p in parts[:-1]):
+            text = ""
+        found.append((bucket if isinstance(bucket, str) else None, text))
     return found
 
 
@@ -90,6 +160,8 @@ def validate_checkpoint_from_download_job(
 ) -> None:
     resources = [(r.resource_type, r.props) for r in args.resources]
     written = downloads(resources)
+    written_objects = bucket_objects(resources)
+    writers = bucket_writers(resources)
     for resource in args.resources:
         for server in read_servers(resource.resource_type, resource.props).servers:
             for role, checkpoint in (
@@ -106,11 +178,38 @@ def validate_checkpoint_from_download_job(
                     if d.folder == folder
                     and (d.bucket is None or bucket is None or d.bucket == bucket)
                 ]
-                if any(d.repo == checkpoint.card.repo_id for d in matches):
+                others = [
+                    d
+                    for d in matches
+                    if d.repo != checkpoint.card.repo_id
+                    or (d.revision is not None and revision_problem(d.revision) is not None)
+                ]
+                objects = [
+                    o
+                    for o in written_objects
+                    if (o[1] == "" or o[1].startswith(folder + "/"))
+                    and (o[0] is None or bucket is None or o[0] == bucket)
+                ]
+                by_hand = [w for w in writers if w[0] is None or bucket is None or w[0] == bucket]
+                if matches and not others and not objects and not by_hand:
                     continue
-                if matches:
+                if by_hand and not objects:
                     why = (
-                        f"the download job writing it downloads {matches[0].repo!r}, not "
+                        f"{by_hand[0][1]} of this stack mounts its bucket writable and is not "
+                        "a download job, so it may write into the folder"
+                    )
+                elif objects:
+                    why = (
+                        f"the stack also writes the object {objects[0][1]!r} into it (a "
+                        "BucketObject), so its files are not only what the download job wrote"
+                    )
+                elif others and others[0].repo == checkpoint.card.repo_id:
+                    why = f"a download job writing it: {revision_problem(others[0].revision or '')}"
+                elif others:
+                    # Every job writing the folder must download the folder's repository: a
+                    # second job writing another repository over it changes its files.
+                    why = (
+                        f"a download job writing it downloads {others[0].repo!r}, not "
                         f"{checkpoint.card.repo_id!r}"
                     )
                 else:

@@ -69,9 +69,18 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
         return
     for index, container in enumerate(containers(args.resource_type, args.props)):
         image = get(container, "image")
+        name = get(container, "name") or f"#{index}"
+        if get(container, "baseImageUri"):
+            # Cloud Run's automatic base image updates replace the image's base layers with
+            # a newer base under the same reference: what runs is not the pinned image.
+            report_violation(
+                f"{args.name}: container {name!r} sets baseImageUri, which enrolls it in "
+                "Cloud Run's automatic base image updates: its base layers change under the "
+                "pinned reference; remove baseImageUri.",
+                None,
+            )
         if not isinstance(image, str):
             continue
-        name = get(container, "name") or f"#{index}"
         problem = _registry_problem(image, registries)
         if problem is not None:
             report_violation(f"{args.name}: container {name!r}: {problem}.", None)

@@ -37,6 +37,21 @@ def _folders() -> dict[str, ModelCard]:
     return {card.folder: card for card in MODELS.values()}
 
 
+def revision_problem(revision: str) -> str | None:
+    """Why a Hugging Face revision does not name the publisher's own files, or None.
+
+    The Hub serves `refs/pr/N` (a pull request anyone with access may open on the repository)
+    and `refs/convert/...` (files converted by a bot) under the repository's id: the same id
+    at such a revision is someone else's checkpoint. Branch and tag names and commit shas
+    are accepted."""
+    if revision.lower().startswith("refs/") or "%" in revision:
+        return (
+            f"the revision {revision!r} names a pull request or conversion ref, whose files are "
+            "not the publisher's; give a branch, tag or commit of the repository"
+        )
+    return None
+
+
 def resolve_checkpoint(
     model: object, revision: object, mount_paths: Iterable[str], *, on_hub: bool
 ) -> tuple[Checkpoint | None, str | None]:
@@ -56,6 +71,9 @@ def resolve_checkpoint(
         card = MODELS.get(model)
         if card is not None and on_hub:
             given = revision if isinstance(revision, str) else "main"
+            problem = revision_problem(given)
+            if problem is not None:
+                return None, f"the served model {shown}: {problem}"
             return Checkpoint(card, model, "Hugging Face", given), None
         if card is not None:
             return None, (

@@ -57,6 +57,8 @@ class Command:
     after: str = ""
     #: Redirection operators it carries (`>`, `2>&1`...).
     redirections: list[str] = field(default_factory=list)
+    #: The target word of each redirection, in the same order.
+    targets: list[Word] = field(default_factory=list)
 
 
 #: Characters a shell globs with when they are unquoted.
@@ -148,6 +150,7 @@ def lex(script: str) -> list[Command]:
                 i = _word(text, i, target)
                 if not target:
                     raise _refuse(f"a redirection {redirect.group(0)!r} without a target")
+                current.targets.append(Word(tuple(target)))
                 continue
         operator = next((op for op in _OPERATORS if text.startswith(op, i)), None)
         if operator is not None:

@@ -100,7 +100,11 @@ DEFAULT_PORT = int(json.loads(SNAPSHOT.read_text())["serve_options"]["--port"]["
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "busybox"})
 PYTHONS = re.compile(r"^python(\d+(\.\d+)?)?$")
 OPENAI_MODULES = frozenset({"vllm.entrypoints.openai.api_server"})
-CLI_MODULES = frozenset({"vllm.entrypoints.cli.main", "vllm"})
+#: Modules `python -m` can run as vLLM's CLI. vLLM 0.27.1 ships no `vllm/__main__.py`, so
+#: `python -m vllm serve ...` exits at once ("cannot be directly executed"): not a server.
+CLI_MODULES = frozenset({"vllm.entrypoints.cli.main"})
+#: Python options that take the next word as their value (`-W -m` is a warning filter "-m").
+_PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 #: Commands that run another: (options that take a value, positionals before the command).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
@@ -109,7 +113,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "numactl": (frozenset({"-N", "-m", "-C", "-p", "-i", "-l"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
 }
-_PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "builtin", "dumb-init"})
+_PREFIX_COMMANDS = frozenset({"exec", "nohup", "time", "command", "dumb-init"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: `docker run` options that take no value; every other `-x`/`--xx` option takes one.
 _DOCKER_FLAGS = frozenset(
@@ -299,7 +303,22 @@ CODE_OPTIONS: dict[str, str] = {
     "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
     "config": "reads options from a file the reader cannot see",
+    "trust-remote-code": "runs Python code shipped with the checkpoint",
+    "hf-overrides": "changes the checkpoint's config, so it is no longer the catalogue's",
+    "quantization-config": "changes how the checkpoint's weights are quantised",
+    "model-class-overrides": "replaces the model's implementation class",
+    "io-processor-plugin": "loads an input/output processor plugin",
+    "reasoning-parser-plugin": "imports a reasoning-parser plugin file",
+    "kv-transfer-config": "loads a KV connector (a module it names) that moves the KV cache",
+    "ec-transfer-config": "loads an encoder-cache connector (a module it names)",
+    "weight-transfer-config": "replaces the weights while the server runs",
+    "additional-config": "passes platform plugins a configuration the reader cannot judge",
+    "download-dir": "resolves Hugging Face ids from another cache (as HF_HUB_CACHE does)",
+    "allowed-local-media-path": "lets every client read the container's files (file:// media)",
+    "trust-request-chat-template": "renders chat templates the clients send",
 }
+#: `--dtype` values the memory policy accounts for: the catalogue checkpoints' own bf16.
+DTYPES = frozenset({"auto", "bfloat16"})
 
 
 def parse_serve_args(
@@ -375,6 +394,13 @@ def parse_serve_args(
             f"--load-format {load_format!r} loads weights another way than from the served "
             f"path (accepted: {', '.join(sorted(LOAD_FORMATS))})"
         )
+    dtype = options.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        problems.append(
+            f"--dtype {dtype!r} holds the weights in another precision than the checkpoint's "
+            "bf16, which the memory policy counts (accepted: "
+            f"{', '.join(sorted(DTYPES))})"
+        )
     for name, why in CODE_OPTIONS.items():
         if name in options and options[name] not in (False, None):
             shown = options[name]
@@ -421,20 +447,64 @@ def _basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
+#: Folders a program may be named in: the image's own system folders. A program named by
+#: another path (`/tmp/vllm`, `./vllm`, `/mnt/models/bin/vllm`) is whatever was put there,
+#: not the `vllm` (or shell, or Python) its name says.
+SYSTEM_BIN_DIRS = frozenset(
+    {"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"}
+)
+
+
+def _program(token: str) -> str:
+    """The name of the program a command word runs: a bare name (found on PATH, which the
+    reader does not let a script change), or a path in :data:`SYSTEM_BIN_DIRS`."""
+    folder, sep, name = token.rpartition("/")
+    known = (
+        name in ("vllm", "env", "nice", "tini", "tini-static", "docker", "podman", "printf")
+        or name in SHELLS
+        or PYTHONS.match(name) is not None
+        or name in _WRAPPERS
+        or name in _PREFIX_COMMANDS
+        or name in NON_SERVING_PROGRAMS
+        or name in _HARMLESS
+    )
+    # A name the reader does not interpret is refused (or ignored) as an unknown program.
+    if sep and known and folder not in SYSTEM_BIN_DIRS:
+        raise ReadError(
+            f"the program {token!r} is named by a path outside the system folders "
+            f"({', '.join(sorted(SYSTEM_BIN_DIRS))}), so what it is cannot be known from its "
+            "name; name it without a path"
+        )
+    return name
+
+
 def _strip_prefixes(argv: list[str], env: dict[str, str]) -> list[str]:
     """Drop `exec`, `env X=Y`, `X=Y`, `nohup`, `nice -n 5`, `tini --` in front of a command."""
     args = list(argv)
     while args:
-        head = _basename(args[0])
+        head = _program(args[0])
         if _ASSIGNMENT.match(args[0]):
             name, _, value = args[0].partition("=")
             env[name] = value
             args = args[1:]
         elif head == "env":
             args = _env(args[1:], env)
+        elif head == "builtin":
+            raise ReadError(
+                f"`builtin {' '.join(args[1:2])}` runs only a shell builtin: `builtin vllm` runs "
+                "nothing, so a server behind it never starts"
+            )
         elif head in _PREFIX_COMMANDS:
             args = args[1:]
             while args and args[0].startswith("-") and head in ("exec", "time", "command"):
+                if head == "command" and re.fullmatch(r"-[pvV]*[vV][pvV]*", args[0]):
+                    raise ReadError(
+                        f"`command {args[0]}` prints how a name would be found and runs "
+                        "nothing, so a server behind it never starts"
+                    )
+                if args[0] == "--":
+                    args = args[1:]
+                    break
                 args = args[2:] if args[0] == "-a" else args[1:]
         elif head == "nice":
             args = args[1:]
@@ -619,7 +689,7 @@ def _launches(
     args = _strip_prefixes(argv, env)
     if not args:
         return []
-    head = _basename(args[0])
+    head = _program(args[0])
     if head == "vllm":
         if len(args) > 1 and args[1] == "serve":
             return [_launch(args[2:], env)]
@@ -651,7 +721,7 @@ def _not_serve(args: list[str]) -> list[Launch]:
 def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
     i = 1
     while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c"):
-        i += 1
+        i += 2 if args[i] in _PYTHON_VALUE_OPTIONS else 1
     if i >= len(args):
         return []
     if args[i] == "-m" and i + 1 < len(args):
@@ -665,6 +735,11 @@ def _python(args: list[str], env: dict[str, str]) -> list[Launch]:
             if mentions_vllm(rest):
                 raise ReadError(f"`python -m {module}` without `serve`")
             return []
+        if module == "vllm":
+            raise ReadError(
+                "`python -m vllm` runs nothing: vLLM 0.27.1 has no vllm/__main__.py; use "
+                "`vllm serve` or `python -m vllm.entrypoints.cli.main serve`"
+            )
         if module.startswith("vllm") or looks_like_vllm_args(rest):
             raise ReadError(f"`python -m {module}` is not an entry point the reader knows")
         return []
@@ -927,9 +1002,28 @@ def _is_assignment(word: Word) -> bool:
     return False
 
 
+#: Variables the shell itself reads: each changes how the script runs (PS4 is expanded, its
+#: command substitutions run, for every command under `set -x`; PROMPT_COMMAND, PS0-PS3 run or
+#: print code; SHELLOPTS/BASHOPTS set options; GLOBIGNORE, EXECIGNORE, FUNCNEST, HOME, CDPATH,
+#: OLDPWD change expansion, lookup or `cd`; BASH_XTRACEFD, TMOUT ...). An assignment to one
+#: is refused, exported or not.
+SHELL_VARIABLES = frozenset(
+    {"IFS", "PATH", "BASH_ENV", "ENV", "CDPATH", "PS0", "PS1", "PS2", "PS3", "PS4",
+     "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "EXECIGNORE", "FIGNORE",
+     "FUNCNEST", "HOME", "OLDPWD", "PWD", "BASH_XTRACEFD", "TMOUT", "BASH_COMPAT",
+     "BASH_LOADABLES_PATH", "POSIXLY_CORRECT", "HOSTFILE", "INPUTRC", "TIMEFORMAT",
+     "BASH_ARGV0", "SHELL", "LD_PRELOAD", "LD_LIBRARY_PATH"}
+)  # fmt: skip
+
+
 def _assign(text: str, word: Word, variables: _Vars) -> tuple[str, str]:
     """`NAME=value` (no word splitting or globbing in an assignment)."""
     name = text.partition("=")[0]
+    if name in SHELL_VARIABLES:
+        raise ReadError(
+            f"an assignment to {name}, a variable the shell itself reads: it changes how the "
+            "script runs (PS4 runs its command substitutions under `set -x`)"
+        )
     rest = Word(_after_equals(word))
     value = _resolve(rest, variables.values, strict=False)
     if any(p.name and variables.values.get(p.name, UNKNOWN) == UNKNOWN for p in rest.parts):
@@ -953,6 +1047,51 @@ def _after_equals(word: Word) -> tuple[Part, ...]:
     return tuple(parts)
 
 
+#: Files a script may write (a redirection's or `tee`'s target): the null device, the
+#: standard streams, and log files (`NAME.log` directly under /var/log or /tmp). Any other
+#: file may be read back by what starts next: a `sitecustomize.py` or `.pth` file Python
+#: imports, a config.json in a checkpoint folder, a start-up file of a shell.
+_WRITABLE = re.compile(
+    r"/dev/(null|stdout|stderr)|/(var/log|tmp)/[A-Za-z0-9_-][A-Za-z0-9._-]*\.log"
+)
+
+
+def _check_write(op: str, target: str, what: str) -> None:
+    """Refuse a redirection or `tee` target other than the ones in :data:`_WRITABLE`."""
+    if op.endswith("&") and re.fullmatch(r"\d+|-", target):
+        return  # `2>&1`, `>&2`, `<&0`, `>&-`: a copy or close of a descriptor
+    if op.lstrip("0123456789") == "<":
+        if target == "/dev/null":
+            return
+        raise ReadError(f"{what} reads {target!r} into a command (`{op}`); only /dev/null is read")
+    if not _WRITABLE.fullmatch(target):
+        raise ReadError(
+            f"{what} writes {target!r} (`{op}`), a file what starts next may read back as code "
+            "or data (Python's sitecustomize.py or .pth files, a checkpoint's config.json, a "
+            "shell's start-up files); a script writes only /dev/null, /dev/stdout, "
+            "/dev/stderr and NAME.log files under /var/log or /tmp"
+        )
+
+
+#: `hf download` options a script may give: they choose what is fetched into the Hugging
+#: Face cache, never where files land (`--local-dir`, `--cache-dir`, or an abbreviation of
+#: them, would write files anywhere: a `vllm/__init__.py` in the folder `python -m` imports
+#: from first, a package into site-packages).
+_DOWNLOAD_OPTIONS = frozenset(
+    {"--revision", "--include", "--exclude", "--quiet", "-q", "--max-workers", "--repo-type"}
+)
+
+
+def _check_download(program: list[str]) -> None:
+    for word in program[2:]:
+        if word.startswith("-") and word.split("=", 1)[0] not in _DOWNLOAD_OPTIONS:
+            raise ReadError(
+                f"`{program[0]} download {word}`: a script's download writes only into the "
+                "Hugging Face cache (accepted options: "
+                f"{', '.join(sorted(_DOWNLOAD_OPTIONS))})"
+            )
+
+
 def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
     """Every `vllm serve` a script starts, read by the grammar in docs/reader-grammar.md."""
     if depth > 8:
@@ -963,6 +1102,7 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         raise ReadError(str(exc)) from None
     variables = _Vars(dict(env), set(env))
     found: list[Launch] = []
+    writes: list[tuple[str, str]] = []
     ended: str | None = None
     # Each command's pipeline: whether that pipeline is an operand of && / || (so whether it
     # runs depends on another command), and whether it has more than one command (so each
@@ -982,6 +1122,11 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
         shown = " ".join(_raw_text(w) for w in command.words)[:80]
         if ended is not None:
             raise ReadError(f"`{shown}` comes after {ended} and never runs")
+        # Targets as the shell expands them now; judged once the whole script is read.
+        writes += [
+            (op, _resolve(target, variables.values, strict=True))
+            for op, target in zip(command.redirections, command.targets, strict=True)
+        ]
         if not command.words:
             continue
         texts = [_resolve(w, variables.values, strict=False) for w in command.words]
@@ -1023,6 +1168,10 @@ def _script(script: str, env: Mapping[str, str], depth: int) -> list[Launch]:
             # `exec PROGRAM` replaces the shell; `exec 2>file` (no program) only redirects.
             ended = f"`exec {texts[1]}`"
         found += launches
+    # Redirections last, once every command's own constructs were read (so that `read M < f`
+    # or `sh < f` is refused by name first).
+    for op, target in writes:
+        _check_write(op, target, "a redirection")
     return found
 
 
@@ -1033,6 +1182,11 @@ def _declare(head: str, words: list[Word], variables: _Vars) -> None:
             raise ReadError(f"`{head} {text}`: options of {head} are not read")
         if word.parts and word.parts[0].name is not None:
             raise ReadError(f"`{head} {text}`: a variable name that is itself a variable")
+        if text.split("=", 1)[0] in SHELL_VARIABLES:
+            raise ReadError(
+                f"`{head} {text}`: {text.split('=', 1)[0]} is a variable the shell itself reads "
+                "(unset PATH, and no program is found)"
+            )
         if head == "unset":
             variables.values.pop(text, None)
             variables.exported.discard(text)
@@ -1048,14 +1202,41 @@ def _declare(head: str, words: list[Word], variables: _Vars) -> None:
             variables.exported.add(name)
 
 
+#: `set` options the reader follows: none changes whether or how a command runs, or what
+#: reaches its environment. Refused among others: `-n` (read, run nothing), `-t` (exit after
+#: one command), `-a`/allexport (every assignment is exported), `-k` (assignments anywhere in
+#: a command go to its environment), `-T`/`-E` (traps), `-p`, `-m`, `posix`.
+SET_FLAGS = frozenset("euxvCfhPB")
+SET_LONG = frozenset(
+    {"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "noglob", "hashall",
+     "physical", "braceexpand"}
+)  # fmt: skip
+
+
 def _set_options(words: list[str]) -> None:
     i = 0
     while i < len(words):
         word = words[i]
         if not re.fullmatch(r"[-+][a-zA-Z]+", word):
             raise ReadError(f"`set {word}` changes the positional parameters")
+        flags = word[1:]
         # `-o NAME` (also at the end of a cluster: `-euo pipefail`) names a long option.
-        i += 2 if word.endswith("o") and i + 1 < len(words) else 1
+        long = flags.endswith("o")
+        for flag in flags[:-1] if long else flags:
+            if flag not in SET_FLAGS:
+                accepted = f"-{''.join(sorted(SET_FLAGS))}, -o {', -o '.join(sorted(SET_LONG))}"
+                raise ReadError(
+                    f"`set {word}`: the option -{flag} changes whether or how commands run "
+                    f"(accepted: {accepted})"
+                )
+        if long:
+            name = words[i + 1] if i + 1 < len(words) else ""
+            if name not in SET_LONG:
+                raise ReadError(
+                    f"`set {word} {name}`: the option changes whether or how commands run "
+                    f"(accepted: -o {', -o '.join(sorted(SET_LONG))})"
+                )
+        i += 2 if long else 1
 
 
 def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -> list[Launch]:
@@ -1073,11 +1254,17 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
         # Quoted or escaped, `NAME=value` is no assignment: the shell runs a program so named.
         raise ReadError(f"a program the reader does not know ({loose[0]!r}, a quoted assignment)")
     program = _strip_prefixes(list(loose), dict(env))
-    head = _basename(program[0]) if program else ""
+    head = _program(program[0]) if program else ""
     if not program:
         return []
     if head in _REFUSED_WORDS:
         raise ReadError(f"`{head}`: {_REFUSED_WORDS[head]}")
+    if head == "tee":
+        for arg in program[1:]:
+            if arg in ("-a", "--append", "-i", "--ignore-interrupts", "-p"):
+                continue
+            _check_write(">", arg, "`tee`")
+        return []
     if head in _HARMLESS:
         return []
     if head == "printf":
@@ -1087,6 +1274,7 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
     if head in ("docker", "podman") and len(program) > 1 and program[1] in _DOCKER_HARMLESS:
         return []
     if head in NON_SERVING_PROGRAMS and program[1:2] == ["download"]:
+        _check_download(program)
         return []
     launchers = {"vllm", "env", "docker", "podman", *SHELLS}
     if not (head in launchers or PYTHONS.match(head)):

@@ -466,3 +466,190 @@ def test_tpu_pool_topology_follows_from_its_machine_type() -> None:
     (message,) = _stack_messages((DEPLOYMENT, d, "vllm"), one_chip)
     assert "topology 2x2" in message and "v6e-pool=tpu-v6e-slice 1x1" in message
     assert _stack_messages((DEPLOYMENT, d, "vllm"), _pool("v6e-4", "ct6e-standard-4t")) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "hook"),
+    [
+        (("lifecycle", "postStart"), "lifecycle.postStart.exec"),
+        (("lifecycle", "preStop"), "lifecycle.preStop.exec"),
+        (("startupProbe",), "startupProbe.exec"),
+        (("livenessProbe",), "livenessProbe.exec"),
+        (("readinessProbe",), "readinessProbe.exec"),
+    ],
+)
+def test_exec_hooks_and_probes_in_the_vllm_container_are_refused(
+    where: tuple[str, ...], hook: str
+) -> None:
+    # The kubelet runs these inside the vLLM container: a second server, or files changed
+    # under vLLM, that the command the policies read never shows.
+    d = vllm()
+    target = container(d)
+    for key in where[:-1]:
+        target = target.setdefault(key, {})
+    target[where[-1]] = {
+        "exec": {"command": ["sh", "-c", "vllm serve /mnt/models/x --port 9000 &"]}
+    }
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert hook in message
+
+
+def test_ephemeral_containers_are_refused() -> None:
+    d = vllm()
+    pod_spec(d)["ephemeralContainers"] = [
+        {"name": "debug", "image": "busybox:1.36.1", "command": ["sh", "-c", "x"]}
+    ]
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "ephemeralContainers" in message
+
+
+def test_a_volume_an_init_container_fills_is_not_mounted_into_vllm() -> None:
+    # An init container writes a sitecustomize.py into an emptyDir that the vLLM container
+    # mounts where Python imports from: code the command never shows.
+    d = vllm()
+    pod_spec(d)["volumes"].append({"name": "shared", "emptyDir": {}})
+    container(d)["volumeMounts"].append(
+        {"name": "shared", "mountPath": "/usr/local/lib/python3.12/dist-packages/extra"}
+    )
+    pod_spec(d)["initContainers"] = [
+        {
+            "name": "init",
+            "image": "busybox:1.36.1",
+            "command": ["sh", "-c", "echo 'import os' > /s/sitecustomize.py"],
+            "volumeMounts": [{"name": "shared", "mountPath": "/s"}],
+        }
+    ]
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "mounts volume 'shared'" in message
+
+
+def test_shared_memory_may_be_mounted() -> None:
+    d = vllm()
+    pod_spec(d)["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    container(d)["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+    assert violations(vllm_server_readable, DEPLOYMENT, d) == []
+
+
+@pytest.mark.parametrize(
+    "remap",
+    [
+        {"subPath": "other"},
+        {"subPathExpr": "$(POD_NAME)"},
+        {"volume": "implicit-dirs,uid=1001,gid=1001,only-dir=other"},
+        {"volume": "only_dir=other"},
+    ],
+)
+def test_a_model_mount_whose_root_is_another_folder_is_refused(remap: dict[str, str]) -> None:
+    d = vllm()
+    if "volume" in remap:
+        pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["mountOptions"] = remap["volume"]
+    else:
+        container(d)["volumeMounts"][0].update(remap)
+    messages = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert any("subPath, subPathExpr or only-dir" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("type_", "props", "named"),
+    [
+        # KServe: the model runs in a serving runtime installed outside the stack (vLLM's
+        # among them); no container list in the object itself.
+        ("kubernetes:serving.kserve.io/v1beta1:InferenceService",
+         {"spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"},
+                                            "storageUri": "hf://google/gemma-4-12B-it",
+                                            "args": ["--max-model-len=131072"]}}}},
+         "predictor.model"),
+        # Argo: one `container` (singular) or a `script` per template.
+        ("kubernetes:argoproj.io/v1alpha1:Workflow",
+         {"spec": {"templates": [{"name": "serve", "container": {
+             "image": "vllm/vllm-openai:v0.27.1", "args": ["serve", "x"]}}]}},
+         "container"),
+        ("kubernetes:argoproj.io/v1alpha1:Workflow",
+         {"spec": {"templates": [{"name": "s", "script": {"source": "vllm serve x"}}]}},
+         "script"),
+        # JobSet: a Job template holding a Pod template.
+        ("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+         {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {
+             "spec": {"containers": [{"name": "v", "image": "x:1"}]}}}}}]}},
+         "replicatedJobs"),
+        # Anything that asks for an accelerator.
+        ("kubernetes:example.com/v1:Runner",
+         {"spec": {"resources": {"limits": {"nvidia.com/gpu": 1}}}}, "nvidia.com/gpu"),
+        ("kubernetes:example.com/v1:Runner",
+         {"spec": {"podSpec": {"nodeName": "n"}}}, "podSpec"),
+    ],
+)  # fmt: skip
+def test_custom_resources_that_run_code_or_accelerators_fail_closed(
+    type_: str, props: dict[str, Any], named: str
+) -> None:
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert named in message and "cannot read" in message
+
+
+def test_a_crd_schema_naming_containers_runs_nothing() -> None:
+    crd = {"spec": {"versions": [{"schema": {"openAPIV3Schema": {"properties": {
+        "containers": {"type": "array"}, "image": {"type": "string"}}}}}]}}  # fmt: skip
+    type_ = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    assert violations(vllm_server_readable, type_, crd) == []
+
+
+def test_a_container_given_the_gpu_by_a_resource_claim_must_start_vllm() -> None:
+    # Dynamic resource allocation hands a device through resources.claims, not a limit:
+    # the side container holds the GPU and runs a server the policies cannot see.
+    d = vllm()
+    pod_spec(d)["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    pod_spec(d)["containers"].append(
+        {"name": "side", "image": "ghcr.io/x/server:1.0.0", "command": ["/app/server"],
+         "resources": {"claims": [{"name": "gpu"}]}}
+    )  # fmt: skip
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "container 'side' holds the GPU" in message
+
+
+def test_a_gpu_pod_whose_containers_declare_no_accelerator_is_refused() -> None:
+    d = vllm()
+    del container(d)["resources"]
+    pod_spec(d)["containers"].append(
+        {"name": "side", "image": "ghcr.io/x/server:1.0.0", "command": ["/app/server"]}
+    )
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "none declares the accelerator" in message
+
+
+@pytest.mark.parametrize("value", ["all", "0", None])
+def test_a_container_exposing_gpus_by_environment_holds_the_gpu(value: str | None) -> None:
+    d = vllm()
+    env: dict[str, Any] = {"name": "NVIDIA_VISIBLE_DEVICES"}
+    env.update(
+        {"value": value} if value else {"valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
+    )
+    pod_spec(d)["containers"].append(
+        {
+            "name": "side",
+            "image": "ghcr.io/x/server:1.0.0",
+            "command": ["/app/server"],
+            "env": [env],
+        }
+    )
+    (message,) = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert "container 'side' holds the GPU" in message
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda d: pod_spec(d).update(shareProcessNamespace=True), "shareProcessNamespace"),
+        (lambda d: pod_spec(d).update(hostPID=True), "hostPID"),
+        (lambda d: container(d).update(securityContext={"privileged": True}), "privileged"),
+        (lambda d: pod_spec(d)["containers"].append(
+            {"name": "side", "image": "ghcr.io/x/dbg:1.0.0", "command": ["sleep", "inf"],
+             "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}), "SYS_PTRACE"),
+    ],
+)  # fmt: skip
+def test_what_reaches_into_the_vllm_process_is_refused(edit: Any, named: str) -> None:
+    # A sidecar sharing the process namespace with SYS_PTRACE (or a privileged one) can
+    # rewrite the running server's memory or files: code the command never shows.
+    d = vllm()
+    edit(d)
+    messages = violations(vllm_server_readable, DEPLOYMENT, d)
+    assert any(named in m for m in messages), messages

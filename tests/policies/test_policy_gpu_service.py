@@ -314,3 +314,13 @@ def test_mirrored_or_unknown_image_still_needs_the_uid_options(image: str | None
     container(props)["image"] = image
     (message,) = violations(model_volume_read_only, SERVICE, props)
     assert "without uid=1001 and gid=1001" in message
+
+
+def test_automatic_base_image_updates_are_refused() -> None:
+    # The reference stays pinned while Cloud Run swaps the base layers under it.
+    props = service("l4")
+    container(props)["baseImageUri"] = (
+        "us-central1-docker.pkg.dev/serverless-runtimes/google-22/runtimes/python312"
+    )
+    (message,) = violations(pinned_image, SERVICE, props)
+    assert "baseImageUri" in message

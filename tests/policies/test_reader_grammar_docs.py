@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from policies._server import read_servers
-from serving.vllm_argv import CODE_OPTIONS, LOAD_FORMATS
-from serving.vllm_env import ALLOWED_VLLM, REFUSED_OTHER
+from serving.vllm_argv import CODE_OPTIONS, DTYPES, LOAD_FORMATS
+from serving.vllm_env import ALLOWED_OTHER, ALLOWED_VLLM, REFUSED_FAMILIES, REFUSED_OTHER
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "reader-grammar.md").read_text()
 BLOCKS = re.findall(r"```bash (script(?:-refused)?)\n(.*?)```", DOC, re.S)
@@ -34,9 +34,15 @@ def test_the_listed_variables_and_options_are_the_readers() -> None:
     section = DOC.split("## Environment variables", 1)[1].split("## ", 1)[0]
     accepted = section.split("accepted `VLLM_*` variables:", 1)[1].split(";\n- every", 1)[0]
     assert set(re.findall(r"`(VLLM_[A-Z_]+)`", accepted)) == ALLOWED_VLLM
+    families = section.split("these families are refused", 1)[1].split(";\n- except", 1)[0]
+    assert tuple(re.findall(r"`([A-Z_]+)\*`", families)) == REFUSED_FAMILIES
+    members = section.split("members of the families", 1)[1].split(";\n- refused", 1)[0]
+    assert set(re.findall(r"`([A-Z_]+)`", members)) == ALLOWED_OTHER
     refused = section.split("- refused as well:", 1)[1]
-    assert set(re.findall(r"`([A-Z_]+)`", refused)) == set(REFUSED_OTHER)
+    assert set(re.findall(r"`([A-Z_][A-Z0-9_]*)`", refused)) == set(REFUSED_OTHER)
     options = DOC.split("Refused options,", 1)[1].split("An option vLLM", 1)[0]
     named = set(re.findall(r"`--([a-z-]+)`", options))
-    assert named == set(CODE_OPTIONS) | {"load-format"}
-    assert set(re.findall(r"`([a-z_]+)`", options.split("other than", 1)[1])) == LOAD_FORMATS
+    assert named == set(CODE_OPTIONS) | {"load-format", "dtype"}
+    dtypes, load_formats = options.split("other than", 2)[1:]
+    assert set(re.findall(r"`([a-z_0-9]+)`", dtypes.split("(", 1)[0])) == DTYPES
+    assert set(re.findall(r"`([a-z_]+)`", load_formats)) == LOAD_FORMATS

@@ -73,7 +73,7 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["/usr/local/bin/vllm", "serve", BF16],
         ["sh", "-c", f"vllm serve {BF16}"],
         ["bash", "-lc", f"exec vllm serve {BF16}"],
-        ["/bin/sh", "-ec", f"set -e; cd /tmp; env A=1 vllm serve {BF16} 2>&1 | tee log"],
+        ["/bin/sh", "-ec", f"set -e; cd /tmp; env A=1 vllm serve {BF16} 2>&1 | tee /tmp/vllm.log"],
         ["/bin/bash", "-euxc", f"nohup vllm serve {BF16} &\nwait"],
         ["env", "-i", "PATH=/usr/bin", "vllm", "serve", BF16],
         ["HF_HUB_OFFLINE=1", "vllm", "serve", BF16],
@@ -85,7 +85,7 @@ def serve_line(*extra: str, model: str = BF16) -> list[str]:
         ["tini", "--", "vllm", "serve", BF16],
         ["sh", "-c", f"sh -c 'vllm serve {BF16}'"],
         ["sh", "-c", "--", f"vllm serve {BF16}"],
-        ["bash", "-o", "pipefail", "--login", "-c", f"vllm serve {BF16} | tee /tmp/log"],
+        ["bash", "-o", "pipefail", "--login", "-c", f"vllm serve {BF16} | tee /tmp/vllm.log"],
         ["sudo", "-u", "vllm", "-E", "vllm", "serve", BF16],
         ["timeout", "-s", "KILL", "3600", "vllm", "serve", BF16],
         [
@@ -702,3 +702,13 @@ def test_an_image_whose_entrypoint_is_not_known_is_not_guessed(image: str) -> No
 def test_official_images_are_known_by_their_full_reference(image: str) -> None:
     (launch,) = script_launches(f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n")
     assert launch.argv[0] == QAT
+
+
+def test_v1_env_froms_bring_names_the_reader_cannot_see() -> None:
+    # A Secret's keys become variables (VLLM_PLUGINS, PYTHONPATH, ...) by names nobody wrote.
+    props = as_v1(l4_with(["vllm", "serve"], serve_line()))
+    props["template"]["spec"]["containers"][0]["envFroms"] = [
+        {"secretRef": {"localObjectReference": {"name": "vllm-env"}}}
+    ]
+    (message,) = violations(vllm_server_readable, V1_SERVICE, props)
+    assert "its env are not known" in message
