@@ -37,7 +37,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.project import add_project_options, find_project_file
+from serving.project import ProjectError, add_project_options, find_project_file
 from serving.settings import (
     Settings,
     SettingsError,
@@ -534,7 +534,11 @@ def default_validator() -> Validator:
 def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.root = _project_dir(args)
+    try:
+        args.root = _project_dir(args)
+    except ProjectError as exc:
+        print(f"gemma4 promote: error: {exc}", file=sys.stderr)
+        return 2
     try:
         source = load_settings(read_stack(args.source, args.root))
         target = load_settings(read_stack(args.target, args.root))
