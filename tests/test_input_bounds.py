@@ -238,3 +238,30 @@ def test_json_options_read_only_regular_files(
     code = pv.main(["-s", "l4", "--policy-config", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and "not a regular file" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1, "a": 2}', "the key 'a' twice"),
+        ('{"x": {"b": 1, "b": 1}}', "the key 'b' twice"),
+        ('[{"k": 1}, {"k": 2, "k": 3}]', "the key 'k' twice"),
+    ],
+)
+def test_json_with_a_key_given_twice_is_refused(text: str, expected: str) -> None:
+    from serving.inputs import JsonInputError, parse_json
+
+    with pytest.raises(JsonInputError, match=expected):
+        parse_json(text)
+
+
+def test_policy_config_with_a_policy_given_twice_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(
+        '{"max-model-len-cap": {"maxModelLen": 8192}, "max-model-len-cap": {"maxModelLen": 1}}'
+    )
+    code = pv.main(["-s", "l4", "--policy-config", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "'max-model-len-cap' twice" in err and "Traceback" not in err
