@@ -189,8 +189,8 @@ def _default(action: argparse.Action) -> str:
     value = action.default
     if value is None or value == argparse.SUPPRESS or value == []:
         return "-"
-    if isinstance(value, Path):
-        value = str(value)
+    if isinstance(value, Path):  # a folder of this checkout: named from the project root
+        value = str(value.relative_to(ROOT) if value.is_relative_to(ROOT) else value)
     return _code(value)
 
 
