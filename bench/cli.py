@@ -38,6 +38,7 @@ from bench.results.gate import (
     slo_for_stack,
     stack_config,
     target_differences,
+    target_identity,
 )
 from bench.results.stats import GoodputSlo
 from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
@@ -358,6 +359,15 @@ def _auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
+def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str] | None:
+    """The image and checkpoint stack `stack`'s file declares (recorded with a run made with
+    `-s`, checked by `bench gate`); None when the stack file cannot be read here."""
+    try:
+        return target_identity(settings_for_stack(stack, project_dir))
+    except (OSError, ValueError, SettingsError):
+        return None
+
+
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
@@ -367,6 +377,9 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
         )
         targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
         extra["stack"] = args.stack
+        identity = stack_identity(args.stack, args.project_dir)
+        if identity is not None:
+            extra["target"] = identity
         if len(targets) > 1:
             extra["endpoints"] = [redact(t.url) for t in targets]
             extra["note"] = "several endpoints; the benchmark ran against the first"

@@ -122,6 +122,8 @@ def post_deploy_binding(
         )
     b = settings.benchmark
     if b.post_deploy_benchmark:
+        from bench.results.gate import target_identity
+
         config = BenchmarkHookConfig(
             stack=pulumi.get_stack(),
             served_model_name=settings.model.served_name,
@@ -135,7 +137,10 @@ def post_deploy_binding(
             slo=settings.slo,
             fail_on_slo=b.benchmark_fail_on_slo,
             results_dir=Path(b.benchmark_results_dir),
-            extra={"speculative_method": settings.model.speculative_method},
+            extra={
+                "speculative_method": settings.model.speculative_method,
+                "target": target_identity(settings),  # what `bench gate` matches the run by
+            },
         )
         hooks.append(benchmark_hook(f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys))
     if not hooks:
