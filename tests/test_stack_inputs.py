@@ -254,3 +254,20 @@ def test_plan_bounds_the_project_file(root: Path, capsys: pytest.CaptureFixture[
     (root / "Pulumi.yaml").write_text("name: &n [" + "[" * 3000 + "]" * 3000 + "]\n")
     code = plan.main(["-s", "l4", "--root", str(root)])
     _one_line(code, capsys.readouterr().err, "not a readable project file")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "  gemma4-vllm:invokers:\n    - user:a@example.com\n    - secure: v1:aW52b2tlcg==\n",
+        "  gemma4-vllm:monitoringNotificationChannels:\n    - secure: v1:aW52b2tlcg==\n",
+    ],
+)
+def test_a_secure_item_inside_a_project_list_is_secret_not_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str
+) -> None:
+    text = (ROOT / "Pulumi.l4.yaml").read_text() + entry
+    code = pv.main(["--stack-file", str(_write(tmp_path, "seclist", text))])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "is secret (secure:)" in out and "aW52b2tlcg" not in out + err
