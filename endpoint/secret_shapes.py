@@ -90,7 +90,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("Stripe key", r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
     Shape(
         "password in a URL",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"']{3,}@",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]{3,}@",
     ),
 )
 

@@ -282,7 +282,15 @@ def test_a_password_in_a_url_is_found(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["https://example.com/a@b", "gs://bucket/path", "user@example.com", "ssh://git@host/x"]
+    "text",
+    [
+        "https://example.com/a@b",
+        "gs://bucket/path",
+        "user@example.com",
+        "ssh://git@host/x",
+        'psql "postgres://app:${DB_PASSWORD}@db/app"',  # a reference, not a literal
+        "https://u:$(PROXY_PASSWORD)@proxy:3128",
+    ],
 )
 def test_urls_without_a_password_are_not_secrets(text: str) -> None:
     assert find_secret(text) is None
