@@ -129,6 +129,8 @@ _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
 _WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
+_SEPARATED_HEX = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}(?:[:,;\-]\s*|\s+)){8,}(?:0x)?[0-9a-fA-F]{2}")
+_HTML_ENTITY = re.compile(r"&#(?:([0-9]{1,7})|[xX]([0-9a-fA-F]{1,6}));")
 _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
 _PREFIX = re.compile(
     r"hf_|api_org_|AIza|ya29|1//|GOCSPX|sk-|sk_live|rk_live|gh[pousr]_|github_pat|xox|AKIA|ASIA|"
@@ -272,13 +274,22 @@ def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None
 
 def _whole_decodings(text: str) -> Iterable[str]:
     """Decodings of the whole text: percent-encoding, shell/C escapes (`\\x68`, `\\u0068`,
-    `\\150`), and base64 wrapped over several lines (as `base64` prints it)."""
+    `\\150`), HTML character references (`&#104;`, `&#x68;`), hex bytes with separators
+    (`68:66:5f`, `0x68, 0x66`), and base64 wrapped over several lines (as `base64` prints
+    it)."""
     if _PERCENT.search(text):
         unquoted = unquote(text)
         if unquoted != text:
             yield unquoted
     if _ESCAPE.search(text):
         yield _ESCAPE.sub(_unescape, text)
+    if _HTML_ENTITY.search(text):
+        yield _HTML_ENTITY.sub(_entity, text)
+    for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
+        pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
+        decoded = _printable(bytes.fromhex("".join(pairs)))
+        if decoded is not None:
+            yield decoded
     if any(c.isspace() for c in text.strip()):
         for block in _WRAPPED.findall(text):
             compact = "".join(block.split())
@@ -288,6 +299,12 @@ def _whole_decodings(text: str) -> Iterable[str]:
                     if decoded is not None:
                         yield decoded
                         break
+
+
+def _entity(match: re.Match[str]) -> str:
+    decimal, hexadecimal = match.groups()
+    code = int(decimal) if decimal else int(hexadecimal, 16)
+    return chr(code) if code < 0x110000 else "?"
 
 
 def _unescape(match: re.Match[str]) -> str:

@@ -97,6 +97,10 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "base64 wrapped over lines": lambda s: _wrapped(f"# config\ntoken: {s}\n"),
     "printf hex escapes": lambda s: "printf '" + "".join(f"\\x{b:02x}" for b in s.encode()) + "'",
     "printf octal escapes": lambda s: "printf '" + "".join(f"\\{b:03o}" for b in s.encode()) + "'",
+    "hex with colons": lambda s: ":".join(f"{b:02x}" for b in s.encode()),
+    "hex with spaces": lambda s: " ".join(f"{b:02X}" for b in s.encode()),
+    "hex with 0x prefixes": lambda s: ", ".join(f"0x{b:02x}" for b in s.encode()),
+    "HTML entities": lambda s: "".join(f"&#{b};" for b in s.encode()),
 }
 
 
