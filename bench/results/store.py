@@ -391,8 +391,12 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
         except (JsonInputError, UnicodeDecodeError) as exc:
             if is_last or (number == len(lines) - 1 and not lines[-1]):
                 return list(cells.values()), offset  # a line cut short by a crash
-            why = str(exc) if isinstance(exc, JsonInputError) else "not UTF-8"
-            raise StoreError(f"{where}: {why[:200]}; the run is damaged") from None
+            why = (
+                str(exc).removeprefix("not valid JSON: ")
+                if isinstance(exc, JsonInputError)
+                else "not UTF-8"
+            )
+            raise StoreError(f"{where}: not JSON ({why[:200]}); the run is damaged") from None
         if is_last:
             return list(cells.values()), offset  # complete JSON, but never terminated
         if record is not None:
