@@ -38,6 +38,7 @@ from bench.results.gate import (
     slo_for_stack,
     stack_config,
     target_differences,
+    target_identity,
 )
 from bench.results.stats import GoodputSlo
 from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
@@ -104,15 +105,29 @@ def _int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+SMALLEST = 0.001
+"""The smallest positive value an option bounded open at zero takes (a millisecond, a request
+per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
+
+
 def _number(low: float, high: float, *, low_open: bool = True) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        too_low = value <= low if low_open else value < low
+        floor = max(low, SMALLEST) if low_open and low == 0 else low
+        too_low = (
+            value < floor if low_open and low == 0 else value <= low if low_open else value < low
+        )
         if not math.isfinite(value) or too_low or value > high:
-            bound = f"above {low:g}" if low_open else f"at least {low:g}"
+            bound = (
+                f"at least {floor:g}"
+                if low_open and low == 0
+                else f"above {low:g}"
+                if low_open
+                else f"at least {low:g}"
+            )
             raise argparse.ArgumentTypeError(
                 f"expected a finite number {bound} and at most {high:g}, got {text!r}"
             )
@@ -127,7 +142,8 @@ def _rates(text: str) -> tuple[float, ...]:
         values = tuple(one(v) for v in text.split(",") if v.strip())
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated finite request rates above 0, got {text!r}"
+            f"expected comma-separated finite request rates at least {SMALLEST:g} and at most "
+            f"1e+06, got {text!r}"
         ) from None
     if not values:
         raise argparse.ArgumentTypeError(f"expected positive request rates, got {text!r}")
@@ -359,6 +375,15 @@ def _auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
+def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str] | None:
+    """The image and checkpoint stack `stack`'s file declares (recorded with a run made with
+    `-s`, checked by `bench gate`); None when the stack file cannot be read here."""
+    try:
+        return target_identity(settings_for_stack(stack, project_dir))
+    except (OSError, ValueError, SettingsError):
+        return None
+
+
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
@@ -369,6 +394,9 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
         )
         targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
         extra["stack"] = args.stack
+        identity = stack_identity(args.stack, args.project_dir)
+        if identity is not None:
+            extra["target"] = identity
         if len(targets) > 1:
             extra["endpoints"] = [redact(t.url) for t in targets]
             extra["note"] = "several endpoints; the benchmark ran against the first"

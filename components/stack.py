@@ -122,6 +122,8 @@ def post_deploy_binding(
         )
     b = settings.benchmark
     if b.post_deploy_benchmark:
+        from bench.results.gate import target_identity
+
         config = BenchmarkHookConfig(
             stack=pulumi.get_stack(),
             served_model_name=settings.model.served_name,
@@ -140,6 +142,7 @@ def post_deploy_binding(
                 # What one instance bills (a GKE node, a flex-start TPU): `bench compare`.
                 "platform": settings.deploy_platform,
                 "usd_per_hour": settings.price.usd_per_hour,
+                "target": target_identity(settings),  # what `bench gate` matches the run by
             },
         )
         hooks.append(benchmark_hook(f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys))

@@ -5,7 +5,9 @@ It replaces with ``[REDACTED]``:
 
 - the value of any credential the process itself sends (registered by the auth strategies with
   :func:`register_secret` before a request goes out), wherever it appears, so a server or proxy
-  that reflects the key verbatim (with or without ``Bearer``) does not get it printed;
+  that reflects the key verbatim (with or without ``Bearer``) does not get it printed, nor
+  percent-encoded, JSON-escaped (Python's or Go's escapes) or inside a base64 run (an HTTP
+  ``Basic`` credential echoed back: the whole run is masked);
 - ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values;
 - ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
@@ -33,8 +35,11 @@ the scanned part then ends before any trailing token or start of a known secret 
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import threading
+from urllib.parse import quote, quote_plus
 
 from endpoint.secret_shapes import secret_pattern
 
@@ -46,7 +51,45 @@ _SCAN_FACTOR = 4
 """Only the first ``limit x _SCAN_FACTOR`` characters are scanned (bounded work per call)."""
 
 _secrets: set[str] = set()
+_encoded: set[str] = set()
+"""Base64 forms of registered secrets (the part fixed by the secret's bytes at each of the three
+alignments, standard and URL-safe): the whole base64 run holding one is masked, so a secret
+reflected inside `Basic base64(user:secret)` or any base64 blob goes too."""
 _lock = threading.Lock()
+_B64_CHARS = "A-Za-z0-9+/_\\-"
+_MIN_B64_CORE = 8
+
+
+def _text_forms(value: str) -> set[str]:
+    """`value` as it appears once percent-encoded (path, query, form) or inside a JSON string."""
+    forms = {
+        quote(value, safe=""),
+        quote(value, safe="/"),
+        quote_plus(value, safe=""),
+        quote_plus(value, safe="/"),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        # Go's encoding/json also escapes <, > and & (HTML safety)
+        json.dumps(value)[1:-1]
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026"),
+    }
+    return {f for f in forms if f != value and len(f) >= _MIN_SECRET_LEN}
+
+
+def _base64_cores(value: str) -> set[str]:
+    data = value.encode()
+    cores: set[str] = set()
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + data).decode("ascii")
+        start = -(-pad * 8 // 6)
+        core = encoded[start : (pad + len(data)) // 3 * 4]
+        if len(core) >= _MIN_B64_CORE:
+            cores.add(core)
+            cores.add(core.translate(str.maketrans("+/", "-_")))
+    return cores
+
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^/\s?#@]*@")
 _SCHEME_CREDENTIAL = re.compile(
@@ -120,6 +163,8 @@ def register_secret(value: str | None) -> None:
         return
     with _lock:
         _secrets.add(value)
+        _secrets.update(_text_forms(value))
+        _encoded.update(_base64_cores(value))
 
 
 def redact(text: object, *, limit: int | None = 2000) -> str:
@@ -128,11 +173,15 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
     s = text if isinstance(text, str) else str(text)
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
+        encoded = sorted(_encoded, key=len, reverse=True)
     if limit is not None and len(s) > limit * _SCAN_FACTOR:
         s = _without_cut_secret(s[: limit * _SCAN_FACTOR], known)
     for secret in known:
         if secret in s:
             s = s.replace(secret, MASK)
+    for core in encoded:
+        if core in s:
+            s = re.sub(f"[{_B64_CHARS}]*{re.escape(core)}[{_B64_CHARS}]*=*", MASK, s)
     s = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", s)
     s = _SCHEME_CREDENTIAL.sub(_scheme, s)
     s = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", s)

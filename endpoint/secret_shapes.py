@@ -7,9 +7,12 @@ so masking a match removes the secret, not its first characters.
 
 :func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
 base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
-layers), and at high-entropy strings of credential length. :func:`find_split_secret` tries the
-concatenations of pairs of short fragments (environment values, shell assignments), which is
-how a token split across two variables and joined at run time is found.
+layers), written backwards, and at high-entropy strings of credential length.
+:func:`find_split_secret` tries the concatenations of pairs of short fragments (environment
+values, shell assignments, `--option=value` arguments), and of a fragment holding a shape's
+start with two more (:data:`MAX_TRIPLES` joins at most), which is how a token split across
+variables and joined at run time is found. A password in a URL's user-info
+(`scheme://user:password@host`) is a shape of its own.
 
 High entropy: a run of `[A-Za-z0-9+/=_-]` of 20 to 1024 characters whose Shannon entropy is at
 least :data:`MIN_ENTROPY` bits per character and which, separators `/+=_.-` left out, holds at
@@ -85,6 +88,10 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
     Shape("Stripe key", r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
+    Shape(
+        "password in a URL",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]{3,}@",
+    ),
 )
 
 MAX_SCAN_CHARS = 200_000
@@ -112,6 +119,9 @@ MAX_HEADS = 256
 :class:`TooManyFragments`)."""
 MAX_FRAGMENTS = 64
 """Fragments paired by :func:`find_split_secret` (the most token-like first)."""
+MAX_TRIPLES = 65_536
+"""Three-fragment joins tried per resource (a shape's start, then two of the most token-like
+fragments)."""
 
 _COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(SHAPES)))
 _RUN = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
@@ -119,6 +129,8 @@ _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
 _WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
+_SEPARATED_HEX = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}(?:[:,;\-]\s*|\s+)){8,}(?:0x)?[0-9a-fA-F]{2}")
+_HTML_ENTITY = re.compile(r"&#(?:([0-9]{1,7})|[xX]([0-9a-fA-F]{1,6}));")
 _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
 _PREFIX = re.compile(
     r"hf_|api_org_|AIza|ya29|1//|GOCSPX|sk-|sk_live|rk_live|gh[pousr]_|github_pat|xox|AKIA|ASIA|"
@@ -229,6 +241,9 @@ def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None
     label = _shape(text)
     if label:
         return label
+    label = _shape(text[::-1])
+    if label:
+        return f"{label} (reversed)"
     if depth < MAX_DECODE_DEPTH:
         for decoded in _whole_decodings(text):
             if not work.spend(len(decoded)):
@@ -259,13 +274,22 @@ def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None
 
 def _whole_decodings(text: str) -> Iterable[str]:
     """Decodings of the whole text: percent-encoding, shell/C escapes (`\\x68`, `\\u0068`,
-    `\\150`), and base64 wrapped over several lines (as `base64` prints it)."""
+    `\\150`), HTML character references (`&#104;`, `&#x68;`), hex bytes with separators
+    (`68:66:5f`, `0x68, 0x66`), and base64 wrapped over several lines (as `base64` prints
+    it)."""
     if _PERCENT.search(text):
         unquoted = unquote(text)
         if unquoted != text:
             yield unquoted
     if _ESCAPE.search(text):
         yield _ESCAPE.sub(_unescape, text)
+    if _HTML_ENTITY.search(text):
+        yield _HTML_ENTITY.sub(_entity, text)
+    for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
+        pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
+        decoded = _printable(bytes.fromhex("".join(pairs)))
+        if decoded is not None:
+            yield decoded
     if any(c.isspace() for c in text.strip()):
         for block in _WRAPPED.findall(text):
             compact = "".join(block.split())
@@ -275,6 +299,12 @@ def _whole_decodings(text: str) -> Iterable[str]:
                     if decoded is not None:
                         yield decoded
                         break
+
+
+def _entity(match: re.Match[str]) -> str:
+    decimal, hexadecimal = match.groups()
+    code = int(decimal) if decimal else int(hexadecimal, 16)
+    return chr(code) if code < 0x110000 else "?"
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -299,6 +329,9 @@ def fragments(texts: Iterable[str], limit: int | None = MAX_FRAGMENTS) -> list[s
     found: list[str] = []
     for text in texts:
         text = text[:MAX_SCAN_CHARS]
+        for match in _OPTION_VALUE.finditer(text):
+            if _TOKENISH.fullmatch(match.group(1)):
+                found.append(match.group(1))
         if _TOKENISH.fullmatch(text):
             found.append(text)
             continue
@@ -315,6 +348,10 @@ _ASSIGNMENT = re.compile(
     r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
     r"([A-Za-z_][A-Za-z0-9_]*)=(?:\"([^\"$`\\]*)\"|'([^']*)'|([^\s;&|\"'$`\\()]*))"
 )
+
+
+_OPTION_VALUE = re.compile(r"(?:^|\s)--?[A-Za-z][A-Za-z0-9_.\-]*=([^\s\"'$`\\;&|()]+)")
+"""The value of a command-line option written `--name=value` (a fragment of its own)."""
 
 
 def _score(fragment: str) -> int:
@@ -364,6 +401,18 @@ def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
                 label = _find(a + b, 0, entropy=False)
                 if label:
                     return label, a, b
+    if heads:
+        width = min(len(rest), math.isqrt(MAX_TRIPLES // len(heads)))
+        tails = rest[:width]  # `every` is sorted most token-like first
+        for a in heads:
+            for b in tails:
+                if b is a:
+                    continue
+                for c in tails:
+                    if c is not a and c is not b:
+                        label = _shape(a + b + c)
+                        if label:
+                            return label, a, f"{b} + {c}"
     return None
 
 

@@ -147,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return run(command, args[1:])
+    except KeyboardInterrupt:  # Ctrl-C wherever it lands (preflight, compare, a preview)
+        print(f"gemma4 {args[0]}: interrupted", file=sys.stderr)
+        return 130  # as a shell reports SIGINT
     except BrokenPipeError:  # `gemma4 preview -s l4 | head`: the reader left
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

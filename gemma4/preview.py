@@ -162,6 +162,21 @@ def stack_file_path(
         raise PreviewError(str(exc)) from None
 
 
+def _holds_secret(value: Any) -> bool:
+    """Whether a config value is, or holds anywhere inside it (a list item, a member), a
+    `secure:` value: such a key is not checked as text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item == SECRET_PLACEHOLDER:
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return False
+
+
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
     from components.config_namespaces import StackFileError, config_block
@@ -550,7 +565,7 @@ def build_preview(
         hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
         raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
-    hidden = sorted(k for k, v in project_config.items() if v == SECRET_PLACEHOLDER)
+    hidden = sorted(k for k, v in project_config.items() if _holds_secret(v))
     secret_note = [
         f"config key {k!r} is secret (secure:): only the Pulumi CLI can decrypt it, so the "
         "preview neither shows nor checks it and used the key's default in its place"

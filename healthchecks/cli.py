@@ -52,15 +52,20 @@ EXIT_USAGE = 2
 MAX_SECONDS = MAX_DEADLINE_S
 
 
+SMALLEST_SECONDS = 0.001
+"""A millisecond: a positive deadline below it is no setting anyone means."""
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds above zero, at most :data:`MAX_SECONDS`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+    if not math.isfinite(value) or value < SMALLEST_SECONDS or value > MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"expected a number of seconds above 0 and at most {MAX_SECONDS:g}, got {text!r}"
+            f"expected a number of seconds at least {SMALLEST_SECONDS:g} and at most "
+            f"{MAX_SECONDS:g}, got {text!r}"
         )
     return value
 

@@ -9,7 +9,8 @@ Stripe, npm and PyPI tokens), with what the server knows of its own environment:
 
 - the values of environment variables whose names say they hold a secret (``*KEY*``,
   ``*TOKEN*``, ``*SECRET*``, ``*PASS*`` such as ``PULUMI_CONFIG_PASSPHRASE``,
-  ``*CREDENTIAL*``, ``*AUTH*``, ``*PRIVATE*``, ``*SESSION*``, ``*COOKIE*``), such as an
+  ``*CREDENTIAL*``, ``*AUTH*``, ``*PRIVATE*``, ``*SESSION*``, ``*COOKIE*``, ``*_PW``,
+  ``*DSN*``, ``*CONNECTION_STRING*``), such as an
   ``HF_TOKEN`` exported in the shell that started the server;
 - the values of any environment variable that *looks* like a credential whatever its name: a
   recognised token shape, or 20 or more characters of a token alphabet mixing upper case, lower
@@ -46,7 +47,9 @@ REDACTED = MASK
 CUT_MARK = "…"
 _MIN_SECRET_LEN = 6
 _SECRET_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|PRIVATE|SESSION|COOKIE|SIGNATURE", re.IGNORECASE
+    r"KEY|TOKEN|SECRET|PASS|(?<![A-Z])PW(?![A-Z])|CREDENTIAL|AUTH|PRIVATE|SESSION|COOKIE|"
+    r"SIGNATURE|DSN|CONNECTION_STRING",
+    re.IGNORECASE,
 )
 # Environment variables whose names match but whose values are paths or switches, not secrets.
 _NOT_SECRET_NAMES = frozenset({"GOOGLE_APPLICATION_CREDENTIALS", "XAUTHORITY", "SSH_AUTH_SOCK"})

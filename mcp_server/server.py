@@ -25,7 +25,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from serving.project import add_project_options, find_project_file, stack_names
+from serving.project import ProjectError, add_project_options, find_project_file, stack_names
 
 from . import _deployments as d
 from ._redaction import register_environment_secrets
@@ -565,7 +565,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging=args.logging_api_url or defaults.logging,
     )
     if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml
-        found = find_project_file()
+        try:
+            found = find_project_file()
+        except ProjectError as exc:
+            print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
+            return EXIT_USAGE
         args.project_dir = d.ROOT if found is None else found.parent
         if found is None:
             print(

@@ -4,7 +4,8 @@ Values are judged, not names: every string among a resource's inputs (environmen
 startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
 credential shapes of :data:`endpoint.secret_shapes.SHAPES`, as written and decoded (base64,
 URL-safe base64, hex, percent-encoding, gzip), for high-entropy strings of credential length,
-and for a credential split across two values (environment values, shell assignments) that is
+and for a credential split across two or three values (environment values, shell assignments,
+`--option=value` arguments) that is
 joined at run time. Secret-sounding environment names holding a literal are reported too.
 """
 
@@ -129,13 +130,6 @@ def validate_no_plaintext_secrets(
             "Hold fewer literal values in one resource (configuration files, Secret Manager)",
             None,
         )
-    if split:
-        label, first, second = split
-        report_violation(
-            f"{args.name}: two literal values join into a {label} ({_peek(first)} + "
-            f"{_peek(second)}, e.g. variables concatenated at run time); {_FIX}.",
-            None,
-        )
     known = variables(texts)
     for container in containers(args.resource_type, args.props):
         for env in items(get(container, "envs")):
@@ -143,11 +137,21 @@ def validate_no_plaintext_secrets(
             if isinstance(name, str) and isinstance(value, str):
                 known[name] = value
     joined = find_joined_secret(texts, known)
-    if joined and not split:
+    if joined:
         label, names = joined
         report_violation(
             f"{args.name}: the literal values of {', '.join(names)} join at run time into a "
             f"{label}; {_FIX}.",
+            None,
+        )
+    elif split:
+        label, first, second = split
+        parts = [first, *second.split(" + ")]
+        count = "two" if len(parts) == 2 else "three"
+        report_violation(
+            f"{args.name}: {count} literal values join into a {label} "
+            f"({' + '.join(map(_peek, parts))}, e.g. variables concatenated at run time); "
+            f"{_FIX}.",
             None,
         )
     for container in containers(args.resource_type, args.props):

@@ -21,7 +21,6 @@ hardware + checkpoint + vLLM release, with their provenance (which run, when, wh
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -394,11 +393,11 @@ class Calibration:
 
 
 def load_calibration(path: Path) -> Calibration:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CalibrationError(f"{path.name}: larger than {MAX_FILE_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    from serving.inputs import JsonInputError, read_json
+
+    try:  # a regular file, bounded, strict JSON (no NaN, no key twice)
+        data = read_json(path, MAX_FILE_BYTES)
+    except JsonInputError as exc:
         raise CalibrationError(f"{path.name}: cannot be read ({exc})") from None
     return Calibration.from_dict(data, path.name)
 

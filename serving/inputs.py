@@ -2,7 +2,8 @@
 
 Python's `json` module recurses once per nesting level (a few thousand `[` end in
 RecursionError), turns `1e400` into infinity and accepts `NaN`/`Infinity`, which JSON does not
-have. Here a file is read only if it is a regular file of at most :data:`MAX_BYTES`, nested at
+have; it keeps the last of two equal keys without a word. Here a key given twice in one object
+is refused, and a file is read only if it is a regular file of at most :data:`MAX_BYTES`, nested at
 most :data:`MAX_DEPTH` levels (the decoder's own recursion guard stops deeper input cleanly; the
 result is measured without recursion), and every number in it is finite.
 Pure: the caller names the option in :class:`JsonInputError` messages.
@@ -52,6 +53,17 @@ def _float(text: str) -> float:
     return value
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is refused (Python's decoder keeps the last silently,
+    Go's the last too, other readers the first: the reader cannot know which was meant)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise JsonInputError(f"gives the key {key[:60]!r} twice in one object")
+        out[key] = value
+    return out
+
+
 def _depth(value: Any) -> int:
     """How deeply `value` nests lists and objects (iteratively, no recursion)."""
     deepest, stack = 0, [(value, 0)]
@@ -70,7 +82,9 @@ def _depth(value: Any) -> int:
 def parse_json(text: str) -> Any:
     """`text` parsed as strict JSON, with depth and numbers bounded."""
     try:
-        value = json.loads(text, parse_constant=_constant, parse_float=_float)
+        value = json.loads(
+            text, parse_constant=_constant, parse_float=_float, object_pairs_hook=_object
+        )
     except json.JSONDecodeError as exc:
         raise JsonInputError(f"not valid JSON: {exc}") from None
     except RecursionError:  # the decoder counts its own nesting and stops cleanly
@@ -118,7 +132,8 @@ def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
     except OSError as exc:
         raise JsonInputError(f"cannot be read ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise JsonInputError(f"larger than {limit // (1 << 20)} MiB")
+        size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+        raise JsonInputError(f"larger than {size}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

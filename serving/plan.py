@@ -382,8 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = validated_tokens("--output-tokens", options.output_tokens)
         if options.stack_file is not None:
             path = options.stack_file
-            if not path.is_file():
+            if not path.exists() and not path.is_symlink():
                 raise PlanError(f"--stack-file {path}: no such file")
+            if not path.is_file():
+                raise PlanError(f"--stack-file {path}: not a regular file")
             stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
             problem = stack_name_problem(stack)
             if problem:

@@ -24,16 +24,25 @@ MAX_PARENTS = 64
 MAX_PROJECT_FILE_BYTES = 1 << 20
 
 
+#: What a project file's `config:` entry may hold here: a declaration, no value (Pulumi's
+#: project-level `value:`/`default:` and plain values apply to every stack and are refused).
+_SCHEMA_FIELDS = frozenset({"type", "description", "items", "secret"})
+
+
 class ProjectError(ValueError):
     """No Pulumi project where one was looked for, or one this reader cannot follow."""
 
 
 def project_file(directory: Path) -> Path | None:
-    """The project file in `directory` (`Pulumi.yaml` before `Pulumi.yml`), or None."""
+    """The project file in `directory` (`Pulumi.yaml` before `Pulumi.yml`), or None. A project
+    file that is there but is not a regular file (a FIFO, a device, a folder) is refused: the
+    Pulumi CLI would try to read it, so skipping it would read another project's stacks."""
     for name in PROJECT_FILES:
         candidate = directory / name
         if candidate.is_file():
             return candidate
+        if candidate.exists() or candidate.is_symlink():
+            raise ProjectError(f"{candidate}: not a regular file; not read")
     return None
 
 
@@ -71,6 +80,17 @@ def _check_layout(path: Path) -> None:
             f"{path}: '{key}' moves the stack files out of the project directory, which this "
             "command does not follow; pass --stack-file PATH"
         )
+    config = data.get("config") if isinstance(data, dict) else None
+    for key, entry in (config or {}).items() if isinstance(config, dict) else ():
+        extra = sorted(set(entry) - _SCHEMA_FIELDS) if isinstance(entry, dict) else None
+        if extra is None or extra:
+            what = f"sets {', '.join(extra)}" if extra else "sets a value"
+            raise ProjectError(
+                f"{path}: config key {key!r} {what} in the project file; the Pulumi CLI "
+                "applies a project-level value to every stack that does not set the key, which "
+                "this command does not follow. Set it in Pulumi.<stack>.yaml (the project file "
+                f"may only declare keys: {', '.join(sorted(_SCHEMA_FIELDS))})"
+            )
 
 
 def stack_file(

@@ -37,7 +37,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.project import add_project_options, find_project_file
+from serving.project import ProjectError, add_project_options, find_project_file
 from serving.settings import (
     Settings,
     SettingsError,
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
                 print(f"wrote {name}")
             else:
                 print(f"{name} would pass every check; run again with --write to edit it")
-    except (PromotionError, SettingsError) as exc:
+    except (PromotionError, SettingsError, ProjectError) as exc:
         print(f"gemma4 promote: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -193,6 +193,12 @@ def _tree(text: str) -> _Node | None:
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 stack.pop()
                 pending_key.pop()
+    except yaml.reader.ReaderError as exc:  # a control character: one line, not PyYAML's two
+        line = text.count("\n", 0, exc.position) + 1
+        raise StackYamlError(
+            f"not valid YAML at line {line}: the control character U+{exc.character:04X} is not "
+            "allowed in YAML text"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

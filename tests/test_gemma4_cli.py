@@ -157,3 +157,48 @@ def test_every_command_delegates_to_a_main_and_its_python_m_form_still_runs() ->
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, (command.legacy, err)
         assert out.startswith(f"usage: gemma4 {command.name} ")
+
+
+@pytest.mark.parametrize("command", ["preview", "plan", "promote", "bench"])
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*_: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert cli.main([command]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == f"gemma4 {command}: interrupted", err
+
+
+def test_ctrl_c_during_the_preflight_leaves_no_traceback(tmp_path: Path) -> None:
+    import os
+    import signal
+    import socket
+    import time
+
+    silent = socket.socket()  # accepts connections (the backlog), never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    argv = ["bench", "run", "--url", url, "--model", "m", "--auth", "none", "--hardware", "l4"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gemma4", *argv, "--out", str(tmp_path / "r"), "--no-progress"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        time.sleep(3)  # the preflight waits for an answer that never comes
+        assert process.poll() is None
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        silent.close()
+    assert process.returncode in (1, 130), out + err
+    assert "Traceback" not in err and "Session is closed" not in err, err
+    assert "interrupted" in out + err, out + err

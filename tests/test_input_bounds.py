@@ -200,7 +200,7 @@ def test_health_deadlines_are_bounded(value: str, capsys: pytest.CaptureFixture[
 
     code = main(["--url", "http://127.0.0.1:9", f"--timeout-seconds={value}"])
     err = capsys.readouterr().err
-    assert code == 2 and "above 0 and at most 7200" in err
+    assert code == 2 and "at least 0.001 and at most 7200" in err
 
 
 @pytest.mark.parametrize(
@@ -238,3 +238,59 @@ def test_json_options_read_only_regular_files(
     code = pv.main(["-s", "l4", "--policy-config", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and "not a regular file" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1, "a": 2}', "the key 'a' twice"),
+        ('{"x": {"b": 1, "b": 1}}', "the key 'b' twice"),
+        ('[{"k": 1}, {"k": 2, "k": 3}]', "the key 'k' twice"),
+    ],
+)
+def test_json_with_a_key_given_twice_is_refused(text: str, expected: str) -> None:
+    from serving.inputs import JsonInputError, parse_json
+
+    with pytest.raises(JsonInputError, match=expected):
+        parse_json(text)
+
+
+def test_policy_config_with_a_policy_given_twice_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(
+        '{"max-model-len-cap": {"maxModelLen": 8192}, "max-model-len-cap": {"maxModelLen": 1}}'
+    )
+    code = pv.main(["-s", "l4", "--policy-config", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "'max-model-len-cap' twice" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "run", "--request-rate", "1e-320"],
+        ["bench", "run", "--timeout-seconds", "1e-320"],
+        ["bench", "run", "--max-cell-seconds", "0.0000001"],
+        ["bench", "run", "--goodput-ttft-ms", "5e-324"],
+        ["bench", "run", "--max-loop-lag-ms", "1e-300"],
+        ["health", "--timeout-seconds", "1e-320"],
+        ["health", "--refused-grace-seconds", "1e-320"],
+    ],
+)
+def test_tiny_positive_numbers_are_refused_with_the_smallest_allowed(argv: list[str]) -> None:
+    # A positive number below a millisecond (or a millisecond's thousandth) is no setting a user
+    # means; its reciprocal (a rate's inter-arrival time) overflows.
+    url = ["--url", "http://127.0.0.1:9", "--model", "m", "--auth", "none"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gemma4", argv[0], *argv[1:2], *url, *argv[2:]]
+        if argv[0] == "bench"
+        else [sys.executable, "-m", "gemma4", argv[0], *url, *argv[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "at least 0.001" in done.stderr and "Traceback" not in done.stderr, done.stderr

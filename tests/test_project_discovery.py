@@ -74,3 +74,69 @@ def test_a_project_level_config_schema_is_fine(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text("name: x\nconfig:\n  key:\n    type: string\n")
     (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
     assert project.stack_file("dev", start=tmp_path) == tmp_path / "Pulumi.dev.yaml"
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ("maxModelLen:\n    type: integer\n    default: 131072\n", "maxModelLen"),
+        ("gemma4-vllm:maxModelLen:\n    value: 131072\n", "gemma4-vllm:maxModelLen"),
+        ("gemma4-vllm:hfToken: hf_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xYzC\n", "gemma4-vllm:hfToken"),
+        ("gcp:project: my-project\n", "gcp:project"),
+        ("labels:\n    type: array\n    items: {type: string}\n    default: [a=b]\n", "labels"),
+        ("k:\n    type: string\n    unknownField: 1\n", "k"),
+    ],
+)
+def test_a_project_file_that_sets_config_values_is_refused(
+    tmp_path: Path, entry: str, named: str
+) -> None:
+    # Pulumi applies a project-level value (a plain value, `value:` or `default:`) to every
+    # stack that does not set the key; a reader of the stack file alone would miss it.
+    (tmp_path / "Pulumi.yaml").write_text(f"name: gemma4-vllm\nconfig:\n  {entry}")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    with pytest.raises(project.ProjectError, match=f"config key '{named}'") as info:
+        project.stack_file("dev", start=tmp_path)
+    assert "hf_aB3" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_project_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    import os
+
+    path = tmp_path / "Pulumi.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    with pytest.raises(project.ProjectError, match="not a regular file"):
+        project.stack_file("dev", tmp_path)
+    with pytest.raises(project.ProjectError, match="not a regular file"):
+        project.stack_file("dev", start=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["preview", "-s", "dev"], ["plan", "-s", "dev"], ["promote", "--from", "a", "--to", "b"]],
+)
+def test_every_command_refuses_a_fifo_project_file_with_exit_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gemma4", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr

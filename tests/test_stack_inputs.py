@@ -114,6 +114,12 @@ BAD = {
     "alias as a repeated key": ("config:\n  &k a: 1\n  *k : 2\n", "already defined"),
     "recursive alias": ("config:\n  x: &a [1, *a]\n", "once aliases are expanded"),
     "complex key": ("config:\n  ? [a, b]\n  : 1\n", "must be a plain value"),
+    "NUL byte": ("config:\n  gemma4-vllm:x: a\x00b\n", "line 2: the control character U.0000"),
+    "control character": (
+        'config:\n  x: 1\n  y: "a\x01"\n',
+        "line 3: the control character U.0001",
+    ),
+    "DEL in a key": ("config:\n  x\x7f: 1\n", "character U.007F"),
 }
 
 
@@ -181,6 +187,12 @@ def test_a_fifo_is_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     os.mkfifo(fifo)
     code = pv.main(["--stack-file", str(fifo)])
     _one_line(code, capsys.readouterr().err, "not a regular file")
+    code = plan.main(["--stack-file", str(fifo)])
+    _one_line(code, capsys.readouterr().err, "not a regular file")
+    zero = tmp_path / "Pulumi.zero.yaml"
+    zero.symlink_to("/dev/zero")
+    for main in (pv.main, plan.main):
+        _one_line(main(["--stack-file", str(zero)]), capsys.readouterr().err, "not a regular file")
 
 
 def test_octal_looking_value_reaches_the_program_as_the_cli_hands_it(
@@ -242,3 +254,20 @@ def test_plan_bounds_the_project_file(root: Path, capsys: pytest.CaptureFixture[
     (root / "Pulumi.yaml").write_text("name: &n [" + "[" * 3000 + "]" * 3000 + "]\n")
     code = plan.main(["-s", "l4", "--root", str(root)])
     _one_line(code, capsys.readouterr().err, "not a readable project file")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "  gemma4-vllm:invokers:\n    - user:a@example.com\n    - secure: v1:aW52b2tlcg==\n",
+        "  gemma4-vllm:monitoringNotificationChannels:\n    - secure: v1:aW52b2tlcg==\n",
+    ],
+)
+def test_a_secure_item_inside_a_project_list_is_secret_not_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str
+) -> None:
+    text = (ROOT / "Pulumi.l4.yaml").read_text() + entry
+    code = pv.main(["--stack-file", str(_write(tmp_path, "seclist", text))])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "is secret (secure:)" in out and "aW52b2tlcg" not in out + err

@@ -40,6 +40,7 @@ __all__ = [
     "slo_for_stack",
     "stack_config",
     "target_differences",
+    "target_identity",
 ]
 
 PROJECT = "gemma4-vllm"
@@ -198,6 +199,27 @@ def slo_for_stack(stack: str, cwd: str | Path | None = None) -> SloSettings:
     return settings_for_stack(stack, cwd).slo
 
 
+_IDENTITY_WORDS = {
+    "image": "image",
+    "model_repo": "checkpoint",
+    "model_revision": "checkpoint revision",
+    "speculative_method": "speculative decoding",
+}
+
+
+def target_identity(settings: Settings) -> dict[str, str]:
+    """What a stack runs beyond its names: the image and the checkpoint (repository,
+    revision) and its speculative decoding. `bench run -s STACK` records it as the run's
+    `target`, so a run of a same-named stack elsewhere, or of this stack before a promotion,
+    is told apart by :func:`target_differences`."""
+    return {
+        "image": settings.image,
+        "model_repo": settings.model.model,
+        "model_revision": settings.model.model_revision,
+        "speculative_method": settings.model.speculative_method,
+    }
+
+
 def target_differences(run: RunData, stack: str, settings: Settings) -> list[str]:
     """How the run's target differs from stack ``stack``'s: its served model name, its
     hardware, and the stack it was made against (when recorded); one sentence each. A run that
@@ -224,4 +246,14 @@ def target_differences(run: RunData, stack: str, settings: Settings) -> list[str
     other = recorded.get("stack")
     if isinstance(other, str) and other != stack:
         out.append(f"the run was made against stack {redact(other, limit=60)!r}, not {stack!r}")
+    target = recorded.get("target")
+    if target is not None and not isinstance(target, dict):
+        out.append("the run's recorded target is not an object, so it cannot be matched")
+    elif isinstance(target, dict):
+        for key, now in target_identity(settings).items():
+            if key in target and target[key] != now:
+                out.append(
+                    f"the run measured {_IDENTITY_WORDS[key]} "
+                    f"{redact(target[key], limit=120)!r}; stack {stack!r} declares {now!r}"
+                )
     return out

@@ -48,6 +48,7 @@ from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
+from serving.inputs import JsonInputError, parse_json
 
 __all__ = [
     "CSV_COLUMNS",
@@ -386,11 +387,16 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
             break
         where = f"{path}, line {number}"
         try:
-            record = json.loads(raw) if raw.strip() else None
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            record = parse_json(raw.decode("utf-8")) if raw.strip() else None
+        except (JsonInputError, UnicodeDecodeError) as exc:
             if is_last or (number == len(lines) - 1 and not lines[-1]):
                 return list(cells.values()), offset  # a line cut short by a crash
-            raise StoreError(f"{where}: not JSON; the run is damaged") from None
+            why = (
+                str(exc).removeprefix("not valid JSON: ")
+                if isinstance(exc, JsonInputError)
+                else "not UTF-8"
+            )
+            raise StoreError(f"{where}: not JSON ({why[:200]}); the run is damaged") from None
         if is_last:
             return list(cells.values()), offset  # complete JSON, but never terminated
         if record is not None:
@@ -415,8 +421,10 @@ def load_run(path: str | Path) -> RunData:
             raise PreflightFailedError(failure)
         raise StoreError(f"{root} is not a benchmark run (no {RUN_FILE})")
     try:
-        run = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        run = parse_json(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise StoreError(f"{run_file} is not JSON: not UTF-8 text") from None
+    except JsonInputError as exc:
         raise StoreError(f"{run_file} is not JSON: {str(exc)[:200]}") from None
     if not isinstance(run, dict):
         raise StoreError(f"{run_file} is not a JSON object")
@@ -440,8 +448,8 @@ def _preflight_failure(root: Path) -> str | None:
         data = read_regular_file(path, MAX_RUN_FILE_BYTES)
         if data is None:
             return None
-        record = cap_strings(json.loads(data.decode("utf-8")))
-    except (StoreError, ValueError, RecursionError):
+        record = cap_strings(parse_json(data.decode("utf-8")))
+    except (StoreError, ValueError):
         return f"{root}: the preflight failed; nothing was measured ({PREFLIGHT_FILE} unreadable)"
     if not isinstance(record, dict):
         record = {}

@@ -10,6 +10,7 @@ import pytest
 from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
 from bench.results.compare import hourly_price
+from bench.results.store import StoreError
 from serving.hardware import HARDWARE
 from tests.bench._cells import cell, write_run
 
@@ -107,9 +108,12 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(tmp_path: Path) 
     cloud_run = load_run(_run_recording(tmp_path, "cloud-run", None))
     assert compare_runs([cloud_run, gke]).prices == [HARDWARE["l4"].price.usd_per_hour, node]
     # A recorded figure that is no price is ignored: the catalog's is used.
-    for i, bad in enumerate((True, -1, 0, 1e9, "0.85", float("nan"))):
+    for i, bad in enumerate((True, -1, 0, 1e9, "0.85")):
         run = load_run(_run_recording(tmp_path, f"bad{i}", bad))
         assert hourly_price(run) == HARDWARE["l4"].price.usd_per_hour
+    # NaN is no JSON number: the strict run reader refuses the file itself.
+    with pytest.raises(StoreError, match="NaN"):
+        load_run(_run_recording(tmp_path, "nan", float("nan")))
 
 
 def test_the_post_deploy_benchmark_records_the_stacks_instance_price(

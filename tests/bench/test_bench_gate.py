@@ -139,3 +139,35 @@ def test_gate_passes_a_run_of_the_stacks_own_target(tmp_path: Path) -> None:
     meta.update(model="google/gemma-4-12B-it-qat-w4a16-ct", stack="l4")
     (run / "run.json").write_text(json.dumps(meta))
     assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("image", "vllm/vllm-openai:v0.0.1", "image 'vllm/vllm-openai:v0.0.1'"),
+        ("model_revision", "0123456789abcdef", "checkpoint revision '0123456789abcdef'"),
+        ("model_repo", "google/gemma-4-12B-it", "checkpoint 'google/gemma-4-12B-it'"),
+    ],
+)
+def test_gate_refuses_a_run_of_a_same_named_stack_that_ran_something_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: str, said: str
+) -> None:
+    # Same stack name, model name and hardware (another project's `l4`, or `l4` before a
+    # promotion): what the run measured is told by the image and checkpoint it recorded.
+    from bench.cli import stack_identity
+
+    run = tmp_path / "run"
+    write_run(run, [cell(1, 128)], label="r", hardware="l4")
+    meta = json.loads((run / "run.json").read_text())
+    own = stack_identity("l4", ROOT)
+    assert own and own["image"] and own["model_revision"]
+    meta.update(
+        model="google/gemma-4-12B-it-qat-w4a16-ct", stack="l4", target={**own, field: value}
+    )
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and said in out, out
+    meta["target"] = own
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["gate", str(run), "-s", "l4", "--cwd", str(ROOT)]) == 0

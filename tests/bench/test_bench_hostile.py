@@ -306,3 +306,40 @@ def test_preflight_gives_up_on_retry_after_zero_forever(
     assert "HTTP 429" in err
     assert took < 10
     assert [q.path for q in server.requests].count("/v1/completions") == 5
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('"label": "a"', '"label": "a", "label": "b"'), "'label' twice"),
+        (lambda t: t.replace('"label": "a"', '"label": "a", "x": NaN'), "NaN"),
+        (lambda t: t.replace('"label": "a"', '"label": "a", "x": 1e400'), "1e400"),
+        (lambda t: "\ufeff" + t + "\n{}", "not valid JSON"),
+    ],
+)
+def test_a_run_json_is_read_as_strict_json(tmp_path: Path, capsys, edit, message: str) -> None:
+    from tests.bench._cells import cell, write_run
+
+    write_run(tmp_path / "r", [cell(1, 8)], label="a", hardware="l4")
+    path = tmp_path / "r" / "run.json"
+    text = path.read_text()
+    assert '"label": "a"' in text
+    path.write_text(edit(text))
+    for argv in (["compare", str(tmp_path / "r")], ["gate", str(tmp_path / "r"), "-s", "l4"]):
+        code = main([*argv, "--cwd", str(ROOT)] if argv[0] == "gate" else argv)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert message in err and "Traceback" not in err
+
+
+def test_a_cell_record_with_a_key_twice_is_refused(tmp_path: Path, capsys) -> None:
+    from tests.bench._cells import cell, write_run
+
+    write_run(tmp_path / "r", [cell(1, 8), cell(2, 8)], label="a", hardware="l4")
+    path = tmp_path / "r" / "cells.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"status": "ok"', '"status": "ok", "status": "failed"', 1)
+    path.write_text("".join(lines))
+    code = main(["compare", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "'status' twice" in err, err

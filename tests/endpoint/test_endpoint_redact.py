@@ -58,3 +58,42 @@ def test_output_is_bounded_and_printable() -> None:
     out = redact("A" * 1_000_000 + " Bearer tail", limit=300)
     assert len(out) <= 300
     assert redact("\x1b[2J\x07bell", limit=None) == "?[2J?bell"
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        "p%40ss%20w0rd%2F%2Bx%22y",  # a URL path or query (percent-encoded)
+        "p%40ss+w0rd%2F%2Bx%22y",  # a form body (quote_plus)
+        'p@ss w0rd/+x\\"y',  # inside a JSON string (escaped quote)
+        "cEBzcyB3MHJkLytYInk=",  # base64 of a different value: must stay
+    ],
+)
+def test_a_registered_secret_is_masked_in_its_encoded_forms(shown: str) -> None:
+    secret = 'p@ss w0rd/+x"y'
+    register_secret(secret)
+    out = redact(f"upstream said: {shown} (end)")
+    if shown.startswith("cEBz"):
+        assert shown in out
+    else:
+        assert MASK in out and "w0rd" not in out, out
+
+
+def test_a_registered_secret_is_masked_as_go_json_escapes_it() -> None:
+    register_secret("a&b<c>d-0453-long")
+    out = redact('{"error": "bad key a\\u0026b\\u003cc\\u003ed-0453-long"}')
+    assert "0453" not in out and MASK in out, out
+
+
+def test_a_registered_secret_is_masked_in_base64() -> None:
+    import base64
+
+    secret = "Zq81-reflected-0452"
+    register_secret(secret)
+    for encoded in (
+        base64.b64encode(secret.encode()).decode(),
+        base64.urlsafe_b64encode(secret.encode()).decode().rstrip("="),
+        base64.b64encode(f"user:{secret}".encode()).decode(),  # HTTP Basic credentials
+    ):
+        out = redact(f"echo {encoded} done")
+        assert encoded not in out, out

@@ -183,7 +183,7 @@ def test_connection_dropped_mid_stream(fake_vllm: ServerFactory, capsys) -> None
         (["--url", "http://127.0.0.1:1"], "--url needs --model"),
         (["--url", "ftp://x", "--model", "m"], "must be an http(s) URL"),
         (["--url", "http://h", "--model", "m", "--auth", "api-key"], "needs --api-key-env"),
-        (["--url", "http://h", "--model", "m", "--timeout-seconds", "0"], "above 0"),
+        (["--url", "http://h", "--model", "m", "--timeout-seconds", "0"], "at least 0.001"),
     ],
 )
 def test_usage_errors_exit_2(capsys, argv: list[str], message: str) -> None:

@@ -584,9 +584,21 @@ def test_environment_secrets_by_name_and_by_shape_but_not_switches() -> None:
             "PATH": "/usr/local/bin:/usr/bin",
             "GOOGLE_CLOUD_PROJECT": "my-project-123456",
             "GOOGLE_APPLICATION_CREDENTIALS": "/home/me/key.json",
+            "DB_PW": "hunter2hunter",
+            "SENTRY_DSN": "https://abc123@o1.ingest.sentry.io/42",
+            "PWD": "/home/me/work",
+            "DATABASE": "postgres://app:CorrectHorse42@db.internal/app",
         }
     )
-    assert set(found) == {PASSPHRASE, "ya29.a0AfH6SMBplanted", SHAPED, GITHUB}
+    assert set(found) == {
+        PASSPHRASE,
+        "ya29.a0AfH6SMBplanted",
+        SHAPED,
+        GITHUB,
+        "hunter2hunter",
+        "https://abc123@o1.ingest.sentry.io/42",
+        "postgres://app:CorrectHorse42@db.internal/app",
+    }
 
 
 def test_local_paths_become_relative_only_where_they_are_paths(tmp_path: Path) -> None:

@@ -97,6 +97,10 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "base64 wrapped over lines": lambda s: _wrapped(f"# config\ntoken: {s}\n"),
     "printf hex escapes": lambda s: "printf '" + "".join(f"\\x{b:02x}" for b in s.encode()) + "'",
     "printf octal escapes": lambda s: "printf '" + "".join(f"\\{b:03o}" for b in s.encode()) + "'",
+    "hex with colons": lambda s: ":".join(f"{b:02x}" for b in s.encode()),
+    "hex with spaces": lambda s: " ".join(f"{b:02X}" for b in s.encode()),
+    "hex with 0x prefixes": lambda s: ", ".join(f"0x{b:02x}" for b in s.encode()),
+    "HTML entities": lambda s: "".join(f"&#{b};" for b in s.encode()),
 }
 
 
@@ -132,7 +136,7 @@ def test_token_split_across_script_assignments_and_reversed() -> None:
     script = f'#!/bin/bash\nB="{token[12:]}"\nexport A={token[:12]}\nexport T="$A$B"\n'
     props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
     messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
-    assert any("join into a GitHub token" in m for m in messages), messages
+    assert any("A, B join at run time into a GitHub token" in m for m in messages), messages
 
 
 def test_split_base64_is_joined_then_decoded() -> None:
@@ -245,3 +249,57 @@ def test_more_fragments_than_can_be_paired_is_reported_not_half_checked() -> Non
     envs += [{"name": f"D{i}", "value": f"v{i}"} for i in range(1100)]
     messages = violations(no_plaintext_secrets, SERVICE, props)
     assert any("could not be ruled out" in m and "at most 1024" in m for m in messages)
+
+
+def test_token_split_across_three_env_values_joined_by_the_program() -> None:
+    props = _with_env(HF[:9], "PART_A")
+    container(props)["envs"] += [
+        {"name": "PART_B", "value": HF[9:21]},
+        {"name": "PART_C", "value": HF[21:]},
+    ]
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("join into a Hugging Face token" in m for m in messages), messages
+    assert all(HF[21:] not in m and HF[9:21] not in m for m in messages)
+
+
+@pytest.mark.parametrize("arg", [f"--model-suffix={HF[14:]}", f"--x={HF[14:]}"])
+def test_token_split_across_an_env_value_and_an_option_value(arg: str) -> None:
+    props = _with_env(HF[:14], "PART_A")
+    container(props).setdefault("args", []).append(arg)
+    messages = violations(no_plaintext_secrets, SERVICE, props)
+    assert any("join into a Hugging Face token" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://admin:CorrectHorse42@db.internal:5432/app",
+        "https://user:hunter2hunter2@proxy.example.com:3128",
+        "redis://:s3cr3t-pass@10.0.0.3:6379/0",
+    ],
+)
+def test_a_password_in_a_url_is_found(url: str) -> None:
+    assert find_secret(url) == "password in a URL"
+    messages = violations(no_plaintext_secrets, SERVICE, _with_env(url, "DATABASE"))
+    assert any("password in a URL" in m for m in messages), messages
+    assert MASK in redact(url) and url.split("@")[0].split(":")[-1] not in redact(url)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://example.com/a@b",
+        "gs://bucket/path",
+        "user@example.com",
+        "ssh://git@host/x",
+        'psql "postgres://app:${DB_PASSWORD}@db/app"',  # a reference, not a literal
+        "https://u:$(PROXY_PASSWORD)@proxy:3128",
+    ],
+)
+def test_urls_without_a_password_are_not_secrets(text: str) -> None:
+    assert find_secret(text) is None
+
+
+@pytest.mark.parametrize("label", ["Hugging Face token", "GitHub token", "Google API key"])
+def test_a_reversed_token_is_found_by_its_shape(label: str) -> None:
+    assert find_secret(SAMPLES[label][::-1]) == f"{label} (reversed)"
