@@ -11,50 +11,25 @@ the held-out median errors. Synthetic data: no GPU, no vLLM.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity.pacedserver import PacedServer, _Connection, synthetic_model  # noqa: E402
+from bench.fidelity.pacedserver import (  # noqa: E402
+    SYNTHETIC_TRUTH,
+    PacedServer,
+    serving_in_thread,
+    synthetic_model,
+)
 from bench.load.sweep import Grid, SweepOptions, run_sweep  # noqa: E402
 from bench.results.store import load_run  # noqa: E402
 from serving.calibration import calibrate, fit, observations  # noqa: E402
 from serving.perf import Coefficients  # noqa: E402
 
-TRUTH = Coefficients(
-    bandwidth_efficiency=0.8,
-    decode_compute_efficiency=0.4,
-    step_overhead_s=0.008,
-    prefill_compute_efficiency=0.6,
-    prefill_overhead_s=0.04,
-)
-
-
-def serve_in_thread(server: PacedServer) -> tuple[str, asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    port: list[int] = []
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            srv = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
-            port.append(srv.sockets[0].getsockname()[1])
-            started.set()
-
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    if not started.wait(5):
-        raise SystemExit("the paced server did not start")
-    return f"http://127.0.0.1:{port[0]}", loop
+TRUTH = SYNTHETIC_TRUTH
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,25 +48,23 @@ def main(argv: list[str]) -> int:
     given = build_parser().parse_args(argv).out_dir
     out = given if given is not None else Path(tempfile.mkdtemp(prefix="synthetic-run-"))
     grid = Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,))
-    url, loop = serve_in_thread(
-        PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
-    )
-    run_sweep(
-        url,
-        "google/gemma-4-12B-it",
-        grid,
-        out,
-        options=SweepOptions(
-            min_requests=4,
-            requests_per_slot=2,
-            use_tokenize=False,
-            progress=False,
-            workers=1,
-            max_model_len=32768,
-            label="synthetic",
-        ),
-    )
-    loop.call_soon_threadsafe(loop.stop)
+    server = PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
+    with serving_in_thread(server) as url:
+        run_sweep(
+            url,
+            "google/gemma-4-12B-it",
+            grid,
+            out,
+            options=SweepOptions(
+                min_requests=4,
+                requests_per_slot=2,
+                use_tokenize=False,
+                progress=False,
+                workers=1,
+                max_model_len=32768,
+                label="synthetic",
+            ),
+        )
     data = load_run(out)
     base = synthetic_model(Coefficients())
     obs = observations(data.cells, base.max_num_seqs)

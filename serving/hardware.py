@@ -282,11 +282,8 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
-            price=Price(
-                usd_per_hour=2.70,
-                source="seed article 002 (TPU v6e on-demand, one chip; the same chip-hour on GKE)",
-                as_of="2026-06",
-            ),
+            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one figure.
+            price=HARDWARE["tpu-v6e-1"].price,
             source="cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e: "
             "ct6e-standard-1t, 1x1, tpu-v6e-slice)",
         ),

@@ -35,8 +35,9 @@ import argparse
 import asyncio
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import orjson
@@ -54,6 +55,16 @@ SYNTHETIC_SHAPE = Shape(
 )
 #: A made-up device: 100 GB/s (10 ms for the weights at full efficiency), 10 TFLOP/s.
 SYNTHETIC_DEVICE = Device("synthetic", memory_bandwidth_bytes_per_s=100e9, dense_flops=10e12)
+
+#: The coefficients the synthetic-calibration test and script give the step-model server, which
+#: a fit on a sweep against it must recover.
+SYNTHETIC_TRUTH = Coefficients(
+    bandwidth_efficiency=0.8,
+    decode_compute_efficiency=0.4,
+    step_overhead_s=0.008,
+    prefill_compute_efficiency=0.6,
+    prefill_overhead_s=0.04,
+)
 
 
 def synthetic_model(coefficients: Coefficients, max_num_seqs: int = 64) -> StepModel:
@@ -321,6 +332,43 @@ async def serve(server: PacedServer, host: str, port: int) -> None:
     print(f"listening on http://{host}:{sockets[0].getsockname()[1]}", flush=True)
     async with srv:
         await srv.serve_forever()
+
+
+@contextlib.contextmanager
+def serving_in_thread(server: PacedServer) -> Iterator[str]:
+    """Serve ``server`` on 127.0.0.1 from an event loop in a daemon thread; yields its base URL
+    and, on exit, closes the listener, lets closed connections finish and stops the loop."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    listeners: list[asyncio.Server] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            listeners.append(await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0))
+            started.set()
+
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    if not started.wait(5):
+        raise RuntimeError("the paced server did not start within 5 s")
+
+    async def close() -> None:
+        listeners[0].close()
+        await listeners[0].wait_closed()
+        await asyncio.sleep(0.05)  # connections the clients closed finish closing
+
+    try:
+        yield f"http://127.0.0.1:{listeners[0].sockets[0].getsockname()[1]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

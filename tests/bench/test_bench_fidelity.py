@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -13,44 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from bench.fidelity.harness import CellResult, Pacing, main, table
-from bench.fidelity.pacedserver import PacedServer, _Connection
+from bench.fidelity.pacedserver import PacedServer, serving_in_thread
 
 
 @pytest.fixture
 def paced() -> Iterator[tuple[PacedServer, str]]:
     server = PacedServer(ttft_s=0.05, itl_s=0.01, output_tokens=3)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict[str, object] = {}
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            srv = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
-            holder["srv"] = srv
-            holder["port"] = srv.sockets[0].getsockname()[1]
-            started.set()
-
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(5)
-    yield server, f"http://127.0.0.1:{holder['port']}"
-
-    async def close() -> None:
-        srv = holder["srv"]
-        assert isinstance(srv, asyncio.base_events.Server)
-        srv.close()
-        await srv.wait_closed()
-        await asyncio.sleep(0.05)  # connections the clients closed finish closing
-
-    asyncio.run_coroutine_threadsafe(close(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.close()
+    with serving_in_thread(server) as url:
+        yield server, url
 
 
 def _post(port: int, body: bytes, *, pause_before_body: float = 0.0, stamp: str = "") -> bytes:

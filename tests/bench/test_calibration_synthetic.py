@@ -8,82 +8,50 @@ runs against it, and the fit must recover TRUTH within 5 % and predict held-out 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.fidelity.pacedserver import PacedServer, _Connection, synthetic_model
+from bench.fidelity.pacedserver import (
+    SYNTHETIC_TRUTH,
+    PacedServer,
+    serving_in_thread,
+    synthetic_model,
+)
 from bench.load.sweep import Grid, SweepOptions, run_sweep
 from bench.results.store import load_run
 from serving.calibration import calibrate, fit, observations
 from serving.perf import Coefficients
 
-TRUTH = Coefficients(
-    bandwidth_efficiency=0.8,
-    decode_compute_efficiency=0.4,
-    step_overhead_s=0.008,
-    prefill_compute_efficiency=0.6,
-    prefill_overhead_s=0.04,
-)
+TRUTH = SYNTHETIC_TRUTH
 MODEL = "google/gemma-4-12B-it"
 
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     server = PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict[str, object] = {}
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            srv = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
-            holder["srv"] = srv
-            holder["port"] = srv.sockets[0].getsockname()[1]
-            started.set()
-
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(5)
     out = tmp_path_factory.mktemp("synthetic-run")
     main_loop = asyncio.get_event_loop_policy().get_event_loop()
-    run_sweep(
-        f"http://127.0.0.1:{holder['port']}",
-        MODEL,
-        Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,)),
-        out,
-        options=SweepOptions(
-            num_requests=None,
-            min_requests=4,
-            requests_per_slot=2,
-            use_tokenize=False,
-            progress=False,
-            workers=1,
-            max_model_len=32768,
-            label="synthetic",
-        ),
-    )
-
-    async def close() -> None:
-        srv = holder["srv"]
-        assert isinstance(srv, asyncio.base_events.Server)
-        srv.close()
-        await srv.wait_closed()
-        await asyncio.sleep(0.05)
-
-    asyncio.set_event_loop(main_loop)  # asyncio.run left the main thread without one
-    asyncio.run_coroutine_threadsafe(close(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.close()
+    with serving_in_thread(server) as url:
+        run_sweep(
+            url,
+            MODEL,
+            Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,)),
+            out,
+            options=SweepOptions(
+                num_requests=None,
+                min_requests=4,
+                requests_per_slot=2,
+                use_tokenize=False,
+                progress=False,
+                workers=1,
+                max_model_len=32768,
+                label="synthetic",
+            ),
+        )
+        asyncio.set_event_loop(main_loop)  # asyncio.run left the main thread without one
     yield out
 
 
