@@ -219,12 +219,11 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     }
 
 
-def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
-    # Read before any resource: the collector's grant and the alerts need the project.
-    project = project_id() if settings.monitoring.monitoring else None
-    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, CLOUD_RUN_APIS))
+def model_bucket(settings: Settings, prefix: str, opts: pulumi.ResourceOptions) -> ModelBucket:
+    """The model bucket and its download jobs (Cloud Run jobs in the serving region), as the
+    Cloud Run and GKE stacks declare them."""
     weights = settings.weights
-    bucket = ModelBucket(
+    return ModelBucket(
         f"{prefix}-models",
         ModelBucketArgs(
             location=weights.bucket_location or settings.region,
@@ -235,8 +234,15 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
             job_image=settings.image,
             hf_token_secret=weights.hf_token_secret,
         ),
-        opts=pulumi.ResourceOptions(depends_on=[apis]),
+        opts=opts,
     )
+
+
+def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
+    # Read before any resource: the collector's grant and the alerts need the project.
+    project = project_id() if settings.monitoring.monitoring else None
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, CLOUD_RUN_APIS))
+    bucket = model_bucket(settings, prefix, pulumi.ResourceOptions(depends_on=[apis]))
     image: pulumi.Input[str] = settings.image
     # image_ref: what the service runs; source_image: the upstream image promotion carries.
     outputs: dict[str, pulumi.Input[Any]] = {
@@ -312,20 +318,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     project = project_id()
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
-    weights = settings.weights
-    bucket = ModelBucket(
-        f"{prefix}-models",
-        ModelBucketArgs(
-            location=weights.bucket_location or settings.region,
-            labels=settings.labels,
-            force_destroy=weights.force_destroy_bucket,
-            checkpoints=checkpoints(settings) if weights.download_weights else (),
-            job_region=settings.region,
-            job_image=settings.image,
-            hf_token_secret=weights.hf_token_secret,
-        ),
-        opts=after_apis,
-    )
+    bucket = model_bucket(settings, prefix, after_apis)
     cluster = GkeCluster(
         f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
     )
