@@ -729,13 +729,17 @@ class FakeVllmServer:
             if not await send([choice("", "stop")], empty_usage):
                 return response
             first_at = time.perf_counter()
+        # As in vLLM, the request's statistics are recorded when the engine finishes it, before
+        # the usage chunk and `[DONE]` go out: a client that has read `[DONE]` can count on
+        # `timings` and `/metrics` holding its request (recording after the end of the body
+        # raced with a client that reads `[DONE]` and looks at once).
+        done_at = time.perf_counter()
+        self._finish(prompt_tokens, n_out, first_at - arrived, done_at - arrived)
         if include_usage and not await send([], self._usage(prompt_tokens, n_out)):
             return response
         if not self.config.omit_done:
             await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        done_at = time.perf_counter()
-        self._finish(prompt_tokens, n_out, first_at - arrived, done_at - arrived)
         return response
 
     async def _tokenize(self, request: web.Request) -> web.Response:
