@@ -41,6 +41,21 @@ def test_workflows_match_the_github_schema(tmp_path: Path) -> None:
     assert schema_check(broken).returncode != 0
 
 
+def test_dependabot_config_matches_its_schema_and_updates_the_pinned_actions(
+    tmp_path: Path,
+) -> None:
+    config = ROOT / ".github" / "dependabot.yml"
+    check = [str(CHECK), "--builtin-schema", "vendor.dependabot"]
+    result = subprocess.run([*check, str(config)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ecosystems = {u["package-ecosystem"] for u in yaml.safe_load(config.read_text())["updates"]}
+    assert {"github-actions", "pip"} <= ecosystems
+    broken = tmp_path / "dependabot.yml"
+    broken.write_text(config.read_text().replace("interval: weekly", "interval: hourly", 1))
+    result = subprocess.run([*check, str(broken)], capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+
+
 def shipped_stacks() -> list[str]:
     """Stack files under version control (all of them when this is not a git checkout)."""
     listed = subprocess.run(
@@ -259,3 +274,42 @@ def test_every_run_script_passes_shellcheck_as_actionlint_runs_it() -> None:
         check=False,
     )
     assert broken.returncode != 0  # the check can fail: SC2086, an unquoted expansion
+
+
+#: `uses: owner/repo[/path]@<40 hex>  # vX.Y.Z`: a full commit sha and the release it is.
+PINNED_USE = re.compile(
+    r"^\s*(?:- )?uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40})  # (v\d+\.\d+\.\d+)\s*$"
+)
+
+
+def unpinned_uses(text: str) -> list[str]:
+    """Every `uses:` line of another repository's action that is not pinned to a commit sha."""
+    bad = []
+    for line in text.splitlines():
+        stripped = line.strip().removeprefix("- ")
+        if not stripped.startswith("uses:"):
+            continue
+        target = stripped.removeprefix("uses:").strip()
+        if target.startswith("./"):
+            continue  # a workflow of this repository, at the same commit
+        if not PINNED_USE.match(line):
+            bad.append(line.strip())
+    return bad
+
+
+def test_every_action_from_another_repository_is_pinned_to_a_commit_sha() -> None:
+    uses = 0
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        text = path.read_text()
+        assert unpinned_uses(text) == [], path.name
+        uses += sum(1 for line in text.splitlines() if PINNED_USE.match(line))
+    assert uses >= 4  # checkout, setup-python, auth, upload-artifact
+    # The check refuses the ways a reference can float or be mistyped.
+    for line in (
+        "      - uses: actions/checkout@v4",
+        "      - uses: actions/checkout@main",
+        "      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af67726",  # 39 hex
+        "      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262",  # no release
+        "        uses: 'actions/checkout@v4'",
+    ):
+        assert unpinned_uses(line) == [line.strip()], line
