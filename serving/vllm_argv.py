@@ -361,12 +361,16 @@ CODE_OPTIONS: dict[str, str] = {
     "enable-prompt-embeds": "deserialises tensors the clients send",
     "enable-mm-embeds": "deserialises tensors the clients send",
 }
-#: Options that make the server serve no HTTP on a TCP port (the port, firewall and health
-#: policies and Cloud Run's probes assume it does): refused.
+#: Options after which the server does not serve the OpenAI HTTP API on the one TCP port
+#: `--port` names (the port, firewall and health policies and Cloud Run's probes assume it
+#: does; vLLM 0.27.1's `vllm/entrypoints/cli/serve.py` runs headless, gRPC or a per-rank
+#: supervisor instead): refused.
 NO_HTTP_OPTIONS: dict[str, str] = {
     "headless": "starts the engine without an API server, so nothing listens on the port",
     "uds": "serves on a Unix socket, not on the TCP port the policies and probes check",
     "grpc": "serves gRPC instead of the OpenAI HTTP API the probes and clients call",
+    "data-parallel-multi-port-external-lb": "starts a supervisor that serves one API server "
+    "per data-parallel rank, each on a port of its own",
 }
 #: Options judged against a fixed set of values: vLLM's own spellings that load nothing from
 #: elsewhere. Any other value is refused, naming the accepted ones.

@@ -224,6 +224,8 @@ def test_the_rendered_tpu_stack_passes_its_tokenizer_revision() -> None:
         ("--api-server-count 0", "--api-server-count"),
         ("--api-server-count=-1", "--api-server-count"),
         ("-asc 0", "--api-server-count"),
+        ("--data-parallel-multi-port-external-lb", "--data-parallel-multi-port-external-lb"),
+        ("--data-parallel-multi-port", "--data-parallel-multi-port-external-lb"),
     ],
 )
 def test_a_server_that_serves_no_http_port_is_refused(option: str, named: str) -> None:
