@@ -555,11 +555,15 @@ def parse_serve_args(
     for name, why in CODE_OPTIONS.items():
         if name in options and options[name] not in (False, None):
             shown = options[name]
-            problems.append(f"--{name} {shown!r}: it {why}, which the policies cannot judge")
+            problems.append(
+                f"--{name} {shown!r}: it {why}, which the policies cannot judge; remove it "
+                "(docs/reader-grammar.md lists how each vLLM option is decided)"
+            )
     for name, why in NO_HTTP_OPTIONS.items():
         if name in options and options[name] not in (False, None):
             problems.append(
-                f"--{name}: it {why}; the server must serve the OpenAI HTTP API on its --port"
+                f"--{name}: it {why}; remove it: the server must serve the OpenAI HTTP API on "
+                "its --port"
             )
     count = options.get("api-server-count")
     if count is not None and (human_int(count) is None or (human_int(count) or 0) < 1):
