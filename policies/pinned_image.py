@@ -4,7 +4,8 @@ Every container of a Cloud Run workload and of a Kubernetes Pod template (init c
 too, so the endpoint picker and any sidecar are held to it as well as vLLM), and the vLLM
 container of a startup script. An image is judged by where it comes from (its registry host,
 against the allow-list in the policy's `registries`) and by its pin (a version tag or a sha256
-digest), never by its name.
+digest), never by its name. An image (or a container list) unknown at preview, an output of
+another resource, fails closed like every other value the policies need.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ pinned_image = ResourceValidationPolicy(
     name="pinned-image",
     description="Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
     "containers of startup scripts use a pinned image (version tag or sha256 digest) from an "
-    "allowed registry.",
+    "allowed registry; an image not known at preview fails closed.",
     validate=validate_pinned_image,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,
