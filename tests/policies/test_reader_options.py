@@ -400,3 +400,39 @@ def shell_service(script: str) -> dict[str, Any]:
 def test_the_reader_reads_known_servers_after_all_of_this() -> None:
     (server,) = read_servers(SERVICE, shell_service(GOOD)).servers
     assert server.card is not None and server.card.qat
+
+
+# --- the same decisions on GKE Pods ------------------------------------------------------
+
+
+def _gke_with(*extra: str) -> dict[str, Any]:
+    from tests.policies.test_policy_gke import container as pod_container
+    from tests.policies.test_policy_gke import vllm as gke_vllm
+
+    d = gke_vllm()
+    pod_container(d)["args"] = [*pod_container(d)["args"], *extra]
+    return d
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("--uds", "/tmp/s"), ("--headless",), ("--chat-template", "/tmp/t.jinja"),
+     ("--generation-config", "/tmp/g"), ("--quantization", "fp8"), ("-q", "awq"),
+     ("--log-config-file", "/tmp/l.json")],
+)  # fmt: skip
+def test_gke_pods_are_held_to_the_same_option_decisions(extra: tuple[str, ...]) -> None:
+    deployment = "kubernetes:apps/v1:Deployment"
+    assert violations(vllm_server_readable, deployment, _gke_with()) == []
+    (message,) = violations(vllm_server_readable, deployment, _gke_with(*extra))
+    assert extra[0] in message or "--quantization" in message
+
+
+def test_the_api_server_entry_point_is_held_to_them_too() -> None:
+    for option in ("--uds /tmp/s", "--chat-template /tmp/t", "-q fp8"):
+        script = (
+            f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} "
+            f"--max-model-len=8192 {option}"
+        )
+        assert refused(script)
+    script = f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} --max-model-len=8192"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
