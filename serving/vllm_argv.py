@@ -130,13 +130,15 @@ _DOCKER_SHORT_FLAGS = frozenset("ditP")
 #: devices (vLLM's TPU guide: `docker run --privileged --net host --shm-size=16G`), nothing
 #: else does. `-p` and friends, `-v` and friends are refused with their own messages; every
 #: other option (`--pid`, `--ipc`, `--cap-add`, `--device`, `--security-opt`, `--userns`,
-#: `--add-host`, `--dns`, `--workdir`, `--tmpfs`, `--cgroup-parent`, ...) is refused by name.
+#: `--add-host`, `--dns`, `--workdir`, `--tmpfs`, `--cgroup-parent`, `--log-driver` and
+#: `--log-opt`, which may ship the server's output to an address they name, ...) is refused
+#: by name.
 DOCKER_OPTIONS = frozenset(
     {
         "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--init",
         "--read-only", "--sig-proxy", "--no-healthcheck", "-q", "--quiet",
         "--disable-content-trust", "--privileged", "--name", "--restart", "--net",
-        "--network", "--shm-size", "-e", "--env", "--entrypoint", "--log-driver", "--log-opt",
+        "--network", "--shm-size", "-e", "--env", "--entrypoint",
         "--stop-timeout", "--stop-signal", "-l", "--label", "--pull", "--platform", "--gpus",
         "-m", "--memory", "--cpus", "-u", "--user", "--ulimit",
     }

@@ -330,7 +330,8 @@ def test_privileged_is_refused_on_a_gpu_machine() -> None:
      "--device=/dev/mem", "--security-opt seccomp=unconfined", "--userns=host", "--uts=host",
      "--cgroupns=host", "--add-host=huggingface.co:10.0.0.1", "--dns=10.0.0.1",
      "-w /tmp", "--workdir=/mnt", "--tmpfs /root/.cache", "--cidfile=/etc/x",
-     "--net=bridge", "--network=container:other", "-h x"],
+     "--net=bridge", "--network=container:other", "-h x", "--log-driver=gelf",
+     "--log-opt gelf-address=udp://x:12201"],
 )  # fmt: skip
 def test_docker_options_that_reach_the_host_are_refused_everywhere(option: str) -> None:
     script = TPU_SCRIPT.replace("--net=host", f"--net=host {option}")
