@@ -815,8 +815,13 @@ def read_workload(workload: Workload) -> Reading:
                 image=image,
                 where=where,
                 env=parsed.env,
-                checkpoint=checkpoint,
-                drafter_checkpoint=drafter_checkpoint,
+                # Loaded another way than the catalogue says (`--quantization fp8`), a
+                # checkpoint is no longer the catalogue's: the QAT and memory policies then
+                # do not know it (and vllm-server-readable says why).
+                checkpoint=_as_loaded(checkpoint, args.get("quantization")),
+                drafter_checkpoint=_as_loaded(
+                    drafter_checkpoint, _speculative_field(args, "quantization")
+                ),
             )
         )
 
@@ -905,6 +910,13 @@ def _quantization_problem(given: Any, checkpoint: Checkpoint | None, what: str) 
         f"catalogue says ({own.value}), which the QAT and memory policies count (accepted: "
         f"{accepted})"
     )
+
+
+def _as_loaded(checkpoint: Checkpoint | None, quantization: Any) -> Checkpoint | None:
+    """The checkpoint as vLLM loads it: None when `--quantization` changes its format."""
+    if _quantization_problem(quantization, checkpoint, "") is not None:
+        return None
+    return checkpoint
 
 
 def checkpoint_option_problems(

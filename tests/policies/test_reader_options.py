@@ -265,8 +265,14 @@ def _l4_serving(path: str, extra: str) -> dict[str, Any]:
      "--quantization=compressed-tensors --quantization=gptq", "--quantization experts_int8"],
 )  # fmt: skip
 def test_a_quantization_other_than_the_checkpoints_is_refused(extra: str) -> None:
-    messages = violations(vllm_server_readable, SERVICE, _l4_serving(QAT, extra))
+    props = _l4_serving(QAT, extra)
+    messages = violations(vllm_server_readable, SERVICE, props)
     assert any("--quantization" in m and "'compressed-tensors' or none" in m for m in messages)
+    # The QAT and memory policies read the checkpoint as vLLM loads it: no longer the QAT one.
+    (message,) = violations(l4_qat_checkpoint, SERVICE, props)
+    assert "--quantization" in message
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.card is None
 
 
 @pytest.mark.parametrize("extra", ["--quantization=fp8", "-q=compressed-tensors", "-q awq"])
