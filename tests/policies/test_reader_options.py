@@ -31,7 +31,15 @@ from serving.vllm_argv import (
     script_launches,
 )
 from tests.policies._fixtures import SERVICE, TPU_DYNAMIC, container, rendered, service, violations
-from tests.policies.test_reader_grammar import GOOD, QAT, TPU_SCRIPT, TPU_VM, refused, tpu_vm
+from tests.policies.test_reader_grammar import (
+    GOOD,
+    QAT,
+    TPU_SCRIPT,
+    TPU_VM,
+    refused,
+    shell_service,
+    tpu_vm,
+)
 
 BF16 = "/mnt/models/gemma-4-12B-it"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -250,12 +258,12 @@ def test_uds_cleared_with_none_serves_the_port() -> None:
 # --- --quantization given at load time ---------------------------------------------------
 
 
-def _l4_serving(path: str, extra: str) -> dict[str, Any]:
+def _l4_serving(path: str, *extra: str) -> dict[str, Any]:
     props = service("l4")
     args = container(props)["args"]
     container(props)["args"] = [
         path if a == QAT else a for a in args if not a.startswith("--quantization")
-    ] + extra.split()
+    ] + [word for words in extra for word in words.split()]
     return props
 
 
@@ -284,12 +292,11 @@ def test_a_bf16_checkpoint_is_not_quantised_at_load_time(extra: str) -> None:
     assert violations(l4_qat_checkpoint, SERVICE, props)
 
 
-@pytest.mark.parametrize("extra", ["", "--quantization=compressed-tensors", "-q None", "-q ''"])
-def test_the_checkpoints_own_quantization_or_none_is_read(extra: str) -> None:
-    props = _l4_serving(QAT, extra.replace("''", ""))
-    if extra == "-q ''":
-        props = _l4_serving(QAT, "")
-        container(props)["args"] += ["-q", ""]
+@pytest.mark.parametrize(
+    "extra", [(), ("--quantization=compressed-tensors",), ("-q None",), ("-q=",), ("-q fp8 -q=",)]
+)
+def test_the_checkpoints_own_quantization_or_none_is_read(extra: tuple[str, ...]) -> None:
+    props = _l4_serving(QAT, *extra)
     assert violations(vllm_server_readable, SERVICE, props) == []
     assert violations(l4_qat_checkpoint, SERVICE, props) == []
 
@@ -396,12 +403,6 @@ def test_the_shipped_stacks_images_are_known_and_pass() -> None:
     for stack in ("l4", "rtx6000"):
         props = rendered(stack).one(SERVICE).inputs
         assert violations(pinned_image, SERVICE, unknown_checking_proxy(props)) == [], stack
-
-
-def shell_service(script: str) -> dict[str, Any]:
-    from tests.policies.test_reader_grammar import shell_service as make
-
-    return make(script)
 
 
 def test_the_reader_reads_known_servers_after_all_of_this() -> None:
