@@ -951,12 +951,16 @@ def checkpoint_option_problems(
         )
         if not inside:
             shown = template if len(str(template)) <= 80 else str(template)[:77] + "..."
+            accepted = (
+                f"a file inside {folder}, named without `.`, `..` or globs"
+                if folder is not None
+                else "none where the checkpoint is downloaded at boot or not known: omit it, "
+                "and the checkpoint's own template is used"
+            )
             problems.append(
                 f"--chat-template {shown!r} renders prompts with a template from outside the "
                 "served checkpoint (a file elsewhere, or the template's text), which the "
-                "policies cannot judge (accepted: a file inside "
-                f"{folder or 'the folder the download job writes'}, named without `.`, `..` "
-                "or globs)"
+                f"policies cannot judge (accepted: {accepted})"
             )
     generation = args.get("generation-config")
     if (

@@ -113,6 +113,13 @@ def test_a_generation_config_that_is_the_checkpoints_or_none_is_read(value: str)
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
 
 
+def test_on_a_tpu_node_no_chat_template_file_is_accepted() -> None:
+    for value in ("/tmp/t.jinja", "/root/.cache/huggingface/t.jinja", "google/gemma-4-12B-it"):
+        script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --chat-template={value}")
+        (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+        assert "--chat-template" in message and "downloaded at boot" in message
+
+
 def test_on_a_tpu_node_the_generation_config_may_only_be_auto_or_vllm() -> None:
     for value, ok in (("auto", True), ("vllm", True), ("/tmp/g", False), ("google/x", False)):
         script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --generation-config={value}")
