@@ -451,3 +451,15 @@ def test_the_api_server_entry_point_is_held_to_them_too() -> None:
         assert refused(script)
     script = f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} --max-model-len=8192"
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+def test_a_gke_pod_image_unknown_at_preview_fails_closed() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+    from tests.policies.test_policy_gke import vllm as gke_vllm
+
+    deployment = "kubernetes:apps/v1:Deployment"
+    d = gke_vllm()
+    assert violations(pinned_image, deployment, unknown_checking_proxy(d)) == []
+    pod_container(d)["image"] = UNKNOWN_STRING_VALUE
+    messages = violations(pinned_image, deployment, unknown_checking_proxy(d))
+    assert any("image is not known at preview" in m for m in messages), messages
