@@ -42,6 +42,8 @@ from policies._resources import (
     volumes,
 )
 from serving.checkpoints import Checkpoint, resolve_checkpoint
+from serving.hardware import Platform
+from serving.models import Quantization
 from serving.monitoring import OPS_AGENT_REPO_SCRIPT
 from serving.tpu_startup import read_rendered_startup_script
 from serving.vllm_argv import (
@@ -748,6 +750,13 @@ def read_workload(workload: Workload) -> Reading:
         parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
             reading.problems.append(f"{where}: {problem}")
+        if launch.privileged and not _runs_tpu(workload, hardware):
+            reading.problems.append(
+                f"{where}: `docker run --privileged` gives the vLLM container every device and "
+                "capability of the host, which only a TPU VM's container needs (to reach the "
+                f"TPU chips); this {workload.accelerator or 'machine'} does not: drop "
+                "--privileged (GPUs: --gpus)"
+            )
         names = set(launch.env_names) | set(outer_env)
         for problem in env_problems(names):
             reading.problems.append(f"{where}: {problem}")
@@ -783,6 +792,8 @@ def read_workload(workload: Workload) -> Reading:
             )
             if why is not None:
                 reading.problems.append(f"{where}: the drafter: {why}")
+        for problem in checkpoint_option_problems(args, checkpoint, drafter_checkpoint):
+            reading.problems.append(f"{where}: {problem}")
         served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
         for name, path in mounts:
             if path.rstrip("/") == SHARED_MEMORY or (
@@ -804,8 +815,13 @@ def read_workload(workload: Workload) -> Reading:
                 image=image,
                 where=where,
                 env=parsed.env,
-                checkpoint=checkpoint,
-                drafter_checkpoint=drafter_checkpoint,
+                # Loaded another way than the catalogue says (`--quantization fp8`), a
+                # checkpoint is no longer the catalogue's: the QAT and memory policies then
+                # do not know it (and vllm-server-readable says why).
+                checkpoint=_as_loaded(checkpoint, args.get("quantization")),
+                drafter_checkpoint=_as_loaded(
+                    drafter_checkpoint, _speculative_field(args, "quantization")
+                ),
             )
         )
 
@@ -853,6 +869,111 @@ def read_workload(workload: Workload) -> Reading:
             "they cannot see it"
         )
     return reading
+
+
+def _runs_tpu(workload: Workload, hardware: Any) -> bool:
+    """A TPU machine: a TPU VM, the project's TPU resource, a Compute Engine TPU machine."""
+    if workload.resource_type == TPU_VM:
+        return True
+    if hardware is not None and hardware.platform is Platform.TPU:
+        return True
+    return bool(
+        workload.accelerator and re.match(r"^(ct\d+[a-z]*-|v\d+[a-z]*-\d)", workload.accelerator)
+    )
+
+
+#: A path inside a checkpoint folder: plain names, no `.` or `..`, no glob or expansion.
+_PLAIN_PATH = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
+
+
+def _folder(checkpoint: Checkpoint | None) -> str | None:
+    """The folder the download job writes the checkpoint to (None: downloaded at boot)."""
+    if checkpoint is None or checkpoint.mount is None:
+        return None
+    return f"{checkpoint.mount.rstrip('/')}/{checkpoint.card.folder}"
+
+
+def _quantization_problem(given: Any, checkpoint: Checkpoint | None, what: str) -> str | None:
+    if given is None:
+        return None
+    if checkpoint is None:
+        return (
+            f"{what} {given!r} is given for a checkpoint that is not known, so the "
+            "quantisation the QAT and memory policies count cannot be known"
+        )
+    own = checkpoint.card.quantization
+    if own is not Quantization.NONE and given == own.value:
+        return None
+    accepted = f"{own.value!r} or none" if own is not Quantization.NONE else "none: omit it"
+    return (
+        f"{what} {given!r} changes how {checkpoint.card.repo_id} is loaded from what the "
+        f"catalogue says ({own.value}), which the QAT and memory policies count (accepted: "
+        f"{accepted})"
+    )
+
+
+def _as_loaded(checkpoint: Checkpoint | None, quantization: Any) -> Checkpoint | None:
+    """The checkpoint as vLLM loads it: None when `--quantization` changes its format."""
+    if _quantization_problem(quantization, checkpoint, "") is not None:
+        return None
+    return checkpoint
+
+
+def checkpoint_option_problems(
+    args: Mapping[str, Any], checkpoint: Checkpoint | None, drafter: Checkpoint | None
+) -> list[str]:
+    """Options judged against the served checkpoint: `--quantization` (and the drafter's),
+    `--tokenizer-revision`, and the files `--chat-template` and `--generation-config` read."""
+    problems: list[str] = []
+    for problem in (
+        _quantization_problem(args.get("quantization"), checkpoint, "--quantization"),
+        _quantization_problem(
+            _speculative_field(args, "quantization"), drafter, "--speculative-config quantization"
+        ),
+    ):
+        if problem is not None:
+            problems.append(problem)
+    folder = _folder(checkpoint)
+    tokenizer_revision = args.get("tokenizer-revision")
+    if tokenizer_revision is not None and tokenizer_revision != args.get("revision"):
+        problems.append(
+            f"--tokenizer-revision {tokenizer_revision!r} reads the tokenizer at another "
+            f"revision than the served checkpoint's (--revision {args.get('revision')!r}); "
+            "give the same revision or none"
+        )
+    template = args.get("chat-template")
+    if template is not None:
+        inside = (
+            folder is not None
+            and isinstance(template, str)
+            and template.startswith(folder + "/")
+            and _PLAIN_PATH.fullmatch(template) is not None
+        )
+        if not inside:
+            shown = template if len(str(template)) <= 80 else str(template)[:77] + "..."
+            accepted = (
+                f"a file inside {folder}, named without `.`, `..` or globs"
+                if folder is not None
+                else "none where the checkpoint is downloaded at boot or not known: omit it, "
+                "and the checkpoint's own template is used"
+            )
+            problems.append(
+                f"--chat-template {shown!r} renders prompts with a template from outside the "
+                "served checkpoint (a file elsewhere, or the template's text), which the "
+                f"policies cannot judge (accepted: {accepted})"
+            )
+    generation = args.get("generation-config")
+    if (
+        generation is not None
+        and generation not in ("auto", "vllm")
+        and (folder is None or str(generation).rstrip("/") != folder)
+    ):
+        problems.append(
+            f"--generation-config {generation!r} reads sampling defaults from another "
+            "folder than the served checkpoint's, which the policies cannot judge "
+            f"(accepted: auto, vllm{', ' + folder if folder else ''})"
+        )
+    return problems
 
 
 def _drafter(args: Mapping[str, Any]) -> str | None:

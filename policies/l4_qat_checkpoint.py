@@ -50,8 +50,9 @@ def validate_l4_qat_checkpoint(
             continue
         if card is None:
             why = (
-                "which does not resolve to a checkpoint this stack's download job produces, so "
-                "whether it is QAT is not known (the vllm-server-readable policy says why)"
+                "which does not resolve to a checkpoint this stack's download job produces, or "
+                "is loaded another way than the catalogue says (--quantization), so whether "
+                "what runs is QAT is not known (the vllm-server-readable policy says why)"
             )
         else:
             why = (

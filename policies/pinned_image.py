@@ -4,12 +4,14 @@ Every container of a Cloud Run workload and of a Kubernetes Pod template (init c
 too, so the endpoint picker and any sidecar are held to it as well as vLLM), and the vLLM
 container of a startup script. An image is judged by where it comes from (its registry host,
 against the allow-list in the policy's `registries`) and by its pin (a version tag or a sha256
-digest), never by its name.
+digest), never by its name. An image (or a container list) unknown at preview, an output of
+another resource, fails closed like every other value the policies need.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -17,10 +19,19 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
-from policies._resources import CLOUD_RUN_WORKLOADS, containers, get
+from policies._resources import (
+    CLOUD_RUN_WORKLOADS,
+    JOB,
+    V1_SERVICE,
+    containers,
+    get,
+    is_list,
+    read_field,
+)
 from policies._server import vllm_servers
 from serving.settings import check_pinned_image, image_registry
 
@@ -49,6 +60,31 @@ def _registry_problem(image: str, registries: list[str]) -> str | None:
     )
 
 
+def _unknown_containers(resource_type: str, props: Any) -> str | None:
+    """What of the container list is unknown at preview (the list, or an element), or None."""
+    if resource_type.startswith("kubernetes:"):
+        return None  # the Kubernetes reader fails closed on unknown Pod templates itself
+    path = {
+        JOB: ("template", "template", "containers"),
+        V1_SERVICE: ("template", "spec", "containers"),
+    }.get(resource_type, ("template", "containers"))
+    current: Any = props
+    for step in path:
+        current, unknown = read_field(current, step)
+        if unknown:
+            return "its containers are"
+        if current is None:
+            return None
+    if not is_list(current):
+        return None
+    for index in range(len(current)):
+        try:
+            current[index]
+        except UnknownValueError:
+            return f"container #{index} is"
+    return None
+
+
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     registries = setting_strings(args, CONFIG, "registries")
     for server in vllm_servers(args.resource_type, args.props):
@@ -67,9 +103,28 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
             report_violation(f"{args.name}: {server.where} runs vLLM in {problem}.", None)
     if args.resource_type not in CLOUD_RUN_WORKLOADS and args.resource_type not in POD_TEMPLATES:
         return
+    unknown = _unknown_containers(args.resource_type, args.props)
+    if unknown is not None:
+        report_violation(
+            f"{args.name}: {unknown} not known at preview (an output of another resource), so "
+            "where their images come from and their pins cannot be checked; give the "
+            "containers and their images as literal values (stack config key 'image').",
+            None,
+        )
     for index, container in enumerate(containers(args.resource_type, args.props)):
-        image = get(container, "image")
+        image, image_unknown = read_field(container, "image")
         name = get(container, "name") or f"#{index}"
+        if image_unknown:
+            # Fail closed, as the launch reader does for values unknown at preview: an image
+            # not known yet may come from any registry, pinned or not.
+            report_violation(
+                f"{args.name}: container {name!r}: its image is not known at preview (an "
+                "output of another resource), so where it comes from and its pin cannot be "
+                "checked; give the image as a literal pinned reference from an allowed "
+                f"registry ({', '.join(registries) or 'none'}; stack config key 'image').",
+                None,
+            )
+            continue
         if get(container, "baseImageUri"):
             # Cloud Run's automatic base image updates replace the image's base layers with
             # a newer base under the same reference: what runs is not the pinned image.
@@ -98,7 +153,7 @@ pinned_image = ResourceValidationPolicy(
     name="pinned-image",
     description="Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
     "containers of startup scripts use a pinned image (version tag or sha256 digest) from an "
-    "allowed registry.",
+    "allowed registry; an image not known at preview fails closed.",
     validate=validate_pinned_image,
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=CONFIG,

@@ -124,6 +124,27 @@ _DOCKER_FLAGS = frozenset(
     }
 )  # fmt: skip
 _DOCKER_SHORT_FLAGS = frozenset("ditP")
+#: `docker run` options the reader accepts: they give the container no host files, host
+#: namespaces, devices, capabilities or name resolution. `--privileged` is accepted here and
+#: judged by the platform (policies._server): a TPU VM's container needs it to reach the TPU
+#: devices (vLLM's TPU guide: `docker run --privileged --net host --shm-size=16G`), nothing
+#: else does. `-p` and friends, `-v` and friends are refused with their own messages; every
+#: other option (`--pid`, `--ipc`, `--cap-add`, `--device`, `--security-opt`, `--userns`,
+#: `--add-host`, `--dns`, `--workdir`, `--tmpfs`, `--cgroup-parent`, `--log-driver` and
+#: `--log-opt`, which may ship the server's output to an address they name, ...) is refused
+#: by name.
+DOCKER_OPTIONS = frozenset(
+    {
+        "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--init",
+        "--read-only", "--sig-proxy", "--no-healthcheck", "-q", "--quiet",
+        "--disable-content-trust", "--privileged", "--name", "--restart", "--net",
+        "--network", "--shm-size", "-e", "--env", "--entrypoint",
+        "--stop-timeout", "--stop-signal", "-l", "--label", "--pull", "--platform", "--gpus",
+        "-m", "--memory", "--cpus", "-u", "--user", "--ulimit",
+    }
+)  # fmt: skip
+#: `docker run --net` values: the host's network, where vLLM's --port is the host's port.
+DOCKER_NETWORKS = frozenset({"host"})
 
 
 class ReadError(ValueError):
@@ -316,7 +337,139 @@ CODE_OPTIONS: dict[str, str] = {
     "download-dir": "resolves Hugging Face ids from another cache (as HF_HUB_CACHE does)",
     "allowed-local-media-path": "lets every client read the container's files (file:// media)",
     "trust-request-chat-template": "renders chat templates the clients send",
+    "default-mm-loras": "serves LoRA adapters (paths it names) for multimodal requests",
+    "log-config-file": "configures Python's logging from a file, which may instantiate any class",
+    "mm-encoder-fp8-scale-path": "reads encoder scales from a file outside the checkpoint",
+    "mm-encoder-fp8-scale-save-path": "writes a file a later start may read back",
+    "otlp-traces-endpoint": "sends request traces to an endpoint the policies cannot judge",
+    "tool-server": "makes the server call tool servers at the addresses it names",
+    "kv-events-config": "publishes KV-cache events to an endpoint it names",
+    "scheduler-cls": "imports a scheduler class",
+    "profiler-config": "writes profiler traces into a folder it names",
+    "compilation-config": "names compiler cache and dump folders (read back at the next start) "
+    "and compiler passes",
+    "structured-outputs-config": "may import a reasoning-parser plugin file",
+    "num-gpu-blocks-override": "sizes the KV cache whatever the memory budget says",
+    "spec-model": "names a drafter outside --speculative-config, where the policies read it",
+    "spec-method": "changes the speculative method outside --speculative-config, where the "
+    "policies read it",
+    "spec-tokens": "changes the speculative token count outside --speculative-config, where "
+    "the policies read it",
+    "ssl-keyfile": "serves HTTPS with a key from a file, while Cloud Run, the probes and the "
+    "port policies speak HTTP to the port",
+    "ssl-certfile": "serves HTTPS with a certificate from a file, while Cloud Run, the probes "
+    "and the port policies speak HTTP to the port",
+    "ssl-ca-certs": "asks clients for certificates from a file the policies cannot see",
+    "enable-prompt-embeds": "deserialises tensors the clients send",
+    "enable-mm-embeds": "deserialises tensors the clients send",
 }
+#: Options after which the server does not serve the OpenAI HTTP API on the one TCP port
+#: `--port` names (the port, firewall and health policies and Cloud Run's probes assume it
+#: does; vLLM 0.27.1's `vllm/entrypoints/cli/serve.py` runs headless, gRPC or a per-rank
+#: supervisor instead): refused.
+NO_HTTP_OPTIONS: dict[str, str] = {
+    "headless": "starts the engine without an API server, so nothing listens on the port",
+    "uds": "serves on a Unix socket, not on the TCP port the policies and probes check",
+    "grpc": "serves gRPC instead of the OpenAI HTTP API the probes and clients call",
+    "data-parallel-multi-port-external-lb": "starts a supervisor that serves one API server "
+    "per data-parallel rank, each on a port of its own",
+}
+#: Options judged against a fixed set of values: vLLM's own spellings that load nothing from
+#: elsewhere. Any other value is refused, naming the accepted ones.
+CHOICE_OPTIONS: dict[str, frozenset[str]] = {
+    "tokenizer-mode": frozenset({"auto", "hf", "slow"}),
+    "model-impl": frozenset({"auto", "vllm"}),
+    "distributed-executor-backend": frozenset({"mp", "uni"}),
+    "data-parallel-backend": frozenset({"mp"}),
+    "safetensors-load-strategy": frozenset({"eager", "lazy", "prefetch"}),
+    "runner": frozenset({"auto", "generate"}),
+    "convert": frozenset({"auto", "none"}),
+}
+#: Options judged against the served checkpoint (policies._server, the memory policy):
+#: the model and its revision, the drafter, the file-reading options that may only name the
+#: checkpoint's own files, the quantisation, how the weights are read and the KV cache size.
+CHECKPOINT_OPTIONS: dict[str, str] = {
+    "model": "must resolve to a checkpoint the download job produces",
+    "revision": "a branch, tag or commit of the catalogue repository, never a refs/ ref",
+    "tokenizer-revision": "only the served checkpoint's own revision",
+    "speculative-config": "the drafter resolves like the model; its fields are listed",
+    "chat-template": "only a file inside the served checkpoint's folder",
+    "generation-config": "`auto`, `vllm` or the served checkpoint's own folder",
+    "quantization": "only the catalogue's quantisation of the served checkpoint",
+    "load-format": "`auto`, `safetensors` or `runai_streamer`",
+    "kv-cache-memory-bytes": "counted by the memory policy",
+}
+#: Options that take text and are harmless: they name nothing that is loaded, imported,
+#: fetched or written, or only matter with an option that is refused.
+HARMLESS_OPTIONS: dict[str, str] = {
+    "allowed-headers": "CORS",
+    "allowed-methods": "CORS",
+    "allowed-origins": "CORS",
+    "allowed-media-domains": "narrows where media may come from",
+    "api-key": "authentication",
+    "hf-token": "a Hugging Face credential (what is downloaded is judged by --model)",
+    "served-model-name": "the name clients use",
+    "host": "the address the port is bound on",
+    "root-path": "a URL prefix behind a proxy",
+    "response-role": "the role name in responses",
+    "cohere-format": "output format of one model family",
+    "config-format": "how the checkpoint's own config files are read",
+    "code-revision": "only read with --trust-remote-code, which is refused",
+    "attention-backend": "a built-in attention backend (vLLM refuses other names)",
+    "mm-encoder-attn-backend": "a built-in attention backend",
+    "mamba-backend": "a built-in kernel",
+    "attention-config": "tunes built-in kernels",
+    "kernel-config": "tunes built-in kernels",
+    "ir-op-priority": "tunes built-in kernels",
+    "eplb-config": "expert load balancing (mixture-of-experts models only)",
+    "fault-tolerance-config": "engine recovery timeout",
+    "optimization-level": "compilation effort",
+    "override-attention-dtype": "attention precision",
+    "cpu-distributed-timeout-seconds": "a timeout",
+    "distributed-timeout-seconds": "a timeout",
+    "cpu-offload-params": "which parameters are offloaded (memory only)",
+    "offload-params": "which parameters are offloaded (memory only)",
+    "data-parallel-address": "the address of the server's own data-parallel group",
+    "master-addr": "the address of the server's own torch.distributed group",
+    "device-ids": "which local devices are used",
+    "diffusion-config": "diffusion models only",
+    "pooler-config": "pooling models only (--runner is judged)",
+    "disable-access-log-for-endpoints": "logging",
+    "max-log-len": "logging",
+    "show-hidden-metrics-for-version": "metrics",
+    "fingerprint-value": "a cache fingerprint",
+    "ignore-patterns": "files skipped when downloading",
+    "kv-cache-dtype-skip-layers": "layers kept at the model's precision",
+    "kv-offloading-size": "CPU memory for offloaded KV blocks",
+    "limit-mm-per-prompt": "bounds multimodal items (judged by the multimodal policy)",
+    "lora-target-modules": "only read with --enable-lora, which is refused",
+    "max-cpu-loras": "only read with --enable-lora, which is refused",
+    "mamba-block-size": "mamba models only",
+    "max-num-scheduled-tokens": "a scheduler bound",
+    "max-parallel-loading-workers": "loading concurrency",
+    "prefix-match-unit": "a cache granularity",
+    "video-pruning-rate": "video token pruning",
+    "numa-bind-cpus": "CPU placement",
+    "numa-bind-nodes": "CPU placement",
+    "media-io-kwargs": "media decoding settings",
+    "mm-processor-kwargs": "the checkpoint's own processor settings",
+    "override-generation-config": "sampling defaults given in the launch itself",
+    "default-chat-template-kwargs": "arguments to the checkpoint's own chat template",
+    "pt-load-map-location": "where .pt weights are mapped while loading",
+    "reasoning-config": "reasoning markers of the checkpoint's own parser",
+    "reasoning-parser": "a built-in parser (vLLM refuses other names)",
+    "tool-call-parser": "a built-in parser (vLLM refuses other names)",
+    "ssl-ciphers": "only read with --ssl-certfile, which is refused",
+}
+#: `--speculative-config` fields the reader accounts for; every other field (the drafter's
+#: own model, load or parallel configuration objects) is refused.
+SPECULATIVE_FIELDS = frozenset(
+    {"method", "model", "revision", "num_speculative_tokens", "quantization", "max_model_len",
+     "draft_tensor_parallel_size", "tensor_parallel_size", "enforce_eager",
+     "attention_backend", "moe_backend", "kv_cache_dtype", "prompt_lookup_max",
+     "prompt_lookup_min", "disable_padded_drafter_batch", "parallel_drafting",
+     "draft_sample_method", "rejection_sample_method", "use_local_argmax_reduction"}
+)  # fmt: skip
 #: `--dtype` values the memory policy accounts for: the catalogue checkpoints' own bf16.
 DTYPES = frozenset({"auto", "bfloat16"})
 
@@ -404,7 +557,30 @@ def parse_serve_args(
     for name, why in CODE_OPTIONS.items():
         if name in options and options[name] not in (False, None):
             shown = options[name]
-            problems.append(f"--{name} {shown!r}: it {why}, which the policies cannot judge")
+            problems.append(
+                f"--{name} {shown!r}: it {why}, which the policies cannot judge; remove it "
+                "(docs/reader-grammar.md lists how each vLLM option is decided)"
+            )
+    for name, why in NO_HTTP_OPTIONS.items():
+        if name in options and options[name] not in (False, None):
+            problems.append(
+                f"--{name}: it {why}; remove it: the server must serve the OpenAI HTTP API on "
+                "its --port"
+            )
+    count = options.get("api-server-count")
+    if count is not None and (human_int(count) is None or (human_int(count) or 0) < 1):
+        problems.append(
+            f"--api-server-count {count!r}: fewer than one API server runs the engine headless, "
+            "so nothing listens on the port (accepted: a whole number of 1 or more)"
+        )
+    for name, accepted in CHOICE_OPTIONS.items():
+        chosen = options.get(name)
+        if chosen is not None and chosen not in accepted:
+            problems.append(
+                f"--{name} {chosen!r} loads or serves something the policies do not judge "
+                f"(accepted: {', '.join(sorted(accepted))})"
+            )
+    problems += _speculative_problems(options.get("speculative-config"))
     if entry == "serve":
         model = positional
         options.pop("model", None)  # after the first --model, a later one loses to it
@@ -419,6 +595,18 @@ def parse_serve_args(
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+
+
+def _speculative_problems(raw: Any) -> list[str]:
+    spec = _json_value(raw) if isinstance(raw, str) else raw
+    if not isinstance(spec, Mapping):
+        return []  # not a JSON object: speculative-config-valid says so
+    return [
+        f"--speculative-config field {key!r} is not one the policies read (accepted: "
+        f"{', '.join(sorted(SPECULATIVE_FIELDS))})"
+        for key in spec
+        if key not in SPECULATIVE_FIELDS
+    ]
 
 
 def looks_like_vllm_args(argv: Sequence[str]) -> bool:
@@ -656,6 +844,8 @@ class Launch:
     env_names: frozenset[str] = frozenset()
     #: Host ports a `docker run` publishes (`-p 80:8000`), as written.
     published: tuple[str, ...] = ()
+    #: Started by `docker run --privileged` (every device and capability of the host).
+    privileged: bool = False
     #: "serve" (`vllm serve`, `vllm.entrypoints.cli.main serve`) or "api_server"
     #: (`python -m vllm.entrypoints.openai.api_server`), whose parsing differs.
     entry: str = "serve"
@@ -807,6 +997,7 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         return []  # pull, inspect, rm, logs...: nothing starts
     i += 1
     entrypoint: str | None = None
+    privileged = False
     host = dict(env)
     env = {}
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
@@ -837,6 +1028,21 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
                 raise ReadError(f"docker run {token} has no value")
             value = args[i + 1]
             i += 1
+        refused_host = ("--env-file", "-v", "--volume", "--mount", "--volumes-from")
+        publishing = ("-p", "--publish", "-P", "--publish-all", "--expose")
+        if name not in DOCKER_OPTIONS and name not in refused_host + publishing:
+            raise ReadError(
+                f"docker run {name}: an option the reader does not accept (it may give the "
+                "container host files, namespaces, devices, capabilities or name resolution); "
+                f"accepted: {', '.join(sorted(DOCKER_OPTIONS))}"
+            )
+        if name == "--privileged":
+            privileged = True
+        if name in ("--net", "--network") and value not in DOCKER_NETWORKS:
+            raise ReadError(
+                f"docker run {name}={value}: the port policies read vLLM's --port as the host's "
+                "port, which holds only on the host's network (accepted: --net=host)"
+            )
         if name in ("-e", "--env"):
             key, sep, literal = value.partition("=")
             env[key] = literal if sep else host.get(key, UNKNOWN)
@@ -860,7 +1066,7 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
     image = args[i]
     rest = args[i + 1 :]
     return [
-        replace(launch, image=launch.image or image)
+        replace(launch, image=launch.image or image, privileged=launch.privileged or privileged)
         for launch in _in_image(image, rest, entrypoint, env, depth)
     ]
 

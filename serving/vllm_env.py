@@ -69,8 +69,9 @@ REFUSED_OTHER: dict[str, str] = {
 }
 #: Families of variables read by the libraries under vLLM (the dynamic loader, Python, the
 #: Hugging Face libraries, PyTorch and its compilers, CUDA, NCCL, glibc, XDG directories, TLS,
-#: proxies): each loads code, moves caches or redirects downloads in ways too many to list, so
-#: the family is refused except for the members in :data:`ALLOWED_OTHER`.
+#: proxies, the object-store loaders): each loads code, moves caches or redirects downloads
+#: in ways too many to list, so the family is refused except for the members in
+#: :data:`ALLOWED_OTHER`.
 REFUSED_FAMILIES: tuple[str, ...] = (
     "LD_",
     "PYTHON",
@@ -105,6 +106,14 @@ REFUSED_FAMILIES: tuple[str, ...] = (
     "HTTPS_PROXY",
     "ALL_PROXY",
     "NO_PROXY",
+    # The Run:ai model streamer (`--load-format runai_streamer`) and vLLM's own object-store
+    # loader (vllm/envs.py: S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3_ENDPOINT_URL) read
+    # these: RUNAI_STREAMER_OVERRIDE_ENDPOINT_URL and AWS_ENDPOINT_URL(_S3) redirect where
+    # the weights come from, RUNAI_STREAMER_OBJECT_PLUGIN loads a plugin.
+    "RUNAI_",
+    "S3_",
+    "AWS_",
+    "AZURE_",
 )
 #: Members of those families the reader accounts for: tokens, offline switches, telemetry,
 #: output buffering, and the allocator and thread settings the shipped stacks set.

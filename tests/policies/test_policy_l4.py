@@ -153,7 +153,7 @@ def test_budget_compliant(stack: str) -> None:
 
 
 def test_budget_rejects_bf16_weights_on_l4() -> None:
-    props = service("l4")
+    props = edit_args(service("l4"), drop=("quantization",))
     props["template"]["containers"][0]["args"][0] = "/mnt/models/gemma-4-12B-it"
     (message,) = violations(gpu_memory_budget, SERVICE, props)
     assert "does not fit on nvidia-l4: weights 22.35 GiB" in message

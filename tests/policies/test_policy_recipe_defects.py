@@ -67,7 +67,11 @@ def _no_uid_gid() -> dict[str, Any]:
 
 
 def _bf16_on_l4() -> dict[str, Any]:
+    # As the renderer writes a bf16 checkpoint: no --quantization (vLLM reads the format from
+    # the checkpoint; `--quantization=compressed-tensors` would load it as another format).
     props = service("l4")
+    args = container(props)["args"]
+    container(props)["args"] = [a for a in args if not a.startswith("--quantization")]
     container(props)["args"][0] = "/mnt/models/gemma-4-12B-it"
     return props
 

@@ -1,0 +1,465 @@
+"""vLLM options that read files, change what is loaded or what is served, judged on purpose.
+
+Every option of vLLM 0.27.1's `vllm serve` that takes free text (a path, a URL, a module, a
+JSON object) is decided: refused naming the option, judged against the served checkpoint or a
+set of values, or listed as harmless with the reason. Servers that listen on no TCP port,
+`--quantization` against the catalogue, the `docker run` options a startup script may give,
+the object-store loaders' variables, and images unknown at preview are tried here with near
+variants of each class.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+from policies._server import read_servers
+from policies.l4_qat_checkpoint import l4_qat_checkpoint
+from policies.pinned_image import pinned_image
+from policies.vllm_server_readable import vllm_server_readable
+from serving.vllm_argv import (
+    CHECKPOINT_OPTIONS,
+    CHOICE_OPTIONS,
+    CODE_OPTIONS,
+    HARMLESS_OPTIONS,
+    NO_HTTP_OPTIONS,
+    SNAPSHOT,
+    ReadError,
+    script_launches,
+)
+from tests.policies._fixtures import SERVICE, TPU_DYNAMIC, container, rendered, service, violations
+from tests.policies.test_reader_grammar import (
+    GOOD,
+    QAT,
+    TPU_SCRIPT,
+    TPU_VM,
+    refused,
+    shell_service,
+    tpu_vm,
+)
+
+BF16 = "/mnt/models/gemma-4-12B-it"
+INSTANCE = "gcp:compute/instance:Instance"
+NUMERIC = ("int", "float", "human_readable_int", "human_readable_int_or_auto")
+
+
+def _free_text_options() -> set[str]:
+    """Options of the snapshot whose value is free text: no choices and not a number."""
+    data = json.loads(SNAPSHOT.read_text())["serve_options"]
+    return {
+        str(spec["dest"]).replace("_", "-")
+        for spec in data.values()
+        if spec["takes_value"] and not spec["choices"] and spec["type"] not in NUMERIC
+    }
+
+
+def test_every_option_that_takes_text_is_decided_once() -> None:
+    decided = [
+        set(CODE_OPTIONS),
+        set(NO_HTTP_OPTIONS),
+        set(CHOICE_OPTIONS),
+        set(CHECKPOINT_OPTIONS),
+        set(HARMLESS_OPTIONS),
+    ]
+    undecided = _free_text_options() - set().union(*decided)
+    assert undecided == set(), f"decide these vLLM options: {sorted(undecided)}"
+    for index, group in enumerate(decided):
+        for other in decided[index + 1 :]:
+            assert group.isdisjoint(other), group & other
+
+
+# --- files that change the prompt or the sampling defaults -------------------------------
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--chat-template /tmp/t.jinja",
+        "--chat-template=/etc/t.jinja",
+        "--chat-template '{{ messages }}'",
+        "--chat-template template_chatml",
+        f"--chat-template {QAT}/../x/t.jinja",
+        f"--chat-template {QAT}/./chat_template.jinja",
+        f"--chat-template {BF16}/chat_template.jinja",
+        f"--chat-template {QAT}-other/chat_template.jinja",
+        f"--chat_template={QAT.upper()}/chat_template.jinja",
+        "--chat-template chat_template.jinja",
+    ],
+)
+def test_a_chat_template_outside_the_served_checkpoint_is_refused(option: str) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert "--chat-template" in message and f"a file inside {QAT}" in message
+
+
+def test_a_chat_template_of_the_served_checkpoint_is_read() -> None:
+    script = f"{GOOD} --chat-template {QAT}/chat_template.jinja"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    "value", ["/tmp/gen", "/mnt/models", f"{BF16}", f"{QAT}/..", "hf", "Auto", f"{QAT}/sub"]
+)
+def test_a_generation_config_from_elsewhere_is_refused(value: str) -> None:
+    message = refused(f"{GOOD} --generation-config {value}")
+    assert "--generation-config" in message and "accepted: auto, vllm" in message
+
+
+@pytest.mark.parametrize("value", ["auto", "vllm", QAT, f"{QAT}/"])
+def test_a_generation_config_that_is_the_checkpoints_or_none_is_read(value: str) -> None:
+    script = f"{GOOD} --generation-config={value}"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+def test_on_a_tpu_node_no_chat_template_file_is_accepted() -> None:
+    for value in ("/tmp/t.jinja", "/root/.cache/huggingface/t.jinja", "google/gemma-4-12B-it"):
+        script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --chat-template={value}")
+        (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+        assert "--chat-template" in message and "downloaded at boot" in message
+
+
+def test_on_a_tpu_node_the_generation_config_may_only_be_auto_or_vllm() -> None:
+    for value, ok in (("auto", True), ("vllm", True), ("/tmp/g", False), ("google/x", False)):
+        script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --generation-config={value}")
+        assert (violations(vllm_server_readable, TPU_VM, tpu_vm(script)) == []) is ok, value
+
+
+# --- the sweep: every other option that reads, imports, fetches or writes ----------------
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--log-config-file /tmp/log.json", "--log-config-file"),
+        ("--log-config /tmp/log.json", "--log-config-file"),
+        ('--default-mm-loras \'{"image": "/tmp/l"}\'', "--default-mm-loras"),
+        ("--mm-encoder-fp8-scale-path /tmp/s", "--mm-encoder-fp8-scale-path"),
+        ("--mm-encoder-fp8-scale-save-path /tmp/s", "--mm-encoder-fp8-scale-save-path"),
+        ("--otlp-traces-endpoint http://x:4317", "--otlp-traces-endpoint"),
+        ("--tool-server demo", "--tool-server"),
+        ("--kv-events-config '{}'", "--kv-events-config"),
+        ("--scheduler-cls my.Scheduler", "--scheduler-cls"),
+        ("--profiler-config.torch_profiler_dir=/tmp/p", "--profiler-config"),
+        ('--compilation-config \'{"cache_dir": "/tmp/c"}\'', "--compilation-config"),
+        ("--compilation-config.debug_dump_path=/tmp/d", "--compilation-config"),
+        ("-cc.cache_dir=/tmp/c", "--compilation-config"),
+        ("--structured-outputs-config.reasoning_parser_plugin=/tmp/p.py",
+         "--structured-outputs-config"),
+        ("--num-gpu-blocks-override 100000", "--num-gpu-blocks-override"),
+        ("--spec-model /tmp/drafter", "--spec-model"),
+        ("--spec-method ngram", "--spec-method"),
+        ("--spec-tokens 4", "--spec-tokens"),
+        ("--ssl-keyfile /k --ssl-certfile /c", "--ssl-keyfile"),
+        ("--ssl-certfile /c", "--ssl-certfile"),
+        ("--ssl-ca-certs /ca", "--ssl-ca-certs"),
+        ("--enable-prompt-embeds", "--enable-prompt-embeds"),
+        ("--enable-mm-embeds", "--enable-mm-embeds"),
+        ("--default-mm-loras.image=/tmp/l", "--default-mm-loras"),
+    ],
+)  # fmt: skip
+def test_options_that_read_import_fetch_or_write_are_refused(option: str, named: str) -> None:
+    assert named in refused(f"{GOOD} {option}")
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--tokenizer-mode custom", "--tokenizer-mode 'custom'"),
+        ("--tokenizer-mode mistral", "--tokenizer-mode 'mistral'"),
+        ("--model-impl transformers", "--model-impl 'transformers'"),
+        ("--model-impl terratorch", "--model-impl 'terratorch'"),
+        ("--distributed-executor-backend my.Executor", "--distributed-executor-backend"),
+        ("--distributed-executor-backend ray", "--distributed-executor-backend"),
+        ("--data-parallel-backend ray", "--data-parallel-backend"),
+        ("--safetensors-load-strategy torchao", "--safetensors-load-strategy"),
+        ("--runner pooling", "--runner 'pooling'"),
+        ("--convert embed", "--convert 'embed'"),
+    ],
+)
+def test_options_judged_by_value_refuse_other_values(option: str, named: str) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert named in message and "accepted:" in message
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--tokenizer-mode auto", "--model-impl vllm", "--distributed-executor-backend mp",
+     "--runner generate", "--convert none", "--response-role assistant",
+     "--served-model-name gemma", "--override-generation-config '{\"temperature\": 0.5}'",
+     "--tool-call-parser gemma4", "--safetensors-load-strategy lazy"],
+)  # fmt: skip
+def test_options_decided_harmless_or_with_accepted_values_are_read(option: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} {option}")) == []
+
+
+@pytest.mark.parametrize(
+    "field", ["draft_model_config", "draft_load_config", "target_model_config", "code_revision"]
+)
+def test_speculative_config_fields_the_policies_do_not_read_are_refused(field: str) -> None:
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 2, field: {}})
+    message = refused(f"{GOOD} --speculative-config '{spec}'")
+    assert repr(field) in message
+    assert repr(field) in refused(f"{GOOD} --speculative-config.{field}=x")
+
+
+def test_the_tokenizer_revision_must_be_the_served_revision() -> None:
+    base = TPU_SCRIPT.replace("--port=8000", "--port=8000 --revision=abc123")
+    for extra, ok in (
+        ("--tokenizer-revision=abc123", True),
+        ("--tokenizer-revision=refs/pr/7", False),
+        ("--tokenizer-revision=main", False),
+        ("--tokenizer_revision abc124", False),
+    ):
+        script = base.replace("--revision=abc123", f"--revision=abc123 {extra}")
+        messages = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+        assert (messages == []) is ok, (extra, messages)
+        if not ok:
+            assert "--tokenizer-revision" in messages[0]
+
+
+def test_the_rendered_tpu_stack_passes_its_tokenizer_revision() -> None:
+    props = rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs
+    assert "--tokenizer-revision=" in props["metadata"]["startup-script"]
+    assert violations(vllm_server_readable, TPU_DYNAMIC, props) == []
+
+
+# --- servers that listen on no TCP port --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--headless", "--headless"),
+        ("--headl", "--headless"),
+        ("--uds /tmp/vllm.sock", "--uds"),
+        ("--uds=/run/v.sock", "--uds"),
+        ("--grpc", "--grpc"),
+        ("--api-server-count 0", "--api-server-count"),
+        ("--api-server-count=-1", "--api-server-count"),
+        ("-asc 0", "--api-server-count"),
+        ("--data-parallel-multi-port-external-lb", "--data-parallel-multi-port-external-lb"),
+        ("--data-parallel-multi-port", "--data-parallel-multi-port-external-lb"),
+    ],
+)
+def test_a_server_that_serves_no_http_port_is_refused(option: str, named: str) -> None:
+    message = refused(f"{GOOD} --port 8000 {option}")
+    assert named in message and "port" in message
+    script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 {option}")
+    (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert named in message
+
+
+def test_an_api_server_count_of_one_or_more_serves_the_port() -> None:
+    for value in ("1", "2"):
+        script = f"{GOOD} --api-server-count {value}"
+        assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+def test_uds_cleared_with_none_serves_the_port() -> None:
+    script = f"{GOOD} --uds /tmp/s --uds None"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+# --- --quantization given at load time ---------------------------------------------------
+
+
+def _l4_serving(path: str, *extra: str) -> dict[str, Any]:
+    props = service("l4")
+    args = container(props)["args"]
+    container(props)["args"] = [
+        path if a == QAT else a for a in args if not a.startswith("--quantization")
+    ] + [word for words in extra for word in words.split()]
+    return props
+
+
+@pytest.mark.parametrize(
+    "extra",
+    ["--quantization=fp8", "-q fp8", "--quantization bitsandbytes", "-q=awq",
+     "--quantization=compressed-tensors --quantization=gptq", "--quantization experts_int8"],
+)  # fmt: skip
+def test_a_quantization_other_than_the_checkpoints_is_refused(extra: str) -> None:
+    props = _l4_serving(QAT, extra)
+    messages = violations(vllm_server_readable, SERVICE, props)
+    assert any("--quantization" in m and "'compressed-tensors' or none" in m for m in messages)
+    # The QAT and memory policies read the checkpoint as vLLM loads it: no longer the QAT one.
+    (message,) = violations(l4_qat_checkpoint, SERVICE, props)
+    assert "--quantization" in message
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.card is None
+
+
+@pytest.mark.parametrize("extra", ["--quantization=fp8", "-q=compressed-tensors", "-q awq"])
+def test_a_bf16_checkpoint_is_not_quantised_at_load_time(extra: str) -> None:
+    props = _l4_serving(BF16, extra)
+    messages = violations(vllm_server_readable, SERVICE, props)
+    assert any("--quantization" in m and "none: omit it" in m for m in messages)
+    # The QAT policy still reads the checkpoint's own (bf16) format.
+    assert violations(l4_qat_checkpoint, SERVICE, props)
+
+
+@pytest.mark.parametrize(
+    "extra", [(), ("--quantization=compressed-tensors",), ("-q None",), ("-q=",), ("-q fp8 -q=",)]
+)
+def test_the_checkpoints_own_quantization_or_none_is_read(extra: tuple[str, ...]) -> None:
+    props = _l4_serving(QAT, *extra)
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    assert violations(l4_qat_checkpoint, SERVICE, props) == []
+
+
+def test_the_drafter_quantization_is_judged_against_the_drafter() -> None:
+    spec = json.dumps(
+        {"method": "mtp", "model": "/mnt/models/gemma-4-12B-it-assistant",
+         "num_speculative_tokens": 2, "quantization": "fp8"}
+    )  # fmt: skip
+    message = refused(f"{GOOD} --speculative-config '{spec}'")
+    assert "--speculative-config quantization 'fp8'" in message
+
+
+# --- docker run on TPU and other machines ------------------------------------------------
+
+
+def instance(script: str) -> dict[str, Any]:
+    return {
+        "machineType": "g2-standard-8",
+        "guestAccelerators": [{"type": "nvidia-l4", "count": 1}],
+        "metadata": {"startup-script": script},
+    }
+
+
+def test_the_shipped_tpu_script_keeps_its_privileged_container() -> None:
+    props = rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs
+    assert "--privileged" in props["metadata"]["startup-script"]
+    assert violations(vllm_server_readable, TPU_DYNAMIC, props) == []
+    privileged = TPU_SCRIPT.replace("--net=host", "--privileged --net=host")
+    assert violations(vllm_server_readable, TPU_VM, tpu_vm(privileged)) == []
+
+
+def test_privileged_is_refused_on_a_gpu_machine() -> None:
+    script = TPU_SCRIPT.replace("--net=host", "--privileged --net=host --gpus=all")
+    (message,) = violations(vllm_server_readable, INSTANCE, instance(script))
+    assert "--privileged" in message and "only a TPU VM" in message
+    plain = TPU_SCRIPT.replace("--net=host", "--net=host --gpus=all")
+    assert violations(vllm_server_readable, INSTANCE, instance(plain)) == []
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--pid=host", "--pid host", "--ipc=host", "--cap-add=SYS_PTRACE", "--cap-add ALL",
+     "--device=/dev/mem", "--security-opt seccomp=unconfined", "--userns=host", "--uts=host",
+     "--cgroupns=host", "--add-host=huggingface.co:10.0.0.1", "--dns=10.0.0.1",
+     "-w /tmp", "--workdir=/mnt", "--tmpfs /root/.cache", "--cidfile=/etc/x",
+     "--net=bridge", "--network=container:other", "-h x", "--log-driver=gelf",
+     "--log-opt gelf-address=udp://x:12201"],
+)  # fmt: skip
+def test_docker_options_that_reach_the_host_are_refused_everywhere(option: str) -> None:
+    script = TPU_SCRIPT.replace("--net=host", f"--net=host {option}")
+    for type_, props in ((TPU_VM, tpu_vm(script)), (INSTANCE, instance(script))):
+        (message,) = violations(vllm_server_readable, type_, props)
+        assert option.split("=")[0].split()[0] in message, message
+    with pytest.raises(ReadError, match="docker run"):
+        script_launches(script)
+
+
+# --- the object-store loaders' variables -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["S3_ENDPOINT_URL", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "RUNAI_STREAMER_CONCURRENCY",
+     "RUNAI_STREAMER_OVERRIDE_ENDPOINT_URL", "RUNAI_STREAMER_OBJECT_PLUGIN", "AWS_ENDPOINT_URL",
+     "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE", "AZURE_STORAGE_ACCOUNT_NAME", "Runai_Streamer_X"],
+)  # fmt: skip
+def test_object_store_loader_variables_are_refused_as_families(name: str) -> None:
+    assert name in refused(f"export {name}=x\n{GOOD} --load-format runai_streamer")
+    props = service("l4")
+    container(props)["envs"].append({"name": name, "value": "x"})
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert name in message and "variables of the libraries under vLLM" in message
+    script = TPU_SCRIPT.replace("-e HF_TOKEN", f"-e HF_TOKEN -e {name}=x")
+    (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert name in message
+
+
+# --- images unknown at preview -----------------------------------------------------------
+
+
+def test_an_image_unknown_at_preview_fails_closed() -> None:
+    props = service("l4")
+    container(props)["image"] = UNKNOWN_STRING_VALUE
+    (message,) = violations(pinned_image, SERVICE, unknown_checking_proxy(props))
+    assert "image is not known at preview" in message and "allowed registry" in message
+
+
+def test_a_sidecar_image_unknown_at_preview_fails_closed_too() -> None:
+    props = service("l4")
+    props["template"]["containers"].append({"name": "proxy", "image": UNKNOWN_STRING_VALUE})
+    (message,) = violations(pinned_image, SERVICE, unknown_checking_proxy(props))
+    assert "'proxy'" in message and "not known at preview" in message
+
+
+def test_containers_unknown_at_preview_fail_closed() -> None:
+    props = service("l4")
+    props["template"]["containers"] = UNKNOWN_ARRAY_VALUE
+    (message,) = violations(pinned_image, SERVICE, unknown_checking_proxy(props))
+    assert "containers are not known at preview" in message
+
+
+def test_the_shipped_stacks_images_are_known_and_pass() -> None:
+    for stack in ("l4", "rtx6000"):
+        props = rendered(stack).one(SERVICE).inputs
+        assert violations(pinned_image, SERVICE, unknown_checking_proxy(props)) == [], stack
+
+
+def test_the_reader_reads_known_servers_after_all_of_this() -> None:
+    (server,) = read_servers(SERVICE, shell_service(GOOD)).servers
+    assert server.card is not None and server.card.qat
+
+
+# --- the same decisions on GKE Pods ------------------------------------------------------
+
+
+def _gke_with(*extra: str) -> dict[str, Any]:
+    from tests.policies.test_policy_gke import container as pod_container
+    from tests.policies.test_policy_gke import vllm as gke_vllm
+
+    d = gke_vllm()
+    pod_container(d)["args"] = [*pod_container(d)["args"], *extra]
+    return d
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("--uds", "/tmp/s"), ("--headless",), ("--chat-template", "/tmp/t.jinja"),
+     ("--generation-config", "/tmp/g"), ("--quantization", "fp8"), ("-q", "awq"),
+     ("--log-config-file", "/tmp/l.json")],
+)  # fmt: skip
+def test_gke_pods_are_held_to_the_same_option_decisions(extra: tuple[str, ...]) -> None:
+    deployment = "kubernetes:apps/v1:Deployment"
+    assert violations(vllm_server_readable, deployment, _gke_with()) == []
+    (message,) = violations(vllm_server_readable, deployment, _gke_with(*extra))
+    assert extra[0] in message or "--quantization" in message
+
+
+def test_the_api_server_entry_point_is_held_to_them_too() -> None:
+    for option in ("--uds /tmp/s", "--chat-template /tmp/t", "-q fp8"):
+        script = (
+            f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} "
+            f"--max-model-len=8192 {option}"
+        )
+        assert refused(script)
+    script = f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} --max-model-len=8192"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+def test_a_gke_pod_image_unknown_at_preview_fails_closed() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+    from tests.policies.test_policy_gke import vllm as gke_vllm
+
+    deployment = "kubernetes:apps/v1:Deployment"
+    d = gke_vllm()
+    assert violations(pinned_image, deployment, unknown_checking_proxy(d)) == []
+    pod_container(d)["image"] = UNKNOWN_STRING_VALUE
+    messages = violations(pinned_image, deployment, unknown_checking_proxy(d))
+    assert any("image is not known at preview" in m for m in messages), messages
