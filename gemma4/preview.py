@@ -803,13 +803,15 @@ def _rate(value: float) -> str:
 
 def _replica_lines(r: dict[str, Any] | None) -> list[str]:
     """The replicas the stack's SLO needs at the rate (serving.plan_perf.replica_plan)."""
+    from serving.perf_stack import HEADROOM
+
     if not r:
         return []
     lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
     if r.get("per_replica_rps") is not None:
         lines.append(
-            f"    one replica {r['per_replica_rps']:,.2f} req/s within it (20 % headroom, "
-            f"the band's slow side); {r['stack_max_replicas']} replica(s) "
+            f"    one replica {r['per_replica_rps']:,.2f} req/s within it ({HEADROOM:.0%} "
+            f"headroom, the band's slow side); {r['stack_max_replicas']} replica(s) "
             f"{r['rps_at_max_replicas']:,.2f} req/s"
         )
     return lines
