@@ -43,6 +43,11 @@ from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 HIDDEN_INPUTS = frozenset({"__provider"})
 #: Placeholder for a `secure:` config value (only the Pulumi CLI can decrypt it).
 SECRET_PLACEHOLDER = "[secret]"
+#: Other providers' keys that decide what the program declares: the program reads
+#: `gcp:project`; pulumi-gcp takes `gcp:region` and `gcp:zone` as the location of a resource
+#: that names none. With the project's own keys (settings, none of them a credential), a
+#: `secure:` value on one of these is refused: the preview cannot decrypt it.
+READ_PROVIDER_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
 
 Level = Literal["mandatory", "advisory", "disabled", "remediate"]
 
@@ -186,6 +191,28 @@ def _holds_secret(value: Any) -> bool:
         elif isinstance(item, dict):
             stack.extend(item.values())
     return False
+
+
+def secure_keys_read(project: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The keys the program reads (every key of the project's namespace and
+    :data:`READ_PROVIDER_KEYS`) that hold a `secure:` value, anywhere inside them; full names."""
+    keys = [f"{PROJECT}:{k}" for k, v in project.items() if _holds_secret(v)]
+    keys += [k for k in READ_PROVIDER_KEYS if k in other and _holds_secret(other[k])]
+    return sorted(keys)
+
+
+def unreadable_message(keys: list[str]) -> str:
+    """Why the preview stops at `secure:` values on keys the program reads, and what to do."""
+    named = ", ".join(keys)
+    first = keys[0]
+    return (
+        f"config key(s) {named} hold a secure: value. The Pulumi CLI decrypts it with the "
+        "stack's secrets provider before the program reads it; the offline preview cannot, so "
+        "it cannot render what would deploy (it does not guess a value). These are not "
+        f"secrets: set them in plain text (`pulumi config set {first} VALUE`, without "
+        "--secret), or preview a copy of the stack file that has the plain values "
+        "(--stack-file PATH)"
+    )
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -602,18 +629,13 @@ def build_preview(
         hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
         raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
-    hidden = sorted(k for k, v in project_config.items() if _holds_secret(v))
-    secret_note = [
-        f"config key {k!r} is secret (secure:): only the Pulumi CLI can decrypt it, so the "
-        "preview neither shows nor checks it and used the key's default in its place"
-        for k in hidden
-    ]
-    project_config = {k: v for k, v in project_config.items() if k not in hidden}
+    unreadable = secure_keys_read(project_config, other_config)
+    if unreadable:
+        raise PreviewError(f"{path}: {unreadable_message(unreadable)}")
     try:
         settings = load_settings(project_config)
     except SettingsError as exc:
-        note = f" ({'; '.join(secret_note)})" if secret_note else ""
-        raise PreviewError(f"{path}: {exc}{note}") from None
+        raise PreviewError(f"{path}: {exc}") from None
     if requests_per_second is not None and not (
         math.isfinite(requests_per_second) and requests_per_second > 0
     ):
@@ -666,7 +688,7 @@ def build_preview(
         resources=resources,
         outputs=_clean(rendered.outputs),
         vllm_command_line=command if isinstance(command, str) else None,
-        messages=[*secret_note, *rendered.messages],
+        messages=list(rendered.messages),
         policies=policies,
         plan=plan,
         fits=fits,
