@@ -832,7 +832,7 @@ def _replica_lines(r: dict[str, Any] | None) -> list[str]:
     lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
     if r.get("per_replica_rps") is not None:
         lines.append(
-            f"    one replica {r['per_replica_rps']:,.2f} req/s within it ({HEADROOM:.0%} "
+            f"    one replica {r['per_replica_rps']:,.2f} req/s within it ({HEADROOM * 100:g} % "
             f"headroom, the band's slow side); {r['stack_max_replicas']} replica(s) "
             f"{r['rps_at_max_replicas']:,.2f} req/s"
         )
@@ -991,7 +991,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=bounded_number(
             "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
-        help="requests/s offered to the whole endpoint (all replicas): the replicas the "
+        help="requests/s offered to the whole endpoint (all replicas; what `gemma4 plan "
+        "--rate` takes): the replicas the "
         "stack's SLO needs are planned for it, and each replica's share (rate / replicas) "
         "gives the cost per million requests and the predicted figures (default: the "
         "stack's sloMinRequestsPerSecond, else 1)",

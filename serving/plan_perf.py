@@ -318,7 +318,7 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
             (
                 "one replica within the SLO",
                 f"{r['per_replica_rps']:,.2f} req/s",
-                f"largest rate meeting it x {1 - HEADROOM:g} ({HEADROOM:.0%} headroom) "
+                f"largest rate meeting it x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) "
                 "/ (1 + band)",
             ),
             ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
@@ -382,8 +382,8 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         add_help=add_help,
         description="The cheapest stack (hardware, checkpoint, settings) and replica count "
         "that serves RATE requests/s within an SLO on the predicted means, each replica "
-        f"planned as `gemma4 plan --rate` plans it ({HEADROOM:.0%} headroom, the band's slow "
-        "side).",
+        f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
+        "slow side).",
     )
     parser.add_argument("--rate", type=float, required=True, help="requests/s to serve")
     parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
@@ -473,9 +473,10 @@ def search_main(argv: Sequence[str]) -> int:
             )
         t.caption = (
             f"Per replica: the largest arrival rate whose predicted means meet the SLO x "
-            f"{1 - HEADROOM:g} ({HEADROOM:.0%} headroom) / (1 + band), as `gemma4 plan --rate` "
-            "plans replicas (serving/perf_stack.py). $/h: at least the stack's fewest "
-            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule). "
+            f"{1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band), as "
+            "`gemma4 plan --rate` plans replicas (serving/perf_stack.py). $/h: at least the "
+            "stack's fewest replicas, plus a GKE cluster's fixed costs (fee, system node, "
+            "forwarding rule). "
             "Uncalibrated predictions carry a +/-50 % band."
         )
         Console().print(t)
