@@ -106,6 +106,6 @@ def read_stack_file(path: Path, project: str) -> dict[str, Any]:
             f"{path.name}: config key(s) {', '.join(map(repr, hidden))} hold a secure: value, "
             "which only the Pulumi CLI can decrypt, so this command cannot check them; these "
             "settings are not secrets (credentials live in Secret Manager): set them in plain "
-            "text, or use `gemma4 preview`, which shows them as secret"
+            "text"
         )
     return values

@@ -12,20 +12,19 @@ It replaces with ``[REDACTED]``:
 - ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
   (``name=value``) or JSON string members (``"name": "value"``);
-- every credential shape of :data:`endpoint.secret_shapes.SHAPES` (the catalogue the
-  `no-plaintext-secrets` policy detects with): JSON Web Tokens (Google ID tokens), Google API
-  keys (``AIza...``), OAuth access and refresh tokens (``ya29.``, ``1//``), Hugging Face,
-  GitHub, Slack, AWS and ``sk-...`` keys, PEM and PGP private-key blocks;
+- every credential shape of :data:`endpoint.secret_shapes.SHAPES` (the one catalogue, which the
+  `no-plaintext-secrets` policy detects with), whole and by its prefix form: JSON Web Tokens
+  (Google ID tokens), Google API keys (``AIza...``), OAuth access and refresh tokens and client
+  secrets (``ya29.``, ``1//``, ``GOCSPX-``), service-account key members, Hugging Face, GitHub
+  (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``),
+  Slack (``xoxb-``, ``xoxp-``, ..., ``xapp-``, webhooks), AWS access key ids
+  (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm and PyPI keys, PEM and PGP blocks
+  (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to the end of the text). A prefix
+  form is the shape's start and a few characters, so a token cut short is still recognised;
 - the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``);
 - the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,
   ``--hf-token``, ``--token``, ``--password``, ``--passphrase``, ``--client-secret``);
-- the same shapes by prefix (:data:`SHAPES`), for text cut inside a token: PEM and PGP
-  blocks (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to the end of the text),
-  GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab
-  (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ...),
-  Hugging Face (``hf_``), AWS access key ids (``AKIA``/``ASIA``...) and secret keys,
-  Stripe live keys, npm and PyPI tokens. A shape with a distinctive prefix is matched from a
-  few characters on, so a token cut short is still recognised.
+- AWS secret access keys after their name (``aws_secret_access_key=...``).
 
 The text is redacted whole, *then* cut to ``limit`` characters, so no cut can reveal part of a
 secret; control characters are replaced, so a hostile server cannot flood the output or move
@@ -41,9 +40,9 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
-from endpoint.secret_shapes import secret_pattern
+from endpoint.secret_shapes import prefix_pattern, secret_pattern
 
-__all__ = ["MASK", "SHAPES", "redact", "register_secret"]
+__all__ = ["MASK", "redact", "register_secret"]
 
 MASK = "[REDACTED]"
 _MIN_SECRET_LEN = 6
@@ -105,19 +104,8 @@ _NAMES = (
 )
 _NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
 _NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
-_TOKENS = secret_pattern()  # the shared catalogue of credential shapes
-SHAPES = re.compile(
-    r"-----BEGIN [A-Z0-9 ]{0,40}-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}-----|\Z)"  # PEM, PGP
-    r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{4,}"  # GitHub
-    r"|\bglpat-[A-Za-z0-9_\-]{4,}"  # GitLab
-    r"|\bxox[abeoprs]-[A-Za-z0-9\-]{4,}|\bxapp-[A-Za-z0-9\-]{4,}"  # Slack
-    r"|\bhf_[A-Za-z0-9]{6,}"  # Hugging Face
-    r"|\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{8,}"  # AWS access key ids
-    r"|\b[rs]k_live_[A-Za-z0-9]{4,}"  # Stripe live keys
-    r"|\bnpm_[A-Za-z0-9]{16,}|\bpypi-[A-Za-z0-9_\-]{16,}"  # npm, PyPI
-)
-"""Credential shapes by their prefix, matched from a few characters on (whole match replaced):
-the catalogue above needs a whole token, and a token cut short by a bound must still go."""
+_TOKENS = secret_pattern()  # the shared catalogue of credential shapes, whole
+_CUT_TOKENS = prefix_pattern()  # the same shapes by their prefix forms: a token cut short
 _AWS_SECRET = re.compile(
     r"(?i)(aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[A-Za-z0-9/+=]{8,}"
 )
@@ -191,7 +179,7 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
         s,
     )
     s = _TOKENS.sub(MASK, s)
-    s = SHAPES.sub(MASK, s)
+    s = _CUT_TOKENS.sub(MASK, s)
     s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)

@@ -2,8 +2,10 @@
 
 :data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
 (the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
-so the two cannot drift. Each pattern matches the whole secret (a PEM block to its END line),
-so masking a match removes the secret, not its first characters.
+so the two cannot drift. Each shape states its whole-token pattern (a PEM block to its END
+line), so masking a match removes the secret, not its first characters, and its prefix form
+(the format's start and a few characters), which redaction also masks, so a token cut short
+by some other bound still goes.
 
 :func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
 base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
@@ -50,47 +52,138 @@ __all__ = [
     "find_secret",
     "find_split_secret",
     "high_entropy",
+    "prefix_pattern",
     "secret_pattern",
 ]
 
 
 @dataclass(frozen=True)
 class Shape:
-    """A credential format: its name and a pattern matching the whole credential."""
+    """A credential format, stated once for detection and redaction.
+
+    `pattern` matches the whole credential (detection reports it; redaction masks it).
+    `prefix` is its prefix form: the format's distinctive start and a few characters, matched
+    to the end of the token, so a token cut short by someone else's bound is still masked
+    (None: the start alone cannot be told from ordinary text, see the shape). `head` is the
+    literal start that marks a fragment as the first part of a split credential
+    (:func:`find_split_secret`; None: no distinctive start)."""
 
     label: str
     pattern: str
+    prefix: str | None
+    head: str | None
 
 
-#: Credential formats, each pattern spanning the whole credential.
+#: Credential formats: each pattern spans the whole credential, each prefix form a credential
+#: cut short after its start.
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "private key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:[\s\S]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]{0,20000})",
+        # Any PEM or PGP block (a cut can leave the body of any of them), to its END line or
+        # to the end of the text.
+        r"-----BEGIN [A-Z0-9 ]{0,40}-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}-----|\Z)",
+        "-----BEGIN",
     ),
     Shape(
         "service-account key",
         r"\"(?:private_key_id|private_key)\"\s*:\s*\"[^\"]{8,}\"",
+        r"\"(?:private_key_id|private_key)\"\s*:\s*\"[^\"]{4,}",
+        "private_key",
     ),
-    Shape("JSON Web Token", r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),
-    Shape("Hugging Face token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}"),
-    Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    Shape("Google OAuth access token", r"\bya29\.[0-9A-Za-z_.\-]{16,}"),
-    Shape("Google OAuth refresh token", r"(?<![\w/])1//0[0-9A-Za-z_\-]{30,}"),
-    Shape("Google OAuth client secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),
-    Shape("OpenAI-style API key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"),
-    Shape("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
-    Shape("Slack token", r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}"),
+    Shape(
+        "JSON Web Token",
+        r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
+        r"\beyJ[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]*){0,2}",
+        "eyJ",
+    ),
+    Shape(
+        "Hugging Face token",
+        r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}",
+        r"\b(?:hf|api_org)_[A-Za-z0-9]{6,}",
+        "hf_|api_org_",
+    ),
+    Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}", r"\bAIza[0-9A-Za-z_\-]{4,}", "AIza"),
+    Shape(
+        "Google OAuth access token",
+        r"\bya29\.[0-9A-Za-z_.\-]{16,}",
+        r"\bya29\.[0-9A-Za-z_.\-]{4,}",
+        "ya29",
+    ),
+    Shape(
+        "Google OAuth refresh token",
+        r"(?<![\w/])1//0[0-9A-Za-z_\-]{30,}",
+        r"(?<![\w/])1//0[0-9A-Za-z_\-]{4,}",
+        "1//",
+    ),
+    Shape(
+        "Google OAuth client secret",
+        r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",
+        r"\bGOCSPX-[A-Za-z0-9_\-]{4,}",
+        "GOCSPX",
+    ),
+    Shape(
+        "OpenAI-style API key",
+        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
+        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}",
+        "sk-",
+    ),
+    Shape(
+        "GitHub token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+        r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{4,}",
+        "gh[pousr]_|github_pat",
+    ),
+    # GitLab personal access token: `glpat-` and 20 characters (longer in newer releases).
+    Shape("GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}", r"\bglpat-[A-Za-z0-9_\-]{4,}", "glpat-"),
+    Shape(
+        "Slack token",
+        r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}",
+        r"\bxox[abeoprs]-[A-Za-z0-9\-]{4,}",
+        "xox",
+    ),
+    # Slack app-level token: `xapp-<digit>-<id>-<digits>-<hex>`.
+    Shape(
+        "Slack app token",
+        r"\bxapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{16,}",
+        r"\bxapp-[A-Za-z0-9\-]{4,}",
+        "xapp-",
+    ),
     Shape(
         "Slack webhook",
         r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,}/B[A-Za-z0-9_]{6,}/[A-Za-z0-9_]{16,}",
+        r"hooks\.slack\.com/services/T[A-Za-z0-9_/]{4,}",
+        None,
     ),
-    Shape("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-    Shape("Stripe key", r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}"),
+    Shape(
+        "AWS access key id",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{8,}",
+        "AKIA|ASIA|ABIA|ACCA",
+    ),
+    Shape(
+        "Stripe key",
+        r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}",
+        r"\b[rs]k_live_[A-Za-z0-9]{4,}",
+        "sk_live|rk_live",
+    ),
+    # npm access token: `npm_` and 36 characters.
+    Shape("npm token", r"\bnpm_[A-Za-z0-9]{36,}", r"\bnpm_[A-Za-z0-9]{16,}", "npm_"),
+    # PyPI API token: `pypi-` and a macaroon whose base64 starts with the issuer `pypi.org`.
+    Shape(
+        "PyPI token",
+        r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
+        r"\bpypi-[A-Za-z0-9_\-]{16,}",
+        "pypi-",
+    ),
+    # No prefix form: a URL cut before its `@` cannot be told from `host:port`; a whole
+    # user-info is masked by the redaction's own URL rule as well.
     Shape(
         "password in a URL",
         r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]{3,}@",
+        None,
+        None,
     ),
 )
 
@@ -132,16 +225,21 @@ _WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
 _SEPARATED_HEX = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}(?:[:,;\-]\s*|\s+)){8,}(?:0x)?[0-9a-fA-F]{2}")
 _HTML_ENTITY = re.compile(r"&#(?:([0-9]{1,7})|[xX]([0-9a-fA-F]{1,6}));")
 _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
-_PREFIX = re.compile(
-    r"hf_|api_org_|AIza|ya29|1//|GOCSPX|sk-|sk_live|rk_live|gh[pousr]_|github_pat|xox|AKIA|ASIA|"
-    r"-----BEGIN|eyJ|private_key"
-)
+_PREFIX = re.compile("|".join(s.head for s in SHAPES if s.head))
+"""The start of any shape (a fragment holding one may be a split credential's first part)."""
+_CUT = re.compile("|".join(f"(?:{s.prefix})" for s in SHAPES if s.prefix))
 _TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
 
 
 def secret_pattern() -> re.Pattern[str]:
     """One compiled pattern matching any shape of :data:`SHAPES` (for masking)."""
     return _COMBINED
+
+
+def prefix_pattern() -> re.Pattern[str]:
+    """One compiled pattern matching the prefix form of any shape of :data:`SHAPES`: a
+    credential cut short after its start (for masking, after :func:`secret_pattern`)."""
+    return _CUT
 
 
 def _shape(text: str) -> str | None:

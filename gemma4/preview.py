@@ -43,6 +43,11 @@ from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 HIDDEN_INPUTS = frozenset({"__provider"})
 #: Placeholder for a `secure:` config value (only the Pulumi CLI can decrypt it).
 SECRET_PLACEHOLDER = "[secret]"
+#: Other providers' keys that decide what the program declares: the program reads
+#: `gcp:project`; pulumi-gcp takes `gcp:region` and `gcp:zone` as the location of a resource
+#: that names none. With the project's own keys (settings, none of them a credential), a
+#: `secure:` value on one of these is refused: the preview cannot decrypt it.
+READ_PROVIDER_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
 
 Level = Literal["mandatory", "advisory", "disabled", "remediate"]
 
@@ -93,10 +98,21 @@ class Cost(BaseModel):
     )
     usd_per_month_idle: float = Field(description="instances_min, billed as above.")
     usd_per_month_max: float = Field(description="instances_max, billed as above.")
-    requests_per_second: float
+    requests_per_second: float = Field(
+        description="The offered load: requests/s to the whole endpoint (all replicas)."
+    )
     requests_per_second_source: str
+    replicas: int = Field(
+        description="Replicas the load is spread over: the SLO's replica plan within the "
+        "stack's bounds, else (no SLO) the stack's fewest, at least 1."
+    )
+    replicas_source: str
+    requests_per_second_per_replica: float = Field(
+        description="requests_per_second / replicas: what each replica serves."
+    )
     usd_per_million_requests: float | None = Field(
-        description="One busy instance at requests_per_second."
+        description="The replicas' hourly price over the load: one replica at "
+        "requests_per_second_per_replica."
     )
     note: str = ""
     fixed: list[CostItem] = Field(
@@ -175,6 +191,28 @@ def _holds_secret(value: Any) -> bool:
         elif isinstance(item, dict):
             stack.extend(item.values())
     return False
+
+
+def secure_keys_read(project: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The keys the program reads (every key of the project's namespace and
+    :data:`READ_PROVIDER_KEYS`) that hold a `secure:` value, anywhere inside them; full names."""
+    keys = [f"{PROJECT}:{k}" for k, v in project.items() if _holds_secret(v)]
+    keys += [k for k in READ_PROVIDER_KEYS if k in other and _holds_secret(other[k])]
+    return sorted(keys)
+
+
+def unreadable_message(keys: list[str]) -> str:
+    """Why the preview stops at `secure:` values on keys the program reads, and what to do."""
+    named = ", ".join(keys)
+    first = keys[0]
+    return (
+        f"config key(s) {named} hold a secure: value. The Pulumi CLI decrypts it with the "
+        "stack's secrets provider before the program reads it; the offline preview cannot, so "
+        "it cannot render what would deploy (it does not guess a value). These are not "
+        f"secrets: set them in plain text (`pulumi config set {first} VALUE`, without "
+        "--secret), or preview a copy of the stack file that has the plain values "
+        "(--stack-file PATH)"
+    )
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -423,7 +461,33 @@ def run_policies(
 # --- plan and cost --------------------------------------------------------------------------
 
 
-def _cost(settings: Any, requests_per_second: float | None) -> Cost:
+def offered_load(settings: Any, requests_per_second: float | None) -> tuple[float, str]:
+    """The requests/s offered to the whole endpoint and where the figure comes from:
+    `--requests-per-second`, else the stack's sloMinRequestsPerSecond, else 1 (said so)."""
+    if requests_per_second is not None:
+        return requests_per_second, "--requests-per-second"
+    if settings.slo.slo_min_requests_per_second:
+        return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
+    return 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
+
+
+def serving_replicas(settings: Any, replicas: dict[str, Any]) -> tuple[int, str]:
+    """How many replicas the offered load is spread over: the replica plan's count for the
+    stack's SLO, held within the stack's bounds (the autoscaler cannot go past them), else
+    (no SLO, or none can meet it) the stack's fewest replicas, at least 1."""
+    low, high = settings.replica_bounds
+    need = replicas.get("replicas_needed")
+    if need:
+        count = max(1, low, min(need, high))
+        if need > high:
+            return count, f"the SLO needs {need}, the stack runs at most {high}"
+        return count, "the SLO's replica plan"
+    return max(1, low), "no SLO replica plan: the stack's fewest, at least 1"
+
+
+def _cost(
+    settings: Any, rate: float, rate_source: str, replicas: int, replicas_source: str
+) -> Cost:
     from serving.hardware import Platform
     from serving.memory import cost_per_million_requests, monthly_cost
 
@@ -461,15 +525,6 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
     else:
         low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
-    if requests_per_second is not None:
-        rps, source = requests_per_second, "--requests-per-second"
-    elif settings.slo.slo_min_requests_per_second:
-        rps, source = (
-            settings.slo.slo_min_requests_per_second,
-            "the stack's sloMinRequestsPerSecond",
-        )
-    else:
-        rps, source = 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
     return Cost(
         hardware=hw.key,
@@ -481,15 +536,19 @@ def _cost(settings: Any, requests_per_second: float | None) -> Cost:
         usd_per_month_idle=base + monthly_cost(price, low, hours=hours),
         usd_per_month_max=base + monthly_cost(price, high, hours=hours),
         fixed=fixed,
-        requests_per_second=rps,
-        requests_per_second_source=source,
-        usd_per_million_requests=cost_per_million_requests(price, rps),
+        requests_per_second=rate,
+        requests_per_second_source=rate_source,
+        replicas=replicas,
+        replicas_source=replicas_source,
+        requests_per_second_per_replica=rate / replicas,
+        usd_per_million_requests=cost_per_million_requests(price, rate / replicas),
         note=f"{note} ({hours:g} h/month: {settings.billing})",
     )
 
 
-def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
-    """Predicted TTFT, ITL and throughput beside the cost (serving.perf; means, predicted)."""
+def _performance(settings: Any, rate: float, replicas: int) -> dict[str, Any]:
+    """Predicted TTFT, ITL and throughput beside the cost (serving.perf; means, predicted):
+    each of `replicas` serving its share of `rate` req/s, and one instance full."""
     from serving.hardware import Platform
     from serving.perf import cost_per_million_tokens
     from serving.perf_stack import model_for_settings
@@ -502,7 +561,7 @@ def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
     else:
         concurrency = settings.instance_concurrency
     busy = model.at_concurrency(concurrency, w)
-    at_rate = model.at_rate(requests_per_second, w)
+    at_rate = model.at_rate(rate / replicas, w)
     return {
         "measured": False,
         "basis": model.basis,
@@ -510,7 +569,12 @@ def _performance(settings: Any, requests_per_second: float) -> dict[str, Any]:
         "band": model.band,
         "prompt_tokens": w.prompt_tokens,
         "output_tokens": w.output_tokens,
-        "at_rate": {"requests_per_second": requests_per_second, **at_rate.as_dict()},
+        "at_rate": {
+            "requests_per_second": rate / replicas,
+            "stack_requests_per_second": rate,
+            "replicas": replicas,
+            **at_rate.as_dict(),
+        },
         "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
         "capacity_requests_per_s": model.capacity_rps(w),
         "usd_per_million_output_tokens": cost_per_million_tokens(
@@ -565,18 +629,13 @@ def build_preview(
         hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
         raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
-    hidden = sorted(k for k, v in project_config.items() if _holds_secret(v))
-    secret_note = [
-        f"config key {k!r} is secret (secure:): only the Pulumi CLI can decrypt it, so the "
-        "preview neither shows nor checks it and used the key's default in its place"
-        for k in hidden
-    ]
-    project_config = {k: v for k, v in project_config.items() if k not in hidden}
+    unreadable = secure_keys_read(project_config, other_config)
+    if unreadable:
+        raise PreviewError(f"{path}: {unreadable_message(unreadable)}")
     try:
         settings = load_settings(project_config)
     except SettingsError as exc:
-        note = f" ({'; '.join(secret_note)})" if secret_note else ""
-        raise PreviewError(f"{path}: {exc}{note}") from None
+        raise PreviewError(f"{path}: {exc}") from None
     if requests_per_second is not None and not (
         math.isfinite(requests_per_second) and requests_per_second > 0
     ):
@@ -601,20 +660,21 @@ def build_preview(
         for d in rendered.resources
     ]
     policies = run_policies(stack, resources, policy_config or (root / "policies" / "config.json"))
-    try:
-        plan = report(stack, settings, requests_per_second or 1.0)
-    except PlanError as exc:
-        raise PreviewError(f"{path}: {exc}") from None
-    cost = _cost(settings, requests_per_second)
-    performance = _performance(settings, cost.requests_per_second)
-    plan["requests_per_second"] = cost.requests_per_second
-    plan["usd_per_million_requests"] = cost.usd_per_million_requests
-    # Replicas for the stack's SLO at the cost's rate (the whole stack's traffic).
+    # One meaning of the rate: the load offered to the whole endpoint. The replica plan sizes
+    # the replicas for it; each replica serves its share (the capacity plan's one instance,
+    # the cost per million requests and the predicted figures at that rate).
     from serving.plan_perf import replica_plan
 
-    plan["replicas"] = replica_plan(
-        settings, cost.requests_per_second, cost.requests_per_second_source
-    )
+    rate, rate_source = offered_load(settings, requests_per_second)
+    replicas = replica_plan(settings, rate, rate_source)
+    count, count_source = serving_replicas(settings, replicas)
+    try:
+        plan = report(stack, settings, rate / count, rate=rate)
+    except PlanError as exc:
+        raise PreviewError(f"{path}: {exc}") from None
+    plan["replicas"] = replicas
+    cost = _cost(settings, rate, rate_source, count, count_source)
+    performance = _performance(settings, rate, count)
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])
@@ -628,7 +688,7 @@ def build_preview(
         resources=resources,
         outputs=_clean(rendered.outputs),
         vllm_command_line=command if isinstance(command, str) else None,
-        messages=[*secret_note, *rendered.messages],
+        messages=list(rendered.messages),
         policies=policies,
         plan=plan,
         fits=fits,
@@ -746,7 +806,9 @@ def text_lines(p: Preview) -> list[str]:
             for item in p.cost.fixed
         ),
         f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
-        f"{p.cost.requests_per_second:g} req/s ({p.cost.requests_per_second_source})",
+        f"{p.cost.requests_per_second:g} req/s to the stack ({p.cost.requests_per_second_source})"
+        f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "
+        f"{_rate(p.cost.requests_per_second_per_replica)} req/s each",
         f"  {p.cost.note}",
         *_performance_lines(p.performance),
         *_replica_lines(p.plan.get("replicas")),
@@ -756,15 +818,22 @@ def text_lines(p: Preview) -> list[str]:
     return lines
 
 
+def _rate(value: float) -> str:
+    """A request rate for the text report: at most two decimals, no trailing zeros."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 def _replica_lines(r: dict[str, Any] | None) -> list[str]:
     """The replicas the stack's SLO needs at the rate (serving.plan_perf.replica_plan)."""
+    from serving.perf_stack import HEADROOM
+
     if not r:
         return []
     lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
     if r.get("per_replica_rps") is not None:
         lines.append(
-            f"    one replica {r['per_replica_rps']:,.2f} req/s within it (20 % headroom, "
-            f"the band's slow side); {r['stack_max_replicas']} replica(s) "
+            f"    one replica {r['per_replica_rps']:,.2f} req/s within it ({HEADROOM * 100:g} % "
+            f"headroom, the band's slow side); {r['stack_max_replicas']} replica(s) "
             f"{r['rps_at_max_replicas']:,.2f} req/s"
         )
     return lines
@@ -789,12 +858,15 @@ def _performance_lines(perf: dict[str, Any]) -> list[str]:
         f"Predicted performance (PREDICTED means, not measured; {perf['basis']}; band "
         f"+/-{perf['band']:.0%}), {perf['prompt_tokens']} prompt + {perf['output_tokens']} "
         "output tokens per request:",
-        f"  at {rate['requests_per_second']:g} req/s: {figures(rate)}",
+        f"  at {_rate(rate['requests_per_second'])} req/s per replica "
+        f"({rate['stack_requests_per_second']:g} req/s to the stack over {rate['replicas']} "
+        f"replica(s)): {figures(rate)}",
         f"  at concurrency {busy['concurrency']} (one instance full): {figures(busy)}, "
         f"{busy['requests_per_s']:,.2f} req/s"
         + (f", {_money(per_million)} per million output tokens" if per_million else ""),
         f"  capacity: {perf['capacity_requests_per_s']:,.2f} req/s per instance with every "
-        "sequence slot busy (gemma4 plan -s STACK for the curve)",
+        f"sequence slot busy, {rate['replicas'] * perf['capacity_requests_per_s']:,.2f} req/s "
+        f"over {rate['replicas']} replica(s) (gemma4 plan -s STACK for the curve)",
     ]
 
 
@@ -919,8 +991,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=bounded_number(
             "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
-        help="rate one instance serves, for the cost per million requests "
-        "(default: the stack's sloMinRequestsPerSecond, else 1)",
+        help="requests/s offered to the whole endpoint (all replicas; what `gemma4 plan "
+        "--rate` takes): the replicas the "
+        "stack's SLO needs are planned for it, and each replica's share (rate / replicas) "
+        "gives the cost per million requests and the predicted figures (default: the "
+        "stack's sloMinRequestsPerSecond, else 1)",
     )
     return parser
 

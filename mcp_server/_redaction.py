@@ -3,9 +3,10 @@
 Text goes through :func:`endpoint.redact`, the same step as the health checks' and the
 benchmark's output (every credential registered with :func:`endpoint.register_secret`,
 ``Bearer`` values, ``key=``/``token=`` assignments, secret command-line options such as
-``--api-key KEY``, JWTs, ``ya29.`` tokens, ``AIza`` keys, and the shapes of
-:data:`endpoint.redact.SHAPES`: PEM and PGP blocks, GitHub, GitLab, Slack, Hugging Face, AWS,
-Stripe, npm and PyPI tokens), with what the server knows of its own environment:
+``--api-key KEY``, and every credential shape of :data:`endpoint.secret_shapes.SHAPES`, whole or
+cut short: JWTs, ``ya29.`` tokens, ``AIza`` keys, PEM and PGP blocks, GitHub, GitLab, Slack,
+Hugging Face, AWS, Stripe, npm and PyPI tokens), with what the server knows of its own
+environment:
 
 - the values of environment variables whose names say they hold a secret (``*KEY*``,
   ``*TOKEN*``, ``*SECRET*``, ``*PASS*`` such as ``PULUMI_CONFIG_PASSPHRASE``,

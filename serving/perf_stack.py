@@ -31,6 +31,7 @@ from serving.settings import Settings
 from serving.vllm_contract import image_release
 
 __all__ = [
+    "HEADROOM",
     "MTP_PRIOR_ACCEPTANCE",
     "POST_DEPLOY_SECONDS_PER_CELL",
     "AutoscalingBounds",
@@ -38,6 +39,7 @@ __all__ = [
     "benchmark_grid",
     "device_for",
     "model_for_settings",
+    "planned_replica_rate",
     "post_deploy_grid",
     "shape_for",
     "vllm_release",
@@ -161,6 +163,26 @@ class AutoscalingBounds:
         }
 
 
+#: The share of the largest SLO-meeting rate each replica is NOT planned for (bursts, the
+#: model's error). The one figure every replica count uses: the replica plan (`gemma4 plan`,
+#: the preview), `gemma4 plan search` and the autoscaling bounds.
+HEADROOM = 0.2
+
+
+def planned_replica_rate(
+    model: StepModel, workload: Workload, slo: Slo, headroom: float = HEADROOM
+) -> float:
+    """Requests/s one replica is planned to serve within ``slo``: ``(1 - headroom)`` of the
+    largest rate the model says meets it, on the band's slow side (divided by ``1 + band``);
+    0 when one replica cannot meet it at any load."""
+    if not 0 <= headroom < 1:
+        raise ValueError("headroom must be in [0, 1)")
+    best = model.max_rate_meeting(slo, workload)
+    if best <= 0:
+        return 0.0
+    return best * (1 - headroom) / (1 + model.band)
+
+
 def autoscaling_bounds(
     model: StepModel,
     workload: Workload,
@@ -168,7 +190,7 @@ def autoscaling_bounds(
     *,
     base_rate: float,
     peak_rate: float,
-    headroom: float = 0.2,
+    headroom: float = HEADROOM,
     cap: int = 1000,
 ) -> AutoscalingBounds:
     """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s.
@@ -180,12 +202,9 @@ def autoscaling_bounds(
     """
     if not (math.isfinite(base_rate) and math.isfinite(peak_rate) and 0 <= base_rate <= peak_rate):
         raise ValueError("need 0 <= base_rate <= peak_rate, both finite")
-    if not 0 <= headroom < 1:
-        raise ValueError("headroom must be in [0, 1)")
-    best = model.max_rate_meeting(slo, workload)
-    if best <= 0:
+    per_replica = planned_replica_rate(model, workload, slo, headroom)
+    if per_replica <= 0:
         raise ValueError(f"one replica cannot meet {slo.describe()} at any load ({model.basis})")
-    per_replica = best * (1 - headroom) / (1 + model.band)
     in_flight = model.at_rate(per_replica, workload).in_flight
     low = 0 if base_rate == 0 else math.ceil(base_rate / per_replica)
     high = max(1, math.ceil(peak_rate / per_replica))

@@ -22,9 +22,11 @@ from serving.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.memory import cost_per_million_requests
 from serving.perf import MAX_RATE, MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.perf_stack import (
+    HEADROOM,
     autoscaling_bounds,
     benchmark_grid,
     model_for_settings,
+    planned_replica_rate,
     vllm_release,
 )
 from serving.settings import Settings
@@ -166,6 +168,8 @@ def search(
     output_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
     """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
+    each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
+    :data:`HEADROOM` left free, the band's slow side), so both name the same count;
     cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
     A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
     stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
@@ -175,7 +179,7 @@ def search(
     for name, settings in stacks.items():
         model, calibration = model_for_settings(settings)
         w = workload_for(settings, prompt_tokens, output_tokens)
-        per_replica = model.max_rate_meeting(slo, w)
+        per_replica = planned_replica_rate(model, w, slo)
         price = settings.price.usd_per_hour
         fixed, unpriced = fixed_usd_per_hour(settings)
         low, high = settings.replica_bounds
@@ -228,9 +232,9 @@ def replica_plan(
     settings: Settings, rate: float, rate_source: str, workload: Workload | None = None
 ) -> dict[str, Any]:
     """Replicas the model says serve ``rate`` req/s within the stack's SLO
-    (:func:`serving.perf_stack.autoscaling_bounds`: 20 % headroom, the band's pessimistic
-    side), against the stack's own bounds (`Settings.replica_bounds`), with the cost at the
-    fewest and most replicas (fixed costs included)."""
+    (:func:`serving.perf_stack.autoscaling_bounds`: :data:`HEADROOM` left free, the band's
+    pessimistic side), against the stack's own bounds (`Settings.replica_bounds`), with the
+    cost at the fewest and most replicas (fixed costs included)."""
     model, _ = model_for_settings(settings)
     w = workload or workload_for(settings, None, None)
     low, high = settings.replica_bounds
@@ -314,7 +318,8 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
             (
                 "one replica within the SLO",
                 f"{r['per_replica_rps']:,.2f} req/s",
-                "largest rate meeting it x 0.8 headroom / (1 + band)",
+                f"largest rate meeting it x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) "
+                "/ (1 + band)",
             ),
             ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
             (
@@ -376,7 +381,9 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         prog="gemma4 plan search",
         add_help=add_help,
         description="The cheapest stack (hardware, checkpoint, settings) and replica count "
-        "that serves RATE requests/s within an SLO on the predicted means.",
+        "that serves RATE requests/s within an SLO on the predicted means, each replica "
+        f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
+        "slow side).",
     )
     parser.add_argument("--rate", type=float, required=True, help="requests/s to serve")
     parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
@@ -465,10 +472,12 @@ def search_main(argv: Sequence[str]) -> int:
                 f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
             )
         t.caption = (
-            "Per replica: the largest arrival rate whose predicted means meet the SLO "
-            "(serving/perf.py). $/h: at least the stack's fewest replicas, plus a GKE "
-            "cluster's fixed costs (fee, system node, forwarding rule). Uncalibrated "
-            "predictions carry a +/-50 % band."
+            f"Per replica: the largest arrival rate whose predicted means meet the SLO x "
+            f"{1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band), as "
+            "`gemma4 plan --rate` plans replicas (serving/perf_stack.py). $/h: at least the "
+            "stack's fewest replicas, plus a GKE cluster's fixed costs (fee, system node, "
+            "forwarding rule). "
+            "Uncalibrated predictions carry a +/-50 % band."
         )
         Console().print(t)
     return 0 if rows and rows[0]["replicas"] else 1

@@ -529,6 +529,27 @@ def _project_dir(args: argparse.Namespace) -> Path:
     return found.parent
 
 
+def check_distinct(source: str, target: str, root: Path) -> None:
+    """Refuse a promotion of a stack onto itself: the same name twice, or two names whose
+    stack files are one file (a hard or symbolic link), before anything is read or written."""
+    if source == target:
+        raise PromotionError(
+            f"--to {target!r} names the stack that --from names: a promotion carries what one "
+            "stack verified into another stack; name a different stack with --to"
+        )
+    source_file, target_file = stack_path(source, root), stack_path(target, root)
+    try:
+        same = os.path.samefile(source_file, target_file)
+    except OSError:  # a missing file is reported by the read that follows
+        same = False
+    if same:
+        raise PromotionError(
+            f"--to {target!r}: {target_file.name} is the same file as {source_file.name} of "
+            f"--from {source!r} (a link), so the promotion would carry a stack onto itself; "
+            "name a different stack with --to"
+        )
+
+
 def default_validator() -> Validator:
     """What `gemma4 preview` judges: the program under Pulumi's mocks, the pack's mandatory
     policies at their configured levels and the capacity plan."""
@@ -542,6 +563,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
     args = parser.parse_args(argv)
     try:
         args.root = _project_dir(args)
+        check_distinct(args.source, args.target, args.root)
         source = load_settings(read_stack(args.source, args.root))
         target = load_settings(read_stack(args.target, args.root))
         if args.source_image is not None:

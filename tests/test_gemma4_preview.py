@@ -413,7 +413,54 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     )
     code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", "2")
     assert "Predicted performance (PREDICTED means, not measured" in text
-    assert "at 2 req/s: TTFT" in text
+    assert "at 2 req/s per replica (2 req/s to the stack over 1 replica(s)): TTFT" in text
     # A rate one instance cannot serve says so instead of printing figures.
     code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "50")
-    assert "at 50 req/s: beyond one instance's capacity" in text
+    assert "at 50 req/s per replica (50 req/s to the stack over 1 replica(s)): beyond one" in text
+
+
+@pytest.mark.parametrize("rate", [2.0, 5.0, 9.0])
+def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
+    capsys: pytest.CaptureFixture[str], rate: float
+) -> None:
+    """--requests-per-second is one figure, the load offered to the whole endpoint: the
+    replicas are planned for it and every per-instance figure is its share over them."""
+    from serving.perf import Workload
+    from serving.perf_stack import model_for_settings
+    from serving.plan import load_stack_settings
+
+    settings = load_stack_settings("rtx6000")
+    model, _ = model_for_settings(settings)
+    w = Workload(
+        settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
+    )
+    price = settings.price.usd_per_hour
+    seen = []
+    for r in (rate, 2 * rate):
+        code, out, err = run(capsys, "-s", "rtx6000", "--json", "--requests-per-second", str(r))
+        assert code == 0, err
+        data = json.loads(out)
+        cost, plan, at_rate = data["cost"], data["plan"], data["performance"]["at_rate"]
+        n = cost["replicas"]
+        assert cost["requests_per_second"] == r
+        assert plan["replicas"]["requests_per_second"] == r
+        assert n == min(plan["replicas"]["replicas_needed"], plan["replicas"]["stack_max_replicas"])
+        assert cost["requests_per_second_per_replica"] == pytest.approx(r / n)
+        assert plan["requests_per_second"] == pytest.approx(r / n)
+        assert at_rate["requests_per_second"] == pytest.approx(r / n)
+        assert at_rate["stack_requests_per_second"] == r and at_rate["replicas"] == n
+        assert at_rate["ttft_ms"] == pytest.approx(model.at_rate(r / n, w).ttft_s * 1000)
+        # n replicas at the hourly price serve r req/s: the price of a million requests.
+        assert cost["usd_per_million_requests"] == pytest.approx(n * price / (3600 * r) * 1e6)
+        assert plan["usd_per_million_requests"] == pytest.approx(cost["usd_per_million_requests"])
+        code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", str(r))
+        share = f"{r / n:,.2f}".rstrip("0").rstrip(".")
+        assert (
+            f"at {share} req/s per replica ({r:g} req/s to the stack over {n} replica(s))" in text
+        )
+        assert f"at {r:g} req/s to the stack (--requests-per-second) over {n} replica(s)" in text
+        capacity = data["performance"]["capacity_requests_per_s"]
+        assert f"{n * capacity:,.2f} req/s over {n} replica(s)" in text
+        assert f"replicas serve {r:g} req/s" in text or f"{r:g} req/s needs" in text
+        seen.append(n)
+    assert seen[1] >= seen[0]  # twice the load never needs fewer replicas

@@ -41,9 +41,10 @@ def test_promote_reads_and_names_that_projects_files(
 ) -> None:
     from serving.promotion import main
 
-    assert main(["--from", "l4", "--to", "l4"]) == 0
+    shutil.copy(other / "Pulumi.l4.yaml", other / "Pulumi.l4b.yaml")
+    assert main(["--from", "l4", "--to", "l4b"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == f"stack files: {other / 'Pulumi.l4.yaml'} -> {other / 'Pulumi.l4.yaml'}"
+    assert first == f"stack files: {other / 'Pulumi.l4.yaml'} -> {other / 'Pulumi.l4b.yaml'}"
 
 
 def test_promote_outside_any_project_is_refused(

@@ -401,3 +401,26 @@ def test_calibrate_says_when_it_cannot_write(
     blocker.write_text("")
     code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(blocker / "x"))
     assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("rate", [0.3, 2.0, 7.5, 40.0])
+def test_the_search_and_the_replica_plan_name_the_same_replicas(stack: str, rate: float) -> None:
+    """One planning rule: `gemma4 plan search` and `gemma4 plan --rate` (and the preview) plan
+    a replica with the same headroom and band, so for one stack, rate and SLO they agree."""
+    from serving.plan_perf import replica_plan, slo_for
+
+    settings = load_stack_settings(stack)
+    slo = slo_for(settings)
+    assert slo is not None  # every shipped stack states a latency SLO
+    plan = replica_plan(settings, rate, "--rate")
+    (row,) = search({stack: settings}, rate, slo)
+    assert row["replicas"] == plan["replicas_needed"]
+    assert row["per_replica_requests_per_s"] == pytest.approx(plan["per_replica_rps"])
+    model, _ = model_for_settings(settings)
+    w = Workload(
+        settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
+    )
+    # Both leave the headroom free, on the band's slow side: below what meets the SLO.
+    best = model.max_rate_meeting(slo, w)
+    assert row["per_replica_requests_per_s"] == pytest.approx(best * 0.8 / (1 + model.band))

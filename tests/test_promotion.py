@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -100,14 +102,61 @@ def test_cli_says_nothing_was_carried_when_every_key_is_held(
 
 
 def test_cli_says_already_runs_only_when_nothing_differs(
-    capsys: pytest.CaptureFixture[str],
+    repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--from", "l4", "--to", "l4"]) == 0
+    shutil.copy(repo / "Pulumi.l4.yaml", repo / "Pulumi.l4-copy.yaml")
+    shutil.copy(ROOT / "Pulumi.yaml", repo)
+    assert main(["--from", "l4", "--to", "l4-copy", "--project-dir", str(repo)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
-        f"stack files: {ROOT / 'Pulumi.l4.yaml'} -> {ROOT / 'Pulumi.l4.yaml'}",
-        "l4 already runs what l4 verified",
+        f"stack files: {repo.resolve() / 'Pulumi.l4.yaml'} -> "
+        f"{repo.resolve() / 'Pulumi.l4-copy.yaml'}",
+        "l4-copy already runs what l4 verified",
     ]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("write", [[], ["--write"]])
+def test_promoting_a_stack_onto_itself_is_a_usage_error(
+    repo: Path, capsys: pytest.CaptureFixture[str], write: list[str]
+) -> None:
+    shutil.copy(ROOT / "Pulumi.yaml", repo)
+    before = _sha(repo / "Pulumi.l4.yaml")
+    argv = ["--from", "l4", "--to", "l4", "--source-image", DIGEST, "--project-dir", str(repo)]
+    assert main([*argv, *write]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        "gemma4 promote: error: --to 'l4' names the stack that --from names: a promotion "
+        "carries what one stack verified into another stack; name a different stack with --to"
+    ]
+    assert _sha(repo / "Pulumi.l4.yaml") == before
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+@pytest.mark.parametrize("write", [[], ["--write"]])
+def test_two_names_of_one_stack_file_are_a_usage_error(
+    repo: Path, capsys: pytest.CaptureFixture[str], link: str, write: list[str]
+) -> None:
+    shutil.copy(ROOT / "Pulumi.yaml", repo)
+    alias = repo / "Pulumi.l4-alias.yaml"
+    if link == "symbolic":
+        alias.symlink_to("Pulumi.l4.yaml")
+    else:
+        os.link(repo / "Pulumi.l4.yaml", alias)
+    before = _sha(repo / "Pulumi.l4.yaml")
+    for source, target in (("l4", "l4-alias"), ("l4-alias", "l4")):
+        argv = ["--from", source, "--to", target, "--source-image", DIGEST]
+        assert main([*argv, "--project-dir", str(repo), *write]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.startswith(f"gemma4 promote: error: --to '{target}': ")
+        assert "is the same file as" in err and "onto itself" in err
+        assert len(err.splitlines()) == 1
+    assert _sha(repo / "Pulumi.l4.yaml") == before
 
 
 @pytest.mark.parametrize("target", ["rtx6000", "tpu-v6e1"])  # carried, and held

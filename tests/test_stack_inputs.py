@@ -207,16 +207,51 @@ def test_octal_looking_value_reaches_the_program_as_the_cli_hands_it(
     assert '"--max-model-len=32768"' in out or "--max-model-len 32768" in out
 
 
-def test_secure_project_values_are_shown_as_secret_not_checked_as_text(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("key", "entry"),
+    [
+        ("gcp:project", "  gcp:project:\n    secure: v1:c2VjcmV0LXNh\n"),
+        ("gcp:region", "  gcp:region:\n    secure: v1:c2VjcmV0LXNh\n"),
+        ("gcp:zone", "  gcp:zone:\n    secure: v1:c2VjcmV0LXNh\n"),
+        (
+            "gemma4-vllm:healthCheckServiceAccount",
+            "  gemma4-vllm:healthCheckServiceAccount:\n    secure: v1:c2VjcmV0LXNh\n",
+        ),
+        (
+            "gemma4-vllm:invokers",
+            "  gemma4-vllm:invokers:\n    - user:a@example.com\n    - secure: v1:c2VjcmV0LXNh\n",
+        ),
+        (
+            "gemma4-vllm:monitoringNotificationChannels",
+            "  gemma4-vllm:monitoringNotificationChannels:\n    - secure: v1:c2VjcmV0LXNh\n",
+        ),
+    ],
+)
+def test_a_secure_value_on_a_key_the_program_reads_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, entry: str
 ) -> None:
-    text = (ROOT / "Pulumi.l4.yaml").read_text() + (
-        "  gemma4-vllm:healthCheckServiceAccount:\n    secure: v1:c2VjcmV0LXNh\n"
-    )
-    code = pv.main(["--stack-file", str(_write(tmp_path, "sec", text))])
+    """The Pulumi CLI decrypts `secure:` values with the stack's secrets provider before the
+    program reads them; the offline preview cannot, so it names the key instead of handing the
+    program a placeholder (which it then refused as, say, an invalid project id)."""
+    text = (ROOT / "Pulumi.l4.yaml").read_text() + entry
+    for argv in (["--json"], []):
+        code = pv.main(["--stack-file", str(_write(tmp_path, "sec", text)), *argv])
+        out, err = capsys.readouterr()
+        _one_line(code, err, f"config key(s) {key} hold a secure: value")
+        assert "the offline preview cannot" in err and "set them in plain text" in err
+        assert f"pulumi config set {key} VALUE" in err
+        assert len(err.strip().splitlines()) == 1 and out == ""
+        assert "c2VjcmV0LXNh" not in out + err and "is not a Google Cloud project id" not in err
+
+
+@pytest.mark.parametrize("key", ["gcp:accessToken", "gcp:credentials", "docker:registryAuth"])
+def test_a_secure_credential_the_program_does_not_read_stays_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    text = (ROOT / "Pulumi.l4.yaml").read_text() + f"  {key}:\n    secure: v1:c2VjcmV0LXNh\n"
+    code = pv.main(["--stack-file", str(_write(tmp_path, "cred", text))])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "'healthCheckServiceAccount' is secret (secure:)" in out
     assert "c2VjcmV0LXNh" not in out + err
 
 
@@ -254,20 +289,3 @@ def test_plan_bounds_the_project_file(root: Path, capsys: pytest.CaptureFixture[
     (root / "Pulumi.yaml").write_text("name: &n [" + "[" * 3000 + "]" * 3000 + "]\n")
     code = plan.main(["-s", "l4", "--root", str(root)])
     _one_line(code, capsys.readouterr().err, "not a readable project file")
-
-
-@pytest.mark.parametrize(
-    "entry",
-    [
-        "  gemma4-vllm:invokers:\n    - user:a@example.com\n    - secure: v1:aW52b2tlcg==\n",
-        "  gemma4-vllm:monitoringNotificationChannels:\n    - secure: v1:aW52b2tlcg==\n",
-    ],
-)
-def test_a_secure_item_inside_a_project_list_is_secret_not_text(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str
-) -> None:
-    text = (ROOT / "Pulumi.l4.yaml").read_text() + entry
-    code = pv.main(["--stack-file", str(_write(tmp_path, "seclist", text))])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "is secret (secure:)" in out and "aW52b2tlcg" not in out + err
