@@ -461,30 +461,6 @@ def run_policies(
 # --- plan and cost --------------------------------------------------------------------------
 
 
-def offered_load(settings: Any, requests_per_second: float | None) -> tuple[float, str]:
-    """The requests/s offered to the whole endpoint and where the figure comes from:
-    `--requests-per-second`, else the stack's sloMinRequestsPerSecond, else 1 (said so)."""
-    if requests_per_second is not None:
-        return requests_per_second, "--requests-per-second"
-    if settings.slo.slo_min_requests_per_second:
-        return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
-    return 1.0, "assumed; set sloMinRequestsPerSecond or --requests-per-second"
-
-
-def serving_replicas(settings: Any, replicas: dict[str, Any]) -> tuple[int, str]:
-    """How many replicas the offered load is spread over: the replica plan's count for the
-    stack's SLO, held within the stack's bounds (the autoscaler cannot go past them), else
-    (no SLO, or none can meet it) the stack's fewest replicas, at least 1."""
-    low, high = settings.replica_bounds
-    need = replicas.get("replicas_needed")
-    if need:
-        count = max(1, low, min(need, high))
-        if need > high:
-            return count, f"the SLO needs {need}, the stack runs at most {high}"
-        return count, "the SLO's replica plan"
-    return max(1, low), "no SLO replica plan: the stack's fewest, at least 1"
-
-
 def _cost(
     settings: Any, rate: float, rate_source: str, replicas: int, replicas_source: str
 ) -> Cost:
@@ -663,16 +639,12 @@ def build_preview(
     # One meaning of the rate: the load offered to the whole endpoint. The replica plan sizes
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
-    from serving.plan_perf import replica_plan
-
-    rate, rate_source = offered_load(settings, requests_per_second)
-    replicas = replica_plan(settings, rate, rate_source)
-    count, count_source = serving_replicas(settings, replicas)
     try:
-        plan = report(stack, settings, rate / count, rate=rate)
+        plan = report(stack, settings, requests_per_second, flag="--requests-per-second")
     except PlanError as exc:
         raise PreviewError(f"{path}: {exc}") from None
-    plan["replicas"] = replicas
+    rate, rate_source = plan["requests_per_second"], plan["requests_per_second_source"]
+    count, count_source = plan["serving_replicas"], plan["serving_replicas_source"]
     cost = _cost(settings, rate, rate_source, count, count_source)
     performance = _performance(settings, rate, count)
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
@@ -988,14 +960,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r",
         "--requests-per-second",
+        "--rate",
+        dest="requests_per_second",
         type=bounded_number(
-            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
-        help="requests/s offered to the whole endpoint (all replicas; what `gemma4 plan "
-        "--rate` takes): the replicas the "
-        "stack's SLO needs are planned for it, and each replica's share (rate / replicas) "
-        "gives the cost per million requests and the predicted figures (default: the "
-        "stack's sloMinRequestsPerSecond, else 1)",
+        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
+        "`gemma4 plan -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
+        "needs are planned for it, and each replica's share (rate / replicas) gives the cost "
+        "per million requests and the predicted figures (default: the stack's "
+        "sloMinRequestsPerSecond, else 1)",
     )
     return parser
 

@@ -343,8 +343,11 @@ def _inside(root: Path, folder: str) -> Path:
     return root / path
 
 
-def plan_report(stack: str, settings: Settings, requests_per_second: float) -> dict[str, Any]:
-    """The capacity planner's figures for ``settings`` (``python -m serving.plan --json``)."""
+def plan_report(
+    stack: str, settings: Settings, requests_per_second: float | None
+) -> dict[str, Any]:
+    """The capacity planner's figures for ``settings`` (``gemma4 plan --json``) at
+    ``requests_per_second`` offered to the whole endpoint (None: the stack's SLO rate)."""
     try:
         return report(stack, settings, requests_per_second)
     except PlanError as exc:

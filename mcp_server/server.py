@@ -26,6 +26,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from serving.project import ProjectError, add_project_options, find_project_file, stack_names
+from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from ._redaction import register_environment_secrets
@@ -343,8 +344,16 @@ def build_server(
     async def capacity_plan(
         stack: Stack,
         requests_per_second: Annotated[
-            float, Field(gt=0, le=1e6, description="Request rate one instance serves")
-        ] = 1.0,
+            float | None,
+            Field(
+                ge=MIN_REQUESTS_PER_SECOND,
+                le=MAX_REQUESTS_PER_SECOND,
+                description="Requests/s offered to the whole endpoint (all replicas), as "
+                "`gemma4 plan -r`: the replicas the SLO needs are planned for it and the cost "
+                "per million requests is each replica's share (default: the stack's "
+                "sloMinRequestsPerSecond, else 1)",
+            ),
+        ] = None,
         what_if_key: Annotated[
             str | None,
             Field(description="A stack config key to change (camelCase, e.g. maxModelLen)"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import os
 import re
 import shlex
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
+from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from .google_apis import GoogleApiError, GoogleApis
@@ -646,12 +648,18 @@ class Tools:
     def plan(
         self,
         stack: str,
-        requests_per_second: float,
+        requests_per_second: float | None,
         what_if_key: str | None,
         what_if_value: str | int | float | bool | list[str | int | float] | None,
     ) -> PlanResult:
-        if not requests_per_second > 0:
-            raise ToolFailure(f"requests_per_second must be positive, got {requests_per_second}")
+        if requests_per_second is not None and not (
+            math.isfinite(requests_per_second)
+            and MIN_REQUESTS_PER_SECOND <= requests_per_second <= MAX_REQUESTS_PER_SECOND
+        ):
+            raise ToolFailure(
+                f"requests_per_second must be a number from {MIN_REQUESTS_PER_SECOND:g} to "
+                f"{MAX_REQUESTS_PER_SECOND:g}, got {requests_per_second}"
+            )
         settings = self._settings(stack)
         try:
             base = d.plan_report(stack, settings, requests_per_second)

@@ -37,6 +37,7 @@ __all__ = [
     "AutoscalingBounds",
     "autoscaling_bounds",
     "benchmark_grid",
+    "capacity_replica_rate",
     "device_for",
     "model_for_settings",
     "planned_replica_rate",
@@ -181,6 +182,17 @@ def planned_replica_rate(
     if best <= 0:
         return 0.0
     return best * (1 - headroom) / (1 + model.band)
+
+
+def capacity_replica_rate(
+    model: StepModel, workload: Workload, headroom: float = HEADROOM
+) -> float:
+    """Requests/s one replica is planned to serve when no latency SLO is set: ``(1 -
+    headroom)`` of the most it sustains with every sequence slot busy, on the band's slow
+    side. Past its capacity a replica's queue grows without bound."""
+    if not 0 <= headroom < 1:
+        raise ValueError("headroom must be in [0, 1)")
+    return model.capacity_rps(workload) * (1 - headroom) / (1 + model.band)
 
 
 def autoscaling_bounds(

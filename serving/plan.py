@@ -36,11 +36,13 @@ from serving.plan_perf import (
     build_calibrate_parser,
     build_search_parser,
     calibrate_main,
+    offered_load,
     perf_table,
     performance,
     replica_plan,
     replica_table,
     search_main,
+    serving_replicas,
     validated_tokens,
     workload_for,
 )
@@ -143,21 +145,21 @@ def plan_settings(settings: Settings) -> MemoryPlan:
 def report(
     stack: str,
     settings: Settings,
-    requests_per_second: float,
+    requests_per_second: float | None = None,
     workload: Workload | None = None,
-    rate: float | None = None,
+    *,
+    flag: str = "--requests-per-second",
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
-    performance is for ``workload`` (default: the stack's benchmark request shape). The
-    replica plan is for ``rate`` req/s to the whole stack (default: the stack's
-    sloMinRequestsPerSecond, else 1 req/s, said so)."""
+    performance is for ``workload`` (default: the stack's benchmark request shape).
+    ``requests_per_second`` is the load offered to the whole endpoint (default: the stack's
+    sloMinRequestsPerSecond, else 1 req/s, said so; ``flag`` names where a given one came
+    from): the replica plan sizes the replicas for it, and the cost per million requests is
+    each replica's share (rate / replicas) on one replica's price."""
     plan = plan_settings(settings)
-    if rate is not None:
-        rate_source = "--rate"
-    elif settings.slo.slo_min_requests_per_second:
-        rate, rate_source = settings.slo.slo_min_requests_per_second, "sloMinRequestsPerSecond"
-    else:
-        rate, rate_source = 1.0, "assumed; set sloMinRequestsPerSecond or --rate"
+    rate, rate_source = offered_load(settings, requests_per_second, flag)
+    replicas = replica_plan(settings, rate, rate_source, workload)
+    count, count_source = serving_replicas(settings, replicas)
     hw = settings.profile
     # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
     # replica's node.
@@ -213,13 +215,17 @@ def report(
         ),
         "billing": settings.billing,
         "price_source": f"{settings.price.source} ({settings.price.as_of})",
-        "requests_per_second": requests_per_second,
+        "requests_per_second": rate,
+        "requests_per_second_source": rate_source,
+        "serving_replicas": count,
+        "serving_replicas_source": count_source,
+        "requests_per_second_per_replica": rate / count,
         "usd_per_million_requests": cost_per_million_requests(
-            settings.price.usd_per_hour, requests_per_second
+            settings.price.usd_per_hour, rate / count
         ),
         "runtime_profile": plan.profile.label,
         "performance": performance(settings, workload),
-        "replicas": replica_plan(settings, rate, rate_source, workload),
+        "replicas": replicas,
     }
 
 
@@ -297,7 +303,9 @@ def table(r: dict[str, Any]) -> Table:
         (
             "cost per million requests",
             f"${r['usd_per_million_requests']:,.2f}",
-            f"one instance at {r['requests_per_second']:g} req/s",
+            f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']}) over "
+            f"{r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
+            f"{r['requests_per_second_per_replica']:.3g} req/s each",
         ),
     ]
     for row in rows:
@@ -331,19 +339,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r",
         "--requests-per-second",
-        type=bounded_number(
-            "--requests-per-second", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
-        ),
-        default=1.0,
-        help="average request rate one instance serves, for the cost per million requests "
-        "(default: 1)",
-    )
-    parser.add_argument(
         "--rate",
-        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        dest="rate",
+        type=bounded_number(
+            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         default=None,
-        help="requests/s the whole stack must serve, for the replicas its SLO needs (default: "
-        "the stack's sloMinRequestsPerSecond, else 1)",
+        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
+        "`gemma4 preview -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
+        "needs are planned for it, and each replica's share (rate / replicas) gives the cost "
+        "per million requests (default: the stack's sloMinRequestsPerSecond, else 1)",
     )
     parser.add_argument(
         "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
@@ -397,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = options.project_dir if options.stack_file is None else None
         settings = load_stack_file_settings(path, root)
         workload = workload_for(settings, prompt, output)
-        result = report(stack, settings, options.requests_per_second, workload, options.rate)
+        result = report(stack, settings, options.rate, workload)
     except (ValueError, PlanError, ProjectError) as exc:
         print(f"gemma4 plan: error: {exc}", file=sys.stderr)
         return 2

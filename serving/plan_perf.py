@@ -25,6 +25,7 @@ from serving.perf_stack import (
     HEADROOM,
     autoscaling_bounds,
     benchmark_grid,
+    capacity_replica_rate,
     model_for_settings,
     planned_replica_rate,
     vllm_release,
@@ -228,6 +229,33 @@ def slo_for(settings: Settings) -> Slo | None:
     return Slo(ttft_ms=s.slo_p95_ttft_ms, e2e_ms=s.slo_p95_e2e_ms)
 
 
+def offered_load(settings: Settings, rate: float | None, flag: str) -> tuple[float, str]:
+    """The requests/s offered to the whole endpoint (every replica together) and where the
+    figure comes from: the command's `flag`, else the stack's sloMinRequestsPerSecond, else 1
+    (said so). Every command that takes a rate means this one figure."""
+    if rate is not None:
+        return rate, flag
+    if settings.slo.slo_min_requests_per_second:
+        return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
+    return 1.0, f"assumed; set sloMinRequestsPerSecond or {flag}"
+
+
+def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int, str]:
+    """How many replicas the offered load is spread over: the replica plan's count for the
+    stack's SLO (:func:`replica_plan`), held within the stack's bounds (the autoscaler cannot
+    go past them); sized on capacity when no latency SLO is set; the stack's fewest (at least
+    1) when no replica can meet the SLO."""
+    low, high = settings.replica_bounds
+    need = plan.get("replicas_needed")
+    if need:
+        count = max(1, low, min(need, high))
+        basis = "the SLO" if plan.get("slo") else "capacity"
+        if need > high:
+            return count, f"{basis} needs {need}, the stack runs at most {high}"
+        return count, "planned for the SLO" if plan.get("slo") else "planned below capacity"
+    return max(1, low), "no replica can meet the SLO: the stack's fewest, at least 1"
+
+
 def replica_plan(
     settings: Settings, rate: float, rate_source: str, workload: Workload | None = None
 ) -> dict[str, Any]:
@@ -255,12 +283,25 @@ def replica_plan(
     }
     slo = slo_for(settings)
     if slo is None:
-        return {**out, "slo": None, "verdict": "no latency SLO set (sloP95TtftMs, sloP95E2EMs)"}
-    try:
-        bounds = autoscaling_bounds(model, w, slo, base_rate=0.0, peak_rate=rate)
-    except ValueError as exc:
-        return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
-    need = bounds.max_replicas
+        # No latency SLO: each replica is planned below its capacity (the same headroom), so
+        # the count still says what the load needs to be served at all.
+        per_replica = capacity_replica_rate(model, w)
+        need = max(1, math.ceil(rate / per_replica))
+        sized = {
+            "per_replica_rps": per_replica,
+            "sized_on": f"capacity ({HEADROOM * 100:g} % headroom): no latency SLO set "
+            "(sloP95TtftMs, sloP95E2EMs)",
+        }
+        slo_text = None
+    else:
+        try:
+            bounds = autoscaling_bounds(model, w, slo, base_rate=0.0, peak_rate=rate)
+        except ValueError as exc:
+            return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
+        need, per_replica = bounds.max_replicas, bounds.per_replica_rps
+        sized = {**bounds.as_dict(), "sized_on": "the SLO"}
+        slo_text = slo.describe()
+    within = "within the SLO" if slo is not None else "below capacity"
     if need > high:
         key, most = _replica_key(settings)
         raise_it = (
@@ -268,20 +309,22 @@ def replica_plan(
             if need <= most
             else f"{key} allows at most {most}: split the traffic over more stacks"
         )
+        missed = "the SLO missed" if slo is not None else "queues to grow"
         verdict = (
             f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): "
-            f"{raise_it}, or expect the SLO missed above "
-            f"{high * bounds.per_replica_rps:.2f} req/s"
+            f"{raise_it}, or expect {missed} above {high * per_replica:.2f} req/s"
         )
     else:
-        verdict = f"{need} of at most {high} replicas serve {rate:g} req/s within the SLO"
+        verdict = f"{need} of at most {high} replicas serve {rate:g} req/s {within}"
+    if slo is None:
+        verdict += "; no latency SLO set (sloP95TtftMs, sloP95E2EMs)"
     return {
         **out,
-        **bounds.as_dict(),
-        "slo": slo.describe(),
+        **sized,
+        "slo": slo_text,
         "replicas_needed": need,
         "within_bounds": need <= high,
-        "rps_at_max_replicas": high * bounds.per_replica_rps,
+        "rps_at_max_replicas": high * per_replica,
         "verdict": verdict,
     }
 
@@ -314,18 +357,19 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
     t.add_column("how")
     rows: list[tuple[str, str, str]] = [("SLO (on predicted means)", r["slo"] or "-", "")]
     if r.get("per_replica_rps") is not None:
+        on_slo = r["slo"] is not None
         rows += [
             (
-                "one replica within the SLO",
+                "one replica within the SLO" if on_slo else "one replica below capacity",
                 f"{r['per_replica_rps']:,.2f} req/s",
-                f"largest rate meeting it x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) "
-                "/ (1 + band)",
+                f"{'largest rate meeting it' if on_slo else 'its capacity (every slot busy)'} "
+                f"x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band)",
             ),
             ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
             (
                 f"most replicas ({r['stack_max_replicas']}) serve",
                 f"{r['rps_at_max_replicas']:,.2f} req/s",
-                "within the SLO",
+                "within the SLO" if on_slo else "below capacity",
             ),
         ]
     unpriced = f"; not priced: {', '.join(r['unpriced'])}" if r["unpriced"] else ""

@@ -446,7 +446,8 @@ def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
         assert plan["replicas"]["requests_per_second"] == r
         assert n == min(plan["replicas"]["replicas_needed"], plan["replicas"]["stack_max_replicas"])
         assert cost["requests_per_second_per_replica"] == pytest.approx(r / n)
-        assert plan["requests_per_second"] == pytest.approx(r / n)
+        assert plan["requests_per_second"] == r and plan["serving_replicas"] == n
+        assert plan["requests_per_second_per_replica"] == pytest.approx(r / n)
         assert at_rate["requests_per_second"] == pytest.approx(r / n)
         assert at_rate["stack_requests_per_second"] == r and at_rate["replicas"] == n
         assert at_rate["ttft_ms"] == pytest.approx(model.at_rate(r / n, w).ttft_s * 1000)

@@ -86,7 +86,7 @@ def test_requests_per_second_is_bounded_in_plan_and_preview(
             main(["-s", "l4", f"--requests-per-second={value}"])
         assert exited.value.code == 2
         err = capsys.readouterr().err
-        assert "--requests-per-second must be a number from 0.001 to 100000" in err
+        assert "-r/--requests-per-second/--rate must be a number from 0.001 to 100000" in err
         assert "Traceback" not in err
 
 

@@ -36,6 +36,10 @@ def test_l4_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert r["kv_bytes_per_token_past_window"] == 8 * 2 * 512
     assert r["fits"] and r["full_length_sequences"] > 4
     assert r["decode_ceiling_tokens_per_s"] == pytest.approx(300e9 / int(8.28 * 2**30))
+    # 20 req/s is offered to the whole endpoint; each replica serves its share.
+    assert r["requests_per_second"] == 20
+    assert r["serving_replicas"] == 1  # the stack runs at most one instance
+    assert "the SLO needs" in r["serving_replicas_source"]
     assert r["usd_per_million_requests"] == pytest.approx(r["usd_per_hour"] / (20 * 3600) * 1e6)
 
 
@@ -86,7 +90,7 @@ def test_errors_name_what_to_fix(capsys: pytest.CaptureFixture[str], tmp_path: P
             run(capsys, "-s", "l4", "-r", bad)
         err = capsys.readouterr().err
         assert exited.value.code == 2, bad
-        assert "--requests-per-second must be a number from 0.001" in err, bad
+        assert "-r/--requests-per-second/--rate must be a number from 0.001" in err, bad
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  gemma4-vllm:hardware: h100\n")
     code, _, err = run(capsys, "-s", "x", "--root", str(tmp_path))

@@ -71,7 +71,7 @@ def test_a_rate_above_max_replicas_says_which_bound_to_raise(
     code, out, _ = run(capsys, "-s", "gke-l4", "--rate", "5", "--json")
     assert code == 0  # the plan's exit status is about fitting, not about the rate
     r = json.loads(out)["replicas"]
-    assert r["requests_per_second_source"] == "--rate"
+    assert r["requests_per_second_source"] == "--requests-per-second"
     assert r["replicas_needed"] > 4 and r["within_bounds"] is False
     assert f"raise maxReplicas to {r['replicas_needed']}" in r["verdict"]
     code, out, _ = run(capsys, "-s", "l4", "--rate", "5", "--json")
@@ -91,10 +91,10 @@ def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
     from serving.plan import raw_stack_settings, report
 
     raw = {**raw_stack_settings("gke-l4"), "sloMinRequestsPerSecond": 2.5}
-    r = report("gke-l4", load_settings(raw), 1.0)["replicas"]
+    r = report("gke-l4", load_settings(raw))["replicas"]
     assert (r["requests_per_second"], r["requests_per_second_source"]) == (
         2.5,
-        "sloMinRequestsPerSecond",
+        "the stack's sloMinRequestsPerSecond",
     )
 
 
@@ -113,7 +113,7 @@ def test_a_bad_rate_is_refused_naming_the_option(
     with pytest.raises(SystemExit) as exc:
         main(["-s", "gke-l4", "--rate", value])
     assert exc.value.code == 2
-    assert "--rate" in capsys.readouterr().err
+    assert "-r/--requests-per-second/--rate must be a number" in capsys.readouterr().err
 
 
 # --- the post-deploy benchmark's grid, derived from the model -------------------------------
@@ -212,3 +212,56 @@ def test_an_l4_replica_queues_less_than_a_v6e_chip() -> None:
     l4 = load_stack_settings("gke-l4").scale_up_waiting_requests
     v6e = load_stack_settings("gke-tpu-v6e").scale_up_waiting_requests
     assert l4 < v6e  # the L4's full replica serves ~1 req/s, the chip's ~17
+
+
+@pytest.mark.parametrize("stack", ["l4", "rtx6000", "tpu-v6e1", "gke-l4", "gke-tpu-v6e"])
+def test_plan_and_preview_mean_one_rate(capsys: pytest.CaptureFixture[str], stack: str) -> None:
+    """`-r`, `--requests-per-second` and `--rate` are one figure in `gemma4 plan` and
+    `gemma4 preview`: the load offered to the whole endpoint, giving the same replicas and the
+    same cost per million requests in both."""
+    from gemma4 import preview
+
+    outputs = []
+    for flag in ("-r", "--requests-per-second", "--rate"):
+        code, out, err = run(capsys, "-s", stack, flag, "3", "--json")
+        assert code == 0, err
+        outputs.append(json.loads(out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    planned = outputs[0]
+    assert planned["requests_per_second"] == 3
+    n = planned["serving_replicas"]
+    low, high = load_stack_settings(stack).replica_bounds
+    assert max(1, low) <= n <= max(1, high)
+    assert planned["requests_per_second_per_replica"] == pytest.approx(3 / n)
+    assert planned["usd_per_million_requests"] == pytest.approx(
+        planned["usd_per_hour"] * n / (3 * 3600) * 1e6
+    )
+    assert preview.main(["-s", stack, "--rate", "3", "--json"]) == 0
+    previewed = json.loads(capsys.readouterr().out)
+    assert previewed["cost"]["replicas"] == n
+    assert previewed["cost"]["usd_per_million_requests"] == pytest.approx(
+        planned["usd_per_million_requests"]
+    )
+    assert previewed["plan"]["replicas"] == planned["replicas"]
+
+
+def test_without_a_latency_slo_replicas_are_sized_below_capacity() -> None:
+    """No sloP95TtftMs / sloP95E2EMs: the replica count still says what the load needs to be
+    served at all (each replica below its capacity by the same headroom)."""
+    from serving.perf_stack import HEADROOM
+    from serving.plan import raw_stack_settings, report
+
+    raw = {**raw_stack_settings("gke-l4"), "sloP95TtftMs": None, "sloP95E2EMs": None}
+    settings = load_settings(raw)
+    assert settings.slo.slo_p95_ttft_ms is None and settings.slo.slo_p95_e2e_ms is None
+    model, _ = model_for_settings(settings)
+    capacity = model.capacity_rps(workload_for(settings, None, None))
+    rate = 2 * capacity
+    r = report("gke-l4", settings, rate)
+    plan = r["replicas"]
+    assert plan["slo"] is None and "no latency SLO set" in plan["verdict"]
+    per = plan["per_replica_rps"]
+    assert per == pytest.approx(capacity * (1 - HEADROOM) / (1 + model.band))
+    assert plan["replicas_needed"] == math.ceil(rate / per) > 2
+    assert r["serving_replicas"] == min(plan["replicas_needed"], plan["stack_max_replicas"])
+    assert r["serving_replicas_source"] == "planned below capacity"

@@ -317,6 +317,17 @@ def test_capacity_plan_and_cost(client: McpClient) -> None:
     assert plan["fits"] is True
     assert plan["plan"]["max_model_len"] == 32768
     assert plan["plan"]["usd_per_million_requests"] > 0
+    # The rate is the whole endpoint's, as `gemma4 plan -r`: the same figures.
+    from serving.plan import load_stack_settings, report
+
+    local = report("l4", load_stack_settings("l4"), 20)
+    assert plan["plan"]["serving_replicas"] == local["serving_replicas"]
+    assert plan["plan"]["usd_per_million_requests"] == local["usd_per_million_requests"]
+    default = client.ok("capacity_plan", {"stack": "l4"})["plan"]
+    assert (
+        default["requests_per_second_source"]
+        == report("l4", load_stack_settings("l4"))["requests_per_second_source"]
+    )
 
 
 def test_capacity_plan_what_if_list_value(client: McpClient) -> None:
