@@ -320,7 +320,6 @@ CODE_OPTIONS: dict[str, str] = {
     "worker-cls": "imports a worker class",
     "logits-processors": "imports logits processors",
     "lora-modules": "serves LoRA adapters the catalogue does not know",
-    "enable-lora": "serves LoRA adapters the catalogue does not know",
     "hf-config-path": "reads the model's config from another path",
     "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
@@ -622,6 +621,7 @@ REFUSED_OPTIONS: dict[str, str] = {
     "data-parallel-rank": "runs one rank of a data-parallel group started elsewhere",
     "data-parallel-start-rank": "runs part of a data-parallel group started elsewhere",
     "enable-elastic-ep": "lets the data-parallel group be rescaled at run time",
+    "enable-lora": "serves LoRA adapters the catalogue does not know",
 }
 #: Numbers judged by the reader: a whole number within (lowest, highest). The device count
 #: the parallel sizes multiply to is judged against the resource's accelerators
@@ -757,9 +757,10 @@ def parse_serve_args(
             )
     for name, why in REFUSED_OPTIONS.items():
         if name in options and options[name] not in (False, None):
+            negation = f", or --no-{name}" if f"--no-{name}" in OPTIONS else ""
             problems.append(
-                f"--{name}: it {why}; remove it (docs/reader-grammar.md lists how each vLLM "
-                "option is decided)"
+                f"--{name}: it {why}; remove it (accepted: leaving it out{negation}; "
+                "docs/reader-grammar.md lists how each vLLM option is decided)"
             )
     for name, (lowest, highest) in INT_OPTIONS.items():
         if name in options:

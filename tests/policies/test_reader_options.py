@@ -530,7 +530,13 @@ def test_every_shipped_image_option_is_decided_or_refused_as_unknown(snapshot: A
 )
 def test_flags_that_change_what_is_served_or_kept_are_refused(option: str, named: str) -> None:
     message = refused(f"{GOOD} {option}")
-    assert named in message and "remove it" in message
+    assert named in message and "remove it (accepted: leaving it out" in message
+
+
+def test_a_refused_flag_names_its_negation_where_vllm_has_one() -> None:
+    assert "or --no-enable-log-requests;" in refused(f"{GOOD} --enable-log-requests")
+    message = refused(f"{GOOD} --disable-log-stats")
+    assert "accepted: leaving it out;" in message and "--no-disable-log-stats" not in message
 
 
 @pytest.mark.parametrize(
