@@ -93,7 +93,13 @@ def plan_server(
     batched = server.int_value("max-num-batched-tokens")
     tensor_parallel = server.int_value("tensor-parallel-size")
     first_utilization = server.float_value("gpu-memory-utilization")
-    if batched is None or tensor_parallel is None or first_utilization is None:
+    kv_cache_dtype = server.value("kv-cache-dtype")
+    if (
+        batched is None
+        or tensor_parallel is None
+        or first_utilization is None
+        or not isinstance(kv_cache_dtype, str)
+    ):
         return None  # vLLM's value is not known here (see validate_gpu_memory_budget)
 
     def plan(utilization: float) -> MemoryPlan:
@@ -105,7 +111,7 @@ def plan_server(
             utilization=utilization,
             max_model_len=max_len,
             max_num_batched_tokens=batched,
-            kv_cache_dtype=str(server.value("kv-cache-dtype")),
+            kv_cache_dtype=kv_cache_dtype,
             tensor_parallel=tensor_parallel,
             profile=profile,
         )

@@ -22,7 +22,14 @@ from policies.mtp_max_num_seqs import mtp_max_num_seqs
 from serving.vllm_argv import SNAPSHOT
 from serving.vllm_contract import DATA
 from serving.vllm_defaults import parser_default
-from tests.policies._fixtures import SERVICE, edit_args, service, violations, with_mtp
+from tests.policies._fixtures import (
+    SERVICE,
+    container,
+    edit_args,
+    service,
+    violations,
+    with_mtp,
+)
 from tests.policies.test_reader_grammar import TPU_SCRIPT, TPU_VM, tpu_vm
 
 START_UP = ("max-num-batched-tokens", "max-num-seqs")
@@ -128,3 +135,12 @@ def test_on_a_tpu_the_start_up_values_are_unknown_and_the_budget_fails_closed() 
     assert "leaves --max-num-batched-tokens to vLLM" in message and "v6e-1" in message
     given = TPU_SCRIPT.replace("--port=8000", "--port=8000 --max-num-batched-tokens=1024")
     assert violations(gpu_memory_budget, TPU_VM, tpu_vm(given)) == []
+
+
+def test_a_release_without_a_snapshot_leaves_the_budget_uncounted_not_crashed() -> None:
+    props = edit_args(service("rtx6000"), drop=("kv-cache-dtype",))
+    container(props)["image"] = "docker.io/vllm/vllm-openai:v0.26.0"
+    server = _server(props)
+    assert server.value("kv-cache-dtype") is None
+    assert plan_server(server) is None
+    assert violations(gpu_memory_budget, SERVICE, props) == []
