@@ -478,6 +478,7 @@ HARMLESS_OPTIONS: dict[str, str] = {
     "enable-auto-tool-choice": "tool calls parsed by a built-in parser (vLLM refuses it "
     "without --tool-call-parser)",
     "enable-bf16x3-router-gemm": "mixture-of-experts models only",
+    "calculate-kv-scales": "fp8 KV cache scales computed at run time (precision only)",
     "enable-cumem-allocator": "how device memory is allocated",
     "enable-dbo": "micro-batch overlap",
     "enable-ep-weight-filter": "mixture-of-experts models only",
@@ -613,8 +614,6 @@ REFUSED_OPTIONS: dict[str, str] = {
     "context, which the memory and context policies do not count",
     "skip-mm-profiling": "sizes the KV cache without the vision encoder's peak memory, which "
     "the memory policy counts",
-    "calculate-kv-scales": "computes fp8 KV scales from the first batch instead of the "
-    "checkpoint's",
     "data-parallel-external-lb": "expects an external load balancer in front of one API "
     "server per data-parallel rank",
     "data-parallel-hybrid-lb": "expects an external load balancer across nodes",
