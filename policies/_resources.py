@@ -23,6 +23,7 @@ from serving.checkpoints import Checkpoint
 from serving.hardware import HARDWARE, HardwareProfile, Platform
 from serving.models import ModelCard
 from serving.vllm_argv import AUTO_LENGTHS, human_int
+from serving.vllm_defaults import START_UP_OPTIONS, parser_default, start_up_batch_defaults
 
 
 def read_field(mapping: Any, key: str) -> tuple[Any, bool]:
@@ -50,15 +51,6 @@ FIREWALL = "gcp:compute/firewall:Firewall"
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
-
-#: What vLLM uses when an option is not given (the refusal messages quote 2048 batched tokens).
-VLLM_DEFAULTS: dict[str, Any] = {
-    "gpu-memory-utilization": 0.9,
-    "max-num-batched-tokens": 2048,
-    "max-num-seqs": 256,
-    "kv-cache-dtype": "auto",
-    "dtype": "auto",
-}
 
 
 def get(value: Any, *path: str | int) -> Any:
@@ -292,10 +284,29 @@ class VllmServer:
         return self.resource_type in CLOUD_RUN_WORKLOADS
 
     def value(self, option: str) -> Any:
-        """The option as given, else vLLM's default (None when vLLM has none here)."""
+        """The option as given, else vLLM's default (:meth:`default`)."""
         if option in self.args:
             return self.args[option]
-        return VLLM_DEFAULTS.get(option)
+        return self.default(option)
+
+    def default(self, option: str) -> Any:
+        """What vLLM uses when the option is left out (serving.vllm_defaults): its parser's
+        default in the image's release, or for `--max-num-batched-tokens` and
+        `--max-num-seqs` the value vLLM decides at start-up on this hardware; None where
+        vLLM has none or it cannot be known here."""
+        if option in START_UP_OPTIONS:
+            length, bad = self.max_model_len()
+            card = self.card
+            if bad is not None or card is None or card.architecture is None:
+                return None
+            batched, seqs = start_up_batch_defaults(
+                self.hardware,
+                self.args,
+                max_model_len=length or card.architecture.max_context,
+                max_tokens_per_mm_item=card.max_tokens_per_mm_item,
+            )
+            return batched if option == "max-num-batched-tokens" else seqs
+        return parser_default(option, self.image)
 
     def int_value(self, option: str) -> int | None:
         """An integer option, read as vLLM reads it (`32k`, `32K`)."""

@@ -50,6 +50,7 @@ from serving.vllm_argv import (
     UNKNOWN,
     Launch,
     ReadError,
+    device_count,
     find_launches,
     is_vllm_image,
     mentions_vllm,
@@ -756,6 +757,16 @@ def read_workload(workload: Workload) -> Reading:
                 "capability of the host, which only a TPU VM's container needs (to reach the "
                 f"TPU chips); this {workload.accelerator or 'machine'} does not: drop "
                 "--privileged (GPUs: --gpus)"
+            )
+        devices = device_count(parsed.options)
+        available = hardware.accelerator_count if hardware is not None else 1
+        if devices is not None and devices > available:
+            reading.problems.append(
+                f"{where}: it asks for {devices} devices (--tensor-parallel-size x "
+                "--pipeline-parallel-size x --prefill-context-parallel-size x the local "
+                f"--data-parallel-size), more than the {available} "
+                f"{workload.accelerator or 'accelerator'} the resource has (accepted: a "
+                f"product of {available} or less)"
             )
         names = set(launch.env_names) | set(outer_env)
         for problem in env_problems(names):

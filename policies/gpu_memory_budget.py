@@ -90,6 +90,17 @@ def plan_server(
     if bad is not None:
         return None
     max_len = length or card.architecture.max_context
+    batched = server.int_value("max-num-batched-tokens")
+    tensor_parallel = server.int_value("tensor-parallel-size")
+    first_utilization = server.float_value("gpu-memory-utilization")
+    kv_cache_dtype = server.value("kv-cache-dtype")
+    if (
+        batched is None
+        or tensor_parallel is None
+        or first_utilization is None
+        or not isinstance(kv_cache_dtype, str)
+    ):
+        return None  # vLLM's value is not known here (see validate_gpu_memory_budget)
 
     def plan(utilization: float) -> MemoryPlan:
         return plan_memory(
@@ -99,13 +110,13 @@ def plan_server(
             device_bytes=device_bytes,
             utilization=utilization,
             max_model_len=max_len,
-            max_num_batched_tokens=server.int_value("max-num-batched-tokens") or 2048,
-            kv_cache_dtype=str(server.value("kv-cache-dtype")),
-            tensor_parallel=server.int_value("tensor-parallel-size") or 1,
+            max_num_batched_tokens=batched,
+            kv_cache_dtype=kv_cache_dtype,
+            tensor_parallel=tensor_parallel,
             profile=profile,
         )
 
-    first = plan(server.float_value("gpu-memory-utilization") or 0.9)
+    first = plan(first_utilization)
     kv_bytes = server.int_value("kv-cache-memory-bytes")
     if kv_bytes is None:
         return first
@@ -132,6 +143,21 @@ def validate_gpu_memory_budget(
         server_profile = (
             replace(profile, cuda_graph_bytes=0, label=TPU_PROFILE.label) if on_tpu else profile
         )
+        if (
+            server.card is not None
+            and server.card.architecture is not None
+            and server.int_value("max-num-batched-tokens") is None
+            and "max-num-batched-tokens" not in server.args
+        ):
+            report_violation(
+                f"{args.name}: {server.where} leaves --max-num-batched-tokens to vLLM, which "
+                f"decides it at start-up on {server.accelerator} from what the platform "
+                "reports (vLLM 0.27.1's get_batch_defaults; on a TPU the tpu_inference plugin "
+                "names the chip), so the activation memory cannot be counted here. Give "
+                "--max-num-batched-tokens (stack config key 'maxNumBatchedTokens').",
+                None,
+            )
+            continue
         plan = plan_server(server, server_profile, unknown_drafter)
         kv_bytes = server.int_value("kv-cache-memory-bytes")
         if plan is not None and kv_bytes is not None:

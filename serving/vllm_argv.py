@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from serving.memory import KV_DTYPE_BYTES
 from serving.shell_words import GLOB_CHARS, Command, Part, ShellError, Word, lex
 
 #: vLLM's own `vllm serve` parser, captured from vLLM 0.27.1 (`serving/data/`): every option
@@ -319,7 +320,6 @@ CODE_OPTIONS: dict[str, str] = {
     "worker-cls": "imports a worker class",
     "logits-processors": "imports logits processors",
     "lora-modules": "serves LoRA adapters the catalogue does not know",
-    "enable-lora": "serves LoRA adapters the catalogue does not know",
     "hf-config-path": "reads the model's config from another path",
     "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
@@ -384,6 +384,10 @@ CHOICE_OPTIONS: dict[str, frozenset[str]] = {
     "safetensors-load-strategy": frozenset({"eager", "lazy", "prefetch"}),
     "runner": frozenset({"auto", "generate"}),
     "convert": frozenset({"auto", "none"}),
+    # the memory policy counts these KV cache element sizes (serving.memory.KV_DTYPE_BYTES)
+    "kv-cache-dtype": frozenset({"auto", *KV_DTYPE_BYTES}),
+    # `lmcache` loads LMCache, which reads its own configuration (remote backends included)
+    "kv-offloading-backend": frozenset({"native"}),
 }
 #: Options judged against the served checkpoint (policies._server, the memory policy):
 #: the model and its revision, the drafter, the file-reading options that may only name the
@@ -460,6 +464,189 @@ HARMLESS_OPTIONS: dict[str, str] = {
     "reasoning-parser": "a built-in parser (vLLM refuses other names)",
     "tool-call-parser": "a built-in parser (vLLM refuses other names)",
     "ssl-ciphers": "only read with --ssl-certfile, which is refused",
+    # flags (vLLM 0.27.1's help and config docstrings say what each does)
+    "aggregate-engine-logging": "logging",
+    "allow-deprecated-quantization": "only matters with --quantization, which is judged",
+    "async-scheduling": "scheduler overlap",
+    "cohere-is-reasoning-model": "one model family",
+    "cudagraph-metrics": "metrics",
+    "disable-cascade-attn": "a kernel choice",
+    "disable-custom-all-reduce": "a collective kernel choice",
+    "disable-fastapi-docs": "hides the API docs pages",
+    "disable-nccl-for-dp-synchronization": "data-parallel synchronisation",
+    "disable-uvicorn-access-log": "logging",
+    "enable-auto-tool-choice": "tool calls parsed by a built-in parser (vLLM refuses it "
+    "without --tool-call-parser)",
+    "enable-bf16x3-router-gemm": "mixture-of-experts models only",
+    "calculate-kv-scales": "fp8 KV cache scales computed at run time (precision only)",
+    "enable-cumem-allocator": "how device memory is allocated",
+    "enable-dbo": "micro-batch overlap",
+    "enable-ep-weight-filter": "mixture-of-experts models only",
+    "enable-eplb": "mixture-of-experts models only",
+    "enable-expert-parallel": "mixture-of-experts models only",
+    "enable-fault-tolerance": "engine recovery",
+    "enable-flash-late-interaction": "pooling models only (--runner is judged)",
+    "enable-flashinfer-autotune": "kernel tuning at start-up",
+    "enable-force-include-usage": "adds token usage to every response",
+    "enable-layerwise-nvtx-tracing": "profiler markers",
+    "enable-log-deltas": "only read with --enable-log-outputs, which is refused",
+    "enable-logging-iteration-details": "logging of step sizes",
+    "enable-mamba-cache-stochastic-rounding": "mamba models only",
+    "enable-mfu-metrics": "metrics",
+    "enable-mixed-moe-lora-format": "only read with --enable-lora, which is refused",
+    "enable-moe-shared-loras": "only read with --enable-lora, which is refused",
+    "enable-offline-docs": "serves the API docs without a CDN",
+    "enable-per-request-metrics": "metrics",
+    "enable-prefix-caching": "reuses KV blocks within the same KV cache",
+    "enable-prompt-tokens-details": "adds cached-token counts to usage",
+    "enable-request-id-headers": "adds a request id header to responses",
+    "enable-return-routed-experts": "mixture-of-experts models only",
+    "enable-server-load-tracking": "counts requests in flight",
+    "enable-ssl-refresh": "only read with --ssl-certfile, which is refused",
+    "enable-tokenizer-info-endpoint": "serves the checkpoint's own tokenizer configuration",
+    "enable-tower-connector-lora": "only read with --enable-lora, which is refused",
+    "enforce-eager": "captures no CUDA graphs, which uses less memory than the memory "
+    "policy counts",
+    "exclude-tools-when-tool-choice-none": "prompt rendering of tools",
+    "fail-on-environ-validation": "start-up checks of VLLM_* variables",
+    "fully-sharded-loras": "only read with --enable-lora, which is refused",
+    "interleave-mm-strings": "prompt rendering of multimodal items",
+    "jit-monitor-verbose": "logging",
+    "kv-cache-metrics": "metrics",
+    "kv-sharing-fast-prefill": "models with cross-layer KV sharing only",
+    "language-model-only": "serves text only (less memory than the memory policy counts)",
+    "log-error-stack": "logging",
+    "numa-bind": "CPU placement",
+    "ray-workers-use-nsight": "only read with the ray backend, which is refused",
+    "return-tokens-as-token-ids": "an output format",
+    "scheduler-reserve-full-isl": "a scheduler admission rule",
+    "specialize-active-lora": "only read with --enable-lora, which is refused",
+    "use-fp64-gumbel": "sampling precision",
+    "use-replayssm": "mamba models only",
+    "use-tqdm-on-load": "a progress bar",
+    # numbers and vLLM's own fixed choices (argparse refuses other values)
+    "block-size": "the KV block granularity",
+    "cpu-offload-gb": "moves weights to host memory (less device memory than counted)",
+    "cp-kv-cache-interleave-size": "context-parallel layout",
+    "cudagraph-capture-sizes": "CUDA graph batch sizes",
+    "max-cudagraph-capture-size": "CUDA graph batch sizes",
+    "data-parallel-rpc-port": "a port inside the server's own data-parallel group",
+    "data-parallel-supervisor-port": "a port inside the server's own data-parallel group",
+    "master-port": "a port inside the server's own torch.distributed group",
+    "dbo-decode-token-threshold": "micro-batch overlap",
+    "dbo-prefill-token-threshold": "micro-batch overlap",
+    "dcp-kv-cache-interleave-size": "context-parallel layout",
+    "dp-supervisor-probe-failure-threshold": "data-parallel supervision",
+    "dp-supervisor-probe-interval-s": "data-parallel supervision",
+    "dp-supervisor-probe-timeout-s": "data-parallel supervision",
+    "h11-max-header-count": "bounds request headers",
+    "h11-max-incomplete-event-size": "bounds request headers",
+    "kv-cache-metrics-sample": "metrics",
+    "long-prefill-token-threshold": "a scheduler bound",
+    "mamba-cache-philox-rounds": "mamba models only",
+    "max-logprobs": "bounds logprobs per request",
+    "max-lora-rank": "only read with --enable-lora, which is refused",
+    "max-loras": "only read with --enable-lora, which is refused",
+    "mm-encoder-fp8-scale-save-margin": "only read with a scale file, which is refused",
+    "mm-ipc-gpu-memory-gb": "multimodal tensor transfer",
+    "mm-processor-cache-gb": "host memory for processed media",
+    "mm-shm-cache-max-object-size-mb": "host memory for processed media",
+    "offload-group-size": "which layers are offloaded (memory only)",
+    "offload-num-in-group": "which layers are offloaded (memory only)",
+    "offload-prefetch-step": "offload prefetching",
+    "prefill-schedule-interval": "a scheduler interval",
+    "renderer-num-workers": "prompt rendering threads",
+    "replayssm-buffer-len": "mamba models only",
+    "safetensors-prefetch-block-size": "loading read size",
+    "safetensors-prefetch-num-threads": "loading concurrency",
+    "seed": "the sampling seed",
+    "shutdown-timeout": "how long requests may finish at shutdown",
+    "ssl-cert-reqs": "only read with --ssl-certfile, which is refused",
+    "stream-interval": "streaming granularity",
+    "ubatch-size": "micro-batch size",
+    "watermark": "a KV block admission margin",
+    "all2all-backend": "mixture-of-experts models only",
+    "chat-template-content-format": "how the checkpoint's chat template receives content",
+    "collect-detailed-traces": "only read with --otlp-traces-endpoint, which is refused",
+    "dcp-comm-backend": "context-parallel communication",
+    "expert-placement-strategy": "mixture-of-experts models only",
+    "fingerprint-mode": "a cache fingerprint",
+    "gdn-prefill-backend": "a built-in kernel",
+    "jit-monitor-mode": "logging",
+    "kda-prefill-backend": "a built-in kernel",
+    "linear-backend": "a built-in kernel",
+    "logprobs-mode": "which logprobs are returned",
+    "lora-dtype": "only read with --enable-lora, which is refused",
+    "mamba-cache-dtype": "mamba models only",
+    "mamba-cache-mode": "mamba models only",
+    "mamba-ssm-cache-dtype": "mamba models only",
+    "mamba-ssu-algorithm": "mamba models only",
+    "mm-encoder-attn-dtype": "vision encoder attention precision",
+    "mm-encoder-tp-mode": "how the vision encoder is split over devices",
+    "mm-hasher-algorithm": "a cache key hash",
+    "mm-processor-cache-type": "host memory for processed media",
+    "mm-tensor-ipc": "multimodal tensor transfer",
+    "moe-backend": "mixture-of-experts models only",
+    "offload-backend": "how offloaded layers are read",
+    "prefix-caching-hash-algo": "a cache key hash",
+    "scheduling-policy": "request order",
+    "uvicorn-log-level": "logging",
+    "video-pruning-method": "video token pruning",
+}
+#: Flags and numbers after which the server is not the one the policies judge: refused when
+#: set (a `--no-` negation, or the flag's default, is accepted).
+REFUSED_OPTIONS: dict[str, str] = {
+    "skip-tokenizer-init": "starts no tokenizer, so the server answers no text requests",
+    "tokens-only": "serves only the tokens-in/tokens-out endpoint, not the OpenAI API",
+    "mm-encoder-only": "runs only the vision encoder, so no text is generated",
+    "enable-log-requests": "logs every request's parameters (and its prompt at DEBUG), which "
+    "keeps what users send in the logs",
+    "enable-log-outputs": "logs every response's text, which keeps what users receive in the logs",
+    "disable-log-stats": "stops the engine's stat loggers, so /metrics no longer reports the "
+    "series the monitoring alerts read",
+    "enable-sleep-mode": "lets the server release its weights and KV cache at run time "
+    "(/sleep with VLLM_SERVER_DEV_MODE)",
+    "allow-credentials": "lets web pages of every allowed origin (all, by default) send "
+    "credentialed cross-origin requests",
+    "disable-hybrid-kv-cache-manager": "gives sliding-window layers a full-length KV cache, "
+    "which the memory policy does not count",
+    "disable-sliding-window": "runs sliding-window layers as full attention and caps the "
+    "context, which the memory and context policies do not count",
+    "skip-mm-profiling": "sizes the KV cache without the vision encoder's peak memory, which "
+    "the memory policy counts",
+    "data-parallel-external-lb": "expects an external load balancer in front of one API "
+    "server per data-parallel rank",
+    "data-parallel-hybrid-lb": "expects an external load balancer across nodes",
+    "data-parallel-rank": "runs one rank of a data-parallel group started elsewhere",
+    "data-parallel-start-rank": "runs part of a data-parallel group started elsewhere",
+    "enable-elastic-ep": "lets the data-parallel group be rescaled at run time",
+    "enable-lora": "serves LoRA adapters the catalogue does not know",
+}
+#: Numbers judged by the reader: a whole number within (lowest, highest). The device count
+#: the parallel sizes multiply to is judged against the resource's accelerators
+#: (policies._server).
+INT_OPTIONS: dict[str, tuple[int, int]] = {
+    "tensor-parallel-size": (1, 64),
+    "pipeline-parallel-size": (1, 64),
+    "data-parallel-size": (1, 64),
+    "data-parallel-size-local": (1, 64),
+    "prefill-context-parallel-size": (1, 64),
+    "decode-context-parallel-size": (1, 64),
+    "nnodes": (1, 1),
+    "node-rank": (0, 0),
+}
+#: Options whose value a policy judges (the reason names it).
+JUDGED_OPTIONS: dict[str, str] = {
+    "port": "the port policies and the probes",
+    "api-server-count": "the reader: 1 or more",
+    "max-model-len": "max-model-len-cap and gpu-memory-budget",
+    "max-num-batched-tokens": "gpu-memory-budget and multimodal-batched-tokens",
+    "max-num-seqs": "mtp-max-num-seqs, and vLLM's start-up default of --max-num-batched-tokens",
+    "gpu-memory-utilization": "gpu-memory-utilization-range and gpu-memory-budget",
+    "dtype": "the reader: `auto` or `bfloat16` (the memory policy counts bf16 weights)",
+    "enable-chunked-prefill": "vLLM's start-up default of --max-num-batched-tokens",
+    "performance-mode": "vLLM's start-up defaults (`throughput` doubles them)",
+    "disable-chunked-mm-input": "multimodal-batched-tokens",
 }
 #: `--speculative-config` fields the reader accounts for; every other field (the drafter's
 #: own model, load or parallel configuration objects) is refused.
@@ -567,6 +754,29 @@ def parse_serve_args(
                 f"--{name}: it {why}; remove it: the server must serve the OpenAI HTTP API on "
                 "its --port"
             )
+    for name, why in REFUSED_OPTIONS.items():
+        if name in options and options[name] not in (False, None):
+            negation = f", or --no-{name}" if f"--no-{name}" in OPTIONS else ""
+            problems.append(
+                f"--{name}: it {why}; remove it (accepted: leaving it out{negation}; "
+                "docs/reader-grammar.md lists how each vLLM option is decided)"
+            )
+    for name, (lowest, highest) in INT_OPTIONS.items():
+        if name in options:
+            number = _whole(options[name])
+            if number is None or not lowest <= number <= highest:
+                allowed = str(lowest) if lowest == highest else f"{lowest} to {highest}"
+                problems.append(
+                    f"--{name} {options[name]!r}: the policies judge one server on the "
+                    f"resource's own accelerators (accepted: a whole number, {allowed})"
+                )
+    size, local = options.get("data-parallel-size"), options.get("data-parallel-size-local")
+    if local is not None and _whole(local) != _whole(size or "1"):
+        problems.append(
+            f"--data-parallel-size-local {local!r} with --data-parallel-size {size or '1'!r}: "
+            "the server waits for data-parallel ranks started elsewhere (accepted: the local "
+            "size equal to --data-parallel-size)"
+        )
     count = options.get("api-server-count")
     if count is not None and (human_int(count) is None or (human_int(count) or 0) < 1):
         problems.append(
@@ -595,6 +805,34 @@ def parse_serve_args(
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+
+
+def _whole(value: Any) -> int | None:
+    """An `int` option as argparse's `int` reads it (`" 2"`, `"+2"`, `"0_2"`), else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def device_count(options: Mapping[str, Any]) -> int | None:
+    """The devices one server of these options uses on its node (vLLM 0.27.1: tensor x
+    pipeline x prefill-context parallel per data-parallel rank, times the local ranks);
+    None when a size is not a whole number."""
+    sizes = []
+    for name in ("tensor-parallel-size", "pipeline-parallel-size",
+                 "prefill-context-parallel-size"):  # fmt: skip
+        sizes.append(_whole(options[name]) if name in options else 1)
+    local = options.get("data-parallel-size-local", options.get("data-parallel-size"))
+    sizes.append(1 if local is None else _whole(local))
+    if any(size is None for size in sizes):
+        return None
+    total = 1
+    for size in sizes:
+        total *= size or 0
+    return total
 
 
 def _speculative_problems(raw: Any) -> list[str]:

@@ -208,10 +208,22 @@ def test_multimodal_batched_tokens_too_small() -> None:
     assert "at least 2496" in message
 
 
-def test_multimodal_batched_tokens_default() -> None:
+def test_multimodal_batched_tokens_default_is_raised_by_vllm_to_one_item() -> None:
+    """vLLM 0.27.1 raises a left-out --max-num-batched-tokens (2048 on an L4) to one whole
+    multimodal item for Gemma 4 (`_set_default_max_num_seqs_and_batched_tokens_args`)."""
     props = edit_args(service("l4"), drop=("max-num-batched-tokens",))
+    assert violations(multimodal_batched_tokens, SERVICE, props) == []
+
+
+def test_multimodal_batched_tokens_default_capped_by_seqs_times_length() -> None:
+    """...but caps it at max_num_seqs x max_model_len, below one item here."""
+    props = edit_args(
+        service("l4"),
+        set_={"max-num-seqs": "1", "max-model-len": "2048"},
+        drop=("max-num-batched-tokens",),
+    )
     (message,) = violations(multimodal_batched_tokens, SERVICE, props)
-    assert "--max-num-batched-tokens=2048 (vLLM's default)" in message
+    assert "--max-num-batched-tokens=2048 (vLLM's start-up default here)" in message
 
 
 def test_multimodal_chunked_input_allowed() -> None:

@@ -16,8 +16,11 @@ from serving.vllm_argv import (
     DOCKER_OPTIONS,
     DTYPES,
     HARMLESS_OPTIONS,
+    INT_OPTIONS,
+    JUDGED_OPTIONS,
     LOAD_FORMATS,
     NO_HTTP_OPTIONS,
+    REFUSED_OPTIONS,
     SPECULATIVE_FIELDS,
 )
 from serving.vllm_env import ALLOWED_OTHER, ALLOWED_VLLM, REFUSED_FAMILIES, REFUSED_OTHER
@@ -73,7 +76,14 @@ def test_every_decided_option_is_listed_with_its_decision() -> None:
     choices = _table("Judged by value")
     assert set(choices) == set(CHOICE_OPTIONS)
     for name, accepted in CHOICE_OPTIONS.items():
-        assert set(re.findall(r"`([a-z_]+)`", choices[name])) == accepted
+        assert set(re.findall(r"`([a-z0-9_]+)`", choices[name])) == accepted
+    refused = _table("Flags and numbers refused when set")
+    assert refused == {name: f"it {why}" for name, why in REFUSED_OPTIONS.items()}
+    ranges = _table("Whole numbers judged by the reader")
+    assert set(ranges) == set(INT_OPTIONS)
+    for name, (lowest, highest) in INT_OPTIONS.items():
+        assert ranges[name] == (str(lowest) if lowest == highest else f"{lowest} to {highest}")
+    assert set(_table("Judged by a policy or by vLLM's start-up defaults")) == set(JUDGED_OPTIONS)
     assert set(_table("Judged against the served checkpoint")) == set(CHECKPOINT_OPTIONS)
     assert set(_table("Harmless: they name nothing")) == set(HARMLESS_OPTIONS)
     fields = DOC.split("`--speculative-config` fields other than", 1)[1].split("(the", 1)[0]

@@ -25,7 +25,10 @@ from serving.vllm_argv import (
     CHOICE_OPTIONS,
     CODE_OPTIONS,
     HARMLESS_OPTIONS,
+    INT_OPTIONS,
+    JUDGED_OPTIONS,
     NO_HTTP_OPTIONS,
+    REFUSED_OPTIONS,
     SNAPSHOT,
     ReadError,
     script_launches,
@@ -43,32 +46,51 @@ from tests.policies.test_reader_grammar import (
 
 BF16 = "/mnt/models/gemma-4-12B-it"
 INSTANCE = "gcp:compute/instance:Instance"
-NUMERIC = ("int", "float", "human_readable_int", "human_readable_int_or_auto")
 
 
-def _free_text_options() -> set[str]:
-    """Options of the snapshot whose value is free text: no choices and not a number."""
-    data = json.loads(SNAPSHOT.read_text())["serve_options"]
-    return {
-        str(spec["dest"]).replace("_", "-")
-        for spec in data.values()
-        if spec["takes_value"] and not spec["choices"] and spec["type"] not in NUMERIC
-    }
+def _options(snapshot: Any) -> set[str]:
+    """Every option of a parser snapshot (canonical names), flags and numbers included."""
+    data = json.loads(snapshot.read_text())["serve_options"]
+    return {str(spec["dest"]).replace("_", "-") for spec in data.values()} - {"help"}
 
 
-def test_every_option_that_takes_text_is_decided_once() -> None:
-    decided = [
+def _decisions() -> list[set[str]]:
+    return [
         set(CODE_OPTIONS),
         set(NO_HTTP_OPTIONS),
+        set(REFUSED_OPTIONS),
         set(CHOICE_OPTIONS),
+        set(INT_OPTIONS),
         set(CHECKPOINT_OPTIONS),
+        set(JUDGED_OPTIONS),
         set(HARMLESS_OPTIONS),
     ]
-    undecided = _free_text_options() - set().union(*decided)
+
+
+def test_every_option_flag_and_number_is_decided_once() -> None:
+    decided = _decisions()
+    undecided = _options(SNAPSHOT) - set().union(*decided)
     assert undecided == set(), f"decide these vLLM options: {sorted(undecided)}"
     for index, group in enumerate(decided):
         for other in decided[index + 1 :]:
             assert group.isdisjoint(other), group & other
+
+
+def test_decisions_name_only_options_vllm_has() -> None:
+    assert set().union(*_decisions()) - _options(SNAPSHOT) == set()
+
+
+def test_an_option_a_new_snapshot_adds_is_undecided(tmp_path: Any) -> None:
+    data = json.loads(SNAPSHOT.read_text())
+    for name, spec in (("--enable-new-thing", False), ("--new-size", True)):
+        data["serve_options"][name] = {
+            **data["serve_options"]["--enforce-eager"],
+            "dest": name[2:].replace("-", "_"),
+            "takes_value": spec,
+        }
+    newer = tmp_path / "vllm-9.9.9.json"
+    newer.write_text(json.dumps(data))
+    assert _options(newer) - set().union(*_decisions()) == {"enable-new-thing", "new-size"}
 
 
 # --- files that change the prompt or the sampling defaults -------------------------------
@@ -433,17 +455,19 @@ def _gke_with(*extra: str) -> dict[str, Any]:
     "extra",
     [("--uds", "/tmp/s"), ("--headless",), ("--chat-template", "/tmp/t.jinja"),
      ("--generation-config", "/tmp/g"), ("--quantization", "fp8"), ("-q", "awq"),
-     ("--log-config-file", "/tmp/l.json")],
+     ("--log-config-file", "/tmp/l.json"), ("--enable-log-requests",),
+     ("--skip-tokenizer-init",), ("--tensor-parallel-size", "2"), ("--nnodes", "2")],
 )  # fmt: skip
 def test_gke_pods_are_held_to_the_same_option_decisions(extra: tuple[str, ...]) -> None:
     deployment = "kubernetes:apps/v1:Deployment"
     assert violations(vllm_server_readable, deployment, _gke_with()) == []
     (message,) = violations(vllm_server_readable, deployment, _gke_with(*extra))
-    assert extra[0] in message or "--quantization" in message
+    assert extra[0] in message or "--quantization" in message or "asks for 2 devices" in message
 
 
 def test_the_api_server_entry_point_is_held_to_them_too() -> None:
-    for option in ("--uds /tmp/s", "--chat-template /tmp/t", "-q fp8"):
+    for option in ("--uds /tmp/s", "--chat-template /tmp/t", "-q fp8", "--disable-log-stats",
+                   "-tp 2"):  # fmt: skip
         script = (
             f"python3 -m vllm.entrypoints.openai.api_server --model {QAT} "
             f"--max-model-len=8192 {option}"
@@ -463,3 +487,130 @@ def test_a_gke_pod_image_unknown_at_preview_fails_closed() -> None:
     pod_container(d)["image"] = UNKNOWN_STRING_VALUE
     messages = violations(pinned_image, deployment, unknown_checking_proxy(d))
     assert any("image is not known at preview" in m for m in messages), messages
+
+
+# --- flags and numbers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "snapshot", sorted(SNAPSHOT.parent.glob("vllm*.json")), ids=lambda p: p.stem
+)
+def test_every_shipped_image_option_is_decided_or_refused_as_unknown(snapshot: Any) -> None:
+    """The reader parses every image's launch with vLLM 0.27.1's parser: an option another
+    image's vLLM has and that one lacks is refused as unknown, so it needs no decision."""
+    undecided = _options(snapshot) - set().union(*_decisions())
+    assert undecided.isdisjoint(_options(SNAPSHOT))
+    for name in sorted(undecided):
+        assert f"does not have (--{name})" in refused(f"{GOOD} --{name}=1")
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--skip-tokenizer-init", "--skip-tokenizer-init"),
+        ("--skip_tokenizer_init", "--skip-tokenizer-init"),
+        ("--skip-tokenizer", "--skip-tokenizer-init"),
+        ("--no-skip-tokenizer-init --skip-tokenizer-init", "--skip-tokenizer-init"),
+        ("--tokens-only", "--tokens-only"),
+        ("--mm-encoder-only", "--mm-encoder-only"),
+        ("--enable-log-requests", "--enable-log-requests"),
+        ("--enable-log-outputs", "--enable-log-outputs"),
+        ("--disable-log-stats", "--disable-log-stats"),
+        ("--enable-sleep-mode", "--enable-sleep-mode"),
+        ("--allow-credentials", "--allow-credentials"),
+        ("--disable-hybrid-kv-cache-manager", "--disable-hybrid-kv-cache-manager"),
+        ("--disable-sliding-window", "--disable-sliding-window"),
+        ("--skip-mm-profiling", "--skip-mm-profiling"),
+        ("-dpe", "--data-parallel-external-lb"),
+        ("--data-parallel-hybrid-lb", "--data-parallel-hybrid-lb"),
+        ("--data-parallel-rank 0", "--data-parallel-rank"),
+        ("-dpr=0", "--data-parallel-start-rank"),
+        ("--enable-elastic-ep", "--enable-elastic-ep"),
+        ("--enable-lora", "--enable-lora"),
+    ],
+)
+def test_flags_that_change_what_is_served_or_kept_are_refused(option: str, named: str) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert named in message and "remove it (accepted: leaving it out" in message
+
+
+def test_a_refused_flag_names_its_negation_where_vllm_has_one() -> None:
+    assert "or --no-enable-log-requests;" in refused(f"{GOOD} --enable-log-requests")
+    message = refused(f"{GOOD} --disable-log-stats")
+    assert "accepted: leaving it out;" in message and "--no-disable-log-stats" not in message
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--no-skip-tokenizer-init", "--skip-tokenizer-init --no-skip-tokenizer-init",
+     "--no-enable-log-requests", "--no-allow-credentials", "--no-enable-sleep-mode",
+     "--enforce-eager", "--enable-prefix-caching", "--no-enable-prefix-caching",
+     "--enable-auto-tool-choice --tool-call-parser gemma4", "--disable-fastapi-docs",
+     "--enable-request-id-headers", "--enable-server-load-tracking",
+     "--enable-force-include-usage", "--disable-uvicorn-access-log", "--block-size 32",
+     "--cpu-offload-gb 4", "--seed 7", "--kv-cache-dtype fp8", "--kv-cache-dtype=auto",
+     "-tp 1", "--tensor-parallel-size=1", "-pp 1", "-dp 1", "--nnodes 1", "--node-rank 0",
+     "--kv-offloading-backend native", "--performance-mode interactivity",
+     "--kv-cache-dtype fp8 --calculate-kv-scales"],
+)  # fmt: skip
+def test_flags_and_numbers_decided_harmless_or_judged_are_read(option: str) -> None:
+    assert violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} {option}")) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--kv-cache-dtype nvfp4", "--kv-cache-dtype 'nvfp4'"),
+        ("--kv-cache-dtype turboquant_3bit_nc", "--kv-cache-dtype 'turboquant_3bit_nc'"),
+        ("--kv-offloading-backend lmcache", "--kv-offloading-backend 'lmcache'"),
+        ("--nnodes 2", "--nnodes '2'"),
+        ("-n 2", "--nnodes '2'"),
+        ("--node-rank 1", "--node-rank '1'"),
+        ("-tp 0", "--tensor-parallel-size '0'"),
+        ("-tp two", "--tensor-parallel-size 'two'"),
+        ("-pp -1", "--pipeline-parallel-size '-1'"),
+        ("-dcp 0", "--decode-context-parallel-size '0'"),
+    ],
+)
+def test_numbers_and_choices_judged_by_value_name_what_is_accepted(option: str, named: str) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert named in message and "accepted:" in message
+
+
+@pytest.mark.parametrize(
+    ("option", "devices"),
+    [
+        ("-tp 2", 2),
+        ("--tensor-parallel-size=4", 4),
+        ("--tensor_parallel_size 2", 2),
+        ("-pp 2", 2),
+        ("--data-parallel-size 2", 2),
+        ("-dp 2 -dpl 2", 2),
+        ("-pcp 2", 2),
+        ("-tp 2 -pp 2", 4),
+        ("-tp 1 -tp 2", 2),
+    ],
+)
+def test_a_server_asking_for_more_devices_than_the_resource_has_is_refused(
+    option: str, devices: int
+) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert f"asks for {devices} devices" in message and "the 1 nvidia-l4" in message
+    assert "accepted: a product of 1 or less" in message
+
+
+def test_the_same_device_check_holds_on_a_tpu_node() -> None:
+    script = TPU_SCRIPT.replace("--port=8000", "--port=8000 -tp 4")
+    (message,) = violations(vllm_server_readable, TPU_VM, tpu_vm(script))
+    assert "asks for 4 devices" in message and "v6e-1" in message
+
+
+def test_decode_context_parallelism_reuses_the_tensor_parallel_devices() -> None:
+    message = refused(f"{GOOD} -tp 2 -dcp 2")
+    assert "asks for 2 devices" in message
+
+
+@pytest.mark.parametrize("option", ["-dp 2 -dpl 1", "-dpl 2", "--data-parallel-size-local 0"])
+def test_data_parallel_ranks_started_elsewhere_are_refused(option: str) -> None:
+    message = refused(f"{GOOD} {option}")
+    assert "--data-parallel-size-local" in message and "accepted:" in message
