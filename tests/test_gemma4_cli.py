@@ -176,7 +176,6 @@ def test_ctrl_c_during_the_preflight_leaves_no_traceback(tmp_path: Path) -> None
     import os
     import signal
     import socket
-    import time
 
     silent = socket.socket()  # accepts connections (the backlog), never answers
     silent.bind(("127.0.0.1", 0))
@@ -192,10 +191,13 @@ def test_ctrl_c_during_the_preflight_leaves_no_traceback(tmp_path: Path) -> None
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        time.sleep(3)  # the preflight waits for an answer that never comes
+        # The preflight has connected and waits for an answer that never comes.
+        silent.settimeout(60)
+        connection, _ = silent.accept()
         assert process.poll() is None
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
+        connection.close()
     finally:
         process.kill()
         silent.close()
