@@ -61,7 +61,7 @@ def test_timeout_is_classified(fake_vllm: ServerFactory) -> None:
     r = _send(server.url, _spec(), timeout_s=0.3)
     assert not r.ok
     assert r.error_kind == "timeout"
-    assert 0.29 <= r.e2e_s < 1.5  # the timeout, not the hang
+    assert 0.29 <= r.e2e_s < 5.0  # the timeout, not the hang (which lasts until teardown)
 
 
 @pytest.mark.parametrize("status", [500, 503])
