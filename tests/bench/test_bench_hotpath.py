@@ -173,11 +173,8 @@ def test_timeout_is_classified(fake_vllm: ServerFactory) -> None:
     assert (r.ok, r.error_kind) == (False, "timeout")
 
 
-def test_refused_connection_is_classified() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    r = _complete(f"http://127.0.0.1:{port}", RequestSpec(MODEL, "hi", 4))
+def test_refused_connection_is_classified(closed_port: int) -> None:
+    r = _complete(f"http://127.0.0.1:{closed_port}", RequestSpec(MODEL, "hi", 4))
     assert (r.ok, r.error_kind) == (False, "connection")
 
 
