@@ -40,6 +40,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -368,12 +369,18 @@ def serving_in_thread(server: PacedServer) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     started = threading.Event()
     listeners: list[asyncio.Server] = []
+    connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+
+    def connection() -> _Connection:
+        made = _Connection(server)
+        connections.add(made)
+        return made
 
     def run() -> None:
         asyncio.set_event_loop(loop)
 
         async def start() -> None:
-            listeners.append(await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0))
+            listeners.append(await loop.create_server(connection, "127.0.0.1", 0))
             started.set()
 
         loop.run_until_complete(start())
@@ -387,7 +394,14 @@ def serving_in_thread(server: PacedServer) -> Iterator[str]:
     async def close() -> None:
         listeners[0].close()
         await listeners[0].wait_closed()
-        await asyncio.sleep(0.05)  # connections the clients closed finish closing
+        # Every connection still open is closed here, and its connection_lost has run before
+        # the loop stops (a fixed pause let a slow machine close the loop over live sockets).
+        for live in list(connections):
+            if live.transport is not None:
+                live.transport.abort()
+        deadline = loop.time() + 5
+        while any(c.transport is not None for c in connections) and loop.time() < deadline:
+            await asyncio.sleep(0)
 
     try:
         yield f"http://127.0.0.1:{listeners[0].sockets[0].getsockname()[1]}"
