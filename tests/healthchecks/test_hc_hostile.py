@@ -128,7 +128,7 @@ def test_retry_after_past_the_deadline_fails_at_once(fake_vllm: ServerFactory, c
     server = fake_vllm(health_throttle=100, retry_after="3600")
     code, out, _, took = _run(capsys, "--url", server.url, *LONG)
     assert code == 1
-    assert took < 5
+    assert took < 30  # at once, not after the hour the server asked for
     assert "asking to retry after 3600 s, past the deadline" in _checks(out)["readiness"]["detail"]
 
 
