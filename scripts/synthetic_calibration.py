@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.fidelity.pacedserver import (  # noqa: E402
+    SYNTHETIC_OUTPUT_TOKENS,
     SYNTHETIC_TRUTH,
     PacedServer,
     serving_in_thread,
@@ -47,8 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     given = build_parser().parse_args(argv).out_dir
     out = given if given is not None else Path(tempfile.mkdtemp(prefix="synthetic-run-"))
-    grid = Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,))
-    server = PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
+    grid = Grid(
+        concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(SYNTHETIC_OUTPUT_TOKENS,)
+    )
+    server = PacedServer(
+        0.1, 0.02, output_tokens=SYNTHETIC_OUTPUT_TOKENS, step_model=synthetic_model(TRUTH)
+    )
     with serving_in_thread(server) as url:
         run_sweep(
             url,

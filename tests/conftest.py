@@ -47,3 +47,15 @@ def fake_vllm() -> Iterator[ServerFactory]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port where nothing listens, for the whole test: the socket stays bound and
+    never listens, so a connection is refused (as on a closed port) and no other process can
+    take the port and answer (a port probed and released could be)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])

@@ -176,7 +176,6 @@ def test_ctrl_c_during_the_preflight_leaves_no_traceback(tmp_path: Path) -> None
     import os
     import signal
     import socket
-    import time
 
     silent = socket.socket()  # accepts connections (the backlog), never answers
     silent.bind(("127.0.0.1", 0))
@@ -190,14 +189,24 @@ def test_ctrl_c_during_the_preflight_leaves_no_traceback(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # As in a terminal's foreground job, whatever ran this suite: a background job
+        # (`scripts/check &`) starts with SIGINT ignored, and the child would inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    connection: socket.socket | None = None
     try:
-        time.sleep(3)  # the preflight waits for an answer that never comes
+        # The preflight has connected and waits for an answer that never comes.
+        silent.settimeout(60)
+        connection, _ = silent.accept()
         assert process.poll() is None
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
     finally:
-        process.kill()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        if connection is not None:
+            connection.close()
         silent.close()
     assert process.returncode in (1, 130), out + err
     assert "Traceback" not in err and "Session is closed" not in err, err

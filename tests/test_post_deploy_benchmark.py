@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -86,10 +85,8 @@ def test_slow_server_fails_up_when_the_stack_enforces_slos(tmp_path: Path) -> No
     assert "sloP95TtftMs" in str(error) and "needs <= 100" in str(error)
 
 
-def test_unreachable_server_fails_within_the_deadline(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens
+def test_unreachable_server_fails_within_the_deadline(tmp_path: Path, closed_port: int) -> None:
+    port = closed_port
     started = time.monotonic()
     error = call_hook(f"http://127.0.0.1:{port}", config(tmp_path, budget_s=10.0), Logs())
     assert isinstance(error, BenchmarkFailedError)

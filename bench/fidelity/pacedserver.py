@@ -7,7 +7,8 @@ concurrent streams at 20 ms per token from one core, and honest about its own la
 - a request's clock starts when its first bytes reach the server (``data_received``), never
   from a stamp the client sets; token i is due at ``received + ttft + i x itl``;
 - the server logs, per request, its own time to first token (received to the first token's
-  write) and end-to-end time, served at ``GET /timings`` (``?clear=1`` empties the log), and
+  write; in step-model mode, to the time the model produced it) and end-to-end time, served at
+  ``GET /timings`` (``?clear=1`` empties the log), and
   exports them as vLLM does in ``GET /metrics`` (``vllm:time_to_first_token_seconds``,
   ``vllm:inter_token_latency_seconds`` per token, ``vllm:e2e_request_latency_seconds``, with
   ``model_name`` and ``engine`` labels and vLLM's buckets, written by prometheus-client);
@@ -23,9 +24,11 @@ it prints ``listening on http://127.0.0.1:PORT``.
 calibration fitted on a sweep against it can be checked against the truth. A request arriving
 with ``B - 1`` others in flight gets its first token after ``prefill_s(prompt, B - 1, ctx)`` and
 then one token every ``decode_step_s(B, ctx)`` (``ctx`` = prompt + half the output; the prompt
-is the request's word count + 1, as the usage reports it). :data:`SYNTHETIC_SHAPE` and
-:data:`SYNTHETIC_DEVICE` are a small made-up model and device whose terms are all measurable
-in tens of milliseconds. Not a vLLM stand-in for anything else: no
+is the request's word count + 1, as the usage reports it). The statistics (histograms, log) then
+record the times the model gave each token, as vLLM records its engine's timestamps, so a
+loaded machine that fires a token's timer late delays what the client reads but never the
+record. :data:`SYNTHETIC_SHAPE` and :data:`SYNTHETIC_DEVICE` are a small made-up model and
+device whose terms are all measurable in milliseconds. Not a vLLM stand-in for anything else: no
 chat, no tokenizer, no errors beyond 404/400.
 """
 
@@ -37,6 +40,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -45,7 +49,15 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from serving.perf import Coefficients, Device, KvLayer, Shape, StepModel
 
-__all__ = ["SYNTHETIC_DEVICE", "SYNTHETIC_SHAPE", "PacedServer", "main", "synthetic_model"]
+__all__ = [
+    "SYNTHETIC_DEVICE",
+    "SYNTHETIC_OUTPUT_TOKENS",
+    "SYNTHETIC_SHAPE",
+    "SYNTHETIC_TRUTH",
+    "PacedServer",
+    "main",
+    "synthetic_model",
+]
 
 #: A made-up checkpoint for step-model mode: 1 GB of weights, 1 B parameters, one full-attention
 #: layer of 400 kB per token (so a few sequences of a few hundred tokens read as much as the
@@ -53,8 +65,10 @@ __all__ = ["SYNTHETIC_DEVICE", "SYNTHETIC_SHAPE", "PacedServer", "main", "synthe
 SYNTHETIC_SHAPE = Shape(
     name="synthetic", weight_bytes=1e9, params=1e9, kv_layers=(KvLayer(1, 400_000.0, None),)
 )
-#: A made-up device: 100 GB/s (10 ms for the weights at full efficiency), 10 TFLOP/s.
-SYNTHETIC_DEVICE = Device("synthetic", memory_bandwidth_bytes_per_s=100e9, dense_flops=10e12)
+#: A made-up device: 100 GB/s (10 ms for the weights at full efficiency), 4 TFLOP/s (a decode
+#: step's compute grows by 1 ms per sequence at full efficiency: a slope across the sweep's
+#: batches well above a loaded machine's scheduling delay, so the fit can tell it apart).
+SYNTHETIC_DEVICE = Device("synthetic", memory_bandwidth_bytes_per_s=100e9, dense_flops=4e12)
 
 #: The coefficients the synthetic-calibration test and script give the step-model server, which
 #: a fit on a sweep against it must recover.
@@ -65,6 +79,12 @@ SYNTHETIC_TRUTH = Coefficients(
     prefill_compute_efficiency=0.6,
     prefill_overhead_s=0.04,
 )
+
+
+#: Output tokens per request in the synthetic sweep: the client's step time is its first to
+#: last token over the steps between, so a token delivered a few milliseconds late on a loaded
+#: machine is spread over 15 steps (over 7 with 8 tokens, it moved a fitted coefficient by 5 %).
+SYNTHETIC_OUTPUT_TOKENS = 16
 
 
 def synthetic_model(coefficients: Coefficients, max_num_seqs: int = 64) -> StepModel:
@@ -306,18 +326,26 @@ class _Connection(asyncio.Protocol):
         # perf_counter and the loop's clock are both CLOCK_MONOTONIC on Linux.
         offset = loop.time() - time.perf_counter()
 
+        engine_time = server.step_model is not None
+
         def token(i: int) -> None:
             self._send(chunks[i])
-            now = time.perf_counter()
+            # Step-model mode stands in for an engine: a token is produced when the model says
+            # (received + ttft + i x itl), and that is what its statistics record, as vLLM
+            # records its engine's timestamps. A timer this loop fires late on a loaded machine
+            # delays the write the client sees, never the record: the record stays the truth a
+            # calibration is checked against. Fixed pacing records the write itself (the
+            # fidelity script measures the server's own lateness).
+            now = received + ttft_s + i * itl_s if engine_time else time.perf_counter()
             if written:
                 server.itl.observe(now - written[-1])
             written.append(now)
             if i == n - 1:
                 server.active -= 1
-                self._send(chunks[n])
                 server.ttft.observe(written[0] - received)
                 server.e2e.observe(now - received)
                 server.log.append((written[0] - received, now - received))
+                self._send(chunks[n])
                 self._done()
 
         self.timers = [
@@ -341,12 +369,18 @@ def serving_in_thread(server: PacedServer) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     started = threading.Event()
     listeners: list[asyncio.Server] = []
+    connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+
+    def connection() -> _Connection:
+        made = _Connection(server)
+        connections.add(made)
+        return made
 
     def run() -> None:
         asyncio.set_event_loop(loop)
 
         async def start() -> None:
-            listeners.append(await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0))
+            listeners.append(await loop.create_server(connection, "127.0.0.1", 0))
             started.set()
 
         loop.run_until_complete(start())
@@ -360,7 +394,14 @@ def serving_in_thread(server: PacedServer) -> Iterator[str]:
     async def close() -> None:
         listeners[0].close()
         await listeners[0].wait_closed()
-        await asyncio.sleep(0.05)  # connections the clients closed finish closing
+        # Every connection still open is closed here, and its connection_lost has run before
+        # the loop stops (a fixed pause let a slow machine close the loop over live sockets).
+        for live in list(connections):
+            if live.transport is not None:
+                live.transport.abort()
+        deadline = loop.time() + 5
+        while any(c.transport is not None for c in connections) and loop.time() < deadline:
+            await asyncio.sleep(0)
 
     try:
         yield f"http://127.0.0.1:{listeners[0].sockets[0].getsockname()[1]}"

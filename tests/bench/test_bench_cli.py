@@ -173,12 +173,8 @@ def test_run_from_stack_outputs(
     assert meta["hardware"] == "l4"  # from Pulumi.l4.yaml, for cost in compare
 
 
-def test_server_gone_exits_1_and_keeps_nothing_broken(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+def test_server_gone_exits_1_and_keeps_nothing_broken(tmp_path: Path, closed_port: int) -> None:
+    port = closed_port
     out = tmp_path / "run"
     argv = [
         "run",

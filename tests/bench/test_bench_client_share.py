@@ -33,7 +33,10 @@ def test_sweep_records_the_server_view_beside_the_client(
         # The fake exports vLLM's histograms: the server measured every request of the window.
         assert c["server_ttft_count"] >= 8
         assert c["server_mean_ttft_ms"] >= 50.0
-        assert c["client_mean_ttft_ms"] == pytest.approx(c["server_mean_ttft_ms"], rel=0.5)
+        # The client's view holds the server's (same requests, same unit); how much more it
+        # is depends on how loaded the machine is, so only a gross mismatch is ruled out.
+        assert 0.9 * c["server_mean_ttft_ms"] <= c["client_mean_ttft_ms"]
+        assert c["client_mean_ttft_ms"] < c["server_mean_ttft_ms"] + 500.0
         assert c["client_share_ttft"] == pytest.approx(
             (c["client_mean_ttft_ms"] - c["server_mean_ttft_ms"]) / c["client_mean_ttft_ms"]
         )

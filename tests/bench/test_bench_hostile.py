@@ -232,7 +232,7 @@ def test_preflight_honours_retry_after_within_its_deadline(
     code, _, err, took = _run(capsys, slow.url, tmp_path / "s", "--model", MODEL, *_grid())
     assert code == 1
     assert "HTTP 429" in err and "rate limited" in err
-    assert took < 5
+    assert took < 30  # at once, not after the hour the server asked for
 
 
 @pytest.mark.parametrize("price", ["l4=inf", "l4=nan", "l4=-1", "l4=", "=3"])

@@ -143,7 +143,10 @@ def test_real_server_pacing_and_token_counts(fake_vllm: ServerFactory) -> None:
     assert (r.output_tokens, r.prompt_tokens) == (12, 4)
     assert r.ttft_s is not None and r.ttft_s >= 0.045
     assert len(r.itls_s) == 11
-    assert sum(r.itls_s) == pytest.approx(r.e2e_s - r.ttft_s, abs=0.02)
+    # The 11 gaps from the first token to the last: each at least the server's 10 ms pacing,
+    # together within the stream's span after the first token (the end of the stream, read
+    # after the last token, may come late on a loaded machine: no ceiling on that).
+    assert 11 * 0.01 - 0.001 <= sum(r.itls_s) <= r.e2e_s - r.ttft_s + 1e-9
 
 
 @pytest.mark.parametrize(
@@ -170,11 +173,8 @@ def test_timeout_is_classified(fake_vllm: ServerFactory) -> None:
     assert (r.ok, r.error_kind) == (False, "timeout")
 
 
-def test_refused_connection_is_classified() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    r = _complete(f"http://127.0.0.1:{port}", RequestSpec(MODEL, "hi", 4))
+def test_refused_connection_is_classified(closed_port: int) -> None:
+    r = _complete(f"http://127.0.0.1:{closed_port}", RequestSpec(MODEL, "hi", 4))
     assert (r.ok, r.error_kind) == (False, "connection")
 
 

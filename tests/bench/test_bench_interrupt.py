@@ -27,21 +27,25 @@ NOISE = (
 )
 
 
+def _completions(fake: FakeVllmServer) -> int:
+    return sum(1 for r in list(fake.requests) if r.path == "/v1/completions")
+
+
 def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(
-    ("extra", "after_s"),
+    ("extra", "after_s", "sent"),
     [
-        (("--concurrency", "1,8"), 1.0),  # closed loop, in this process
-        (("--concurrency", "8", "--request-rate", "20"), 1.5),  # open loop: tasks in flight
-        (("--concurrency", "16", "--workers", "2"), 0.3),  # worker processes starting
-        (("--concurrency", "16", "--workers", "2"), 2.0),  # worker processes sending
+        (("--concurrency", "1,8"), 1.0, 1),  # closed loop, in this process
+        (("--concurrency", "8", "--request-rate", "20"), 1.5, 1),  # open loop: tasks in flight
+        (("--concurrency", "16", "--workers", "2"), 0.3, 0),  # worker processes starting
+        (("--concurrency", "16", "--workers", "2"), 0.0, 16),  # worker processes sending
     ],
 )
 def test_ctrl_c_prints_one_clean_message(
-    tmp_path: Path, extra: tuple[str, ...], after_s: float
+    tmp_path: Path, extra: tuple[str, ...], after_s: float, sent: int
 ) -> None:
     config = FakeVllmConfig(served_model_name="m", itl_s=0.02, output_tokens=64)
     with FakeVllmServer(config) as fake:
@@ -65,6 +69,12 @@ def test_ctrl_c_prints_one_clean_message(
             assert proc.stderr is not None
             first = proc.stderr.readline()  # "benchmarking m at ...": the run has begun
             assert "benchmarking" in first
+            # Mid-run: at least `sent` completions have reached the server (on a loaded
+            # machine the workers may take seconds to start), then `after_s` more.
+            deadline = time.monotonic() + 60
+            while _completions(fake) < sent and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _completions(fake) >= sent
             time.sleep(after_s)
             os.killpg(proc.pid, signal.SIGINT)
             started = time.monotonic()

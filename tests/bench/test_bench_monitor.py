@@ -33,8 +33,11 @@ def test_a_blocked_loop_shows_as_lag_and_in_flight_is_sampled() -> None:
     assert summary["max_loop_lag_ms"] >= 55.0
     assert set(stats.in_flight) == {3, 5}
     assert summary["min_in_flight"] == 3 and summary["max_in_flight"] == 5
-    # One stall is one large sample, not a burst of catch-up samples.
-    assert sum(1 for x in stats.lag_s if x > 0.03) == 1
+    # One stall is one large sample, not a burst of catch-up samples (catching up on a 60 ms
+    # stall every 2 ms would give some fifteen samples over 30 ms); a loaded machine may add a
+    # late wake-up of its own, never a burst.
+    assert sum(1 for x in stats.lag_s if x >= 0.055) == 1
+    assert sum(1 for x in stats.lag_s if x > 0.03) <= 3
 
 
 def test_merge_pools_lag_and_adds_in_flight_slot_by_slot() -> None:

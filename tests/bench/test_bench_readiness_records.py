@@ -4,7 +4,6 @@ capped when read back (compare and gate echo them)."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -65,17 +64,11 @@ def test_a_failed_preflight_keeps_status_and_body(
     assert doc["passed"] is False and "preflight failed" in doc["problems"][0]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_nothing_listening_is_not_waited_for(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], closed_port: int
 ) -> None:
     # The default readiness deadline (600 s) would make this test hang if refusals waited.
-    assert _run(f"http://127.0.0.1:{_closed_port()}", tmp_path / "run") == 1
+    assert _run(f"http://127.0.0.1:{closed_port}", tmp_path / "run") == 1
     err = capsys.readouterr().err
     assert "not listening" in err
     assert json.loads((tmp_path / "run" / "preflight.json").read_text())["status"] is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -61,7 +60,7 @@ def test_timeout_is_classified(fake_vllm: ServerFactory) -> None:
     r = _send(server.url, _spec(), timeout_s=0.3)
     assert not r.ok
     assert r.error_kind == "timeout"
-    assert 0.29 <= r.e2e_s < 1.5  # the timeout, not the hang
+    assert 0.29 <= r.e2e_s < 5.0  # the timeout, not the hang (which lasts until teardown)
 
 
 @pytest.mark.parametrize("status", [500, 503])
@@ -78,11 +77,8 @@ def test_http_4xx_is_classified(fake_vllm: ServerFactory) -> None:
     assert (r.ok, r.error_kind, r.status) == (False, "http_status", 404)
 
 
-def test_connection_refused_is_classified() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    r = _send(f"http://127.0.0.1:{port}", _spec())
+def test_connection_refused_is_classified(closed_port: int) -> None:
+    r = _send(f"http://127.0.0.1:{closed_port}", _spec())
     assert (r.ok, r.error_kind) == (False, "connection")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.fidelity.pacedserver import (
+    SYNTHETIC_OUTPUT_TOKENS,
     SYNTHETIC_TRUTH,
     PacedServer,
     serving_in_thread,
@@ -31,14 +32,20 @@ MODEL = "google/gemma-4-12B-it"
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    server = PacedServer(0.1, 0.02, output_tokens=8, step_model=synthetic_model(TRUTH))
+    server = PacedServer(
+        0.1, 0.02, output_tokens=SYNTHETIC_OUTPUT_TOKENS, step_model=synthetic_model(TRUTH)
+    )
     out = tmp_path_factory.mktemp("synthetic-run")
     main_loop = asyncio.get_event_loop_policy().get_event_loop()
     with serving_in_thread(server) as url:
         run_sweep(
             url,
             MODEL,
-            Grid(concurrency=(1, 2, 4, 8), prompt_tokens=(16, 300), output_tokens=(8,)),
+            Grid(
+                concurrency=(1, 2, 4, 8),
+                prompt_tokens=(16, 300),
+                output_tokens=(SYNTHETIC_OUTPUT_TOKENS,),
+            ),
             out,
             options=SweepOptions(
                 num_requests=None,
@@ -108,3 +115,25 @@ def test_the_fake_server_refuses_bad_coefficients(
         main(["--step-model", value])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_step_model_server_records_the_models_times_not_its_late_writes() -> None:
+    # A loaded machine fires the server's token timers late; what the server records (its log,
+    # its histograms) is the time the model gave each token, the truth a fit is checked against.
+    import json
+    import urllib.request
+
+    model = synthetic_model(TRUTH)
+    server = PacedServer(0.1, 0.02, output_tokens=4, step_model=model)
+    body = json.dumps({"prompt": "a b c", "max_tokens": 4, "stream": True}).encode()
+    with serving_in_thread(server) as url:
+        request = urllib.request.Request(url + "/v1/completions", data=body, method="POST")
+        with urllib.request.urlopen(request) as r:
+            assert r.read().count(b"data: ") == 6  # 4 tokens, usage, [DONE]
+        with urllib.request.urlopen(url + "/timings") as r:
+            (timing,) = json.load(r)["timings"]
+    prompt = 4  # three words + 1
+    ttft = model.prefill_s(prompt, 0.0, prompt + 2.0)
+    step = model.decode_step_s(1.0, prompt + 2.0)
+    assert timing["ttft_s"] == pytest.approx(ttft, rel=1e-9)
+    assert timing["e2e_s"] == pytest.approx(ttft + 3 * step, rel=1e-9)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import http.server
-import socket
 import threading
 import time
 import tracemalloc
@@ -26,12 +25,6 @@ from endpoint import (
 )
 from endpoint.limits import MAX_METRICS_BYTES
 from tests.support.fake_vllm import ServerFactory
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -65,8 +58,8 @@ def _classify(url: str) -> tuple[str, str, bool, float]:
     return problem.kind, problem.message(), problem.not_listening, time.monotonic() - started
 
 
-def test_closed_port_is_refused_and_not_listening() -> None:
-    port = _closed_port()
+def test_closed_port_is_refused_and_not_listening(closed_port: int) -> None:
+    port = closed_port
     kind, message, not_listening, took = _classify(f"http://127.0.0.1:{port}")
     assert (kind, not_listening) == ("refused", True)
     assert f"127.0.0.1:{port}" in message and "check the port" in message

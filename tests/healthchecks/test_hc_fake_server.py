@@ -190,4 +190,4 @@ def test_nothing_is_streamed_before_the_time_to_first_token(fake_vllm: ServerFac
         assert [line for line in lines if line][-1] == "data: [DONE]"
     assert first_at >= 0.15
     (ttft, e2e) = server.timings[0]
-    assert 0.15 <= ttft <= e2e < 1.0
+    assert 0.15 <= ttft <= e2e < 5.0  # seconds (not milliseconds); room for a loaded machine

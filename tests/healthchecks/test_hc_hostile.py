@@ -35,12 +35,6 @@ def _checks(out: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in target["checks"]}
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def plain_http() -> Iterator[int]:
     class Quiet(http.server.BaseHTTPRequestHandler):
@@ -96,9 +90,9 @@ LONG = ["--model", MODEL, "--timeout-seconds", "120", "--backoff-max-seconds", "
     ],
 )
 def test_not_listening_fails_within_seconds(
-    capsys, plain_http: int, url: str, expected: str
+    capsys, plain_http: int, closed_port: int, url: str, expected: str
 ) -> None:
-    url = url.format(closed=_closed_port(), plain=plain_http)
+    url = url.format(closed=closed_port, plain=plain_http)
     code, out, _, took = _run(capsys, "--url", url, "--refused-grace-seconds", "0.5", *LONG)
     assert code == 1
     assert took < 10  # not the 120 s deadline
@@ -134,7 +128,7 @@ def test_retry_after_past_the_deadline_fails_at_once(fake_vllm: ServerFactory, c
     server = fake_vllm(health_throttle=100, retry_after="3600")
     code, out, _, took = _run(capsys, "--url", server.url, *LONG)
     assert code == 1
-    assert took < 5
+    assert took < 30  # at once, not after the hour the server asked for
     assert "asking to retry after 3600 s, past the deadline" in _checks(out)["readiness"]["detail"]
 
 

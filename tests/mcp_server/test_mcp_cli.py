@@ -46,32 +46,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_streamable_http_on_loopback(tmp_path: Path) -> None:
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mcp_server",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "-s",
-            "l4",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+def _serve_on_a_free_port() -> tuple[subprocess.Popen[bytes], int]:
+    """The MCP server on a port that was free a moment ago, listening; another process may
+    take a port between its probe and the server's bind, so that case is tried again."""
+    for _ in range(5):
+        port = _free_port()
+        argv = ["-m", "mcp_server", "--transport", "http", "--port", str(port), "-s", "l4"]
+        server = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while server.poll() is None and time.monotonic() < deadline:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                    return server, port
             time.sleep(0.1)
+        server.kill()
+        _, err = server.communicate(timeout=10)
+        if b"address already in use" not in err.lower():
+            raise AssertionError(f"the MCP server did not listen on {port}: {err.decode()}")
+    raise AssertionError("no free port in five tries")
+
+
+def test_streamable_http_on_loopback(tmp_path: Path) -> None:
+    server, port = _serve_on_a_free_port()
+    try:
 
         async def session() -> list[str]:
             async with (

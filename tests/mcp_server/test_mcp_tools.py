@@ -277,13 +277,23 @@ def test_query_server_error_is_reported(client: McpClient, world: dict[str, Any]
     assert "chat completion failed" in message and "HTTP 500" in message
 
 
-def test_metrics_window_with_spec_decode_acceptance(client: McpClient) -> None:
+def test_metrics_window_with_spec_decode_acceptance(
+    client: McpClient, world: dict[str, Any]
+) -> None:
     import threading
+    import time
 
-    def load() -> None:  # a request lands inside the window
-        import time
+    tpu = world["tpu"]
 
-        time.sleep(0.3)
+    def scrapes() -> int:
+        return sum(1 for r in list(tpu.requests) if r.path == "/metrics")
+
+    before = scrapes()
+
+    def load() -> None:  # a request lands inside the window: after its first scrape
+        deadline = time.monotonic() + 30
+        while scrapes() == before and time.monotonic() < deadline:
+            time.sleep(0.01)
         client.call("query_model", {"stack": "tpu-v6e1", "prompt": "Hi", "max_tokens": 8})
 
     thread = threading.Thread(target=load)
