@@ -102,17 +102,22 @@ class Cost(BaseModel):
         description="The offered load: requests/s to the whole endpoint (all replicas)."
     )
     requests_per_second_source: str
-    replicas: int = Field(
-        description="Replicas the load is spread over: the SLO's replica plan within the "
-        "stack's bounds, else (no SLO) the stack's fewest, at least 1."
+    replicas: int | None = Field(
+        description="Replicas that serve the load: what the replica plan says it needs "
+        "(within the SLO, or below capacity without one), at least the stack's fewest; above "
+        "the stack's most it is kept and replicas_source says so; None when no count can "
+        "serve it (replicas_source says why)."
     )
     replicas_source: str
-    requests_per_second_per_replica: float = Field(
+    requests_per_second_per_replica: float | None = Field(
         description="requests_per_second / replicas: what each replica serves."
     )
+    usd_per_hour_at_rate: float | None = Field(
+        description="replicas x the instance price + the fixed costs (serving.plan_perf."
+        "endpoint_cost, as gemma4 plan and gemma4 plan search)."
+    )
     usd_per_million_requests: float | None = Field(
-        description="The replicas' hourly price over the load: one replica at "
-        "requests_per_second_per_replica."
+        description="usd_per_hour_at_rate over the load (requests_per_second)."
     )
     note: str = ""
     fixed: list[CostItem] = Field(
@@ -461,11 +466,9 @@ def run_policies(
 # --- plan and cost --------------------------------------------------------------------------
 
 
-def _cost(
-    settings: Any, rate: float, rate_source: str, replicas: int, replicas_source: str
-) -> Cost:
+def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
     from serving.hardware import Platform
-    from serving.memory import cost_per_million_requests, monthly_cost
+    from serving.memory import monthly_cost
 
     hw = settings.profile
     price = settings.price.usd_per_hour
@@ -514,15 +517,16 @@ def _cost(
         fixed=fixed,
         requests_per_second=rate,
         requests_per_second_source=rate_source,
-        replicas=replicas,
-        replicas_source=replicas_source,
-        requests_per_second_per_replica=rate / replicas,
-        usd_per_million_requests=cost_per_million_requests(price, rate / replicas),
+        replicas=plan["serving_replicas"],
+        replicas_source=plan["serving_replicas_source"],
+        requests_per_second_per_replica=plan["requests_per_second_per_replica"],
+        usd_per_hour_at_rate=plan["usd_per_hour_at_rate"],
+        usd_per_million_requests=plan["usd_per_million_requests"],
         note=f"{note} ({hours:g} h/month: {settings.billing})",
     )
 
 
-def _performance(settings: Any, rate: float, replicas: int) -> dict[str, Any]:
+def _performance(settings: Any, rate: float, replicas: int | None) -> dict[str, Any]:
     """Predicted TTFT, ITL and throughput beside the cost (serving.perf; means, predicted):
     each of `replicas` serving its share of `rate` req/s, and one instance full."""
     from serving.hardware import Platform
@@ -537,7 +541,7 @@ def _performance(settings: Any, rate: float, replicas: int) -> dict[str, Any]:
     else:
         concurrency = settings.instance_concurrency
     busy = model.at_concurrency(concurrency, w)
-    at_rate = model.at_rate(rate / replicas, w)
+    at_rate = model.at_rate(rate / replicas, w) if replicas else None
     return {
         "measured": False,
         "basis": model.basis,
@@ -550,7 +554,9 @@ def _performance(settings: Any, rate: float, replicas: int) -> dict[str, Any]:
             "stack_requests_per_second": rate,
             "replicas": replicas,
             **at_rate.as_dict(),
-        },
+        }
+        if replicas and at_rate is not None
+        else None,
         "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
         "capacity_requests_per_s": model.capacity_rps(w),
         "usd_per_million_output_tokens": cost_per_million_tokens(
@@ -644,9 +650,8 @@ def build_preview(
     except PlanError as exc:
         raise PreviewError(f"{path}: {exc}") from None
     rate, rate_source = plan["requests_per_second"], plan["requests_per_second_source"]
-    count, count_source = plan["serving_replicas"], plan["serving_replicas_source"]
-    cost = _cost(settings, rate, rate_source, count, count_source)
-    performance = _performance(settings, rate, count)
+    cost = _cost(settings, rate, rate_source, plan)
+    performance = _performance(settings, rate, plan["serving_replicas"])
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])
@@ -768,7 +773,7 @@ def text_lines(p: Preview) -> list[str]:
         "",
         "Cost (list prices, estimates):",
         f"  {_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
-        f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance always on; "
+        f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
         f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
         f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
         *(
@@ -779,8 +784,13 @@ def text_lines(p: Preview) -> list[str]:
         ),
         f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
         f"{p.cost.requests_per_second:g} req/s to the stack ({p.cost.requests_per_second_source})"
-        f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "
-        f"{_rate(p.cost.requests_per_second_per_replica)} req/s each",
+        + (
+            f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "
+            f"{_rate(p.cost.requests_per_second_per_replica or 0.0)} req/s each, "
+            f"{_money(p.cost.usd_per_hour_at_rate)}/h"
+            if p.cost.replicas
+            else f": {p.cost.replicas_source}"
+        ),
         f"  {p.cost.note}",
         *_performance_lines(p.performance),
         *_replica_lines(p.plan.get("replicas")),
@@ -825,20 +835,25 @@ def _performance_lines(perf: dict[str, Any]) -> list[str]:
 
     rate, busy = perf["at_rate"], perf["at_concurrency"]
     per_million = perf["usd_per_million_output_tokens"]
+    replicas = rate["replicas"] if rate else 1
     return [
         "",
         f"Predicted performance (PREDICTED means, not measured; {perf['basis']}; band "
         f"+/-{perf['band']:.0%}), {perf['prompt_tokens']} prompt + {perf['output_tokens']} "
         "output tokens per request:",
-        f"  at {_rate(rate['requests_per_second'])} req/s per replica "
-        f"({rate['stack_requests_per_second']:g} req/s to the stack over {rate['replicas']} "
-        f"replica(s)): {figures(rate)}",
+        (
+            f"  at {_rate(rate['requests_per_second'])} req/s per replica "
+            f"({rate['stack_requests_per_second']:g} req/s to the stack over {rate['replicas']} "
+            f"replica(s)): {figures(rate)}"
+            if rate
+            else "  at the offered rate: no replica count serves it (see the replica plan)"
+        ),
         f"  at concurrency {busy['concurrency']} (one instance full): {figures(busy)}, "
         f"{busy['requests_per_s']:,.2f} req/s"
         + (f", {_money(per_million)} per million output tokens" if per_million else ""),
         f"  capacity: {perf['capacity_requests_per_s']:,.2f} req/s per instance with every "
-        f"sequence slot busy, {rate['replicas'] * perf['capacity_requests_per_s']:,.2f} req/s "
-        f"over {rate['replicas']} replica(s) (gemma4 plan -s STACK for the curve)",
+        f"sequence slot busy, {replicas * perf['capacity_requests_per_s']:,.2f} req/s "
+        f"over {replicas} replica(s) (gemma4 plan -s STACK for the curve)",
     ]
 
 
@@ -967,9 +982,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 plan -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
-        "needs are planned for it, and each replica's share (rate / replicas) gives the cost "
-        "per million requests and the predicted figures (default: the stack's "
-        "sloMinRequestsPerSecond, else 1)",
+        "needs are planned for it and priced for the cost per million requests; each "
+        "replica's share (rate / replicas) gives the predicted figures (default: the stack's "
+        "sloMinRequestsPerSecond, else what its fewest replicas serve as planned)",
     )
     return parser
 

@@ -350,8 +350,8 @@ def build_server(
                 le=MAX_REQUESTS_PER_SECOND,
                 description="Requests/s offered to the whole endpoint (all replicas), as "
                 "`gemma4 plan -r`: the replicas the SLO needs are planned for it and the cost "
-                "per million requests is each replica's share (default: the stack's "
-                "sloMinRequestsPerSecond, else 1)",
+                "per million requests is priced on them (default: the stack's "
+                "sloMinRequestsPerSecond, else what its fewest replicas serve as planned)",
             ),
         ] = None,
         what_if_key: Annotated[

@@ -27,7 +27,6 @@ from serving.inputs import bounded_number
 from serving.memory import (
     GIB,
     MemoryPlan,
-    cost_per_million_requests,
     decode_ceiling_tokens_per_s,
     monthly_cost,
 )
@@ -36,6 +35,7 @@ from serving.plan_perf import (
     build_calibrate_parser,
     build_search_parser,
     calibrate_main,
+    endpoint_cost,
     offered_load,
     perf_table,
     performance,
@@ -153,13 +153,14 @@ def report(
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
     performance is for ``workload`` (default: the stack's benchmark request shape).
     ``requests_per_second`` is the load offered to the whole endpoint (default: the stack's
-    sloMinRequestsPerSecond, else 1 req/s, said so; ``flag`` names where a given one came
+    sloMinRequestsPerSecond, else what its fewest replicas serve as planned, said so; ``flag`` names where a given one came
     from): the replica plan sizes the replicas for it, and the cost per million requests is
-    each replica's share (rate / replicas) on one replica's price."""
+    priced on those replicas plus the stack's fixed costs (:func:`endpoint_cost`)."""
     plan = plan_settings(settings)
-    rate, rate_source = offered_load(settings, requests_per_second, flag)
+    rate, rate_source = offered_load(settings, requests_per_second, flag, workload)
     replicas = replica_plan(settings, rate, rate_source, workload)
     count, count_source = serving_replicas(settings, replicas)
+    usd_per_hour_at_rate, usd_per_million = endpoint_cost(settings, rate, count)
     hw = settings.profile
     # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
     # replica's node.
@@ -219,10 +220,9 @@ def report(
         "requests_per_second_source": rate_source,
         "serving_replicas": count,
         "serving_replicas_source": count_source,
-        "requests_per_second_per_replica": rate / count,
-        "usd_per_million_requests": cost_per_million_requests(
-            settings.price.usd_per_hour, rate / count
-        ),
+        "requests_per_second_per_replica": rate / count if count else None,
+        "usd_per_hour_at_rate": usd_per_hour_at_rate,
+        "usd_per_million_requests": usd_per_million,
         "runtime_profile": plan.profile.label,
         "performance": performance(settings, workload),
         "replicas": replicas,
@@ -302,10 +302,17 @@ def table(r: dict[str, Any]) -> Table:
         ),
         (
             "cost per million requests",
-            f"${r['usd_per_million_requests']:,.2f}",
-            f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']}) over "
-            f"{r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
-            f"{r['requests_per_second_per_replica']:.3g} req/s each",
+            "-"
+            if r["usd_per_million_requests"] is None
+            else f"${r['usd_per_million_requests']:,.2f}",
+            f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
+            + (
+                f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
+                f"{r['requests_per_second_per_replica']:.3g} req/s each, "
+                f"${r['usd_per_hour_at_rate']:,.2f}/h"
+                if r["serving_replicas"]
+                else f": {r['serving_replicas_source']}"
+            ),
         ),
     ]
     for row in rows:
@@ -347,8 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 preview -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
-        "needs are planned for it, and each replica's share (rate / replicas) gives the cost "
-        "per million requests (default: the stack's sloMinRequestsPerSecond, else 1)",
+        "needs are planned for it and priced, cluster costs included, for the cost per "
+        "million requests (default: the stack's sloMinRequestsPerSecond, else what its "
+        "fewest replicas serve as planned)",
     )
     parser.add_argument(
         "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"

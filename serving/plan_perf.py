@@ -20,7 +20,7 @@ from rich.table import Table
 
 from serving.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.memory import cost_per_million_requests
-from serving.perf import MAX_RATE, MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
+from serving.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.perf_stack import (
     HEADROOM,
     autoscaling_bounds,
@@ -30,7 +30,7 @@ from serving.perf_stack import (
     planned_replica_rate,
     vllm_release,
 )
-from serving.settings import Settings
+from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND, Settings
 
 __all__ = [
     "calibrate_main",
@@ -187,8 +187,7 @@ def search(
         replicas = math.ceil(rate / per_replica) if per_replica > 0 else None
         if replicas is not None and replicas > MAX_REPLICAS:
             replicas = None
-        billed = max(replicas, low) if replicas else None
-        usd_per_hour = billed * price + fixed if billed else None
+        usd_per_hour, usd_per_million = endpoint_cost(settings, rate, replicas)
         row: dict[str, Any] = {
             "stack": name,
             "hardware": settings.hardware,
@@ -202,9 +201,7 @@ def search(
             "fixed_usd_per_hour": fixed,
             "unpriced": unpriced,
             "usd_per_hour": usd_per_hour,
-            "usd_per_million_requests": cost_per_million_requests(usd_per_hour, rate)
-            if usd_per_hour
-            else None,
+            "usd_per_million_requests": usd_per_million,
             "point": model.at_rate(rate / replicas, w).as_dict() if replicas else None,
             "band": model.band,
             "basis": model.basis,
@@ -229,31 +226,65 @@ def slo_for(settings: Settings) -> Slo | None:
     return Slo(ttft_ms=s.slo_p95_ttft_ms, e2e_ms=s.slo_p95_e2e_ms)
 
 
-def offered_load(settings: Settings, rate: float | None, flag: str) -> tuple[float, str]:
+def offered_load(
+    settings: Settings, rate: float | None, flag: str, workload: Workload | None = None
+) -> tuple[float, str]:
     """The requests/s offered to the whole endpoint (every replica together) and where the
-    figure comes from: the command's `flag`, else the stack's sloMinRequestsPerSecond, else 1
-    (said so). Every command that takes a rate means this one figure."""
+    figure comes from: the command's `flag`, else the stack's sloMinRequestsPerSecond, else
+    what the stack's fewest replicas (at least 1) serve as planned (within the SLO, or below
+    capacity without one), rounded down to 0.001, said so. Every command that takes a rate
+    means this one figure."""
     if rate is not None:
         return rate, flag
     if settings.slo.slo_min_requests_per_second:
         return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
-    return 1.0, f"assumed; set sloMinRequestsPerSecond or {flag}"
+    model, _ = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    slo = slo_for(settings)
+    per = planned_replica_rate(model, w, slo) if slo else capacity_replica_rate(model, w)
+    n = max(1, settings.replica_bounds[0])
+    planned = math.floor(n * per * 1000) / 1000
+    if planned < MIN_REQUESTS_PER_SECOND:
+        return 1.0, f"assumed; set sloMinRequestsPerSecond or {flag}"
+    return planned, (
+        f"what {n} replica(s) serve as planned; set sloMinRequestsPerSecond or {flag} for your load"
+    )
 
 
-def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int, str]:
-    """How many replicas the offered load is spread over: the replica plan's count for the
-    stack's SLO (:func:`replica_plan`), held within the stack's bounds (the autoscaler cannot
-    go past them); sized on capacity when no latency SLO is set; the stack's fewest (at least
-    1) when no replica can meet the SLO."""
+def endpoint_cost(
+    settings: Settings, rate: float, replicas: int | None
+) -> tuple[float | None, float | None]:
+    """(USD per hour, USD per million requests) of serving ``rate`` req/s on ``replicas``
+    (None: no count can serve it): at least the stack's fewest replicas billed, each at
+    `Settings.price`, plus what the stack bills at any count (a GKE cluster's fixed costs).
+    The one cost figure of `gemma4 plan`, `gemma4 plan search`, the preview and the MCP
+    capacity_plan tool."""
+    if not replicas:
+        return None, None
+    fixed, _ = fixed_usd_per_hour(settings)
+    per_hour = max(replicas, settings.replica_bounds[0]) * settings.price.usd_per_hour + fixed
+    return per_hour, cost_per_million_requests(per_hour, rate)
+
+
+def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int | None, str]:
+    """How many replicas serve the offered load: the count the replica plan says it needs
+    (:func:`replica_plan`: within the SLO, or below capacity without one), at least the
+    stack's fewest; a count above the stack's most is kept and said so (raise the bound to
+    deploy it); None when no count can serve it (the plan's verdict says why)."""
     low, high = settings.replica_bounds
     need = plan.get("replicas_needed")
-    if need:
-        count = max(1, low, min(need, high))
-        basis = "the SLO" if plan.get("slo") else "capacity"
-        if need > high:
-            return count, f"{basis} needs {need}, the stack runs at most {high}"
-        return count, "planned for the SLO" if plan.get("slo") else "planned below capacity"
-    return max(1, low), "no replica can meet the SLO: the stack's fewest, at least 1"
+    if not need:
+        return None, str(plan.get("verdict", "no replica plan"))
+    count = max(need, low, 1)
+    basis = "the SLO" if plan.get("slo") else "capacity"
+    if need > high:
+        return (
+            count,
+            f"{basis} needs {need}; the stack runs at most {high}: raise it to deploy this",
+        )
+    if count > need:
+        return count, f"the stack's fewest ({low}); {basis} needs {need}"
+    return count, "planned for the SLO" if plan.get("slo") else "planned below capacity"
 
 
 def replica_plan(
@@ -287,6 +318,13 @@ def replica_plan(
         # the count still says what the load needs to be served at all.
         per_replica = capacity_replica_rate(model, w)
         need = max(1, math.ceil(rate / per_replica))
+        if need > MAX_REPLICAS:
+            return {
+                **out,
+                "slo": None,
+                "replicas_needed": None,
+                "verdict": f"{rate:g} req/s needs {need} replicas, above the cap {MAX_REPLICAS}",
+            }
         sized = {
             "per_replica_rps": per_replica,
             "sized_on": f"capacity ({HEADROOM * 100:g} % headroom): no latency SLO set "
@@ -429,7 +467,15 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
         "slow side).",
     )
-    parser.add_argument("--rate", type=float, required=True, help="requests/s to serve")
+    from serving.inputs import bounded_number
+
+    parser.add_argument(
+        "--rate",
+        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        required=True,
+        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
+        "`gemma4 plan -r` and `gemma4 preview -r`)",
+    )
     parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
     parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
     parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
@@ -460,8 +506,7 @@ def search_main(argv: Sequence[str]) -> int:
 
     o = build_search_parser().parse_args(list(argv))
     try:
-        rate = _bounded("--rate", o.rate, MAX_RATE)
-        assert rate is not None
+        rate = float(o.rate)
         slo = Slo(
             _bounded("--ttft-ms", o.ttft_ms, 3_600_000),
             _bounded("--itl-ms", o.itl_ms, 3_600_000),

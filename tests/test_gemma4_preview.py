@@ -118,10 +118,15 @@ def test_a_user_written_stack_file_previews_like_a_shipped_one(
     (service,) = [r for r in data["resources"] if r["type"] == "gcp:cloudrunv2/service:Service"]
     assert service["inputs"]["location"] == "europe-west4"
     assert "--max-num-seqs=4" in data["vllm_command_line"]
-    # The stack's own SLO rate prices a million requests.
+    # The stack's own SLO rate prices a million requests, on the replicas it needs (more than
+    # the stack's one instance: kept and said so, as `gemma4 plan search` counts them).
     price = HARDWARE["l4"].price.usd_per_hour
-    assert data["cost"]["requests_per_second"] == 5
-    assert data["cost"]["usd_per_million_requests"] == pytest.approx(price / (3600 * 5) * 1e6)
+    cost = data["cost"]
+    n = cost["replicas"]
+    assert cost["requests_per_second"] == 5
+    assert n == data["plan"]["replicas"]["replicas_needed"] > 1
+    assert "the stack runs at most 1" in cost["replicas_source"]
+    assert cost["usd_per_million_requests"] == pytest.approx(n * price / (3600 * 5) * 1e6)
 
 
 def test_a_mandatory_violation_exits_1_and_names_the_policy(
@@ -414,9 +419,11 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", "2")
     assert "Predicted performance (PREDICTED means, not measured" in text
     assert "at 2 req/s per replica (2 req/s to the stack over 1 replica(s)): TTFT" in text
-    # A rate one instance cannot serve says so instead of printing figures.
-    code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "50")
-    assert "at 50 req/s per replica (50 req/s to the stack over 1 replica(s)): beyond one" in text
+    # A rate no replica count serves (above the cap) says so instead of printing figures.
+    code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "100000")
+    assert "at the offered rate: no replica count serves it (see the replica plan)" in text
+    assert "per million requests: n/a at 100000 req/s to the stack" in text
+    assert "needs" in text and "above the cap 1000" in text
 
 
 @pytest.mark.parametrize("rate", [2.0, 5.0, 9.0])
@@ -444,7 +451,7 @@ def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
         n = cost["replicas"]
         assert cost["requests_per_second"] == r
         assert plan["replicas"]["requests_per_second"] == r
-        assert n == min(plan["replicas"]["replicas_needed"], plan["replicas"]["stack_max_replicas"])
+        assert n == max(plan["replicas"]["replicas_needed"], plan["replicas"]["stack_min_replicas"])
         assert cost["requests_per_second_per_replica"] == pytest.approx(r / n)
         assert plan["requests_per_second"] == r and plan["serving_replicas"] == n
         assert plan["requests_per_second_per_replica"] == pytest.approx(r / n)

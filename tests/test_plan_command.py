@@ -38,9 +38,11 @@ def test_l4_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert r["decode_ceiling_tokens_per_s"] == pytest.approx(300e9 / int(8.28 * 2**30))
     # 20 req/s is offered to the whole endpoint; each replica serves its share.
     assert r["requests_per_second"] == 20
-    assert r["serving_replicas"] == 1  # the stack runs at most one instance
-    assert "the SLO needs" in r["serving_replicas_source"]
-    assert r["usd_per_million_requests"] == pytest.approx(r["usd_per_hour"] / (20 * 3600) * 1e6)
+    # Priced on the replicas the load needs, kept above the stack's one instance and said so.
+    n = r["serving_replicas"]
+    assert n == r["replicas"]["replicas_needed"] > 1
+    assert "the stack runs at most 1" in r["serving_replicas_source"]
+    assert r["usd_per_million_requests"] == pytest.approx(n * r["usd_per_hour"] / (20 * 3600) * 1e6)
 
 
 @pytest.mark.parametrize("stack", ALL_STACKS)

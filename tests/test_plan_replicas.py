@@ -14,7 +14,14 @@ from serving.hardware import GKE_SHAPES, HARDWARE
 from serving.perf import Slo
 from serving.perf_stack import model_for_settings
 from serving.plan import load_stack_settings, main
-from serving.plan_perf import performance, replica_plan, workload_for
+from serving.plan_perf import (
+    fixed_usd_per_hour,
+    performance,
+    replica_plan,
+    search,
+    slo_for,
+    workload_for,
+)
 from serving.settings import load_settings
 
 
@@ -230,12 +237,22 @@ def test_plan_and_preview_mean_one_rate(capsys: pytest.CaptureFixture[str], stac
     planned = outputs[0]
     assert planned["requests_per_second"] == 3
     n = planned["serving_replicas"]
-    low, high = load_stack_settings(stack).replica_bounds
-    assert max(1, low) <= n <= max(1, high)
+    settings = load_stack_settings(stack)
+    low, _ = settings.replica_bounds
+    assert n == max(planned["replicas"]["replicas_needed"], low, 1)
     assert planned["requests_per_second_per_replica"] == pytest.approx(3 / n)
+    # n replicas at the instance price plus what the stack bills at any count (GKE's cluster).
+    fixed, _ = fixed_usd_per_hour(settings)
+    assert planned["usd_per_hour_at_rate"] == pytest.approx(n * planned["usd_per_hour"] + fixed)
     assert planned["usd_per_million_requests"] == pytest.approx(
-        planned["usd_per_hour"] * n / (3 * 3600) * 1e6
+        planned["usd_per_hour_at_rate"] / (3 * 3600) * 1e6
     )
+    # `gemma4 plan search` with the stack's own SLO names the same count and the same cost.
+    slo = slo_for(settings)
+    assert slo is not None
+    (row,) = search({stack: settings}, 3.0, slo)
+    assert row["replicas"] == planned["replicas"]["replicas_needed"]
+    assert row["usd_per_million_requests"] == pytest.approx(planned["usd_per_million_requests"])
     assert preview.main(["-s", stack, "--rate", "3", "--json"]) == 0
     previewed = json.loads(capsys.readouterr().out)
     assert previewed["cost"]["replicas"] == n
@@ -263,5 +280,38 @@ def test_without_a_latency_slo_replicas_are_sized_below_capacity() -> None:
     per = plan["per_replica_rps"]
     assert per == pytest.approx(capacity * (1 - HEADROOM) / (1 + model.band))
     assert plan["replicas_needed"] == math.ceil(rate / per) > 2
-    assert r["serving_replicas"] == min(plan["replicas_needed"], plan["stack_max_replicas"])
+    assert r["serving_replicas"] == plan["replicas_needed"]
     assert r["serving_replicas_source"] == "planned below capacity"
+
+
+def test_a_load_beyond_every_count_has_no_cost_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Above the replica cap no count serves the load: no cost per million requests (not a
+    figure for an overloaded replica), the reason named, in plan and preview alike."""
+    from gemma4 import preview
+
+    code, out, _ = run(capsys, "-s", "gke-l4", "-r", "100000", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["serving_replicas"] is None and r["usd_per_million_requests"] is None
+    assert "above the cap 1000" in r["serving_replicas_source"]
+    code, out, _ = run(capsys, "-s", "gke-l4", "-r", "100000")
+    assert "above the cap 1000" in out
+    assert preview.main(["-s", "gke-l4", "-r", "100000", "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["replicas"] is None and cost["usd_per_million_requests"] is None
+
+
+def test_without_a_rate_the_stack_is_priced_at_what_its_fewest_replicas_serve() -> None:
+    """No -r and no sloMinRequestsPerSecond: the load is what the stack's fewest replicas
+    (at least 1) serve as planned, so the default figures describe a stack that can serve
+    its load; said so."""
+    from serving.plan import report
+
+    for stack in ("l4", "gke-l4", "tpu-v6e1"):
+        r = report(stack, load_stack_settings(stack))
+        assert "serve as planned" in r["requests_per_second_source"]
+        low, _ = load_stack_settings(stack).replica_bounds
+        assert r["serving_replicas"] == max(1, low)
+        assert r["replicas"]["within_bounds"] is True
