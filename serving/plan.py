@@ -153,9 +153,10 @@ def report(
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
     performance is for ``workload`` (default: the stack's benchmark request shape).
     ``requests_per_second`` is the load offered to the whole endpoint (default: the stack's
-    sloMinRequestsPerSecond, else what its fewest replicas serve as planned, said so; ``flag`` names where a given one came
-    from): the replica plan sizes the replicas for it, and the cost per million requests is
-    priced on those replicas plus the stack's fixed costs (:func:`endpoint_cost`)."""
+    sloMinRequestsPerSecond, else what its fewest replicas serve as planned, said so;
+    ``flag`` names where a given one came from): the replica plan sizes the replicas for it,
+    and the cost per million requests is priced on those replicas plus the stack's fixed
+    costs (:func:`endpoint_cost`)."""
     plan = plan_settings(settings)
     rate, rate_source = offered_load(settings, requests_per_second, flag, workload)
     replicas = replica_plan(settings, rate, rate_source, workload)
