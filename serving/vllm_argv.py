@@ -124,7 +124,18 @@ _DOCKER_FLAGS = frozenset(
         "--oom-kill-disable", "-q", "--quiet", "--disable-content-trust", "--help",
     }
 )  # fmt: skip
-_DOCKER_SHORT_FLAGS = frozenset("ditP")
+#: Every short option of `docker run` / `docker container create` (Docker's CLI reference)
+#: and `podman run` (the same letters), and whether it takes a value: True for `-a`
+#: (--attach), `-c` (--cpu-shares), `-e` (--env), `-h` (--hostname), `-l` (--label), `-m`
+#: (--memory), `-p` (--publish), `-u` (--user), `-v` (--volume), `-w` (--workdir); False for
+#: `-d` (--detach), `-i` (--interactive), `-P` (--publish-all), `-q` (--quiet), `-t` (--tty).
+#: A cluster is read as Docker's pflag reads it: flags, then at most one option that takes
+#: the rest of the word (`-e=` or `-e` attached) or the next word as its value. A letter not
+#: listed here is refused, never guessed.
+DOCKER_SHORT_OPTIONS: dict[str, bool] = {
+    **dict.fromkeys("acehlmpuvw", True),
+    **dict.fromkeys("diPqt", False),
+}
 #: `docker run` options the reader accepts: they give the container no host files, host
 #: namespaces, devices, capabilities or name resolution. `--privileged` is accepted here and
 #: judged by the platform (policies._server): a TPU VM's container needs it to reach the TPU
@@ -1113,7 +1124,16 @@ def _launches(
         raise ReadError("commands nested more than 8 deep")
     env = dict(env)
     if image_runs_vllm:
-        return [_launch(argv[1:] if argv[:1] == ["serve"] else list(argv), env)]
+        if argv and (argv[0] == "serve" or _runs_program(argv[0])):
+            # Docker and Kubernetes append the arguments to the ENTRYPOINT.
+            raise ReadError(
+                f"arguments starting with {argv[0]!r} given to an official vLLM image's "
+                "entrypoint, which is `vllm serve` (vLLM 0.27.1's docker/Dockerfile: "
+                f'`ENTRYPOINT ["vllm", "serve"]`): vLLM would run `vllm serve {argv[0]} '
+                "...` and refuse it; give only vLLM's arguments, or the command itself "
+                "(`vllm serve ...` as the command, `--entrypoint=vllm` for docker run)"
+            )
+        return [_launch(list(argv), env)]
     args = _strip_prefixes(argv, env)
     if not args:
         return []
@@ -1243,61 +1263,24 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         if token == "--":
             i += 1
             break
+        items: list[tuple[str, str, str]]
         if token.startswith("--"):
             name, eq, value = token.partition("=")
             takes_value = name not in _DOCKER_FLAGS
-        elif all(c in _DOCKER_SHORT_FLAGS for c in token[1:]):
-            name, eq, value, takes_value = token, "", "", False
-            if "P" in token:
-                name = "-P"
+            if takes_value and not eq:
+                if i + 1 >= len(args):
+                    raise ReadError(f"docker run {token} has no value")
+                value = args[i + 1]
+                i += 1
+            items = [(name, value, token if eq or not takes_value else f"{token} {value}")]
         else:
-            # A cluster of flags, then one option that takes a value: `-dp 80:8000`,
-            # `-itp80:8000`, `-eNAME=value` (the value attached or in the next word).
-            k = 1
-            while token[k] in _DOCKER_SHORT_FLAGS:
-                if token[k] == "P":
-                    raise ReadError(f"docker run {token} publishes every exposed port (-P)")
-                k += 1
-            name, takes_value = "-" + token[k], True
-            attached = token[k + 1 :].removeprefix("=")
-            eq, value = ("=", attached) if attached else ("", "")
-        if takes_value and not eq:
-            if i + 1 >= len(args):
-                raise ReadError(f"docker run {token} has no value")
-            value = args[i + 1]
-            i += 1
-        refused_host = ("--env-file", "-v", "--volume", "--mount", "--volumes-from")
-        publishing = ("-p", "--publish", "-P", "--publish-all", "--expose")
-        if name not in DOCKER_OPTIONS and name not in refused_host + publishing:
-            raise ReadError(
-                f"docker run {name}: an option the reader does not accept (it may give the "
-                "container host files, namespaces, devices, capabilities or name resolution); "
-                f"accepted: {', '.join(sorted(DOCKER_OPTIONS))}"
-            )
-        if name == "--privileged":
-            privileged = True
-        if name in ("--net", "--network") and value not in DOCKER_NETWORKS:
-            raise ReadError(
-                f"docker run {name}={value}: the port policies read vLLM's --port as the host's "
-                "port, which holds only on the host's network (accepted: --net=host)"
-            )
-        if name in ("-e", "--env"):
-            key, sep, literal = value.partition("=")
-            env[key] = literal if sep else host.get(key, UNKNOWN)
-        elif name == "--entrypoint":
-            if re.search(r"\s", value):
-                raise ReadError(f"docker run --entrypoint {value!r}: one program, no arguments")
-            entrypoint = value
-        elif name in ("-p", "--publish", "-P", "--publish-all", "--expose"):
-            raise ReadError(
-                f"docker run {token}{'' if eq or not takes_value else ' ' + value} publishes "
-                "a container port on the host, which the firewall policy does not follow; "
-                "run with --net=host and vLLM's --port"
-            )
-        elif name in ("--env-file", "-v", "--volume", "--mount", "--volumes-from"):
-            raise ReadError(
-                f"docker run {name}: environment or files from the host the reader cannot see"
-            )
+            items, i = _docker_cluster(args, i)
+        for name, value, shown in items:
+            _docker_option(name, value, shown, env, host)
+            if name == "--privileged":
+                privileged = True
+            elif name == "--entrypoint":
+                entrypoint = value
         i += 1
     if i >= len(args):
         raise ReadError("docker run without an image")
@@ -1309,15 +1292,87 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
     ]
 
 
+def _docker_cluster(args: list[str], i: int) -> tuple[list[tuple[str, str, str]], int]:
+    """A short-option word of `docker run` as Docker's pflag reads it: `-dit` (three
+    flags), `-dp 80:8000`, `-itp80:8000`, `-eNAME=value`, `-e=NAME=value` (flags, then one
+    option whose value is the rest of the word or the next word). Returns (option, value,
+    as written) per option and the index of the word last consumed."""
+    token = args[i]
+    items: list[tuple[str, str, str]] = []
+    k = 1
+    while k < len(token):
+        letter = token[k]
+        takes_value = DOCKER_SHORT_OPTIONS.get(letter)
+        if takes_value is None:
+            raise ReadError(
+                f"docker run {token}: -{letter} is not a `docker run` short option the reader "
+                f"knows (Docker's: {' '.join('-' + c for c in sorted(DOCKER_SHORT_OPTIONS))})"
+            )
+        if not takes_value:
+            if token[k + 1 : k + 2] == "=":
+                raise ReadError(
+                    f"docker run {token}: a value given to the flag -{letter}; write -{letter} "
+                    "alone"
+                )
+            items.append(("-" + letter, "", token))
+            k += 1
+            continue
+        attached = token[k + 1 :]
+        if attached:
+            value = attached[1:] if attached.startswith("=") else attached
+            items.append(("-" + letter, value, token))
+        else:
+            if i + 1 >= len(args):
+                raise ReadError(f"docker run {token} has no value")
+            i += 1
+            items.append(("-" + letter, args[i], f"{token} {args[i]}"))
+        break
+    return items, i
+
+
+def _docker_option(
+    name: str, value: str, shown: str, env: dict[str, str], host: dict[str, str]
+) -> None:
+    """Judge one `docker run` option (Docker's short options spelt as written)."""
+    refused_host = ("--env-file", "-v", "--volume", "--mount", "--volumes-from")
+    publishing = ("-p", "--publish", "-P", "--publish-all", "--expose")
+    if name in publishing:
+        raise ReadError(
+            f"docker run {shown} publishes a container port on the host, which the firewall "
+            "policy does not follow; run with --net=host and vLLM's --port"
+        )
+    if name in refused_host:
+        raise ReadError(
+            f"docker run {name}: environment or files from the host the reader cannot see"
+        )
+    if name not in DOCKER_OPTIONS:
+        raise ReadError(
+            f"docker run {name}: an option the reader does not accept (it may give the "
+            "container host files, namespaces, devices, capabilities or name resolution); "
+            f"accepted: {', '.join(sorted(DOCKER_OPTIONS))}"
+        )
+    if name in ("--net", "--network") and value not in DOCKER_NETWORKS:
+        raise ReadError(
+            f"docker run {name}={value}: the port policies read vLLM's --port as the host's "
+            "port, which holds only on the host's network (accepted: --net=host)"
+        )
+    if name in ("-e", "--env"):
+        key, sep, literal = value.partition("=")
+        env[key] = literal if sep else host.get(key, UNKNOWN)
+    elif name == "--entrypoint" and re.search(r"\s", value):
+        raise ReadError(f"docker run --entrypoint {value!r}: one program, no arguments")
+
+
 def _in_image(
     image: str, rest: list[str], entrypoint: str | None, env: dict[str, str], depth: int
 ) -> list[Launch]:
     if entrypoint is not None:
         return _launches([entrypoint, *rest], env, image_runs_vllm=False, depth=depth + 1)
     if is_vllm_image(image):
-        # Whether the official image's ENTRYPOINT is `vllm serve` (vllm-openai) or none
-        # (a command follows), the only server that can start is the one read here.
-        if rest and _basename(rest[0]) in ("vllm", "python", "python3", *SHELLS):
+        # vllm-openai: Docker appends what follows the image to its ENTRYPOINT, `vllm serve`
+        # (a program or `serve` there is refused). vllm-tpu: a program replaces the image's
+        # command; vLLM's arguments alone are read as arguments to `vllm serve`.
+        if rest and _runs_program(rest[0]) and _image_name(image) not in ENTRYPOINT_VLLM_SERVE:
             return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
         return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
     if mentions_vllm(rest):
@@ -1329,13 +1384,29 @@ def _in_image(
     return []
 
 
+def _runs_program(word: str) -> bool:
+    """A first word that names a program the reader follows (vLLM, Python, a shell)."""
+    base = _basename(word)
+    return base == "vllm" or base in SHELLS or bool(PYTHONS.match(base))
+
+
 #: The official vLLM images (Docker Hub's `vllm` namespace), whose entrypoint is known.
 OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/vllm-tpu"})
+
+
+#: Official images whose ENTRYPOINT is `vllm serve` (vLLM 0.27.1's docker/Dockerfile:
+#: `ENTRYPOINT ["vllm", "serve"]`): what follows the image is appended to it.
+ENTRYPOINT_VLLM_SERVE = frozenset({"docker.io/vllm/vllm-openai"})
 
 
 def is_vllm_image(image: str) -> bool:
     """An official vLLM image, named by its full reference (registry and namespace): a
     repository elsewhere that is merely called `vllm-openai` is not one."""
+    return _image_name(image) in OFFICIAL_VLLM_IMAGES
+
+
+def _image_name(image: str) -> str:
+    """`vllm/vllm-openai:v1` -> `docker.io/vllm/vllm-openai` (registry and repository)."""
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
@@ -1346,7 +1417,7 @@ def is_vllm_image(image: str) -> bool:
     for prefix in ("index.docker.io/", "registry-1.docker.io/"):
         if name.startswith(prefix):
             name = "docker.io/" + name[len(prefix) :]
-    return name in OFFICIAL_VLLM_IMAGES
+    return name
 
 
 def split_script(script: str) -> list[list[str]]:

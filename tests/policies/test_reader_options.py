@@ -11,6 +11,7 @@ variants of each class.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -382,6 +383,98 @@ def test_docker_options_that_reach_the_host_are_refused_everywhere(option: str) 
         assert option.split("=")[0].split()[0] in message, message
     with pytest.raises(ReadError, match="docker run"):
         script_launches(script)
+
+
+OPENAI_RUN = (
+    "docker run {} vllm/vllm-openai:v0.27.1 google/gemma-4-12B-it-qat-w4a16-ct "
+    "--max-model-len=8192 --port=8000\n"
+)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    ["-q", "-d -q", "-dq", "-qd", "-iq", "-qit", "-q -i -t", "-dit", "-q --quiet"],
+)
+def test_no_value_short_flags_swallow_no_word(flags: str) -> None:
+    # Docker's -q (--quiet) and the other no-value letters take no value: what follows them
+    # is still read as an option (here --privileged, refused on a GPU machine).
+    script = OPENAI_RUN.format(f"-d {flags} --privileged --net=host --gpus=all")
+    (launch,) = script_launches(script)
+    assert launch.privileged
+    (message,) = violations(vllm_server_readable, INSTANCE, instance(script))
+    assert "--privileged" in message and "only a TPU VM" in message
+
+
+@pytest.mark.parametrize(
+    ("after", "named"),
+    [("--publish=80:8000", "publishes"), ("--volume=/:/host", "from the host"),
+     ("--cap-add=ALL", "--cap-add"), ("--device=/dev/mem", "--device"),
+     ("--pid=host", "--pid"), ("--env-file=/etc/x", "from the host"),
+     ("-w /tmp", "-w"), ("-qv/:/host", "from the host"), ("-qdp80:8000", "publishes"),
+     ("-qP", "publishes"), ("-qeVLLM_PLUGINS=x -w /tmp", "-w")],
+)  # fmt: skip
+def test_options_after_a_no_value_flag_are_still_judged(after: str, named: str) -> None:
+    for flags in ("-q", "-it", "-dq"):
+        script = OPENAI_RUN.format(f"{flags} {after} --net=host")
+        with pytest.raises(ReadError, match=named):
+            script_launches(script)
+
+
+def test_a_value_in_a_cluster_is_read_as_docker_reads_it() -> None:
+    for flags in (
+        "-qeVLLM_PLUGINS=x",
+        "-qe VLLM_PLUGINS=x",
+        "-de=VLLM_PLUGINS=x",
+        "-e=VLLM_PLUGINS=x",
+    ):
+        (launch,) = script_launches(OPENAI_RUN.format(f"{flags} --net=host"))
+        assert launch.env == {"VLLM_PLUGINS": "x"}, flags
+
+
+@pytest.mark.parametrize("flags", ["-it", "-dit", "-td", "-ti", "-i -t", "-itd --rm", "-q"])
+def test_clusters_of_no_value_flags_are_read(flags: str) -> None:
+    script = TPU_SCRIPT.replace("docker run -d ", f"docker run {flags} ")
+    assert violations(vllm_server_readable, TPU_VM, tpu_vm(script)) == []
+    script = OPENAI_RUN.format(f"{flags} --net=host --gpus=all")
+    assert violations(vllm_server_readable, INSTANCE, instance(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [("-x", "-x is not a `docker run` short option"), ("-dX", "-X is not"),
+     ("-itz", "-z is not"), ("-d=true", "a value given to the flag -d"),
+     ("-q=1", "a value given to the flag -q"), ("-it-", "-- is not")],
+)  # fmt: skip
+def test_unknown_short_options_and_flag_values_are_refused(flags: str, named: str) -> None:
+    with pytest.raises(ReadError, match=re.escape(named)):
+        script_launches(OPENAI_RUN.format(f"{flags} --net=host"))
+
+
+@pytest.mark.parametrize(
+    "rest",
+    ["vllm serve " + QAT, "/usr/bin/vllm serve " + QAT, "serve " + QAT,
+     "python3 -m vllm.entrypoints.openai.api_server --model " + QAT, "bash -c 'vllm serve x'"],
+)  # fmt: skip
+def test_a_command_after_the_openai_image_is_appended_to_its_entrypoint(rest: str) -> None:
+    # vLLM 0.27.1's docker/Dockerfile: ENTRYPOINT ["vllm", "serve"]; Docker appends what
+    # follows the image, so `vllm serve vllm serve ...` would run and vLLM refuses it.
+    script = f"docker run -d --net=host docker.io/vllm/vllm-openai:v0.27.1 {rest}\n"
+    with pytest.raises(ReadError, match="vllm serve"):
+        script_launches(script)
+    (message,) = violations(vllm_server_readable, INSTANCE, instance(script))
+    assert "ENTRYPOINT" in message, message
+    fixed = f"docker run -d --net=host --entrypoint=vllm vllm/vllm-openai:v0.27.1 serve {QAT}\n"
+    (launch,) = script_launches(fixed)
+    assert launch.argv[0] == QAT
+
+
+def test_container_args_given_to_the_openai_entrypoint_are_not_a_command() -> None:
+    props = service("l4")
+    c = container(props)
+    c.pop("commands", None)
+    c["args"] = ["serve", *c["args"]] if c["args"][:1] != ["serve"] else c["args"]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "ENTRYPOINT" in message and "vllm serve serve" in message
 
 
 # --- the object-store loaders' variables -------------------------------------------------
