@@ -332,7 +332,6 @@ CODE_OPTIONS: dict[str, str] = {
     "logits-processors": "imports logits processors",
     "lora-modules": "serves LoRA adapters the catalogue does not know",
     "hf-config-path": "reads the model's config from another path",
-    "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
     "config": "reads options from a file the reader cannot see",
     "trust-remote-code": "runs Python code shipped with the checkpoint",
@@ -406,6 +405,7 @@ CHOICE_OPTIONS: dict[str, frozenset[str]] = {
 CHECKPOINT_OPTIONS: dict[str, str] = {
     "model": "must resolve to a checkpoint the download job produces",
     "revision": "a branch, tag or commit of the catalogue repository, never a refs/ ref",
+    "tokenizer": "only the served model's own path (a trailing `/` and `./` aside)",
     "tokenizer-revision": "only the served checkpoint's own revision",
     "speculative-config": "the drafter resolves like the model; its fields are listed",
     "chat-template": "only a file inside the served checkpoint's folder",
@@ -815,7 +815,29 @@ def parse_serve_args(
             )
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
+    tokenizer = options.get("tokenizer")
+    if tokenizer is not None and not (isinstance(tokenizer, str) and same_path(tokenizer, model)):
+        problems.append(
+            f"--tokenizer {tokenizer!r}: it reads a tokenizer from another path than the "
+            f"served model {model!r}, which the policies cannot judge (accepted: leaving it "
+            "out, or the served model's own path)"
+        )
     return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+
+
+def same_path(a: str, b: str) -> bool:
+    """Two spellings of one path or Hugging Face id: equal once empty and `.` segments are
+    dropped (`/mnt/models/x/`, `/mnt/models/./x`); a `..` is never taken as equal (it
+    depends on what the folders are)."""
+
+    def segments(text: str) -> tuple[bool, list[str]] | None:
+        parts = [part for part in text.split("/") if part not in ("", ".")]
+        if ".." in parts or not parts:
+            return None
+        return text.startswith("/"), parts
+
+    first = segments(a)
+    return first is not None and first == segments(b)
 
 
 def _whole(value: Any) -> int | None:

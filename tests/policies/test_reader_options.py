@@ -136,6 +136,28 @@ def test_a_generation_config_that_is_the_checkpoints_or_none_is_read(value: str)
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
 
 
+@pytest.mark.parametrize(
+    "value", [QAT, f"{QAT}/", f"{QAT}//", "/mnt/models/./gemma-4-12B-it-qat-w4a16-ct"]
+)
+def test_a_tokenizer_that_is_the_served_path_is_read(value: str) -> None:
+    script = f"{GOOD} --tokenizer={value}"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+    assert (
+        violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} --tokenizer {value}"))
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [BF16, f"{QAT}/..", f"{QAT}/../gemma-4-12B-it-qat-w4a16-ct", QAT.lstrip("/"), "/mnt/models",
+     "google/gemma-4-12B-it", f"{QAT}-other", QAT.upper(), "/"],
+)  # fmt: skip
+def test_a_tokenizer_from_another_path_is_refused(value: str) -> None:
+    message = refused(f"{GOOD} --tokenizer {value}")
+    assert "--tokenizer" in message and "another path than the served model" in message
+
+
 def test_on_a_tpu_node_no_chat_template_file_is_accepted() -> None:
     for value in ("/tmp/t.jinja", "/root/.cache/huggingface/t.jinja", "google/gemma-4-12B-it"):
         script = TPU_SCRIPT.replace("--port=8000", f"--port=8000 --chat-template={value}")
