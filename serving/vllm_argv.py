@@ -318,7 +318,10 @@ def lookup(raw: str) -> tuple[Option | None, str | None]:
             return _LONG[matches[0]], None
         if matches:
             return None, f"{raw} abbreviates several options ({', '.join(matches[:4])})"
-    return None, f"an option vLLM 0.27.1 does not have ({raw})"
+    return None, (
+        f"{raw} is not an option of vLLM 0.27.1's parser (vLLM refuses unknown options at "
+        "start: `unrecognized arguments`); remove it"
+    )
 
 
 #: `--load-format` values that read the served checkpoint's own files.
@@ -687,6 +690,8 @@ def parse_serve_args(
     tokens, dotted, problems = _preprocess(list(argv), serve=entry == "serve")
     options: dict[str, Any] = {}
     positional: str | None = None
+    #: An option vLLM lacks was just read: the words after it are its value or refused with it.
+    unknown = False
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -694,11 +699,12 @@ def parse_serve_args(
         if _is_value(token):
             if positional is None:
                 positional = token
-            else:
+            elif not unknown:
                 problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
             continue
         raw, eq, value = token.partition("=")
         option, problem = lookup(raw)
+        unknown = option is None and not eq
         if option is None:
             problems.append(problem or f"cannot read {token!r}")
             continue
@@ -822,7 +828,9 @@ def parse_serve_args(
             f"served model {model!r}, which the policies cannot judge (accepted: leaving it "
             "out, or the served model's own path)"
         )
-    return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+    return ServeArgs(
+        options=options, model=model, env=dict(env or {}), problems=tuple(dict.fromkeys(problems))
+    )
 
 
 def same_path(a: str, b: str) -> bool:

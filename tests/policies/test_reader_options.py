@@ -32,6 +32,7 @@ from serving.vllm_argv import (
     REFUSED_OPTIONS,
     SNAPSHOT,
     ReadError,
+    parse_serve_args,
     script_launches,
 )
 from tests.policies._fixtures import SERVICE, TPU_DYNAMIC, container, rendered, service, violations
@@ -616,7 +617,26 @@ def test_every_shipped_image_option_is_decided_or_refused_as_unknown(snapshot: A
     undecided = _options(snapshot) - set().union(*_decisions())
     assert undecided.isdisjoint(_options(SNAPSHOT))
     for name in sorted(undecided):
-        assert f"does not have (--{name})" in refused(f"{GOOD} --{name}=1")
+        assert f"--{name} is not an option of vLLM 0.27.1's parser" in refused(f"{GOOD} --{name}=1")
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--swap-space 4", "--swap-space=4", "--disable-log-requests", "--swap-space 4 --swap-space 8",
+     "--swap_space 4", "--swap-space 4 16"],
+)  # fmt: skip
+def test_an_option_vllm_no_longer_has_is_named_once_without_follow_on_noise(option: str) -> None:
+    # `--swap-space` and `--disable-log-requests` were removed before vLLM 0.27.1: argparse
+    # refuses them as unrecognized arguments, the value after them included.
+    props = shell_service(f"{GOOD} {option}")
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "is not an option of vLLM 0.27.1's parser" in message
+    assert "refuses unknown options at start" in message
+    assert "positional" not in message
+    assert message.count("is not an option") == 1
+    (launch,) = script_launches(f"{GOOD} {option}")
+    parsed = parse_serve_args(launch.argv)
+    assert parsed.model == QAT and len(parsed.problems) == 1, parsed.problems
 
 
 @pytest.mark.parametrize(
