@@ -175,6 +175,9 @@ class ServeArgs:
     env: dict[str, str] = field(default_factory=dict)
     #: What could not be read with certainty (a `--config` file, an ambiguous option).
     problems: tuple[str, ...] = ()
+    #: Options (and "model") given a value not known at preview that are not decided
+    #: harmless whatever their value (each is also a problem).
+    unseen: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """`{"model": ..., "option-name": value}` (the shape the policies read)."""
@@ -692,6 +695,7 @@ def parse_serve_args(
     positional: str | None = None
     #: An option vLLM lacks was just read: the words after it are its value or refused with it.
     unknown = False
+    extra_positionals: list[str] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -699,8 +703,10 @@ def parse_serve_args(
         if _is_value(token):
             if positional is None:
                 positional = token
-            elif not unknown:
-                problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
+            else:
+                extra_positionals.append(token)
+                if not unknown:
+                    problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
             continue
         raw, eq, value = token.partition("=")
         option, problem = lookup(raw)
@@ -745,6 +751,25 @@ def parse_serve_args(
             problems.append(problem or f"cannot read {key}")
             continue
         options[option.name] = fields  # given last: replaces a JSON object given earlier
+    refused_unseen: list[str] = []
+    if any(UNSEEN in token for token in extra_positionals):
+        refused_unseen.append("positional")
+    for name in [name for name, value in options.items() if _holds_unseen(value)]:
+        if name not in HARMLESS_OPTIONS:
+            refused_unseen.append(name)
+            shown = str(options.pop(name)).replace(UNSEEN, "")
+            problems.append(
+                f"--{name} {shown}, whose value is not known at preview (a secret or a value "
+                "set at run time): only an option decided harmless whatever its value may take "
+                "one (docs/reader-grammar.md lists them)"
+            )
+    if positional is not None and UNSEEN in positional:
+        refused_unseen.append("model")
+        problems.append(
+            f"the model is {positional.replace(UNSEEN, '')}, whose value is not known at "
+            "preview: the policies judge the model by its value"
+        )
+        positional = None
     load_format = options.get("load-format")
     if load_format is not None and load_format not in LOAD_FORMATS:
         problems.append(
@@ -828,9 +853,24 @@ def parse_serve_args(
             f"served model {model!r}, which the policies cannot judge (accepted: leaving it "
             "out, or the served model's own path)"
         )
+    cleaned = (p.replace(UNSEEN, "").replace(repr(UNSEEN)[1:-1], "") for p in problems)
     return ServeArgs(
-        options=options, model=model, env=dict(env or {}), problems=tuple(dict.fromkeys(problems))
+        options=options,
+        model=model,
+        env=dict(env or {}),
+        problems=tuple(dict.fromkeys(cleaned)),
+        unseen=tuple(refused_unseen),
     )
+
+
+def _holds_unseen(value: Any) -> bool:
+    if isinstance(value, str):
+        return UNSEEN in value
+    if isinstance(value, Mapping):
+        return any(_holds_unseen(k) or _holds_unseen(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_unseen(v) for v in value)
+    return False
 
 
 def same_path(a: str, b: str) -> bool:
@@ -1469,6 +1509,32 @@ def _raw_text(word: Word) -> str:
 #: A variable whose value the reader does not know (a secret reference, a value unknown at
 #: preview): it may be passed on by name, never read into vLLM's arguments.
 UNKNOWN = "\x00unknown"
+#: Wraps an expansion whose value is not known at preview but stays one word (a double-quoted
+#: `"$KEY"` in a script, the kubelet's `$(KEY)` of a declared variable): `\x00$KEY\x00`.
+#: Only an option decided harmless whatever its value may hold one (:func:`parse_serve_args`);
+#: anywhere else the launch is refused (:func:`holds_unseen_only_in_arguments`).
+UNSEEN = "\x00"
+
+
+def unseen(text: str) -> str:
+    """An expansion as written, marked as a value not known at preview."""
+    return f"{UNSEEN}{text}{UNSEEN}"
+
+
+def holds_unseen_only_in_arguments(words: Sequence[str], launches: Sequence[Launch]) -> bool:
+    """Every unseen value of `words` reached a launch's vLLM arguments (not its program,
+    image, environment or a wrapper's option) as the value of an option decided harmless
+    whatever its value (:data:`HARMLESS_OPTIONS`)."""
+    given = sum(word.count(UNSEEN) for word in words)
+    kept = sum(arg.count(UNSEEN) for launch in launches for arg in launch.argv)
+    return given == kept and not any(
+        UNSEEN in (launch.image or "")
+        or any(UNSEEN in v for v in launch.env.values())
+        or parse_serve_args(launch.argv, entry=launch.entry).unseen
+        for launch in launches
+    )
+
+
 #: Builtins and keywords that change values or control flow in ways the reader does not
 #: follow; each is refused by name.
 _REFUSED_WORDS: dict[str, str] = {
@@ -1502,9 +1568,13 @@ class _Vars:
         return {k: v for k, v in self.values.items() if k in self.exported}
 
 
-def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
+def _resolve(
+    word: Word, variables: Mapping[str, str], *, strict: bool, allow_unseen: bool = False
+) -> str:
     """A word's text after expansion. `strict`: every variable must be known, and an
-    unquoted one must not word-split or glob (a glob or empty value is refused too)."""
+    unquoted one must not word-split or glob (a glob or empty value is refused too).
+    `allow_unseen`: a double-quoted variable whose value is not known becomes an
+    :func:`unseen` value (it stays one word)."""
     out: list[str] = []
     for part in word.parts:
         if part.name is None:
@@ -1516,10 +1586,21 @@ def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
             continue
         value = variables.get(part.name)
         if value is None or value == UNKNOWN:
+            if strict and allow_unseen and part.quoted:
+                out.append(unseen(part.text))
+                continue
             if strict:
+                quote = (
+                    ""
+                    if part.quoted
+                    else f', double-quoted ("{part.text}") so the shell keeps it one word'
+                )
                 raise ReadError(
                     f"{part.text} in {_raw_text(word)!r} has no value the reader knows "
-                    "(vLLM's arguments must be literal or set earlier in the same script)"
+                    "(vLLM's arguments must be literal or set earlier in the same script; only "
+                    "an option decided harmless whatever its value, such as --api-key, may "
+                    f"take a value unknown at preview{quote}; the API key is best given as "
+                    "VLLM_API_KEY from a secret)"
                 )
             out.append(part.text)
             continue
@@ -1827,7 +1908,18 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
             f"a program the reader does not know ({program[0]!r}); a script may run vLLM, "
             "`docker run`, and the programs listed in docs/reader-grammar.md"
         )
-    strict = [_resolve(w, variables.values, strict=True) for w in words]
+    try:
+        strict = [_resolve(w, variables.values, strict=True) for w in words]
+    except ReadError as exc:
+        # A double-quoted value unknown at preview may only reach a harmless vLLM option.
+        strict = [_resolve(w, variables.values, strict=True, allow_unseen=True) for w in words]
+        try:
+            launches = _launches(strict, env, image_runs_vllm=False, depth=depth + 1)
+        except ReadError:
+            raise exc from None
+        if not launches or not holds_unseen_only_in_arguments(strict, launches):
+            raise exc from None
+        return launches
     launches = _launches(strict, env, image_runs_vllm=False, depth=depth + 1)
     if not launches and (PYTHONS.match(head) or head in ("docker", "podman")):
         raise ReadError(

@@ -749,3 +749,75 @@ def test_decode_context_parallelism_reuses_the_tensor_parallel_devices() -> None
 def test_data_parallel_ranks_started_elsewhere_are_refused(option: str) -> None:
     message = refused(f"{GOOD} {option}")
     assert "--data-parallel-size-local" in message and "accepted:" in message
+
+
+# --- values unknown at preview (secrets) -------------------------------------------------
+
+
+def _secret_service(script: str) -> dict[str, Any]:
+    props = shell_service(script)
+    container(props)["envs"].append(
+        {"name": "API_KEY", "valueSource": {"secretKeyRef": {"secret": "key", "version": "1"}}}
+    )
+    return props
+
+
+@pytest.mark.parametrize(
+    "option",
+    ['--api-key "$API_KEY"', '--api-key="$API_KEY"', '"--api-key=${API_KEY}"',
+     '--api-key "${API_KEY}"', '--hf-token "$API_KEY"', '--served-model-name "$API_KEY"'],
+)  # fmt: skip
+def test_a_harmless_option_may_take_a_quoted_secret(option: str) -> None:
+    # --api-key only authenticates clients: its value, one word, cannot change what is served.
+    props = _secret_service(f"{GOOD} {option}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.model_ref == QAT
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [("--api-key $API_KEY", '"$API_KEY"'), ("--api-key=${API_KEY}", "VLLM_API_KEY"),
+     ('--port "$API_KEY"', "no value the reader knows"),
+     ('--max-model-len="$API_KEY"', "no value the reader knows"),
+     ('--tokenizer "$API_KEY"', "no value the reader knows"),
+     ('--chat-template "$API_KEY"', "no value the reader knows"),
+     ('"$API_KEY"', "no value the reader knows"),
+     ('--api-key "$API_KEY" --max-num-seqs "$API_KEY"', "no value the reader knows")],
+)  # fmt: skip
+def test_a_secret_elsewhere_or_unquoted_is_refused(option: str, named: str) -> None:
+    messages = violations(vllm_server_readable, SERVICE, _secret_service(f"{GOOD} {option}"))
+    assert len(messages) == 1 and named in messages[0], messages
+
+
+@pytest.mark.parametrize(
+    "script",
+    ['vllm serve "$API_KEY" --max-model-len=8192', f'timeout "$API_KEY" {GOOD}',
+     f'env "X=$API_KEY" {GOOD}',
+     f'docker run -d --net=host -e "X=$API_KEY" vllm/vllm-openai:v0.27.1 {QAT}',
+     f'docker run -d --net=host "$API_KEY" {QAT} --api-key "$API_KEY"',
+     f'sh -c "{GOOD} --api-key \\"$API_KEY\\""'],
+)  # fmt: skip
+def test_a_quoted_secret_that_reaches_no_harmless_option_is_refused(script: str) -> None:
+    (message,) = violations(vllm_server_readable, SERVICE, _secret_service(script))
+    assert "$API_KEY" in message, message
+
+
+def _gke_secret(*args: str) -> dict[str, Any]:
+    from tests.policies.test_policy_gke import container as pod_container
+
+    d = _gke_with(*args)
+    pod_container(d).setdefault("env", []).append(
+        {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "api-key"}}}
+    )
+    return d
+
+
+def test_a_gke_secret_may_reach_the_api_key_through_the_kubelet() -> None:
+    deployment = "kubernetes:apps/v1:Deployment"
+    for args in (("--api-key=$(API_KEY)",), ("--api-key", "$(API_KEY)")):
+        assert violations(vllm_server_readable, deployment, _gke_secret(*args)) == []
+    for args in (("--max-model-len=$(API_KEY)",), ("--port", "$(API_KEY)"),
+                 ("--tokenizer=$(API_KEY)",)):  # fmt: skip
+        (message,) = violations(vllm_server_readable, deployment, _gke_secret(*args))
+        assert "$(API_KEY), whose value is not known" in message and "VLLM_API_KEY" in message
