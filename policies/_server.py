@@ -53,6 +53,7 @@ from serving.vllm_argv import (
     device_count,
     find_launches,
     holds_unseen_only_in_arguments,
+    image_runs_vllm_serve,
     is_vllm_image,
     mentions_vllm,
     parse_serve_args,
@@ -1041,14 +1042,16 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
             reading.problems.append(f"{where}: {exc}")
         return
     # No command: the image's entrypoint runs. Only an official vLLM image's is known.
-    runs_vllm = not commands and known_vllm_image
+    # vllm-openai's ENTRYPOINT is `vllm serve`; vllm-tpu's image runs its arguments as a
+    # command (CMD bash, or an entrypoint.sh that runs $VLLM_ARGS when there are none).
+    runs_vllm = not commands and spec.image is not None and image_runs_vllm_serve(spec.image)
     literal = {k: (UNKNOWN if v is None else v) for k, v in spec.env.items()}
     try:
         # Without a command, an image other than the official ones runs an entrypoint the
         # reader does not know: its arguments are not a command line.
         launches = (
             find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
-            if commands or known_vllm_image
+            if commands or runs_vllm
             else []
         )
     except ReadError as exc:
@@ -1067,9 +1070,9 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
             shown = spec.image or "an image not known at preview"
             reading.problems.append(
                 f"{where} {why} and runs its image's own entrypoint ({shown}), which the "
-                "policies cannot see (only the official vllm/vllm-openai and vllm/vllm-tpu "
-                "images are read without a command); give the command and arguments "
-                "explicitly"
+                "policies cannot see (only the official vllm/vllm-openai image, whose "
+                "ENTRYPOINT is `vllm serve`, is read without a command); give the command and "
+                "arguments explicitly"
             )
         else:
             reading.problems.append(

@@ -1440,16 +1440,23 @@ def _in_image(
         return _launches([entrypoint, *rest], env, image_runs_vllm=False, depth=depth + 1)
     if is_vllm_image(image):
         # vllm-openai: Docker appends what follows the image to its ENTRYPOINT, `vllm serve`
-        # (a program or `serve` there is refused). vllm-tpu: a program replaces the image's
-        # command; vLLM's arguments alone are read as arguments to `vllm serve`.
-        if rest and _runs_program(rest[0]) and _image_name(image) not in ENTRYPOINT_VLLM_SERVE:
+        # (a program or `serve` there is refused). vllm-tpu: what follows is a command.
+        if image_runs_vllm_serve(image):
+            return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
+        if rest and _runs_program(rest[0]):
             return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
-        return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
+        raise ReadError(
+            f"docker run {image}: this image has no `vllm serve` entrypoint (tpu-inference's "
+            'docker/Dockerfile ends with CMD ["/bin/bash"]; its docker/entrypoint.sh runs '
+            "the arguments as a command, or vLLM with $VLLM_ARGS when there are none), so what "
+            "follows the image must be the command: `vllm serve MODEL ...`, or give "
+            "--entrypoint=vllm and `serve MODEL ...`"
+        )
     if mentions_vllm(rest):
         raise ReadError(
             f"docker run {image}: what this image's own entrypoint does with its arguments is "
-            "not known (only the official vllm/vllm-openai and vllm/vllm-tpu images are read "
-            "without one); give --entrypoint"
+            "not known (only the official vllm/vllm-openai image's, `vllm serve`, is known; "
+            "vllm/vllm-tpu runs the command that follows it); give --entrypoint"
         )
     return []
 
@@ -1467,6 +1474,11 @@ OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/
 #: Official images whose ENTRYPOINT is `vllm serve` (vLLM 0.27.1's docker/Dockerfile:
 #: `ENTRYPOINT ["vllm", "serve"]`): what follows the image is appended to it.
 ENTRYPOINT_VLLM_SERVE = frozenset({"docker.io/vllm/vllm-openai"})
+
+
+def image_runs_vllm_serve(image: str) -> bool:
+    """An official image whose ENTRYPOINT is `vllm serve`: its arguments are vLLM's."""
+    return _image_name(image) in ENTRYPOINT_VLLM_SERVE
 
 
 def is_vllm_image(image: str) -> bool:

@@ -821,3 +821,13 @@ def test_a_gke_secret_may_reach_the_api_key_through_the_kubelet() -> None:
                  ("--tokenizer=$(API_KEY)",)):  # fmt: skip
         (message,) = violations(vllm_server_readable, deployment, _gke_secret(*args))
         assert "$(API_KEY), whose value is not known" in message and "VLLM_API_KEY" in message
+
+
+def test_container_args_with_the_tpu_image_and_no_command_are_not_read() -> None:
+    # vllm-tpu has no `vllm serve` entrypoint: without a command its arguments are a program.
+    props = service("l4")
+    c = container(props)
+    c["image"] = "vllm/vllm-tpu:v0.27.0"
+    c.pop("commands", None)
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "runs its image's own entrypoint" in message and "vllm/vllm-tpu" in message
