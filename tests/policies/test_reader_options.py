@@ -814,6 +814,8 @@ def _gke_secret(*args: str) -> dict[str, Any]:
 
 
 def test_a_gke_secret_may_reach_the_api_key_through_the_kubelet() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+
     deployment = "kubernetes:apps/v1:Deployment"
     for args in (("--api-key=$(API_KEY)",), ("--api-key", "$(API_KEY)")):
         assert violations(vllm_server_readable, deployment, _gke_secret(*args)) == []
@@ -821,6 +823,12 @@ def test_a_gke_secret_may_reach_the_api_key_through_the_kubelet() -> None:
                  ("--tokenizer=$(API_KEY)",)):  # fmt: skip
         (message,) = violations(vllm_server_readable, deployment, _gke_secret(*args))
         assert "$(API_KEY), whose value is not known" in message and "VLLM_API_KEY" in message
+    # Expanded by the kubelet before the shell reads it: the secret would be shell code.
+    d = _gke_secret()
+    pod = pod_container(d)
+    pod["command"], pod["args"] = ["sh", "-c"], [f"{GOOD} --api-key=$(API_KEY)"]
+    (message,) = violations(vllm_server_readable, deployment, d)
+    assert "$(API_KEY), whose value is not known" in message
 
 
 def test_container_args_with_the_tpu_image_and_no_command_are_not_read() -> None:
