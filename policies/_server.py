@@ -52,11 +52,14 @@ from serving.vllm_argv import (
     ReadError,
     device_count,
     find_launches,
+    holds_unseen_only_in_arguments,
+    image_runs_vllm_serve,
     is_vllm_image,
     mentions_vllm,
     parse_serve_args,
     runs_non_serving_program,
     script_launches,
+    unseen,
 )
 from serving.vllm_env import env_problems
 
@@ -677,8 +680,12 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
 _K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def _references(tokens: list[str], spec: ContainerSpec) -> list[str]:
-    """`$(NAME)` in command and args, as the platform treats them."""
+def _references(
+    tokens: list[str], spec: ContainerSpec, unknown: list[str] | None = None
+) -> list[str]:
+    """`$(NAME)` in command and args, as the platform treats them. With `unknown` (a list
+    the messages go to), a declared variable whose value is not known becomes an unseen
+    value (the kubelet keeps it one argument), to be judged where it lands."""
     if spec.variable_references == "literal":
         return tokens
     out = []
@@ -706,7 +713,15 @@ def _references(tokens: list[str], spec: ContainerSpec) -> list[str]:
                 )
             value = spec.env[name]
             if value is None:
-                raise ReadError(f"{token!r} refers to $({name}), whose value is not known")
+                message = f"{token!r} refers to $({name}), whose value is not known"
+                if unknown is None:
+                    raise ReadError(message)
+                unknown.append(
+                    f"{message} (only an option decided harmless whatever its value, such as "
+                    "--api-key, may take one; the API key is best given as VLLM_API_KEY from a "
+                    "secret)"
+                )
+                return unseen(match.group(0))
             return value
 
         out.append(_K8S_REFERENCE.sub(expand, token))
@@ -1019,26 +1034,33 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
             )
         return
     spec = replace(spec, env=_env_references(spec))
+    unknown: list[str] = []
     try:
-        argv = _references([*commands, *args], spec)
+        argv = _references([*commands, *args], spec, unknown)
     except ReadError as exc:
         if might_run_vllm:
             reading.problems.append(f"{where}: {exc}")
         return
     # No command: the image's entrypoint runs. Only an official vLLM image's is known.
-    runs_vllm = not commands and known_vllm_image
+    # vllm-openai's ENTRYPOINT is `vllm serve`; vllm-tpu's image runs its arguments as a
+    # command (CMD bash, or an entrypoint.sh that runs $VLLM_ARGS when there are none).
+    runs_vllm = not commands and spec.image is not None and image_runs_vllm_serve(spec.image)
     literal = {k: (UNKNOWN if v is None else v) for k, v in spec.env.items()}
     try:
         # Without a command, an image other than the official ones runs an entrypoint the
         # reader does not know: its arguments are not a command line.
         launches = (
             find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
-            if commands or known_vllm_image
+            if commands or runs_vllm
             else []
         )
     except ReadError as exc:
         if might_run_vllm:
-            reading.problems.append(f"{where}: {exc}")
+            reading.problems.append(f"{where}: {unknown[0] if unknown else exc}")
+        return
+    if unknown and not (launches and holds_unseen_only_in_arguments(argv, launches)):
+        if might_run_vllm or launches:
+            reading.problems.append(f"{where}: {unknown[0]}")
         return
     if not launches and (
         spec.holds_accelerator or (known_vllm_image and not runs_non_serving_program(argv))
@@ -1048,9 +1070,9 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
             shown = spec.image or "an image not known at preview"
             reading.problems.append(
                 f"{where} {why} and runs its image's own entrypoint ({shown}), which the "
-                "policies cannot see (only the official vllm/vllm-openai and vllm/vllm-tpu "
-                "images are read without a command); give the command and arguments "
-                "explicitly"
+                "policies cannot see (only the official vllm/vllm-openai image, whose "
+                "ENTRYPOINT is `vllm serve`, is read without a command); give the command and "
+                "arguments explicitly"
             )
         else:
             reading.problems.append(

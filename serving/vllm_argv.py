@@ -124,7 +124,18 @@ _DOCKER_FLAGS = frozenset(
         "--oom-kill-disable", "-q", "--quiet", "--disable-content-trust", "--help",
     }
 )  # fmt: skip
-_DOCKER_SHORT_FLAGS = frozenset("ditP")
+#: Every short option of `docker run` / `docker container create` (Docker's CLI reference)
+#: and `podman run` (the same letters), and whether it takes a value: True for `-a`
+#: (--attach), `-c` (--cpu-shares), `-e` (--env), `-h` (--hostname), `-l` (--label), `-m`
+#: (--memory), `-p` (--publish), `-u` (--user), `-v` (--volume), `-w` (--workdir); False for
+#: `-d` (--detach), `-i` (--interactive), `-P` (--publish-all), `-q` (--quiet), `-t` (--tty).
+#: A cluster is read as Docker's pflag reads it: flags, then at most one option that takes
+#: the rest of the word (`-e=` or `-e` attached) or the next word as its value. A letter not
+#: listed here is refused, never guessed.
+DOCKER_SHORT_OPTIONS: dict[str, bool] = {
+    **dict.fromkeys("acehlmpuvw", True),
+    **dict.fromkeys("diPqt", False),
+}
 #: `docker run` options the reader accepts: they give the container no host files, host
 #: namespaces, devices, capabilities or name resolution. `--privileged` is accepted here and
 #: judged by the platform (policies._server): a TPU VM's container needs it to reach the TPU
@@ -164,6 +175,9 @@ class ServeArgs:
     env: dict[str, str] = field(default_factory=dict)
     #: What could not be read with certainty (a `--config` file, an ambiguous option).
     problems: tuple[str, ...] = ()
+    #: Options (and "model") given a value not known at preview that are not decided
+    #: harmless whatever their value (each is also a problem).
+    unseen: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """`{"model": ..., "option-name": value}` (the shape the policies read)."""
@@ -307,7 +321,10 @@ def lookup(raw: str) -> tuple[Option | None, str | None]:
             return _LONG[matches[0]], None
         if matches:
             return None, f"{raw} abbreviates several options ({', '.join(matches[:4])})"
-    return None, f"an option vLLM 0.27.1 does not have ({raw})"
+    return None, (
+        f"{raw} is not an option of vLLM 0.27.1's parser (vLLM refuses unknown options at "
+        "start: `unrecognized arguments`); remove it"
+    )
 
 
 #: `--load-format` values that read the served checkpoint's own files.
@@ -321,7 +338,6 @@ CODE_OPTIONS: dict[str, str] = {
     "logits-processors": "imports logits processors",
     "lora-modules": "serves LoRA adapters the catalogue does not know",
     "hf-config-path": "reads the model's config from another path",
-    "tokenizer": "reads a tokenizer from another path",
     "model-loader-extra-config": "changes how the weights are loaded",
     "config": "reads options from a file the reader cannot see",
     "trust-remote-code": "runs Python code shipped with the checkpoint",
@@ -395,6 +411,7 @@ CHOICE_OPTIONS: dict[str, frozenset[str]] = {
 CHECKPOINT_OPTIONS: dict[str, str] = {
     "model": "must resolve to a checkpoint the download job produces",
     "revision": "a branch, tag or commit of the catalogue repository, never a refs/ ref",
+    "tokenizer": "only the served model's own path (a trailing `/` and `./` aside)",
     "tokenizer-revision": "only the served checkpoint's own revision",
     "speculative-config": "the drafter resolves like the model; its fields are listed",
     "chat-template": "only a file inside the served checkpoint's folder",
@@ -676,6 +693,9 @@ def parse_serve_args(
     tokens, dotted, problems = _preprocess(list(argv), serve=entry == "serve")
     options: dict[str, Any] = {}
     positional: str | None = None
+    #: An option vLLM lacks was just read: the words after it are its value or refused with it.
+    unknown = False
+    extra_positionals: list[str] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -684,10 +704,13 @@ def parse_serve_args(
             if positional is None:
                 positional = token
             else:
-                problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
+                extra_positionals.append(token)
+                if not unknown:
+                    problems.append(f"a second positional argument {token!r} (vLLM refuses it)")
             continue
         raw, eq, value = token.partition("=")
         option, problem = lookup(raw)
+        unknown = option is None and not eq
         if option is None:
             problems.append(problem or f"cannot read {token!r}")
             continue
@@ -728,6 +751,25 @@ def parse_serve_args(
             problems.append(problem or f"cannot read {key}")
             continue
         options[option.name] = fields  # given last: replaces a JSON object given earlier
+    refused_unseen: list[str] = []
+    if any(UNSEEN in token for token in extra_positionals):
+        refused_unseen.append("positional")
+    for name in [name for name, value in options.items() if _holds_unseen(value)]:
+        if name not in HARMLESS_OPTIONS:
+            refused_unseen.append(name)
+            shown = str(options.pop(name)).replace(UNSEEN, "")
+            problems.append(
+                f"--{name} {shown}, whose value is not known at preview (a secret or a value "
+                "set at run time): only an option decided harmless whatever its value may take "
+                "one (docs/reader-grammar.md lists them)"
+            )
+    if positional is not None and UNSEEN in positional:
+        refused_unseen.append("model")
+        problems.append(
+            f"the model is {positional.replace(UNSEEN, '')}, whose value is not known at "
+            "preview: the policies judge the model by its value"
+        )
+        positional = None
     load_format = options.get("load-format")
     if load_format is not None and load_format not in LOAD_FORMATS:
         problems.append(
@@ -804,7 +846,46 @@ def parse_serve_args(
             )
     if model is None:
         model = DEFAULT_MODEL  # what vLLM serves when it is given no model
-    return ServeArgs(options=options, model=model, env=dict(env or {}), problems=tuple(problems))
+    tokenizer = options.get("tokenizer")
+    if tokenizer is not None and not (isinstance(tokenizer, str) and same_path(tokenizer, model)):
+        problems.append(
+            f"--tokenizer {tokenizer!r}: it reads a tokenizer from another path than the "
+            f"served model {model!r}, which the policies cannot judge (accepted: leaving it "
+            "out, or the served model's own path)"
+        )
+    cleaned = (p.replace(UNSEEN, "").replace(repr(UNSEEN)[1:-1], "") for p in problems)
+    return ServeArgs(
+        options=options,
+        model=model,
+        env=dict(env or {}),
+        problems=tuple(dict.fromkeys(cleaned)),
+        unseen=tuple(refused_unseen),
+    )
+
+
+def _holds_unseen(value: Any) -> bool:
+    if isinstance(value, str):
+        return UNSEEN in value
+    if isinstance(value, Mapping):
+        return any(_holds_unseen(k) or _holds_unseen(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_unseen(v) for v in value)
+    return False
+
+
+def same_path(a: str, b: str) -> bool:
+    """Two spellings of one path or Hugging Face id: equal once empty and `.` segments are
+    dropped (`/mnt/models/x/`, `/mnt/models/./x`); a `..` is never taken as equal (it
+    depends on what the folders are)."""
+
+    def segments(text: str) -> tuple[bool, list[str]] | None:
+        parts = [part for part in text.split("/") if part not in ("", ".")]
+        if ".." in parts or not parts:
+            return None
+        return text.startswith("/"), parts
+
+    first = segments(a)
+    return first is not None and first == segments(b)
 
 
 def _whole(value: Any) -> int | None:
@@ -1113,7 +1194,16 @@ def _launches(
         raise ReadError("commands nested more than 8 deep")
     env = dict(env)
     if image_runs_vllm:
-        return [_launch(argv[1:] if argv[:1] == ["serve"] else list(argv), env)]
+        if argv and (argv[0] == "serve" or _runs_program(argv[0])):
+            # Docker and Kubernetes append the arguments to the ENTRYPOINT.
+            raise ReadError(
+                f"arguments starting with {argv[0]!r} given to an official vLLM image's "
+                "entrypoint, which is `vllm serve` (vLLM 0.27.1's docker/Dockerfile: "
+                f'`ENTRYPOINT ["vllm", "serve"]`): vLLM would run `vllm serve {argv[0]} '
+                "...` and refuse it; give only vLLM's arguments, or the command itself "
+                "(`vllm serve ...` as the command, `--entrypoint=vllm` for docker run)"
+            )
+        return [_launch(list(argv), env)]
     args = _strip_prefixes(argv, env)
     if not args:
         return []
@@ -1243,61 +1333,24 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
         if token == "--":
             i += 1
             break
+        items: list[tuple[str, str, str]]
         if token.startswith("--"):
             name, eq, value = token.partition("=")
             takes_value = name not in _DOCKER_FLAGS
-        elif all(c in _DOCKER_SHORT_FLAGS for c in token[1:]):
-            name, eq, value, takes_value = token, "", "", False
-            if "P" in token:
-                name = "-P"
+            if takes_value and not eq:
+                if i + 1 >= len(args):
+                    raise ReadError(f"docker run {token} has no value")
+                value = args[i + 1]
+                i += 1
+            items = [(name, value, token if eq or not takes_value else f"{token} {value}")]
         else:
-            # A cluster of flags, then one option that takes a value: `-dp 80:8000`,
-            # `-itp80:8000`, `-eNAME=value` (the value attached or in the next word).
-            k = 1
-            while token[k] in _DOCKER_SHORT_FLAGS:
-                if token[k] == "P":
-                    raise ReadError(f"docker run {token} publishes every exposed port (-P)")
-                k += 1
-            name, takes_value = "-" + token[k], True
-            attached = token[k + 1 :].removeprefix("=")
-            eq, value = ("=", attached) if attached else ("", "")
-        if takes_value and not eq:
-            if i + 1 >= len(args):
-                raise ReadError(f"docker run {token} has no value")
-            value = args[i + 1]
-            i += 1
-        refused_host = ("--env-file", "-v", "--volume", "--mount", "--volumes-from")
-        publishing = ("-p", "--publish", "-P", "--publish-all", "--expose")
-        if name not in DOCKER_OPTIONS and name not in refused_host + publishing:
-            raise ReadError(
-                f"docker run {name}: an option the reader does not accept (it may give the "
-                "container host files, namespaces, devices, capabilities or name resolution); "
-                f"accepted: {', '.join(sorted(DOCKER_OPTIONS))}"
-            )
-        if name == "--privileged":
-            privileged = True
-        if name in ("--net", "--network") and value not in DOCKER_NETWORKS:
-            raise ReadError(
-                f"docker run {name}={value}: the port policies read vLLM's --port as the host's "
-                "port, which holds only on the host's network (accepted: --net=host)"
-            )
-        if name in ("-e", "--env"):
-            key, sep, literal = value.partition("=")
-            env[key] = literal if sep else host.get(key, UNKNOWN)
-        elif name == "--entrypoint":
-            if re.search(r"\s", value):
-                raise ReadError(f"docker run --entrypoint {value!r}: one program, no arguments")
-            entrypoint = value
-        elif name in ("-p", "--publish", "-P", "--publish-all", "--expose"):
-            raise ReadError(
-                f"docker run {token}{'' if eq or not takes_value else ' ' + value} publishes "
-                "a container port on the host, which the firewall policy does not follow; "
-                "run with --net=host and vLLM's --port"
-            )
-        elif name in ("--env-file", "-v", "--volume", "--mount", "--volumes-from"):
-            raise ReadError(
-                f"docker run {name}: environment or files from the host the reader cannot see"
-            )
+            items, i = _docker_cluster(args, i)
+        for name, value, shown in items:
+            _docker_option(name, value, shown, env, host)
+            if name == "--privileged":
+                privileged = True
+            elif name == "--entrypoint":
+                entrypoint = value
         i += 1
     if i >= len(args):
         raise ReadError("docker run without an image")
@@ -1309,33 +1362,133 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
     ]
 
 
+def _docker_cluster(args: list[str], i: int) -> tuple[list[tuple[str, str, str]], int]:
+    """A short-option word of `docker run` as Docker's pflag reads it: `-dit` (three
+    flags), `-dp 80:8000`, `-itp80:8000`, `-eNAME=value`, `-e=NAME=value` (flags, then one
+    option whose value is the rest of the word or the next word). Returns (option, value,
+    as written) per option and the index of the word last consumed."""
+    token = args[i]
+    items: list[tuple[str, str, str]] = []
+    k = 1
+    while k < len(token):
+        letter = token[k]
+        takes_value = DOCKER_SHORT_OPTIONS.get(letter)
+        if takes_value is None:
+            raise ReadError(
+                f"docker run {token}: -{letter} is not a `docker run` short option the reader "
+                f"knows (Docker's: {' '.join('-' + c for c in sorted(DOCKER_SHORT_OPTIONS))})"
+            )
+        if not takes_value:
+            if token[k + 1 : k + 2] == "=":
+                raise ReadError(
+                    f"docker run {token}: a value given to the flag -{letter}; write -{letter} "
+                    "alone"
+                )
+            items.append(("-" + letter, "", token))
+            k += 1
+            continue
+        attached = token[k + 1 :]
+        if attached:
+            value = attached[1:] if attached.startswith("=") else attached
+            items.append(("-" + letter, value, token))
+        else:
+            if i + 1 >= len(args):
+                raise ReadError(f"docker run {token} has no value")
+            i += 1
+            items.append(("-" + letter, args[i], f"{token} {args[i]}"))
+        break
+    return items, i
+
+
+def _docker_option(
+    name: str, value: str, shown: str, env: dict[str, str], host: dict[str, str]
+) -> None:
+    """Judge one `docker run` option (Docker's short options spelt as written)."""
+    refused_host = ("--env-file", "-v", "--volume", "--mount", "--volumes-from")
+    publishing = ("-p", "--publish", "-P", "--publish-all", "--expose")
+    if name in publishing:
+        raise ReadError(
+            f"docker run {shown} publishes a container port on the host, which the firewall "
+            "policy does not follow; run with --net=host and vLLM's --port"
+        )
+    if name in refused_host:
+        raise ReadError(
+            f"docker run {name}: environment or files from the host the reader cannot see"
+        )
+    if name not in DOCKER_OPTIONS:
+        raise ReadError(
+            f"docker run {name}: an option the reader does not accept (it may give the "
+            "container host files, namespaces, devices, capabilities or name resolution); "
+            f"accepted: {', '.join(sorted(DOCKER_OPTIONS))}"
+        )
+    if name in ("--net", "--network") and value not in DOCKER_NETWORKS:
+        raise ReadError(
+            f"docker run {name}={value}: the port policies read vLLM's --port as the host's "
+            "port, which holds only on the host's network (accepted: --net=host)"
+        )
+    if name in ("-e", "--env"):
+        key, sep, literal = value.partition("=")
+        env[key] = literal if sep else host.get(key, UNKNOWN)
+    elif name == "--entrypoint" and re.search(r"\s", value):
+        raise ReadError(f"docker run --entrypoint {value!r}: one program, no arguments")
+
+
 def _in_image(
     image: str, rest: list[str], entrypoint: str | None, env: dict[str, str], depth: int
 ) -> list[Launch]:
     if entrypoint is not None:
         return _launches([entrypoint, *rest], env, image_runs_vllm=False, depth=depth + 1)
     if is_vllm_image(image):
-        # Whether the official image's ENTRYPOINT is `vllm serve` (vllm-openai) or none
-        # (a command follows), the only server that can start is the one read here.
-        if rest and _basename(rest[0]) in ("vllm", "python", "python3", *SHELLS):
+        # vllm-openai: Docker appends what follows the image to its ENTRYPOINT, `vllm serve`
+        # (a program or `serve` there is refused). vllm-tpu: what follows is a command.
+        if image_runs_vllm_serve(image):
+            return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
+        if rest and _runs_program(rest[0]):
             return _launches(rest, env, image_runs_vllm=False, depth=depth + 1)
-        return _launches(rest, env, image_runs_vllm=True, depth=depth + 1)
+        raise ReadError(
+            f"docker run {image}: this image has no `vllm serve` entrypoint (tpu-inference's "
+            'docker/Dockerfile ends with CMD ["/bin/bash"]; its docker/entrypoint.sh runs '
+            "the arguments as a command, or vLLM with $VLLM_ARGS when there are none), so what "
+            "follows the image must be the command: `vllm serve MODEL ...`, or give "
+            "--entrypoint=vllm and `serve MODEL ...`"
+        )
     if mentions_vllm(rest):
         raise ReadError(
             f"docker run {image}: what this image's own entrypoint does with its arguments is "
-            "not known (only the official vllm/vllm-openai and vllm/vllm-tpu images are read "
-            "without one); give --entrypoint"
+            "not known (only the official vllm/vllm-openai image's, `vllm serve`, is known; "
+            "vllm/vllm-tpu runs the command that follows it); give --entrypoint"
         )
     return []
+
+
+def _runs_program(word: str) -> bool:
+    """A first word that names a program the reader follows (vLLM, Python, a shell)."""
+    base = _basename(word)
+    return base == "vllm" or base in SHELLS or bool(PYTHONS.match(base))
 
 
 #: The official vLLM images (Docker Hub's `vllm` namespace), whose entrypoint is known.
 OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/vllm-tpu"})
 
 
+#: Official images whose ENTRYPOINT is `vllm serve` (vLLM 0.27.1's docker/Dockerfile:
+#: `ENTRYPOINT ["vllm", "serve"]`): what follows the image is appended to it.
+ENTRYPOINT_VLLM_SERVE = frozenset({"docker.io/vllm/vllm-openai"})
+
+
+def image_runs_vllm_serve(image: str) -> bool:
+    """An official image whose ENTRYPOINT is `vllm serve`: its arguments are vLLM's."""
+    return _image_name(image) in ENTRYPOINT_VLLM_SERVE
+
+
 def is_vllm_image(image: str) -> bool:
     """An official vLLM image, named by its full reference (registry and namespace): a
     repository elsewhere that is merely called `vllm-openai` is not one."""
+    return _image_name(image) in OFFICIAL_VLLM_IMAGES
+
+
+def _image_name(image: str) -> str:
+    """`vllm/vllm-openai:v1` -> `docker.io/vllm/vllm-openai` (registry and repository)."""
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
@@ -1346,7 +1499,7 @@ def is_vllm_image(image: str) -> bool:
     for prefix in ("index.docker.io/", "registry-1.docker.io/"):
         if name.startswith(prefix):
             name = "docker.io/" + name[len(prefix) :]
-    return name in OFFICIAL_VLLM_IMAGES
+    return name
 
 
 def split_script(script: str) -> list[list[str]]:
@@ -1368,6 +1521,32 @@ def _raw_text(word: Word) -> str:
 #: A variable whose value the reader does not know (a secret reference, a value unknown at
 #: preview): it may be passed on by name, never read into vLLM's arguments.
 UNKNOWN = "\x00unknown"
+#: Wraps an expansion whose value is not known at preview but stays one word (a double-quoted
+#: `"$KEY"` in a script, the kubelet's `$(KEY)` of a declared variable): `\x00$KEY\x00`.
+#: Only an option decided harmless whatever its value may hold one (:func:`parse_serve_args`);
+#: anywhere else the launch is refused (:func:`holds_unseen_only_in_arguments`).
+UNSEEN = "\x00"
+
+
+def unseen(text: str) -> str:
+    """An expansion as written, marked as a value not known at preview."""
+    return f"{UNSEEN}{text}{UNSEEN}"
+
+
+def holds_unseen_only_in_arguments(words: Sequence[str], launches: Sequence[Launch]) -> bool:
+    """Every unseen value of `words` reached a launch's vLLM arguments (not its program,
+    image, environment or a wrapper's option) as the value of an option decided harmless
+    whatever its value (:data:`HARMLESS_OPTIONS`)."""
+    given = sum(word.count(UNSEEN) for word in words)
+    kept = sum(arg.count(UNSEEN) for launch in launches for arg in launch.argv)
+    return given == kept and not any(
+        UNSEEN in (launch.image or "")
+        or any(UNSEEN in v for v in launch.env.values())
+        or parse_serve_args(launch.argv, entry=launch.entry).unseen
+        for launch in launches
+    )
+
+
 #: Builtins and keywords that change values or control flow in ways the reader does not
 #: follow; each is refused by name.
 _REFUSED_WORDS: dict[str, str] = {
@@ -1401,9 +1580,13 @@ class _Vars:
         return {k: v for k, v in self.values.items() if k in self.exported}
 
 
-def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
+def _resolve(
+    word: Word, variables: Mapping[str, str], *, strict: bool, allow_unseen: bool = False
+) -> str:
     """A word's text after expansion. `strict`: every variable must be known, and an
-    unquoted one must not word-split or glob (a glob or empty value is refused too)."""
+    unquoted one must not word-split or glob (a glob or empty value is refused too).
+    `allow_unseen`: a double-quoted variable whose value is not known becomes an
+    :func:`unseen` value (it stays one word)."""
     out: list[str] = []
     for part in word.parts:
         if part.name is None:
@@ -1415,10 +1598,21 @@ def _resolve(word: Word, variables: Mapping[str, str], *, strict: bool) -> str:
             continue
         value = variables.get(part.name)
         if value is None or value == UNKNOWN:
+            if strict and allow_unseen and part.quoted:
+                out.append(unseen(part.text))
+                continue
             if strict:
+                quote = (
+                    ""
+                    if part.quoted
+                    else f', double-quoted ("{part.text}") so the shell keeps it one word'
+                )
                 raise ReadError(
                     f"{part.text} in {_raw_text(word)!r} has no value the reader knows "
-                    "(vLLM's arguments must be literal or set earlier in the same script)"
+                    "(vLLM's arguments must be literal or set earlier in the same script; only "
+                    "an option decided harmless whatever its value, such as --api-key, may "
+                    f"take a value unknown at preview{quote}; the API key is best given as "
+                    "VLLM_API_KEY from a secret)"
                 )
             out.append(part.text)
             continue
@@ -1726,7 +1920,18 @@ def _command(command: Command, texts: list[str], variables: _Vars, depth: int) -
             f"a program the reader does not know ({program[0]!r}); a script may run vLLM, "
             "`docker run`, and the programs listed in docs/reader-grammar.md"
         )
-    strict = [_resolve(w, variables.values, strict=True) for w in words]
+    try:
+        strict = [_resolve(w, variables.values, strict=True) for w in words]
+    except ReadError as exc:
+        # A double-quoted value unknown at preview may only reach a harmless vLLM option.
+        strict = [_resolve(w, variables.values, strict=True, allow_unseen=True) for w in words]
+        try:
+            launches = _launches(strict, env, image_runs_vllm=False, depth=depth + 1)
+        except ReadError:
+            raise exc from None
+        if not launches or not holds_unseen_only_in_arguments(strict, launches):
+            raise exc from None
+        return launches
     launches = _launches(strict, env, image_runs_vllm=False, depth=depth + 1)
     if not launches and (PYTHONS.match(head) or head in ("docker", "podman")):
         raise ReadError(

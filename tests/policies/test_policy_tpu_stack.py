@@ -123,7 +123,10 @@ def test_firewall_opening_the_port_the_tpu_stack_serves_on_is_refused() -> None:
     [
         ("vllm serve /mnt/models/x --port 7000\n", "7000"),
         ("exec env -S 'vllm serve /mnt/models/x --port=7100'\n", "7100"),
-        ("docker run --net=host vllm/vllm-tpu:v0.27.0 /mnt/models/x --port=7200\n", "7200"),
+        (
+            "docker run --net=host vllm/vllm-tpu:v0.27.0 vllm serve /mnt/models/x --port=7200\n",
+            "7200",
+        ),
         ("vllm serve /mnt/models/x\n", "8000"),  # vLLM's own default port
     ],
 )

@@ -11,6 +11,7 @@ variants of each class.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from serving.vllm_argv import (
     REFUSED_OPTIONS,
     SNAPSHOT,
     ReadError,
+    parse_serve_args,
     script_launches,
 )
 from tests.policies._fixtures import SERVICE, TPU_DYNAMIC, container, rendered, service, violations
@@ -133,6 +135,28 @@ def test_a_generation_config_from_elsewhere_is_refused(value: str) -> None:
 def test_a_generation_config_that_is_the_checkpoints_or_none_is_read(value: str) -> None:
     script = f"{GOOD} --generation-config={value}"
     assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+
+
+@pytest.mark.parametrize(
+    "value", [QAT, f"{QAT}/", f"{QAT}//", "/mnt/models/./gemma-4-12B-it-qat-w4a16-ct"]
+)
+def test_a_tokenizer_that_is_the_served_path_is_read(value: str) -> None:
+    script = f"{GOOD} --tokenizer={value}"
+    assert violations(vllm_server_readable, SERVICE, shell_service(script)) == []
+    assert (
+        violations(vllm_server_readable, SERVICE, shell_service(f"{GOOD} --tokenizer {value}"))
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [BF16, f"{QAT}/..", f"{QAT}/../gemma-4-12B-it-qat-w4a16-ct", QAT.lstrip("/"), "/mnt/models",
+     "google/gemma-4-12B-it", f"{QAT}-other", QAT.upper(), "/"],
+)  # fmt: skip
+def test_a_tokenizer_from_another_path_is_refused(value: str) -> None:
+    message = refused(f"{GOOD} --tokenizer {value}")
+    assert "--tokenizer" in message and "another path than the served model" in message
 
 
 def test_on_a_tpu_node_no_chat_template_file_is_accepted() -> None:
@@ -384,6 +408,98 @@ def test_docker_options_that_reach_the_host_are_refused_everywhere(option: str) 
         script_launches(script)
 
 
+OPENAI_RUN = (
+    "docker run {} vllm/vllm-openai:v0.27.1 google/gemma-4-12B-it-qat-w4a16-ct "
+    "--max-model-len=8192 --port=8000\n"
+)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    ["-q", "-d -q", "-dq", "-qd", "-iq", "-qit", "-q -i -t", "-dit", "-q --quiet"],
+)
+def test_no_value_short_flags_swallow_no_word(flags: str) -> None:
+    # Docker's -q (--quiet) and the other no-value letters take no value: what follows them
+    # is still read as an option (here --privileged, refused on a GPU machine).
+    script = OPENAI_RUN.format(f"-d {flags} --privileged --net=host --gpus=all")
+    (launch,) = script_launches(script)
+    assert launch.privileged
+    (message,) = violations(vllm_server_readable, INSTANCE, instance(script))
+    assert "--privileged" in message and "only a TPU VM" in message
+
+
+@pytest.mark.parametrize(
+    ("after", "named"),
+    [("--publish=80:8000", "publishes"), ("--volume=/:/host", "from the host"),
+     ("--cap-add=ALL", "--cap-add"), ("--device=/dev/mem", "--device"),
+     ("--pid=host", "--pid"), ("--env-file=/etc/x", "from the host"),
+     ("-w /tmp", "-w"), ("-qv/:/host", "from the host"), ("-qdp80:8000", "publishes"),
+     ("-qP", "publishes"), ("-qeVLLM_PLUGINS=x -w /tmp", "-w")],
+)  # fmt: skip
+def test_options_after_a_no_value_flag_are_still_judged(after: str, named: str) -> None:
+    for flags in ("-q", "-it", "-dq"):
+        script = OPENAI_RUN.format(f"{flags} {after} --net=host")
+        with pytest.raises(ReadError, match=named):
+            script_launches(script)
+
+
+def test_a_value_in_a_cluster_is_read_as_docker_reads_it() -> None:
+    for flags in (
+        "-qeVLLM_PLUGINS=x",
+        "-qe VLLM_PLUGINS=x",
+        "-de=VLLM_PLUGINS=x",
+        "-e=VLLM_PLUGINS=x",
+    ):
+        (launch,) = script_launches(OPENAI_RUN.format(f"{flags} --net=host"))
+        assert launch.env == {"VLLM_PLUGINS": "x"}, flags
+
+
+@pytest.mark.parametrize("flags", ["-it", "-dit", "-td", "-ti", "-i -t", "-itd --rm", "-q"])
+def test_clusters_of_no_value_flags_are_read(flags: str) -> None:
+    script = TPU_SCRIPT.replace("docker run -d ", f"docker run {flags} ")
+    assert violations(vllm_server_readable, TPU_VM, tpu_vm(script)) == []
+    script = OPENAI_RUN.format(f"{flags} --net=host --gpus=all")
+    assert violations(vllm_server_readable, INSTANCE, instance(script)) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [("-x", "-x is not a `docker run` short option"), ("-dX", "-X is not"),
+     ("-itz", "-z is not"), ("-d=true", "a value given to the flag -d"),
+     ("-q=1", "a value given to the flag -q"), ("-it-", "-- is not")],
+)  # fmt: skip
+def test_unknown_short_options_and_flag_values_are_refused(flags: str, named: str) -> None:
+    with pytest.raises(ReadError, match=re.escape(named)):
+        script_launches(OPENAI_RUN.format(f"{flags} --net=host"))
+
+
+@pytest.mark.parametrize(
+    "rest",
+    ["vllm serve " + QAT, "/usr/bin/vllm serve " + QAT, "serve " + QAT,
+     "python3 -m vllm.entrypoints.openai.api_server --model " + QAT, "bash -c 'vllm serve x'"],
+)  # fmt: skip
+def test_a_command_after_the_openai_image_is_appended_to_its_entrypoint(rest: str) -> None:
+    # vLLM 0.27.1's docker/Dockerfile: ENTRYPOINT ["vllm", "serve"]; Docker appends what
+    # follows the image, so `vllm serve vllm serve ...` would run and vLLM refuses it.
+    script = f"docker run -d --net=host docker.io/vllm/vllm-openai:v0.27.1 {rest}\n"
+    with pytest.raises(ReadError, match="vllm serve"):
+        script_launches(script)
+    (message,) = violations(vllm_server_readable, INSTANCE, instance(script))
+    assert "ENTRYPOINT" in message, message
+    fixed = f"docker run -d --net=host --entrypoint=vllm vllm/vllm-openai:v0.27.1 serve {QAT}\n"
+    (launch,) = script_launches(fixed)
+    assert launch.argv[0] == QAT
+
+
+def test_container_args_given_to_the_openai_entrypoint_are_not_a_command() -> None:
+    props = service("l4")
+    c = container(props)
+    c.pop("commands", None)
+    c["args"] = ["serve", *c["args"]] if c["args"][:1] != ["serve"] else c["args"]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "ENTRYPOINT" in message and "vllm serve serve" in message
+
+
 # --- the object-store loaders' variables -------------------------------------------------
 
 
@@ -501,7 +617,26 @@ def test_every_shipped_image_option_is_decided_or_refused_as_unknown(snapshot: A
     undecided = _options(snapshot) - set().union(*_decisions())
     assert undecided.isdisjoint(_options(SNAPSHOT))
     for name in sorted(undecided):
-        assert f"does not have (--{name})" in refused(f"{GOOD} --{name}=1")
+        assert f"--{name} is not an option of vLLM 0.27.1's parser" in refused(f"{GOOD} --{name}=1")
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--swap-space 4", "--swap-space=4", "--disable-log-requests", "--swap-space 4 --swap-space 8",
+     "--swap_space 4", "--swap-space 4 16"],
+)  # fmt: skip
+def test_an_option_vllm_no_longer_has_is_named_once_without_follow_on_noise(option: str) -> None:
+    # `--swap-space` and `--disable-log-requests` were removed before vLLM 0.27.1: argparse
+    # refuses them as unrecognized arguments, the value after them included.
+    props = shell_service(f"{GOOD} {option}")
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "is not an option of vLLM 0.27.1's parser" in message
+    assert "refuses unknown options at start" in message
+    assert "positional" not in message
+    assert message.count("is not an option") == 1
+    (launch,) = script_launches(f"{GOOD} {option}")
+    parsed = parse_serve_args(launch.argv)
+    assert parsed.model == QAT and len(parsed.problems) == 1, parsed.problems
 
 
 @pytest.mark.parametrize(
@@ -614,3 +749,93 @@ def test_decode_context_parallelism_reuses_the_tensor_parallel_devices() -> None
 def test_data_parallel_ranks_started_elsewhere_are_refused(option: str) -> None:
     message = refused(f"{GOOD} {option}")
     assert "--data-parallel-size-local" in message and "accepted:" in message
+
+
+# --- values unknown at preview (secrets) -------------------------------------------------
+
+
+def _secret_service(script: str) -> dict[str, Any]:
+    props = shell_service(script)
+    container(props)["envs"].append(
+        {"name": "API_KEY", "valueSource": {"secretKeyRef": {"secret": "key", "version": "1"}}}
+    )
+    return props
+
+
+@pytest.mark.parametrize(
+    "option",
+    ['--api-key "$API_KEY"', '--api-key="$API_KEY"', '"--api-key=${API_KEY}"',
+     '--api-key "${API_KEY}"', '--hf-token "$API_KEY"', '--served-model-name "$API_KEY"'],
+)  # fmt: skip
+def test_a_harmless_option_may_take_a_quoted_secret(option: str) -> None:
+    # --api-key only authenticates clients: its value, one word, cannot change what is served.
+    props = _secret_service(f"{GOOD} {option}")
+    assert violations(vllm_server_readable, SERVICE, props) == []
+    (server,) = read_servers(SERVICE, props).servers
+    assert server.model_ref == QAT
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [("--api-key $API_KEY", '"$API_KEY"'), ("--api-key=${API_KEY}", "VLLM_API_KEY"),
+     ('--port "$API_KEY"', "no value the reader knows"),
+     ('--max-model-len="$API_KEY"', "no value the reader knows"),
+     ('--tokenizer "$API_KEY"', "no value the reader knows"),
+     ('--chat-template "$API_KEY"', "no value the reader knows"),
+     ('"$API_KEY"', "no value the reader knows"),
+     ('--api-key "$API_KEY" --max-num-seqs "$API_KEY"', "no value the reader knows")],
+)  # fmt: skip
+def test_a_secret_elsewhere_or_unquoted_is_refused(option: str, named: str) -> None:
+    messages = violations(vllm_server_readable, SERVICE, _secret_service(f"{GOOD} {option}"))
+    assert len(messages) == 1 and named in messages[0], messages
+
+
+@pytest.mark.parametrize(
+    "script",
+    ['vllm serve "$API_KEY" --max-model-len=8192', f'timeout "$API_KEY" {GOOD}',
+     f'env "X=$API_KEY" {GOOD}',
+     f'docker run -d --net=host -e "X=$API_KEY" vllm/vllm-openai:v0.27.1 {QAT}',
+     f'docker run -d --net=host "$API_KEY" {QAT} --api-key "$API_KEY"',
+     f'sh -c "{GOOD} --api-key \\"$API_KEY\\""'],
+)  # fmt: skip
+def test_a_quoted_secret_that_reaches_no_harmless_option_is_refused(script: str) -> None:
+    (message,) = violations(vllm_server_readable, SERVICE, _secret_service(script))
+    assert "$API_KEY" in message, message
+
+
+def _gke_secret(*args: str) -> dict[str, Any]:
+    from tests.policies.test_policy_gke import container as pod_container
+
+    d = _gke_with(*args)
+    pod_container(d).setdefault("env", []).append(
+        {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "api-key"}}}
+    )
+    return d
+
+
+def test_a_gke_secret_may_reach_the_api_key_through_the_kubelet() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+
+    deployment = "kubernetes:apps/v1:Deployment"
+    for args in (("--api-key=$(API_KEY)",), ("--api-key", "$(API_KEY)")):
+        assert violations(vllm_server_readable, deployment, _gke_secret(*args)) == []
+    for args in (("--max-model-len=$(API_KEY)",), ("--port", "$(API_KEY)"),
+                 ("--tokenizer=$(API_KEY)",)):  # fmt: skip
+        (message,) = violations(vllm_server_readable, deployment, _gke_secret(*args))
+        assert "$(API_KEY), whose value is not known" in message and "VLLM_API_KEY" in message
+    # Expanded by the kubelet before the shell reads it: the secret would be shell code.
+    d = _gke_secret()
+    pod = pod_container(d)
+    pod["command"], pod["args"] = ["sh", "-c"], [f"{GOOD} --api-key=$(API_KEY)"]
+    (message,) = violations(vllm_server_readable, deployment, d)
+    assert "$(API_KEY), whose value is not known" in message
+
+
+def test_container_args_with_the_tpu_image_and_no_command_are_not_read() -> None:
+    # vllm-tpu has no `vllm serve` entrypoint: without a command its arguments are a program.
+    props = service("l4")
+    c = container(props)
+    c["image"] = "vllm/vllm-tpu:v0.27.0"
+    c.pop("commands", None)
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "runs its image's own entrypoint" in message and "vllm/vllm-tpu" in message

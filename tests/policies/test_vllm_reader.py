@@ -596,15 +596,24 @@ def test_tpu_script_with_a_newline_in_a_value_fails_closed() -> None:
     assert "control characters" in message
 
 
-def test_tpu_docker_run_without_entrypoint_uses_the_image_entrypoint() -> None:
+def test_tpu_docker_run_reads_the_command_after_the_image() -> None:
+    # The vllm-tpu image has no `vllm serve` entrypoint (tpu-inference's docker/Dockerfile:
+    # CMD ["/bin/bash"]; its docker/entrypoint.sh runs the arguments as a command), so what
+    # follows the image is the command; vLLM's arguments alone would be run as a program.
     script = (
         "#!/bin/bash\ndocker run -d --net=host -e HF_TOKEN vllm/vllm-tpu:v0.27.0 "
-        "--enable-prefix-caching google/gemma-4-12B-it --max-model-len -1\n"
+        "vllm serve --enable-prefix-caching google/gemma-4-12B-it --max-model-len -1\n"
     )
     props = {"metadata": {"startup-script": script}, "acceleratorType": "v6e-1"}
     (server,) = read_servers(TPU_DYNAMIC, props).servers
     assert server.model_ref == "google/gemma-4-12B-it"
     assert server.max_model_len() == (None, None)
+    bare = script.replace("vllm/vllm-tpu:v0.27.0 vllm serve ", "vllm/vllm-tpu:v0.27.0 ")
+    with pytest.raises(ReadError, match="no `vllm serve` entrypoint"):
+        script_launches(bare)
+    props = {"metadata": {"startup-script": bare}, "acceleratorType": "v6e-1"}
+    (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props, name="tpu")
+    assert "no `vllm serve` entrypoint" in message
 
 
 @pytest.mark.parametrize(
@@ -697,10 +706,12 @@ def test_an_image_whose_entrypoint_is_not_known_is_not_guessed(image: str) -> No
 @pytest.mark.parametrize(
     "image",
     ["vllm/vllm-openai:v0.27.1", "docker.io/vllm/vllm-openai@sha256:" + "a" * 64,
-     "index.docker.io/vllm/vllm-tpu:v0.27.0"],
+     "index.docker.io/vllm/vllm-openai:v0.27.1", "index.docker.io/vllm/vllm-tpu:v0.27.0"],
 )  # fmt: skip
 def test_official_images_are_known_by_their_full_reference(image: str) -> None:
-    (launch,) = script_launches(f"docker run -d --net=host {image} {QAT} --max-model-len=8192\n")
+    command = "vllm serve " if "tpu" in image else ""
+    script = f"docker run -d --net=host {image} {command}{QAT} --max-model-len=8192\n"
+    (launch,) = script_launches(script)
     assert launch.argv[0] == QAT
 
 
