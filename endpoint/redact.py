@@ -40,7 +40,7 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
-from endpoint.secret_shapes import prefix_pattern, secret_pattern
+from endpoint.secret_shapes import URL_HOST, secret_spans
 
 __all__ = ["MASK", "redact", "register_secret"]
 
@@ -90,7 +90,7 @@ def _base64_cores(value: str) -> set[str]:
     return cores
 
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^/\s?#@]*@")
+_URL_USERINFO = re.compile(rf"(?i)\b([a-z][a-z0-9+.\-]{{0,20}}://)[^/\s?#@]*@(?={URL_HOST})")
 _SCHEME_CREDENTIAL = re.compile(
     r"(?i)\b(bearer)(\s+)[A-Za-z0-9\-._~+/=:]+|\b(basic)(\s+)[A-Za-z0-9+/=]{8,}"
 )
@@ -104,8 +104,6 @@ _NAMES = (
 )
 _NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
 _NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
-_TOKENS = secret_pattern()  # the shared catalogue of credential shapes, whole
-_CUT_TOKENS = prefix_pattern()  # the same shapes by their prefix forms: a token cut short
 _AWS_SECRET = re.compile(
     r"(?i)(aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[A-Za-z0-9/+=]{8,}"
 )
@@ -138,6 +136,18 @@ def _without_cut_secret(s: str, known: list[str]) -> str:
             if s.endswith(secret[:length]):
                 return s[:-length]
     return s
+
+
+def _mask(s: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return s
+    out: list[str] = []
+    last = 0
+    for start, end in spans:
+        out += [s[last:start], MASK]
+        last = end
+    out.append(s[last:])
+    return "".join(out)
 
 
 def register_secret(value: str | None) -> None:
@@ -178,8 +188,7 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
         lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}",
         s,
     )
-    s = _TOKENS.sub(MASK, s)
-    s = _CUT_TOKENS.sub(MASK, s)
+    s = _mask(s, secret_spans(s))
     s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
