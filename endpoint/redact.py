@@ -96,8 +96,10 @@ _SCHEME_CREDENTIAL = re.compile(
 )
 _HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|x-goog-api-key)"
-    r"([\"']?\s*[:=]\s*[\"']?)([^\"'\r\n,}]+)"
+    r"([\"']?\s*[:=]\s*[\"']?)(?!(?:[A-Za-z]+\s+)?\$[({A-Za-z_])([^\s\"',}][^\"'\r\n,}]*)"
 )
+"""A credential header's value, unless it is a shell or Cloud Run reference (`Bearer ${token}`,
+`$(TOKEN)`): the text names where the value comes from, not the value."""
 _NAMES = (
     r"api[_-]?key|apikey|key|access[_-]?token|id[_-]?token|refresh[_-]?token|token|secret|"
     r"client[_-]?secret|password|passwd|sig|signature"
@@ -165,9 +167,15 @@ def register_secret(value: str | None) -> None:
         _encoded.update(_base64_cores(value))
 
 
-def redact(text: object, *, limit: int | None = 2000) -> str:
+def redact(text: object, *, limit: int | None = 2000, by_name: bool = True) -> str:
     """``text`` (``str()`` of it) with every secret replaced and cut to ``limit`` characters
-    (``None``: no cut); see the module docstring. Idempotent."""
+    (``None``: no cut); see the module docstring. Idempotent.
+
+    ``by_name=False`` leaves out the rules that mask a value for its name alone (``key=``,
+    ``"secret": ...``, ``--token ...``, ``..._KEY=...``, ``aws_secret_access_key=``): for text
+    that names configuration (a preview of resources, where ``"key": "nvidia.com/gpu"`` and
+    ``"secret": "hf-token"`` are a selector and a Secret Manager name), the values are judged
+    as :func:`endpoint.secret_shapes.find_secret` judges them, by what they are."""
     s = text if isinstance(text, str) else str(text)
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
@@ -183,15 +191,19 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
     s = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", s)
     s = _SCHEME_CREDENTIAL.sub(_scheme, s)
     s = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", s)
-    s = _NAMED_EQ.sub(lambda m: f"{m.group(1)}={MASK}", s)
-    s = _NAMED_JSON.sub(
-        lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}",
-        s,
-    )
+    if by_name:
+        s = _NAMED_EQ.sub(lambda m: f"{m.group(1)}={MASK}", s)
+        s = _NAMED_JSON.sub(
+            lambda m: (
+                f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}"
+            ),
+            s,
+        )
     s = _mask(s, secret_spans(s))
-    s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
-    s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
-    s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    if by_name:
+        s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
+        s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
+        s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _CONTROL.sub("?", s)
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"

@@ -143,3 +143,23 @@ def test_what_detection_finds_redaction_masks_whole(token: str, form: str) -> No
         core = token[3:]  # no part of the token's random body is shown, in any form
         for shown_part in {shown, shown[-10:], core[-8:], core[:8], core[::-1][:8]}:
             assert shown_part not in out, (shown_part, out)
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ('-H "Authorization: Bearer ${token}"', '-H "Authorization: Bearer abc123def456"'),
+        ("Authorization: $(ACCESS_TOKEN)", "Authorization: abc123def456"),
+        ("x-goog-api-key: ${API_KEY}", "x-goog-api-key: abc123def456"),
+    ],
+)
+def test_a_header_naming_a_reference_is_kept(text: str, literal: str) -> None:
+    assert redact(text, limit=None) == text
+    out = redact(literal, limit=None)
+    assert MASK in out and "abc123def456" not in out
+
+
+def test_by_name_false_judges_values_by_what_they_are() -> None:
+    text = '{"key": "nvidia.com/gpu", "secret": "hf-token", "labels": ["team=' + HF + '"]}'
+    assert redact(text, limit=None, by_name=False) == text.replace(HF, MASK)
+    assert "nvidia.com/gpu" not in redact(text, limit=None)  # by name: log text
