@@ -70,3 +70,17 @@ def test_redaction_hides_nothing_of_a_shipped_stack(stack: str) -> None:
     p = pv.build_preview(stack, ROOT / f"Pulumi.{stack}.yaml")
     for text in (json.dumps(p.model_dump(mode="json")), pv.markdown(p)):
         assert MASK not in redact(text, limit=None, by_name=False)
+
+
+@pytest.mark.parametrize("command", [["plan"], ["preview", "-s", "bad"]])
+def test_a_credential_in_a_bad_value_is_not_echoed_by_any_command(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemma4.cli import main
+
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(f"config:\n  gemma4-vllm:labels: {HF}\n  gemma4-vllm:maxNumSeqs: {HF}\n")
+    code = main([*command, "--stack-file", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "labels" in err and MASK in err
+    assert HF not in out + err and HF[3:12] not in out + err
