@@ -8,20 +8,28 @@ It replaces with ``[REDACTED]``:
   that reflects the key verbatim (with or without ``Bearer``) does not get it printed, nor
   percent-encoded, JSON-escaped (Python's or Go's escapes) or inside a base64 run (an HTTP
   ``Basic`` credential echoed back: the whole run is masked);
-- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values;
+- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values
+  (not a shell or Cloud Run reference: ``Bearer ${token}``, ``$(TOKEN)`` stay);
 - ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
   (``name=value``) or JSON string members (``"name": "value"``);
-- every credential shape of :data:`endpoint.secret_shapes.SHAPES` (the one catalogue, which the
-  `no-plaintext-secrets` policy detects with), whole and by its prefix form: JSON Web Tokens
-  (Google ID tokens), Google API keys (``AIza...``), OAuth access and refresh tokens and client
-  secrets (``ya29.``, ``1//``, ``GOCSPX-``), service-account key members, Hugging Face, GitHub
-  (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``),
-  Slack (``xoxb-``, ``xoxp-``, ..., ``xapp-``, webhooks), AWS access key ids
-  (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm and PyPI keys, PEM and PGP blocks
-  (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to the end of the text). A prefix
-  form is the shape's start and a few characters, so a token cut short is still recognised;
-- the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``);
+- whatever the `no-plaintext-secrets` policy would find
+  (:func:`endpoint.secret_shapes.secret_spans`): a base64, URL-safe base64 or hex run whose
+  decoding holds a credential, or which is a high-entropy string, masked whole; a
+  percent-encoded, backslash-escaped, HTML-referenced or separated-hex run whose decoding holds
+  one; a shape written backwards; and every credential shape of
+  :data:`endpoint.secret_shapes.SHAPES` (the one catalogue) with the token characters that
+  follow it, whole and by its prefix form (where the shape says so, only when it reads as a
+  token's random part: ``hf_transfer`` stays): JSON Web Tokens (Google ID tokens), Google API
+  keys (``AIza...``), OAuth access and refresh tokens and client secrets (``ya29.``, ``1//``,
+  ``GOCSPX-``), service-account key members, Hugging Face, GitHub (``ghp_``, ``gho_``, ``ghu_``,
+  ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ...,
+  ``xapp-``, webhooks), AWS access key ids (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm
+  and PyPI keys, PEM and PGP blocks (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to
+  the end of the text). A prefix form is the shape's start and a few characters, so a token cut
+  short is still recognised;
+- the user-info part of URLs with a host (``http://user:pass@host`` becomes
+  ``http://[REDACTED]@host``; ``image:v1@sha256:...`` is no URL user-info);
 - the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,
   ``--hf-token``, ``--token``, ``--password``, ``--passphrase``, ``--client-secret``);
 - AWS secret access keys after their name (``aws_secret_access_key=...``).

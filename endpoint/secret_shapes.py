@@ -5,7 +5,10 @@
 so the two cannot drift. Each shape states its whole-token pattern (a PEM block to its END
 line), so masking a match removes the secret, not its first characters, and its prefix form
 (the format's start and a few characters), which redaction also masks, so a token cut short
-by some other bound still goes.
+by some other bound still goes. A shape may add a test of a match (`whole_check`,
+`prefix_check`): a JWT's header must be JSON with `alg`; the prefix forms of `hf_` and `sk-`
+must read as a token's random part, not as an identifier (`hf_transfer`). Redaction masks
+what :func:`secret_spans` returns: the same judgement as :func:`find_secret`, located.
 
 :func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
 base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
@@ -14,17 +17,20 @@ layers), written backwards, and at high-entropy strings of credential length.
 values, shell assignments, `--option=value` arguments), and of a fragment holding a shape's
 start with two more (:data:`MAX_TRIPLES` joins at most), which is how a token split across
 variables and joined at run time is found. A password in a URL's user-info
-(`scheme://user:password@host`) is a shape of its own.
+(`scheme://user:password@host`, with a non-empty password and a real host after it) is a shape
+of its own.
 
-High entropy: a run of `[A-Za-z0-9+/=_-]` of 20 to 1024 characters whose Shannon entropy is at
-least :data:`MIN_ENTROPY` bits per character and which, separators `/+=_.-` left out, holds at
-least two upper-case letters, two lower-case letters and two digits, changes character class
-between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and has at most
-:data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words). Hexadecimal
-strings (digests, commit shas), UUIDs, lower-case names (buckets, services, images) and
-identifiers made of words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random
-keys in base62 or base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the
-exact shapes). A run that decodes to text is judged by its text instead.
+High entropy: a run of `[A-Za-z0-9+/_-]` (and its `=` padding) of 20 to 1024 characters whose
+Shannon entropy is at least :data:`MIN_ENTROPY` bits per character and which, separators
+`/+=_.-` left out, holds at least two upper-case letters, two lower-case letters and two digits,
+changes character class between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and
+has at most :data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words).
+Hexadecimal strings (digests, commit shas), Subresource Integrity digests
+(`sha256-`/`sha384-`/`sha512-` and the base64 of that algorithm's digest length,
+:func:`is_digest`), UUIDs, lower-case names (buckets, services, images) and identifiers made of
+words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random keys in base62 or
+base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the exact shapes). A
+run that decodes to text is judged by its text instead.
 
 Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
 """
