@@ -344,13 +344,15 @@ _TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
 
 
 def secret_pattern() -> re.Pattern[str]:
-    """One compiled pattern matching any shape of :data:`SHAPES` (for masking)."""
+    """One compiled pattern matching any shape's whole pattern of :data:`SHAPES`: candidates,
+    before a shape's `whole_check` (mask with :func:`secret_spans`, which applies it)."""
     return _COMBINED
 
 
 def prefix_pattern() -> re.Pattern[str]:
     """One compiled pattern matching the prefix form of any shape of :data:`SHAPES`: a
-    credential cut short after its start (for masking, after :func:`secret_pattern`)."""
+    credential cut short after its start; candidates, before a shape's `prefix_check` (mask
+    with :func:`secret_spans`, which applies it)."""
     return _CUT
 
 
