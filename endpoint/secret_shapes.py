@@ -702,9 +702,54 @@ def find_joined_secret(texts: Iterable[str], known: dict[str, str]) -> tuple[str
 _TOKEN_REST = re.compile(r"[A-Za-z0-9_\-]*")
 """Token characters after a shape's match: masked with it, so no tail of a token is shown."""
 _MASK_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}=*")
-_PERCENT_RUN = re.compile(r"[A-Za-z0-9_\-.~+/%]*%[0-9A-Fa-f]{2}[A-Za-z0-9_\-.~+/%]*")
-_ESCAPE_RUN = re.compile(r"(?:\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|[0-7]{3})|[A-Za-z0-9_\-.+/=])+")
-_ENTITY_RUN = re.compile(r"(?:&#(?:[0-9]{1,7}|[xX][0-9a-fA-F]{1,6});|[A-Za-z0-9_\-.+/=])+")
+_PERCENT_BYTE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _percent(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 16))
+
+
+_MAPPED_DECODINGS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
+    ("%", _PERCENT_BYTE, _percent),
+    ("\\", _ESCAPE, _unescape),
+    ("&#", _HTML_ENTITY, _entity),
+)
+"""Encodings that replace each escape in place (percent-encoding, backslash escapes, HTML
+character references): decoded with a map back to the text, so what is found in the decoding
+is masked where it was written."""
+
+
+def _mapped(
+    text: str, pattern: re.Pattern[str], decode: Callable[[re.Match[str]], str]
+) -> tuple[str, list[int]]:
+    """(`text` with each match of `pattern` decoded, the index in `text` where each character
+    of the decoding starts; one more entry: the end)."""
+    out: list[str] = []
+    starts: list[int] = []
+    last = 0
+    for match in pattern.finditer(text):
+        for index in range(last, match.start()):
+            out.append(text[index])
+            starts.append(index)
+        for ch in decode(match):
+            out.append(ch)
+            starts.append(match.start())
+        last = match.end()
+    for index in range(last, len(text)):
+        out.append(text[index])
+        starts.append(index)
+    starts.append(len(text))
+    return "".join(out), starts
+
+
+def _plain_spans(text: str) -> list[tuple[int, int]]:
+    spans = list(_shape_spans(text, prefixes=True))
+    size = len(text)
+    spans += [(size - end, size - start) for start, end in _shape_spans(text[::-1], False)]
+    for match in _MASK_RUN.finditer(text):
+        if _find(match.group(), 0):
+            spans.append(match.span())
+    return spans
 
 
 def _shape_spans(text: str, prefixes: bool) -> Iterator[tuple[int, int]]:
@@ -730,30 +775,19 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
     characters that follow it, and by its prefix form where that reads as a token's random
     part) and written backwards; every run of base64/hex characters (`[A-Za-z0-9+/_-]`, 16 or
     more, `=` padding) in which :func:`find_secret` finds one (a decoded form holding a shape,
-    or a high-entropy string); every percent-encoded, backslash-escaped (`\\x68`, `\\u0068`,
-    `\\150`), HTML-referenced (`&#104;`) or separated-hex (`68:66:5f`) run whose decoding holds
+    or a high-entropy string); the same in the text with its percent-encoding, backslash
+    escapes (`\\x68`, `\\u0068`, `\\150`) or HTML references (`&#104;`) decoded, masked where
+    those characters were written; every separated-hex (`68:66:5f`) run whose decoding holds
     one. Overlapping spans are merged; sorted."""
     text = text[:MAX_SCAN_CHARS]
-    spans = list(_shape_spans(text, prefixes=True))
-    size = len(text)
-    spans += [(size - end, size - start) for start, end in _shape_spans(text[::-1], False)]
-    for match in _MASK_RUN.finditer(text):
-        if _find(match.group(), 0):
-            spans.append(match.span())
-    encoded: list[tuple[re.Pattern[str], Callable[[str], str], str]] = [
-        (_PERCENT_RUN, unquote, "%"),
-        (_ESCAPE_RUN, lambda t: _ESCAPE.sub(_unescape, t), "\\"),
-        (_ENTITY_RUN, lambda t: _HTML_ENTITY.sub(_entity, t), "&#"),
-    ]
-    for pattern, decode, marker in encoded:
-        if marker not in text:
+    spans = _plain_spans(text)
+    for marker, pattern, decode in _MAPPED_DECODINGS:
+        if marker not in text or pattern.search(text) is None:
             continue
-        for match in pattern.finditer(text):
-            run = match.group()
-            if marker in run and len(run) >= 8:
-                decoded = decode(run)
-                if decoded != run and _find(decoded, 1):
-                    spans.append(match.span())
+        decoded, starts = _mapped(text, pattern, decode)
+        for start, end in _plain_spans(decoded):
+            # back where the characters were written (each escape decodes to one character)
+            spans.append((starts[start], starts[end]))
     for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
         pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
         decoded_hex = _printable(bytes.fromhex("".join(pairs)))

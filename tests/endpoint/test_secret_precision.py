@@ -13,6 +13,7 @@ import pytest
 
 from endpoint.redact import MASK, redact
 from endpoint.secret_shapes import find_secret, is_digest
+from tests.endpoint.test_secret_catalogue import SAMPLES
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # made up, in Hugging Face's format
 #: OpenAI's formats: `sk-` + 20 + `T3BlbkFJ` + 20 (user keys), `sk-proj-`/`sk-svcacct-`/
@@ -163,3 +164,23 @@ def test_by_name_false_judges_values_by_what_they_are() -> None:
     text = '{"key": "nvidia.com/gpu", "secret": "hf-token", "labels": ["team=' + HF + '"]}'
     assert redact(text, limit=None, by_name=False) == text.replace(HF, MASK)
     assert "nvidia.com/gpu" not in redact(text, limit=None)  # by name: log text
+
+
+@pytest.mark.parametrize("form", list(_variants(HF)))
+@pytest.mark.parametrize("label", [label for label in SAMPLES if label != "private key"])
+def test_every_shape_found_in_any_form_is_masked_where_it_is_written(label: str, form: str) -> None:
+    token = SAMPLES[label][0]
+    shown = _variants(token)[form]
+    for text in (shown, f"GET /x?a={shown}&b=1", f'{{"v": "{shown}"}}'):
+        if find_secret(text) is None:
+            continue  # a form that is no credential (an upper-cased JWT start)
+        out = redact(text, limit=None)
+        assert MASK in out, out
+        if not (label == "JSON Web Token" and form in ("upper-case start", "underscore inside")):
+            assert shown[-10:] not in out, out  # the found run goes whole
+
+
+def test_a_percent_encoded_url_password_is_masked() -> None:
+    text = "GET /x?next=%68%74tps://deploy:hunter2Secret@db.internal/ HTTP/1.1"
+    assert find_secret(text) == "password in a URL (encoded)"
+    assert "hunter2Secret" not in redact(text, limit=None)
