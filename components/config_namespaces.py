@@ -51,7 +51,13 @@ def namespaces() -> dict[str, Collection[str] | None]:
 
 
 class StackFileError(ValueError):
-    """A stack file that cannot be read; the message names the file and the problem."""
+    """A stack file that cannot be read; the message names the file and the problem (redacted:
+    a key or value it quotes may be a credential)."""
+
+    def __init__(self, message: str) -> None:
+        from endpoint.redact import redact
+
+        super().__init__(redact(message, limit=None, by_name=False))
 
 
 def read_bounded(path: Path, shown: str, limit: int = MAX_BYTES) -> bytes:

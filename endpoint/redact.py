@@ -8,20 +8,28 @@ It replaces with ``[REDACTED]``:
   that reflects the key verbatim (with or without ``Bearer``) does not get it printed, nor
   percent-encoded, JSON-escaped (Python's or Go's escapes) or inside a base64 run (an HTTP
   ``Basic`` credential echoed back: the whole run is masked);
-- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values;
+- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values
+  (not a shell or Cloud Run reference: ``Bearer ${token}``, ``$(TOKEN)`` stay);
 - ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
   (``name=value``) or JSON string members (``"name": "value"``);
-- every credential shape of :data:`endpoint.secret_shapes.SHAPES` (the one catalogue, which the
-  `no-plaintext-secrets` policy detects with), whole and by its prefix form: JSON Web Tokens
-  (Google ID tokens), Google API keys (``AIza...``), OAuth access and refresh tokens and client
-  secrets (``ya29.``, ``1//``, ``GOCSPX-``), service-account key members, Hugging Face, GitHub
-  (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``),
-  Slack (``xoxb-``, ``xoxp-``, ..., ``xapp-``, webhooks), AWS access key ids
-  (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm and PyPI keys, PEM and PGP blocks
-  (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to the end of the text). A prefix
-  form is the shape's start and a few characters, so a token cut short is still recognised;
-- the user-info part of URLs (``http://user:pass@host`` becomes ``http://[REDACTED]@host``);
+- whatever the `no-plaintext-secrets` policy would find
+  (:func:`endpoint.secret_shapes.secret_spans`): a base64, URL-safe base64 or hex run whose
+  decoding holds a credential, or which is a high-entropy string, masked whole; a
+  percent-encoded, backslash-escaped, HTML-referenced or separated-hex run whose decoding holds
+  one; a shape written backwards; and every credential shape of
+  :data:`endpoint.secret_shapes.SHAPES` (the one catalogue) with the token characters that
+  follow it, whole and by its prefix form (where the shape says so, only when it reads as a
+  token's random part: ``hf_transfer`` stays): JSON Web Tokens (Google ID tokens), Google API
+  keys (``AIza...``), OAuth access and refresh tokens and client secrets (``ya29.``, ``1//``,
+  ``GOCSPX-``), service-account key members, Hugging Face, GitHub (``ghp_``, ``gho_``, ``ghu_``,
+  ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ...,
+  ``xapp-``, webhooks), AWS access key ids (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm
+  and PyPI keys, PEM and PGP blocks (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to
+  the end of the text). A prefix form is the shape's start and a few characters, so a token cut
+  short is still recognised;
+- the user-info part of URLs with a host (``http://user:pass@host`` becomes
+  ``http://[REDACTED]@host``; ``image:v1@sha256:...`` is no URL user-info);
 - the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,
   ``--hf-token``, ``--token``, ``--password``, ``--passphrase``, ``--client-secret``);
 - AWS secret access keys after their name (``aws_secret_access_key=...``).
@@ -40,7 +48,7 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
-from endpoint.secret_shapes import prefix_pattern, secret_pattern
+from endpoint.secret_shapes import URL_HOST, secret_spans
 
 __all__ = ["MASK", "redact", "register_secret"]
 
@@ -90,22 +98,22 @@ def _base64_cores(value: str) -> set[str]:
     return cores
 
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^/\s?#@]*@")
+_URL_USERINFO = re.compile(rf"(?i)\b([a-z][a-z0-9+.\-]{{0,20}}://)[^/\s?#@]*@(?={URL_HOST})")
 _SCHEME_CREDENTIAL = re.compile(
     r"(?i)\b(bearer)(\s+)[A-Za-z0-9\-._~+/=:]+|\b(basic)(\s+)[A-Za-z0-9+/=]{8,}"
 )
 _HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|x-goog-api-key)"
-    r"([\"']?\s*[:=]\s*[\"']?)([^\"'\r\n,}]+)"
+    r"([\"']?\s*[:=]\s*[\"']?)(?!(?:[A-Za-z]+\s+)?\$[({A-Za-z_])([^\s\"',}][^\"'\r\n,}]*)"
 )
+"""A credential header's value, unless it is a shell or Cloud Run reference (`Bearer ${token}`,
+`$(TOKEN)`): the text names where the value comes from, not the value."""
 _NAMES = (
     r"api[_-]?key|apikey|key|access[_-]?token|id[_-]?token|refresh[_-]?token|token|secret|"
     r"client[_-]?secret|password|passwd|sig|signature"
 )
 _NAMED_EQ = re.compile(rf"(?i)(?<![A-Za-z0-9_])({_NAMES})=(?!\[REDACTED\])([^\s\"'&,;}}<>]+)")
 _NAMED_JSON = re.compile(rf"(?i)([\"'])({_NAMES})\1(\s*:\s*)([\"'])(?!\[REDACTED\])([^\"'\r\n]*)\4")
-_TOKENS = secret_pattern()  # the shared catalogue of credential shapes, whole
-_CUT_TOKENS = prefix_pattern()  # the same shapes by their prefix forms: a token cut short
 _AWS_SECRET = re.compile(
     r"(?i)(aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])[A-Za-z0-9/+=]{8,}"
 )
@@ -140,6 +148,18 @@ def _without_cut_secret(s: str, known: list[str]) -> str:
     return s
 
 
+def _mask(s: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return s
+    out: list[str] = []
+    last = 0
+    for start, end in spans:
+        out += [s[last:start], MASK]
+        last = end
+    out.append(s[last:])
+    return "".join(out)
+
+
 def register_secret(value: str | None) -> None:
     """Remember ``value`` (a key or token this process sends) so that :func:`redact` removes it
     wherever it appears. Values shorter than 6 characters are not registered (they would
@@ -155,9 +175,15 @@ def register_secret(value: str | None) -> None:
         _encoded.update(_base64_cores(value))
 
 
-def redact(text: object, *, limit: int | None = 2000) -> str:
+def redact(text: object, *, limit: int | None = 2000, by_name: bool = True) -> str:
     """``text`` (``str()`` of it) with every secret replaced and cut to ``limit`` characters
-    (``None``: no cut); see the module docstring. Idempotent."""
+    (``None``: no cut); see the module docstring. Idempotent.
+
+    ``by_name=False`` leaves out the rules that mask a value for its name alone (``key=``,
+    ``"secret": ...``, ``--token ...``, ``..._KEY=...``, ``aws_secret_access_key=``): for text
+    that names configuration (a preview of resources, where ``"key": "nvidia.com/gpu"`` and
+    ``"secret": "hf-token"`` are a selector and a Secret Manager name), the values are judged
+    as :func:`endpoint.secret_shapes.find_secret` judges them, by what they are."""
     s = text if isinstance(text, str) else str(text)
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
@@ -173,16 +199,19 @@ def redact(text: object, *, limit: int | None = 2000) -> str:
     s = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", s)
     s = _SCHEME_CREDENTIAL.sub(_scheme, s)
     s = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", s)
-    s = _NAMED_EQ.sub(lambda m: f"{m.group(1)}={MASK}", s)
-    s = _NAMED_JSON.sub(
-        lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}",
-        s,
-    )
-    s = _TOKENS.sub(MASK, s)
-    s = _CUT_TOKENS.sub(MASK, s)
-    s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
-    s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
-    s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    if by_name:
+        s = _NAMED_EQ.sub(lambda m: f"{m.group(1)}={MASK}", s)
+        s = _NAMED_JSON.sub(
+            lambda m: (
+                f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{MASK}{m.group(4)}"
+            ),
+            s,
+        )
+    s = _mask(s, secret_spans(s))
+    if by_name:
+        s = _AWS_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", s)
+        s = _OPTION.sub(lambda m: f"{m.group(1)}{MASK}", s)
+        s = _ENV_ASSIGN.sub(lambda m: f"{m.group(1)}{MASK}", s)
     s = _CONTROL.sub("?", s)
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"

@@ -5,7 +5,10 @@
 so the two cannot drift. Each shape states its whole-token pattern (a PEM block to its END
 line), so masking a match removes the secret, not its first characters, and its prefix form
 (the format's start and a few characters), which redaction also masks, so a token cut short
-by some other bound still goes.
+by some other bound still goes. A shape may add a test of a match (`whole_check`,
+`prefix_check`): a JWT's header must be JSON with `alg`; the prefix forms of `hf_` and `sk-`
+must read as a token's random part, not as an identifier (`hf_transfer`). Redaction masks
+what :func:`secret_spans` returns: the same judgement as :func:`find_secret`, located.
 
 :func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
 base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
@@ -14,17 +17,20 @@ layers), written backwards, and at high-entropy strings of credential length.
 values, shell assignments, `--option=value` arguments), and of a fragment holding a shape's
 start with two more (:data:`MAX_TRIPLES` joins at most), which is how a token split across
 variables and joined at run time is found. A password in a URL's user-info
-(`scheme://user:password@host`) is a shape of its own.
+(`scheme://user:password@host`, with a non-empty password and a real host after it) is a shape
+of its own.
 
-High entropy: a run of `[A-Za-z0-9+/=_-]` of 20 to 1024 characters whose Shannon entropy is at
-least :data:`MIN_ENTROPY` bits per character and which, separators `/+=_.-` left out, holds at
-least two upper-case letters, two lower-case letters and two digits, changes character class
-between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and has at most
-:data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words). Hexadecimal
-strings (digests, commit shas), UUIDs, lower-case names (buckets, services, images) and
-identifiers made of words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random
-keys in base62 or base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the
-exact shapes). A run that decodes to text is judged by its text instead.
+High entropy: a run of `[A-Za-z0-9+/_-]` (and its `=` padding) of 20 to 1024 characters whose
+Shannon entropy is at least :data:`MIN_ENTROPY` bits per character and which, separators
+`/+=_.-` left out, holds at least two upper-case letters, two lower-case letters and two digits,
+changes character class between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and
+has at most :data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words).
+Hexadecimal strings (digests, commit shas), Subresource Integrity digests
+(`sha256-`/`sha384-`/`sha512-` and the base64 of that algorithm's digest length,
+:func:`is_digest`), UUIDs, lower-case names (buckets, services, images) and identifiers made of
+words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random keys in base62 or
+base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the exact shapes). A
+run that decodes to text is judged by its text instead.
 
 Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
 """
@@ -37,11 +43,12 @@ import contextlib
 import gzip
 import io
 import itertools
+import json
 import math
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -52,8 +59,10 @@ __all__ = [
     "find_secret",
     "find_split_secret",
     "high_entropy",
+    "is_digest",
     "prefix_pattern",
     "secret_pattern",
+    "secret_spans",
 ]
 
 
@@ -72,7 +81,92 @@ class Shape:
     pattern: str
     prefix: str | None
     head: str | None
+    whole_check: Callable[[str], bool] | None = None
+    """Further test of a whole match (None: the pattern is enough)."""
+    prefix_check: Callable[[str], bool] | None = None
+    """Further test of a prefix-form match (None: the prefix pattern is enough)."""
 
+
+_CUT_SEPARATORS = re.compile(r"[_\-.]")
+
+
+def _token_body(body: str, min_chars: int = 8) -> bool:
+    """Whether `body` (what follows a shape's start in a prefix form) reads as the random part
+    of a token, not an identifier: at least `min_chars` characters of the token's charset
+    (separators `_-.` left out), two of upper case, lower case and digits, and at least three
+    changes of class between neighbours (`hf_transfer`, `hf_config_path`, `sk-learn-v2` have
+    none or one; `hf_AbCdEfGh`, `sk-proj-a1B2c3D4` have many)."""
+    core = _CUT_SEPARATORS.sub("", body)
+    if len(core) < min_chars:
+        return False
+    kinds = sum(1 for test in (str.isupper, str.islower, str.isdigit) if any(map(test, core)))
+    if kinds < 2:
+        return False
+    return sum(1 for a, b in itertools.pairwise(core) if _class(a) != _class(b)) >= 3
+
+
+def _after(head: str) -> Callable[[str], bool]:
+    pattern = re.compile(head)
+
+    def check(match: str) -> bool:
+        start = pattern.match(match)
+        return start is not None and _token_body(match[start.end() :])
+
+    return check
+
+
+def _openai(match: str) -> bool:
+    """A whole `sk-` key: a plain body of 20+ letters and digits is one; a body with separators
+    (`sk-proj-...`) must read as random (`sk-proj-roadmap-notes-for-q3` does not)."""
+    body = match[3:]
+    body = re.sub(r"^(?:proj|svcacct|admin|ant)-", "", body)
+    return not re.search(r"[_\-]", body) or _token_body(body)
+
+
+def _b64url(text: str) -> bytes:
+    text = text[: len(text) - len(text) % 4 if len(text) % 4 == 1 else len(text)]
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _jwt(match: str) -> bool:
+    """A whole JSON Web Token: three dot-separated parts, the first a JSON object with `alg`
+    (RFC 7515 section 4.1.1: the one member every JOSE header has)."""
+    parts = match.split(".")
+    if len(parts) < 3:
+        return False
+    try:
+        header = json.loads(_b64url(parts[0]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(header, dict) and "alg" in header
+
+
+def _jwt_cut(match: str) -> bool:
+    """A JSON Web Token cut short: its header, when whole (a `.` follows), is a JSON object
+    with `alg`; when itself cut, it decodes as far as it goes to the start of a JSON object
+    naming `alg` (or `typ`/`kid`, which may precede it); base64 of any other JSON
+    (`eyJsb2dfbGV2ZWwi...`: `{"log_level"...`) is not a token."""
+    header = match.split(".")[0]
+    if "." in match:  # the header is whole: it must be one with `alg`
+        try:
+            decoded = json.loads(_b64url(header).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(decoded, dict) and "alg" in decoded
+    data = _b64url(header[: len(header) - len(header) % 4])
+    text = data.decode("utf-8", "ignore")
+    return text.startswith("{") and re.search(r'"(?:alg|typ|kid)"', text) is not None
+
+
+URL_HOST = (
+    r"(?!(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?)(?![A-Za-z0-9.\-]))"
+    r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.?)(?::[0-9]{1,5})?(?![\w\-:@%])"
+)
+"""The host (and port) after a URL's user-info, up to the end of the authority."""
 
 #: Credential formats: each pattern spans the whole credential, each prefix form a credential
 #: cut short after its start.
@@ -92,17 +186,23 @@ SHAPES: tuple[Shape, ...] = (
         r"\"(?:private_key_id|private_key)\"\s*:\s*\"[^\"]{4,}",
         "private_key",
     ),
+    # A JWT is three base64url parts whose first is a JSON header with `alg` (RFC 7519, 7515);
+    # base64 of other JSON (`eyJ...` is `{"`) is judged by what it decodes to, not as a token.
     Shape(
         "JSON Web Token",
         r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
         r"\beyJ[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]*){0,2}",
         "eyJ",
+        _jwt,
+        _jwt_cut,
     ),
     Shape(
         "Hugging Face token",
         r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}",
         r"\b(?:hf|api_org)_[A-Za-z0-9]{6,}",
         "hf_|api_org_",
+        None,
+        _after(r"hf_|api_org_"),
     ),
     Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}", r"\bAIza[0-9A-Za-z_\-]{4,}", "AIza"),
     Shape(
@@ -123,11 +223,19 @@ SHAPES: tuple[Shape, ...] = (
         r"\bGOCSPX-[A-Za-z0-9_\-]{4,}",
         "GOCSPX",
     ),
+    # OpenAI: `sk-` and 48 letters and digits (`sk-` + 20 + `T3BlbkFJ` + 20) for user keys;
+    # `sk-proj-`, `sk-svcacct-`, `sk-admin-` and a longer body of `[A-Za-z0-9_-]` for project,
+    # service-account and admin keys (gitleaks cmd/generate/config/rules/openai.go; GitHub
+    # secret scanning's `openai_api_key`); Anthropic's `sk-ant-api03-...` shares the start.
+    # The body is the issuer's charset with no separators for plain `sk-` keys, so identifiers
+    # such as `sk-learn-pipeline-v2` are not keys; shorter bodies stay keys (a truncated key).
     Shape(
         "OpenAI-style API key",
-        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
-        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{8,}",
+        r"\bsk-(?:(?:proj|svcacct|admin|ant)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,}(?![\-]))",
+        r"\bsk-(?:(?:proj|svcacct|admin|ant)-)?[A-Za-z0-9_\-]{8,}",
         "sk-",
+        _openai,
+        _after(r"sk-(?:(?:proj|svcacct|admin|ant)-)?"),
     ),
     Shape(
         "GitHub token",
@@ -174,14 +282,18 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "PyPI token",
         r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
-        r"\bpypi-[A-Za-z0-9_\-]{16,}",
-        "pypi-",
+        # every macaroon's base64 starts `AgE` (version 2 binary format), whichever index
+        r"\bpypi-AgE[A-Za-z0-9_\-]{8,}",
+        "pypi-AgE",
     ),
     # No prefix form: a URL cut before its `@` cannot be told from `host:port`; a whole
-    # user-info is masked by the redaction's own URL rule as well.
+    # user-info is masked by the redaction's own URL rule as well. A password is one only in a
+    # real authority (RFC 3986 section 3.2): `scheme://[user]:password@host[:port]`, a
+    # non-empty password, then a host name or IP literal (not a digest algorithm such as the
+    # `sha256` of `image:tag@sha256:...`) ending the authority.
     Shape(
         "password in a URL",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]{3,}@",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]+@" + URL_HOST,
         None,
         None,
     ),
@@ -217,7 +329,7 @@ MAX_TRIPLES = 65_536
 fragments)."""
 
 _COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(SHAPES)))
-_RUN = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
+_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}=*")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
@@ -232,21 +344,30 @@ _TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
 
 
 def secret_pattern() -> re.Pattern[str]:
-    """One compiled pattern matching any shape of :data:`SHAPES` (for masking)."""
+    """One compiled pattern matching any shape's whole pattern of :data:`SHAPES`: candidates,
+    before a shape's `whole_check` (mask with :func:`secret_spans`, which applies it)."""
     return _COMBINED
 
 
 def prefix_pattern() -> re.Pattern[str]:
     """One compiled pattern matching the prefix form of any shape of :data:`SHAPES`: a
-    credential cut short after its start (for masking, after :func:`secret_pattern`)."""
+    credential cut short after its start; candidates, before a shape's `prefix_check` (mask
+    with :func:`secret_spans`, which applies it)."""
     return _CUT
 
 
+_WHOLE = tuple(re.compile(s.pattern) for s in SHAPES)
+_PREFIXES = tuple(re.compile(s.prefix) if s.prefix else None for s in SHAPES)
+
+
 def _shape(text: str) -> str | None:
-    match = _COMBINED.search(text)
-    if match is None:
+    if _COMBINED.search(text) is None:  # no shape's pattern anywhere: the common case
         return None
-    return SHAPES[int(next(k for k, v in match.groupdict().items() if v is not None)[1:])].label
+    for shape, pattern in zip(SHAPES, _WHOLE, strict=True):
+        for match in pattern.finditer(text):
+            if shape.whole_check is None or shape.whole_check(match.group()):
+                return shape.label
+    return None
 
 
 def _class(ch: str) -> int:
@@ -365,9 +486,30 @@ def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None
                 return _decoded(found)
             continue
         for piece in re.split(r"[=]+(?=.)", run):
-            if entropy and high_entropy(piece):
+            if entropy and not is_digest(piece) and high_entropy(piece):
                 return "high-entropy string of credential length"
     return None
+
+
+_DIGEST = re.compile(r"(sha1|sha224|sha256|sha384|sha512|md5)[-_]([A-Za-z0-9+/_\-]+={0,2})")
+_DIGEST_BYTES = {"sha1": 20, "sha224": 28, "sha256": 32, "sha384": 48, "sha512": 64, "md5": 16}
+
+
+def is_digest(piece: str) -> bool:
+    """Whether `piece` is a digest written the Subresource Integrity way: an algorithm, `-`,
+    and the base64 of exactly that algorithm's digest length (`sha256-` + 32 bytes,
+    `sha384-` + 48, `sha512-` + 64; URL-safe base64 too). Hexadecimal digests (`sha256:` of
+    OCI images, commit shas) never qualify as high entropy (no mixed case)."""
+    match = _DIGEST.fullmatch(piece)
+    if match is None:
+        return False
+    body = match.group(2).rstrip("=")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        data = base64.b64decode(padded.translate(str.maketrans("-_", "+/")), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return len(data) == _DIGEST_BYTES[match.group(1)]
 
 
 def _whole_decodings(text: str) -> Iterable[str]:
@@ -555,3 +697,106 @@ def find_joined_secret(texts: Iterable[str], known: dict[str, str]) -> tuple[str
         if label:
             return label, names
     return None
+
+
+_TOKEN_REST = re.compile(r"[A-Za-z0-9_\-]*")
+"""Token characters after a shape's match: masked with it, so no tail of a token is shown."""
+_MASK_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}=*")
+_PERCENT_BYTE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _percent(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 16))
+
+
+_MAPPED_DECODINGS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
+    ("%", _PERCENT_BYTE, _percent),
+    ("\\", _ESCAPE, _unescape),
+    ("&#", _HTML_ENTITY, _entity),
+)
+"""Encodings that replace each escape in place (percent-encoding, backslash escapes, HTML
+character references): decoded with a map back to the text, so what is found in the decoding
+is masked where it was written."""
+
+
+def _mapped(
+    text: str, pattern: re.Pattern[str], decode: Callable[[re.Match[str]], str]
+) -> tuple[str, list[int]]:
+    """(`text` with each match of `pattern` decoded, the index in `text` where each character
+    of the decoding starts; one more entry: the end)."""
+    out: list[str] = []
+    starts: list[int] = []
+    last = 0
+    for match in pattern.finditer(text):
+        for index in range(last, match.start()):
+            out.append(text[index])
+            starts.append(index)
+        for ch in decode(match):
+            out.append(ch)
+            starts.append(match.start())
+        last = match.end()
+    for index in range(last, len(text)):
+        out.append(text[index])
+        starts.append(index)
+    starts.append(len(text))
+    return "".join(out), starts
+
+
+def _plain_spans(text: str) -> list[tuple[int, int]]:
+    spans = list(_shape_spans(text, prefixes=True))
+    size = len(text)
+    spans += [(size - end, size - start) for start, end in _shape_spans(text[::-1], False)]
+    for match in _MASK_RUN.finditer(text):
+        if _find(match.group(), 0):
+            spans.append(match.span())
+    return spans
+
+
+def _shape_spans(text: str, prefixes: bool) -> Iterator[tuple[int, int]]:
+    if _COMBINED.search(text) is None and not (prefixes and _CUT.search(text)):
+        return
+    for shape, whole, cut in zip(SHAPES, _WHOLE, _PREFIXES, strict=True):
+        forms = [(whole, shape.whole_check)]
+        if prefixes and cut is not None:
+            forms.append((cut, shape.prefix_check))
+        for pattern, check in forms:
+            for match in pattern.finditer(text):
+                if check is None or check(match.group()):
+                    end = match.end()
+                    if shape.head is not None:  # a token: its whole run goes
+                        rest = _TOKEN_REST.match(text, end)
+                        end = rest.end() if rest else end
+                    yield match.start(), end
+
+
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every part of `text` that :func:`find_secret` would call a credential,
+    for redaction to mask: each shape of :data:`SHAPES` as written (whole, with the token
+    characters that follow it, and by its prefix form where that reads as a token's random
+    part) and written backwards; every run of base64/hex characters (`[A-Za-z0-9+/_-]`, 16 or
+    more, `=` padding) in which :func:`find_secret` finds one (a decoded form holding a shape,
+    or a high-entropy string); the same in the text with its percent-encoding, backslash
+    escapes (`\\x68`, `\\u0068`, `\\150`) or HTML references (`&#104;`) decoded, masked where
+    those characters were written; every separated-hex (`68:66:5f`) run whose decoding holds
+    one. Overlapping spans are merged; sorted."""
+    text = text[:MAX_SCAN_CHARS]
+    spans = _plain_spans(text)
+    for marker, pattern, decode in _MAPPED_DECODINGS:
+        if marker not in text or pattern.search(text) is None:
+            continue
+        decoded, starts = _mapped(text, pattern, decode)
+        for start, end in _plain_spans(decoded):
+            # back where the characters were written (each escape decodes to one character)
+            spans.append((starts[start], starts[end]))
+    for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
+        pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
+        decoded_hex = _printable(bytes.fromhex("".join(pairs)))
+        if decoded_hex is not None and _find(decoded_hex, 1):
+            spans.append(match.span())
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged

@@ -29,11 +29,12 @@ import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from endpoint.redact import redact
 from gemma4.harness import PROJECT, ROOT
 from serving.inputs import bounded_number
 from serving.project import add_project_options, say_read
@@ -183,13 +184,20 @@ def stack_file_path(
         raise PreviewError(str(exc)) from None
 
 
+class _SecureShown(str):
+    """A `secure:` config value as the preview shows it (:data:`SECRET_PLACEHOLDER`); a plain
+    string with the same text is a plain value."""
+
+    __slots__ = ()
+
+
 def _holds_secret(value: Any) -> bool:
     """Whether a config value is, or holds anywhere inside it (a list item, a member), a
     `secure:` value: such a key is not checked as text."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if item == SECRET_PLACEHOLDER:
+        if isinstance(item, _SecureShown):  # the type, not the text: "[secret]" may be plain
             return True
         if isinstance(item, list):
             stack.extend(item)
@@ -235,7 +243,7 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     def shown(value: Any) -> Any:
         if isinstance(value, Secure):
-            return SECRET_PLACEHOLDER
+            return _SecureShown(SECRET_PLACEHOLDER)
         if isinstance(value, list):
             return [shown(v) for v in value]
         if isinstance(value, dict):
@@ -706,7 +714,7 @@ def _short(value: Any, width: int = 160) -> str:
         text = value
     else:
         text = json.dumps(value)
-    text = text.replace("\n", "\\n")
+    text = redact(text, limit=None, by_name=False).replace("\n", "\\n")  # redacted before it is cut
     return text if len(text) <= width else f"{text[: width - 20]}... ({len(text)} chars)"
 
 
@@ -1030,18 +1038,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             requests_per_second=options.requests_per_second,
         )
     except PreviewError as exc:
-        print(f"gemma4 preview: error: {exc}", file=sys.stderr)
+        _say(f"gemma4 preview: error: {exc}", sys.stderr)
         return 2
     except ValidationError as exc:  # pragma: no cover - a bug in this module, not bad input
-        print(f"gemma4 preview: internal error: {exc}", file=sys.stderr)
+        _say(f"gemma4 preview: internal error: {exc}", sys.stderr)
         return 2
     if options.json:
-        print(json.dumps(preview.model_dump(mode="json"), indent=2))
+        _say(json.dumps(preview.model_dump(mode="json"), indent=2))
     elif options.markdown:
-        print(markdown(preview, base), end="")
+        _say(markdown(preview, base), end="")
     else:
-        print("\n".join(text_lines(preview)))
+        _say("\n".join(text_lines(preview)))
     return preview.exit_status
+
+
+def _say(text: str, file: TextIO | None = None, end: str = "\n") -> None:
+    """The one way the preview's output leaves: every table, JSON document, markdown comment
+    and error message passes through :func:`endpoint.redact.redact` (a label or an argument
+    may hold a credential the policies report; it is never shown). Values are judged by what
+    they are, not by their names (``"secret": "hf-token"`` names a Secret Manager secret)."""
+    print(redact(text, limit=None, by_name=False), file=file or sys.stdout, end=end)
 
 
 if __name__ == "__main__":

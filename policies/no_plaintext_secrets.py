@@ -2,8 +2,10 @@
 
 Values are judged, not names: every string among a resource's inputs (environment, arguments,
 startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
-credential shapes of :data:`endpoint.secret_shapes.SHAPES`, as written and decoded (base64,
-URL-safe base64, hex, percent-encoding, gzip), for high-entropy strings of credential length,
+credential shapes of :data:`endpoint.secret_shapes.SHAPES` (each as its issuer issues it, so
+`sk-learn-pipeline-v2` is a label, not a key), as written, reversed and decoded (base64,
+URL-safe base64, hex, percent-encoding, escapes, gzip), for high-entropy strings of credential
+length (digests excepted),
 and for a credential split across two or three values (environment values, shell assignments,
 `--option=value` arguments) that is
 joined at run time. Secret-sounding environment names holding a literal are reported too.

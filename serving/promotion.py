@@ -37,6 +37,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
+from endpoint.redact import redact
 from serving.project import ProjectError, add_project_options, find_project_file
 from serving.settings import (
     Settings,
@@ -580,9 +581,9 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             f"{stack_path(args.target, args.root).resolve()}"
         )
         for key, value in result.changes.items():
-            print(f"promote {key}: {value}")
+            print(redact(f"promote {key}: {value}", limit=None, by_name=False))
         for key, why in result.held.items():
-            print(f"hold    {key}: {why}")
+            print(redact(f"hold    {key}: {why}", limit=None, by_name=False))
         if not result.changes and not result.held:
             print(f"{args.target} already runs what {args.source} verified")
         elif not result.changes:
@@ -602,7 +603,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             else:
                 print(f"{name} would pass every check; run again with --write to edit it")
     except (PromotionError, SettingsError, ProjectError) as exc:
-        print(f"gemma4 promote: error: {exc}", file=sys.stderr)
+        print(redact(f"gemma4 promote: error: {exc}", limit=None, by_name=False), file=sys.stderr)
         return 2
     return 0
 

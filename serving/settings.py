@@ -64,7 +64,14 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
 class SettingsError(ValueError):
-    """Stack configuration that cannot be deployed; the message names each bad key."""
+    """Stack configuration that cannot be deployed; the message names each bad key. A value the
+    message echoes is redacted (:func:`endpoint.redact.redact`): every command that reports
+    it (preview, plan, promote, the Pulumi program) shows no credential a stack holds."""
+
+    def __init__(self, message: str) -> None:
+        from endpoint.redact import redact
+
+        super().__init__(redact(message, limit=None, by_name=False))
 
 
 def _json_list(value: Any) -> Any:
@@ -1398,7 +1405,9 @@ def _describe(exc: ValidationError) -> str:
             message = "is required"
         where = f"config key {key!r}: " if key and "config key" not in message else ""
         given = error.get("input")
-        given_text = repr(given)
+        from endpoint.redact import redact
+
+        given_text = redact(repr(given), limit=None, by_name=False)  # before it is cut
         if len(given_text) > 80:
             given_text = f"{given_text[:60]}... ({len(given_text)} characters)"
         shown = (

@@ -53,7 +53,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
         "pypi-AgEIcHlwaS5vcmcCJDAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMAACKlsz",
         "pypi-AgEIcHlwaS5vcmcC",
     ),
-    "password in a URL": ("https://deploy:hunter2Secret@", ""),
+    "password in a URL": ("https://deploy:hunter2Secret@db", ""),
 }
 
 

@@ -303,3 +303,22 @@ def test_urls_without_a_password_are_not_secrets(text: str) -> None:
 @pytest.mark.parametrize("label", ["Hugging Face token", "GitHub token", "Google API key"])
 def test_a_reversed_token_is_found_by_its_shape(label: str) -> None:
     assert find_secret(SAMPLES[label][::-1]) == f"{label} (reversed)"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sk-learn-pipeline-v2",
+        "hf_transfer",
+        "pypi-internal-mirror-east",
+        "docker://vllm-openai:v0.27.1@sha256",
+        "sha256-n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sF2s5V1o=",
+        "sha512-" + base64.b64encode(bytes(range(64))).decode(),
+    ],
+)
+@pytest.mark.parametrize("where", ["labels", "env"])
+def test_identifiers_and_digests_do_not_block_a_deploy(value: str, where: str) -> None:
+    props = _with_env(value) if where == "env" else service("l4")
+    if where == "labels":
+        props.setdefault("labels", {})["team"] = value
+    assert violations(no_plaintext_secrets, SERVICE, props) == []
