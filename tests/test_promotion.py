@@ -183,3 +183,21 @@ def test_a_source_image_without_a_digest_is_refused_even_when_held(
     argv = ["--from", "rtx6000", "--to", "tpu-v6e1", "--source-image", "vllm/vllm-openai:v0.27.1"]
     assert main(argv) == 2
     assert "is not pinned by a digest" in capsys.readouterr().err
+
+
+def test_promote_prints_no_credential_it_carries_or_refuses(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token pasted into a promoted key is masked in the plan and in refusals (the output
+    lands in CI logs): the value is still carried, only its display is redacted."""
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    shutil.copy(ROOT / "Pulumi.yaml", repo)
+    source = repo / "Pulumi.l4.yaml"
+    source.write_text(source.read_text() + f"  gemma4-vllm:modelRevision: {token}\n")
+    code = main(["--from", "l4", "--to", "rtx6000", "--source-image", DIGEST,
+                 "--project-dir", str(repo)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert token not in captured.out + captured.err
+    assert token[:12] not in captured.out + captured.err
+    assert code in (0, 2)
+    assert "[REDACTED]" in captured.out + captured.err
