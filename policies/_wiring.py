@@ -184,19 +184,43 @@ def _serves(m: Manifest, port: Any) -> bool:
     return str(number if number is not None else port) in _ports(m)
 
 
+#: vLLM's `--host` values that listen on every interface: vLLM 0.27.1's api_server binds
+#: `(args.host or "", args.port)`, so no --host (None) and "" bind every IPv4 interface, as
+#: 0.0.0.0 does; "::" binds a dual-stack socket (every interface, IPv4 too, on Linux).
+ALL_INTERFACES = frozenset({"", "0.0.0.0", "::"})
+
+
+def listen_port(server: Any) -> int | None:
+    """The TCP port a vLLM server listens on (its --port, else vLLM's parser default 8000
+    from the release snapshot); None when --port is not a whole number."""
+    from serving.vllm_argv import DEFAULT_PORT
+
+    return as_int(server.args.get("port", DEFAULT_PORT))
+
+
+def host_problem(server: Any) -> str | None:
+    """Why a server cannot be reached from outside its container (a --host other than every
+    interface: 127.0.0.1, localhost, ::1, one address), or None."""
+    host = server.args.get("host")
+    if host is None or (isinstance(host, str) and host.strip() in ALL_INTERFACES):
+        return None
+    return (
+        f"{server.where}: vLLM listens on --host={host}, not on every interface, so nothing "
+        "outside the container (probes, the load balancer, the pool) reaches it; accepted: "
+        "--host=0.0.0.0, --host=::, or no --host"
+    )
+
+
+def _vllm_servers(m: Manifest) -> list[Any]:
+    from policies._server import read_servers
+
+    return read_servers(type_token(m), m).servers
+
+
 def _vllm_ports(m: Manifest) -> list[int]:
     """The port every vLLM server of a workload listens on (the policies' reader; vLLM's
     default 8000 when no --port is given)."""
-    from policies._server import read_servers
-    from serving.vllm_argv import DEFAULT_PORT
-
-    type_ = type_token(m)
-    ports = []
-    for server in read_servers(type_, m).servers:
-        port = as_int(server.args.get("port", DEFAULT_PORT))
-        if port is not None:
-            ports.append(port)
-    return ports
+    return [p for p in map(listen_port, _vllm_servers(m)) if p is not None]
 
 
 def _probe_problems(m: Manifest) -> list[str]:
@@ -243,6 +267,10 @@ def check(
             problems.append(f"{where}: its selector {spec.get('selector')} matches no Pod template")
         numbers = {t.get("number") for t in spec.get("targetPorts") or []}
         for w in selected:
+            for server in _vllm_servers(w):
+                problem = host_problem(server)
+                if problem is not None:
+                    problems.append(f"{where}: {w['kind']} {_name(w)} {problem}")
             for port in _vllm_ports(w):
                 if port not in numbers:
                     problems.append(

@@ -1,0 +1,134 @@
+"""vllm-port-probed: Cloud Run sends traffic and probes to the port vLLM listens on.
+
+Cloud Run's contract (the run v2 discovery document, google-api-python-client): a probe's
+`port` "If not specified, defaults to the exposed port of the container, which is the value of
+container.ports[0].containerPort"; the container port "If not present, it will default to port
+8080" (run v1 `ContainerPort`); "The specified ports must be listening on all interfaces
+(0.0.0.0) within the container to be accessible" (run v2 `Container.ports`). vLLM listens on
+its `--port` (8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when
+left out). A server on another port or on a loopback address boots, and Cloud Run probes the
+container port for the whole probe budget, then fails the revision.
+
+Read for Cloud Run v2 services, jobs and worker pools and v1 services: the container that runs
+vLLM (read by `policies._server`) is held to its own container port (services) and to every
+startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`); the port and
+host comparison is the one GKE's wiring uses (`policies._wiring.listen_port`,
+`host_problem`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._resources import (
+    CLOUD_RUN_WORKLOADS,
+    JOB,
+    V1_SERVICE,
+    WORKER_POOL,
+    as_int,
+    containers,
+    get,
+    items,
+)
+from policies._server import vllm_servers
+from policies._wiring import host_problem, listen_port
+
+#: Cloud Run's container port when none is declared (run v1 `ContainerPort.containerPort`:
+#: "If not present, it will default to port 8080").
+DEFAULT_CONTAINER_PORT = 8080
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
+
+
+def container_port(container: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The container's port (ports[0].containerPort, else Cloud Run's 8080) and how it was
+    found; None when it is given but not a number."""
+    ports = get(container, "ports")
+    first = ports if isinstance(ports, Mapping) else next(iter(items(ports)), None)
+    raw = get(first, "containerPort") if first is not None else None
+    if raw is None:
+        return (
+            DEFAULT_CONTAINER_PORT,
+            f"Cloud Run's default container port {DEFAULT_CONTAINER_PORT}",
+        )
+    return as_int(raw), f"its container port {raw!r}"
+
+
+def _probe_ports(container: Mapping[str, Any], own: int | None) -> list[tuple[str, int | None]]:
+    """(probe, port it reaches) for every probe; an omitted port is the container port."""
+    found = []
+    for probe in PROBES:
+        for action in PROBE_ACTIONS:
+            spec = get(container, probe, action)
+            if spec is None:
+                continue
+            raw = get(spec, "port")
+            found.append((f"{probe}.{action}", own if raw is None else as_int(raw)))
+    return found
+
+
+def validate_vllm_port_probed(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    if args.resource_type not in CLOUD_RUN_WORKLOADS:
+        return
+    # Jobs and worker pools receive no requests: only their probes reach the server.
+    serves = args.resource_type not in (JOB, WORKER_POOL)
+    raw = containers(args.resource_type, args.props)
+    for server in vllm_servers(args.resource_type, args.props):
+        matches = [
+            c
+            for i, c in enumerate(raw)
+            if server.where.startswith(f"container {str(get(c, 'name') or f'#{i}')!r}")
+        ]
+        if len(matches) != 1:
+            continue
+        container = matches[0]
+        port = listen_port(server)
+        own, how = container_port(container)
+        probes = _probe_ports(container, own)
+        shown = server.args.get("port")
+        listens = f"--port={shown}" if shown is not None else f"vLLM's default port {port}"
+        if port is None:
+            report_violation(
+                f"{args.name}: {server.where}: --port={shown!r} is not a port number; set "
+                f"--port to {own}",
+                None,
+            )
+            continue
+        problem = host_problem(server)
+        if problem is not None and (serves or probes):
+            report_violation(f"{args.name}: {problem}", None)
+        if serves and own != port:
+            report_violation(
+                f"{args.name}: {server.where}: vLLM listens on {listens}, but Cloud Run sends "
+                f"requests and probes without a port to {how}, so the revision never becomes "
+                f"ready; set --port={own} or the container port to {port}"
+                + (" (v1: ports[0].containerPort)" if args.resource_type == V1_SERVICE else ""),
+                None,
+            )
+        for probe, reached in probes:
+            if reached != port:
+                report_violation(
+                    f"{args.name}: {server.where}: its {probe} reaches port {reached} (an "
+                    f"omitted port is the container port), but vLLM listens on {listens}, so "
+                    f"the probe fails for its whole budget; probe port {port}",
+                    None,
+                )
+
+
+vllm_port_probed = ResourceValidationPolicy(
+    name="vllm-port-probed",
+    description="On Cloud Run, vLLM listens on every interface at the container port its "
+    "probes and requests reach.",
+    validate=validate_vllm_port_probed,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)

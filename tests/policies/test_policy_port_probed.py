@@ -1,0 +1,114 @@
+"""vllm-port-probed: Cloud Run probes and serves the port vLLM listens on, on every interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies._resources import V1_SERVICE, WORKER_POOL
+from policies.vllm_port_probed import DEFAULT_CONTAINER_PORT, vllm_port_probed
+from serving.vllm_argv import DEFAULT_PORT
+from tests.policies._fixtures import (
+    JOB,
+    SERVICE,
+    STACKS,
+    container,
+    edit_args,
+    service,
+    violations,
+)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_stacks_listen_where_cloud_run_probes(stack: str) -> None:
+    assert violations(vllm_port_probed, SERVICE, service(stack)) == []
+
+
+@pytest.mark.parametrize("port", ["9000", "8000", "8081"])
+def test_another_port_is_refused(port: str) -> None:
+    props = edit_args(service("l4"), set_={"port": port})
+    found = violations(vllm_port_probed, SERVICE, props)
+    assert any(f"listens on --port={port}" in m and "container port 8080" in m for m in found)
+    # both probes name 8080 and miss the server
+    assert sum("startupProbe.httpGet reaches port 8080" in m for m in found) == 1
+    assert sum("livenessProbe.httpGet reaches port 8080" in m for m in found) == 1
+
+
+def test_a_left_out_port_is_vllms_default_not_cloud_runs() -> None:
+    assert DEFAULT_PORT == 8000
+    props = edit_args(service("l4"), drop=("port",))
+    found = violations(vllm_port_probed, SERVICE, props)
+    assert any("vLLM's default port 8000" in m for m in found)
+
+
+def test_the_container_port_and_probes_may_move_together() -> None:
+    props = edit_args(service("l4"), set_={"port": "9000"})
+    c = container(props)
+    c["ports"] = {"containerPort": 9000, "name": "http1"}
+    for probe in ("startupProbe", "livenessProbe"):
+        del c[probe]["httpGet"]["port"]  # an omitted probe port is the container port
+    assert violations(vllm_port_probed, SERVICE, props) == []
+
+
+def test_without_a_container_port_cloud_run_uses_8080() -> None:
+    assert DEFAULT_CONTAINER_PORT == 8080
+    props = service("l4")
+    del container(props)["ports"]
+    assert violations(vllm_port_probed, SERVICE, props) == []
+    props = edit_args(props, set_={"port": "9000"})
+    assert any(
+        "Cloud Run's default container port 8080" in m
+        for m in violations(vllm_port_probed, SERVICE, props)
+    )
+
+
+@pytest.mark.parametrize("action", ["tcpSocket", "grpc"])
+def test_every_probe_kind_is_compared(action: str) -> None:
+    props = service("l4")
+    c = container(props)
+    c["startupProbe"] = {action: {"port": 8000}}
+    (message,) = violations(vllm_port_probed, SERVICE, props)
+    assert f"startupProbe.{action} reaches port 8000" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "10.0.0.5", "127.0.0.2"])
+def test_a_host_that_is_not_every_interface_is_refused(host: str) -> None:
+    props = edit_args(service("l4"), set_={"host": host})
+    (message,) = violations(vllm_port_probed, SERVICE, props)
+    assert f"--host={host}, not on every interface" in message
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_every_interface_is_accepted(host: str) -> None:
+    props = edit_args(service("l4"), set_={"host": host})
+    assert violations(vllm_port_probed, SERVICE, props) == []
+    props = edit_args(service("l4"), drop=("host",))
+    assert violations(vllm_port_probed, SERVICE, props) == []
+
+
+def _job(props: dict[str, Any]) -> dict[str, Any]:
+    template = dict(props["template"])
+    return {"template": {"template": template}}
+
+
+def test_jobs_and_worker_pools_are_held_to_their_probes() -> None:
+    props = edit_args(service("l4"), set_={"port": "9000"})
+    job = _job(props)
+    assert any("reaches port 8080" in m for m in violations(vllm_port_probed, JOB, job))
+    found = violations(vllm_port_probed, WORKER_POOL, props)
+    assert found and all("reaches port 8080" in m for m in found)
+    for probe in ("startupProbe", "livenessProbe"):
+        del container(props)[probe]
+    # no probe and no traffic: nothing reaches the port
+    assert violations(vllm_port_probed, WORKER_POOL, props) == []
+
+
+def test_v1_services_are_read() -> None:
+    v2 = edit_args(service("l4"), set_={"port": "9000"})
+    c = dict(container(v2))
+    c["ports"] = [{"containerPort": 8080, "name": "http1"}]
+    c["command"] = c.pop("commands", None)
+    v1 = {"template": {"spec": {"containers": [c]}}}
+    found = violations(vllm_port_probed, V1_SERVICE, v1)
+    assert any("listens on --port=9000" in m and "ports[0].containerPort" in m for m in found)
