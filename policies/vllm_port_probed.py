@@ -11,9 +11,12 @@ container port for the whole probe budget, then fails the revision.
 
 Read for Cloud Run v2 services, jobs and worker pools and v1 services: the container that runs
 vLLM (read by `policies._server`) is held to its own container port (services) and to every
-startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`); the port and
-host comparison is the one GKE's wiring uses (`policies._wiring.listen_port`,
-`host_problem`).
+startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`). The project's
+TPU resource names the port its endpoint URL, health checks and firewall use
+(`servingPort`): the servers of its startup script are held to it. The port and host
+comparison is the one GKE's wiring uses (`policies._wiring.listen_port`, `host_problem`).
+Other machines (a TPU VM, a Compute Engine instance) name no port of their own that the
+reader could tie to the server, and are judged by the firewall policy only.
 """
 
 from __future__ import annotations
@@ -75,9 +78,36 @@ def _probe_ports(container: Mapping[str, Any], own: int | None) -> list[tuple[st
     return found
 
 
+#: The project's TPU resource (components/tpu_queued_resource.py): its `servingPort` is the
+#: port of its endpoint URL, which the health checks and the firewall use.
+TPU_RESOURCE = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
+
+
+def _validate_tpu_resource(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    raw = get(args.props, "servingPort")
+    declared = as_int(raw)
+    for server in vllm_servers(args.resource_type, args.props):
+        problem = host_problem(server)
+        if problem is not None:
+            report_violation(f"{args.name}: {problem}", None)
+        port = listen_port(server)
+        shown = server.args.get("port")
+        listens = f"--port={shown}" if shown is not None else f"vLLM's default port {port}"
+        if declared is None or port != declared:
+            report_violation(
+                f"{args.name}: {server.where}: vLLM listens on {listens}, but the node's "
+                f"servingPort (the port of its endpoint URL, health checks and firewall) is "
+                f"{raw!r}; set --port to the servingPort",
+                None,
+            )
+
+
 def validate_vllm_port_probed(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
+    if args.resource_type == TPU_RESOURCE:
+        _validate_tpu_resource(args, report_violation)
+        return
     if args.resource_type not in CLOUD_RUN_WORKLOADS:
         return
     # Jobs and worker pools receive no requests: only their probes reach the server.
@@ -127,8 +157,8 @@ def validate_vllm_port_probed(
 
 vllm_port_probed = ResourceValidationPolicy(
     name="vllm-port-probed",
-    description="On Cloud Run, vLLM listens on every interface at the container port its "
-    "probes and requests reach.",
+    description="On Cloud Run (and the project's TPU nodes), vLLM listens on every interface "
+    "at the port its probes, requests and health checks reach.",
     validate=validate_vllm_port_probed,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

@@ -13,8 +13,10 @@ from tests.policies._fixtures import (
     JOB,
     SERVICE,
     STACKS,
+    TPU_DYNAMIC,
     container,
     edit_args,
+    rendered,
     service,
     violations,
 )
@@ -112,3 +114,34 @@ def test_v1_services_are_read() -> None:
     v1 = {"template": {"spec": {"containers": [c]}}}
     found = violations(vllm_port_probed, V1_SERVICE, v1)
     assert any("listens on --port=9000" in m and "ports[0].containerPort" in m for m in found)
+
+
+def _tpu_node(script_edit: tuple[str, str] = ("", ""), **props: Any) -> dict[str, Any]:
+    node = dict(rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs)
+    script = node["metadata"]["startup-script"]
+    node["metadata"] = {
+        "startup-script": script.replace(*script_edit) if script_edit[0] else script
+    }
+    node.update(props)
+    return node
+
+
+def test_the_tpu_node_serves_on_its_serving_port() -> None:
+    assert violations(vllm_port_probed, TPU_DYNAMIC, _tpu_node()) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "props", "expected"),
+    [
+        (("--port=8000", "--port=9000"), {}, "listens on --port=9000"),
+        (("", ""), {"servingPort": 8080}, "servingPort (the port of its endpoint URL"),
+        (("--port=8000", ""), {"servingPort": 8080}, "vLLM's default port 8000"),
+        (("--host=0.0.0.0", "--host=127.0.0.1"), {}, "--host=127.0.0.1, not on every interface"),
+        (("--host=0.0.0.0", "--host=localhost"), {}, "--host=localhost, not on every interface"),
+    ],
+)
+def test_the_tpu_node_port_and_host_are_compared(
+    edit: tuple[str, str], props: dict[str, Any], expected: str
+) -> None:
+    (message,) = violations(vllm_port_probed, TPU_DYNAMIC, _tpu_node(edit, **props))
+    assert expected in message
