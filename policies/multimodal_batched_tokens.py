@@ -79,6 +79,19 @@ def validate_multimodal_batched_tokens(
             # Not a catalogue checkpoint (vllm-server-readable refuses it), or one that takes
             # no images: no multimodal item to fit.
             continue
+        if server.flag("language-model-only") and not server.flag("enable-mm-embeds"):
+            # Every modality's limit is 0 (`MultiModalConfig.get_limit_per_prompt`), so no
+            # item is budgeted (`vllm/multimodal/encoder_budget.py`) and vLLM checks nothing.
+            continue
+        if "mm-processor-kwargs" in server.args:
+            report_violation(
+                f"{args.name}: {server.where} {why} and sets --mm-processor-kwargs, which can "
+                f"change how many tokens one image takes (Gemma 4's processor reads "
+                f"max_soft_tokens from it), so the catalogue's {per_item} tokens per item no "
+                "longer tell whether one item fits a step; leave --mm-processor-kwargs out.",
+                None,
+            )
+            continue
         given = "max-num-batched-tokens" in server.args
         batched = server.int_value("max-num-batched-tokens")
         if batched is None and not given:

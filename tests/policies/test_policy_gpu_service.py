@@ -400,3 +400,21 @@ def test_automatic_base_image_updates_are_refused() -> None:
     )
     (message,) = violations(pinned_image, SERVICE, props)
     assert "baseImageUri" in message
+
+
+def test_processor_kwargs_change_the_item_size_so_the_check_fails_closed() -> None:
+    """Gemma 4's processor reads max_soft_tokens from --mm-processor-kwargs
+    (vllm/model_executor/models/gemma4_mm.py), so the catalogue's item size no longer holds."""
+    props = edit_args(service("l4"), set_={"mm-processor-kwargs": '{"max_soft_tokens": 1120}'})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "--mm-processor-kwargs" in message and "leave --mm-processor-kwargs out" in message
+
+
+def test_a_text_only_server_budgets_no_image() -> None:
+    """--language-model-only sets every modality's limit to 0: vLLM budgets no item."""
+    small = {"max-num-batched-tokens": "2048", "language-model-only": None}
+    props = edit_args(service("l4"), set_=small)
+    assert violations(multimodal_batched_tokens, SERVICE, props) == []
+    props = edit_args(service("l4"), set_={**small, "enable-mm-embeds": None})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "at least 2496" in message
