@@ -30,6 +30,7 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
@@ -39,7 +40,8 @@ from policies._resources import (
     as_int,
     containers,
     get,
-    items,
+    is_list,
+    read_field,
 )
 from policies._server import vllm_servers
 from policies._wiring import host_problem, listen_port
@@ -51,12 +53,43 @@ PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
 PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
 
 
-def container_port(container: Mapping[str, Any]) -> tuple[int | None, str]:
+#: What a value unknown at preview is shown as; it equals no port.
+UNKNOWN = "(unknown at preview)"
+
+
+def _lookup(value: Any, *path: str | int) -> tuple[Any, bool]:
+    """Follow `path` (keys, list indexes); (None, False) when absent, (None, True) when a
+    step is unknown at preview."""
+    current = value
+    for step in path:
+        if isinstance(step, int):
+            if not is_list(current):
+                return None, False
+            try:
+                if step >= len(current):
+                    return None, False
+                current = current[step]
+            except UnknownValueError:
+                return None, True
+        else:
+            current, unknown = read_field(current, step)
+            if unknown:
+                return None, True
+            if current is None:
+                return None, False
+    return current, False
+
+
+def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]:
     """The container's port (ports[0].containerPort, else Cloud Run's 8080) and how it was
-    found; None when it is given but not a number."""
-    ports = get(container, "ports")
-    first = ports if isinstance(ports, Mapping) else next(iter(items(ports)), None)
-    raw = get(first, "containerPort") if first is not None else None
+    found; UNKNOWN when not known at preview, None when given but not a number."""
+    ports, unknown = _lookup(container, "ports")
+    if not unknown and is_list(ports):
+        raw, unknown = _lookup(ports, 0, "containerPort")
+    elif not unknown:
+        raw, unknown = _lookup(ports, "containerPort")
+    if unknown:
+        return UNKNOWN, f"its container port {UNKNOWN}"
     if raw is None:
         return (
             DEFAULT_CONTAINER_PORT,
@@ -65,16 +98,26 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | None, str]:
     return as_int(raw), f"its container port {raw!r}"
 
 
-def _probe_ports(container: Mapping[str, Any], own: int | None) -> list[tuple[str, int | None]]:
+def _probe_ports(
+    container: Mapping[str, Any], own: int | str | None
+) -> list[tuple[str, int | str | None]]:
     """(probe, port it reaches) for every probe; an omitted port is the container port."""
-    found = []
+    found: list[tuple[str, int | str | None]] = []
     for probe in PROBES:
+        if _lookup(container, probe)[1]:
+            # A probe unknown at preview may reach any port.
+            found.append((probe, UNKNOWN))
+            continue
         for action in PROBE_ACTIONS:
-            spec = get(container, probe, action)
+            spec, unknown = _lookup(container, probe, action)
+            if unknown:
+                found.append((f"{probe}.{action}", UNKNOWN))
+                continue
             if spec is None:
                 continue
-            raw = get(spec, "port")
-            found.append((f"{probe}.{action}", own if raw is None else as_int(raw)))
+            raw, unknown = _lookup(spec, "port")
+            port: int | str | None = UNKNOWN if unknown else own if raw is None else as_int(raw)
+            found.append((f"{probe}.{action}", port))
     return found
 
 
@@ -120,6 +163,12 @@ def validate_vllm_port_probed(
             if server.where.startswith(f"container {str(get(c, 'name') or f'#{i}')!r}")
         ]
         if len(matches) != 1:
+            report_violation(
+                f"{args.name}: {server.where}: the container it runs in cannot be told apart "
+                "(containers share a name), so its port and probes cannot be compared; give "
+                "each container its own name",
+                None,
+            )
             continue
         container = matches[0]
         port = listen_port(server)
@@ -137,7 +186,14 @@ def validate_vllm_port_probed(
         problem = host_problem(server)
         if problem is not None and (serves or probes):
             report_violation(f"{args.name}: {problem}", None)
-        if serves and own != port:
+        if own == UNKNOWN:
+            report_violation(
+                f"{args.name}: {server.where}: its container port is not known at preview, "
+                f"so whether Cloud Run reaches vLLM's {listens} cannot be told; give "
+                "ports[0].containerPort as a literal",
+                None,
+            )
+        elif serves and own != port:
             report_violation(
                 f"{args.name}: {server.where}: vLLM listens on {listens}, but Cloud Run sends "
                 f"requests and probes without a port to {how}, so the revision never becomes "
@@ -146,7 +202,7 @@ def validate_vllm_port_probed(
                 None,
             )
         for probe, reached in probes:
-            if reached != port:
+            if reached != port and not (reached == UNKNOWN and own == UNKNOWN):
                 report_violation(
                     f"{args.name}: {server.where}: its {probe} reaches port {reached} (an "
                     f"omitted port is the container port), but vLLM listens on {listens}, so "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_OBJECT_VALUE, unknown_checking_proxy
 
 from policies._resources import V1_SERVICE, WORKER_POOL
 from policies.vllm_port_probed import DEFAULT_CONTAINER_PORT, vllm_port_probed
@@ -145,3 +146,30 @@ def test_the_tpu_node_port_and_host_are_compared(
 ) -> None:
     (message,) = violations(vllm_port_probed, TPU_DYNAMIC, _tpu_node(edit, **props))
     assert expected in message
+
+
+def test_a_container_port_unknown_at_preview_fails_closed() -> None:
+    props = service("l4")
+    container(props)["ports"] = {"containerPort": UNKNOWN_NUMBER_VALUE, "name": "http1"}
+    (message,) = violations(vllm_port_probed, SERVICE, unknown_checking_proxy(props))
+    assert "container port is not known at preview" in message
+
+
+@pytest.mark.parametrize("where", ["port", "probe"])
+def test_a_probe_unknown_at_preview_fails_closed(where: str) -> None:
+    props = service("l4")
+    if where == "port":
+        container(props)["startupProbe"]["httpGet"]["port"] = UNKNOWN_NUMBER_VALUE
+    else:
+        container(props)["startupProbe"] = UNKNOWN_OBJECT_VALUE
+    (message,) = violations(vllm_port_probed, SERVICE, unknown_checking_proxy(props))
+    assert "startupProbe" in message and "reaches port (unknown at preview)" in message
+
+
+def test_containers_sharing_a_name_fail_closed() -> None:
+    props = service("l4")
+    twin = dict(container(props))
+    twin["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    props["template"]["containers"].append(twin)
+    found = violations(vllm_port_probed, SERVICE, props)
+    assert found and all("cannot be told apart" in m for m in found)
