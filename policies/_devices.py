@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policies._resources import get, items
+from policies._resources import get, items, read_field
 
 #: Kubernetes' extended resources for accelerators.
 _K8S_DEVICE_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
@@ -64,7 +64,13 @@ def container_count(container: Any, where: str) -> Count:
     """A container's accelerator limit (Cloud Run, Kubernetes)."""
     for section in ("limits", "requests"):
         for resource in _K8S_DEVICE_RESOURCES:
-            value = get(container, "resources", section, resource)
+            resources, unknown = read_field(container, "resources")
+            if not unknown:
+                held, unknown = read_field(resources, section)
+            if not unknown:
+                value, unknown = read_field(held, resource)
+            if unknown:
+                return None, f"{where} resources.{section} is not known at preview"
             if value is None:
                 continue
             count = whole(value)

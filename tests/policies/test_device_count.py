@@ -120,3 +120,16 @@ def test_cloud_run_counts_its_gpu_limit_and_fails_closed_without_one(gpu: Any) -
         assert "cannot be told (container 'vllm' declares no nvidia.com/gpu" in message
     else:
         assert "more than the 1 nvidia-l4 the resource has (container 'vllm' resources" in message
+
+
+def test_a_gpu_limit_unknown_at_preview_fails_closed() -> None:
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    props = edit_args(service("l4"), set_={"tensor-parallel-size": "2"})
+    container(props)["resources"]["limits"]["nvidia.com/gpu"] = UNKNOWN_STRING_VALUE
+    found = [
+        m
+        for m in violations(vllm_server_readable, SERVICE, unknown_checking_proxy(props))
+        if "devices" in m
+    ]
+    assert any("cannot be told" in m and "not known at preview" in m for m in found)
