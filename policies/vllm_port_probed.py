@@ -32,6 +32,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from policies import _k8s
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     JOB,
@@ -99,9 +100,12 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]
 
 
 def _probe_ports(
-    container: Mapping[str, Any], own: int | str | None
+    container: Mapping[str, Any],
+    own: int | str | None,
+    named: Mapping[str, int | str] | None = None,
 ) -> list[tuple[str, int | str | None]]:
-    """(probe, port it reaches) for every probe; an omitted port is the container port."""
+    """(probe, port it reaches) for every probe; an omitted port is the container port (Cloud
+    Run); a named port is looked up in `named` (Kubernetes)."""
     found: list[tuple[str, int | str | None]] = []
     for probe in PROBES:
         if _lookup(container, probe)[1]:
@@ -117,8 +121,23 @@ def _probe_ports(
                 continue
             raw, unknown = _lookup(spec, "port")
             port: int | str | None = UNKNOWN if unknown else own if raw is None else as_int(raw)
+            if port is None and isinstance(raw, str) and named is not None:
+                # Kubernetes: a port name resolves through the container's own ports.
+                port = named.get(raw, f"{raw!r} (a name none of its ports has)")
             found.append((f"{probe}.{action}", port))
     return found
+
+
+def _named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
+    """A Kubernetes container's port names and their numbers."""
+    out: dict[str, int | str] = {}
+    ports, unknown = _lookup(container, "ports")
+    for index in range(len(ports) if is_list(ports) and not unknown else 0):
+        name, _ = _lookup(ports, index, "name")
+        number, unknown = _lookup(ports, index, "containerPort")
+        if isinstance(name, str):
+            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
+    return out
 
 
 #: The project's TPU resource (components/tpu_queued_resource.py): its `servingPort` is the
@@ -151,10 +170,12 @@ def validate_vllm_port_probed(
     if args.resource_type == TPU_RESOURCE:
         _validate_tpu_resource(args, report_violation)
         return
-    if args.resource_type not in CLOUD_RUN_WORKLOADS:
+    kubernetes = _k8s.is_kubernetes(args.resource_type)
+    if args.resource_type not in CLOUD_RUN_WORKLOADS and not kubernetes:
         return
-    # Jobs and worker pools receive no requests: only their probes reach the server.
-    serves = args.resource_type not in (JOB, WORKER_POOL)
+    # Jobs and worker pools receive no requests: only their probes reach the server. A
+    # Kubernetes container port is informational; its probes name their own port.
+    serves = args.resource_type not in (JOB, WORKER_POOL) and not kubernetes
     raw = containers(args.resource_type, args.props)
     for server in vllm_servers(args.resource_type, args.props):
         matches = [
@@ -172,21 +193,27 @@ def validate_vllm_port_probed(
             continue
         container = matches[0]
         port = listen_port(server)
-        own, how = container_port(container)
-        probes = _probe_ports(container, own)
+        if kubernetes:
+            own, how = None, "its probes"
+            probes = _probe_ports(container, None, _named_ports(container))
+        else:
+            own, how = container_port(container)
+            probes = _probe_ports(container, own)
         shown = server.args.get("port")
         listens = f"--port={shown}" if shown is not None else f"vLLM's default port {port}"
         if port is None:
             report_violation(
                 f"{args.name}: {server.where}: --port={shown!r} is not a port number; set "
-                f"--port to {own}",
+                f"--port to {own if own is not None else 'the port its probes reach'}",
                 None,
             )
             continue
         problem = host_problem(server)
         if problem is not None and (serves or probes):
             report_violation(f"{args.name}: {problem}", None)
-        if own == UNKNOWN:
+        if kubernetes:
+            pass
+        elif own == UNKNOWN:
             report_violation(
                 f"{args.name}: {server.where}: its container port is not known at preview, "
                 f"so whether Cloud Run reaches vLLM's {listens} cannot be told; give "
@@ -204,17 +231,18 @@ def validate_vllm_port_probed(
         for probe, reached in probes:
             if reached != port and not (reached == UNKNOWN and own == UNKNOWN):
                 report_violation(
-                    f"{args.name}: {server.where}: its {probe} reaches port {reached} (an "
-                    f"omitted port is the container port), but vLLM listens on {listens}, so "
-                    f"the probe fails for its whole budget; probe port {port}",
+                    f"{args.name}: {server.where}: its {probe} reaches port {reached}"
+                    + ("" if kubernetes else " (an omitted port is the container port)")
+                    + f", but vLLM listens on {listens}, so the probe fails for its whole "
+                    f"budget; probe port {port}",
                     None,
                 )
 
 
 vllm_port_probed = ResourceValidationPolicy(
     name="vllm-port-probed",
-    description="On Cloud Run (and the project's TPU nodes), vLLM listens on every interface "
-    "at the port its probes, requests and health checks reach.",
+    description="On Cloud Run, GKE and the project's TPU nodes, vLLM listens on every "
+    "interface at the port its probes, requests and health checks reach.",
     validate=validate_vllm_port_probed,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

@@ -173,3 +173,58 @@ def test_containers_sharing_a_name_fail_closed() -> None:
     props["template"]["containers"].append(twin)
     found = violations(vllm_port_probed, SERVICE, props)
     assert found and all("cannot be told apart" in m for m in found)
+
+
+# --- GKE: the Pod's probes name their own port (a number or one of the container's names) --
+
+
+def _gke(kind: str = "l4") -> tuple[str, dict[str, Any]]:
+    from tests.policies.test_policy_gke import resource_type, vllm
+
+    deployment = vllm(kind)
+    return resource_type(deployment), deployment
+
+
+@pytest.mark.parametrize("kind", ["l4", "tpu-v6e"])
+def test_gke_pods_are_probed_where_vllm_listens(kind: str) -> None:
+    type_, deployment = _gke(kind)
+    assert violations(vllm_port_probed, type_, deployment) == []
+
+
+@pytest.mark.parametrize(
+    ("port", "probe_port", "expected"),
+    [
+        ("9000", 8000, "reaches port 8000, but vLLM listens on --port=9000"),
+        (None, 9000, "reaches port 9000, but vLLM listens on vLLM's default port 8000"),
+        ("8000", "metrics", "reaches port 'metrics' (a name none of its ports has)"),
+    ],
+)
+def test_gke_probe_ports_are_compared(port: str | None, probe_port: Any, expected: str) -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+
+    type_, deployment = _gke()
+    c = pod_container(deployment)
+    c["args"] = [a for a in c["args"] if not a.startswith("--port=")]
+    if port is not None:
+        c["args"].append(f"--port={port}")
+    c["startupProbe"]["httpGet"]["port"] = probe_port
+    found = violations(vllm_port_probed, type_, deployment)
+    assert any(expected in m and "startupProbe.httpGet" in m for m in found), found
+
+
+def test_gke_named_probe_port_resolves_through_the_container() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+
+    type_, deployment = _gke()
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        pod_container(deployment)[probe]["httpGet"]["port"] = "http"
+    assert violations(vllm_port_probed, type_, deployment) == []
+
+
+def test_gke_loopback_host_is_refused() -> None:
+    from tests.policies.test_policy_gke import set_arg
+
+    type_, deployment = _gke()
+    set_arg(deployment, "host", "127.0.0.1")
+    (message,) = violations(vllm_port_probed, type_, deployment)
+    assert "--host=127.0.0.1, not on every interface" in message
