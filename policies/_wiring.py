@@ -17,6 +17,7 @@ tests run it on the stacks rendered under mocks.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -184,26 +185,40 @@ def _serves(m: Manifest, port: Any) -> bool:
     return str(number if number is not None else port) in _ports(m)
 
 
-#: vLLM's `--host` values that listen on every interface: vLLM 0.27.1's api_server binds
-#: `(args.host or "", args.port)`, so no --host (None) and "" bind every IPv4 interface, as
-#: 0.0.0.0 does; "::" binds a dual-stack socket (every interface, IPv4 too, on Linux).
-ALL_INTERFACES = frozenset({"", "0.0.0.0", "::"})
-
-
 def listen_port(server: Any) -> int | None:
-    """The TCP port a vLLM server listens on (its --port, else vLLM's parser default 8000
-    from the release snapshot); None when --port is not a whole number."""
+    """The TCP port a vLLM server listens on, read as vLLM 0.27.1 reads it (argparse
+    `type=int`: Python's int(), so `08080`, `+8080` and `80_80` are 8080, `8080.0` and
+    `0x1f90` refuse to start) and bound (1 to 65535; 0 binds a random port); vLLM's parser
+    default 8000 from the release snapshot when --port is left out; None when vLLM would not
+    listen on a known port."""
     from serving.vllm_argv import DEFAULT_PORT
 
-    return as_int(server.args.get("port", DEFAULT_PORT))
+    raw = server.args.get("port", DEFAULT_PORT)
+    if isinstance(raw, bool):
+        return None
+    try:
+        port = int(raw) if isinstance(raw, (int, str)) else None
+    except ValueError:
+        return None
+    return port if port is not None and 0 < port < 65536 else None
 
 
 def host_problem(server: Any) -> str | None:
-    """Why a server cannot be reached from outside its container (a --host other than every
-    interface: 127.0.0.1, localhost, ::1, one address), or None."""
+    """Why a server cannot be reached from outside its container, or None. vLLM 0.27.1's
+    api_server binds `(args.host or "", args.port)`, IPv6 when the host is an IPv6 address:
+    no --host, `--host=`, `--host=None` and an unspecified address (0.0.0.0, ::,
+    0:0:0:0:0:0:0:0) listen on every interface (:: as a dual-stack socket on Linux); anything
+    else (127.0.0.1, localhost, ::1, one address, a name) listens on one address only."""
     host = server.args.get("host")
-    if host is None or (isinstance(host, str) and host.strip() in ALL_INTERFACES):
+    # `--host` is `optional_type(str)` (vllm/engine/arg_utils.py): "" and "None" are None.
+    if host is None or host in ("", "None"):
         return None
+    if isinstance(host, str):
+        try:
+            if ipaddress.ip_address(host).is_unspecified:
+                return None
+        except ValueError:
+            pass
     return (
         f"{server.where}: vLLM listens on --host={host}, not on every interface, so nothing "
         "outside the container (probes, the load balancer, the pool) reaches it; accepted: "

@@ -96,7 +96,8 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]
             DEFAULT_CONTAINER_PORT,
             f"Cloud Run's default container port {DEFAULT_CONTAINER_PORT}",
         )
-    return as_int(raw), f"its container port {raw!r}"
+    number = as_int(raw)
+    return number, f"its container port {number if number is not None else repr(raw)}"
 
 
 def _probe_ports(

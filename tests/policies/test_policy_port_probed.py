@@ -228,3 +228,31 @@ def test_gke_loopback_host_is_refused() -> None:
     set_arg(deployment, "host", "127.0.0.1")
     (message,) = violations(vllm_port_probed, type_, deployment)
     assert "--host=127.0.0.1, not on every interface" in message
+
+
+@pytest.mark.parametrize("port", ["08080", "+8080", "80_80", " 8080"])
+def test_the_port_is_read_as_vllms_int_reads_it(port: str) -> None:
+    """vLLM's --port is argparse `type=int`: Python's int() reads these as 8080."""
+    assert int(port) == 8080
+    props = edit_args(service("l4"), set_={"port": port})
+    assert violations(vllm_port_probed, SERVICE, props) == []
+
+
+@pytest.mark.parametrize("port", ["8080.0", "0x1f90", "0", "65536", "-8080"])
+def test_a_port_vllm_cannot_listen_on_is_refused(port: str) -> None:
+    props = edit_args(service("l4"), set_={"port": port})
+    (message,) = violations(vllm_port_probed, SERVICE, props)
+    assert "is not a port number; set --port to 8080" in message
+
+
+@pytest.mark.parametrize("host", ["0:0:0:0:0:0:0:0", "::0", "", "None"])
+def test_every_spelling_of_every_interface_is_accepted(host: str) -> None:
+    props = edit_args(service("l4"), set_={"host": host})
+    assert violations(vllm_port_probed, SERVICE, props) == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0 ", "[::]", "0", "::ffff:0.0.0.0", "*"])
+def test_a_host_vllm_would_not_bind_to_every_interface_is_refused(host: str) -> None:
+    props = edit_args(service("l4"), set_={"host": host})
+    (message,) = violations(vllm_port_probed, SERVICE, props)
+    assert "not on every interface" in message
