@@ -6,7 +6,10 @@ item has more tokens than `--max-num-batched-tokens` (`compute_mm_encoder_budget
 `--disable-chunked-mm-input`, and also whatever the flags say: on CUDA for a multimodal
 model with bidirectional (prefix-LM) attention, Gemma 4 (`CudaPlatform.check_and_update_config`,
 `vllm/platforms/cuda.py`: "Forcing --disable_chunked_mm_input for models with
-multimodal-bidirectional attention."), and by the TPU platform for every multimodal model.
+multimodal-bidirectional attention."), and by the TPU platform for every multimodal model
+(tpu-inference's `TpuPlatform.check_and_update_config`, `tpu_inference/platforms/
+tpu_platform.py`: "TPU does not support running Multimodal models without setting
+`--disable_chunked_mm_input`. Forcing --disable_chunked_mm_input.").
 The item's size is the catalogue's (`ModelCard.max_tokens_per_mm_item`).
 """
 
