@@ -26,7 +26,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies import _k8s
+from policies import _devices, _k8s
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     V1_SERVICE,
@@ -129,6 +129,8 @@ class ContainerSpec:
     #: Mount paths whose root is not the volume's root (a `subPath`/`subPathExpr` mount, or a
     #: Cloud Storage volume mounted with gcsfuse's `only-dir`).
     remapped_mounts: tuple[str, ...] = ()
+    #: Accelerator devices its limit declares (None: not known) and where that was read.
+    devices: _devices.Count = (None, "")
 
 
 #: A vLLM container may mount, besides the model bucket, only shared memory.
@@ -188,6 +190,9 @@ class Workload:
     #: The server may download its checkpoint from Hugging Face at boot (a catalogue
     #: repository id is then a known checkpoint); False: only mounted bucket folders are.
     serves_from_hub: bool = False
+    #: Accelerator devices the machine declares (None: not known) and where that was read;
+    #: a container's own count (ContainerSpec.devices) is used for its servers.
+    devices: _devices.Count = (None, "")
 
 
 @dataclass
@@ -284,6 +289,7 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
                 unknown=unknown,
                 variable_references="literal" if resource_type == V1_SERVICE else "refuse",
                 remapped_mounts=remapped,
+                devices=_devices.container_count(container, f"container {str(name)!r}"),
             )
         )
     return specs
@@ -384,6 +390,7 @@ def _kubernetes_containers(
                 variable_references="expand",
                 hooks=_k8s_hooks(container),
                 remapped_mounts=remapped,
+                devices=_devices.container_count(container, f"container {str(name)!r}"),
             )
         )
     return specs
@@ -557,6 +564,7 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         runs_accelerator=runs_accelerator,
         problems=tuple(problems),
         serves_from_hub=True,  # a machine's `docker run` downloads at boot (TPU nodes)
+        devices=_devices.machine_count(resource_type, props, accelerator(resource_type, props)),
     )
 
 
@@ -762,6 +770,7 @@ def read_workload(workload: Workload) -> Reading:
         mounts: tuple[tuple[str, str], ...],
         outer_env: Mapping[str, str | None],
         remapped: tuple[str, ...] = (),
+        counted: _devices.Count | None = None,
     ) -> None:
         parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
         for problem in parsed.problems:
@@ -774,14 +783,23 @@ def read_workload(workload: Workload) -> Reading:
                 "--privileged (GPUs: --gpus)"
             )
         devices = device_count(parsed.options)
-        available = hardware.accelerator_count if hardware is not None else 1
-        if devices is not None and devices > available:
+        available, source = counted if counted is not None else workload.devices
+        asked = (
+            f"it asks for {devices} devices (--tensor-parallel-size x --pipeline-parallel-size "
+            "x --prefill-context-parallel-size x the local --data-parallel-size)"
+        )
+        if devices is not None and devices > 1 and available is None:
             reading.problems.append(
-                f"{where}: it asks for {devices} devices (--tensor-parallel-size x "
-                "--pipeline-parallel-size x --prefill-context-parallel-size x the local "
-                f"--data-parallel-size), more than the {available} "
-                f"{workload.accelerator or 'accelerator'} the resource has (accepted: a "
-                f"product of {available} or less)"
+                f"{where}: {asked}, and how many devices the resource gives it cannot be told "
+                f"({source or 'the resource declares no count'}); declare the count (a "
+                "nvidia.com/gpu or google.com/tpu limit on the container, guestAccelerators, "
+                "a single-host TPU accelerator type) or ask for 1 device"
+            )
+        elif devices is not None and available is not None and devices > available:
+            reading.problems.append(
+                f"{where}: {asked}, more than the {available} "
+                f"{workload.accelerator or 'accelerator'} the resource has ({source}; "
+                f"accepted: a product of {available} or less)"
             )
         names = set(launch.env_names) | set(outer_env)
         for problem in env_problems(names):
@@ -1084,7 +1102,15 @@ def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, a
         # The container's own env is judged where it is declared (envs), not again here.
         own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
         launch = replace(launch, env=own)
-        add(launch, spec.image, where, spec.volume_mounts, spec.env, spec.remapped_mounts)
+        add(
+            launch,
+            spec.image,
+            where,
+            spec.volume_mounts,
+            spec.env,
+            spec.remapped_mounts,
+            counted=spec.devices,
+        )
     if launches or might_run_vllm:
         for hook in spec.hooks:
             reading.problems.append(

@@ -17,6 +17,7 @@ tests run it on the stacks rendered under mocks.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -184,19 +185,57 @@ def _serves(m: Manifest, port: Any) -> bool:
     return str(number if number is not None else port) in _ports(m)
 
 
+def listen_port(server: Any) -> int | None:
+    """The TCP port a vLLM server listens on, read as vLLM 0.27.1 reads it (argparse
+    `type=int`: Python's int(), so `08080`, `+8080` and `80_80` are 8080, `8080.0` and
+    `0x1f90` refuse to start) and bound (1 to 65535; 0 binds a random port); vLLM's parser
+    default 8000 from the release snapshot when --port is left out; None when vLLM would not
+    listen on a known port."""
+    from serving.vllm_argv import DEFAULT_PORT
+
+    raw = server.args.get("port", DEFAULT_PORT)
+    if isinstance(raw, bool):
+        return None
+    try:
+        port = int(raw) if isinstance(raw, (int, str)) else None
+    except ValueError:
+        return None
+    return port if port is not None and 0 < port < 65536 else None
+
+
+def host_problem(server: Any) -> str | None:
+    """Why a server cannot be reached from outside its container, or None. vLLM 0.27.1's
+    api_server binds `(args.host or "", args.port)`, IPv6 when the host is an IPv6 address:
+    no --host, `--host=`, `--host=None` and an unspecified address (0.0.0.0, ::,
+    0:0:0:0:0:0:0:0) listen on every interface (:: as a dual-stack socket on Linux); anything
+    else (127.0.0.1, localhost, ::1, one address, a name) listens on one address only."""
+    host = server.args.get("host")
+    # `--host` is `optional_type(str)` (vllm/engine/arg_utils.py): "" and "None" are None.
+    if host is None or host in ("", "None"):
+        return None
+    if isinstance(host, str):
+        try:
+            if ipaddress.ip_address(host).is_unspecified:
+                return None
+        except ValueError:
+            pass
+    return (
+        f"{server.where}: vLLM listens on --host={host}, not on every interface, so nothing "
+        "outside the container (probes, the load balancer, the pool) reaches it; accepted: "
+        "--host=0.0.0.0, --host=::, or no --host"
+    )
+
+
+def _vllm_servers(m: Manifest) -> list[Any]:
+    from policies._server import read_servers
+
+    return read_servers(type_token(m), m).servers
+
+
 def _vllm_ports(m: Manifest) -> list[int]:
     """The port every vLLM server of a workload listens on (the policies' reader; vLLM's
     default 8000 when no --port is given)."""
-    from policies._server import read_servers
-    from serving.vllm_argv import DEFAULT_PORT
-
-    type_ = type_token(m)
-    ports = []
-    for server in read_servers(type_, m).servers:
-        port = as_int(server.args.get("port", DEFAULT_PORT))
-        if port is not None:
-            ports.append(port)
-    return ports
+    return [p for p in map(listen_port, _vllm_servers(m)) if p is not None]
 
 
 def _probe_problems(m: Manifest) -> list[str]:
@@ -243,6 +282,10 @@ def check(
             problems.append(f"{where}: its selector {spec.get('selector')} matches no Pod template")
         numbers = {t.get("number") for t in spec.get("targetPorts") or []}
         for w in selected:
+            for server in _vllm_servers(w):
+                problem = host_problem(server)
+                if problem is not None:
+                    problems.append(f"{where}: {w['kind']} {_name(w)} {problem}")
             for port in _vllm_ports(w):
                 if port not in numbers:
                     problems.append(

@@ -29,6 +29,7 @@ from policies.pinned_image import pinned_image
 from policies.serving_port_not_public import serving_port_not_public
 from policies.speculative_config_valid import speculative_config_valid
 from policies.tpu_run_duration_limit import tpu_run_duration_limit
+from policies.vllm_port_probed import vllm_port_probed
 from policies.vllm_server_readable import vllm_server_readable
 
 PACK_NAME = "gemma4-vllm"
@@ -51,6 +52,7 @@ ALL: list[Policy] = [
     multimodal_batched_tokens,
     speculative_config_valid,
     pinned_image,
+    vllm_port_probed,
     # Kubernetes Pods on GKE nodes
     accelerator_pool_match,
     inference_pool_wiring,

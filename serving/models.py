@@ -72,6 +72,23 @@ class ModelCard:
     #: ("Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than
     #: max_num_batched_tokens (2048)"). None where unknown or the model takes no images.
     max_tokens_per_mm_item: int | None = None
+    #: A multimodal model with bidirectional (prefix-LM) attention over its images
+    #: (vLLM's `is_mm_prefix_lm`; Gemma 4). vLLM 0.27.1 then forces chunked multimodal input
+    #: off on CUDA (`vllm/platforms/cuda.py`: "Forcing --disable_chunked_mm_input for models
+    #: with multimodal-bidirectional attention."); the TPU platform forces it off for every
+    #: multimodal model.
+    mm_prefix_lm: bool = False
+
+    @property
+    def multimodal(self) -> bool:
+        """The model takes images (the catalogue knows its largest item)."""
+        return self.max_tokens_per_mm_item is not None
+
+    def chunked_mm_input_forced_off(self, tpu: bool | None) -> bool:
+        """vLLM 0.27.1 disables chunked multimodal input for this model whatever the flags
+        say: a multimodal prefix-LM model on any platform, any multimodal model on a TPU
+        (`tpu` None: the platform is not known, so it may be a TPU)."""
+        return self.multimodal and (self.mm_prefix_lm or tpu is not False)
 
     @property
     def folder(self) -> str:
@@ -116,6 +133,7 @@ MODELS: dict[str, ModelCard] = {
             tool_call_parser="gemma4",
             reasoning_parser="gemma4",
             max_tokens_per_mm_item=2496,
+            mm_prefix_lm=True,
         ),
         ModelCard(
             repo_id="google/gemma-4-12B-it",
@@ -130,6 +148,7 @@ MODELS: dict[str, ModelCard] = {
             tool_call_parser="gemma4",
             reasoning_parser="gemma4",
             max_tokens_per_mm_item=2496,
+            mm_prefix_lm=True,
         ),
         ModelCard(
             repo_id="google/gemma-4-12B-it-assistant",

@@ -230,7 +230,11 @@ class VllmSettings(_Group):
     )
     chunked_prefill: bool = Field(True, description="Split long prompts across steps.")
     chunked_mm_input: bool = Field(
-        False, description="Allow splitting one multimodal item across steps."
+        False,
+        description="Allow splitting one multimodal item across steps. Must stay false for "
+        "Gemma 4: vLLM forces chunked multimodal input off for a multimodal model with "
+        "bidirectional (prefix-LM) attention (and the TPU platform for every multimodal "
+        "model), so one whole image must fit in maxNumBatchedTokens.",
     )
     prefix_caching: bool = Field(True, description="Reuse KV cache of shared prompt prefixes.")
     tool_call_parser: Literal["gemma4", "none"] = Field(
@@ -1027,15 +1031,29 @@ class Settings(BaseModel):
                 f"least {seqs} or lower maxNumSeqs"
             )
         # vllm/v1/core/encoder_cache_manager.py, compute_mm_encoder_budget.
-        per_item = self.model.card.max_tokens_per_mm_item
-        if not v.chunked_mm_input and per_item is not None and per_item > batched:
+        # vllm/platforms/cuda.py (CudaPlatform.check_and_update_config) and the TPU platform:
+        # chunked multimodal input is forced off for this model whatever the flag says.
+        card = self.model.card
+        forced = card.chunked_mm_input_forced_off(tpu=self.profile.platform is Platform.TPU)
+        if v.chunked_mm_input and forced:
+            refusals.append(
+                f"config key 'chunkedMmInput' is true, but vLLM disables chunked multimodal "
+                f"input for {self.model.model} whatever the flag says (a multimodal model with "
+                "bidirectional, prefix-LM, attention: 'Forcing --disable_chunked_mm_input for "
+                "models with multimodal-bidirectional attention.'; the TPU platform does the "
+                "same for every multimodal model), so it would have no effect; set "
+                "chunkedMmInput to false (accepted: false)"
+            )
+        per_item = card.max_tokens_per_mm_item
+        if (not v.chunked_mm_input or forced) and per_item is not None and per_item > batched:
             refusals.append(
                 f"config key 'maxNumBatchedTokens' ({batched}) is below one image of "
-                f"{self.model.model} ({per_item} tokens) with 'chunkedMmInput' off; vLLM "
+                f"{self.model.model} ({per_item} tokens), and vLLM does not chunk it (chunked "
+                "multimodal input is off for this model); vLLM "
                 "refuses to start: 'Chunked MM input disabled but max_tokens_per_mm_item "
                 f"({per_item}) is larger than max_num_batched_tokens ({batched}). Please "
                 f"increase max_num_batched_tokens.' Set maxNumBatchedTokens to at least "
-                f"{per_item} or turn chunkedMmInput on"
+                f"{per_item}" + ("" if forced else " or turn chunkedMmInput on")
             )
         if refusals:
             raise ValueError("; ".join(refusals))

@@ -56,7 +56,6 @@ def test_chunked_prefill_off_needs_a_whole_sequence_per_step(kind: str) -> None:
         "maxModelLen": inputs["max_model_len"],
         "maxNumSeqs": inputs["max_num_seqs"],
         "chunkedPrefill": False,
-        "chunkedMmInput": True,
     }
     message = refusal({**raw, "maxNumBatchedTokens": inputs["max_num_batched_tokens"]})
     assert check["message"] and f"'{check['message']}'" in message
@@ -72,26 +71,42 @@ def test_batched_tokens_at_least_max_num_seqs(kind: str) -> None:
     inputs = check["inputs"]
     raw = {
         **KINDS[kind],
-        "chunkedMmInput": True,
         "maxModelLen": inputs["max_model_len"],
         "maxNumBatchedTokens": inputs["max_num_batched_tokens"],
     }
     message = refusal({**raw, "maxNumSeqs": inputs["max_num_seqs"]})
     assert check["message"] and f"'{check['message']}'" in message
     assert "config key 'maxNumBatchedTokens' (512) is below 'maxNumSeqs' (513)" in message
-    load_settings({**raw, "maxNumSeqs": inputs["max_num_batched_tokens"]})
+    # At the boundary the seqs check passes (Gemma 4's whole image still does not fit).
+    assert "'maxNumSeqs'" not in refusal({**raw, "maxNumSeqs": inputs["max_num_batched_tokens"]})
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_one_image_fits_a_step_when_it_may_not_be_chunked(kind: str) -> None:
-    raw = {**KINDS[kind], "chunkedMmInput": False}
-    message = refusal({**raw, "maxNumBatchedTokens": 2495})
-    assert (
-        "'Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
-        "max_num_batched_tokens (2495). Please increase max_num_batched_tokens.'" in message
-    )
+@pytest.mark.parametrize("chunked", [False, None])
+def test_one_image_fits_a_step_when_it_may_not_be_chunked(kind: str, chunked: bool | None) -> None:
+    """Gemma 4 never chunks an image (vLLM forces it off), so the bound holds whether or not
+    the stack sets chunkedMmInput."""
+    raw = {**KINDS[kind], **({} if chunked is None else {"chunkedMmInput": chunked})}
+    for batched in (2048, 2495):
+        message = refusal({**raw, "maxNumBatchedTokens": batched})
+        assert (
+            "'Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
+            f"max_num_batched_tokens ({batched}). Please increase max_num_batched_tokens.'"
+        ) in message
+        assert "config key 'maxNumBatchedTokens'" in message and "at least 2496" in message
     load_settings({**raw, "maxNumBatchedTokens": 2496})
-    load_settings({**raw, "maxNumBatchedTokens": 2048, "chunkedMmInput": True})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("batched", [2048, 8192])
+def test_chunked_mm_input_is_refused_for_gemma4(kind: str, batched: int) -> None:
+    """vLLM 0.27.1 forces --disable-chunked-mm-input for a multimodal prefix-LM model
+    (vllm/platforms/cuda.py) and the TPU platform for every multimodal model: turning it on
+    would have no effect, so the settings say so instead of rendering a wish."""
+    message = refusal({**KINDS[kind], "chunkedMmInput": True, "maxNumBatchedTokens": batched})
+    assert "config key 'chunkedMmInput' is true" in message
+    assert "'Forcing --disable_chunked_mm_input for models with multimodal-bidirectional" in message
+    assert "accepted: false" in message
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -16,6 +16,7 @@ from tests.policies._fixtures import (
     JOB,
     SERVICE,
     STACKS,
+    TPU_VM,
     container,
     edit_args,
     rendered,
@@ -226,14 +227,77 @@ def test_multimodal_batched_tokens_default_capped_by_seqs_times_length() -> None
     assert "--max-num-batched-tokens=2048 (vLLM's start-up default here)" in message
 
 
-def test_multimodal_chunked_input_allowed() -> None:
+@pytest.mark.parametrize(
+    "chunking",
+    [
+        ("disable-chunked-mm-input",),  # the flag left out: vLLM forces it on CUDA
+        ("disable-chunked-mm-input", "no-disable-chunked-mm-input"),  # asking for chunking
+    ],
+)
+@pytest.mark.parametrize("batched", ["2048", "2495", "2k"])
+def test_gemma4_cannot_chunk_an_image_whatever_the_flags(
+    chunking: tuple[str, ...], batched: str
+) -> None:
+    """vLLM 0.27.1 forces chunked multimodal input off for a multimodal prefix-LM model on
+    CUDA (`vllm/platforms/cuda.py`), so Gemma 4 needs one whole image per step even without
+    --disable-chunked-mm-input, and --no-disable-chunked-mm-input does not help."""
+    drop, *ask = chunking
     props = edit_args(
-        service("l4"), set_={"max-num-batched-tokens": "1024"}, drop=("disable-chunked-mm-input",)
+        service("l4"),
+        set_={"max-num-batched-tokens": batched, **{a: None for a in ask}},
+        drop=(drop,),
     )
-    assert violations(multimodal_batched_tokens, SERVICE, props) == []
-    small = {"maxTokensPerMmItem": 512}
-    props = edit_args(service("l4"), set_={"max-num-batched-tokens": "1024"})
-    assert violations(multimodal_batched_tokens, SERVICE, props, small) == []
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "a multimodal model with bidirectional (prefix-LM) attention" in message
+    assert "'Forcing --disable_chunked_mm_input for models with multimodal-bidirectional" in message
+    assert "at least 2496" in message
+    passing = edit_args(
+        service("l4"),
+        set_={"max-num-batched-tokens": "2496", **{a: None for a in ask}},
+        drop=(drop,),
+    )
+    assert violations(multimodal_batched_tokens, SERVICE, passing) == []
+
+
+def test_gemma4_on_a_tpu_vm_without_the_flag() -> None:
+    """The TPU platform disables chunked multimodal input for every multimodal model; the
+    hub id a TPU VM's `docker run` serves is resolved to the same catalogue card."""
+    script = (
+        "#!/bin/bash\nset -euo pipefail\n"
+        "docker run --privileged --net=host --shm-size 10gb vllm/vllm-tpu:v0.27.0 \\\n"
+        "  vllm serve google/gemma-4-12B-it --tensor-parallel-size 1 \\\n"
+        "  --max-model-len 4096 --max-num-batched-tokens 2048 --port 8000\n"
+    )
+    vm = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    (message,) = violations(multimodal_batched_tokens, TPU_VM, vm, name="tpu")
+    assert "serves google/gemma-4-12B-it, a multimodal model" in message
+    fixed = {
+        "acceleratorType": "v6e-1",
+        "metadata": {"startup-script": script.replace("2048", "2496")},
+    }
+    assert violations(multimodal_batched_tokens, TPU_VM, fixed) == []
+
+
+def test_gemma4_on_a_gke_pod_without_the_flag() -> None:
+    from tests.policies.test_policy_gke import container as pod_container
+    from tests.policies.test_policy_gke import resource_type, set_arg, vllm
+
+    deployment = vllm("l4")
+    pod = pod_container(deployment)
+    pod["args"] = [a for a in pod["args"] if a != "--disable-chunked-mm-input"]
+    set_arg(deployment, "max-num-batched-tokens", "2048")
+    (message,) = violations(multimodal_batched_tokens, resource_type(deployment), deployment)
+    assert "a multimodal model with bidirectional (prefix-LM) attention" in message
+
+
+def test_the_item_size_is_the_catalogues() -> None:
+    """One figure, the model card's: no policy setting can shrink it."""
+    from serving.models import MODELS
+
+    props = edit_args(service("l4"), set_={"max-num-batched-tokens": "2048"})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props, {"maxTokensPerMmItem": 512})
+    per_item = MODELS["google/gemma-4-12B-it-qat-w4a16-ct"].max_tokens_per_mm_item
+    assert f"at least {per_item}" in message
 
 
 # --- speculative-config-valid ------------------------------------------------------------
@@ -336,3 +400,21 @@ def test_automatic_base_image_updates_are_refused() -> None:
     )
     (message,) = violations(pinned_image, SERVICE, props)
     assert "baseImageUri" in message
+
+
+def test_processor_kwargs_change_the_item_size_so_the_check_fails_closed() -> None:
+    """Gemma 4's processor reads max_soft_tokens from --mm-processor-kwargs
+    (vllm/model_executor/models/gemma4_mm.py), so the catalogue's item size no longer holds."""
+    props = edit_args(service("l4"), set_={"mm-processor-kwargs": '{"max_soft_tokens": 1120}'})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "--mm-processor-kwargs" in message and "leave --mm-processor-kwargs out" in message
+
+
+def test_a_text_only_server_budgets_no_image() -> None:
+    """--language-model-only sets every modality's limit to 0: vLLM budgets no item."""
+    small = {"max-num-batched-tokens": "2048", "language-model-only": None}
+    props = edit_args(service("l4"), set_=small)
+    assert violations(multimodal_batched_tokens, SERVICE, props) == []
+    props = edit_args(service("l4"), set_={**small, "enable-mm-embeds": None})
+    (message,) = violations(multimodal_batched_tokens, SERVICE, props)
+    assert "at least 2496" in message

@@ -1,0 +1,125 @@
+"""How many accelerator devices a resource gives one vLLM server, read from the resource.
+
+The hardware catalogue describes one accelerator kind, not how many of them a resource
+declares; the count is what the resource itself says, with where it said it:
+
+- Cloud Run (v2 service, job, worker pool; v1 service): the container's
+  `resources.limits["nvidia.com/gpu"]`;
+- GKE: the container's `nvidia.com/gpu` or `google.com/tpu` limit (or request);
+- a TPU VM (or the project's TPU resource): the chips of its accelerator type, per Google's
+  TPU naming: `v5litepod-N`, `v5e-N` and `v6e-N` name N chips; `v4-N` and `v5p-N` name N
+  TensorCores, two per chip (N/2 chips); a single host holds at most 8 chips of the former
+  and 4 of the latter, so a larger slice (several hosts, each with its own server) and other
+  generations (v2, v3: one device per core) are not counted here;
+- Compute Engine: the `guestAccelerators` counts, or the GPUs or TPU chips an accelerator
+  machine type carries (`a2-highgpu-2g`: 2; `g2-standard-24`: 2; `ct5lp-hightpu-4t`: 4).
+
+Unknown: None, with why; a server asking for more than one device is then refused (fail
+closed), never compared with a guessed 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from policies._resources import get, items, read_field
+
+#: Kubernetes' extended resources for accelerators.
+_K8S_DEVICE_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
+#: Compute Engine G2 machine types and their L4 count (Compute Engine's GPU machine types).
+_G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
+#: Single-host TPU slices: chips per name's number (v5e and v6e: chips; v4 and v5p: cores).
+_TPU_SINGLE_HOST = {"v5litepod": (1, 8), "v5e": (1, 8), "v6e": (1, 8), "v4": (2, 8), "v5p": (2, 8)}
+
+Count = tuple[int | None, str]
+
+
+def whole(value: Any) -> int | None:
+    """A positive whole number as a resource quantity or count gives it (`2`, `"2"`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, float) and value.is_integer() and value > 0:
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[1-9][0-9]{0,3}", value.strip()):
+        return int(value.strip())
+    return None
+
+
+def tpu_type_chips(name: str | None) -> int | None:
+    """The chips of a single-host TPU accelerator type (`v6e-4`: 4, `v4-8`: 4), else None."""
+    match = re.fullmatch(r"(v\d+[a-z]*)-(\d{1,5})", name or "")
+    if match is None or match.group(1) not in _TPU_SINGLE_HOST:
+        return None
+    per_chip, most = _TPU_SINGLE_HOST[match.group(1)]
+    number = int(match.group(2))
+    chips, rest = divmod(number, per_chip)
+    return chips if rest == 0 and 0 < chips <= most else None
+
+
+def container_count(container: Any, where: str) -> Count:
+    """A container's accelerator limit (Cloud Run, Kubernetes)."""
+    for section in ("limits", "requests"):
+        for resource in _K8S_DEVICE_RESOURCES:
+            resources, unknown = read_field(container, "resources")
+            if not unknown:
+                held, unknown = read_field(resources, section)
+            if not unknown:
+                value, unknown = read_field(held, resource)
+            if unknown:
+                return None, f"{where} resources.{section} is not known at preview"
+            if value is None:
+                continue
+            count = whole(value)
+            source = f"{where} resources.{section}[{resource!r}] = {value!r}"
+            return (count, source) if count is not None else (None, source + " (not a count)")
+    return None, f"{where} declares no nvidia.com/gpu or google.com/tpu limit"
+
+
+def _machine_type_count(machine: str) -> int | None:
+    name = machine.rsplit("/", 1)[-1]
+    gpus = re.fullmatch(r"a[234]-[a-z]+-(\d+)g", name)
+    if gpus:
+        return int(gpus.group(1))
+    chips = re.fullmatch(r"ct\d+[a-z]*-[a-z]+-(\d+)t", name)
+    if chips:
+        return int(chips.group(1))
+    g2 = re.fullmatch(r"g2-standard-(\d+)", name)
+    if g2:
+        return _G2_GPUS.get(int(g2.group(1)))
+    return None
+
+
+def machine_count(resource_type: str, props: Mapping[str, Any], accelerator: str | None) -> Count:
+    """A TPU VM's or Compute Engine machine's devices, from what it declares."""
+    guests = [g for g in items(get(props, "guestAccelerators")) if get(g, "count") not in (0, "0")]
+    if guests:
+        counts = [whole(get(g, "count")) for g in guests]
+        shown = ", ".join(f"{get(g, 'type')} x {get(g, 'count')}" for g in guests)
+        if len(guests) > 1 or counts[0] is None:
+            return None, f"guestAccelerators ({shown}) is not one count of one kind"
+        return counts[0], f"guestAccelerators ({shown})"
+    machine = get(props, "machineType")
+    if isinstance(machine, str) and machine:
+        count = _machine_type_count(machine)
+        if count is not None:
+            return count, f"machine type {machine.rsplit('/', 1)[-1]}"
+    topology = get(props, "acceleratorConfig", "topology")
+    if accelerator is None and isinstance(topology, str):
+        dims = topology.lower().split("x")
+        if all(re.fullmatch(r"[1-9][0-9]?", d) for d in dims):
+            chips = 1
+            for d in dims:
+                chips *= int(d)
+            if chips <= 8:
+                return chips, f"acceleratorConfig.topology {topology}"
+        return None, f"acceleratorConfig.topology {topology!r} is not a single-host slice"
+    named = tpu_type_chips(accelerator)
+    if named is not None:
+        return named, f"accelerator type {accelerator} ({named} TPU chips)"
+    if accelerator:
+        return None, f"accelerator type {accelerator!r} names no single-host chip count known here"
+    return None, f"this {resource_type.rsplit(':', 1)[-1]} declares no accelerator count"

@@ -1,0 +1,249 @@
+"""vllm-port-probed: Cloud Run sends traffic and probes to the port vLLM listens on.
+
+Cloud Run's contract (the run v2 discovery document, google-api-python-client): a probe's
+`port` "If not specified, defaults to the exposed port of the container, which is the value of
+container.ports[0].containerPort"; the container port "If not present, it will default to port
+8080" (run v1 `ContainerPort`); "The specified ports must be listening on all interfaces
+(0.0.0.0) within the container to be accessible" (run v2 `Container.ports`). vLLM listens on
+its `--port` (8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when
+left out). A server on another port or on a loopback address boots, and Cloud Run probes the
+container port for the whole probe budget, then fails the revision.
+
+Read for Cloud Run v2 services, jobs and worker pools and v1 services: the container that runs
+vLLM (read by `policies._server`) is held to its own container port (services) and to every
+startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`). The project's
+TPU resource names the port its endpoint URL, health checks and firewall use
+(`servingPort`): the servers of its startup script are held to it. The port and host
+comparison is the one GKE's wiring uses (`policies._wiring.listen_port`, `host_problem`).
+Other machines (a TPU VM, a Compute Engine instance) name no port of their own that the
+reader could tie to the server, and are judged by the firewall policy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+from policies import _k8s
+from policies._resources import (
+    CLOUD_RUN_WORKLOADS,
+    JOB,
+    V1_SERVICE,
+    WORKER_POOL,
+    as_int,
+    containers,
+    get,
+    is_list,
+    read_field,
+)
+from policies._server import vllm_servers
+from policies._wiring import host_problem, listen_port
+
+#: Cloud Run's container port when none is declared (run v1 `ContainerPort.containerPort`:
+#: "If not present, it will default to port 8080").
+DEFAULT_CONTAINER_PORT = 8080
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
+
+
+#: What a value unknown at preview is shown as; it equals no port.
+UNKNOWN = "(unknown at preview)"
+
+
+def _lookup(value: Any, *path: str | int) -> tuple[Any, bool]:
+    """Follow `path` (keys, list indexes); (None, False) when absent, (None, True) when a
+    step is unknown at preview."""
+    current = value
+    for step in path:
+        if isinstance(step, int):
+            if not is_list(current):
+                return None, False
+            try:
+                if step >= len(current):
+                    return None, False
+                current = current[step]
+            except UnknownValueError:
+                return None, True
+        else:
+            current, unknown = read_field(current, step)
+            if unknown:
+                return None, True
+            if current is None:
+                return None, False
+    return current, False
+
+
+def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]:
+    """The container's port (ports[0].containerPort, else Cloud Run's 8080) and how it was
+    found; UNKNOWN when not known at preview, None when given but not a number."""
+    ports, unknown = _lookup(container, "ports")
+    if not unknown and is_list(ports):
+        raw, unknown = _lookup(ports, 0, "containerPort")
+    elif not unknown:
+        raw, unknown = _lookup(ports, "containerPort")
+    if unknown:
+        return UNKNOWN, f"its container port {UNKNOWN}"
+    if raw is None:
+        return (
+            DEFAULT_CONTAINER_PORT,
+            f"Cloud Run's default container port {DEFAULT_CONTAINER_PORT}",
+        )
+    number = as_int(raw)
+    return number, f"its container port {number if number is not None else repr(raw)}"
+
+
+def _probe_ports(
+    container: Mapping[str, Any],
+    own: int | str | None,
+    named: Mapping[str, int | str] | None = None,
+) -> list[tuple[str, int | str | None]]:
+    """(probe, port it reaches) for every probe; an omitted port is the container port (Cloud
+    Run); a named port is looked up in `named` (Kubernetes)."""
+    found: list[tuple[str, int | str | None]] = []
+    for probe in PROBES:
+        if _lookup(container, probe)[1]:
+            # A probe unknown at preview may reach any port.
+            found.append((probe, UNKNOWN))
+            continue
+        for action in PROBE_ACTIONS:
+            spec, unknown = _lookup(container, probe, action)
+            if unknown:
+                found.append((f"{probe}.{action}", UNKNOWN))
+                continue
+            if spec is None:
+                continue
+            raw, unknown = _lookup(spec, "port")
+            port: int | str | None = UNKNOWN if unknown else own if raw is None else as_int(raw)
+            if port is None and isinstance(raw, str) and named is not None:
+                # Kubernetes: a port name resolves through the container's own ports.
+                port = named.get(raw, f"{raw!r} (a name none of its ports has)")
+            found.append((f"{probe}.{action}", port))
+    return found
+
+
+def _named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
+    """A Kubernetes container's port names and their numbers."""
+    out: dict[str, int | str] = {}
+    ports, unknown = _lookup(container, "ports")
+    for index in range(len(ports) if is_list(ports) and not unknown else 0):
+        name, _ = _lookup(ports, index, "name")
+        number, unknown = _lookup(ports, index, "containerPort")
+        if isinstance(name, str):
+            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
+    return out
+
+
+#: The project's TPU resource (components/tpu_queued_resource.py): its `servingPort` is the
+#: port of its endpoint URL, which the health checks and the firewall use.
+TPU_RESOURCE = "pulumi-python:dynamic/gemma4:TpuQueuedResource"
+
+
+def _validate_tpu_resource(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    raw = get(args.props, "servingPort")
+    declared = as_int(raw)
+    for server in vllm_servers(args.resource_type, args.props):
+        problem = host_problem(server)
+        if problem is not None:
+            report_violation(f"{args.name}: {problem}", None)
+        port = listen_port(server)
+        shown = server.args.get("port")
+        listens = f"--port={shown}" if shown is not None else f"vLLM's default port {port}"
+        if declared is None or port != declared:
+            report_violation(
+                f"{args.name}: {server.where}: vLLM listens on {listens}, but the node's "
+                f"servingPort (the port of its endpoint URL, health checks and firewall) is "
+                f"{raw!r}; set --port to the servingPort",
+                None,
+            )
+
+
+def validate_vllm_port_probed(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    if args.resource_type == TPU_RESOURCE:
+        _validate_tpu_resource(args, report_violation)
+        return
+    kubernetes = _k8s.is_kubernetes(args.resource_type)
+    if args.resource_type not in CLOUD_RUN_WORKLOADS and not kubernetes:
+        return
+    # Jobs and worker pools receive no requests: only their probes reach the server. A
+    # Kubernetes container port is informational; its probes name their own port.
+    serves = args.resource_type not in (JOB, WORKER_POOL) and not kubernetes
+    raw = containers(args.resource_type, args.props)
+    for server in vllm_servers(args.resource_type, args.props):
+        matches = [
+            c
+            for i, c in enumerate(raw)
+            if server.where.startswith(f"container {str(get(c, 'name') or f'#{i}')!r}")
+        ]
+        if len(matches) != 1:
+            report_violation(
+                f"{args.name}: {server.where}: the container it runs in cannot be told apart "
+                "(containers share a name), so its port and probes cannot be compared; give "
+                "each container its own name",
+                None,
+            )
+            continue
+        container = matches[0]
+        port = listen_port(server)
+        if kubernetes:
+            own, how = None, "its probes"
+            probes = _probe_ports(container, None, _named_ports(container))
+        else:
+            own, how = container_port(container)
+            probes = _probe_ports(container, own)
+        shown = server.args.get("port")
+        listens = f"--port={shown}" if shown is not None else f"vLLM's default port {port}"
+        if port is None:
+            report_violation(
+                f"{args.name}: {server.where}: --port={shown!r} is not a port number; set "
+                f"--port to {own if own is not None else 'the port its probes reach'}",
+                None,
+            )
+            continue
+        problem = host_problem(server)
+        if problem is not None and (serves or probes):
+            report_violation(f"{args.name}: {problem}", None)
+        if kubernetes:
+            pass
+        elif own == UNKNOWN:
+            report_violation(
+                f"{args.name}: {server.where}: its container port is not known at preview, "
+                f"so whether Cloud Run reaches vLLM's {listens} cannot be told; give "
+                "ports[0].containerPort as a literal",
+                None,
+            )
+        elif serves and own != port:
+            report_violation(
+                f"{args.name}: {server.where}: vLLM listens on {listens}, but Cloud Run sends "
+                f"requests and probes without a port to {how}, so the revision never becomes "
+                f"ready; set --port={own} or the container port to {port}"
+                + (" (v1: ports[0].containerPort)" if args.resource_type == V1_SERVICE else ""),
+                None,
+            )
+        for probe, reached in probes:
+            if reached != port and not (reached == UNKNOWN and own == UNKNOWN):
+                report_violation(
+                    f"{args.name}: {server.where}: its {probe} reaches port {reached}"
+                    + ("" if kubernetes else " (an omitted port is the container port)")
+                    + f", but vLLM listens on {listens}, so the probe fails for its whole "
+                    f"budget; probe port {port}",
+                    None,
+                )
+
+
+vllm_port_probed = ResourceValidationPolicy(
+    name="vllm-port-probed",
+    description="On Cloud Run, GKE and the project's TPU nodes, vLLM listens on every "
+    "interface at the port its probes, requests and health checks reach.",
+    validate=validate_vllm_port_probed,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
