@@ -462,7 +462,9 @@ HARMLESS_OPTIONS: dict[str, str] = {
     "ignore-patterns": "files skipped when downloading",
     "kv-cache-dtype-skip-layers": "layers kept at the model's precision",
     "kv-offloading-size": "CPU memory for offloaded KV blocks",
-    "limit-mm-per-prompt": "bounds multimodal items (judged by the multimodal policy)",
+    "limit-mm-per-prompt": (
+        "bounds multimodal items (the multimodal policy budgets one whole image regardless)"
+    ),
     "lora-target-modules": "only read with --enable-lora, which is refused",
     "max-cpu-loras": "only read with --enable-lora, which is refused",
     "mamba-block-size": "mamba models only",
@@ -473,7 +475,10 @@ HARMLESS_OPTIONS: dict[str, str] = {
     "numa-bind-cpus": "CPU placement",
     "numa-bind-nodes": "CPU placement",
     "media-io-kwargs": "media decoding settings",
-    "mm-processor-kwargs": "the checkpoint's own processor settings",
+    "mm-processor-kwargs": (
+        "the checkpoint's processor settings (refused by the multimodal policy where images "
+        "are not chunked)"
+    ),
     "override-generation-config": "sampling defaults given in the launch itself",
     "default-chat-template-kwargs": "arguments to the checkpoint's own chat template",
     "pt-load-map-location": "where .pt weights are mapped while loading",
