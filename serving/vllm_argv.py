@@ -1331,6 +1331,7 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
     i += 1
     entrypoint: str | None = None
     privileged = False
+    host_network = False
     host = dict(env)
     env = {}
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
@@ -1356,14 +1357,25 @@ def _docker(args: list[str], env: dict[str, str], depth: int) -> list[Launch]:
                 privileged = True
             elif name == "--entrypoint":
                 entrypoint = value
+            elif name in ("--net", "--network"):
+                host_network = True  # _docker_option accepts only the host's network
         i += 1
     if i >= len(args):
         raise ReadError("docker run without an image")
     image = args[i]
     rest = args[i + 1 :]
+    launches = _in_image(image, rest, entrypoint, env, depth)
+    if launches and not host_network:
+        # Docker's default is its bridge network: without a published port (refused above)
+        # nothing on the host's port reaches the server.
+        raise ReadError(
+            f"docker run of {image} without --net=host: on Docker's default bridge network "
+            "vLLM's --port is not a port of the host, so the endpoint, health checks and "
+            "firewall reach nothing (accepted: --net=host)"
+        )
     return [
         replace(launch, image=launch.image or image, privileged=launch.privileged or privileged)
-        for launch in _in_image(image, rest, entrypoint, env, depth)
+        for launch in launches
     ]
 
 

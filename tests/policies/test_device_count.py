@@ -81,7 +81,7 @@ def _instance(script: str, **props: Any) -> dict[str, Any]:
 
 
 GPU_SCRIPT = (
-    "#!/bin/bash\ndocker run -d --gpus=all vllm/vllm-openai:v0.27.1 "
+    "#!/bin/bash\ndocker run -d --net=host --gpus=all vllm/vllm-openai:v0.27.1 "
     "google/gemma-4-12B-it-qat-w4a16-ct --max-model-len=8192 -tp 2\n"
 )
 

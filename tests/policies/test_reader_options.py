@@ -408,6 +408,21 @@ def test_docker_options_that_reach_the_host_are_refused_everywhere(option: str) 
         script_launches(script)
 
 
+@pytest.mark.parametrize("machine", ["tpu", "gpu"])
+def test_a_server_left_on_dockers_default_network_is_refused(machine: str) -> None:
+    # Without --net=host the container is on Docker's bridge network, and publishing a port is
+    # refused: nothing on the host's serving port reaches vLLM, whatever its --port says.
+    script = TPU_SCRIPT.replace("--net=host", "")
+    assert "--net" not in script and "--network" not in script
+    type_, props = (TPU_VM, tpu_vm(script)) if machine == "tpu" else (INSTANCE, instance(script))
+    (message,) = violations(vllm_server_readable, type_, props)
+    assert "without --net=host" in message and "accepted: --net=host" in message
+    with pytest.raises(ReadError, match="default bridge network"):
+        script_launches(script)
+    # The project's own TPU script keeps --net=host and stays readable.
+    assert violations(vllm_server_readable, TPU_VM, tpu_vm(TPU_SCRIPT)) == []
+
+
 OPENAI_RUN = (
     "docker run {} vllm/vllm-openai:v0.27.1 google/gemma-4-12B-it-qat-w4a16-ct "
     "--max-model-len=8192 --port=8000\n"
