@@ -194,9 +194,23 @@ def validate_vllm_port_probed(
             continue
         container = matches[0]
         port = listen_port(server)
+        # Cloud Run sends requests to the one container that declares ports (the ingress);
+        # a sidecar without ports beside it receives none, and only its probes reach it.
+        sidecar = (
+            not kubernetes
+            and _lookup(container, "ports")[0] is None
+            and not _lookup(container, "ports")[1]
+            and any(c is not container and _lookup(c, "ports")[0] is not None for c in raw)
+        )
         if kubernetes:
             own, how = None, "its probes"
             probes = _probe_ports(container, None, _named_ports(container))
+        elif sidecar:
+            own, how = None, "no port (a sidecar: requests go to the container with ports)"
+            probes = [
+                (probe, "no port (a sidecar's probe must name one)" if reached is None else reached)
+                for probe, reached in _probe_ports(container, None)
+            ]
         else:
             own, how = container_port(container)
             probes = _probe_ports(container, own)
@@ -212,7 +226,7 @@ def validate_vllm_port_probed(
         problem = host_problem(server)
         if problem is not None and (serves or probes):
             report_violation(f"{args.name}: {problem}", None)
-        if kubernetes:
+        if kubernetes or sidecar:
             pass
         elif own == UNKNOWN:
             report_violation(

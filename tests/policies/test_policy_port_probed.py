@@ -256,3 +256,36 @@ def test_a_host_vllm_would_not_bind_to_every_interface_is_refused(host: str) -> 
     props = edit_args(service("l4"), set_={"host": host})
     (message,) = violations(vllm_port_probed, SERVICE, props)
     assert "not on every interface" in message
+
+
+def _behind_a_proxy(props: dict[str, Any], probe_port: int | None) -> dict[str, Any]:
+    """vLLM on 8000 as a sidecar (no ports) behind an ingress container that declares 8080."""
+    props = edit_args(props, set_={"port": "8000"})
+    c = container(props)
+    del c["ports"]
+    for probe in ("startupProbe", "livenessProbe"):
+        if probe_port is None:
+            c[probe]["httpGet"].pop("port", None)
+        else:
+            c[probe]["httpGet"]["port"] = probe_port
+    ingress = {
+        "name": "proxy",
+        "image": "us-docker.pkg.dev/p/r/proxy@sha256:" + "a" * 64,
+        "ports": {"name": "http1", "containerPort": 8080},
+    }
+    props["template"]["containers"].insert(0, ingress)
+    return props
+
+
+def test_a_sidecar_behind_an_ingress_container_is_held_to_its_probes_only() -> None:
+    # Cloud Run sends requests to the container that declares ports; vLLM beside it gets none.
+    assert violations(vllm_port_probed, SERVICE, _behind_a_proxy(service("l4"), 8000)) == []
+    # Its probes must still reach vLLM's port, and must name one (no container port to omit).
+    wrong = violations(vllm_port_probed, SERVICE, _behind_a_proxy(service("l4"), 8080))
+    assert wrong and all("reaches port 8080" in m for m in wrong)
+    unnamed = violations(vllm_port_probed, SERVICE, _behind_a_proxy(service("l4"), None))
+    assert unnamed and all("a sidecar's probe must name one" in m for m in unnamed)
+    # The only container still serves the requests, ports or not (Cloud Run's 8080).
+    alone = edit_args(service("l4"), set_={"port": "8000"})
+    del container(alone)["ports"]
+    assert any("8080" in m for m in violations(vllm_port_probed, SERVICE, alone))
