@@ -190,25 +190,30 @@ SHAPES: tuple[Shape, ...] = (
     # base64 of other JSON (`eyJ...` is `{"`) is judged by what it decodes to, not as a token.
     Shape(
         "JSON Web Token",
-        r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
-        r"\beyJ[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]*){0,2}",
+        r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
+        r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]*){0,2}",
         "eyJ",
         _jwt,
         _jwt_cut,
     ),
     Shape(
         "Hugging Face token",
-        r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}",
-        r"\b(?:hf|api_org)_[A-Za-z0-9]{6,}",
+        r"(?<![A-Za-z0-9])(?:hf|api_org)_[A-Za-z0-9]{30,}",
+        r"(?<![A-Za-z0-9])(?:hf|api_org)_[A-Za-z0-9]{6,}",
         "hf_|api_org_",
         None,
         _after(r"hf_|api_org_"),
     ),
-    Shape("Google API key", r"\bAIza[0-9A-Za-z_\-]{30,}", r"\bAIza[0-9A-Za-z_\-]{4,}", "AIza"),
+    Shape(
+        "Google API key",
+        r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}",
+        r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{4,}",
+        "AIza",
+    ),
     Shape(
         "Google OAuth access token",
-        r"\bya29\.[0-9A-Za-z_.\-]{16,}",
-        r"\bya29\.[0-9A-Za-z_.\-]{4,}",
+        r"(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_.\-]{16,}",
+        r"(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_.\-]{4,}",
         "ya29",
     ),
     Shape(
@@ -219,8 +224,8 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "Google OAuth client secret",
-        r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",
-        r"\bGOCSPX-[A-Za-z0-9_\-]{4,}",
+        r"(?<![A-Za-z0-9])GOCSPX-[A-Za-z0-9_\-]{20,}",
+        r"(?<![A-Za-z0-9])GOCSPX-[A-Za-z0-9_\-]{4,}",
         "GOCSPX",
     ),
     # OpenAI: `sk-` and 48 letters and digits (`sk-` + 20 + `T3BlbkFJ` + 20) for user keys;
@@ -231,31 +236,36 @@ SHAPES: tuple[Shape, ...] = (
     # such as `sk-learn-pipeline-v2` are not keys; shorter bodies stay keys (a truncated key).
     Shape(
         "OpenAI-style API key",
-        r"\bsk-(?:(?:proj|svcacct|admin|ant)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,}(?![\-]))",
-        r"\bsk-(?:(?:proj|svcacct|admin|ant)-)?[A-Za-z0-9_\-]{8,}",
+        r"(?<![A-Za-z0-9])sk-(?:(?:proj|svcacct|admin|ant)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,}(?![\-]))",
+        r"(?<![A-Za-z0-9])sk-(?:(?:proj|svcacct|admin|ant)-)?[A-Za-z0-9_\-]{8,}",
         "sk-",
         _openai,
         _after(r"sk-(?:(?:proj|svcacct|admin|ant)-)?"),
     ),
     Shape(
         "GitHub token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
-        r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{4,}",
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{4,}",
         "gh[pousr]_|github_pat",
     ),
     # GitLab personal access token: `glpat-` and 20 characters (longer in newer releases).
-    Shape("GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}", r"\bglpat-[A-Za-z0-9_\-]{4,}", "glpat-"),
+    Shape(
+        "GitLab token",
+        r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_\-]{20,}",
+        r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_\-]{4,}",
+        "glpat-",
+    ),
     Shape(
         "Slack token",
-        r"\bxox[abeoprs]-[A-Za-z0-9\-]{10,}",
-        r"\bxox[abeoprs]-[A-Za-z0-9\-]{4,}",
+        r"(?<![A-Za-z0-9])xox[abeoprs]-[A-Za-z0-9\-]{10,}",
+        r"(?<![A-Za-z0-9])xox[abeoprs]-[A-Za-z0-9\-]{4,}",
         "xox",
     ),
     # Slack app-level token: `xapp-<digit>-<id>-<digits>-<hex>`.
     Shape(
         "Slack app token",
-        r"\bxapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{16,}",
-        r"\bxapp-[A-Za-z0-9\-]{4,}",
+        r"(?<![A-Za-z0-9])xapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{16,}",
+        r"(?<![A-Za-z0-9])xapp-[A-Za-z0-9\-]{4,}",
         "xapp-",
     ),
     Shape(
@@ -266,24 +276,29 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "AWS access key id",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{8,}",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{8,}",
         "AKIA|ASIA|ABIA|ACCA",
     ),
     Shape(
         "Stripe key",
-        r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}",
-        r"\b[rs]k_live_[A-Za-z0-9]{4,}",
+        r"(?<![A-Za-z0-9])(?:sk|rk)_live_[A-Za-z0-9]{16,}",
+        r"(?<![A-Za-z0-9])[rs]k_live_[A-Za-z0-9]{4,}",
         "sk_live|rk_live",
     ),
     # npm access token: `npm_` and 36 characters.
-    Shape("npm token", r"\bnpm_[A-Za-z0-9]{36,}", r"\bnpm_[A-Za-z0-9]{16,}", "npm_"),
+    Shape(
+        "npm token",
+        r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36,}",
+        r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{16,}",
+        "npm_",
+    ),
     # PyPI API token: `pypi-` and a macaroon whose base64 starts with the issuer `pypi.org`.
     Shape(
         "PyPI token",
-        r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
+        r"(?<![A-Za-z0-9])pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
         # every macaroon's base64 starts `AgE` (version 2 binary format), whichever index
-        r"\bpypi-AgE[A-Za-z0-9_\-]{8,}",
+        r"(?<![A-Za-z0-9])pypi-AgE[A-Za-z0-9_\-]{8,}",
         "pypi-AgE",
     ),
     # No prefix form: a URL cut before its `@` cannot be told from `host:port`; a whole
@@ -293,7 +308,8 @@ SHAPES: tuple[Shape, ...] = (
     # `sha256` of `image:tag@sha256:...`) ending the authority.
     Shape(
         "password in a URL",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]+@" + URL_HOST,
+        r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@?#\"']*:[^/\s:@?#\"'${}()]+@"
+        + URL_HOST,
         None,
         None,
     ),

@@ -184,3 +184,21 @@ def test_a_percent_encoded_url_password_is_masked() -> None:
     text = "GET /x?next=%68%74tps://deploy:hunter2Secret@db.internal/ HTTP/1.1"
     assert find_secret(text) == "password in a URL (encoded)"
     assert "hunter2Secret" not in redact(text, limit=None)
+
+
+GLUED = [label for label in SAMPLES if label not in ("private key", "service-account key")]
+
+
+@pytest.mark.parametrize("label", GLUED)
+@pytest.mark.parametrize("glue", ["team_", "cfg_", "a.b_"])
+def test_a_token_glued_to_a_word_is_found_and_masked(label: str, glue: str) -> None:
+    # A token starts wherever the character before it cannot be part of it (`team_AKIA...`,
+    # `cfg_postgres://u:pw@db`), not only at a word boundary.
+    token, _ = SAMPLES[label]
+    text = f"value={glue}{token}"
+    assert find_secret(text) is not None, (label, glue)
+    assert token not in redact(text), (label, glue)
+
+
+def test_an_aws_key_id_followed_by_an_underscore_is_found() -> None:
+    assert find_secret("AKIA" + "0123456789ABCDEF" + "_suffix") is not None
