@@ -400,12 +400,31 @@ _SEPARATORS = re.compile(r"[/+=_.\-]")
 _WORD = re.compile(r"[a-z]{5,}|[A-Z]{5,}")
 
 
+_NAME_SEGMENTS = re.compile(r"[-_./]")
+_NAME_WORD = re.compile(r"[A-Za-z][a-z]{2,}")
+
+
+def _reads_as_a_name(token: str) -> bool:
+    """A name built of short tags (`gemma-4-12B-it-W4A16-g128-v2`, `acme/Gemma4-12B-FT-v2`):
+    four or more segments between separators, none longer than 6 characters, one of them
+    holding a word. Random credentials come in long runs; grouped keys such as
+    `ABCD-EFGH-IJKL-MNOP` hold no word and are still judged."""
+    segments = [seg for seg in _NAME_SEGMENTS.split(token) if seg]
+    return (
+        len(segments) >= 4
+        and all(len(seg) <= 6 for seg in segments)
+        and any(_NAME_WORD.search(seg) for seg in segments)
+    )
+
+
 def high_entropy(token: str) -> bool:
     """Whether `token` (one run of key characters) reads as a random credential."""
     if not MIN_ENTROPY_LENGTH <= len(token) <= MAX_ENTROPY_LENGTH:
         return False
     core = _SEPARATORS.sub("", token)
     if len(core) < MIN_ENTROPY_LENGTH - 2:
+        return False
+    if _reads_as_a_name(token):
         return False
     classes = Counter(_class(c) for c in core)
     if min(classes[0], classes[1], classes[2]) < 2:

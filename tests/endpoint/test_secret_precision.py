@@ -202,3 +202,18 @@ def test_a_token_glued_to_a_word_is_found_and_masked(label: str, glue: str) -> N
 
 def test_an_aws_key_id_followed_by_an_underscore_is_found() -> None:
     assert find_secret("AKIA" + "0123456789ABCDEF" + "_suffix") is not None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gemma-4-12B-it-W4A16-g128-v2", "Gemma4-12B-QAT-w4A16-v2", "Gemma4-12B-it-L4-Prod-v3",
+     "acme/Gemma4-12B-FT-v2-Q4K"],
+)  # fmt: skip
+def test_a_served_model_name_of_short_tags_is_not_a_credential(name: str) -> None:
+    assert find_secret(f"--served-model-name={name}") is None
+    assert redact(f"model {name}") == f"model {name}"
+
+
+@pytest.mark.parametrize("key", ["X9kQ-7Zp2-Lm4R-8vTn-Qw3E", "aB3dE5gH7jK9mN1pQ3sT5vX7"])
+def test_grouped_and_plain_random_keys_are_still_found(key: str) -> None:
+    assert find_secret(f"key={key}") == "high-entropy string of credential length"
