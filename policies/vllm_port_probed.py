@@ -100,6 +100,15 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]
     return number, f"its container port {number if number is not None else repr(raw)}"
 
 
+def _declares_ports(container: Mapping[str, Any]) -> bool | None:
+    """Whether a Cloud Run container declares a port (absent or an empty list: no); None
+    when its ports are not known at preview."""
+    ports, unknown = _lookup(container, "ports")
+    if unknown:
+        return None
+    return bool(ports)
+
+
 def _probe_ports(
     container: Mapping[str, Any],
     own: int | str | None,
@@ -194,14 +203,24 @@ def validate_vllm_port_probed(
             continue
         container = matches[0]
         port = listen_port(server)
-        # Cloud Run sends requests to the one container that declares ports (the ingress);
-        # a sidecar without ports beside it receives none, and only its probes reach it.
+        # Cloud Run sends requests to the ingress container, the one that declares its port
+        # ("If you deploy multiple containers to a service, this is the ingress container",
+        # cloud.google.com/run/docs/configuring/containers); a sidecar without ports beside it
+        # receives none, and only its probes reach it. Which one is the ingress must be known.
+        others = [_declares_ports(c) for c in raw if c is not container]
         sidecar = (
             not kubernetes
-            and _lookup(container, "ports")[0] is None
-            and not _lookup(container, "ports")[1]
-            and any(c is not container and _lookup(c, "ports")[0] is not None for c in raw)
+            and _declares_ports(container) is False
+            and any(o is not False for o in others)
         )
+        if sidecar and None in others:
+            report_violation(
+                f"{args.name}: {server.where}: another container's ports are not known at "
+                "preview, so which container receives Cloud Run's requests cannot be told; "
+                "give ports as literals",
+                None,
+            )
+            continue
         if kubernetes:
             own, how = None, "its probes"
             probes = _probe_ports(container, None, _named_ports(container))

@@ -32,6 +32,7 @@ from serving.vllm_contract import image_release
 
 __all__ = [
     "HEADROOM",
+    "MAX_REPLICAS",
     "MTP_PRIOR_ACCEPTANCE",
     "POST_DEPLOY_SECONDS_PER_CELL",
     "AutoscalingBounds",
@@ -164,6 +165,11 @@ class AutoscalingBounds:
         }
 
 
+#: The most replicas any plan names (the replica plan, `gemma4 plan search`, the autoscaling
+#: bounds); a load needing more is said to need more than this, with no count and no cost.
+MAX_REPLICAS = 1000
+
+
 #: The share of the largest SLO-meeting rate each replica is NOT planned for (bursts, the
 #: model's error). The one figure every replica count uses: the replica plan (`gemma4 plan`,
 #: the preview), `gemma4 plan search` and the autoscaling bounds.
@@ -203,7 +209,7 @@ def autoscaling_bounds(
     base_rate: float,
     peak_rate: float,
     headroom: float = HEADROOM,
-    cap: int = 1000,
+    cap: int = MAX_REPLICAS,
 ) -> AutoscalingBounds:
     """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s.
 

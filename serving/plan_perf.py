@@ -23,6 +23,7 @@ from serving.memory import cost_per_million_requests
 from serving.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.perf_stack import (
     HEADROOM,
+    MAX_REPLICAS,
     autoscaling_bounds,
     benchmark_grid,
     capacity_replica_rate,
@@ -46,10 +47,8 @@ __all__ = [
     "workload_for",
 ]
 
-#: Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
-MAX_REPLICAS = 1000
 
-
+# Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
 def _levels(model: StepModel) -> list[int]:
     levels = {1, model.max_num_seqs}
     c = 2

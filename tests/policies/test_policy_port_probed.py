@@ -289,3 +289,16 @@ def test_a_sidecar_behind_an_ingress_container_is_held_to_its_probes_only() -> N
     alone = edit_args(service("l4"), set_={"port": "8000"})
     del container(alone)["ports"]
     assert any("8080" in m for m in violations(vllm_port_probed, SERVICE, alone))
+
+
+def test_a_sidecar_is_told_from_the_ingress_only_when_the_ports_are_known() -> None:
+    # `ports: []` declares no port, as an absent list does.
+    props = _behind_a_proxy(service("l4"), 8000)
+    (vllm,) = [c for c in props["template"]["containers"] if c["name"] == "vllm"]
+    vllm["ports"] = []
+    assert violations(vllm_port_probed, SERVICE, props) == []
+    # Another container's ports unknown at preview: which one is the ingress cannot be told.
+    props = _behind_a_proxy(service("l4"), 8000)
+    props["template"]["containers"][0]["ports"] = UNKNOWN_OBJECT_VALUE
+    found = violations(vllm_port_probed, SERVICE, unknown_checking_proxy(props))
+    assert any("which container receives Cloud Run's requests cannot be told" in m for m in found)
