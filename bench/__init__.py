@@ -7,7 +7,7 @@ Library entry points (the CLI, ``python -m bench``, is built on them):
   one-request preflight that raises :class:`PreflightError`); returns the :class:`RunData`.
 - :func:`load_run`: read a run directory back.
 - :func:`evaluate` (from :mod:`bench.results.gate`): check a run against
-  :class:`serving.settings.SloSettings`; :func:`slo_for_stack` reads them from a stack file.
+  :class:`serving.config.settings.SloSettings`; :func:`slo_for_stack` reads them from a stack file.
 - :func:`compare_runs`: runs side by side with deltas and cost per million requests.
 - :func:`percentile`, :func:`summarize`: the statistics.
 """

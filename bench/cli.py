@@ -54,10 +54,11 @@ from endpoint.targets import (
     target_from_url,
     targets_from_outputs,
 )
-from serving.hardware import HARDWARE
-from serving.project import ProjectError, add_project_options, say_outputs, say_read
-from serving.project import stack_file as find_stack_file
-from serving.settings import SettingsError, SloSettings
+from gemma4.options import add_project_options, say_outputs, say_read
+from serving.catalog.hardware import HARDWARE
+from serving.config.project import ProjectError
+from serving.config.project import stack_file as find_stack_file
+from serving.config.settings import SettingsError, SloSettings
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -690,8 +691,8 @@ def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
 def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list[Overlay]:
     """The performance model of ``stack`` beside each run (bench.reports.predicted); the stack
     file found as `pulumi -s` finds it (or in --project-dir)."""
-    from serving.perf_stack import model_for_settings
-    from serving.plan import PlanError, load_stack_file_settings
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import PlanError, load_stack_file_settings
 
     try:
         path = find_stack_file(stack, project_dir, offers_stack_file=False)

@@ -11,9 +11,9 @@ from pulumi_gcp import cloudrunv2, serviceaccount
 from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
 from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
-from serving.hardware import Platform
-from serving.settings import Settings
-from serving.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, render
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings
+from serving.render.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, render
 
 
 @dataclass

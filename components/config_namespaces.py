@@ -10,15 +10,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from serving.inputs import NotRegularFileError, read_regular
-from serving.stack_config import ConfigKeyError, project_config
-from serving.stack_yaml import (
-    MAX_BYTES,
-    Secure,
-    StackYamlError,
-    config_of,
-    load_document,
-)
+from serving.config.inputs import NotRegularFileError, read_regular
+from serving.config.stack_config import ConfigKeyError, project_config
+from serving.config.stack_yaml import MAX_BYTES, Secure, StackYamlError, config_of, load_document
 
 
 def _provider_keys(vars_module: ModuleType) -> frozenset[str]:
@@ -76,8 +70,9 @@ def read_bounded(path: Path, shown: str, limit: int = MAX_BYTES) -> bytes:
 
 def parse_config(data: bytes, shown: str, project: str) -> dict[str, Any]:
     """The `config:` block of a stack file's bytes, read as the Pulumi CLI reads it
-    (:mod:`serving.stack_yaml`): namespaced keys, values as the CLI hands them to the program,
-    `secure:` values as :class:`serving.stack_yaml.Secure`."""
+    (:mod:`serving.config.stack_yaml`): namespaced keys, values as the CLI hands them to the
+    program,
+    `secure:` values as :class:`serving.config.stack_yaml.Secure`."""
     try:
         return config_of(load_document(data), project)
     except StackYamlError as exc:

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from pulumi_gcp import compute, container, projects, serviceaccount
 
 from components.naming import account_id
-from serving.settings import EXISTING_PROXY_SUBNET, Settings
+from serving.config.settings import EXISTING_PROXY_SUBNET, Settings
 
 #: The roles GKE documents for a node service account with least privilege.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)

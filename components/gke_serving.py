@@ -1,4 +1,4 @@
-"""vLLM replicas behind GKE Inference Gateway: the Kubernetes objects of `serving.gke`,
+"""vLLM replicas behind GKE Inference Gateway: the Kubernetes objects of `serving.render.gke`,
 declared with pulumi-kubernetes, and the Google Cloud pieces they need (identities, the
 Gateway's address, the Cloud Armor policy of a public Gateway)."""
 
@@ -15,13 +15,21 @@ from pulumi_gcp import compute, projects, serviceaccount
 
 from components.model_bucket import ModelBucket
 from components.naming import account_id, token
-from serving import gke
-from serving.gke import Manifest
-from serving.settings import Settings
+from serving.config.settings import Settings
+from serving.render import gke
+from serving.render.gke import Manifest
 
 #: Cloud Armor takes at most 10 source ranges per rule (`srcIpRanges`, pulumi-gcp's docs).
 ARMOR_RANGES_PER_RULE = 10
 _DEFAULT_RULE_PRIORITY = 2147483647
+
+#: What the one render call is given for what only the cloud knows; each stands, verbatim, in
+#: the objects that use it until the Output it names resolves.
+_BUCKET = "<bucket>"
+_ACCOUNT = "<account>"
+_ADDRESS = "<address>"
+_IP = "<ip>"
+_POLICY = "<policy>"
 
 #: Kubernetes kinds with a typed class in pulumi-kubernetes; every other kind (the custom
 #: resources) is declared as `apiextensions.CustomResource`.
@@ -137,18 +145,31 @@ class GkeServing(pulumi.ComponentResource):
         )
         security_policy = self._armor(name, s) if public else None
 
+        # One render call: every object, with placeholders for what only the cloud knows;
+        # each object that holds a placeholder is declared on the Output it stands for.
+        m = gke.render_manifests(
+            s,
+            bucket=_BUCKET,
+            gcp_service_account=_ACCOUNT,
+            adapter_service_account=_ACCOUNT,
+            address_name=_ADDRESS,
+            ip=_IP,
+            security_policy=_POLICY if public else None,
+        )
+
+        def lifted(
+            static: Manifest, placeholder: str, output: pulumi.Output[str]
+        ) -> pulumi.Output[Manifest]:
+            return output.apply(lambda value: _substitute(static, placeholder, value))
+
         # The metrics adapter (cluster-wide, its own namespace).
-        adapter_static = gke.metrics_adapter("<account>")
-        adapter_lifted = adapter_account.email.apply(gke.metrics_adapter)
         adapter: list[pulumi.CustomResource] = []
-        for index, static in enumerate(adapter_static):
-            ident = _ident(static)
-            body = adapter_lifted.apply(_item(index))
+        for static in m.adapter:
             adapter.append(
                 declare_lifted(
-                    f"{name}-{ident}",
+                    f"{name}-{_ident(static)}",
                     static,
-                    body,
+                    lifted(static, _ACCOUNT, adapter_account.email),
                     pulumi.ResourceOptions(
                         parent=self,
                         provider=args.provider,
@@ -157,33 +178,21 @@ class GkeServing(pulumi.ComponentResource):
                 )
             )
 
-        ns = declare(f"{name}-namespace", gke.namespace(s), kube)
+        ns = declare(f"{name}-namespace", m.namespace, kube)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
         vllm_sa = declare_lifted(
             f"{name}-vllm-ksa",
-            gke.vllm_service_account(s, "<account>"),
-            vllm_account.email.apply(lambda e: gke.vllm_service_account(s, e)),
+            m.vllm_service_account,
+            lifted(m.vllm_service_account, _ACCOUNT, vllm_account.email),
             in_ns,
         )
-        picker = [
-            declare(f"{name}-{_ident(m)}", m, in_ns)
-            for m in (
-                gke.picker_service_account(s),
-                gke.picker_role(s),
-                gke.picker_role_binding(s),
-                gke.picker_leader_election_role(s),
-                gke.picker_leader_election_binding(s),
-                gke.picker_config_map(s),
-                gke.picker_deployment(s),
-                gke.picker_service(s),
-            )
-        ]
+        picker = [declare(f"{name}-{_ident(p)}", p, in_ns) for p in m.picker]
         probe = s.gke_shape.startup_probe
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
         deployment = declare_lifted(
             f"{name}-vllm",
-            gke.vllm_deployment(s, bucket="<bucket>"),
-            args.bucket.bucket_name.apply(lambda b: gke.vllm_deployment(s, bucket=b)),
+            m.vllm_deployment,
+            lifted(m.vllm_deployment, _BUCKET, args.bucket.bucket_name),
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
@@ -195,46 +204,43 @@ class GkeServing(pulumi.ComponentResource):
         after_pods = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[ns, *picker]
         )
-        pool = declare(f"{name}-pool", gke.inference_pool(s), after_pods)
+        pool = declare(f"{name}-pool", m.inference_pool, after_pods)
         gateway = declare_lifted(
-            f"{name}-gateway",
-            gke.gateway(s, address_name="<address>"),
-            address.name.apply(lambda a: gke.gateway(s, address_name=a)),
-            in_ns,
+            f"{name}-gateway", m.gateway, lifted(m.gateway, _ADDRESS, address.name), in_ns
         )
         on_pool = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[ns, pool, gateway]
         )
-        route = declare(f"{name}-route", gke.http_route(s), on_pool)
+        route = declare(f"{name}-route", m.http_route, on_pool)
         policies = [
-            declare(f"{name}-health-check-policy", gke.health_check_policy(s), on_pool),
+            declare(f"{name}-health-check-policy", m.health_check_policy, on_pool),
             declare_lifted(
                 f"{name}-backend-policy",
-                gke.backend_policy(s, security_policy="<policy>" if public else None),
+                m.backend_policy,
                 (
-                    security_policy.name.apply(lambda p: gke.backend_policy(s, security_policy=p))
+                    lifted(m.backend_policy, _POLICY, security_policy.name)
                     if security_policy is not None
-                    else pulumi.Output.from_input(gke.backend_policy(s))
+                    else pulumi.Output.from_input(m.backend_policy)
                 ),
                 on_pool,
             ),
         ]
         declare(
             f"{name}-autoscaler",
-            gke.autoscaler(s),
+            m.autoscaler,
             pulumi.ResourceOptions(
                 parent=self, provider=args.provider, depends_on=[deployment, *adapter]
             ),
         )
         # vLLM's metrics feed the autoscaler: scraped whether or not `monitoring` is on.
-        declare(f"{name}-vllm-monitoring", gke.pod_monitoring(s), in_ns)
-        if s.monitoring.monitoring:
-            declare(f"{name}-picker-monitoring", gke.picker_pod_monitoring(s), in_ns)
+        declare(f"{name}-vllm-monitoring", m.vllm_monitoring, in_ns)
+        if m.picker_monitoring is not None:
+            declare(f"{name}-picker-monitoring", m.picker_monitoring, in_ns)
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
         declare_lifted(
             f"{name}-endpoint",
-            gke.endpoint_config_map(s, ip="<ip>"),
-            address.address.apply(lambda ip: gke.endpoint_config_map(s, ip=ip)),
+            m.endpoint,
+            lifted(m.endpoint, _IP, address.address),
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
@@ -340,5 +346,13 @@ def _field(key: str) -> Callable[[Manifest], Any]:
     return lambda manifest: manifest[key]
 
 
-def _item(index: int) -> Callable[[list[Manifest]], Manifest]:
-    return lambda found: found[index]
+def _substitute(value: Any, placeholder: str, real: str) -> Any:
+    """`value` (a manifest or a part of one) with `placeholder` replaced by `real` in every
+    string."""
+    if isinstance(value, str):
+        return value.replace(placeholder, real)
+    if isinstance(value, dict):
+        return {k: _substitute(v, placeholder, real) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, placeholder, real) for v in value]
+    return value

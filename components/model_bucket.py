@@ -14,8 +14,8 @@ from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 
 from components.naming import account_id, token
 
-# The package's mount-owner contract (see serving.vllm.VLLM_UID for what the images run as).
-from serving.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH
+# The package's mount-owner contract (see serving.render.vllm.VLLM_UID for what the images run as).
+from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH
 
 __all__ = ["FUSE_MOUNT_OPTIONS", "Checkpoint", "ModelBucket", "ModelBucketArgs"]
 

@@ -1,6 +1,6 @@
 """vLLM's metrics in Cloud Monitoring: the Cloud Run collector sidecar, a dashboard and alerts.
 
-The bodies come from `serving.monitoring` (pure, tested against the API's discovery
+The bodies come from `serving.render.monitoring` (pure, tested against the API's discovery
 documents); this module only declares them as Pulumi resources.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pulumi
 from pulumi_gcp import cloudrunv2, monitoring, projects, secretmanager
 
-from serving import monitoring as spec
-from serving.settings import Settings
+from serving.config.settings import Settings
+from serving.render import monitoring as spec
 
 METRIC_WRITER = "roles/monitoring.metricWriter"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"

@@ -18,10 +18,11 @@ from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
 from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
-from serving import monitoring as monitoring_spec
-from serving.hardware import Platform
-from serving.settings import Settings, SettingsError, check_project_id, load_settings
-from serving.stack_config import ConfigKeyError, project_config, stack_name_problem
+from serving.capacity.perf_stack import benchmark_concurrency
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings, SettingsError, check_project_id, load_settings
+from serving.config.stack_config import ConfigKeyError, project_config, stack_name_problem
+from serving.render import monitoring as monitoring_spec
 
 CLOUD_RUN_APIS = (
     "run.googleapis.com",
@@ -129,7 +130,7 @@ def post_deploy_binding(
             served_model_name=settings.model.served_name,
             hardware=settings.hardware,
             grid=Grid(
-                concurrency=tuple(settings.benchmark_concurrency),
+                concurrency=tuple(benchmark_concurrency(settings)),
                 prompt_tokens=(b.benchmark_prompt_tokens,),
                 output_tokens=(b.benchmark_output_tokens,),
             ),
@@ -313,7 +314,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     # Cloud Run stacks never need.
     from components.gke_cluster import GkeCluster, GkeClusterArgs
     from components.gke_serving import GkeServing, GkeServingArgs
-    from serving import gke as gke_objects
+    from serving.render import gke as gke_objects
 
     project = project_id()
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))

@@ -11,11 +11,11 @@ from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
 from components.naming import account_id
 from components.tpu_queued_resource import QueuedResource, QueuedResourceProvider
-from serving import monitoring as monitoring_spec
-from serving.hardware import Platform
-from serving.settings import Settings
-from serving.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
-from serving.vllm import render
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings
+from serving.render import monitoring as monitoring_spec
+from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
+from serving.render.vllm import render
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 

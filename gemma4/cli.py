@@ -36,10 +36,10 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "plan",
-        "serving.plan",
+        "gemma4.plan_cli",
         "a stack's vLLM memory budget, KV cache, cost and predicted latency/throughput; "
         "search (cheapest stack for an SLO), calibrate (fit the model to a run)",
-        "python -m serving.plan",
+        "python -m gemma4.plan_cli",
     ),
     Command(
         "health",
@@ -55,9 +55,9 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "promote",
-        "serving.promotion",
+        "gemma4.promote_cli",
         "carry what one stack verified (image digest, revisions) to the next",
-        "python -m serving.promotion",
+        "python -m gemma4.promote_cli",
     ),
     Command(
         "mcp",

@@ -8,9 +8,9 @@ It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's 
 - the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
   code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
   `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
-- the capacity plan (`serving.plan`, the maths of the `gpu-memory-budget` policy);
-- the cost: the hardware catalog's hourly price (`serving.hardware`), per month and per
-  million requests (`serving.memory.cost_per_million_requests`).
+- the capacity plan (`serving.capacity.plan`, the maths of the `gpu-memory-budget` policy);
+- the cost: the hardware catalog's hourly price (`serving.catalog.hardware`), per month and per
+  million requests (`serving.capacity.memory.cost_per_million_requests`).
 
 Exit status: 0 the stack would deploy (advisory findings allowed), 1 a mandatory policy is
 violated or the model does not fit, 2 bad input (unknown stack, unreadable or invalid stack
@@ -36,9 +36,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from endpoint.redact import redact
 from gemma4.harness import PROJECT, ROOT
-from serving.inputs import bounded_number
-from serving.project import add_project_options, say_read
-from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from gemma4.options import add_project_options, bounded_number, say_read
+from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -114,7 +113,7 @@ class Cost(BaseModel):
         description="requests_per_second / replicas: what each replica serves."
     )
     usd_per_hour_at_rate: float | None = Field(
-        description="replicas x the instance price + the fixed costs (serving.plan_perf."
+        description="replicas x the instance price + the fixed costs (serving.capacity.plan_perf."
         "endpoint_cost, as gemma4 plan and gemma4 plan search)."
     )
     usd_per_million_requests: float | None = Field(
@@ -139,13 +138,13 @@ class Preview(BaseModel):
     vllm_command_line: str | None
     messages: list[str] = Field(description="Warnings the program logged.")
     policies: list[PolicyVerdict]
-    plan: dict[str, Any] = Field(description="`python -m serving.plan --json` figures.")
+    plan: dict[str, Any] = Field(description="`python -m gemma4.plan_cli --json` figures.")
     fits: bool
     cost: Cost
     performance: dict[str, Any] = Field(
         default_factory=dict,
-        description="The performance model's PREDICTED means (serving.perf): at the cost's "
-        "request rate and at the instance's concurrency; never measured figures.",
+        description="The performance model's PREDICTED means (serving.capacity.perf): at the "
+        "cost's request rate and at the instance's concurrency; never measured figures.",
     )
     mandatory_violations: int
     advisory_violations: int
@@ -169,8 +168,8 @@ def stack_file_path(
     """The stack file to read: `stack_file`, or the `Pulumi.<stack>.yaml` that `pulumi -s
     stack` would read (the project in `project_dir`, else the current directory or its nearest
     parent with a `Pulumi.yaml`)."""
-    from serving.project import ProjectError
-    from serving.project import stack_file as find_stack_file
+    from serving.config.project import ProjectError
+    from serving.config.project import stack_file as find_stack_file
 
     if stack_file is not None:
         if not stack_file.exists():
@@ -231,7 +230,7 @@ def unreadable_message(keys: list[str]) -> str:
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
     from components.config_namespaces import StackFileError, config_block
-    from serving.stack_yaml import Secure
+    from serving.config.stack_yaml import Secure
 
     try:
         config = config_block(path, PROJECT, shown=str(path))
@@ -263,7 +262,7 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
-    from serving.inputs import JsonInputError, read_json
+    from serving.config.inputs import JsonInputError, read_json
 
     try:
         data = read_json(path)
@@ -475,8 +474,8 @@ def run_policies(
 
 
 def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
-    from serving.hardware import Platform
-    from serving.memory import monthly_cost
+    from serving.capacity.memory import monthly_cost
+    from serving.catalog.hardware import Platform
 
     hw = settings.profile
     price = settings.price.usd_per_hour
@@ -485,7 +484,7 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
     note = ""
     fixed: list[CostItem] = []
     if settings.deploy_platform == "gke":
-        from serving.gke import fixed_costs
+        from serving.capacity.gke_costs import fixed_costs
 
         shape = settings.gke_shape
         price_source = f"{shape.machine_type} node: {price_source}"
@@ -535,12 +534,12 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
 
 
 def _performance(settings: Any, rate: float, replicas: int | None) -> dict[str, Any]:
-    """Predicted TTFT, ITL and throughput beside the cost (serving.perf; means, predicted):
+    """Predicted TTFT, ITL and throughput beside the cost (serving.capacity.perf; means, predicted):
     each of `replicas` serving its share of `rate` req/s, and one instance full."""
-    from serving.hardware import Platform
-    from serving.perf import cost_per_million_tokens
-    from serving.perf_stack import model_for_settings
-    from serving.plan_perf import workload_for
+    from serving.capacity.perf import cost_per_million_tokens
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan_perf import workload_for
+    from serving.catalog.hardware import Platform
 
     model, calibration = model_for_settings(settings)
     w = workload_for(settings, None, None)
@@ -601,8 +600,8 @@ def build_preview(
 
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
-    from serving.plan import PlanError, report
-    from serving.settings import SettingsError, load_settings
+    from serving.capacity.plan import PlanError, report
+    from serving.config.settings import SettingsError, load_settings
 
     if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():
         raise PreviewError(
@@ -612,7 +611,7 @@ def build_preview(
     path = stack_file_path(stack, stack_file, project_dir)
     if stack_file is not None and not stack:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
-    from serving.stack_config import stack_name_problem
+    from serving.config.stack_config import stack_name_problem
 
     problem = stack_name_problem(stack)
     if problem:
@@ -814,8 +813,8 @@ def _rate(value: float) -> str:
 
 
 def _replica_lines(r: dict[str, Any] | None) -> list[str]:
-    """The replicas the stack's SLO needs at the rate (serving.plan_perf.replica_plan)."""
-    from serving.perf_stack import HEADROOM
+    """The replicas the stack's SLO needs at the rate (serving.capacity.plan_perf.replica_plan)."""
+    from serving.capacity.perf_stack import HEADROOM
 
     if not r:
         return []
@@ -998,7 +997,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_base(path: Path) -> dict[str, Any]:
-    from serving.inputs import JsonInputError, read_json
+    from serving.config.inputs import JsonInputError, read_json
 
     try:
         data = read_json(path)
@@ -1075,7 +1074,7 @@ def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list
         return [f"the stack config is for project {project!r}; this checkout is {PROJECT!r}"]
     with tempfile.TemporaryDirectory(prefix="gemma4-promotion-") as folder:
         path = Path(folder) / f"Pulumi.{stack}.yaml"
-        from serving.stack_yaml import Secure
+        from serving.config.stack_yaml import Secure
 
         plain = {
             k: {"secure": v.ciphertext} if isinstance(v, Secure) else v for k, v in config.items()

@@ -28,8 +28,8 @@ from endpoint.targets import (
     target_from_url,
     targets_from_outputs,
 )
-from serving.inputs import MAX_DEADLINE_S
-from serving.project import add_project_options, say_outputs
+from gemma4.options import add_project_options, say_outputs
+from serving.config.inputs import MAX_DEADLINE_S
 
 from .checks import Backoff
 from .report import print_table, reports_to_json

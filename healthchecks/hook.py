@@ -17,7 +17,7 @@ import pulumi
 from endpoint.auth import AuthStrategy
 from endpoint.redact import redact
 from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
-from serving.hardware import HARDWARE
+from serving.catalog.hardware import HARDWARE
 
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks

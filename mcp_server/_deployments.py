@@ -47,10 +47,7 @@ from endpoint import (
 from endpoint.limits import MAX_METRICS_BYTES
 from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
 from healthchecks.checks import check_chat
-from serving.gke import POOL_LABELS as GKE_POOL_LABELS
-from serving.gke import VLLM_NAME as GKE_VLLM_NAME
-from serving.hardware import Platform
-from serving.plan import (
+from serving.capacity.plan import (
     ROOT,
     PlanError,
     load_stack_settings,
@@ -59,9 +56,12 @@ from serving.plan import (
     stack_config,
     stack_names,
 )
-from serving.settings import Settings, SettingsError, load_settings
-from serving.vllm import CLOUD_RUN_PORT, render, speculative_config
-from serving.vllm import parse_args as parse_vllm_args
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings, SettingsError, load_settings
+from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
+from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
+from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
+from serving.render.vllm import parse_args as parse_vllm_args
 
 from ._redaction import redact, redact_cut, redact_text, register_secret
 

@@ -235,7 +235,7 @@ class PlanResult(BaseModel):
     stack: str
     what_if: str | None
     fits: bool
-    plan: dict[str, Any] = Field(description="Every figure of `python -m serving.plan --json`")
+    plan: dict[str, Any] = Field(description="Every figure of `python -m gemma4.plan_cli --json`")
     changes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="For a what-if: figures that differ {before, after}"
     )

@@ -25,8 +25,9 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from serving.project import ProjectError, add_project_options, find_project_file, stack_names
-from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from gemma4.options import add_project_options
+from serving.config.project import ProjectError, find_project_file, stack_names
+from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from ._redaction import register_environment_secrets

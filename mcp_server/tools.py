@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
-from serving.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from .google_apis import GoogleApiError, GoogleApis
@@ -518,7 +518,7 @@ class Tools:
 
     def _vllm_args(self, stack: str, settings: d.Settings) -> tuple[list[str], str]:
         """The deployed command line (the ``vllm_command_line`` output), else the arguments
-        ``serving.vllm`` renders from the stack file."""
+        ``serving.render.vllm`` renders from the stack file."""
         try:
             line = self.deployments.outputs(stack).get("vllm_command_line")
         except d.DeploymentError:
@@ -536,7 +536,7 @@ class Tools:
             model_path=settings.model.model,
             port=settings.tpu.serving_port if tpu else d.CLOUD_RUN_PORT,
         )
-        return list(rendered.args), "rendered from the stack file by serving.vllm"
+        return list(rendered.args), "rendered from the stack file by serving.render.vllm"
 
     async def query(
         self, stack: str, prompt: str, max_tokens: int, endpoint_index: int

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policies._resources import get, items, read_field
+from policies._props import get, items, read_field
 
 #: Kubernetes' extended resources for accelerators.
 _K8S_DEVICE_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")

@@ -23,7 +23,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._resources import get, is_list, items, read_field
+from policies._props import get, is_list, items, read_field
 
 #: Pod-running kinds and where their Pod template (or, for a Pod, its spec's parent) is.
 POD_TEMPLATES: dict[str, tuple[str, ...]] = {

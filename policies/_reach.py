@@ -7,7 +7,8 @@ Firewalls: `gcp:compute/firewall`
 (protocol by name or number or `all`, ports absent = every port, port ranges, `sourceRanges`
 absent with no source tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules,
 EGRESS) and firewall policy rules (`match.srcIpRanges`, `match.layer4Configs`). Source ranges
-are judged by :func:`serving.netrange.source_range_problems`, the rule stack settings use too.
+are judged by :func:`serving.config.netrange.source_range_problems`, the rule stack settings use
+too.
 Type tokens and property names are pulumi-gcp 10.2's.
 """
 
@@ -20,8 +21,9 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._resources import as_bool, as_int, is_list, read_field
-from serving.netrange import RangeError, source_range_problems
+from policies._props import is_list, read_field
+from policies._resources import as_bool, as_int
+from serving.config.netrange import RangeError, source_range_problems
 
 IAM_MEMBERS = frozenset(
     {

@@ -6,37 +6,25 @@ for values that are unknown during preview. Numbers may arrive as floats (8080.0
 helper here accepts all of those and treats an unknown value as absent.
 
 Import direction: the launch reader (`policies._server`) imports this module; this module
-imports nothing from it.
+imports nothing from it. The walking of props is `policies._props`; the Kubernetes reader
+(`policies._k8s`) builds on that, and this module hands Kubernetes kinds to it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
-from serving.checkpoints import Checkpoint
-from serving.hardware import HARDWARE, HardwareProfile, Platform
-from serving.models import ModelCard
-from serving.vllm_argv import AUTO_LENGTHS, human_int
-from serving.vllm_defaults import START_UP_OPTIONS, parser_default, start_up_batch_defaults
-
-
-def read_field(mapping: Any, key: str) -> tuple[Any, bool]:
-    """`mapping[key]` (None when absent or not a mapping) and whether it is unknown at preview."""
-    if not isinstance(mapping, Mapping):
-        return None, False
-    try:
-        return mapping[key], False
-    except KeyError:
-        return None, False
-    except UnknownValueError:
-        return None, True
-
+from policies import _k8s
+from policies._props import entries, get, is_list, items
+from serving.catalog.checkpoints import Checkpoint
+from serving.catalog.hardware import HARDWARE, HardwareProfile, Platform
+from serving.catalog.models import ModelCard
+from serving.launch.vllm_argv import AUTO_LENGTHS, human_int
+from serving.launch.vllm_defaults import START_UP_OPTIONS, parser_default, start_up_batch_defaults
 
 SERVICE = "gcp:cloudrunv2/service:Service"
 JOB = "gcp:cloudrunv2/job:Job"
@@ -51,56 +39,6 @@ FIREWALL = "gcp:compute/firewall:Firewall"
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
-
-
-def get(value: Any, *path: str | int) -> Any:
-    """Follow `path` through mappings and sequences; None when absent or unknown."""
-    current = value
-    for step in path:
-        try:
-            if isinstance(step, int):
-                if not is_list(current) or step >= len(current):
-                    return None
-                current = current[step]
-            else:
-                if not isinstance(current, Mapping) or step not in current:
-                    return None
-                current = current[step]
-        except UnknownValueError:
-            return None
-    return current
-
-
-def is_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def items(value: Any) -> list[Any]:
-    """Elements of a list-like value (unknown elements skipped); [] for anything else."""
-    if not is_list(value):
-        return []
-    out = []
-    for index in range(len(value)):
-        try:
-            out.append(value[index])
-        except UnknownValueError:
-            continue
-    return out
-
-
-def entries(value: Any) -> Iterator[tuple[str, Any]]:
-    """Key/value pairs of a mapping, skipping unknown values."""
-    if not isinstance(value, Mapping):
-        return
-    for key in list(value):
-        try:
-            yield str(key), value[key]
-        except UnknownValueError:
-            continue
-
-
-def strings(value: Any) -> list[str]:
-    return [v for v in items(value) if isinstance(v, str)]
 
 
 def as_int(value: Any) -> int | None:
@@ -179,8 +117,6 @@ def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str
     """Containers of a Cloud Run service, job or worker pool (v2), a v1 service, or a
     Kubernetes Pod template (`policies._k8s`)."""
     if resource_type.startswith("kubernetes:"):
-        from policies import _k8s
-
         return _k8s.containers(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "containers"))
@@ -196,8 +132,6 @@ def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str
 def volumes(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Volumes of a Cloud Run v2 service, job or worker pool, or a Kubernetes Pod template."""
     if resource_type.startswith("kubernetes:"):
-        from policies import _k8s
-
         return _k8s.volumes(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "volumes"))
@@ -212,8 +146,6 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
     """The GPU type of a Cloud Run workload or a Kubernetes Pod template, or a TPU's
     accelerator type (`v6e-1`)."""
     if resource_type.startswith("kubernetes:"):
-        from policies import _k8s
-
         return _k8s.accelerator(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         value = get(props, "template", "nodeSelector", "accelerator")
@@ -290,7 +222,7 @@ class VllmServer:
         return self.default(option)
 
     def default(self, option: str) -> Any:
-        """What vLLM uses when the option is left out (serving.vllm_defaults): its parser's
+        """What vLLM uses when the option is left out (serving.launch.vllm_defaults): its parser's
         default in the image's release, or for `--max-num-batched-tokens` and
         `--max-num-seqs` the value vLLM decides at start-up on this hardware; None where
         vLLM has none or it cannot be known here."""

@@ -7,7 +7,7 @@ servers it starts and what could not be read. :func:`workload_of` turns each res
 pack knows into a Workload: Cloud Run v2 services, jobs and worker pools, Cloud Run v1
 services, TPU VMs and queued resources, Compute Engine instances and instance templates.
 A platform added later (Kubernetes Pod templates) builds a Workload and calls
-:func:`read_workload`. The command lines are read by :mod:`serving.vllm_argv` under the
+:func:`read_workload`. The command lines are read by :mod:`serving.launch.vllm_argv` under the
 grammar in docs/reader-grammar.md; every problem is reported by the mandatory
 `vllm-server-readable` policy.
 
@@ -27,6 +27,7 @@ from typing import Any
 from pulumi_policy.proxy import UnknownValueError
 
 from policies import _devices, _k8s
+from policies._props import get, is_list, items, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     V1_SERVICE,
@@ -34,19 +35,13 @@ from policies._resources import (
     accelerator,
     containers,
     find_hardware,
-    get,
     is_gpu_service,
-    is_list,
-    items,
-    read_field,
     volumes,
 )
-from serving.checkpoints import Checkpoint, resolve_checkpoint
-from serving.hardware import Platform
-from serving.models import Quantization
-from serving.monitoring import OPS_AGENT_REPO_SCRIPT
-from serving.tpu_startup import read_rendered_startup_script
-from serving.vllm_argv import (
+from serving.catalog.checkpoints import Checkpoint, resolve_checkpoint
+from serving.catalog.hardware import Platform
+from serving.catalog.models import Quantization
+from serving.launch.vllm_argv import (
     UNKNOWN,
     Launch,
     ReadError,
@@ -61,7 +56,9 @@ from serving.vllm_argv import (
     script_launches,
     unseen,
 )
-from serving.vllm_env import env_problems
+from serving.launch.vllm_env import env_problems
+from serving.render.monitoring import OPS_AGENT_REPO_SCRIPT
+from serving.render.tpu_startup import read_rendered_startup_script
 
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"

@@ -24,7 +24,8 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._resources import as_int, is_list
+from policies._props import is_list
+from policies._resources import as_int
 
 #: What a value unknown at preview becomes in `plain` (it selects and equals nothing).
 UNKNOWN = "(unknown at preview)"
@@ -191,7 +192,7 @@ def listen_port(server: Any) -> int | None:
     `0x1f90` refuse to start) and bound (1 to 65535; 0 binds a random port); vLLM's parser
     default 8000 from the release snapshot when --port is left out; None when vLLM would not
     listen on a known port."""
-    from serving.vllm_argv import DEFAULT_PORT
+    from serving.launch.vllm_argv import DEFAULT_PORT
 
     raw = server.args.get("port", DEFAULT_PORT)
     if isinstance(raw, bool):

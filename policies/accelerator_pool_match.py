@@ -40,7 +40,8 @@ from policies._k8s import (
     node_selector,
     tpu_chips,
 )
-from policies._resources import as_int, get, items
+from policies._props import get, items
+from policies._resources import as_int
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

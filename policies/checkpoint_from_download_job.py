@@ -1,7 +1,8 @@
 """checkpoint-from-download-job: a served bucket folder is one this stack's download job writes.
 
 A stack policy. The launch reader resolves a served path to a catalogue folder under a Cloud
-Storage mount (`serving.checkpoints`); this policy then proves where that folder's files come
+Storage mount (`serving.catalog.checkpoints`); this policy then proves where that folder's files
+come
 from: a Cloud Run job of the same stack that runs `hf download REPO --revision=REV
 --local-dir=MOUNT/FOLDER` with the same bucket mounted at MOUNT, for the catalogue repository
 of that folder. A served folder no job of the stack writes (another bucket, a folder written
@@ -22,9 +23,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._resources import JOB, SERVICE, WORKER_POOL, containers, get, items, strings, volumes
+from policies._props import get, items, strings
+from policies._resources import JOB, SERVICE, WORKER_POOL, containers, volumes
 from policies._server import read_servers, remaps_root
-from serving.checkpoints import revision_problem
+from serving.catalog.checkpoints import revision_problem
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,8 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from policies._resources import (
-    SERVICE,
-    V1_SERVICE,
-    as_bool,
-    containers,
-    get,
-    is_gpu_service,
-)
+from policies._props import get
+from policies._resources import SERVICE, V1_SERVICE, as_bool, containers, is_gpu_service
 
 
 def validate_cpu_always_allocated(

@@ -9,17 +9,17 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from policies._props import get
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     accelerator,
     containers,
     cpu_quantity,
     find_hardware,
-    get,
     is_gpu_service,
     memory_quantity_gib,
 )
-from serving.hardware import HARDWARE, Platform
+from serving.catalog.hardware import HARDWARE, Platform
 
 
 def _known() -> str:

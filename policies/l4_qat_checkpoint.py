@@ -11,7 +11,7 @@ from pulumi_policy import (
 
 from policies._config import schema, setting_strings
 from policies._server import vllm_servers
-from serving.models import MODELS, Role
+from serving.catalog.models import MODELS, Role
 
 CONFIG = schema(
     {

@@ -10,7 +10,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int
-from policies._resources import CLOUD_RUN_WORKLOADS, as_int, get, is_gpu_service
+from policies._props import get
+from policies._resources import CLOUD_RUN_WORKLOADS, as_int, is_gpu_service
 
 CONFIG = schema(
     {

@@ -10,16 +10,16 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int
+from policies._props import get
 from policies._resources import (
     SERVICE,
     WORKER_POOL,
     accelerator,
     as_int,
     find_hardware,
-    get,
     is_gpu_service,
 )
-from serving.memory import monthly_cost
+from serving.capacity.memory import monthly_cost
 
 CONFIG = schema(
     {

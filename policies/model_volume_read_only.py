@@ -28,19 +28,17 @@ from pulumi_policy import (
 from policies._config import schema, setting, setting_int
 from policies._k8s import GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
 from policies._k8s import accelerator as k8s_accelerator
+from policies._props import get, items, strings
 from policies._resources import (
     JOB,
     SERVICE,
     WORKER_POOL,
     as_bool,
     containers,
-    get,
     is_gpu_service,
-    items,
-    strings,
     volumes,
 )
-from serving.vllm import VLLM_GID, VLLM_UID
+from serving.render.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
     {

@@ -25,7 +25,7 @@ from pulumi_policy import (
 from policies._config import schema
 from policies._resources import TPU_QUEUED_RESOURCE, TPU_VM, VllmServer
 from policies._server import vllm_servers
-from serving.hardware import Platform
+from serving.catalog.hardware import Platform
 
 CONFIG = schema(
     {

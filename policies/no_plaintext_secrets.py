@@ -32,16 +32,10 @@ from endpoint.secret_shapes import (
     variables,
 )
 from policies._config import schema, setting_strings
-from policies._resources import (
-    containers,
-    entries,
-    get,
-    is_list,
-    items,
-    walk_strings,
-)
+from policies._props import entries, get, is_list, items
+from policies._resources import containers, walk_strings
 from policies._server import vllm_servers
-from serving.vllm_argv import literal_env
+from serving.launch.vllm_argv import literal_env
 
 _SECRET_ENV = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE

@@ -29,7 +29,8 @@ from pulumi_policy import (
 
 from policies._config import schema, setting_bool, setting_strings
 from policies._k8s import OPAQUE_PREFIXES, is_kubernetes
-from policies._resources import as_bool, get, items
+from policies._props import get, items
+from policies._resources import as_bool
 from policies._server import read_servers
 from policies._wiring import manifest_from_engine, plain, pod_labels, selects, type_token
 

@@ -10,8 +10,9 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_bool
+from policies._props import get
 from policies._reach import iam_grants
-from policies._resources import SERVICE, V1_SERVICE, as_bool, get
+from policies._resources import SERVICE, V1_SERVICE, as_bool
 
 CONFIG = schema(
     {

@@ -23,17 +23,10 @@ from pulumi_policy.proxy import UnknownValueError
 
 from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
-from policies._resources import (
-    CLOUD_RUN_WORKLOADS,
-    JOB,
-    V1_SERVICE,
-    containers,
-    get,
-    is_list,
-    read_field,
-)
+from policies._props import get, is_list, read_field
+from policies._resources import CLOUD_RUN_WORKLOADS, JOB, V1_SERVICE, containers
 from policies._server import vllm_servers
-from serving.settings import check_pinned_image, image_registry
+from serving.config.settings import check_pinned_image, image_registry
 
 CONFIG = schema(
     {

@@ -6,7 +6,7 @@ vLLM server any resource of the stack starts (read by `policies._server`, vLLM's
 
 Every firewall form is read by `policies._reach` (protocol names and numbers, absent ports and
 sources, port ranges, IPv6, firewall policy rules), and the source ranges are judged by the
-same rule stack settings use (`serving.netrange`): public ranges wider than the configured
+same rule stack settings use (`serving.config.netrange`): public ranges wider than the configured
 prefix, or ranges that together cover the internet, are refused.
 """
 
@@ -23,9 +23,9 @@ from policies._config import schema, setting_int, setting_strings
 from policies._reach import firewall_exposure
 from policies._resources import as_int
 from policies._server import read_servers
-from serving.settings import TpuSettings
-from serving.vllm import CLOUD_RUN_PORT
-from serving.vllm_argv import DEFAULT_PORT
+from serving.config.settings import TpuSettings
+from serving.launch.vllm_argv import DEFAULT_PORT
+from serving.render.vllm import CLOUD_RUN_PORT
 
 _TPU = TpuSettings.model_fields
 

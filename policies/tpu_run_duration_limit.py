@@ -13,7 +13,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
-from policies._resources import entries, is_list, items
+from policies._props import entries, is_list, items
 
 CONFIG = schema(
     {

@@ -33,6 +33,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 from policies import _k8s
+from policies._props import get, is_list, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     JOB,
@@ -40,9 +41,6 @@ from policies._resources import (
     WORKER_POOL,
     as_int,
     containers,
-    get,
-    is_list,
-    read_field,
 )
 from policies._server import vllm_servers
 from policies._wiring import host_problem, listen_port

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from serving.hardware import HARDWARE
-from serving.settings import config_keys
+from serving.catalog.hardware import HARDWARE
+from serving.config.settings import config_keys
 
 
 def pulumi_type(info: FieldInfo) -> str:

@@ -4,14 +4,16 @@
     .venv/bin/python scripts/gen_docs.py --check   # exit 1, naming each stale page
 
 - `docs/reference/configuration.md`: every stack key of the settings models
-  (`serving/settings.py`): type, default, allowed values and bounds, the stacks it applies to,
+  (`serving/config/settings.py`): type, default, allowed values and bounds, the stacks it applies
+  to,
   the shipped stack files that set it, its description.
 - `docs/reference/commands.md`: `gemma4` and every subcommand's parser (and their own
   subcommands): usage, every option with its value, default and help.
 - `docs/reference/policies.md`: every policy of the pack (`policies/registry.py`): level (its
   own and the one `policies/config.json` sets), what it checks, each threshold with its type,
   default and description, and how to set them.
-- `docs/reference/hardware.md`: the hardware catalog (`serving/hardware.py`): regions or zones,
+- `docs/reference/hardware.md`: the hardware catalog (`serving/catalog/hardware.py`): regions or
+zones,
   minimums, probes, cold start and list price with its source.
 
 `tests/test_docs.py` fails when a page differs from what this script writes.
@@ -92,7 +94,7 @@ def _bounds(info: Any) -> list[str]:
 
 
 def _allowed(key: str, info: Any) -> str:
-    from serving.hardware import HARDWARE
+    from serving.catalog.hardware import HARDWARE
 
     annotation = info.annotation
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -109,7 +111,7 @@ def configuration_page() -> str:
     import yaml
 
     from scripts.config_schema import default, pulumi_type
-    from serving.settings import config_keys
+    from serving.config.settings import config_keys
 
     stacks = {
         p.name.removeprefix("Pulumi.").removesuffix(".yaml"): set(
@@ -122,7 +124,7 @@ def configuration_page() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Every stack key, from the settings models (`serving/settings.py`). Keys go in",
+        "Every stack key, from the settings models (`serving/config/settings.py`). Keys go in",
         "`Pulumi.<stack>.yaml` under the `gemma4-vllm:` namespace (`pulumi config set KEY VALUE`).",
         "*Applies to* is where the program reads the key (Cloud Run: `l4`, `rtx6000`; TPU:",
         "`tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`; a key of another platform is refused); *set",
@@ -336,13 +338,14 @@ def _policy_module(name: str) -> str | None:
 
 
 def hardware_page() -> str:
-    from serving.hardware import HARDWARE, Platform
-    from serving.memory import HOURS_PER_MONTH
+    from serving.capacity.memory import HOURS_PER_MONTH
+    from serving.catalog.hardware import HARDWARE, Platform
 
     lines = [
         "# Hardware reference",
         "",
-        "The hardware catalog (`serving/hardware.py`), each figure with its source. Prices are",
+        "The hardware catalog (`serving/catalog/hardware.py`), each figure with its source. "
+        "Prices are",
         "list prices copied by hand with their date, for estimates only; a month is "
         f"{HOURS_PER_MONTH:g} hours. [Cost at a glance](../deploy/cost.md) explains what bills.",
         "",

@@ -1,4 +1,4 @@
-"""Regenerate the generated part of docs/performance-model.md from serving/perf_checks.py.
+"""Regenerate the generated part of docs/performance-model.md from serving/capacity/perf_checks.py.
 
     .venv/bin/python scripts/perf_docs.py           # rewrite the block in place
     .venv/bin/python scripts/perf_docs.py --check   # exit 1 when the page is stale
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serving.perf_checks import BEGIN, END, render_markdown  # noqa: E402
+from serving.capacity.perf_checks import BEGIN, END, render_markdown  # noqa: E402
 
 PAGE = ROOT / "docs" / "performance-model.md"
 

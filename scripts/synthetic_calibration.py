@@ -27,8 +27,8 @@ from bench.fidelity.pacedserver import (  # noqa: E402
 )
 from bench.load.sweep import Grid, SweepOptions, run_sweep  # noqa: E402
 from bench.results.store import load_run  # noqa: E402
-from serving.calibration import calibrate, fit, observations  # noqa: E402
-from serving.perf import Coefficients  # noqa: E402
+from serving.capacity.calibration import calibrate, fit, observations  # noqa: E402
+from serving.capacity.perf import Coefficients  # noqa: E402
 
 TRUTH = SYNTHETIC_TRUTH
 

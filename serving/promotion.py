@@ -22,12 +22,10 @@ nothing is written: the dry run exits 2 where `--write` would.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import io
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,9 +35,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from endpoint.redact import redact
-from serving.project import ProjectError, add_project_options, find_project_file
-from serving.settings import (
+from serving.config.settings import (
     Settings,
     SettingsError,
     check_text,
@@ -121,7 +117,7 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 def stack_path(stack: str, root: Path = ROOT) -> Path:
-    from serving.stack_config import stack_name_problem
+    from serving.config.stack_config import stack_name_problem
 
     problem = stack_name_problem(stack)
     if problem:
@@ -377,7 +373,7 @@ def validate_result(
 ) -> None:
     """Refuse (PromotionError) unless `after` is exactly `before` plus `changes`, loads as
     settings, and passes `validator` (the program and its mandatory policies)."""
-    from serving.stack_yaml import StackYamlError, config_of, load_document
+    from serving.config.stack_yaml import StackYamlError, config_of, load_document
 
     name = f"Pulumi.{stack}.yaml"
     try:
@@ -499,37 +495,6 @@ def write_changes(
     write_atomically(stack_path(stack, root), after, expected=before)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gemma4 promote",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--from", dest="source", required=True, help="verified stack")
-    parser.add_argument("--to", dest="target", required=True, help="stack to promote into")
-    parser.add_argument(
-        "--source-image", help="upstream image the source stack verified (its source_image output)"
-    )
-    parser.add_argument("--write", action="store_true", help="edit Pulumi.<to>.yaml in place")
-    add_project_options(parser, stack_file=False)
-    return parser
-
-
-def _project_dir(args: argparse.Namespace) -> Path:
-    """--project-dir, else the Pulumi project of the current directory or its nearest parent
-    (as `pulumi -s` finds it); outside any project, a PromotionError (never the checkout the
-    package was installed from: `--write` edits the file it reads)."""
-    if args.project_dir is not None:
-        return Path(args.project_dir)
-    found = find_project_file()
-    if found is None:
-        raise PromotionError(
-            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a Pulumi "
-            "project directory, or pass --project-dir DIR"
-        )
-    return found.parent
-
-
 def check_distinct(source: str, target: str, root: Path) -> None:
     """Refuse a promotion of a stack onto itself: the same name twice, or two names whose
     stack files are one file (a hard or symbolic link), before anything is read or written."""
@@ -549,64 +514,3 @@ def check_distinct(source: str, target: str, root: Path) -> None:
             f"--from {source!r} (a link), so the promotion would carry a stack onto itself; "
             "name a different stack with --to"
         )
-
-
-def default_validator() -> Validator:
-    """What `gemma4 preview` judges: the program under Pulumi's mocks, the pack's mandatory
-    policies at their configured levels and the capacity plan."""
-    from gemma4.preview import promotion_check
-
-    return promotion_check
-
-
-def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        args.root = _project_dir(args)
-        check_distinct(args.source, args.target, args.root)
-        source = load_settings(read_stack(args.source, args.root))
-        target = load_settings(read_stack(args.target, args.root))
-        if args.source_image is not None:
-            check_text("image", args.source_image)
-            check_source_image(args.source_image, {args.source: source, args.target: target})
-        result = plan(args.source, source, args.target, target, args.source_image)
-        if "image" in result.changes:
-            check_image(result.changes["image"])
-            load_settings({**read_stack(args.target, args.root), "image": result.changes["image"]})
-        # Which files were read, as the report's first line (stderr holds only the one
-        # message of a refusal, which names the file).
-        print(
-            f"stack files: {stack_path(args.source, args.root).resolve()} -> "
-            f"{stack_path(args.target, args.root).resolve()}"
-        )
-        for key, value in result.changes.items():
-            print(redact(f"promote {key}: {value}", limit=None, by_name=False))
-        for key, why in result.held.items():
-            print(redact(f"hold    {key}: {why}", limit=None, by_name=False))
-        if not result.changes and not result.held:
-            print(f"{args.target} already runs what {args.source} verified")
-        elif not result.changes:
-            print(
-                f"nothing promoted: {args.target} runs what {args.source} verified except the "
-                f"held keys ({', '.join(result.held)}), which stay {args.target}'s own"
-            )
-        if result.changes:
-            # The same edit and checks with or without --write: a dry run that passes is a
-            # promotion that --write performs, and one that --write refuses fails here too.
-            check = validator or default_validator()
-            before, after = prepare_changes(args.target, result.changes, args.root, check)
-            name = f"Pulumi.{args.target}.yaml"
-            if args.write:
-                write_atomically(stack_path(args.target, args.root), after, expected=before)
-                print(f"wrote {name}")
-            else:
-                print(f"{name} would pass every check; run again with --write to edit it")
-    except (PromotionError, SettingsError, ProjectError) as exc:
-        print(redact(f"gemma4 promote: error: {exc}", limit=None, by_name=False), file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -41,7 +41,7 @@ def test_the_references_name_every_key_command_option_and_policy() -> None:
     """The generator covers the whole of each source, not a selection."""
     from gemma4 import cli
     from policies.registry import ALL
-    from serving.settings import config_keys
+    from serving.config.settings import config_keys
 
     gen = gen_docs()
     config = gen.configuration_page()

@@ -15,8 +15,8 @@ import yaml
 from gemma4 import preview as pv
 from gemma4.harness import ROOT
 from policies.registry import ALL, BY_NAME
-from serving.hardware import HARDWARE
-from serving.memory import monthly_cost
+from serving.capacity.memory import monthly_cost
+from serving.catalog.hardware import HARDWARE
 
 SHIPPED = ("l4", "rtx6000", "tpu-v6e1")
 
@@ -360,7 +360,7 @@ def test_the_program_refusing_a_stack_exits_2_without_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import components.stack
-    from serving.settings import SettingsError
+    from serving.config.settings import SettingsError
 
     def refuse(*_: object, **__: object) -> None:
         raise SettingsError("config key 'gcp:project' is not set")
@@ -396,9 +396,9 @@ def test_a_checkout_is_needed(tmp_path: Path) -> None:
 def test_the_preview_shows_predicted_performance_beside_the_cost(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from serving.perf import Workload
-    from serving.perf_stack import model_for_settings
-    from serving.plan import load_stack_settings
+    from serving.capacity.perf import Workload
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
 
     code, out, _ = run(capsys, "-s", "rtx6000", "--json", "--requests-per-second", "2")
     assert code == 0
@@ -432,9 +432,9 @@ def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
 ) -> None:
     """--requests-per-second is one figure, the load offered to the whole endpoint: the
     replicas are planned for it and every per-instance figure is its share over them."""
-    from serving.perf import Workload
-    from serving.perf_stack import model_for_settings
-    from serving.plan import load_stack_settings
+    from serving.capacity.perf import Workload
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
 
     settings = load_stack_settings("rtx6000")
     model, _ = model_for_settings(settings)

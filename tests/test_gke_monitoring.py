@@ -12,8 +12,8 @@ from pathlib import Path
 import promql_parser
 import pytest
 
-from serving import monitoring as m
-from serving.settings import load_settings
+from serving.config.settings import load_settings
+from serving.render import monitoring as m
 from tests import test_monitoring
 from tests.pulumi_harness import stack_config
 from tests.support.discovery import load, schema_errors

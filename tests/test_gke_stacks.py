@@ -14,9 +14,10 @@ from components.stack import post_deploy_binding
 from endpoint.auth import NoAuth
 from endpoint.targets import url_from_outputs
 from gemma4 import preview as pv
-from serving import gke
-from serving.settings import SettingsError, load_settings
-from serving.vllm import parse_args
+from serving.capacity.perf_stack import scale_up_waiting_requests
+from serving.config.settings import SettingsError, load_settings
+from serving.render import gke
+from serving.render.vllm import parse_args
 from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, run_hook, stack_config
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
@@ -209,7 +210,7 @@ def test_autoscaler_follows_vllms_queue(stack: tuple[str, Rendered]) -> None:
     )
     (metric,) = hpa["metrics"]
     # The target: the model's queue per replica within the TTFT SLO (tests/test_plan_replicas.py).
-    target = load_settings(config).scale_up_waiting_requests
+    target = scale_up_waiting_requests(load_settings(config))
     assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
     _, family, kind = metric["pods"]["metric"]["name"].split("|")
     # The metric name comes from the pinned vLLM's own snapshot, and it is a gauge there.
@@ -376,7 +377,7 @@ def test_preview_exits_0_fast_and_shows_everything(
 
 
 def test_manifests_are_plain_data() -> None:
-    """serving.gke renders JSON-able dicts with apiVersion, kind and metadata.name each."""
+    """serving.render.gke renders JSON-able dicts with apiVersion, kind and metadata.name each."""
     settings = load_settings(stack_config("gke-tpu-v6e"))
     found = gke.manifests(settings, bucket="b", gcp_service_account="a@p.iam.gserviceaccount.com")
     assert json.loads(json.dumps(found)) == found
@@ -411,8 +412,8 @@ def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config
 @pytest.mark.parametrize(("stack_name", "machine"), [("gke-l4", "g2-standard-8"), ("l4", None)])
 def test_planner_prices_the_platforms_instance(stack_name: str, machine: str | None) -> None:
     """`gemma4 plan` prices a GKE replica's node, not the Cloud Run instance of the same GPU."""
-    from serving.hardware import GKE_SHAPES, HARDWARE
-    from serving.plan import report
+    from serving.capacity.plan import report
+    from serving.catalog.hardware import GKE_SHAPES, HARDWARE
 
     settings = load_settings(stack_config(stack_name))
     figures = report(stack_name, settings, 1.0)

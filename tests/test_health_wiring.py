@@ -15,7 +15,7 @@ import pytest
 from components.stack import post_deploy_binding
 from endpoint.auth import AuthError, NoAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import HealthCheckFailedError
-from serving.settings import load_settings
+from serving.config.settings import load_settings
 from tests.pulumi_harness import render, run_hook, stack_config
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
@@ -104,7 +104,7 @@ def test_tpu_hook_reads_the_endpoint_url_output() -> None:
 
 
 def test_hook_deadline_defaults_to_the_hardware_cold_start() -> None:
-    from serving.hardware import HARDWARE
+    from serving.catalog.hardware import HARDWARE
 
     for stack in SERVING:
         settings = load_settings(stack_config(stack))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gemma4 import plan_cli as plan
 from gemma4 import preview as pv
 from gemma4.harness import ROOT
-from serving import plan
-from serving.settings import SettingsError, load_settings
-from serving.stack_config import MAX_STACK_NAME, stack_name_problem
+from serving.config.settings import SettingsError, load_settings
+from serving.config.stack_config import MAX_STACK_NAME, stack_name_problem
 from tests.test_stack_inputs import root  # noqa: F401  (fixture)
 
 
@@ -249,7 +249,7 @@ def test_json_options_read_only_regular_files(
     ],
 )
 def test_json_with_a_key_given_twice_is_refused(text: str, expected: str) -> None:
-    from serving.inputs import JsonInputError, parse_json
+    from serving.config.inputs import JsonInputError, parse_json
 
     with pytest.raises(JsonInputError, match=expected):
         parse_json(text)

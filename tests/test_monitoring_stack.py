@@ -18,8 +18,8 @@ import pytest
 import yaml
 from pulumi_gcp import monitoring
 
-from serving import monitoring as spec
-from serving.settings import Settings, load_settings
+from serving.config.settings import Settings, load_settings
+from serving.render import monitoring as spec
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 from tests.support.discovery import load, schema_errors
 

@@ -39,7 +39,7 @@ def _failing_pulumi(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_promote_reads_and_names_that_projects_files(
     other: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serving.promotion import main
+    from gemma4.promote_cli import main
 
     shutil.copy(other / "Pulumi.l4.yaml", other / "Pulumi.l4b.yaml")
     assert main(["--from", "l4", "--to", "l4b"]) == 0
@@ -50,7 +50,7 @@ def test_promote_reads_and_names_that_projects_files(
 def test_promote_outside_any_project_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serving.promotion import main
+    from gemma4.promote_cli import main
 
     monkeypatch.chdir(tmp_path)
     assert main(["--from", "l4", "--to", "rtx6000", "--write"]) == 2
@@ -61,7 +61,7 @@ def test_promote_outside_any_project_is_refused(
 def test_plan_search_reads_that_projects_stacks(
     other: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serving.plan_perf import search_main
+    from gemma4.plan_cli import search_main
 
     assert search_main(["--rate", "1", "--ttft-ms", "60000", "--json"]) == 0
     captured = capsys.readouterr()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serving.perf_checks import PUBLISHED, SEEDS, check, judge
+from serving.capacity.perf_checks import PUBLISHED, SEEDS, check, judge
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""serving.perf: the step model's physics, loads, SLO search, bounds and refusals."""
+"""serving.capacity.perf: the step model's physics, loads, SLO search, bounds and refusals."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from serving.perf import (
+from serving.capacity.perf import (
     Coefficients,
     Device,
     KvLayer,
@@ -19,8 +19,8 @@ from serving.perf import (
     cost_per_million_tokens,
     erlang_c_wait,
 )
-from serving.perf_stack import autoscaling_bounds, benchmark_grid, model_for_settings
-from serving.plan import load_stack_settings
+from serving.capacity.perf_stack import autoscaling_bounds, benchmark_grid, model_for_settings
+from serving.capacity.plan import load_stack_settings
 
 SHAPE = Shape(
     "s", weight_bytes=8e9, params=12e9, kv_layers=(KvLayer(40, 1000.0, 1024), KvLayer(8, 500.0))

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from serving.hardware import HARDWARE, Price
-from serving.plan import main
-from serving.settings import load_settings
+from gemma4.plan_cli import main
+from serving.catalog.hardware import HARDWARE, Price
+from serving.config.settings import load_settings
 from tests.pulumi_harness import stack_config
 
 TPU = stack_config("tpu-v6e1")

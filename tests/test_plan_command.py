@@ -1,4 +1,4 @@
-"""`gemma4 plan` (also `python -m serving.plan`): the capacity planner command."""
+"""`gemma4 plan` (also `python -m gemma4.plan_cli`): the capacity planner command."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.plan import main
+from gemma4.plan_cli import main
 from tests.policies._fixtures import ALL_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def test_l4_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     r = json.loads(out)
     assert r["accelerator"] == "nvidia-l4"
-    # vLLM's "Model loading took 8.28 GiB" for the checkpoint (serving/models.py's source).
+    # vLLM's "Model loading took 8.28 GiB" for the checkpoint (serving/catalog/models.py's source).
     assert r["weight_bytes"] == int(8.28 * 2**30) and r["drafter_bytes"] == 0
     assert r["kv_bytes_per_token"] == (40 * 2 * 8 * 256 + 8 * 2 * 1 * 512) * 1  # fp8
     assert r["kv_bytes_per_token_past_window"] == 8 * 2 * 512

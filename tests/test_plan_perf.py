@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from bench.results.store import RunStore
-from serving.calibration import load_calibration
-from serving.gke import fixed_costs
-from serving.perf import Coefficients, Slo, StepModel, Workload
-from serving.perf_stack import model_for_settings
-from serving.plan import ROOT, load_stack_settings, main, stack_names
-from serving.plan_perf import search
+from gemma4.plan_cli import main
+from serving.capacity.calibration import load_calibration
+from serving.capacity.gke_costs import fixed_costs
+from serving.capacity.perf import Coefficients, Slo, StepModel, Workload
+from serving.capacity.perf_stack import model_for_settings
+from serving.capacity.plan import ROOT, load_stack_settings, stack_names
+from serving.capacity.plan_perf import search
 
 STACKS = stack_names(ROOT)
 
@@ -276,7 +277,7 @@ def test_calibrate_refuses_bad_arguments(
 
 
 def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
-    from serving.calibration import CalibrationError
+    from serving.capacity.calibration import CalibrationError
 
     good: dict[str, Any] = {
         "schema": 1,
@@ -332,7 +333,7 @@ def test_calibrate_refuses_a_run_that_is_not_physical(
 
 
 def test_calibration_files_with_booleans_for_numbers_are_refused(tmp_path: Path) -> None:
-    from serving.calibration import CalibrationError
+    from serving.capacity.calibration import CalibrationError
 
     data = {
         "schema": 1,
@@ -376,7 +377,7 @@ def test_plan_refuses_a_bad_request_shape(capsys: pytest.CaptureFixture[str], va
 def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serving.perf import Speculation
+    from serving.capacity.perf import Speculation
 
     settings = load_stack_settings("rtx6000")
     prior, _ = model_for_settings(settings, calibrations=None)
@@ -414,7 +415,7 @@ def test_calibrate_says_when_it_cannot_write(
 def test_the_search_and_the_replica_plan_name_the_same_replicas(stack: str, rate: float) -> None:
     """One planning rule: `gemma4 plan search` and `gemma4 plan --rate` (and the preview) plan
     a replica with the same headroom and band, so for one stack, rate and SLO they agree."""
-    from serving.plan_perf import replica_plan, slo_for
+    from serving.capacity.plan_perf import replica_plan, slo_for
 
     settings = load_stack_settings(stack)
     slo = slo_for(settings)

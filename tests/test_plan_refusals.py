@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from serving.plan import ROOT, main
+from gemma4.plan_cli import main
+from serving.capacity.plan import ROOT
 
 
 @pytest.fixture

@@ -9,12 +9,16 @@ import math
 
 import pytest
 
-from serving.gke import fixed_costs
-from serving.hardware import GKE_SHAPES, HARDWARE
-from serving.perf import Slo
-from serving.perf_stack import model_for_settings
-from serving.plan import load_stack_settings, main
-from serving.plan_perf import (
+from gemma4.plan_cli import main
+from serving.capacity.gke_costs import fixed_costs
+from serving.capacity.perf import Slo
+from serving.capacity.perf_stack import (
+    benchmark_concurrency,
+    model_for_settings,
+    scale_up_waiting_requests,
+)
+from serving.capacity.plan import load_stack_settings
+from serving.capacity.plan_perf import (
     fixed_usd_per_hour,
     performance,
     replica_plan,
@@ -22,7 +26,8 @@ from serving.plan_perf import (
     slo_for,
     workload_for,
 )
-from serving.settings import load_settings
+from serving.catalog.hardware import GKE_SHAPES, HARDWARE
+from serving.config.settings import load_settings
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -95,7 +100,7 @@ def test_a_rate_above_max_replicas_says_which_bound_to_raise(
 
 
 def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
-    from serving.plan import raw_stack_settings, report
+    from serving.capacity.plan import raw_stack_settings, report
 
     raw = {**raw_stack_settings("gke-l4"), "sloMinRequestsPerSecond": 2.5}
     r = report("gke-l4", load_settings(raw))["replicas"]
@@ -106,7 +111,7 @@ def test_the_rate_defaults_to_the_stacks_minimum_throughput_slo() -> None:
 
 
 def test_an_slo_one_replica_cannot_meet_is_said_not_raised() -> None:
-    from serving.plan import raw_stack_settings
+    from serving.capacity.plan import raw_stack_settings
 
     raw = {**raw_stack_settings("gke-l4"), "sloP95TtftMs": 1}
     r = replica_plan(load_settings(raw), 1.0, "test")
@@ -128,8 +133,8 @@ def test_a_bad_rate_is_refused_naming_the_option(
 
 @pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e", "l4", "rtx6000", "tpu-v6e1"])
 def test_the_default_grid_is_the_models_and_fits_the_budget(stack: str) -> None:
-    from serving.perf_stack import POST_DEPLOY_SECONDS_PER_CELL, benchmark_grid
-    from serving.plan import raw_stack_settings
+    from serving.capacity.perf_stack import POST_DEPLOY_SECONDS_PER_CELL, benchmark_grid
+    from serving.capacity.plan import raw_stack_settings
 
     raw = raw_stack_settings(stack)
     assert "benchmarkConcurrency" not in raw  # the shipped stacks take the derived grid
@@ -138,20 +143,20 @@ def test_the_default_grid_is_the_models_and_fits_the_budget(stack: str) -> None:
         model, _ = model_for_settings(settings)
         w = workload_for(settings, None, None)
         points = min(6, max(3, budget // POST_DEPLOY_SECONDS_PER_CELL))
-        grid = settings.benchmark_concurrency
+        grid = benchmark_concurrency(settings)
         assert grid == benchmark_grid(model, w, points)
         assert grid[0] == 1 and grid[-1] == settings.vllm.max_num_seqs
         assert len(grid) <= points  # every cell gets its share of the budget
     # A longer budget measures more of the curve than the default one.
-    long = load_settings({**raw, "benchmarkBudgetSeconds": 600}).benchmark_concurrency
-    assert len(long) >= len(load_settings(raw).benchmark_concurrency)
+    long = benchmark_concurrency(load_settings({**raw, "benchmarkBudgetSeconds": 600}))
+    assert len(long) >= len(benchmark_concurrency(load_settings(raw)))
 
 
 def test_a_stack_that_names_its_levels_gets_them() -> None:
-    from serving.plan import raw_stack_settings
+    from serving.capacity.plan import raw_stack_settings
 
     raw = {**raw_stack_settings("gke-l4"), "benchmarkConcurrency": [4, 1, 4]}
-    assert load_settings(raw).benchmark_concurrency == [1, 4]
+    assert benchmark_concurrency(load_settings(raw)) == [1, 4]
 
 
 def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,11 +174,11 @@ def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.Monk
     monkeypatch.setattr(stack_module, "benchmark_hook", capture)
     monkeypatch.setattr(pulumi, "get_stack", lambda: "gke-l4")
     monkeypatch.setattr(pulumi, "ResourceHookBinding", lambda **kw: kw)
-    from serving.plan import raw_stack_settings
+    from serving.capacity.plan import raw_stack_settings
 
     settings = load_settings({**raw_stack_settings("gke-l4"), "benchmarkBudgetSeconds": 600})
     stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
-    assert seen == [tuple(settings.benchmark_concurrency)]
+    assert seen == [tuple(benchmark_concurrency(settings))]
     assert len(seen[0]) > 2  # more than the old fixed default, 1 and maxNumSeqs
 
 
@@ -183,7 +188,7 @@ def test_the_post_deploy_hook_measures_the_derived_grid(monkeypatch: pytest.Monk
 def _queue_wait_ok(settings: object, waiting: int) -> bool:
     """Whether a request behind ``waiting`` others on a full replica starts within the
     stack's TTFT SLO by the model, on the slow side of its band."""
-    from serving.settings import Settings
+    from serving.config.settings import Settings
 
     assert isinstance(settings, Settings)
     model, _ = model_for_settings(settings)
@@ -197,27 +202,27 @@ def _queue_wait_ok(settings: object, waiting: int) -> bool:
 
 @pytest.mark.parametrize("stack", ["gke-l4", "gke-tpu-v6e"])
 def test_the_autoscaler_target_is_the_largest_queue_the_ttft_slo_allows(stack: str) -> None:
-    from serving.gke import autoscaler
-    from serving.plan import raw_stack_settings
+    from serving.capacity.plan import raw_stack_settings
+    from serving.render.gke import autoscaler
 
     raw = raw_stack_settings(stack)
     assert "scaleUpWaitingRequests" not in raw  # the shipped stacks take the derived target
     settings = load_settings(raw)
-    target = settings.scale_up_waiting_requests
+    target = scale_up_waiting_requests(settings)
     assert target >= 1
     assert _queue_wait_ok(settings, target) or target == 1
     assert not _queue_wait_ok(settings, target + 1)
     metric = autoscaler(settings)["spec"]["metrics"][0]["pods"]["target"]
     assert metric == {"type": "AverageValue", "averageValue": str(target)}
     # A stricter SLO queues less before scaling; an explicit value wins.
-    strict = load_settings({**raw, "sloP95TtftMs": 500}).scale_up_waiting_requests
+    strict = scale_up_waiting_requests(load_settings({**raw, "sloP95TtftMs": 500}))
     assert 1 <= strict <= target
-    assert load_settings({**raw, "scaleUpWaitingRequests": 7}).scale_up_waiting_requests == 7
+    assert scale_up_waiting_requests(load_settings({**raw, "scaleUpWaitingRequests": 7})) == 7
 
 
 def test_an_l4_replica_queues_less_than_a_v6e_chip() -> None:
-    l4 = load_stack_settings("gke-l4").scale_up_waiting_requests
-    v6e = load_stack_settings("gke-tpu-v6e").scale_up_waiting_requests
+    l4 = scale_up_waiting_requests(load_stack_settings("gke-l4"))
+    v6e = scale_up_waiting_requests(load_stack_settings("gke-tpu-v6e"))
     assert l4 < v6e  # the L4's full replica serves ~1 req/s, the chip's ~17
 
 
@@ -265,8 +270,8 @@ def test_plan_and_preview_mean_one_rate(capsys: pytest.CaptureFixture[str], stac
 def test_without_a_latency_slo_replicas_are_sized_below_capacity() -> None:
     """No sloP95TtftMs / sloP95E2EMs: the replica count still says what the load needs to be
     served at all (each replica below its capacity by the same headroom)."""
-    from serving.perf_stack import HEADROOM
-    from serving.plan import raw_stack_settings, report
+    from serving.capacity.perf_stack import HEADROOM
+    from serving.capacity.plan import raw_stack_settings, report
 
     raw = {**raw_stack_settings("gke-l4"), "sloP95TtftMs": None, "sloP95E2EMs": None}
     settings = load_settings(raw)
@@ -307,7 +312,7 @@ def test_without_a_rate_the_stack_is_priced_at_what_its_fewest_replicas_serve() 
     """No -r and no sloMinRequestsPerSecond: the load is what the stack's fewest replicas
     (at least 1) serve as planned, so the default figures describe a stack that can serve
     its load; said so."""
-    from serving.plan import report
+    from serving.capacity.plan import report
 
     for stack in ("l4", "gke-l4", "tpu-v6e1"):
         r = report(stack, load_stack_settings(stack))

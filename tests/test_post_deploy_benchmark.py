@@ -9,7 +9,7 @@ from typing import Any
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from endpoint.auth import ApiKeyAuth, NoAuth
-from serving.settings import SloSettings
+from serving.config.settings import SloSettings
 from tests.pulumi_harness import run_hook
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 

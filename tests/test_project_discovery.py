@@ -1,4 +1,4 @@
-"""`-s STACK` finds the stack file the way `pulumi -s` does (serving/project.py)."""
+"""`-s STACK` finds the stack file the way `pulumi -s` does (serving/config/project.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from serving import project
+from serving.config import project
 
 
 def make(root: Path, project_file: str = "Pulumi.yaml", *stacks: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from scripts import config_schema
-from serving.settings import config_keys, load_settings
+from serving.config.settings import config_keys, load_settings
 from tests.pulumi_harness import ROOT, stack_config
 
 

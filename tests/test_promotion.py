@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from serving.promotion import PROMOTED, STACK_OWN, main, plan, read_stack, write_changes
-from serving.settings import Settings, config_keys, load_settings
+from gemma4.promote_cli import main
+from serving.config.settings import Settings, config_keys, load_settings
+from serving.promotion import PROMOTED, STACK_OWN, plan, read_stack, write_changes
 from tests.pulumi_harness import ROOT
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from gemma4.preview import promotion_check as check_stack
-from serving.promotion import PromotionError, main, write_changes
+from gemma4.promote_cli import main
+from serving.promotion import PromotionError, write_changes
 from tests.pulumi_harness import ROOT
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64

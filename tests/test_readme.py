@@ -27,7 +27,8 @@ you add commands):
   drops the marker before rendering (scripts/mkdocs_hooks.py).
 
 Keys: every stack key the README sets or names (`pulumi config set KEY`, `gemma4-vllm:KEY`,
-the first column of a `| key |` or `| stack key |` table) exists in `serving/settings.py`, and
+the first column of a `| key |` or `| stack key |` table) exists in `serving/config/settings.py`,
+and
 no code span spells a key with the wrong case (`sloP95E2eMs` for `sloP95E2EMs`).
 """
 
@@ -47,7 +48,7 @@ import pytest
 
 from gemma4.cli import BY_NAME
 from gemma4.harness import ROOT
-from serving.settings import config_keys
+from serving.config.settings import config_keys
 
 README = ROOT / "README.md"
 #: Every page whose commands are held to the convention: the README and the documentation site.
@@ -70,9 +71,9 @@ PYTHON_M_PARSERS = {
     "gemma4.preview": "gemma4.preview",
     "healthchecks": "healthchecks.cli",
     "bench": "bench.cli",
-    "serving.promotion": "serving.promotion",
+    "gemma4.promote_cli": "gemma4.promote_cli",
     "mcp_server": "mcp_server.server",
-    "serving.plan": "serving.plan",
+    "gemma4.plan_cli": "gemma4.plan_cli",
 }
 #: `python -m` modules that are not user command lines with a parser to check.
 PYTHON_M_OTHER = {"pip", "pytest", "tests.support.fake_vllm", "bench.fidelity"}
@@ -335,4 +336,4 @@ def test_no_code_span_misspells_a_key() -> None:
         for span in re.findall(r"`([A-Za-z][A-Za-z0-9]*)(?::[^`]*)?`", path.read_text())
         if span.lower() in by_lower and span not in KEYS
     ]
-    assert wrong == [], "spelled differently from serving/settings.py"
+    assert wrong == [], "spelled differently from serving/config/settings.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving.settings import SettingsError, check_pinned_image, config_keys, load_settings
+from serving.config.settings import SettingsError, check_pinned_image, config_keys, load_settings
 
 BASE = {"hardware": "l4", "image": "vllm/vllm-openai:v0.27.1", "region": "us-east4"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving.settings import SettingsError, load_settings
+from serving.config.settings import SettingsError, load_settings
 from tests.pulumi_harness import render, stack_config
 
 L4 = stack_config("l4")

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from serving.settings import SettingsError, check_project_id, load_settings
+from serving.config.settings import SettingsError, check_project_id, load_settings
 from tests.pulumi_harness import RecordingMocks, render, stack_config
 
 L4 = stack_config("l4")

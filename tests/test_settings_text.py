@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from serving.settings import SCRIPT_KEYS, SettingsError, config_keys, load_settings
+from serving.config.settings import SCRIPT_KEYS, SettingsError, config_keys, load_settings
 from tests.pulumi_harness import stack_config
 
 TPU = stack_config("tpu-v6e1")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from serving import vllm_contract as contract
-from serving.plan import load_stack_settings, plan_settings, stack_names
-from serving.settings import SettingsError, VllmSettings, load_settings
+from serving.capacity.plan import load_stack_settings, plan_settings, stack_names
+from serving.config.settings import SettingsError, VllmSettings, load_settings
+from serving.launch import vllm_contract as contract
 from tests.pulumi_harness import stack_config
 
 KINDS = {

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from gemma4 import plan_cli as plan
 from gemma4 import preview as pv
+from gemma4 import promote_cli as promotion
 from gemma4.harness import ROOT
-from serving import plan, promotion
-from serving.stack_yaml import (
+from serving.config.stack_yaml import (
     MAX_BYTES,
     MAX_DEPTH,
     Secure,

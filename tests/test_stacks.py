@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from serving.vllm import parse_args
+from serving.render.vllm import parse_args
 from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, stack_config
 
 SERVICE = "gcp:cloudrunv2/service:Service"
@@ -269,7 +269,7 @@ def test_health_check_identity_may_invoke_the_service() -> None:
 def test_the_l4_stack_holds_its_sequences_at_full_context() -> None:
     """The l4 stack's promise, with the checkpoint's real size (vLLM's 8.28 GiB): every one of
     its maxNumSeqs sequences can reach maxModelLen without preemption."""
-    from serving.plan import load_stack_settings, report
+    from serving.capacity.plan import load_stack_settings, report
 
     r = report("l4", load_stack_settings("l4"), 1.0)
     assert r["max_model_len"] == 32768

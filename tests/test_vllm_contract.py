@@ -2,7 +2,7 @@
 
 The oracle is the snapshot `scripts/vllm_contract.py` wrote from vLLM's real parser and request
 models at the pinned versions (`serving/data/`); CI cannot install vLLM, so these tests read the
-snapshot through the small validator in `serving.vllm_contract`.
+snapshot through the small validator in `serving.launch.vllm_contract`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from scripts import vllm_contract as script
-from serving import vllm_contract as contract
-from serving.settings import load_settings
+from serving.config.settings import load_settings
+from serving.launch import vllm_contract as contract
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -199,8 +199,8 @@ def test_metric_names_in_the_code_are_exposed_by_the_pinned_vllm() -> None:
 
 def test_settings_defaults_render_a_valid_line_for_every_hardware() -> None:
     """Defaults alone (no stack file) also pass: each hardware with its first location."""
-    from serving.hardware import HARDWARE, Platform
-    from serving.vllm import render
+    from serving.catalog.hardware import HARDWARE, Platform
+    from serving.render.vllm import render
 
     for key, hw in HARDWARE.items():
         place = {"zone" if hw.platform is Platform.TPU else "region": hw.locations[0]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from serving.settings import load_settings
-from serving.vllm import CUDA_ENV, parse_args, render
+from serving.config.settings import load_settings
+from serving.render.vllm import CUDA_ENV, parse_args, render
 
 BASE = {"hardware": "l4", "image": "vllm/vllm-openai:v0.27.1", "region": "us-east4"}
 MTP = {

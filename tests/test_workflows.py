@@ -122,7 +122,7 @@ def test_each_stack_deploy_is_gated_locked_and_keyless() -> None:
     order = [
         script.index(x)
         for x in (
-            "python -m serving.promotion",
+            "python -m gemma4.promote_cli",
             "pulumi up",
             "python -m healthchecks",
             "python -m bench gate",
@@ -134,7 +134,7 @@ def test_each_stack_deploy_is_gated_locked_and_keyless() -> None:
 
 
 PARSERS = {
-    "serving.promotion": "serving.promotion",
+    "gemma4.promote_cli": "gemma4.promote_cli",
     "healthchecks": "healthchecks.cli",
     "bench": "bench.cli",
 }

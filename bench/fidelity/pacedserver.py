@@ -20,7 +20,7 @@ Run: ``python -m bench.fidelity.pacedserver --ttft-ms 100 --itl-ms 20 --output-t
 it prints ``listening on http://127.0.0.1:PORT``.
 
 **Step-model mode** (``--step-model``, or ``PacedServer(step_model=...)``): the pacing follows
-:class:`serving.perf.StepModel` with known coefficients instead of fixed times, so that a
+:class:`serving.capacity.perf.StepModel` with known coefficients instead of fixed times, so that a
 calibration fitted on a sweep against it can be checked against the truth. A request arriving
 with ``B - 1`` others in flight gets its first token after ``prefill_s(prompt, B - 1, ctx)`` and
 then one token every ``decode_step_s(B, ctx)`` (``ctx`` = prompt + half the output; the prompt
@@ -47,7 +47,7 @@ from typing import Any, cast
 import orjson
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from serving.perf import Coefficients, Device, KvLayer, Shape, StepModel
+from serving.capacity.perf import Coefficients, Device, KvLayer, Shape, StepModel
 
 __all__ = [
     "SYNTHETIC_DEVICE",
@@ -425,7 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="JSON",
         default=None,
         help="pace by the synthetic step model with these coefficients (a JSON object with "
-        "the keys of serving.perf.Coefficients; '{}' for the priors) instead of fixed times",
+        "the keys of serving.capacity.perf.Coefficients; '{}' for the priors) instead of fixed "
+        "times",
     )
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=16)

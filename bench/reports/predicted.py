@@ -2,7 +2,8 @@
 
 ``gemma4 bench compare RUN... --predict STACK`` adds, for each run, a table of the model's
 prediction for every measured closed-loop cell next to what the cell measured (the same reading
-of a cell as the calibration's, :func:`serving.calibration.observations`: the client's per-step
+of a cell as the calibration's, :func:`serving.capacity.calibration.observations`: the client's
+per-step
 ITL, the server's TTFT and E2E, throughput by Little's law over the window), the relative error,
 and a flag on each figure off by more than the model's band (uncalibrated: 50 %; calibrated: its
 held-out error, at least 20 %). Charts overlay the two curves (throughput and TTFT against
@@ -16,8 +17,8 @@ from typing import Any
 
 from bench.reports.charts import ChartPlan, Series
 from bench.results.store import RunData
-from serving.calibration import measured, observations, predict
-from serving.perf import StepModel
+from serving.capacity.calibration import measured, observations, predict
+from serving.capacity.perf import StepModel
 
 __all__ = ["FAR_OFF_FLOOR", "Overlay", "overlay"]
 

@@ -6,7 +6,8 @@ the baseline in percent. A cell one run measured and another skipped or never ra
 "skipped" or is left empty, and has no delta.
 
 Cost per million requests = hourly price / (3600 x request_throughput) x 1e6, with the price
-from the hardware catalog (:data:`serving.hardware.HARDWARE`) for the ``hardware`` recorded in
+from the hardware catalog (:data:`serving.catalog.hardware.HARDWARE`) for the ``hardware`` recorded
+in
 the run's ``run.json`` (``--hardware`` at run time, or the stack's), or a price given
 explicitly. It is a list-price estimate for one instance kept busy at that cell's load.
 """
@@ -23,8 +24,8 @@ from typing import Any
 from bench.reports.charts import ChartPlan, Series, render_chart
 from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
 from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
-from serving import memory
-from serving.hardware import HARDWARE
+from serving.capacity import memory
+from serving.catalog.hardware import HARDWARE
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
 
@@ -41,7 +42,7 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def cost_per_million_requests(usd_per_hour: float, request_throughput: float) -> float | None:
-    """:func:`serving.memory.cost_per_million_requests`; None without throughput."""
+    """:func:`serving.capacity.memory.cost_per_million_requests`; None without throughput."""
     if request_throughput <= 0:
         return None
     return memory.cost_per_million_requests(usd_per_hour, request_throughput)

@@ -1,7 +1,7 @@
 """The SLO gate: does a run meet the stack's service-level objectives?
 
 Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
-:class:`serving.settings.SloSettings`, defaults where a key is absent):
+:class:`serving.config.settings.SloSettings`, defaults where a key is absent):
 
 - ``sloP95TtftMs``: every measured cell's ``p95_ttft_ms`` at most this;
 - ``sloP95E2EMs``: every measured cell's ``p95_e2el_ms`` at most this;
@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.results.store import MEASURED_STATUSES, RunData, cell_order
 from endpoint.redact import redact
-from serving.settings import Settings, SloSettings, load_settings
+from serving.config.settings import Settings, SloSettings, load_settings
 
 __all__ = [
     "PROJECT",
@@ -173,12 +173,13 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     """The project keys of ``Pulumi.<stack>.yaml`` in the project directory ``cwd`` (default:
     the Pulumi project found from the current directory upward), without the project prefix.
 
-    Raises ValueError (:class:`serving.project.ProjectError`) when there is no such stack file
+    Raises ValueError (:class:`serving.config.project.ProjectError`) when there is no such stack
+    file
     or it is not a Pulumi stack file.
     """
     from components.config_namespaces import config_block
-    from serving.project import stack_file
-    from serving.stack_config import stack_name_problem
+    from serving.config.project import stack_file
+    from serving.config.stack_config import stack_name_problem
 
     problem = stack_name_problem(stack)
     if problem:

@@ -48,7 +48,7 @@ from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
-from serving.inputs import JsonInputError, parse_json
+from serving.config.inputs import JsonInputError, parse_json
 
 __all__ = [
     "CSV_COLUMNS",

@@ -11,7 +11,7 @@ from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
 from bench.results.compare import hourly_price
 from bench.results.store import StoreError
-from serving.hardware import HARDWARE
+from serving.catalog.hardware import HARDWARE
 from tests.bench._cells import cell, write_run
 
 
@@ -123,7 +123,7 @@ def test_the_post_deploy_benchmark_records_the_stacks_instance_price(
 
     import components.stack as stack_module
     from endpoint.auth import NoAuth
-    from serving.plan import load_stack_settings
+    from serving.capacity.plan import load_stack_settings
 
     seen: list[dict[str, object]] = []
     monkeypatch.setattr(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.results.gate import evaluate
-from serving.settings import SloSettings, config_keys
+from serving.config.settings import SloSettings, config_keys
 
 
 def test_every_objective_is_named_by_a_real_config_key() -> None:

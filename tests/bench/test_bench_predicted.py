@@ -11,9 +11,9 @@ import pytest
 from bench.cli import main
 from bench.reports.predicted import overlay
 from bench.results.store import RunStore, load_run
-from serving.perf import StepModel, Workload
-from serving.perf_stack import model_for_settings
-from serving.plan import load_stack_settings
+from serving.capacity.perf import StepModel, Workload
+from serving.capacity.perf_stack import model_for_settings
+from serving.capacity.plan import load_stack_settings
 
 LEVELS = (1, 2, 4, 6)
 

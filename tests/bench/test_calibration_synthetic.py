@@ -1,6 +1,7 @@
 """Calibration against a fake server with known coefficients.
 
-The paced server in step-model mode answers as :class:`serving.perf.StepModel` would with the
+The paced server in step-model mode answers as :class:`serving.capacity.perf.StepModel` would with
+the
 coefficients in TRUTH; a real sweep (the project's client, its store, the server's histograms)
 runs against it, and the fit must recover TRUTH within 5 % and predict held-out concurrencies.
 """
@@ -23,8 +24,8 @@ from bench.fidelity.pacedserver import (
 )
 from bench.load.sweep import Grid, SweepOptions, run_sweep
 from bench.results.store import load_run
-from serving.calibration import calibrate, fit, observations
-from serving.perf import Coefficients
+from serving.capacity.calibration import calibrate, fit, observations
+from serving.capacity.perf import Coefficients
 
 TRUTH = SYNTHETIC_TRUTH
 MODEL = "google/gemma-4-12B-it"

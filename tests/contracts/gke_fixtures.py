@@ -1,6 +1,6 @@
 """A GKE serving stack as plain manifests, for the contract and policy tests' near variants.
 
-The vLLM command line comes from `serving.vllm.render` with a shipped stack's settings (the
+The vLLM command line comes from `serving.render.vllm.render` with a shipped stack's settings (the
 same code every stack uses); the object shapes follow GKE Inference Gateway's documented
 deployment (Gateway -> HTTPRoute -> InferencePool -> endpoint picker, HealthCheckPolicy,
 GCPBackendPolicy, PodMonitoring, an autoscaling/v2 HPA on `vllm:num_requests_waiting`
@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from serving.settings import load_settings
-from serving.vllm import MODEL_MOUNT_PATH, VLLM_GID, VLLM_UID, render
+from serving.config.settings import load_settings
+from serving.render.vllm import MODEL_MOUNT_PATH, VLLM_GID, VLLM_UID, render
 from tests.pulumi_harness import stack_config
 
 NAMESPACE = "gemma4"

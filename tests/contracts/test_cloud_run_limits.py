@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from serving.hardware import HARDWARE, Platform, Probe
+from serving.catalog.hardware import HARDWARE, Platform, Probe
 from tests.contracts.variants import VARIANTS, rendered
 from tests.support import discovery
 

@@ -15,7 +15,7 @@ import pytest
 from mcp_server import _deployments as d
 from mcp_server.google_apis import ApiUrls, GoogleApis
 from mcp_server.tools import ToolFailure, Tools
-from serving import gke
+from serving.render import gke
 from tests.support.fake_google import FakeGoogle
 
 PROJECT = "my-project"

@@ -328,7 +328,7 @@ def test_capacity_plan_and_cost(client: McpClient) -> None:
     assert plan["plan"]["max_model_len"] == 32768
     assert plan["plan"]["usd_per_million_requests"] > 0
     # The rate is the whole endpoint's, as `gemma4 plan -r`: the same figures.
-    from serving.plan import load_stack_settings, report
+    from serving.capacity.plan import load_stack_settings, report
 
     local = report("l4", load_stack_settings("l4"), 20)
     assert plan["plan"]["serving_replicas"] == local["serving_replicas"]

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving.hardware import HARDWARE
-from serving.memory import (
+from serving.capacity.memory import (
     GIB,
     V0_PROFILE,
     cost_per_million_requests,
@@ -21,7 +20,8 @@ from serving.memory import (
     monthly_cost,
     plan_memory,
 )
-from serving.models import MODELS, Architecture, Attention
+from serving.catalog.hardware import HARDWARE
+from serving.catalog.models import MODELS, Architecture, Attention
 
 # config.json: 32 layers, 8 KV heads, head_dim 128, hidden 4096.
 LLAMA_3_1_8B = Architecture(

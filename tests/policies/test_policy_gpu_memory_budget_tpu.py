@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from policies.gpu_memory_budget import gpu_memory_budget
-from serving.plan import load_stack_settings, plan_settings
+from serving.capacity.plan import load_stack_settings, plan_settings
 from tests.policies._fixtures import TPU_DYNAMIC, rendered, violations
 
 

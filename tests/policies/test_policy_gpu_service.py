@@ -292,7 +292,7 @@ def test_gemma4_on_a_gke_pod_without_the_flag() -> None:
 
 def test_the_item_size_is_the_catalogues() -> None:
     """One figure, the model card's: no policy setting can shrink it."""
-    from serving.models import MODELS
+    from serving.catalog.models import MODELS
 
     props = edit_args(service("l4"), set_={"max-num-batched-tokens": "2048"})
     (message,) = violations(multimodal_batched_tokens, SERVICE, props, {"maxTokensPerMmItem": 512})

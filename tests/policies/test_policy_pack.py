@@ -274,7 +274,7 @@ def test_doc_config_example_names_real_policies_and_keys() -> None:
 
 
 def test_doc_sample_output_is_current() -> None:
-    from serving.plan import load_stack_settings, report
+    from serving.capacity.plan import load_stack_settings, report
 
     r = report("l4", load_stack_settings("l4"), 0.4)
     text = (ROOT / "docs" / "capacity-planner.md").read_text()

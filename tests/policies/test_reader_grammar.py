@@ -16,7 +16,7 @@ import pytest
 
 from policies._server import ContainerSpec, Workload, read_servers, read_workload
 from policies.vllm_server_readable import vllm_server_readable
-from serving.vllm_argv import ReadError, script_launches
+from serving.launch.vllm_argv import ReadError, script_launches
 from tests.policies._fixtures import SERVICE, TPU_DYNAMIC, container, rendered, service, violations
 
 QAT = "/mnt/models/gemma-4-12B-it-qat-w4a16-ct"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from policies._server import read_servers
-from serving.vllm_argv import (
+from serving.launch.vllm_argv import (
     CHECKPOINT_OPTIONS,
     CHOICE_OPTIONS,
     CODE_OPTIONS,
@@ -23,7 +23,7 @@ from serving.vllm_argv import (
     REFUSED_OPTIONS,
     SPECULATIVE_FIELDS,
 )
-from serving.vllm_env import ALLOWED_OTHER, ALLOWED_VLLM, REFUSED_FAMILIES, REFUSED_OTHER
+from serving.launch.vllm_env import ALLOWED_OTHER, ALLOWED_VLLM, REFUSED_FAMILIES, REFUSED_OTHER
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "reader-grammar.md").read_text()
 BLOCKS = re.findall(r"```bash (script(?:-refused)?)\n(.*?)```", DOC, re.S)

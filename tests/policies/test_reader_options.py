@@ -21,7 +21,7 @@ from policies._server import read_servers
 from policies.l4_qat_checkpoint import l4_qat_checkpoint
 from policies.pinned_image import pinned_image
 from policies.vllm_server_readable import vllm_server_readable
-from serving.vllm_argv import (
+from serving.launch.vllm_argv import (
     CHECKPOINT_OPTIONS,
     CHOICE_OPTIONS,
     CODE_OPTIONS,

@@ -19,9 +19,9 @@ from policies._server import read_servers
 from policies.gpu_memory_budget import gpu_memory_budget, plan_server
 from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
 from policies.mtp_max_num_seqs import mtp_max_num_seqs
-from serving.vllm_argv import SNAPSHOT
-from serving.vllm_contract import DATA
-from serving.vllm_defaults import parser_default
+from serving.launch.vllm_argv import SNAPSHOT
+from serving.launch.vllm_contract import DATA
+from serving.launch.vllm_defaults import parser_default
 from tests.policies._fixtures import (
     SERVICE,
     container,

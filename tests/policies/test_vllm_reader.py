@@ -19,7 +19,7 @@ from policies.no_plaintext_secrets import no_plaintext_secrets
 from policies.pinned_image import pinned_image
 from policies.speculative_config_valid import speculative_config_valid
 from policies.vllm_server_readable import vllm_server_readable
-from serving.vllm_argv import (
+from serving.launch.vllm_argv import (
     DEFAULT_MODEL,
     ReadError,
     find_launches,
@@ -664,7 +664,7 @@ VLLM_0_27_1_MAX_MODEL_LEN = {"32K": 32768, "32k": 32000, "1024": 1024, "-1": -1}
 
 @pytest.mark.parametrize(("text", "parsed"), sorted(VLLM_0_27_1_MAX_MODEL_LEN.items()))
 def test_sizes_are_read_as_vllm_0_27_1_reads_them(text: str, parsed: int) -> None:
-    from serving.vllm_argv import human_int
+    from serving.launch.vllm_argv import human_int
 
     assert human_int(text) == parsed
 

@@ -16,10 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serving import monitoring as spec
-from serving.settings import load_settings
-from serving.tpu_startup import OpsAgent, StartupSecrets, ops_agent_lines, render_startup_script
-from serving.vllm import render
+from serving.config.settings import load_settings
+from serving.render import monitoring as spec
+from serving.render.tpu_startup import (
+    OpsAgent,
+    StartupSecrets,
+    ops_agent_lines,
+    render_startup_script,
+)
+from serving.render.vllm import render
 
 TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b"}
 

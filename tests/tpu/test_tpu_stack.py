@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.tpu_queued_resource import api_version, queued_resource_body
-from serving.vllm import parse_args
+from serving.render.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 from tests.support import discovery
 

@@ -16,9 +16,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from serving.settings import load_settings
-from serving.tpu_startup import StartupSecrets, render_startup_script
-from serving.vllm import render
+from serving.config.settings import load_settings
+from serving.render.tpu_startup import StartupSecrets, render_startup_script
+from serving.render.vllm import render
 from tests.support import discovery
 
 HF_TOKEN = "hf_" + "T" * 34  # what the fake Secret Manager returns; never in the script

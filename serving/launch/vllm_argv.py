@@ -8,7 +8,7 @@ ReadError naming what it cannot follow. What it accepts is stated in docs/reader
   `python[3] -m vllm.entrypoints.cli.main serve ...`, `docker|podman run IMAGE ...` (with or
   without `--entrypoint`), behind wrappers (`exec`, `env`, `NAME=value`, `nohup`, `nice`,
   `tini --`, `sudo`, `timeout`, ...) and `sh -c 'SCRIPT'`;
-- scripts, split by :mod:`serving.shell_words` (words keep their quoting): simple commands,
+- scripts, split by :mod:`serving.launch.shell_words` (words keep their quoting): simple commands,
   `;`, `&`, pipelines, `&&`/`||` between commands that start no server, redirections, literal
   assignments, `export`/`readonly`/`unset`, `set` options, `exec`, `exit`, and a short list of
   programs that start no server. Everything else (conditionals, loops, functions, command
@@ -34,12 +34,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from serving.memory import KV_DTYPE_BYTES
-from serving.shell_words import GLOB_CHARS, Command, Part, ShellError, Word, lex
+from serving.capacity.memory import KV_DTYPE_BYTES
+from serving.launch.shell_words import GLOB_CHARS, Command, Part, ShellError, Word, lex
 
 #: vLLM's own `vllm serve` parser, captured from vLLM 0.27.1 (`serving/data/`): every option
 #: string, its destination, whether it takes a value, how many, and `--no-` negations.
-SNAPSHOT = Path(__file__).resolve().parent / "data" / "vllm-0.27.1.json"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "vllm-0.27.1.json"
 
 
 @dataclass(frozen=True)
@@ -400,7 +400,7 @@ CHOICE_OPTIONS: dict[str, frozenset[str]] = {
     "safetensors-load-strategy": frozenset({"eager", "lazy", "prefetch"}),
     "runner": frozenset({"auto", "generate"}),
     "convert": frozenset({"auto", "none"}),
-    # the memory policy counts these KV cache element sizes (serving.memory.KV_DTYPE_BYTES)
+    # the memory policy counts these KV cache element sizes (serving.capacity.memory.KV_DTYPE_BYTES)
     "kv-cache-dtype": frozenset({"auto", *KV_DTYPE_BYTES}),
     # `lmcache` loads LMCache, which reads its own configuration (remote backends included)
     "kv-offloading-backend": frozenset({"native"}),
@@ -1522,7 +1522,7 @@ def _image_name(image: str) -> str:
 def split_script(script: str) -> list[list[str]]:
     """A shell script's simple commands, each as its words as written (quotes removed).
 
-    Raises ReadError for what is outside the reader's grammar (:mod:`serving.shell_words`).
+    Raises ReadError for what is outside the reader's grammar (:mod:`serving.launch.shell_words`).
     """
     try:
         commands = lex(script)

@@ -2,7 +2,8 @@
 
 Pure: no Pulumi import. The model bucket holds exactly what the stack's download job writes:
 `hf download REPO --revision=REV --local-dir=/mnt/models/<folder>` (components/model_bucket.py),
-one folder per catalogue checkpoint (:mod:`serving.models`), folder = the repository's own name.
+one folder per catalogue checkpoint (:mod:`serving.catalog.models`), folder = the repository's own
+name.
 A path vLLM is given resolves to such a checkpoint only when it is, exactly, a Cloud Storage
 mount of the container followed by one catalogue folder; a TPU node (which downloads at boot)
 serves a catalogue repository id. Anything else (another case, `..`, `.`, `//`, globs, `~`,
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from serving.models import MODELS, ModelCard
+from serving.catalog.models import MODELS, ModelCard
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The performance model of a stack: its settings, the catalogues and its calibration (pure).
 
-:func:`model_for_settings` builds a :class:`serving.perf.StepModel` from a stack's validated
+:func:`model_for_settings` builds a :class:`serving.capacity.perf.StepModel` from a stack's
+validated
 settings (hardware catalogue: bandwidth and compute; model catalogue: loaded weight size,
 parameters, attention layers; vLLM settings: KV dtype, max-num-seqs, batched tokens, MTP) and
 the calibration for exactly that hardware, checkpoint and vLLM release, if the repository has
@@ -13,11 +14,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
-from serving.hardware import HardwareProfile
-from serving.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
-from serving.models import ModelCard
-from serving.perf import (
+from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
+from serving.capacity.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
+from serving.capacity.perf import (
     Coefficients,
     Device,
     KvLayer,
@@ -27,8 +26,10 @@ from serving.perf import (
     StepModel,
     Workload,
 )
-from serving.settings import Settings
-from serving.vllm_contract import image_release
+from serving.catalog.hardware import HardwareProfile
+from serving.catalog.models import ModelCard
+from serving.config.settings import Settings
+from serving.launch.vllm_contract import image_release
 
 __all__ = [
     "HEADROOM",
@@ -294,3 +295,21 @@ def waiting_requests_target(settings: Settings) -> int:
     if not math.isfinite(room) or not math.isfinite(capacity):
         return 1
     return max(1, min(1024, math.floor(room * capacity)))
+
+
+def scale_up_waiting_requests(settings: Settings) -> int:
+    """The GKE autoscaler's target, average requests waiting per replica:
+    `scaleUpWaitingRequests`, else derived from the performance model
+    (:func:`waiting_requests_target`)."""
+    if settings.gke.scale_up_waiting_requests is not None:
+        return settings.gke.scale_up_waiting_requests
+    return waiting_requests_target(settings)
+
+
+def benchmark_concurrency(settings: Settings) -> list[int]:
+    """The post-deploy benchmark's concurrency levels: `benchmarkConcurrency`, else derived
+    from the performance model (:func:`post_deploy_grid`: 1, the knee of the predicted curve
+    and max-num-seqs, more levels as the budget allows)."""
+    if settings.benchmark.benchmark_concurrency:
+        return sorted(set(settings.benchmark.benchmark_concurrency))
+    return post_deploy_grid(settings)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from serving.hardware import GIB, HardwareProfile, Platform
-from serving.vllm_argv import SNAPSHOT, human_int
-from serving.vllm_contract import UnknownVersion, image_release, load
+from serving.catalog.hardware import GIB, HardwareProfile, Platform
+from serving.launch.vllm_argv import SNAPSHOT, human_int
+from serving.launch.vllm_contract import UnknownVersion, image_release, load
 
 #: Options vLLM's parser leaves None and vLLM decides at start-up.
 START_UP_OPTIONS = frozenset({"max-num-batched-tokens", "max-num-seqs"})

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from math import ceil
 
-from serving.models import Architecture, Attention
+from serving.catalog.models import Architecture, Attention
 
 GIB = 1024**3
 HOURS_PER_MONTH = 730.0

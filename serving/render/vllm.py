@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving.hardware import Platform
-from serving.models import Quantization
-from serving.settings import Settings
+from serving.catalog.hardware import Platform
+from serving.catalog.models import Quantization
+from serving.config.settings import Settings
 
 #: Where the model bucket is mounted inside the serving container.
 MODEL_MOUNT_PATH = "/mnt/models"

@@ -11,8 +11,6 @@ the package was installed from. A project file that moves its stack files elsewh
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 #: The project file names the Pulumi CLI looks for, in its order.
@@ -60,10 +58,10 @@ def find_project_file(start: Path | None = None) -> Path | None:
 
 def _check_layout(path: Path) -> None:
     """Refuse a project file that keeps its stack files somewhere this reader does not follow."""
-    # Read as the stack files are (serving.stack_yaml: the CLI's YAML, bounded in size, depth
+    # Read as the stack files are (serving.config.stack_yaml: the CLI's YAML, bounded in size, depth
     # and alias expansion), so a hostile project file ends in one message, not a RecursionError.
-    from serving.inputs import NotRegularFileError, read_regular
-    from serving.stack_yaml import StackYamlError, load_document
+    from serving.config.inputs import NotRegularFileError, read_regular
+    from serving.config.stack_yaml import StackYamlError, load_document
 
     try:
         raw = read_regular(path, MAX_PROJECT_FILE_BYTES)
@@ -109,7 +107,7 @@ def stack_file(
     """
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
         raise ProjectError(f"invalid stack name {stack!r}")
-    from serving.stack_config import stack_name_problem
+    from serving.config.stack_config import stack_name_problem
 
     problem = stack_name_problem(stack)
     if problem:
@@ -148,57 +146,3 @@ def stack_names(directory: Path) -> list[str]:
         for p in directory.glob(pattern)
     }
     return sorted(names)
-
-
-def say_read(command: str, path: Path) -> None:
-    """Tell the user, on stderr, which stack file a command read (as `pulumi` names its stack)."""
-    print(f"{command}: reading {path}", file=sys.stderr)
-
-
-def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> None:
-    """Tell the user, on stderr, in which Pulumi project `pulumi stack output -s STACK` runs
-    (`--project-dir`, else the project of the current directory or its nearest parent, as the
-    CLI finds it)."""
-    if project_dir is not None:
-        where = f"in {Path(project_dir).resolve()}"
-    else:
-        found = find_project_file()
-        where = (
-            f"in {found.parent}"
-            if found is not None
-            else f"in {Path.cwd()} (no Pulumi.yaml here or above; pulumi resolves the stack)"
-        )
-    print(
-        f"{command}: reading stack {stack}'s outputs with `pulumi stack output` {where}",
-        file=sys.stderr,
-    )
-
-
-#: The option names older versions used for the project directory; still accepted, not shown.
-OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
-
-
-def add_project_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, stack_file: bool = True
-) -> None:
-    """The options every command that reads stacks shares: `--project-dir DIR` (the Pulumi
-    project; `--root` and `--cwd` are its old names, accepted and hidden) and, where the command
-    reads one stack file, `--stack-file PATH` (a stack file anywhere)."""
-    parser.add_argument(
-        "--project-dir",
-        type=Path,
-        metavar="DIR",
-        help="the Pulumi project directory (Pulumi.yaml and its Pulumi.<stack>.yaml files); "
-        "default: the current directory or its nearest parent with a Pulumi.yaml",
-    )
-    parser.add_argument(
-        *OLD_PROJECT_DIR_OPTIONS, dest="project_dir", type=Path, help=argparse.SUPPRESS
-    )
-    if stack_file:
-        parser.add_argument(
-            "--stack-file",
-            type=Path,
-            metavar="PATH",
-            help="one stack file anywhere (your own), read instead of -s's "
-            "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",
-        )

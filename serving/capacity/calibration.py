@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from serving.perf import Coefficients, Speculation, StepModel
+from serving.capacity.perf import Coefficients, Speculation, StepModel
 
 __all__ = [
     "CALIBRATIONS_DIR",
@@ -44,7 +44,7 @@ __all__ = [
     "observations",
 ]
 
-CALIBRATIONS_DIR = Path(__file__).resolve().parent / "data" / "calibrations"
+CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
 SCHEMA = 1
 #: Cells whose batch fills more than this share of max_num_seqs are left out of the TTFT fit.
@@ -266,7 +266,7 @@ def _unphysical(exc: ValueError) -> str:
 
 def predict(model: StepModel, o: Observation) -> dict[str, float]:
     """The model's figures for one observed cell (same concurrency, lengths, acceptance)."""
-    from serving.perf import Workload
+    from serving.capacity.perf import Workload
 
     m = _model_for(model, o)
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
@@ -393,7 +393,7 @@ class Calibration:
 
 
 def load_calibration(path: Path) -> Calibration:
-    from serving.inputs import JsonInputError, read_json
+    from serving.config.inputs import JsonInputError, read_json
 
     try:  # a regular file, bounded, strict JSON (no NaN, no key twice)
         data = read_json(path, MAX_FILE_BYTES)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
-from serving.monitoring import Vllm
-from serving.settings import Settings
-from serving.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
+from serving.capacity.perf_stack import scale_up_waiting_requests
+from serving.config.settings import Settings
+from serving.render.monitoring import Vllm
+from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
 
 Manifest = dict[str, Any]
 
@@ -388,44 +390,6 @@ def backend_policy(settings: Settings, *, security_policy: str | None = None) ->
     }
 
 
-# --- what a GKE stack costs besides its replicas --------------------------------------------
-
-#: Hourly list prices of what a GKE stack runs whatever its replica count (USD, checked
-#: 2026-11-24 in the stored copies of Google's pricing pages named in each source).
-CLUSTER_FEE_USD_PER_HOUR: Final = 0.10
-CLUSTER_FEE_SOURCE: Final = (
-    "https://cloud.google.com/kubernetes-engine/pricing: $0.10 per cluster per hour (the free "
-    "tier's credit covers zonal and Autopilot clusters only; this cluster is regional)"
-)
-FORWARDING_RULE_USD_PER_HOUR: Final = 0.025
-FORWARDING_RULE_SOURCE: Final = (
-    "https://cloud.google.com/load-balancing/pricing: first 5 forwarding rules $0.025/h; "
-    "data processed ($0.008/GiB in and out) and regional proxy instances are not included"
-)
-#: System node prices (e2, us-central1); another machine type is shown unpriced.
-SYSTEM_NODE_USD_PER_HOUR: Final = {"e2-standard-2": 0.067, "e2-standard-4": 0.134}
-SYSTEM_NODE_SOURCE: Final = (
-    "https://cloud.google.com/compute/vm-instance-pricing (E2, us-central1; the figure was "
-    "not in the stored copy of the page: check it)"
-)
-
-
-def fixed_costs(settings: Settings) -> list[tuple[str, float | None, str]]:
-    """(item, USD per hour or None when not priced, source) of what runs at any replica
-    count: the cluster fee, one system node (the autoscaler may add two more), the Gateway's
-    forwarding rule."""
-    machine = settings.gke.system_machine_type
-    return [
-        ("GKE cluster management fee", CLUSTER_FEE_USD_PER_HOUR, CLUSTER_FEE_SOURCE),
-        (
-            f"system node ({machine}, 1 of 1-3)",
-            SYSTEM_NODE_USD_PER_HOUR.get(machine),
-            SYSTEM_NODE_SOURCE,
-        ),
-        ("Gateway forwarding rule", FORWARDING_RULE_USD_PER_HOUR, FORWARDING_RULE_SOURCE),
-    ]
-
-
 # --- the endpoint picker (llm-d-router v0.10.0 chart shapes) ---------------------------------
 
 
@@ -683,7 +647,7 @@ def autoscaler(settings: Settings) -> Manifest:
                         "metric": {"name": HPA_METRIC},
                         "target": {
                             "type": "AverageValue",
-                            "averageValue": str(settings.scale_up_waiting_requests),
+                            "averageValue": str(scale_up_waiting_requests(settings)),
                         },
                     },
                 }
@@ -838,6 +802,94 @@ def metrics_adapter(gcp_service_account: str) -> list[Manifest]:
     ]
 
 
+@dataclass(frozen=True)
+class GkeManifests:
+    """Every Kubernetes object of a GKE stack that this package owns, from one render call,
+    by role (what the GKE component declares, one resource each)."""
+
+    #: The metrics adapter (its own namespace, cluster-wide RBAC, API services).
+    adapter: tuple[Manifest, ...]
+    namespace: Manifest
+    vllm_service_account: Manifest
+    #: The endpoint picker: service account, roles and bindings, config, Deployment, Service.
+    picker: tuple[Manifest, ...]
+    vllm_deployment: Manifest
+    inference_pool: Manifest
+    gateway: Manifest
+    http_route: Manifest
+    health_check_policy: Manifest
+    backend_policy: Manifest
+    autoscaler: Manifest
+    #: The autoscaler's input: declared whether or not the stack's monitoring is on.
+    vllm_monitoring: Manifest
+    #: Only with `monitoring: true`.
+    picker_monitoring: Manifest | None
+    #: The endpoint ConfigMap (the Gateway's URL), applied last.
+    endpoint: Manifest
+
+    def all(self) -> list[Manifest]:
+        """Every object, in apply order."""
+        found = [
+            self.namespace,
+            self.vllm_service_account,
+            *self.picker,
+            self.vllm_deployment,
+            self.inference_pool,
+            self.gateway,
+            self.http_route,
+            self.health_check_policy,
+            self.backend_policy,
+            self.autoscaler,
+            self.vllm_monitoring,
+            self.endpoint,
+        ]
+        if self.picker_monitoring is not None:
+            found.append(self.picker_monitoring)
+        return [*self.adapter, *found]
+
+
+def render_manifests(
+    settings: Settings,
+    *,
+    bucket: str,
+    gcp_service_account: str,
+    security_policy: str | None = None,
+    address_name: str | None = None,
+    ip: str = "10.0.0.2",
+    adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
+) -> GkeManifests:
+    """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
+    knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
+    reserved address and its IP); each appears verbatim in the objects that use it."""
+    return GkeManifests(
+        adapter=tuple(metrics_adapter(adapter_service_account)),
+        namespace=namespace(settings),
+        vllm_service_account=vllm_service_account(settings, gcp_service_account),
+        picker=(
+            picker_service_account(settings),
+            picker_role(settings),
+            picker_role_binding(settings),
+            picker_leader_election_role(settings),
+            picker_leader_election_binding(settings),
+            picker_config_map(settings),
+            picker_deployment(settings),
+            picker_service(settings),
+        ),
+        vllm_deployment=vllm_deployment(settings, bucket=bucket),
+        inference_pool=inference_pool(settings),
+        gateway=gateway(settings, address_name=address_name),
+        http_route=http_route(settings),
+        health_check_policy=health_check_policy(settings),
+        backend_policy=backend_policy(settings, security_policy=security_policy),
+        autoscaler=autoscaler(settings),
+        vllm_monitoring=pod_monitoring(settings),
+        picker_monitoring=picker_pod_monitoring(settings)
+        if settings.monitoring.monitoring
+        else None,
+        endpoint=endpoint_config_map(settings, ip=ip),
+    )
+
+
 def manifests(
     settings: Settings,
     *,
@@ -849,28 +901,12 @@ def manifests(
     adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
 ) -> list[Manifest]:
     """Every Kubernetes object of the stack that this package owns, in apply order."""
-    found = [
-        namespace(settings),
-        vllm_service_account(settings, gcp_service_account),
-        picker_service_account(settings),
-        picker_role(settings),
-        picker_role_binding(settings),
-        picker_leader_election_role(settings),
-        picker_leader_election_binding(settings),
-        picker_config_map(settings),
-        picker_deployment(settings),
-        picker_service(settings),
-        vllm_deployment(settings, bucket=bucket),
-        inference_pool(settings),
-        gateway(settings, address_name=address_name),
-        http_route(settings),
-        health_check_policy(settings),
-        backend_policy(settings, security_policy=security_policy),
-        autoscaler(settings),
-        # The autoscaler's input: declared whether or not the stack's monitoring is on.
-        pod_monitoring(settings),
-        endpoint_config_map(settings, ip=ip),
-    ]
-    if settings.monitoring.monitoring:
-        found.append(picker_pod_monitoring(settings))
-    return [*metrics_adapter(adapter_service_account), *found]
+    return render_manifests(
+        settings,
+        bucket=bucket,
+        gcp_service_account=gcp_service_account,
+        security_policy=security_policy,
+        address_name=address_name,
+        ip=ip,
+        adapter_service_account=adapter_service_account,
+    ).all()

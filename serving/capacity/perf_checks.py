@@ -3,7 +3,7 @@
 Pure data and arithmetic; ``scripts/perf_docs.py`` renders it into docs/performance-model.md
 and ``tests/test_perf_docs.py`` holds the page to it, so the page cannot drift from the code.
 
-Every prediction here uses the **uncalibrated priors** (:class:`serving.perf.Coefficients`
+Every prediction here uses the **uncalibrated priors** (:class:`serving.capacity.perf.Coefficients`
 defaults): no calibration exists for these setups, and none was measured by this project. The
 published figures are others' measurements, each with its source (the project's facts file,
 ``performance-model.md`` in the brief, and the seed articles). Where a source leaves out a
@@ -17,10 +17,18 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from serving.hardware import HARDWARE
-from serving.models import MODELS
-from serving.perf import Coefficients, Device, KvLayer, Shape, Speculation, StepModel, Workload
-from serving.perf_stack import device_for, shape_for
+from serving.capacity.perf import (
+    Coefficients,
+    Device,
+    KvLayer,
+    Shape,
+    Speculation,
+    StepModel,
+    Workload,
+)
+from serving.capacity.perf_stack import device_for, shape_for
+from serving.catalog.hardware import HARDWARE
+from serving.catalog.models import MODELS
 
 __all__ = ["PUBLISHED", "SEEDS", "Check", "Published", "SeedFigure", "Verdict", "check", "judge"]
 

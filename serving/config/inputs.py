@@ -1,4 +1,4 @@
-"""Inputs given on a command line, within bounds: JSON files and numbers.
+"""Inputs within bounds: JSON files and regular files (number options: gemma4.options).
 
 Python's `json` module recurses once per nesting level (a few thousand `[` end in
 RecursionError), turns `1e400` into infinity and accepts `NaN`/`Infinity`, which JSON does not
@@ -11,12 +11,10 @@ Pure: the caller names the option in :class:`JsonInputError` messages.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
     "JsonInputError",
-    "bounded_number",
     "parse_json",
     "read_json",
 ]
@@ -139,21 +136,3 @@ def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
     except UnicodeDecodeError:
         raise JsonInputError("not UTF-8 text") from None
     return parse_json(text)
-
-
-def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
-    """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
-    other values outside the range are refused naming the option and the range)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(
-                f"{option} must be a number from {low:g} to {high:g}, got {text[:40]!r}"
-            )
-        return value
-
-    return parse

@@ -1,6 +1,6 @@
 """A POSIX shell lexer for the launch reader: words that remember how they were quoted.
 
-Pure: no Pulumi import. The launch reader (:mod:`serving.vllm_argv`) accepts only a small,
+Pure: no Pulumi import. The launch reader (:mod:`serving.launch.vllm_argv`) accepts only a small,
 stated grammar (docs/reader-grammar.md); this module splits a script into its commands and
 each word into parts (literal text, quoted or not, and `$NAME`/`${NAME}` references), so the
 reader can tell `"$X"` (one word) from `$X` (word-split and globbed by the shell), and refuse,

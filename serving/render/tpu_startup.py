@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from serving.vllm import VllmCommand
+from serving.render.vllm import VllmCommand
 
 CONTAINER_NAME = "vllm"
 SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
@@ -65,7 +65,7 @@ def render_startup_script(
     arguments = [*command.command[1:], *command.args]
     lines = [
         "#!/bin/bash",
-        "# Rendered by gemma4-vllm (serving/tpu_startup.py); do not edit on the node.",
+        "# Rendered by gemma4-vllm (serving/render/tpu_startup.py); do not edit on the node.",
         "# Holds no secret: tokens are read from Secret Manager at boot and never printed.",
         "set -euo pipefail",
         "",

@@ -27,7 +27,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.hardware import (
+from serving.capacity.memory import (
+    DEFAULT_PROFILE,
+    HOURS_PER_MONTH,
+    TPU_PROFILE,
+    MemoryPlan,
+    plan_memory,
+)
+from serving.catalog.hardware import (
     GKE_SHAPES,
     HARDWARE,
     GkeShape,
@@ -35,22 +42,15 @@ from serving.hardware import (
     Platform,
     Price,
 )
-from serving.inputs import MAX_DEADLINE_S
-from serving.memory import (
-    DEFAULT_PROFILE,
-    HOURS_PER_MONTH,
-    TPU_PROFILE,
-    MemoryPlan,
-    plan_memory,
-)
-from serving.models import MODELS, ModelCard, Role
-from serving.netrange import (
+from serving.catalog.models import MODELS, ModelCard, Role
+from serving.config.inputs import MAX_DEADLINE_S
+from serving.config.netrange import (
     DEFAULT_MIN_PREFIX_V4,
     DEFAULT_MIN_PREFIX_V6,
     RangeError,
     source_range_problems,
 )
-from serving.vllm_contract import available, image_release
+from serving.launch.vllm_contract import available, image_release
 
 FLOATING_TAGS = frozenset(
     {"latest", "nightly", "main", "master", "dev", "stable", "edge", "canary", "head"}
@@ -212,7 +212,7 @@ class ModelSettings(_Group):
 
 
 class VllmSettings(_Group):
-    """vLLM engine settings, rendered into the argument list by `serving.vllm`."""
+    """vLLM engine settings, rendered into the argument list by `serving.render.vllm`."""
 
     max_model_len: int = Field(
         8192, ge=256, le=MAX_TOKENS, description="Longest request (prompt + output), tokens."
@@ -1147,17 +1147,6 @@ class Settings(BaseModel):
         return self.profile.price
 
     @property
-    def scale_up_waiting_requests(self) -> int:
-        """The GKE autoscaler's target, average requests waiting per replica:
-        `scaleUpWaitingRequests`, else derived from the performance model
-        (serving.perf_stack.waiting_requests_target)."""
-        if self.gke.scale_up_waiting_requests is not None:
-            return self.gke.scale_up_waiting_requests
-        from serving.perf_stack import waiting_requests_target  # imports this module
-
-        return waiting_requests_target(self)
-
-    @property
     def replica_bounds(self) -> tuple[int, int]:
         """(fewest, most) serving instances the stack runs: on GKE the autoscaler's
         minReplicas/maxReplicas (one node each), on a TPU VM its fixed `replicas`, on Cloud Run
@@ -1211,17 +1200,6 @@ class Settings(BaseModel):
     @property
     def memory_gib(self) -> int:
         return self.cloud_run.memory_gib or self.profile.min_memory_gib
-
-    @property
-    def benchmark_concurrency(self) -> list[int]:
-        """The post-deploy benchmark's concurrency levels: `benchmarkConcurrency`, else derived
-        from the performance model (serving.perf_stack.post_deploy_grid: 1, the knee of the
-        predicted curve and max-num-seqs, more levels as the budget allows)."""
-        if self.benchmark.benchmark_concurrency:
-            return sorted(set(self.benchmark.benchmark_concurrency))
-        from serving.perf_stack import post_deploy_grid  # imports this module
-
-        return post_deploy_grid(self)
 
     @property
     def region(self) -> str:

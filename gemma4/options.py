@@ -1,0 +1,85 @@
+"""Options and messages the command lines share: the Pulumi project options
+(`--project-dir`, `--stack-file`), bounded number types for argparse, and the stderr lines
+that say which stack file or stack outputs a command reads."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from serving.config.project import find_project_file
+
+
+def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
+    other values outside the range are refused naming the option and the range)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a number from {low:g} to {high:g}, got {text[:40]!r}"
+            )
+        return value
+
+    return parse
+
+
+def say_read(command: str, path: Path) -> None:
+    """Tell the user, on stderr, which stack file a command read (as `pulumi` names its stack)."""
+    print(f"{command}: reading {path}", file=sys.stderr)
+
+
+def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> None:
+    """Tell the user, on stderr, in which Pulumi project `pulumi stack output -s STACK` runs
+    (`--project-dir`, else the project of the current directory or its nearest parent, as the
+    CLI finds it)."""
+    if project_dir is not None:
+        where = f"in {Path(project_dir).resolve()}"
+    else:
+        found = find_project_file()
+        where = (
+            f"in {found.parent}"
+            if found is not None
+            else f"in {Path.cwd()} (no Pulumi.yaml here or above; pulumi resolves the stack)"
+        )
+    print(
+        f"{command}: reading stack {stack}'s outputs with `pulumi stack output` {where}",
+        file=sys.stderr,
+    )
+
+
+#: The option names older versions used for the project directory; still accepted, not shown.
+OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
+
+
+def add_project_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, stack_file: bool = True
+) -> None:
+    """The options every command that reads stacks shares: `--project-dir DIR` (the Pulumi
+    project; `--root` and `--cwd` are its old names, accepted and hidden) and, where the command
+    reads one stack file, `--stack-file PATH` (a stack file anywhere)."""
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        metavar="DIR",
+        help="the Pulumi project directory (Pulumi.yaml and its Pulumi.<stack>.yaml files); "
+        "default: the current directory or its nearest parent with a Pulumi.yaml",
+    )
+    parser.add_argument(
+        *OLD_PROJECT_DIR_OPTIONS, dest="project_dir", type=Path, help=argparse.SUPPRESS
+    )
+    if stack_file:
+        parser.add_argument(
+            "--stack-file",
+            type=Path,
+            metavar="PATH",
+            help="one stack file anywhere (your own), read instead of -s's "
+            "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",
+        )

@@ -1,0 +1,553 @@
+"""`gemma4 plan`: the capacity planner's command line.
+
+`gemma4 plan -s l4 [--requests-per-second R] [--json]` reads `Pulumi.<stack>.yaml` (no Pulumi
+CLI needed; `--stack-file PATH` for any stack file), validates it with the project's typed
+settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
+decode ceiling and costs (:mod:`serving.capacity.plan`), the performance model's predicted
+latency against throughput per concurrency and the replicas the load needs
+(:mod:`serving.capacity.plan_perf`).
+
+`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
+SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.results.store import StoreError, load_run
+from gemma4.options import add_project_options, bounded_number, say_read
+from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
+from serving.capacity.memory import GIB
+from serving.capacity.perf import Slo
+from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
+from serving.capacity.plan import (
+    PlanError,
+    load_stack_file_settings,
+    load_stack_settings,
+    report,
+    stack_names,
+)
+from serving.capacity.plan_perf import search, validated_tokens, workload_for
+from serving.config.project import ProjectError, find_project_file, stack_file
+from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.stack_config import stack_name_problem
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB"
+
+
+def _kib(value: float) -> str:
+    return f"{value / 1024:,.0f} KiB"
+
+
+def table(r: dict[str, Any]) -> Table:
+    drafter = f" + {r['drafter']}" if r["drafter"] else ""
+    t = Table(
+        title=f"Capacity plan: stack {r['stack']} ({r['accelerator']}, {r['model']}{drafter})"
+    )
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_column("how")
+    layers = " + ".join(
+        f"{k['layers']} x 2 x {k['kv_heads']} x {k['head_dim']}"
+        + (f" (window {k['window']})" if k["window"] else "")
+        for k in r["kv_layers"]
+    )
+    rows: list[tuple[str, str, str]] = [
+        ("device memory", _gib(r["device_memory_bytes"]), "hardware catalog"),
+        (
+            "vLLM budget",
+            _gib(r["budget_bytes"]),
+            f"gpu-memory-utilization {r['gpu_memory_utilization']}",
+        ),
+        ("weights", _gib(r["weight_bytes"]), "model catalog"),
+        ("drafter", _gib(r["drafter_bytes"]), "MTP assistant" if r["drafter"] else "MTP off"),
+        (
+            "runtime reserve",
+            _gib(r["runtime_reserve_bytes"]),
+            f"activations {_gib(r['activation_bytes'])} "
+            f"({r['max_num_batched_tokens']} batched tokens) + non-torch "
+            f"{_gib(r['non_torch_bytes'])} + CUDA graphs {_gib(r['cuda_graph_bytes'])}",
+        ),
+        ("KV cache memory", _gib(r["kv_available_bytes"]), "budget - the above"),
+        (
+            "KV per token",
+            _kib(r["kv_bytes_per_token"]),
+            f"{layers} x {r['kv_cache_dtype']} bytes (sliding layers up to their window)",
+        ),
+        (
+            "KV per token past the window",
+            _kib(r["kv_bytes_per_token_past_window"]),
+            "full-attention layers only",
+        ),
+        (
+            f"KV for one {r['max_model_len']:,}-token sequence",
+            _gib(r["one_sequence_kv_bytes"]),
+            "sliding layers keep window - 1 + batched tokens",
+        ),
+        ("KV tokens available", f"{r['kv_tokens']:,}", "vLLM's 'GPU KV cache size'"),
+        (
+            "full-length sequences",
+            f"{r['full_length_sequences']:.2f}x",
+            f"'Maximum concurrency'; max-num-seqs {r['max_num_seqs']}"
+            + ("" if r["fits"] else " -- DOES NOT FIT: vLLM refuses to start"),
+        ),
+        (
+            "batch-1 decode ceiling",
+            f"{r['decode_ceiling_tokens_per_s']:,.0f} tokens/s",
+            f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
+        ),
+        ("price", f"${r['usd_per_hour']:,.2f}/h", r["price_source"]),
+        (
+            "billed a month",
+            f"${r['usd_per_month_billed']:,.0f}/month",
+            f"{r['billed_hours_per_month']:g} h: {r['billing']}",
+        ),
+        (
+            "cost per million requests",
+            "-"
+            if r["usd_per_million_requests"] is None
+            else f"${r['usd_per_million_requests']:,.2f}",
+            f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
+            + (
+                f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
+                f"{r['requests_per_second_per_replica']:.3g} req/s each, "
+                f"${r['usd_per_hour_at_rate']:,.2f}/h"
+                if r["serving_replicas"]
+                else f": {r['serving_replicas_source']}"
+            ),
+        ),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    t.caption = (
+        f"Runtime constants: {r['runtime_profile']}; see serving/capacity/memory.py for sources."
+    )
+    return t
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma4 plan",
+        description="Print a stack's vLLM capacity plan (memory budget, KV cache, concurrency "
+        "at full context, decode ceiling, cost) and its predicted performance. Exit 0 it fits, "
+        "1 vLLM would refuse to start, 2 bad input. Also: `gemma4 plan search --rate R "
+        "--ttft-ms X` (the cheapest stack and replicas for an SLO), `gemma4 plan calibrate "
+        "RUN_DIR -s STACK` (fit the model to a run).",
+    )
+    parser.add_argument(
+        "-s",
+        "--stack",
+        default="",
+        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
+        "or its nearest parent, as `pulumi -s` finds it",
+    )
+    add_project_options(parser)
+    parser.add_argument(
+        "-r",
+        "--requests-per-second",
+        "--rate",
+        dest="rate",
+        type=bounded_number(
+            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
+        default=None,
+        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
+        "`gemma4 preview -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
+        "needs are planned for it and priced, cluster costs included, for the cost per "
+        "million requests (default: the stack's sloMinRequestsPerSecond, else what its "
+        "fewest replicas serve as planned)",
+    )
+    parser.add_argument(
+        "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    # The two subcommands, for --help and the generated reference; main() hands them their
+    # arguments before this parser sees any, so `-s` and the rest above are not theirs.
+    subs = parser.add_subparsers(
+        dest="subcommand", metavar="{search,calibrate}", help="optional: another plan command"
+    )
+    for name, build, summary in (
+        ("search", build_search_parser, "the cheapest stack and replica count for an SLO"),
+        ("calibrate", build_calibrate_parser, "fit the performance model to a benchmark run"),
+    ):
+        child = build(add_help=False)
+        subs.add_parser(name, parents=[child], help=summary, description=child.description)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]](args[1:])
+    parser = build_parser()
+    options = parser.parse_args(args)
+    if not options.stack and options.stack_file is None:
+        parser.error("give -s STACK or --stack-file PATH")
+    console = Console()
+    try:
+        prompt = validated_tokens("--prompt-tokens", options.prompt_tokens)
+        output = validated_tokens("--output-tokens", options.output_tokens)
+        if options.stack_file is not None:
+            path = options.stack_file
+            if not path.exists() and not path.is_symlink():
+                raise PlanError(f"--stack-file {path}: no such file")
+            if not path.is_file():
+                raise PlanError(f"--stack-file {path}: not a regular file")
+            stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+            problem = stack_name_problem(stack)
+            if problem:
+                raise PlanError(problem)
+        else:
+            path = stack_file(options.stack, options.project_dir)
+            stack = options.stack
+            say_read("gemma4 plan", path)  # found from -s: say which project's file
+        root = options.project_dir if options.stack_file is None else None
+        settings = load_stack_file_settings(path, root)
+        workload = workload_for(settings, prompt, output)
+        result = report(stack, settings, options.rate, workload)
+    except (ValueError, PlanError, ProjectError) as exc:
+        print(f"gemma4 plan: error: {exc}", file=sys.stderr)
+        return 2
+    if options.json:
+        print(json.dumps(result, indent=2))
+    else:
+        console.print(table(result))
+        console.print(perf_table(result["stack"], result["performance"]))
+        console.print(replica_table(result["stack"], result["replicas"]))
+    return 0 if result["fits"] else 1
+
+
+def _ms(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def perf_table(stack: str, perf: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"Predicted performance: stack {stack}, {perf['prompt_tokens']} prompt + "
+        f"{perf['output_tokens']} output tokens per request (means, PREDICTED, not measured)"
+    )
+    for name in (
+        "concurrency",
+        "TTFT ms",
+        "ITL ms",
+        "E2E ms",
+        "output tok/s",
+        "req/s",
+        "$/M output tokens",
+    ):
+        t.add_column(name, justify="right")
+    for p in perf["curve"]:
+        cost = p["usd_per_million_output_tokens"]
+        t.add_row(
+            str(p["concurrency"]),
+            _ms(p["ttft_ms"]),
+            _ms(p["itl_ms"]),
+            _ms(p["e2e_ms"]),
+            f"{p['output_tokens_per_s']:,.0f}",
+            f"{p['requests_per_s']:,.2f}",
+            "-" if cost is None else f"${cost:,.2f}",
+        )
+    spec = (
+        f"; MTP {perf['speculative_tokens']} tokens, mean accepted length "
+        f"{perf['mean_accepted_length']:.2f} (prior)"
+        if perf["speculative_tokens"] and not perf["calibrated"]
+        else ""
+    )
+    t.caption = (
+        f"Basis: {perf['basis']}{spec}. Band: +/-{perf['band']:.0%}. Capacity "
+        f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
+        "Model: serving/capacity/perf.py; docs/performance-model.md."
+    )
+    return t
+
+
+def replica_table(stack: str, r: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"Replicas: stack {stack} at {r['requests_per_second']:g} req/s "
+        f"({r['requests_per_second_source']}; PREDICTED, not measured)"
+    )
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_column("how")
+    rows: list[tuple[str, str, str]] = [("SLO (on predicted means)", r["slo"] or "-", "")]
+    if r.get("per_replica_rps") is not None:
+        on_slo = r["slo"] is not None
+        rows += [
+            (
+                "one replica within the SLO" if on_slo else "one replica below capacity",
+                f"{r['per_replica_rps']:,.2f} req/s",
+                f"{'largest rate meeting it' if on_slo else 'its capacity (every slot busy)'} "
+                f"x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band)",
+            ),
+            ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
+            (
+                f"most replicas ({r['stack_max_replicas']}) serve",
+                f"{r['rps_at_max_replicas']:,.2f} req/s",
+                "within the SLO" if on_slo else "below capacity",
+            ),
+        ]
+    unpriced = f"; not priced: {', '.join(r['unpriced'])}" if r["unpriced"] else ""
+    rows += [
+        (
+            "stack's replicas",
+            f"{r['stack_min_replicas']} to {r['stack_max_replicas']}",
+            "minReplicas/maxReplicas"
+            if r["platform"] == "gke"
+            else "replicas"
+            if r["platform"] == "tpu-vm"
+            else "minInstances/maxInstances",
+        ),
+        (
+            "cost at the fewest",
+            f"${r['usd_per_hour_at_min']:,.2f}/h",
+            f"{r['stack_min_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
+            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
+        ),
+        (
+            "cost at the most",
+            f"${r['usd_per_hour_at_max']:,.2f}/h",
+            f"{r['stack_max_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
+            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
+        ),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    t.caption = r["verdict"]
+    return t
+
+
+def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma4 plan search",
+        add_help=add_help,
+        description="The cheapest stack (hardware, checkpoint, settings) and replica count "
+        "that serves RATE requests/s within an SLO on the predicted means, each replica "
+        f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
+        "slow side).",
+    )
+    parser.add_argument(
+        "--rate",
+        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        required=True,
+        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
+        "`gemma4 plan -r` and `gemma4 preview -r`)",
+    )
+    parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
+    parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
+    parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
+    parser.add_argument("--prompt-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument("--output-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_project_options(parser, stack_file=False)
+    return parser
+
+
+def _project_dir(given: Path | None) -> Path:
+    """`--project-dir`, else the Pulumi project found from the current directory upward."""
+
+    if given is not None:
+        return given
+    found = find_project_file()
+    if found is None:
+        raise ProjectError(
+            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a "
+            "Pulumi project directory, or pass --project-dir DIR"
+        )
+    return found.parent
+
+
+def search_main(argv: Sequence[str]) -> int:
+    o = build_search_parser().parse_args(list(argv))
+    try:
+        rate = float(o.rate)
+        slo = Slo(
+            _bounded("--ttft-ms", o.ttft_ms, 3_600_000),
+            _bounded("--itl-ms", o.itl_ms, 3_600_000),
+            _bounded("--e2e-ms", o.e2e_ms, 3_600_000),
+        )
+        if slo.ttft_ms is None and slo.itl_ms is None and slo.e2e_ms is None:
+            raise ValueError("give at least one of --ttft-ms, --itl-ms, --e2e-ms")
+        prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
+        output = validated_tokens("--output-tokens", o.output_tokens)
+        root = _project_dir(o.project_dir)
+        names = stack_names(root)
+        if not names:
+            raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
+        print(
+            f"gemma4 plan search: reading {', '.join(f'Pulumi.{n}.yaml' for n in names)} "
+            f"in {root.resolve()}",
+            file=sys.stderr,
+        )
+        stacks = {name: load_stack_settings(name, root) for name in names}
+        rows = search(stacks, rate, slo, prompt, output)
+    except (ValueError, PlanError) as exc:
+        print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
+        return 2
+    if o.json:
+        print(json.dumps({"rate": rate, "slo": slo.describe(), "stacks": rows}, indent=2))
+    else:
+        t = Table(
+            title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
+            "(PREDICTED means, not measured)"
+        )
+        for name in (
+            "stack",
+            "hardware",
+            "per replica req/s",
+            "replicas",
+            "stack's bounds",
+            "$/h",
+            "$/M req",
+        ):
+            t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
+        t.add_column("band")
+        for r in rows:
+            low, high = r["stack_replicas"]
+            t.add_row(
+                r["stack"],
+                r["hardware"],
+                f"{r['per_replica_requests_per_s']:,.2f}",
+                str(r["replicas"]) if r["replicas"] else "cannot meet",
+                f"{low}-{high}" + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
+                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
+                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            )
+        t.caption = (
+            f"Per replica: the largest arrival rate whose predicted means meet the SLO x "
+            f"{1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band), as "
+            "`gemma4 plan --rate` plans replicas (serving/capacity/perf_stack.py). $/h: at least "
+            "the "
+            "stack's fewest replicas, plus a GKE cluster's fixed costs (fee, system node, "
+            "forwarding rule). "
+            "Uncalibrated predictions carry a +/-50 % band."
+        )
+        Console().print(t)
+    return 0 if rows and rows[0]["replicas"] else 1
+
+
+def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma4 plan calibrate",
+        add_help=add_help,
+        description="Fit the performance model's coefficients to a benchmark run of a stack "
+        "and write the calibration (with its provenance) for that hardware, checkpoint and "
+        "vLLM release.",
+    )
+    parser.add_argument("run_dir", type=Path, help="a `gemma4 bench run` output folder")
+    parser.add_argument("-s", "--stack", required=True, help="the stack the run measured")
+    parser.add_argument(
+        "--where", default=None, help="where the server and client ran (free text, 200 chars)"
+    )
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the run measured a fake server: stored, never used for a real stack's prediction",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder to write to (default: the package's serving/data/calibrations)",
+    )
+    add_project_options(parser, stack_file=False)
+    return parser
+
+
+def calibrate_main(argv: Sequence[str]) -> int:
+    o = build_calibrate_parser().parse_args(list(argv))
+    try:
+        if o.where is not None and not 0 < len(o.where) <= 200:
+            raise ValueError("--where must be 1 to 200 characters")
+        root = _project_dir(o.project_dir)
+        settings = load_stack_settings(o.stack, root)
+        say_read(
+            "gemma4 plan calibrate", stack_file(o.stack, root, offers_stack_file=False).resolve()
+        )
+        if not o.run_dir.is_dir():
+            raise ValueError(f"{o.run_dir}: no such run folder")
+        data = load_run(o.run_dir)
+        run_model = data.run.get("model")
+        if run_model not in (None, settings.model.model, settings.model.served_model_name):
+            raise ValueError(
+                f"the run measured model {run_model!r}, stack {o.stack} serves "
+                f"{settings.model.model!r}"
+            )
+        run_hw = data.run.get("hardware")
+        if run_hw not in (None, settings.hardware):
+            raise ValueError(
+                f"the run measured hardware {run_hw!r}, stack {o.stack} is {settings.hardware!r}"
+            )
+        base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
+        release = vllm_release(settings)
+        calibration = calibrate(
+            base,
+            data.cells,
+            hardware=settings.hardware,
+            checkpoint=settings.model.model,
+            vllm=release,
+            provenance={
+                "run": data.label,
+                "run_dir": o.run_dir.name,
+                "run_created_at": data.run.get("created_at"),
+                "url": data.run.get("url"),
+                "where": o.where or "not stated",
+                "image": settings.image,
+                "stack": o.stack,
+                "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "synthetic": bool(o.synthetic),
+            },
+        )
+    except (ValueError, PlanError, StoreError, CalibrationError) as exc:
+        print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
+    out: Path = CALIBRATIONS_DIR if o.out is None else o.out
+    path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(
+            f"gemma4 plan calibrate: error: --out {out}: cannot write ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"wrote {path}")
+    for key, value in calibration.coefficients.as_dict().items():
+        print(f"  {key}: {value:.4g}")
+    print("held-out median error (fit on alternate concurrencies, predict the others):")
+    for metric, error in calibration.held_out_error.items():
+        print(f"  {metric}: {'-' if error is None else f'{error:.1%}'}")
+    return 0
+
+
+def _bounded(name: str, value: float | None, upper: float) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 < value <= upper:
+        raise ValueError(f"{name} must be a number in (0, {upper:g}], got {value!r}")
+    return value
+
+
+SUBCOMMANDS = {"search": search_main, "calibrate": calibrate_main}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

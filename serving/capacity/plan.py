@@ -1,0 +1,208 @@
+"""Capacity planner: `gemma4 plan -s l4 [--requests-per-second R] [--json]`.
+
+Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed; `--stack-file PATH` for any stack file),
+validates it with the project's typed settings and prints vLLM's memory budget for the
+stack, the KV cache it leaves, a batch-1 decode ceiling and costs. The maths is
+`serving.capacity.memory`, the same model the `gpu-memory-budget` policy enforces at preview
+time. It
+also prints the performance model's predicted latency against throughput per concurrency
+(`serving.capacity.perf`, `serving.capacity.plan_perf`).
+
+`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
+SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from serving.capacity.memory import MemoryPlan, decode_ceiling_tokens_per_s, monthly_cost
+from serving.capacity.perf import Workload
+from serving.capacity.plan_perf import (
+    endpoint_cost,
+    offered_load,
+    performance,
+    replica_plan,
+    serving_replicas,
+)
+from serving.config.settings import (
+    Settings,
+    SettingsError,
+    load_settings,
+)
+from serving.config.stack_config import stack_name_problem
+from serving.config.stack_yaml import StackYamlError, load_document
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class PlanError(Exception):
+    """A stack that cannot be planned; the message says why."""
+
+
+def project_name(root: Path = ROOT) -> str:
+    from components.config_namespaces import StackFileError, read_bounded
+
+    path = root / "Pulumi.yaml"
+    try:
+        data = load_document(read_bounded(path, str(path)))
+        return str(data["name"])
+    except (StackFileError, StackYamlError, KeyError, TypeError) as exc:
+        raise PlanError(f"{path}: no project name ({exc})") from None
+
+
+def stack_names(root: Path = ROOT) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def _stack_path(stack: str, root: Path) -> Path:
+    problem = stack_name_problem(stack)
+    if problem:
+        raise PlanError(problem)
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise PlanError(
+            f"no stack file {path.name}; stacks here: {', '.join(stack_names(root)) or 'none'}"
+        )
+    return path
+
+
+def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
+    unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
+    from components.config_namespaces import StackFileError, config_block
+
+    try:
+        return config_block(_stack_path(stack, root), project_name(root))
+    except StackFileError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def raw_stack_settings(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The project's own keys of `Pulumi.<stack>.yaml`, without the namespace, unvalidated."""
+    prefix = f"{project_name(root)}:"
+    config = stack_config(stack, root)
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
+    """Validate `Pulumi.<stack>.yaml` the way the program does (namespaces and keys included)."""
+    return load_stack_file_settings(_stack_path(stack, root), root)
+
+
+def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
+    """Validate the stack file `path` the way the program does. Its keys are named for the
+    project in `root` (default: the project file beside `path`, else this package's)."""
+    # The stack file's provider namespaces are checked against the installed pulumi-gcp's own
+    # key list (components.config_namespaces reads its generated `config/vars.py`); imported
+    # here so that this module, and the performance model beside it, import no Pulumi.
+    from components.config_namespaces import StackFileError, read_stack_file
+
+    if root is None:
+        from serving.config.project import project_file
+
+        root = path.parent if project_file(path.parent) is not None else ROOT
+    try:
+        raw = read_stack_file(path, project_name(root))
+        return load_settings(raw)
+    except StackFileError as exc:
+        raise PlanError(str(exc)) from None
+    except SettingsError as exc:
+        raise PlanError(f"{path.name}: {exc}") from None
+
+
+def plan_settings(settings: Settings) -> MemoryPlan:
+    """The stack's memory plan: the same one the settings hold a TPU stack to."""
+    plan = settings.memory_plan()
+    if plan is None:
+        raise PlanError(f"{settings.model.model} has no architecture in the model catalog")
+    return plan
+
+
+def report(
+    stack: str,
+    settings: Settings,
+    requests_per_second: float | None = None,
+    workload: Workload | None = None,
+    *,
+    flag: str = "--requests-per-second",
+) -> dict[str, Any]:
+    """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
+    performance is for ``workload`` (default: the stack's benchmark request shape).
+    ``requests_per_second`` is the load offered to the whole endpoint (default: the stack's
+    sloMinRequestsPerSecond, else what its fewest replicas serve as planned, said so;
+    ``flag`` names where a given one came from): the replica plan sizes the replicas for it,
+    and the cost per million requests is priced on those replicas plus the stack's fixed
+    costs (:func:`endpoint_cost`)."""
+    plan = plan_settings(settings)
+    rate, rate_source = offered_load(settings, requests_per_second, flag, workload)
+    replicas = replica_plan(settings, rate, rate_source, workload)
+    count, count_source = serving_replicas(settings, replicas)
+    usd_per_hour_at_rate, usd_per_million = endpoint_cost(settings, rate, count)
+    hw = settings.profile
+    # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
+    # replica's node.
+    arch = settings.model.card.architecture
+    assert arch is not None
+    streamed = plan.weight_bytes + plan.drafter_bytes
+    return {
+        "stack": stack,
+        "hardware": hw.key,
+        "accelerator": hw.accelerator,
+        "model": settings.model.model,
+        "drafter": settings.model.drafter_card.repo_id if settings.model.drafter_card else None,
+        "device_memory_bytes": plan.device_bytes,
+        "gpu_memory_utilization": plan.utilization,
+        "budget_bytes": plan.budget_bytes,
+        "weight_bytes": plan.weight_bytes,
+        "drafter_bytes": plan.drafter_bytes,
+        "activation_bytes": plan.activation_bytes,
+        "non_torch_bytes": plan.non_torch_bytes,
+        "cuda_graph_bytes": plan.cuda_graph_bytes,
+        "runtime_reserve_bytes": plan.runtime_reserve_bytes,
+        "kv_available_bytes": plan.kv_available_bytes,
+        "kv_cache_dtype": settings.vllm.kv_cache_dtype,
+        "kv_layers": [
+            {
+                "layers": a.layers,
+                "kv_heads": a.kv_heads,
+                "head_dim": a.head_dim,
+                "window": a.window,
+            }
+            for a in arch.attention
+        ],
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_past_window": plan.kv_bytes_per_token_full_layers,
+        "max_model_len": plan.max_model_len,
+        "max_num_batched_tokens": settings.vllm.max_num_batched_tokens,
+        "one_sequence_kv_bytes": plan.one_sequence_kv_bytes,
+        "kv_tokens": plan.capacity.reported_tokens,
+        "kv_pool_tokens": plan.capacity.pool_tokens,
+        "kv_blocks": plan.capacity.num_blocks,
+        "full_length_sequences": plan.capacity.max_concurrency,
+        "max_num_seqs": settings.vllm.max_num_seqs,
+        "fits": plan.fits,
+        "decode_ceiling_tokens_per_s": decode_ceiling_tokens_per_s(
+            hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
+        ),
+        "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
+        "usd_per_hour": settings.price.usd_per_hour,
+        "usd_per_month_always_on": monthly_cost(settings.price.usd_per_hour),
+        "billed_hours_per_month": settings.billed_hours_per_month,
+        "usd_per_month_billed": monthly_cost(
+            settings.price.usd_per_hour, hours=settings.billed_hours_per_month
+        ),
+        "billing": settings.billing,
+        "price_source": f"{settings.price.source} ({settings.price.as_of})",
+        "requests_per_second": rate,
+        "requests_per_second_source": rate_source,
+        "serving_replicas": count,
+        "serving_replicas_source": count_source,
+        "requests_per_second_per_replica": rate / count if count else None,
+        "usd_per_hour_at_rate": usd_per_hour_at_rate,
+        "usd_per_million_requests": usd_per_million,
+        "runtime_profile": plan.profile.label,
+        "performance": performance(settings, workload),
+        "replicas": replicas,
+    }

@@ -1,0 +1,338 @@
+"""The capacity planner's performance part: predicted latency against throughput, the hardware
+search, and fitting a calibration from a benchmark run (``gemma4 plan``, ``gemma4 plan search``,
+``gemma4 plan calibrate``). The maths is :mod:`serving.capacity.perf`; this module reads stacks and
+runs
+and formats.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from serving.capacity.memory import cost_per_million_requests
+from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
+from serving.capacity.perf_stack import (
+    HEADROOM,
+    MAX_REPLICAS,
+    autoscaling_bounds,
+    benchmark_grid,
+    capacity_replica_rate,
+    model_for_settings,
+    planned_replica_rate,
+)
+from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
+
+__all__ = [
+    "fixed_usd_per_hour",
+    "performance",
+    "replica_plan",
+    "search",
+    "slo_for",
+    "validated_tokens",
+    "workload_for",
+]
+
+
+# Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
+def _levels(model: StepModel) -> list[int]:
+    levels = {1, model.max_num_seqs}
+    c = 2
+    while c < model.max_num_seqs:
+        levels.add(c)
+        c *= 2
+    return sorted(levels)
+
+
+def workload_for(settings: Settings, prompt: int | None, output: int | None) -> Workload:
+    """The request shape: the stack's benchmark lengths unless told otherwise."""
+    b = settings.benchmark
+    return Workload(prompt or b.benchmark_prompt_tokens, output or b.benchmark_output_tokens)
+
+
+def performance(settings: Settings, workload: Workload | None = None) -> dict[str, Any]:
+    """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD)."""
+    model, calibration = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    price = settings.price.usd_per_hour  # one instance: on GKE one replica's node
+    curve = []
+    for c in _levels(model):
+        p = model.at_concurrency(c, w)
+        curve.append(
+            {
+                "concurrency": c,
+                **p.as_dict(),
+                "usd_per_million_output_tokens": cost_per_million_tokens(
+                    price, p.output_tokens_per_s
+                ),
+                "usd_per_million_requests": cost_per_million_requests(price, p.requests_per_s),
+            }
+        )
+    return {
+        "basis": model.basis,
+        "calibrated": calibration is not None,
+        "band": model.band,
+        "prompt_tokens": w.prompt_tokens,
+        "output_tokens": w.output_tokens,
+        "speculative_tokens": model.speculation.num_speculative_tokens if model.speculation else 0,
+        "mean_accepted_length": model.tokens_per_step,
+        "capacity_requests_per_s": model.capacity_rps(w),
+        "benchmark_grid": benchmark_grid(model, w),
+        "coefficients": model.coefficients.as_dict(),
+        "curve": curve,
+        "measured": False,
+    }
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+def fixed_usd_per_hour(settings: Settings) -> tuple[float, list[str]]:
+    """What the stack bills per hour at any replica count (on GKE the cluster fee, the system
+    node and the Gateway's forwarding rule: serving.capacity.gke_costs.fixed_costs), and the items
+    without a
+    price (counted as 0). Other platforms: nothing."""
+    if settings.deploy_platform != "gke":
+        return 0.0, []
+    from serving.capacity.gke_costs import fixed_costs
+
+    items = fixed_costs(settings)
+    return (
+        sum(usd for _, usd, _ in items if usd is not None),
+        [item for item, usd, _ in items if usd is None],
+    )
+
+
+def search(
+    stacks: dict[str, Settings],
+    rate: float,
+    slo: Slo,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> list[dict[str, Any]]:
+    """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
+    each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
+    :data:`HEADROOM` left free, the band's slow side), so both name the same count;
+    cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
+    A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
+    stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
+    most replicas is kept and flagged (``within_bounds`` False: raise the bound to deploy it).
+    Request lengths default to each stack's benchmark lengths."""
+    rows: list[dict[str, Any]] = []
+    for name, settings in stacks.items():
+        model, calibration = model_for_settings(settings)
+        w = workload_for(settings, prompt_tokens, output_tokens)
+        per_replica = planned_replica_rate(model, w, slo)
+        price = settings.price.usd_per_hour
+        fixed, unpriced = fixed_usd_per_hour(settings)
+        low, high = settings.replica_bounds
+        replicas = math.ceil(rate / per_replica) if per_replica > 0 else None
+        if replicas is not None and replicas > MAX_REPLICAS:
+            replicas = None
+        usd_per_hour, usd_per_million = endpoint_cost(settings, rate, replicas)
+        row: dict[str, Any] = {
+            "stack": name,
+            "hardware": settings.hardware,
+            "platform": settings.deploy_platform,
+            "model": settings.model.model,
+            "per_replica_requests_per_s": per_replica,
+            "replicas": replicas,
+            "stack_replicas": [low, high],
+            "within_bounds": replicas is not None and replicas <= high,
+            "usd_per_hour_per_replica": price,
+            "fixed_usd_per_hour": fixed,
+            "unpriced": unpriced,
+            "usd_per_hour": usd_per_hour,
+            "usd_per_million_requests": usd_per_million,
+            "point": model.at_rate(rate / replicas, w).as_dict() if replicas else None,
+            "band": model.band,
+            "basis": model.basis,
+            "calibrated": calibration is not None,
+            "measured": False,
+        }
+        rows.append(row)
+    rows.sort(key=lambda r: (r["usd_per_hour"] is None, r["usd_per_hour"] or 0.0, r["stack"]))
+    return rows
+
+
+# --- replicas for the stack's own SLO ------------------------------------------------------
+
+
+def slo_for(settings: Settings) -> Slo | None:
+    """The stack's latency SLOs as the model's mean objectives (sloP95TtftMs, sloP95E2EMs held
+    to the predicted means: a mean within a p95 limit is necessary, not sufficient), or None
+    when the stack sets neither."""
+    s = settings.slo
+    if s.slo_p95_ttft_ms is None and s.slo_p95_e2e_ms is None:
+        return None
+    return Slo(ttft_ms=s.slo_p95_ttft_ms, e2e_ms=s.slo_p95_e2e_ms)
+
+
+def offered_load(
+    settings: Settings, rate: float | None, flag: str, workload: Workload | None = None
+) -> tuple[float, str]:
+    """The requests/s offered to the whole endpoint (every replica together) and where the
+    figure comes from: the command's `flag`, else the stack's sloMinRequestsPerSecond, else
+    what the stack's fewest replicas (at least 1) serve as planned (within the SLO, or below
+    capacity without one), rounded down to 0.001, said so. Every command that takes a rate
+    means this one figure."""
+    if rate is not None:
+        return rate, flag
+    if settings.slo.slo_min_requests_per_second:
+        return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
+    model, _ = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    slo = slo_for(settings)
+    per = planned_replica_rate(model, w, slo) if slo else capacity_replica_rate(model, w)
+    n = max(1, settings.replica_bounds[0])
+    planned = math.floor(n * per * 1000) / 1000
+    if planned < MIN_REQUESTS_PER_SECOND:
+        return 1.0, f"assumed; set sloMinRequestsPerSecond or {flag}"
+    return planned, (
+        f"what {n} replica(s) serve as planned; set sloMinRequestsPerSecond or {flag} for your load"
+    )
+
+
+def endpoint_cost(
+    settings: Settings, rate: float, replicas: int | None
+) -> tuple[float | None, float | None]:
+    """(USD per hour, USD per million requests) of serving ``rate`` req/s on ``replicas``
+    (None: no count can serve it): at least the stack's fewest replicas billed, each at
+    `Settings.price`, plus what the stack bills at any count (a GKE cluster's fixed costs).
+    The one cost figure of `gemma4 plan`, `gemma4 plan search`, the preview and the MCP
+    capacity_plan tool."""
+    if not replicas:
+        return None, None
+    fixed, _ = fixed_usd_per_hour(settings)
+    per_hour = max(replicas, settings.replica_bounds[0]) * settings.price.usd_per_hour + fixed
+    return per_hour, cost_per_million_requests(per_hour, rate)
+
+
+def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int | None, str]:
+    """How many replicas serve the offered load: the count the replica plan says it needs
+    (:func:`replica_plan`: within the SLO, or below capacity without one), at least the
+    stack's fewest; a count above the stack's most is kept and said so (raise the bound to
+    deploy it); None when no count can serve it (the plan's verdict says why)."""
+    low, high = settings.replica_bounds
+    need = plan.get("replicas_needed")
+    if not need:
+        return None, str(plan.get("verdict", "no replica plan"))
+    count = max(need, low, 1)
+    basis = "the SLO" if plan.get("slo") else "capacity"
+    if need > high:
+        return (
+            count,
+            f"{basis} needs {need}; the stack runs at most {high}: raise it to deploy this",
+        )
+    if count > need:
+        return count, f"the stack's fewest ({low}); {basis} needs {need}"
+    return count, "planned for the SLO" if plan.get("slo") else "planned below capacity"
+
+
+def replica_plan(
+    settings: Settings, rate: float, rate_source: str, workload: Workload | None = None
+) -> dict[str, Any]:
+    """Replicas the model says serve ``rate`` req/s within the stack's SLO
+    (:func:`serving.capacity.perf_stack.autoscaling_bounds`: :data:`HEADROOM` left free, the band's
+    pessimistic side), against the stack's own bounds (`Settings.replica_bounds`), with the
+    cost at the fewest and most replicas (fixed costs included)."""
+    model, _ = model_for_settings(settings)
+    w = workload or workload_for(settings, None, None)
+    low, high = settings.replica_bounds
+    price = settings.price.usd_per_hour
+    fixed, unpriced = fixed_usd_per_hour(settings)
+    out: dict[str, Any] = {
+        "platform": settings.deploy_platform,
+        "requests_per_second": rate,
+        "requests_per_second_source": rate_source,
+        "stack_min_replicas": low,
+        "stack_max_replicas": high,
+        "usd_per_hour_per_replica": price,
+        "fixed_usd_per_hour": fixed,
+        "unpriced": unpriced,
+        "usd_per_hour_at_min": low * price + fixed,
+        "usd_per_hour_at_max": high * price + fixed,
+        "measured": False,
+    }
+    slo = slo_for(settings)
+    if slo is None:
+        # No latency SLO: each replica is planned below its capacity (the same headroom), so
+        # the count still says what the load needs to be served at all.
+        per_replica = capacity_replica_rate(model, w)
+        need = max(1, math.ceil(rate / per_replica))
+        if need > MAX_REPLICAS:
+            return {
+                **out,
+                "slo": None,
+                "replicas_needed": None,
+                "verdict": f"{rate:g} req/s needs {need} replicas, above the cap {MAX_REPLICAS}",
+            }
+        sized = {
+            "per_replica_rps": per_replica,
+            "sized_on": f"capacity ({HEADROOM * 100:g} % headroom): no latency SLO set "
+            "(sloP95TtftMs, sloP95E2EMs)",
+        }
+        slo_text = None
+    else:
+        try:
+            bounds = autoscaling_bounds(model, w, slo, base_rate=0.0, peak_rate=rate)
+        except ValueError as exc:
+            return {**out, "slo": slo.describe(), "replicas_needed": None, "verdict": str(exc)}
+        need, per_replica = bounds.max_replicas, bounds.per_replica_rps
+        sized = {**bounds.as_dict(), "sized_on": "the SLO"}
+        slo_text = slo.describe()
+    within = "within the SLO" if slo is not None else "below capacity"
+    if need > high:
+        key, most = _replica_key(settings)
+        raise_it = (
+            f"raise {key} to {need}"
+            if need <= most
+            else f"{key} allows at most {most}: split the traffic over more stacks"
+        )
+        missed = "the SLO missed" if slo is not None else "queues to grow"
+        verdict = (
+            f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): "
+            f"{raise_it}, or expect {missed} above {high * per_replica:.2f} req/s"
+        )
+    else:
+        verdict = f"{need} of at most {high} replicas serve {rate:g} req/s {within}"
+    if slo is None:
+        verdict += "; no latency SLO set (sloP95TtftMs, sloP95E2EMs)"
+    return {
+        **out,
+        **sized,
+        "slo": slo_text,
+        "replicas_needed": need,
+        "within_bounds": need <= high,
+        "rps_at_max_replicas": high * per_replica,
+        "verdict": verdict,
+    }
+
+
+def _replica_key(settings: Settings) -> tuple[str, int]:
+    """The key bounding the stack's replicas and the most it accepts (the settings' own
+    bound)."""
+    from pydantic import BaseModel
+
+    from serving.config.settings import CloudRunSettings, GkeSettings, TpuSettings
+
+    choices: dict[str, tuple[type[BaseModel], str, str]] = {
+        "gke": (GkeSettings, "max_replicas", "maxReplicas"),
+        "tpu-vm": (TpuSettings, "replicas", "replicas"),
+    }
+    group, field, key = choices.get(
+        settings.deploy_platform, (CloudRunSettings, "max_instances", "maxInstances")
+    )
+    bounds = [m.le for m in group.model_fields[field].metadata if getattr(m, "le", None)]
+    return key, int(bounds[0]) if bounds else MAX_REPLICAS
+
+
+def validated_tokens(name: str, value: int | None) -> int | None:
+    """A token count from the command line: None, or within [1, MAX_TOKENS] (else ValueError
+    naming the option)."""
+    if value is not None and not 1 <= value <= MAX_TOKENS:
+        raise ValueError(f"{name} must be in [1, {MAX_TOKENS}], got {value}")
+    return value
+
+
+# --- calibrate ----------------------------------------------------------------------------
