@@ -74,17 +74,32 @@ def declare_lifted(
     kwargs: dict[str, Any] = {
         arg: manifest.apply(_field(key)) for key, arg in _FIELDS.items() if key in static
     }
+    # Name and namespace identify the object and must be known at preview; everything else
+    # in metadata (a Workload Identity annotation naming a Google account, labels) is read
+    # from the lifted manifest, so no placeholder reaches the cluster.
+    metadata: dict[str, Any] = {
+        key: value if key in _IDENTITY else manifest.apply(_metadata_field(key))
+        for key, value in static["metadata"].items()
+    }
     typed = _TYPED.get((static["apiVersion"], static["kind"]))
     if typed is not None:
-        return typed(name, metadata=static["metadata"], opts=opts, **kwargs)
+        return typed(name, metadata=metadata, opts=opts, **kwargs)
     return k8s.apiextensions.CustomResource(
         name,
         api_version=static["apiVersion"],
         kind=static["kind"],
-        metadata=static["metadata"],
+        metadata=metadata,
         opts=opts,
         **kwargs,
     )
+
+
+#: Metadata fields that name an object: known at preview, never filled from an Output.
+_IDENTITY = ("name", "namespace")
+
+
+def _metadata_field(key: str) -> Callable[[Manifest], Any]:
+    return lambda manifest: manifest["metadata"].get(key)
 
 
 @dataclass

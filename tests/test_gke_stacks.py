@@ -495,3 +495,61 @@ def test_near_variants_of_a_gke_stack_file_are_refused_or_blocked(
     for word in words:
         assert word in text, (word, text[-2000:])
     assert "Traceback" not in text
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("extra", [{}, PUBLIC], ids=["internal", "public"])
+@pytest.mark.parametrize("stack_name", GKE_STACKS)
+def test_every_kubernetes_object_gets_what_only_the_cloud_knows(
+    stack_name: str, extra: dict[str, Any]
+) -> None:
+    """The component renders every manifest once with placeholders for what only the cloud
+    knows (a bucket, a Google account, an address, a Cloud Armor policy) and fills them from
+    Outputs. No placeholder may reach the cluster, in metadata (annotations) as in the body,
+    and each Kubernetes ServiceAccount acts as exactly the Google account whose Workload
+    Identity binding names it."""
+    from components import gke_serving
+
+    placeholders = [
+        getattr(gke_serving, n) for n in ("_BUCKET", "_ACCOUNT", "_ADDRESS", "_IP", "_POLICY")
+    ]
+    rendered = render({**stack_config(stack_name), **extra}, stack_name)
+    leaks = [
+        (r.type, r.name, s)
+        for r in rendered.resources
+        for s in _strings(r.inputs)
+        if any(p in s for p in placeholders)
+    ]
+    assert leaks == []
+    emails = {
+        r.inputs["accountId"]: f"{r.inputs['accountId']}@test-project.iam.gserviceaccount.com"
+        for r in rendered.of_type("gcp:serviceaccount/account:Account")
+    }
+    members = [
+        r.inputs
+        for r in rendered.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+        if r.inputs["role"] == "roles/iam.workloadIdentityUser"
+    ]
+    ksas = [
+        r.inputs
+        for r in rendered.of_type("kubernetes:core/v1:ServiceAccount")
+        if "iam.gke.io/gcp-service-account" in (r.inputs["metadata"].get("annotations") or {})
+    ]
+    assert len(ksas) >= 2  # vLLM's (bucket reader) and the metrics adapter's
+    for ksa in ksas:
+        meta = ksa["metadata"]
+        email = meta["annotations"]["iam.gke.io/gcp-service-account"]
+        assert email in emails.values(), email
+        subject = f"[{meta['namespace']}/{meta['name']}]"
+        granted = [m for m in members if m["member"].endswith(subject)]
+        assert len(granted) == 1, subject
+        assert granted[0]["serviceAccountId"].endswith(f"/serviceAccounts/{email}")
