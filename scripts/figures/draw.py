@@ -1,0 +1,242 @@
+"""Boxes and arrows drawn with matplotlib into SVG: the documentation's diagrams.
+
+A diagram is data first (:class:`Diagram`: boxes, arrows, a layout), drawn second
+(:func:`write_svg`). The text stays text in the SVG (``svg.fonttype: none``), so a test can
+read back every label a figure shows, and the file is the same on every build (no date, a
+fixed id salt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+#: Colours by role, shared by every diagram (a reader learns them once).
+COLOURS = {
+    "network": "#dbeafe",
+    "compute": "#dcfce7",
+    "storage": "#fef9c3",
+    "control": "#ede9fe",
+    "watch": "#fee2e2",
+    "input": "#f1f5f9",
+    "verdict": "#ffedd5",
+}
+EDGE = "#334155"
+#: Width of one character of the diagrams' font, in layout units (a box grows with its text).
+CHAR = 0.105
+LINE = 0.28
+
+
+@dataclass(frozen=True)
+class Box:
+    key: str
+    title: str
+    lines: tuple[str, ...] = ()
+    role: str = "compute"
+
+
+@dataclass(frozen=True)
+class Arrow:
+    src: str
+    dst: str
+    label: str = ""
+    #: A dashed arrow: a reference or a watch, not a data path.
+    dashed: bool = False
+    #: Drawn in red: an arrow that should not exist (an import circle).
+    alarm: bool = False
+
+
+@dataclass
+class Diagram:
+    title: str
+    boxes: list[Box]
+    arrows: list[Arrow]
+    #: Rows top to bottom, each a list of box keys left to right.
+    rows: list[list[str]] = field(default_factory=list)
+    caption: str = ""
+    #: Rows are a grid: the i-th key of every row shares a column ("" leaves a cell empty).
+    grid: bool = False
+
+    def labels(self) -> list[str]:
+        """Every text the figure shows, in drawing order (what a test reads back)."""
+        out = [self.title]
+        for box in self.boxes:
+            out.append(box.title)
+            out.extend(box.lines)
+        out.extend(a.label for a in self.arrows if a.label)
+        if self.caption:
+            out.append(self.caption)
+        return out
+
+
+def _size(box: Box) -> tuple[float, float]:
+    longest = max(len(t) for t in (box.title, *box.lines))
+    return max(1.6, longest * CHAR + 0.4), (1 + len(box.lines)) * LINE + 0.3
+
+
+def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]]:
+    """Rows for a layered drawing: a box sits above everything it points to (longest path to
+    a box that points nowhere). Boxes in one circle share a row. Within a row, boxes follow
+    the mean position of the boxes pointing at them, so arrows cross less."""
+    keys = list(keys)
+    out: dict[str, set[str]] = {k: set() for k in keys}
+    for a in arrows:
+        if a.src in out and a.dst in out and a.src != a.dst:
+            out[a.src].add(a.dst)
+    depth: dict[str, int] = {}
+
+    def height(key: str, path: tuple[str, ...]) -> int:
+        if key in depth:
+            return depth[key]
+        below = [height(d, (*path, key)) + 1 for d in sorted(out[key]) if d not in path]
+        # A box in a circle is placed by the part of the graph outside the circle.
+        depth[key] = max(below, default=0)
+        return depth[key]
+
+    for key in keys:
+        height(key, ())
+    top = max(depth.values(), default=0)
+    rows: list[list[str]] = [[] for _ in range(top + 1)]
+    for key in keys:
+        rows[top - depth[key]].append(key)
+    placed: dict[str, float] = {}
+    for row in rows:
+        parents: dict[str, list[float]] = {
+            k: [placed[s] for s, ds in out.items() if k in ds and s in placed] for k in row
+        }
+        row.sort(key=lambda k: (sum(parents[k]) / len(parents[k]) if parents[k] else 0.5, k))
+        for i, k in enumerate(row):
+            placed[k] = (i + 0.5) / len(row)
+    return [r for r in rows if r]
+
+
+def _anchor(
+    centre: tuple[float, float], size: tuple[float, float], toward: tuple[float, float]
+) -> tuple[float, float]:
+    """Where the line from a box's centre toward a point leaves the box."""
+    (x, y), (w, h) = centre, size
+    dx, dy = toward[0] - x, toward[1] - y
+    if dx == 0 and dy == 0:
+        return x, y
+    scale = min(
+        (w / 2) / abs(dx) if dx else float("inf"),
+        (h / 2) / abs(dy) if dy else float("inf"),
+    )
+    return x + dx * scale, y + dy * scale
+
+
+def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
+    """Draw ``diagram`` into ``path`` (SVG)."""
+    boxes = {b.key: b for b in diagram.boxes}
+    rows = diagram.rows or layered_rows(list(boxes), diagram.arrows)
+    sizes = {k: _size(b) for k, b in boxes.items()}
+    sizes[""] = (0.0, 0.0)
+    widths = [sum(sizes[k][0] for k in row) + gap * (len(row) - 1) for row in rows]
+    total_w = max(widths, default=1.0)
+    heights = [max(sizes[k][1] for k in row) for row in rows]
+    row_gap = 1.0
+    total_h = sum(heights) + row_gap * (len(rows) - 1)
+    centres: dict[str, tuple[float, float]] = {}
+    y = total_h
+    if diagram.grid:
+        ncols = max(len(r) for r in rows)
+        col_w = [
+            max((sizes[r[j]][0] for r in rows if j < len(r) and r[j]), default=0)
+            for j in range(ncols)
+        ]
+        total_w = sum(col_w) + gap * (ncols - 1)
+    for row, width, height in zip(rows, widths, heights, strict=True):
+        x = (total_w - width) / 2
+        for j, k in enumerate(row):
+            if diagram.grid:
+                x = sum(col_w[:j]) + gap * j
+                w = col_w[j]
+            else:
+                w = sizes[k][0]
+            if k:
+                centres[k] = (x + w / 2, y - height / 2)
+            x += w + gap
+        y -= height + row_gap
+    margin = 0.3
+    total_w = max(total_w, len(diagram.title) * CHAR * 1.2, len(diagram.caption) * CHAR * 0.9)
+    title_h = 0.5 + (0.35 if diagram.caption else 0)
+    fig_w, fig_h = total_w + 2 * margin, total_h + 2 * margin + title_h
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "gemma4-docs", "font.size": 10}):
+        fig = plt.figure(figsize=(fig_w * 0.9, fig_h * 0.9))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_xlim(-margin, total_w + margin)
+        ax.set_ylim(-margin, total_h + margin + title_h)
+        ax.axis("off")
+        ax.text(
+            total_w / 2, total_h + margin + title_h - 0.25, diagram.title,
+            ha="center", va="center", fontsize=12, fontweight="bold",
+        )  # fmt: skip
+        if diagram.caption:
+            ax.text(
+                total_w / 2, total_h + margin + title_h - 0.6, diagram.caption,
+                ha="center", va="center", fontsize=9, style="italic", color="#475569",
+            )  # fmt: skip
+        for k, box in boxes.items():
+            (cx, cy), (w, h) = centres[k], sizes[k]
+            ax.add_patch(
+                FancyBboxPatch(
+                    (cx - w / 2, cy - h / 2), w, h,
+                    boxstyle="round,pad=0,rounding_size=0.12",
+                    facecolor=COLOURS.get(box.role, "#ffffff"), edgecolor=EDGE, linewidth=1,
+                )
+            )  # fmt: skip
+            top = cy + h / 2 - 0.15 - LINE / 2
+            ax.text(cx, top, box.title, ha="center", va="center", fontweight="bold")
+            for i, line in enumerate(box.lines, start=1):
+                ax.text(
+                    cx, top - i * LINE, line, ha="center", va="center", fontsize=9,
+                    family="monospace" if line.startswith("--") else None,
+                )  # fmt: skip
+        for arrow in diagram.arrows:
+            if arrow.src not in centres or arrow.dst not in centres:
+                continue
+            a, b = centres[arrow.src], centres[arrow.dst]
+            start = _anchor(a, sizes[arrow.src], b)
+            end = _anchor(b, sizes[arrow.dst], a)
+            colour = "#dc2626" if arrow.alarm else EDGE
+            ax.add_patch(
+                FancyArrowPatch(
+                    start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
+                    linestyle="--" if arrow.dashed else "-", linewidth=1.1,
+                    connectionstyle="arc3,rad=0.0",
+                )
+            )  # fmt: skip
+            if arrow.label:
+                ax.text(
+                    (start[0] + end[0]) / 2, (start[1] + end[1]) / 2, arrow.label,
+                    ha="center", va="center", fontsize=8, color=colour,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+                )  # fmt: skip
+        fig.savefig(
+            path,
+            format=path.suffix.lstrip(".") or "svg",
+            metadata={"Date": None} if path.suffix == ".svg" else None,
+            dpi=80,
+        )
+        plt.close(fig)
+
+
+def texts_in_svg(svg: str) -> list[str]:
+    """The text elements of an SVG matplotlib wrote with ``svg.fonttype: none``."""
+    import html
+    import re
+
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+
+
+def legend(roles: Mapping[str, str]) -> str:
+    """A one-line key of the colours used: 'blue: network, ...' (for a figure's caption)."""
+    return ", ".join(f"{name}: {what}" for name, what in roles.items())
