@@ -67,13 +67,11 @@ class Diagram:
 
     def labels(self) -> list[str]:
         """Every text the figure shows, in drawing order (what a test reads back)."""
-        out = [self.title]
+        out = [self.title, *([self.caption] if self.caption else [])]
         for box in self.boxes:
             out.append(box.title)
             out.extend(box.lines)
         out.extend(a.label for a in self.arrows if a.label)
-        if self.caption:
-            out.append(self.caption)
         return out
 
 
