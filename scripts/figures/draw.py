@@ -8,6 +8,7 @@ fixed id salt).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,14 @@ def _size(box: Box) -> tuple[float, float]:
     return max(1.6, longest * CHAR + 0.4), (1 + len(box.lines)) * LINE + 0.3
 
 
+#: Waypoint keys start with this character (never in a box's key).
+WAYPOINT = "\x1f"
+
+
+def waypoint(src: str, dst: str, row: int) -> str:
+    return f"{WAYPOINT}{src}{WAYPOINT}{dst}{WAYPOINT}{row}"
+
+
 def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]]:
     """Rows for a layered drawing: a box sits above everything it points to (longest path to
     a box that points nowhere). Boxes in one circle share a row. Within a row, boxes follow
@@ -105,14 +114,41 @@ def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]
     rows: list[list[str]] = [[] for _ in range(top + 1)]
     for key in keys:
         rows[top - depth[key]].append(key)
-    placed: dict[str, float] = {}
-    for row in rows:
-        parents: dict[str, list[float]] = {
-            k: [placed[s] for s, ds in out.items() if k in ds and s in placed] for k in row
-        }
-        row.sort(key=lambda k: (sum(parents[k]) / len(parents[k]) if parents[k] else 0.5, k))
-        for i, k in enumerate(row):
-            placed[k] = (i + 0.5) / len(row)
+    rows = [r for r in rows if r]
+    # An arrow that spans rows passes through a waypoint in each row between, which takes part
+    # in the ordering like a narrow box: the arrow then goes between boxes, not through them.
+    row_of = {k: i for i, r in enumerate(rows) for k in r}
+    for src in list(out):
+        for dst in sorted(out[src]):
+            if row_of[dst] - row_of[src] > 1:
+                chain = [waypoint(src, dst, r) for r in range(row_of[src] + 1, row_of[dst])]
+                out[src].discard(dst)
+                for here, there in itertools.pairwise([src, *chain, dst]):
+                    out.setdefault(here, set()).add(there)
+                for r, key in zip(range(row_of[src] + 1, row_of[dst]), chain, strict=True):
+                    rows[r].append(key)
+                keys += chain
+    into: dict[str, set[str]] = {k: {s for s, ds in out.items() if k in ds} for k in keys}
+    placed = {k: (i + 0.5) / len(row) for row in rows for i, k in enumerate(row)}
+
+    def mean(group: set[str], fallback: set[str], own: float) -> float:
+        near = [placed[k] for k in group] or [placed[k] for k in fallback]
+        return sum(near) / len(near) if near else own
+
+    # Barycentre sweeps: down (by the boxes pointing in), up (by the boxes pointed to), down.
+    for sweep in (rows, rows[::-1], rows):
+        upward = sweep is not rows
+        for row in sweep:
+            row.sort(
+                key=lambda k: (
+                    mean(out[k], into[k], placed[k])
+                    if upward
+                    else mean(into[k], out[k], placed[k]),
+                    k,
+                )
+            )
+            for i, k in enumerate(row):
+                placed[k] = (i + 0.5) / len(row)
     return [r for r in rows if r]
 
 
@@ -137,6 +173,7 @@ def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
     rows = diagram.rows or layered_rows(list(boxes), diagram.arrows)
     sizes = {k: _size(b) for k, b in boxes.items()}
     sizes[""] = (0.0, 0.0)
+    sizes.update({k: (0.3, 0.0) for row in rows for k in row if k.startswith(WAYPOINT)})
     widths = [sum(sizes[k][0] for k in row) + gap * (len(row) - 1) for row in rows]
     total_w = max(widths, default=1.0)
     heights = [max(sizes[k][1] for k in row) for row in rows]
@@ -201,20 +238,28 @@ def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
         for arrow in diagram.arrows:
             if arrow.src not in centres or arrow.dst not in centres:
                 continue
-            a, b = centres[arrow.src], centres[arrow.dst]
-            start = _anchor(a, sizes[arrow.src], b)
-            end = _anchor(b, sizes[arrow.dst], a)
+            via = sorted(
+                (k for k in centres if k.startswith(waypoint(arrow.src, arrow.dst, 0)[:-1])),
+                key=lambda k: int(k.rsplit(WAYPOINT, 1)[1]),
+            )
+            points = [centres[arrow.src], *(centres[k] for k in via), centres[arrow.dst]]
+            start = _anchor(points[0], sizes[arrow.src], points[1])
+            end = _anchor(points[-1], sizes[arrow.dst], points[-2])
             colour = "#dc2626" if arrow.alarm else EDGE
+            dash = "--" if arrow.dashed else "-"
+            route = [start, *points[1:-1], end]
+            for p, q in itertools.pairwise(route[:-1]):
+                ax.plot([p[0], q[0]], [p[1], q[1]], color=colour, linestyle=dash, linewidth=1.1)
             ax.add_patch(
                 FancyArrowPatch(
-                    start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                    linestyle="--" if arrow.dashed else "-", linewidth=1.1,
-                    connectionstyle="arc3,rad=0.0",
+                    route[-2], end, arrowstyle="-|>", mutation_scale=12, color=colour,
+                    linestyle=dash, linewidth=1.1,
                 )
             )  # fmt: skip
             if arrow.label:
+                p, q = route[-2], end
                 ax.text(
-                    (start[0] + end[0]) / 2, (start[1] + end[1]) / 2, arrow.label,
+                    (p[0] + q[0]) / 2, (p[1] + q[1]) / 2, arrow.label,
                     ha="center", va="center", fontsize=8, color=colour,
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
                 )  # fmt: skip
