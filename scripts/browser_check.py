@@ -271,15 +271,19 @@ def section_pages() -> dict[str, str]:
     return shots
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="scripts/browser_check.py", description=__doc__.split("\n\n")[0]
+        prog="scripts/browser_check.py", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument("site", type=Path, help="the built site (mkdocs build --site-dir)")
     parser.add_argument(
         "--screenshots", type=Path, default=DEFAULT_SHOTS, help=f"default {DEFAULT_SHOTS}"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not (args.site / "index.html").is_file():
         print(f"browser check: {args.site} holds no built site (index.html)", file=sys.stderr)
         return 2
