@@ -86,7 +86,6 @@ def diagram(p: Any) -> Diagram:
     ]
     arrows = [
         Arrow("file", "settings", "read as the Pulumi CLI reads it"),
-        Arrow("settings", "program"),
         Arrow("settings", "argv", "rendered"),
         Arrow("argv", "program", "container args", dashed=True),
         Arrow("program", "policies", "resource inputs"),
@@ -94,11 +93,20 @@ def diagram(p: Any) -> Diagram:
         Arrow("policies", "verdict"),
         Arrow("plan", "verdict"),
     ]
-    rows = [["file"], ["settings"], ["argv", "program", "plan"], ["policies"], ["verdict"]]
+    # Two columns: the path on the left, the capacity plan beside the command line.
+    rows = [
+        ["file", ""],
+        ["settings", ""],
+        ["argv", "plan"],
+        ["program", ""],
+        ["policies", ""],
+        ["verdict", ""],
+    ]
     return Diagram(
         f"Stack {p.stack}: from the stack file to the command line and the verdicts",
         boxes,
         arrows,
         rows=rows,
+        grid=True,
         caption="every box is what `gemma4 preview -s " + p.stack + "` computes offline",
     )
