@@ -64,6 +64,8 @@ const RAW = [
   [/(^|\n)[ \t]*#{1,6}[ \t]+\S/, "a heading marker (#)"],
   [/\]\([^)\s]+\)/, "a Markdown link ](...)"],
   [/(^|\n)[ \t]*\|[ \t]*:?-{3,}/, "a table's separator row"],
+  [/`[^`\s][^`\n]*`/, "a code span's backticks"],
+  [/(^|\n)[ \t]*!!![ \t]+\w/, "an admonition marker (!!!)"],
 ];
 const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
 for (let node = walker.nextNode(); node; node = walker.nextNode()) {
@@ -121,6 +123,7 @@ style="width:400px">
 <p>Serving objects:
 - the vLLM Deployment, a nested list that collapsed</p>
 <p>left as **bold** source</p>
+<p>a `code span` left as text</p>
 <pre class="mermaid">flowchart LR
   A --> B</pre>
 <div style="overflow:hidden;width:300px"><table style="overflow:hidden;display:block;width:300px">
@@ -133,6 +136,7 @@ style="width:400px">
 BAD_EXPECTED = (
     "a list item that did not become a list",
     "bold markers",
+    "a code span's backticks",
     "raw diagram source",
     "clipped: table",
     "image not loaded: missing.png",
