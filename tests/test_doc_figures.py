@@ -143,7 +143,7 @@ def test_the_import_graph_is_read_from_the_import_statements(tmp_path: Path) -> 
 
     d = diagram(drawn)
     assert [a.alarm for a in d.arrows] == [False, True, True]
-    assert "import circles (red): 1" in d.caption
+    assert "red: rooms that import each other, through any of their modules (1)" in d.caption
 
 
 def test_the_product_import_graph_has_every_package_and_known_imports() -> None:

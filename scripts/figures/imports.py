@@ -58,7 +58,7 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
             else:
                 prefix = node.module or ""
             found.add(prefix)
-            # `from serving import hardware` imports the module serving.hardware.
+            # `from bench import load` imports the module bench.load.
             found.update(f"{prefix}.{alias.name}" for alias in node.names)
     return found
 
@@ -150,7 +150,9 @@ def diagram(graph: ImportGraph | None = None) -> Diagram:
     ]
     circles = graph.circles()
     caption = "an arrow: some module of the upper room imports the lower one; " + (
-        f"import circles (red): {len(circles)}" if circles else "no import circle"
+        f"red: rooms that import each other, through any of their modules ({len(circles)})"
+        if circles
+        else "no two rooms import each other"
     )
     return Diagram("Import graph of the product packages", boxes, arrows, caption=caption)
 
