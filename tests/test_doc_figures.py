@@ -20,7 +20,7 @@ import pytest
 from gemma4.harness import ROOT
 from scripts.figures import GKE_STACK, names
 from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
-from scripts.figures.imports import ImportGraph, import_graph
+from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
 
 DOCS = ROOT / "docs"
@@ -138,12 +138,29 @@ def test_the_import_graph_is_read_from_the_import_statements(tmp_path: Path) -> 
         ("lib.render", "lib.config"),  # an import inside a function counts
     }
     assert graph.circles() == [["lib.config", "lib.render"]]
-    drawn = ImportGraph(graph.rooms, graph.edges, graph.modules)
     from scripts.figures.imports import diagram
 
-    d = diagram(drawn)
-    assert [a.alarm for a in d.arrows] == [False, True, True]
-    assert "red: rooms that import each other, through any of their modules (1)" in d.caption
+    d = diagram(graph)
+    # Rows by the modules' import chains: the import back up is the red one.
+    assert [(a.src, a.dst, a.alarm) for a in d.arrows] == [
+        ("app", "lib.config", False),
+        ("lib.config", "lib.render", False),
+        ("lib.render", "lib.config", True),
+    ]
+    # app.cli -> lib.config.settings -> lib.render.argv: chains of 3, 2 and 1 imports below.
+    assert d.levels == {"app": 3, "lib": 0, "lib.config": 2, "lib.render": 1}
+    assert "red: an import back up, between rooms that import each other (1)" in d.caption
+
+
+def test_the_drawing_leaves_out_arrows_implied_by_others_but_keeps_who_reaches_whom() -> None:
+    from scripts.figures.imports import _reaches, reduced
+
+    edges = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("d", "c"), ("a", "d")]
+    kept = reduced(edges)
+    assert ("a", "c") not in kept and ("a", "d") not in kept
+    for a, b in edges:
+        assert _reaches(kept, a, b)
+    assert reduced([("x", "y")]) == [("x", "y")]
 
 
 def test_the_product_import_graph_has_every_package_and_known_imports() -> None:

@@ -65,6 +65,8 @@ class Diagram:
     caption: str = ""
     #: Rows are a grid: the i-th key of every row shares a column ("" leaves a cell empty).
     grid: bool = False
+    #: Without rows: each box's height above the bottom row, when the figure decides it.
+    levels: dict[str, int] | None = None
 
     def labels(self) -> list[str]:
         """Every text the figure shows, in drawing order (what a test reads back)."""
@@ -89,10 +91,12 @@ def waypoint(src: str, dst: str, row: int) -> str:
     return f"{WAYPOINT}{src}{WAYPOINT}{dst}{WAYPOINT}{row}"
 
 
-def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]]:
+def layered_rows(
+    keys: Sequence[str], arrows: Iterable[Arrow], levels: dict[str, int] | None = None
+) -> list[list[str]]:
     """Rows for a layered drawing: a box sits above everything it points to (longest path to
-    a box that points nowhere). Boxes in one circle share a row. Within a row, boxes follow
-    the mean position of the boxes pointing at them, so arrows cross less."""
+    a box that points nowhere), or at its height in ``levels``. Within a row, boxes follow the
+    mean position of the boxes pointing at them, so arrows cross less."""
     keys = list(keys)
     out: dict[str, set[str]] = {k: set() for k in keys}
     for a in arrows:
@@ -108,6 +112,8 @@ def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]
         depth[key] = max(below, default=0)
         return depth[key]
 
+    if levels is not None:
+        depth.update({k: levels.get(k, 0) for k in keys})
     for key in keys:
         height(key, ())
     top = max(depth.values(), default=0)
@@ -120,7 +126,9 @@ def layered_rows(keys: Sequence[str], arrows: Iterable[Arrow]) -> list[list[str]
     row_of = {k: i for i, r in enumerate(rows) for k in r}
     for src in list(out):
         for dst in sorted(out[src]):
-            if row_of[dst] - row_of[src] > 1:
+            if row_of[dst] - row_of[src] > 1 and not any(
+                a.src == src and a.dst == dst and a.alarm for a in arrows
+            ):
                 chain = [waypoint(src, dst, r) for r in range(row_of[src] + 1, row_of[dst])]
                 out[src].discard(dst)
                 for here, there in itertools.pairwise([src, *chain, dst]):
@@ -170,7 +178,7 @@ def _anchor(
 def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
     """Draw ``diagram`` into ``path`` (SVG)."""
     boxes = {b.key: b for b in diagram.boxes}
-    rows = diagram.rows or layered_rows(list(boxes), diagram.arrows)
+    rows = diagram.rows or layered_rows(list(boxes), diagram.arrows, diagram.levels)
     sizes = {k: _size(b) for k, b in boxes.items()}
     sizes[""] = (0.0, 0.0)
     sizes.update({k: (0.3, 0.0) for row in rows for k in row if k.startswith(WAYPOINT)})

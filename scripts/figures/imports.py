@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.figures.draw import Arrow, Box, Diagram
@@ -69,6 +69,8 @@ class ImportGraph:
     #: (importing room, imported room) -> the module-level imports behind the arrow.
     edges: dict[tuple[str, str], tuple[str, ...]]
     modules: dict[str, int]
+    #: Each room's height: the longest chain of module imports below its highest module.
+    heights: dict[str, int] = field(default_factory=dict)
 
     def circles(self) -> list[list[str]]:
         """Groups of rooms that import each other, directly or through others."""
@@ -113,6 +115,8 @@ def import_graph(root: Path = ROOT) -> ImportGraph:
     rooms = {n for f, n in names.items() if f.name == "__init__.py" and n.count(".") <= 1}
     modules: dict[str, int] = defaultdict(int)
     edges: dict[tuple[str, str], set[str]] = defaultdict(set)
+    known = set(names.values())
+    below: dict[str, set[str]] = defaultdict(set)
     for f, name in names.items():
         here = room_of(name, rooms)
         if here is None:
@@ -120,45 +124,88 @@ def import_graph(root: Path = ROOT) -> ImportGraph:
         modules[here] += 1
         tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
         for target in _imported(tree, name, f.name == "__init__.py"):
+            module = room_of(target, known)
+            if module is not None and module != name:
+                below[name].add(module)
             there = room_of(target, rooms)
             if there is not None and there != here and not there.startswith(here + "."):
                 # A package importing its own subpackage (`bench` -> `bench.load`) is how the
                 # package exports its names: drawn like any other arrow, except to itself.
                 edges[(here, there)].add(f"{name} -> {target}")
+    height: dict[str, int] = {}
+
+    def climb(module: str, path: frozenset[str]) -> int:
+        if module not in height:
+            # A module in a circle is placed by the imports outside it.
+            height[module] = max(
+                (climb(m, path | {module}) + 1 for m in sorted(below[module]) if m not in path),
+                default=0,
+            )
+        return height[module]
+
+    heights: dict[str, int] = {}
+    for name in sorted(known):
+        room = room_of(name, rooms)
+        if room is not None:
+            heights[room] = max(heights.get(room, 0), climb(name, frozenset()))
     return ImportGraph(
         rooms=tuple(sorted(rooms)),
         edges={k: tuple(sorted(v)) for k, v in sorted(edges.items())},
         modules=dict(modules),
+        heights=heights,
     )
 
 
 def diagram(graph: ImportGraph | None = None) -> Diagram:
     graph = graph or import_graph()
-    in_circle = {room for group in graph.circles() for room in group}
     boxes = [
         Box(
             room,
             f"{room.replace('.', '/')}/",
             (f"{graph.modules.get(room, 0)} modules",),
-            role="watch" if room in in_circle else _role(room),
+            role=_role(room),
         )
         for room in graph.rooms
     ]
-    arrows = [
-        Arrow(a, b, alarm=a in in_circle and b in in_circle and _same_circle(graph, a, b))
-        for a, b in graph.edges
-    ]
-    circles = graph.circles()
-    caption = "an arrow: some module of the upper room imports the lower one; " + (
-        f"red: rooms that import each other, through any of their modules ({len(circles)})"
-        if circles
-        else "no two rooms import each other"
+    # Rows by height: a room sits above the rooms its modules import. An arrow that climbs (to
+    # a room as high or higher) is red: two rooms whose modules import each other both ways.
+    level = graph.heights
+    down = [(a, b) for a, b in graph.edges if level.get(a, 0) > level.get(b, 0)]
+    up = [(a, b) for a, b in graph.edges if level.get(a, 0) <= level.get(b, 0)]
+    arrows = [Arrow(a, b) for a, b in reduced(down)] + [Arrow(a, b, alarm=True) for a, b in up]
+    caption = "an arrow: the upper room imports the lower one, directly or through others; " + (
+        f"red: an import back up, between rooms that import each other ({len(up)})"
+        if up
+        else "no import goes back up"
     )
-    return Diagram("Import graph of the product packages", boxes, arrows, caption=caption)
+    return Diagram(
+        "Import graph of the product packages", boxes, arrows, caption=caption, levels=level
+    )
 
 
-def _same_circle(graph: ImportGraph, a: str, b: str) -> bool:
-    return any(a in group and b in group for group in graph.circles())
+def reduced(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The fewest arrows that keep who reaches whom: an arrow A -> C is left out when A reaches
+    C through other arrows (A -> B -> C). Read left to right, so the result is the same on every
+    build."""
+    kept = list(edges)
+    for edge in sorted(edges):
+        rest = [e for e in kept if e != edge]
+        if _reaches(rest, *edge):
+            kept = rest
+    return kept
+
+
+def _reaches(edges: list[tuple[str, str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        here = todo.pop()
+        for a, b in edges:
+            if a == here and b not in seen:
+                if b == goal:
+                    return True
+                seen.add(b)
+                todo.append(b)
+    return False
 
 
 def _role(room: str) -> str:
