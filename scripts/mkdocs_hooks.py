@@ -1,4 +1,5 @@
-"""MkDocs hook: the shell blocks' test markers render as plain bash blocks.
+"""MkDocs hooks: the shell blocks' test markers render as plain bash blocks, and the figures
+are drawn from the code into the site (``figures/``, :mod:`scripts.figures`).
 
 The docs mark shell blocks for tests/test_readme.py with a second word (```` ```bash cloud ````,
 ``heavy``, ``serve``, ``ci``, ``script``, ``script-refused``). GitHub highlights by the first
@@ -10,8 +11,24 @@ the source.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
 from typing import Any
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Where the figures go in the site.
+FIGURES = "figures"
+#: The figures drawn for one state of the sources (``mkdocs serve`` rebuilds on every edit).
+_drawn: dict[float, Path] = {}
 
 #: A fence opening with one of the test markers (the markers tests/test_readme.py defines).
 MARKED_FENCE = re.compile(
@@ -24,3 +41,38 @@ MARKED_FENCE = re.compile(
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """The page's Markdown with each marked fence opened as a plain ``bash`` fence."""
     return MARKED_FENCE.sub(r"\g<indent>\g<fence>bash", markdown)
+
+
+def _sources_changed_at() -> float:
+    """The newest modification time among what the figures are drawn from."""
+    patterns = ("*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*")
+    newest = 0.0
+    for pattern in patterns:
+        for path in ROOT.glob(pattern):
+            newest = max(newest, path.stat().st_mtime)
+    for package in ("serving", "components", "gemma4", "bench", "policies", "endpoint"):
+        for path in (ROOT / package).rglob("*.py"):
+            newest = max(newest, path.stat().st_mtime)
+    return newest
+
+
+def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
+    """Draw every figure (once per state of the sources) and add it to the site."""
+    if str(ROOT) not in sys.path:  # MkDocs loads this file by path, and restores sys.path
+        sys.path.insert(0, str(ROOT))
+    from scripts.figures import write_all
+
+    stamp = _sources_changed_at()
+    if stamp not in _drawn:
+        # One folder, emptied first: the figures of a build, never those of an earlier one.
+        out = Path(tempfile.gettempdir()) / f"gemma4-docs-figures-{os.getuid()}"
+        shutil.rmtree(out, ignore_errors=True)
+        with warnings.catch_warnings():
+            # pulumi-gcp warns about its own deprecated modules when the program imports it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            write_all(out)
+        _drawn.clear()
+        _drawn[stamp] = out
+    for path in sorted(_drawn[stamp].iterdir()):
+        files.append(File.generated(config, f"{FIGURES}/{path.name}", abs_src_path=str(path)))
+    return files

@@ -1,0 +1,99 @@
+"""The documentation's figures, drawn from the code when the site is built.
+
+Each figure is drawn from what the code declares or records, never by hand: a stack's
+topology from the Pulumi program run under mocks, the path from a stack file to the command
+line and the verdicts from one ``gemma4 preview``, the promotion chain from the workflows, the
+import graph from the import statements, the benchmark charts from a recorded run. The MkDocs
+hook (``scripts/mkdocs_hooks.py``) writes them into the site as ``figures/<name>``; nothing
+drawn is committed, so a figure cannot be older than the code it shows.
+
+    .venv/bin/python -m scripts.figures OUT_DIR   # draw every figure into OUT_DIR
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scripts.figures.draw import Diagram, write_svg
+
+#: The stacks drawn: one GKE stack, one Cloud Run stack.
+GKE_STACK = "gke-l4"
+CLOUD_RUN_STACK = "l4"
+
+
+@functools.cache
+def _preview(stack: str) -> Any:
+    from scripts.figures.flow import preview
+
+    return preview(stack)
+
+
+def gke_topology() -> Diagram:
+    from scripts.figures.topology import gke_diagram, render
+
+    return gke_diagram(GKE_STACK, render(GKE_STACK))
+
+
+def cloud_run_topology() -> Diagram:
+    from scripts.figures.topology import cloud_run_diagram
+
+    return cloud_run_diagram(CLOUD_RUN_STACK, _preview(CLOUD_RUN_STACK).resources)
+
+
+def preview_path() -> Diagram:
+    from scripts.figures.flow import diagram
+
+    return diagram(_preview(CLOUD_RUN_STACK))
+
+
+def import_graph() -> Diagram:
+    from scripts.figures.imports import diagram
+
+    return diagram()
+
+
+def promotion() -> Diagram:
+    from scripts.figures.promotion import diagram
+
+    return diagram()
+
+
+@dataclass(frozen=True)
+class Figure:
+    #: The file under the site's ``figures/``.
+    name: str
+    draw: Callable[[], Diagram]
+
+
+DIAGRAMS = (
+    Figure("gke-topology.svg", gke_topology),
+    Figure("cloud-run-topology.svg", cloud_run_topology),
+    Figure("preview-path.svg", preview_path),
+    Figure("import-graph.svg", import_graph),
+    Figure("promotion.svg", promotion),
+)
+
+
+def names() -> list[str]:
+    """Every file :func:`write_all` writes."""
+    from scripts.figures.bench_run import SHOWN
+
+    return [f.name for f in DIAGRAMS] + list(SHOWN)
+
+
+def write_all(out: Path) -> list[Path]:
+    """Draw every figure into ``out``; returns the files written."""
+    from scripts.figures.bench_run import write as write_bench
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for figure in DIAGRAMS:
+        path = out / figure.name
+        write_svg(figure.draw(), path)
+        written.append(path)
+    written += write_bench(out)
+    return written

@@ -1,0 +1,60 @@
+"""The benchmark page's charts, drawn by the benchmark's own chart code from a recorded run.
+
+The run in ``data/paced-run/`` (``run.json`` and ``cells.jsonl``, nothing else) was recorded
+on 127.0.0.1 against the repository's paced fake server in step-model mode, not against vLLM
+and not on a GPU; its label says so, and so does every chart's title:
+
+    .venv/bin/python -m bench.fidelity.pacedserver --step-model '{}' --output-tokens 64
+    .venv/bin/gemma4 bench run --url http://127.0.0.1:PORT --model synthetic \\
+      --concurrency 1,4,16 --prompt-tokens 128,1024 --output-tokens 64 --no-tokenize \\
+      --num-requests 16 --label "paced fake server (not a GPU)" --out RUN
+
+The charts are the ones ``gemma4 bench run`` writes into ``RUN/charts/``, through the same
+functions (:mod:`bench.reports.charts`, :mod:`bench.reports.latency_charts`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUN = Path(__file__).resolve().parent / "data" / "paced-run"
+#: The charts shown on the benchmark page: (file written, chart file name prefix in the run).
+SHOWN = {
+    "bench-latency-p95-ttft.png": "latency-p95_ttft_ms-",
+    "bench-output-throughput.png": "lines-output_throughput-",
+    "bench-heatmap-p95-ttft.png": "heatmap-p95_ttft_ms-",
+}
+
+
+def label() -> str:
+    from bench.results.store import load_run
+
+    return str(load_run(RUN).run.get("label") or "")
+
+
+def write(out: Path) -> list[Path]:
+    """Draw the shown charts of the recorded run into ``out``; returns the files written."""
+    from bench.reports.charts import plan_charts, render_chart
+    from bench.reports.latency_charts import latency_plans, render_latency, slo_ttft_ms
+    from bench.results.store import load_run
+
+    run = load_run(RUN)
+    name = str(run.run.get("label") or "")
+    written: list[Path] = []
+    plans = {p.filename: p for p in plan_charts(run.cells, label=name)}
+    latency = {
+        p.filename: p for p in latency_plans([(name, run.cells)], slo_ms=slo_ttft_ms(run.run))
+    }
+    for target, prefix in SHOWN.items():
+        path = out / target
+        chart = next((p for f, p in plans.items() if f.startswith(prefix)), None)
+        if chart is not None:
+            render_chart(chart, path)
+            written.append(path)
+            continue
+        curve = next((p for f, p in latency.items() if f.startswith(prefix)), None)
+        if curve is None:
+            raise RuntimeError(f"the recorded run in {RUN} has no chart {prefix}*")
+        render_latency(curve, path)
+        written.append(path)
+    return written

@@ -1,0 +1,112 @@
+"""From ``Pulumi.<stack>.yaml`` to the ``vllm serve`` command line and the policy verdicts.
+
+Drawn from one real ``gemma4 preview`` (:func:`gemma4.preview.build_preview`): the stack file's
+keys, the resources the program declares, the exact command line the program exports, each
+policy's verdict, the capacity plan's answer and the final verdict. Change a stack file, a
+renderer or a policy and the figure changes with it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from typing import Any
+
+from scripts.figures.draw import Arrow, Box, Diagram
+
+#: At most this many stack-file keys are listed (the rest are counted).
+MAX_KEYS = 8
+
+
+def preview(stack: str) -> Any:
+    from gemma4.preview import build_preview
+
+    return build_preview(stack)
+
+
+def command_lines(command: str) -> tuple[str, ...]:
+    """``vllm serve MODEL --flag value ...`` one flag per line, as a reader scans it."""
+    words = shlex.split(command)
+    lines: list[str] = []
+    for word in words:
+        if word.startswith("--") or not lines:
+            lines.append(word)
+        else:
+            lines[-1] += " " + (shlex.quote(word) if len(word) < 48 else word[:45] + "...")
+    return tuple(lines)
+
+
+def diagram(p: Any) -> Diagram:
+    """The preview ``p`` (a :class:`gemma4.preview.Preview`) as a path of boxes."""
+    from gemma4.harness import stack_config
+
+    config = stack_config(p.stack)
+    shown = [f"{k}: {v}" for k, v in list(config.items())[:MAX_KEYS]]
+    if len(config) > MAX_KEYS:
+        shown.append(f"... {len(config) - MAX_KEYS} more keys")
+    custom = sum(1 for r in p.resources if r.custom)
+    verdicts = Counter(v.verdict for v in p.policies)
+    fits = p.fits
+    boxes = [
+        Box("file", f"Pulumi.{p.stack}.yaml", tuple(shown), "input"),
+        Box(
+            "settings",
+            "typed settings",
+            ("every key checked, defaults filled", "(serving settings models)"),
+            "control",
+        ),
+        Box(
+            "program",
+            "Pulumi program under mocks",
+            (f"{custom} cloud resources declared", "no CLI, no cloud, no credentials"),
+            "network",
+        ),
+        Box("argv", "vllm serve command line", command_lines(p.vllm_command_line or ""), "compute"),
+        Box(
+            "policies",
+            f"policy pack: {len(p.policies)} policies",
+            (
+                f"{verdicts.get('pass', 0)} pass, {verdicts.get('fail', 0)} fail, "
+                f"{verdicts.get('disabled', 0)} disabled",
+            ),
+            "verdict",
+        ),
+        Box(
+            "plan",
+            "capacity plan",
+            ("the model fits the accelerator" if fits else "the model does NOT fit",),
+            "verdict",
+        ),
+        Box(
+            "verdict",
+            "gemma4 preview: " + ("would deploy (exit 0)" if p.ok else "refused (exit 1)"),
+            (),
+            "verdict",
+        ),
+    ]
+    arrows = [
+        Arrow("file", "settings", "read as the Pulumi CLI reads it"),
+        Arrow("settings", "argv", "rendered"),
+        Arrow("argv", "program", "container args", dashed=True),
+        Arrow("program", "policies", "resource inputs"),
+        Arrow("settings", "plan"),
+        Arrow("policies", "verdict"),
+        Arrow("plan", "verdict"),
+    ]
+    # Two columns: the path on the left, the capacity plan beside the command line.
+    rows = [
+        ["file", ""],
+        ["settings", ""],
+        ["argv", "plan"],
+        ["program", ""],
+        ["policies", ""],
+        ["verdict", ""],
+    ]
+    return Diagram(
+        f"Stack {p.stack}: from the stack file to the command line and the verdicts",
+        boxes,
+        arrows,
+        rows=rows,
+        grid=True,
+        caption="every box is what `gemma4 preview -s " + p.stack + "` computes offline",
+    )

@@ -1,0 +1,78 @@
+"""Pull request checks and the promotion chain, drawn from the GitHub workflows themselves.
+
+The pull-request workflow's jobs (with their ``needs`` and the preview's stack matrix), the
+deploy workflow's jobs in ``needs`` order (each with the stack it deploys and the stack it
+promotes from), and the steps every deploy runs (``deploy-stack.yml``'s step names): edit a
+workflow and the figure follows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scripts.figures.draw import Arrow, Box, Diagram
+
+WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
+#: Steps of a deploy shown in each stack's box (set-up steps are left out).
+SHOWN_STEPS = ("Promote", "pulumi up", "Health gate", "Benchmark")
+
+
+def _load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _needs(job: dict[str, Any]) -> list[str]:
+    needs = job.get("needs") or []
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def diagram() -> Diagram:
+    pr = _load("pull-request.yml").get("jobs") or {}
+    deploy = _load("deploy.yml").get("jobs") or {}
+    stack_jobs = _load("deploy-stack.yml").get("jobs") or {}
+    steps = [
+        str(s.get("name"))
+        for job in stack_jobs.values()
+        for s in job.get("steps", [])
+        if any(str(s.get("name", "")).startswith(p) for p in SHOWN_STEPS)
+    ]
+    boxes = [Box("pr", "pull request", (), "input"), Box("main", "push to main", (), "input")]
+    arrows: list[Arrow] = []
+    for name, job in pr.items():
+        matrix = ((job.get("strategy") or {}).get("matrix") or {}).get("stack")
+        stacks = (f"stacks: {', '.join(matrix)}",) if matrix else ()
+        boxes.append(Box(f"pr:{name}", f"{name} (pull-request.yml)", stacks, "control"))
+        needs = _needs(job)
+        for n in needs:
+            arrows.append(Arrow(f"pr:{n}", f"pr:{name}"))
+        if not needs:
+            arrows.append(Arrow("pr", f"pr:{name}"))
+    for name, job in deploy.items():
+        inputs = job.get("with") or {}
+        source = inputs.get("promote-from")
+        shown = [s for s in steps if source or not s.startswith("Promote")]
+        lines = [f"stack {inputs.get('stack', name)}", *shown]
+        boxes.append(Box(f"deploy:{name}", f"{name} (deploy.yml)", tuple(lines), "compute"))
+        needs = _needs(job)
+        for n in needs:
+            label = f"promotes what {source} verified" if source else ""
+            arrows.append(Arrow(f"deploy:{n}", f"deploy:{name}", label))
+        if not needs:
+            arrows.append(Arrow("main", f"deploy:{name}"))
+    # Two columns: the pull request's jobs on the left, the deploy chain on the right.
+    left = ["pr", *(f"pr:{n}" for n in pr)]
+    right = ["main", *(f"deploy:{n}" for n in deploy)]
+    rows = [list(pair) for pair in itertools.zip_longest(left, right, fillvalue="")]
+    return Diagram(
+        "Pull requests and promotion: the workflows' jobs",
+        boxes,
+        arrows,
+        caption="a job runs after the job pointing to it succeeded; a failed gate stops the chain",
+        rows=rows,
+        grid=True,
+    )

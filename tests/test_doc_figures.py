@@ -1,0 +1,307 @@
+"""The documentation's figures: drawn from what the code declares, and shown on the pages.
+
+The figures are drawn when the site is built (scripts/mkdocs_hooks.py); these tests hold that
+each one is drawn from the code's own data (change the data and the picture changes), that
+every figure is shown on a page and every figure a page shows is drawn, and that the pages
+carry no diagram source and no list Python-Markdown would not render.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gemma4.harness import ROOT
+from scripts.figures import GKE_STACK, names
+from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
+from scripts.figures.imports import import_graph
+from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
+
+DOCS = ROOT / "docs"
+
+
+@functools.cache
+def _rendered(stack: str) -> list[Any]:
+    return render(stack)
+
+
+def _arrows(d: Diagram) -> set[tuple[str, str]]:
+    titles = {b.key: b.title for b in d.boxes}
+    return {(titles[a.src], titles[a.dst]) for a in d.arrows}
+
+
+# --- topology ---------------------------------------------------------------------------
+
+
+def test_the_gke_topology_shows_the_serving_path_as_the_program_declares_it() -> None:
+    d = gke_diagram(GKE_STACK, _rendered(GKE_STACK))
+    titles = {b.title for b in d.boxes}
+    assert {
+        "Gateway",
+        "HTTPRoute",
+        "InferencePool",
+        "endpoint picker",
+        "vLLM Pods",
+        "HorizontalPodAutoscaler",
+        "accelerator node pool",
+        "system node pool",
+        "model bucket",
+        "download job (Cloud Run)",
+    } <= titles
+    assert {
+        ("clients", "Gateway"),
+        ("Gateway", "HTTPRoute"),
+        ("HTTPRoute", "InferencePool"),
+        ("InferencePool", "vLLM Pods"),
+        ("InferencePool", "endpoint picker"),
+        ("HorizontalPodAutoscaler", "vLLM Pods"),
+        ("vLLM Pods", "accelerator node pool"),
+        ("endpoint picker", "system node pool"),
+        ("vLLM Pods", "model bucket"),
+        ("download job (Cloud Run)", "model bucket"),
+    } <= _arrows(d)
+    lines = {line for b in d.boxes for line in b.lines}
+    assert "g2-standard-8 + 1 x nvidia-l4" in lines  # the accelerator pool as declared
+    assert "1-4 replicas" in lines  # the HPA's bounds
+
+
+def test_the_gke_topology_follows_the_references_not_the_kinds() -> None:
+    """An HTTPRoute whose backend names no declared pool, and an HPA aimed elsewhere, lose
+    their arrows: the picture shows what the objects reference, not what they should."""
+    resources = copy.deepcopy(_rendered(GKE_STACK))
+    for r in resources:
+        kind = str(r.type).rsplit(":", 1)[-1]
+        if kind == "HTTPRoute":
+            r.inputs["spec"]["rules"][0]["backendRefs"][0]["name"] = "another-pool"
+        if kind == "HorizontalPodAutoscaler":
+            r.inputs["spec"]["scaleTargetRef"]["name"] = "another-deployment"
+    arrows = _arrows(gke_diagram(GKE_STACK, resources))
+    assert ("HTTPRoute", "InferencePool") not in arrows
+    assert ("HorizontalPodAutoscaler", "vLLM Pods") not in arrows
+    assert ("InferencePool", "vLLM Pods") in arrows
+
+
+def test_the_cloud_run_topology_shows_bucket_job_service_sidecar_and_monitoring() -> None:
+    d = cloud_run_diagram("l4", _rendered("l4"))
+    assert {
+        ("clients", "Cloud Run service"),
+        ("Cloud Run service", "container vllm"),
+        ("Cloud Run service", "sidecar collector"),
+        ("container vllm", "sidecar collector"),
+        ("container vllm", "model bucket"),
+        ("download job (Cloud Run)", "model bucket"),
+        ("sidecar collector", "Cloud Monitoring"),
+    } <= _arrows(d)
+    labels = {(a.src, a.dst): a.label for a in d.arrows}
+    assert "reads weights (ro)" in labels.values()  # the service mounts the bucket read-only
+    assert "writes weights" in labels.values()
+
+
+# --- the import graph -------------------------------------------------------------------
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools.packages.find]\ninclude = ["app*", "lib*"]\n'
+    )
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_the_import_graph_is_read_from_the_import_statements(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/cli.py": "import argparse\nfrom lib.config import settings\n",
+            "lib/__init__.py": "",
+            "lib/config/__init__.py": "",
+            "lib/config/settings.py": "from ..render import argv\n",
+            "lib/render/__init__.py": "",
+            "lib/render/argv.py": "def f():\n    from lib.config import settings\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph.rooms == ("app", "lib", "lib.config", "lib.render")
+    assert set(graph.edges) == {
+        ("app", "lib.config"),
+        ("lib.config", "lib.render"),  # a relative import
+        ("lib.render", "lib.config"),  # an import inside a function counts
+    }
+    assert graph.circles() == [["lib.config", "lib.render"]]
+    from scripts.figures.imports import diagram
+
+    d = diagram(graph)
+    # Rows by the modules' import chains: the import back up is the red one.
+    assert [(a.src, a.dst, a.alarm) for a in d.arrows] == [
+        ("app", "lib.config", False),
+        ("lib.config", "lib.render", False),
+        ("lib.render", "lib.config", True),
+    ]
+    # app.cli -> lib.config.settings -> lib.render.argv: chains of 3, 2 and 1 imports below.
+    assert d.levels == {"app": 3, "lib": 0, "lib.config": 2, "lib.render": 1}
+    assert "red: an import back up, between rooms that import each other (1)" in d.caption
+
+
+def test_the_drawing_leaves_out_arrows_implied_by_others_but_keeps_who_reaches_whom() -> None:
+    from scripts.figures.imports import _reaches, reduced
+
+    edges = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("d", "c"), ("a", "d")]
+    kept = reduced(edges)
+    assert ("a", "c") not in kept and ("a", "d") not in kept
+    for a, b in edges:
+        assert _reaches(kept, a, b)
+    assert reduced([("x", "y")]) == [("x", "y")]
+
+
+def test_the_product_import_graph_has_every_package_and_known_imports() -> None:
+    graph = import_graph()
+    for package in ("serving", "components", "gemma4", "policies", "bench", "endpoint"):
+        assert any(room == package or room.startswith(package + ".") for room in graph.rooms)
+    # gemma4/preview.py runs the policy pack; components render through the domain package.
+    assert any(a == "gemma4" and b.startswith("policies") for a, b in graph.edges)
+    assert any(a == "components" and b.startswith("serving") for a, b in graph.edges)
+    from scripts.figures.imports import product_packages
+
+    assert sum(graph.modules.values()) == sum(
+        1 for package in product_packages() for _ in (ROOT / package).rglob("*.py")
+    )
+
+
+# --- drawing ----------------------------------------------------------------------------
+
+
+def test_a_drawn_figure_shows_every_label_as_text(tmp_path: Path) -> None:
+    d = Diagram(
+        "A & B",
+        [Box("a", "first <box>", ("--flag=1",)), Box("b", "second", ())],
+        [Arrow("a", "b", "calls")],
+        caption="a caption",
+    )
+    path = tmp_path / "x.svg"
+    write_svg(d, path)
+    assert texts_in_svg(path.read_text()) == d.labels()
+    write_svg(d, tmp_path / "y.svg")
+    assert (tmp_path / "y.svg").read_text() == path.read_text()  # the same on every build
+
+
+def test_layered_rows_put_a_box_above_what_it_points_to() -> None:
+    arrows = [Arrow("a", "b"), Arrow("b", "c"), Arrow("a", "c"), Arrow("d", "c")]
+    rows = layered_rows(["c", "b", "a", "d"], arrows)
+    row = {k: i for i, r in enumerate(rows) for k in r}
+    assert row["a"] < row["b"] < row["c"] and row["d"] < row["c"]
+
+
+# --- the path from a stack file to the verdicts -------------------------------------------
+
+
+def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
+    from scripts.figures.flow import command_lines, diagram, preview
+
+    p = preview("l4")
+    d = diagram(p)
+    argv = next(b for b in d.boxes if b.key == "argv")
+    assert shlex.split(" ".join(argv.lines)) == shlex.split(p.vllm_command_line)
+    policies = next(b for b in d.boxes if b.key == "policies")
+    passed = sum(v.verdict == "pass" for v in p.policies)
+    assert policies.title == f"policy pack: {len(p.policies)} policies"
+    assert policies.lines[0].startswith(f"{passed} pass, ")
+    assert command_lines("vllm serve m --a 1 --b") == ("vllm serve m", "--a 1", "--b")
+
+
+# --- the pages ---------------------------------------------------------------------------
+
+
+def _pages() -> dict[Path, str]:
+    return {p: p.read_text(encoding="utf-8") for p in sorted(DOCS.rglob("*.md"))}
+
+
+def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
+    shown: dict[str, list[str]] = {}
+    for path, text in _pages().items():
+        for target in re.findall(r"!\[[^\]]*\]\(((?:\.\./)*figures/[^)\s]+)\)", text):
+            shown.setdefault(target.rsplit("/", 1)[-1], []).append(str(path.relative_to(DOCS)))
+    assert sorted(shown) == sorted(names())
+    pages = {page for pages in shown.values() for page in pages}
+    assert {
+        "deploy/gke.md",
+        "deploy/cloud-run.md",
+        "architecture.md",
+        "benchmark.md",
+        "preview.md",
+        "promotion-ci.md",
+    } <= pages
+
+
+def test_the_benchmark_charts_say_they_come_from_a_fake_server() -> None:
+    from scripts.figures.bench_run import label
+
+    assert "fake server" in label() and "not a GPU" in label()
+    text = (DOCS / "benchmark.md").read_text()
+    assert "fake server" in text.split("figures/bench-")[0].rsplit("##", 1)[-1]
+
+
+def test_no_page_holds_diagram_source() -> None:
+    for path, text in _pages().items():
+        assert "```mermaid" not in text, path
+
+
+#: A list item: Python-Markdown needs a blank line before a list that follows a paragraph,
+#: and 4 spaces to nest one list in another.
+ITEM = re.compile(r"^(?P<indent> *)(?:[-*+]|\d+\.) \S")
+
+
+def list_problems(text: str) -> list[str]:
+    """The list items Python-Markdown would not render as list items."""
+    problems = []
+    in_list = fence = False
+    prev = ""
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        if fence:
+            prev = line
+            continue
+        item = ITEM.match(line)
+        if item and 0 < len(item["indent"]) < 4 and in_list:
+            problems.append(f"line {n}: a nested list indented {len(item['indent'])} spaces")
+        elif item and not in_list and prev.strip() and not prev.lstrip().startswith("|"):
+            problems.append(f"line {n}: a list right after a paragraph (no blank line)")
+        if item:
+            in_list = True
+        elif line.strip() and not line.startswith(" ") and not prev.strip():
+            in_list = False
+        prev = line
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("- a\n  - b\n", ["line 2: a nested list indented 2 spaces"]),
+        ("- a\n    - b\n", []),
+        ("Text:\n- a\n", ["line 2: a list right after a paragraph (no blank line)"]),
+        ("Text:\n\n- a\n- b\n\nMore.\n", []),
+        ("```\nx:\n- a\n  - b\n```\n", []),
+    ],
+)
+def test_the_list_check_sees_lists_that_would_not_render(text: str, found: list[str]) -> None:
+    assert list_problems(text) == found
+
+
+def test_every_list_on_every_page_renders() -> None:
+    problems = {
+        str(path.relative_to(DOCS)): found
+        for path, text in _pages().items()
+        if (found := list_problems(text))
+    }
+    assert problems == {}
