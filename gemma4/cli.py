@@ -61,7 +61,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "mcp",
-        "mcp_server.server",
+        "mcp_server.cli",
         "an MCP server (stdio or streamable HTTP) for operating the deployments from an agent CLI",
         "python -m mcp_server",
     ),

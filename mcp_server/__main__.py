@@ -2,6 +2,6 @@
 
 import sys
 
-from .server import main
+from .cli import main
 
 raise SystemExit(main(sys.argv[1:]))

@@ -26,11 +26,10 @@ PACKAGES = (
     "scripts",
 )
 COMMAND_LINE = "command line"
-#: Entry modules that still parse their own options outside the command-line layer (named on
-#: the architecture page); the test fails when one more appears, or when one of these stops.
-OWN_PARSERS = frozenset(
-    {"mcp_server.server", "bench.fidelity.harness", "bench.fidelity.pacedserver"}
-)
+#: Libraries that read a command line; only the command-line layer imports one.
+ARGUMENT_PARSERS = frozenset({"argparse", "optparse", "getopt", "click", "typer"})
+#: Top-level folders holding no product code.
+NOT_PRODUCT = frozenset({"tests", "docs", "site", "image"})
 
 
 def product_modules(root: Path = ROOT) -> dict[str, Path]:
@@ -45,10 +44,15 @@ def product_modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
+def in_command_line(module: str, path: Path) -> bool:
+    """`gemma4/*`, `scripts/*`, and any `cli.py` or `__main__.py`."""
+    return module.split(".")[0] in ("gemma4", "scripts") or path.name in ("cli.py", "__main__.py")
+
+
 def room(module: str, path: Path) -> str:
     """The room of a module: the command-line layer, `serving.<room>`, else its package."""
     parts = module.split(".")
-    if parts[0] in ("gemma4", "scripts") or path.name in ("cli.py", "__main__.py"):
+    if in_command_line(module, path):
         return COMMAND_LINE
     if parts[0] == "serving" and len(parts) > 1:
         return f"serving.{parts[1]}"
@@ -73,6 +77,59 @@ def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
             yield origin, node.lineno
             for alias in node.names:
                 yield f"{origin}.{alias.name}", node.lineno
+
+
+def python_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every Python file of the repository outside the folders
+    that hold no product code (tests, docs) and hidden ones (`.venv`, `.git`): the product's
+    packages, any other package or folder, and top-level modules."""
+    found = {}
+    for top in sorted(root.iterdir()):
+        if top.name.startswith(".") or top.name in NOT_PRODUCT:
+            continue
+        paths = [top] if top.suffix == ".py" else sorted(top.rglob("*.py")) if top.is_dir() else []
+        for path in paths:
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__" and len(parts) > 1:
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def reads_the_command_line(module: str, path: Path) -> list[str]:
+    """`file:line: what` for each argument-parsing library the file imports (anywhere, in any
+    form) and each use of `sys.argv`."""
+    where = path.name
+    found = list(
+        dict.fromkeys(
+            f"{where}:{line}: imports {name.split('.')[0]}"
+            for name, line in imported_names(module, path)
+            if name.split(".")[0] in ARGUMENT_PARSERS
+        )
+    )
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "argv"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ) or (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "sys"
+            and any(a.name == "argv" for a in node.names)
+        ):
+            found.append(f"{where}:{node.lineno}: reads sys.argv")
+    return found
+
+
+def command_line_readers(root: Path = ROOT) -> list[str]:
+    """Where a module outside the command-line layer reads the command line."""
+    return [
+        f"{path.relative_to(root)}: {problem}"
+        for module, path in python_files(root).items()
+        if not in_command_line(module, path)
+        for problem in reads_the_command_line(module, path)
+    ]
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
@@ -170,14 +227,11 @@ def test_no_import_cycle_among_product_modules() -> None:
     assert cycles(GRAPH) == []
 
 
-def test_only_the_command_line_layer_imports_argparse() -> None:
-    parsing = {
-        module
-        for module, path in MODULES.items()
-        if room(module, path) != COMMAND_LINE
-        and any(name.split(".")[0] == "argparse" for name, _ in imported_names(module, path))
-    }
-    assert parsing == OWN_PARSERS
+def test_only_the_command_line_layer_reads_the_command_line() -> None:
+    """argparse (or another parser, or `sys.argv`) nowhere outside `gemma4/`, `scripts/`, a
+    `cli.py` or a `__main__.py`, in any folder of the repository but the tests."""
+    assert python_files().keys() >= MODULES.keys()
+    assert command_line_readers() == []
 
 
 def test_the_domain_imports_no_pulumi() -> None:
@@ -195,7 +249,6 @@ def test_the_domain_imports_no_pulumi() -> None:
     [
         ("from serving.config.settings import Settings\n", "room"),
         ("def late():\n    from serving.capacity import plan\n", "cycle"),
-        ("import argparse\n", "argparse"),
     ],
 )
 def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, problem: str) -> None:
@@ -207,7 +260,6 @@ def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, proble
     target = {
         "room": tmp_path / "serving" / "catalog" / "hardware.py",
         "cycle": tmp_path / "serving" / "catalog" / "models.py",
-        "argparse": tmp_path / "serving" / "capacity" / "perf.py",
     }[problem]
     target.write_text(target.read_text() + "\n" + source)
     modules = product_modules(tmp_path)
@@ -215,8 +267,39 @@ def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, proble
     if problem == "room":
         assert "serving.config.settings" in graph["serving.catalog.hardware"]
         assert "serving.config" not in allowed_imports()["serving.catalog"]
-    elif problem == "cycle":
-        assert any("serving.catalog.models" in c for c in cycles(graph))
     else:
-        path = modules["serving.capacity.perf"]
-        assert any(n == "argparse" for n, _ in imported_names("serving.capacity.perf", path))
+        assert any("serving.catalog.models" in c for c in cycles(graph))
+
+
+@pytest.mark.parametrize(
+    ("where", "source"),
+    [
+        ("serving/capacity/perf.py", "import argparse\n"),
+        ("mcp_server/server.py", "def late():\n    from argparse import ArgumentParser\n"),
+        ("bench/fidelity/harness.py", "import argparse as options\n"),
+        ("bench/fidelity/pacedserver/__init__.py", "import optparse\n"),
+        ("components/stack.py", "import getopt\n"),
+        ("serving/config/settings.py", "import sys\nARGS = sys.argv[1:]\n"),
+        ("newpackage/tool.py", "import argparse\n"),
+        ("tool.py", "import argparse\n"),
+    ],
+)
+def test_a_command_line_read_outside_the_layer_is_found(
+    tmp_path: Path, where: str, source: str
+) -> None:
+    """A module outside the command-line layer reading the command line, in any folder of the
+    repository: the check names it; the same lines in a `cli.py`, a `__main__.py`, under
+    `gemma4/` or `scripts/` pass, and under `tests/` are not looked at."""
+    target = tmp_path / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text('"""A module."""\n\n' + source)
+    found = command_line_readers(tmp_path)
+    assert len(found) == 1 and found[0].startswith(f"{where}: "), found
+    for allowed in ("cli.py", "__main__.py"):
+        target = target.rename(target.with_name(allowed))
+        assert command_line_readers(tmp_path) == []
+    for layer in ("gemma4", "scripts", "tests"):
+        moved = tmp_path / layer / "anything" / "module.py"
+        moved.parent.mkdir(parents=True)
+        target = target.rename(moved)
+        assert command_line_readers(tmp_path) == []

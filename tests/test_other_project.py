@@ -99,7 +99,7 @@ def test_health_and_bench_run_read_outputs_in_that_project(
 
 
 def test_mcp_names_the_project_it_serves(other: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from mcp_server.server import main
+    from mcp_server.cli import main
 
     (other / "Pulumi.l4.yaml").unlink()  # a project without stacks: the server does not start
     assert main(["--transport", "stdio"]) == 2

@@ -72,7 +72,7 @@ PYTHON_M_PARSERS = {
     "healthchecks": "healthchecks.cli",
     "bench": "bench.cli",
     "gemma4.promote_cli": "gemma4.promote_cli",
-    "mcp_server": "mcp_server.server",
+    "mcp_server": "mcp_server.cli",
     "gemma4.plan_cli": "gemma4.plan_cli",
 }
 #: `python -m` modules that are not user command lines with a parser to check.

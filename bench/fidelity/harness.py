@@ -23,25 +23,23 @@ within 2 %, never worse than the bare loop.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["Pacing", "main", "targets_for"]
+__all__ = ["CellResult", "Pacing", "client_cell", "run_once", "table", "targets_for", "usable_cpus"]
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "google/gemma-4-12B-it"
@@ -59,9 +57,9 @@ class Pacing:
         try:
             pacing = cls(float(ttft), float(itl))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"pacing is TTFT/ITL in ms, got {text!r}") from None
+            raise ValueError(f"pacing is TTFT/ITL in ms, got {text!r}") from None
         if pacing.ttft_ms <= 0 or pacing.itl_ms <= 0:
-            raise argparse.ArgumentTypeError(f"pacing must be positive, got {text!r}")
+            raise ValueError(f"pacing must be positive, got {text!r}")
         return pacing
 
     @property
@@ -83,7 +81,7 @@ two medians of the same server differ by noise (a tenth of a millisecond at 1 st
 # ----- the server --------------------------------------------------------------------------
 
 
-def _cpus() -> list[int]:
+def usable_cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
@@ -224,25 +222,25 @@ async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> di
     }
 
 
-def _client_main(args: argparse.Namespace) -> int:
-    if args.cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
-    if args.client == "bench":
-        record = _bench_client(args.url, args.streams, args.requests, args.output_tokens)
+def client_cell(
+    client: str, url: str, streams: int, requests: int, output_tokens: int, cpus: str, uvloop: bool
+) -> dict[str, Any]:
+    """One client cell in this process (``--client``): its record, with its own CPU time."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+    if client == "bench":
+        record = _bench_client(url, streams, requests, output_tokens)
     else:
         from bench.load.hotload import new_event_loop
 
-        loop = new_event_loop() if args.uvloop else asyncio.new_event_loop()
+        loop = new_event_loop() if uvloop else asyncio.new_event_loop()
         try:
-            record = loop.run_until_complete(
-                _bare(args.url, args.streams, args.requests, args.output_tokens)
-            )
+            record = loop.run_until_complete(_bare(url, streams, requests, output_tokens))
         finally:
             loop.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     record["client_cpu_s"] = usage.ru_utime + usage.ru_stime
-    sys.stdout.write(json.dumps(record, default=str) + "\n")
-    return 0
+    return record
 
 
 def run_client(
@@ -336,127 +334,52 @@ def table(runs: list[list[CellResult]]) -> str:
     return "\n".join(lines)
 
 
-def _run_once(args: argparse.Namespace, run: int) -> list[CellResult]:
-    cpus = _cpus()
-    server_cpu = cpus[-1] if len(cpus) > 1 and not args.no_pin else None
+def run_once(
+    run: int,
+    *,
+    pacings: Sequence[Pacing],
+    streams: Sequence[int],
+    output_tokens: int,
+    rounds: int,
+    min_requests: int,
+    pin: bool,
+    progress: Callable[[str], None],
+) -> list[CellResult]:
+    """One run: every pacing against every number of streams, each cell told to ``progress``."""
+    cpus = usable_cpus()
+    server_cpu = cpus[-1] if len(cpus) > 1 and pin else None
     client_cpus = cpus[:-1] if server_cpu is not None else []
     cells: list[CellResult] = []
-    for pacing in args.pacings:
-        proc, url = start_server(pacing, args.output_tokens, server_cpu)
+    for pacing in pacings:
+        proc, url = start_server(pacing, output_tokens, server_cpu)
         try:
-            for streams in args.streams:
-                requests = max(args.min_requests, args.rounds * streams)
+            for n in streams:
+                requests = max(min_requests, rounds * n)
                 results: dict[str, dict[str, Any]] = {}
                 server_ttfts: list[float] = []
                 for client in ("bench", "bare"):
                     _server_log(url)
                     results[client] = run_client(
-                        client, url, streams, requests, args.output_tokens, client_cpus
+                        client, url, n, requests, output_tokens, client_cpus
                     )
                     server_ttfts += _server_log(url)
                 cell = CellResult(
                     pacing,
-                    streams,
+                    n,
                     statistics.median(server_ttfts) * 1000,
                     results["bench"],
                     results["bare"],
                 )
                 cells.append(cell)
-                print(
-                    f"run {run}: {pacing.label}, {streams} streams: server "
+                progress(
+                    f"run {run}: {pacing.label}, {n} streams: server "
                     f"{cell.server_ttft_ms:.1f} ms, bench {_pct(cell.excess('bench'))}, bare "
                     f"{_pct(cell.excess('bare'))}, ITL {_pct(cell.itl_error)}; client CPU s: "
                     f"bench {cell.bench.get('client_cpu_s', 0):.2f}, "
                     f"bare {cell.bare.get('client_cpu_s', 0):.2f}; CPU ms/request: bench "
                     f"{cell.bench.get('client_cpu_ms_per_request') or 0:.3f}, bare "
-                    f"{cell.bare.get('client_cpu_ms_per_request') or 0:.3f}",
-                    file=sys.stderr,
-                    flush=True,
+                    f"{cell.bare.get('client_cpu_ms_per_request') or 0:.3f}"
                 )
         finally:
             stop_server(proc)
     return cells
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.fidelity",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--runs", type=int, default=1, help="runs; the table shows medians")
-    parser.add_argument(
-        "--streams", type=lambda t: [int(x) for x in t.split(",")], default=[1, 64, 512, 1024]
-    )
-    parser.add_argument(
-        "--pacings",
-        type=lambda t: [Pacing.parse(x) for x in t.split(",")],
-        default=[Pacing(100, 20), Pacing(200, 50)],
-        help="TTFT/ITL in ms, comma-separated (default 100/20,200/50)",
-    )
-    parser.add_argument("--output-tokens", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3, help="measured requests per stream")
-    parser.add_argument("--min-requests", type=int, default=10)
-    parser.add_argument("--no-pin", action="store_true", help="do not pin server and clients")
-    parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
-    # One client cell (internal: the script runs each client in its own process).
-    parser.add_argument("--client", choices=["bench", "bare"], help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--requests", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--cpus", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--uvloop", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.client:
-        args.streams = args.streams[0]
-        return _client_main(args)
-    if args.runs < 1 or any(s < 1 for s in args.streams):
-        parser.error("--runs and --streams must be positive")
-    started = time.monotonic()
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    runs = [_run_once(args, run + 1) for run in range(args.runs)]
-    elapsed = time.monotonic() - started
-    cpus = _cpus()
-    print(
-        f"# bench fidelity: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{platform.machine()}, {len(cpus)} CPUs ({platform.processor() or 'unknown'}), "
-        f"Python {platform.python_version()}; {args.runs} run(s) in {elapsed:.0f} s; "
-        f"load average at start {load[0]:.2f}"
-        if load
-        else ""
-    )
-    print(
-        f"# {args.output_tokens} output tokens, {len(PROMPT.split()) + 1}-token prompts; "
-        + (
-            f"server pinned to CPU {cpus[-1]}, clients to {cpus[:-1]}"
-            if len(cpus) > 1 and not args.no_pin
-            else "nothing pinned"
-        )
-        + "; TTFT columns: median over the server's own median TTFT, minus 1"
-    )
-    print()
-    print(table(runs))
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                [
-                    [
-                        {
-                            "pacing": c.pacing.label,
-                            "streams": c.streams,
-                            "server_ttft_ms": c.server_ttft_ms,
-                            "bench": c.bench,
-                            "bare": c.bare,
-                        }
-                        for c in run
-                    ]
-                    for run in runs
-                ],
-                indent=1,
-                default=str,
-            )
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

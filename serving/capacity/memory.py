@@ -39,22 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from math import ceil
 
-from serving.catalog.models import Architecture, Attention
+from serving.catalog.models import KV_DTYPE_BYTES, Architecture, Attention
 
 GIB = 1024**3
 HOURS_PER_MONTH = 730.0
-
-#: Bytes per KV element for vLLM's `--kv-cache-dtype` values ("auto" follows the model dtype).
-KV_DTYPE_BYTES: dict[str, int] = {
-    "bfloat16": 2,
-    "float16": 2,
-    "half": 2,
-    "float32": 4,
-    "fp8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp8_inc": 1,
-}
 
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:

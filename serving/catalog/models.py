@@ -10,6 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+#: Bytes per KV element for vLLM's `--kv-cache-dtype` values ("auto" follows the model dtype).
+KV_DTYPE_BYTES: dict[str, int] = {
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+}
+
 
 class Quantization(StrEnum):
     NONE = "none"

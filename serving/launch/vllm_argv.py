@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from serving.capacity.memory import KV_DTYPE_BYTES
+from serving.catalog.models import KV_DTYPE_BYTES
 from serving.launch.shell_words import GLOB_CHARS, Command, Part, ShellError, Word, lex
 
 #: vLLM's own `vllm serve` parser, captured from vLLM 0.27.1 (`serving/data/`): every option
@@ -400,7 +400,7 @@ CHOICE_OPTIONS: dict[str, frozenset[str]] = {
     "safetensors-load-strategy": frozenset({"eager", "lazy", "prefetch"}),
     "runner": frozenset({"auto", "generate"}),
     "convert": frozenset({"auto", "none"}),
-    # the memory policy counts these KV cache element sizes (serving.capacity.memory.KV_DTYPE_BYTES)
+    # the memory policy counts these KV cache element sizes (serving.catalog.models.KV_DTYPE_BYTES)
     "kv-cache-dtype": frozenset({"auto", *KV_DTYPE_BYTES}),
     # `lmcache` loads LMCache, which reads its own configuration (remote backends included)
     "kv-offloading-backend": frozenset({"native"}),

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.fidelity.harness import CellResult, Pacing, main, table
+from bench.fidelity.cli import main
+from bench.fidelity.harness import CellResult, Pacing, table
 from bench.fidelity.pacedserver import PacedServer, serving_in_thread
 
 

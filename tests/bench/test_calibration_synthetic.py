@@ -110,7 +110,7 @@ def test_held_out_concurrencies_are_predicted(synthetic_run: Path) -> None:
 def test_the_fake_server_refuses_bad_coefficients(
     capsys: pytest.CaptureFixture[str], value: str, message: str
 ) -> None:
-    from bench.fidelity.pacedserver import main
+    from bench.fidelity.cli import pacedserver_main as main
 
     with pytest.raises(SystemExit) as exc:
         main(["--step-model", value])

@@ -316,7 +316,7 @@ def test_endpoint_auth_none_sends_no_credential(world: dict[str, Any]) -> None:
 def test_endpoint_auth_modes_that_would_misroute_are_usage_errors(
     world: dict[str, Any], mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mcp_server.server import main
+    from mcp_server.cli import main
 
     assert main(["--endpoint-auth", mode, "--root", str(world["root"])]) == 2
     assert "--endpoint-auth" in capsys.readouterr().err

@@ -34,14 +34,12 @@ chat, no tokenizer, no errors beyond 404/400.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, cast
 
 import orjson
@@ -55,7 +53,8 @@ __all__ = [
     "SYNTHETIC_SHAPE",
     "SYNTHETIC_TRUTH",
     "PacedServer",
-    "main",
+    "serve",
+    "serving_in_thread",
     "synthetic_model",
 ]
 
@@ -410,53 +409,3 @@ def serving_in_thread(server: PacedServer) -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.fidelity.pacedserver", description=__doc__
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--ttft-ms", type=float, default=100.0)
-    parser.add_argument("--itl-ms", type=float, default=20.0)
-    parser.add_argument(
-        "--step-model",
-        metavar="JSON",
-        default=None,
-        help="pace by the synthetic step model with these coefficients (a JSON object with "
-        "the keys of serving.capacity.perf.Coefficients; '{}' for the priors) instead of fixed "
-        "times",
-    )
-    parser.add_argument("--max-num-seqs", type=int, default=64)
-    parser.add_argument("--output-tokens", type=int, default=16)
-    parser.add_argument("--cpu", type=int, default=None, help="pin this process to that CPU")
-    args = parser.parse_args(argv)
-    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.cpu})
-    from bench.load.hotload import new_event_loop
-
-    step_model = None
-    if args.step_model is not None:
-        try:
-            raw = orjson.loads(args.step_model)
-            if not isinstance(raw, dict) or not set(raw) <= set(Coefficients().as_dict()):
-                raise ValueError(f"keys must be among {sorted(Coefficients().as_dict())}")
-            coefficients = Coefficients(**{k: float(v) for k, v in raw.items()})
-        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
-            parser.error(f"--step-model: {exc}")
-        if not 1 <= args.max_num_seqs <= 4096:
-            parser.error("--max-num-seqs must be in [1, 4096]")
-        step_model = synthetic_model(coefficients, args.max_num_seqs)
-    server = PacedServer(
-        args.ttft_ms / 1000, args.itl_ms / 1000, args.output_tokens, step_model=step_model
-    )
-    loop = new_event_loop()
-    with contextlib.suppress(KeyboardInterrupt):
-        loop.run_until_complete(serve(server, args.host, args.port))
-    loop.close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
