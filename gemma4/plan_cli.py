@@ -38,7 +38,7 @@ from serving.capacity.plan import (
     report,
     stack_names,
 )
-from serving.capacity.plan_perf import search, validated_tokens, workload_for
+from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
 from serving.config.project import ProjectError, find_project_file, stack_file
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 from serving.config.stack_config import stack_name_problem
@@ -109,7 +109,11 @@ def table(r: dict[str, Any]) -> Table:
             f"{r['decode_ceiling_tokens_per_s']:,.0f} tokens/s",
             f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
         ),
-        ("price", f"${r['usd_per_hour']:,.2f}/h", r["price_source"]),
+        (
+            "price",
+            f"${r['usd_per_hour']:,.2f}/h",
+            r["price_source"] + "".join(f" [{note}]" for note in r.get("price_unconfirmed", [])),
+        ),
         (
             "billed a month",
             f"${r['usd_per_month_billed']:,.0f}/month",
@@ -139,6 +143,7 @@ def table(r: dict[str, Any]) -> Table:
 
 
 def build_parser() -> argparse.ArgumentParser:
+
     parser = argparse.ArgumentParser(
         prog="gemma4 plan",
         description="Print a stack's vLLM capacity plan (memory budget, KV cache, concurrency "
@@ -176,6 +181,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
     )
+    parser.add_argument(
+        "--concurrency",
+        type=concurrency_list,
+        default=None,
+        metavar="N,...",
+        help="requests in flight to predict at, comma-separated (default: 1, powers of two "
+        "and max-num-seqs)",
+    )
+    add_mtp_option(parser)
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also draw latency against throughput (band, ceilings, the SLO line) to FILE "
+        "(.png or .svg)",
+    )
+    parser.add_argument(
+        "--calibration-run",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="with --plot: draw this benchmark run's measured cells on the figure",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     # The two subcommands, for --help and the generated reference; main() hands them their
     # arguments before this parser sees any, so `-s` and the rest above are not theirs.
@@ -192,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from serving.config.project import ProjectError
+
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]](args[1:])
@@ -220,7 +251,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = options.project_dir if options.stack_file is None else None
         settings = load_stack_file_settings(path, root)
         workload = workload_for(settings, prompt, output)
-        result = report(stack, settings, options.rate, workload)
+        acceptance = None if options.mtp_acceptance is None else float(options.mtp_acceptance)
+        result = report(
+            stack,
+            settings,
+            options.rate,
+            workload,
+            mtp_acceptance=acceptance,
+            concurrencies=options.concurrency,
+        )
+        if options.calibration_run is not None and options.plot is None:
+            raise PlanError("--calibration-run needs --plot FILE")
+        if options.plot is not None:
+            from serving.capacity.perf_plot import PlotError, measured_points, plot_stack
+
+            measured = None
+            if options.calibration_run is not None:
+                try:
+                    run = load_run(options.calibration_run)
+                except StoreError as exc:
+                    raise PlanError(f"--calibration-run {options.calibration_run}: {exc}") from None
+                measured = measured_points(run.cells)
+                if not measured:
+                    raise PlanError(
+                        f"--calibration-run {options.calibration_run}: no measured cell with "
+                        "a request rate and a mean E2E"
+                    )
+            try:
+                plot_stack(
+                    options.plot,
+                    stack,
+                    settings,
+                    workload,
+                    mtp_acceptance=acceptance,
+                    measured=measured,
+                )
+            except PlotError as exc:
+                raise PlanError(str(exc)) from None
+            print(f"gemma4 plan: wrote {options.plot}", file=sys.stderr)
     except (ValueError, PlanError, ProjectError) as exc:
         print(f"gemma4 plan: error: {exc}", file=sys.stderr)
         return 2
@@ -240,7 +308,8 @@ def _ms(value: float) -> str:
 def perf_table(stack: str, perf: dict[str, Any]) -> Table:
     t = Table(
         title=f"Predicted performance: stack {stack}, {perf['prompt_tokens']} prompt + "
-        f"{perf['output_tokens']} output tokens per request (means, PREDICTED, not measured)"
+        f"{perf['output_tokens']} output tokens per request (means at the client, PREDICTED, "
+        "not measured)"
     )
     for name in (
         "concurrency",
@@ -250,6 +319,7 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         "output tok/s",
         "req/s",
         "$/M output tokens",
+        "closest ceiling",
     ):
         t.add_column(name, justify="right")
     for p in perf["curve"]:
@@ -262,17 +332,25 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
             f"{p['output_tokens_per_s']:,.0f}",
             f"{p['requests_per_s']:,.2f}",
             "-" if cost is None else f"${cost:,.2f}",
+            p["ceiling"],
         )
-    spec = (
-        f"; MTP {perf['speculative_tokens']} tokens, mean accepted length "
-        f"{perf['mean_accepted_length']:.2f} (prior)"
-        if perf["speculative_tokens"] and not perf["calibrated"]
-        else ""
-    )
+    spec = ""
+    mtp = perf.get("mtp")
+    if mtp:
+        lo, hi = mtp["bounds"]["none_accepted"], mtp["bounds"]["all_accepted"]
+        spec = (
+            f" MTP {mtp['speculative_tokens']} drafts, mean accepted length "
+            f"{perf['mean_accepted_length']:.2f} ({mtp['acceptance_source']}); bounds at one "
+            f"stream: ITL {_ms(lo['itl_ms_at_1'])} ms (nothing accepted) to "
+            f"{_ms(hi['itl_ms_at_1'])} ms (everything accepted), capacity "
+            f"{lo['capacity_requests_per_s']:,.2f} to {hi['capacity_requests_per_s']:,.2f} req/s."
+        )
+    measured = "measured" if perf["front_end_measured"] else "NOT measured, a stand-in"
     t.caption = (
-        f"Basis: {perf['basis']}{spec}. Band: +/-{perf['band']:.0%}. Capacity "
+        f"Basis: {perf['basis']}. Band: +/-{perf['band']:.0%}. Capacity "
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
-        "Model: serving/capacity/perf.py; docs/performance-model.md."
+        f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
+        f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
     )
     return t
 
@@ -285,7 +363,9 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
     t.add_column("item")
     t.add_column("value", justify="right")
     t.add_column("how")
-    rows: list[tuple[str, str, str]] = [("SLO (on predicted means)", r["slo"] or "-", "")]
+    rows: list[tuple[str, str, str]] = [
+        ("SLO (on predicted means at the client)", r["slo"] or "-", "front end included")
+    ]
     if r.get("per_replica_rps") is not None:
         on_slo = r["slo"] is not None
         rows += [
@@ -333,6 +413,7 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
 
 
 def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
+
     parser = argparse.ArgumentParser(
         prog="gemma4 plan search",
         add_help=add_help,
@@ -341,6 +422,8 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
         "slow side).",
     )
+    from gemma4.options import bounded_number
+
     parser.add_argument(
         "--rate",
         type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
@@ -353,9 +436,59 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
     parser.add_argument("--prompt-tokens", type=int, help="default: each stack's benchmark's")
     parser.add_argument("--output-tokens", type=int, help="default: each stack's benchmark's")
+    add_mtp_option(parser)
+    parser.add_argument(
+        "--allow-flex-start",
+        action="store_true",
+        help="also offer flex-start TPU nodes (deleted after maxRunHours; marked in the answer)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_project_options(parser, stack_file=False)
     return parser
+
+
+def add_mtp_option(parser: argparse.ArgumentParser) -> None:
+    """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with."""
+    from gemma4.options import bounded_number
+
+    parser.add_argument(
+        "--mtp-acceptance",
+        type=bounded_number("--mtp-acceptance", 0.0, 1.0),
+        default=None,
+        metavar="F",
+        help="per-draft-token MTP acceptance in [0, 1] for stacks with speculative decoding "
+        "(default: a calibration's measured figure, else the median of published Gemma 4 "
+        "MTP figures)",
+    )
+
+
+#: Most levels `--concurrency` takes.
+MAX_LEVELS = 64
+
+
+def concurrency_list(text: str) -> list[int]:
+    """An argparse `type`: ``N,N,...``, each an integer in [1, MAX_CONCURRENCY], at most
+    :data:`MAX_LEVELS` of them, sorted and without repeats."""
+    from serving.capacity.perf import MAX_CONCURRENCY
+
+    parts = text.split(",")
+    if not text or len(parts) > MAX_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"--concurrency takes 1 to {MAX_LEVELS} comma-separated integers, got {text[:40]!r}"
+        )
+    out = set()
+    for part in parts:
+        try:
+            value = int(part.strip())
+        except ValueError:
+            value = 0
+        if not 1 <= value <= MAX_CONCURRENCY:
+            raise argparse.ArgumentTypeError(
+                f"--concurrency values must be integers from 1 to {MAX_CONCURRENCY}, "
+                f"got {part.strip()[:20]!r}"
+            )
+        out.add(value)
+    return sorted(out)
 
 
 def _project_dir(given: Path | None) -> Path:
@@ -373,6 +506,8 @@ def _project_dir(given: Path | None) -> Path:
 
 
 def search_main(argv: Sequence[str]) -> int:
+    from serving.capacity.plan import PlanError
+
     o = build_search_parser().parse_args(list(argv))
     try:
         rate = float(o.rate)
@@ -395,7 +530,15 @@ def search_main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         stacks = {name: load_stack_settings(name, root) for name in names}
-        rows = search(stacks, rate, slo, prompt, output)
+        rows = search(
+            stacks,
+            rate,
+            slo,
+            prompt,
+            output,
+            None if o.mtp_acceptance is None else float(o.mtp_acceptance),
+            bool(o.allow_flex_start),
+        )
     except (ValueError, PlanError) as exc:
         print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
         return 2
@@ -417,10 +560,13 @@ def search_main(argv: Sequence[str]) -> int:
         ):
             t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
         t.add_column("band")
+        excluded = [r for r in rows if r["excluded"]]
         for r in rows:
+            if r["excluded"]:
+                continue
             low, high = r["stack_replicas"]
             t.add_row(
-                r["stack"],
+                r["stack"] + (" (flex-start)" if r["flex_start"] else ""),
                 r["hardware"],
                 f"{r['per_replica_requests_per_s']:,.2f}",
                 str(r["replicas"]) if r["replicas"] else "cannot meet",
@@ -429,20 +575,21 @@ def search_main(argv: Sequence[str]) -> int:
                 f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
                 f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
             )
+        left_out = "".join(f" Left out: {r['stack']}: {r['excluded']}." for r in excluded)
         t.caption = (
-            f"Per replica: the largest arrival rate whose predicted means meet the SLO x "
-            f"{1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band), as "
-            "`gemma4 plan --rate` plans replicas (serving/capacity/perf_stack.py). $/h: at least "
-            "the "
-            "stack's fewest replicas, plus a GKE cluster's fixed costs (fee, system node, "
-            "forwarding rule). "
-            "Uncalibrated predictions carry a +/-50 % band."
+            f"Per replica: the largest arrival rate whose predicted means at the client (the "
+            f"platform's front end included) meet the SLO x {1 - HEADROOM:g} "
+            f"({HEADROOM * 100:g} % headroom) / (1 + band), as `gemma4 plan --rate` plans "
+            "replicas (serving/capacity/perf_stack.py). $/h: at least the stack's fewest "
+            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule). "
+            f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
         )
         Console().print(t)
-    return 0 if rows and rows[0]["replicas"] else 1
+    return 0 if rows and rows[0]["replicas"] and not rows[0]["excluded"] else 1
 
 
 def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
+
     parser = argparse.ArgumentParser(
         prog="gemma4 plan calibrate",
         add_help=add_help,
@@ -461,6 +608,12 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         help="the run measured a fake server: stored, never used for a real stack's prediction",
     )
     parser.add_argument(
+        "--allow-other-target",
+        action="store_true",
+        help="accept a run of another hardware or vLLM release than the stack pins: the "
+        "calibration is labelled with what was measured and applies to that target only",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -471,6 +624,9 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
 
 
 def calibrate_main(argv: Sequence[str]) -> int:
+    from serving.capacity.plan import PlanError, load_stack_settings
+    from serving.config.project import stack_file
+
     o = build_calibrate_parser().parse_args(list(argv))
     try:
         if o.where is not None and not 0 < len(o.where) <= 200:
@@ -483,25 +639,15 @@ def calibrate_main(argv: Sequence[str]) -> int:
         if not o.run_dir.is_dir():
             raise ValueError(f"{o.run_dir}: no such run folder")
         data = load_run(o.run_dir)
-        run_model = data.run.get("model")
-        if run_model not in (None, settings.model.model, settings.model.served_model_name):
-            raise ValueError(
-                f"the run measured model {run_model!r}, stack {o.stack} serves "
-                f"{settings.model.model!r}"
-            )
-        run_hw = data.run.get("hardware")
-        if run_hw not in (None, settings.hardware):
-            raise ValueError(
-                f"the run measured hardware {run_hw!r}, stack {o.stack} is {settings.hardware!r}"
-            )
-        base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
         release = vllm_release(settings)
+        measured_hw, measured_vllm = run_target(data.run, settings, o.stack, o.allow_other_target)
+        base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
         calibration = calibrate(
             base,
             data.cells,
-            hardware=settings.hardware,
+            hardware=measured_hw,
             checkpoint=settings.model.model,
-            vllm=release,
+            vllm=measured_vllm,
             provenance={
                 "run": data.label,
                 "run_dir": o.run_dir.name,
@@ -510,14 +656,19 @@ def calibrate_main(argv: Sequence[str]) -> int:
                 "where": o.where or "not stated",
                 "image": settings.image,
                 "stack": o.stack,
+                "platform": settings.deploy_platform,
                 "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "synthetic": bool(o.synthetic),
+                "other_target": (measured_hw, measured_vllm) != (settings.hardware, release),
             },
         )
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
         print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
         return 2
-    name = f"{settings.hardware}--{settings.model.card.folder}--{release.replace(' ', '-')}"
+    name = (
+        f"{settings.deploy_platform}--{measured_hw}--{settings.model.card.folder}--"
+        f"{measured_vllm.replace(' ', '-')}"
+    )
     out: Path = CALIBRATIONS_DIR if o.out is None else o.out
     path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
     try:

@@ -479,7 +479,9 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
 
     hw = settings.profile
     price = settings.price.usd_per_hour
-    price_source = f"{settings.price.source} ({settings.price.as_of})"
+    price_source = f"{settings.price.source} ({settings.price.as_of})" + "".join(
+        f" [{note}]" for note in settings.price.unconfirmed
+    )
     hours = settings.billed_hours_per_month
     note = ""
     fixed: list[CostItem] = []
@@ -533,15 +535,18 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
     )
 
 
-def _performance(settings: Any, rate: float, replicas: int | None) -> dict[str, Any]:
-    """Predicted TTFT, ITL and throughput beside the cost (serving.capacity.perf; means, predicted):
-    each of `replicas` serving its share of `rate` req/s, and one instance full."""
+def _performance(
+    settings: Any, rate: float, replicas: int | None, mtp_acceptance: float | None = None
+) -> dict[str, Any]:
+    """Predicted TTFT, ITL and throughput beside the cost (serving.capacity.perf; means at the
+    client, predicted): each of `replicas` serving its share of `rate` req/s, and one instance
+    full."""
     from serving.capacity.perf import cost_per_million_tokens
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan_perf import workload_for
     from serving.catalog.hardware import Platform
 
-    model, calibration = model_for_settings(settings)
+    model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload_for(settings, None, None)
     if settings.profile.platform is Platform.TPU:
         concurrency = settings.vllm.max_num_seqs
@@ -556,6 +561,8 @@ def _performance(settings: Any, rate: float, replicas: int | None) -> dict[str, 
         "band": model.band,
         "prompt_tokens": w.prompt_tokens,
         "output_tokens": w.output_tokens,
+        "mean_accepted_length": model.tokens_per_step,
+        "front_end_ms": model.front_end_s * 1000.0,
         "at_rate": {
             "requests_per_second": rate / replicas,
             "stack_requests_per_second": rate,
@@ -591,6 +598,7 @@ def build_preview(
     requests_per_second: float | None = None,
     root: Path = ROOT,
     project_dir: Path | None = None,
+    mtp_acceptance: float | None = None,
 ) -> Preview:
     """Render `stack` (or `stack_file`, previewed under the name `stack`) offline and judge it.
 
@@ -653,12 +661,18 @@ def build_preview(
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
     try:
-        plan = report(stack, settings, requests_per_second, flag="--requests-per-second")
+        plan = report(
+            stack,
+            settings,
+            requests_per_second,
+            flag="--requests-per-second",
+            mtp_acceptance=mtp_acceptance,
+        )
     except PlanError as exc:
         raise PreviewError(f"{path}: {exc}") from None
     rate, rate_source = plan["requests_per_second"], plan["requests_per_second_source"]
     cost = _cost(settings, rate, rate_source, plan)
-    performance = _performance(settings, rate, plan["serving_replicas"])
+    performance = _performance(settings, rate, plan["serving_replicas"], mtp_acceptance)
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])
@@ -993,6 +1007,9 @@ def build_parser() -> argparse.ArgumentParser:
         "replica's share (rate / replicas) gives the predicted figures (default: the stack's "
         "sloMinRequestsPerSecond, else what its fewest replicas serve as planned)",
     )
+    from gemma4.plan_cli import add_mtp_option
+
+    add_mtp_option(parser)
     return parser
 
 
@@ -1035,6 +1052,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             path,
             policy_config=options.policy_config,
             requests_per_second=options.requests_per_second,
+            mtp_acceptance=options.mtp_acceptance,
         )
     except PreviewError as exc:
         _say(f"gemma4 preview: error: {exc}", sys.stderr)

@@ -361,7 +361,9 @@ def hardware_page() -> str:
         )
         lines.append(
             f"| `{key}` | {_cell(hw.display_name)} (`{hw.accelerator}`) | "
-            f"{hw.memory_bytes / 2**30:.1f} GiB | {minimum} | ${hw.price.usd_per_hour:,.2f} | "
+            f"{hw.memory_bytes / 2**30:.1f} GiB | {minimum} | "
+            f"{'at least ' if hw.price.unconfirmed else ''}${hw.price.usd_per_hour:,.2f} | "
+            f"{'at least ' if hw.price.unconfirmed else ''}"
             f"${hw.price.usd_per_hour * HOURS_PER_MONTH:,.0f} |"
         )
     lines.append("")
@@ -380,7 +382,9 @@ def hardware_page() -> str:
             f"{probe.failure_threshold} failures; post-deploy health check deadline "
             f"{hw.cold_start_deadline_seconds} s.",
             f"- Price: ${hw.price.usd_per_hour:g} per hour, as of {hw.price.as_of} "
-            f"(source: {_cell(hw.price.source)}).",
+            f"(source: {_cell(hw.price.source)})"
+            + "".join(f" **{_cell(note)}**" for note in hw.price.unconfirmed)
+            + ".",
             "",
         ]
     return HEADER + "\n".join(lines).rstrip() + "\n"

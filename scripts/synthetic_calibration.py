@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
             grid,
             out,
             options=SweepOptions(
-                min_requests=4,
+                min_requests=8,
                 requests_per_slot=2,
                 use_tokenize=False,
                 progress=False,

@@ -403,9 +403,9 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     code, out, _ = run(capsys, "-s", "rtx6000", "--json", "--requests-per-second", "2")
     assert code == 0
     perf = json.loads(out)["performance"]
-    assert perf["measured"] is False and perf["band"] == 0.5
     settings = load_stack_settings("rtx6000")
     model, _ = model_for_settings(settings)
+    assert perf["measured"] is False and perf["band"] == model.band
     w = Workload(
         settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
     )
@@ -472,3 +472,15 @@ def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
         assert f"replicas serve {r:g} req/s" in text or f"{r:g} req/s needs" in text
         seen.append(n)
     assert seen[1] >= seen[0]  # twice the load never needs fewer replicas
+
+
+def test_the_preview_takes_the_mtp_acceptance(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-s", "rtx6000", "--json", "--mtp-acceptance", "0.1")
+    assert code == 0
+    perf = json.loads(out)["performance"]
+    assert perf["mean_accepted_length"] == pytest.approx(1.111)
+    try:
+        code = pv.main(["-s", "rtx6000", "--mtp-acceptance", "1.5"])
+    except SystemExit as exc:
+        code = int(str(exc.code))
+    assert code == 2 and "--mtp-acceptance must be a number from 0 to 1" in capsys.readouterr().err

@@ -56,12 +56,13 @@ def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixt
     assert "always on" not in table
 
 
-@pytest.mark.parametrize(
-    ("provisioning", "rate"), [("flex-start", "flex_start_price"), ("spot", "price")]
-)
-def test_a_tpu_stack_is_priced_at_its_provisioning_rate(provisioning: str, rate: str) -> None:
-    settings = load_settings({**TPU, "provisioning": provisioning})
-    assert settings.price == getattr(HARDWARE["tpu-v6e-1"], rate)
+def test_a_tpu_stack_is_priced_at_its_provisioning_rate() -> None:
+    flex = load_settings({**TPU, "provisioning": "flex-start"}).price
+    assert flex == HARDWARE["tpu-v6e-1"].flex_start_price
+    # No spot rate could be confirmed: the on-demand one is shown as an upper bound, said so.
+    spot = load_settings({**TPU, "provisioning": "spot"}).price
+    assert spot.usd_per_hour == HARDWARE["tpu-v6e-1"].price.usd_per_hour
+    assert spot.unconfirmed and "UPPER BOUND" in spot.unconfirmed[0]
 
 
 @pytest.mark.parametrize(
@@ -76,3 +77,45 @@ def test_every_price_cites_googles_page_and_a_region(price: Price) -> None:
     assert "https://cloud.google.com/" in price.source and "pricing" in price.source
     assert any(region in price.source for region in ("us-east4", "us-central1", "us-east5"))
     assert price.as_of[:4].isdigit()
+
+
+def test_gpu_zonal_redundancy_bills_the_higher_gpu_rate() -> None:
+    from serving.catalog.hardware import CLOUD_RUN_CPU, CLOUD_RUN_MEMORY
+
+    base = stack_config("l4")
+    off = load_settings({**base, "gpuZonalRedundancy": False}).price
+    on = load_settings({**base, "gpuZonalRedundancy": True}).price
+    rates = HARDWARE["l4"].cloud_run_gpu
+    assert rates is not None
+    host = 3600 * (
+        4 * (CLOUD_RUN_CPU.usd_per_second or 0) + 16 * (CLOUD_RUN_MEMORY.usd_per_second or 0)
+    )
+    assert off.usd_per_hour == pytest.approx(
+        3600 * (rates.without_zonal_redundancy.usd_per_second or 0) + host, abs=1e-3
+    )
+    assert on.usd_per_hour > off.usd_per_hour
+    assert "with zonal redundancy" in on.source and not on.unconfirmed
+
+
+def test_the_host_cpu_and_memory_are_billed() -> None:
+    base = stack_config("l4")
+    small = load_settings(base).price.usd_per_hour
+    big = load_settings({**base, "cpu": 8, "memoryGib": 32}).price.usd_per_hour
+    assert big == pytest.approx(small + 3600 * (4 * 0.000018 + 16 * 0.000002), abs=1e-3)
+
+
+def test_an_unconfirmed_rate_makes_the_price_a_stated_bound() -> None:
+    rtx = load_settings(stack_config("rtx6000")).price
+    # At least the 20 vCPU and 80 GiB the GPU requires, and it says the GPU is not priced.
+    assert rtx.usd_per_hour >= 3600 * (20 * 0.000018 + 80 * 0.000002) - 1e-6
+    assert any("LOWER BOUND" in note for note in rtx.unconfirmed)
+    spot = load_settings({**TPU, "provisioning": "spot"}).price
+    assert any("UPPER BOUND" in note for note in spot.unconfirmed)
+    gke = load_settings(stack_config("gke-tpu-v6e")).price
+    assert any("spot" in note for note in gke.unconfirmed)
+
+
+def test_plan_shows_what_is_not_priced(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-s", "rtx6000", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert any("LOWER BOUND" in note for note in result["price_unconfirmed"])

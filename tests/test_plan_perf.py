@@ -41,25 +41,29 @@ def test_each_stack_prints_its_predicted_curve(
     curve = perf["curve"]
     assert next(p["concurrency"] for p in curve) == 1
     assert curve[-1]["concurrency"] == settings.vllm.max_num_seqs
-    assert perf["measured"] is False and perf["calibrated"] is False and perf["band"] == 0.5
+    assert perf["measured"] is False and perf["calibrated"] is False
+    assert perf["band"] == model_for_settings(settings, calibrations=None)[0].band > 0
     # More concurrency: more throughput, each stream slower (a batch reads more KV).
     for a, b in itertools.pairwise(curve):
         assert b["output_tokens_per_s"] > a["output_tokens_per_s"]
         assert b["itl_ms"] >= a["itl_ms"]
-    # Little's law holds in what it prints.
+    # Little's law holds in what it prints (at the engine: concurrency is what it holds).
     for p in curve:
-        assert p["requests_per_s"] * p["e2e_ms"] / 1000 == pytest.approx(p["concurrency"])
+        assert p["requests_per_s"] * p["engine_e2e_ms"] / 1000 == pytest.approx(
+            p["concurrency"], rel=1e-6
+        )
     code, out, _ = run(capsys, "-s", stack)
     assert "PREDICTED, not measured" in out and "uncalibrated" in out
 
 
 def test_the_l4_single_stream_is_bandwidth_bound() -> None:
     """One stream on an L4 reads the loaded weights each step: 300 GB/s over 8.28 GiB is
-    33.7 tokens/s at full bandwidth; the priors (75 %, 1.5 ms) put it near 24."""
+    33.7 tokens/s at full bandwidth; the prior for 4-bit weights (70 %, 1.5 ms) near 22."""
     model, _ = model_for_settings(load_stack_settings("l4"))
     step = model.decode_step_s(1, 640)
     assert 1 / step < 300e9 / (8.28 * 2**30)
-    assert 1 / step == pytest.approx(23.9, rel=0.03)
+    assert model.coefficients.bandwidth_efficiency == 0.7
+    assert 1 / step == pytest.approx(22.5, rel=0.03)
 
 
 def test_all_stacks_and_the_search_are_quick(capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,13 +167,13 @@ def _cells(model: StepModel) -> list[dict[str, Any]]:
                     "prompt_tokens": prompt,
                     "output_tokens": 64,
                     "request_rate": None,
-                    "completed": 4 * c,
-                    "total_input_tokens": 4 * c * prompt,
+                    "completed": 8 * c,
+                    "total_input_tokens": 8 * c * prompt,
                     "mean_output_tokens": 64.0,
                     "client_mean_itl_ms": p.step_s * 1000,
-                    "server_mean_ttft_ms": p.ttft_s * 1000,
-                    "server_mean_e2el_ms": p.e2e_s * 1000,
-                    "mean_e2el_ms": p.e2e_s * 1000 + 2.0,
+                    "server_mean_ttft_ms": p.engine_ttft_s * 1000,
+                    "server_mean_e2el_ms": p.engine_e2e_s * 1000,
+                    "mean_e2el_ms": p.engine_e2e_s * 1000 + 2.0,
                     "mean_in_flight": float(c),
                     "output_throughput": p.output_tokens_per_s * 0.9,
                 }
@@ -184,7 +188,13 @@ def _write_run(path: Path, cells: list[dict[str, Any]], model: str, hardware: st
         "output_tokens": [64],
         "request_rates": [None],
     }
-    meta = {"model": model, "url": "http://x", "label": "l4-run", "hardware": hardware}
+    meta = {
+        "model": model,
+        "url": "http://x",
+        "label": "l4-run",
+        "hardware": hardware,
+        "engine_version": "0.27.1",
+    }
     store = RunStore.open(path, {**meta, "grid": grid}, resume=False)
     for record in cells:
         store.append_cell(record)
@@ -205,10 +215,21 @@ def test_calibrate_fits_a_run_and_the_stack_then_uses_it(
     )
     assert code == 0, err
     (path,) = out.glob("*.json")
-    assert path.name == "l4--gemma-4-12B-it-qat-w4a16-ct--vllm-0.27.1.json"
+    assert path.name == "cloud-run--l4--gemma-4-12B-it-qat-w4a16-ct--vllm-0.27.1.json"
     calibration = load_calibration(path)
-    for name, value in TRUTH.as_dict().items():
-        assert getattr(calibration.coefficients, name) == pytest.approx(value, rel=0.05), name
+    # The cells are bandwidth-bound in decode: the decode compute efficiency is not
+    # identifiable from them, and bandwidth efficiency trades against the per-step constant;
+    # what a calibration must get right is what it predicts.
+    fitted = replace(prior, coefficients=calibration.coefficients)
+    for cell in _cells(truth):
+        w = Workload(cell["prompt_tokens"], 64)
+        got, want = (
+            fitted.at_concurrency(cell["concurrency"], w),
+            truth.at_concurrency(cell["concurrency"], w),
+        )
+        assert got.step_s == pytest.approx(want.step_s, rel=0.03), cell["id"]
+        assert got.engine_ttft_s == pytest.approx(want.engine_ttft_s, rel=0.05), cell["id"]
+    assert calibration.coefficients.bandwidth_efficiency == pytest.approx(0.62, rel=0.15)
     assert calibration.provenance["run"] == "l4-run"
     assert calibration.provenance["where"] == "test"
     assert calibration.provenance["image"] == settings.image
@@ -219,6 +240,9 @@ def test_calibrate_fits_a_run_and_the_stack_then_uses_it(
     assert used is not None and model.coefficients == calibration.coefficients
     assert "calibrated on l4-run" in model.basis
     assert model.band == calibration.band < 0.5
+    # The same L4, checkpoint and engine on GKE is another stack: this run does not change it.
+    gke, used_gke = model_for_settings(load_stack_settings("gke-l4"), calibrations=out)
+    assert used_gke is None and "uncalibrated" in gke.basis
 
 
 def test_a_synthetic_calibration_never_stands_in_for_a_real_one(
@@ -293,7 +317,7 @@ def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
         ({**good, "coefficients": {"bandwidth_efficiency": 0.5}}, "coefficients must have"),
         (
             {**good, "coefficients": {**good["coefficients"], "bandwidth_efficiency": -1}},
-            "bandwidth_efficiency must be in (0, 1.5]",
+            "bandwidth_efficiency must be in (0, 1]",
         ),
         ({**good, "held_out_error": {"p99": 0.1}}, "held_out_error keys"),
         (
@@ -328,8 +352,25 @@ def test_calibrate_refuses_a_run_that_is_not_physical(
         c["client_mean_itl_ms"] /= 40
     run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "l4")
     code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
-    assert code == 2 and "the fit is not physical" in err, err
+    assert code == 2 and "faster than reading the weights once" in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_calibrate_refuses_a_fit_that_needs_an_efficiency_above_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Latencies divided by 1.7: still slower than one read of the weights, but only an
+    engine reading at more than 100 % of the L4's bandwidth would be that fast."""
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    cells = _cells(replace(prior, coefficients=TRUTH))
+    for c in cells:
+        for key in ("client_mean_itl_ms", "server_mean_ttft_ms", "server_mean_e2el_ms"):
+            c[key] /= 1.7
+    run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "l4")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 2 and "an efficiency above 1 would be needed" in err, err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
 def test_calibration_files_with_booleans_for_numbers_are_refused(tmp_path: Path) -> None:
@@ -381,7 +422,10 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
 
     settings = load_stack_settings("rtx6000")
     prior, _ = model_for_settings(settings, calibrations=None)
-    assert prior.speculation is not None and prior.speculation.mean_accepted_length == 1.875
+    from serving.capacity.perf_stack import accepted_length, mtp_prior_acceptance
+
+    assert prior.speculation is not None
+    assert prior.speculation.mean_accepted_length == accepted_length(mtp_prior_acceptance(), 3)
     truth = replace(prior, coefficients=TRUTH, speculation=Speculation(3, 2.6))
     cells = [{**c, "spec_decode_acceptance_length": 2.6} for c in _cells(truth)]
     run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "rtx-pro-6000")
@@ -392,8 +436,7 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     assert load_calibration(path).mean_accepted_length == pytest.approx(2.6)
     model, _ = model_for_settings(settings, calibrations=out)
     assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
-    for name, value in TRUTH.as_dict().items():
-        assert getattr(model.coefficients, name) == pytest.approx(value, rel=0.05), name
+    assert model.coefficients.bandwidth_efficiency == pytest.approx(0.62, rel=0.15)
 
 
 def test_calibrate_says_when_it_cannot_write(
@@ -421,7 +464,8 @@ def test_the_search_and_the_replica_plan_name_the_same_replicas(stack: str, rate
     slo = slo_for(settings)
     assert slo is not None  # every shipped stack states a latency SLO
     plan = replica_plan(settings, rate, "--rate")
-    (row,) = search({stack: settings}, rate, slo)
+    # Flex-start stacks are offered only when asked: ask, to compare the rule itself.
+    (row,) = search({stack: settings}, rate, slo, allow_flex_start=True)
     assert row["replicas"] == plan["replicas_needed"]
     assert row["per_replica_requests_per_s"] == pytest.approx(plan["per_replica_rps"])
     model, _ = model_for_settings(settings)

@@ -118,7 +118,8 @@ def overlay(run: RunData, model: StepModel) -> Overlay:
     """The model's prediction for each measured closed-loop cell of ``run`` beside it."""
     threshold = max(model.band, FAR_OFF_FLOOR)
     rows = []
-    for o in observations(run.cells, model.max_num_seqs):
+    # Every measured cell is shown beside the prediction, however few its requests.
+    for o in observations(run.cells, model.max_num_seqs, min_requests=1):
         p = predict(model, o)
         m = measured(o)
         error = {k: ((p[k] - v) / v if v else None) for k, v in m.items()}

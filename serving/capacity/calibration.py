@@ -6,12 +6,12 @@ histogram means over the cell's window (``server_mean_ttft_ms``, ``server_mean_e
 acceptance (``spec_decode_acceptance_length``) and the token counts. :func:`observations` turns
 the measured cells into the model's inputs and targets; :func:`fit` finds the coefficients:
 
-1. decode: ``step = x1 x bytes + x2 x flops + x3`` by least squares over the cells' step times
-   (the client's per-step ITL, else the server's), non-negative:
-   a coefficient that comes out negative is dropped and the rest refitted; when the cells cannot
-   tell bytes from FLOPs apart (one prompt length only) the compute term keeps its prior;
-2. prefill: ``ttft - chunks x step(B - 1) = y1 x prefill flops + y2`` over the cells below
-   ~70 % of the batch slots (above that a request also waits in the queue).
+a bounded pattern search through the full step model (efficiencies in (0, 1], constants in
+[0, 10] s) minimising the squared log error of every cell's step time (the client's per-step
+ITL, else the server's) and of the TTFT of the cells below ~70 % of the batch slots (above
+that a request also waits in the queue). A run is refused when a step is faster than reading
+the weights once at peak bandwidth, or when only an efficiency above 1 would fit it; cells
+with fewer than :data:`MIN_CELL_REQUESTS` completed requests are left out.
 
 :func:`calibrate` fits twice on alternate concurrency levels and predicts the other half
 (held-out error, the figure a calibration states), then fits once on every cell for the
@@ -84,11 +84,21 @@ def _num(record: Mapping[str, Any], key: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def observations(cells: Iterable[Mapping[str, Any]], max_num_seqs: int) -> list[Observation]:
-    """The measured, closed-loop cells with a step time; others are left out."""
+#: Fewest completed requests a cell needs to be fitted on (a mean of fewer says little).
+MIN_CELL_REQUESTS = 8
+
+
+def observations(
+    cells: Iterable[Mapping[str, Any]], max_num_seqs: int, min_requests: int = MIN_CELL_REQUESTS
+) -> list[Observation]:
+    """The measured, closed-loop cells with a step time and at least ``min_requests``
+    completed requests; others are left out."""
     out: list[Observation] = []
     for r in cells:
         if r.get("status") != "ok" or r.get("request_rate") is not None:
+            continue
+        done = r.get("completed")
+        if not isinstance(done, int) or isinstance(done, bool) or done < min_requests:
             continue
         concurrency = r.get("concurrency")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -141,54 +151,6 @@ def observations(cells: Iterable[Mapping[str, Any]], max_num_seqs: int) -> list[
     return out
 
 
-def _solve(rows: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
-    """Least squares by the normal equations (Gauss-Jordan with pivoting; a handful of
-    columns); None when the columns are (numerically) dependent."""
-    n = len(rows[0])
-    scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(n)]
-    a = [
-        [sum(r[i] * r[j] / (scale[i] * scale[j]) for r in rows) for j in range(n)] for i in range(n)
-    ]
-    b = [sum(r[i] / scale[i] * y for r, y in zip(rows, ys, strict=True)) for i in range(n)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda k: abs(a[k][col]))
-        if abs(a[pivot][col]) < 1e-9:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        b[col], b[pivot] = b[pivot], b[col]
-        for k in range(n):
-            if k != col:
-                f = a[k][col] / a[col][col]
-                a[k] = [x - f * y for x, y in zip(a[k], a[col], strict=True)]
-                b[k] -= f * b[col]
-    return [b[i] / a[i][i] / scale[i] for i in range(n)]
-
-
-def _nonnegative(
-    rows: Sequence[Sequence[float]], ys: Sequence[float], fixed: Mapping[int, float]
-) -> list[float] | None:
-    """Least squares with the ``fixed`` columns held and every other coefficient >= 0."""
-    n = len(rows[0])
-    held = dict(fixed)
-    while True:
-        free = [j for j in range(n) if j not in held]
-        if not free:
-            return [held[j] for j in range(n)]
-        sub = [[r[j] for j in free] for r in rows]
-        rest = [y - sum(r[j] * v for j, v in held.items()) for r, y in zip(rows, ys, strict=True)]
-        if len(sub) < len(free):
-            return None
-        solved = _solve(sub, rest)
-        if solved is None:
-            return None
-        negative = [j for j, v in zip(free, solved, strict=True) if v < 0]
-        if not negative:
-            values = dict(zip(free, solved, strict=True))
-            values.update(held)
-            return [values[j] for j in range(n)]
-        held[min(negative, key=lambda j: solved[free.index(j)])] = 0.0
-
-
 def _model_for(base: StepModel, obs: Observation) -> StepModel:
     spec = base.speculation
     if spec is not None and obs.accepted_length is not None:
@@ -197,71 +159,117 @@ def _model_for(base: StepModel, obs: Observation) -> StepModel:
     return base
 
 
+#: The names of the fitted coefficients, in the order :func:`fit` searches them.
+_LOG = ("bandwidth_efficiency", "decode_compute_efficiency", "prefill_compute_efficiency")
+_LIN = ("step_overhead_s", "prefill_overhead_s")
+
+
+def _loss(base: StepModel, obs: Sequence[Observation], coefficients: Coefficients) -> float:
+    """Sum of squared log ratios, predicted over measured: every cell's step, and the TTFT
+    of the cells below ~70 % of the slots (above that a request also queues)."""
+    model = replace(base, coefficients=coefficients, front_end_s=0.0)
+    total = 0.0
+    for o in obs:
+        p = predict(model, o)
+        total += math.log(p["itl"] / o.step_s) ** 2
+        if o.ttft_s and o.batch <= TTFT_LOAD_LIMIT * base.max_num_seqs + 1:
+            total += math.log(p["ttft"] / o.ttft_s) ** 2
+    return total
+
+
+def _physical(base: StepModel, obs: Sequence[Observation]) -> None:
+    """Refuse a run whose steps are faster than reading the weights once at peak bandwidth."""
+    floor = base.shape.weight_bytes / base.device.memory_bandwidth_bytes_per_s
+    fast = [o for o in obs if o.step_s < floor]
+    if fast:
+        o = fast[0]
+        raise CalibrationError(
+            f"cell {o.cell or o.concurrency}: a step of {o.step_s * 1000:.2f} ms is faster than "
+            f"reading the weights once at the chip's peak bandwidth ({floor * 1000:.2f} ms): "
+            "not a run of this checkpoint on this hardware, or its latencies were altered"
+        )
+
+
 def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
-    """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint."""
+    """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
+    bounded pattern search over the three efficiencies (0, 1] (log scale) and the two
+    constants [0, 10] s, minimising :func:`_loss` through the full step model. A fit that
+    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused."""
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
-    bandwidth = base.device.memory_bandwidth_bytes_per_s
-    peak = base.device.dense_flops
-    prior = base.coefficients
-    rows: list[list[float]] = []
-    ys: list[float] = []
-    for o in obs:
-        read, flops = _model_for(base, o).decode_features(
-            o.batch, o.prompt_tokens + o.output_tokens / 2.0
-        )
-        rows.append([read / bandwidth, flops / peak, 1.0])
-        ys.append(o.step_s)
-    solved = _nonnegative(rows, ys, {})
-    if solved is None or solved[0] <= 0 or solved[1] <= 0:
-        # Bytes and FLOPs move together in these cells: keep the compute prior.
-        solved = _nonnegative(rows, ys, {1: 1.0 / prior.decode_compute_efficiency})
-    if solved is None or solved[0] <= 0:
+    _physical(base, obs)
+    values = dict(base.coefficients.as_dict())
+
+    def make(v: Mapping[str, float]) -> Coefficients | None:
+        try:
+            return Coefficients(**v)
+        except ValueError:
+            return None
+
+    # First the decode terms alone (the steps), then every coefficient from there: a step
+    # time pins bandwidth efficiency and the per-step constant before TTFT weighs in.
+    for names in (("bandwidth_efficiency", "step_overhead_s"), (*_LOG, *_LIN)):
+        values = _search(base, obs, values, names, make)
+    return _checked(base, obs, values, make)
+
+
+def _search(
+    base: StepModel,
+    obs: Sequence[Observation],
+    start: Mapping[str, float],
+    names: Sequence[str],
+    make: Any,
+) -> dict[str, float]:
+    """Pattern search over ``names`` from ``start`` (efficiencies in log steps within (0, 1],
+    constants in [0, 10] s)."""
+    values = dict(start)
+    steps = {name: 0.5 if name in _LOG else 0.01 for name in names}
+    current = make(values)
+    assert current is not None
+    best = _loss(base, obs, current)
+    for _ in range(400):
+        improved = False
+        for name in names:
+            for sign in (1.0, -1.0):
+                trial = dict(values)
+                if name in _LOG:
+                    trial[name] = min(1.0, values[name] * math.exp(sign * steps[name]))
+                else:
+                    trial[name] = min(10.0, max(0.0, values[name] + sign * steps[name]))
+                if trial[name] == values[name]:
+                    continue
+                c = make(trial)
+                if c is None:
+                    continue
+                loss = _loss(base, obs, c)
+                if loss < best - 1e-15:
+                    values, best, improved = trial, loss, True
+                    break
+        if not improved:
+            for name in steps:
+                steps[name] /= 2.0
+            if all(s < (1e-3 if n in _LOG else 1e-6) for n, s in steps.items()):
+                break
+    return values
+
+
+def _checked(
+    base: StepModel, obs: Sequence[Observation], values: Mapping[str, float], make: Any
+) -> Coefficients:
+    """The fitted coefficients, or a refusal when only an efficiency above 1 would fit."""
+    fitted: Coefficients | None = make(values)
+    assert fitted is not None
+    model = replace(base, coefficients=fitted, front_end_s=0.0)
+    ratios = [predict(model, o)["itl"] / o.step_s for o in obs]
+    if values["bandwidth_efficiency"] >= 0.999:
         raise CalibrationError(
-            "the cells cannot separate the weights' and KV cache's reads from the per-step "
-            "constant: measure at least two concurrency levels"
+            "the fit is not physical: the run's steps are as fast as reading the weights and KV "
+            "cache at the chip's full peak bandwidth, or faster (at 100 % the model is still "
+            f"{statistics.median(ratios):.2f}x of the measured step, median): an efficiency "
+            "above 1 would be needed (another model or GPU than the stack's, or latencies "
+            "that were altered)"
         )
-    try:
-        decode = replace(
-            prior,
-            bandwidth_efficiency=1.0 / solved[0],
-            decode_compute_efficiency=1.0 / solved[1] if solved[1] > 0 else 1.5,
-            step_overhead_s=solved[2],
-        )
-    except ValueError as exc:
-        raise CalibrationError(_unphysical(exc)) from None
-    decoded = replace(base, coefficients=decode)
-    prows: list[list[float]] = []
-    pys: list[float] = []
-    for o in obs:
-        if o.ttft_s is None or o.batch > TTFT_LOAD_LIMIT * base.max_num_seqs + 1:
-            continue
-        m = _model_for(decoded, o)
-        context = o.prompt_tokens + o.output_tokens / 2.0
-        ride = m.prefill_chunks(o.prompt_tokens) * m.decode_step_s(max(0.0, o.batch - 1), context)
-        prows.append([m.prefill_flops(o.prompt_tokens) / peak, 1.0])
-        pys.append(o.ttft_s - ride)
-    psolved = _nonnegative(prows, pys, {}) if len(prows) >= 2 else None
-    if psolved is None or psolved[0] <= 0:
-        psolved = _nonnegative(prows, pys, {0: 1.0 / prior.prefill_compute_efficiency})
-    if psolved is None:
-        return decode
-    try:
-        return replace(
-            decode,
-            prefill_compute_efficiency=1.0 / psolved[0] if psolved[0] > 0 else 1.5,
-            prefill_overhead_s=psolved[1],
-        )
-    except ValueError as exc:
-        raise CalibrationError(_unphysical(exc)) from None
-
-
-def _unphysical(exc: ValueError) -> str:
-    return (
-        f"the fit is not physical ({exc}): the run's figures do not follow the model for this "
-        "hardware and checkpoint (another model or GPU than the stack's, client-limited cells, "
-        "or a server that was not the only load)"
-    )
+    return fitted
 
 
 def predict(model: StepModel, o: Observation) -> dict[str, float]:
@@ -271,10 +279,11 @@ def predict(model: StepModel, o: Observation) -> dict[str, float]:
     m = _model_for(model, o)
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
     point = m.at_concurrency(o.batch if o.concurrency <= model.max_num_seqs else o.concurrency, w)
+    # The engine's own figures: the measured TTFT and E2E are the server's histograms.
     return {
-        "ttft": point.ttft_s,
+        "ttft": point.engine_ttft_s,
         "itl": point.step_s,
-        "e2e": point.e2e_s,
+        "e2e": point.engine_e2e_s,
         "tokens_per_s": point.output_tokens_per_s,
     }
 
@@ -409,13 +418,22 @@ def load_calibrations(folder: Path = CALIBRATIONS_DIR) -> list[Calibration]:
 
 
 def find_calibration(
-    hardware: str, checkpoint: str, vllm: str, folder: Path = CALIBRATIONS_DIR
+    hardware: str,
+    checkpoint: str,
+    vllm: str,
+    folder: Path = CALIBRATIONS_DIR,
+    platform: str | None = None,
 ) -> Calibration | None:
-    """The calibration for exactly this hardware, checkpoint and vLLM release; synthetic ones
-    (fitted on the paced fake server) never stand in for a real one."""
+    """The calibration for exactly this hardware, checkpoint and vLLM release (and, when
+    given, the platform the run measured through: a Cloud Run run does not change a GKE
+    stack's plan); synthetic ones (fitted on the paced fake server) never stand in for a real
+    one."""
     for c in load_calibrations(folder):
-        if (c.hardware, c.checkpoint, c.vllm) == (hardware, checkpoint, vllm) and not c.synthetic:
-            return c
+        if (c.hardware, c.checkpoint, c.vllm) != (hardware, checkpoint, vllm) or c.synthetic:
+            continue
+        if platform is not None and c.provenance.get("platform") != platform:
+            continue
+        return c
     return None
 
 
@@ -459,7 +477,8 @@ def calibrate(
     if not obs:
         raise CalibrationError(
             "the run has no measured closed-loop cell with a step time (server_mean_itl_ms, "
-            "client_mean_itl_ms or mean_itl_ms) and token counts"
+            f"client_mean_itl_ms or mean_itl_ms), token counts and at least {MIN_CELL_REQUESTS} "
+            "completed requests"
         )
     error = held_out(base, obs)
     coefficients = fit(base, obs)

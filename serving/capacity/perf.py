@@ -1,42 +1,39 @@
 """Performance model of one vLLM instance: latency, throughput and cost before deploying.
 
 Pure (no Pulumi, no I/O): the capacity planner, the preview, the benchmark report and the
-autoscaling bounds all call it. The model is a step model, the kind the best published
-predictors use (BLIS: roofline terms times learned coefficients plus constants, ~7-15 % median
-error once fitted; see docs/performance-model.md for the sources and the checks):
+autoscaling bounds all call it. It is a step model bounded by the machine:
 
-- **A decode step** reads the weights once and, for every running sequence, its KV cache
-  (Gemma 4's sliding-window layers up to their window, the global layers the whole context), and
-  computes ``2 x parameters`` FLOPs per token it verifies::
+- **A scheduler step** runs every sequence in the batch together, as vLLM's chunked prefill
+  schedules it: each decoding sequence's ``1 + k`` tokens, then prefill chunks in arrival
+  order up to ``max_num_batched_tokens``. It costs::
 
-      step(B, ctx) = bytes(B, ctx) / (eb x bandwidth) + flops(B) / (ec x peak) + c_step
+      step = max(compute, bytes) + c_step
+      compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
+      bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
 
-  ``eb`` (bandwidth efficiency), ``ec`` (decode compute efficiency) and ``c_step`` (a constant per
-  step: scheduler, sampling, kernel launches) are what a calibration fits. The two terms are
-  added, not maxed: kernels overlap memory and compute only in part, and a sum is linear in the
-  coefficients, so three cells fit it by least squares.
-- **A prefill** of ``P`` prompt tokens computes ``2 x parameters x P`` FLOPs at efficiency
-  ``ep``, rides in ``ceil(P / max_num_batched_tokens)`` steps with the running sequences, plus a
-  constant ``c_prefill`` (tokenising, scheduling, the first sampling).
+  Every efficiency is a share of the peak, refused above 1. In steady state the tokens a step
+  carries follow from Little's law, so the predicted compute per second never exceeds the
+  peak and no step reads the weights faster than the bandwidth allows (whatever the load).
 - **Speculative decoding** (MTP) verifies ``1 + k`` tokens per sequence and step, reads the
-  drafter ``k`` times, and advances each sequence by the mean accepted length ``L`` (vLLM's
-  ``mean_acceptance_length``, the bonus token included): ITL per token is ``step / L``.
+  drafter ``k`` times, and advances each sequence by the mean accepted length ``L``.
+- **The API server** spends a serial time on each request; **the client** sees the
+  platform's front end (ingress, auth, network) on top: both are in TTFT and end-to-end.
 
 From these: TTFT, ITL, end-to-end latency, tokens/s and requests/s at a concurrency (closed
-loop) or at an arrival rate (open loop: the in-flight count solves Little's law
-``N = rate x e2e(N)``, and a request waits for one of ``max_num_seqs`` slots as in an M/M/c
-queue), the largest load meeting an SLO, and the cost per million tokens and requests.
-
-What it leaves out, and a calibration absorbs into its constants: prefill chunks stalling
-other sequences' decode, preemption, attention FLOPs (small below ~8K context), the client and
-network (the benchmark records their share apart). It predicts means, not percentiles.
+loop; queueing beyond ``max_num_seqs``) or an arrival rate (open loop, an M/M/c wait for a
+slot), a burst of requests sent at once (:meth:`StepModel.burst`, step by step), the ceiling
+each point is closest to (compute, bandwidth, slots, KV cache, API server), the largest load
+meeting an SLO, and the cost per million tokens and requests. It predicts means, not
+percentiles; preemption and prefix-cache hits are left out (a burst can be told its cached
+prompt tokens).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -147,9 +144,13 @@ class Coefficients:
     prefill_overhead_s: float = 0.015
 
     def __post_init__(self) -> None:
-        for name in ("bandwidth_efficiency", "decode_compute_efficiency"):
-            _positive(name, getattr(self, name), 1.5)
-        _positive("prefill_compute_efficiency", self.prefill_compute_efficiency, 1.5)
+        # An efficiency is a share of the chip's peak: above 1 is beyond physics.
+        for name in (
+            "bandwidth_efficiency",
+            "decode_compute_efficiency",
+            "prefill_compute_efficiency",
+        ):
+            _positive(name, getattr(self, name), 1.0)
         for name in ("step_overhead_s", "prefill_overhead_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or not 0 <= value <= 10:
@@ -232,6 +233,14 @@ class Point:
     #: Time waiting for a free sequence slot (part of TTFT).
     queue_s: float
     stable: bool = True
+    #: The engine's own TTFT and end-to-end latency (the fields above add the front end).
+    engine_ttft_s: float = 0.0
+    engine_e2e_s: float = 0.0
+    #: The client's extra latency the figures above include (ingress, auth, network).
+    front_end_s: float = 0.0
+    #: Share of each ceiling in use (:meth:`StepModel.utilisation`) and the closest one.
+    utilisation: dict[str, float] = field(default_factory=dict)
+    ceiling: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -244,13 +253,20 @@ class Point:
             "output_tokens_per_s": self.output_tokens_per_s,
             "requests_per_s": self.requests_per_s,
             "queue_ms": self.queue_s * 1000.0,
+            "engine_ttft_ms": self.engine_ttft_s * 1000.0,
+            "engine_e2e_ms": self.engine_e2e_s * 1000.0,
+            "front_end_ms": self.front_end_s * 1000.0,
+            "utilisation": dict(self.utilisation),
+            "ceiling": self.ceiling,
             "stable": self.stable,
         }
 
 
 def _unstable(in_flight: float, batch: float) -> Point:
     inf = math.inf
-    return Point(in_flight, batch, inf, inf, inf, inf, 0.0, 0.0, inf, stable=False)
+    return Point(
+        in_flight, batch, inf, inf, inf, inf, 0.0, 0.0, inf, False, inf, inf, 0.0, {}, "queue"
+    )
 
 
 def erlang_c_wait(servers: int, arrival_rate: float, service_s: float) -> float:
@@ -267,9 +283,23 @@ def erlang_c_wait(servers: int, arrival_rate: float, service_s: float) -> float:
     return c * service_s / (servers - offered)
 
 
+#: The ceilings a curve point can be closest to (``Point.ceiling``).
+CEILINGS = ("compute", "bandwidth", "slots", "kv-cache", "api-server")
+
+
 @dataclass(frozen=True)
 class StepModel:
-    """The model for one hardware, checkpoint and serving configuration."""
+    """The model for one hardware, checkpoint and serving configuration.
+
+    One scheduler step runs every sequence in the batch together: each decoding sequence's
+    ``1 + k`` tokens and the prefill chunks that fit the rest of ``max_num_batched_tokens``
+    (vLLM's chunked prefill: decodes first, then waiting prefills in arrival order). The step
+    costs ``max(compute, bytes) + c_step``: compute is its tokens x 2 x parameters at the dense
+    peak x an efficiency, bytes are the weights (and drafter) once plus every running
+    sequence's KV cache at peak bandwidth x an efficiency. In steady state a request's prefill
+    shares the steps with the others' decodes and prefills, so the tokens per second the model
+    predicts can never need more than the peak (:meth:`utilisation` proves it per point).
+    """
 
     shape: Shape
     device: Device
@@ -281,46 +311,94 @@ class StepModel:
     band: float = UNCALIBRATED_BAND
     #: Where the coefficients come from (a calibration's name, or "uncalibrated priors").
     basis: str = "uncalibrated priors"
+    #: What the client sees on top of the engine (ingress, auth, TLS, network), seconds; added
+    #: to TTFT and end-to-end latency of every point.
+    front_end_s: float = 0.0
+    #: KV cache tokens the engine holds (vLLM's "GPU KV cache size"); None: not bounded here.
+    kv_capacity_tokens: float | None = None
+    #: Longest prompt + output the engine accepts (vLLM's max-model-len); None: unbounded.
+    max_model_len: int | None = None
+    #: Serial time the API server spends on each request (HTTP, tokenising, the response),
+    #: seconds: one process does it for every request, so it caps the rate at 1 / this.
+    server_request_s: float = 0.0
+
+    def api_server_s(self, rate: float) -> float:
+        """A request's time in the API server at ``rate`` requests/s: its own serial time
+        plus the M/D/1 wait behind the others (infinite at or past 1 / server_request_s)."""
+        s = self.server_request_s
+        if s <= 0:
+            return 0.0
+        u = rate * s
+        if u >= 1.0:
+            return math.inf
+        return s + s * u / (2.0 * (1.0 - u))
 
     # --- features (what the coefficients multiply) -----------------------------------------
 
+    @property
+    def _k(self) -> int:
+        return self.speculation.num_speculative_tokens if self.speculation else 0
+
     def decode_features(self, batch: float, context: float) -> tuple[float, float]:
-        """(bytes read, FLOPs) of one decode step with ``batch`` running sequences."""
-        spec = self.speculation
-        k = spec.num_speculative_tokens if spec else 0
-        read = (
-            self.shape.weight_bytes
-            + k * self.shape.drafter_bytes
-            + batch * self.shape.kv_bytes_read(context)
-        )
+        """(bytes read, FLOPs) of one decode-only step with ``batch`` running sequences."""
+        k = self._k
+        read = self.step_bytes(batch, context)
         flops = 2.0 * batch * ((1 + k) * self.shape.params + k * self.shape.drafter_params)
         return read, flops
+
+    def step_bytes(self, batch: float, context: float) -> float:
+        """Bytes one step reads: the weights, the drafter ``k`` times, each sequence's KV."""
+        return (
+            self.shape.weight_bytes
+            + self._k * self.shape.drafter_bytes
+            + batch * self.shape.kv_bytes_read(context)
+        )
 
     def prefill_flops(self, prompt_tokens: float) -> float:
         return 2.0 * self.shape.params * prompt_tokens
 
     # --- times ----------------------------------------------------------------------------
 
-    def decode_step_s(self, batch: float, context: float) -> float:
-        c = self.coefficients
-        read, flops = self.decode_features(batch, context)
-        return (
-            read / (c.bandwidth_efficiency * self.device.memory_bandwidth_bytes_per_s)
-            + flops / (c.decode_compute_efficiency * self.device.dense_flops)
-            + c.step_overhead_s
+    def _bytes_s(self, batch: float, context: float) -> float:
+        return self.step_bytes(batch, context) / (
+            self.coefficients.bandwidth_efficiency * self.device.memory_bandwidth_bytes_per_s
         )
+
+    def _decode_flops_s(self, sequences: float) -> float:
+        """Compute seconds of ``sequences`` decoding sequences' tokens in one step."""
+        k = self._k
+        flops = 2.0 * sequences * ((1 + k) * self.shape.params + k * self.shape.drafter_params)
+        return flops / (self.coefficients.decode_compute_efficiency * self.device.dense_flops)
+
+    def _prefill_flops_s(self, tokens: float) -> float:
+        return self.prefill_flops(tokens) / (
+            self.coefficients.prefill_compute_efficiency * self.device.dense_flops
+        )
+
+    def decode_step_s(self, batch: float, context: float) -> float:
+        """A step with ``batch`` sequences decoding and no prefill in it."""
+        return (
+            max(self._bytes_s(batch, context), self._decode_flops_s(batch))
+            + self.coefficients.step_overhead_s
+        )
+
+    def step_s(self, decoding: float, prefill_tokens: float, running: float, ctx: float) -> float:
+        """A step with ``decoding`` sequences decoding, ``prefill_tokens`` prompt tokens and
+        ``running`` sequences' KV caches read."""
+        compute = self._decode_flops_s(decoding) + self._prefill_flops_s(prefill_tokens)
+        return max(compute, self._bytes_s(running, ctx)) + self.coefficients.step_overhead_s
 
     def prefill_chunks(self, prompt_tokens: float) -> int:
         return max(1, math.ceil(prompt_tokens / self.max_num_batched_tokens))
 
     def prefill_s(self, prompt_tokens: float, running: float, context: float) -> float:
-        """Time from a request's admission to its first token, ``running`` others decoding."""
-        c = self.coefficients
-        compute = self.prefill_flops(prompt_tokens) / (
-            c.prefill_compute_efficiency * self.device.dense_flops
-        )
-        steps = self.prefill_chunks(prompt_tokens) * self.decode_step_s(running, context)
-        return compute + steps + c.prefill_overhead_s
+        """Time from admission to the first token of one request, ``running`` others
+        decoding, no other prefill waiting: its chunks ride with their decodes."""
+        budget = max(1.0, self.max_num_batched_tokens - running * (1 + self._k))
+        chunks = max(1, math.ceil(prompt_tokens / budget))
+        per_chunk = prompt_tokens / chunks
+        step = self.step_s(running, per_chunk, running + 1, context)
+        return chunks * step + self.coefficients.prefill_overhead_s
 
     @property
     def tokens_per_step(self) -> float:
@@ -330,74 +408,224 @@ class StepModel:
         """Steps after the first token (which the prefill brings)."""
         return max(0.0, (output_tokens - 1) / self.tokens_per_step)
 
+    # --- the steady state -----------------------------------------------------------------
+
+    def _steady(self, rate: float, batch: float, w: Workload) -> _Steady | None:
+        """Steady state at ``rate`` requests/s with ``batch`` sequences running (None: the
+        engine cannot complete that many requests a second)."""
+        k = self._k
+        c = self.coefficients
+        p = float(w.prompt_tokens)
+        d_steps = self.decode_steps(w.output_tokens)
+        context = w.prompt_tokens + w.output_tokens / 2.0
+        # Compute seconds per step = a x rate x step: each request brings its prompt and its
+        # decode steps' tokens (1 + k per step, drafter included) once.
+        a = self._prefill_flops_s(p) + self._decode_flops_s(1.0) * d_steps
+        bytes_s = self._bytes_s(batch, context)
+        if rate * a >= 1.0:
+            return None
+        step = max(c.step_overhead_s / (1.0 - rate * a), bytes_s + c.step_overhead_s)
+        if step <= 0:
+            return None
+        decoding = rate * step * d_steps
+        budget = self.max_num_batched_tokens - decoding * (1 + k)
+        tokens = rate * step * (p + d_steps * (1 + k))
+        if budget <= 0 or tokens > self.max_num_batched_tokens:
+            return None
+        per_request = max(1.0, math.ceil(p / budget))
+        use = rate * step * p / budget  # share of the prefill budget in use
+        if use >= 1.0:
+            return None
+        wait = per_request * use / (2.0 * (1.0 - use))  # M/D/1 wait for the budget, in steps
+        api = self.api_server_s(rate)
+        if not math.isfinite(api):
+            return None
+        ttft = api + max(
+            (wait + per_request) * step + c.prefill_overhead_s,
+            self.prefill_s(p, min(max(0.0, batch - 1.0), decoding), context),
+        )
+        e2e = ttft + d_steps * step
+        return _Steady(rate, batch, step, ttft, e2e, rate * a)
+
+    def _closed(self, batch: float, w: Workload) -> _Steady:
+        """Steady state with ``batch`` (<= the slots) requests always running.
+
+        With ``n`` = requests completed per step (rate x step), a step holds ``n`` prompts
+        and ``n x decode steps`` decoding sequences, so its compute is ``a x n`` seconds and
+        its length ``max(a x n, bytes(batch)) + c``; Little's law ``batch = rate x e2e``
+        fixes ``n``. Compute per second is then ``a x n / step <= 1`` by construction."""
+        k = self._k
+        c = self.coefficients
+        p = float(w.prompt_tokens)
+        d_steps = self.decode_steps(w.output_tokens)
+        context = w.prompt_tokens + w.output_tokens / 2.0
+        a = self._prefill_flops_s(p) + self._decode_flops_s(1.0) * d_steps
+        bytes_s = self._bytes_s(batch, context)
+        m = float(self.max_num_batched_tokens)
+        # The most requests a step can carry: every token within max_num_batched_tokens.
+        n_max = m / (p + d_steps * (1 + k))
+
+        def state(n: float) -> _Steady | None:
+            budget = m - n * d_steps * (1 + k)
+            if budget <= 0:
+                return None
+            use = n * p / budget
+            if use >= 1.0:
+                return None
+            per_request = max(1.0, math.ceil(p / budget))
+            wait = per_request * use / (2.0 * (1.0 - use))
+            step = max(a * n, bytes_s) + c.step_overhead_s
+            rate = n / step
+            # A prefill's own steps are longer than the mean step when few share them:
+            # the first token waits at least for its chunks with the others' decodes.
+            api = self.api_server_s(rate)
+            if not math.isfinite(api):
+                return None
+            ttft = api + max(
+                (wait + per_request) * step + c.prefill_overhead_s,
+                self.prefill_s(p, min(batch - 1.0, n * d_steps), context),
+            )
+            return _Steady(rate, batch, step, ttft, ttft + d_steps * step, a * n / step)
+
+        lo, hi = 0.0, n_max
+        best: _Steady | None = None
+        for _ in range(60):
+            mid = (lo + hi) / 2.0
+            s = state(mid)
+            if s is not None and s.rate * s.e2e_s <= batch:
+                lo, best = mid, s
+            else:
+                hi = mid
+        if best is None:
+            best = state(n_max * 1e-12)
+        assert best is not None
+        return best
+
+    def _point(self, s: _Steady, w: Workload, in_flight: float, queue: float) -> Point:
+        f = self.front_end_s
+        ttft = s.ttft_s + queue
+        e2e = s.e2e_s + queue
+        util = self.utilisation(s, w)
+        context = w.prompt_tokens + w.output_tokens / 2.0
+        # Closeness to each ceiling as the engine reaches it (at its efficiencies): the share
+        # of a step spent computing, the share spent reading, slots and cache in use.
+        near = {
+            "compute": s.compute_share,
+            "bandwidth": self._bytes_s(s.batch, context) / s.step_s,
+            "slots": s.batch / self._slots_for(w),
+            "kv-cache": util["kv-cache"],
+            "api-server": util["api-server"],
+        }
+        return Point(
+            in_flight=in_flight,
+            batch=s.batch,
+            ttft_s=ttft + f,
+            itl_s=s.step_s / self.tokens_per_step,
+            step_s=s.step_s,
+            e2e_s=e2e + f,
+            output_tokens_per_s=s.rate * w.output_tokens,
+            requests_per_s=s.rate,
+            queue_s=queue,
+            engine_ttft_s=ttft,
+            engine_e2e_s=e2e,
+            front_end_s=f,
+            utilisation=util,
+            ceiling=max(near, key=lambda name: near[name]),
+        )
+
+    def utilisation(self, s: _Steady, w: Workload) -> dict[str, float]:
+        """Share of each ceiling a steady state uses, at 100 % efficiency: compute (FLOP/s
+        over the dense peak), bandwidth (bytes/s over peak), slots (running over
+        max_num_seqs), KV cache (running sequences' tokens over the cache's)."""
+        k = self._k
+        d_steps = self.decode_steps(w.output_tokens)
+        flops = s.rate * (
+            self.prefill_flops(w.prompt_tokens)
+            + 2.0 * d_steps * ((1 + k) * self.shape.params + k * self.shape.drafter_params)
+        )
+        context = w.prompt_tokens + w.output_tokens / 2.0
+        out = {
+            "compute": flops / self.device.dense_flops,
+            "bandwidth": self.step_bytes(s.batch, context)
+            / s.step_s
+            / self.device.memory_bandwidth_bytes_per_s,
+            "slots": s.batch / self.max_num_seqs,
+            "kv-cache": 0.0,
+            "api-server": s.rate * self.server_request_s,
+        }
+        if self.kv_capacity_tokens:
+            out["kv-cache"] = (
+                s.batch * (w.prompt_tokens + w.output_tokens) / (self.kv_capacity_tokens)
+            )
+        return out
+
     # --- loads ----------------------------------------------------------------------------
 
-    def _running(self, batch: float, w: Workload) -> Point:
-        """Figures with ``batch`` requests running and none waiting."""
-        context = w.prompt_tokens + w.output_tokens / 2.0
-        step = self.decode_step_s(batch, context)
-        ttft = self.prefill_s(w.prompt_tokens, max(0.0, batch - 1.0), context)
-        e2e = ttft + self.decode_steps(w.output_tokens) * step
-        rate = batch / e2e
-        return Point(
-            in_flight=batch,
-            batch=batch,
-            ttft_s=ttft,
-            itl_s=step / self.tokens_per_step,
-            step_s=step,
-            e2e_s=e2e,
-            output_tokens_per_s=rate * w.output_tokens,
-            requests_per_s=rate,
-            queue_s=0.0,
-        )
+    def check_shape(self, w: Workload) -> None:
+        """Raise ValueError when the engine refuses every request of this shape."""
+        if self.max_model_len is not None and w.prompt_tokens + w.output_tokens > (
+            self.max_model_len
+        ):
+            raise ValueError(
+                f"a request of {w.prompt_tokens} prompt + {w.output_tokens} output tokens is "
+                f"longer than the stack's max-model-len ({self.max_model_len}): vLLM refuses it"
+            )
+
+    @property
+    def slots(self) -> int:
+        """Sequences the engine runs at once: max_num_seqs, or fewer when the KV cache holds
+        fewer whole requests (set by :meth:`for_workload`)."""
+        return self.max_num_seqs
+
+    def _slots_for(self, w: Workload) -> float:
+        top = float(self.max_num_seqs)
+        if self.kv_capacity_tokens:
+            top = min(top, max(1.0, self.kv_capacity_tokens / (w.prompt_tokens + w.output_tokens)))
+        return top
 
     def at_concurrency(self, concurrency: float, w: Workload) -> Point:
-        """Closed loop: ``concurrency`` clients, each sending its next request on an answer."""
+        """Closed loop: ``concurrency`` requests in flight at the engine, each client sending
+        its next request on an answer. Past the slots (max_num_seqs, or what the KV cache
+        holds) the rest wait: throughput stays the full batch's (Little's law)."""
         _positive("concurrency", concurrency, MAX_CONCURRENCY)
-        if concurrency <= self.max_num_seqs:
-            return self._running(concurrency, w)
-        full = self._running(float(self.max_num_seqs), w)
-        # Little's law: the extra clients wait for a slot; throughput stays the full batch's.
-        e2e = concurrency / full.requests_per_s
-        queue = e2e - full.e2e_s
-        return replace(
-            full, in_flight=concurrency, e2e_s=e2e, ttft_s=full.ttft_s + queue, queue_s=queue
-        )
+        self.check_shape(w)
+        top = self._slots_for(w)
+        if concurrency <= top:
+            return self._point(self._closed(concurrency, w), w, concurrency, 0.0)
+        full = self._closed(top, w)
+        queue = concurrency / full.rate - full.e2e_s
+        return self._point(full, w, concurrency, max(0.0, queue))
 
     def capacity_rps(self, w: Workload) -> float:
         """Requests/s with every sequence slot busy: the most one instance sustains."""
-        return self._running(float(self.max_num_seqs), w).requests_per_s
+        self.check_shape(w)
+        return self._closed(self._slots_for(w), w).rate
 
     def at_rate(self, rate: float, w: Workload) -> Point:
         """Open loop: Poisson arrivals at ``rate`` requests/s."""
         _positive("rate", rate, MAX_RATE)
-        top = float(self.max_num_seqs)
+        self.check_shape(w)
+        top = self._slots_for(w)
         if rate >= self.capacity_rps(w):
             return _unstable(math.inf, top)
-        lo, hi = 0.0, top
-        for _ in range(60):  # N = rate x e2e(N), e2e increasing in N
-            mid = (lo + hi) / 2.0
-            if rate * self._running(max(mid, 1.0), w).e2e_s > mid:
-                lo = mid
-            else:
-                hi = mid
-        batch = hi
-        # A request in service always has itself in the batch.
-        point = self._running(max(batch, 1.0), w)
-        wait = erlang_c_wait(self.max_num_seqs, rate, point.e2e_s)
+        batch = 1.0
+        steady = None
+        for _ in range(60):  # running = rate x engine e2e (Little), at least the request itself
+            steady = self._steady(rate, min(batch, top), w)
+            if steady is None:
+                return _unstable(math.inf, top)
+            nxt = max(1.0, rate * steady.e2e_s)
+            if abs(nxt - batch) < 1e-9 * max(1.0, batch):
+                batch = nxt
+                break
+            batch = nxt
+        steady = self._steady(rate, min(batch, top), w)
+        if steady is None:
+            return _unstable(math.inf, top)
+        wait = erlang_c_wait(max(1, int(top)), rate, steady.e2e_s) if batch > 0.5 * top else 0.0
         if not math.isfinite(wait):
             return _unstable(math.inf, top)
-        e2e = point.e2e_s + wait
-        return replace(
-            point,
-            in_flight=rate * e2e,
-            batch=batch,
-            ttft_s=point.ttft_s + wait,
-            e2e_s=e2e,
-            requests_per_s=rate,
-            output_tokens_per_s=rate * w.output_tokens,
-            queue_s=wait,
-        )
+        return self._point(steady, w, rate * (steady.e2e_s + wait), wait)
 
     def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
         return [self.at_concurrency(c, w) for c in concurrencies]
@@ -420,13 +648,69 @@ class StepModel:
         if not slo.met_by(self.at_rate(hi * 1e-6, w)):
             return 0.0
         lo = hi * 1e-6
-        for _ in range(50):
+        for _ in range(40):
             mid = (lo + hi) / 2.0
             if slo.met_by(self.at_rate(mid, w)):
                 lo = mid
             else:
                 hi = mid
         return lo
+
+    # --- a burst (what the seed articles' benchmark sent) ---------------------------------
+
+    def burst(
+        self, requests: int, w: Workload, cached_prompt_tokens: int = 0
+    ) -> tuple[float, float]:
+        """``requests`` sent at once, none after: (mean engine latency, time until the last
+        answer), simulating vLLM's scheduler step by step (decodes first, then prefill
+        chunks in arrival order within max_num_batched_tokens, at most max_num_seqs running).
+        ``cached_prompt_tokens`` of each prompt come from vLLM's prefix cache (computed by
+        no step; their KV is still read)."""
+        self.check_shape(w)
+        k = self._k
+        top = int(self._slots_for(w))
+        p = max(1, w.prompt_tokens - cached_prompt_tokens)
+        context = w.prompt_tokens + w.output_tokens / 2.0
+        waiting = list(range(requests))
+        left_prompt = [float(p)] * requests
+        left_decode = [self.decode_steps(w.output_tokens)] * requests
+        running: list[int] = []
+        now = 0.0
+        done: list[float] = []
+        # The API server hands requests to the engine one at a time, server_request_s apart.
+        arrives = [i * self.server_request_s for i in range(requests)]
+        while waiting or running:
+            if not running and waiting:
+                now = max(now, arrives[waiting[0]])
+            while waiting and len(running) < top and arrives[waiting[0]] <= now:
+                running.append(waiting.pop(0))
+            decoding = [r for r in running if left_prompt[r] <= 0]
+            budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
+            prefill = 0.0
+            for r in running:
+                if left_prompt[r] > 0 and budget > 0:
+                    take = min(left_prompt[r], budget)
+                    left_prompt[r] -= take
+                    budget -= take
+                    prefill += take
+            now += self.step_s(len(decoding), prefill, len(running), context)
+            for r in decoding:
+                left_decode[r] -= 1.0
+            finished = [r for r in running if left_prompt[r] <= 0 and (left_decode[r] <= 1e-9)]
+            for r in finished:
+                running.remove(r)
+                done.append(now + self.coefficients.prefill_overhead_s)
+        return statistics.fmean(done), max(done)
+
+
+@dataclass(frozen=True)
+class _Steady:
+    rate: float
+    batch: float
+    step_s: float
+    ttft_s: float
+    e2e_s: float
+    compute_share: float
 
 
 def cost_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float | None:

@@ -11,89 +11,50 @@ one. :func:`autoscaling_bounds` and :func:`benchmark_grid` derive deployment fig
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
-from serving.capacity.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
+from serving.capacity.evidence import (
+    accepted_length,
+    efficiency_prior,
+    evidence,
+    front_end,
+    mtp_prior_acceptance,
+)
 from serving.capacity.perf import (
+    UNCALIBRATED_BAND,
     Coefficients,
-    Device,
-    KvLayer,
-    Shape,
     Slo,
     Speculation,
     StepModel,
     Workload,
 )
-from serving.catalog.hardware import HardwareProfile
-from serving.catalog.models import ModelCard
+from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
 
 __all__ = [
     "HEADROOM",
     "MAX_REPLICAS",
-    "MTP_PRIOR_ACCEPTANCE",
     "POST_DEPLOY_SECONDS_PER_CELL",
     "AutoscalingBounds",
+    "accepted_length",
     "autoscaling_bounds",
     "benchmark_grid",
     "capacity_replica_rate",
     "device_for",
+    "efficiency_prior",
+    "evidence",
+    "front_end",
     "model_for_settings",
+    "mtp_prior_acceptance",
     "planned_replica_rate",
     "post_deploy_grid",
     "shape_for",
     "vllm_release",
     "waiting_requests_target",
 ]
-
-#: Prior per-position acceptance of MTP drafts until a run measures it: the seeds saw 60-67 %
-#: with llama.cpp on an RTX 4090 and ~5.5 % on the L4 run (reference deployments), so the prior
-#: is a middle figure and the uncalibrated band covers the spread.
-MTP_PRIOR_ACCEPTANCE = 0.5
-
-
-def device_for(profile: HardwareProfile) -> Device:
-    n = profile.accelerator_count
-    return Device(
-        name=profile.display_name,
-        memory_bandwidth_bytes_per_s=profile.memory_bandwidth_bytes_per_s * n,
-        dense_flops=profile.dense_bf16_flops * n,
-        source=f"{profile.memory_bandwidth_source}; {profile.compute_source}",
-    )
-
-
-def shape_for(
-    card: ModelCard,
-    kv_cache_dtype: str,
-    model_dtype: str = "auto",
-    drafter: ModelCard | None = None,
-    tensor_parallel: int = 1,
-) -> Shape:
-    arch = card.architecture
-    if arch is None:
-        raise ValueError(f"{card.repo_id} has no architecture in the model catalog")
-    dtype = kv_dtype_bytes(kv_cache_dtype, model_dtype)
-    layers = tuple(
-        KvLayer(
-            layers=a.layers,
-            # All devices together (heads split, or replicated when fewer than devices).
-            bytes_per_token=kv_bytes_per_token_per_layer(a, dtype, tensor_parallel)
-            * tensor_parallel,
-            window=a.window,
-        )
-        for a in arch.attention
-    )
-    return Shape(
-        name=card.repo_id,
-        weight_bytes=float(card.weight_bytes),
-        params=card.params_billions * 1e9,
-        kv_layers=layers,
-        drafter_bytes=float(drafter.weight_bytes) if drafter else 0.0,
-        drafter_params=drafter.params_billions * 1e9 if drafter else 0.0,
-    )
 
 
 def vllm_release(settings: Settings) -> str:
@@ -103,41 +64,80 @@ def vllm_release(settings: Settings) -> str:
 
 
 def model_for_settings(
-    settings: Settings, calibrations: Path | None = CALIBRATIONS_DIR
+    settings: Settings,
+    calibrations: Path | None = CALIBRATIONS_DIR,
+    mtp_acceptance: float | None = None,
 ) -> tuple[StepModel, Calibration | None]:
     """The stack's model and the calibration it uses (None: uncalibrated priors, wide band).
-    ``calibrations`` None: the priors, whatever calibrations exist."""
+    ``calibrations`` None: the priors, whatever calibrations exist. ``mtp_acceptance``: the
+    per-draft acceptance to assume (else the calibration's measured length, else the prior)."""
     card = settings.model.card
     drafter = settings.model.drafter_card if settings.model.speculative_method == "mtp" else None
     v = settings.vllm
     shape = shape_for(card, v.kv_cache_dtype, v.dtype, drafter, settings.profile.accelerator_count)
     calibration = (
-        find_calibration(settings.hardware, card.repo_id, vllm_release(settings), calibrations)
+        find_calibration(
+            settings.hardware,
+            card.repo_id,
+            vllm_release(settings),
+            calibrations,
+            platform=settings.deploy_platform,
+        )
         if calibrations is not None
         else None
     )
     speculation = None
     if drafter is not None:
         k = settings.model.num_speculative_tokens
-        accepted = 1.0 + sum(MTP_PRIOR_ACCEPTANCE**i for i in range(1, k + 1))
+        accepted = accepted_length(mtp_prior_acceptance(), k)
         if calibration is not None and calibration.mean_accepted_length is not None:
             accepted = min(calibration.mean_accepted_length, k + 1.0)  # measured by the run
+        if mtp_acceptance is not None:
+            accepted = accepted_length(mtp_acceptance, k)
         speculation = Speculation(k, accepted)
+    bandwidth, measured_path, _ = efficiency_prior(card, settings.profile)
+    front, measured_front, _ = front_end(settings.deploy_platform)
+    from serving.capacity.perf_validation import api_server_request_s, derived_band
+
+    widen = float(evidence()["unmeasured_band_widening"])
+    published = derived_band(settings.hardware)
+    band = (
+        calibration.band
+        if calibration
+        else published
+        if published is not None
+        else UNCALIBRATED_BAND
+    )
+    if not calibration and not measured_path:
+        band += widen  # a kernel path nobody measured
+    if not measured_front:
+        band += widen  # a front end nobody measured
+    plan = settings.memory_plan()
     model = StepModel(
         shape=shape,
         device=device_for(settings.profile),
-        coefficients=calibration.coefficients if calibration else Coefficients(),
+        coefficients=(
+            calibration.coefficients
+            if calibration
+            else replace(Coefficients(), bandwidth_efficiency=bandwidth)
+        ),
         max_num_seqs=v.max_num_seqs,
         max_num_batched_tokens=v.max_num_batched_tokens,
         speculation=speculation,
-        band=calibration.band if calibration else 0.5,
+        band=band,
         basis=(
             f"calibrated on {calibration.provenance.get('run', '?')} "
-            f"(held-out median error {calibration.band:.0%})"
+            f"({calibration.name}; held-out median error {calibration.band:.0%})"
             if calibration
             else "uncalibrated priors (no calibration for "
             f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
+        front_end_s=front,
+        kv_capacity_tokens=(
+            float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
+        ),
+        max_model_len=v.max_model_len,
+        server_request_s=api_server_request_s(settings.hardware) or 0.0,
     )
     return model, calibration
 

@@ -14,6 +14,7 @@ SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,8 @@ def report(
     workload: Workload | None = None,
     *,
     flag: str = "--requests-per-second",
+    mtp_acceptance: float | None = None,
+    concurrencies: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
     performance is for ``workload`` (default: the stack's benchmark request shape).
@@ -136,8 +139,10 @@ def report(
     and the cost per million requests is priced on those replicas plus the stack's fixed
     costs (:func:`endpoint_cost`)."""
     plan = plan_settings(settings)
-    rate, rate_source = offered_load(settings, requests_per_second, flag, workload)
-    replicas = replica_plan(settings, rate, rate_source, workload)
+    # The shape first: a request longer than max-model-len is refused, not predicted.
+    performance_figures = performance(settings, workload, mtp_acceptance, concurrencies)
+    rate, rate_source = offered_load(settings, requests_per_second, flag, workload, mtp_acceptance)
+    replicas = replica_plan(settings, rate, rate_source, workload, mtp_acceptance)
     count, count_source = serving_replicas(settings, replicas)
     usd_per_hour_at_rate, usd_per_million = endpoint_cost(settings, rate, count)
     hw = settings.profile
@@ -195,6 +200,7 @@ def report(
         ),
         "billing": settings.billing,
         "price_source": f"{settings.price.source} ({settings.price.as_of})",
+        "price_unconfirmed": list(settings.price.unconfirmed),
         "requests_per_second": rate,
         "requests_per_second_source": rate_source,
         "serving_replicas": count,
@@ -203,6 +209,6 @@ def report(
         "usd_per_hour_at_rate": usd_per_hour_at_rate,
         "usd_per_million_requests": usd_per_million,
         "runtime_profile": plan.profile.label,
-        "performance": performance(settings, workload),
+        "performance": performance_figures,
         "replicas": replicas,
     }

@@ -8,6 +8,7 @@ and formats.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from serving.capacity.memory import cost_per_million_requests
@@ -18,8 +19,11 @@ from serving.capacity.perf_stack import (
     autoscaling_bounds,
     benchmark_grid,
     capacity_replica_rate,
+    front_end,
     model_for_settings,
+    mtp_prior_acceptance,
     planned_replica_rate,
+    vllm_release,
 )
 from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
 
@@ -50,13 +54,48 @@ def workload_for(settings: Settings, prompt: int | None, output: int | None) -> 
     return Workload(prompt or b.benchmark_prompt_tokens, output or b.benchmark_output_tokens)
 
 
-def performance(settings: Settings, workload: Workload | None = None) -> dict[str, Any]:
-    """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD)."""
-    model, calibration = model_for_settings(settings)
+def performance(
+    settings: Settings,
+    workload: Workload | None = None,
+    mtp_acceptance: float | None = None,
+    concurrencies: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD).
+    Latencies are the client's (the platform's front end added, said so); each point names
+    the ceiling it is closest to. An MTP stack also gets its bounds: nothing accepted and
+    everything accepted."""
+    model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
+    model.check_shape(w)
     price = settings.price.usd_per_hour  # one instance: on GKE one replica's node
+    front, front_measured, front_source = front_end(settings.deploy_platform)
+    mtp: dict[str, Any] | None = None
+    if model.speculation is not None:
+        k = model.speculation.num_speculative_tokens
+        bounds = {}
+        for label, a in (("none_accepted", 0.0), ("all_accepted", 1.0)):
+            bound, _ = model_for_settings(settings, mtp_acceptance=a)
+            one = bound.at_concurrency(1, w)
+            bounds[label] = {
+                "acceptance": a,
+                "mean_accepted_length": bound.tokens_per_step,
+                "itl_ms_at_1": one.itl_s * 1000.0,
+                "e2e_ms_at_1": one.e2e_s * 1000.0,
+                "capacity_requests_per_s": bound.capacity_rps(w),
+            }
+        mtp = {
+            "speculative_tokens": k,
+            "acceptance": mtp_acceptance,
+            "acceptance_source": "--mtp-acceptance"
+            if mtp_acceptance is not None
+            else "the calibration's measured accepted length"
+            if calibration is not None and calibration.mean_accepted_length is not None
+            else f"median of published Gemma 4 MTP figures ({mtp_prior_acceptance():.0%} per "
+            "draft token; serving/data/performance-evidence.json)",
+            "bounds": bounds,
+        }
     curve = []
-    for c in _levels(model):
+    for c in concurrencies or _levels(model):
         p = model.at_concurrency(c, w)
         curve.append(
             {
@@ -79,6 +118,11 @@ def performance(settings: Settings, workload: Workload | None = None) -> dict[st
         "capacity_requests_per_s": model.capacity_rps(w),
         "benchmark_grid": benchmark_grid(model, w),
         "coefficients": model.coefficients.as_dict(),
+        "front_end_ms": front * 1000.0,
+        "front_end_measured": front_measured,
+        "front_end_source": front_source,
+        "latency_view": "client (engine + front end)",
+        "mtp": mtp,
         "curve": curve,
         "measured": False,
     }
@@ -109,6 +153,8 @@ def search(
     slo: Slo,
     prompt_tokens: int | None = None,
     output_tokens: int | None = None,
+    mtp_acceptance: float | None = None,
+    allow_flex_start: bool = False,
 ) -> list[dict[str, Any]]:
     """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
     each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
@@ -120,8 +166,35 @@ def search(
     Request lengths default to each stack's benchmark lengths."""
     rows: list[dict[str, Any]] = []
     for name, settings in stacks.items():
-        model, calibration = model_for_settings(settings)
+        model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
         w = workload_for(settings, prompt_tokens, output_tokens)
+        flex = settings.deploy_platform == "tpu-vm" and settings.tpu.provisioning == "flex-start"
+        excluded = None
+        try:
+            model.check_shape(w)
+        except ValueError as exc:
+            excluded = str(exc)
+        if excluded is None and flex and not allow_flex_start:
+            excluded = (
+                "flex-start nodes are deleted after maxRunHours "
+                f"({settings.tpu.max_run_hours:g} h): not offered for sustained load "
+                "(--allow-flex-start to include it)"
+            )
+        if excluded is not None:
+            rows.append(
+                {
+                    "stack": name,
+                    "hardware": settings.hardware,
+                    "platform": settings.deploy_platform,
+                    "model": settings.model.model,
+                    "excluded": excluded,
+                    "flex_start": flex,
+                    "replicas": None,
+                    "usd_per_hour": None,
+                    "usd_per_million_requests": None,
+                }
+            )
+            continue
         per_replica = planned_replica_rate(model, w, slo)
         price = settings.price.usd_per_hour
         fixed, unpriced = fixed_usd_per_hour(settings)
@@ -148,10 +221,20 @@ def search(
             "band": model.band,
             "basis": model.basis,
             "calibrated": calibration is not None,
+            "flex_start": flex,
+            "latency_view": f"client (front end {model.front_end_s * 1000:.0f} ms included)",
+            "excluded": None,
             "measured": False,
         }
         rows.append(row)
-    rows.sort(key=lambda r: (r["usd_per_hour"] is None, r["usd_per_hour"] or 0.0, r["stack"]))
+    rows.sort(
+        key=lambda r: (
+            r["excluded"] is not None,
+            r["usd_per_hour"] is None,
+            r["usd_per_hour"] or 0.0,
+            r["stack"],
+        )
+    )
     return rows
 
 
@@ -169,7 +252,11 @@ def slo_for(settings: Settings) -> Slo | None:
 
 
 def offered_load(
-    settings: Settings, rate: float | None, flag: str, workload: Workload | None = None
+    settings: Settings,
+    rate: float | None,
+    flag: str,
+    workload: Workload | None = None,
+    mtp_acceptance: float | None = None,
 ) -> tuple[float, str]:
     """The requests/s offered to the whole endpoint (every replica together) and where the
     figure comes from: the command's `flag`, else the stack's sloMinRequestsPerSecond, else
@@ -180,7 +267,7 @@ def offered_load(
         return rate, flag
     if settings.slo.slo_min_requests_per_second:
         return settings.slo.slo_min_requests_per_second, "the stack's sloMinRequestsPerSecond"
-    model, _ = model_for_settings(settings)
+    model, _ = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     slo = slo_for(settings)
     per = planned_replica_rate(model, w, slo) if slo else capacity_replica_rate(model, w)
@@ -230,13 +317,18 @@ def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int | No
 
 
 def replica_plan(
-    settings: Settings, rate: float, rate_source: str, workload: Workload | None = None
+    settings: Settings,
+    rate: float,
+    rate_source: str,
+    workload: Workload | None = None,
+    mtp_acceptance: float | None = None,
 ) -> dict[str, Any]:
     """Replicas the model says serve ``rate`` req/s within the stack's SLO
     (:func:`serving.capacity.perf_stack.autoscaling_bounds`: :data:`HEADROOM` left free, the band's
     pessimistic side), against the stack's own bounds (`Settings.replica_bounds`), with the
-    cost at the fewest and most replicas (fixed costs included)."""
-    model, _ = model_for_settings(settings)
+    cost at the fewest and most replicas (fixed costs included). Latencies are the client's
+    (the platform's front end included)."""
+    model, _ = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     low, high = settings.replica_bounds
     price = settings.price.usd_per_hour
@@ -336,3 +428,39 @@ def validated_tokens(name: str, value: int | None) -> int | None:
 
 
 # --- calibrate ----------------------------------------------------------------------------
+
+
+def run_target(
+    run: dict[str, Any], settings: Settings, stack: str, allow_other: bool
+) -> tuple[str, str]:
+    """(hardware, engine release) the run measured, from what it recorded: its model,
+    hardware and engine version must be there, and the model must be the stack's; another
+    hardware or vLLM release than the stack pins is refused unless ``allow_other`` (then the
+    calibration is labelled with what was measured, and applies to that target only)."""
+    missing = [key for key in ("model", "hardware", "engine_version") if not run.get(key)]
+    if missing:
+        raise ValueError(
+            f"the run does not record its {', '.join(missing)}: a calibration must know what "
+            "it measured (record them with the benchmark; the server's GET /version gives "
+            "the engine version)"
+        )
+    run_model = run["model"]
+    if run_model not in (settings.model.model, settings.model.served_model_name):
+        raise ValueError(
+            f"the run measured model {run_model!r}, stack {stack} serves {settings.model.model!r}"
+        )
+    hardware = str(run.get("server_hardware") or run["hardware"])[:64]
+    version = str(run["engine_version"]).strip()[:64]
+    engine = version if version.startswith("vllm") else f"vllm {version}"
+    release = vllm_release(settings)
+    other = []
+    if hardware != settings.hardware:
+        other.append(f"hardware {hardware!r} (stack {stack}: {settings.hardware!r})")
+    if engine != release:
+        other.append(f"engine {engine!r} (stack {stack}: {release!r})")
+    if other and not allow_other:
+        raise ValueError(
+            f"the run measured {' and '.join(other)}: pass --allow-other-target to calibrate "
+            "for what it measured (it then applies to that target, not to this stack)"
+        )
+    return hardware, engine

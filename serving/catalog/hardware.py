@@ -25,6 +25,55 @@ class Price:
     usd_per_hour: float
     source: str
     as_of: str
+    #: Parts of the bill whose rate could not be confirmed (counted as 0: the price is then a
+    #: lower bound), or rates taken from another provisioning (an upper bound); said so.
+    unconfirmed: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """How far to trust the figure, in words ('' when every rate is confirmed)."""
+        return "; ".join(self.unconfirmed)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One per-second rate of a price page, with where and when it was read."""
+
+    usd_per_second: float | None
+    source: str
+    as_of: str
+
+    @property
+    def confirmed(self) -> bool:
+        return self.usd_per_second is not None
+
+
+#: Cloud Run's page, https://cloud.google.com/run/pricing (Tier 1 regions, instance-based
+#: billing, "Services with CPU always allocated"): vCPU and memory rates.
+_RUN_PRICING = "https://cloud.google.com/run/pricing"
+_CATALOG_QUOTE = (
+    "Cloud Billing catalog SKU for us-central1 as quoted (2026-08) in a public repository's "
+    "cost estimate, not read from Google's page here"
+)
+CLOUD_RUN_CPU = Rate(
+    0.000018,
+    f"{_RUN_PRICING}: Tier 1, services with CPU always allocated, $0.00001800 / vCPU-second",
+    "read 2026-11-26 (stored copy of the page)",
+)
+CLOUD_RUN_MEMORY = Rate(
+    0.000002,
+    f"{_RUN_PRICING}: Tier 1, instance-based billing, $0.0000020 / GiB-second ({_CATALOG_QUOTE})",
+    "2026-08",
+)
+
+
+@dataclass(frozen=True)
+class CloudRunGpuRates:
+    """A Cloud Run GPU's own per-second rates: without zonal redundancy and with it (a
+    separate, higher SKU); the host's vCPU and memory bill on top at CLOUD_RUN_CPU/MEMORY."""
+
+    without_zonal_redundancy: Rate
+    with_zonal_redundancy: Rate
 
 
 @dataclass(frozen=True)
@@ -80,11 +129,49 @@ class HardwareProfile:
     #: The rate a flex-start node bills (TPU queued resources provisioned flex-start), when
     #: it differs from `price`.
     flex_start_price: Price | None = None
+    #: Cloud Run GPUs: the GPU's own rates (the instance price is built from them and the
+    #: host's vCPU and memory, see `Settings.price`).
+    cloud_run_gpu: CloudRunGpuRates | None = None
+    #: TPU: the spot rate of a chip (None: not confirmed).
+    spot_price: Price | None = None
 
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
 
+
+def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: int) -> Price:
+    """A Cloud Run GPU instance's hourly price: the GPU's rate (the zonal-redundancy SKU when
+    on) plus ``cpu`` vCPU and ``memory_gib`` GiB at Cloud Run's instance-based rates. A rate
+    that could not be confirmed counts 0 and the price says it is a lower bound."""
+    rate = gpu.with_zonal_redundancy if zonal else gpu.without_zonal_redundancy
+    parts = [(rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))]
+    per_s = sum((r.usd_per_second or 0.0) * n for r, n in parts)
+    missing = [r.source for r, _ in parts if not r.confirmed]
+    return Price(
+        usd_per_hour=round(per_s * 3600, 4),
+        source=(
+            f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + "
+            f"{memory_gib} GiB: " + "; ".join(r.source for r, _ in parts)
+        ),
+        as_of=", ".join(sorted({r.as_of for r, _ in parts})),
+        unconfirmed=tuple(f"LOWER BOUND, not priced: {m}" for m in missing),
+    )
+
+
+_L4_GPU = CloudRunGpuRates(
+    Rate(0.0001867, f"NVIDIA L4 without zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
+    Rate(0.0002909, f"NVIDIA L4 with zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
+)
+_RTX_GPU = CloudRunGpuRates(
+    Rate(
+        None,
+        "NVIDIA RTX PRO 6000 on Cloud Run: no rate could be confirmed from Google's page "
+        f"({_RUN_PRICING}) or a quoted catalog SKU",
+        "2026-11-26",
+    ),
+    Rate(None, "NVIDIA RTX PRO 6000 with zonal redundancy: not confirmed", "2026-11-26"),
+)
 
 _CLOUD_RUN_GPU_DOC = "https://cloud.google.com/run/docs/configuring/services/gpu (2026)"
 
@@ -125,15 +212,9 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # Probe budget (780 s), a scale-from-zero start for the first request, and margin.
             cold_start_deadline_seconds=1200,
-            price=Price(
-                # GPU $0.0001867/s (no zonal redundancy) + 4 vCPU x $0.000018/s + 16 GiB x
-                # $0.000002/s, Tier 1, instance-based billing.
-                usd_per_hour=round(3600 * (0.0001867 + 4 * 0.000018 + 16 * 0.000002), 3),
-                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
-                "(Tier 1 region such as us-east4, instance-based billing, L4 without zonal "
-                "redundancy, 4 vCPU, 16 GiB)",
-                as_of="2026-04 (per-second rates read then; re-check the page)",
-            ),
+            # The minimum host (4 vCPU, 16 GiB); a stack's own size: Settings.price.
+            price=cloud_run_price(_L4_GPU, False, 4, 16),
+            cloud_run_gpu=_L4_GPU,
             memory_bandwidth_source="NVIDIA L4 datasheet: 300 GB/s GDDR6 (AIConfigurator "
             "systems/l4.yaml)",
             dense_bf16_flops=121e12,
@@ -162,13 +243,9 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # Probe budget (2040 s) plus margin.
             cold_start_deadline_seconds=2400,
-            price=Price(
-                usd_per_hour=2.50,
-                source="Google's Cloud Run price page, https://cloud.google.com/run/pricing "
-                "(RTX PRO 6000 Blackwell GPU with its 20 vCPU and 80 GiB minimum, instance-"
-                "based billing, us-central1)",
-                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
-            ),
+            # The minimum host the GPU requires (20 vCPU, 80 GiB); the GPU is not priced.
+            price=cloud_run_price(_RTX_GPU, False, 20, 80),
+            cloud_run_gpu=_RTX_GPU,
             memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
             "1,597 GB/s (AIConfigurator's systems/rtx_pro_6000_server.yaml: 1,792; Callstack "
             "measured 1,396)",

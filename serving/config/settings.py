@@ -14,6 +14,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -41,6 +42,7 @@ from serving.catalog.hardware import (
     HardwareProfile,
     Platform,
     Price,
+    cloud_run_price,
 )
 from serving.catalog.models import MODELS, ModelCard, Role
 from serving.config.inputs import MAX_DEADLINE_S
@@ -1140,10 +1142,36 @@ class Settings(BaseModel):
         the preview): on GKE one replica's node; a flex-start TPU node its flex-start rate;
         otherwise the hardware's list price (a Cloud Run instance, a TPU node)."""
         if self.deploy_platform == "gke":
-            return self.gke_shape.price
+            shape = self.gke_shape.price
+            if self.gke.node_provisioning == "spot":
+                spot = self.profile.spot_price if self.profile.platform is Platform.TPU else None
+                if spot is not None:
+                    return spot
+                return replace(
+                    shape,
+                    unconfirmed=(
+                        *shape.unconfirmed,
+                        "UPPER BOUND: spot nodes bill a lower rate that could not be confirmed; "
+                        "the on-demand rate is shown",
+                    ),
+                )
+            return shape
         flex = self.profile.flex_start_price
         if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start" and flex:
             return flex
+        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "spot":
+            return self.profile.spot_price or replace(
+                self.profile.price,
+                unconfirmed=(
+                    "UPPER BOUND: spot TPUs bill a lower rate that could not be confirmed; the "
+                    "on-demand rate is shown",
+                ),
+            )
+        gpu = self.profile.cloud_run_gpu
+        if self.deploy_platform == "cloud-run" and gpu is not None:
+            return cloud_run_price(
+                gpu, self.cloud_run.gpu_zonal_redundancy, self.cpu, self.memory_gib
+            )
         return self.profile.price
 
     @property

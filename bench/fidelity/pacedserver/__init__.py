@@ -22,14 +22,14 @@ it prints ``listening on http://127.0.0.1:PORT``.
 **Step-model mode** (``--step-model``, or ``PacedServer(step_model=...)``): the pacing follows
 :class:`serving.capacity.perf.StepModel` with known coefficients instead of fixed times, so that a
 calibration fitted on a sweep against it can be checked against the truth. A request arriving
-with ``B - 1`` others in flight gets its first token after ``prefill_s(prompt, B - 1, ctx)`` and
-then one token every ``decode_step_s(B, ctx)`` (``ctx`` = prompt + half the output; the prompt
-is the request's word count + 1, as the usage reports it). The statistics (histograms, log) then
-record the times the model gave each token, as vLLM records its engine's timestamps, so a
-loaded machine that fires a token's timer late delays what the client reads but never the
-record. :data:`SYNTHETIC_SHAPE` and :data:`SYNTHETIC_DEVICE` are a small made-up model and
-device whose terms are all measurable in milliseconds. Not a vLLM stand-in for anything else: no
-chat, no tokenizer, no errors beyond 404/400.
+with ``B - 1`` others in flight gets its first token after the model's engine TTFT at
+concurrency ``B`` and then one token every mean step there (``StepModel.at_concurrency``;
+the prompt is the request's word count + 1, as the usage reports it). The statistics
+(histograms, log) then record the times the model gave each token, as vLLM records its
+engine's timestamps, so a loaded machine that fires a token's timer late delays what the
+client reads but never the record. :data:`SYNTHETIC_SHAPE` and :data:`SYNTHETIC_DEVICE` are
+a small made-up model and device whose terms are all measurable in milliseconds. Not a vLLM
+stand-in for anything else: no chat, no tokenizer, no errors beyond 404/400.
 """
 
 from __future__ import annotations
@@ -314,10 +314,13 @@ class _Connection(asyncio.Protocol):
         ttft_s, itl_s = server.ttft_s, server.itl_s
         server.active += 1
         if server.step_model is not None:
-            batch = float(server.active)
-            context = prompt_tokens + n / 2.0
-            ttft_s = server.step_model.prefill_s(prompt_tokens, batch - 1.0, context)
-            itl_s = server.step_model.decode_step_s(batch, context)
+            from serving.capacity.perf import Workload
+
+            # The model's steady state with this many in flight: its TTFT and mean step.
+            point = server.step_model.at_concurrency(
+                float(server.active), Workload(prompt_tokens, n)
+            )
+            ttft_s, itl_s = point.engine_ttft_s, point.step_s
         self.busy = True
         self._send(_STREAM_HEAD)
         written: list[float] = []
