@@ -22,6 +22,7 @@ from policies.min_instances_cost import min_instances_cost
 from policies.model_volume_read_only import model_volume_read_only
 from policies.mtp_max_num_seqs import mtp_max_num_seqs
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
+from policies.no_host_network import no_host_network
 from policies.no_plaintext_secrets import no_plaintext_secrets
 from policies.no_public_gateway import no_public_gateway
 from policies.no_public_invoker import no_public_invoker
@@ -29,6 +30,7 @@ from policies.pinned_image import pinned_image
 from policies.serving_port_not_public import serving_port_not_public
 from policies.speculative_config_valid import speculative_config_valid
 from policies.tpu_run_duration_limit import tpu_run_duration_limit
+from policies.vllm_api_key_from_secret import vllm_api_key_from_secret
 from policies.vllm_port_probed import vllm_port_probed
 from policies.vllm_server_readable import vllm_server_readable
 
@@ -60,6 +62,8 @@ ALL: list[Policy] = [
     no_public_invoker,
     no_public_gateway,
     no_plaintext_secrets,
+    vllm_api_key_from_secret,
+    no_host_network,
     serving_port_not_public,
     # advisory
     mtp_max_num_seqs,

@@ -82,8 +82,9 @@ def test_levels_match_the_issue() -> None:
         "tpu-run-duration-limit",
     }
     # + checkpoint-from-download-job; no-public-gateway, accelerator-pool-match,
-    # inference-pool-wiring (GKE); vllm-port-probed (Cloud Run)
-    assert len(MANDATORY) == 19
+    # inference-pool-wiring (GKE); vllm-port-probed (Cloud Run); vllm-api-key-from-secret,
+    # no-host-network
+    assert len(MANDATORY) == 21
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:
