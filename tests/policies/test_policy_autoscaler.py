@@ -124,7 +124,8 @@ def test_the_autoscaler_of_another_workload_is_not_judged() -> None:
 
 def accelerator_pool(found: list[Any]) -> dict[str, Any]:
     (props,) = [p for t, p, n in found if t == NODE_POOL and n.endswith("accelerators")]
-    return props
+    pool: dict[str, Any] = props
+    return pool
 
 
 @pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e"])
