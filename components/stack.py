@@ -355,12 +355,21 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
                 )
             ),
         )
-    elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+    else:
+        # A legitimate choice, said with what it costs.
         pulumi.log.warn(
-            "the Gateway is internal (public is false): only clients in the VPC reach it, so "
-            "the post-deploy health check and benchmark are skipped. Run `gemma4 health` "
-            "from a machine in the VPC, or set public: true with sourceRanges."
+            "the Gateway is internal (public is false): it serves plain HTTP on port 80 inside "
+            "the VPC, so the API key travels unencrypted between clients in the VPC and the "
+            "load balancer (a public Gateway serves HTTPS only: public: true with sourceRanges "
+            "and gatewayDomain)."
         )
+        if settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+            pulumi.log.warn(
+                "the Gateway is internal (public is false): only clients in the VPC reach it, "
+                "so the post-deploy health check and benchmark are skipped. Run `gemma4 "
+                "health` from a machine in the VPC, or set public: true with sourceRanges and "
+                "gatewayDomain."
+            )
     serving = GkeServing(
         f"{prefix}-serving",
         GkeServingArgs(

@@ -233,6 +233,8 @@ def test_internal_gateway_skips_the_post_deploy_checks(stack: tuple[str, Rendere
     _, rendered = stack
     assert all(not r.hooks for r in rendered.resources)
     assert any("Gateway is internal" in m for m in rendered.messages)
+    # The internal Gateway's plain HTTP is a choice the preview names, with what it costs.
+    assert any("plain HTTP on port 80 inside the VPC" in m for m in rendered.messages)
     assert rendered.outputs["endpoint_url"] == "http://192.0.2.20"
 
 
@@ -449,6 +451,25 @@ def test_manifests_are_plain_data() -> None:
     assert all(m["metadata"]["name"] for m in found)
 
 
+def test_the_hooks_call_the_stacks_own_gateway_whatever_the_config_map_says() -> None:
+    """The program binds the hooks to `https://<gatewayDomain>`; a ConfigMap pointed at the
+    metadata server changes nothing about where the key goes."""
+    settings = load_settings({**stack_config("gke-l4"), **PUBLIC, "postDeployBenchmark": False})
+    assert gke.endpoint_url(settings, "") == f"https://{DOMAIN}"
+    with FakeVllmServer(FakeVllmConfig(served_model_name=settings.model.served_name)) as fake:
+
+        def make_hook() -> Any:
+            binding = post_deploy_binding(
+                settings, "gemma-gke-l4", NoAuth(), url_keys=("data.endpointUrl",), url=fake.url
+            )
+            assert binding is not None
+            return (binding.after_create or [])[0]
+
+        outputs = {"data": {"endpointUrl": "http://169.254.169.254"}}
+        assert run_hook(make_hook, outputs, stack="gke-l4", type_=CONFIG_MAP) is None
+        assert "/v1/chat/completions" in [r.path for r in fake.requests]
+
+
 def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config_map() -> None:
     """The hook as the program binds it, called like the engine with the ConfigMap's outputs,
     against a fake vLLM standing in for the Gateway."""
@@ -525,6 +546,19 @@ def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
             ("config key 'pickerImage'", "floating tag 'latest'"),
         ),
         ("gke-l4", {"public": True}, 2, ("config key 'sourceRanges' is required",)),
+        (
+            "gke-l4",
+            {"public": True, "sourceRanges": ["203.0.113.0/24"]},
+            2,
+            ("config key 'gatewayDomain' is required", "HTTPS only"),
+        ),
+        (
+            "gke-tpu-v6e",
+            # `openssl rand -hex 32` pasted where the secret's name belongs.
+            {"apiKeySecret": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+            2,
+            ("config key 'apiKeySecret' reads as a key",),
+        ),
         (
             "gke-l4",
             {"maxModelLen": 131072},
