@@ -64,6 +64,32 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, Mapping[str,
                 yield from _walk(child, f"{path}.{key}" if path else str(key), depth + 1)
 
 
+#: `NAME=value` in a script or command string (shell, `env`, `docker run -e`).
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)=([\"']?)([^\s\"'`;&|()]+)")
+#: Where vLLM and its clients read the API key: a literal there is a credential whatever it
+#: looks like (a short word included).
+_KEY_VARIABLES = frozenset({"VLLM_API_KEY"})
+_API_KEY_OPTION = re.compile(r"(?<![\w-])--api-key(?:=|\s+)([\"']?)([^\s\"'`;&|()]+)")
+
+
+def _assignment_problems(path: str, text: str) -> list[str]:
+    problems = []
+    for match in _ASSIGNMENT.finditer(text):
+        name, value = match.group(1), match.group(3)
+        if value.startswith(("$", "{{")) or find_secret(value):
+            continue
+        if name in _KEY_VARIABLES or (_SINK_NAME.search(name) and reads_as_key(value)):
+            problems.append(
+                f"{path} assigns a literal to {name} (where the API key is read from), "
+                "whatever its shape"
+            )
+    for match in _API_KEY_OPTION.finditer(text):
+        value = match.group(2)
+        if not value.startswith(("$", "{{")) and not find_secret(value):
+            problems.append(f"{path} passes a literal --api-key, whatever its shape")
+    return problems
+
+
 def _header_problem(path: str, text: str) -> str | None:
     match = _AUTH_HEADER.search(text)
     # `$token`, `${TOKEN}`, `$(gcloud auth print-access-token)`: expanded at run time.
@@ -100,6 +126,7 @@ def sink_problems(props: Any) -> list[str]:
                 continue
             where = f"{path}.{text}" if path else text
             header = _header_problem(where, child)
+            problems += _assignment_problems(where, child)
             if header:
                 problems.append(header)
             elif (

@@ -210,6 +210,22 @@ def test_a_hex_key_is_found_by_where_it_goes(props: dict[str, Any]) -> None:
     assert secret_messages(CONFIG_MAP, props), props
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        "export VLLM_API_KEY=letmein",  # a short word: where it goes makes it the key
+        "VLLM_API_KEY='letmein' vllm serve /m",
+        f"docker run -e VLLM_API_KEY={HEX_KEY} img",
+        "vllm serve /m --api-key letmein",
+        f"vllm serve /m --api-key={HEX_KEY}",
+        f"API_TOKEN={HEX_KEY[:20]}",
+    ],
+)
+def test_a_literal_assigned_where_the_key_is_read_is_found(script: str) -> None:
+    props = {"metadata": {"name": "cfg"}, "data": {"start.sh": script}}
+    assert secret_messages(CONFIG_MAP, props), script
+
+
 def test_an_authorization_header_of_a_probe_is_a_credential() -> None:
     d = vllm()
     c = d["spec"]["template"]["spec"]["containers"][0]
@@ -228,6 +244,9 @@ def test_an_authorization_header_of_a_probe_is_a_credential() -> None:
         {"client.sh": 'curl -H "Authorization: Bearer ${TOKEN}" x'},
         {"client.sh": 'curl -H "Authorization: Bearer $(gcloud auth print-access-token)" x'},
         {"servedModelName": "gemma-4-12b-it"},
+        {"start.sh": 'VLLM_API_KEY="$(read_secret vllm-api-key)"; vllm serve /m'},
+        {"start.sh": 'vllm serve /m --api-key "$VLLM_API_KEY"'},
+        {"start.sh": "PORT=8000 MODEL=google/gemma-4-12B-it vllm serve"},
     ],
 )
 def test_names_references_and_digests_are_not_credentials(data: dict[str, str]) -> None:
