@@ -29,6 +29,8 @@ _SINK_NAME = re.compile(
     r"authorization|credentials?|access[-_]?key)$|[a-z0-9](?:ApiKey|Token|Password|Secret)$",
     re.IGNORECASE,
 )
+#: Names of digests, which are hexadecimal by nature (`checksum/secret`, `token-sha256`).
+_DIGEST_NAME = re.compile(r"checksum|digest|hash|sha\d*|fingerprint|revision|etag", re.IGNORECASE)
 #: A run of hexadecimal digits as long as a generated key (`openssl rand -hex 8` and up).
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{16,}")
 #: `Authorization: Bearer <credential>` (any scheme) written in a string.
@@ -117,7 +119,7 @@ def sink_problems(props: Any) -> list[str]:
                         f"{path} is an Authorization header with a literal value; the client "
                         "reads the key from Secret Manager (or a Secret) at run time"
                     )
-            elif _SINK_NAME.search(name) and reads_as_key(value):
+            elif _SINK_NAME.search(name) and not _DIGEST_NAME.search(name) and reads_as_key(value):
                 problems.append(f"{path} ({name}) holds a literal key")
         for key in list(mapping):
             text = str(key)
@@ -132,6 +134,7 @@ def sink_problems(props: Any) -> list[str]:
             elif (
                 text not in ("name", "value")
                 and _SINK_NAME.search(text)
+                and not _DIGEST_NAME.search(text)
                 and reads_as_key(child)
                 and not find_secret(child)
             ):

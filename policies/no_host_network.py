@@ -29,7 +29,7 @@ from pulumi_policy import (
 )
 
 from policies._gke import strictly_false
-from policies._k8s import is_kubernetes
+from policies._k8s import SCHEMA_KINDS, is_kubernetes
 from policies._resources import is_list, items, read_field
 from policies._server import read_workload, workload_of
 
@@ -92,8 +92,8 @@ def _asks_for_accelerator(props: Any) -> bool:
 def validate_no_host_network(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
-    if not is_kubernetes(args.resource_type):
-        return
+    if not is_kubernetes(args.resource_type) or args.resource_type in SCHEMA_KINDS:
+        return  # a CRD's schema names hostNetwork and hostPort, it sets neither
     problems = _host_problems(args.props)
     if not problems:
         return

@@ -241,6 +241,8 @@ def test_an_authorization_header_of_a_probe_is_a_credential() -> None:
         {"apiKeySecret": "vllm-api-key"},  # a secret's name
         {"token": "$(VLLM_API_KEY)"},  # a reference resolved at run time
         {"digest": HEX_KEY},  # a digest under a digest's name
+        {"checksum/secret": HEX_KEY},  # a digest of a Secret, under a credential's name
+        {"token-sha256": HEX_KEY},
         {"client.sh": 'curl -H "Authorization: Bearer ${TOKEN}" x'},
         {"client.sh": 'curl -H "Authorization: Bearer $(gcloud auth print-access-token)" x'},
         {"servedModelName": "gemma-4-12b-it"},
