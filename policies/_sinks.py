@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from endpoint.secret_shapes import find_secret, high_entropy
-from policies._resources import is_list, items, read_field
+from policies._props import is_list, items, read_field
 
 #: Names a credential goes by (a map key, an env or header name), matched at the end of the
 #: key after a separator: `VLLM_API_KEY`, `gemma4.dev/api-key`, `apiKey`, `hf-token`.

@@ -2,7 +2,7 @@
 
 A HorizontalPodAutoscaler of a workload that runs vLLM scales on what vLLM reports about its
 own load. Its metrics are read against the metric families of the vLLM release the workload's
-image runs (`serving.vllm_contract`: extracted from that release's source,
+image runs (`serving.launch.vllm_contract`: extracted from that release's source,
 `vllm/v1/metrics/loggers.py`), with their type:
 
 - a `Pods`, `Object` or `External` metric names a vLLM family, as the Custom Metrics
@@ -35,7 +35,7 @@ from pulumi_policy import (
 )
 
 from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads
-from serving.vllm_contract import UnknownVersion, for_image, load
+from serving.launch.vllm_contract import UnknownVersion, for_image, load
 
 #: The vLLM release this project pins (the Cloud Run and GKE GPU image): its metrics are read
 #: when the image names no release the policies have a snapshot of (a digest, another tag).

@@ -30,7 +30,7 @@ from pulumi_policy import (
 
 from policies._gke import strictly_false
 from policies._k8s import SCHEMA_KINDS, is_kubernetes
-from policies._resources import is_list, items, read_field
+from policies._props import is_list, items, read_field
 from policies._server import read_workload, workload_of
 
 #: Keys whose entries are the user's own strings, never a Pod spec.

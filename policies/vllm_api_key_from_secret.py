@@ -18,7 +18,7 @@ platform fails the start when the secret is missing:
   is optional; one that is set is `valueSource.secretKeyRef` (v1: `valueFrom.secretKeyRef`)
   with a secret and a version, never a `value`;
 - TPU VMs, queued resources and Compute Engine machines: the startup script is the one this
-  project renders (`serving/tpu_startup.py`), which reads the key from Secret Manager and
+  project renders (`serving/render/tpu_startup.py`), which reads the key from Secret Manager and
   stops the boot when it is empty, and its `docker run` passes `VLLM_API_KEY` on by name
   only (`--env=VLLM_API_KEY`), never a value and never an `--env-file`.
 
@@ -42,15 +42,8 @@ from pulumi_policy import (
 
 from policies._gke import strictly_false
 from policies._k8s import POD_TEMPLATES, pod_spec
-from policies._resources import (
-    CLOUD_RUN_WORKLOADS,
-    V1_SERVICE,
-    VllmServer,
-    containers,
-    get,
-    items,
-    read_field,
-)
+from policies._props import get, items, read_field
+from policies._resources import CLOUD_RUN_WORKLOADS, V1_SERVICE, VllmServer, containers
 from policies._server import (
     ContainerSpec,
     Reading,
@@ -58,9 +51,9 @@ from policies._server import (
     read_workload,
     workload_of,
 )
-from serving.monitoring import OPS_AGENT_REPO_SCRIPT
-from serving.tpu_startup import read_rendered_startup_script
-from serving.vllm_argv import is_vllm_image, mentions_vllm
+from serving.launch.vllm_argv import is_vllm_image, mentions_vllm
+from serving.render.monitoring import OPS_AGENT_REPO_SCRIPT
+from serving.render.tpu_startup import read_rendered_startup_script
 
 KEY = "VLLM_API_KEY"
 #: Kubernetes' sources of an environment value other than a Secret.
@@ -264,7 +257,7 @@ def _machine(reading: Reading, workload: Workload) -> list[str]:
         if rendered is None:
             problems.append(
                 f"{where} starts vLLM but is not the script this project renders "
-                "(serving/tpu_startup.py), the one proved to read VLLM_API_KEY from Secret "
+                "(serving/render/tpu_startup.py), the one proved to read VLLM_API_KEY from Secret "
                 "Manager and to stop the boot when it is empty; where this one's key comes "
                 "from (if anywhere) cannot be proved. Use the stack's rendered script"
             )

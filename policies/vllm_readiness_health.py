@@ -27,7 +27,8 @@ from pulumi_policy import (
 )
 
 from policies._k8s import POD_TEMPLATES, pod_spec
-from policies._resources import as_int, get, items, read_field
+from policies._props import get, items, read_field
+from policies._resources import as_int
 from policies._server import read_servers
 from policies._wiring import listen_port
 

@@ -9,7 +9,7 @@ import pytest
 
 from policies.hooks_endpoint_own_gateway import hooks_endpoint_own_gateway
 from policies.public_gateway_https_only import public_gateway_https_only
-from serving import gke
+from serving.render import gke
 from tests.policies._gke_stack import add, find, messages, resources
 
 PUBLIC = "gke-l4-public-spot"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policies.vllm_only_through_pool import vllm_only_through_pool
-from serving import gke
+from serving.render import gke
 from tests.policies._gke_stack import add, find, messages, resources
 
 
