@@ -11,7 +11,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi_gcp import compute, projects, serviceaccount
+from pulumi_gcp import certificatemanager, compute, projects, serviceaccount
 
 from components.model_bucket import ModelBucket
 from components.naming import account_id, token
@@ -119,7 +119,10 @@ class GkeServing(pulumi.ComponentResource):
     monitoring and the autoscaler, on an existing cluster."""
 
     endpoint_url: pulumi.Output[str]
-    """`http://<Gateway address>` (OpenAI API under /v1)."""
+    """`https://<gatewayDomain>` (public) or `http://<Gateway address>` (internal); the OpenAI
+    API is under /v1."""
+    dns_records: pulumi.Output[list[dict[str, str]]]
+    """DNS records the user creates for a public Gateway (none for an internal one)."""
     gateway_address: pulumi.Output[str]
     vllm_command_line: pulumi.Output[str]
     namespace: pulumi.Output[str]
@@ -159,6 +162,7 @@ class GkeServing(pulumi.ComponentResource):
             opts=child,
         )
         security_policy = self._armor(name, s) if public else None
+        certificate, authorization = self._certificate(name, s) if public else (None, None)
 
         # One render call: every object, with placeholders for what only the cloud knows;
         # each object that holds a placeholder is declared on the Output it stands for.
@@ -170,6 +174,8 @@ class GkeServing(pulumi.ComponentResource):
             address_name=_ADDRESS,
             ip=_IP,
             security_policy=_POLICY if public else None,
+            # Named by the stack, so known before the certificate exists.
+            certificate=certificate_name(name),
         )
 
         def lifted(
@@ -221,7 +227,14 @@ class GkeServing(pulumi.ComponentResource):
         )
         pool = declare(f"{name}-pool", m.inference_pool, after_pods)
         gateway = declare_lifted(
-            f"{name}-gateway", m.gateway, lifted(m.gateway, _ADDRESS, address.name), in_ns
+            f"{name}-gateway",
+            m.gateway,
+            lifted(m.gateway, _ADDRESS, address.name),
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[ns, *([certificate] if certificate is not None else [])],
+            ),
         )
         on_pool = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[ns, pool, gateway]
@@ -265,13 +278,20 @@ class GkeServing(pulumi.ComponentResource):
         )
 
         self.gateway_address = address.address
-        self.endpoint_url = address.address.apply(gke.endpoint_url)
+        self.endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
+        #: DNS records to create: the domain's A record, and (a Google-managed certificate)
+        #: the DNS authorization's CNAME, without which the certificate is never issued.
+        self.dns_records = pulumi.Output.all(
+            address.address,
+            authorization.dns_resource_records if authorization is not None else [],
+        ).apply(lambda found: gke.dns_records(s, found[0], found[1]))
         self.vllm_command_line = pulumi.Output.from_input(gke.vllm_command(s).command_line())
         self.namespace = pulumi.Output.from_input(s.gke.namespace)
         self.register_outputs(
             {
                 "endpoint_url": self.endpoint_url,
                 "gateway_address": self.gateway_address,
+                "dns_records": self.dns_records,
                 "vllm_command_line": self.vllm_command_line,
                 "namespace": self.namespace,
             }
@@ -303,6 +323,39 @@ class GkeServing(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         return account
+
+    def _certificate(
+        self, name: str, s: Settings
+    ) -> tuple[certificatemanager.Certificate | None, certificatemanager.DnsAuthorization | None]:
+        """The public Gateway's certificate: None when the stack names one of the user's
+        (`gatewayCertificate`); otherwise a regional Google-managed Certificate Manager
+        certificate for `gatewayDomain`, authorized by DNS (a per-project CNAME record, the
+        kind regional certificates take), so it is issued before any traffic arrives."""
+        domain = s.gke.gateway_domain
+        if s.gke.gateway_certificate is not None or domain is None:
+            return None, None
+        authorization = certificatemanager.DnsAuthorization(
+            f"{name}-dns-authorization",
+            domain=domain,
+            location=s.region,
+            type="PER_PROJECT_RECORD",
+            labels=dict(s.labels),
+            description=f"Proves control of {domain} for the Gateway's certificate",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        certificate = certificatemanager.Certificate(
+            f"{name}-certificate",
+            # Named, not auto-named: the Gateway's listener refers to it by this name.
+            name=certificate_name(name),
+            location=s.region,
+            labels=dict(s.labels),
+            description=f"Google-managed certificate of the Gateway for {domain}",
+            managed=certificatemanager.CertificateManagedArgs(
+                domains=[domain], dns_authorizations=[authorization.id]
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return certificate, authorization
 
     def _armor(self, name: str, s: Settings) -> compute.RegionSecurityPolicy:
         """Cloud Armor for the external Gateway: `sourceRanges` allowed, everything else 403."""
@@ -349,6 +402,13 @@ class GkeServing(pulumi.ComponentResource):
 def policy_name(name: str) -> str:
     """A Compute Engine resource name (lowercase, at most 63 characters) for the policy."""
     raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-clients".lower()).strip("-")
+    return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
+
+
+def certificate_name(name: str) -> str:
+    """A Certificate Manager certificate id for the stack's Gateway certificate (a letter, then
+    letters, digits, hyphens; at most 63 characters)."""
+    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-gateway".lower()).strip("-")
     return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
 
 

@@ -84,6 +84,7 @@ GKE_APIS = (
     "iam.googleapis.com",
 )
 
+CERTIFICATE_APIS = ("certificatemanager.googleapis.com",)
 
 MONITORING_APIS = ("monitoring.googleapis.com",)
 
@@ -104,9 +105,12 @@ def post_deploy_binding(
     url_keys: tuple[str, ...],
     refused_grace_s: float = 10.0,
     cold_start_s: float | None = None,
+    url: str | None = None,
 ) -> pulumi.ResourceHookBinding | None:
     """Hooks run after the serving resource is created or updated: the health check, then a
-    short benchmark held to the stack's SLOs. Either can be switched off in stack config."""
+    short benchmark held to the stack's SLOs. Either can be switched off in stack config.
+    `url`: the endpoint the hooks call (and send the API key to) whatever the resource's
+    outputs hold; otherwise the first of `url_keys` in them."""
     hooks: list[pulumi.ResourceHook | pulumi.ResourceHookFunction] = []
     if settings.health.health_check:
         hooks.append(
@@ -117,6 +121,7 @@ def post_deploy_binding(
                 or cold_start_s
                 or settings.profile.cold_start_deadline_seconds,
                 auth=auth,
+                url=url,
                 url_keys=url_keys,
                 refused_grace_s=refused_grace_s,
             )
@@ -146,7 +151,11 @@ def post_deploy_binding(
                 "target": target_identity(settings),  # what `bench gate` matches the run by
             },
         )
-        hooks.append(benchmark_hook(f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys))
+        hooks.append(
+            benchmark_hook(
+                f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys, fixed_url=url
+            )
+        )
     if not hooks:
         return None
     # Hooks run in list order: the benchmark only after the health check passed.
@@ -317,7 +326,9 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     from serving.render import gke as gke_objects
 
     project = project_id()
-    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, GKE_APIS))
+    # A public Gateway's certificate lives in Certificate Manager.
+    needed = (*GKE_APIS, *(CERTIFICATE_APIS if settings.cloud_run.public else ()))
+    apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, needed))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
     bucket = model_bucket(settings, prefix, after_apis)
     cluster = GkeCluster(
@@ -330,6 +341,9 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             prefix,
             SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
             url_keys=("data.endpointUrl",),
+            # The stack's own Gateway, over HTTPS, by the name its certificate is for: the key
+            # goes there and nowhere else, whatever the endpoint ConfigMap says.
+            url=gke_objects.endpoint_url(settings, ""),
             # The load balancer answers before any replica is ready: wait out the start-up.
             refused_grace_s=float(settings.gke_shape.startup_probe.budget_seconds),
             # A node to provision, the image to pull, the weights to read, and (TPU) the
@@ -341,12 +355,21 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
                 )
             ),
         )
-    elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+    else:
+        # A legitimate choice, said with what it costs.
         pulumi.log.warn(
-            "the Gateway is internal (public is false): only clients in the VPC reach it, so "
-            "the post-deploy health check and benchmark are skipped. Run `gemma4 health` "
-            "from a machine in the VPC, or set public: true with sourceRanges."
+            "the Gateway is internal (public is false): it serves plain HTTP on port 80 inside "
+            "the VPC, so the API key travels unencrypted between clients in the VPC and the "
+            "load balancer (a public Gateway serves HTTPS only: public: true with sourceRanges "
+            "and gatewayDomain)."
         )
+        if settings.health.health_check or settings.benchmark.post_deploy_benchmark:
+            pulumi.log.warn(
+                "the Gateway is internal (public is false): only clients in the VPC reach it, "
+                "so the post-deploy health check and benchmark are skipped. Run `gemma4 "
+                "health` from a machine in the VPC, or set public: true with sourceRanges and "
+                "gatewayDomain."
+            )
     serving = GkeServing(
         f"{prefix}-serving",
         GkeServingArgs(
@@ -388,6 +411,8 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
         "endpoint_urls": serving.endpoint_url.apply(lambda url: [url]),
         "gateway_address": serving.gateway_address,
+        # Public Gateway: the A record of gatewayDomain and the certificate's DNS authorization.
+        "dns_records": serving.dns_records,
         "min_replicas": g.min_replicas,
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,

@@ -8,7 +8,11 @@ URL-safe base64, hex, percent-encoding, escapes, gzip), for high-entropy strings
 length (digests excepted),
 and for a credential split across two or three values (environment values, shell assignments,
 `--option=value` arguments) that is
-joined at run time. Secret-sounding environment names holding a literal are reported too.
+joined at run time. Secret-sounding environment names holding a literal are reported too, and
+a credential is also found by where it goes, whatever its shape (`policies._sinks`): a
+generated key (hexadecimal, as `openssl rand -hex 32` prints, or random) stored under a
+credential's name (`VLLM_API_KEY`, `api-key`, `token` ...) in a ConfigMap, an annotation, a
+label or any map, and a literal `Authorization` header.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from policies._config import schema, setting_strings
 from policies._props import entries, get, is_list, items
 from policies._resources import containers, walk_strings
 from policies._server import vllm_servers
+from policies._sinks import sink_problems
 from serving.launch.vllm_argv import literal_env
 
 _SECRET_ENV = re.compile(
@@ -165,6 +170,8 @@ def validate_no_plaintext_secrets(
                     f"literal value; {_FIX}.",
                     None,
                 )
+    for problem in sink_problems(args.props):
+        report_violation(f"{args.name}: {problem}; {_FIX}.", None)
     for server in vllm_servers(args.resource_type, args.props):
         for name in literal_env(server.env):
             if name not in allowed_env and _SECRET_ENV.search(name):

@@ -37,7 +37,11 @@ BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
 HEALTH_POLICY = "kubernetes:networking.gke.io/v1:HealthCheckPolicy"
 POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
 RUN_SERVICE = "gcp:cloudrunv2/service:Service"
-PUBLIC = {"public": True, "sourceRanges": ["203.0.113.0/24"]}
+CERTIFICATE = "gcp:certificatemanager/certificate:Certificate"
+DNS_AUTHORIZATION = "gcp:certificatemanager/dnsAuthorization:DnsAuthorization"
+SERVICE_API = "gcp:projects/service:Service"
+DOMAIN = "llm.example.com"
+PUBLIC = {"public": True, "sourceRanges": ["203.0.113.0/24"], "gatewayDomain": DOMAIN}
 
 
 @pytest.fixture(scope="module", params=GKE_STACKS)
@@ -229,6 +233,8 @@ def test_internal_gateway_skips_the_post_deploy_checks(stack: tuple[str, Rendere
     _, rendered = stack
     assert all(not r.hooks for r in rendered.resources)
     assert any("Gateway is internal" in m for m in rendered.messages)
+    # The internal Gateway's plain HTTP is a choice the preview names, with what it costs.
+    assert any("plain HTTP on port 80 inside the VPC" in m for m in rendered.messages)
     assert rendered.outputs["endpoint_url"] == "http://192.0.2.20"
 
 
@@ -251,13 +257,51 @@ def test_public_gateway_enforces_source_ranges_and_runs_the_checks() -> None:
         "gemma-gke-l4-health",
         "gemma-gke-l4-benchmark",
     }
-    # The hooks read the URL the way the engine hands the ConfigMap's outputs over.
-    assert url_from_outputs(endpoint.inputs, ("data.endpointUrl",)) == "http://198.51.100.20"
+    # The hooks read the URL the way the engine hands the ConfigMap's outputs over: the
+    # Gateway's HTTPS name, never its plain-HTTP address.
+    assert url_from_outputs(endpoint.inputs, ("data.endpointUrl",)) == f"https://{DOMAIN}"
+    assert rendered.outputs["endpoint_url"] == f"https://{DOMAIN}"
+
+
+def test_public_gateway_serves_https_only_with_a_managed_certificate() -> None:
+    rendered = render({**stack_config("gke-l4"), **PUBLIC}, "gke-l4")
+    (listener,) = rendered.one(GATEWAY).inputs["spec"]["listeners"]
+    certificate = rendered.one(CERTIFICATE).inputs
+    authorization = rendered.one(DNS_AUTHORIZATION).inputs
+    assert listener["protocol"] == "HTTPS" and listener["port"] == 443
+    assert listener["hostname"] == DOMAIN
+    assert listener["tls"] == {
+        "mode": "Terminate",
+        "options": {"networking.gke.io/cert-manager-certs": certificate["name"]},
+    }
+    # Regional: the Gateway is regional, and so are its certificate and authorization.
+    assert certificate["location"] == authorization["location"] == "us-east4"
+    assert certificate["managed"]["domains"] == [DOMAIN]
+    assert authorization["domain"] == DOMAIN and authorization["type"] == "PER_PROJECT_RECORD"
+    apis = {r.inputs["service"] for r in rendered.of_type(SERVICE_API)}
+    assert "certificatemanager.googleapis.com" in apis
+    (a_record, *_) = rendered.outputs["dns_records"]
+    assert a_record == {"name": f"{DOMAIN}.", "type": "A", "data": "198.51.100.20"}
+
+
+def test_a_certificate_of_the_users_is_used_as_given() -> None:
+    config = {**stack_config("gke-l4"), **PUBLIC, "gatewayCertificate": "my-llm-cert"}
+    rendered = render(config, "gke-l4")
+    (listener,) = rendered.one(GATEWAY).inputs["spec"]["listeners"]
+    assert listener["tls"]["options"] == {"networking.gke.io/cert-manager-certs": "my-llm-cert"}
+    assert not rendered.of_type(CERTIFICATE) and not rendered.of_type(DNS_AUTHORIZATION)
+
+
+def test_internal_gateway_stays_http_inside_the_vpc(stack: tuple[str, Rendered]) -> None:
+    _, rendered = stack
+    (listener,) = rendered.one(GATEWAY).inputs["spec"]["listeners"]
+    assert (listener["protocol"], listener["port"]) == ("HTTP", 80)
+    assert not rendered.of_type(CERTIFICATE) and rendered.outputs["dns_records"] == []
 
 
 def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
     ranges = [f"203.0.{i}.0/24" for i in range(23)]
-    rendered = render({**stack_config("gke-l4"), "public": True, "sourceRanges": ranges}, "gke-l4")
+    rendered = render({**stack_config("gke-l4"), **PUBLIC, "sourceRanges": ranges}, "gke-l4")
     allow = [r for r in rendered.one(ARMOR).inputs["rules"] if r["action"] == "allow"]
     assert [len(r["match"]["config"]["srcIpRanges"]) for r in allow] == [10, 10, 3]
     assert sorted(x for r in allow for x in r["match"]["config"]["srcIpRanges"]) == sorted(ranges)
@@ -279,6 +323,26 @@ def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
         ({"clusterVersion": "1.34"}, ("'clusterVersion'", "MAJOR.MINOR.PATCH-gke.N")),
         ({"public": True}, ("'sourceRanges'", "public: true")),
         ({"public": True, "sourceRanges": ["0.0.0.0/0"]}, ("'sourceRanges'", "internet")),
+        (
+            {"public": True, "sourceRanges": ["203.0.113.0/24"]},
+            ("'gatewayDomain' is required", "HTTPS only", "'gatewayCertificate'"),
+        ),
+        (
+            {"public": True, "sourceRanges": ["203.0.113.0/24"], "gatewayCertificate": "c1"},
+            ("'gatewayDomain' is required",),
+        ),
+        ({"gatewayDomain": "llm.example.com"}, ("'gatewayDomain'", "public Gateway only")),
+        ({"gatewayCertificate": "c1"}, ("'gatewayCertificate'", "public Gateway only")),
+        ({"gatewayDomain": "*.example.com"}, ("'gatewayDomain'", "no wildcard")),
+        ({"gatewayDomain": "203.0.113.7"}, ("'gatewayDomain'",)),
+        ({"gatewayDomain": "localhost"}, ("'gatewayDomain'", "at least two labels")),
+        ({"gatewayDomain": "LLM.example.com"}, ("'gatewayDomain'", "lowercase")),
+        ({"gatewayDomain": "llm.example.com."}, ("'gatewayDomain'", "no trailing dot")),
+        ({"gatewayCertificate": "My_Cert"}, ("'gatewayCertificate'",)),
+        (
+            {"apiKeySecret": "9f86d081884c7d659a2feaa0c55ad015"},
+            ("'apiKeySecret'", "reads as a key"),
+        ),
         ({"zone": "us-east1-d"}, ("'zone'", "us-east5")),
         ({"zone": "us-east5-c"}, ("'zone'", "does not offer v6e-1")),
         ({"region": None}, ("'region'", "required")),
@@ -387,6 +451,25 @@ def test_manifests_are_plain_data() -> None:
     assert all(m["metadata"]["name"] for m in found)
 
 
+def test_the_hooks_call_the_stacks_own_gateway_whatever_the_config_map_says() -> None:
+    """The program binds the hooks to `https://<gatewayDomain>`; a ConfigMap pointed at the
+    metadata server changes nothing about where the key goes."""
+    settings = load_settings({**stack_config("gke-l4"), **PUBLIC, "postDeployBenchmark": False})
+    assert gke.endpoint_url(settings, "") == f"https://{DOMAIN}"
+    with FakeVllmServer(FakeVllmConfig(served_model_name=settings.model.served_name)) as fake:
+
+        def make_hook() -> Any:
+            binding = post_deploy_binding(
+                settings, "gemma-gke-l4", NoAuth(), url_keys=("data.endpointUrl",), url=fake.url
+            )
+            assert binding is not None
+            return (binding.after_create or [])[0]
+
+        outputs = {"data": {"endpointUrl": "http://169.254.169.254"}}
+        assert run_hook(make_hook, outputs, stack="gke-l4", type_=CONFIG_MAP) is None
+        assert "/v1/chat/completions" in [r.path for r in fake.requests]
+
+
 def test_post_deploy_health_check_reads_the_gateway_url_from_the_endpoint_config_map() -> None:
     """The hook as the program binds it, called like the engine with the ConfigMap's outputs,
     against a fake vLLM standing in for the Gateway."""
@@ -463,6 +546,19 @@ def test_a_changed_deployment_runs_the_post_deploy_checks_again() -> None:
             ("config key 'pickerImage'", "floating tag 'latest'"),
         ),
         ("gke-l4", {"public": True}, 2, ("config key 'sourceRanges' is required",)),
+        (
+            "gke-l4",
+            {"public": True, "sourceRanges": ["203.0.113.0/24"]},
+            2,
+            ("config key 'gatewayDomain' is required", "HTTPS only"),
+        ),
+        (
+            "gke-tpu-v6e",
+            # `openssl rand -hex 32` pasted where the secret's name belongs.
+            {"apiKeySecret": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+            2,
+            ("config key 'apiKeySecret' reads as a key",),
+        ),
         (
             "gke-l4",
             {"maxModelLen": 131072},

@@ -131,6 +131,29 @@ MAX_BENCHMARK_CONCURRENCY = 4096
 _MULTI_REGIONS = {"us-": "US", "northamerica-": "US", "europe-": "EU", "asia-": "ASIA"}
 
 
+#: A value of this many hexadecimal digits or more is a generated key (`openssl rand -hex 16`
+#: gives 32), never a Secret Manager secret id a person chose.
+_KEY_HEX_DIGITS = 16
+_HEX_RUN = re.compile(rf"[0-9a-fA-F]{{{_KEY_HEX_DIGITS},}}")
+
+
+def check_secret_name(value: str, key: str) -> str:
+    """A Secret Manager secret id, not the secret itself: a value that reads as a generated key
+    (a run of 16 or more hexadecimal digits, as `openssl rand -hex` prints, a random string,
+    or any credential shape) is refused, because the stack file, the program's outputs and
+    every command that shows settings would carry it in clear text."""
+    from endpoint.secret_shapes import find_secret, high_entropy
+
+    if _HEX_RUN.search(value) or high_entropy(value) or find_secret(value):
+        raise ValueError(
+            f"config key {key!r} reads as a key, not as the id of the Secret Manager secret "
+            "that holds it; store the key in Secret Manager (`gcloud secrets create NAME "
+            "--data-file=-`), put NAME here, and rotate the key that was written in the stack "
+            "file"
+        )
+    return value
+
+
 class _Group(BaseModel):
     model_config = ConfigDict(
         allow_inf_nan=False,
@@ -360,6 +383,12 @@ class TpuSettings(_Group):
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
         description="Secret Manager secret id holding the vLLM API key clients must send.",
     )
+
+    @field_validator("api_key_secret")
+    @classmethod
+    def _names_the_api_key(cls, value: str) -> str:
+        return check_secret_name(value, "apiKeySecret")
+
     create_timeout_minutes: int = Field(
         30, ge=1, le=1440, description="How long `pulumi up` waits for a node to become ACTIVE."
     )
@@ -391,6 +420,10 @@ _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 #: the image `ghcr.io/llm-d/llm-d-router-endpoint-picker:${VERSION}`).
 DEFAULT_PICKER_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
 _DNS_LABEL = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+#: A fully qualified domain name a public certificate can name (no wildcard, no IP address).
+_DOMAIN = re.compile(
+    r"(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?"
+)
 #: Namespaces a GKE stack must not take (Kubernetes', and the metrics adapter's).
 RESERVED_NAMESPACES = frozenset({"default", "custom-metrics"})
 #: `proxySubnetRange` value that uses the region's existing proxy-only subnet.
@@ -461,6 +494,19 @@ class GkeSettings(_Group):
         description="Gateway backend timeout (GCPBackendPolicy timeoutSec; GKE's default 300 s "
         "cuts long generations).",
     )
+    gateway_domain: str | None = Field(
+        None,
+        description="DNS name a public Gateway (public: true) serves HTTPS for: its certificate's "
+        "domain, the name clients and the post-deploy checks call; point its A record at the "
+        "stack's gateway_address output.",
+    )
+    gateway_certificate: str | None = Field(
+        None,
+        pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="A regional Certificate Manager certificate of yours (its name, in the "
+        "stack's region) that covers gatewayDomain; default: the stack creates a "
+        "Google-managed certificate for gatewayDomain, authorized by DNS.",
+    )
     scale_up_waiting_requests: int | None = Field(
         None,
         ge=1,
@@ -478,6 +524,17 @@ class GkeSettings(_Group):
                 f"{value!r} is older than {MIN_GKE_VERSION}, the first GKE version that installs "
                 "the GA Gateway API and InferencePool CRDs; allowed: "
                 f"{MIN_GKE_VERSION} or later"
+            )
+        return value
+
+    @field_validator("gateway_domain")
+    @classmethod
+    def _domain(cls, value: str | None) -> str | None:
+        if value is not None and not _DOMAIN.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a DNS name a certificate can be issued for; allowed: lowercase "
+                "labels of letters, digits and hyphens separated by dots, at least two labels, "
+                "at most 253 characters, no wildcard, no trailing dot (e.g. llm.example.com)"
             )
         return value
 
@@ -709,6 +766,11 @@ class WeightsSettings(_Group):
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
         description="Secret Manager secret id holding the Hugging Face token.",
     )
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _names_the_token(cls, value: str) -> str:
+        return check_secret_name(value, "hfTokenSecret")
 
 
 DeployPlatform = Literal["cloud-run", "tpu-vm", "gke"]
@@ -1102,6 +1164,20 @@ class Settings(BaseModel):
             raise ValueError(
                 "config key 'sourceRanges' is required with 'public: true' on platform gke: the "
                 "external Gateway admits only these client ranges (and the vLLM API key)"
+            )
+        g = self.gke
+        if self.cloud_run.public and g.gateway_domain is None:
+            raise ValueError(
+                "config key 'gatewayDomain' is required with 'public: true' on platform gke: a "
+                "public Gateway serves HTTPS only (the API key must not cross the internet in "
+                "clear text), with a Google-managed certificate for that domain, or with your "
+                "own regional Certificate Manager certificate named in 'gatewayCertificate'"
+            )
+        if not self.cloud_run.public and (g.gateway_domain or g.gateway_certificate):
+            key = "gatewayDomain" if g.gateway_domain else "gatewayCertificate"
+            raise ValueError(
+                f"config key {key!r} applies to a public Gateway only (public: true); the "
+                "internal Gateway serves HTTP inside the VPC"
             )
 
     @property

@@ -7,8 +7,10 @@ test sees are these fields. :func:`manifests` returns all of them in apply order
 
 What serves what (GKE Inference Gateway, "powered by llm-d"):
 
-- a regional Gateway (`gke-l7-rilb`, internal; `gke-l7-regional-external-managed` only with
-  `public: true`) and an HTTPRoute whose only backend is the InferencePool;
+- a regional Gateway (`gke-l7-rilb`, internal, one HTTP listener inside the VPC;
+  `gke-l7-regional-external-managed` only with `public: true`, then one HTTPS listener for
+  `gatewayDomain` with a Certificate Manager certificate and no HTTP listener) and an
+  HTTPRoute whose only backend is the InferencePool;
 - the InferencePool (`inference.networking.k8s.io/v1`, GA; its CRD is installed by GKE itself
   from 1.34.0-gke.1626000, so it is not declared here) selects the vLLM Pods by label and names
   the endpoint picker Service in `endpointPickerRef`;
@@ -48,7 +50,17 @@ MONITORING_API: Final = "monitoring.googleapis.com/v1"
 #: Gateway classes of GKE's regional Application Load Balancers (both need a proxy-only subnet).
 GATEWAY_CLASS_INTERNAL: Final = "gke-l7-rilb"
 GATEWAY_CLASS_EXTERNAL: Final = "gke-l7-regional-external-managed"
+#: The internal Gateway's one listener: plain HTTP inside the VPC (the regional internal load
+#: balancer is reachable from the VPC only; the API key still guards vLLM).
 GATEWAY_PORT: Final = 80
+#: The public Gateway's one listener: HTTPS, TLS terminated by the load balancer with a
+#: Certificate Manager certificate. There is no HTTP listener at all, so nothing (the key
+#: included) crosses the internet in clear text, and there is nothing to redirect.
+GATEWAY_HTTPS_PORT: Final = 443
+#: GKE's listener option naming regional Certificate Manager certificates (comma-separated),
+#: the way a regional Gateway takes them (GKE's "Secure a Gateway": certificate maps, the
+#: `networking.gke.io/certmap` annotation, serve global Gateways only).
+CERT_MANAGER_CERTS: Final = "networking.gke.io/cert-manager-certs"
 #: Annotation on a Gateway the stack made public (`public: true`), read by the policy pack.
 PUBLIC_ANNOTATION: Final = "gemma4.dev/public"
 
@@ -263,12 +275,41 @@ def gateway_class(settings: Settings) -> str:
     return GATEWAY_CLASS_EXTERNAL if settings.cloud_run.public else GATEWAY_CLASS_INTERNAL
 
 
-def gateway(settings: Settings, *, address_name: str | None = None) -> Manifest:
+def certificate_name(settings: Settings, stack_certificate: str) -> str:
+    """The Certificate Manager certificate the public Gateway presents: the user's own
+    (`gatewayCertificate`) or the Google-managed one the stack creates (`stack_certificate`)."""
+    return settings.gke.gateway_certificate or stack_certificate
+
+
+def listeners(settings: Settings, *, certificate: str | None = None) -> list[dict[str, Any]]:
+    """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
+    443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
+    Manager certificate), and no HTTP listener."""
+    if not settings.cloud_run.public:
+        return [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}]
+    domain = settings.gke.gateway_domain
+    if domain is None or not certificate:
+        raise ValueError("a public Gateway needs gatewayDomain and a certificate (settings)")
+    return [
+        {
+            "name": "https",
+            "protocol": "HTTPS",
+            "port": GATEWAY_HTTPS_PORT,
+            "hostname": domain,
+            "tls": {"mode": "Terminate", "options": {CERT_MANAGER_CERTS: certificate}},
+        }
+    ]
+
+
+def gateway(
+    settings: Settings, *, address_name: str | None = None, certificate: str | None = None
+) -> Manifest:
     """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
-    the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists."""
+    the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists;
+    `certificate`: the public Gateway's Certificate Manager certificate (:func:`listeners`)."""
     spec: dict[str, Any] = {
         "gatewayClassName": gateway_class(settings),
-        "listeners": [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}],
+        "listeners": listeners(settings, certificate=certificate),
     }
     if address_name is not None:
         spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
@@ -290,20 +331,39 @@ def api_key_secret_command(settings: Settings) -> str:
     )
 
 
-def endpoint_url(ip: str) -> str:
-    """The Gateway's base URL (the OpenAI API is under `/v1`)."""
+def endpoint_url(settings: Settings, ip: str) -> str:
+    """The Gateway's base URL (the OpenAI API is under `/v1`): `https://<gatewayDomain>` for a
+    public Gateway (the name its certificate is for), `http://<address>` inside the VPC."""
+    if settings.cloud_run.public and settings.gke.gateway_domain:
+        return f"https://{settings.gke.gateway_domain}"
     return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
+
+
+def dns_records(
+    settings: Settings, ip: str, authorization: list[Any] | None = None
+) -> list[dict[str, str]]:
+    """The DNS records a public Gateway needs (none inside the VPC): `gatewayDomain`'s A record
+    at the Gateway's address, and the CNAME records of the certificate's DNS authorization
+    (Certificate Manager's `dnsResourceRecords`: name, type, data)."""
+    domain = settings.gke.gateway_domain
+    if not settings.cloud_run.public or domain is None:
+        return []
+    records = [{"name": f"{domain}.", "type": "A", "data": ip}]
+    for record in authorization or []:
+        records.append({key: str(record.get(key, "")) for key in ("name", "type", "data")})
+    return records
 
 
 def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
     """Where the Gateway answers, for clients in the cluster and for the post-deploy checks
-    (which read `data.endpointUrl` of this object once it exists)."""
+    (which read `data.endpointUrl` of this object once it exists, and send the API key there:
+    the `hooks-endpoint-own-gateway` policy holds it to the stack's own Gateway)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(settings, "gemma4-endpoint"),
         "data": {
-            "endpointUrl": endpoint_url(ip),
+            "endpointUrl": endpoint_url(settings, ip),
             "servedModelName": settings.model.served_name,
             "gatewayClass": gateway_class(settings),
             # Changes with whatever the replicas run (image, command line, resources, probes,
@@ -855,12 +915,14 @@ def render_manifests(
     gcp_service_account: str,
     security_policy: str | None = None,
     address_name: str | None = None,
+    certificate: str = "gemma4-gateway",
     ip: str = "10.0.0.2",
     adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
 ) -> GkeManifests:
     """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
     knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
-    reserved address and its IP); each appears verbatim in the objects that use it."""
+    reserved address and its IP, the public Gateway's Certificate Manager certificate); each
+    appears verbatim in the objects that use it."""
     return GkeManifests(
         adapter=tuple(metrics_adapter(adapter_service_account)),
         namespace=namespace(settings),
@@ -877,7 +939,13 @@ def render_manifests(
         ),
         vllm_deployment=vllm_deployment(settings, bucket=bucket),
         inference_pool=inference_pool(settings),
-        gateway=gateway(settings, address_name=address_name),
+        gateway=gateway(
+            settings,
+            address_name=address_name,
+            certificate=certificate_name(settings, certificate)
+            if settings.cloud_run.public
+            else None,
+        ),
         http_route=http_route(settings),
         health_check_policy=health_check_policy(settings),
         backend_policy=backend_policy(settings, security_policy=security_policy),
@@ -897,6 +965,7 @@ def manifests(
     gcp_service_account: str,
     security_policy: str | None = None,
     address_name: str | None = None,
+    certificate: str = "gemma4-gateway",
     ip: str = "10.0.0.2",
     adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
 ) -> list[Manifest]:
@@ -907,6 +976,7 @@ def manifests(
         gcp_service_account=gcp_service_account,
         security_policy=security_policy,
         address_name=address_name,
+        certificate=certificate,
         ip=ip,
         adapter_service_account=adapter_service_account,
     ).all()

@@ -95,8 +95,8 @@ def test_cross_object_references_hold(variant: str) -> None:
     assert check(manifests(variant), node_pools(variant)) == []
 
 
-@pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e"])
-def test_every_policy_passes_on_the_internal_stacks(variant: str) -> None:
+@pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e", "gke-l4-public-spot"])
+def test_every_policy_passes_on_the_shipped_stacks(variant: str) -> None:
     resources = [(d.type, d.inputs, d.name) for d in rendered(variant).resources if d.custom]
     for policy in ALL:
         if isinstance(policy, StackValidationPolicy):
@@ -117,6 +117,44 @@ def test_the_public_gateway_needs_the_public_mark() -> None:
     marked["metadata"].setdefault("annotations", {})[PUBLIC_ANNOTATION] = "true"
     assert violations(no_public_gateway, type_, marked) == []
     assert k8s_schema.validate(marked).errors == []
+
+
+def test_the_public_listener_is_what_the_gateway_crd_and_gke_take() -> None:
+    """The public Gateway's one listener against the Gateway API v1.5.1 CRD (its CEL rules:
+    HTTPS needs tls with mode Terminate, and Terminate needs certificateRefs or options) and
+    GKE's regional-Gateway way to name a Certificate Manager certificate (a listener option,
+    `networking.gke.io/cert-manager-certs`; certificate maps are for global Gateways)."""
+    gateway = find(manifests("gke-l4-public-spot"), "Gateway")
+    report = k8s_schema.validate(gateway)
+    assert report.errors == [] and report.unchecked == []
+    (listener,) = gateway["spec"]["listeners"]
+    assert (listener["protocol"], listener["port"], listener["hostname"]) == (
+        "HTTPS",
+        443,
+        "llm.example.com",
+    )
+    assert set(listener["tls"]["options"]) == {"networking.gke.io/cert-manager-certs"}
+    assert "networking.gke.io/certmap" not in gateway["metadata"].get("annotations", {})
+    # HTTPS without a tls block passes the v1.5.1 CRD (no rule requires it there); GKE needs a
+    # certificate, and the public-gateway-https-only policy refuses it.
+    no_tls = copy.deepcopy(gateway)
+    del no_tls["spec"]["listeners"][0]["tls"]
+    assert k8s_schema.validate(no_tls).errors == []
+    from policies.public_gateway_https_only import public_gateway_https_only
+
+    gateway_type = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+    (refused,) = stack_violations(
+        public_gateway_https_only, [(gateway_type, no_tls, "gw")]
+    ).values()
+    assert "without TLS termination" in refused[0]
+    no_certificate = copy.deepcopy(gateway)
+    no_certificate["spec"]["listeners"][0]["tls"].update(options={}, certificateRefs=[])
+    assert any(
+        "certificateRefs or options" in e for e in k8s_schema.validate(no_certificate).errors
+    )
+    passthrough = copy.deepcopy(gateway)
+    passthrough["spec"]["listeners"][0]["tls"]["mode"] = "Passthrough"
+    assert any("Terminate" in e for e in k8s_schema.validate(passthrough).errors)
 
 
 # --- near variants of what the stacks declare -----------------------------------------------

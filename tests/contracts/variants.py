@@ -57,7 +57,12 @@ GKE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "gke-tpu-v6e": ("gke-tpu-v6e", {}),
     "gke-l4-public-spot": (
         "gke-l4",
-        {"public": True, "sourceRanges": CLIENTS, "nodeProvisioning": "spot"},
+        {
+            "public": True,
+            "sourceRanges": CLIENTS,
+            "gatewayDomain": "llm.example.com",
+            "nodeProvisioning": "spot",
+        },
     ),
 }
 

@@ -82,8 +82,11 @@ def test_levels_match_the_issue() -> None:
         "tpu-run-duration-limit",
     }
     # + checkpoint-from-download-job; no-public-gateway, accelerator-pool-match,
-    # inference-pool-wiring (GKE); vllm-port-probed (Cloud Run)
-    assert len(MANDATORY) == 19
+    # inference-pool-wiring (GKE); vllm-port-probed (Cloud Run); vllm-api-key-from-secret,
+    # no-host-network, accelerators-match-parallelism, vllm-readiness-health,
+    # autoscaler-vllm-metrics, max-replicas-node-pool, public-gateway-https-only,
+    # vllm-only-through-pool, hooks-endpoint-own-gateway
+    assert len(MANDATORY) == 28
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:

@@ -1,0 +1,87 @@
+"""What the GKE policies share: a stack's Kubernetes objects as plain manifests, the workloads
+among them that run vLLM, and a strict reading of Kubernetes booleans.
+
+`manifests` turns every Kubernetes resource of a stack into its manifest (`policies._wiring.
+plain`: a value unknown at preview becomes `UNKNOWN`, which equals and selects nothing);
+`vllm_workloads` reads each Pod-running manifest with the one vLLM reader
+(`policies._server`), so a policy over the stack judges exactly the servers the resource
+policies judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import StackValidationArgs
+
+from policies._k8s import OPAQUE_PREFIXES, POD_TEMPLATES, is_kubernetes
+from policies._resources import VllmServer
+from policies._server import read_servers
+from policies._wiring import UNKNOWN, manifest_from_engine, plain, pod_labels, type_token
+
+Manifest = dict[str, Any]
+
+
+def manifests(args: StackValidationArgs) -> list[Manifest]:
+    """Every Kubernetes object the stack declares, as plain manifests (Helm releases, whose
+    objects the policies cannot see, are refused by `vllm-server-readable`)."""
+    found: list[Manifest] = []
+    for resource in args.resources:
+        if not is_kubernetes(resource.resource_type) or resource.resource_type.startswith(
+            OPAQUE_PREFIXES
+        ):
+            continue
+        try:
+            found.append(manifest_from_engine(resource.resource_type, plain(resource.props)))
+        except ValueError:
+            continue  # a provider or a component, not an object
+    return found
+
+
+def namespace(m: Mapping[str, Any]) -> str:
+    value = (m.get("metadata") or {}).get("namespace")
+    return value if isinstance(value, str) and value else "default"
+
+
+def name(m: Mapping[str, Any]) -> str:
+    return str((m.get("metadata") or {}).get("name"))
+
+
+def where(m: Mapping[str, Any]) -> str:
+    return f"{m.get('kind')} {namespace(m)}/{name(m)}"
+
+
+@dataclass(frozen=True)
+class VllmWorkload:
+    """A Pod-running object whose Pods start vLLM: its manifest, Pod labels and servers."""
+
+    manifest: Manifest
+    labels: dict[str, str]
+    servers: tuple[VllmServer, ...]
+
+
+def vllm_workloads(found: Sequence[Manifest]) -> list[VllmWorkload]:
+    """The workloads among `found` that start at least one vLLM server."""
+    out = []
+    for m in found:
+        token = type_token(m)
+        if token not in POD_TEMPLATES:
+            continue
+        servers = read_servers(token, m).servers
+        if servers:
+            out.append(VllmWorkload(m, pod_labels(m), tuple(servers)))
+    return out
+
+
+def strictly_false(value: Any) -> bool:
+    """A Kubernetes boolean that is off: absent, `false`, or the string "false" in any case;
+    anything else (true in any spelling, 1, "yes", a value unknown at preview) is not."""
+    if value is None or value is False:
+        return True
+    return isinstance(value, str) and value.strip().lower() == "false"
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, str) and value == UNKNOWN

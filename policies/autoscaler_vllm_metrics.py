@@ -1,0 +1,161 @@
+"""autoscaler-vllm-metrics: the autoscaler of vLLM follows a gauge vLLM exports.
+
+A HorizontalPodAutoscaler of a workload that runs vLLM scales on what vLLM reports about its
+own load. Its metrics are read against the metric families of the vLLM release the workload's
+image runs (`serving.launch.vllm_contract`: extracted from that release's source,
+`vllm/v1/metrics/loggers.py`), with their type:
+
+- a `Pods`, `Object` or `External` metric names a vLLM family, as the Custom Metrics
+  Stackdriver Adapter names a Managed Service for Prometheus metric
+  (`prometheus.googleapis.com|<name>|<kind>`) or by its bare name; the family exists in that
+  release (`vllm:num_requests_waiting_total`, a misspelling, and
+  `vllm:gpu_cache_usage_perc`, removed in favour of `vllm:kv_cache_usage_perc`, scale on
+  nothing: the adapter finds no series and the autoscaler never moves);
+- it is a gauge, and the `<kind>` says gauge: a counter (`vllm:request_success_total`) only
+  grows, so its average only rises and the autoscaler goes to maxReplicas and stays there; a
+  histogram is not one number; and a gauge read as a counter names a series that does not
+  exist;
+- `Resource` and `ContainerResource` metrics (CPU, memory) are refused: an accelerator
+  server's queue grows while its CPU idles; an autoscaler with no metrics (Kubernetes'
+  default: 80% CPU) and `autoscaling/v1` (CPU only) are refused for the same reason;
+- a metric name unknown at preview is refused (fail closed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads
+from serving.launch.vllm_contract import UnknownVersion, for_image, load
+
+#: The vLLM release this project pins (the Cloud Run and GKE GPU image): its metrics are read
+#: when the image names no release the policies have a snapshot of (a digest, another tag).
+PINNED = ("vllm", "0.27.1")
+
+#: The adapter's name of a Managed Service for Prometheus metric.
+_ADAPTER = re.compile(r"prometheus\.googleapis\.com\|([^|]+)\|([a-z]+)")
+_HPA_KINDS = ("HorizontalPodAutoscaler",)
+
+
+def _gauges(workload: VllmWorkload) -> tuple[dict[str, str], str]:
+    """{family: type} of the vLLM release the workload's image runs, and its version."""
+    image = next((s.image for s in workload.servers if s.image), None)
+    try:
+        snapshot = for_image(image or "")
+    except UnknownVersion:
+        snapshot = load(*PINNED)
+    families = {str(m["name"]): str(m["type"]) for m in snapshot.metrics}
+    for m in snapshot.metrics:
+        for exposed in m["exposed"]:
+            families.setdefault(str(exposed), str(m["type"]))
+    return families, f"{snapshot.data['package']} {snapshot.data['version']}"
+
+
+def _metric_problem(
+    metric: Mapping[str, Any], families: dict[str, str], release: str
+) -> str | None:
+    kind = metric.get("type")
+    if kind in ("Resource", "ContainerResource"):
+        what = (metric.get("resource") or metric.get("containerResource") or {}).get("name")
+        return (
+            f"it scales on {kind} {what!r}: the CPU and memory of an accelerator server do not "
+            "follow its load (the queue grows while the CPU idles); scale on "
+            "vllm:num_requests_waiting"
+        )
+    key = {"Pods": "pods", "Object": "object", "External": "external"}.get(str(kind))
+    if key is None:
+        return f"metric type {kind!r} is not one the policies read (Pods, Object, External)"
+    raw = ((metric.get(key) or {}).get("metric") or {}).get("name")
+    if not isinstance(raw, str):
+        return f"its {kind} metric name is not known at preview"
+    match = _ADAPTER.fullmatch(raw)
+    family, read_as = (match.group(1), match.group(2)) if match else (raw, None)
+    found = families.get(family)
+    gauges = sorted(f for f, t in families.items() if t == "gauge")
+    if found is None:
+        return (
+            f"it scales on {raw!r}, and {family!r} is not a metric {release} exports (so "
+            f"the autoscaler never moves); its gauges: {', '.join(gauges)}"
+        )
+    if found != "gauge":
+        return (
+            f"it scales on {family!r}, a {found}: a {found} does not go down when the load "
+            f"does, so the autoscaler climbs to maxReplicas; scale on a gauge: {', '.join(gauges)}"
+        )
+    if read_as is not None and read_as != "gauge":
+        return (
+            f"it reads the gauge {family!r} as a {read_as} ({raw!r}), a series Managed Service "
+            f"for Prometheus does not have; name it prometheus.googleapis.com|{family}|gauge"
+        )
+    return None
+
+
+def _target(hpa: Manifest, found: list[Manifest]) -> Manifest | None:
+    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+    return next(
+        (
+            m
+            for m in found
+            if m.get("kind") == ref.get("kind")
+            and name(m) == ref.get("name")
+            and namespace(m) == namespace(hpa)
+        ),
+        None,
+    )
+
+
+def validate_autoscaler_vllm_metrics(
+    args: StackValidationArgs, report_violation: ReportViolation
+) -> None:
+    found = manifests(args)
+    workloads = {id(w.manifest): w for w in vllm_workloads(found)}
+    for hpa in found:
+        if hpa.get("kind") not in _HPA_KINDS:
+            continue
+        target = _target(hpa, found)
+        workload = workloads.get(id(target)) if target is not None else None
+        if workload is None:
+            continue  # not vLLM's (the wiring policy judges what it scales)
+        where = f"HorizontalPodAutoscaler {namespace(hpa)}/{name(hpa)}"
+        if hpa.get("apiVersion") == "autoscaling/v1":
+            report_violation(
+                f"{where}: autoscaling/v1 scales on CPU only, which does not follow vLLM's load; "
+                "use autoscaling/v2 with vllm:num_requests_waiting.",
+                None,
+            )
+            continue
+        metrics = (hpa.get("spec") or {}).get("metrics")
+        if not isinstance(metrics, list) or not metrics:
+            report_violation(
+                f"{where}: it names no metrics, so Kubernetes scales it on 80% CPU, which does not "
+                "follow vLLM's load; scale on vllm:num_requests_waiting.",
+                None,
+            )
+            continue
+        families, release = _gauges(workload)
+        for metric in metrics:
+            problem = (
+                _metric_problem(metric, families, release)
+                if isinstance(metric, Mapping)
+                else "a metric is not known at preview"
+            )
+            if problem:
+                report_violation(f"{where} of vLLM: {problem}.", None)
+
+
+autoscaler_vllm_metrics = StackValidationPolicy(
+    name="autoscaler-vllm-metrics",
+    description="An autoscaler of vLLM scales on gauges the workload's vLLM release exports "
+    "(read from its source), named with their type; never on CPU or memory.",
+    validate=validate_autoscaler_vllm_metrics,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)

@@ -1,0 +1,187 @@
+"""max-replicas-node-pool: the autoscaler of vLLM asks for no more replicas than nodes hold.
+
+Each vLLM Pod takes the accelerators of one node (or a share of them); the node pool's
+autoscaler adds nodes up to its bounds, no further. A HorizontalPodAutoscaler whose
+`maxReplicas` is above what the matching node pools can hold creates Pods that stay Pending
+for ever (and an operator who reads "4 of 16 replicas" at peak). Read per autoscaler of a
+workload that runs vLLM, over the stack's `gcp:container/nodePool:NodePool` resources:
+
+- the pools that can run its Pods: those carrying the accelerator its node selector names
+  (`cloud.google.com/gke-accelerator`, or the TPU accelerator and topology), or the one
+  `cloud.google.com/gke-nodepool` pins;
+- a pool's nodes: `autoscaling.totalMaxNodeCount`, or `maxNodeCount` per zone times its
+  `nodeLocations` (one zone when not given), or the fixed `nodeCount` without autoscaling;
+- Pods per node: the node's accelerators divided by what one Pod asks for (at least one);
+- rolling updates add `maxSurge` Pods beside `maxReplicas` (the Deployment's strategy,
+  Kubernetes' default 25% rounded up).
+
+A stack that declares no node pool for the Pods (a cluster made elsewhere) is not judged; a
+bound unknown at preview is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policies._gke import Manifest, manifests, name, namespace, vllm_workloads
+from policies._resources import as_int
+from policies._wiring import (
+    GPU_LABEL,
+    TPU_LABEL,
+    TPU_TOPOLOGY,
+    UNKNOWN,
+    node_pool_accelerator,
+    plain,
+)
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+def _selector(workload: Manifest) -> dict[str, Any]:
+    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    return dict(selector) if isinstance(selector, Mapping) else {}
+
+
+def _pod_accelerators(workload: Manifest) -> int:
+    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    total = 0
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        limits = ((c.get("resources") or {}).get("limits")) or {}
+        for resource in ("nvidia.com/gpu", "google.com/tpu"):
+            total += as_int(limits.get(resource)) or 0
+    return total
+
+
+def _nodes(pool: Mapping[str, Any]) -> int | None:
+    """Most nodes a pool runs; None when a bound is unknown at preview."""
+    autoscaling = pool.get("autoscaling")
+    zones = pool.get("nodeLocations")
+    zone_count = len(zones) if isinstance(zones, list) and zones else 1
+    if isinstance(autoscaling, Mapping):
+        total = autoscaling.get("totalMaxNodeCount")
+        if total is not None:
+            return as_int(total)
+        per_zone = autoscaling.get("maxNodeCount")
+        if per_zone is not None:
+            count = as_int(per_zone)
+            return None if count is None else count * zone_count
+    if autoscaling == UNKNOWN:
+        return None
+    fixed = pool.get("nodeCount", pool.get("initialNodeCount"))
+    count = as_int(fixed)
+    return None if count is None else count * zone_count
+
+
+def _matches(pool: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
+    pinned = selector.get(POOL_LABEL)
+    if pinned is not None:
+        return bool(pinned == pool.get("name"))
+    accelerator = node_pool_accelerator(pool)
+    if accelerator is None:
+        return False
+    kind, _, topology = accelerator
+    if selector.get(GPU_LABEL):
+        return bool(kind == selector[GPU_LABEL])
+    if selector.get(TPU_LABEL):
+        return kind == selector[TPU_LABEL] and topology == selector.get(TPU_TOPOLOGY)
+    return False
+
+
+def _surge(workload: Manifest, replicas: int) -> int:
+    strategy = (workload.get("spec") or {}).get("strategy") or {}
+    if strategy.get("type") == "Recreate" or workload.get("kind") != "Deployment":
+        return 0
+    raw = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+    if isinstance(raw, str) and raw.endswith("%"):
+        percent = as_int(raw[:-1])
+        return math.ceil(replicas * (percent or 0) / 100)
+    return as_int(raw) or 0
+
+
+def validate_max_replicas_node_pool(
+    args: StackValidationArgs, report_violation: ReportViolation
+) -> None:
+    pools = [
+        plain(r.props) | {"name": plain(r.props).get("name") or r.name}
+        for r in args.resources
+        if r.resource_type == NODE_POOL
+    ]
+    if not pools:
+        return
+    found = manifests(args)
+    vllm = {id(w.manifest): w for w in vllm_workloads(found)}
+    for hpa in found:
+        if hpa.get("kind") != "HorizontalPodAutoscaler":
+            continue
+        spec = hpa.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        target = next(
+            (
+                m
+                for m in found
+                if id(m) in vllm
+                and m.get("kind") == ref.get("kind")
+                and name(m) == ref.get("name")
+                and namespace(m) == namespace(hpa)
+            ),
+            None,
+        )
+        if target is None:
+            continue
+        where = f"HorizontalPodAutoscaler {namespace(hpa)}/{name(hpa)}"
+        high = as_int(spec.get("maxReplicas"))
+        if high is None:
+            report_violation(f"{where}: maxReplicas is not known at preview.", None)
+            continue
+        selector = _selector(target)
+        matching = [p for p in pools if _matches(p, selector)]
+        if not matching:
+            continue  # accelerator-pool-match names a Pod no pool can run
+        per_pod = _pod_accelerators(target)
+        capacity = 0
+        for pool in matching:
+            nodes = _nodes(pool)
+            if nodes is None:
+                report_violation(
+                    f"{where}: node pool {pool.get('name')}'s size is not known at preview, "
+                    "so whether it holds maxReplicas cannot be told.",
+                    None,
+                )
+                capacity = -1
+                break
+            accelerator = node_pool_accelerator(pool)
+            per_node = accelerator[1] if accelerator else 0
+            pods_per_node = max(1, per_node // per_pod) if per_pod and per_node else 1
+            capacity += nodes * pods_per_node
+        if capacity < 0:
+            continue
+        surge = _surge(target, high)
+        if high + surge > capacity:
+            names = ", ".join(str(p.get("name")) for p in matching)
+            report_violation(
+                f"{where}: maxReplicas {high} (+{surge} during a rolling update) is more than "
+                f"the {capacity} vLLM Pods its node pools ({names}) can hold at their maximum "
+                f"size, so the extra replicas stay Pending; lower maxReplicas to "
+                f"{max(capacity - surge, 0)} or raise the pools' totalMaxNodeCount.",
+                None,
+            )
+
+
+max_replicas_node_pool = StackValidationPolicy(
+    name="max-replicas-node-pool",
+    description="An autoscaler of vLLM asks for at most the replicas (plus the rolling "
+    "update's surge) its matching node pools can hold at their maximum size.",
+    validate=validate_max_replicas_node_pool,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)

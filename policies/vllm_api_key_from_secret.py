@@ -1,0 +1,295 @@
+"""vllm-api-key-from-secret: vLLM's API key comes only from a secret that must exist.
+
+vLLM 0.27.1 authenticates requests only when it has a non-empty key: `--api-key` or the
+`VLLM_API_KEY` variable (entrypoints/openai/api_server.py keeps `[key for key in ... if key]`,
+so an empty one switches authentication off). Where a key is set, and on every platform whose
+vLLM answers the network without IAM in front (GKE Pods behind the Gateway, TPU VMs and
+Compute Engine machines), where it must be set, it comes from a secret store, read where the
+platform fails the start when the secret is missing:
+
+- Kubernetes (every Pod-running kind): the vLLM container's `VLLM_API_KEY` is
+  `valueFrom.secretKeyRef` with a literal Secret `name` and `key`, and `optional` absent or
+  false (an optional reference to a missing Secret starts vLLM with no key, open). Refused: a
+  `value` (a literal, an empty string, a `$(VAR)` of another variable), `configMapKeyRef` (a
+  ConfigMap is not a secret store: anyone who reads ConfigMaps reads the key), `fieldRef`
+  (the downward API: a label or annotation of the Pod), `resourceFieldRef`, `fileKeyRef`,
+  a missing `VLLM_API_KEY`, and `envFrom` without it (which names it brings is not seen);
+- Cloud Run (v2 services, jobs, worker pools; v1 services): IAM guards the service, so a key
+  is optional; one that is set is `valueSource.secretKeyRef` (v1: `valueFrom.secretKeyRef`)
+  with a secret and a version, never a `value`;
+- TPU VMs, queued resources and Compute Engine machines: the startup script is the one this
+  project renders (`serving/render/tpu_startup.py`), which reads the key from Secret Manager and
+  stops the boot when it is empty, and its `docker run` passes `VLLM_API_KEY` on by name
+  only (`--env=VLLM_API_KEY`), never a value and never an `--env-file`.
+
+Everywhere, `--api-key` on vLLM's command line is refused (the key would be part of the Pod
+spec, the service's revision or the script, and of the process list), and so is a
+`VLLM_API_KEY` set on the command line that starts vLLM (`env VLLM_API_KEY=... vllm serve`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from policies._gke import strictly_false
+from policies._k8s import POD_TEMPLATES, pod_spec
+from policies._props import get, items, read_field
+from policies._resources import CLOUD_RUN_WORKLOADS, V1_SERVICE, VllmServer, containers
+from policies._server import (
+    ContainerSpec,
+    Reading,
+    Workload,
+    read_workload,
+    workload_of,
+)
+from serving.launch.vllm_argv import is_vllm_image, mentions_vllm
+from serving.render.monitoring import OPS_AGENT_REPO_SCRIPT
+from serving.render.tpu_startup import read_rendered_startup_script
+
+KEY = "VLLM_API_KEY"
+#: Kubernetes' sources of an environment value other than a Secret.
+_OTHER_SOURCES = {
+    "configMapKeyRef": "a ConfigMap, which is not a secret store (whoever reads ConfigMaps "
+    "reads the key)",
+    "fieldRef": "a field of the Pod (a label or annotation, readable with the Pod spec)",
+    "resourceFieldRef": "a resource field of the container",
+    "fileKeyRef": "a file of a volume the policies do not read",
+}
+_FIX = (
+    f"set {KEY} from a Secret that must exist: valueFrom.secretKeyRef with name and key, "
+    "without optional: true (the stack's apiKeySecret; docs/deploy/gke.md shows the kubectl "
+    "command that makes it from Secret Manager)"
+)
+
+
+def _server_where(spec: ContainerSpec) -> str:
+    return f"container {spec.name!r}"
+
+
+def _may_run_vllm(spec: ContainerSpec, reading: Reading) -> bool:
+    where = _server_where(spec)
+    if any(s.where == where for s in reading.servers):
+        return True
+    argv = [*(spec.command or []), *(spec.args or [])]
+    return (
+        spec.holds_accelerator
+        or (spec.image is not None and is_vllm_image(spec.image))
+        or mentions_vllm(argv)
+    )
+
+
+def _command_line_problems(server: VllmServer) -> list[str]:
+    problems = []
+    if server.args.get("api-key") is not None:
+        problems.append(
+            f"{server.where} passes --api-key on vLLM's command line, where the key is part "
+            f"of the resource and of the process list; {_FIX}"
+        )
+    if KEY in server.env:
+        shown = "an empty value" if not server.env[KEY] else "a literal value"
+        problems.append(
+            f"{server.where} sets {KEY} to {shown} on the command line that starts vLLM; {_FIX}"
+        )
+    return problems
+
+
+def _kubernetes_entry_problems(container: Mapping[str, Any], name: str) -> list[str]:
+    """Every `VLLM_API_KEY` entry of a Kubernetes container, and `envFrom` when none."""
+    where = f"container {name!r}"
+    entries = [e for e in items(get(container, "env")) if get(e, "name") == KEY]
+    if not entries:
+        if items(get(container, "envFrom")):
+            return [
+                f"{where} takes its environment from envFrom, whose names the policies cannot "
+                f"see, and sets no {KEY} of its own, so vLLM's key (if any) comes from where "
+                f"they cannot prove it is a Secret; {_FIX}"
+            ]
+        return [
+            f"{where} runs vLLM without {KEY}, so vLLM serves every request without "
+            f"authentication; {_FIX}"
+        ]
+    problems = []
+    for entry in entries:
+        value, value_unknown = read_field(entry, "value")
+        source, source_unknown = read_field(entry, "valueFrom")
+        if value is not None or value_unknown:
+            shown = "an empty value" if value == "" else "a literal value"
+            problems.append(
+                f"{where} sets {KEY} to {shown} (vLLM skips authentication when it is empty, "
+                f"and a literal is readable by whoever reads the Pod spec); {_FIX}"
+            )
+            continue
+        if source_unknown or not isinstance(source, Mapping):
+            problems.append(f"{where}: {KEY}'s valueFrom is not known at preview; {_FIX}")
+            continue
+        for other, why in _OTHER_SOURCES.items():
+            if get(source, other) is not None:
+                problems.append(f"{where} reads {KEY} from {why}; {_FIX}")
+        ref, ref_unknown = read_field(source, "secretKeyRef")
+        if ref is None and not ref_unknown:
+            if not any(get(source, other) is not None for other in _OTHER_SOURCES):
+                problems.append(f"{where}: {KEY} has no secretKeyRef; {_FIX}")
+            continue
+        secret, secret_unknown = read_field(ref, "name")
+        key, key_unknown = read_field(ref, "key")
+        optional, optional_unknown = read_field(ref, "optional")
+        if secret_unknown or key_unknown or not secret or not key:
+            problems.append(
+                f"{where}: {KEY}'s secretKeyRef names no literal Secret and key, so which "
+                f"secret vLLM reads cannot be proved; {_FIX}"
+            )
+        if optional_unknown or not strictly_false(optional):
+            problems.append(
+                f"{where}: {KEY}'s secretKeyRef is optional ({optional!r}), so a missing "
+                f"Secret starts vLLM with no key, serving every request; {_FIX}"
+            )
+    return problems
+
+
+def _kubernetes(resource_type: str, props: Mapping[str, Any], reading: Reading) -> list[str]:
+    spec = pod_spec(resource_type, props)
+    workload = workload_of(resource_type, props)
+    raw: dict[str, Mapping[str, Any]] = {}
+    for list_key in ("initContainers", "containers"):
+        value, _ = read_field(spec, list_key)
+        for index, container in enumerate(items(value)):
+            if isinstance(container, Mapping):
+                raw[str(get(container, "name") or f"#{index}")] = container
+    problems = []
+    for container_spec in workload.containers:
+        container = raw.get(container_spec.name)
+        if container is not None and _may_run_vllm(container_spec, reading):
+            problems += _kubernetes_entry_problems(container, container_spec.name)
+    return problems
+
+
+def _cloud_run(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for index, container in enumerate(containers(resource_type, props)):
+        where = f"container {get(container, 'name') or f'#{index}'!r}"
+        for entry in items(get(container, "envs")):
+            if get(entry, "name") != KEY:
+                continue
+            value, value_unknown = read_field(entry, "value")
+            if value is not None or value_unknown:
+                problems.append(
+                    f"{where} sets {KEY} to a literal value (an empty one switches vLLM's "
+                    f"authentication off); reference a Secret Manager secret (env "
+                    "value_source.secret_key_ref with secret and version)"
+                )
+                continue
+            if resource_type == V1_SERVICE:
+                ref = get(entry, "valueFrom", "secretKeyRef")
+                named = get(ref, "name") and get(ref, "key")
+            else:
+                ref = get(entry, "valueSource", "secretKeyRef")
+                named = get(ref, "secret") and get(ref, "version")
+            if not named:
+                problems.append(
+                    f"{where}: {KEY} names no Secret Manager secret and version, so its value "
+                    "cannot be proved to come from one; reference a secret (env "
+                    "value_source.secret_key_ref with secret and version)"
+                )
+    return problems
+
+
+#: `docker run` options that set a variable (by name, or NAME=value) or read a file of them.
+_ENV_OPTIONS = ("-e", "--env")
+
+
+def _docker_key_problems(docker_run: str, where: str) -> list[str]:
+    """The rendered `docker run` passes VLLM_API_KEY by name only, and no env file."""
+    try:
+        tokens = shlex.split(docker_run.replace("\\\n", " "))
+    except ValueError as exc:
+        return [f"{where}: its docker run cannot be read ({exc})"]
+    problems = []
+    passed = False
+    for index, token in enumerate(tokens):
+        if token.startswith("--env-file"):
+            problems.append(
+                f"{where} passes an --env-file, whose variables (and {KEY}) the policies "
+                "cannot see; pass the key with --env=VLLM_API_KEY only"
+            )
+        value: str | None = None
+        if token in _ENV_OPTIONS and index + 1 < len(tokens):
+            value = tokens[index + 1]
+        elif token.startswith("--env="):
+            value = token.removeprefix("--env=")
+        elif token.startswith("-e") and token != "-e":
+            value = token.removeprefix("-e")
+        if value is None or not (value == KEY or value.startswith(f"{KEY}=")):
+            continue
+        if value == KEY:
+            passed = True
+        else:
+            problems.append(
+                f"{where} gives {KEY} a value in its docker run ({KEY}=...), not the one read "
+                "from Secret Manager; pass it by name only (--env=VLLM_API_KEY)"
+            )
+    if not passed:
+        problems.append(
+            f"{where} does not pass {KEY} to the vLLM container, so vLLM serves without "
+            "authentication; pass it by name (--env=VLLM_API_KEY)"
+        )
+    return problems
+
+
+def _machine(reading: Reading, workload: Workload) -> list[str]:
+    """A machine's startup scripts that start vLLM, or may (an accelerator machine, or a
+    script that names vLLM but the reader could not follow)."""
+    problems = []
+    for key, script in workload.startup_scripts:
+        where = f"startup script ({key})"
+        starts = any(s.where == where for s in reading.servers)
+        if not (starts or workload.runs_accelerator or mentions_vllm([script])):
+            continue
+        rendered = read_rendered_startup_script(script, OPS_AGENT_REPO_SCRIPT)
+        if rendered is None:
+            problems.append(
+                f"{where} starts vLLM but is not the script this project renders "
+                "(serving/render/tpu_startup.py), the one proved to read VLLM_API_KEY from Secret "
+                "Manager and to stop the boot when it is empty; where this one's key comes "
+                "from (if anywhere) cannot be proved. Use the stack's rendered script"
+            )
+            continue
+        problems += _docker_key_problems(rendered.docker_run, where)
+    return problems
+
+
+def validate_vllm_api_key_from_secret(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
+    workload = workload_of(args.resource_type, args.props)
+    reading = read_workload(workload)
+    problems: list[str] = []
+    for server in reading.servers:
+        problems += _command_line_problems(server)
+    if args.resource_type in POD_TEMPLATES:
+        problems += _kubernetes(args.resource_type, args.props, reading)
+    elif args.resource_type in CLOUD_RUN_WORKLOADS:
+        problems += _cloud_run(args.resource_type, args.props)
+    elif workload.startup_scripts:
+        problems += _machine(reading, workload)
+    for problem in dict.fromkeys(problems):
+        report_violation(f"{args.name}: {problem}.", None)
+
+
+vllm_api_key_from_secret = ResourceValidationPolicy(
+    name="vllm-api-key-from-secret",
+    description="vLLM's API key comes only from a secret that must exist (Kubernetes: a "
+    "required secretKeyRef; Cloud Run: a Secret Manager reference; TPU and Compute Engine: the "
+    "rendered startup script), never a literal, an empty value, a ConfigMap, a Pod field or "
+    "--api-key; GKE and VM servers must have one.",
+    validate=validate_vllm_api_key_from_secret,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
