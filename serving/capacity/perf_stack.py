@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
-from serving.capacity.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
 from serving.capacity.perf import (
     Coefficients,
     Device,
@@ -30,6 +29,7 @@ from serving.catalog.hardware import HardwareProfile
 from serving.catalog.models import ModelCard
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
+from serving.sizing.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
 
 __all__ = [
     "HEADROOM",
