@@ -11,7 +11,6 @@ from pulumi.runtime import config as runtime_config
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
-from components.config_namespaces import namespaces
 from components.image_mirror import ImageMirror, ImageMirrorArgs
 from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
@@ -22,6 +21,7 @@ from serving.capacity.perf_stack import benchmark_concurrency
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings, SettingsError, check_project_id, load_settings
 from serving.config.stack_config import ConfigKeyError, project_config, stack_name_problem
+from serving.config.stack_file import namespaces
 from serving.render import monitoring as monitoring_spec
 
 CLOUD_RUN_APIS = (

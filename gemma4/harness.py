@@ -162,7 +162,7 @@ class _Collect(logging.Handler):
 
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The project keys of `Pulumi.<stack>.yaml`, without the project prefix."""
-    from components.config_namespaces import config_block
+    from serving.config.stack_file import config_block
 
     prefix = f"{PROJECT}:"
     config = config_block(root / f"Pulumi.{stack}.yaml", PROJECT)

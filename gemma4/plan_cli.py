@@ -28,7 +28,6 @@ from rich.table import Table
 from bench.results.store import StoreError, load_run
 from gemma4.options import add_project_options, bounded_number, say_read
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
-from serving.capacity.memory import GIB
 from serving.capacity.perf import Slo
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
@@ -42,6 +41,7 @@ from serving.capacity.plan_perf import run_target, search, validated_tokens, wor
 from serving.config.project import ProjectError, find_project_file, stack_file
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 from serving.config.stack_config import stack_name_problem
+from serving.sizing.memory import GIB
 
 
 def _gib(value: float) -> str:
@@ -137,7 +137,7 @@ def table(r: dict[str, Any]) -> Table:
     for row in rows:
         t.add_row(*row)
     t.caption = (
-        f"Runtime constants: {r['runtime_profile']}; see serving/capacity/memory.py for sources."
+        f"Runtime constants: {r['runtime_profile']}; see serving/sizing/memory.py for sources."
     )
     return t
 

@@ -10,7 +10,7 @@ It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's 
   `policies/config.json` (or `--policy-config`) the way `--policy-pack-config` configures it;
 - the capacity plan (`serving.capacity.plan`, the maths of the `gpu-memory-budget` policy);
 - the cost: the hardware catalog's hourly price (`serving.catalog.hardware`), per month and per
-  million requests (`serving.capacity.memory.cost_per_million_requests`).
+  million requests (`serving.sizing.memory.cost_per_million_requests`).
 
 Exit status: 0 the stack would deploy (advisory findings allowed), 1 a mandatory policy is
 violated or the model does not fit, 2 bad input (unknown stack, unreadable or invalid stack
@@ -229,7 +229,7 @@ def unreadable_message(keys: list[str]) -> str:
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(project keys without the prefix, other namespaces' keys) of a stack file."""
-    from components.config_namespaces import StackFileError, config_block
+    from serving.config.stack_file import StackFileError, config_block
     from serving.config.stack_yaml import Secure
 
     try:
@@ -474,8 +474,8 @@ def run_policies(
 
 
 def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
-    from serving.capacity.memory import monthly_cost
     from serving.catalog.hardware import Platform
+    from serving.sizing.memory import monthly_cost
 
     hw = settings.profile
     price = settings.price.usd_per_hour

@@ -1,6 +1,6 @@
 """gpu-memory-budget: weights, drafter, runtime reserve and one full-length sequence fit.
 
-The arithmetic is `serving.capacity.memory.plan_memory`, the same model the capacity planner prints.
+The arithmetic is `serving.sizing.memory.plan_memory`, the same model the capacity planner prints.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pulumi_policy import (
 from policies._config import schema, setting_float
 from policies._resources import VllmServer, gib
 from policies._server import vllm_servers
-from serving.capacity.memory import (
+from serving.catalog.hardware import Platform
+from serving.sizing.memory import (
     DEFAULT_PROFILE,
     GIB,
     TPU_PROFILE,
@@ -25,7 +26,6 @@ from serving.capacity.memory import (
     RuntimeProfile,
     plan_memory,
 )
-from serving.catalog.hardware import Platform
 
 CONFIG = schema(
     {

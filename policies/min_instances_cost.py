@@ -19,7 +19,7 @@ from policies._resources import (
     find_hardware,
     is_gpu_service,
 )
-from serving.capacity.memory import monthly_cost
+from serving.sizing.memory import monthly_cost
 
 CONFIG = schema(
     {

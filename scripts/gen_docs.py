@@ -338,8 +338,8 @@ def _policy_module(name: str) -> str | None:
 
 
 def hardware_page() -> str:
-    from serving.capacity.memory import HOURS_PER_MONTH
     from serving.catalog.hardware import HARDWARE, Platform
+    from serving.sizing.memory import HOURS_PER_MONTH
 
     lines = [
         "# Hardware reference",

@@ -127,7 +127,7 @@ def stack_path(stack: str, root: Path = ROOT) -> Path:
 
 def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (full `namespace:key` names)."""
-    from components.config_namespaces import StackFileError, config_block
+    from serving.config.stack_file import StackFileError, config_block
 
     try:
         return config_block(stack_path(stack, root), PROJECT)
@@ -138,7 +138,7 @@ def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
 def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The project's keys of a stack file, without the prefix; a key held as `secure:` is
     refused (a promotion must check every value it carries or keeps)."""
-    from components.config_namespaces import secret_keys
+    from serving.config.stack_file import secret_keys
 
     prefix = f"{PROJECT}:"
     values = {

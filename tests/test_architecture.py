@@ -1,6 +1,8 @@
 """The rooms of docs/architecture.md hold: every import of the code (module and function level)
-is one the page's table allows, no module imports itself through others, and only the
-command-line layer parses arguments."""
+is one the page's table allows, no module imports itself through others, the rooms beneath the
+command-line layer import each other in no circle (in the table and in the code), the domain
+imports none of the outer packages nor Pulumi, and only the command-line layer parses
+arguments."""
 
 from __future__ import annotations
 
@@ -28,6 +30,11 @@ PACKAGES = (
 COMMAND_LINE = "command line"
 #: Libraries that read a command line; only the command-line layer imports one.
 ARGUMENT_PARSERS = frozenset({"argparse", "optparse", "getopt", "click", "typer"})
+#: What the domain (`serving/`) never imports, at module or function level: the packages around
+#: it (Pulumi components, policies, commands, benchmark, MCP server, health checks).
+OUTSIDE_THE_DOMAIN = frozenset(
+    {"components", "policies", "gemma4", "bench", "mcp_server", "healthchecks"}
+)
 #: Top-level folders holding no product code.
 NOT_PRODUCT = frozenset({"tests", "docs", "site", "image"})
 
@@ -198,6 +205,56 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return found
 
 
+def room_graph(
+    graph: dict[str, dict[str, int]], modules: dict[str, Path]
+) -> dict[str, dict[str, int]]:
+    """room -> {room it imports: a line}: the rooms of the real imports between rooms."""
+    rooms: dict[str, dict[str, int]] = {}
+    for module, edges in graph.items():
+        here = room(module, modules[module])
+        rooms.setdefault(here, {})
+        for target, line in edges.items():
+            there = room(target, modules[target])
+            rooms.setdefault(there, {})
+            if there != here:
+                rooms[here].setdefault(there, line)
+    return rooms
+
+
+def table_graph(table: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+    """room -> {room the page's table lets it import: 0}."""
+    rooms: dict[str, dict[str, int]] = {r: {} for r in table}
+    for here, allowed in table.items():
+        for there in sorted(allowed - {"nothing"}):
+            rooms.setdefault(there, {})
+            rooms[here][there] = 0
+    return rooms
+
+
+def beneath_the_command_line(rooms: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The room graph without the command-line layer (it sits on top; what reaches up into it
+    is listed in the table)."""
+    return {
+        here: {there: line for there, line in edges.items() if there != COMMAND_LINE}
+        for here, edges in rooms.items()
+        if here != COMMAND_LINE
+    }
+
+
+def domain_imports_outside(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
+    """`file:line: name` for each import (module or function level) of a `serving` module of
+    an outer package or of Pulumi."""
+    found = [
+        f"{path.relative_to(root)}:{line}: imports {top}"
+        for module, path in modules.items()
+        if module.split(".")[0] == "serving"
+        for name, line in imported_names(module, path)
+        for top in [name.split(".")[0]]
+        if top in OUTSIDE_THE_DOMAIN or top.startswith("pulumi")
+    ]
+    return list(dict.fromkeys(found))
+
+
 MODULES = product_modules()
 GRAPH = import_graph(MODULES)
 
@@ -234,14 +291,24 @@ def test_only_the_command_line_layer_reads_the_command_line() -> None:
     assert command_line_readers() == []
 
 
-def test_the_domain_imports_no_pulumi() -> None:
-    pulumi = [
-        module
-        for module, path in MODULES.items()
-        if module.startswith("serving")
-        and any(name.split(".")[0].startswith("pulumi") for name, _ in imported_names(module, path))
-    ]
-    assert pulumi == []
+def test_the_domain_imports_no_outer_package_nor_pulumi() -> None:
+    """`serving/` imports nothing of components, policies, gemma4, bench, mcp_server,
+    healthchecks, and no `pulumi*` module, at module or function level."""
+    assert any(m.startswith("serving.") for m in MODULES)
+    assert domain_imports_outside(MODULES) == []
+
+
+def test_the_rooms_beneath_the_command_line_form_no_cycle() -> None:
+    """Rooms as nodes: neither the page's table nor the code's real imports between rooms
+    hold a circle beneath the command-line layer; the only circles of the whole room graph
+    run through that layer."""
+    real = room_graph(GRAPH, MODULES)
+    table = table_graph(allowed_imports())
+    assert "serving.sizing" in real["serving.config"]
+    assert "serving.sizing" in real["serving.capacity"]
+    for rooms in (real, table):
+        assert cycles(beneath_the_command_line(rooms)) == []
+        assert all(COMMAND_LINE in c for c in cycles(rooms))
 
 
 @pytest.mark.parametrize(
@@ -249,6 +316,10 @@ def test_the_domain_imports_no_pulumi() -> None:
     [
         ("from serving.config.settings import Settings\n", "room"),
         ("def late():\n    from serving.capacity import plan\n", "cycle"),
+        ("def late():\n    from serving.config import netrange\n", "room cycle"),
+        ("def late():\n    from components.stack import build\n", "outside"),
+        ("import pulumi_gcp.config.vars\n", "outside"),
+        ("def late():\n    from healthchecks import checks\n", "outside"),
     ],
 )
 def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, problem: str) -> None:
@@ -260,6 +331,8 @@ def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, proble
     target = {
         "room": tmp_path / "serving" / "catalog" / "hardware.py",
         "cycle": tmp_path / "serving" / "catalog" / "models.py",
+        "room cycle": tmp_path / "serving" / "sizing" / "memory.py",
+        "outside": tmp_path / "serving" / "config" / "stack_file.py",
     }[problem]
     target.write_text(target.read_text() + "\n" + source)
     modules = product_modules(tmp_path)
@@ -267,8 +340,15 @@ def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, proble
     if problem == "room":
         assert "serving.config.settings" in graph["serving.catalog.hardware"]
         assert "serving.config" not in allowed_imports()["serving.catalog"]
-    else:
+    elif problem == "cycle":
         assert any("serving.catalog.models" in c for c in cycles(graph))
+    elif problem == "room cycle":
+        assert cycles(graph) == []
+        rooms = beneath_the_command_line(room_graph(graph, modules))
+        assert ["serving.config", "serving.sizing"] in cycles(rooms)
+    else:
+        found = domain_imports_outside(modules, tmp_path)
+        assert len(found) == 1 and found[0].startswith("serving/config/stack_file.py:"), found
 
 
 @pytest.mark.parametrize(

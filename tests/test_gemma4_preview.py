@@ -15,8 +15,8 @@ import yaml
 from gemma4 import preview as pv
 from gemma4.harness import ROOT
 from policies.registry import ALL, BY_NAME
-from serving.capacity.memory import monthly_cost
 from serving.catalog.hardware import HARDWARE
+from serving.sizing.memory import monthly_cost
 
 SHIPPED = ("l4", "rtx6000", "tpu-v6e1")
 

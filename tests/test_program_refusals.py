@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config_namespaces import docker_keys, gcp_keys
 from serving.config.stack_config import ConfigKeyError, project_config
+from serving.config.stack_file import docker_keys, gcp_keys
 from tests.pulumi_harness import RecordingMocks, render, stack_config
 
 STACKS = ("l4", "rtx6000", "tpu-v6e1", "gke-tpu-v6e", "gke-l4")

@@ -24,8 +24,8 @@ from typing import Any
 from bench.reports.charts import ChartPlan, Series, render_chart
 from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
 from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
-from serving.capacity import memory
 from serving.catalog.hardware import HARDWARE
+from serving.sizing import memory
 
 __all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
 
@@ -42,7 +42,7 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def cost_per_million_requests(usd_per_hour: float, request_throughput: float) -> float | None:
-    """:func:`serving.capacity.memory.cost_per_million_requests`; None without throughput."""
+    """:func:`serving.sizing.memory.cost_per_million_requests`; None without throughput."""
     if request_throughput <= 0:
         return None
     return memory.cost_per_million_requests(usd_per_hour, request_throughput)

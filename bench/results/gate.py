@@ -177,9 +177,9 @@ def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
     file
     or it is not a Pulumi stack file.
     """
-    from components.config_namespaces import config_block
     from serving.config.project import stack_file
     from serving.config.stack_config import stack_name_problem
+    from serving.config.stack_file import config_block
 
     problem = stack_name_problem(stack)
     if problem:

@@ -3,7 +3,7 @@
 Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed; `--stack-file PATH` for any stack file),
 validates it with the project's typed settings and prints vLLM's memory budget for the
 stack, the KV cache it leaves, a batch-1 decode ceiling and costs. The maths is
-`serving.capacity.memory`, the same model the `gpu-memory-budget` policy enforces at preview
+`serving.sizing.memory`, the same model the `gpu-memory-budget` policy enforces at preview
 time. It
 also prints the performance model's predicted latency against throughput per concurrency
 (`serving.capacity.perf`, `serving.capacity.plan_perf`).
@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from serving.capacity.memory import MemoryPlan, decode_ceiling_tokens_per_s, monthly_cost
 from serving.capacity.perf import Workload
 from serving.capacity.plan_perf import (
     endpoint_cost,
@@ -34,6 +33,7 @@ from serving.config.settings import (
 )
 from serving.config.stack_config import stack_name_problem
 from serving.config.stack_yaml import StackYamlError, load_document
+from serving.sizing.memory import MemoryPlan, decode_ceiling_tokens_per_s, monthly_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ class PlanError(Exception):
 
 
 def project_name(root: Path = ROOT) -> str:
-    from components.config_namespaces import StackFileError, read_bounded
+    from serving.config.stack_file import StackFileError, read_bounded
 
     path = root / "Pulumi.yaml"
     try:
@@ -72,7 +72,7 @@ def _stack_path(stack: str, root: Path) -> Path:
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The whole `config:` block of `Pulumi.<stack>.yaml` (namespaced keys, e.g. `gcp:project`),
     unvalidated; a file that is not a YAML mapping with a `config:` mapping is a PlanError."""
-    from components.config_namespaces import StackFileError, config_block
+    from serving.config.stack_file import StackFileError, config_block
 
     try:
         return config_block(_stack_path(stack, root), project_name(root))
@@ -96,9 +96,8 @@ def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
     """Validate the stack file `path` the way the program does. Its keys are named for the
     project in `root` (default: the project file beside `path`, else this package's)."""
     # The stack file's provider namespaces are checked against the installed pulumi-gcp's own
-    # key list (components.config_namespaces reads its generated `config/vars.py`); imported
-    # here so that this module, and the performance model beside it, import no Pulumi.
-    from components.config_namespaces import StackFileError, read_stack_file
+    # key list (serving.config.stack_file reads its generated `config/vars.py` as text).
+    from serving.config.stack_file import StackFileError, read_stack_file
 
     if root is None:
         from serving.config.project import project_file

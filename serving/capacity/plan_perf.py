@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from serving.capacity.memory import cost_per_million_requests
 from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.capacity.perf_stack import (
     HEADROOM,
@@ -26,6 +25,7 @@ from serving.capacity.perf_stack import (
     vllm_release,
 )
 from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
+from serving.sizing.memory import cost_per_million_requests
 
 __all__ = [
     "fixed_usd_per_hour",

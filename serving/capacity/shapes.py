@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from serving.capacity.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
 from serving.capacity.perf import Device, KvLayer, Shape
 from serving.catalog.hardware import HardwareProfile
 from serving.catalog.models import ModelCard
+from serving.sizing.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
 
 __all__ = ["device_for", "shape_for"]
 

@@ -28,13 +28,6 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from serving.capacity.memory import (
-    DEFAULT_PROFILE,
-    HOURS_PER_MONTH,
-    TPU_PROFILE,
-    MemoryPlan,
-    plan_memory,
-)
 from serving.catalog.hardware import (
     GKE_SHAPES,
     HARDWARE,
@@ -53,6 +46,13 @@ from serving.config.netrange import (
     source_range_problems,
 )
 from serving.launch.vllm_contract import available, image_release
+from serving.sizing.memory import (
+    DEFAULT_PROFILE,
+    HOURS_PER_MONTH,
+    TPU_PROFILE,
+    MemoryPlan,
+    plan_memory,
+)
 
 FLOATING_TAGS = frozenset(
     {"latest", "nightly", "main", "master", "dev", "stable", "edge", "canary", "head"}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from serving.capacity.memory import (
+from serving.catalog.hardware import HARDWARE
+from serving.catalog.models import MODELS, Architecture, Attention
+from serving.sizing.memory import (
     GIB,
     V0_PROFILE,
     cost_per_million_requests,
@@ -20,8 +22,6 @@ from serving.capacity.memory import (
     monthly_cost,
     plan_memory,
 )
-from serving.catalog.hardware import HARDWARE
-from serving.catalog.models import MODELS, Architecture, Attention
 
 # config.json: 32 layers, 8 KV heads, head_dim 128, hidden 4096.
 LLAMA_3_1_8B = Architecture(

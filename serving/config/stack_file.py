@@ -1,41 +1,87 @@
-"""The config namespaces a stack may use, and the provider keys pulumi-gcp really reads."""
+"""The one reader of stack files: the config namespaces a stack may use, and the provider keys
+pulumi-gcp and pulumi-docker really read (from their `config/vars.py`, read as text: no Pulumi
+import)."""
 
 from __future__ import annotations
 
-import inspect
+import importlib.util
 import re
 from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from serving.config.inputs import NotRegularFileError, read_regular
 from serving.config.stack_config import ConfigKeyError, project_config
 from serving.config.stack_yaml import MAX_BYTES, Secure, StackYamlError, config_of, load_document
 
+#: How a generated SDK's `config/vars.py` reads a key: `__config__.get...('key')`.
+PROVIDER_KEY = r"__config__\.get\w*\('(\w+)'\)"
+#: The largest `config/vars.py` read (pulumi-gcp's is some tens of KiB).
+PROVIDER_VARS_MAX_BYTES = 4 * 1024 * 1024
 
-def _provider_keys(vars_module: ModuleType) -> frozenset[str]:
+
+class ProviderKeysError(RuntimeError):
+    """A Pulumi provider package whose config key list cannot be read; the message names the
+    package and the file."""
+
+
+def provider_keys_source(package: str) -> str:
+    """The text of a generated Pulumi SDK's `config/vars.py`, found with
+    :func:`importlib.util.find_spec` (a top-level spec imports nothing, so the domain imports no
+    Pulumi), or ProviderKeysError naming the package and what is missing."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError) as exc:
+        raise ProviderKeysError(f"{package}: cannot be located ({exc})") from None
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderKeysError(
+            f"{package}: not installed as a package; its config keys cannot be read"
+        )
+    for location in spec.submodule_search_locations:
+        source = Path(location) / "config" / "vars.py"
+        if not source.is_file():
+            continue
+        try:
+            data = read_regular(source, PROVIDER_VARS_MAX_BYTES)
+        except OSError as exc:
+            raise ProviderKeysError(f"{source}: cannot be read ({exc})") from None
+        if len(data) > PROVIDER_VARS_MAX_BYTES:
+            raise ProviderKeysError(
+                f"{source}: larger than {PROVIDER_VARS_MAX_BYTES // 1024} KiB; "
+                "not a generated config/vars.py"
+            )
+        return data.decode("utf-8", errors="replace")
+    raise ProviderKeysError(
+        f"{package}: config/vars.py not found under "
+        f"{', '.join(map(str, spec.submodule_search_locations))}; its config keys cannot be read"
+    )
+
+
+def provider_keys(package: str) -> frozenset[str]:
     """The config keys a generated Pulumi SDK reads (`__config__.get...('key')` in its
-    `config/vars.py`)."""
-    return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'\)", inspect.getsource(vars_module)))
+    `config/vars.py`, read as text). A file naming no key is refused: it is not the file the
+    reader knows."""
+    keys = frozenset(re.findall(PROVIDER_KEY, provider_keys_source(package)))
+    if not keys:
+        raise ProviderKeysError(
+            f"{package}: config/vars.py reads no config key this reader recognises "
+            f"(pattern {PROVIDER_KEY}); its config keys cannot be read"
+        )
+    return keys
 
 
 @cache
 def gcp_keys() -> frozenset[str]:
     """Every `gcp:` config key of the installed pulumi-gcp provider (its `config/vars.py`)."""
-    from pulumi_gcp.config import vars as gcp_vars
-
-    return _provider_keys(gcp_vars)
+    return provider_keys("pulumi_gcp")
 
 
 @cache
 def docker_keys() -> frozenset[str]:
     """Every `docker:` config key of the installed pulumi-docker provider (its
     `config/vars.py`)."""
-    from pulumi_docker.config import vars as docker_vars
-
-    return _provider_keys(docker_vars)
+    return provider_keys("pulumi_docker")
 
 
 def namespaces() -> dict[str, Collection[str] | None]:
