@@ -3,9 +3,9 @@
 Exit status: 0 success (``run``: every cell of the grid measured or skipped for length, each at
 or above ``--min-success-rate`` with responses of the asked length; ``gate``: every SLO met on
 a complete run), 1 failure (``run``: the preflight failed, a cell failed or was short, nothing
-was measured, or the run was interrupted; ``gate``: an SLO missed or the run incomplete), 2
-usage error (bad arguments, a run directory that cannot be used as asked, a damaged run,
-``/tokenize`` answers prompts cannot be built from).
+was measured; ``gate``: an SLO missed or the run incomplete), 2 usage error (bad arguments, a
+run directory that cannot be used as asked, a damaged run, ``/tokenize`` answers prompts cannot
+be built from), 130 interrupted (Ctrl-C; the finished cells are kept).
 """
 
 from __future__ import annotations
@@ -611,21 +611,42 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
         err.print(f"[dim]kept in {out}/{PREFLIGHT_FILE}[/dim]")
         return EXIT_FAILED
-    except (httpx.HTTPError, OSError, LimitExceeded) as exc:
+    except OSError as exc:
+        if exc.filename is not None:
+            # The run folder (or a file in it) cannot be written: a read-only folder, a full
+            # disk. Said as such, with what was kept, never as a server problem.
+            err.print(
+                f"[red]error:[/red] cannot write {escape(str(exc.filename))}: "
+                f"{escape(exc.strerror or str(exc))}; {_kept(args.out)}"
+            )
+            return EXIT_FAILED
+        err.print(
+            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
+        )
+        return EXIT_FAILED
+    except (httpx.HTTPError, LimitExceeded) as exc:
         # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
         # fail during a cell are recorded, not raised.
         err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; finished cells "
-            f"are kept in {out} (--resume continues)"
+            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
         )
         return EXIT_FAILED
     except KeyboardInterrupt:
-        err.print(
-            f"[red]interrupted[/red]: finished cells are kept in {out}; "
-            "run again with --resume to continue"
-        )
-        return EXIT_FAILED
+        err.print(f"[red]interrupted[/red]: {_kept(args.out)}")
+        raise  # exit 130, said once by the command line
     return _verdict(run, err)
+
+
+def _kept(out: str) -> str:
+    """What a run that stopped early left behind, as it is on disk: the finished cells and
+    how to continue, or that nothing was kept."""
+    try:
+        cells = len(load_run(out).cells)
+    except (StoreError, OSError, ValueError):
+        return f"nothing was kept in {escape(out)}"
+    return (
+        f"{cells} finished cell(s) are kept in {escape(out)}; run again with --resume to continue"
+    )
 
 
 # ----- compare and gate ------------------------------------------------------------------------

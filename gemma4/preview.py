@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from endpoint.redact import redact
+from gemma4.guard import interrupted, noting_interrupts
 from gemma4.harness import PROJECT, ROOT
 from gemma4.options import add_project_options, bounded_number, say_read
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
@@ -633,8 +634,11 @@ def build_preview(
     from gemma4.harness import render
 
     try:
-        rendered = render(project_config, stack, other_config=other_config, root=root)
+        with noting_interrupts():
+            rendered = render(project_config, stack, other_config=other_config, root=root)
     except Exception as exc:  # the program refusing the stack (RunError, SettingsError, ...)
+        if interrupted():  # Ctrl-C cut an import short: the stack file is not to blame
+            raise KeyboardInterrupt from None
         raise PreviewError(f"{path}: the program refused the stack: {exc}") from None
 
     resources = [
@@ -1060,7 +1064,9 @@ def _say(text: str, file: TextIO | None = None, end: str = "\n") -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from gemma4.cli import process_main
+
+    raise SystemExit(process_main(["preview", *sys.argv[1:]]))
 
 
 def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:

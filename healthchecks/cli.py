@@ -1,7 +1,8 @@
 """``python -m healthchecks``: check a deployed model from the command line.
 
 Exit status: 0 when every check of every target passed, 1 when a check failed, 2 for a usage
-error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint).
+error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint), 130 when
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 MAX_SECONDS = MAX_DEADLINE_S
@@ -189,11 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TargetError as exc:
         error_console.print(f"gemma4 health: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
-    try:
-        reports = asyncio.run(_run(targets, args))
-    except KeyboardInterrupt:
-        error_console.print("[red]interrupted[/red]")
-        return EXIT_FAILED
+    # Ctrl-C propagates: the command line ends every command with exit 130 and one line.
+    reports = asyncio.run(_run(targets, args))
     if args.json:
         sys.stdout.write(reports_to_json(reports) + "\n")
     else:
