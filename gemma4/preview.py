@@ -584,6 +584,27 @@ def _clean(value: Any) -> Any:
     return value
 
 
+#: How Pulumi's engine protocol marks a secret value: a mapping whose SIG_KEY member is
+#: SECRET_SIG, the plaintext under "value" (pulumi/runtime/rpc.py, _special_sig_key and
+#: _special_secret_sig).
+SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+#: What `pulumi preview` shows for a secret input or output.
+SECRET_SHOWN = "[secret]"
+
+
+def shown_secrets(value: Any) -> Any:
+    """``value`` with every secret (Pulumi's marked mapping) shown as ``[secret]``, as
+    `pulumi preview` shows it: never the marker, never the plaintext."""
+    if isinstance(value, dict):
+        if value.get(SIG_KEY) == SECRET_SIG:
+            return SECRET_SHOWN
+        return {k: shown_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_secrets(v) for v in value]
+    return value
+
+
 def build_preview(
     stack: str,
     stack_file: Path | None = None,
@@ -653,6 +674,8 @@ def build_preview(
         for d in rendered.resources
     ]
     policies = run_policies(stack, resources, policy_config or (root / "policies" / "config.json"))
+    # The policies judged the values; what is shown keeps secrets as `pulumi preview` does.
+    resources = [r.model_copy(update={"inputs": shown_secrets(r.inputs)}) for r in resources]
     # One meaning of the rate: the load offered to the whole endpoint. The replica plan sizes
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
@@ -674,7 +697,7 @@ def build_preview(
         hardware=settings.hardware,
         model=settings.model.model,
         resources=resources,
-        outputs=_clean(rendered.outputs),
+        outputs=shown_secrets(_clean(rendered.outputs)),
         vllm_command_line=command if isinstance(command, str) else None,
         messages=list(rendered.messages),
         policies=policies,
