@@ -807,9 +807,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        err.print(f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}")
+        # One line, however wide: a message is not a paragraph to fill (and logs are greppable).
+        err.print(
+            f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}", soft_wrap=True
+        )
         return EXIT_USAGE
     except Exception as exc:  # last resort: one line, never a traceback
         what = escape(redact(f"{type(exc).__name__}: {exc}"))
-        err.print(f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}")
+        err.print(
+            f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}", soft_wrap=True
+        )
         return EXIT_FAILED
