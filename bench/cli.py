@@ -154,6 +154,16 @@ def _rates(text: str) -> tuple[float, ...]:
 _SECONDS = _number(0.0, 7 * 24 * 3600.0)
 
 
+class _Renamed(argparse.Action):
+    """An old option name whose meaning another command uses: refused, naming the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error(
+            "--timeout-seconds is now --request-timeout-seconds (the per-request timeout; "
+            "`--timeout-seconds` is `gemma4 health`'s overall deadline)"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gemma4 bench",
@@ -226,11 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"untimed requests per cell (default {_DEFAULT_OPTIONS.warmup})",
     )
     run.add_argument(
-        "--timeout-seconds",
+        "--request-timeout-seconds",
+        dest="timeout_seconds",
         type=_SECONDS,
         metavar="S",
         help=f"per request ({_DEFAULT_OPTIONS.timeout_s:g})",
     )
+    # One name, one meaning across commands: `--timeout-seconds` is `gemma4 health`'s overall
+    # deadline, so the old name of this per-request timeout is refused with the new one.
+    run.add_argument("--timeout-seconds", action=_Renamed, help=argparse.SUPPRESS)
     run.add_argument(
         "--ready-timeout-seconds",
         type=_SECONDS,
@@ -328,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "runs", nargs="+", metavar="DIR", help="run directories (`gemma4 bench run --out`)"
     )
-    cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
+    cmp_.add_argument("--out", metavar="DIR", help="write compare.md, compare.json and charts here")
     cmp_.add_argument(
         "--predict",
         metavar="STACK",

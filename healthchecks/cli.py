@@ -104,17 +104,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="mint the ID token by impersonating this service account",
     )
     parser.add_argument(
+        "--deadline-seconds",
         "--timeout-seconds",
+        dest="timeout_seconds",
         type=positive_seconds,
         default=READY_DEADLINE_S,
-        metavar="N",
-        help="deadline for all checks of one target, cold start included (default %(default)g)",
+        metavar="S",
+        help="deadline for all checks of one target, cold start included (default "
+        "%(default)g; the MCP server's deadline_seconds; --timeout-seconds is its old name)",
     )
     parser.add_argument(
         "--refused-grace-seconds",
         type=non_negative_seconds,
         default=10.0,
-        metavar="N",
+        metavar="S",
         help="how long refused connections are retried before the check fails (default 10; "
         "raise it for a TPU VM whose port opens only once vLLM has loaded)",
     )
@@ -122,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-timeout-seconds",
         type=positive_seconds,
         default=120.0,
-        metavar="N",
+        metavar="S",
         help=argparse.SUPPRESS,
     )
     parser.add_argument(

@@ -346,7 +346,8 @@ def build_server(
     add(
         list_stacks,
         _LOCAL_READ_ONLY,
-        "List the stacks this server answers for: hardware, accelerator, location, model, "
+        "List the stacks this server answers for: hardware, accelerator, platform (cloud-run, "
+        "tpu or gke), location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
         DEADLINES_S["list_stacks"],
         f"{DEADLINES_S['list_stacks']:g} s",
@@ -498,7 +499,8 @@ def build_server(
         _LOCAL_READ_ONLY,
         "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
         "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
-        "what-if change of one config key, with the figures that change. Nothing is written.",
+        "what-if change of one config key (with what_if_also, several), with the figures that "
+        "change. Nothing is written.",
         DEADLINES_S["capacity_plan"],
         f"{DEADLINES_S['capacity_plan']:g} s",
     )
@@ -545,8 +547,9 @@ def build_server(
     add(
         error_logs,
         _READ_ONLY,
-        "Recent ERROR-or-worse log entries of the stack's Cloud Run service or TPU nodes from "
-        "Cloud Logging, newest first, bounded in count and size, secrets redacted.",
+        "Recent ERROR-or-worse log entries of the stack's Cloud Run service, TPU nodes or GKE "
+        "containers from Cloud Logging, newest first, bounded in count and size, secrets "
+        "redacted.",
         DEADLINES_S["error_logs"],
         f"{DEADLINES_S['error_logs']:g} s",
     )
