@@ -1011,6 +1011,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests-per-second",
         "--rate",
         dest="requests_per_second",
+        metavar="R",
         type=bounded_number(
             "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),

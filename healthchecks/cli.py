@@ -105,13 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--deadline-seconds",
-        "--timeout-seconds",
         dest="timeout_seconds",
         type=positive_seconds,
         default=READY_DEADLINE_S,
         metavar="S",
         help="deadline for all checks of one target, cold start included (default "
-        "%(default)g; the MCP server's deadline_seconds; --timeout-seconds is its old name)",
+        "%(default)g; the MCP server's deadline_seconds)",
+    )
+    # Its old name, still accepted (the same meaning), not shown.
+    parser.add_argument(
+        "--timeout-seconds", dest="timeout_seconds", type=positive_seconds, help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--refused-grace-seconds",
