@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests-per-second",
         "--rate",
         dest="rate",
+        metavar="R",
         type=bounded_number(
             "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
@@ -171,10 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
         "fewest replicas serve as planned)",
     )
     parser.add_argument(
-        "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+        "--prompt-tokens",
+        type=int,
+        metavar="N",
+        help="for the prediction (default: the stack's benchmark's)",
     )
     parser.add_argument(
-        "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+        "--output-tokens",
+        type=int,
+        metavar="N",
+        help="for the prediction (default: the stack's benchmark's)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     # The two subcommands, for --help and the generated reference; main() hands them their
@@ -197,6 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return SUBCOMMANDS[args[0]](args[1:])
     parser = build_parser()
     options = parser.parse_args(args)
+    if options.subcommand:  # `plan -s l4 search ...`: run or refused, never dropped
+        parser.error(
+            f"{options.subcommand!r} comes first: `gemma4 plan {options.subcommand} ...`; the "
+            f"options before it are the plan's, not {options.subcommand}'s"
+        )
     if not options.stack and options.stack_file is None:
         parser.error("give -s STACK or --stack-file PATH")
     console = Console()
@@ -342,8 +354,14 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "slow side).",
     )
     parser.add_argument(
+        "-r",
+        "--requests-per-second",
         "--rate",
-        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        dest="rate",
+        metavar="R",
+        type=bounded_number(
+            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         required=True,
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 plan -r` and `gemma4 preview -r`)",
@@ -351,8 +369,12 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
     parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
     parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
-    parser.add_argument("--prompt-tokens", type=int, help="default: each stack's benchmark's")
-    parser.add_argument("--output-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument(
+        "--prompt-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_project_options(parser, stack_file=False)
     return parser
@@ -406,8 +428,11 @@ def search_main(argv: Sequence[str]) -> int:
             title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
             "(PREDICTED means, not measured)"
         )
+        # Stack names stay whole at any width, in a pipe too (CI logs): the other columns wrap.
+        t.add_column(
+            "stack", no_wrap=True, min_width=max([len("stack"), *(len(r["stack"]) for r in rows)])
+        )
         for name in (
-            "stack",
             "hardware",
             "per replica req/s",
             "replicas",
@@ -415,8 +440,8 @@ def search_main(argv: Sequence[str]) -> int:
             "$/h",
             "$/M req",
         ):
-            t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
-        t.add_column("band")
+            t.add_column(name, justify="left" if name == "hardware" else "right", overflow="fold")
+        t.add_column("band", overflow="fold")
         for r in rows:
             low, high = r["stack_replicas"]
             t.add_row(
@@ -464,6 +489,7 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=None,
+        metavar="DIR",
         help="folder to write to (default: the package's serving/data/calibrations)",
     )
     add_project_options(parser, stack_file=False)

@@ -83,9 +83,9 @@ PLATFORM_NAMES = {"cloud-run": "Cloud Run", "tpu-vm": "TPU", "gke": "GKE"}
 
 def applies_to(key: str, group: str) -> str:
     """Where the program reads ``key``: the platforms the settings refuse it elsewhere for
-    (serving.settings.PLATFORM_KEYS, one source for the check and this page), else its
+    (serving.config.settings.PLATFORM_KEYS, one source for the check and this page), else its
     group's."""
-    from serving.settings import PLATFORM_KEYS
+    from serving.config.settings import PLATFORM_KEYS
 
     platforms = PLATFORM_KEYS.get(key)
     if platforms is None:

@@ -115,7 +115,7 @@ def test_a_key_of_another_platform_is_refused_as_the_reference_says(
     the page says the platform does not read is refused there (`region` on the TPU VM stack,
     `zone` on a Cloud Run stack), naming the key and the platforms that read it."""
     from scripts.gen_docs import PLATFORM_NAMES, applies_to
-    from serving.settings import PLATFORM_KEYS
+    from serving.config.settings import PLATFORM_KEYS
 
     base = {k: v for k, v in stack_config(stack).items() if k != key}
     applies = applies_to(key, "")
