@@ -428,32 +428,41 @@ def search_main(argv: Sequence[str]) -> int:
             title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
             "(PREDICTED means, not measured)"
         )
-        # Stack names stay whole at any width, in a pipe too (CI logs): the other columns wrap.
-        t.add_column(
-            "stack", no_wrap=True, min_width=max([len("stack"), *(len(r["stack"]) for r in rows)])
-        )
-        for name in (
+        cells = [
+            (
+                r["stack"],
+                r["hardware"],
+                f"{r['per_replica_requests_per_s']:,.2f}",
+                str(r["replicas"]) if r["replicas"] else "cannot meet",
+                f"{r['stack_replicas'][0]}-{r['stack_replicas'][1]}"
+                + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
+                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
+                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            )
+            for r in rows
+        ]
+        headers = (
+            "stack",
             "hardware",
             "per replica req/s",
             "replicas",
             "stack's bounds",
             "$/h",
             "$/M req",
-        ):
-            t.add_column(name, justify="left" if name == "hardware" else "right", overflow="fold")
-        t.add_column("band", overflow="fold")
-        for r in rows:
-            low, high = r["stack_replicas"]
-            t.add_row(
-                r["stack"],
-                r["hardware"],
-                f"{r['per_replica_requests_per_s']:,.2f}",
-                str(r["replicas"]) if r["replicas"] else "cannot meet",
-                f"{low}-{high}" + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
-                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
-                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
-                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            "band",
+        )
+        # Stack names stay whole at any width; in a narrow terminal the other columns wrap.
+        for i, name in enumerate(headers):
+            t.add_column(
+                name,
+                justify="left" if i in (0, 1, 7) else "right",
+                no_wrap=i == 0,
+                min_width=max([len(name), *(len(row[0]) for row in cells)]) if i == 0 else None,
+                overflow="fold",
             )
+        for row in cells:
+            t.add_row(*row)
         t.caption = (
             f"Per replica: the largest arrival rate whose predicted means meet the SLO x "
             f"{1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band), as "
@@ -463,7 +472,11 @@ def search_main(argv: Sequence[str]) -> int:
             "forwarding rule). "
             "Uncalibrated predictions carry a +/-50 % band."
         )
-        Console().print(t)
+        console = Console()
+        if not console.is_terminal:  # a pipe, a CI log: the table whole, however wide
+            natural = console.measure(t, options=console.options.update_width(1000)).maximum
+            console = Console(width=max(console.width, natural))
+        console.print(t)
     return 0 if rows and rows[0]["replicas"] else 1
 
 

@@ -138,11 +138,19 @@ def test_timeout_seconds_means_one_thing() -> None:
         }
 
 
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
 @pytest.mark.parametrize("columns", ["60", "80", "200"])
 def test_search_tables_keep_stack_names_whole(
-    columns: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    columns: str,
+    terminal: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """In a pipe (no terminal) at any width, every stack name is printed whole, on one line."""
+    """At any width, every stack name is printed whole, on one line: in a pipe (a CI log) the
+    table is as wide as it needs; in a terminal the other columns wrap."""
+    from rich.console import Console
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: terminal))
     monkeypatch.setenv("COLUMNS", columns)
     monkeypatch.chdir(ROOT)
     main(["plan", "search", "--rate", "1", "--ttft-ms", "500"])
@@ -153,3 +161,5 @@ def test_search_tables_keep_stack_names_whole(
     for stack in stacks:
         assert re.search(rf"(^|[\s│|]){re.escape(stack)}([\s│|]|$)", out, re.M), (stack, out)
     assert "…" not in out.split("Per replica")[0]
+    if not terminal:  # nothing wrapped: one line per stack, its figures whole
+        assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(stacks)
