@@ -257,11 +257,10 @@ server with a usage error instead of growing in memory."""
 
 
 class BoundedLines:
-    """stdin for the stdio transport: one line at a time, at most ``limit`` bytes each, decoded
-    as UTF-8 (an undecodable byte becomes U+FFFD, and the message then fails JSON-RPC parsing
-    and is answered as a parse error, as the SDK does). A line over the limit ends the input
-    (``readline`` answers end of file) and sets :attr:`overflow`, so the server stops and the
-    command says why."""
+    """stdin for the stdio transport: one line at a time, at most ``limit`` bytes each. A line
+    that is not UTF-8 JSON is dropped with one line on stderr (blank lines silently); a line
+    over the limit ends the input (``readline`` answers end of file) and sets
+    :attr:`overflow`, so the server stops and the command says why."""
 
     def __init__(self, raw: BinaryIO, limit: int = MAX_STDIN_MESSAGE_BYTES) -> None:
         self._raw = raw
@@ -269,13 +268,26 @@ class BoundedLines:
         self.overflow = False
 
     def readline(self) -> str:
-        if self.overflow:
-            return ""
-        line = self._raw.readline(self._limit + 1)
-        if len(line) > self._limit:
-            self.overflow = True
-            return ""
-        return line.decode("utf-8", "replace")
+        while not self.overflow:
+            line = self._raw.readline(self._limit + 1)
+            if len(line) > self._limit:
+                self.overflow = True
+                break
+            if not line:
+                return ""
+            try:
+                text = line.decode("utf-8")
+                if text.strip():
+                    json.loads(text)
+                    return text
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                # The SDK would log pydantic's dump of it; one line says what was dropped.
+                print(
+                    f"gemma4 mcp: ignored a message on stdin that is not UTF-8 JSON "
+                    f"({len(line)} bytes)",
+                    file=sys.stderr,
+                )
+        return ""
 
 
 async def serve_stdio(server: FastMCP[Any], stdin: BoundedLines) -> None:

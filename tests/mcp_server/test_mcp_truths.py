@@ -274,3 +274,26 @@ def test_stdin_is_read_with_a_bound(source: str, tmp_path: Path) -> None:
     assert done.returncode == 2, err
     assert f"a message on stdin is longer than {MAX_STDIN_MESSAGE_BYTES} bytes" in err
     assert "Traceback" not in err
+
+
+def test_a_message_that_is_not_utf8_json_is_dropped_in_one_line() -> None:
+    """Undecodable bytes or text that is not JSON on stdin: one line each on stderr (not the
+    SDK's pydantic dump), the server reads on, and ends cleanly at end of input."""
+    import io
+
+    from mcp_server.server import BoundedLines
+
+    stdin = BoundedLines(io.BytesIO(b'\xff\xfe{"jsonrpc"\n\nnot json\n{"jsonrpc": "2.0"}\n'))
+    assert stdin.readline() == '{"jsonrpc": "2.0"}\n'
+    assert stdin.readline() == "" and not stdin.overflow
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_server", "--project-dir", str(ROOT), "-s", "l4"],
+        input=b"\xff\xfe{\nnot json\n",
+        capture_output=True,
+        timeout=60,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert err.count("ignored a message on stdin that is not UTF-8 JSON") == 2
+    assert "pydantic" not in err and "Traceback" not in err
+    assert done.stdout == b""
