@@ -657,6 +657,12 @@ def _kept(out: str) -> str:
     try:
         cells = len(load_run(out).cells)
     except (StoreError, OSError, ValueError):
+        try:
+            started = (Path(out) / "run.json").is_file()
+        except OSError:
+            started = False
+        if started:  # the run is recorded, no cell of it yet
+            return f"no cell finished in {escape(out)}; run again with --resume to continue"
         return f"nothing was kept in {escape(out)}"
     return (
         f"{cells} finished cell(s) are kept in {escape(out)}; run again with --resume to continue"
