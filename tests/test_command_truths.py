@@ -163,3 +163,26 @@ def test_search_tables_keep_stack_names_whole(
     assert "…" not in out.split("Per replica")[0]
     if not terminal:  # nothing wrapped: one line per stack, its figures whole
         assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(stacks)
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("previwe", "preview"), ("bnech", "bench"), ("mpc", "mcp")]
+)
+def test_a_mistyped_command_gets_a_suggestion(
+    typed: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([typed]) == 2
+    assert f"unknown command '{typed}'; did you mean '{meant}'?" in capsys.readouterr().err
+
+
+def test_a_refused_connection_is_told_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not aiohttp's `ssl:default` (named even for plain HTTP)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = ["health", "--url", f"http://127.0.0.1:{port}", "--model", "m", "--json"]
+    assert main([*argv, "--refused-grace-seconds", "0", "--deadline-seconds", "5"]) == 1
+    out = capsys.readouterr().out
+    assert f"cannot connect to 127.0.0.1:{port}" in out and "ssl:default" not in out
