@@ -3,9 +3,9 @@
 Exit status: 0 success (``run``: every cell of the grid measured or skipped for length, each at
 or above ``--min-success-rate`` with responses of the asked length; ``gate``: every SLO met on
 a complete run), 1 failure (``run``: the preflight failed, a cell failed or was short, nothing
-was measured, or the run was interrupted; ``gate``: an SLO missed or the run incomplete), 2
-usage error (bad arguments, a run directory that cannot be used as asked, a damaged run,
-``/tokenize`` answers prompts cannot be built from).
+was measured; ``gate``: an SLO missed or the run incomplete), 2 usage error (bad arguments, a
+run directory that cannot be used as asked, a damaged run, ``/tokenize`` answers prompts cannot
+be built from), 130 interrupted (Ctrl-C; the finished cells are kept).
 """
 
 from __future__ import annotations
@@ -154,6 +154,16 @@ def _rates(text: str) -> tuple[float, ...]:
 _SECONDS = _number(0.0, 7 * 24 * 3600.0)
 
 
+class _Renamed(argparse.Action):
+    """An old option name whose meaning another command uses: refused, naming the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error(
+            "--timeout-seconds is now --request-timeout-seconds (the per-request timeout; "
+            "`--timeout-seconds` is `gemma4 health`'s overall deadline)"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gemma4 bench",
@@ -226,11 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"untimed requests per cell (default {_DEFAULT_OPTIONS.warmup})",
     )
     run.add_argument(
-        "--timeout-seconds",
+        "--request-timeout-seconds",
+        dest="timeout_seconds",
         type=_SECONDS,
         metavar="S",
         help=f"per request ({_DEFAULT_OPTIONS.timeout_s:g})",
     )
+    # One name, one meaning across commands: `--timeout-seconds` is `gemma4 health`'s overall
+    # deadline, so the old name of this per-request timeout is refused with the new one.
+    run.add_argument("--timeout-seconds", action=_Renamed, help=argparse.SUPPRESS)
     run.add_argument(
         "--ready-timeout-seconds",
         type=_SECONDS,
@@ -328,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "runs", nargs="+", metavar="DIR", help="run directories (`gemma4 bench run --out`)"
     )
-    cmp_.add_argument("--out", help="write compare.md, compare.json and charts here")
+    cmp_.add_argument("--out", metavar="DIR", help="write compare.md, compare.json and charts here")
     cmp_.add_argument(
         "--predict",
         metavar="STACK",
@@ -611,21 +625,48 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
         err.print(f"[dim]kept in {out}/{PREFLIGHT_FILE}[/dim]")
         return EXIT_FAILED
-    except (httpx.HTTPError, OSError, LimitExceeded) as exc:
+    except OSError as exc:
+        if exc.filename is not None:
+            # The run folder (or a file in it) cannot be written: a read-only folder, a full
+            # disk. Said as such, with what was kept, never as a server problem.
+            err.print(
+                f"[red]error:[/red] cannot write {escape(str(exc.filename))}: "
+                f"{escape(exc.strerror or str(exc))}; {_kept(args.out)}"
+            )
+            return EXIT_FAILED
+        err.print(
+            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
+        )
+        return EXIT_FAILED
+    except (httpx.HTTPError, LimitExceeded) as exc:
         # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
         # fail during a cell are recorded, not raised.
         err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; finished cells "
-            f"are kept in {out} (--resume continues)"
+            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
         )
         return EXIT_FAILED
     except KeyboardInterrupt:
-        err.print(
-            f"[red]interrupted[/red]: finished cells are kept in {out}; "
-            "run again with --resume to continue"
-        )
-        return EXIT_FAILED
+        err.print(f"[red]interrupted[/red]: {_kept(args.out)}")
+        raise  # exit 130, said once by the command line
     return _verdict(run, err)
+
+
+def _kept(out: str) -> str:
+    """What a run that stopped early left behind, as it is on disk: the finished cells and
+    how to continue, or that nothing was kept."""
+    try:
+        cells = len(load_run(out).cells)
+    except (StoreError, OSError, ValueError):
+        try:
+            started = (Path(out) / "run.json").is_file()
+        except OSError:
+            started = False
+        if started:  # the run is recorded, no cell of it yet
+            return f"no cell finished in {escape(out)}; run again with --resume to continue"
+        return f"nothing was kept in {escape(out)}"
+    return (
+        f"{cells} finished cell(s) are kept in {escape(out)}; run again with --resume to continue"
+    )
 
 
 # ----- compare and gate ------------------------------------------------------------------------
@@ -786,9 +827,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        err.print(f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}")
+        # One line, however wide: a message is not a paragraph to fill (and logs are greppable).
+        err.print(
+            f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}", soft_wrap=True
+        )
         return EXIT_USAGE
     except Exception as exc:  # last resort: one line, never a traceback
         what = escape(redact(f"{type(exc).__name__}: {exc}"))
-        err.print(f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}")
+        err.print(
+            f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}", soft_wrap=True
+        )
         return EXIT_FAILED

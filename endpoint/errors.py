@@ -146,6 +146,19 @@ def classify_connection_error(exc: BaseException, url: str | None = None) -> Con
     root = chain[-1] if len(chain) > 1 else exc
     message = str(exc).strip() or str(root).strip()
     name = type(root).__name__
+    connector = next(
+        (
+            item
+            for item in chain
+            if type(item) in (aiohttp.ClientConnectorError, aiohttp.ClientConnectorDNSError)
+        ),
+        None,
+    )
+    if isinstance(connector, aiohttp.ClientConnectorError):
+        # aiohttp's own text names its TLS setting ("ssl:default"), even for plain HTTP: say
+        # what failed in words instead.
+        reason = connector.os_error.strerror or str(connector.os_error) or "failed"
+        message = f"cannot connect to {connector.host}:{connector.port}: {reason}"
     label = {
         "refused": "connection refused",
         "dns": "DNS lookup failed",

@@ -8,12 +8,17 @@ keeps its own parser, options and exit statuses, and its old ``python -m`` form 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
+
+from gemma4.guard import EXIT_INTERRUPTED, EXIT_PIPE, run_guarded, shown
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,14 @@ def run(command: Command, argv: Sequence[str]) -> int:
     return int(code or 0)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def did_you_mean(word: str) -> str:
+    """`; did you mean 'preview'?` for a mistyped command (difflib's closest), else ''."""
+    close = difflib.get_close_matches(word, list(BY_NAME), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def dispatch(args: list[str]) -> int:
+    """Run the command ``args`` names (``args[0]``) with the rest; the exit status."""
     parser = build_parser()
     if args[:1] == ["--version"]:
         print(f"gemma4 {version()}")
@@ -141,19 +152,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         parser.print_usage(sys.stderr)
         print(
-            f"gemma4: error: unknown command {args[0]!r}; commands: {', '.join(BY_NAME)}",
+            f"gemma4: error: unknown command {shown(args[0])}{did_you_mean(args[0])} "
+            f"(commands: {', '.join(BY_NAME)})",
             file=sys.stderr,
         )
         return 2
+    return run(command, args[1:])
+
+
+def process_main(args: list[str]) -> int:
+    """The `gemma4` process: :func:`dispatch` inside :func:`gemma4.guard.run_guarded`, the one
+    place that handles unwritable output, Ctrl-C, undecodable input and bounded messages for
+    every command (the ``python -m`` forms come through here too)."""
+    prog = f"gemma4 {args[0]}" if args and args[0] in BY_NAME else "gemma4"
+    code = run_guarded(prog, lambda: dispatch(args), args)
+    if code == EXIT_INTERRUPTED:
+        # CPython remembers a KeyboardInterrupt that crossed some C code (an extension module
+        # being initialised) and then ends the process by SIGINT whatever the exit status:
+        # exit 130 as said, the exit handlers run first.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()
+        os._exit(EXIT_INTERRUPTED)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script (``argv`` None: this process, guarded), or one command run in this
+    process with ``argv`` (tests): Ctrl-C is 130 and a reader that left 141 there too."""
+    if argv is None:
+        return process_main(sys.argv[1:])
+    args = list(argv)
     try:
-        return run(command, args[1:])
+        return dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C wherever it lands (preflight, compare, a preview)
         print(f"gemma4 {args[0]}: interrupted", file=sys.stderr)
-        return 130  # as a shell reports SIGINT
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gemma4 preview -s l4 | head`: the reader left
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 141  # as a shell reports SIGPIPE
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

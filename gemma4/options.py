@@ -59,6 +59,29 @@ def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> Non
 OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
 
 
+def project_dir(text: str) -> Path:
+    """argparse type of ``--project-dir``: a folder that holds a Pulumi project file
+    (``Pulumi.yaml`` or ``Pulumi.yml``), as every command reads one there; ``''`` is refused (it
+    would silently mean the current folder)."""
+    shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text)} characters)"
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path; name the Pulumi project folder (. for the current one)"
+        )
+    path = Path(text)
+    try:
+        is_dir = path.is_dir()
+    except OSError as exc:  # a name too long for the file system, a loop of links
+        raise argparse.ArgumentTypeError(f"{shown}: {exc.strerror}") from None
+    if not is_dir:
+        raise argparse.ArgumentTypeError(f"{shown} is not a folder")
+    if not any((path / name).is_file() for name in ("Pulumi.yaml", "Pulumi.yml")):
+        raise argparse.ArgumentTypeError(
+            f"{shown} holds no Pulumi.yaml (or Pulumi.yml): not a Pulumi project folder"
+        )
+    return path
+
+
 def add_project_options(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, stack_file: bool = True
 ) -> None:
@@ -67,13 +90,13 @@ def add_project_options(
     reads one stack file, `--stack-file PATH` (a stack file anywhere)."""
     parser.add_argument(
         "--project-dir",
-        type=Path,
+        type=project_dir,
         metavar="DIR",
         help="the Pulumi project directory (Pulumi.yaml and its Pulumi.<stack>.yaml files); "
         "default: the current directory or its nearest parent with a Pulumi.yaml",
     )
     parser.add_argument(
-        *OLD_PROJECT_DIR_OPTIONS, dest="project_dir", type=Path, help=argparse.SUPPRESS
+        *OLD_PROJECT_DIR_OPTIONS, dest="project_dir", type=project_dir, help=argparse.SUPPRESS
     )
     if stack_file:
         parser.add_argument(

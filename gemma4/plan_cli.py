@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests-per-second",
         "--rate",
         dest="rate",
+        metavar="R",
         type=bounded_number(
             "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
@@ -176,10 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
         "fewest replicas serve as planned)",
     )
     parser.add_argument(
-        "--prompt-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+        "--prompt-tokens",
+        type=int,
+        metavar="N",
+        help="for the prediction (default: the stack's benchmark's)",
     )
     parser.add_argument(
-        "--output-tokens", type=int, help="for the prediction (default: the stack's benchmark's)"
+        "--output-tokens",
+        type=int,
+        metavar="N",
+        help="for the prediction (default: the stack's benchmark's)",
     )
     parser.add_argument(
         "--concurrency",
@@ -228,6 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return SUBCOMMANDS[args[0]](args[1:])
     parser = build_parser()
     options = parser.parse_args(args)
+    if options.subcommand:  # `plan -s l4 search ...`: run or refused, never dropped
+        parser.error(
+            f"{options.subcommand!r} comes first: `gemma4 plan {options.subcommand} ...`; the "
+            f"options before it are the plan's, not {options.subcommand}'s"
+        )
     if not options.stack and options.stack_file is None:
         parser.error("give -s STACK or --stack-file PATH")
     console = Console()
@@ -425,8 +437,14 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     from gemma4.options import bounded_number
 
     parser.add_argument(
+        "-r",
+        "--requests-per-second",
         "--rate",
-        type=bounded_number("--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+        dest="rate",
+        metavar="R",
+        type=bounded_number(
+            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
         required=True,
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 plan -r` and `gemma4 preview -r`)",
@@ -434,8 +452,12 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
     parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
     parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
-    parser.add_argument("--prompt-tokens", type=int, help="default: each stack's benchmark's")
-    parser.add_argument("--output-tokens", type=int, help="default: each stack's benchmark's")
+    parser.add_argument(
+        "--prompt-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
+    )
     add_mtp_option(parser)
     parser.add_argument(
         "--allow-flex-start",
@@ -549,7 +571,23 @@ def search_main(argv: Sequence[str]) -> int:
             title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
             "(PREDICTED means, not measured)"
         )
-        for name in (
+        excluded = [r for r in rows if r["excluded"]]
+        cells = [
+            (
+                r["stack"] + (" (flex-start)" if r["flex_start"] else ""),
+                r["hardware"],
+                f"{r['per_replica_requests_per_s']:,.2f}",
+                str(r["replicas"]) if r["replicas"] else "cannot meet",
+                f"{r['stack_replicas'][0]}-{r['stack_replicas'][1]}"
+                + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
+                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
+                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            )
+            for r in rows
+            if not r["excluded"]
+        ]
+        headers = (
             "stack",
             "hardware",
             "per replica req/s",
@@ -557,24 +595,19 @@ def search_main(argv: Sequence[str]) -> int:
             "stack's bounds",
             "$/h",
             "$/M req",
-        ):
-            t.add_column(name, justify="right" if name not in ("stack", "hardware") else "left")
-        t.add_column("band")
-        excluded = [r for r in rows if r["excluded"]]
-        for r in rows:
-            if r["excluded"]:
-                continue
-            low, high = r["stack_replicas"]
-            t.add_row(
-                r["stack"] + (" (flex-start)" if r["flex_start"] else ""),
-                r["hardware"],
-                f"{r['per_replica_requests_per_s']:,.2f}",
-                str(r["replicas"]) if r["replicas"] else "cannot meet",
-                f"{low}-{high}" + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
-                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
-                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
-                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
+            "band",
+        )
+        # Stack names stay whole at any width; in a narrow terminal the other columns wrap.
+        for i, name in enumerate(headers):
+            t.add_column(
+                name,
+                justify="left" if i in (0, 1, 7) else "right",
+                no_wrap=i == 0,
+                min_width=max([len(name), *(len(row[0]) for row in cells)]) if i == 0 else None,
+                overflow="fold",
             )
+        for row in cells:
+            t.add_row(*row)
         left_out = "".join(f" Left out: {r['stack']}: {r['excluded']}." for r in excluded)
         t.caption = (
             f"Per replica: the largest arrival rate whose predicted means at the client (the "
@@ -584,7 +617,11 @@ def search_main(argv: Sequence[str]) -> int:
             "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule). "
             f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
         )
-        Console().print(t)
+        console = Console()
+        if not console.is_terminal:  # a pipe, a CI log: the table whole, however wide
+            natural = console.measure(t, options=console.options.update_width(1000)).maximum
+            console = Console(width=max(console.width, natural))
+        console.print(t)
     return 0 if rows and rows[0]["replicas"] and not rows[0]["excluded"] else 1
 
 
@@ -617,6 +654,7 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=None,
+        metavar="DIR",
         help="folder to write to (default: the package's serving/data/calibrations)",
     )
     add_project_options(parser, stack_file=False)

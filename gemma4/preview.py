@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from endpoint.redact import redact
+from gemma4.guard import interrupted, noting_interrupts
 from gemma4.harness import PROJECT, ROOT
 from gemma4.options import add_project_options, bounded_number, say_read
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
@@ -590,6 +591,27 @@ def _clean(value: Any) -> Any:
     return value
 
 
+#: How Pulumi's engine protocol marks a secret value: a mapping whose SIG_KEY member is
+#: SECRET_SIG, the plaintext under "value" (pulumi/runtime/rpc.py, _special_sig_key and
+#: _special_secret_sig).
+SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+#: What `pulumi preview` shows for a secret input or output.
+SECRET_SHOWN = "[secret]"
+
+
+def shown_secrets(value: Any) -> Any:
+    """``value`` with every secret (Pulumi's marked mapping) shown as ``[secret]``, as
+    `pulumi preview` shows it: never the marker, never the plaintext."""
+    if isinstance(value, dict):
+        if value.get(SIG_KEY) == SECRET_SIG:
+            return SECRET_SHOWN
+        return {k: shown_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_secrets(v) for v in value]
+    return value
+
+
 def build_preview(
     stack: str,
     stack_file: Path | None = None,
@@ -641,8 +663,11 @@ def build_preview(
     from gemma4.harness import render
 
     try:
-        rendered = render(project_config, stack, other_config=other_config, root=root)
+        with noting_interrupts():
+            rendered = render(project_config, stack, other_config=other_config, root=root)
     except Exception as exc:  # the program refusing the stack (RunError, SettingsError, ...)
+        if interrupted():  # Ctrl-C cut an import short: the stack file is not to blame
+            raise KeyboardInterrupt from None
         raise PreviewError(f"{path}: the program refused the stack: {exc}") from None
 
     resources = [
@@ -657,6 +682,8 @@ def build_preview(
         for d in rendered.resources
     ]
     policies = run_policies(stack, resources, policy_config or (root / "policies" / "config.json"))
+    # The policies judged the values; what is shown keeps secrets as `pulumi preview` does.
+    resources = [r.model_copy(update={"inputs": shown_secrets(r.inputs)}) for r in resources]
     # One meaning of the rate: the load offered to the whole endpoint. The replica plan sizes
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
@@ -684,7 +711,7 @@ def build_preview(
         hardware=settings.hardware,
         model=settings.model.model,
         resources=resources,
-        outputs=_clean(rendered.outputs),
+        outputs=shown_secrets(_clean(rendered.outputs)),
         vllm_command_line=command if isinstance(command, str) else None,
         messages=list(rendered.messages),
         policies=policies,
@@ -998,6 +1025,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests-per-second",
         "--rate",
         dest="requests_per_second",
+        metavar="R",
         type=bounded_number(
             "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
         ),
@@ -1078,7 +1106,9 @@ def _say(text: str, file: TextIO | None = None, end: str = "\n") -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from gemma4.cli import process_main
+
+    raise SystemExit(process_main(["preview", *sys.argv[1:]]))
 
 
 def promotion_check(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:

@@ -103,7 +103,13 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
             before, after = prepare_changes(args.target, result.changes, args.root, check)
             name = f"Pulumi.{args.target}.yaml"
             if args.write:
-                write_atomically(stack_path(args.target, args.root), after, expected=before)
+                try:
+                    write_atomically(stack_path(args.target, args.root), after, expected=before)
+                except OSError as exc:  # a read-only folder, a full disk: said, not a traceback
+                    raise PromotionError(
+                        f"cannot write {name} in {args.root}: {exc.strerror or exc}; it was "
+                        "not changed"
+                    ) from None
                 print(f"wrote {name}")
             else:
                 print(f"{name} would pass every check; run again with --write to edit it")

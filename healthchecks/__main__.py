@@ -1,5 +1,7 @@
-"""``python -m healthchecks``."""
+"""``python -m healthchecks``: the same as ``gemma4 health`` (its edges guarded alike)."""
 
-from healthchecks.cli import main
+import sys
 
-raise SystemExit(main())
+from gemma4.cli import process_main
+
+raise SystemExit(process_main(["health", *sys.argv[1:]]))

@@ -33,10 +33,11 @@ from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
 from endpoint.limits import (
     MAX_ECHO_CHARS,
     MAX_ERROR_BODY_BYTES,
+    MAX_METRICS_BYTES,
     MAX_MODEL_IDS_SHOWN,
     MAX_SSE_LINE_BYTES,
 )
-from endpoint.metrics import MetricsParseError, fetch_metrics, spec_decode_acceptance
+from endpoint.metrics import MetricsParseError, parse_metrics, spec_decode_acceptance
 from endpoint.redact import redact
 
 __all__ = [
@@ -271,13 +272,30 @@ async def check_ready(
     )
 
 
+def _busy(reply: Reply) -> dict[str, Any]:
+    """For a 429 or 503 with ``Retry-After``: the status and the wait the server asks for, which
+    the runner honours within the deadline (and check again); else nothing."""
+    if reply.status in (429, 503):
+        wait_for = _retry_after(reply.headers)
+        if wait_for is not None:
+            return {"status": reply.status, "retry_after_s": wait_for}
+    return {}
+
+
 async def _get_ok(
-    client: httpx.AsyncClient, name: str, path: str, started: float
+    client: httpx.AsyncClient,
+    name: str,
+    path: str,
+    started: float,
+    max_bytes: int | None = None,
 ) -> Reply | CheckResult:
     """GET ``path`` (capped): the 200 answer, or the failed check (no credentials, transport
     error, a cap exceeded, credentials rejected, another status) that ends check ``name``."""
     try:
-        reply = await request_capped(client, "GET", path)
+        if max_bytes is None:
+            reply = await request_capped(client, "GET", path)
+        else:
+            reply = await request_capped(client, "GET", path, max_bytes=max_bytes, what=path)
     except AuthError as exc:
         return _no_credentials(name, started, exc)
     except LimitExceeded as exc:
@@ -297,6 +315,7 @@ async def _get_ok(
             False,
             f"{path} answered HTTP {reply.status}: {_error_message(reply)}",
             time.perf_counter() - started,
+            _busy(reply),
         )
     return reply
 
@@ -373,8 +392,12 @@ async def check_chat(
                 )
                 if reply.status in (401, 403):
                     return _auth_failure(name, started, reply, _auth_description(client))
-                return failed(
-                    f"chat completion answered HTTP {reply.status}: {_error_message(reply)}"
+                return CheckResult(
+                    name,
+                    False,
+                    f"chat completion answered HTTP {reply.status}: {_error_message(reply)}",
+                    time.perf_counter() - started,
+                    {"chunks": chunks, **_busy(reply)},
                 )
             try:
                 async for raw in iter_lines_capped(response, MAX_SSE_LINE_BYTES):
@@ -454,19 +477,11 @@ async def check_metrics(
     """``/metrics`` parses and carries vLLM's figures; its summary is the result's ``data``."""
     name = "metrics"
     started = time.perf_counter()
+    reply = await _get_ok(client, name, "/metrics", started, max_bytes=MAX_METRICS_BYTES)
+    if isinstance(reply, CheckResult):
+        return reply
     try:
-        snapshot = await fetch_metrics(client, model_name=served_model_name)
-    except AuthError as exc:
-        return _no_credentials(name, started, exc)
-    except LimitExceeded as exc:
-        return CheckResult(name, False, f"/metrics: {exc}", time.perf_counter() - started)
-    except _TRANSPORT_ERRORS as exc:
-        return CheckResult(
-            name,
-            False,
-            describe_transport_error(exc, str(client.base_url)),
-            time.perf_counter() - started,
-        )
+        snapshot = parse_metrics(reply.text, model_name=served_model_name)
     except MetricsParseError as exc:
         return CheckResult(name, False, f"malformed /metrics: {exc}", time.perf_counter() - started)
     elapsed = time.perf_counter() - started

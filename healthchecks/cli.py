@@ -1,7 +1,8 @@
 """``python -m healthchecks``: check a deployed model from the command line.
 
 Exit status: 0 when every check of every target passed, 1 when a check failed, 2 for a usage
-error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint).
+error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint), 130 when
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 MAX_SECONDS = MAX_DEADLINE_S
@@ -102,17 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="mint the ID token by impersonating this service account",
     )
     parser.add_argument(
-        "--timeout-seconds",
+        "--deadline-seconds",
+        dest="timeout_seconds",
         type=positive_seconds,
         default=READY_DEADLINE_S,
-        metavar="N",
-        help="deadline for all checks of one target, cold start included (default %(default)g)",
+        metavar="S",
+        help="deadline for all checks of one target, cold start included (default "
+        "%(default)g; the MCP server's deadline_seconds)",
+    )
+    # Its old name, still accepted (the same meaning), not shown.
+    parser.add_argument(
+        "--timeout-seconds", dest="timeout_seconds", type=positive_seconds, help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--refused-grace-seconds",
         type=non_negative_seconds,
         default=10.0,
-        metavar="N",
+        metavar="S",
         help="how long refused connections are retried before the check fails (default 10; "
         "raise it for a TPU VM whose port opens only once vLLM has loaded)",
     )
@@ -120,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-timeout-seconds",
         type=positive_seconds,
         default=120.0,
-        metavar="N",
+        metavar="S",
         help=argparse.SUPPRESS,
     )
     parser.add_argument(
@@ -189,11 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TargetError as exc:
         error_console.print(f"gemma4 health: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
-    try:
-        reports = asyncio.run(_run(targets, args))
-    except KeyboardInterrupt:
-        error_console.print("[red]interrupted[/red]")
-        return EXIT_FAILED
+    # Ctrl-C propagates: the command line ends every command with exit 130 and one line.
+    reports = asyncio.run(_run(targets, args))
     if args.json:
         sys.stdout.write(reports_to_json(reports) + "\n")
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -90,6 +91,41 @@ async def _bounded(
         )
 
 
+MIN_RETRY_WAIT_S = 0.5
+"""The least wait between two tries of a check told to retry ("Retry-After: 0" is no loop)."""
+MAX_TRIES = 30
+"""The most tries of one check told to retry (the deadline usually ends them first)."""
+
+
+async def _honouring_retry_after(
+    name: str,
+    deadline: float,
+    make: Callable[[], Awaitable[CheckResult]],
+    progress: ProgressCallback | None,
+) -> CheckResult:
+    """Run one check; while it fails with a 429 or 503 whose ``Retry-After`` ends within the
+    deadline, wait what the server asks and run it again (as readiness does). A wait past the
+    deadline ends the check with the last answer and says so."""
+    result = await _bounded(name, deadline, make)
+    for _ in range(MAX_TRIES - 1):
+        wait_for = result.data.get("retry_after_s") if not result.ok else None
+        if not isinstance(wait_for, int | float):
+            return result
+        wait_for = max(float(wait_for), MIN_RETRY_WAIT_S)
+        left = deadline - time.monotonic()
+        if wait_for >= left:
+            return dataclasses.replace(
+                result,
+                detail=f"{result.detail}; its Retry-After ({wait_for:g} s) ends past the "
+                f"deadline ({max(left, 0):.1f} s left)",
+            )
+        if progress is not None:
+            progress(f"{name}: HTTP {result.data.get('status')}, retrying in {wait_for:g} s")
+        await asyncio.sleep(wait_for)
+        result = await _bounded(name, deadline, make)
+    return result
+
+
 async def run_health_checks(
     url: str,
     served_model_name: str,
@@ -133,23 +169,25 @@ async def run_health_checks(
                 CheckResult(n, False, "not reached: readiness failed", 0.0) for n in CHECK_NAMES[1:]
             )
         else:
+            # Every check honours a 429's (or 503's) Retry-After within the deadline.
             results.append(
-                await _bounded("models", deadline, lambda: check_models(client, served_model_name))
+                await _honouring_retry_after(
+                    "models", deadline, lambda: check_models(client, served_model_name), progress
+                )
             )
             results.append(
-                await _bounded(
+                await _honouring_retry_after(
                     "chat",
                     deadline,
                     lambda: check_chat(
                         client, served_model_name, prompt=prompt, max_tokens=max_tokens
                     ),
+                    progress,
                 )
             )
             results.append(
-                await _bounded(
-                    "metrics",
-                    deadline,
-                    lambda: check_metrics(client),
+                await _honouring_retry_after(
+                    "metrics", deadline, lambda: check_metrics(client), progress
                 )
             )
     description = auth.description if auth is not None else "none"

@@ -1,7 +1,7 @@
-"""``python -m mcp_server``."""
+"""``python -m mcp_server``: the same as ``gemma4 mcp`` (its edges guarded alike)."""
 
 import sys
 
-from .cli import main
+from gemma4.cli import process_main
 
-raise SystemExit(main(sys.argv[1:]))
+raise SystemExit(process_main(["mcp", *sys.argv[1:]]))

@@ -36,6 +36,7 @@ from endpoint import (
     SecretManagerApiKeyAuth,
     Target,
     TargetError,
+    check_url,
     make_client,
     parse_metrics,
     read_stack_outputs,
@@ -266,26 +267,44 @@ class Deployments:
         return data
 
     def targets(self, stack: str) -> list[Target]:
-        """The stack's endpoints, each with the credential its kind of target takes: a Cloud
-        Run service a Google ID token whose audience is its URL, a TPU node the vLLM API key
-        (from ``--api-key-env``, else the stack's Secret Manager secret). ``--endpoint-auth
-        none`` sends none. The vLLM key never goes to a Cloud Run service, nor an ID token to a
-        TPU node, whatever the options."""
+        """The stack's endpoints, each with the credential its platform takes (the stack
+        file's ``platform``, never the shape of its outputs): a Cloud Run service a Google ID
+        token whose audience is its ``service_url``; a TPU VM's nodes or a GKE Gateway (its
+        ``endpoint_urls``) the vLLM API key (from ``--api-key-env``, else the stack's Secret
+        Manager secret). ``--endpoint-auth none`` sends none. Outputs of the other platform's
+        shape are refused: the vLLM key never goes to a Cloud Run service, nor an ID token to
+        a TPU node or a Gateway, whatever the options or the saved outputs say."""
         settings = self.settings(stack)
         outputs = self.outputs(stack)
         model = outputs.get("served_model_name") or settings.model.served_name
-        service_url = outputs.get("service_url")
-        if isinstance(service_url, str) and service_url:
-            return [Target(service_url, str(model), self._cloud_run_auth(service_url, settings))]
-        urls = outputs.get("endpoint_urls")
-        if isinstance(urls, list) and urls and all(isinstance(u, str) and u for u in urls):
-            return [
-                Target(url, str(model), self._tpu_auth(stack, outputs, settings)) for url in urls
-            ]
-        raise DeploymentError(
-            f"stack {stack!r} has neither a service_url nor an endpoint_urls output; "
-            f"has it been deployed? (`pulumi up -s {stack}`)"
+        if not isinstance(model, str) or not model or len(model) > 256:
+            raise DeploymentError(
+                f"stack {stack!r}: the served_model_name output is not a model name"
+            )
+        cloud_run = settings.deploy_platform == "cloud-run"
+        key, other = (
+            ("service_url", "endpoint_urls") if cloud_run else ("endpoint_urls", "service_url")
         )
+        value = outputs.get(key)
+        if value in (None, "", []):
+            stray = (
+                f" (its outputs hold {other}, the other platform's)" if outputs.get(other) else ""
+            )
+            raise DeploymentError(
+                f"stack {stack!r} runs on {settings.deploy_platform} and has no {key} "
+                f"output{stray}; has it been deployed? (`pulumi up -s {stack}`)"
+            )
+        urls = [value] if cloud_run else value
+        if not isinstance(urls, list) or not all(isinstance(u, str) and u for u in urls):
+            raise DeploymentError(f"stack {stack!r}: the {key} output is not a list of URLs")
+        try:
+            for url in urls:
+                check_url(url, f"stack {stack!r}: the {key} output")
+        except TargetError as exc:
+            raise DeploymentError(str(exc)) from None
+        if cloud_run:
+            return [Target(urls[0], model, self._cloud_run_auth(urls[0], settings))]
+        return [Target(url, model, self._tpu_auth(stack, outputs, settings)) for url in urls]
 
     def _cloud_run_auth(self, url: str, settings: Settings) -> AuthStrategy:
         if self.endpoint.auth == "none":
@@ -354,19 +373,20 @@ def plan_report(
         raise DeploymentError(str(exc)) from None
 
 
-def what_if_settings(deployments: Deployments, stack: str, key: str, value: Any) -> Settings:
-    """The stack's settings with config key ``key`` set to ``value``, validated by the
-    settings themselves (an unknown key or a bad value gets their own message)."""
+def what_if_settings(deployments: Deployments, stack: str, changes: dict[str, Any]) -> Settings:
+    """The stack's settings with each config key of ``changes`` set to its value, validated by
+    the settings themselves (an unknown key or a bad value gets their own message)."""
     deployments.check_stack(stack)
     try:
         raw = raw_stack_settings(stack, deployments.root)
     except PlanError as exc:
         raise DeploymentError(str(exc)) from None
-    raw[key] = value
+    raw.update(changes)
     try:
         return load_settings(raw)
     except SettingsError as exc:
-        raise DeploymentError(f"what-if {key}={value!r}: {exc}") from None
+        shown = ", ".join(f"{k}={v!r}" for k, v in changes.items())
+        raise DeploymentError(f"what-if {shown}: {exc}") from None
 
 
 def queued_resource_ids(stack: str, outputs: dict[str, Any], settings: Settings) -> list[str]:

@@ -11,13 +11,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+
 from gemma4.options import add_project_options
 from serving.config.project import ProjectError, find_project_file, stack_names
 
 from . import _deployments as d
 from ._redaction import register_environment_secrets
 from .google_apis import ApiUrls, GoogleApis
-from .server import ACTIONS, build_server
+from .server import ACTIONS, MAX_STDIN_MESSAGE_BYTES, BoundedLines, build_server, serve_stdio
 from .tools import Tools
 
 __all__ = ["EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -177,8 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port,
         deadline_cap_s=args.tool_deadline_s,
     )
-    try:
-        server.run("stdio" if args.transport == "stdio" else "streamable-http")
-    except KeyboardInterrupt:
+    if args.transport == "http":
+        server.run("streamable-http")
         return EXIT_OK
+    stdin = BoundedLines(sys.stdin.buffer)
+    anyio.run(serve_stdio, server, stdin)
+    if stdin.overflow:
+        print(
+            f"gemma4 mcp: error: a message on stdin is longer than {MAX_STDIN_MESSAGE_BYTES} "
+            "bytes (or never ends its line); stopped",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     return EXIT_OK

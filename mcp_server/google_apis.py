@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import ipaddress
 import json
+import re
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +27,15 @@ from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 
 from ._redaction import redact_cut, register_secret
 
-__all__ = ["MAX_API_BODY_BYTES", "MAX_LOCATIONS", "ApiUrls", "GoogleApiError", "GoogleApis"]
+__all__ = [
+    "MAX_API_BODY_BYTES",
+    "MAX_LOCATIONS",
+    "ApiUrls",
+    "GoogleApiError",
+    "GoogleApis",
+    "cluster_host",
+    "segment",
+]
 
 MAX_API_BODY_BYTES = 8 << 20
 """The most a Google API answer may weigh after decompression (a page of 100 log entries is a
@@ -39,6 +49,49 @@ SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 class GoogleApiError(Exception):
     """A Google API call failed; the message carries the API's reason."""
+
+
+_SEGMENT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._~-]{0,126}[A-Za-z0-9])?")
+"""One path segment of a Google resource name (a project, location, service, cluster, queued
+resource or namespace id): letters, digits and ``._~-``, starting and ending with a letter or
+digit, at most 128 characters. ``.``, ``..``, ``/``, ``%``, ``?``, ``#`` and ``@`` cannot pass,
+so a value can never move a request that carries the access token to another path or host."""
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
+
+
+def segment(value: object, what: str) -> str:
+    """``value`` when it is one safe resource-name segment (:data:`_SEGMENT`), else
+    :class:`GoogleApiError` naming ``what`` and where it came from; checked before any URL that
+    carries a token is built from it."""
+    if isinstance(value, str) and _SEGMENT.fullmatch(value):
+        return value
+    raise GoogleApiError(
+        f"{what} {_shown(value)} is not a valid resource id (letters, digits and ._~-, at most "
+        "128 characters, no '/' or '..'); no request was sent"
+    )
+
+
+def cluster_host(value: object) -> str:
+    """A GKE cluster's ``endpoint`` field (an IP address, or a host name): anything else (a
+    path, a port, user info) is refused before the token is sent to it."""
+    if isinstance(value, str) and value:
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            if _HOST.fullmatch(value):
+                return value
+        else:
+            return f"[{address}]" if address.version == 6 else str(address)
+    raise GoogleApiError(
+        f"the GKE cluster's endpoint {_shown(value)} is not an IP address or host name; no "
+        "request was sent to it"
+    )
 
 
 @dataclass(frozen=True)
@@ -161,7 +214,16 @@ class GoogleApis:
 
     async def get_service(self, project: str, region: str, service: str) -> dict[str, Any]:
         """``run.projects.locations.services.get``."""
-        name = f"projects/{project}/locations/{region}/services/{service}"
+        name = "/".join(
+            (
+                "projects",
+                segment(project, "project"),
+                "locations",
+                segment(region, "region"),
+                "services",
+                segment(service, "Cloud Run service"),
+            )
+        )
         return await self.call(
             "Cloud Run Admin API",
             "GET",
@@ -182,7 +244,7 @@ class GoogleApis:
             data = await self.call(
                 "Cloud TPU API",
                 "GET",
-                f"{self.urls.tpu.rstrip('/')}/v2/projects/{project}/locations",
+                f"{self.urls.tpu.rstrip('/')}/v2/projects/{segment(project, 'project')}/locations",
                 what="list TPU locations",
                 params=params,
             )
@@ -193,7 +255,8 @@ class GoogleApis:
                     location.get("locationId") or str(location.get("name", "")).split("/")[-1]
                 )
                 if location_id:
-                    ids.append(str(location_id)[:64])
+                    # An id from the answer goes into the next URL (with the token): checked.
+                    ids.append(segment(location_id, "a TPU location id in the API's answer"))
             if len(ids) > MAX_LOCATIONS:
                 raise GoogleApiError(
                     f"list TPU locations: the Cloud TPU API listed more than {MAX_LOCATIONS} "
@@ -208,6 +271,7 @@ class GoogleApis:
         """``tpu.projects.locations.acceleratorTypes.list`` (every page)."""
         types: list[dict[str, Any]] = []
         token: str | None = None
+        parent = f"projects/{segment(project, 'project')}/locations/{segment(zone, 'zone')}"
         for _ in range(MAX_PAGES):
             params: dict[str, Any] = {"pageSize": 200}
             if token:
@@ -215,7 +279,7 @@ class GoogleApis:
             data = await self.call(
                 "Cloud TPU API",
                 "GET",
-                f"{self.urls.tpu.rstrip('/')}/v2/projects/{project}/locations/{zone}/acceleratorTypes",
+                f"{self.urls.tpu.rstrip('/')}/v2/{parent}/acceleratorTypes",
                 what=f"list TPU accelerator types in {zone}",
                 params=params,
             )
@@ -239,7 +303,7 @@ class GoogleApis:
             f"{self.urls.logging.rstrip('/')}/v2/entries:list",
             what="read Cloud Logging entries",
             body={
-                "resourceNames": [f"projects/{project}"],
+                "resourceNames": [f"projects/{segment(project, 'project')}"],
                 "filter": log_filter,
                 "orderBy": "timestamp desc",
                 "pageSize": page_size,
@@ -251,7 +315,16 @@ class GoogleApis:
 
     async def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any]:
         """``container.projects.locations.clusters.get``."""
-        name = f"projects/{project}/locations/{location}/clusters/{cluster}"
+        name = "/".join(
+            (
+                "projects",
+                segment(project, "project"),
+                "locations",
+                segment(location, "location"),
+                "clusters",
+                segment(cluster, "GKE cluster"),
+            )
+        )
         return await self.call(
             "Kubernetes Engine API",
             "GET",
@@ -268,7 +341,7 @@ class GoogleApis:
         if self.urls.kubernetes is not None:
             base = self.urls.kubernetes
         else:
-            endpoint = str(cluster.get("endpoint") or "")
+            endpoint = cluster.get("endpoint") or ""
             ca = str((cluster.get("masterAuth") or {}).get("clusterCaCertificate") or "")
             if not endpoint or not ca:
                 raise GoogleApiError(
@@ -281,7 +354,7 @@ class GoogleApis:
                 raise GoogleApiError(
                     f"the GKE cluster's CA certificate is unreadable ({exc})"
                 ) from None
-            base = f"https://{endpoint}"
+            base = f"https://{cluster_host(endpoint)}"
         return await self.call(
             "Kubernetes API",
             "GET",

@@ -41,8 +41,8 @@ class StackSummary(BaseModel):
     stack: str
     hardware: str
     accelerator: str
-    platform: str = Field(description="cloud-run or tpu")
-    location: str | None = Field(description="Cloud Run region or TPU zone")
+    platform: str = Field(description="cloud-run, tpu (a TPU VM) or gke: the stack's platform key")
+    location: str | None = Field(description="Cloud Run or GKE region, or TPU VM zone")
     model: str
     served_model_name: str
     speculative_method: str

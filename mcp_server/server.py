@@ -11,16 +11,20 @@ Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unkno
 """
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import io
 import json
+import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import IO, Annotated, Any, BinaryIO, TypeVar, cast
 
+import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
@@ -52,7 +56,13 @@ from .tools import (
     Tools,
 )
 
-__all__ = ["ACTIONS", "build_server"]
+__all__ = [
+    "ACTIONS",
+    "MAX_STDIN_MESSAGE_BYTES",
+    "BoundedLines",
+    "build_server",
+    "serve_stdio",
+]
 
 ACTIONS: dict[str, str] = {
     "bench-cell": "run_benchmark_cell: sends load to a deployed endpoint and writes a run folder",
@@ -99,7 +109,67 @@ def _bounded_result(data: Any) -> Any:
     return data
 
 
-Stack = Annotated[str, Field(description="Stack name (Pulumi.<stack>.yaml), see list_stacks")]
+MAX_NAME_CHARS = 128
+"""The longest stack name a tool takes (a deployable one has at most 22 characters)."""
+Stack = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="Stack name (Pulumi.<stack>.yaml), see list_stacks",
+    ),
+]
+RunId = Annotated[
+    str, Field(min_length=1, max_length=512, description="Run id from benchmark_runs")
+]
+MAX_SHOWN_INPUT = 80
+"""How much of a refused argument an error shows."""
+
+
+def validation_words(exc: ValidationError) -> str:
+    """A pydantic error in words, one clause per field (``what_if_value: Input should be a
+    valid string``), with the value shown cut: never the multi-line dump with its URL."""
+    clauses = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "value"
+        clauses.append(f"{where}: {error.get('msg', 'invalid')}")
+    more = len(exc.errors()) - len(clauses)
+    return "; ".join(clauses) + (f"; and {more} more" if more > 0 else "")
+
+
+def failure_words(exc: Exception) -> str:
+    """What a tool says for a failure no tool named: bad input or a malformed answer in words;
+    only a bug is an internal error."""
+    if isinstance(exc, ValidationError):
+        return f"an answer from upstream has a malformed field: {validation_words(exc)}"
+    if isinstance(exc, OSError):
+        import errno
+
+        if exc.errno == errno.ENAMETOOLONG:
+            return "a name is too long for a file name on this machine; nothing was read"
+        return f"a local file cannot be read: {exc.strerror or exc}"
+    if isinstance(exc, ValueError | TypeError | KeyError | IndexError):
+        return f"an answer from upstream is malformed ({type(exc).__name__}: {exc})"
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+class _WordedServer(FastMCP[Any]):
+    """FastMCP whose argument errors are told in words (the SDK passes pydantic's dump)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(
+                    d.redact_cut(
+                        f"{name}: bad arguments: {validation_words(exc.__cause__)}",
+                        MAX_ERROR_CHARS,
+                    )
+                ) from None
+            raise
+
+
 EndpointIndex = Annotated[
     int, Field(ge=0, le=15, description="Which endpoint of a multi-node stack (0 = first)")
 ]
@@ -148,11 +218,7 @@ def _safe(
         except ToolError as exc:
             raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
-            raise ToolError(
-                d.redact_cut(
-                    localize(f"internal error: {type(exc).__name__}: {exc}"), MAX_ERROR_CHARS
-                )
-            ) from None
+            raise ToolError(d.redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None
         return type(result).model_validate(
             _bounded_result(_walk(localize, d.redact(result.model_dump(mode="json"))))
         )
@@ -171,6 +237,63 @@ def _progress(ctx: Context[Any, Any, Any]) -> Callable[[float, float | None, str
     return send
 
 
+MAX_STDIN_MESSAGE_BYTES = 4 << 20
+"""The longest JSON-RPC message read from stdin (a tool call is a few KiB; a prompt at most
+8000 characters): a longer line, or bytes that never end a line (``< /dev/zero``), stop the
+server with a usage error instead of growing in memory."""
+
+
+class BoundedLines:
+    """stdin for the stdio transport: one line at a time, at most ``limit`` bytes each. A line
+    that is not UTF-8 JSON is dropped with one line on stderr (blank lines silently); a line
+    over the limit ends the input (``readline`` answers end of file) and sets
+    :attr:`overflow`, so the server stops and the command says why."""
+
+    def __init__(self, raw: BinaryIO, limit: int = MAX_STDIN_MESSAGE_BYTES) -> None:
+        self._raw = raw
+        self._limit = limit
+        self.overflow = False
+
+    def readline(self) -> str:
+        while not self.overflow:
+            line = self._raw.readline(self._limit + 1)
+            if len(line) > self._limit:
+                self.overflow = True
+                break
+            if not line:
+                return ""
+            try:
+                text = line.decode("utf-8")
+                if text.strip():
+                    json.loads(text)
+                    return text
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                # The SDK would log pydantic's dump of it; one line says what was dropped.
+                print(
+                    f"gemma4 mcp: ignored a message on stdin that is not UTF-8 JSON "
+                    f"({len(line)} bytes)",
+                    file=sys.stderr,
+                )
+        return ""
+
+
+async def serve_stdio(server: FastMCP[Any], stdin: BoundedLines) -> None:
+    """``server`` on stdio, reading requests from the bounded ``stdin``."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._mcp_server  # what FastMCP.run_stdio_async runs, with its own stdin
+    # The SDK's own stdout wrapper would close the process's stdout when it is collected.
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
+    try:
+        async with stdio_server(
+            stdin=anyio.wrap_file(cast(IO[str], stdin)), stdout=anyio.wrap_file(out)
+        ) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            out.detach()
+
+
 def build_server(
     tools: Tools,
     *,
@@ -183,7 +306,7 @@ def build_server(
     unknown = sorted(set(actions) - set(ACTIONS))
     if unknown:
         raise ValueError(f"unknown action(s) {', '.join(unknown)}; allowed: {', '.join(ACTIONS)}")
-    server: FastMCP[Any] = FastMCP(
+    server: FastMCP[Any] = _WordedServer(
         "gemma4-vllm",
         instructions=(
             "Operate the Gemma 4 vLLM deployments of this project: stacks, status, health, "
@@ -222,7 +345,8 @@ def build_server(
     add(
         list_stacks,
         _LOCAL_READ_ONLY,
-        "List the stacks this server answers for: hardware, accelerator, location, model, "
+        "List the stacks this server answers for: hardware, accelerator, platform (cloud-run, "
+        "tpu or gke), location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
         DEADLINES_S["list_stacks"],
         f"{DEADLINES_S['list_stacks']:g} s",
@@ -346,15 +470,27 @@ def build_server(
         ] = None,
         what_if_key: Annotated[
             str | None,
-            Field(description="A stack config key to change (camelCase, e.g. maxModelLen)"),
+            Field(
+                max_length=64,
+                description="A stack config key to change (camelCase, e.g. maxModelLen)",
+            ),
         ] = None,
         what_if_value: Annotated[
             str | int | float | bool | list[str | int | float] | None,
             Field(description="Its new value, validated by the stack settings"),
         ] = None,
+        what_if_also: Annotated[
+            dict[str, str | int | float | bool | list[str | int | float]] | None,
+            Field(
+                max_length=7,
+                description="Further config keys changed together with what_if_key, e.g. "
+                '{"concurrency": 16} with maxNumSeqs 16 on a Cloud Run stack that sets '
+                "concurrency",
+            ),
+        ] = None,
     ) -> PlanResult:
         return await asyncio.to_thread(
-            tools.plan, stack, requests_per_second, what_if_key, what_if_value
+            tools.plan, stack, requests_per_second, what_if_key, what_if_value, what_if_also
         )
 
     add(
@@ -362,13 +498,16 @@ def build_server(
         _LOCAL_READ_ONLY,
         "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
         "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
-        "what-if change of one config key, with the figures that change. Nothing is written.",
+        "what-if change of one config key (with what_if_also, several), with the figures that "
+        "change. Nothing is written.",
         DEADLINES_S["capacity_plan"],
         f"{DEADLINES_S['capacity_plan']:g} s",
     )
 
     async def benchmark_runs(
-        stack: Annotated[str | None, Field(description="Only this stack's runs")] = None,
+        stack: Annotated[
+            str | None, Field(max_length=MAX_NAME_CHARS, description="Only this stack's runs")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=LIMITS["bench_runs"])] = 10,
     ) -> BenchRuns:
         return await asyncio.to_thread(tools.bench_runs, stack, limit)
@@ -383,8 +522,8 @@ def build_server(
     )
 
     async def compare_benchmarks(
-        baseline: Annotated[str, Field(description="Run id from benchmark_runs")],
-        other: Annotated[str, Field(description="Run id from benchmark_runs")],
+        baseline: RunId,
+        other: RunId,
     ) -> BenchComparison:
         return await asyncio.to_thread(tools.bench_compare, baseline, other)
 
@@ -407,8 +546,9 @@ def build_server(
     add(
         error_logs,
         _READ_ONLY,
-        "Recent ERROR-or-worse log entries of the stack's Cloud Run service or TPU nodes from "
-        "Cloud Logging, newest first, bounded in count and size, secrets redacted.",
+        "Recent ERROR-or-worse log entries of the stack's Cloud Run service, TPU nodes or GKE "
+        "containers from Cloud Logging, newest first, bounded in count and size, secrets "
+        "redacted.",
         DEADLINES_S["error_logs"],
         f"{DEADLINES_S['error_logs']:g} s",
     )

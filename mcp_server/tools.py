@@ -22,7 +22,7 @@ from endpoint.limits import MAX_ECHO_CHARS
 from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
-from .google_apis import GoogleApiError, GoogleApis
+from .google_apis import GoogleApiError, GoogleApis, segment
 from .models import (
     BenchCellResult,
     BenchComparison,
@@ -123,6 +123,21 @@ def _bounded(name: str, value: float, low: float, high: float) -> None:
 
 def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def platform_of(settings: d.Settings) -> str:
+    """Where a stack runs, as every tool names it: ``cloud-run``, ``tpu`` (a TPU VM) or
+    ``gke``; from the stack's ``platform`` key (its hardware's own platform by default), never
+    from its accelerator alone (``gke-tpu-v6e`` is a GKE stack with TPU nodes)."""
+    platform = settings.deploy_platform
+    return {"cloud-run": "cloud-run", "tpu-vm": "tpu", "gke": "gke"}[platform]
+
+
+def location_of(settings: d.Settings) -> str | None:
+    """The Cloud Run region, the TPU VM's zone, or the GKE cluster's region."""
+    if platform_of(settings) == "tpu":
+        return settings.tpu.zone
+    return settings.cloud_run.region
 
 
 _MCP_HINTS = (
@@ -237,14 +252,13 @@ class Tools:
                     endpoints += [u for u in urls if isinstance(u, str)]
             except d.DeploymentError as exc:
                 error = str(exc)
-            tpu = s.profile.platform is d.Platform.TPU
             stacks.append(
                 StackSummary(
                     stack=stack,
                     hardware=s.hardware,
                     accelerator=s.profile.accelerator,
-                    platform="tpu" if tpu else "cloud-run",
-                    location=s.tpu.zone if tpu else s.cloud_run.region,
+                    platform=platform_of(s),
+                    location=location_of(s),
                     model=s.model.model,
                     served_model_name=s.model.served_name,
                     speculative_method=s.model.speculative_method,
@@ -277,11 +291,12 @@ class Tools:
     async def status(self, stack: str) -> StatusResult:
         settings = self._settings(stack)
         project = self._project(stack)
-        if settings.deploy_platform == "gke":
+        platform = platform_of(settings)
+        if platform == "gke":
             return StatusResult(
                 stack=stack, platform="gke", gke=await self._gke_status(stack, settings, project)
             )
-        if settings.profile.platform is d.Platform.TPU:
+        if platform == "tpu":
             return StatusResult(
                 stack=stack, platform="tpu", tpu=await self._tpu_status(stack, settings, project)
             )
@@ -334,10 +349,12 @@ class Tools:
                 f"stack {stack!r} has no cluster_name output; has it been deployed? "
                 f"(`pulumi up -s {stack}`)"
             )
-        namespace = str(outputs.get("namespace") or settings.gke.namespace)
         location = settings.region
-        base = f"/namespaces/{namespace}"
         try:
+            namespace = segment(
+                outputs.get("namespace") or settings.gke.namespace, "the namespace output"
+            )
+            base = f"/namespaces/{namespace}"
             cluster = await self.apis.get_cluster(project, location, _last_segment(cluster_name))
             deployment = await self.apis.kubernetes_get(
                 cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
@@ -370,20 +387,26 @@ class Tools:
     async def _tpu_status(
         self, stack: str, settings: d.Settings, project: str
     ) -> list[QueuedResourceStatus]:
-        zone = settings.tpu.zone or ""
         version = d.tpu_api_version(settings)
         try:
             outputs = self.deployments.outputs(stack)
         except d.DeploymentError:
             outputs = {}
         try:
+            # Ids from the stack outputs go into URLs that carry the token: checked first.
+            zone = segment(settings.tpu.zone, "zone")
+            ids = [
+                segment(qr_id, "a queued-resource id from the node_names output")
+                for qr_id in d.queued_resource_ids(stack, outputs, settings)
+            ]
+            segment(project, "project")
             tokens = self.apis.token_source()
         except GoogleApiError as exc:
             raise ToolFailure(str(exc)) from None
         api = d.TpuApi(tokens, self.apis.urls.tpu, version)
         out = []
         try:
-            for qr_id in d.queued_resource_ids(stack, outputs, settings):
+            for qr_id in ids:
                 try:
                     body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
                 except d.TpuApiError as exc:
@@ -530,11 +553,11 @@ class Tools:
                 argv = []
             if argv[:2] == ["vllm", "serve"]:
                 return argv[2:], "stack output vllm_command_line"
-        tpu = settings.profile.platform is d.Platform.TPU
+        cloud_run = platform_of(settings) == "cloud-run"
         rendered = d.render(
             settings,
             model_path=settings.model.model,
-            port=settings.tpu.serving_port if tpu else d.CLOUD_RUN_PORT,
+            port=d.CLOUD_RUN_PORT if cloud_run else settings.tpu.serving_port,
         )
         return list(rendered.args), "rendered from the stack file by serving.render.vllm"
 
@@ -651,6 +674,7 @@ class Tools:
         requests_per_second: float | None,
         what_if_key: str | None,
         what_if_value: str | int | float | bool | list[str | int | float] | None,
+        what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
     ) -> PlanResult:
         if requests_per_second is not None and not (
             math.isfinite(requests_per_second)
@@ -664,12 +688,15 @@ class Tools:
         try:
             base = d.plan_report(stack, settings, requests_per_second)
             if what_if_key is None:
-                if what_if_value is not None:
+                if what_if_value is not None or what_if_also:
                     raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
                 return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
             if what_if_value is None:
                 raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
-            changed = d.what_if_settings(self.deployments, stack, what_if_key, what_if_value)
+            edits = {what_if_key: what_if_value, **(what_if_also or {})}
+            if len(edits) > 8:
+                raise ToolFailure("a what-if changes at most 8 config keys")
+            changed = d.what_if_settings(self.deployments, stack, edits)
             after = d.plan_report(stack, changed, requests_per_second)
         except d.DeploymentError as exc:
             raise ToolFailure(str(exc)) from None
@@ -678,7 +705,7 @@ class Tools:
         }
         return PlanResult(
             stack=stack,
-            what_if=f"{what_if_key}={json.dumps(what_if_value)}",
+            what_if=", ".join(f"{k}={json.dumps(v)}" for k, v in edits.items()),
             fits=bool(after["fits"]),
             plan=after,
             changes=changes,
@@ -793,7 +820,22 @@ class Tools:
         settings = self._settings(stack)
         since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
         stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
-        if settings.profile.platform is d.Platform.TPU:
+        platform = platform_of(settings)
+        if platform == "gke":
+            outputs = self._outputs(stack)
+            cluster = outputs.get("cluster_name")
+            if not isinstance(cluster, str) or not cluster:
+                raise ToolFailure(
+                    f"stack {stack!r} has no cluster_name output; has it been deployed?"
+                )
+            namespace = outputs.get("namespace") or settings.gke.namespace
+            # Cloud Logging's monitored resource for a GKE container (k8s_container).
+            scope = (
+                'resource.type="k8s_container" AND '
+                f"resource.labels.cluster_name={json.dumps(_last_segment(cluster))} AND "
+                f"resource.labels.namespace_name={json.dumps(str(namespace))}"
+            )
+        elif platform == "tpu":
             outputs = self._outputs(stack)
             names = outputs.get("node_names")
             nodes = [_last_segment(str(n)) for n in names] if isinstance(names, list) else []
@@ -856,8 +898,8 @@ class Tools:
         settings = self._settings(stack)
         if settings.profile.platform is not d.Platform.TPU:
             raise ToolFailure(
-                f"stack {stack!r} runs on {settings.profile.accelerator} (Cloud Run), not a TPU; "
-                "pick a TPU stack"
+                f"stack {stack!r} runs on {settings.profile.accelerator} "
+                f"({platform_of(settings)}), not a TPU; pick a TPU stack"
             )
         accelerator = settings.profile.accelerator
         project = self._project(stack)

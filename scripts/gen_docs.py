@@ -78,6 +78,19 @@ APPLIES = {
 }
 #: Keys read outside their group's platform too.
 APPLIES_KEY = {"hfTokenSecret": "all (TPU nodes read it at boot)"}
+PLATFORM_NAMES = {"cloud-run": "Cloud Run", "tpu-vm": "TPU", "gke": "GKE"}
+
+
+def applies_to(key: str, group: str) -> str:
+    """Where the program reads ``key``: the platforms the settings refuse it elsewhere for
+    (serving.config.settings.PLATFORM_KEYS, one source for the check and this page), else its
+    group's."""
+    from serving.config.settings import PLATFORM_KEYS
+
+    platforms = PLATFORM_KEYS.get(key)
+    if platforms is None:
+        return APPLIES[group]
+    return ", ".join(name for p, name in PLATFORM_NAMES.items() if p in platforms)
 
 
 def _bounds(info: Any) -> list[str]:
@@ -149,7 +162,7 @@ def configuration_page() -> str:
                     pulumi_type(info),
                     shown,
                     _allowed(key, info) or "-",
-                    APPLIES_KEY.get(key, APPLIES[group]),
+                    APPLIES_KEY.get(key) or applies_to(key, group),
                     setters,
                     info.description or "",
                 )

@@ -84,3 +84,32 @@ def test_a_credential_in_a_bad_value_is_not_echoed_by_any_command(
     out, err = capsys.readouterr()
     assert code == 2 and "labels" in err and MASK in err
     assert HF not in out + err and HF[3:12] not in out + err
+
+
+@pytest.mark.parametrize("form", ["", "--json", "--markdown"])
+def test_a_secret_input_is_shown_as_pulumi_shows_it(
+    form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The collector's config is a secret input (secretData): `[secret]`, as `pulumi preview`
+    shows it, never the engine's marker and never its plaintext."""
+    from pulumi.runtime import rpc
+
+    assert (rpc._special_sig_key, rpc._special_secret_sig) == (pv.SIG_KEY, pv.SECRET_SIG)
+    code, out, _ = run(capsys, "-s", "l4", *[f for f in [form] if f])
+    assert code == 0
+    assert pv.SIG_KEY not in out and pv.SECRET_SIG not in out
+    assert "RunMonitoring" not in out  # the plaintext of the secret input
+    if form == "--json":
+        (version,) = [
+            r for r in json.loads(out)["resources"] if r["type"].endswith("SecretVersion")
+        ]
+        assert version["inputs"]["secretData"] == "[secret]"
+    elif not form:
+        assert "secretData = [secret]" in out
+
+
+def test_secrets_are_found_at_any_depth() -> None:
+    assert pv.shown_secrets({"a": [{pv.SIG_KEY: pv.SECRET_SIG, "value": "x"}], "b": 1}) == {
+        "a": ["[secret]"],
+        "b": 1,
+    }

@@ -271,7 +271,7 @@ def test_policy_config_with_a_policy_given_twice_exits_2(
     "argv",
     [
         ["bench", "run", "--request-rate", "1e-320"],
-        ["bench", "run", "--timeout-seconds", "1e-320"],
+        ["bench", "run", "--request-timeout-seconds", "1e-320"],
         ["bench", "run", "--max-cell-seconds", "0.0000001"],
         ["bench", "run", "--goodput-ttft-ms", "5e-324"],
         ["bench", "run", "--max-loop-lag-ms", "1e-300"],

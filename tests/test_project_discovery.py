@@ -71,9 +71,43 @@ def test_an_oversized_project_file_is_not_read(tmp_path: Path) -> None:
 
 
 def test_a_project_level_config_schema_is_fine(tmp_path: Path) -> None:
-    (tmp_path / "Pulumi.yaml").write_text("name: x\nconfig:\n  key:\n    type: string\n")
+    text = "name: gemma4-vllm\nconfig:\n  key:\n    type: string\n"
+    (tmp_path / "Pulumi.yaml").write_text(text)
     (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
     assert project.stack_file("dev", start=tmp_path) == tmp_path / "Pulumi.dev.yaml"
+
+
+@pytest.mark.parametrize("name", ["webapp", "", "x" * 100_000, None])
+@pytest.mark.parametrize("command", ["preview", "plan", "promote", "bench", "mcp"])
+def test_another_pulumi_project_is_named_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str | None,
+    command: str,
+) -> None:
+    """Inside another program's Pulumi project, every command says so in one line (not the
+    keys this program would miss in its stack file)."""
+    from gemma4.cli import main
+    from tests.bench._cells import cell, write_run
+
+    header = "" if name is None else f"name: {name!r}\n"
+    (tmp_path / "Pulumi.yaml").write_text(header + "runtime: python\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  webapp:replicas: 3\n")
+    write_run(tmp_path / "run", [cell(1, 512)], label="r", hardware="l4")
+    monkeypatch.chdir(tmp_path)
+    argv = {
+        "preview": ["preview", "-s", "dev"],
+        "plan": ["plan", "-s", "dev"],
+        "promote": ["promote", "--from", "dev", "--to", "prod"],
+        "bench": ["bench", "gate", str(tmp_path / "run"), "-s", "dev"],
+        "mcp": ["mcp"],
+    }[command]
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "is the Pulumi project" in lines[-1] and "not gemma4-vllm" in lines[-1]
+    assert len(lines[-1]) < 600
+    assert not any("config key" in line for line in lines)
 
 
 @pytest.mark.parametrize(

@@ -88,3 +88,44 @@ def test_a_project_id_that_is_not_one_is_refused_before_any_resource(project: st
 @pytest.mark.parametrize("project", ["my-project-123", "example.com:my-project"])
 def test_real_project_ids_are_accepted(project: str) -> None:
     assert check_project_id(project) == project
+
+
+_VALUES: dict[str, Any] = {
+    "region": "us-east4",
+    "public": True,
+    "bucketLocation": "US",
+    "forceDestroyBucket": True,
+    "downloadWeights": False,
+    "zone": "us-east4-a",
+    "network": "default",
+    "servingPort": 8000,
+    "sourceRanges": ["10.0.0.0/8"],
+    "sourceRangeMinPrefixV4": 16,
+    "sourceRangeMinPrefixV6": 48,
+    "apiKeySecret": "vllm-api-key",
+}
+
+
+@pytest.mark.parametrize("key", sorted(_VALUES))
+@pytest.mark.parametrize(("stack", "platform"), [("l4", "cloud-run"), ("tpu-v6e1", "tpu-vm")])
+def test_a_key_of_another_platform_is_refused_as_the_reference_says(
+    key: str, stack: str, platform: str
+) -> None:
+    """`docs/reference/configuration.md` (*applies to*) and the refusal read one table: a key
+    the page says the platform does not read is refused there (`region` on the TPU VM stack,
+    `zone` on a Cloud Run stack), naming the key and the platforms that read it."""
+    from scripts.gen_docs import PLATFORM_NAMES, applies_to
+    from serving.config.settings import PLATFORM_KEYS
+
+    base = {k: v for k, v in stack_config(stack).items() if k != key}
+    applies = applies_to(key, "")
+    if PLATFORM_NAMES[platform] in applies:
+        return  # read here: the shipped stack's own value or the default stands
+    message = refused(base, **{key: _VALUES[key]})
+    assert f"config key {key!r} applies to platform" in message
+    assert ", ".join(sorted(PLATFORM_KEYS[key])) in message
+
+
+def test_region_on_the_tpu_vm_stack_is_refused() -> None:
+    message = refused(TPU, region="us-east5")
+    assert "config key 'region' applies to platform cloud-run, gke only" in message

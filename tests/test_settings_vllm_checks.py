@@ -175,7 +175,8 @@ def test_tpu_that_the_planner_says_cannot_fit_is_refused(change: dict[str, Any])
     # The planner's own figures for the refused settings (model_copy does not validate).
     refused = load_settings(
         {
-            **KINDS["tpu"],
+            # A TPU zone on a Cloud Run stack is refused (a key of another platform).
+            **{k: v for k, v in KINDS["tpu"].items() if k != "zone"},
             **change,
             "hardware": "rtx-pro-6000",
             "region": "us-central1",

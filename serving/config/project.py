@@ -15,6 +15,8 @@ from pathlib import Path
 
 #: The project file names the Pulumi CLI looks for, in its order.
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+#: This program's Pulumi project name: its stack keys are `gemma4-vllm:KEY`.
+PROJECT = "gemma4-vllm"
 #: How far up from the start directory the search goes (the file system's depth is bounded
 #: anyway; this keeps a pathological path from turning into a long walk).
 MAX_PARENTS = 64
@@ -38,6 +40,7 @@ def project_file(directory: Path) -> Path | None:
     for name in PROJECT_FILES:
         candidate = directory / name
         if candidate.is_file():
+            _check_layout(candidate)
             return candidate
         if candidate.exists() or candidate.is_symlink():
             raise ProjectError(f"{candidate}: not a regular file; not read")
@@ -89,6 +92,13 @@ def _check_layout(path: Path) -> None:
                 "this command does not follow. Set it in Pulumi.<stack>.yaml (the project file "
                 f"may only declare keys: {', '.join(sorted(_SCHEMA_FIELDS))})"
             )
+    name = data.get("name") if isinstance(data, dict) else None
+    if name != PROJECT:
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:60] + "..."
+        raise ProjectError(
+            f"{path} is the Pulumi project {shown}, not {PROJECT}: its stacks are another "
+            f"program's; run from a {PROJECT} project folder, or pass --project-dir DIR"
+        )
 
 
 def stack_file(
@@ -125,8 +135,6 @@ def stack_file(
                 + (" or --stack-file PATH" if offers_stack_file else "")
             )
         directory = found.parent
-    if found is not None:
-        _check_layout(found)
     suffix = found.suffix if found is not None else ".yaml"
     path = directory / f"Pulumi.{stack}{suffix}"
     if not path.is_file():

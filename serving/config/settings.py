@@ -804,7 +804,29 @@ PLATFORM_KEYS: dict[str, frozenset[str]] = {
         ),
         frozenset({"tpu-vm"}),
     ),
+    # Keys of the Cloud Run and weights groups GKE reads too (its cluster's region, its
+    # Gateway's exposure, its model bucket); a TPU VM has a zone and no bucket.
+    **dict.fromkeys(
+        ("region", "public", "bucketLocation", "forceDestroyBucket", "downloadWeights"),
+        frozenset({"cloud-run", "gke"}),
+    ),
+    # Keys of the TPU group GKE reads too (the node pool's zone, the network, the serving port
+    # and who may reach it, the vLLM API key); a Cloud Run service has none of them.
+    **dict.fromkeys(
+        (
+            "zone",
+            "network",
+            "servingPort",
+            "sourceRanges",
+            "sourceRangeMinPrefixV4",
+            "sourceRangeMinPrefixV6",
+            "apiKeySecret",
+        ),
+        frozenset({"tpu-vm", "gke"}),
+    ),
 }
+"""The platforms that read each platform-specific key; a key of another platform is refused.
+Keys not listed are read everywhere (`docs/reference/configuration.md`, *applies to*)."""
 
 
 def native_platform(profile: HardwareProfile) -> DeployPlatform:
@@ -930,7 +952,7 @@ class Settings(BaseModel):
             for name in GkeSettings.model_fields
         )
         restricted = {**PLATFORM_KEYS, **dict.fromkeys(gke_keys, frozenset({"gke"}))}
-        for group in (self.cloud_run, self.tpu, self.gke):
+        for group in (self.cloud_run, self.weights, self.tpu, self.gke):
             for name in sorted(group.model_fields_set):
                 key = type(group).model_fields[name].alias or to_camel(name)
                 platforms = restricted.get(key)

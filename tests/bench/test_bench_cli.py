@@ -10,7 +10,7 @@ import pytest
 from bench.cli import main
 from tests.bench.conftest import MODEL, ServerFactory
 
-SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--timeout-seconds", "5"]
+SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
 
 
 def test_run_then_gate(
@@ -83,7 +83,7 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     [
         (["--concurrency", "1"], "grid.concurrency"),
         (["--output-tokens", "4"], "grid.output_tokens"),
-        (["--timeout-seconds", "7"], "options.timeout_s"),
+        (["--request-timeout-seconds", "7"], "options.timeout_s"),
         (["--min-success-rate", "0.5"], "options.min_success_rate"),
         (["--url", "http://127.0.0.1:9", "--model", MODEL], "url"),
         (["--model", "other"], "model"),
@@ -118,8 +118,28 @@ def test_resume_refuses_what_differs(
         ["run", "--url", "http://h", "--model", "m", "--auth", "api-key", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--prompt-tokens", "1", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--prompt-tokens", "9" * 12, "--out", "x"],
-        ["run", "--url", "http://h", "--model", "m", "--timeout-seconds", "inf", "--out", "x"],
-        ["run", "--url", "http://h", "--model", "m", "--timeout-seconds", "nan", "--out", "x"],
+        [
+            "run",
+            "--url",
+            "http://h",
+            "--model",
+            "m",
+            "--request-timeout-seconds",
+            "inf",
+            "--out",
+            "x",
+        ],
+        [
+            "run",
+            "--url",
+            "http://h",
+            "--model",
+            "m",
+            "--request-timeout-seconds",
+            "nan",
+            "--out",
+            "x",
+        ],
         ["run", "--url", "http://h", "--model", "m", "--max-cell-seconds", "0", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--request-rate", "inf", "--out", "x"],
         ["run", "--url", "http://h", "--model", "m", "--min-success-rate", "1.5", "--out", "x"],

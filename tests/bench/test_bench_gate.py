@@ -23,6 +23,7 @@ def _stack(tmp_path: Path, name: str, **slo: Any) -> Path:
     for key, value in slo.items():
         data["config"][f"gemma4-vllm:{key}"] = value
     (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(data))
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     return tmp_path
 
 

@@ -14,7 +14,7 @@ from bench.results.store import RunStore
 from tests.bench.conftest import MODEL, ServerFactory
 
 KEY = "bench-hostile-key-5c2e91"
-SMALL = ["--num-requests", "4", "--warmup", "0", "--no-progress", "--timeout-seconds", "5"]
+SMALL = ["--num-requests", "4", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -1,4 +1,4 @@
-"""Ctrl-C during ``bench run``: one clean message, exit 1, and nothing after it (no traceback
+"""Ctrl-C during ``bench run``: one clean message, exit 130, and nothing after it (no traceback
 from a worker process, no task left using a closed session). A terminal's Ctrl-C reaches the
 whole foreground process group, so the test sends SIGINT to the group of a real subprocess."""
 
@@ -84,7 +84,7 @@ def test_ctrl_c_prints_one_clean_message(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     assert time.monotonic() - started < 15
-    assert proc.returncode == 1, err
+    assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err
     for noise in NOISE:
         assert noise not in err, err

@@ -232,3 +232,39 @@ def test_retry_after_zero_forever_is_not_a_tight_loop(fake_vllm: ServerFactory, 
     assert took < 5
     health = [q for q in server.requests if q.path == "/health"]
     assert len(health) < 20  # backoff still applies: not hundreds of polls in a second
+
+
+@pytest.mark.parametrize(
+    ("check", "throttle"),
+    [
+        ("models", "models_throttle"),
+        ("chat", "completions_throttle"),
+        ("metrics", "metrics_throttle"),
+    ],
+)
+def test_every_check_honours_a_429s_retry_after(
+    fake_vllm: ServerFactory, capsys, check: str, throttle: str
+) -> None:
+    """Not only readiness: /v1/models, the chat completion and /metrics answering 429 with a
+    Retry-After are waited and tried again within the deadline."""
+    server = fake_vllm(**{throttle: 2}, retry_after="0.3")
+    code, out, err, took = _run(capsys, "--url", server.url, *LONG)
+    assert code == 0, out
+    assert _checks(out)[check]["ok"]
+    assert took >= 0.6  # waited what the server asked, twice
+    assert f"{check}: HTTP 429, retrying in 0.5 s" in err
+
+
+@pytest.mark.parametrize(
+    "throttle", ["models_throttle", "completions_throttle", "metrics_throttle"]
+)
+def test_a_retry_after_past_the_deadline_ends_the_check_and_says_so(
+    fake_vllm: ServerFactory, capsys, throttle: str
+) -> None:
+    server = fake_vllm(**{throttle: 100}, retry_after="3600")
+    code, out, _, took = _run(capsys, "--url", server.url, *LONG)
+    assert code == 1
+    assert took < 30  # not the hour the server asked for
+    failed = [c for c in _checks(out).values() if not c["ok"]]
+    assert failed and "answered HTTP 429" in failed[0]["detail"]
+    assert "Retry-After (3600 s) ends past the deadline" in failed[0]["detail"]

@@ -129,6 +129,9 @@ def test_redaction_by_shape_and_by_value() -> None:
 def test_no_stack_files_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert main(["--root", str(tmp_path)]) == EXIT_USAGE  # no project file at all
+    assert "holds no Pulumi.yaml" in capsys.readouterr().err
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")  # a project, no stack file
     assert main(["--root", str(tmp_path)]) == EXIT_USAGE
     assert "no Pulumi.<stack>.yaml" in capsys.readouterr().err
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import shutil
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ from mcp_server.google_apis import GoogleApis
 from mcp_server.server import MAX_RESULT_CHARS, _bounded_result
 from mcp_server.tools import ToolFailure, Tools
 from tests.bench._cells import cell, write_run
-from tests.mcp_server.conftest import PROJECT, SECRETS, TPU_NODE, McpClient
+from tests.mcp_server.conftest import PROJECT, ROOT, SECRETS, TPU_NODE, McpClient
 
 READ_ONLY = {
     "list_stacks",
@@ -630,3 +631,64 @@ def test_benchmark_cell_skipped_leaves_no_folder(
     assert "cell skipped: prompt 8000" in message
     after = set(results.glob("*")) if results.exists() else set()
     assert after == before
+
+
+# The documentation's example session -------------------------------------------------------
+
+_DOC_CALL = re.compile(r"^\s+gemma4-vllm/(\w+) (\{.*\})\s*$")
+_DOC_PAIR = re.compile(r'"(\w+)": ("[^"]*"|true|false|null|-?\d+(?:\.\d+)?)')
+
+
+def _doc_examples() -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, the answer shown) of each call in docs/mcp.md's example session."""
+    lines = (ROOT / "docs" / "mcp.md").read_text().split("## Example session", 1)[1].splitlines()
+    examples = []
+    for i, line in enumerate(lines):
+        match = _DOC_CALL.match(line)
+        if not match:
+            continue
+        indent = len(line) - len(line.lstrip())
+        answer = []
+        for after in lines[i + 1 :]:
+            if not after.strip() or len(after) - len(after.lstrip()) <= indent:
+                break
+            answer.append(after.strip())
+        examples.append((match[1], json.loads(match[2]), " ".join(answer)))
+    return examples
+
+
+def _pairs(value: Any) -> set[tuple[str, str]]:
+    if isinstance(value, dict):
+        found = {(k, json.dumps(v)) for k, v in value.items() if not isinstance(v, dict | list)}
+        for v in value.values():
+            found |= _pairs(v)
+        return found
+    if isinstance(value, list):
+        return set().union(*(_pairs(v) for v in value)) if value else set()
+    return set()
+
+
+def test_the_docs_show_a_call_of_every_kind() -> None:
+    examples = _doc_examples()
+    assert {tool for tool, _, _ in examples} >= {"service_status", "health_check", "capacity_plan"}
+    assert any(answer.startswith("error:") for _, _, answer in examples)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "answer"),
+    _doc_examples(),
+    ids=lambda value: value if isinstance(value, str) and len(value) < 20 else None,
+)
+def test_every_docs_example_runs(
+    client: McpClient, tool: str, arguments: dict[str, Any], answer: str
+) -> None:
+    """Each call docs/mcp.md shows is answered as shown: an error with its first line, or a
+    result holding every value the page prints."""
+    if answer.startswith("error:"):
+        first = answer.removeprefix("error:").split(" config key", 1)[0].strip()
+        assert first in client.error(tool, arguments)
+        return
+    shown = {(key, json.dumps(json.loads(value))) for key, value in _DOC_PAIR.findall(answer)}
+    assert shown, answer
+    missing = shown - _pairs(client.ok(tool, arguments))
+    assert not missing, f"docs/mcp.md shows {sorted(missing)} that {tool} does not answer"

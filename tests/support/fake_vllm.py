@@ -67,7 +67,8 @@ Hostile or broken servers and proxies (knobs for the client's robustness tests):
 - ``health_throttle`` and ``health_throttle_status`` and ``retry_after``: the first N
   ``/health`` requests answer that status (429 by default) with ``Retry-After: retry_after``
   when set; ``completions_throttle``: the first N completion requests answer 429 with vLLM's
-  error JSON and that ``Retry-After``.
+  error JSON and that ``Retry-After``; ``models_throttle`` and ``metrics_throttle``: the same for
+  the first N ``/v1/models`` and ``/metrics`` requests.
 
 Error bodies follow vLLM 0.27.1 (``vllm/entrypoints/openai/engine/protocol.py``: ``ErrorInfo``
 ``message``, ``type``, ``param``, ``code`` as an int; a wrong model is
@@ -166,6 +167,8 @@ class FakeVllmConfig:
     health_throttle_status: int = 429
     retry_after: str | None = None
     completions_throttle: int = 0
+    models_throttle: int = 0
+    metrics_throttle: int = 0
 
 
 @dataclass(frozen=True)
@@ -283,6 +286,7 @@ class FakeVllmServer:
         self._runner: web.AppRunner | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
+        self._path_calls: dict[str, int] = {}
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -491,7 +495,21 @@ class FakeVllmServer:
         self._ready = True
         return web.Response(status=200)
 
+    def _throttled_429(self, path: str, first: int) -> web.Response | None:
+        """429 with vLLM's error JSON (and the Retry-After) for the first ``first`` calls."""
+        calls = self._path_calls.get(path, 0) + 1
+        self._path_calls[path] = calls
+        if calls > first:
+            return None
+        response = self._error("rate limited", 429, "RateLimitError")
+        if self.config.retry_after:
+            response.headers["Retry-After"] = self.config.retry_after
+        return response
+
     async def _models(self, request: web.Request) -> web.Response:
+        throttled = self._throttled_429("/v1/models", self.config.models_throttle)
+        if throttled is not None:
+            return throttled
         name = self.config.served_model_name
         card = {
             "id": name,
@@ -784,6 +802,9 @@ class FakeVllmServer:
         return web.json_response({"prompt": " ".join(words)})
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
+        throttled = self._throttled_429("/metrics", self.config.metrics_throttle)
+        if throttled is not None:
+            return throttled
         if self.config.malformed_metrics:
             return web.Response(text=MALFORMED_METRICS, content_type="text/plain")
         if self.config.metrics_gzip_bomb > 0:

@@ -1,0 +1,327 @@
+"""The edges every `gemma4` command shares, handled in one place.
+
+:func:`run_guarded` runs one command's ``main`` and owns what no command should handle alone:
+
+- **Output that cannot be written.** Standard output is wrapped so that a failed write or flush
+  (a full disk, ``>/dev/full``, a descriptor opened read-only) raises :class:`OutputError`, a
+  ``BaseException``: no command's ``except Exception`` or ``except OSError`` can mistake it for
+  its own failure (a benchmark saying "cells are kept" because the terminal went away). The
+  command ends with exit 1 and one line on stderr. A reader that left (``| head -c 1``, EPIPE)
+  ends it quietly with 141, as a shell reports SIGPIPE. A standard output that is closed from
+  the start (``>&-``) is refused before the command runs: its output would vanish and exit 0.
+- **Ctrl-C.** SIGINT is exit 130 with one line and no traceback, whatever the command was
+  doing; within :func:`noting_interrupts`, :func:`interrupted` lets code that turns exceptions
+  into verdicts (the preview running the Pulumi program) tell an interrupted import from a stack
+  the program refused.
+- **Undecodable input.** An argument or an environment variable that is not UTF-8 (the bytes
+  Python keeps as surrogate escapes) is refused with exit 2, naming it, before the command
+  reads it: such a value would otherwise fail later as a traceback or as a wrong verdict.
+- **Bounded messages.** Every line written to stderr is cut to :data:`MAX_LINE_CHARS`
+  (an argument of 120 KB cannot make a message of 240 KB); a stderr that cannot be written is
+  given up silently (there is nowhere left to say so; the exit status still tells).
+- **Last resort.** An ``OSError`` no command caught becomes one line naming the file; any
+  other exception one line (``GEMMA4_DEBUG=1`` re-raises it with its traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import FrameType
+from typing import Any, TextIO, cast
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_PIPE",
+    "EXIT_USAGE",
+    "MAX_LINE_CHARS",
+    "OutputError",
+    "ReaderGone",
+    "bounded_line",
+    "interrupted",
+    "noting_interrupts",
+    "run_guarded",
+    "shown",
+    "undecodable_input",
+]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""As a shell reports a command ended by SIGINT (128 + 2)."""
+EXIT_PIPE = 141
+"""As a shell reports a command ended by SIGPIPE (128 + 13)."""
+
+MAX_LINE_CHARS = 2000
+"""The longest line a command writes to stderr; a longer one is cut in the middle, marked."""
+MAX_SHOWN_CHARS = 80
+"""How much of a refused value a message quotes."""
+
+_interrupted = threading.Event()
+
+
+class OutputError(BaseException):
+    """Standard output cannot be written; carries the ``OSError``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class ReaderGone(OutputError):
+    """The reader of standard output left (EPIPE): not an error the user needs told."""
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C (SIGINT) reached this process since the command started."""
+    return _interrupted.is_set()
+
+
+def shown(value: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``value`` quoted for a message: an undecodable byte as ``\\xff``, a control character
+    escaped, cut to ``limit`` characters."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        raw = value.encode("utf-8", "backslashreplace")
+    decoded = raw.decode("utf-8", "backslashreplace")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in decoded)
+    if len(text) > limit:
+        text = f"{text[: limit - 20]}... ({len(value)} characters)"
+    return f"'{text}'"
+
+
+def bounded_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``line`` within ``limit`` characters: its middle replaced by a mark saying how much."""
+    if len(line) <= limit:
+        return line
+    head, tail = limit * 3 // 4, limit // 8
+    return f"{line[:head]} ...[{len(line) - head - tail} characters cut]... {line[-tail:]}"
+
+
+def _undecodable(text: str) -> bool:
+    # os.fsdecode keeps a byte that is not UTF-8 as a lone surrogate U+DC80..U+DCFF.
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def undecodable_input(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """Why the command cannot run on this input (an argument or an environment variable that
+    is not UTF-8), naming it; None when every byte decodes."""
+    for index, arg in enumerate(argv):
+        if not _undecodable(arg):
+            continue
+        option, has_value, _ = arg.partition("=")
+        if arg.startswith("--") and has_value and not _undecodable(option):
+            what = f"the value of {option}"
+        elif index > 0 and argv[index - 1].startswith("-") and not _undecodable(argv[index - 1]):
+            what = f"the value of {argv[index - 1]}"
+        else:
+            what = f"argument {index + 1}"
+        return f"{what} ({shown(arg)}) is not valid UTF-8; pass it as UTF-8 text"
+    for name, value in environ.items():
+        if _undecodable(name):
+            return f"an environment variable's name ({shown(name)}) is not valid UTF-8"
+        if _undecodable(value):
+            # Its value is not shown: it may be a key.
+            return (
+                f"environment variable {shown(name)[1:-1]} is not valid UTF-8; set it to "
+                "UTF-8 text or unset it"
+            )
+    return None
+
+
+def _silence(fd: int) -> None:
+    """Point ``fd`` at /dev/null, so that what is still buffered for it flushes quietly when
+    the interpreter exits (instead of 'Exception ignored ... BrokenPipeError')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+class _Stdout:
+    """Standard output whose write and flush failures become :class:`OutputError`."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def _guard(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except BrokenPipeError as exc:
+            raise ReaderGone(exc) from None
+        except OSError as exc:
+            raise OutputError(exc) from None
+        except ValueError as exc:  # "I/O operation on closed file"
+            raise OutputError(OSError(errno.EBADF, str(exc))) from None
+
+    def write(self, text: str) -> int:
+        return cast(int, self._guard(lambda: self._inner.write(text)))
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        self._guard(lambda: self._inner.writelines(lines))
+
+    def flush(self) -> None:
+        self._guard(self._inner.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Stderr:
+    """Standard error whose lines are bounded, and whose failures are given up quietly."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+        self._broken = False
+
+    def write(self, text: str) -> int:
+        if self._broken:
+            return len(text)
+        if len(text) > MAX_LINE_CHARS:
+            text = "\n".join(bounded_line(line) for line in text.split("\n"))
+        try:
+            self._inner.write(text)
+        except (OSError, ValueError):
+            self._give_up()
+        return len(text)
+
+    def flush(self) -> None:
+        if self._broken:
+            return
+        try:
+            self._inner.flush()
+        except (OSError, ValueError):
+            self._give_up()
+
+    def _give_up(self) -> None:
+        self._broken = True
+        with contextlib.suppress(OSError, ValueError):
+            _silence(self._inner.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _interrupted.set()
+    raise KeyboardInterrupt
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _say(prog: str, text: str) -> None:
+    if sys.stderr is not None:
+        print(bounded_line(f"{prog}: {text}"), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def noting_interrupts() -> Iterator[None]:
+    """Within: Ctrl-C is noted (:func:`interrupted` turns true) as well as raised, for code
+    that may swallow a KeyboardInterrupt and fail in another way (the Pulumi program's import
+    cut short, then "has no attribute"). Python's own handler is kept elsewhere: asyncio's
+    runner replaces only that one with its graceful cancel. A background job that ignores
+    SIGINT keeps ignoring it."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _install() -> None:
+    """Wrap stdout and stderr (once)."""
+    if sys.stderr is None:  # closed: messages must not fall through to stdout
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    if not isinstance(sys.stderr, _Stderr):
+        sys.stderr = cast(TextIO, _Stderr(sys.stderr))
+    if sys.stdout is not None and not isinstance(sys.stdout, _Stdout):
+        sys.stdout = cast(TextIO, _Stdout(sys.stdout))
+
+
+def _outcome(prog: str, exc: BaseException) -> int:
+    """The exit status for what ended a command, with its one line said."""
+    leaves = _leaves(exc)
+    if any(isinstance(e, KeyboardInterrupt) for e in leaves):
+        _interrupted.set()
+    if _interrupted.is_set():
+        _say(prog, "interrupted")
+        return EXIT_INTERRUPTED
+    # A write straight to the buffer (the MCP stdio transport) fails as BrokenPipeError.
+    gone = [
+        ReaderGone(e) if isinstance(e, BrokenPipeError) else e
+        for e in leaves
+        if isinstance(e, OutputError | BrokenPipeError)
+    ]
+    if gone:
+        _silence(1)
+        if all(isinstance(e, ReaderGone) for e in gone):
+            return EXIT_PIPE
+        error = next(e for e in gone if not isinstance(e, ReaderGone)).error
+        _say(prog, f"error: cannot write the output: {error.strerror or error}")
+        return EXIT_FAILED
+    first = leaves[0]
+    if isinstance(first, SystemExit):
+        code = first.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    if os.environ.get("GEMMA4_DEBUG") == "1":
+        raise exc
+    if isinstance(first, OSError):
+        where = f" ({first.filename})" if first.filename else ""
+        _say(prog, f"error: {first.strerror or first}{where}")
+        return EXIT_FAILED
+    _say(
+        prog,
+        f"internal error: {type(first).__name__}: {first} (GEMMA4_DEBUG=1 shows the traceback)",
+    )
+    return EXIT_FAILED
+
+
+def run_guarded(
+    prog: str,
+    body: Callable[[], int | None],
+    argv: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run ``body`` (a command's ``main``) as :mod:`this module <gemma4.guard>` describes;
+    ``argv`` is checked for undecodable bytes first, with ``environ`` (default: the process's).
+    Returns the exit status."""
+    _install()
+    _interrupted.clear()
+    problem = undecodable_input(argv, os.environ if environ is None else environ)
+    if problem:
+        _say(prog, f"error: {problem}")
+        return EXIT_USAGE
+    if sys.stdout is None:
+        _say(prog, "error: standard output is closed; nothing could be written")
+        return EXIT_FAILED
+    try:
+        code = int(body() or 0)
+        sys.stdout.flush()
+    except BaseException as exc:  # the one place that handles them all
+        return _outcome(prog, exc)
+    if _interrupted.is_set():
+        _say(prog, "interrupted")
+        return EXIT_INTERRUPTED
+    return code

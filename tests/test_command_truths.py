@@ -1,0 +1,188 @@
+"""What the command line says is what it does: a subcommand after the stack options is refused,
+never dropped; `--project-dir` names a Pulumi project folder for every command; one option name
+has one meaning (and one metavar) across the commands; tables keep stack names whole at any
+width. In-process (the parsers and the commands' mains), so it is fast."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from gemma4.cli import COMMANDS, main, subcommand_parser
+from gemma4.harness import ROOT
+
+
+def parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every command path and its parser (each command, each argparse subcommand)."""
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    for command in COMMANDS:
+        parser = subcommand_parser(command)
+        found[(command.name,)] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found[(command.name, name)] = child
+    return found
+
+
+PARSERS = parsers()
+
+
+def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {
+        o: a
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS and not isinstance(a, argparse._SubParsersAction)
+        for o in a.option_strings
+    }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "-s", "l4", "search", "--rate", "1", "--ttft-ms", "500"],
+        ["plan", "--json", "search", "--rate", "1"],
+        ["plan", "-s", "l4", "calibrate", "runs/x", "-s", "l4"],
+    ],
+)
+def test_a_subcommand_after_the_stack_options_is_refused_not_dropped(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # not the plain plan
+    sub = "search" if "search" in argv else "calibrate"
+    assert f"'{sub}' comes first: `gemma4 plan {sub} ...`" in err
+
+
+PROJECT_DIR_PATHS = sorted(p for p, parser in PARSERS.items() if "--project-dir" in options(parser))
+
+
+def test_every_command_that_reads_stacks_takes_project_dir() -> None:
+    assert {p[0] for p in PROJECT_DIR_PATHS} == {
+        "preview",
+        "plan",
+        "health",
+        "bench",
+        "promote",
+        "mcp",
+    }
+
+
+@pytest.mark.parametrize("path", PROJECT_DIR_PATHS, ids=" ".join)
+@pytest.mark.parametrize("folder", ["no project", "empty string", "a file", "missing"])
+def test_project_dir_without_a_pulumi_project_is_refused(
+    path: tuple[str, ...], folder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = {
+        "no project": str(tmp_path),
+        "empty string": "",
+        "a file": str(ROOT / "Pulumi.l4.yaml"),
+        "missing": str(tmp_path / "nowhere"),
+    }[folder]
+    assert main([*path, "--project-dir", given]) == 2
+    err = capsys.readouterr().err
+    assert "argument --project-dir" in err, err
+    expected = {
+        "no project": "holds no Pulumi.yaml",
+        "empty string": "an empty path",
+        "a file": "is not a folder",
+        "missing": "is not a folder",
+    }[folder]
+    assert expected in err
+
+
+def test_a_huge_project_dir_gives_a_short_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-s", "l4", "--project-dir", "x" * 120_000]) == 2
+    assert len(capsys.readouterr().err) < 2000
+
+
+def _metavar(action: argparse.Action) -> str:
+    shown = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+    return re.sub(r",\.\.\.$", "", shown)
+
+
+def test_one_option_name_has_one_metavar_across_commands() -> None:
+    seen: dict[str, dict[str, list[str]]] = {}
+    for path, parser in PARSERS.items():
+        for option, action in options(parser).items():
+            if action.nargs == 0:
+                continue
+            seen.setdefault(option, {}).setdefault(_metavar(action), []).append(" ".join(path))
+    mixed = {o: uses for o, uses in seen.items() if len(uses) > 1}
+    assert not mixed, mixed
+
+
+def test_the_rate_has_one_set_of_names_wherever_it_is_taken() -> None:
+    names = {"-r", "--requests-per-second", "--rate"}
+    for path, parser in PARSERS.items():
+        taken = names & set(options(parser))
+        assert taken in (set(), names), (path, taken)
+        if taken:
+            assert len({options(parser)[n].dest for n in names}) == 1
+
+
+def test_timeout_seconds_means_one_thing() -> None:
+    """`--timeout-seconds` is health's overall deadline (its old name, hidden); bench run's
+    per-request timeout is `--request-timeout-seconds`, as health's."""
+    users = [p for p, parser in PARSERS.items() if "--timeout-seconds" in options(parser)]
+    assert users == []  # shown nowhere: health's is --deadline-seconds
+    assert main(["bench", "run", "--url", "http://x", "--model", "m", "--out", "o",
+                 "--timeout-seconds", "5"]) == 2  # fmt: skip
+    for path in (("health",), ("bench", "run")):
+        assert "--request-timeout-seconds" in {
+            o for a in PARSERS[path]._actions for o in a.option_strings
+        }
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_search_tables_keep_stack_names_whole(
+    columns: str,
+    terminal: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """At any width, every stack name is printed whole, on one line: in a pipe (a CI log) the
+    table is as wide as it needs; in a terminal the other columns wrap."""
+    from rich.console import Console
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: terminal))
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.chdir(ROOT)
+    main(["plan", "search", "--rate", "1", "--ttft-ms", "500"])
+    out = capsys.readouterr().out
+    stacks = sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")
+    )
+    for stack in stacks:
+        assert re.search(rf"(^|[\s│|]){re.escape(stack)}([\s│|]|$)", out, re.M), (stack, out)
+    assert "…" not in out.split("Per replica")[0]
+    if not terminal:  # nothing wrapped: one line per stack, its figures whole
+        assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(stacks)
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("previwe", "preview"), ("bnech", "bench"), ("mpc", "mcp")]
+)
+def test_a_mistyped_command_gets_a_suggestion(
+    typed: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([typed]) == 2
+    assert f"unknown command '{typed}'; did you mean '{meant}'?" in capsys.readouterr().err
+
+
+def test_a_refused_connection_is_told_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not aiohttp's `ssl:default` (named even for plain HTTP)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = ["health", "--url", f"http://127.0.0.1:{port}", "--model", "m", "--json"]
+    assert main([*argv, "--refused-grace-seconds", "0", "--deadline-seconds", "5"]) == 1
+    out = capsys.readouterr().out
+    assert f"cannot connect to 127.0.0.1:{port}" in out and "ssl:default" not in out
