@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import re
 import sys
 import threading
 import time
@@ -215,6 +216,28 @@ async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | N
                 return int(card["max_model_len"])
     except _READ_ERRORS:
         return None
+    return None
+
+
+#: What a served version may look like ("0.27.1", "0.27.1+cpu", "0.28.0rc1.dev12+g1a2b3c"):
+#: anything else from ``/version`` is not recorded, so a run never carries a claim it cannot
+#: back.
+_ENGINE_VERSION = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,63}")
+
+
+async def detect_engine_version(client: httpx.AsyncClient) -> str | None:
+    """The engine's release from vLLM's ``GET /version`` (``{"version": "0.27.1"}``), else
+    None (another server, an error, or a value that is not a version)."""
+    try:
+        reply = await request_capped(client, "GET", "/version")
+        if reply.status != 200:
+            return None
+        data = reply.json()
+    except _READ_ERRORS:
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, str) and _ENGINE_VERSION.fullmatch(version):
+        return version
     return None
 
 
@@ -660,6 +683,9 @@ async def _sweep(
             store.clear_preflight_failure()
         max_len = options.max_model_len or await detect_max_model_len(c, model)
         store.run["max_model_len"] = max_len
+        # The release that served the run: `gemma4 plan calibrate` applies a calibration only to
+        # the engine it was measured on, and refuses a run that does not say.
+        store.run["engine_version"] = await detect_engine_version(c)
         store.write_run()
         done = store.finished_ids()
         todo = [k for k in grid.cells() if k.id not in done]

@@ -262,3 +262,73 @@ def test_probe_sends_one_short_request(fake_vllm: ServerFactory) -> None:
     assert result.output_tokens == 8
     down = asyncio.run(probe("http://127.0.0.1:9", MODEL))
     assert (down.ok, down.error_kind) == (False, "connection")
+
+
+@pytest.mark.parametrize(
+    ("answer", "recorded"),
+    [
+        ("0.27.1", "0.27.1"),
+        ("0.27.1+cpu", "0.27.1+cpu"),  # a CPU build says so; calibrate then refuses it
+        ("", None),
+        ("v0.27.1; rm -rf /", None),
+        ("9" * 80, None),
+        ("not a version", None),
+    ],
+)
+def test_the_run_records_the_engine_release_the_server_reports(
+    fake_vllm: ServerFactory, tmp_path: Path, answer: str, recorded: str | None
+) -> None:
+    """`gemma4 plan calibrate` applies a calibration only to the engine release it was
+    measured on; the run records what the server's GET /version says (vLLM answers
+    {"version": "0.27.1"}), and nothing when the answer is not a version."""
+    server = fake_vllm(ttft_s=0.01, itl_s=0.002, output_tokens=4, engine_version=answer)
+    run_sweep(server.url, MODEL, Grid((1,), (16,), (4,)), tmp_path / "r", options=FAST)
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert meta["engine_version"] == recorded
+
+
+def test_the_fake_server_reports_the_release_the_stacks_pin() -> None:
+    """The fake's GET /version is the vLLM release the GPU stacks' images pin, so a bench run
+    against it is a run of the stack's engine as far as calibration can tell."""
+    from serving.capacity.perf_stack import vllm_release
+    from serving.config.settings import load_settings
+    from tests.pulumi_harness import stack_config
+    from tests.support.fake_vllm import FakeVllmConfig
+
+    release = vllm_release(load_settings(stack_config("l4")))
+    assert release == f"vllm {FakeVllmConfig().engine_version}"
+
+
+def test_a_bench_run_of_the_stacks_engine_reaches_calibration(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run made by `gemma4 bench run` records everything calibrate needs to know what it
+    measured (model, hardware, engine release): calibrate judges its cells, never refuses it
+    for what the benchmark left out; a run whose server reports a CPU build is refused as
+    another target."""
+    from dataclasses import replace as with_
+
+    from gemma4.plan_cli import main as plan_main
+    from serving.config.settings import load_settings
+    from tests.pulumi_harness import stack_config
+
+    model = load_settings(stack_config("l4")).model
+    served = model.served_model_name or model.model
+    options = with_(FAST, hardware="l4")
+    for answer in ("0.27.1", "0.27.1+cpu"):
+        server = fake_vllm(
+            ttft_s=0.01,
+            itl_s=0.002,
+            output_tokens=4,
+            engine_version=answer,
+            served_model_name=served,
+        )
+        run_dir = tmp_path / answer
+        run_sweep(server.url, served, Grid((1, 2), (16,), (4,)), run_dir, options=options)
+        capsys.readouterr()
+        code = plan_main(["calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "c")])
+        err = capsys.readouterr().err
+        assert code != 0 or answer == "0.27.1"
+        assert "does not record" not in err
+        if answer.endswith("+cpu"):
+            assert code == 2 and "0.27.1+cpu" in err and "--allow-other-target" in err

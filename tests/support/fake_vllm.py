@@ -138,6 +138,8 @@ class FakeVllmConfig:
     """Behaviour of a :class:`FakeVllmServer`; see the module docstring for each knob."""
 
     served_model_name: str = "google/gemma-4-12B-it"
+    #: What GET /version answers (vLLM's own release string).
+    engine_version: str = "0.27.1"
     max_model_len: int = 32768
     api_key: str | None = None
     auth_all_paths: bool = True
@@ -300,6 +302,7 @@ class FakeVllmServer:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/version", self._version)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/tokenize", self._tokenize)
@@ -505,6 +508,10 @@ class FakeVllmServer:
         if self.config.retry_after:
             response.headers["Retry-After"] = self.config.retry_after
         return response
+
+    async def _version(self, request: web.Request) -> web.Response:
+        # vLLM's GET /version: {"version": vllm.__version__}.
+        return web.json_response({"version": self.config.engine_version})
 
     async def _models(self, request: web.Request) -> web.Response:
         throttled = self._throttled_429("/v1/models", self.config.models_throttle)
