@@ -158,11 +158,16 @@ def test_search_tables_keep_stack_names_whole(
     stacks = sorted(
         p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")
     )
-    for stack in stacks:
+    # A stack the search leaves out (a shape it cannot hold, flex-start nodes) is named, whole,
+    # in the caption with the reason; every other stack is a row.
+    left_out = set(re.findall(r"Left out: ([\w-]+):", " ".join(out.split())))
+    assert left_out <= set(stacks)
+    rows = [stack for stack in stacks if stack not in left_out]
+    for stack in rows:
         assert re.search(rf"(^|[\s│|]){re.escape(stack)}([\s│|]|$)", out, re.M), (stack, out)
     assert "…" not in out.split("Per replica")[0]
     if not terminal:  # nothing wrapped: one line per stack, its figures whole
-        assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(stacks)
+        assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(rows)
 
 
 @pytest.mark.parametrize(
