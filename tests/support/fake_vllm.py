@@ -62,6 +62,8 @@ Hostile or broken servers and proxies (knobs for the client's robustness tests):
   this many bytes (a few KiB on the wire).
 - ``huge_sse_line``: streamed completions send one ``data:`` line of this many bytes (no line
   end until it is all sent) before anything else.
+- ``piece_chars``: when > 0, a word is ``ceil(len / piece_chars)`` tokens (sub-word pieces, as
+  a small vocabulary splits words: about two tokens a word at 3); 0: one token a word.
 - ``tokenize_count``: ``/tokenize`` reports this count whatever the prompt;
   ``tokenize_not_json``: it answers an HTML page with status 200.
 - ``health_throttle`` and ``health_throttle_status`` and ``retry_after``: the first N
@@ -166,6 +168,7 @@ class FakeVllmConfig:
     health_throttle_status: int = 429
     retry_after: str | None = None
     completions_throttle: int = 0
+    piece_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -265,10 +268,12 @@ class _Metrics:
 class FakeVllmServer:
     """The fake server, run in a background thread with its own event loop (a context manager)."""
 
-    def __init__(self, config: FakeVllmConfig | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, config: FakeVllmConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.config = config or FakeVllmConfig()
         self.host = host
-        self.port = 0
+        self.port = port
         self.requests: list[RecordedRequest] = []
         self.timings: list[tuple[float, float]] = []
         self._health_calls = 0
@@ -355,7 +360,7 @@ class FakeVllmServer:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(self.start_async())
+            loop.run_until_complete(self.start_async(self.port))
         except BaseException as exc:
             self._start_error = exc
             self._started.set()
@@ -420,12 +425,15 @@ class FakeVllmServer:
 
     def _token_ids(self, text: str) -> list[int]:
         ids = [_BOS_ID]
+        size = self.config.piece_chars
         for word in text.split():
-            if word not in self._vocab:
-                new_id = 1000 + len(self._vocab)
-                self._vocab[word] = new_id
-                self._words[new_id] = word
-            ids.append(self._vocab[word])
+            pieces = [word[i : i + size] for i in range(0, len(word), size)] if size else [word]
+            for piece in pieces:
+                if piece not in self._vocab:
+                    new_id = 1000 + len(self._vocab)
+                    self._vocab[piece] = new_id
+                    self._words[new_id] = piece
+                ids.append(self._vocab[piece])
         return ids
 
     @staticmethod
