@@ -45,6 +45,7 @@ class CpuTarget:
 
     model_dir: str
     port: int
+    """0: chosen when the server starts (the argv then carries ``--port=0`` until then)."""
     kv_cache_bytes: int
     drafter_dir: str | None = None
     host: str = "127.0.0.1"
@@ -142,8 +143,9 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
                 Change(
                     f"--{name}",
                     value,
-                    runs.split("=", 1)[1] if name == "kv-cache-memory-bytes" else None,
-                    "device memory: on a CPU the KV cache is sized directly",
+                    runs,
+                    "device memory: on a CPU the fraction is of host memory; the KV cache is "
+                    "sized directly",
                 )
             )
             if not kv_set:
@@ -166,7 +168,7 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             out.append(f"--host={target.host}")
             continue
         if name == "port":
-            changes.append(Change("--port", value, str(target.port), "a free local port"))
+            changes.append(Change("--port", value, _port(target), "a free local port"))
             out.append(f"--port={target.port}")
             continue
         out.append(token if value is None or "=" in token else f"--{name}={value}")
@@ -188,6 +190,10 @@ def _takes_value(name: str) -> bool:
     does not know is passed on as written: the real engine is the judge of it."""
     option = OPTIONS.get(f"--{name}")
     return option is not None and option.takes_value
+
+
+def _port(target: CpuTarget) -> str:
+    return str(target.port) if target.port else "(a free port, chosen at start)"
 
 
 def describe(changes: Sequence[Change]) -> list[str]:

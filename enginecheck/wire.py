@@ -64,14 +64,6 @@ def _kind(event: Any) -> str:
     return "content"
 
 
-def _event_shape(event: Any) -> Any:
-    """An event's shape, with the fields vLLM sends only sometimes merged out: ``usage`` is
-    compared as its own event kind, per-chunk usage as present or not."""
-    if not isinstance(event, Mapping):
-        return shape(event)
-    return shape(event)
-
-
 def stream_shape(body: str) -> list[tuple[str, Any]]:
     """``[(kind, shape)]`` of a server-sent-events body, one per distinct kind, in order of
     first appearance."""
@@ -83,7 +75,7 @@ def stream_shape(body: str) -> list[tuple[str, Any]]:
         event: Any = data if data == "[DONE]" else json.loads(data)
         kind = _kind(event)
         if kind not in seen:
-            seen[kind] = _event_shape(event) if kind != "done" else "[DONE]"
+            seen[kind] = shape(event) if kind != "done" else "[DONE]"
     return list(seen.items())
 
 
@@ -154,7 +146,7 @@ def differences(real: Exchange, fake: Exchange, *, ignore: Sequence[str] = ()) -
     if real.content_type != fake.content_type:
         out.append(f"content type {fake.content_type} in the fake, {real.content_type} for real")
     if real.error != fake.error:
-        out.append(f"error {_show(fake.error)} in the fake, {_show(real.error)} for real")
+        out.append(f"error: {_show(fake.error)} in the fake, {_show(real.error)} for real")
     if isinstance(real.body, list) and real.content_type == "text/event-stream":
         real_kinds = [k for k, _ in real.body]
         fake_kinds = [k for k, _ in fake.body] if isinstance(fake.body, list) else []

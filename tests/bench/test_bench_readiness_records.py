@@ -137,3 +137,20 @@ def test_long_strings_are_capped_when_read_back(
     assert len(gate_out) < 10_000 and "[truncated]" in gate_out
     assert main(["compare", str(run), str(run)]) == 0
     assert len(capsys.readouterr().out) < 50_000
+
+
+def test_prompts_of_the_wrong_length_fail_the_cell_naming_the_length(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without /tokenize the estimate assumes one token a word; with a tokenizer of two or
+    more, the server counts longer prompts: the cell fails saying so instead of being
+    labelled with the asked length."""
+    server = fake_vllm(piece_chars=2)
+    out = tmp_path / "run"
+    assert _run(server.url, out, "--no-tokenize", "--prompt-tokens", "64") == 1
+    cell = json.loads((out / "cells.jsonl").read_text().splitlines()[0])
+    assert cell["status"] == "failed"
+    assert cell["median_prompt_tokens"] > 64 * 1.02
+    assert any("were not 64 tokens as the server counted them" in p for p in cell["problems"])
+    # With /tokenize the same server gets prompts of the asked length.
+    assert _run(server.url, tmp_path / "exact", "--prompt-tokens", "64") == 0

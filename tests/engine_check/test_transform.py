@@ -41,7 +41,10 @@ def test_only_model_memory_drafter_and_address_change() -> None:
         "--port",
     ]
     lines = describe(changes)
-    assert any("0.95 -> (dropped)" in line and "device memory" in line for line in lines)
+    assert any(
+        "0.95 -> --kv-cache-memory-bytes=536870912" in line and "device memory" in line
+        for line in lines
+    )
 
 
 def test_hub_revisions_and_device_count_are_replaced() -> None:
