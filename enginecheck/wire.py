@@ -215,3 +215,20 @@ def REQUESTS(model: str, max_model_len: int) -> list[tuple[str, str, str, Any]]:
 #: Differences between the real server and the fake that were looked at and are kept, by
 #: request, as path prefixes, each with why: anything else that differs fails engine-check.
 KNOWN: dict[str, tuple[str, ...]] = {}
+
+
+def metric_differences(
+    fake_name: str, real: Mapping[str, set[str]], fake: Mapping[str, set[str]]
+) -> list[str]:
+    """Every ``vllm:`` family or sample a fake exports that the real server does not, or with
+    other label names (both as :func:`enginecheck.metricnames.exported` reads them)."""
+    out: list[str] = []
+    for name in sorted(n for n in fake if n.startswith("vllm:")):
+        if name not in real:
+            out.append(f"{fake_name}: exports {name}, the real server does not")
+        elif fake[name] != real[name]:
+            out.append(
+                f"{fake_name}: {name} has labels {sorted(fake[name])}, the real server's "
+                f"{sorted(real[name])}"
+            )
+    return out

@@ -123,16 +123,25 @@ def test_a_cell_that_agrees_has_no_problem() -> None:
 
 def test_disagreements_are_named() -> None:
     found = agreement.cell_problems(
-        _cell(median_prompt_tokens=41, client_mean_ttft_ms=14.0, spec_decode_acceptance_rate=0.9),
+        _cell(median_prompt_tokens=41, client_mean_ttft_ms=24.0, spec_decode_acceptance_rate=0.9),
         agreeing_drafter_tokens=3,
     )
     assert any("prompts of 41 tokens" in p for p in found)
-    assert any("mean TTFT 14.00 ms by the client, 10.00 ms" in p for p in found)
+    assert any("mean TTFT 24.00 ms by the client, 10.00 ms" in p for p in found)
     assert any("acceptance 90.00%" in p for p in found)
 
 
 def test_a_client_limited_cell_is_not_judged_on_latency() -> None:
     cell = _cell(client_limited=True, client_mean_ttft_ms=40.0)
     assert agreement.cell_problems(cell) == []
-    # Sub-millisecond gaps are not judged relatively.
-    assert agreement.cell_problems(_cell(client_mean_itl_ms=1.4, server_mean_itl_ms=1.0)) == []
+    # Gaps under the bench's own 10 ms client-gap limit are not judged relatively.
+    assert agreement.cell_problems(_cell(client_mean_itl_ms=9.0, server_mean_itl_ms=1.0)) == []
+
+
+def test_a_fake_s_metric_with_other_labels_or_unknown_name_is_named() -> None:
+    real = {"vllm:x_total": {"engine", "model_name"}, "vllm:y": {"engine", "model_name"}}
+    fake = {"vllm:x_total": {"model_name"}, "vllm:z": set(), "python_info": set()}
+    assert wire.metric_differences("fake", real, fake) == [
+        "fake: vllm:x_total has labels ['model_name'], the real server's ['engine', 'model_name']",
+        "fake: exports vllm:z, the real server does not",
+    ]
