@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.load.window import ClientLimits
 
-__all__ = ["TOLERANCE", "cell_problems", "cell_summary"]
+__all__ = ["TOLERANCE", "cell_problems", "cell_summary", "run_problems"]
 
 #: Client and server means within 10 % of the server's.
 TOLERANCE = 0.10
@@ -105,3 +105,16 @@ def cell_problems(
                     f"{agreeing_drafter_tokens + 1} expected"
                 )
     return out
+
+
+def run_problems(
+    cells: list[dict[str, Any]], *, agreeing_drafter_tokens: int | None = None
+) -> list[str]:
+    """Every cell's problems, and one more when no cell could be judged on latency (every
+    cell client-limited or failed): nothing compared is not agreement."""
+    problems: list[str] = []
+    for cell in cells:
+        problems += cell_problems(cell, agreeing_drafter_tokens=agreeing_drafter_tokens)
+    if not any(c.get("status") == "ok" and not c.get("client_limited") for c in cells):
+        problems.append("every cell was client-limited or failed: no TTFT or ITL was compared")
+    return problems

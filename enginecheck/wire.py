@@ -161,7 +161,7 @@ def differences(real: Exchange, fake: Exchange, *, ignore: Sequence[str] = ()) -
     kept = [
         d for d in out if not any(d.startswith(p + ":") or d.startswith(p + ".") for p in ignore)
     ]
-    return [f"{real.name}: {d}" for d in kept]
+    return [f"{fake.name}: {d}" for d in kept]
 
 
 def REQUESTS(model: str, max_model_len: int) -> list[tuple[str, str, str, Any]]:

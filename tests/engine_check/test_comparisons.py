@@ -145,3 +145,11 @@ def test_a_fake_s_metric_with_other_labels_or_unknown_name_is_named() -> None:
         "fake: vllm:x_total has labels ['model_name'], the real server's ['engine', 'model_name']",
         "fake: exports vllm:z, the real server does not",
     ]
+
+
+def test_a_run_with_nothing_judged_fails() -> None:
+    starved = [_cell(client_limited=True), _cell(id="c4", client_limited=True)]
+    assert agreement.run_problems(starved) == [
+        "every cell was client-limited or failed: no TTFT or ITL was compared"
+    ]
+    assert agreement.run_problems([*starved, _cell()]) == []

@@ -131,6 +131,8 @@ _ITL_BUCKETS = (
 )  # fmt: skip
 _BOS_ID = 2
 _TOKEN_TEXT = "tok "
+#: The ``system_fingerprint`` vLLM 0.27.1 sends (its version and a hash), here a fixed text.
+SYSTEM_FINGERPRINT = "vllm-0.27.1-fake"
 MALFORMED_METRICS = 'vllm:num_requests_running{model_name="m" 1\nthis is not prometheus text\n'
 
 
@@ -550,7 +552,7 @@ class FakeVllmServer:
                 f"This model's maximum context length is {self.config.max_model_len} tokens. "
                 f"However, your request has {prompt_tokens} input tokens."
             )
-            return self._error(msg, 400, "BadRequestError")
+            return self._error(msg, 400, "BadRequestError", "input_tokens")
         self._throttled = getattr(self, "_throttled", 0) + 1
         if self._throttled <= self.config.completions_throttle:
             response = self._error("rate limited", 429, "RateLimitError")
@@ -621,16 +623,30 @@ class FakeVllmServer:
                 "logprobs": None,
                 "finish_reason": finish,
                 "stop_reason": None,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
             }
-        payload = {
+        payload: dict[str, Any] = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": self.config.served_model_name,
             "choices": [choice],
             "usage": self._usage(prompt_tokens, n_out),
-            "prompt_logprobs": None,
         }
+        if chat:
+            payload["prompt_logprobs"] = None
+        else:  # as vLLM 0.27.1 answers (compared with it by scripts/engine-check)
+            payload["usage"]["prompt_tokens_details"] = None
+            payload.update(
+                service_tier=None,
+                system_fingerprint=SYSTEM_FINGERPRINT,
+                kv_transfer_params=None,
+                ec_transfer_params=None,
+                metrics=None,
+            )
         response = web.json_response(payload)
         e2e = time.perf_counter() - arrived
         ttft = min(e2e, self.config.ttft_s) if n_out else e2e
@@ -673,7 +689,9 @@ class FakeVllmServer:
                 return response
         drop_after = self.config.drop_after_chunks
 
-        async def send(choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bool:
+        async def send(
+            choices: list[dict[str, Any]], usage: dict[str, int] | None, **extra: Any
+        ) -> bool:
             nonlocal sent
             if drop_after is not None and sent >= drop_after:
                 self._drop(request)
@@ -687,6 +705,7 @@ class FakeVllmServer:
             }
             if usage is not None:
                 chunk["usage"] = usage
+            chunk.update(extra)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
             sent += 1
             return True
@@ -696,20 +715,34 @@ class FakeVllmServer:
                 delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
                 if content is not None:
                     delta["content"] = content
-                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                out: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "token_ids": None,
+                }
+                if finish is not None:
+                    out["stop_reason"] = None
+                return out
             return {
                 "index": 0,
                 "text": content or "",
                 "logprobs": None,
                 "finish_reason": finish,
                 "stop_reason": None,
+                "prompt_token_ids": None,
+                "token_ids": None,
             }
 
         # As in vLLM, nothing is sent before the first engine output (time to first token):
         # then the role chunk (chat) and the first content chunk go out together.
         await asyncio.sleep(self._sleep_until(arrived, 0))
         if chat and not await send(
-            [choice(None, None, role=True)], self._usage(prompt_tokens, 0) if continuous else None
+            [choice(None, None, role=True)],
+            self._usage(prompt_tokens, 0) if continuous else None,
+            prompt_token_ids=None,
+            prompt_text=None,
         ):
             return response
         first_at = time.perf_counter()
@@ -743,7 +776,9 @@ class FakeVllmServer:
         # raced with a client that reads `[DONE]` and looks at once).
         done_at = time.perf_counter()
         self._finish(prompt_tokens, n_out, first_at - arrived, done_at - arrived)
-        if include_usage and not await send([], self._usage(prompt_tokens, n_out)):
+        if include_usage and not await send(
+            [], self._usage(prompt_tokens, n_out), system_fingerprint=SYSTEM_FINGERPRINT
+        ):
             return response
         if not self.config.omit_done:
             await response.write(b"data: [DONE]\n\n")
