@@ -82,7 +82,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|turn>model\n{% endif %}"
 )
 
-#: The 12B's shape (serving.models.GEMMA4_12B: 40 sliding layers of 8 KV heads x 256 and a
+#: The 12B's shape (serving.catalog.models.GEMMA4_12B: 40 sliding layers of 8 KV heads x 256 and a
 #: window of 1024, 8 full layers of 1 KV head x 512 with K = V, 131072 positions), shrunk.
 SHAPE: dict[str, Any] = {
     "hidden_size": 128,

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.vllm_argv import OPTIONS
+from serving.launch.vllm_argv import OPTIONS
 
 __all__ = ["Change", "CpuTarget", "TransformError", "cpu_argv", "describe"]
 

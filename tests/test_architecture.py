@@ -23,6 +23,7 @@ PACKAGES = (
     "healthchecks",
     "mcp_server",
     "endpoint",
+    "enginecheck",
     "scripts",
 )
 COMMAND_LINE = "command line"

@@ -8,8 +8,8 @@ import shlex
 import pytest
 
 from enginecheck.transform import CpuTarget, TransformError, cpu_argv, describe
-from serving.settings import load_settings
-from serving.vllm import render
+from serving.config.settings import load_settings
+from serving.render.vllm import render
 from tests.pulumi_harness import stack_config
 
 TARGET = CpuTarget(model_dir="/ck/w4a16", port=18000, kv_cache_bytes=1 << 29, drafter_dir="/ck/mtp")
