@@ -720,8 +720,9 @@ class FakeVllmServer:
                     "delta": delta,
                     "logprobs": None,
                     "finish_reason": finish,
-                    "token_ids": None,
                 }
+                if not role:  # vLLM 0.27.1's role chunk has no token_ids
+                    out["token_ids"] = None
                 if finish is not None:
                     out["stop_reason"] = None
                 return out
