@@ -322,7 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=_number(0.0, 1.0, low_open=False),
         metavar="F",
         help="mark a cell client-limited when the client's share of mean TTFT or ITL "
-        f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g})",
+        f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g}) and "
+        "the difference exceeds --client-gap-limit-ms",
+    )
+    run.add_argument(
+        "--client-gap-limit-ms",
+        type=_number(0.0, 1e6, low_open=False),
+        metavar="MS",
+        help="the client's mean TTFT or ITL must also exceed the server's by more than this "
+        "to mark a cell client-limited "
+        f"(default {_DEFAULT_OPTIONS.client_limits.min_client_gap_ms:g})",
     )
     run.add_argument(
         "--max-loop-lag-ms",
@@ -605,6 +614,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         ramp_s=args.ramp_seconds,
         client_limits=ClientLimits(
             max_client_share=_pick(args.client_share_limit, d.client_limits.max_client_share),
+            min_client_gap_ms=_pick(args.client_gap_limit_ms, d.client_limits.min_client_gap_ms),
             max_loop_lag_ms=_pick(args.max_loop_lag_ms, d.client_limits.max_loop_lag_ms),
         ),
         extra=extra,

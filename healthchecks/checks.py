@@ -1,10 +1,11 @@
 """The individual checks. Each returns a :class:`CheckResult`; none raises for a server problem.
 
 - :func:`check_ready`: ``GET /health`` until 200, with capped exponential backoff; 502/503/504
-  and timeouts mean "still loading, keep waiting"; 429 and 503 with ``Retry-After`` wait what the
-  server asks when it fits in the deadline. Nothing listening (a refused connection past
-  ``refused_grace_s``, a name that does not resolve, a TLS handshake against plain HTTP) fails at
-  once with what to check: it is not a server that is loading.
+  and timeouts mean "still loading, keep waiting", and so does a refused connection (vLLM keeps
+  its port closed while it loads), up to the deadline or ``refused_grace_s`` when given; 429 and
+  503 with ``Retry-After`` wait what the server asks when it fits in the deadline. A name that
+  does not resolve or a TLS handshake against plain HTTP fails at once with what to check: no
+  server is loading there.
 - :func:`check_models`: ``/v1/models`` lists the served model name.
 - :func:`check_chat`: a streamed chat completion returns non-empty content and a usage chunk.
 - :func:`check_metrics`: ``/metrics`` parses and carries vLLM's metrics.
@@ -56,6 +57,9 @@ ProgressCallback = Callable[[str], None]
 DEFAULT_PROMPT = "Reply with one short sentence: is the model working?"
 
 _TRANSPORT_ERRORS = TRANSPORT_ERRORS
+#: Speculative decoding accepting under this share of its draft tokens is warned about: a
+#: drafter that does not match the model (a matching MTP drafter accepts most of them).
+MIN_USEFUL_ACCEPTANCE = 0.05
 _WAIT_STATUSES = frozenset({429, 502, 503, 504})
 
 
@@ -70,6 +74,8 @@ class CheckResult:
     duration_s: float
     data: dict[str, Any] = field(default_factory=dict)
     """Measured figures (latency, tokens, metrics), JSON-ready."""
+    warnings: tuple[str, ...] = ()
+    """What passed but needs a look (e.g. speculative decoding that accepts nothing)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +84,7 @@ class CheckResult:
             "detail": self.detail,
             "duration_s": round(self.duration_s, 4),
             "data": self.data,
+            "warnings": list(self.warnings),
         }
 
 
@@ -159,12 +166,14 @@ async def check_ready(
     backoff: Backoff | None = None,
     poll_timeout_s: float = 10.0,
     progress: ProgressCallback | None = None,
-    refused_grace_s: float = 10.0,
+    refused_grace_s: float | None = None,
 ) -> CheckResult:
     """Poll ``/health`` until 200 or ``deadline`` (a ``time.monotonic()`` value).
 
-    Refused or reset connections are retried for ``refused_grace_s`` seconds (from the first
-    one in a row), then fail; DNS and TLS failures fail at once. ``Retry-After`` on 429/503 is
+    Refused or reset connections are a server still loading (vLLM keeps its port closed for
+    the 30-80 s it loads): they are retried up to the deadline, or for ``refused_grace_s``
+    seconds (from the first one in a row) when that is given; DNS and TLS failures fail at
+    once. ``Retry-After`` on 429/503 is
     waited when it ends before the deadline; one that does not fails the check at once, saying
     so.
     """
@@ -193,22 +202,34 @@ async def check_ready(
         except _TRANSPORT_ERRORS as exc:
             problem = classify_connection_error(exc, url)
             last = problem.detail
-            # Refused (no process on the port) and reset at once (e.g. plain HTTP to a TLS
-            # port) are given the grace; a name that does not resolve or a failed TLS
-            # handshake fail at once.
+            # A name that does not resolve or a failed TLS handshake fail at once: no server
+            # is loading there. Refused (vLLM keeps its port closed while it loads) and reset
+            # at once are waited for, up to the deadline or the refused-connection grace.
+            if problem.kind in ("dns", "tls"):
+                elapsed = time.perf_counter() - started
+                return CheckResult(
+                    name,
+                    False,
+                    f"not listening: {problem.message()} ({attempts} attempt(s) in "
+                    f"{elapsed:.1f} s)",
+                    elapsed,
+                    {"attempts": attempts, "problem": problem.kind},
+                )
             if problem.not_listening or problem.kind == "dropped":
                 now = time.monotonic()
                 refused_since = now if refused_since is None else refused_since
-                if problem.kind in ("dns", "tls") or now - refused_since >= refused_grace_s:
+                if refused_grace_s is not None and now - refused_since >= refused_grace_s:
                     elapsed = time.perf_counter() - started
                     return CheckResult(
                         name,
                         False,
-                        f"not listening, not loading: {problem.message()} "
-                        f"({attempts} attempt(s) in {elapsed:.1f} s)",
+                        f"not listening: {problem.message()} (refused for "
+                        f"{now - refused_since:.1f} s, the refused-connection grace; "
+                        f"{attempts} attempt(s) in {elapsed:.1f} s)",
                         elapsed,
                         {"attempts": attempts, "problem": problem.kind},
                     )
+                last = f"loading? port closed ({problem.detail}; vLLM opens it once loaded)"
             else:
                 refused_since = None
         else:
@@ -233,7 +254,7 @@ async def check_ready(
                     time.perf_counter() - started,
                     {"attempts": attempts, "status": status},
                 )
-            last = f"HTTP {status}"
+            last = f"loading (HTTP {status})" if status in (502, 503, 504) else f"HTTP {status}"
             if status in (429, 503):
                 wait_for = _retry_after(reply.headers)
                 if wait_for is not None:
@@ -496,12 +517,27 @@ async def check_metrics(
         f"mean TTFT {_fmt(None if snapshot.mean_ttft_s is None else snapshot.mean_ttft_s * 1000, '.0f', ' ms')}",  # noqa: E501
     ]
     acceptance = spec_decode_acceptance(None, snapshot)
+    warnings: list[str] = []
     if acceptance is not None:
         positions = ", ".join(f"{p:.2f}" for p in acceptance.acceptance_by_position)
         parts.append(
             f"spec decode acceptance {acceptance.acceptance_rate * 100:.1f}%, "
             f"mean length {acceptance.mean_acceptance_length:.2f}, by position [{positions}]"
         )
+        if acceptance.acceptance_rate < MIN_USEFUL_ACCEPTANCE:
+            accepted = (
+                "none"
+                if acceptance.num_accepted_tokens <= 0
+                else f"{acceptance.acceptance_rate:.1%}"
+            )
+            warnings.append(
+                f"speculative decoding accepted {accepted} of "
+                f"{acceptance.num_draft_tokens:.0f} draft tokens: every step pays for the "
+                "drafter and gains (almost) nothing; check that the --speculative-config model "
+                "is the drafter made for the served model (and its tokenizer), or turn "
+                "speculative decoding off"
+            )
     elif snapshot.spec_decode is not None:
         parts.append("spec decode on, no drafts yet")
-    return CheckResult(name, True, "; ".join(parts), elapsed, summary)
+    detail = "; ".join(parts + [f"WARNING: {w}" for w in warnings])
+    return CheckResult(name, True, detail, elapsed, summary, tuple(warnings))

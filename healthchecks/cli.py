@@ -119,10 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--refused-grace-seconds",
         type=non_negative_seconds,
-        default=10.0,
+        default=None,
         metavar="S",
-        help="how long refused connections are retried before the check fails (default 10; "
-        "raise it for a TPU VM whose port opens only once vLLM has loaded)",
+        help="how long refused connections are retried before the check fails (default: the "
+        "whole --deadline-seconds, as vLLM keeps its port closed while it loads; lower it to "
+        "fail fast on a wrong port)",
     )
     parser.add_argument(
         "--request-timeout-seconds",

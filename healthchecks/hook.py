@@ -60,7 +60,7 @@ def health_hook(
     request_timeout_s: float = 120.0,
     backoff: Backoff | None = None,
     on_dry_run: bool = False,
-    refused_grace_s: float = 10.0,
+    refused_grace_s: float | None = None,
 ) -> pulumi.ResourceHook:
     """A named :class:`pulumi.ResourceHook` running the health checks.
 
@@ -69,7 +69,7 @@ def health_hook(
     ``url``: a fixed endpoint; by default the first of ``url_keys`` in the resource's new
     outputs. ``deadline_s``: the whole budget, cold start included (see
     :data:`COLD_START_DEADLINE_S`). ``refused_grace_s``: how long refused connections are
-    waited on (a TPU VM's port opens only once vLLM has loaded: pass the deadline). Every
+    waited on (default: the whole deadline, as vLLM keeps its port closed while it loads). Every
     message the hook logs or raises passes :func:`endpoint.redact`. Must be created inside a
     Pulumi program (or under mocks).
     """

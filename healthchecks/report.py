@@ -32,7 +32,10 @@ def print_table(report: HealthReport, console: Console) -> None:
     table.add_column("time", justify="right")
     table.add_column("detail", overflow="fold")
     for result in report.results:
-        mark = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
+        if not result.ok:
+            mark = "[red]FAIL[/red]"
+        else:
+            mark = "[yellow]WARN[/yellow]" if result.warnings else "[green]PASS[/green]"
         table.add_row(Text(result.name), mark, f"{result.duration_s:.2f} s", Text(result.detail))
     console.print(table)
 

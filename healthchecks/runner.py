@@ -137,15 +137,16 @@ async def run_health_checks(
     progress: ProgressCallback | None = None,
     prompt: str = DEFAULT_PROMPT,
     max_tokens: int = 32,
-    refused_grace_s: float = 10.0,
+    refused_grace_s: float | None = None,
 ) -> HealthReport:
     """readiness, models, chat, metrics, in that order, all within ``deadline_s`` seconds.
 
     Readiness may use most of the deadline (a cold start); if it fails, the other checks are
     reported as failed with "not reached". Each request is also bounded by
-    ``request_timeout_s``. Refused connections are retried for ``refused_grace_s`` only (a
-    TPU VM whose port opens after the model loads needs the whole deadline); DNS and TLS
-    failures end readiness at once. URLs and texts in the report are redacted.
+    ``request_timeout_s``. Refused connections are a server still loading (vLLM keeps its port
+    closed while it loads) and are retried up to the deadline, or for ``refused_grace_s``
+    seconds when given; DNS and TLS failures end readiness at once. URLs and texts in the
+    report are redacted.
     """
     deadline = time.monotonic() + deadline_s
     timeout = max(0.1, min(request_timeout_s, deadline_s))

@@ -25,6 +25,7 @@ PACKAGES = (
     "healthchecks",
     "mcp_server",
     "endpoint",
+    "enginecheck",
     "scripts",
 )
 COMMAND_LINE = "command line"

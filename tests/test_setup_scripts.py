@@ -24,7 +24,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
 def test_ci_runs_the_readme_commands_without_root() -> None:
     text = (ROOT / ".ci" / "run").read_text()
     commands = [line for line in text.splitlines() if line and not line.startswith(("#", "set "))]
-    assert commands[-2:] == ["scripts/setup", "scripts/check"]
+    assert commands[-3:] == ["scripts/setup", "scripts/check", "scripts/engine-check"]
     for script in SCRIPTS:
         body = script.read_text()
         assert "sudo" not in body

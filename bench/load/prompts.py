@@ -4,9 +4,13 @@ With the server's ``POST /tokenize`` (vLLM has it): a prompt is a run of common 
 drawn from a seeded random sequence (each prompt of a cell starts differently, so prefix caching
 cannot share blocks between them); its length in words is adjusted until the server's tokenizer
 counts exactly the requested number of tokens, special tokens (BOS) included, as
-``/v1/completions`` counts them. The adjustment is a bounded bisection on the number of words,
-then single-word steps; a count it cannot hit exactly (a word that is two tokens at the
-boundary) ends at the nearest count below, and the result says so.
+``/v1/completions`` counts them. The adjustment scales the word count by the tokens per word
+the server's tokenizer showed so far (one token a word in Gemma's 262k vocabulary, two or more
+in a small one), bracketing the target and bisecting when a step repeats; when the target falls
+inside a word of several tokens, a few short last words are tried. A count it cannot hit
+exactly ends at the nearest count within :data:`TOLERANCE` (2 %) of the target, and the result
+says so (``exact`` is false); nothing that near is a :class:`PromptError` naming the nearest
+length it could build.
 
 Without ``/tokenize`` (a 404 or 405, e.g. a proxy that only forwards ``/v1``): the estimate is
 one token per word plus one for BOS (the words are short and frequent, one token each in
@@ -56,6 +60,11 @@ _ESTIMATE_TOKENS_PER_WORD = 1.0
 _BOS_TOKENS = 1
 _MAX_TOKENIZE_CALLS = 40
 _MAX_TOKENS_PER_WORD = 64
+#: How far a prompt's token count may be from the asked count: 2 %.
+TOLERANCE = 0.02
+#: Short words added after the last word that fits when the asked count falls inside a word of
+#: several tokens (one token each in most tokenizers), repeated while the count stays under.
+_FILLERS = ("a", "I", "of", "to", "in", "is", "it", "on")
 
 
 class TokenizeUnavailable(Exception):
@@ -137,21 +146,40 @@ def estimate_words(target_tokens: int) -> int:
     return max(1, round((target_tokens - _BOS_TOKENS) / _ESTIMATE_TOKENS_PER_WORD))
 
 
+def within_tolerance(count: int, target: int) -> bool:
+    """``count`` is within :data:`TOLERANCE` of ``target`` (exact for targets under 50)."""
+    return abs(count - target) <= TOLERANCE * target
+
+
+def _next_guess(n: int, c: int, target: int, lo: int, hi: int | None, ceiling: int) -> int:
+    """The next word count to try: scaled by the tokens per word seen so far (any tokenizer,
+    one token a word or several), kept strictly inside ``(lo, hi)``."""
+    per_word = max(c - _BOS_TOKENS, 1) / max(n, 1)
+    guess = n + round((target - c) / per_word)
+    upper = min(hi - 1 if hi is not None else ceiling, ceiling)
+    return min(max(guess, lo + 1), upper)
+
+
 async def _exact_prompt(
     client: httpx.AsyncClient, model: str, target: int, seed: int
 ) -> tuple[str, int]:
-    cache: dict[int, int] = {}
+    cache: dict[str, int] = {}
+    calls = 0
 
-    async def count(n: int) -> int:
-        if n not in cache:
-            cache[n] = await count_tokens(client, model, _words(seed, n))
-        return cache[n]
+    async def count(text: str) -> int:
+        nonlocal calls
+        if text not in cache:
+            calls += 1
+            cache[text] = await count_tokens(client, model, text)
+        return cache[text]
 
-    n = min(estimate_words(target), max_words(target))
     ceiling = max_words(target)
+    n = min(estimate_words(target), ceiling)
     lo, hi = 0, None  # word counts with count(lo) < target < count(hi)
-    for _ in range(_MAX_TOKENIZE_CALLS):
-        c = await count(n)
+    counts: dict[int, int] = {0: 0}
+    while calls < _MAX_TOKENIZE_CALLS:
+        c = await count(_words(seed, n))
+        counts[n] = c
         if c == target:
             return _words(seed, n), c
         if c < target:
@@ -160,20 +188,43 @@ async def _exact_prompt(
             hi = n
         if hi is not None and hi - lo <= 1:
             break
-        # A step of one word per missing token, kept strictly inside (lo, hi); bisect when
-        # that guess was already tried.
         if hi is None and n >= ceiling:
             raise PromptError(
                 f"/tokenize counts only {c} tokens for {n} words; a prompt of {target} tokens "
                 f"would need more than {ceiling} words (--no-tokenize estimates prompt sizes)"
             )
-        upper = min(hi - 1 if hi is not None else n + abs(target - c) + 1, ceiling)
-        guess = min(max(n + (target - c), lo + 1), upper)
-        if guess in cache:
-            guess = (lo + upper + 1) // 2
+        guess = _next_guess(n, c, target, lo, hi, ceiling)
+        if guess in counts:  # the scaled step repeats itself: bisect the bracket
+            guess = (lo + (hi if hi is not None else ceiling) + 1) // 2
         n = guess
-    best = max(lo, 1)
-    return _words(seed, best), await count(best)
+    # The target falls inside one word (a word of several tokens at the boundary): short
+    # words (one token in most tokenizers) fill the gap after the last word that fits.
+    filled: list[tuple[str, int]] = []
+    if lo > 0 and hi is not None and hi - lo <= 1:
+        text, c = _words(seed, lo), counts[lo]
+        fillers = iter(_FILLERS)
+        filler = next(fillers, None)
+        while filler is not None and c < target and calls < _MAX_TOKENIZE_CALLS:
+            longer = f"{text} {filler}"
+            grown = await count(longer)
+            if grown == target:
+                return longer, grown
+            if grown < target:
+                text, c = longer, grown  # keep it, add another
+            else:
+                filler = next(fillers, None)  # too long: a shorter-counting filler
+        filled.append((text, c))
+    # The nearest count either side of the target.
+    candidates = [(_words(seed, n_), c_) for n_, c_ in counts.items() if n_ > 0]
+    candidates += filled
+    best_text, best_c = min(candidates, key=lambda tc: (abs(tc[1] - target), tc[1] > target))
+    if not within_tolerance(best_c, target):
+        raise PromptError(
+            f"cannot build a prompt of {target} tokens with this tokenizer: the nearest that "
+            f"/tokenize counted is {best_c} tokens ({len(best_text.split())} words), more than "
+            f"{TOLERANCE:.0%} off"
+        )
+    return best_text, best_c
 
 
 async def build_prompts(

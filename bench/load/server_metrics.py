@@ -163,8 +163,12 @@ def histogram_deltas(
 
 
 def client_share(client_mean: float | None, server_mean: float | None) -> float | None:
-    """``(client - server) / client``: the fraction of the client's figure that the server did
-    not measure; None when either is missing or the client's is not positive."""
+    """``(client - server) / client``, in [0, 1]: the fraction of the client's figure that the
+    server did not measure; None when either is missing or the client's is not positive.
+
+    A server figure above the client's (the server's histogram counts steps the client saw
+    arrive together, or rounding in a short window) leaves nothing to the client: 0, never a
+    negative share."""
     if client_mean is None or server_mean is None or client_mean <= 0:
         return None
-    return (client_mean - server_mean) / client_mean
+    return min(1.0, max(0.0, (client_mean - server_mean) / client_mean))

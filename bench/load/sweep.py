@@ -50,7 +50,7 @@ from bench.load.hotload import (
 )
 from bench.load.hotpath import HotResult, completions_url
 from bench.load.monitor import MonitorStats
-from bench.load.prompts import PromptSet, build_prompts
+from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
 from bench.load.request import RequestResult, RequestSpec, send_request
 from bench.load.window import ClientLimits, window_figures
 from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
@@ -320,15 +320,15 @@ async def _raise_preflight(
 
 async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: bool) -> None:
     """Poll ``/health`` until it answers 200 (:func:`healthchecks.checks.check_ready`: a
-    loading server is waited for, Retry-After honoured, nothing listening fails within
-    seconds); :class:`PreflightError` when it does not within ``timeout_s``."""
+    loading server is waited for, its port closed or answering 503, Retry-After honoured, a
+    name that does not resolve fails at once); :class:`PreflightError` when it is not ready
+    within ``timeout_s``."""
     show = (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
     result = await check_ready(
         client,
         deadline=time.monotonic() + timeout_s,
         backoff=_READY_BACKOFF,
         progress=show,
-        refused_grace_s=min(2.0, timeout_s),
     )
     if not result.ok:
         status = result.data.get("status")
@@ -530,6 +530,16 @@ def judge(
             f"(mean {mean:.1f}): figures are not for output length {key.output_tokens}"
         )
         status = "failed" if status == "failed" else "short"
+    counted = sorted(r.prompt_tokens for r in ok if r.prompt_tokens is not None)
+    record["median_prompt_tokens"] = counted[len(counted) // 2] if counted else None
+    off = [n for n in counted if not within_tolerance(n, key.prompt_tokens)]
+    if off:
+        problems.append(
+            f"{len(off)} of {len(counted)} prompts were not {key.prompt_tokens} tokens as the "
+            f"server counted them (e.g. {off[0]}; more than {TOLERANCE:.0%} off): figures are "
+            f"not for prompt length {key.prompt_tokens}"
+        )
+        status = "failed"
     record["status"] = status
     record["problems"] = problems
 

@@ -15,7 +15,9 @@ carries besides :func:`bench.results.stats.summarize`'s:
   ``max_loop_lag_ms``), requests in flight as the client counted them (``mean_in_flight``,
   ``min_in_flight``), ``ramp_s``, ``untimed_requests``, ``workers``;
 - ``warnings`` (sentences) and ``client_limited``: true when the client's share of TTFT or ITL
-  exceeds :attr:`ClientLimits.max_client_share`, the loop's p99 lag exceeds
+  exceeds :attr:`ClientLimits.max_client_share` and the difference itself exceeds
+  :attr:`ClientLimits.min_client_gap_ms` (both: a few milliseconds on a fast server are not
+  what limits a cell), the loop's p99 lag exceeds
   :attr:`ClientLimits.max_loop_lag_ms`, or fewer requests than asked were in flight (closed
   loop: the server's count when it exports histograms, else the client's) or sent (open loop:
   the achieved rate). The figures of such a cell are the client's, not the server's.
@@ -48,7 +50,11 @@ class ClientLimits:
     """When a cell's figures are the client's rather than the server's."""
 
     max_client_share: float = 0.10
-    """Client share of mean TTFT or ITL above which a cell is client-limited."""
+    """Client share of mean TTFT or ITL above which a cell is client-limited (with
+    :attr:`min_client_gap_ms`)."""
+    min_client_gap_ms: float = 10.0
+    """The client's figure must also exceed the server's by more than this, in milliseconds:
+    a share over the limit made of a few milliseconds on a fast server does not mark a cell."""
     max_loop_lag_ms: float = 10.0
     """p99 of the event loop's lag above which a cell is client-limited."""
     min_in_flight_ratio: float = 0.95
@@ -131,11 +137,15 @@ def window_figures(
     warnings: list[str] = []
     for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
         share = out[f"client_share_{key}"]
-        if share is not None and share > limits.max_client_share:
+        if share is None:
+            continue
+        gap_ms = out[f"client_mean_{key}_ms"] - out[f"server_mean_{key}_ms"]
+        if share > limits.max_client_share and gap_ms > limits.min_client_gap_ms:
             warnings.append(
-                f"the client's share of mean {name} is {share:.0%} (client "
+                f"the client's share of mean {name} is {share:.0%}, {gap_ms:.1f} ms (client "
                 f"{out[f'client_mean_{key}_ms']:.1f} ms, server "
-                f"{out[f'server_mean_{key}_ms']:.1f} ms; limit {limits.max_client_share:.0%})"
+                f"{out[f'server_mean_{key}_ms']:.1f} ms; limits {limits.max_client_share:.0%} "
+                f"and {limits.min_client_gap_ms:g} ms)"
             )
     lag = out.get("p99_loop_lag_ms")
     if lag is not None and lag > limits.max_loop_lag_ms:

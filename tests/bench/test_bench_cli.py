@@ -211,6 +211,9 @@ def test_server_gone_exits_1_and_keeps_nothing_broken(tmp_path: Path, closed_por
         "--out",
         str(out),
         *SMALL,
+        # A closed port may be a server still loading: waited for up to this deadline.
+        "--ready-timeout-seconds",
+        "2",
     ]
     assert main(argv) == 1
     assert not (out / "run.json").exists()  # the preflight failed before anything was written

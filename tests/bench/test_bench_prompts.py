@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.load.prompts import PromptSet, build_prompts, estimate_words
+from bench.load.prompts import PromptError, PromptSet, build_prompts, estimate_words
 from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory
 
@@ -43,3 +43,29 @@ def test_prompt_too_short_is_rejected(fake_vllm: ServerFactory) -> None:
     server = fake_vllm()
     with pytest.raises(ValueError, match="at least 2"):
         _build(server.url, 1, 1)
+
+
+@pytest.mark.parametrize("piece_chars", [2, 3, 4])
+@pytest.mark.parametrize("target", [17, 128, 600, 2048])
+def test_token_counts_within_tolerance_for_several_tokens_per_word(
+    fake_vllm: ServerFactory, target: int, piece_chars: int
+) -> None:
+    """A tokenizer of two or more tokens a word (a small vocabulary) still gets the asked
+    length, not a prompt stuck at a few dozen tokens."""
+    server = fake_vllm(piece_chars=piece_chars)
+    prompts = _build(server.url, target, 3)
+    assert prompts.method == "tokenize"
+    for count in prompts.token_counts:
+        assert abs(count - target) <= 0.02 * target, (target, count)
+    calls = sum(1 for r in server.requests if r.path == "/tokenize")
+    assert calls <= 3 * 40
+
+
+def test_a_length_no_prompt_reaches_is_refused_naming_the_nearest(
+    fake_vllm: ServerFactory,
+) -> None:
+    """A tokenizer that counts 50 tokens for any text: 10 tokens cannot be built; the error
+    names the nearest length instead of sending it labelled as 10."""
+    server = fake_vllm(tokenize_count=50)
+    with pytest.raises(PromptError, match=r"cannot build a prompt of 10 tokens.* 50 tokens"):
+        _build(server.url, 10, 1)

@@ -4,6 +4,9 @@ capped when read back (compare and gate echo them)."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from bench.cli import main
 from tests.bench._cells import cell, write_run
 from tests.bench.conftest import MODEL, ServerFactory
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 SMALL = ["--num-requests", "2", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
 GRID = ["--concurrency", "1", "--prompt-tokens", "8", "--output-tokens", "2"]
@@ -64,14 +68,37 @@ def test_a_failed_preflight_keeps_status_and_body(
     assert doc["passed"] is False and "preflight failed" in doc["problems"][0]
 
 
-def test_nothing_listening_is_not_waited_for(
+def test_a_closed_port_is_waited_for_up_to_the_ready_deadline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], closed_port: int
 ) -> None:
-    # The default readiness deadline (600 s) would make this test hang if refusals waited.
-    assert _run(f"http://127.0.0.1:{closed_port}", tmp_path / "run") == 1
+    """vLLM keeps its port closed while it loads: refusals are waited for (not a 2 s grace),
+    up to --ready-timeout-seconds, and the failure says it may still be loading."""
+    started = time.monotonic()
+    url = f"http://127.0.0.1:{closed_port}"
+    assert _run(url, tmp_path / "run", "--ready-timeout-seconds", "4") == 1
+    assert time.monotonic() - started >= 3.5
     err = capsys.readouterr().err
-    assert "not listening" in err
+    assert "loading? port closed" in err and "not ready after" in err
     assert json.loads((tmp_path / "run" / "preflight.json").read_text())["status"] is None
+
+
+def test_a_server_whose_port_opens_late_is_benchmarked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The port stays closed for 4 s (a loading vLLM), then a server answers: the run waits
+    and succeeds."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = FakeVllmServer(FakeVllmConfig(served_model_name=MODEL), port=port)
+    timer = threading.Timer(4.0, server.start)
+    timer.start()
+    try:
+        assert _run(f"http://127.0.0.1:{port}", tmp_path / "run") == 0
+    finally:
+        timer.join()
+        server.stop()
+    assert (tmp_path / "run" / "run.json").is_file()
 
 
 @pytest.mark.parametrize(
@@ -110,3 +137,20 @@ def test_long_strings_are_capped_when_read_back(
     assert len(gate_out) < 10_000 and "[truncated]" in gate_out
     assert main(["compare", str(run), str(run)]) == 0
     assert len(capsys.readouterr().out) < 50_000
+
+
+def test_prompts_of_the_wrong_length_fail_the_cell_naming_the_length(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without /tokenize the estimate assumes one token a word; with a tokenizer of two or
+    more, the server counts longer prompts: the cell fails saying so instead of being
+    labelled with the asked length."""
+    server = fake_vllm(piece_chars=2)
+    out = tmp_path / "run"
+    assert _run(server.url, out, "--no-tokenize", "--prompt-tokens", "64") == 1
+    cell = json.loads((out / "cells.jsonl").read_text().splitlines()[0])
+    assert cell["status"] == "failed"
+    assert cell["median_prompt_tokens"] > 64 * 1.02
+    assert any("were not 64 tokens as the server counted them" in p for p in cell["problems"])
+    # With /tokenize the same server gets prompts of the asked length.
+    assert _run(server.url, tmp_path / "exact", "--prompt-tokens", "64") == 0

@@ -118,3 +118,36 @@ def test_without_server_metrics_the_client_count_decides() -> None:
 def test_coalesced_share() -> None:
     out = window_figures(_load(0.1, coalesced=1), concurrency=1, model_name="m")
     assert out["coalesced_tokens"] == 2 and out["coalesced_share"] == pytest.approx(2 / 6)
+
+
+def test_a_large_share_of_a_few_milliseconds_does_not_mark_the_cell() -> None:
+    """A fast server (TTFT 100 ms here, a few ms on a small model): 30 % of the client's figure
+    made of 8 ms is not what limits the cell; 30 % made of 45 ms is."""
+    fast = _load(0.108, in_flight=2)
+    limits = ClientLimits(max_client_share=0.05)
+    out = window_figures(fast, concurrency=1, model_name="m", limits=limits)
+    assert out["client_share_ttft"] == pytest.approx(8 / 108)
+    assert out["client_limited"] is False and out["warnings"] == []
+    out = window_figures(_load(0.145, in_flight=2), concurrency=1, model_name="m", limits=limits)
+    assert out["client_limited"] is True
+    assert any("45.0 ms" in w and "10 ms" in w for w in out["warnings"])
+    strict = ClientLimits(max_client_share=0.05, min_client_gap_ms=5.0)
+    assert window_figures(fast, concurrency=1, model_name="m", limits=strict)["client_limited"]
+
+
+def test_client_share_is_never_negative() -> None:
+    """A server figure above the client's (the server saw 100 ms, the client 7 ms: a -1310 %
+    share before) is a share of 0, and marks nothing."""
+    out = window_figures(_load(0.007, in_flight=2), concurrency=1, model_name="m")
+    assert out["client_share_ttft"] == 0.0
+    assert out["client_limited"] is False
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "share"),
+    [(10.0, 141.0, 0.0), (10.0, 10.0, 0.0), (10.0, 5.0, 0.5), (10.0, -5.0, 1.0)],
+)
+def test_client_share_bounds(client: float, server: float, share: float) -> None:
+    from bench.load.server_metrics import client_share
+
+    assert client_share(client, server) == pytest.approx(share)

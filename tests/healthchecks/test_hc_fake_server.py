@@ -14,6 +14,7 @@ import httpx
 
 from endpoint.client import make_client
 from endpoint.metrics import parse_metrics
+from healthchecks.checks import CheckResult, check_metrics
 from tests.healthchecks._helpers import MODEL, ServerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,3 +192,26 @@ def test_nothing_is_streamed_before_the_time_to_first_token(fake_vllm: ServerFac
     assert first_at >= 0.15
     (ttft, e2e) = server.timings[0]
     assert 0.15 <= ttft <= e2e < 5.0  # seconds (not milliseconds); room for a loaded machine
+
+
+def test_health_warns_when_speculative_decoding_accepts_nothing(
+    fake_vllm: ServerFactory,
+) -> None:
+    """0 % acceptance still serves (the check passes) but is said, in the detail and the
+    result's warnings; a drafter that accepts some says nothing."""
+
+    async def metrics(url: str) -> CheckResult:
+        async with make_client(url) as client:
+            httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": "a b c"})
+            return await check_metrics(client, served_model_name=MODEL)
+
+    server = fake_vllm(output_tokens=8, num_speculative_tokens=2, spec_acceptance=(0.0, 0.0))
+    result = asyncio.run(metrics(server.url))
+    assert result.ok
+    assert result.warnings and "accepted none of" in result.warnings[0]
+    assert "WARNING: speculative decoding accepted none" in result.detail
+    good = fake_vllm(output_tokens=8, num_speculative_tokens=2, spec_acceptance=(0.5, 0.5))
+    assert asyncio.run(metrics(good.url)).warnings == ()
+    poor = fake_vllm(output_tokens=64, num_speculative_tokens=1, spec_acceptance=(0.04,))
+    result = asyncio.run(metrics(poor.url))
+    assert result.warnings and "accepted 3.1% of 32 draft tokens" in result.warnings[0]

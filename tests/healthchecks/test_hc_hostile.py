@@ -97,7 +97,7 @@ def test_not_listening_fails_within_seconds(
     assert code == 1
     assert took < 10  # not the 120 s deadline
     readiness = _checks(out)["readiness"]
-    assert readiness["detail"].startswith(f"not listening, not loading: {expected}")
+    assert readiness["detail"].startswith(f"not listening: {expected}")
 
 
 def test_a_port_that_resets_every_connection_fails_after_the_grace(capsys, resetting: int) -> None:
@@ -106,7 +106,7 @@ def test_a_port_that_resets_every_connection_fails_after_the_grace(capsys, reset
     assert code == 1
     assert took < 10
     detail = _checks(out)["readiness"]["detail"]
-    assert detail.startswith("not listening, not loading: connection dropped")
+    assert detail.startswith("not listening: connection dropped")
     assert "use https://?" in detail
 
 

@@ -62,6 +62,8 @@ Hostile or broken servers and proxies (knobs for the client's robustness tests):
   this many bytes (a few KiB on the wire).
 - ``huge_sse_line``: streamed completions send one ``data:`` line of this many bytes (no line
   end until it is all sent) before anything else.
+- ``piece_chars``: when > 0, a word is ``ceil(len / piece_chars)`` tokens (sub-word pieces, as
+  a small vocabulary splits words: about two tokens a word at 3); 0: one token a word.
 - ``tokenize_count``: ``/tokenize`` reports this count whatever the prompt;
   ``tokenize_not_json``: it answers an HTML page with status 200.
 - ``health_throttle`` and ``health_throttle_status`` and ``retry_after``: the first N
@@ -130,6 +132,8 @@ _ITL_BUCKETS = (
 )  # fmt: skip
 _BOS_ID = 2
 _TOKEN_TEXT = "tok "
+#: The ``system_fingerprint`` vLLM 0.27.1 sends (its version and a hash), here a fixed text.
+SYSTEM_FINGERPRINT = "vllm-0.27.1-fake"
 MALFORMED_METRICS = 'vllm:num_requests_running{model_name="m" 1\nthis is not prometheus text\n'
 
 
@@ -171,6 +175,7 @@ class FakeVllmConfig:
     completions_throttle: int = 0
     models_throttle: int = 0
     metrics_throttle: int = 0
+    piece_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -270,10 +275,12 @@ class _Metrics:
 class FakeVllmServer:
     """The fake server, run in a background thread with its own event loop (a context manager)."""
 
-    def __init__(self, config: FakeVllmConfig | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, config: FakeVllmConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.config = config or FakeVllmConfig()
         self.host = host
-        self.port = 0
+        self.port = port
         self.requests: list[RecordedRequest] = []
         self.timings: list[tuple[float, float]] = []
         self._health_calls = 0
@@ -362,7 +369,7 @@ class FakeVllmServer:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(self.start_async())
+            loop.run_until_complete(self.start_async(self.port))
         except BaseException as exc:
             self._start_error = exc
             self._started.set()
@@ -427,12 +434,15 @@ class FakeVllmServer:
 
     def _token_ids(self, text: str) -> list[int]:
         ids = [_BOS_ID]
+        size = self.config.piece_chars
         for word in text.split():
-            if word not in self._vocab:
-                new_id = 1000 + len(self._vocab)
-                self._vocab[word] = new_id
-                self._words[new_id] = word
-            ids.append(self._vocab[word])
+            pieces = [word[i : i + size] for i in range(0, len(word), size)] if size else [word]
+            for piece in pieces:
+                if piece not in self._vocab:
+                    new_id = 1000 + len(self._vocab)
+                    self._vocab[piece] = new_id
+                    self._words[new_id] = piece
+                ids.append(self._vocab[piece])
         return ids
 
     @staticmethod
@@ -567,7 +577,7 @@ class FakeVllmServer:
                 f"This model's maximum context length is {self.config.max_model_len} tokens. "
                 f"However, your request has {prompt_tokens} input tokens."
             )
-            return self._error(msg, 400, "BadRequestError")
+            return self._error(msg, 400, "BadRequestError", "input_tokens")
         self._throttled = getattr(self, "_throttled", 0) + 1
         if self._throttled <= self.config.completions_throttle:
             response = self._error("rate limited", 429, "RateLimitError")
@@ -638,16 +648,30 @@ class FakeVllmServer:
                 "logprobs": None,
                 "finish_reason": finish,
                 "stop_reason": None,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
             }
-        payload = {
+        payload: dict[str, Any] = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": self.config.served_model_name,
             "choices": [choice],
             "usage": self._usage(prompt_tokens, n_out),
-            "prompt_logprobs": None,
         }
+        if chat:
+            payload["prompt_logprobs"] = None
+        else:  # as vLLM 0.27.1 answers (compared with it by scripts/engine-check)
+            payload["usage"]["prompt_tokens_details"] = None
+            payload.update(
+                service_tier=None,
+                system_fingerprint=SYSTEM_FINGERPRINT,
+                kv_transfer_params=None,
+                ec_transfer_params=None,
+                metrics=None,
+            )
         response = web.json_response(payload)
         e2e = time.perf_counter() - arrived
         ttft = min(e2e, self.config.ttft_s) if n_out else e2e
@@ -690,7 +714,9 @@ class FakeVllmServer:
                 return response
         drop_after = self.config.drop_after_chunks
 
-        async def send(choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bool:
+        async def send(
+            choices: list[dict[str, Any]], usage: dict[str, int] | None, **extra: Any
+        ) -> bool:
             nonlocal sent
             if drop_after is not None and sent >= drop_after:
                 self._drop(request)
@@ -704,6 +730,7 @@ class FakeVllmServer:
             }
             if usage is not None:
                 chunk["usage"] = usage
+            chunk.update(extra)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
             sent += 1
             return True
@@ -713,20 +740,35 @@ class FakeVllmServer:
                 delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
                 if content is not None:
                     delta["content"] = content
-                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                out: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+                if not role:  # vLLM 0.27.1's role chunk has no token_ids
+                    out["token_ids"] = None
+                if finish is not None:
+                    out["stop_reason"] = None
+                return out
             return {
                 "index": 0,
                 "text": content or "",
                 "logprobs": None,
                 "finish_reason": finish,
                 "stop_reason": None,
+                "prompt_token_ids": None,
+                "token_ids": None,
             }
 
         # As in vLLM, nothing is sent before the first engine output (time to first token):
         # then the role chunk (chat) and the first content chunk go out together.
         await asyncio.sleep(self._sleep_until(arrived, 0))
         if chat and not await send(
-            [choice(None, None, role=True)], self._usage(prompt_tokens, 0) if continuous else None
+            [choice(None, None, role=True)],
+            self._usage(prompt_tokens, 0) if continuous else None,
+            prompt_token_ids=None,
+            prompt_text=None,
         ):
             return response
         first_at = time.perf_counter()
@@ -760,7 +802,9 @@ class FakeVllmServer:
         # raced with a client that reads `[DONE]` and looks at once).
         done_at = time.perf_counter()
         self._finish(prompt_tokens, n_out, first_at - arrived, done_at - arrived)
-        if include_usage and not await send([], self._usage(prompt_tokens, n_out)):
+        if include_usage and not await send(
+            [], self._usage(prompt_tokens, n_out), system_fingerprint=SYSTEM_FINGERPRINT
+        ):
             return response
         if not self.config.omit_done:
             await response.write(b"data: [DONE]\n\n")

@@ -175,6 +175,8 @@ class PacedServer:
                         "logprobs": None,
                         "finish_reason": "length" if i == n - 1 else None,
                         "stop_reason": None,
+                        "prompt_token_ids": None,
+                        "token_ids": None,
                     }
                 ],
                 "usage": {
@@ -195,6 +197,7 @@ class PacedServer:
                 "total_tokens": prompt_tokens + n,
                 "completion_tokens": n,
             },
+            "system_fingerprint": "vllm-0.27.1-paced",
         }
         tail = _chunked(b"data: " + orjson.dumps(usage) + b"\n\n")
         tail += _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
