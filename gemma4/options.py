@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from serving.config.project import find_project_file
+from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 
 def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
@@ -106,3 +107,24 @@ def add_project_options(
             help="one stack file anywhere (your own), read instead of -s's "
             "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",
         )
+
+
+RATE_OPTIONS = ("-r", "--requests-per-second", "--rate")
+
+
+def add_rate_option(
+    parser: argparse.ArgumentParser, *, dest: str, help: str, required: bool = False
+) -> None:
+    """The one request-rate option of plan, plan search and preview: the load offered to the
+    whole endpoint, with one spelling, one metavar and one bound."""
+    parser.add_argument(
+        *RATE_OPTIONS,
+        dest=dest,
+        metavar="R",
+        type=bounded_number(
+            "/".join(RATE_OPTIONS), MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
+        ),
+        required=required,
+        default=None,
+        help=help,
+    )

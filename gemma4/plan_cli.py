@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.results.store import StoreError, load_run
-from gemma4.options import add_project_options, bounded_number, say_read
+from gemma4.options import add_project_options, add_rate_option, bounded_number, say_read
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.capacity.perf import Slo
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
@@ -39,7 +39,6 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
 from serving.config.project import ProjectError, find_project_file, stack_file
-from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
 
@@ -160,16 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
         "or its nearest parent, as `pulumi -s` finds it",
     )
     add_project_options(parser)
-    parser.add_argument(
-        "-r",
-        "--requests-per-second",
-        "--rate",
+    add_rate_option(
+        parser,
         dest="rate",
-        metavar="R",
-        type=bounded_number(
-            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
-        ),
-        default=None,
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 preview -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
         "needs are planned for it and priced, cluster costs included, for the cost per "
@@ -434,17 +426,10 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
         "slow side).",
     )
-    from gemma4.options import bounded_number
 
-    parser.add_argument(
-        "-r",
-        "--requests-per-second",
-        "--rate",
+    add_rate_option(
+        parser,
         dest="rate",
-        metavar="R",
-        type=bounded_number(
-            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
-        ),
         required=True,
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 plan -r` and `gemma4 preview -r`)",
@@ -471,7 +456,6 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
 
 def add_mtp_option(parser: argparse.ArgumentParser) -> None:
     """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with."""
-    from gemma4.options import bounded_number
 
     parser.add_argument(
         "--mtp-acceptance",

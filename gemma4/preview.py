@@ -37,8 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 from endpoint.redact import redact
 from gemma4.guard import interrupted, noting_interrupts
 from gemma4.harness import PROJECT, ROOT
-from gemma4.options import add_project_options, bounded_number, say_read
-from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from gemma4.options import add_project_options, add_rate_option, say_read
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -1020,15 +1019,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="pack config as for --policy-pack-config (default: policies/config.json)",
     )
-    parser.add_argument(
-        "-r",
-        "--requests-per-second",
-        "--rate",
+    add_rate_option(
+        parser,
         dest="requests_per_second",
-        metavar="R",
-        type=bounded_number(
-            "-r/--requests-per-second/--rate", MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND
-        ),
         help="requests/s offered to the whole endpoint (all replicas; the same figure as "
         "`gemma4 plan -r` and `gemma4 plan search --rate`): the replicas the stack's SLO "
         "needs are planned for it and priced for the cost per million requests; each "
