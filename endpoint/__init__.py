@@ -20,47 +20,105 @@ Public surface (everything else is internal):
   before it is shown or written (:func:`register_secret` adds a value to mask).
 """
 
-from . import limits
-from .auth import (
-    ApiKeyAuth,
-    AuthError,
-    AuthStrategy,
-    GoogleIdTokenAuth,
-    NoAuth,
-    SecretManagerApiKeyAuth,
-)
-from .client import (
-    LimitExceeded,
-    Reply,
-    iter_lines_capped,
-    make_client,
-    read_capped,
-    request_capped,
-    retry_after_seconds,
-)
-from .errors import TRANSPORT_ERRORS, ConnectionProblem, classify_connection_error
-from .metrics import (
-    MetricsParseError,
-    MetricsSnapshot,
-    SpecDecodeAcceptance,
-    fetch_metrics,
-    parse_metrics,
-    spec_decode_acceptance,
-)
-from .redact import redact, register_secret
-from .targets import (
-    AuthFactory,
-    AuthOptions,
-    Target,
-    TargetError,
-    auth_for,
-    check_url,
-    read_stack_outputs,
-    resolve_auth,
-    target_from_url,
-    targets_from_outputs,
-    url_from_outputs,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import limits
+    from .auth import (
+        ApiKeyAuth,
+        AuthError,
+        AuthStrategy,
+        GoogleIdTokenAuth,
+        NoAuth,
+        SecretManagerApiKeyAuth,
+    )
+    from .client import (
+        LimitExceeded,
+        Reply,
+        iter_lines_capped,
+        make_client,
+        read_capped,
+        request_capped,
+        retry_after_seconds,
+    )
+    from .errors import TRANSPORT_ERRORS, ConnectionProblem, classify_connection_error
+    from .metrics import (
+        MetricsParseError,
+        MetricsSnapshot,
+        SpecDecodeAcceptance,
+        fetch_metrics,
+        parse_metrics,
+        spec_decode_acceptance,
+    )
+    from .redact import redact, register_secret
+    from .targets import (
+        AuthFactory,
+        AuthOptions,
+        Target,
+        TargetError,
+        auth_for,
+        check_url,
+        read_stack_outputs,
+        resolve_auth,
+        target_from_url,
+        targets_from_outputs,
+        url_from_outputs,
+    )
+
+# Imported on first use: `from endpoint.limits import ...` or `from endpoint.redact import ...`
+# (the plan, the stack-file reader) should not pay for httpx, aiohttp and google-auth.
+_EXPORTS = {
+    "ApiKeyAuth": "auth",
+    "AuthError": "auth",
+    "AuthStrategy": "auth",
+    "GoogleIdTokenAuth": "auth",
+    "NoAuth": "auth",
+    "SecretManagerApiKeyAuth": "auth",
+    "LimitExceeded": "client",
+    "Reply": "client",
+    "iter_lines_capped": "client",
+    "make_client": "client",
+    "read_capped": "client",
+    "request_capped": "client",
+    "retry_after_seconds": "client",
+    "TRANSPORT_ERRORS": "errors",
+    "ConnectionProblem": "errors",
+    "classify_connection_error": "errors",
+    "MetricsParseError": "metrics",
+    "MetricsSnapshot": "metrics",
+    "SpecDecodeAcceptance": "metrics",
+    "fetch_metrics": "metrics",
+    "parse_metrics": "metrics",
+    "spec_decode_acceptance": "metrics",
+    "redact": "redact",
+    "register_secret": "redact",
+    "AuthFactory": "targets",
+    "AuthOptions": "targets",
+    "Target": "targets",
+    "TargetError": "targets",
+    "auth_for": "targets",
+    "check_url": "targets",
+    "read_stack_outputs": "targets",
+    "resolve_auth": "targets",
+    "target_from_url": "targets",
+    "targets_from_outputs": "targets",
+    "url_from_outputs": "targets",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "limits":
+        return importlib.import_module(".limits", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'endpoint' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "TRANSPORT_ERRORS",
