@@ -464,8 +464,30 @@ class StepModel:
         m = float(self.max_num_batched_tokens)
         # The most requests a step can carry: every token within max_num_batched_tokens.
         n_max = m / (p + d_steps * (1 + k))
+        # What prefill_s(p, running, context) computes, with its loop-invariant terms taken
+        # out: the same operations in the same order (so the same floats), without the
+        # method calls, since the search below evaluates it 60 times per call and a
+        # calibration's fit calls this thousands of times.
+        decode_flops = (1 + k) * self.shape.params + k * self.shape.drafter_params
+        decode_peak = c.decode_compute_efficiency * self.device.dense_flops
+        prefill_flops = 2.0 * self.shape.params
+        prefill_peak = c.prefill_compute_efficiency * self.device.dense_flops
+        fixed_bytes = self.shape.weight_bytes + k * self.shape.drafter_bytes
+        kv_bytes = self.shape.kv_bytes_read(context)
+        bandwidth = c.bandwidth_efficiency * self.device.memory_bandwidth_bytes_per_s
 
-        def state(n: float) -> _Steady | None:
+        def prefill_s(running: float) -> float:
+            budget = max(1.0, self.max_num_batched_tokens - running * (1 + k))
+            chunks = max(1, math.ceil(p / budget))
+            per_chunk = p / chunks
+            compute = 2.0 * running * decode_flops / decode_peak
+            compute += prefill_flops * per_chunk / prefill_peak
+            read_s = (fixed_bytes + (running + 1) * kv_bytes) / bandwidth
+            return chunks * (max(compute, read_s) + c.step_overhead_s) + c.prefill_overhead_s
+
+        # (rate, step, ttft, e2e, compute share) with n requests completed per step; the
+        # search makes a _Steady of the one it keeps only.
+        def state(n: float) -> tuple[float, float, float, float, float] | None:
             budget = m - n * d_steps * (1 + k)
             if budget <= 0:
                 return None
@@ -483,23 +505,24 @@ class StepModel:
                 return None
             ttft = api + max(
                 (wait + per_request) * step + c.prefill_overhead_s,
-                self.prefill_s(p, min(batch - 1.0, n * d_steps), context),
+                prefill_s(min(batch - 1.0, n * d_steps)),
             )
-            return _Steady(rate, batch, step, ttft, ttft + d_steps * step, a * n / step)
+            return rate, step, ttft, ttft + d_steps * step, a * n / step
 
         lo, hi = 0.0, n_max
-        best: _Steady | None = None
+        best = None
         for _ in range(60):
             mid = (lo + hi) / 2.0
             s = state(mid)
-            if s is not None and s.rate * s.e2e_s <= batch:
+            if s is not None and s[0] * s[3] <= batch:
                 lo, best = mid, s
             else:
                 hi = mid
         if best is None:
             best = state(n_max * 1e-12)
         assert best is not None
-        return best
+        rate, step, ttft, e2e, share = best
+        return _Steady(rate, batch, step, ttft, e2e, share)
 
     def _point(self, s: _Steady, w: Workload, in_flight: float, queue: float) -> Point:
         f = self.front_end_s
