@@ -22,13 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
-import numpy as np
-
 from bench.results.store import CellKey, RunData
 
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
@@ -171,6 +164,14 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
     """Draw ``plan`` (into ``path`` when given); returns the plotted lines as read back from
     the axes (label, x, y), or for a heatmap one entry per row with the drawn values (NaN
     where blank)."""
+    # Imported here, not with the module: the commands that only read or compare runs (and
+    # their --help) start without loading matplotlib.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     drawn: list[tuple[str, list[float], list[float]]] = []
     try:

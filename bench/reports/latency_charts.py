@@ -20,13 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
-import numpy as np
-
 from bench.results.store import CellKey
 
 __all__ = [
@@ -155,6 +148,14 @@ def latency_plans(
 def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
     """Draw ``plan`` (into ``path`` when given). Returns what the axes hold: ``lines``
     (label, x, y), ``limited`` (x, y of the circled points), ``slo`` (the line's y or None)."""
+    # Imported here, not with the module: the commands that only read or compare runs (and
+    # their --help) start without loading matplotlib.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     drawn: dict[str, Any] = {"lines": [], "limited": [], "slo": None}
     try:
