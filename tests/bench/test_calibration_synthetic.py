@@ -25,7 +25,7 @@ from bench.fidelity.pacedserver import (
 )
 from bench.load.sweep import Grid, SweepOptions, run_sweep
 from bench.results.store import load_run
-from serving.capacity.calibration import calibrate, fit, observations
+from serving.capacity.calibration import Calibration, calibrate, observations
 from serving.capacity.perf import Coefficients, Workload
 
 TRUTH = SYNTHETIC_TRUTH
@@ -64,16 +64,32 @@ def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield out
 
 
+@pytest.fixture(scope="module")
+def synthetic_calibration(synthetic_run: Path) -> Calibration:
+    """The calibration of the synthetic run, fitted once for the tests below: its coefficients
+    are :func:`fit` on every cell (from the priors), its held-out error two more fits."""
+    return calibrate(
+        synthetic_model(Coefficients()),
+        load_run(synthetic_run).cells,
+        hardware="synthetic",
+        checkpoint="synthetic",
+        vllm="paced fake",
+        provenance={"run": "synthetic", "synthetic": True},
+    )
+
+
 def _relative(a: float, b: float) -> float:
     return abs(a - b) / b
 
 
-def test_the_fit_recovers_the_servers_coefficients(synthetic_run: Path) -> None:
+def test_the_fit_recovers_the_servers_coefficients(
+    synthetic_run: Path, synthetic_calibration: Calibration
+) -> None:
     data = load_run(synthetic_run)
     base = replace(synthetic_model(Coefficients()), basis="priors")  # start from the priors
     obs = observations(data.cells, base.max_num_seqs)
     assert len(obs) == 8
-    got = fit(base, obs)
+    got = synthetic_calibration.coefficients  # calibrate() fits every cell from the priors
     # Every decode step of this sweep is bandwidth-bound, so the decode compute efficiency
     # cannot be told from the cells, and the bandwidth efficiency trades against the per-step
     # constant (a smaller efficiency and a smaller constant give the same steps): what the fit
@@ -91,17 +107,8 @@ def test_the_fit_recovers_the_servers_coefficients(synthetic_run: Path) -> None:
     assert _relative(got.prefill_compute_efficiency, TRUTH.prefill_compute_efficiency) <= 0.05
 
 
-def test_held_out_concurrencies_are_predicted(synthetic_run: Path) -> None:
-    data = load_run(synthetic_run)
-    base = synthetic_model(Coefficients())
-    calibration = calibrate(
-        base,
-        data.cells,
-        hardware="synthetic",
-        checkpoint="synthetic",
-        vllm="paced fake",
-        provenance={"run": "synthetic", "synthetic": True},
-    )
+def test_held_out_concurrencies_are_predicted(synthetic_calibration: Calibration) -> None:
+    calibration = synthetic_calibration
     # Fit on concurrencies 1 and 4, predict 2 and 8 (and the other way round).
     assert calibration.provenance["levels"] == [1, 2, 4, 8]
     err = calibration.held_out_error
