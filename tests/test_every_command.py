@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -400,6 +401,16 @@ def test_an_api_key_variable_that_is_not_utf8() -> None:
     assert "secret" not in ran.stderr, "the value of a key variable is never shown"
 
 
+def _before_any_code(ran: Ran) -> bool:
+    """Interrupted before any code of this project ran: killed before Python handled SIGINT,
+    or a KeyboardInterrupt in Python's own start-up (`site`, `runpy`, the standard library),
+    with no frame from the project and no word of the command's."""
+    if not ran.signalled or ran.returncode == 130:
+        return False
+    ours = re.compile(r'File "' + re.escape(str(ROOT)) + r"/(?!\.venv/)")
+    return not ours.search(ran.stderr) and not re.search(r"^gemma4", ran.stderr, re.MULTILINE)
+
+
 def test_ctrl_c_is_130_and_one_line(world: dict[str, Any]) -> None:
     """SIGINT while each command works: exit 130, 'interrupted', no traceback, and no verdict
     on the user's files (the GKE preview's interrupted import is not 'the program refused the
@@ -413,6 +424,14 @@ def test_ctrl_c_is_130_and_one_line(world: dict[str, Any]) -> None:
         options = {"interrupt_after_s": 3.0 if lasts else 0.25, "stdin": stdin, "cwd": world["tmp"]}
         jobs.append((work(world, path, slow=True), options))
     results = in_parallel(jobs)
+    for i, (args, options) in enumerate(jobs):
+        # On a loaded machine the interrupt can land while the interpreter itself starts, before
+        # any code of this project runs: no case of the command's, so that one is interrupted
+        # again, later.
+        delay = options["interrupt_after_s"]
+        while _before_any_code(results[i]) and delay < 4.0:
+            delay *= 2
+            results[i] = run(args, **{**options, "interrupt_after_s": delay})
     for ran in results:
         if not ran.signalled:  # it ended first (a usage error): nothing to interrupt
             assert ran.args == ["bench"], ran.where()
