@@ -17,7 +17,7 @@ from gemma4.harness import ROOT
 
 def test_the_console_script_is_declared_and_installed() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["gemma4"] == "gemma4.cli:main"
+    assert project["scripts"]["gemma4"] == "gemma4._start:main"
     assert (Path(sys.executable).parent / "gemma4").exists()
 
 
