@@ -25,8 +25,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Bound now, not on first use: `redact` names a submodule as well as its function, and a
+# package's attribute for a submodule is set when that submodule is imported, so a lazy
+# `redact` would be the module once anything imported endpoint.redact.
+from . import limits
+from .redact import redact, register_secret
+
 if TYPE_CHECKING:
-    from . import limits
     from .auth import (
         ApiKeyAuth,
         AuthError,
@@ -53,7 +58,6 @@ if TYPE_CHECKING:
         parse_metrics,
         spec_decode_acceptance,
     )
-    from .redact import redact, register_secret
     from .targets import (
         AuthFactory,
         AuthOptions,
@@ -68,8 +72,8 @@ if TYPE_CHECKING:
         url_from_outputs,
     )
 
-# Imported on first use: `from endpoint.limits import ...` or `from endpoint.redact import ...`
-# (the plan, the stack-file reader) should not pay for httpx, aiohttp and google-auth.
+# The rest is imported on first use: the plan and the stack-file reader, which need only
+# endpoint.limits and endpoint.redact, do not pay for httpx, aiohttp and google-auth.
 _EXPORTS = {
     "ApiKeyAuth": "auth",
     "AuthError": "auth",
@@ -93,8 +97,6 @@ _EXPORTS = {
     "fetch_metrics": "metrics",
     "parse_metrics": "metrics",
     "spec_decode_acceptance": "metrics",
-    "redact": "redact",
-    "register_secret": "redact",
     "AuthFactory": "targets",
     "AuthOptions": "targets",
     "Target": "targets",
@@ -110,8 +112,6 @@ _EXPORTS = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "limits":
-        return importlib.import_module(".limits", __name__)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'endpoint' has no attribute {name!r}")
