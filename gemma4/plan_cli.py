@@ -14,8 +14,10 @@ SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benc
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -645,6 +647,20 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _cannot_write(folder: Path) -> str | None:
+    """Why ``folder`` (made when missing) could not be written, as far as can be told before
+    writing: the nearest part of its path that exists is a file, or a folder this process may
+    not write into (None: no reason known)."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return os.strerror(errno.ENOTDIR)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
+
+
 def calibrate_main(argv: Sequence[str]) -> int:
     from serving.capacity.plan import PlanError, load_stack_settings
     from serving.config.project import stack_file
@@ -660,6 +676,10 @@ def calibrate_main(argv: Sequence[str]) -> int:
         )
         if not o.run_dir.is_dir():
             raise ValueError(f"{o.run_dir}: no such run folder")
+        out: Path = CALIBRATIONS_DIR if o.out is None else o.out
+        cannot = _cannot_write(out)
+        if cannot:  # said now, not after the fit (seconds); the write below still decides
+            raise ValueError(f"--out {out}: cannot write ({cannot})")
         data = load_run(o.run_dir)
         release = vllm_release(settings)
         measured_hw, measured_vllm = run_target(data.run, settings, o.stack, o.allow_other_target)
@@ -691,7 +711,6 @@ def calibrate_main(argv: Sequence[str]) -> int:
         f"{settings.deploy_platform}--{measured_hw}--{settings.model.card.folder}--"
         f"{measured_vllm.replace(' ', '-')}"
     )
-    out: Path = CALIBRATIONS_DIR if o.out is None else o.out
     path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
     try:
         out.mkdir(parents=True, exist_ok=True)
