@@ -248,13 +248,20 @@ def test_every_offline_block_runs() -> None:
         env.pop(var, None)
     failures = []
     pending = list(OFFLINE)
+    # A block that runs tests of this suite (the contract tests) has them collected, not run a
+    # second time: the suite runs them itself; what the block adds is that its command names
+    # tests that exist and load.
+    texts = {
+        block.where: block.text.replace(" -m pytest ", " -m pytest --collect-only ")
+        for block in OFFLINE
+    }
     while pending:
         batch, pending = pending[:PARALLEL], pending[PARALLEL:]
         procs = [
             (
                 block,
                 subprocess.Popen(
-                    ["bash", "-euo", "pipefail", "-c", block.text],
+                    ["bash", "-euo", "pipefail", "-c", texts[block.where]],
                     cwd=ROOT,
                     env=env,
                     stdout=subprocess.PIPE,
