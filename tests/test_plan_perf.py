@@ -427,7 +427,23 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     assert prior.speculation is not None
     assert prior.speculation.mean_accepted_length == accepted_length(mtp_prior_acceptance(), 3)
     truth = replace(prior, coefficients=TRUTH, speculation=Speculation(3, 2.6))
-    cells = [{**c, "spec_decode_acceptance_length": 2.6} for c in _cells(truth)]
+    # As the benchmark stores them: the counters' deltas (160 of 300 draft tokens accepted in
+    # 100 drafts: 1 + 160 / 100 = 2.6) and the figures they give.
+    spec = {"num_drafts": 100, "num_draft_tokens": 300, "num_accepted_tokens": 160}
+    figures = {"spec_decode_acceptance_rate": 160 / 300, "spec_decode_acceptance_length": 2.6}
+    cells = [
+        {
+            **c,
+            **figures,
+            "spec_decode": {
+                **spec,
+                "acceptance_rate": 160 / 300,
+                "mean_acceptance_length": 2.6,
+                "acceptance_by_position": [],
+            },
+        }
+        for c in _cells(truth)
+    ]
     run_dir = _write_run(tmp_path / "run", cells, settings.model.model, "rtx-pro-6000")
     out = tmp_path / "c"
     code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "rtx6000", "--out", str(out))
