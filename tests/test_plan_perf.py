@@ -449,7 +449,13 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "rtx6000", "--out", str(out))
     assert code == 0, err
     (path,) = out.glob("*.json")
-    assert load_calibration(path).mean_accepted_length == pytest.approx(2.6)
+    calibration = load_calibration(path)
+    assert calibration.mean_accepted_length == pytest.approx(2.6)
+    # The measured acceptance, pooled over the 8 cells' counters, with where it comes from.
+    assert calibration.mtp_acceptance is not None
+    assert calibration.mtp_acceptance["num_drafts"] == 800
+    assert calibration.mtp_acceptance["acceptance_rate"] == pytest.approx(160 / 300)
+    assert "vLLM's spec-decode counters over 8 cell(s)" in calibration.acceptance_source
     model, _ = model_for_settings(settings, calibrations=out)
     assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
     assert model.coefficients.bandwidth_efficiency == pytest.approx(0.62, rel=0.15)

@@ -287,13 +287,13 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
             f"{k} (the stack's num_speculative_tokens) x {COUNTERS['num_drafts']} ({c.drafts}): "
             "a run of another speculative configuration"
         )
-    if not per and isinstance(stored, Mapping) and stored.get("acceptance_by_position"):
+    if isinstance(stored, Mapping) and stored.get("acceptance_by_position"):
         fractions = stored["acceptance_by_position"]
         if not isinstance(fractions, list) or len(fractions) > 16:
             raise AcceptanceError(
                 f"{where}: spec_decode.acceptance_by_position must be a list of at most 16"
             )
-        per = []
+        from_counters, per = per, []
         for f in fractions:
             if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f):
                 raise AcceptanceError(
@@ -306,6 +306,11 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
                     "not a whole count: the run was edited"
                 )
             per.append(float(round(n)))
+        if from_counters and from_counters != per:
+            raise AcceptanceError(
+                f"{where}: spec_decode.acceptance_by_position x drafts is {per}, "
+                f"{PER_POSITION} moved {from_counters}: the run was edited"
+            )
     if per:
         _check_positions(c, per, k, where)
         c = CellCounts(c.cell, c.drafts, c.draft_tokens, c.accepted, tuple(int(v) for v in per))
