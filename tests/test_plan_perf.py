@@ -458,7 +458,12 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
     assert "vLLM's spec-decode counters over 8 cell(s)" in calibration.acceptance_source
     model, _ = model_for_settings(settings, calibrations=out)
     assert model.speculation is not None and model.speculation.mean_accepted_length == 2.6
-    assert model.coefficients.bandwidth_efficiency == pytest.approx(0.62, rel=0.15)
+    # With 4 tokens a sequence, the reads and the compute both add to every step: the fit may
+    # trade bandwidth for compute efficiency; what it must get right is what it predicts.
+    for cell in _cells(truth):
+        w = Workload(cell["prompt_tokens"], 64)
+        got = model.at_concurrency(cell["concurrency"], w).step_s
+        assert got == pytest.approx(truth.at_concurrency(cell["concurrency"], w).step_s, rel=0.03)
 
 
 def test_calibrate_says_when_it_cannot_write(
