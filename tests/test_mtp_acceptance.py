@@ -436,3 +436,15 @@ def test_a_calibration_files_measured_acceptance_is_read_strictly(
     with pytest.raises(CalibrationError) as info:
         load_calibration(path)
     assert message in str(info.value)
+
+
+def test_a_plain_stacks_plain_run_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = {"id": "c1-p128-o64", "status": "ok", "mean_output_tokens": 64.0}
+    run = _run_dir(tmp_path / "r", [plain], "google/gemma-4-12B-it-qat-w4a16-ct")
+    code, out, err = plan(capsys, "-s", "l4", "--json", "--calibration-run", str(run))
+    assert code in (0, 1), err
+    with_run = json.loads(out)["performance"]
+    code, out, _ = plan(capsys, "-s", "l4", "--json")
+    assert with_run == json.loads(out)["performance"] and with_run["mtp"] is None
