@@ -27,7 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.results.store import StoreError, load_run
+from bench.results.store import RunData, StoreError, load_run
 from gemma4.options import add_project_options, add_rate_option, bounded_number, say_read
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.capacity.perf import Slo
@@ -41,6 +41,7 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
 from serving.config.project import ProjectError, find_project_file, stack_file
+from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
 
@@ -204,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="RUN_DIR",
-        help="with --plot: draw this benchmark run's measured cells on the figure",
+        help="a benchmark run of this stack: its spec-decode counters give the MTP "
+        "acceptance (unless --mtp-acceptance), and with --plot its measured cells are drawn",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     # The two subcommands, for --help and the generated reference; main() hands them their
@@ -258,6 +260,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_stack_file_settings(path, root)
         workload = workload_for(settings, prompt, output)
         acceptance = None if options.mtp_acceptance is None else float(options.mtp_acceptance)
+        mtp_source = None
+        run = None
+        if options.calibration_run is not None:
+            try:
+                run = load_run(options.calibration_run)
+            except StoreError as exc:
+                raise PlanError(f"--calibration-run {options.calibration_run}: {exc}") from None
+            acceptance, mtp_source = run_mtp_acceptance(
+                run, settings, acceptance, f"--calibration-run {options.calibration_run}"
+            )
         result = report(
             stack,
             settings,
@@ -265,18 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             workload,
             mtp_acceptance=acceptance,
             concurrencies=options.concurrency,
+            mtp_source=mtp_source,
         )
-        if options.calibration_run is not None and options.plot is None:
-            raise PlanError("--calibration-run needs --plot FILE")
         if options.plot is not None:
             from serving.capacity.perf_plot import PlotError, measured_points, plot_stack
 
             measured = None
-            if options.calibration_run is not None:
-                try:
-                    run = load_run(options.calibration_run)
-                except StoreError as exc:
-                    raise PlanError(f"--calibration-run {options.calibration_run}: {exc}") from None
+            if run is not None:
                 measured = measured_points(run.cells)
                 if not measured:
                     raise PlanError(
@@ -305,6 +312,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(perf_table(result["stack"], result["performance"]))
         console.print(replica_table(result["stack"], result["replicas"]))
     return 0 if result["fits"] else 1
+
+
+def run_mtp_acceptance(
+    run: RunData, settings: Settings, flag: float | None, what: str
+) -> tuple[float | None, str | None]:
+    """(acceptance, where it comes from) for a plan given a benchmark run: the per-draft-token
+    acceptance the run's spec-decode counters measured, unless ``--mtp-acceptance`` gave one
+    (the flag wins, and the source says what the run measured). The counters are checked
+    against the stack (:func:`serving.capacity.acceptance.run_acceptance`): a torn, foreign or
+    edited run is refused (PlanError, naming the cell and the counter)."""
+    from serving.capacity.acceptance import AcceptanceError, run_acceptance
+    from serving.capacity.plan import PlanError
+
+    model = settings.model
+    k = model.num_speculative_tokens if model.speculative_method == "mtp" else None
+    try:
+        measured = run_acceptance(run.cells, k, run.label)
+    except AcceptanceError as exc:
+        raise PlanError(f"{what}: {exc}") from None
+    if measured is None:
+        return flag, None
+    recorded = run.run.get("model")
+    if recorded not in (model.model, model.served_model_name):
+        measured_what = f"measured model {str(recorded)[:80]!r}" if recorded else "records no model"
+        raise PlanError(
+            f"{what}: the run {measured_what} and the stack serves {model.model!r}: its MTP "
+            "acceptance says nothing about this stack"
+        )
+    if flag is not None:
+        return flag, (
+            f"--mtp-acceptance (the run measured {measured.per_draft_token:.3f} per draft "
+            f"token: {measured.source()})"
+        )
+    return measured.per_draft_token, measured.source()
 
 
 def _ms(value: float) -> str:
@@ -465,8 +506,8 @@ def add_mtp_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="F",
         help="per-draft-token MTP acceptance in [0, 1] for stacks with speculative decoding "
-        "(default: a calibration's measured figure, else the median of published Gemma 4 "
-        "MTP figures)",
+        "(default: what --calibration-run's spec-decode counters measured, else a "
+        "calibration's measured figure, else the median of published Gemma 4 MTP figures)",
     )
 
 

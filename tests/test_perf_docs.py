@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from serving.capacity.perf_checks import PUBLISHED, SEEDS, check, judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,13 +33,19 @@ def test_uncalibrated_predictions_stay_within_the_band_of_every_published_figure
 
 
 def test_the_mtp_speedup_falls_with_concurrency_as_measured() -> None:
-    """Callstack measured 2.48x at 1 stream, 1.92x at 10 and 1.09x at 100: the drafts' compute
-    eats the gain as the batch grows. The model's decline comes only once the drafts' compute
-    outgrows the step's reads: at 10 streams every step is still bandwidth-bound, so it keeps
-    the one-stream 2.48x (measured 1.92x), and at 100 it predicts a loss (measured 1.09x); the
-    page shows both errors."""
-    speedups = {p.concurrency: check(p).predicted for p in PUBLISHED if p.metric == "mtp_speedup"}
-    assert speedups[100] < speedups[10] <= 2.48
+    """Callstack measured 2.48x at 1 stream, 1.92x at 10 and 1.09x at 100 (Gemma 4 31B, 2 x RTX
+    PRO 6000): the k + 1 tokens MTP verifies per sequence cost compute on top of the weights'
+    stream, so the gain falls with the batch. The one-stream figure fixes the accepted length
+    (nobody published it); the model then lands within 10 % at 10 and 100 streams, with no
+    per-point knob. With the roofline step (compute hidden under the reads) it kept the
+    one-stream gain at 10 streams and predicted a loss at 100."""
+    mtp = [p for p in PUBLISHED if p.metric == "mtp_speedup"]
+    speedups = {p.concurrency: check(p).predicted for p in mtp}
+    assert speedups[100] < speedups[10] < 2.48
+    for p in mtp:
+        assert abs(check(p).error) <= 0.10, (p.concurrency, check(p).predicted)
+    roofline = {p.concurrency: check(p, overlap=1.0).predicted for p in mtp}
+    assert roofline[10] == pytest.approx(2.48, rel=0.01) and roofline[100] < 1.0
 
 
 def test_the_seed_l4_figure_fits_only_a_handful_of_output_tokens() -> None:

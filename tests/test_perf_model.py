@@ -39,13 +39,21 @@ def test_kv_reads_stop_growing_past_the_window_on_sliding_layers_only() -> None:
     assert SHAPE.kv_bytes_read(4096) == 40 * 1000 * 1024 + 8 * 500 * 4096
 
 
-def test_a_step_is_the_larger_of_bytes_and_flops_plus_a_constant() -> None:
+def test_a_step_is_its_bytes_and_its_flops_plus_a_constant() -> None:
     m = model(coefficients=Coefficients(0.5, 0.25, 0.002, 0.5, 0.0))
     read = 8e9 + 4 * SHAPE.kv_bytes_read(1000)
     flops = 2 * 4 * 12e9
-    assert m.decode_step_s(4, 1000) == pytest.approx(
-        max(read / (0.5 * 300e9), flops / (0.25 * 121e12)) + 0.002
-    )
+    reads_s, compute_s = read / (0.5 * 300e9), flops / (0.25 * 121e12)
+    # The tokens' arithmetic is not hidden under the weights' stream (the default).
+    assert m.decode_step_s(4, 1000) == pytest.approx(reads_s + compute_s + 0.002)
+    # The roofline (everything hidden under the larger) is the floor; in between, a share.
+    roof = replace(m, overlap=1.0)
+    assert roof.decode_step_s(4, 1000) == pytest.approx(max(reads_s, compute_s) + 0.002)
+    half = replace(m, overlap=0.5)
+    assert half.decode_step_s(4, 1000) == pytest.approx(reads_s + compute_s / 2 + 0.002)
+    for bad in (-0.1, 1.1, math.nan):
+        with pytest.raises(ValueError, match=r"overlap must be in \[0, 1\]"):
+            replace(m, overlap=bad)
     # A wide batch turns the step compute-bound: the FLOPs set it, not the bytes.
     wide = replace(m, max_num_seqs=4096)
     big = 2 * 2048 * 12e9 / (0.25 * 121e12)

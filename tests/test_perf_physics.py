@@ -113,7 +113,7 @@ def test_a_shape_longer_than_max_model_len_is_refused(capsys: pytest.CaptureFixt
         (["--concurrency", "0"], "--concurrency values must be integers from 1"),
         (["--concurrency", "1,x"], "--concurrency values must be integers from 1"),
         (["--concurrency", ""], "--concurrency takes 1 to 64"),
-        (["--calibration-run", "/nonexistent"], "--calibration-run needs --plot FILE"),
+        (["--calibration-run", "/nonexistent"], "--calibration-run /nonexistent:"),
         (["--plot", "/tmp/x.gif"], "must end in .png or .svg"),
     ],
 )

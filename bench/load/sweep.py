@@ -62,6 +62,7 @@ from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
 from endpoint.limits import MAX_ECHO_CHARS, MAX_MODEL_IDS_SHOWN, READY_DEADLINE_S
 from endpoint.metrics import (
     MetricsParseError,
+    MetricsSnapshot,
     SpecDecodeAcceptance,
     parse_metrics,
     spec_decode_acceptance,
@@ -390,15 +391,35 @@ def _auth_failed(n: int, exc: AuthError) -> WindowLoad:
     return WindowLoad(results, now, now, MonitorStats(0.005), 0.0, 0)
 
 
-def _spec_decode(load: WindowLoad, model: str) -> SpecDecodeAcceptance | None:
+def _spec_decode(
+    load: WindowLoad, model: str
+) -> tuple[SpecDecodeAcceptance | None, dict[str, Any] | None]:
+    """The window's acceptance and vLLM's raw spec-decode counters at its edges (None, None
+    without both scrapes or without speculative decoding): calibration derives the figures
+    again from the counters and refuses a cell whose counters went backwards."""
     if load.metrics_before is None or load.metrics_after is None:
-        return None
+        return None, None
     try:
         before = parse_metrics(load.metrics_before[1], model_name=model)
         after = parse_metrics(load.metrics_after[1], model_name=model)
     except MetricsParseError:
-        return None
-    return spec_decode_acceptance(before, after)
+        return None, None
+    if before.spec_decode is None and after.spec_decode is None:
+        return None, None
+
+    def counters(snapshot: MetricsSnapshot) -> dict[str, Any] | None:
+        c = snapshot.spec_decode
+        if c is None:
+            return None
+        return {
+            "num_drafts": c.num_drafts,
+            "num_draft_tokens": c.num_draft_tokens,
+            "num_accepted_tokens": c.num_accepted_tokens,
+            "accepted_per_position": list(c.accepted_per_position),
+        }
+
+    raw = {"before": counters(before), "after": counters(after)}
+    return spec_decode_acceptance(before, after), raw
 
 
 async def run_cell(
@@ -469,12 +490,13 @@ async def run_cell(
             load, concurrency=key.concurrency, model_name=model, limits=options.client_limits
         )
     )
-    acceptance = _spec_decode(load, model)
+    acceptance, counters = _spec_decode(load, model)
     record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
     record["spec_decode_acceptance_length"] = (
         acceptance.mean_acceptance_length if acceptance else None
     )
     record["spec_decode"] = acceptance.as_dict() if acceptance else None
+    record["spec_decode_counters"] = counters
     record["prompt_tokens_method"] = prompts.method
     record["prompt_tokens_exact"] = prompts.exact
     record["started_at"] = started_at

@@ -2,9 +2,10 @@
 
 A benchmark run (``bench/store.py``) stores, per cell, the client's figures and vLLM's own
 histogram means over the cell's window (``server_mean_ttft_ms``, ``server_mean_e2el_ms``,
-``server_mean_itl_ms``) and the client's per-step ITL (``client_mean_itl_ms``), the spec-decode
-acceptance (``spec_decode_acceptance_length``) and the token counts. :func:`observations` turns
-the measured cells into the model's inputs and targets; :func:`fit` finds the coefficients:
+``server_mean_itl_ms``) and the client's per-step ITL (``client_mean_itl_ms``), vLLM's
+spec-decode counters (``spec_decode_counters``, read by :mod:`serving.capacity.acceptance`) and
+the token counts. :func:`observations` turns the measured cells into the model's inputs and
+targets; :func:`fit` finds the coefficients:
 
 a bounded pattern search through the full step model (efficiencies in (0, 1], constants in
 [0, 10] s) minimising the squared log error of every cell's step time (the client's per-step
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel
 
 __all__ = [
@@ -89,10 +91,17 @@ MIN_CELL_REQUESTS = 8
 
 
 def observations(
-    cells: Iterable[Mapping[str, Any]], max_num_seqs: int, min_requests: int = MIN_CELL_REQUESTS
+    cells: Iterable[Mapping[str, Any]],
+    max_num_seqs: int,
+    min_requests: int = MIN_CELL_REQUESTS,
+    num_speculative_tokens: int | None = None,
 ) -> list[Observation]:
     """The measured, closed-loop cells with a step time and at least ``min_requests``
-    completed requests; others are left out."""
+    completed requests; others are left out. Each cell's accepted length comes from its
+    spec-decode counters, checked against the stack (``num_speculative_tokens`` None: no MTP;
+    :func:`serving.capacity.acceptance.cell_counts` refuses inconsistent ones)."""
+    from serving.capacity.acceptance import cell_counts
+
     out: list[Observation] = []
     for r in cells:
         if r.get("status") != "ok" or r.get("request_rate") is not None:
@@ -107,7 +116,11 @@ def observations(
         prompt = (_num(r, "total_input_tokens") or 0.0) / completed if completed else None
         prompt = prompt or _num(r, "prompt_tokens")
         output = _num(r, "mean_output_tokens") or _num(r, "output_tokens")
-        accepted = _num(r, "spec_decode_acceptance_length")
+        try:
+            counts = cell_counts(r, num_speculative_tokens)
+        except AcceptanceError as exc:
+            raise CalibrationError(str(exc)) from None
+        accepted = counts.mean_accepted_length if counts is not None else None
         # The client's per-step figure (first-to-last token time over the steps between, for
         # the cell's measured requests only) first: a constant network delay cancels out of
         # it, while the server's histogram delta also holds steps of the warm-up requests
@@ -331,9 +344,12 @@ class Calibration:
     #: Where the figures come from: run label, its created_at, URL host, cells, fitted_at,
     #: and whether the server was a real vLLM or the paced fake (``synthetic``).
     provenance: Mapping[str, Any]
-    #: MTP's mean accepted length measured by the run (median over its cells; None without
-    #: speculative decoding or spec-decode counters).
+    #: MTP's mean accepted length measured by the run (its spec-decode counters pooled over
+    #: its cells; None without speculative decoding).
     mean_accepted_length: float | None = None
+    #: The measured acceptance in full (:meth:`MeasuredAcceptance.as_dict`: per-draft-token
+    #: acceptance, vLLM's rate, the counts and where they come from); None without MTP.
+    mtp_acceptance: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -359,6 +375,7 @@ class Calibration:
             "held_out_error": dict(self.held_out_error),
             "provenance": dict(self.provenance),
             "mean_accepted_length": self.mean_accepted_length,
+            "mtp_acceptance": dict(self.mtp_acceptance) if self.mtp_acceptance else None,
         }
 
     @classmethod
@@ -393,6 +410,7 @@ class Calibration:
                 _is_number(accepted) and math.isfinite(accepted) and 1 <= accepted <= 17
             ):
                 raise TypeError("mean_accepted_length must be a number in [1, 17] or null")
+            mtp = _mtp_acceptance(data.get("mtp_acceptance"), accepted)
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
         return cls(
@@ -403,7 +421,40 @@ class Calibration:
             held,
             provenance,
             float(accepted) if accepted is not None else None,
+            mtp,
         )
+
+    @property
+    def acceptance_source(self) -> str:
+        """Where the calibration's MTP acceptance comes from, for the plan's output."""
+        if self.mtp_acceptance and isinstance(self.mtp_acceptance.get("source"), str):
+            return f"calibration {self.name}: {self.mtp_acceptance['source'][:300]}"
+        return f"calibration {self.name}: its measured mean accepted length"
+
+
+def _mtp_acceptance(raw: Any, length: Any) -> dict[str, Any] | None:
+    """A calibration file's ``mtp_acceptance``: null, or the measured figures, each in range
+    and agreeing with ``mean_accepted_length`` (else TypeError naming the field)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise TypeError("mtp_acceptance must be an object or null")
+    ranges = {
+        "acceptance": (0.0, 1.0),
+        "acceptance_rate": (0.0, 1.0),
+        "mean_accepted_length": (1.0, 17.0),
+        "num_speculative_tokens": (1.0, 16.0),
+    }
+    for key, (lo, hi) in ranges.items():
+        value: Any = raw.get(key)
+        if not (_is_number(value) and math.isfinite(value) and lo <= value <= hi):
+            raise TypeError(f"mtp_acceptance.{key} must be a number in [{lo:g}, {hi:g}]")
+    if length is None or not math.isclose(raw["mean_accepted_length"], length, rel_tol=1e-9):
+        raise TypeError("mtp_acceptance.mean_accepted_length must equal mean_accepted_length")
+    source = raw.get("source")
+    if not isinstance(source, str) or not 0 < len(source) <= 1000:
+        raise TypeError("mtp_acceptance.source must be a string of 1 to 1000 characters")
+    return dict(raw)
 
 
 def load_calibration(path: Path) -> Calibration:
@@ -478,7 +529,13 @@ def calibrate(
     vllm: str,
     provenance: Mapping[str, Any],
 ) -> Calibration:
-    obs = observations(cells, base.max_num_seqs)
+    cells = list(cells)
+    k = base.speculation.num_speculative_tokens if base.speculation else None
+    try:
+        measured_acceptance = run_acceptance(cells, k, str(provenance.get("run", "")))
+    except AcceptanceError as exc:
+        raise CalibrationError(str(exc)) from None
+    obs = observations(cells, base.max_num_seqs, num_speculative_tokens=k)
     if not obs:
         raise CalibrationError(
             "the run has no measured closed-loop cell with a step time (server_mean_itl_ms, "
@@ -487,7 +544,6 @@ def calibrate(
         )
     error = held_out(base, obs)
     coefficients = fit(base, obs)
-    lengths = [o.accepted_length for o in obs if o.accepted_length is not None]
     return Calibration(
         hardware,
         checkpoint,
@@ -495,5 +551,6 @@ def calibrate(
         coefficients,
         error,
         {**provenance, "cells": len(obs), "levels": sorted({o.concurrency for o in obs})},
-        statistics.median(lengths) if lengths and base.speculation is not None else None,
+        measured_acceptance.mean_accepted_length if measured_acceptance else None,
+        measured_acceptance.as_dict() if measured_acceptance else None,
     )

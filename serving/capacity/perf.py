@@ -7,10 +7,17 @@ autoscaling bounds all call it. It is a step model bounded by the machine:
   schedules it: each decoding sequence's ``1 + k`` tokens, then prefill chunks in arrival
   order up to ``max_num_batched_tokens``. It costs::
 
-      step = max(compute, bytes) + c_step
+      step = compute + bytes + c_step
       compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
       bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
 
+  The reads and the arithmetic add up (``StepModel.overlap`` 0): every token in the step costs
+  its compute on top of streaming the weights, so a step grows with its tokens from the first
+  one on, not only past the roofline's ridge. That is what the published MTP runs show: the
+  ``k + 1`` tokens MTP verifies per sequence eat its gain as the batch grows (Callstack, Gemma 4
+  31B on 2 x RTX PRO 6000: 2.48x at one stream, 1.92x at 10, 1.09x at 100; with the step at
+  ``max(compute, bytes)`` it stays 2.48x at 10). ``overlap`` 1 (the roofline, the physical
+  floor) is what the judge of published figures uses for "the most a chip can do".
   Every efficiency is a share of the peak, refused above 1. In steady state the tokens a step
   carries follow from Little's law, so the predicted compute per second never exceeds the
   peak and no step reads the weights faster than the bandwidth allows (whatever the load).
@@ -294,11 +301,12 @@ class StepModel:
     One scheduler step runs every sequence in the batch together: each decoding sequence's
     ``1 + k`` tokens and the prefill chunks that fit the rest of ``max_num_batched_tokens``
     (vLLM's chunked prefill: decodes first, then waiting prefills in arrival order). The step
-    costs ``max(compute, bytes) + c_step``: compute is its tokens x 2 x parameters at the dense
-    peak x an efficiency, bytes are the weights (and drafter) once plus every running
-    sequence's KV cache at peak bandwidth x an efficiency. In steady state a request's prefill
-    shares the steps with the others' decodes and prefills, so the tokens per second the model
-    predicts can never need more than the peak (:meth:`utilisation` proves it per point).
+    costs ``max(compute, bytes) + (1 - overlap) x min(compute, bytes) + c_step``: compute is
+    its tokens x 2 x parameters at the dense peak x an efficiency, bytes are the weights (and
+    drafter) once plus every running sequence's KV cache at peak bandwidth x an efficiency. In
+    steady state a request's prefill shares the steps with the others' decodes and prefills,
+    so the tokens per second the model predicts can never need more than the peak
+    (:meth:`utilisation` proves it per point).
     """
 
     shape: Shape
@@ -321,6 +329,18 @@ class StepModel:
     #: Serial time the API server spends on each request (HTTP, tokenising, the response),
     #: seconds: one process does it for every request, so it caps the rate at 1 / this.
     server_request_s: float = 0.0
+    #: Share of the smaller of a step's compute and reads hidden under the larger: 0 (the
+    #: default) adds them, which the published fall of MTP's speed-up with the batch asks for
+    #: (module docstring); 1 is the roofline, the physical floor of a step.
+    overlap: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.overlap, int | float) and 0.0 <= self.overlap <= 1.0):
+            raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+
+    def combine(self, compute_s: float, bytes_s: float) -> float:
+        """A step's compute and reads together (without its constant)."""
+        return max(compute_s, bytes_s) + (1.0 - self.overlap) * min(compute_s, bytes_s)
 
     def api_server_s(self, rate: float) -> float:
         """A request's time in the API server at ``rate`` requests/s: its own serial time
@@ -378,7 +398,7 @@ class StepModel:
     def decode_step_s(self, batch: float, context: float) -> float:
         """A step with ``batch`` sequences decoding and no prefill in it."""
         return (
-            max(self._bytes_s(batch, context), self._decode_flops_s(batch))
+            self.combine(self._decode_flops_s(batch), self._bytes_s(batch, context))
             + self.coefficients.step_overhead_s
         )
 
@@ -386,7 +406,9 @@ class StepModel:
         """A step with ``decoding`` sequences decoding, ``prefill_tokens`` prompt tokens and
         ``running`` sequences' KV caches read."""
         compute = self._decode_flops_s(decoding) + self._prefill_flops_s(prefill_tokens)
-        return max(compute, self._bytes_s(running, ctx)) + self.coefficients.step_overhead_s
+        return (
+            self.combine(compute, self._bytes_s(running, ctx)) + self.coefficients.step_overhead_s
+        )
 
     def prefill_chunks(self, prompt_tokens: float) -> int:
         return max(1, math.ceil(prompt_tokens / self.max_num_batched_tokens))
@@ -422,9 +444,15 @@ class StepModel:
         # decode steps' tokens (1 + k per step, drafter included) once.
         a = self._prefill_flops_s(p) + self._decode_flops_s(1.0) * d_steps
         bytes_s = self._bytes_s(batch, context)
-        if rate * a >= 1.0:
+        x = rate * a  # compute seconds per second
+        if x >= 1.0:
             return None
-        step = max(c.step_overhead_s / (1.0 - rate * a), bytes_s + c.step_overhead_s)
+        # The step s solves s = combine(x s, bytes) + c (a slope below 1: one solution):
+        # read-bound when x s <= bytes, else compute-bound.
+        hidden = 1.0 - self.overlap
+        step = (bytes_s + c.step_overhead_s) / (1.0 - hidden * x)
+        if x * step > bytes_s:
+            step = (hidden * bytes_s + c.step_overhead_s) / (1.0 - x)
         if step <= 0:
             return None
         decoding = rate * step * d_steps
@@ -452,7 +480,7 @@ class StepModel:
 
         With ``n`` = requests completed per step (rate x step), a step holds ``n`` prompts
         and ``n x decode steps`` decoding sequences, so its compute is ``a x n`` seconds and
-        its length ``max(a x n, bytes(batch)) + c``; Little's law ``batch = rate x e2e``
+        its length ``combine(a x n, bytes(batch)) + c``; Little's law ``batch = rate x e2e``
         fixes ``n``. Compute per second is then ``a x n / step <= 1`` by construction."""
         k = self._k
         c = self.coefficients
@@ -496,7 +524,7 @@ class StepModel:
                 return None
             per_request = max(1.0, math.ceil(p / budget))
             wait = per_request * use / (2.0 * (1.0 - use))
-            step = max(a * n, bytes_s) + c.step_overhead_s
+            step = self.combine(a * n, bytes_s) + c.step_overhead_s
             rate = n / step
             # A prefill's own steps are longer than the mean step when few share them:
             # the first token waits at least for its chunks with the others' decodes.

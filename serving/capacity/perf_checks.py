@@ -100,17 +100,25 @@ class Check:
         return (self.predicted - self.published.value) / self.published.value
 
 
-def _model(p: Published, speculation: Speculation | None = None) -> StepModel:
-    return StepModel(p.shape, p.device, Coefficients(), max_num_seqs=4096, speculation=speculation)
+def _model(p: Published, speculation: Speculation | None = None, overlap: float = 0.0) -> StepModel:
+    return StepModel(
+        p.shape,
+        p.device,
+        Coefficients(),
+        max_num_seqs=4096,
+        speculation=speculation,
+        overlap=overlap,
+    )
 
 
-def check(p: Published) -> Check:
-    """The model's figure for ``p`` with the uncalibrated priors."""
+def check(p: Published, overlap: float = 0.0) -> Check:
+    """The model's figure for ``p`` with the uncalibrated priors (``overlap``: the step's, 0
+    as the planner predicts; 1 shows what the roofline step would say)."""
     if p.metric == "mtp_speedup":
         assert p.reference_speedup is not None
         k = 3
-        plain = _model(p)
-        spec = _model(p, Speculation(k, 1.0))
+        plain = _model(p, overlap=overlap)
+        spec = _model(p, Speculation(k, 1.0), overlap)
         w = p.workload
         ctx = w.prompt_tokens + w.output_tokens / 2
         # The accepted length that reproduces the one-stream speed-up, then the speed-up at
@@ -123,7 +131,7 @@ def check(p: Published) -> Check:
             / spec.decode_step_s(p.concurrency, ctx)
         )
         return Check(p, speedup)
-    point = _model(p).at_concurrency(p.concurrency, p.workload)
+    point = _model(p, overlap=overlap).at_concurrency(p.concurrency, p.workload)
     per_stream = 1.0 / point.itl_s
     value = per_stream if p.metric == "stream_tps" else per_stream * p.concurrency
     return Check(p, value)
@@ -311,6 +319,7 @@ def judge(f: SeedFigure) -> Verdict:
             prefill_overhead_s=0.0,
         ),
         max_num_seqs=4096,
+        overlap=1.0,  # the roofline: compute wholly hidden under the reads, or the reverse
     )
     prior = StepModel(f.shape, f.device, Coefficients(), max_num_seqs=4096)
     return Verdict(f, in_flight, _output_tokens(ideal, f, batch), _output_tokens(prior, f, batch))

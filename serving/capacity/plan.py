@@ -129,6 +129,7 @@ def report(
     flag: str = "--requests-per-second",
     mtp_acceptance: float | None = None,
     concurrencies: Sequence[int] | None = None,
+    mtp_source: str | None = None,
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
     performance is for ``workload`` (default: the stack's benchmark request shape).
@@ -139,7 +140,9 @@ def report(
     costs (:func:`endpoint_cost`)."""
     plan = plan_settings(settings)
     # The shape first: a request longer than max-model-len is refused, not predicted.
-    performance_figures = performance(settings, workload, mtp_acceptance, concurrencies)
+    performance_figures = performance(
+        settings, workload, mtp_acceptance, concurrencies, mtp_source=mtp_source
+    )
     rate, rate_source = offered_load(settings, requests_per_second, flag, workload, mtp_acceptance)
     replicas = replica_plan(settings, rate, rate_source, workload, mtp_acceptance)
     count, count_source = serving_replicas(settings, replicas)

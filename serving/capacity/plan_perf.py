@@ -59,11 +59,13 @@ def performance(
     workload: Workload | None = None,
     mtp_acceptance: float | None = None,
     concurrencies: Sequence[int] | None = None,
+    mtp_source: str | None = None,
 ) -> dict[str, Any]:
     """Predicted figures per concurrency for one stack, JSON-ready (means; ms, tokens/s, USD).
     Latencies are the client's (the platform's front end added, said so); each point names
     the ceiling it is closest to. An MTP stack also gets its bounds: nothing accepted and
-    everything accepted."""
+    everything accepted. ``mtp_source`` says where a given ``mtp_acceptance`` comes from
+    (default: ``--mtp-acceptance``)."""
     model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     model.check_shape(w)
@@ -86,9 +88,9 @@ def performance(
         mtp = {
             "speculative_tokens": k,
             "acceptance": mtp_acceptance,
-            "acceptance_source": "--mtp-acceptance"
+            "acceptance_source": (mtp_source or "--mtp-acceptance")
             if mtp_acceptance is not None
-            else "the calibration's measured accepted length"
+            else calibration.acceptance_source
             if calibration is not None and calibration.mean_accepted_length is not None
             else f"median of published Gemma 4 MTP figures ({mtp_prior_acceptance():.0%} per "
             "draft token; serving/data/performance-evidence.json)",

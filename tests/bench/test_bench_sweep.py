@@ -218,12 +218,23 @@ def test_spec_decode_acceptance_from_metrics_deltas(
     assert cell["spec_decode"]["num_draft_tokens"] == 60
     assert cell["spec_decode_acceptance_rate"] == pytest.approx(15 / 60)
     assert cell["spec_decode_acceptance_length"] == pytest.approx(1 + 15 / 20)
+    # The raw counters at the window's edges are stored, so calibration derives the same
+    # figures from them (and would refuse a counter that went backwards).
+    counters = cell["spec_decode_counters"]
+    assert counters["after"]["num_drafts"] - counters["before"]["num_drafts"] == 20
+    from serving.capacity.acceptance import run_acceptance
+
+    measured = run_acceptance(run.cells, 3)
+    assert measured is not None
+    assert (measured.drafts, measured.draft_tokens, measured.accepted) == (20, 60, 15)
+    assert measured.per_position == (10, 5, 0)
 
 
 def test_no_spec_decode_gives_none(fake_vllm: ServerFactory, tmp_path: Path) -> None:
     server = fake_vllm(output_tokens=2)
     run = run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), tmp_path / "r", options=FAST)
     assert run.cells[0]["spec_decode_acceptance_rate"] is None
+    assert run.cells[0]["spec_decode_counters"] is None
 
 
 def test_open_loop_sends_at_the_poisson_rate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
