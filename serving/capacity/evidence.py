@@ -56,8 +56,19 @@ def accepted_length(acceptance: float, drafts: int) -> float:
 
 
 def front_end(platform: str) -> tuple[float, bool, str]:
-    """(seconds, measured, source) the client sees on top of the engine on ``platform``."""
+    """(seconds, measured, source) the client sees on top of the engine on ``platform``. An
+    entry that says ``derived`` takes its seconds from the validation's fit rows
+    (:func:`serving.capacity.perf_validation.derived_front_end`) and is never "measured"."""
     entry = evidence()["front_end"][platform]
+    if "derived" in entry:
+        from serving.capacity.perf_validation import derived_front_end
+
+        seconds = derived_front_end(platform)
+        if seconds is None:
+            raise ValueError(
+                f"front end of {platform!r}: derived from {entry['derived']}, but there are none"
+            )
+        return seconds, False, f"{entry['source']} ({seconds * 1000:.0f} ms)"
     return float(entry["seconds"]), bool(entry["measured"]), str(entry["source"])
 
 

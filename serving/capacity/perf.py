@@ -30,6 +30,7 @@ prompt tokens).
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from collections.abc import Sequence
@@ -659,31 +660,48 @@ class StepModel:
     # --- a burst (what the seed articles' benchmark sent) ---------------------------------
 
     def burst(
-        self, requests: int, w: Workload, cached_prompt_tokens: int = 0
+        self,
+        requests: int,
+        w: Workload,
+        cached_prompt_tokens: int = 0,
+        client_slots: int | None = None,
+        return_gap_s: float = 0.0,
     ) -> tuple[float, float]:
-        """``requests`` sent at once, none after: (mean engine latency, time until the last
-        answer), simulating vLLM's scheduler step by step (decodes first, then prefill
-        chunks in arrival order within max_num_batched_tokens, at most max_num_seqs running).
-        ``cached_prompt_tokens`` of each prompt come from vLLM's prefix cache (computed by
-        no step; their KV is still read)."""
+        """``requests`` sent by one client, none after: (mean engine latency of a request, from
+        its arrival to its answer; time from the first arrival until the last answer),
+        simulating vLLM's scheduler step by step (decodes first, then prefill chunks in arrival
+        order within max_num_batched_tokens, at most the engine's slots running).
+
+        ``client_slots``: the client keeps at most this many requests out (a semaphore; None:
+        all at once); when one is answered the next arrives ``return_gap_s`` later (the answer's
+        way back and the next request's way in). ``cached_prompt_tokens`` of each prompt come
+        from vLLM's prefix cache (computed by no step; their KV is still read)."""
         self.check_shape(w)
+        if requests < 1:
+            raise ValueError(f"requests must be at least 1, got {requests}")
         k = self._k
         top = int(self._slots_for(w))
         p = max(1, w.prompt_tokens - cached_prompt_tokens)
         context = w.prompt_tokens + w.output_tokens / 2.0
-        waiting = list(range(requests))
+        out = requests if client_slots is None else max(1, min(requests, client_slots))
+        # The API server hands requests to the engine one at a time, server_request_s apart.
+        pending = [(i * self.server_request_s, i) for i in range(out)]
+        heapq.heapify(pending)
+        sent = out
+        arrived: dict[int, float] = {}
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
         running: list[int] = []
         now = 0.0
-        done: list[float] = []
-        # The API server hands requests to the engine one at a time, server_request_s apart.
-        arrives = [i * self.server_request_s for i in range(requests)]
-        while waiting or running:
-            if not running and waiting:
-                now = max(now, arrives[waiting[0]])
-            while waiting and len(running) < top and arrives[waiting[0]] <= now:
-                running.append(waiting.pop(0))
+        latencies: list[float] = []
+        last = 0.0
+        while pending or running:
+            if not running:
+                now = max(now, pending[0][0])
+            while pending and len(running) < top and pending[0][0] <= now:
+                t, r = heapq.heappop(pending)
+                arrived[r] = t
+                running.append(r)
             decoding = [r for r in running if left_prompt[r] <= 0]
             budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
             prefill = 0.0
@@ -699,8 +717,13 @@ class StepModel:
             finished = [r for r in running if left_prompt[r] <= 0 and (left_decode[r] <= 1e-9)]
             for r in finished:
                 running.remove(r)
-                done.append(now + self.coefficients.prefill_overhead_s)
-        return statistics.fmean(done), max(done)
+                answered = now + self.coefficients.prefill_overhead_s
+                latencies.append(answered - arrived[r])
+                last = max(last, answered)
+                if sent < requests:
+                    heapq.heappush(pending, (answered + return_gap_s, sent))
+                    sent += 1
+        return statistics.fmean(latencies), last
 
 
 @dataclass(frozen=True)

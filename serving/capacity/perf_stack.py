@@ -97,7 +97,7 @@ def model_for_settings(
         speculation = Speculation(k, accepted)
     bandwidth, measured_path, _ = efficiency_prior(card, settings.profile)
     front, measured_front, _ = front_end(settings.deploy_platform)
-    from serving.capacity.perf_validation import api_server_request_s, derived_band
+    from serving.capacity.perf_validation import derived_band
 
     widen = float(evidence()["unmeasured_band_widening"])
     published = derived_band(settings.hardware)
@@ -137,7 +137,6 @@ def model_for_settings(
             float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
         ),
         max_model_len=v.max_model_len,
-        server_request_s=api_server_request_s(settings.hardware) or 0.0,
     )
     return model, calibration
 
