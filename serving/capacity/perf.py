@@ -666,16 +666,21 @@ class StepModel:
         cached_prompt_tokens: int = 0,
         client_slots: int | None = None,
         return_gap_s: float = 0.0,
+        send_gap_s: float = 0.0,
     ) -> tuple[float, float]:
-        """``requests`` sent by one client, none after: (mean engine latency of a request, from
-        its arrival to its answer; time from the first arrival until the last answer),
+        """``requests`` sent by one client, none after: (mean latency of a request from when
+        the client started its timer, the front end left out; time from the first arrival
+        until the last answer),
         simulating vLLM's scheduler step by step (decodes first, then prefill chunks in arrival
         order within max_num_batched_tokens, at most the engine's slots running).
 
         ``client_slots``: the client keeps at most this many requests out (a semaphore; None:
         all at once); when one is answered the next arrives ``return_gap_s`` later (the answer's
-        way back and the next request's way in). ``cached_prompt_tokens`` of each prompt come
-        from vLLM's prefix cache (computed by no step; their KV is still read)."""
+        way back and the next request's way in). ``send_gap_s``: the client's own serial time
+        per request (one thread opens each connection and writes each request in turn): the
+        requests of a wave leave ``send_gap_s`` apart, each timed from the start of the wave,
+        so its wait for the client is in its latency. ``cached_prompt_tokens`` of each prompt
+        come from vLLM's prefix cache (computed by no step; their KV is still read)."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")
@@ -684,11 +689,14 @@ class StepModel:
         p = max(1, w.prompt_tokens - cached_prompt_tokens)
         context = w.prompt_tokens + w.output_tokens / 2.0
         out = requests if client_slots is None else max(1, min(requests, client_slots))
-        # The API server hands requests to the engine one at a time, server_request_s apart.
-        pending = [(i * self.server_request_s, i) for i in range(out)]
+        # The client sends one request every send_gap_s; the API server hands them to the
+        # engine one at a time, server_request_s apart. Each is timed from ``clock``.
+        spacing = max(send_gap_s, self.server_request_s)
+        pending = [(i * spacing, i) for i in range(out)]
         heapq.heapify(pending)
+        clock = dict.fromkeys(range(out), 0.0)
+        free = (out - 1) * spacing  # when the client last sent
         sent = out
-        arrived: dict[int, float] = {}
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
         running: list[int] = []
@@ -699,8 +707,7 @@ class StepModel:
             if not running:
                 now = max(now, pending[0][0])
             while pending and len(running) < top and pending[0][0] <= now:
-                t, r = heapq.heappop(pending)
-                arrived[r] = t
+                _, r = heapq.heappop(pending)
                 running.append(r)
             decoding = [r for r in running if left_prompt[r] <= 0]
             budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
@@ -718,10 +725,14 @@ class StepModel:
             for r in finished:
                 running.remove(r)
                 answered = now + self.coefficients.prefill_overhead_s
-                latencies.append(answered - arrived[r])
+                latencies.append(answered - clock[r])
                 last = max(last, answered)
                 if sent < requests:
-                    heapq.heappush(pending, (answered + return_gap_s, sent))
+                    # The answer frees a client slot: the next request's clock starts when it
+                    # gets back; it leaves once the client is free and arrives after the gap.
+                    clock[sent] = answered + return_gap_s
+                    free = max(free + spacing, answered + return_gap_s)
+                    heapq.heappush(pending, (free, sent))
                     sent += 1
         return statistics.fmean(latencies), last
 

@@ -34,6 +34,7 @@ __all__ = [
     "derived_band",
     "derived_front_end",
     "derived_in_flight_cap",
+    "derived_send_gap",
     "model_for_config",
     "summary",
 ]
@@ -78,7 +79,9 @@ def model_for_config(name: str) -> StepModel:
     )
 
 
-def _engine_burst(row: dict[str, Any], in_flight: int | None, gap_s: float) -> tuple[float, float]:
+def _engine_burst(
+    row: dict[str, Any], in_flight: int | None, gap_s: float, send_gap_s: float = 0.0
+) -> tuple[float, float]:
     model = model_for_config(row["config"])
     w = Workload(int(row["prompt_tokens"]), int(row["output_tokens"]))
     return model.burst(
@@ -87,7 +90,35 @@ def _engine_burst(row: dict[str, Any], in_flight: int | None, gap_s: float) -> t
         int(row.get("cached_prompt_tokens", 0)),
         client_slots=in_flight,
         return_gap_s=gap_s,
+        send_gap_s=send_gap_s,
     )
+
+
+def _client_of(row: dict[str, Any]) -> dict[str, Any]:
+    client: dict[str, Any] = _validation()["configs"][row["config"]]["client"]
+    return client
+
+
+@cache
+def derived_send_gap(client: str) -> float:
+    """The client's own serial time per request (one Python thread opens every connection,
+    does its TLS handshake and writes its request in turn), for a client whose setups say
+    ``serial_send: derived``; 0 otherwise. DERIVED from the fit rows of every setup that
+    client measured, where it sent the whole cell at once: the median of (published wall
+    time - front end - the engine's predicted time until the last answer) / (requests - 1),
+    never below 0. The wall time is requests / published req/s."""
+    gaps = []
+    for r in _fit_rows():
+        mine = _client_of(r)
+        if mine["name"] != client or mine.get("serial_send") != "derived":
+            continue
+        n = int(r["requests"])
+        if n < 2 or _in_flight(r) < n:
+            continue
+        f = platform_front_end(_validation()["configs"][r["config"]]["platform"])
+        _, last = _engine_burst(r, None, f)
+        gaps.append((n / float(r["requests_per_s"]) - f - last) / (n - 1))
+    return max(0.0, statistics.median(gaps)) if gaps else 0.0
 
 
 @cache
@@ -171,7 +202,8 @@ def predict_row(row: dict[str, Any]) -> RowCheck:
     requests over the front end plus the time until the last answer."""
     cfg = _validation()["configs"][row["config"]]
     f = platform_front_end(cfg["platform"])
-    mean, last = _engine_burst(row, _in_flight(row), f)
+    send = derived_send_gap(cfg["client"]["name"])
+    mean, last = _engine_burst(row, _in_flight(row), f, send)
     return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
 
 
@@ -300,10 +332,15 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     for name, cfg in val["configs"].items():
         client = cfg["client"]
         cap = derived_in_flight_cap(name)
+        send = derived_send_gap(client["name"])
         lines += [
             f"- `{name}`: {cfg['setup']}.",
-            f"  Client: {client['script']}: {client['sends']}; {client['output_tokens']} "
-            f"output token(s); {client['connection']}; {client['prefix_cache']}."
+            f"  Client `{client['name']}`: {client['script']}: {client['sends']}; "
+            f"{client['output_tokens']} output token(s); {client['connection']}; "
+            f"{client['prefix_cache']}; {client['serial_note']}. Its serial time per request: "
+            f"**{send * 1000:.0f} ms, DERIVED** from the fit rows of every setup it measured "
+            "that sent a whole cell at once (median of (published wall time - front end - the "
+            "engine's predicted time to the last answer) / (requests - 1), never below 0)."
             + (
                 f" In flight at most: **{cap}, DERIVED** from the fit rows (Little's law: "
                 "the largest published req/s x mean latency among them)."
@@ -317,10 +354,10 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         if "derived" in entry
     ]
     lines += [""]
-    for platform, seconds in derived:
+    for platform, derived_s in derived:
         lines.append(
             f"Front end of `{platform}` used for its rows: "
-            + ("none (no fit rows)" if seconds is None else f"**{seconds:.3f} s, DERIVED**")
+            + ("none (no fit rows)" if derived_s is None else f"**{derived_s:.3f} s, DERIVED**")
             + " from the fit rows with one request in flight (published mean latency - the "
             "engine's predicted mean, median, never below 0)."
         )
