@@ -346,7 +346,8 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
                 "the largest published req/s x mean latency among them)."
                 if cap is not None
                 else ""
-            ),
+            )
+            + (f" Doubt: {client['doubt']}." if client.get("doubt") else ""),
         ]
     derived = [
         (platform, derived_front_end(platform))
