@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from serving.capacity import perf_validation as pv
-from serving.capacity.evidence import evidence, front_end
+from serving.capacity.evidence import evidence
 from serving.capacity.perf import Workload
 
 _CACHED = (
@@ -90,7 +90,7 @@ def test_the_derived_terms_follow_the_fit_rows(
 
 
 def test_a_derived_front_end_is_labelled_and_used_by_the_product() -> None:
-    seconds, measured, source = front_end("tpu-vm")
+    seconds, measured, source = pv.front_end("tpu-vm")
     assert not measured and "DERIVED" in source
     assert seconds == pv.derived_front_end("tpu-vm")
     assert seconds >= 0.0

@@ -35,6 +35,7 @@ __all__ = [
     "derived_front_end",
     "derived_in_flight_cap",
     "derived_send_gap",
+    "front_end",
     "model_for_config",
     "summary",
 ]
@@ -162,11 +163,25 @@ def derived_front_end(platform: str) -> float | None:
     return max(0.0, statistics.median(gaps)) if gaps else None
 
 
-def platform_front_end(platform: str) -> float:
-    """The front end the validation adds on ``platform`` (the evidence file's, derived where
-    it says so)."""
-    from serving.capacity.evidence import front_end
+def front_end(platform: str) -> tuple[float, bool, str]:
+    """(seconds, measured, source) the client sees on top of the engine on ``platform``: the
+    evidence file's figure, or for an entry that says ``derived``, :func:`derived_front_end`
+    (never "measured", its source says DERIVED and the value)."""
+    from serving.capacity import evidence
 
+    entry = evidence.evidence()["front_end"][platform]
+    if "derived" not in entry:
+        return evidence.front_end(platform)
+    seconds = derived_front_end(platform)
+    if seconds is None:
+        raise ValueError(
+            f"front end of {platform!r}: derived from {entry['derived']}, but there are none"
+        )
+    return seconds, False, f"{entry['source']} ({seconds * 1000:.0f} ms)"
+
+
+def platform_front_end(platform: str) -> float:
+    """The front end the validation adds on ``platform``."""
     return front_end(platform)[0]
 
 
@@ -276,7 +291,7 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     """The validation part of docs/performance-model.md: the evidence behind the priors, every
     published figure against the prediction, the summary per hardware, and ``figures``
     ((caption, relative image path)) drawn by scripts/perf_docs.py."""
-    from serving.capacity.evidence import evidence, front_end, mtp_prior_acceptance
+    from serving.capacity.evidence import evidence, mtp_prior_acceptance
 
     ev = evidence()
     val = ev["validation"]
