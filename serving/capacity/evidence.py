@@ -56,8 +56,15 @@ def accepted_length(acceptance: float, drafts: int) -> float:
 
 
 def front_end(platform: str) -> tuple[float, bool, str]:
-    """(seconds, measured, source) the client sees on top of the engine on ``platform``."""
+    """(seconds, measured, source) the client sees on top of the engine on ``platform``, for
+    an entry that states its seconds. An entry that says ``derived`` takes them from the
+    validation's fit rows: :func:`serving.capacity.perf_validation.front_end` resolves it."""
     entry = evidence()["front_end"][platform]
+    if "derived" in entry:
+        raise ValueError(
+            f"front end of {platform!r} is derived from {entry['derived']}: "
+            "serving.capacity.perf_validation.front_end resolves it"
+        )
     return float(entry["seconds"]), bool(entry["measured"]), str(entry["source"])
 
 

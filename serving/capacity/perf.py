@@ -37,6 +37,7 @@ prompt tokens).
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from collections.abc import Sequence
@@ -710,31 +711,55 @@ class StepModel:
     # --- a burst (what the seed articles' benchmark sent) ---------------------------------
 
     def burst(
-        self, requests: int, w: Workload, cached_prompt_tokens: int = 0
+        self,
+        requests: int,
+        w: Workload,
+        cached_prompt_tokens: int = 0,
+        client_slots: int | None = None,
+        return_gap_s: float = 0.0,
+        send_gap_s: float = 0.0,
     ) -> tuple[float, float]:
-        """``requests`` sent at once, none after: (mean engine latency, time until the last
-        answer), simulating vLLM's scheduler step by step (decodes first, then prefill
-        chunks in arrival order within max_num_batched_tokens, at most max_num_seqs running).
-        ``cached_prompt_tokens`` of each prompt come from vLLM's prefix cache (computed by
-        no step; their KV is still read)."""
+        """``requests`` sent by one client, none after: (mean latency of a request from when
+        the client started its timer, the front end left out; time from the first arrival
+        until the last answer),
+        simulating vLLM's scheduler step by step (decodes first, then prefill chunks in arrival
+        order within max_num_batched_tokens, at most the engine's slots running).
+
+        ``client_slots``: the client keeps at most this many requests out (a semaphore; None:
+        all at once); when one is answered the next arrives ``return_gap_s`` later (the answer's
+        way back and the next request's way in). ``send_gap_s``: the client's own serial time
+        per request (one thread opens each connection and writes each request in turn): the
+        requests of a wave leave ``send_gap_s`` apart, each timed from the start of the wave,
+        so its wait for the client is in its latency. ``cached_prompt_tokens`` of each prompt
+        come from vLLM's prefix cache (computed by no step; their KV is still read)."""
         self.check_shape(w)
+        if requests < 1:
+            raise ValueError(f"requests must be at least 1, got {requests}")
         k = self._k
         top = int(self._slots_for(w))
         p = max(1, w.prompt_tokens - cached_prompt_tokens)
         context = w.prompt_tokens + w.output_tokens / 2.0
-        waiting = list(range(requests))
+        out = requests if client_slots is None else max(1, min(requests, client_slots))
+        # The client sends one request every send_gap_s; the API server hands them to the
+        # engine one at a time, server_request_s apart. Each is timed from ``clock``.
+        spacing = max(send_gap_s, self.server_request_s)
+        pending = [(i * spacing, i) for i in range(out)]
+        heapq.heapify(pending)
+        clock = dict.fromkeys(range(out), 0.0)
+        free = (out - 1) * spacing  # when the client last sent
+        sent = out
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
         running: list[int] = []
         now = 0.0
-        done: list[float] = []
-        # The API server hands requests to the engine one at a time, server_request_s apart.
-        arrives = [i * self.server_request_s for i in range(requests)]
-        while waiting or running:
-            if not running and waiting:
-                now = max(now, arrives[waiting[0]])
-            while waiting and len(running) < top and arrives[waiting[0]] <= now:
-                running.append(waiting.pop(0))
+        latencies: list[float] = []
+        last = 0.0
+        while pending or running:
+            if not running:
+                now = max(now, pending[0][0])
+            while pending and len(running) < top and pending[0][0] <= now:
+                _, r = heapq.heappop(pending)
+                running.append(r)
             decoding = [r for r in running if left_prompt[r] <= 0]
             budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
             prefill = 0.0
@@ -750,8 +775,17 @@ class StepModel:
             finished = [r for r in running if left_prompt[r] <= 0 and (left_decode[r] <= 1e-9)]
             for r in finished:
                 running.remove(r)
-                done.append(now + self.coefficients.prefill_overhead_s)
-        return statistics.fmean(done), max(done)
+                answered = now + self.coefficients.prefill_overhead_s
+                latencies.append(answered - clock[r])
+                last = max(last, answered)
+                if sent < requests:
+                    # The answer frees a client slot: the next request's clock starts when it
+                    # gets back; it leaves once the client is free and arrives after the gap.
+                    clock[sent] = answered + return_gap_s
+                    free = max(free + spacing, answered + return_gap_s)
+                    heapq.heappush(pending, (free, sent))
+                    sent += 1
+        return statistics.fmean(latencies), last
 
 
 @dataclass(frozen=True)

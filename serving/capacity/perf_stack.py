@@ -19,7 +19,6 @@ from serving.capacity.evidence import (
     accepted_length,
     efficiency_prior,
     evidence,
-    front_end,
     mtp_prior_acceptance,
 )
 from serving.capacity.perf import (
@@ -30,6 +29,7 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
+from serving.capacity.perf_validation import derived_band, front_end
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
@@ -97,7 +97,6 @@ def model_for_settings(
         speculation = Speculation(k, accepted)
     bandwidth, measured_path, _ = efficiency_prior(card, settings.profile)
     front, measured_front, _ = front_end(settings.deploy_platform)
-    from serving.capacity.perf_validation import api_server_request_s, derived_band
 
     widen = float(evidence()["unmeasured_band_widening"])
     published = derived_band(settings.hardware)
@@ -137,7 +136,6 @@ def model_for_settings(
             float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
         ),
         max_model_len=v.max_model_len,
-        server_request_s=api_server_request_s(settings.hardware) or 0.0,
     )
     return model, calibration
 

@@ -3,11 +3,15 @@
 Pure arithmetic over ``serving/data/performance-evidence.json`` (its ``validation`` part):
 each row is a figure someone else measured at the client, through the platform, with its exact
 conditions and source. :func:`check_rows` predicts each row with the **uncalibrated priors**
-(the evidence file's efficiency by kernel path and front-end latency, nothing fitted to these
-rows) and :func:`summary` reports, per hardware, the median error and how many figures the
-band covers. The band of a hardware is derived from its *fit* rows only (:func:`derived_band`:
-the smallest relative half-width covering 80 % of them); the *holdout* rows are never used to
-set anything and are reported apart. ``scripts/perf_docs.py`` renders all of it into
+(the evidence file's efficiency by kernel path and front-end latency) run as the source's client
+ran: the requests it sent in the cell, the output tokens it asked for, how many it kept in
+flight and where its timer started (conditions of the row, not of the product's predictions).
+:func:`summary` reports, per hardware, the median error and how many figures the band covers.
+
+Two terms are **derived** from published rows, from *fit* rows only
+(:func:`derived_front_end`, :func:`derived_in_flight_cap`); the *holdout* rows set nothing
+and are reported apart. The band of a hardware (:func:`derived_band`) is the smallest relative
+half-width covering 80 % of all its figures. ``scripts/perf_docs.py`` renders all of it into
 docs/performance-model.md; ``tests/test_perf_docs.py`` holds the page to the code.
 """
 
@@ -26,14 +30,17 @@ from serving.catalog.models import MODELS
 __all__ = [
     "COVERAGE",
     "RowCheck",
-    "api_server_request_s",
     "check_rows",
     "derived_band",
+    "derived_front_end",
+    "derived_in_flight_cap",
+    "derived_send_gap",
+    "front_end",
     "model_for_config",
     "summary",
 ]
 
-#: Share of a hardware's fit figures the band must cover.
+#: Share of a hardware's figures the band must cover.
 COVERAGE = 0.8
 _DRAFTER = "google/gemma-4-12B-it-assistant"
 
@@ -45,27 +52,14 @@ def _validation() -> dict[str, Any]:
     return data
 
 
-@cache
-def api_server_request_s(hardware: str) -> float | None:
-    """Serial API-server time per request on ``hardware``'s host, fitted on the fit rows:
-    1 / the highest request rate published for it (a burst of short requests saturates the
-    API server, not the accelerator, in every such row). None: no rows for it."""
-    rates = [
-        r["requests_per_s"]
-        for r in _validation()["rows"]
-        if not r["holdout"] and _validation()["configs"][r["config"]]["hardware"] == hardware
-    ]
-    return 1.0 / max(rates) if rates else None
+def _fit_rows() -> list[dict[str, Any]]:
+    return [r for r in _validation()["rows"] if not r["holdout"]]
 
 
 def model_for_config(name: str) -> StepModel:
-    """The model of one measured configuration with the uncalibrated priors."""
-    from serving.capacity.evidence import (
-        accepted_length,
-        efficiency_prior,
-        front_end,
-        mtp_prior_acceptance,
-    )
+    """The engine of one measured configuration with the uncalibrated priors (no front end:
+    :func:`predict_row` adds the platform's)."""
+    from serving.capacity.evidence import accepted_length, efficiency_prior, mtp_prior_acceptance
     from serving.capacity.shapes import device_for, shape_for
 
     cfg = _validation()["configs"][name]
@@ -83,9 +77,112 @@ def model_for_config(name: str) -> StepModel:
         speculation=(
             Speculation(drafts, accepted_length(mtp_prior_acceptance(), drafts)) if drafts else None
         ),
-        front_end_s=front_end(cfg["platform"])[0],
-        server_request_s=api_server_request_s(cfg["hardware"]) or 0.0,
     )
+
+
+def _engine_burst(
+    row: dict[str, Any], in_flight: int | None, gap_s: float, send_gap_s: float = 0.0
+) -> tuple[float, float]:
+    model = model_for_config(row["config"])
+    w = Workload(int(row["prompt_tokens"]), int(row["output_tokens"]))
+    return model.burst(
+        int(row["requests"]),
+        w,
+        int(row.get("cached_prompt_tokens", 0)),
+        client_slots=in_flight,
+        return_gap_s=gap_s,
+        send_gap_s=send_gap_s,
+    )
+
+
+def _client_of(row: dict[str, Any]) -> dict[str, Any]:
+    client: dict[str, Any] = _validation()["configs"][row["config"]]["client"]
+    return client
+
+
+@cache
+def derived_send_gap(client: str) -> float:
+    """The client's own serial time per request (one Python thread opens every connection,
+    does its TLS handshake and writes its request in turn), for a client whose setups say
+    ``serial_send: derived``; 0 otherwise. DERIVED from the fit rows of every setup that
+    client measured, where it sent the whole cell at once: the median of (published wall
+    time - front end - the engine's predicted time until the last answer) / (requests - 1),
+    never below 0. The wall time is requests / published req/s."""
+    gaps = []
+    for r in _fit_rows():
+        mine = _client_of(r)
+        if mine["name"] != client or mine.get("serial_send") != "derived":
+            continue
+        n = int(r["requests"])
+        if n < 2 or _in_flight(r) < n:
+            continue
+        f = platform_front_end(_validation()["configs"][r["config"]]["platform"])
+        _, last = _engine_burst(r, None, f)
+        gaps.append((n / float(r["requests_per_s"]) - f - last) / (n - 1))
+    return max(0.0, statistics.median(gaps)) if gaps else 0.0
+
+
+@cache
+def derived_in_flight_cap(config: str) -> int | None:
+    """Requests the source's client kept in flight at most, for a setup whose client says
+    ``in_flight_cap: derived`` (None: the client sent as its script says). DERIVED from the
+    setup's fit rows by Little's law, which holds for any client: requests in flight on average
+    over a cell = published req/s x published mean latency; the cap is the largest of them,
+    rounded. (A cell that sent everything at once would show the whole cell in flight.)"""
+    cfg = _validation()["configs"][config]
+    if cfg["client"].get("in_flight_cap") != "derived":
+        return None
+    seen = [
+        float(r["requests_per_s"]) * float(r["latency_s"])
+        for r in _fit_rows()
+        if r["config"] == config
+    ]
+    if not seen:
+        raise ValueError(f"setup {config!r}: an in-flight cap to derive but no fit rows")
+    return max(1, round(max(seen)))
+
+
+def _in_flight(row: dict[str, Any]) -> int:
+    cap = derived_in_flight_cap(row["config"])
+    c = int(row["concurrency"])
+    return c if cap is None else min(c, cap)
+
+
+@cache
+def derived_front_end(platform: str) -> float | None:
+    """The client's time on top of the engine on ``platform``, DERIVED from the fit rows with
+    one request in flight on it: the median of (published mean latency - the engine's
+    predicted mean latency for the same requests), never below 0. None: no such rows."""
+    gaps = []
+    for r in _fit_rows():
+        cfg = _validation()["configs"][r["config"]]
+        if cfg["platform"] != platform or _in_flight(r) != 1:
+            continue
+        mean, _ = _engine_burst(r, 1, 0.0)
+        gaps.append(float(r["latency_s"]) - mean)
+    return max(0.0, statistics.median(gaps)) if gaps else None
+
+
+def front_end(platform: str) -> tuple[float, bool, str]:
+    """(seconds, measured, source) the client sees on top of the engine on ``platform``: the
+    evidence file's figure, or for an entry that says ``derived``, :func:`derived_front_end`
+    (never "measured", its source says DERIVED and the value)."""
+    from serving.capacity import evidence
+
+    entry = evidence.evidence()["front_end"][platform]
+    if "derived" not in entry:
+        return evidence.front_end(platform)
+    seconds = derived_front_end(platform)
+    if seconds is None:
+        raise ValueError(
+            f"front end of {platform!r}: derived from {entry['derived']}, but there are none"
+        )
+    return seconds, False, f"{entry['source']} ({seconds * 1000:.0f} ms)"
+
+
+def platform_front_end(platform: str) -> float:
+    """The front end the validation adds on ``platform``."""
+    return front_end(platform)[0]
 
 
 @dataclass(frozen=True)
@@ -114,15 +211,15 @@ class RowCheck:
 
 
 def predict_row(row: dict[str, Any]) -> RowCheck:
-    """A burst of ``requests`` one-token requests, as the source's client sent them: mean
-    latency at the client = front end + the engine's mean; req/s = requests over the front
-    end plus the time until the last answer."""
-    model = model_for_config(row["config"])
-    w = Workload(int(row["prompt_tokens"]), int(row["output_tokens"]))
-    mean, last = model.burst(int(row["requests"]), w, int(row.get("cached_prompt_tokens", 0)))
-    f = model.front_end_s
-    hardware = _validation()["configs"][row["config"]]["hardware"]
-    return RowCheck(row, hardware, f + mean, row["requests"] / (f + last))
+    """One published cell, run as its client ran it: the cell's requests, at most the
+    client's in-flight cap out at once (each timed from when it is sent), the next sent when
+    one is answered. Mean latency at the client = front end + the engine's mean; req/s =
+    requests over the front end plus the time until the last answer."""
+    cfg = _validation()["configs"][row["config"]]
+    f = platform_front_end(cfg["platform"])
+    send = derived_send_gap(cfg["client"]["name"])
+    mean, last = _engine_burst(row, _in_flight(row), f, send)
+    return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
 
 
 @cache
@@ -205,10 +302,9 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         "|---|---:|---|---|",
     ]
     for platform, entry in ev["front_end"].items():
-        lines.append(
-            f"| {platform} | {entry['seconds']:g} | {'yes' if entry['measured'] else 'no'} | "
-            f"{entry['source']} |"
-        )
+        seconds, measured, source = front_end(platform)
+        kind = "yes" if measured else "DERIVED" if "derived" in entry else "no"
+        lines.append(f"| {platform} | {seconds:.3g} | {kind} | {source} |")
     lines += [
         "",
         "### Bandwidth efficiency by kernel path (weights x accelerator generation x backend)",
@@ -249,22 +345,59 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         "",
     ]
     for name, cfg in val["configs"].items():
-        lines.append(f"- `{name}`: {cfg['setup']}.")
+        client = cfg["client"]
+        cap = derived_in_flight_cap(name)
+        send = derived_send_gap(client["name"])
+        lines += [
+            f"- `{name}`: {cfg['setup']}.",
+            f"  Client `{client['name']}`: {client['script']}: {client['sends']}; "
+            f"{client['output_tokens']} output token(s); {client['connection']}; "
+            f"{client['prefix_cache']}; {client['serial_note']}. Its serial time per request: "
+            f"**{send * 1000:.0f} ms, DERIVED** from the fit rows of every setup it measured "
+            "that sent a whole cell at once (median of (published wall time - front end - the "
+            "engine's predicted time to the last answer) / (requests - 1), never below 0)."
+            + (
+                f" In flight at most: **{cap}, DERIVED** from the fit rows (Little's law: "
+                "the largest published req/s x mean latency among them)."
+                if cap is not None
+                else ""
+            )
+            + (f" Doubt: {client['doubt']}." if client.get("doubt") else ""),
+        ]
+    derived = [
+        (platform, derived_front_end(platform))
+        for platform, entry in ev["front_end"].items()
+        if "derived" in entry
+    ]
+    lines += [""]
+    for platform, derived_s in derived:
+        lines.append(
+            f"Front end of `{platform}` used for its rows: "
+            + ("none (no fit rows)" if derived_s is None else f"**{derived_s:.3f} s, DERIVED**")
+            + " from the fit rows with one request in flight (published mean latency - the "
+            "engine's predicted mean, median, never below 0)."
+        )
     lines += [
         "",
-        "| setup | prompt | requests | set | latency published | predicted | error | "
-        "req/s published | predicted | error | source |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
+        "No time per request in the API server is assumed: the only figure for it would be 1 "
+        "/ the highest published rate of a hardware, fitted to the rows it would then "
+        "predict; on the TPU that rate is the client's in-flight cap, not the server's.",
+        "",
+        "| setup | prompt | c | requests sent | output | set | latency published | "
+        "predicted | error | req/s published | predicted | error | source |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in check_rows():
         r = c.row
         lines.append(
-            f"| {r['config']} | {r['prompt_tokens']} | {r['requests']} | "
-            f"{'holdout' if r['holdout'] else 'fit'} | {r['latency_s']:.3f} s | "
-            f"{c.predicted_latency_s:.3f} s | {c.latency_error:+.0%} | "
-            f"{r['requests_per_s']:g} | {c.predicted_requests_per_s:.1f} | "
-            f"{c.rate_error:+.0%} | {r['source']} |"
+            f"| {r['config']} | {r['prompt_tokens']} | {r['concurrency']} | {r['requests']} | "
+            f"{r['output_tokens']} | {'holdout' if r['holdout'] else 'fit'} | "
+            f"{r['latency_s']:.3f} s | {c.predicted_latency_s:.3f} s | "
+            f"{c.latency_error:+.0%} | {r['requests_per_s']:g} | "
+            f"{c.predicted_requests_per_s:.1f} | {c.rate_error:+.0%} | {r['source']} |"
         )
+    lines += ["", "Published figures left out, and why:", ""]
+    lines += [f"- {reason}." for reason in val["left_out"]]
     lines += [
         "",
         f"Band rule: {val['band_rule']}.",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.cli import main
-from bench.reports.predicted import overlay
+from bench.reports.predicted import FAR_OFF_FLOOR, overlay
 from bench.results.store import RunStore, load_run
 from serving.capacity.perf import StepModel, Workload
 from serving.capacity.perf_stack import model_for_settings
@@ -18,14 +18,22 @@ from serving.capacity.plan import load_stack_settings
 LEVELS = (1, 2, 4, 6)
 
 
+def _slowdown(model: StepModel) -> float:
+    """How much slower a throttled cell's steps are: twice as far off as the flag's threshold
+    (an error on the slow side is 1 / factor - 1, so the factor grows with the band)."""
+    threshold = max(model.band, FAR_OFF_FLOOR)
+    assert threshold < 1.0  # a band of 100 % or more could flag no slow cell
+    return 2.0 / (1.0 - threshold)
+
+
 def _cells(model: StepModel, slow: str | None = None) -> list[dict[str, Any]]:
-    """Cells whose figures are the model's own (``slow``: that cell's steps take three times as
-    long, as a throttled GPU's would)."""
+    """Cells whose figures are the model's own (``slow``: that cell's steps take
+    :func:`_slowdown` times as long, as a throttled GPU's would)."""
     out = []
     for c in LEVELS:
         p = model.at_concurrency(c, Workload(512, 128))
         key = f"c{c}-p512-o128"
-        factor = 3.0 if key == slow else 1.0
+        factor = _slowdown(model) if key == slow else 1.0
         out.append(
             {
                 "id": key,
@@ -80,7 +88,8 @@ def test_a_cell_far_off_the_prediction_is_flagged(tmp_path: Path, model: StepMod
     item = overlay(load_run(_run(tmp_path / "a", "a", _cells(model, slow="c4-p512-o128"))), model)
     assert item.flagged == ["c4-p512-o128"]
     (row,) = [r for r in item.rows if r["far_off"]]
-    assert row["error"]["itl"] == pytest.approx(-2 / 3)  # predicted a third of the measured
+    # Predicted 1 / factor of the measured.
+    assert row["error"]["itl"] == pytest.approx(1 / _slowdown(model) - 1)
 
 
 def test_compare_overlays_the_prediction(

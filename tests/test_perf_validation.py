@@ -1,0 +1,162 @@
+"""The validation against published figures follows its rules: each cell is run as its client
+ran it, derived terms come from fit rows only, the band is derived from the error, and no
+prediction needs more than the chip has."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from serving.capacity import perf_validation as pv
+from serving.capacity.evidence import evidence
+from serving.capacity.perf import Workload
+
+_CACHED = (
+    pv.derived_front_end,
+    pv.derived_in_flight_cap,
+    pv.derived_send_gap,
+    pv.check_rows,
+    pv.derived_band,
+)
+
+
+def _clear() -> None:
+    for fn in _CACHED:
+        fn.cache_clear()
+
+
+@pytest.fixture
+def edited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[[Callable[[dict[str, Any]], None]], None]]:
+    """Run the validation over an edited copy of the evidence file's validation part."""
+
+    def edit(change: Callable[[dict[str, Any]], None]) -> None:
+        data = copy.deepcopy(evidence()["validation"])
+        change(data)
+        monkeypatch.setattr(pv, "_validation", lambda: data)
+        _clear()
+
+    yield edit
+    monkeypatch.undo()
+    _clear()
+
+
+def _derived() -> tuple[float | None, int | None, float, float]:
+    return (
+        pv.derived_front_end("tpu-vm"),
+        pv.derived_in_flight_cap("tpu"),
+        pv.derived_send_gap("sweep"),
+        pv.derived_send_gap("grid"),
+    )
+
+
+def test_holdout_rows_set_nothing(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
+    before = _derived()
+
+    def scramble(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            if row["holdout"]:
+                row["latency_s"] *= 7.0
+                row["requests_per_s"] /= 3.0
+
+    edited(scramble)
+    assert _derived() == before
+
+
+def test_the_derived_terms_follow_the_fit_rows(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
+    cap_before = pv.derived_in_flight_cap("tpu")
+    gap_before = pv.derived_send_gap("sweep")
+    assert cap_before is not None
+
+    def slower(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            if not row["holdout"] and row["config"] in ("tpu", "rtx", "l4"):
+                row["requests_per_s"] /= 2.0
+
+    edited(slower)
+    # Half the rate at the same latency: half as many requests in flight.
+    cap_after = pv.derived_in_flight_cap("tpu")
+    assert cap_after is not None and abs(cap_after - cap_before / 2.0) <= 1.0
+    assert pv.derived_send_gap("sweep") > gap_before
+
+
+def test_a_derived_front_end_is_labelled_and_used_by_the_product() -> None:
+    seconds, measured, source = pv.front_end("tpu-vm")
+    assert not measured and "DERIVED" in source
+    assert seconds == pv.derived_front_end("tpu-vm")
+    assert seconds >= 0.0
+
+
+def test_each_row_sends_what_its_client_script_sends() -> None:
+    for check in pv.check_rows():
+        row = check.row
+        client = evidence()["validation"]["configs"][row["config"]]["client"]
+        c = int(row["concurrency"])
+        assert row["output_tokens"] == client["output_tokens"]
+        if client["name"] == "grid":  # min(max(c, 5), 100) requests through Semaphore(c)
+            assert row["requests"] == min(max(c, 5), 100)
+        else:  # c requests at once
+            assert row["requests"] == c
+        assert client["script"] and row["source"]
+
+
+def test_the_band_is_the_narrowest_that_covers_80_percent() -> None:
+    for s in pv.summary():
+        band = s["band"]
+        assert s["all"]["coverage"] >= pv.COVERAGE
+        ratios = [r for c in pv.check_rows() if c.hardware == s["hardware"] for r in c.ratios()]
+        narrower = band * (1 - 1e-6) - 1e-9
+        inside = [1 / (1 + narrower) <= r <= 1 + narrower for r in ratios]
+        assert sum(inside) / len(inside) < pv.COVERAGE
+
+
+def test_no_predicted_cell_computes_faster_than_the_chip() -> None:
+    """Every token the engine computes in a cell (the uncached prompt, each output token) at
+    2 FLOPs a parameter, over the predicted wall time, stays within the dense peak."""
+    for check in pv.check_rows():
+        row = check.row
+        model = pv.model_for_config(row["config"])
+        # At least the uncached prompt and every output token are computed.
+        computed = row["prompt_tokens"] - row.get("cached_prompt_tokens", 0) + row["output_tokens"]
+        flops = row["requests"] * 2.0 * model.shape.params * computed
+        wall = row["requests"] / check.predicted_requests_per_s
+        assert flops / wall <= model.device.dense_flops
+
+
+def test_a_client_with_one_slot_sends_one_request_after_another() -> None:
+    model = pv.model_for_config("rtx")
+    w = Workload(128, 4)
+    alone, _ = model.burst(1, w)
+    mean, last = model.burst(5, w, client_slots=1, return_gap_s=0.05)
+    # Each is timed from when its slot freed (the caller adds the front end): alone.
+    assert mean == pytest.approx(alone)
+    assert last == pytest.approx(5 * alone + 4 * 0.05)
+
+
+def test_a_serial_client_makes_each_request_wait_its_turn() -> None:
+    model = pv.model_for_config("rtx")
+    w = Workload(128, 4)
+    alone, _ = model.burst(1, w)
+    gap = 10.0  # long enough that each request is alone in the engine
+    mean, last = model.burst(4, w, send_gap_s=gap)
+    assert mean == pytest.approx(alone + gap * 3 / 2)
+    assert last == pytest.approx(alone + 3 * gap)
+    assert math.isfinite(mean)
+
+
+def test_no_api_server_time_is_fitted_into_a_plan() -> None:
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    for stack in ("l4", "rtx6000", "tpu-v6e1"):
+        model, _ = model_for_settings(load_stack_settings(stack), calibrations=None)
+        assert model.server_request_s == 0.0
