@@ -5,8 +5,8 @@ prediction for every measured closed-loop cell next to what the cell measured (t
 of a cell as the calibration's, :func:`serving.capacity.calibration.observations`: the client's
 per-step
 ITL, the server's TTFT and E2E, throughput by Little's law over the window), the relative error,
-and a flag on each figure off by more than the model's band (uncalibrated: 50 %; calibrated: its
-held-out error, at least 20 %). Charts overlay the two curves (throughput and TTFT against
+and a flag on each figure off by more than a factor of 1 + the model's band either way
+(uncalibrated: the stack's band; calibrated: its held-out error, at least 20 %). Charts overlay the two curves (throughput and TTFT against
 concurrency, per prompt/output length).
 """
 
@@ -57,7 +57,8 @@ class Overlay:
             f"## Predicted vs measured: {self.run}",
             "",
             f"Model: {self.basis}. Predicted figures are the model's, never measurements; "
-            f"**!** marks a figure off by more than {self.threshold:.0%}.",
+            f"**!** marks a figure off by more than a factor of {1 + self.threshold:.2f} "
+            "either way.",
             "",
             "| cell | " + " | ".join(f"{t} (meas. / pred.)" for _, t, _ in _FIGURES) + " |",
             "|---|" + "---:|" * len(_FIGURES),
@@ -69,7 +70,7 @@ class Overlay:
                 if m is None:
                     texts.append(f"- / {p * scale:,.1f}")
                     continue
-                mark = " **!**" if e is not None and abs(e) > self.threshold else ""
+                mark = " **!**" if _far_off(p, m, self.threshold) else ""
                 texts.append(f"{m * scale:,.1f} / {p * scale:,.1f} ({e:+.0%}){mark}")
             lines.append(f"| {r['id']} | " + " | ".join(texts) + " |")
         if not self.rows:
@@ -114,6 +115,16 @@ class Overlay:
         return plans
 
 
+def _far_off(predicted: float | None, measured: float | None, threshold: float) -> bool:
+    """Whether one figure is off by more than a factor ``1 + threshold`` either way (a measured
+    figure slower than the prediction is judged as one faster: with a band of 100 % or more, a
+    relative error on the slow side, never below -100 %, could flag nothing)."""
+    if not predicted or not measured or predicted <= 0 or measured <= 0:
+        return False
+    ratio = predicted / measured
+    return ratio > 1.0 + threshold or 1.0 / ratio > 1.0 + threshold
+
+
 def overlay(run: RunData, model: StepModel) -> Overlay:
     """The model's prediction for each measured closed-loop cell of ``run`` beside it."""
     threshold = max(model.band, FAR_OFF_FLOOR)
@@ -132,7 +143,7 @@ def overlay(run: RunData, model: StepModel) -> Overlay:
                 "measured": m,
                 "predicted": p,
                 "error": error,
-                "far_off": any(e is not None and abs(e) > threshold for e in error.values()),
+                "far_off": any(_far_off(p[k], v, threshold) for k, v in m.items()),
             }
         )
     return Overlay(run.label, model.basis, threshold, rows)

@@ -512,7 +512,9 @@ class StepModel:
             compute = 2.0 * running * decode_flops / decode_peak
             compute += prefill_flops * per_chunk / prefill_peak
             read_s = (fixed_bytes + (running + 1) * kv_bytes) / bandwidth
-            return chunks * (max(compute, read_s) + c.step_overhead_s) + c.prefill_overhead_s
+            return (
+                chunks * (self.combine(compute, read_s) + c.step_overhead_s) + c.prefill_overhead_s
+            )
 
         # (rate, step, ttft, e2e, compute share) with n requests completed per step; the
         # search makes a _Steady of the one it keeps only.

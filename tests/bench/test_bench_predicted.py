@@ -19,11 +19,9 @@ LEVELS = (1, 2, 4, 6)
 
 
 def _slowdown(model: StepModel) -> float:
-    """How much slower a throttled cell's steps are: twice as far off as the flag's threshold
-    (an error on the slow side is 1 / factor - 1, so the factor grows with the band)."""
-    threshold = max(model.band, FAR_OFF_FLOOR)
-    assert threshold < 1.0  # a band of 100 % or more could flag no slow cell
-    return 2.0 / (1.0 - threshold)
+    """How much slower a throttled cell's steps are: twice the factor the flag allows
+    (1 + the threshold either way, so a band of 100 % or more still flags a slow cell)."""
+    return 2.0 * (1.0 + max(model.band, FAR_OFF_FLOOR))
 
 
 def _cells(model: StepModel, slow: str | None = None) -> list[dict[str, Any]]:
@@ -90,6 +88,15 @@ def test_a_cell_far_off_the_prediction_is_flagged(tmp_path: Path, model: StepMod
     (row,) = [r for r in item.rows if r["far_off"]]
     # Predicted 1 / factor of the measured.
     assert row["error"]["itl"] == pytest.approx(1 / _slowdown(model) - 1)
+
+
+def test_a_cell_just_within_the_factor_is_not_flagged(tmp_path: Path, model: StepModel) -> None:
+    """Slower than predicted by a little less than 1 + the threshold: within the band."""
+    cells = _cells(model)
+    factor = 0.95 * (1.0 + max(model.band, FAR_OFF_FLOOR))
+    cells[2]["client_mean_itl_ms"] *= factor
+    item = overlay(load_run(_run(tmp_path / "a", "a", cells)), model)
+    assert item.flagged == []
 
 
 def test_compare_overlays_the_prediction(
