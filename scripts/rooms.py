@@ -4,8 +4,9 @@ the circles in them. `tests/test_architecture.py` holds the code to the page's t
 the page's import-graph figure (`scripts/figures/imports.py`) draws it.
 
 A module of the command-line layer is `gemma4/*`, `scripts/*`, or any `cli.py` or
-`__main__.py`; any other module is in the room of its folder (`serving/<room>/`, a module
-`serving/<name>.py` in a room of its own, or the top-level package).
+`__main__.py`; any other module is in the room of its folder (`serving/<room>/` and
+`bench/<room>/`, a module `serving/<name>.py` or `bench/<name>.py` in a room of its own, or the
+top-level package).
 """
 
 from __future__ import annotations
@@ -50,13 +51,18 @@ def in_command_line(module: str, path: Path) -> bool:
     return module.split(".")[0] in ("gemma4", "scripts") or path.name in ("cli.py", "__main__.py")
 
 
+#: Packages whose folders (and top-level modules) are rooms of their own.
+DIVIDED = ("serving", "bench")
+
+
 def room(module: str, path: Path) -> str:
-    """The room of a module: the command-line layer, `serving.<room>`, else its package."""
+    """The room of a module: the command-line layer, `serving.<room>` or `bench.<room>`, else
+    its package."""
     parts = module.split(".")
     if in_command_line(module, path):
         return COMMAND_LINE
-    if parts[0] == "serving" and len(parts) > 1:
-        return f"serving.{parts[1]}"
+    if parts[0] in DIVIDED and len(parts) > 1:
+        return f"{parts[0]}.{parts[1]}"
     return parts[0]
 
 

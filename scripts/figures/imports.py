@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.figures.draw import Arrow, Box, Diagram
-from scripts.rooms import COMMAND_LINE, PACKAGES, ROOT, cycles, product_modules, room, room_graph
+from scripts.rooms import (
+    COMMAND_LINE,
+    DIVIDED,
+    PACKAGES,
+    ROOT,
+    cycles,
+    product_modules,
+    room,
+    room_graph,
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,8 @@ def _title(name: str, root: Path = ROOT) -> str:
     command-line layer."""
     if name == COMMAND_LINE:
         return "command line"
+    if name in DIVIDED:  # the package's own __init__: its folders are rooms of their own
+        return f"{name}/__init__.py"
     path = name.replace(".", "/")
     return f"{path}.py" if (root / f"{path}.py").is_file() else f"{path}/"
 
@@ -93,7 +104,8 @@ def diagram(graph: ImportGraph | None = None) -> Diagram:
             _title(room),
             (
                 *(("gemma4/, scripts/, cli.py, __main__.py",) if room == COMMAND_LINE else ()),
-                f"{graph.modules.get(room, 0)} modules",
+                f"{graph.modules.get(room, 0)} module"
+                + ("" if graph.modules.get(room, 0) == 1 else "s"),
             ),
             role=_role(room),
         )
