@@ -18,26 +18,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.load.request import ERROR_KINDS, RequestResult, RequestSpec, send_request
+    from bench.load.request import RequestSpec, send_request
     from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
-    from bench.results.compare import Comparison, compare_runs, cost_per_million_requests
+    from bench.reports.compare import Comparison, compare_runs, cost_per_million_requests
     from bench.results.gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
+    from bench.results.record import ERROR_KINDS, RequestResult
     from bench.results.stats import GoodputSlo, percentile, summarize
     from bench.results.store import SCHEMA_VERSION, CellKey, RunData, StoreError, load_run
 
 # Imported on first use: a worker process of the load (bench.load.hotload) imports this package and
 # should not pay for matplotlib, httpx or the sweep before its cell starts.
 _EXPORTS = {
-    "Comparison": "results.compare",
-    "compare_runs": "results.compare",
-    "cost_per_million_requests": "results.compare",
+    "Comparison": "reports.compare",
+    "compare_runs": "reports.compare",
+    "cost_per_million_requests": "reports.compare",
     "GateCheck": "results.gate",
     "GateResult": "results.gate",
     "evaluate": "results.gate",
     "slo_for_stack": "results.gate",
     "stack_config": "results.gate",
-    "ERROR_KINDS": "load.request",
-    "RequestResult": "load.request",
+    "ERROR_KINDS": "results.record",
+    "RequestResult": "results.record",
     "RequestSpec": "load.request",
     "send_request": "load.request",
     "GoodputSlo": "results.stats",

@@ -30,8 +30,8 @@ from bench.load.prompts import PromptError
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.load.window import ClientLimits
 from bench.reports.charts import render_chart
+from bench.reports.compare import compare_runs
 from bench.reports.predicted import Overlay, overlay
-from bench.results.compare import compare_runs
 from bench.results.gate import (
     evaluate,
     settings_for_stack,

@@ -250,6 +250,24 @@ def noting_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def interrupts_win() -> Iterator[None]:
+    """Within: Ctrl-C is noted (:func:`noting_interrupts`), and when it came, the block ends in
+    ``KeyboardInterrupt`` whatever it did after: raised another exception (the Pulumi program's
+    import cut short fails as "has no attribute", then as a refused stack) or returned a
+    result built on the cut-short work. The input is not to blame; the command exits 130."""
+    before = interrupted()
+    try:
+        with noting_interrupts():
+            yield
+    except Exception:
+        if interrupted() and not before:
+            raise KeyboardInterrupt from None
+        raise
+    if interrupted() and not before:
+        raise KeyboardInterrupt
+
+
 def _install() -> None:
     """Wrap stdout and stderr (once)."""
     if sys.stderr is None:  # closed: messages must not fall through to stdout

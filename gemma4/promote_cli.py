@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import serving.promotion
 from endpoint.redact import redact
@@ -58,10 +60,16 @@ def _project_dir(args: argparse.Namespace) -> Path:
 
 def default_validator() -> Validator:
     """What `gemma4 preview` judges: the program under Pulumi's mocks, the pack's mandatory
-    policies at their configured levels and the capacity plan."""
-    from gemma4.preview import promotion_check
+    policies at their configured levels and the capacity plan. Ctrl-C while it runs ends the
+    command (status 130), never reads as a refused stack."""
+    from gemma4.guard import interrupts_win
+    from preview.build import promotion_check
 
-    return promotion_check
+    def check(project: str, stack: str, config: Mapping[str, Any]) -> list[str]:
+        with interrupts_win():
+            return promotion_check(project, stack, config)
+
+    return check
 
 
 def main(argv: list[str] | None = None, validator: Validator | None = None) -> int:

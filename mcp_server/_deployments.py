@@ -21,7 +21,7 @@ import httpx
 import yaml
 
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
-from bench.results.compare import compare_runs
+from bench.reports.compare import compare_runs
 from bench.results.store import RunData, StoreError, load_run, read_regular_file
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version

@@ -1048,11 +1048,11 @@ class Tools:
     async def preview(self, stack: str, progress: Progress) -> PreviewResult:
         self._settings(stack)
         try:
-            from gemma4.preview import build_preview  # type: ignore[import-not-found,unused-ignore]
+            from preview.build import build_preview  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise ToolFailure(
                 "the offline preview is not available in this installation "
-                f"(gemma4.preview.build_preview cannot be imported: {exc})"
+                f"(preview.build.build_preview cannot be imported: {exc})"
             ) from None
         stack_file = self.deployments.root / f"Pulumi.{stack}.yaml"
         task = asyncio.create_task(asyncio.to_thread(build_preview, stack, stack_file=stack_file))

@@ -134,41 +134,72 @@ def configuration_page() -> str:
         )
         for p in sorted(ROOT.glob("Pulumi.*.yaml"))
     }
+    example = [
+        line
+        for line in (ROOT / "Pulumi.l4.yaml").read_text().splitlines()
+        if line.startswith("  gemma4-vllm:") and not line.rstrip().endswith(":")
+    ][:4]
     lines = [
         "# Configuration reference",
         "",
-        "Every stack key, from the settings models (`serving/config/settings.py`). Keys go in",
-        "`Pulumi.<stack>.yaml` under the `gemma4-vllm:` namespace (`pulumi config set KEY VALUE`).",
-        "*Applies to* is where the program reads the key (Cloud Run: `l4`, `rtx6000`; TPU:",
-        "`tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`; a key of another platform is refused); *set",
-        "in* names the shipped stack files that set it (the others take the default). How keys",
+        "Every key a stack file may set, with its type, default and allowed values. The keys",
+        "come from the settings models (`serving/config/settings.py`). For example, four keys",
+        "of the shipped `Pulumi.l4.yaml`:",
+        "",
+        "```yaml",
+        "config:",
+        *example,
+        "```",
+        "",
+        "Keys go under the `gemma4-vllm:` namespace (`pulumi config set KEY VALUE`). How keys",
         "are checked together: [configuration](../configuration.md).",
         "",
-        "| key | group | type | default | allowed | applies to | set in | description |",
-        "|---|---|---|---|---|---|---|---|",
+        "## Reading the tables",
+        "",
+        "One table per group of keys. Besides its description, each key says:",
+        "",
+        "- *applies to*: where the program reads the key (Cloud Run: `l4`, `rtx6000`; TPU:",
+        "  `tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`). A key of another platform is refused.",
+        "- *set in*: the shipped stack files that set it. The others take the default.",
+        "",
     ]
+    groups: dict[str, list[str]] = {}
     for key, (group, info) in config_keys().items():
         required = info.is_required()
         value = default(info)
         shown = "required" if required else ("none" if value in (None, [], {}) else _code(value))
-        setters = ", ".join(f"`{s}`" for s, keys in stacks.items() if key in keys) or "-"
-        lines.append(
+        setters = ", ".join(f"`{s}`" for s, keys in stacks.items() if key in keys) or "none"
+        description = " ".join(
+            part
+            for part in (
+                (info.description or "").strip(),
+                f"*Applies to:* {APPLIES_KEY.get(key) or applies_to(key, group)}.",
+                f"*Set in:* {setters}.",
+            )
+            if part
+        )
+        groups.setdefault(group or "stack", []).append(
             "| "
             + " | ".join(
                 _cell(c)
                 for c in (
                     f"`{key}`",
-                    group or "stack",
-                    pulumi_type(info),
-                    shown,
+                    f"{pulumi_type(info)}, {shown}",
                     _allowed(key, info) or "-",
-                    APPLIES_KEY.get(key) or applies_to(key, group),
-                    setters,
-                    info.description or "",
+                    description,
                 )
             )
             + " |"
         )
+    for group, rows in groups.items():
+        lines += [
+            f"## `{group}` keys",
+            "",
+            "| key | type, default | allowed | description |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -251,9 +282,18 @@ def commands_page() -> str:
         lines = [
             "# Command reference",
             "",
-            "Every `gemma4` command and option, from the parsers themselves (`--help` prints the",
-            "same). Every command is also available as its `python -m` form. How `-s`,",
-            "`--project-dir` and `--stack-file` find a stack: [commands](../commands.md).",
+            "Every `gemma4` command and option, from the parsers themselves. Look a command up",
+            "here, or ask it: `--help` prints the same.",
+            "",
+            "```bash",
+            ".venv/bin/gemma4 plan -s l4    # the l4 stack's memory budget, KV cache and cost",
+            ".venv/bin/gemma4 plan --help   # the options of `gemma4 plan`, as listed below",
+            "```",
+            "",
+            "Every command is also available as its `python -m` form. How `-s`, `--project-dir`",
+            "and `--stack-file` find a stack: [commands](../commands.md).",
+            "",
+            "## Commands",
             "",
             "| command | does | `python -m` form |",
             "|---|---|---|",
@@ -278,23 +318,36 @@ def policies_page() -> str:
     lines = [
         "# Policy reference",
         "",
-        f"Every policy of the pack `{PACK_NAME}` (`policies/`), from the policies themselves.",
-        "Thresholds are set in a pack config file: copy `policies/config.json`, change what you",
-        "need, and pass it as `pulumi preview --policy-pack policies --policy-pack-config FILE`",
-        "or `gemma4 preview --policy-config FILE`. Any policy's `enforcementLevel` can be",
-        "`mandatory`, `advisory` or `disabled`. Why each policy exists and the failure it",
-        "prevents: [policies](../policies.md).",
+        f"Every policy of the pack `{PACK_NAME}` (`policies/`), from the policies themselves:",
+        "what each checks, its level and its thresholds. Thresholds are set in a pack config",
+        "file. Copy `policies/config.json`, change what you need, and pass it on:",
         "",
-        "| policy | level | in `policies/config.json` | kind | checks |",
-        "|---|---|---|---|---|",
+        "```bash cloud",
+        "cp policies/config.json my-pack.json",
+        ".venv/bin/gemma4 preview -s l4 --policy-config my-pack.json",
+        "pulumi preview -s l4 --policy-pack policies --policy-pack-config my-pack.json",
+        "```",
+        "",
+        "Any policy's `enforcementLevel` can be `mandatory`, `advisory` or `disabled`. Why each",
+        "policy exists and the failure it prevents: [policies](../policies.md).",
+        "",
+        "## The policies",
+        "",
+        "*Level* is the policy's own; where `policies/config.json` sets another (or none), that",
+        "follows it. *Kind*: a resource policy judges one resource at a time, a stack policy the",
+        "whole stack.",
+        "",
+        "| policy | level | kind | checks |",
+        "|---|---|---|---|",
     ]
     for policy in ALL:
         level = (policy.enforcement_level or PACK_ENFORCEMENT_LEVEL).value
         entry = configured.get(policy.name)
         set_level = entry if isinstance(entry, str) else (entry or {}).get("enforcementLevel", "-")
         kind = "stack" if type(policy).__name__.startswith("Stack") else "resource"
+        shown = level if set_level == level else f"{level} (`policies/config.json`: {set_level})"
         lines.append(
-            f"| [`{policy.name}`](#{policy.name}) | {level} | {set_level} | {kind} | "
+            f"| [`{policy.name}`](#{policy.name}) | {shown} | {kind} | "
             f"{_cell(policy.description)} |"
         )
     lines.append("")
@@ -357,10 +410,20 @@ def hardware_page() -> str:
     lines = [
         "# Hardware reference",
         "",
-        "The hardware catalog (`serving/catalog/hardware.py`), each figure with its source. "
-        "Prices are",
-        "list prices copied by hand with their date, for estimates only; a month is "
-        f"{HOURS_PER_MONTH:g} hours. [Cost at a glance](../deploy/cost.md) explains what bills.",
+        "The hardware a stack can run on, from the hardware catalog",
+        "(`serving/catalog/hardware.py`), each figure with its source. A stack picks one by its",
+        "key:",
+        "",
+        "```yaml",
+        "config:",
+        "  gemma4-vllm:hardware: l4",
+        "```",
+        "",
+        "Prices are list prices copied by hand with their date, for estimates only; a month is "
+        f"{HOURS_PER_MONTH:g} hours.",
+        "[Cost at a glance](../deploy/cost.md) explains what bills.",
+        "",
+        "## At a glance",
         "",
         "| hardware key | accelerator | memory | minimum CPU / memory | price per hour "
         "| one instance all month |",

@@ -1,7 +1,7 @@
-"""The mock harness lives in the package (`gemma4.harness`, used by `gemma4 preview`); the
+"""The mock harness lives in the package (`preview.harness`, used by `gemma4 preview`); the
 tests import it from here."""
 
-from gemma4.harness import (
+from preview.harness import (
     PROJECT,
     ROOT,
     Declared,

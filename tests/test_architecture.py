@@ -1,90 +1,40 @@
 """The rooms of docs/architecture.md hold: every import of the code (module and function level)
-is one the page's table allows, no module imports itself through others, the rooms beneath the
-command-line layer import each other in no circle (in the table and in the code), the domain
-imports none of the outer packages nor Pulumi, and only the command-line layer parses
+is one the page's table allows, no module imports itself through others, no room imports
+itself through others (in the table and in the code, the command-line layer included), the
+domain imports none of the outer packages nor Pulumi, and only the command-line layer parses
 arguments."""
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "architecture.md"
-#: The product's packages (tests are not product code).
-PACKAGES = (
-    "serving",
-    "components",
-    "policies",
-    "gemma4",
-    "bench",
-    "healthchecks",
-    "mcp_server",
-    "endpoint",
-    "enginecheck",
-    "scripts",
+from scripts.rooms import (
+    COMMAND_LINE,
+    PACKAGES,
+    ROOT,
+    cycles,
+    import_graph,
+    imported_names,
+    in_command_line,
+    product_modules,
+    room,
+    room_graph,
 )
-COMMAND_LINE = "command line"
+
+PAGE = ROOT / "docs" / "architecture.md"
 #: Libraries that read a command line; only the command-line layer imports one.
 ARGUMENT_PARSERS = frozenset({"argparse", "optparse", "getopt", "click", "typer"})
 #: What the domain (`serving/`) never imports, at module or function level: the packages around
-#: it (Pulumi components, policies, commands, benchmark, MCP server, health checks).
+#: it (Pulumi components, policies, commands, benchmark, MCP server, health checks, preview).
 OUTSIDE_THE_DOMAIN = frozenset(
-    {"components", "policies", "gemma4", "bench", "mcp_server", "healthchecks"}
+    {"components", "policies", "gemma4", "bench", "mcp_server", "healthchecks", "preview"}
 )
 #: Top-level folders holding no product code.
 NOT_PRODUCT = frozenset({"tests", "docs", "site", "image"})
-
-
-def product_modules(root: Path = ROOT) -> dict[str, Path]:
-    """Dotted module name -> file, for every product module."""
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join(parts)] = path
-    return found
-
-
-def in_command_line(module: str, path: Path) -> bool:
-    """`gemma4/*`, `scripts/*`, and any `cli.py` or `__main__.py`."""
-    return module.split(".")[0] in ("gemma4", "scripts") or path.name in ("cli.py", "__main__.py")
-
-
-def room(module: str, path: Path) -> str:
-    """The room of a module: the command-line layer, `serving.<room>`, else its package."""
-    parts = module.split(".")
-    if in_command_line(module, path):
-        return COMMAND_LINE
-    if parts[0] == "serving" and len(parts) > 1:
-        return f"serving.{parts[1]}"
-    return parts[0]
-
-
-def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
-    """Every name an `import` or `from` statement anywhere in the file imports (module level,
-    function level, under `if TYPE_CHECKING:` alike), absolute, with its line; for `from X
-    import y`, X too (its `__init__` runs)."""
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                origin = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                origin = node.module or ""
-            yield origin, node.lineno
-            for alias in node.names:
-                yield f"{origin}.{alias.name}", node.lineno
 
 
 def python_files(root: Path = ROOT) -> dict[str, Path]:
@@ -140,23 +90,6 @@ def command_line_readers(root: Path = ROOT) -> list[str]:
     ]
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
-    """module -> {product module it imports: line}."""
-    graph: dict[str, dict[str, int]] = {}
-    for module, path in modules.items():
-        edges: dict[str, int] = {}
-        for name, line in imported_names(module, path):
-            target = name
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            # A module's own packages are imported before it anyway (`from . import sibling`
-            # names a sibling, not a dependency on the package's `__init__`).
-            if target and target != module and not module.startswith(f"{target}."):
-                edges.setdefault(target, line)
-        graph[module] = edges
-    return graph
-
-
 def allowed_imports(page: Path = PAGE) -> dict[str, set[str]]:
     """The table "room | may import" of the architecture page."""
     text = page.read_text()
@@ -171,57 +104,6 @@ def allowed_imports(page: Path = PAGE) -> dict[str, set[str]]:
     return table
 
 
-def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return found
-
-
-def room_graph(
-    graph: dict[str, dict[str, int]], modules: dict[str, Path]
-) -> dict[str, dict[str, int]]:
-    """room -> {room it imports: a line}: the rooms of the real imports between rooms."""
-    rooms: dict[str, dict[str, int]] = {}
-    for module, edges in graph.items():
-        here = room(module, modules[module])
-        rooms.setdefault(here, {})
-        for target, line in edges.items():
-            there = room(target, modules[target])
-            rooms.setdefault(there, {})
-            if there != here:
-                rooms[here].setdefault(there, line)
-    return rooms
-
-
 def table_graph(table: dict[str, set[str]]) -> dict[str, dict[str, int]]:
     """room -> {room the page's table lets it import: 0}."""
     rooms: dict[str, dict[str, int]] = {r: {} for r in table}
@@ -232,14 +114,19 @@ def table_graph(table: dict[str, set[str]]) -> dict[str, dict[str, int]]:
     return rooms
 
 
-def beneath_the_command_line(rooms: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """The room graph without the command-line layer (it sits on top; what reaches up into it
-    is listed in the table)."""
-    return {
-        here: {there: line for there, line in edges.items() if there != COMMAND_LINE}
-        for here, edges in rooms.items()
-        if here != COMMAND_LINE
-    }
+def room_circles(
+    graph: dict[str, dict[str, int]], modules: dict[str, Path], page: Path = PAGE
+) -> list[str]:
+    """Each circle of rooms, in the code's real imports and in the page's table, as
+    `where: a, b, ...` (rooms that import each other, directly or through others)."""
+    return [
+        f"{where}: {', '.join(circle)}"
+        for where, rooms in (
+            ("code", room_graph(graph, modules)),
+            ("table", table_graph(allowed_imports(page))),
+        )
+        for circle in cycles(rooms)
+    ]
 
 
 def domain_imports_outside(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
@@ -299,17 +186,17 @@ def test_the_domain_imports_no_outer_package_nor_pulumi() -> None:
     assert domain_imports_outside(MODULES) == []
 
 
-def test_the_rooms_beneath_the_command_line_form_no_cycle() -> None:
-    """Rooms as nodes: neither the page's table nor the code's real imports between rooms
-    hold a circle beneath the command-line layer; the only circles of the whole room graph
-    run through that layer."""
+def test_no_room_imports_itself_through_others() -> None:
+    """Rooms as nodes, the command-line layer one of them: neither the page's table nor the
+    code's real imports between rooms hold a circle. The command-line layer sits on top: no
+    room reaches back up into it."""
     real = room_graph(GRAPH, MODULES)
-    table = table_graph(allowed_imports())
     assert "serving.sizing" in real["serving.config"]
     assert "serving.sizing" in real["serving.capacity"]
-    for rooms in (real, table):
-        assert cycles(beneath_the_command_line(rooms)) == []
-        assert all(COMMAND_LINE in c for c in cycles(rooms))
+    assert "preview" in real["mcp_server"] and "preview" in real[COMMAND_LINE]
+    assert "bench.results" in real["bench.load"] and "bench.results" in real["bench.reports"]
+    assert room_circles(GRAPH, MODULES) == []
+    assert not any(COMMAND_LINE in rooms for rooms in allowed_imports().values())
 
 
 @pytest.mark.parametrize(
@@ -325,10 +212,7 @@ def test_the_rooms_beneath_the_command_line_form_no_cycle() -> None:
 )
 def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, problem: str) -> None:
     """A copy of the tree with one bad import added: the check that matters finds it."""
-    import shutil
-
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    _copy_of_the_tree(tmp_path)
     target = {
         "room": tmp_path / "serving" / "catalog" / "hardware.py",
         "cycle": tmp_path / "serving" / "catalog" / "models.py",
@@ -345,11 +229,78 @@ def test_the_checks_catch_a_forbidden_import(tmp_path: Path, source: str, proble
         assert any("serving.catalog.models" in c for c in cycles(graph))
     elif problem == "room cycle":
         assert cycles(graph) == []
-        rooms = beneath_the_command_line(room_graph(graph, modules))
-        assert ["serving.config", "serving.sizing"] in cycles(rooms)
+        assert room_circles(graph, modules) == ["code: serving.config, serving.sizing"]
     else:
         found = domain_imports_outside(modules, tmp_path)
         assert len(found) == 1 and found[0].startswith("serving/config/stack_file.py:"), found
+
+
+def _copy_of_the_tree(tmp_path: Path) -> Path:
+    import shutil
+
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "circle"),
+    [
+        # The two circles there were: the MCP tools running the preview's command line, the
+        # fidelity harness running the benchmark's.
+        (
+            "mcp_server/tools.py",
+            "def late():\n    from gemma4.preview import main\n",
+            "code: command line, mcp_server",
+        ),
+        (
+            "bench/fidelity/harness.py",
+            "from bench.cli import main\n",
+            "code: bench.fidelity, command line",
+        ),
+        (
+            "preview/build.py",
+            "def late():\n    import gemma4.guard\n",
+            "code: command line, preview",
+        ),
+        # The benchmark's folders are rooms: the circles there were (a request's record in the
+        # load path, the comparison's charts in the stored results).
+        (
+            "bench/results/stats.py",
+            "from bench.load.request import RequestSpec\n",
+            "code: bench.load, bench.results",
+        ),
+        (
+            "bench/results/gate.py",
+            "def late():\n    from bench.reports import charts\n",
+            "code: bench.reports, bench.results",
+        ),
+    ],
+)
+def test_a_room_circle_is_found(tmp_path: Path, where: str, source: str, circle: str) -> None:
+    """A copy of the tree where a room reaches back up into one above it (the command-line
+    layer, or a room of the benchmark): no module imports itself, yet the rooms do, and the
+    check names them."""
+    root = _copy_of_the_tree(tmp_path)
+    target = root / where
+    target.write_text(target.read_text() + "\n" + source)
+    modules = product_modules(root)
+    graph = import_graph(modules)
+    assert cycles(graph) == []
+    [found] = room_circles(graph, modules)
+    where, rooms = circle.split(": ")
+    assert found.startswith(f"{where}: ")
+    assert set(rooms.split(", ")) <= set(found.split(": ")[1].split(", ")), found
+
+
+def test_a_room_circle_in_the_table_is_found(tmp_path: Path) -> None:
+    """The page's table letting two rooms import each other is a circle too, even where the
+    code makes no such import."""
+    page = tmp_path / "architecture.md"
+    row = "| `endpoint` | nothing |"
+    assert row in PAGE.read_text()
+    page.write_text(PAGE.read_text().replace(row, "| `endpoint` | `healthchecks` |"))
+    assert room_circles(GRAPH, MODULES, page) == ["table: endpoint, healthchecks"]
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemma4.cli import COMMANDS, main, subcommand_parser
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 
 
 def parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 from scripts.figures import GKE_STACK, names
 from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
+from scripts.rooms import room
 
 DOCS = ROOT / "docs"
 
@@ -107,9 +108,6 @@ def test_the_cloud_run_topology_shows_bucket_job_service_sidecar_and_monitoring(
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.setuptools.packages.find]\ninclude = ["app*", "lib*"]\n'
-    )
     for name, text in files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,34 +120,56 @@ def test_the_import_graph_is_read_from_the_import_statements(tmp_path: Path) -> 
         tmp_path,
         {
             "app/__init__.py": "",
-            "app/cli.py": "import argparse\nfrom lib.config import settings\n",
-            "lib/__init__.py": "",
-            "lib/config/__init__.py": "",
-            "lib/config/settings.py": "from ..render import argv\n",
-            "lib/render/__init__.py": "",
-            "lib/render/argv.py": "def f():\n    from lib.config import settings\n",
+            "app/cli.py": "import argparse\nfrom serving.config import settings\n",
+            "app/server.py": "from serving.capacity import plan\n",
+            "serving/__init__.py": "",
+            "serving/config/__init__.py": "",
+            "serving/config/settings.py": "from ..capacity import plan\n",
+            "serving/capacity/__init__.py": "",
+            "serving/capacity/plan.py": "def f():\n    from serving.render import argv\n",
+            "serving/render/__init__.py": "",
+            "serving/render/argv.py": "def f():\n    from serving.config import settings\n",
+            "serving/promotion.py": "",
         },
     )
-    graph = import_graph(root)
-    assert graph.rooms == ("app", "lib", "lib.config", "lib.render")
+    graph = import_graph(root, ("app", "serving"))
+    # A cli.py is in the command-line layer; serving/'s own __init__ and promotion.py import
+    # nothing and nothing imports them: left out.
+    assert graph.rooms == (
+        "app",
+        "command line",
+        "serving.capacity",
+        "serving.config",
+        "serving.render",
+    )
     assert set(graph.edges) == {
-        ("app", "lib.config"),
-        ("lib.config", "lib.render"),  # a relative import
-        ("lib.render", "lib.config"),  # an import inside a function counts
+        ("command line", "serving.config"),
+        ("app", "serving.capacity"),
+        ("serving.config", "serving.capacity"),  # a relative import
+        ("serving.capacity", "serving.render"),  # an import inside a function counts
+        ("serving.render", "serving.config"),
     }
-    assert graph.circles() == [["lib.config", "lib.render"]]
+    assert graph.circles() == [["serving.capacity", "serving.config", "serving.render"]]
     from scripts.figures.imports import diagram
 
     d = diagram(graph)
-    # Rows by the modules' import chains: the import back up is the red one.
-    assert [(a.src, a.dst, a.alarm) for a in d.arrows] == [
-        ("app", "lib.config", False),
-        ("lib.config", "lib.render", False),
-        ("lib.render", "lib.config", True),
-    ]
-    # app.cli -> lib.config.settings -> lib.render.argv: chains of 3, 2 and 1 imports below.
-    assert d.levels == {"app": 3, "lib": 0, "lib.config": 2, "lib.render": 1}
-    assert "red: an import back up, between rooms that import each other (1)" in d.caption
+    # The circle's rooms share a height above what they import (nothing); its arrows are red.
+    assert d.levels == {
+        "app": 1,
+        "command line": 1,
+        "serving.capacity": 0,
+        "serving.config": 0,
+        "serving.render": 0,
+    }
+    assert {(a.src, a.dst, a.alarm) for a in d.arrows} == {
+        ("app", "serving.capacity", False),
+        ("command line", "serving.config", False),
+        ("serving.capacity", "serving.render", True),
+        ("serving.config", "serving.capacity", True),
+        ("serving.render", "serving.config", True),
+    }
+    assert "red: rooms that import each other, an import circle (3)" in d.caption
+    assert [b.title for b in d.boxes][:2] == ["app/", "command line"]
 
 
 def test_the_drawing_leaves_out_arrows_implied_by_others_but_keeps_who_reaches_whom() -> None:
@@ -163,17 +183,27 @@ def test_the_drawing_leaves_out_arrows_implied_by_others_but_keeps_who_reaches_w
     assert reduced([("x", "y")]) == [("x", "y")]
 
 
-def test_the_product_import_graph_has_every_package_and_known_imports() -> None:
-    graph = import_graph()
-    for package in ("serving", "components", "gemma4", "policies", "bench", "endpoint"):
-        assert any(room == package or room.startswith(package + ".") for room in graph.rooms)
-    # gemma4/preview.py runs the policy pack; components render through the domain package.
-    assert any(a == "gemma4" and b.startswith("policies") for a, b in graph.edges)
-    assert any(a == "components" and b.startswith("serving") for a, b in graph.edges)
-    from scripts.figures.imports import product_packages
+def test_the_product_import_graph_is_the_architecture_pages_room_graph() -> None:
+    """The figure shows the rooms and arrows `tests/test_architecture.py` holds to the page's
+    table, and no circle: every arrow goes down."""
+    from scripts.figures.imports import diagram
+    from scripts.rooms import import_graph as module_graph
+    from scripts.rooms import product_modules, room_graph
 
+    graph = import_graph()
+    modules = product_modules()
+    rooms = room_graph(module_graph(modules), modules)
+    assert set(graph.edges) == {(a, b) for a, targets in rooms.items() for b in targets}
+    assert {"command line", "preview", "serving.config", "bench"} <= set(graph.rooms)
+    # The preview runs the policy pack; components render through the domain package.
+    assert ("preview", "policies") in graph.edges
+    assert any(a == "components" and b.startswith("serving") for a, b in graph.edges)
+    assert graph.circles() == []
+    d = diagram(graph)
+    assert not any(a.alarm for a in d.arrows)
+    assert all(graph.heights[a.src] > graph.heights[a.dst] for a in d.arrows)
     assert sum(graph.modules.values()) == sum(
-        1 for package in product_packages() for _ in (ROOT / package).rglob("*.py")
+        1 for m, p in modules.items() if room(m, p) in graph.rooms
     )
 
 

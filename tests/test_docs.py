@@ -13,7 +13,7 @@ from types import ModuleType
 
 import yaml
 
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 
 DOCS = ROOT / "docs"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemma4 import cli
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 
 
 def test_the_console_script_is_declared_and_installed() -> None:

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from gemma4 import preview as pv
-from gemma4.harness import ROOT
 from policies.registry import ALL, BY_NAME
+from preview import build as pb
+from preview.harness import ROOT
 from serving.catalog.hardware import HARDWARE
 from serving.sizing.memory import monthly_cost
 
@@ -81,7 +82,7 @@ def test_every_shipped_stack_previews_and_passes(
 
 
 def test_l4_shows_the_inputs_that_matter() -> None:
-    p = pv.build_preview("l4")
+    p = pb.build_preview("l4")
     (service,) = [r for r in p.resources if r.type == "gcp:cloudrunv2/service:Service"]
     assert service.parent == "gemma-l4-vllm"
     assert service.hooks  # the post-deploy health check and benchmark
@@ -173,7 +174,7 @@ def test_a_stack_that_does_not_fit_exits_1_even_with_its_policies_disabled(
     assert "fits: NO" in out
     assert "[off ] gpu-memory-budget (disabled)" in out
     assert "Verdict: BLOCKED, the model does not fit." in out
-    p = pv.build_preview("big", path, policy_config=quiet)
+    p = pb.build_preview("big", path, policy_config=quiet)
     assert not p.fits and p.plan["full_length_sequences"] < 1 and p.mandatory_violations == 0
 
 
@@ -246,7 +247,7 @@ def test_markdown_diff_against_the_base_preview(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = tmp_path / "base.json"
-    base.write_text(json.dumps(pv.build_preview("l4").model_dump(mode="json")))
+    base.write_text(json.dumps(pb.build_preview("l4").model_dump(mode="json")))
     head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4, concurrency=4)
     code, out, _ = run(capsys, "--stack-file", str(head), "--markdown", "--diff-against", str(base))
     assert code == 1
@@ -263,7 +264,7 @@ def test_markdown_diff_against_the_base_preview(
 
 
 def test_every_policy_is_judged() -> None:
-    p = pv.build_preview("rtx6000")
+    p = pb.build_preview("rtx6000")
     assert [v.policy for v in p.policies] == [policy.name for policy in ALL]
     assert set(BY_NAME) == {v.policy for v in p.policies}
 
@@ -382,15 +383,15 @@ def test_secure_values_are_never_needed_nor_shown(
 
 
 def test_previews_in_one_process_do_not_leak_into_each_other() -> None:
-    tpu = pv.build_preview("tpu-v6e1")
-    l4 = pv.build_preview("l4")
+    tpu = pb.build_preview("tpu-v6e1")
+    l4 = pb.build_preview("l4")
     assert "endpoint_urls" in tpu.outputs and "endpoint_urls" not in l4.outputs
     assert not any(r.name.startswith("gemma-tpu") for r in l4.resources)
 
 
 def test_a_checkout_is_needed(tmp_path: Path) -> None:
-    with pytest.raises(pv.PreviewError, match="no Pulumi project"):
-        pv.build_preview("l4", root=tmp_path)
+    with pytest.raises(pb.PreviewError, match="no Pulumi project"):
+        pb.build_preview("l4", root=tmp_path)
 
 
 def test_the_preview_shows_predicted_performance_beside_the_cost(

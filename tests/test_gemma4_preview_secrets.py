@@ -10,7 +10,8 @@ import pytest
 
 from endpoint.redact import MASK, redact
 from gemma4 import preview as pv
-from gemma4.harness import ROOT
+from preview import build as pb
+from preview.harness import ROOT
 from tests.test_gemma4_preview import run, stack_file
 
 HF = "hf_abcdefghijklmnopqrstuvwxyz0123456789"  # made up, in Hugging Face's format
@@ -53,21 +54,21 @@ def test_an_error_message_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_a_plain_value_that_reads_like_the_placeholder_is_a_plain_value(tmp_path: Path) -> None:
-    path = stack_file(tmp_path, "plain", **{"gcp:project": pv.SECRET_PLACEHOLDER})
-    project, other = pv.read_stack_file(path)
-    assert other["gcp:project"] == pv.SECRET_PLACEHOLDER
-    assert pv.secure_keys_read(project, other) == []
+    path = stack_file(tmp_path, "plain", **{"gcp:project": pb.SECRET_PLACEHOLDER})
+    project, other = pb.read_stack_file(path)
+    assert other["gcp:project"] == pb.SECRET_PLACEHOLDER
+    assert pb.secure_keys_read(project, other) == []
     secure = stack_file(tmp_path, "enc", **{"gcp:project": {"secure": "v1:c2VjcmV0"}})
-    project, other = pv.read_stack_file(secure)
-    assert other["gcp:project"] == pv.SECRET_PLACEHOLDER  # shown the same way
-    assert pv.secure_keys_read(project, other) == ["gcp:project"]
+    project, other = pb.read_stack_file(secure)
+    assert other["gcp:project"] == pb.SECRET_PLACEHOLDER  # shown the same way
+    assert pb.secure_keys_read(project, other) == ["gcp:project"]
 
 
 @pytest.mark.parametrize("stack", ["l4", "rtx6000", "tpu-v6e1", "gke-l4", "gke-tpu-v6e"])
 def test_redaction_hides_nothing_of_a_shipped_stack(stack: str) -> None:
     """Secret names, selectors and `Bearer ${token}` references are configuration, not
     credentials: the preview of every shipped stack is shown whole."""
-    p = pv.build_preview(stack, ROOT / f"Pulumi.{stack}.yaml")
+    p = pb.build_preview(stack, ROOT / f"Pulumi.{stack}.yaml")
     for text in (json.dumps(p.model_dump(mode="json")), pv.markdown(p)):
         assert MASK not in redact(text, limit=None, by_name=False)
 
@@ -94,10 +95,10 @@ def test_a_secret_input_is_shown_as_pulumi_shows_it(
     shows it, never the engine's marker and never its plaintext."""
     from pulumi.runtime import rpc
 
-    assert (rpc._special_sig_key, rpc._special_secret_sig) == (pv.SIG_KEY, pv.SECRET_SIG)
+    assert (rpc._special_sig_key, rpc._special_secret_sig) == (pb.SIG_KEY, pb.SECRET_SIG)
     code, out, _ = run(capsys, "-s", "l4", *[f for f in [form] if f])
     assert code == 0
-    assert pv.SIG_KEY not in out and pv.SECRET_SIG not in out
+    assert pb.SIG_KEY not in out and pb.SECRET_SIG not in out
     assert "RunMonitoring" not in out  # the plaintext of the secret input
     if form == "--json":
         (version,) = [
@@ -109,7 +110,7 @@ def test_a_secret_input_is_shown_as_pulumi_shows_it(
 
 
 def test_secrets_are_found_at_any_depth() -> None:
-    assert pv.shown_secrets({"a": [{pv.SIG_KEY: pv.SECRET_SIG, "value": "x"}], "b": 1}) == {
+    assert pb.shown_secrets({"a": [{pb.SIG_KEY: pb.SECRET_SIG, "value": "x"}], "b": 1}) == {
         "a": ["[secret]"],
         "b": 1,
     }

@@ -12,7 +12,7 @@ import pytest
 
 from gemma4 import plan_cli as plan
 from gemma4 import preview as pv
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 from serving.config.settings import SettingsError, load_settings
 from serving.config.stack_config import MAX_STACK_NAME, stack_name_problem
 from tests.test_stack_inputs import root  # noqa: F401  (fixture)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gemma4.preview import promotion_check as check_stack
 from gemma4.promote_cli import main
+from preview.build import promotion_check as check_stack
 from serving.promotion import PromotionError, write_changes
 from tests.pulumi_harness import ROOT
 
@@ -189,7 +189,7 @@ def test_a_failed_write_leaves_the_file_and_no_temporary(
 def test_the_validator_refuses_what_the_preview_blocks() -> None:
     """A promoted config the preview would block (a bf16 checkpoint on an L4: the QAT policy
     and the memory plan both refuse it) is refused with both reasons; the shipped one passes."""
-    from gemma4.harness import PROJECT, ROOT
+    from preview.harness import PROJECT, ROOT
 
     config = yaml.safe_load((ROOT / "Pulumi.l4.yaml").read_text())["config"]
     assert check_stack(PROJECT, "l4", config) == []

@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 
 from gemma4.cli import BY_NAME
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 from serving.config.settings import config_keys
 
 README = ROOT / "README.md"

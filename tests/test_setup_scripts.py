@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 
 SCRIPTS = [ROOT / "scripts" / "setup", ROOT / ".ci" / "run"]
 

@@ -18,7 +18,7 @@ import pytest
 from gemma4 import plan_cli as plan
 from gemma4 import preview as pv
 from gemma4 import promote_cli as promotion
-from gemma4.harness import ROOT
+from preview.harness import ROOT
 from serving.config.stack_yaml import (
     MAX_BYTES,
     MAX_DEPTH,

@@ -1,6 +1,9 @@
 """The command lines of the client-fidelity harness: ``python -m bench.fidelity`` (:func:`main`,
 the harness of :mod:`bench.fidelity.harness`) and ``python -m bench.fidelity.pacedserver``
-(:func:`pacedserver_main`, the server of :mod:`bench.fidelity.pacedserver`)."""
+(:func:`pacedserver_main`, the server of :mod:`bench.fidelity.pacedserver`).
+
+The bench's client cell lives here (:func:`bench_cell`): it runs ``python -m bench run``'s own
+command line in process, and only the command-line layer calls another command line."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -20,7 +25,13 @@ from bench.fidelity import harness, pacedserver
 from bench.fidelity.harness import Pacing
 from serving.capacity.perf import Coefficients
 
-__all__ = ["build_pacedserver_parser", "build_parser", "main", "pacedserver_main"]
+__all__ = [
+    "bench_cell",
+    "build_pacedserver_parser",
+    "build_parser",
+    "main",
+    "pacedserver_main",
+]
 
 
 def _pacings(text: str) -> list[Pacing]:
@@ -60,6 +71,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def bench_cell(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
+    """One cell through ``python -m bench run`` itself (its CLI, sweep, hot path, workers as
+    it chooses them); the cell's record."""
+    from bench.cli import main as bench_main
+
+    with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
+        out = Path(tmp) / "run"
+        status = bench_main(
+            [
+                "run", "--url", url, "--model", harness.MODEL, "--out", str(out),
+                "--concurrency", str(streams),
+                "--prompt-tokens", str(len(harness.PROMPT.split()) + 1),
+                "--output-tokens", str(output_tokens), "--num-requests", str(requests),
+                "--no-tokenize", "--no-progress",
+            ]
+        )  # fmt: skip
+        lines = (out / "cells.jsonl").read_text().splitlines() if out.exists() else []
+        if not lines:
+            raise RuntimeError(f"the bench wrote no cell (exit {status})")
+        record: dict[str, Any] = json.loads(lines[-1])
+    return record
+
+
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -68,14 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.client:
-        record = harness.client_cell(
-            args.client,
-            args.url,
-            args.streams[0],
-            args.requests,
-            args.output_tokens,
-            args.cpus,
-            args.uvloop,
+        # One client cell in this process: its record, with its own CPU time.
+        harness.pin(args.cpus)
+        cell = (args.url, args.streams[0], args.requests, args.output_tokens)
+        record = harness.with_cpu_time(
+            bench_cell(*cell) if args.client == "bench" else harness.bare_cell(*cell, args.uvloop)
         )
         sys.stdout.write(json.dumps(record, default=str) + "\n")
         return 0

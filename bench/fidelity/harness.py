@@ -39,7 +39,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["CellResult", "Pacing", "client_cell", "run_once", "table", "targets_for", "usable_cpus"]
+__all__ = [
+    "CellResult",
+    "Pacing",
+    "bare_cell",
+    "pin",
+    "run_once",
+    "table",
+    "targets_for",
+    "usable_cpus",
+    "with_cpu_time",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "google/gemma-4-12B-it"
@@ -140,30 +150,6 @@ def _body(output_tokens: int) -> bytes:
     )
 
 
-def _bench_client(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
-    """One cell through ``python -m bench run`` itself (its CLI, sweep, hot path, workers as
-    it chooses them); the cell's record."""
-    import tempfile
-
-    from bench.cli import main as bench_main
-
-    with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
-        out = Path(tmp) / "run"
-        status = bench_main(
-            [
-                "run", "--url", url, "--model", MODEL, "--out", str(out),
-                "--concurrency", str(streams), "--prompt-tokens", str(len(PROMPT.split()) + 1),
-                "--output-tokens", str(output_tokens), "--num-requests", str(requests),
-                "--no-tokenize", "--no-progress",
-            ]
-        )  # fmt: skip
-        lines = (out / "cells.jsonl").read_text().splitlines() if out.exists() else []
-        if not lines:
-            raise RuntimeError(f"the bench wrote no cell (exit {status})")
-        record: dict[str, Any] = json.loads(lines[-1])
-    return record
-
-
 async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
     import aiohttp
 
@@ -222,22 +208,27 @@ async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> di
     }
 
 
-def client_cell(
-    client: str, url: str, streams: int, requests: int, output_tokens: int, cpus: str, uvloop: bool
-) -> dict[str, Any]:
-    """One client cell in this process (``--client``): its record, with its own CPU time."""
+def pin(cpus: str) -> None:
+    """Keep this process on ``cpus`` (``"0,1"``; empty: anywhere)."""
     if cpus and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-    if client == "bench":
-        record = _bench_client(url, streams, requests, output_tokens)
-    else:
-        from bench.load.hotload import new_event_loop
 
-        loop = new_event_loop() if uvloop else asyncio.new_event_loop()
-        try:
-            record = loop.run_until_complete(_bare(url, streams, requests, output_tokens))
-        finally:
-            loop.close()
+
+def bare_cell(
+    url: str, streams: int, requests: int, output_tokens: int, uvloop: bool
+) -> dict[str, Any]:
+    """One cell of the bare aiohttp loop in this process: its record."""
+    from bench.load.hotload import new_event_loop
+
+    loop = new_event_loop() if uvloop else asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(_bare(url, streams, requests, output_tokens))
+    finally:
+        loop.close()
+
+
+def with_cpu_time(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with this process's CPU time so far (``client_cpu_s``)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     record["client_cpu_s"] = usage.ru_utime + usage.ru_stime
     return record

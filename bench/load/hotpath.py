@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from bench.load.request import COMPLETIONS_PATH, ErrorKind, RequestResult, classify_exception
+from bench.load.request import COMPLETIONS_PATH, classify_exception
 from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
+from bench.results.record import ErrorKind, RequestResult
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
 

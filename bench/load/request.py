@@ -14,12 +14,13 @@ Timing, all from :func:`time.perf_counter` on the client, as each network read a
 - time per output token (TPOT): ``(e2e - ttft) / (output_tokens - 1)``;
 - end-to-end latency (E2EL): send to ``data: [DONE]``.
 
-Errors are sorted into kinds (:data:`ERROR_KINDS`): ``timeout`` (the per-request deadline or a
-transport timeout), ``http_status`` (an HTTP error status; the code is kept), ``connection``
-(refused, reset or closed mid-response), ``truncated`` (the response ended cleanly but without
-``data: [DONE]``), ``protocol`` (a chunk that is not JSON, or no usage in the stream) and
-``auth`` (credentials could not be obtained; nothing was sent). An error vLLM reports inside
-the stream (``data: {"error": ...}``) counts as ``http_status`` with the code it carries.
+Errors are sorted into kinds (:data:`~bench.results.record.ERROR_KINDS`): ``timeout`` (the
+per-request deadline or a transport timeout), ``http_status`` (an HTTP error status; the code
+is kept), ``connection`` (refused, reset or closed mid-response), ``truncated`` (the response
+ended cleanly but without ``data: [DONE]``), ``protocol`` (a chunk that is not JSON, or no
+usage in the stream) and ``auth`` (credentials could not be obtained; nothing was sent). An
+error vLLM reports inside the stream (``data: {"error": ...}``) counts as ``http_status`` with
+the code it carries.
 
 Bounded against any server: an error body is read up to
 :data:`~endpoint.limits.MAX_ERROR_BODY_BYTES`, one SSE line may not exceed
@@ -33,37 +34,26 @@ import asyncio
 import functools
 import json
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import httpx
 
 from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
+from bench.results.record import ErrorKind, RequestResult
 from endpoint.auth import AuthError
 from endpoint.client import LimitExceeded, read_capped, retry_after_seconds
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
 
 __all__ = [
-    "ERROR_KINDS",
-    "ErrorKind",
-    "RequestResult",
     "RequestSpec",
     "classify_exception",
     "completion_body",
     "send_request",
 ]
 
-ErrorKind = Literal["timeout", "http_status", "connection", "truncated", "protocol", "auth"]
-ERROR_KINDS: tuple[ErrorKind, ...] = (
-    "timeout",
-    "http_status",
-    "connection",
-    "truncated",
-    "protocol",
-    "auth",
-)
 COMPLETIONS_PATH = "/v1/completions"
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
@@ -83,36 +73,6 @@ class RequestSpec:
         """The request body, serialised once (long prompts cost the client time to encode;
         the load drivers encode every spec before the timed part of a cell)."""
         return json.dumps(completion_body(self)).encode()
-
-
-@dataclass
-class RequestResult:
-    """The client's view of one request. Times in seconds."""
-
-    ok: bool
-    start_s: float
-    """perf_counter at send (relative to nothing; compare within one process)."""
-    e2e_s: float
-    ttft_s: float | None = None
-    itls_s: list[float] = field(default_factory=list)
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    chunks: int = 0
-    error_kind: ErrorKind | None = None
-    status: int | None = None
-    error: str | None = None
-    retry_after_s: float | None = None
-    """``Retry-After`` of an error answer, in seconds, when it carried one."""
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Time per output token after the first: (e2e - ttft) / (output tokens - 1)."""
-        if self.ttft_s is None or self.output_tokens is None or self.output_tokens < 2:
-            return None
-        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def completion_body(spec: RequestSpec) -> dict[str, Any]:

@@ -51,9 +51,10 @@ from bench.load.hotload import (
 from bench.load.hotpath import HotResult, completions_url
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
-from bench.load.request import RequestResult, RequestSpec, send_request
+from bench.load.request import RequestSpec, send_request
 from bench.load.window import ClientLimits, window_figures
 from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
+from bench.results.record import RequestResult
 from bench.results.stats import GoodputSlo, summarize
 from bench.results.store import CellKey, RunData, RunStore
 from endpoint.auth import AuthError, AuthStrategy, NoAuth

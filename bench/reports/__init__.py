@@ -1,2 +1,3 @@
-"""Charts of a run or a comparison: throughput and latency against concurrency
-(:mod:`~bench.reports.charts`) and latency distributions (:mod:`~bench.reports.latency_charts`)."""
+"""What a run or a comparison of runs shows: throughput and latency against concurrency
+(:mod:`~bench.reports.charts`), latency distributions (:mod:`~bench.reports.latency_charts`),
+and runs side by side with deltas and cost per million requests (:mod:`~bench.reports.compare`)."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.load.request import ERROR_KINDS, RequestResult
+from bench.results.record import ERROR_KINDS, RequestResult
 
 __all__ = [
     "PERCENTILES",

@@ -1,6 +1,6 @@
 """From ``Pulumi.<stack>.yaml`` to the ``vllm serve`` command line and the policy verdicts.
 
-Drawn from one real ``gemma4 preview`` (:func:`gemma4.preview.build_preview`): the stack file's
+Drawn from one real ``gemma4 preview`` (:func:`preview.build.build_preview`): the stack file's
 keys, the resources the program declares, the exact command line the program exports, each
 policy's verdict, the capacity plan's answer and the final verdict. Change a stack file, a
 renderer or a policy and the figure changes with it.
@@ -19,7 +19,7 @@ MAX_KEYS = 8
 
 
 def preview(stack: str) -> Any:
-    from gemma4.preview import build_preview
+    from preview.build import build_preview
 
     return build_preview(stack)
 
@@ -37,8 +37,8 @@ def command_lines(command: str) -> tuple[str, ...]:
 
 
 def diagram(p: Any) -> Diagram:
-    """The preview ``p`` (a :class:`gemma4.preview.Preview`) as a path of boxes."""
-    from gemma4.harness import stack_config
+    """The preview ``p`` (a :class:`preview.build.Preview`) as a path of boxes."""
+    from preview.harness import stack_config
 
     config = stack_config(p.stack)
     shown = [f"{k}: {v}" for k, v in list(config.items())[:MAX_KEYS]]

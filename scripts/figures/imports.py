@@ -1,159 +1,99 @@
-"""The product's import graph, read from the code's own import statements.
+"""The product's import graph, room by room, read from the code's own import statements.
 
-A room is a product package (``pyproject.toml``'s packages) or one of its subpackages; the
-modules at a package's top level belong to the package's own room. An arrow from room A to
-room B means some module of A imports a module of B, at any depth of the module (an import
-inside a function counts: it is still a dependency). ``if TYPE_CHECKING:`` imports count too.
+The rooms are those of the architecture page (:mod:`scripts.rooms`, the same reading
+`tests/test_architecture.py` holds to the page's table): `serving/<room>/`, each other
+top-level package, and the command-line layer (`gemma4/`, `scripts/`, every `cli.py` and
+`__main__.py`). An arrow from room A to room B means some module of A imports a module of B,
+at any depth of the module (an import inside a function counts: it is still a dependency).
+``if TYPE_CHECKING:`` imports count too.
 """
 
 from __future__ import annotations
 
-import ast
-import tomllib
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.figures.draw import Arrow, Box, Diagram
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def product_packages(root: Path = ROOT) -> list[str]:
-    """The top-level packages ``pyproject.toml`` ships (``include = ["serving*", ...]``)."""
-    data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = data["tool"]["setuptools"]["packages"]["find"]["include"]
-    return sorted(p.rstrip("*") for p in patterns if (root / p.rstrip("*")).is_dir())
-
-
-def room_of(module: str, rooms: set[str]) -> str | None:
-    """The deepest room holding ``module`` (``serving.render.vllm`` -> ``serving.render``)."""
-    parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        candidate = ".".join(parts[:n])
-        if candidate in rooms:
-            return candidate
-    return None
-
-
-def _module_name(path: Path, root: Path) -> str:
-    rel = path.relative_to(root).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base if is_package else base[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            found.add(prefix)
-            # `from bench import load` imports the module bench.load.
-            found.update(f"{prefix}.{alias.name}" for alias in node.names)
-    return found
+from scripts.rooms import (
+    COMMAND_LINE,
+    DIVIDED,
+    PACKAGES,
+    ROOT,
+    cycles,
+    product_modules,
+    room,
+    room_graph,
+)
 
 
 @dataclass(frozen=True)
 class ImportGraph:
     rooms: tuple[str, ...]
-    #: (importing room, imported room) -> the module-level imports behind the arrow.
+    #: (importing room, imported room) -> the imports behind the arrow (``module -> module``).
     edges: dict[tuple[str, str], tuple[str, ...]]
     modules: dict[str, int]
-    #: Each room's height: the longest chain of module imports below its highest module.
+    #: Each room's height: the longest chain of rooms below it (a circle is not followed round).
     heights: dict[str, int] = field(default_factory=dict)
 
     def circles(self) -> list[list[str]]:
         """Groups of rooms that import each other, directly or through others."""
-        graph: dict[str, set[str]] = defaultdict(set)
+        graph: dict[str, dict[str, int]] = {r: {} for r in self.rooms}
         for a, b in self.edges:
-            graph[a].add(b)
-        index: dict[str, int] = {}
-        low: dict[str, int] = {}
-        stack: list[str] = []
-        found: list[list[str]] = []
-
-        def visit(v: str) -> None:  # Tarjan's strongly connected components
-            index[v] = low[v] = len(index)
-            stack.append(v)
-            for w in sorted(graph[v]):
-                if w not in index:
-                    visit(w)
-                    low[v] = min(low[v], low[w])
-                elif w in stack:
-                    low[v] = min(low[v], index[w])
-            if low[v] == index[v]:
-                group = []
-                while True:
-                    w = stack.pop()
-                    group.append(w)
-                    if w == v:
-                        break
-                if len(group) > 1:
-                    found.append(sorted(group))
-
-        for v in self.rooms:
-            if v not in index:
-                visit(v)
-        return sorted(found)
+            graph[a][b] = 0
+        return sorted(cycles(graph))
 
 
-def import_graph(root: Path = ROOT) -> ImportGraph:
-    packages = product_packages(root)
-    files = sorted(f for p in packages for f in (root / p).rglob("*.py"))
-    names = {f: _module_name(f, root) for f in files}
-    # Every package with an __init__.py is a room: a top-level package and its subpackages.
-    rooms = {n for f, n in names.items() if f.name == "__init__.py" and n.count(".") <= 1}
-    modules: dict[str, int] = defaultdict(int)
-    edges: dict[tuple[str, str], set[str]] = defaultdict(set)
-    known = set(names.values())
-    below: dict[str, set[str]] = defaultdict(set)
-    for f, name in names.items():
-        here = room_of(name, rooms)
-        if here is None:
-            continue
-        modules[here] += 1
-        tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
-        for target in _imported(tree, name, f.name == "__init__.py"):
-            module = room_of(target, known)
-            if module is not None and module != name:
-                below[name].add(module)
-            there = room_of(target, rooms)
-            if there is not None and there != here and not there.startswith(here + "."):
-                # A package importing its own subpackage (`bench` -> `bench.load`) is how the
-                # package exports its names: drawn like any other arrow, except to itself.
-                edges[(here, there)].add(f"{name} -> {target}")
-    height: dict[str, int] = {}
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
+    """The rooms of ``packages`` under ``root``, the imports between them and their heights.
+    A room whose modules import no other room and that no room imports (``serving/``'s own
+    ``__init__``, a docstring) is left out."""
+    from scripts.rooms import import_graph as module_graph
 
-    def climb(module: str, path: frozenset[str]) -> int:
-        if module not in height:
-            # A module in a circle is placed by the imports outside it.
-            height[module] = max(
-                (climb(m, path | {module}) + 1 for m in sorted(below[module]) if m not in path),
+    modules = product_modules(root, packages)
+    graph = module_graph(modules)
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, targets in sorted(graph.items()):
+        here = room(module, modules[module])
+        for target in sorted(targets):
+            there = room(target, modules[target])
+            if there != here:
+                edges.setdefault((here, there), []).append(f"{module} -> {target}")
+    linked = {r for edge in edges for r in edge}
+    counts = Counter(room(m, p) for m, p in modules.items())
+    rooms = tuple(sorted(r for r in counts if r in linked))
+    below = room_graph(graph, modules)
+    # Rooms in a circle share one height: the longest chain of rooms below the circle.
+    together = {r: frozenset(c) for c in cycles(below) for r in c}
+    memo: dict[frozenset[str], int] = {}
+
+    def height(r: str) -> int:
+        group = together.get(r, frozenset({r}))
+        if group not in memo:
+            memo[group] = max(
+                (height(b) + 1 for a in sorted(group) for b in below[a] if b not in group),
                 default=0,
             )
-        return height[module]
+        return memo[group]
 
-    heights: dict[str, int] = {}
-    for name in sorted(known):
-        room = room_of(name, rooms)
-        if room is not None:
-            heights[room] = max(heights.get(room, 0), climb(name, frozenset()))
+    heights = {r: height(r) for r in rooms}
     return ImportGraph(
-        rooms=tuple(sorted(rooms)),
-        edges={k: tuple(sorted(v)) for k, v in sorted(edges.items())},
-        modules=dict(modules),
+        rooms=rooms,
+        edges={k: tuple(v) for k, v in sorted(edges.items())},
+        modules={r: counts[r] for r in rooms},
         heights=heights,
     )
+
+
+def _title(name: str, root: Path = ROOT) -> str:
+    """A room as its folder (``serving/config/``), its file (``serving/promotion.py``) or the
+    command-line layer."""
+    if name == COMMAND_LINE:
+        return "command line"
+    if name in DIVIDED:  # the package's own __init__: its folders are rooms of their own
+        return f"{name}/__init__.py"
+    path = name.replace(".", "/")
+    return f"{path}.py" if (root / f"{path}.py").is_file() else f"{path}/"
 
 
 def diagram(graph: ImportGraph | None = None) -> Diagram:
@@ -161,25 +101,30 @@ def diagram(graph: ImportGraph | None = None) -> Diagram:
     boxes = [
         Box(
             room,
-            f"{room.replace('.', '/')}/",
-            (f"{graph.modules.get(room, 0)} modules",),
+            _title(room),
+            (
+                *(("gemma4/, scripts/, cli.py, __main__.py",) if room == COMMAND_LINE else ()),
+                f"{graph.modules.get(room, 0)} module"
+                + ("" if graph.modules.get(room, 0) == 1 else "s"),
+            ),
             role=_role(room),
         )
         for room in graph.rooms
     ]
-    # Rows by height: a room sits above the rooms its modules import. An arrow that climbs (to
-    # a room as high or higher) is red: two rooms whose modules import each other both ways.
+    # Rows by height: a room sits above the rooms it imports. Rooms that import each other
+    # (a circle) share a height; the arrows between them are red.
     level = graph.heights
-    down = [(a, b) for a, b in graph.edges if level.get(a, 0) > level.get(b, 0)]
-    up = [(a, b) for a, b in graph.edges if level.get(a, 0) <= level.get(b, 0)]
-    arrows = [Arrow(a, b) for a, b in reduced(down)] + [Arrow(a, b, alarm=True) for a, b in up]
+    together = {r: i for i, c in enumerate(graph.circles()) for r in c}
+    circled = [(a, b) for a, b in graph.edges if together.get(a, -1) == together.get(b, -2)]
+    down = [e for e in graph.edges if e not in circled]
+    arrows = [Arrow(a, b) for a, b in reduced(down)] + [Arrow(a, b, alarm=True) for a, b in circled]
     caption = "an arrow: the upper room imports the lower one, directly or through others; " + (
-        f"red: an import back up, between rooms that import each other ({len(up)})"
-        if up
-        else "no import goes back up"
+        f"red: rooms that import each other, an import circle ({len(circled)})"
+        if circled
+        else "no room imports itself through others"
     )
     return Diagram(
-        "Import graph of the product packages", boxes, arrows, caption=caption, levels=level
+        "Import graph of the product's rooms", boxes, arrows, caption=caption, levels=level
     )
 
 
@@ -211,7 +156,8 @@ def _reaches(edges: list[tuple[str, str]], start: str, goal: str) -> bool:
 def _role(room: str) -> str:
     top = room.split(".")[0]
     return {
-        "gemma4": "input",
+        COMMAND_LINE: "input",
+        "preview": "verdict",
         "components": "network",
         "policies": "verdict",
         "serving": "compute",

@@ -1,6 +1,6 @@
 """A stack's topology, drawn from what the Pulumi program declares for it.
 
-The program runs under Pulumi's mocks (:func:`gemma4.harness.render`, what ``gemma4 preview``
+The program runs under Pulumi's mocks (:func:`preview.harness.render`, what ``gemma4 preview``
 runs); the boxes are the declared resources, and every arrow is a reference one resource's
 inputs make to another (an HTTPRoute's ``parentRefs`` and ``backendRefs``, an InferencePool's
 selector and ``endpointPickerRef``, a volume's bucket, a sidecar's ``dependsOn``...), resolved
@@ -15,7 +15,7 @@ from typing import Any
 
 from scripts.figures.draw import Arrow, Box, Diagram
 
-Resource = Any  # gemma4.harness.Declared: .type, .name, .inputs
+Resource = Any  # preview.harness.Declared: .type, .name, .inputs
 
 K8S = "kubernetes:"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -28,8 +28,8 @@ ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 
 def render(stack: str) -> list[Resource]:
     """The resources the program declares for ``stack`` (its shipped stack file)."""
-    from gemma4.harness import render as run_program
-    from gemma4.harness import stack_config
+    from preview.harness import render as run_program
+    from preview.harness import stack_config
 
     return list(run_program(stack_config(stack), stack).resources)
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
-from bench.results.compare import hourly_price
+from bench.reports.compare import hourly_price
 from bench.results.store import StoreError
 from serving.catalog.hardware import HARDWARE
 from tests.bench._cells import cell, write_run

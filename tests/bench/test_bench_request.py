@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from bench.load.request import RequestResult, RequestSpec, send_request
+from bench.load.request import RequestSpec, send_request
+from bench.results.record import RequestResult
 from endpoint.auth import ApiKeyAuth
 from endpoint.client import make_client
 from tests.bench.conftest import MODEL, ServerFactory

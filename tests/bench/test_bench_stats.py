@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from bench.load.request import RequestResult
+from bench.results.record import RequestResult
 from bench.results.stats import GoodputSlo, percentile, summarize
 
 

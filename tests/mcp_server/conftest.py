@@ -326,10 +326,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     (results / "not-a-run").mkdir()
     # A stand-in for the offline preview package, first on the action server's path: the tool
     # is tested for its wiring (lazy import, arguments, redaction), not for the preview itself.
-    fake_preview = tmp / "fake_preview" / "gemma4"
+    fake_preview = tmp / "fake_preview" / "preview"
     fake_preview.mkdir(parents=True)
     (fake_preview / "__init__.py").write_text("")
-    (fake_preview / "preview.py").write_text(FAKE_PREVIEW)
+    (fake_preview / "build.py").write_text(FAKE_PREVIEW)
     yield {
         "root": root,
         "outputs": outputs,

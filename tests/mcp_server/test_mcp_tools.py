@@ -491,7 +491,7 @@ def test_preview_failure_is_reported(action_client: McpClient) -> None:
 def test_preview_missing_package_is_a_clear_error(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "gemma4.preview", None)  # import fails as if absent
+    monkeypatch.setitem(sys.modules, "preview.build", None)  # import fails as if absent
     tools = Tools(Deployments(["l4"], root=world["root"]), GoogleApis(lambda: lambda: "unused"))
     with pytest.raises(ToolFailure, match="offline preview is not available"):
         asyncio.run(tools.preview("l4", _no_progress))

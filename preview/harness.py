@@ -221,7 +221,7 @@ def render(
         mocks = mocks or RecordingMocks()
         monitor = HookRecordingMonitor(mocks)
         rendered = Rendered(resources=mocks.declared)
-        logger = logging.getLogger(f"gemma4.harness.{stack}")
+        logger = logging.getLogger(f"preview.harness.{stack}")
         logger.propagate = False
         handler = _Collect(rendered.messages)
         logger.addHandler(handler)
