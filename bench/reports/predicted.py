@@ -3,11 +3,11 @@
 ``gemma4 bench compare RUN... --predict STACK`` adds, for each run, a table of the model's
 prediction for every measured closed-loop cell next to what the cell measured (the same reading
 of a cell as the calibration's, :func:`serving.capacity.calibration.observations`: the client's
-per-step
-ITL, the server's TTFT and E2E, throughput by Little's law over the window), the relative error,
-and a flag on each figure off by more than a factor of 1 + the model's band either way
-(uncalibrated: the stack's band; calibrated: its held-out error, at least 20 %). Charts overlay the two curves (throughput and TTFT against
-concurrency, per prompt/output length).
+per-step ITL, the server's TTFT and E2E, throughput by Little's law over the window), the
+relative error, and a flag on each figure off by more than a factor of 1 + the model's band
+either way (uncalibrated: the stack's band; calibrated: its held-out error, at least 20 %).
+Charts overlay the two curves (throughput and TTFT against concurrency, per prompt/output
+length).
 """
 
 from __future__ import annotations
