@@ -51,6 +51,12 @@ def _kib(value: float) -> str:
     return f"{value / 1024:,.0f} KiB"
 
 
+def _least(r: dict[str, Any], mark: str = "at least ") -> str:
+    """What a figure built on a lower-bound price says first (a rate of Google's price page
+    not confirmed counts 0)."""
+    return mark if r.get("price_is_lower_bound") else ""
+
+
 def table(r: dict[str, Any]) -> Table:
     drafter = f" + {r['drafter']}" if r["drafter"] else ""
     t = Table(
@@ -110,19 +116,19 @@ def table(r: dict[str, Any]) -> Table:
         ),
         (
             "price",
-            f"${r['usd_per_hour']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour']:,.2f}/h",
             r["price_source"] + "".join(f" [{note}]" for note in r.get("price_unconfirmed", [])),
         ),
         (
             "billed a month",
-            f"${r['usd_per_month_billed']:,.0f}/month",
+            f"{_least(r)}${r['usd_per_month_billed']:,.0f}/month",
             f"{r['billed_hours_per_month']:g} h: {r['billing']}",
         ),
         (
             "cost per million requests",
             "-"
             if r["usd_per_million_requests"] is None
-            else f"${r['usd_per_million_requests']:,.2f}",
+            else f"{_least(r)}${r['usd_per_million_requests']:,.2f}",
             f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
             + (
                 f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
@@ -335,7 +341,7 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
             _ms(p["e2e_ms"]),
             f"{p['output_tokens_per_s']:,.0f}",
             f"{p['requests_per_s']:,.2f}",
-            "-" if cost is None else f"${cost:,.2f}",
+            "-" if cost is None else f"{_least(perf, '>=')}${cost:,.2f}",
             p["ceiling"],
         )
     spec = ""
@@ -355,6 +361,11 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
         f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
         f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
+        + (
+            " >= : a lower bound, the price is (a rate of Google's price page not confirmed)."
+            if perf.get("price_is_lower_bound")
+            else ""
+        )
     )
     return t
 
@@ -399,13 +410,13 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
         ),
         (
             "cost at the fewest",
-            f"${r['usd_per_hour_at_min']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour_at_min']:,.2f}/h",
             f"{r['stack_min_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
             f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
         ),
         (
             "cost at the most",
-            f"${r['usd_per_hour_at_max']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour_at_max']:,.2f}/h",
             f"{r['stack_max_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
             f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
         ),
@@ -564,8 +575,12 @@ def search_main(argv: Sequence[str]) -> int:
                 str(r["replicas"]) if r["replicas"] else "cannot meet",
                 f"{r['stack_replicas'][0]}-{r['stack_replicas'][1]}"
                 + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
-                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
-                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"{_least(r, '>=')}${r['usd_per_hour']:,.2f}"
+                if r["usd_per_hour"] is not None
+                else "-",
+                f"{_least(r, '>=')}${r['usd_per_million_requests']:,.2f}"
+                if r["usd_per_million_requests"] is not None
+                else "-",
                 f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
             )
             for r in rows
@@ -598,7 +613,9 @@ def search_main(argv: Sequence[str]) -> int:
             f"platform's front end included) meet the SLO x {1 - HEADROOM:g} "
             f"({HEADROOM * 100:g} % headroom) / (1 + band), as `gemma4 plan --rate` plans "
             "replicas (serving/capacity/perf_stack.py). $/h: at least the stack's fewest "
-            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule). "
+            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule); "
+            ">= marks a lower bound (a rate of Google's price page not confirmed, counted 0: "
+            "`gemma4 plan -s STACK` names it), ranked after stacks priced in full. "
             f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
         )
         console = Console()

@@ -90,6 +90,10 @@ class Cost(BaseModel):
     hardware: str
     usd_per_hour: float
     price_source: str
+    price_is_lower_bound: bool = Field(
+        description="True: a rate of Google's price page was not confirmed (counted 0), so "
+        "every figure built on the price is at least it; price_source names the rate."
+    )
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
     usd_per_month_per_instance: float = Field(
@@ -518,6 +522,8 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         hardware=hw.key,
         usd_per_hour=price,
         price_source=price_source,
+        price_is_lower_bound=settings.price.is_lower_bound
+        or any(item.usd_per_hour is None for item in fixed),
         instances_min=low,
         instances_max=high,
         usd_per_month_per_instance=monthly_cost(price, hours=hours),
@@ -801,6 +807,7 @@ def text_lines(p: Preview) -> list[str]:
     lines += ["", "vllm serve command line:", f"  {p.vllm_command_line or '(none exported)'}"]
     if p.messages:
         lines += ["", "Program warnings:", *(f"  {m}" for m in p.messages)]
+    least = "at least " if p.cost.price_is_lower_bound else ""
     lines += ["", "Policies (pack gemma4-vllm, levels from the policy config):"]
     for v in p.policies:
         mark = {"pass": "pass", "fail": "FAIL", "disabled": "off "}[v.verdict]
@@ -818,9 +825,15 @@ def text_lines(p: Preview) -> list[str]:
         f"  KV cache memory: {plan['kv_available_bytes'] / 2**30:,.2f} GiB of "
         f"{plan['budget_bytes'] / 2**30:,.2f} GiB budget",
         "",
-        "Cost (list prices, estimates):",
-        f"  {_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
-        f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
+        "Cost (list prices, estimates"
+        + (
+            "; LOWER BOUNDS: a rate is not confirmed, see below"
+            if p.cost.price_is_lower_bound
+            else ""
+        )
+        + "):",
+        f"  {least}{_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
+        f"  per month: {least}{_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
         f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
         f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
         *(
@@ -829,7 +842,9 @@ def text_lines(p: Preview) -> list[str]:
             + f" ({item.source})"
             for item in p.cost.fixed
         ),
-        f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
+        "  per million requests: "
+        + (least if p.cost.usd_per_million_requests is not None else "")
+        + f"{_money(p.cost.usd_per_million_requests)} at "
         f"{p.cost.requests_per_second:g} req/s to the stack ({p.cost.requests_per_second_source})"
         + (
             f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "

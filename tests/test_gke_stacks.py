@@ -430,7 +430,12 @@ def test_preview_exits_0_fast_and_shows_everything(
         int(config["minReplicas"]),
         int(config["maxReplicas"]),
     )
-    fixed = sum(item["usd_per_hour"] for item in cost["fixed"])
+    # The system node's rate is not confirmed on Google's page: unpriced, and the cost says it
+    # is a lower bound.
+    unpriced = [item["item"] for item in cost["fixed"] if item["usd_per_hour"] is None]
+    assert [u.split(" (")[0] for u in unpriced] == ["system node"]
+    assert cost["price_is_lower_bound"] and "LOWER BOUND" in cost["price_source"]
+    fixed = sum(item["usd_per_hour"] or 0.0 for item in cost["fixed"])
     hours = 730
     assert cost["usd_per_month_idle"] == pytest.approx(
         hours * (fixed + int(config["minReplicas"]) * cost["usd_per_hour"])

@@ -175,21 +175,38 @@ def plot_stack(
 
 def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     """USD per million requests against load, one line per stack, each at its benchmark
-    request shape and one instance's hourly price (PREDICTED)."""
+    request shape and one instance's hourly price (PREDICTED); a lower-bound price (a rate of
+    Google's page not confirmed) is dashed and labelled so, a stack with no confirmed rate at
+    all is named, not drawn."""
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan_perf import workload_for
 
     plt = _figure()
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    unpriced = []
     for name, settings in sorted(stacks.items()):
+        price = settings.price
+        if price.usd_per_hour <= 0:  # no rate of Google's page confirmed: nothing to draw
+            unpriced.append(name)
+            continue
         model, _ = model_for_settings(settings)
         w = workload_for(settings, None, None)
-        pts = cost_points(model, w, settings.price.usd_per_hour)
+        pts = cost_points(model, w, price.usd_per_hour)
+        bound = " at least" if price.is_lower_bound else ""
         ax.plot(
             [p["requests_per_s"] for p in pts],
             [p["usd_per_million_requests"] for p in pts],
-            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens, "
-            f"${settings.price.usd_per_hour:.2f}/h)",
+            linestyle="--" if price.is_lower_bound else "-",
+            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens,{bound} "
+            f"${price.usd_per_hour:.2f}/h{', LOWER BOUND' if bound else ''})",
+        )
+    if unpriced:
+        ax.text(
+            0.01,
+            0.01,
+            f"Not drawn (no rate of Google's price page confirmed): {', '.join(unpriced)}",
+            transform=ax.transAxes,
+            fontsize=7,
         )
     ax.set_xscale("log")
     ax.set_yscale("log")

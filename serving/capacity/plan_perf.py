@@ -124,6 +124,9 @@ def performance(
         "latency_view": "client (engine + front end)",
         "mtp": mtp,
         "curve": curve,
+        # The per-token and per-request costs above are at least these (a rate of Google's
+        # price page not confirmed counts 0).
+        "price_is_lower_bound": settings.price.is_lower_bound,
         "measured": False,
     }
 
@@ -159,7 +162,9 @@ def search(
     """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
     each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
     :data:`HEADROOM` left free, the band's slow side), so both name the same count;
-    cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
+    cheapest first, stacks whose price is only a lower bound (a rate of Google's page not
+    confirmed, ``price_is_lower_bound``) after those priced in full (stacks that cannot meet
+    the SLO at all last, with ``replicas`` None).
     A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
     stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
     most replicas is kept and flagged (``within_bounds`` False: raise the bound to deploy it).
@@ -213,6 +218,8 @@ def search(
             "stack_replicas": [low, high],
             "within_bounds": replicas is not None and replicas <= high,
             "usd_per_hour_per_replica": price,
+            "price_is_lower_bound": settings.price.is_lower_bound or bool(unpriced),
+            "price_unconfirmed": list(settings.price.unconfirmed),
             "fixed_usd_per_hour": fixed,
             "unpriced": unpriced,
             "usd_per_hour": usd_per_hour,
@@ -231,6 +238,8 @@ def search(
         key=lambda r: (
             r["excluded"] is not None,
             r["usd_per_hour"] is None,
+            # A lower bound is not a price: stacks priced in full first.
+            bool(r.get("price_is_lower_bound")),
             r["usd_per_hour"] or 0.0,
             r["stack"],
         )
@@ -340,6 +349,7 @@ def replica_plan(
         "stack_min_replicas": low,
         "stack_max_replicas": high,
         "usd_per_hour_per_replica": price,
+        "price_is_lower_bound": settings.price.is_lower_bound or bool(unpriced),
         "fixed_usd_per_hour": fixed,
         "unpriced": unpriced,
         "usd_per_hour_at_min": low * price + fixed,

@@ -2,6 +2,9 @@
 
 Each figure carries its source. Prices are list prices in USD and change over time; they are
 used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
+Every price is built from :class:`Rate` s of Google's own price pages, each with its region,
+URL and the date it was read; a rate that could not be read there counts 0 and the price says
+it is a lower bound (never a figure from elsewhere counted as if it were Google's).
 """
 
 from __future__ import annotations
@@ -18,52 +21,131 @@ class Platform(StrEnum):
     TPU = "tpu"
 
 
+#: The date the stored copies of Google's price pages were read for this catalogue.
+READ = "2026-11-26"
+#: How a rate read in a stored copy says when the copy was made (the copies carry no date).
+STORED_COPY = f"read {READ} in a stored copy of the page (date of the stored copy unknown)"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One rate of one of Google's price pages: the figure per unit, the region it applies to,
+    the page (its original URL) and when it was read.
+
+    ``usd`` is None when the figure could not be read on Google's page (no stored copy of the
+    page reaches it): the rate is then NOT confirmed, counts 0 in every price built from it
+    (which is then a stated lower bound) and ``note`` says why, with any figure others quote
+    for it (shown, never counted)."""
+
+    what: str
+    usd: float | None
+    #: "vCPU-second", "GiB-second", "GPU-second" (per second) or "chip-hour", "node-hour",
+    #: "cluster-hour", "rule-hour" (per hour).
+    unit: str
+    region: str
+    url: str
+    read: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith("https://cloud.google.com/"):
+            raise ValueError(f"{self.what}: a rate cites Google's own page, not {self.url!r}")
+        if not self.unit.endswith(("-second", "-hour")):
+            raise ValueError(f"{self.what}: unit {self.unit!r} is per second or per hour")
+        if self.usd is not None and not self.usd > 0:
+            raise ValueError(f"{self.what}: a confirmed rate is positive, not {self.usd!r}")
+        if self.usd is None and not self.note:
+            raise ValueError(f"{self.what}: an unconfirmed rate says why in its note")
+
+    @property
+    def confirmed(self) -> bool:
+        return self.usd is not None
+
+    @property
+    def usd_per_hour(self) -> float:
+        """USD for one unit held an hour (0 when not confirmed)."""
+        if self.usd is None:
+            return 0.0
+        return self.usd * (3600 if self.unit.endswith("-second") else 1)
+
+    @property
+    def usd_per_second(self) -> float | None:
+        """USD for one unit held a second (None when not confirmed)."""
+        return None if self.usd is None else self.usd_per_hour / 3600
+
+    @property
+    def figure(self) -> str:
+        if self.usd is None:
+            return "NOT CONFIRMED"
+        return f"${self.usd:.8f}".rstrip("0").rstrip(".") + f" / {self.unit}"
+
+    @property
+    def citation(self) -> str:
+        """The rate in one line: what, region, figure and page (``read`` says when)."""
+        return f"{self.what}, {self.region}: {self.figure} ({self.url})"
+
+
 @dataclass(frozen=True)
 class Price:
-    """An hourly price for one serving instance (accelerator plus the host it requires)."""
+    """An hourly price for one serving instance (accelerator plus the host it requires), built
+    from Google's rates (``parts``: each rate with how many units the instance holds)."""
 
     usd_per_hour: float
     source: str
     as_of: str
     #: Parts of the bill whose rate could not be confirmed (counted as 0: the price is then a
-    #: lower bound), or rates taken from another provisioning (an upper bound); said so.
+    #: lower bound), said so.
     unconfirmed: tuple[str, ...] = ()
+    parts: tuple[tuple[Rate, float], ...] = ()
 
     @property
     def note(self) -> str:
         """How far to trust the figure, in words ('' when every rate is confirmed)."""
         return "; ".join(self.unconfirmed)
 
-
-@dataclass(frozen=True)
-class Rate:
-    """One per-second rate of a price page, with where and when it was read."""
-
-    usd_per_second: float | None
-    source: str
-    as_of: str
-
     @property
-    def confirmed(self) -> bool:
-        return self.usd_per_second is not None
+    def is_lower_bound(self) -> bool:
+        return any(not rate.confirmed for rate, _ in self.parts)
 
 
-#: Cloud Run's page, https://cloud.google.com/run/pricing (Tier 1 regions, instance-based
-#: billing, "Services with CPU always allocated"): vCPU and memory rates.
+def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
+    """The hourly price of ``parts`` (rate, units): the sum of the confirmed rates times their
+    units; a rate not confirmed counts 0 and the price says it is a LOWER BOUND."""
+    return Price(
+        usd_per_hour=round(sum(rate.usd_per_hour * n for rate, n in parts), 4),
+        source=f"{label}: " + "; ".join(f"{n:g} x {rate.citation}" for rate, n in parts),
+        as_of=", ".join(sorted({rate.read for rate, _ in parts})),
+        unconfirmed=tuple(
+            f"LOWER BOUND, not counted: {rate.what} ({rate.region}): {rate.note}"
+            for rate, _ in parts
+            if not rate.confirmed
+        ),
+        parts=parts,
+    )
+
+
 _RUN_PRICING = "https://cloud.google.com/run/pricing"
+#: Where the stored copies of the Cloud Run page stop: the first table's CPU column.
+_RUN_COPY_ENDS = "not in the stored copies of the page (they end at its first table's CPU column)"
 _CATALOG_QUOTE = (
-    "Cloud Billing catalog SKU for us-central1 as quoted (2026-08) in a public repository's "
-    "cost estimate, not read from Google's page here"
+    "a public repository's cost estimate quotes the us-central1 Cloud Billing SKU (2026-08):"
 )
 CLOUD_RUN_CPU = Rate(
+    "Cloud Run vCPU (instance-based billing; the page's 'services with CPU always allocated')",
     0.000018,
-    f"{_RUN_PRICING}: Tier 1, services with CPU always allocated, $0.00001800 / vCPU-second",
-    "read 2026-11-26 (stored copy of the page)",
+    "vCPU-second",
+    "Tier 1 regions (which regions are Tier 1 is not in the stored copy)",
+    _RUN_PRICING,
+    STORED_COPY,
 )
 CLOUD_RUN_MEMORY = Rate(
-    0.000002,
-    f"{_RUN_PRICING}: Tier 1, instance-based billing, $0.0000020 / GiB-second ({_CATALOG_QUOTE})",
-    "2026-08",
+    "Cloud Run memory (instance-based billing)",
+    None,
+    "GiB-second",
+    "Tier 1 regions",
+    _RUN_PRICING,
+    STORED_COPY,
+    f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0000020 / GiB-second",
 )
 
 
@@ -132,7 +214,7 @@ class HardwareProfile:
     #: Cloud Run GPUs: the GPU's own rates (the instance price is built from them and the
     #: host's vCPU and memory, see `Settings.price`).
     cloud_run_gpu: CloudRunGpuRates | None = None
-    #: TPU: the spot rate of a chip (None: not confirmed).
+    #: TPU: what a spot chip bills.
     spot_price: Price | None = None
 
     @property
@@ -145,32 +227,62 @@ def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: in
     on) plus ``cpu`` vCPU and ``memory_gib`` GiB at Cloud Run's instance-based rates. A rate
     that could not be confirmed counts 0 and the price says it is a lower bound."""
     rate = gpu.with_zonal_redundancy if zonal else gpu.without_zonal_redundancy
-    parts = [(rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))]
-    per_s = sum((r.usd_per_second or 0.0) * n for r, n in parts)
-    missing = [r.source for r, _ in parts if not r.confirmed]
-    return Price(
-        usd_per_hour=round(per_s * 3600, 4),
-        source=(
-            f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + "
-            f"{memory_gib} GiB: " + "; ".join(r.source for r, _ in parts)
-        ),
-        as_of=", ".join(sorted({r.as_of for r, _ in parts})),
-        unconfirmed=tuple(f"LOWER BOUND, not priced: {m}" for m in missing),
+    return price_of(
+        f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + {memory_gib} GiB",
+        ((rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))),
+    )
+
+
+def _run_gpu(name: str, zonal: bool, note: str) -> Rate:
+    return Rate(
+        f"Cloud Run {name} GPU, {'with' if zonal else 'without'} zonal redundancy",
+        None,
+        "GPU-second",
+        "Tier 1 regions",
+        _RUN_PRICING,
+        STORED_COPY,
+        note,
     )
 
 
 _L4_GPU = CloudRunGpuRates(
-    Rate(0.0001867, f"NVIDIA L4 without zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
-    Rate(0.0002909, f"NVIDIA L4 with zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
+    _run_gpu("NVIDIA L4", False, f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0001867 / GPU-second"),
+    _run_gpu("NVIDIA L4", True, f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0002909 / GPU-second"),
 )
 _RTX_GPU = CloudRunGpuRates(
-    Rate(
-        None,
-        "NVIDIA RTX PRO 6000 on Cloud Run: no rate could be confirmed from Google's page "
-        f"({_RUN_PRICING}) or a quoted catalog SKU",
-        "2026-11-26",
-    ),
-    Rate(None, "NVIDIA RTX PRO 6000 with zonal redundancy: not confirmed", "2026-11-26"),
+    _run_gpu("NVIDIA RTX PRO 6000", False, f"{_RUN_COPY_ENDS}; no quoted figure found"),
+    _run_gpu("NVIDIA RTX PRO 6000", True, f"{_RUN_COPY_ENDS}; no quoted figure found"),
+)
+
+_TPU_PRICING = "https://cloud.google.com/tpu/pricing"
+_TPU_COPY = "not in the stored copies of the page (older versions: TPU v2, v3 and v4 only)"
+TPU_V6E_ON_DEMAND = Rate(
+    "TPU v6e chip, on-demand",
+    None,
+    "chip-hour",
+    "us-east5",
+    _TPU_PRICING,
+    STORED_COPY,
+    f"{_TPU_COPY}; $2.70 / chip-hour was recorded here from that page in 2026-06, not re-read",
+)
+TPU_V6E_FLEX_START = Rate(
+    "TPU v6e chip, flex-start (Dynamic Workload Scheduler)",
+    None,
+    "chip-hour",
+    "us-east5",
+    "https://cloud.google.com/products/dws/pricing",
+    f"{READ}: no stored copy of the page",
+    "no stored copy of the page; $1.35 / chip-hour was recorded here in 2026-08 from a Cloud "
+    "Billing catalog figure as reported then, not read on the page",
+)
+_SPOT_PRICING = "https://cloud.google.com/spot-vms/pricing"
+#: What the Spot VMs page says of every spot rate (read in its stored copy).
+_SPOT_SAYS = (
+    "not in the stored copies of the page, which say only that spot prices are discounts of up "
+    "to 91% off the default price and change up to once a day (at most the on-demand rate)"
+)
+TPU_V6E_SPOT = Rate(
+    "TPU v6e chip, spot", None, "chip-hour", "us-east5", _SPOT_PRICING, STORED_COPY, _SPOT_SAYS
 )
 
 _CLOUD_RUN_GPU_DOC = "https://cloud.google.com/run/docs/configuring/services/gpu (2026)"
@@ -243,7 +355,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # Probe budget (2040 s) plus margin.
             cold_start_deadline_seconds=2400,
-            # The minimum host the GPU requires (20 vCPU, 80 GiB); the GPU is not priced.
+            # The minimum host the GPU requires (20 vCPU, 80 GiB); a stack's own: Settings.price.
             price=cloud_run_price(_RTX_GPU, False, 20, 80),
             cloud_run_gpu=_RTX_GPU,
             memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
@@ -279,23 +391,11 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # VM boot, the vllm-tpu image pull and a Hugging Face download of bf16 weights.
             cold_start_deadline_seconds=2400,
-            price=Price(
-                usd_per_hour=2.70,
-                source="Google's Cloud TPU price page, https://cloud.google.com/tpu/pricing "
-                "(TPU v6e, one chip, on-demand rate, us-east5; spot and flex-start have their "
-                "own rates)",
-                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
-            ),
-            flex_start_price=Price(
-                # What the shipped stack provisions: billed only while the node exists, at most
-                # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
-                usd_per_hour=1.35,
-                source="Google's Dynamic Workload Scheduler price page, "
-                "https://cloud.google.com/products/dws/pricing (TPU v6e flex-start, per chip-hour, "
-                "us-east5; the same rate in europe-west4, us-east1 and asia-northeast1)",
-                as_of="2026-08-25 (Cloud Billing catalog figure as reported then, not read "
-                "from the page here; re-check it)",
-            ),
+            price=price_of("one v6e chip", ((TPU_V6E_ON_DEMAND, 1.0),)),
+            # What the shipped stack provisions: billed only while the node exists, at most
+            # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
+            flex_start_price=price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
+            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
             memory_bandwidth_source="https://cloud.google.com/tpu/docs/v6e: 1,640 GB/s HBM "
             "bandwidth per chip",
             dense_bf16_flops=918e12,
@@ -330,7 +430,64 @@ class GkeShape:
     startup_probe: Probe
     #: On-demand list price of one node (accelerator included), USD per hour.
     price: Price
+    #: What the node bills in a spot node pool.
+    spot_price: Price
+    #: What the node bills provisioned flex-start (Dynamic Workload Scheduler).
+    flex_start_price: Price
     source: str
+
+
+_VM_PRICING = "https://cloud.google.com/compute/vm-instance-pricing"
+_VM_COPY = "not in the stored copies of the page (they end in its introduction)"
+_G2_STANDARD_8 = Rate(
+    "g2-standard-8 node (8 vCPU, 32 GB, one L4), on-demand",
+    None,
+    "node-hour",
+    "us-east4",
+    _VM_PRICING,
+    STORED_COPY,
+    f"{_VM_COPY}; $0.85 / node-hour (us-central1) was recorded here without a page read",
+)
+_G2_STANDARD_8_SPOT = Rate(
+    "g2-standard-8 node, spot",
+    None,
+    "node-hour",
+    "us-east4",
+    _SPOT_PRICING,
+    STORED_COPY,
+    _SPOT_SAYS,
+)
+_G4_STANDARD_48 = Rate(
+    "g4-standard-48 node (48 vCPU, 180 GB, one RTX PRO 6000), on-demand",
+    None,
+    "node-hour",
+    "us-central1",
+    _VM_PRICING,
+    STORED_COPY,
+    f"{_VM_COPY}; dstackai/dstack PR #3213 (2025-10) lists $4.5001 / node-hour in us-central1 "
+    "from Google's catalog",
+)
+_G4_STANDARD_48_SPOT = Rate(
+    "g4-standard-48 node, spot",
+    None,
+    "node-hour",
+    "us-central1",
+    _SPOT_PRICING,
+    STORED_COPY,
+    _SPOT_SAYS,
+)
+
+
+def _flex(machine: str, region: str) -> Rate:
+    return Rate(
+        f"{machine} node, flex-start (Dynamic Workload Scheduler)",
+        None,
+        "node-hour",
+        region,
+        "https://cloud.google.com/products/dws/pricing",
+        f"{READ}: no stored copy of the page",
+        "no stored copy of the page",
+    )
 
 
 #: GKE node shapes by hardware key. Shapes and selectors: GKE's TPU and GPU docs
@@ -359,8 +516,11 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
-            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one figure.
+            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one rate.
             price=HARDWARE["tpu-v6e-1"].price,
+            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
+            flex_start_price=HARDWARE["tpu-v6e-1"].flex_start_price
+            or price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
             source="cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e: "
             "ct6e-standard-1t, 1x1, tpu-v6e-slice)",
         ),
@@ -381,11 +541,10 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=60,
             ),
-            price=Price(
-                usd_per_hour=0.85,
-                source="https://cloud.google.com/compute/vm-instance-pricing (G2, g2-standard-8, "
-                "us-central1; the figure was not in the stored copy of the page: check it)",
-                as_of="2026-11",
+            price=price_of("one g2-standard-8 node", ((_G2_STANDARD_8, 1.0),)),
+            spot_price=price_of("one g2-standard-8 node, spot", ((_G2_STANDARD_8_SPOT, 1.0),)),
+            flex_start_price=price_of(
+                "one g2-standard-8 node, flex-start", ((_flex("g2-standard-8", "us-east4"), 1.0),)
             ),
             source="cloud.google.com/compute/docs/accelerator-optimized-machines (G2: one L4 "
             "on g2-standard-4/8/12/16/32)",
@@ -407,11 +566,11 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
-            price=Price(
-                usd_per_hour=4.50,
-                source="g4-standard-48 in us-central1 at $4.5001/h (Google's catalog as listed in "
-                "dstackai/dstack PR #3213, 2025-10)",
-                as_of="2025-10",
+            price=price_of("one g4-standard-48 node", ((_G4_STANDARD_48, 1.0),)),
+            spot_price=price_of("one g4-standard-48 node, spot", ((_G4_STANDARD_48_SPOT, 1.0),)),
+            flex_start_price=price_of(
+                "one g4-standard-48 node, flex-start",
+                ((_flex("g4-standard-48", "us-central1"), 1.0),),
             ),
             source="G4 machine series: g4-standard-48 = 48 vCPU, 180 GB, 1 x RTX PRO 6000 "
             "(dstackai/dstack PR #3213)",
