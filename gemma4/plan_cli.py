@@ -133,7 +133,7 @@ def table(r: dict[str, Any]) -> Table:
             + (
                 f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
                 f"{r['requests_per_second_per_replica']:.3g} req/s each, "
-                f"${r['usd_per_hour_at_rate']:,.2f}/h"
+                f"{_least(r)}${r['usd_per_hour_at_rate']:,.2f}/h"
                 if r["serving_replicas"]
                 else f": {r['serving_replicas_source']}"
             ),

@@ -359,8 +359,11 @@ def hardware_page() -> str:
         "",
         "The hardware catalog (`serving/catalog/hardware.py`), each figure with its source. "
         "Prices are",
-        "list prices copied by hand with their date, for estimates only; a month is "
-        f"{HOURS_PER_MONTH:g} hours. [Cost at a glance](../deploy/cost.md) explains what bills.",
+        "list prices built from the rates of Google's own price pages listed under "
+        "[Rates](#rates), for estimates",
+        "only; a rate that could not be read there counts 0 and makes the price a lower bound "
+        f'("at least"). A month is {HOURS_PER_MONTH:g} hours.',
+        "[Cost at a glance](../deploy/cost.md) explains what bills.",
         "",
         "| hardware key | accelerator | memory | minimum CPU / memory | price per hour "
         "| one instance all month |",
@@ -394,13 +397,58 @@ def hardware_page() -> str:
             f"{probe.period_seconds} s, {probe.timeout_seconds} s timeout, "
             f"{probe.failure_threshold} failures; post-deploy health check deadline "
             f"{hw.cold_start_deadline_seconds} s.",
-            f"- Price: ${hw.price.usd_per_hour:g} per hour, as of {hw.price.as_of} "
+            f"- Price: {'at least ' if hw.price.unconfirmed else ''}"
+            f"${hw.price.usd_per_hour:g} per hour, {hw.price.as_of} "
             f"(source: {_cell(hw.price.source)})"
             + "".join(f" **{_cell(note)}**" for note in hw.price.unconfirmed)
             + ".",
             "",
         ]
+    lines += _rates_section()
     return HEADER + "\n".join(lines).rstrip() + "\n"
+
+
+def _rates_section() -> list[str]:
+    """Every rate a price is built from: figure, unit, region, page, date read, confirmed."""
+    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE, SYSTEM_NODE
+    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Price, Rate
+
+    prices: list[Price] = []
+    for hw in HARDWARE.values():
+        prices += [p for p in (hw.price, hw.flex_start_price, hw.spot_price) if p]
+    for shape in GKE_SHAPES.values():
+        prices += [shape.price, shape.spot_price, shape.flex_start_price]
+    rates: dict[int, Rate] = {}
+    for hw in HARDWARE.values():
+        if hw.cloud_run_gpu:
+            for r in (
+                hw.cloud_run_gpu.without_zonal_redundancy,
+                hw.cloud_run_gpu.with_zonal_redundancy,
+            ):
+                rates.setdefault(id(r), r)
+    for price in prices:
+        for r, _ in price.parts:
+            rates.setdefault(id(r), r)
+    for r in (CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()):
+        rates.setdefault(id(r), r)
+    lines = [
+        "## Rates",
+        "",
+        "Each rate as read on Google's page (a stored copy of it; the copies carry no date). "
+        "NOT CONFIRMED: the",
+        "figure is not on any stored copy; it counts 0 and the note says why and what others "
+        "quote (never counted).",
+        "",
+        "| rate | figure | region | page | read | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rates.values(), key=lambda r: (r.url, r.what)):
+        lines.append(
+            f"| {_cell(r.what)} | {_cell(r.figure)} | {_cell(r.region)} | <{r.url}> | "
+            f"{_cell(r.read)} | {_cell(r.note) or 'confirmed'} |"
+        )
+    lines.append("")
+    return lines
 
 
 # --- writing ------------------------------------------------------------------------------

@@ -271,7 +271,7 @@ TPU_V6E_FLEX_START = Rate(
     "chip-hour",
     "us-east5",
     "https://cloud.google.com/products/dws/pricing",
-    f"{READ}: no stored copy of the page",
+    f"searched {READ}: no stored copy of the page",
     "no stored copy of the page; $1.35 / chip-hour was recorded here in 2026-08 from a Cloud "
     "Billing catalog figure as reported then, not read on the page",
 )
@@ -485,7 +485,7 @@ def _flex(machine: str, region: str) -> Rate:
         "node-hour",
         region,
         "https://cloud.google.com/products/dws/pricing",
-        f"{READ}: no stored copy of the page",
+        f"searched {READ}: no stored copy of the page",
         "no stored copy of the page",
     )
 
