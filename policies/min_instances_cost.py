@@ -49,7 +49,8 @@ def validate_min_instances_cost(
         return
     hardware = find_hardware(accelerator(args.resource_type, args.props))
     cost = (
-        f" about ${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
+        f" {'at least' if hardware.price.is_lower_bound else 'about'} "
+        f"${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
         f"({warm} x ${hardware.price.usd_per_hour:.2f}/h x 730 h, {hardware.price.as_of} list "
         "price" + (f"; {hardware.price.note}" if hardware.price.note else "") + ")"
         if hardware

@@ -104,6 +104,36 @@ def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
         assert slo.met_by(model.at_rate(5.0 / r["replicas"], w))
 
 
+def test_the_search_ranks_a_lower_bound_after_a_price_and_marks_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A price built on a rate of Google's page that is not confirmed is a lower bound (that
+    rate counts 0): it cannot be called cheaper than a price confirmed in full."""
+    from serving.catalog.hardware import CLOUD_RUN_CPU, Price, price_of
+    from serving.config.settings import Settings
+
+    stacks = {name: load_stack_settings(name) for name in ("l4", "rtx6000")}
+    slo = Slo(ttft_ms=5000, e2e_ms=60000)
+    assert all(r["price_is_lower_bound"] for r in search(stacks, 0.5, slo) if r["replicas"])
+    # Give the rtx6000 stack a price confirmed in full, dearer than l4's lower bound.
+    whole = price_of("test", ((CLOUD_RUN_CPU, 1000.0),))
+    original = Settings.price
+
+    def price(self: Settings) -> Price:
+        return whole if self.hardware == "rtx-pro-6000" else original.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Settings, "price", property(price))
+    rows = [r for r in search(stacks, 0.5, slo) if r["replicas"]]
+    assert [r["stack"] for r in rows] == ["rtx6000", "l4"]
+    assert rows[0]["usd_per_hour"] > rows[1]["usd_per_hour"]
+    assert (rows[0]["price_is_lower_bound"], rows[1]["price_is_lower_bound"]) == (False, True)
+    code, out, _ = run(capsys, "search", "--rate", "0.5", "--ttft-ms", "5000", "--e2e-ms", "60000")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("│ l4 "))
+    assert ">=$" in line.replace(" ", "")
+    assert ">= marks a lower bound" in " ".join(out.split())
+
+
 def test_an_slo_nothing_meets_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "search", "--rate", "1", "--itl-ms", "1", "--json")
     assert code == 1

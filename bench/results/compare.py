@@ -55,7 +55,10 @@ MAX_RECORDED_USD_PER_HOUR = 10_000.0
 def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
     """The run's hourly price: ``prices[label]`` or ``prices[hardware]``, else the price the
     run recorded for its instance (``usd_per_hour``: the post-deploy benchmark writes its
-    stack's `Settings.price`, e.g. a GKE node's, a flex-start TPU's), else the catalog's."""
+    stack's `Settings.price`, e.g. a GKE node's, a flex-start TPU's), else the catalog's. A
+    price that is only a lower bound (a rate of Google's page not confirmed: recorded with
+    ``usd_per_hour_is_lower_bound``, or the catalog's) is no price to cost a run at: None
+    (pass ``--price``)."""
     prices = prices or {}
     hardware = run.run.get("hardware")
     for key in (run.label, hardware):
@@ -67,10 +70,12 @@ def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> flo
         and not isinstance(recorded, bool)
         and math.isfinite(recorded)
         and 0 < recorded <= MAX_RECORDED_USD_PER_HOUR
+        and run.run.get("usd_per_hour_is_lower_bound") is not True
     ):
         return float(recorded)
     if isinstance(hardware, str) and hardware in HARDWARE:
-        return HARDWARE[hardware].price.usd_per_hour
+        price = HARDWARE[hardware].price
+        return None if price.is_lower_bound else price.usd_per_hour
     return None
 
 
@@ -150,6 +155,13 @@ class Comparison:
                 f"{'n/a' if rps is None else f'{rps:.2f}'} | "
                 f"{'n/a' if cost is None else f'{cost:.2f}'} |"
             )
+        if any(price is None for price in self.prices):
+            lines += [
+                "",
+                "USD/hour n/a: no confirmed price for that run's instance (the hardware "
+                "catalog's is a lower bound, a rate of Google's price page not confirmed); "
+                "pass `--price LABEL=USD`.",
+            ]
         lines.append("")
         for metric, title, fmt, _ in METRICS:
             lines += [f"## {title}", ""]

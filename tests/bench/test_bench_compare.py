@@ -41,7 +41,12 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_deltas_and_costs(tmp_path: Path) -> None:
     a, b = _two_runs(tmp_path)
-    comparison = compare_runs([load_run(a), load_run(b)])
+    # The catalog's L4 and RTX PRO 6000 prices are lower bounds (GPU rates not confirmed on
+    # Google's page): no cost without an explicit price, and the page says how to give one.
+    bare = compare_runs([load_run(a), load_run(b)])
+    assert bare.prices == [None, None] and "pass `--price LABEL=USD`" in bare.markdown()
+    l4, rtx = 1.0, 2.5
+    comparison = compare_runs([load_run(a), load_run(b)], prices={"l4": l4, "rtx-pro-6000": rtx})
     data = comparison.as_dict()
     cells = {c["id"]: c for c in data["cells"]}
     assert cells["c8-p128-o16"]["request_throughput"] == [8.0, 12.0]
@@ -49,8 +54,6 @@ def test_deltas_and_costs(tmp_path: Path) -> None:
     assert cells["c1-p128-o16"]["request_throughput_delta_percent"][1] == pytest.approx(100.0)
     assert cells["c8-p4096-o16"]["request_throughput"] == ["skipped", 6.0]
     assert cells["c8-p4096-o16"]["request_throughput_delta_percent"] == [None, None]
-    l4 = HARDWARE["l4"].price.usd_per_hour
-    rtx = HARDWARE["rtx-pro-6000"].price.usd_per_hour
     assert cells["c8-p128-o16"]["cost_per_million_requests"] == [
         pytest.approx(l4 / (3600 * 8) * 1e6),
         pytest.approx(rtx / (3600 * 12) * 1e6),
@@ -105,12 +108,19 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(tmp_path: Path) 
     gke = load_run(_run_recording(tmp_path, "gke", node))
     assert hourly_price(gke) == node
     assert hourly_price(gke, {"gke": 2.0}) == 2.0  # an explicit price wins
+    # The catalog's L4 price is a lower bound (its GPU rate not confirmed): no price.
+    assert HARDWARE["l4"].price.is_lower_bound
     cloud_run = load_run(_run_recording(tmp_path, "cloud-run", None))
-    assert compare_runs([cloud_run, gke]).prices == [HARDWARE["l4"].price.usd_per_hour, node]
-    # A recorded figure that is no price is ignored: the catalog's is used.
+    assert compare_runs([cloud_run, gke]).prices == [None, node]
+    # A recorded figure that is no price is ignored, and so is a recorded lower bound.
     for i, bad in enumerate((True, -1, 0, 1e9, "0.85")):
         run = load_run(_run_recording(tmp_path, f"bad{i}", bad))
-        assert hourly_price(run) == HARDWARE["l4"].price.usd_per_hour
+        assert hourly_price(run) is None
+        assert hourly_price(run, {"l4": 1.5}) == 1.5
+    bound = _run_recording(tmp_path, "bound", node)
+    meta = json.loads((bound / "run.json").read_text())
+    (bound / "run.json").write_text(json.dumps({**meta, "usd_per_hour_is_lower_bound": True}))
+    assert hourly_price(load_run(bound)) is None
     # NaN is no JSON number: the strict run reader refuses the file itself.
     with pytest.raises(StoreError, match="NaN"):
         load_run(_run_recording(tmp_path, "nan", float("nan")))
@@ -135,4 +145,5 @@ def test_the_post_deploy_benchmark_records_the_stacks_instance_price(
         settings = load_stack_settings(stack)
         stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
         assert seen[-1]["usd_per_hour"] == settings.price.usd_per_hour
+        assert seen[-1]["usd_per_hour_is_lower_bound"] == settings.price.is_lower_bound
         assert seen[-1]["platform"] == settings.deploy_platform
