@@ -38,6 +38,7 @@ from serving.capacity.plan import (
     stack_names,
 )
 from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
+from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, find_project_file, stack_file
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
@@ -52,9 +53,9 @@ def _kib(value: float) -> str:
 
 
 def _least(r: dict[str, Any], mark: str = "at least ") -> str:
-    """What a figure built on a lower-bound price says first (a rate of Google's price page
-    not confirmed counts 0)."""
-    return mark if r.get("price_is_lower_bound") else ""
+    """What a figure says first: ``~`` when its price is an estimate (a rate counted at a named
+    source's quote), ``mark`` when a lower bound (a rate with no figure anywhere counts 0)."""
+    return status_prefix(r.get("price_status", CONFIRMED), mark)
 
 
 def table(r: dict[str, Any]) -> Table:
@@ -361,11 +362,13 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
         f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
         f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
-        + (
-            " >= : a lower bound, the price is (a rate of Google's price page not confirmed)."
-            if perf.get("price_is_lower_bound")
-            else ""
-        )
+        + {
+            CONFIRMED: "",
+            ESTIMATE: " ~ : an estimate, the price is (a rate not confirmed on Google's price "
+            "page, counted at a named source's quote: `gemma4 plan` names it).",
+            LOWER_BOUND: " >= : a lower bound, the price is (a rate with no figure anywhere, "
+            "counted 0).",
+        }[perf.get("price_status", CONFIRMED)]
     )
     return t
 
@@ -614,8 +617,10 @@ def search_main(argv: Sequence[str]) -> int:
             f"({HEADROOM * 100:g} % headroom) / (1 + band), as `gemma4 plan --rate` plans "
             "replicas (serving/capacity/perf_stack.py). $/h: at least the stack's fewest "
             "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule); "
-            ">= marks a lower bound (a rate of Google's price page not confirmed, counted 0: "
-            "`gemma4 plan -s STACK` names it), ranked after stacks priced in full. "
+            "~ marks an estimate (a rate not confirmed on Google's price page, counted at the "
+            "figure a named source quotes), ranked with confirmed prices by value; >= marks a "
+            "lower bound (a rate with no figure anywhere, counted 0), ranked after every "
+            "priced stack (`gemma4 plan -s STACK` names each rate). "
             f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
         )
         console = Console()

@@ -90,9 +90,15 @@ class Cost(BaseModel):
     hardware: str
     usd_per_hour: float
     price_source: str
+    price_status: Literal["confirmed", "estimate", "lower_bound"] = Field(
+        description="confirmed: every rate read on Google's price page; estimate: a rate not "
+        "confirmed there is counted at the figure a named public source quotes (price_source "
+        "names it and who quotes it); lower_bound: a rate with no figure anywhere counts 0, so "
+        "every figure built on the price is at least it. The weakest rate decides."
+    )
     price_is_lower_bound: bool = Field(
-        description="True: a rate of Google's price page was not confirmed (counted 0), so "
-        "every figure built on the price is at least it; price_source names the rate."
+        description="True: price_status is lower_bound (a rate with no figure anywhere counted "
+        "0), so every figure built on the price is at least it; price_source names the rate."
     )
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
@@ -478,7 +484,8 @@ def run_policies(
 
 
 def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
-    from serving.catalog.hardware import Platform
+    from serving.capacity.gke_costs import stack_price_status
+    from serving.catalog.hardware import LOWER_BOUND, Platform
     from serving.sizing.memory import monthly_cost
 
     hw = settings.profile
@@ -518,12 +525,13 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
+    status = stack_price_status(settings)
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
         price_source=price_source,
-        price_is_lower_bound=settings.price.is_lower_bound
-        or any(item.usd_per_hour is None for item in fixed),
+        price_status=status,
+        price_is_lower_bound=status == LOWER_BOUND,
         instances_min=low,
         instances_max=high,
         usd_per_month_per_instance=monthly_cost(price, hours=hours),
@@ -807,7 +815,9 @@ def text_lines(p: Preview) -> list[str]:
     lines += ["", "vllm serve command line:", f"  {p.vllm_command_line or '(none exported)'}"]
     if p.messages:
         lines += ["", "Program warnings:", *(f"  {m}" for m in p.messages)]
-    least = "at least " if p.cost.price_is_lower_bound else ""
+    from serving.catalog.hardware import status_prefix
+
+    least = status_prefix(p.cost.price_status)
     lines += ["", "Policies (pack gemma4-vllm, levels from the policy config):"]
     for v in p.policies:
         mark = {"pass": "pass", "fail": "FAIL", "disabled": "off "}[v.verdict]
@@ -826,11 +836,12 @@ def text_lines(p: Preview) -> list[str]:
         f"{plan['budget_bytes'] / 2**30:,.2f} GiB budget",
         "",
         "Cost (list prices, estimates"
-        + (
-            "; LOWER BOUNDS: a rate is not confirmed, see below"
-            if p.cost.price_is_lower_bound
-            else ""
-        )
+        + {
+            "confirmed": "",
+            "estimate": "; ~ ESTIMATES: a rate not confirmed on Google's page is counted at "
+            "the figure a named source quotes, see below",
+            "lower_bound": "; LOWER BOUNDS: a rate has no figure anywhere (counted 0), see below",
+        }[p.cost.price_status]
         + "):",
         f"  {least}{_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
         f"  per month: {least}{_money(p.cost.usd_per_month_per_instance)} per instance as billed; "

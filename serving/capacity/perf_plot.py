@@ -175,9 +175,10 @@ def plot_stack(
 
 def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     """USD per million requests against load, one line per stack, each at its benchmark
-    request shape and one instance's hourly price (PREDICTED); a lower-bound price (a rate of
-    Google's page not confirmed) is dashed and labelled so, a stack with no confirmed rate at
-    all is named, not drawn."""
+    request shape and one instance's hourly price (PREDICTED); an estimated price (a rate
+    counted at a named source's quote) is labelled ``~$X/h, ESTIMATE``; a lower-bound price (a
+    rate with no figure anywhere, counted 0) is dashed and labelled so; a stack with no figure
+    at all is named, not drawn."""
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan_perf import workload_for
 
@@ -186,25 +187,27 @@ def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     unpriced = []
     for name, settings in sorted(stacks.items()):
         price = settings.price
-        if price.usd_per_hour <= 0:  # no rate of Google's page confirmed: nothing to draw
+        if price.usd_per_hour <= 0:  # no figure for any rate: nothing to draw
             unpriced.append(name)
             continue
         model, _ = model_for_settings(settings)
         w = workload_for(settings, None, None)
         pts = cost_points(model, w, price.usd_per_hour)
         bound = " at least" if price.is_lower_bound else ""
+        tilde = "~" if price.is_estimate else ""
+        kind = ", LOWER BOUND" if bound else ", ESTIMATE" if tilde else ""
         ax.plot(
             [p["requests_per_s"] for p in pts],
             [p["usd_per_million_requests"] for p in pts],
             linestyle="--" if price.is_lower_bound else "-",
             label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens,{bound} "
-            f"${price.usd_per_hour:.2f}/h{', LOWER BOUND' if bound else ''})",
+            f"{tilde}${price.usd_per_hour:.2f}/h{kind})",
         )
     if unpriced:
         ax.text(
             0.01,
             0.01,
-            f"Not drawn (no rate of Google's price page confirmed): {', '.join(unpriced)}",
+            f"Not drawn (no figure for any rate): {', '.join(unpriced)}",
             transform=ax.transAxes,
             fontsize=7,
         )

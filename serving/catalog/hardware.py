@@ -3,8 +3,10 @@
 Each figure carries its source. Prices are list prices in USD and change over time; they are
 used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
 Every price is built from :class:`Rate` s of Google's own price pages, each with its region,
-URL and the date it was read; a rate that could not be read there counts 0 and the price says
-it is a lower bound (never a figure from elsewhere counted as if it were Google's).
+URL and the date it was read. A rate confirmed there counts at its figure; a rate not confirmed
+there but quoted by a named public source counts at that figure, marked UNCONFIRMED with who
+quotes it, and the price is an ESTIMATE (``~$X``); only a rate with no figure anywhere counts 0
+and makes the price a LOWER BOUND. A price's status is its weakest rate's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ class Platform(StrEnum):
     TPU = "tpu"
 
 
+#: A price's status, strongest first: every rate confirmed on Google's page; some rate counted
+#: at a figure a named public source quotes; some rate with no figure anywhere (counted 0).
+CONFIRMED = "confirmed"
+ESTIMATE = "estimate"
+LOWER_BOUND = "lower_bound"
+STATUSES = (CONFIRMED, ESTIMATE, LOWER_BOUND)
+
 #: The date the stored copies of Google's price pages were read for this catalogue.
 READ = "2026-11-26"
 #: How a rate read in a stored copy says when the copy was made (the copies carry no date).
@@ -33,9 +42,10 @@ class Rate:
     the page (its original URL) and when it was read.
 
     ``usd`` is None when the figure could not be read on Google's page (no stored copy of the
-    page reaches it): the rate is then NOT confirmed, counts 0 in every price built from it
-    (which is then a stated lower bound) and ``note`` says why, with any figure others quote
-    for it (shown, never counted)."""
+    page reaches it): the rate is then NOT confirmed and ``note`` says why. Such a rate counts at
+    ``quoted``, the figure a named public source quotes for it (``quoted_by`` names the source
+    and when), and every price built from it is an ESTIMATE; with no figure anywhere
+    (``quoted`` None too) it counts 0 and every price built from it is a LOWER BOUND."""
 
     what: str
     usd: float | None
@@ -46,6 +56,10 @@ class Rate:
     url: str
     read: str
     note: str = ""
+    #: The figure (USD per ``unit``) a public source quotes for a rate not confirmed here.
+    quoted: float | None = None
+    #: Who quotes ``quoted``, and when (never empty when ``quoted`` is given).
+    quoted_by: str = ""
 
     def __post_init__(self) -> None:
         if not self.url.startswith("https://cloud.google.com/"):
@@ -56,28 +70,52 @@ class Rate:
             raise ValueError(f"{self.what}: a confirmed rate is positive, not {self.usd!r}")
         if self.usd is None and not self.note:
             raise ValueError(f"{self.what}: an unconfirmed rate says why in its note")
+        if self.quoted is not None:
+            if self.usd is not None:
+                raise ValueError(f"{self.what}: a confirmed rate needs no quoted figure")
+            if not self.quoted > 0:
+                raise ValueError(f"{self.what}: a quoted figure is positive, not {self.quoted!r}")
+            if not self.quoted_by.strip():
+                raise ValueError(f"{self.what}: a quoted figure names who quotes it (quoted_by)")
+        elif self.quoted_by:
+            raise ValueError(f"{self.what}: quoted_by without a quoted figure")
 
     @property
     def confirmed(self) -> bool:
         return self.usd is not None
 
     @property
+    def status(self) -> str:
+        """What this rate makes of a price built from it: confirmed, estimate or lower_bound."""
+        if self.usd is not None:
+            return CONFIRMED
+        return ESTIMATE if self.quoted is not None else LOWER_BOUND
+
+    @property
+    def counted(self) -> float | None:
+        """The figure counted (USD per ``unit``): Google's, else the quoted one, else None."""
+        return self.usd if self.usd is not None else self.quoted
+
+    @property
     def usd_per_hour(self) -> float:
-        """USD for one unit held an hour (0 when not confirmed)."""
-        if self.usd is None:
+        """USD for one unit held an hour, at the counted figure (0 with no figure anywhere)."""
+        if self.counted is None:
             return 0.0
-        return self.usd * (3600 if self.unit.endswith("-second") else 1)
+        return self.counted * (3600 if self.unit.endswith("-second") else 1)
 
     @property
     def usd_per_second(self) -> float | None:
-        """USD for one unit held a second (None when not confirmed)."""
-        return None if self.usd is None else self.usd_per_hour / 3600
+        """USD for one unit held a second at the counted figure (None with no figure)."""
+        return None if self.counted is None else self.usd_per_hour / 3600
 
     @property
     def figure(self) -> str:
+        if self.counted is None:
+            return "NO FIGURE (not confirmed, none quoted)"
+        amount = f"${self.counted:.8f}".rstrip("0").rstrip(".") + f" / {self.unit}"
         if self.usd is None:
-            return "NOT CONFIRMED"
-        return f"${self.usd:.8f}".rstrip("0").rstrip(".") + f" / {self.unit}"
+            return f"~{amount} UNCONFIRMED (quoted by {self.quoted_by})"
+        return amount
 
     @property
     def citation(self) -> str:
@@ -93,8 +131,9 @@ class Price:
     usd_per_hour: float
     source: str
     as_of: str
-    #: Parts of the bill whose rate could not be confirmed (counted as 0: the price is then a
-    #: lower bound), said so.
+    #: Parts of the bill whose rate could not be confirmed on Google's page, each said so: counted
+    #: at a quoted figure (the price is an ESTIMATE) or, with no figure anywhere, as 0 (a LOWER
+    #: BOUND).
     unconfirmed: tuple[str, ...] = ()
     parts: tuple[tuple[Rate, float], ...] = ()
 
@@ -104,22 +143,49 @@ class Price:
         return "; ".join(self.unconfirmed)
 
     @property
+    def status(self) -> str:
+        """The weakest of its rates' statuses: confirmed, estimate or lower_bound."""
+        return weakest(*(rate.status for rate, _ in self.parts))
+
+    @property
     def is_lower_bound(self) -> bool:
-        return any(not rate.confirmed for rate, _ in self.parts)
+        return self.status == LOWER_BOUND
+
+    @property
+    def is_estimate(self) -> bool:
+        return self.status == ESTIMATE
+
+
+def weakest(*statuses: str) -> str:
+    """The weakest of price statuses (lower_bound < estimate < confirmed)."""
+    return max(statuses, key=STATUSES.index, default=CONFIRMED)
+
+
+def status_prefix(status: str, bound: str = "at least ") -> str:
+    """What a figure of a price with ``status`` says first: ``~`` for an estimate, ``bound``
+    for a lower bound, nothing when confirmed."""
+    return {CONFIRMED: "", ESTIMATE: "~", LOWER_BOUND: bound}[status]
+
+
+def unconfirmed_note(rate: Rate) -> str:
+    """How a price names a rate not confirmed on Google's page: the figure it counts and who
+    quotes it (an ESTIMATE), or that it counts 0 (a LOWER BOUND)."""
+    if rate.status == ESTIMATE:
+        return f"ESTIMATE, counted at {rate.figure}: {rate.what} ({rate.region}): {rate.note}"
+    return (
+        f"LOWER BOUND, not counted (no figure anywhere): {rate.what} ({rate.region}): {rate.note}"
+    )
 
 
 def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
-    """The hourly price of ``parts`` (rate, units): the sum of the confirmed rates times their
-    units; a rate not confirmed counts 0 and the price says it is a LOWER BOUND."""
+    """The hourly price of ``parts`` (rate, units): the sum of each rate's counted figure
+    (Google's, else a named source's quote) times its units; a rate with no figure anywhere
+    counts 0. Each rate not confirmed is named (:func:`unconfirmed_note`)."""
     return Price(
         usd_per_hour=round(sum(rate.usd_per_hour * n for rate, n in parts), 4),
         source=f"{label}: " + "; ".join(f"{n:g} x {rate.citation}" for rate, n in parts),
         as_of=", ".join(sorted({rate.read for rate, _ in parts})),
-        unconfirmed=tuple(
-            f"LOWER BOUND, not counted: {rate.what} ({rate.region}): {rate.note}"
-            for rate, _ in parts
-            if not rate.confirmed
-        ),
+        unconfirmed=tuple(unconfirmed_note(rate) for rate, _ in parts if not rate.confirmed),
         parts=parts,
     )
 
@@ -127,9 +193,14 @@ def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
 _RUN_PRICING = "https://cloud.google.com/run/pricing"
 #: Where the stored copies of the Cloud Run page stop: the first table's CPU column.
 _RUN_COPY_ENDS = "not in the stored copies of the page (they end at its first table's CPU column)"
-_CATALOG_QUOTE = (
-    "a public repository's cost estimate quotes the us-central1 Cloud Billing SKU (2026-08):"
+#: Who quotes Cloud Run's memory and GPU rates (Tier 1; the L4 and memory figures are the
+#: us-central1 Cloud Billing SKUs another public cost estimate quotes for 2026-08 too).
+_RUN_QUOTE = (
+    "mikgra91/spotyvibe, 'Cloud Run x SpotyVibe - Synergy & Cost Analysis' (2026-04-21), "
+    "Tier-1 paid pricing table"
 )
+#: Figures this catalogue recorded before its rates were read on Google's pages.
+_EARLIER = "this project's hardware catalogue before 2026-11-26"
 CLOUD_RUN_CPU = Rate(
     "Cloud Run vCPU (instance-based billing; the page's 'services with CPU always allocated')",
     0.000018,
@@ -145,7 +216,9 @@ CLOUD_RUN_MEMORY = Rate(
     "Tier 1 regions",
     _RUN_PRICING,
     STORED_COPY,
-    f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0000020 / GiB-second",
+    _RUN_COPY_ENDS,
+    quoted=0.000002,
+    quoted_by=_RUN_QUOTE,
 )
 
 
@@ -233,7 +306,7 @@ def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: in
     )
 
 
-def _run_gpu(name: str, zonal: bool, note: str) -> Rate:
+def _run_gpu(name: str, zonal: bool, quoted: float) -> Rate:
     return Rate(
         f"Cloud Run {name} GPU, {'with' if zonal else 'without'} zonal redundancy",
         None,
@@ -241,17 +314,18 @@ def _run_gpu(name: str, zonal: bool, note: str) -> Rate:
         "Tier 1 regions",
         _RUN_PRICING,
         STORED_COPY,
-        note,
+        _RUN_COPY_ENDS,
+        quoted=quoted,
+        quoted_by=_RUN_QUOTE,
     )
 
 
 _L4_GPU = CloudRunGpuRates(
-    _run_gpu("NVIDIA L4", False, f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0001867 / GPU-second"),
-    _run_gpu("NVIDIA L4", True, f"{_RUN_COPY_ENDS}; {_CATALOG_QUOTE} $0.0002909 / GPU-second"),
+    _run_gpu("NVIDIA L4", False, 0.0001867), _run_gpu("NVIDIA L4", True, 0.0002909)
 )
 _RTX_GPU = CloudRunGpuRates(
-    _run_gpu("NVIDIA RTX PRO 6000", False, f"{_RUN_COPY_ENDS}; no quoted figure found"),
-    _run_gpu("NVIDIA RTX PRO 6000", True, f"{_RUN_COPY_ENDS}; no quoted figure found"),
+    _run_gpu("NVIDIA RTX PRO 6000", False, 0.00036522),
+    _run_gpu("NVIDIA RTX PRO 6000", True, 0.00056913),
 )
 
 _TPU_PRICING = "https://cloud.google.com/tpu/pricing"
@@ -263,7 +337,9 @@ TPU_V6E_ON_DEMAND = Rate(
     "us-east5",
     _TPU_PRICING,
     STORED_COPY,
-    f"{_TPU_COPY}; $2.70 / chip-hour was recorded here from that page in 2026-06, not re-read",
+    _TPU_COPY,
+    quoted=2.70,
+    quoted_by=f"{_EARLIER} (recorded 2026-06 from {_TPU_PRICING}, not re-read)",
 )
 TPU_V6E_FLEX_START = Rate(
     "TPU v6e chip, flex-start (Dynamic Workload Scheduler)",
@@ -272,14 +348,17 @@ TPU_V6E_FLEX_START = Rate(
     "us-east5",
     "https://cloud.google.com/products/dws/pricing",
     f"searched {READ}: no stored copy of the page",
-    "no stored copy of the page; $1.35 / chip-hour was recorded here in 2026-08 from a Cloud "
-    "Billing catalog figure as reported then, not read on the page",
+    "no stored copy of the page",
+    quoted=1.35,
+    quoted_by=f"{_EARLIER} (recorded 2026-08 from a Cloud Billing catalog figure as reported "
+    "then, not read on the page)",
 )
 _SPOT_PRICING = "https://cloud.google.com/spot-vms/pricing"
 #: What the Spot VMs page says of every spot rate (read in its stored copy).
 _SPOT_SAYS = (
     "not in the stored copies of the page, which say only that spot prices are discounts of up "
-    "to 91% off the default price and change up to once a day (at most the on-demand rate)"
+    "to 91% off the default price and change up to once a day (at most the on-demand rate); "
+    "no public source found that quotes it"
 )
 TPU_V6E_SPOT = Rate(
     "TPU v6e chip, spot", None, "chip-hour", "us-east5", _SPOT_PRICING, STORED_COPY, _SPOT_SAYS
@@ -446,7 +525,9 @@ _G2_STANDARD_8 = Rate(
     "us-east4",
     _VM_PRICING,
     STORED_COPY,
-    f"{_VM_COPY}; $0.85 / node-hour (us-central1) was recorded here without a page read",
+    _VM_COPY,
+    quoted=0.85,
+    quoted_by=f"{_EARLIER} (us-central1, recorded without a page read)",
 )
 _G2_STANDARD_8_SPOT = Rate(
     "g2-standard-8 node, spot",
@@ -464,8 +545,9 @@ _G4_STANDARD_48 = Rate(
     "us-central1",
     _VM_PRICING,
     STORED_COPY,
-    f"{_VM_COPY}; dstackai/dstack PR #3213 (2025-10) lists $4.5001 / node-hour in us-central1 "
-    "from Google's catalog",
+    _VM_COPY,
+    quoted=4.5001,
+    quoted_by="dstackai/dstack PR #3213 (2025-10), us-central1, from Google's catalog",
 )
 _G4_STANDARD_48_SPOT = Rate(
     "g4-standard-48 node, spot",
@@ -486,7 +568,7 @@ def _flex(machine: str, region: str) -> Rate:
         region,
         "https://cloud.google.com/products/dws/pricing",
         f"searched {READ}: no stored copy of the page",
-        "no stored copy of the page",
+        "no stored copy of the page, and no public source found that quotes it",
     )
 
 
