@@ -507,12 +507,7 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         ]
         note = (
             f"GKE: one {shape.machine_type} node per replica, {low} to {high} replicas (the "
-            f"autoscaler's bounds), on-demand list price"
-            + (
-                f"; {settings.gke.node_provisioning} capacity costs less (not modelled)"
-                if settings.gke.node_provisioning in ("spot", "flex-start")
-                else ""
-            )
+            f"autoscaler's bounds), at the node pool's {settings.gke.node_provisioning} rate"
         )
     elif hw.platform is Platform.TPU:
         low, high = settings.replica_bounds

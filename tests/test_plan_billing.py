@@ -50,12 +50,18 @@ def test_plan_prices_the_flex_start_stack_for_its_run(capsys: pytest.CaptureFixt
     assert report["billed_hours_per_month"] == 4.0
     assert report["usd_per_month_billed"] == pytest.approx(flex.usd_per_hour * 4)
     assert "flex-start" in report["billing"] and "then is deleted" in report["billing"]
-    # The flex-start rate could not be read on Google's page: a stated lower bound.
-    assert report["price_is_lower_bound"]
-    assert any("LOWER BOUND" in n and "flex-start" in n for n in report["price_unconfirmed"])
+    # The flex-start rate could not be read on Google's page: counted at the figure the
+    # catalogue recorded earlier, an estimate that names who quotes it.
+    assert report["price_status"] == "estimate" and not report["price_is_lower_bound"]
+    assert flex.usd_per_hour == 1.35
+    assert any(
+        n.startswith("ESTIMATE") and "flex-start" in n and "quoted by" in n
+        for n in report["price_unconfirmed"]
+    )
     assert main(["-s", "tpu-v6e1"]) == 0
     table = capsys.readouterr().out
-    assert "billed a month" in table and f"at least ${flex.usd_per_hour * 4:,.0f}/month" in table
+    assert "billed a month" in table and f"~${flex.usd_per_hour * 4:,.0f}/month" in table
+    assert "at least" not in table
     assert "always on" not in table
 
 
@@ -68,7 +74,14 @@ def test_a_tpu_stack_is_priced_at_its_provisioning_rate(provisioning: str, rate:
     (part,) = price.parts
     assert part[0].what.endswith(rate) or f"{rate} (" in part[0].what
     # None of the three v6e rates is on the stored copies of Google's pages: each says so.
-    assert price.is_lower_bound and "LOWER BOUND" in price.unconfirmed[0]
+    # On-demand and flex-start are counted at a quoted figure (estimates); no source quotes
+    # the spot rate, so a spot price is a lower bound.
+    if rate == "spot":
+        assert price.is_lower_bound and price.unconfirmed[0].startswith("LOWER BOUND")
+        assert price.usd_per_hour == 0.0
+    else:
+        assert price.is_estimate and price.unconfirmed[0].startswith("ESTIMATE")
+        assert part[0].quoted_by in price.unconfirmed[0] and price.usd_per_hour > 0
 
 
 @pytest.mark.parametrize(
@@ -93,34 +106,50 @@ def test_gpu_zonal_redundancy_bills_the_other_gpu_rate() -> None:
     assert off.parts[0][0] == rates.without_zonal_redundancy
     assert on.parts[0][0] == rates.with_zonal_redundancy
     assert "with zonal redundancy" in on.source and "without zonal redundancy" in off.source
-    # Neither L4 rate could be read on Google's page: both prices are stated lower bounds,
-    # each naming its own rate and the figure others quote for it.
+    # Neither L4 rate could be read on Google's page: both prices are estimates, each
+    # counting its own rate at the figure a named source quotes for it.
+    assert on.is_estimate and off.is_estimate
     assert any("with zonal redundancy" in n and "0.0002909" in n for n in on.unconfirmed)
     assert any("without zonal redundancy" in n and "0.0001867" in n for n in off.unconfirmed)
+    assert on.usd_per_hour - off.usd_per_hour == pytest.approx(
+        3600 * (0.0002909 - 0.0001867), abs=1e-4
+    )
 
 
 def test_the_host_cpu_and_memory_are_billed() -> None:
     base = stack_config("l4")
     small = load_settings(base).price
     big = load_settings({**base, "cpu": 8, "memoryGib": 32}).price
-    # 4 more vCPU at the confirmed rate; the memory rate is not confirmed (counted 0).
-    assert big.usd_per_hour == pytest.approx(small.usd_per_hour + 4 * 0.000018 * 3600, abs=1e-4)
+    # 4 more vCPU at the confirmed rate, 16 more GiB at the quoted memory rate.
+    assert big.usd_per_hour == pytest.approx(
+        small.usd_per_hour + (4 * 0.000018 + 16 * 0.000002) * 3600, abs=1e-4
+    )
     assert [n for _, n in big.parts] == [1.0, 8.0, 32.0]
 
 
-def test_an_unconfirmed_rate_makes_the_price_a_stated_bound() -> None:
+def test_an_unconfirmed_rate_makes_the_price_an_estimate_naming_its_source() -> None:
     rtx = load_settings(stack_config("rtx6000")).price
-    # At least the 20 vCPU the GPU requires, and it says the GPU and memory are not counted.
-    assert rtx.usd_per_hour == pytest.approx(3600 * 20 * 0.000018, abs=1e-4)
-    assert any("LOWER BOUND" in n and "RTX PRO 6000" in n for n in rtx.unconfirmed)
-    assert any("LOWER BOUND" in n and "memory" in n for n in rtx.unconfirmed)
+    # The GPU and memory at their quoted figures, the 20 vCPU the GPU requires at Google's.
+    assert rtx.usd_per_hour == pytest.approx(
+        3600 * (0.00036522 + 20 * 0.000018 + 80 * 0.000002), abs=1e-4
+    )
+    assert rtx.status == "estimate"
+    for what in ("RTX PRO 6000", "memory"):
+        (note,) = [n for n in rtx.unconfirmed if what in n]
+        assert note.startswith("ESTIMATE") and "UNCONFIRMED (quoted by " in note
 
 
-def test_plan_shows_what_is_not_priced(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_shows_an_estimate_and_a_bound(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-s", "rtx6000", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["price_is_lower_bound"]
-    assert any("LOWER BOUND" in note for note in result["price_unconfirmed"])
+    assert result["price_status"] == "estimate" and not result["price_is_lower_bound"]
+    assert any(note.startswith("ESTIMATE") for note in result["price_unconfirmed"])
     assert main(["-s", "rtx6000"]) == 0
     table = capsys.readouterr().out
-    assert f"at least ${result['usd_per_hour']:,.2f}/h" in table
+    assert f"~${result['usd_per_hour']:,.2f}/h" in table and "at least" not in table
+    # The GKE TPU stack's spot nodes have no figure anywhere: at least, never ~.
+    assert main(["-s", "gke-tpu-v6e", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["price_status"] == "lower_bound" and result["price_is_lower_bound"]
+    assert main(["-s", "gke-tpu-v6e"]) == 0
+    assert f"at least ${result['usd_per_hour']:,.2f}/h" in capsys.readouterr().out
