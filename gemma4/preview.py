@@ -840,11 +840,16 @@ def text_lines(p: Preview) -> list[str]:
         + "):",
         f"  {least}{_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
         f"  per month: {least}{_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
-        f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
-        f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
+        f"idle floor {least}{_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} "
+        f"instance(s)), at most {least}{_money(p.cost.usd_per_month_max)} "
+        f"({p.cost.instances_max})",
         *(
             f"  plus {item.item}: "
-            + (f"{_money(item.usd_per_hour)}/h" if item.usd_per_hour is not None else "not priced")
+            + (
+                ("~" if "UNCONFIRMED (quoted by " in item.source else "") + f"{_money(item.usd_per_hour)}/h"
+                if item.usd_per_hour is not None
+                else "not priced"
+            )
             + f" ({item.source})"
             for item in p.cost.fixed
         ),

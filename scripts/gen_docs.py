@@ -351,7 +351,7 @@ def _policy_module(name: str) -> str | None:
 
 
 def hardware_page() -> str:
-    from serving.catalog.hardware import HARDWARE, Platform
+    from serving.catalog.hardware import HARDWARE, Platform, status_prefix
     from serving.sizing.memory import HOURS_PER_MONTH
 
     lines = [
@@ -361,8 +361,11 @@ def hardware_page() -> str:
         "Prices are",
         "list prices built from the rates of Google's own price pages listed under "
         "[Rates](#rates), for estimates",
-        "only; a rate that could not be read there counts 0 and makes the price a lower bound "
-        f'("at least"). A month is {HOURS_PER_MONTH:g} hours.',
+        "only. A rate not confirmed there counts at the figure a named public source quotes "
+        "(UNCONFIRMED, with who",
+        "quotes it) and makes the price an ESTIMATE (`~$X`); only a rate with no figure "
+        "anywhere counts 0 and makes",
+        f'the price a LOWER BOUND ("at least"). A month is {HOURS_PER_MONTH:g} hours.',
         "[Cost at a glance](../deploy/cost.md) explains what bills.",
         "",
         "| hardware key | accelerator | memory | minimum CPU / memory | price per hour "
@@ -378,8 +381,8 @@ def hardware_page() -> str:
         lines.append(
             f"| `{key}` | {_cell(hw.display_name)} (`{hw.accelerator}`) | "
             f"{hw.memory_bytes / 2**30:.1f} GiB | {minimum} | "
-            f"{'at least ' if hw.price.unconfirmed else ''}${hw.price.usd_per_hour:,.2f} | "
-            f"{'at least ' if hw.price.unconfirmed else ''}"
+            f"{status_prefix(hw.price.status)}${hw.price.usd_per_hour:,.2f} | "
+            f"{status_prefix(hw.price.status)}"
             f"${hw.price.usd_per_hour * HOURS_PER_MONTH:,.0f} |"
         )
     lines.append("")
@@ -397,7 +400,7 @@ def hardware_page() -> str:
             f"{probe.period_seconds} s, {probe.timeout_seconds} s timeout, "
             f"{probe.failure_threshold} failures; post-deploy health check deadline "
             f"{hw.cold_start_deadline_seconds} s.",
-            f"- Price: {'at least ' if hw.price.unconfirmed else ''}"
+            f"- Price ({hw.price.status}): {status_prefix(hw.price.status)}"
             f"${hw.price.usd_per_hour:g} per hour, {hw.price.as_of} "
             f"(source: {_cell(hw.price.source)})"
             + "".join(f" **{_cell(note)}**" for note in hw.price.unconfirmed)
@@ -435,17 +438,21 @@ def _rates_section() -> list[str]:
         "## Rates",
         "",
         "Each rate as read on Google's page (a stored copy of it; the copies carry no date). "
-        "NOT CONFIRMED: the",
-        "figure is not on any stored copy; it counts 0 and the note says why and what others "
-        "quote (never counted).",
+        "Status `confirmed`:",
+        "the figure is on a stored copy. `estimate`: it is not (the note says why); the rate "
+        "counts at the figure",
+        "the named source quotes (`~$X ... UNCONFIRMED (quoted by ...)`) and every price built "
+        "from it is an estimate.",
+        "`lower_bound`: no figure anywhere; the rate counts 0 and every price built from it is "
+        "a lower bound.",
         "",
-        "| rate | figure | region | page | read | note |",
-        "|---|---|---|---|---|---|",
+        "| rate | status | figure | region | page | read | note |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rates.values(), key=lambda r: (r.url, r.what)):
         lines.append(
-            f"| {_cell(r.what)} | {_cell(r.figure)} | {_cell(r.region)} | <{r.url}> | "
-            f"{_cell(r.read)} | {_cell(r.note) or 'confirmed'} |"
+            f"| {_cell(r.what)} | {r.status} | {_cell(r.figure)} | {_cell(r.region)} | "
+            f"<{r.url}> | {_cell(r.read)} | {_cell(r.note) or '-'} |"
         )
     lines.append("")
     return lines
