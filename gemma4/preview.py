@@ -846,7 +846,8 @@ def text_lines(p: Preview) -> list[str]:
         *(
             f"  plus {item.item}: "
             + (
-                ("~" if "UNCONFIRMED (quoted by " in item.source else "") + f"{_money(item.usd_per_hour)}/h"
+                ("~" if "UNCONFIRMED (quoted by " in item.source else "")
+                + f"{_money(item.usd_per_hour)}/h"
                 if item.usd_per_hour is not None
                 else "not priced"
             )
