@@ -148,6 +148,10 @@ def post_deploy_binding(
                 # What one instance bills (a GKE node, a flex-start TPU): `bench compare`.
                 "platform": settings.deploy_platform,
                 "usd_per_hour": settings.price.usd_per_hour,
+                # confirmed, estimate (a rate counted at a named source's quote) or
+                # lower_bound (a rate with no figure anywhere: no price to cost a run at).
+                "usd_per_hour_status": settings.price.status,
+                "usd_per_hour_is_lower_bound": settings.price.is_lower_bound,
                 "target": target_identity(settings),  # what `bench gate` matches the run by
             },
         )

@@ -40,6 +40,7 @@ from serving.capacity.plan import (
     stack_names,
 )
 from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
+from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, find_project_file, stack_file
 from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
@@ -52,6 +53,12 @@ def _gib(value: float) -> str:
 
 def _kib(value: float) -> str:
     return f"{value / 1024:,.0f} KiB"
+
+
+def _least(r: dict[str, Any], mark: str = "at least ") -> str:
+    """What a figure says first: ``~`` when its price is an estimate (a rate counted at a named
+    source's quote), ``mark`` when a lower bound (a rate with no figure anywhere counts 0)."""
+    return status_prefix(r.get("price_status", CONFIRMED), mark)
 
 
 def table(r: dict[str, Any]) -> Table:
@@ -113,24 +120,24 @@ def table(r: dict[str, Any]) -> Table:
         ),
         (
             "price",
-            f"${r['usd_per_hour']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour']:,.2f}/h",
             r["price_source"] + "".join(f" [{note}]" for note in r.get("price_unconfirmed", [])),
         ),
         (
             "billed a month",
-            f"${r['usd_per_month_billed']:,.0f}/month",
+            f"{_least(r)}${r['usd_per_month_billed']:,.0f}/month",
             f"{r['billed_hours_per_month']:g} h: {r['billing']}",
         ),
         (
             "cost per million requests",
             "-"
             if r["usd_per_million_requests"] is None
-            else f"${r['usd_per_million_requests']:,.2f}",
+            else f"{_least(r)}${r['usd_per_million_requests']:,.2f}",
             f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
             + (
                 f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
                 f"{r['requests_per_second_per_replica']:.3g} req/s each, "
-                f"${r['usd_per_hour_at_rate']:,.2f}/h"
+                f"{_least(r)}${r['usd_per_hour_at_rate']:,.2f}/h"
                 if r["serving_replicas"]
                 else f": {r['serving_replicas_source']}"
             ),
@@ -378,7 +385,7 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
             _ms(p["e2e_ms"]),
             f"{p['output_tokens_per_s']:,.0f}",
             f"{p['requests_per_s']:,.2f}",
-            "-" if cost is None else f"${cost:,.2f}",
+            "-" if cost is None else f"{_least(perf, '>=')}${cost:,.2f}",
             p["ceiling"],
         )
     spec = ""
@@ -398,6 +405,13 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
         f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
         f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
+        + {
+            CONFIRMED: "",
+            ESTIMATE: " ~ : an estimate, the price is (a rate not confirmed on Google's price "
+            "page, counted at a named source's quote: `gemma4 plan` names it).",
+            LOWER_BOUND: " >= : a lower bound, the price is (a rate with no figure anywhere, "
+            "counted 0).",
+        }[perf.get("price_status", CONFIRMED)]
     )
     return t
 
@@ -442,13 +456,13 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
         ),
         (
             "cost at the fewest",
-            f"${r['usd_per_hour_at_min']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour_at_min']:,.2f}/h",
             f"{r['stack_min_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
             f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
         ),
         (
             "cost at the most",
-            f"${r['usd_per_hour_at_max']:,.2f}/h",
+            f"{_least(r)}${r['usd_per_hour_at_max']:,.2f}/h",
             f"{r['stack_max_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
             f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
         ),
@@ -607,8 +621,12 @@ def search_main(argv: Sequence[str]) -> int:
                 str(r["replicas"]) if r["replicas"] else "cannot meet",
                 f"{r['stack_replicas'][0]}-{r['stack_replicas'][1]}"
                 + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
-                f"${r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-",
-                f"${r['usd_per_million_requests']:,.2f}" if r["usd_per_million_requests"] else "-",
+                f"{_least(r, '>=')}${r['usd_per_hour']:,.2f}"
+                if r["usd_per_hour"] is not None
+                else "-",
+                f"{_least(r, '>=')}${r['usd_per_million_requests']:,.2f}"
+                if r["usd_per_million_requests"] is not None
+                else "-",
                 f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
             )
             for r in rows
@@ -641,7 +659,11 @@ def search_main(argv: Sequence[str]) -> int:
             f"platform's front end included) meet the SLO x {1 - HEADROOM:g} "
             f"({HEADROOM * 100:g} % headroom) / (1 + band), as `gemma4 plan --rate` plans "
             "replicas (serving/capacity/perf_stack.py). $/h: at least the stack's fewest "
-            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule). "
+            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule); "
+            "~ marks an estimate (a rate not confirmed on Google's price page, counted at the "
+            "figure a named source quotes), ranked with confirmed prices by value; >= marks a "
+            "lower bound (a rate with no figure anywhere, counted 0), ranked after every "
+            "priced stack (`gemma4 plan -s STACK` names each rate). "
             f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
         )
         console = Console()

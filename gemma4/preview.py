@@ -102,6 +102,9 @@ def text_lines(p: Preview) -> list[str]:
     lines += ["", "vllm serve command line:", f"  {p.vllm_command_line or '(none exported)'}"]
     if p.messages:
         lines += ["", "Program warnings:", *(f"  {m}" for m in p.messages)]
+    from serving.catalog.hardware import status_prefix
+
+    least = status_prefix(p.cost.price_status)
     lines += ["", "Policies (pack gemma4-vllm, levels from the policy config):"]
     for v in p.policies:
         mark = {"pass": "pass", "fail": "FAIL", "disabled": "off "}[v.verdict]
@@ -119,18 +122,33 @@ def text_lines(p: Preview) -> list[str]:
         f"  KV cache memory: {plan['kv_available_bytes'] / 2**30:,.2f} GiB of "
         f"{plan['budget_bytes'] / 2**30:,.2f} GiB budget",
         "",
-        "Cost (list prices, estimates):",
-        f"  {_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
-        f"  per month: {_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
-        f"idle floor {_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} instance(s)), "
-        f"at most {_money(p.cost.usd_per_month_max)} ({p.cost.instances_max})",
+        "Cost (list prices, estimates"
+        + {
+            "confirmed": "",
+            "estimate": "; ~ ESTIMATES: a rate not confirmed on Google's page is counted at "
+            "the figure a named source quotes, see below",
+            "lower_bound": "; LOWER BOUNDS: a rate has no figure anywhere (counted 0), see below",
+        }[p.cost.price_status]
+        + "):",
+        f"  {least}{_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
+        f"  per month: {least}{_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
+        f"idle floor {least}{_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} "
+        f"instance(s)), at most {least}{_money(p.cost.usd_per_month_max)} "
+        f"({p.cost.instances_max})",
         *(
             f"  plus {item.item}: "
-            + (f"{_money(item.usd_per_hour)}/h" if item.usd_per_hour is not None else "not priced")
+            + (
+                ("~" if "UNCONFIRMED (quoted by " in item.source else "")
+                + f"{_money(item.usd_per_hour)}/h"
+                if item.usd_per_hour is not None
+                else "not priced"
+            )
             + f" ({item.source})"
             for item in p.cost.fixed
         ),
-        f"  per million requests: {_money(p.cost.usd_per_million_requests)} at "
+        "  per million requests: "
+        + (least if p.cost.usd_per_million_requests is not None else "")
+        + f"{_money(p.cost.usd_per_million_requests)} at "
         f"{p.cost.requests_per_second:g} req/s to the stack ({p.cost.requests_per_second_source})"
         + (
             f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "

@@ -32,6 +32,10 @@ CONFIG = schema(
 )
 
 
+#: What the monthly figure says first, by the price's status (confirmed: 'about').
+_HOW_FAR = {"lower_bound": "at least", "estimate": "an estimated"}
+
+
 def validate_min_instances_cost(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -49,7 +53,8 @@ def validate_min_instances_cost(
         return
     hardware = find_hardware(accelerator(args.resource_type, args.props))
     cost = (
-        f" about ${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
+        f" {_HOW_FAR.get(hardware.price.status, 'about')} "
+        f"${monthly_cost(hardware.price.usd_per_hour, warm):,.0f} a month "
         f"({warm} x ${hardware.price.usd_per_hour:.2f}/h x 730 h, {hardware.price.as_of} list "
         "price" + (f"; {hardware.price.note}" if hardware.price.note else "") + ")"
         if hardware

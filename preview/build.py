@@ -85,6 +85,16 @@ class Cost(BaseModel):
     hardware: str
     usd_per_hour: float
     price_source: str
+    price_status: Literal["confirmed", "estimate", "lower_bound"] = Field(
+        description="confirmed: every rate read on Google's price page; estimate: a rate not "
+        "confirmed there is counted at the figure a named public source quotes (price_source "
+        "names it and who quotes it); lower_bound: a rate with no figure anywhere counts 0, so "
+        "every figure built on the price is at least it. The weakest rate decides."
+    )
+    price_is_lower_bound: bool = Field(
+        description="True: price_status is lower_bound (a rate with no figure anywhere counted "
+        "0), so every figure built on the price is at least it; price_source names the rate."
+    )
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
     usd_per_month_per_instance: float = Field(
@@ -469,7 +479,8 @@ def run_policies(
 
 
 def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
-    from serving.catalog.hardware import Platform
+    from serving.capacity.gke_costs import stack_price_status
+    from serving.catalog.hardware import LOWER_BOUND, Platform
     from serving.sizing.memory import monthly_cost
 
     hw = settings.profile
@@ -491,12 +502,7 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         ]
         note = (
             f"GKE: one {shape.machine_type} node per replica, {low} to {high} replicas (the "
-            f"autoscaler's bounds), on-demand list price"
-            + (
-                f"; {settings.gke.node_provisioning} capacity costs less (not modelled)"
-                if settings.gke.node_provisioning in ("spot", "flex-start")
-                else ""
-            )
+            f"autoscaler's bounds), at the node pool's {settings.gke.node_provisioning} rate"
         )
     elif hw.platform is Platform.TPU:
         low, high = settings.replica_bounds
@@ -509,10 +515,13 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
+    status = stack_price_status(settings)
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
         price_source=price_source,
+        price_status=status,
+        price_is_lower_bound=status == LOWER_BOUND,
         instances_min=low,
         instances_max=high,
         usd_per_month_per_instance=monthly_cost(price, hours=hours),

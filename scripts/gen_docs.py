@@ -404,7 +404,7 @@ def _policy_module(name: str) -> str | None:
 
 
 def hardware_page() -> str:
-    from serving.catalog.hardware import HARDWARE, Platform
+    from serving.catalog.hardware import HARDWARE, Platform, status_prefix
     from serving.sizing.memory import HOURS_PER_MONTH
 
     lines = [
@@ -419,8 +419,13 @@ def hardware_page() -> str:
         "  gemma4-vllm:hardware: l4",
         "```",
         "",
-        "Prices are list prices copied by hand with their date, for estimates only; a month is "
-        f"{HOURS_PER_MONTH:g} hours.",
+        "Prices are list prices built from the rates of Google's own price pages listed under "
+        "[Rates](#rates), for estimates",
+        "only. A rate not confirmed there counts at the figure a named public source quotes "
+        "(UNCONFIRMED, with who",
+        "quotes it) and makes the price an ESTIMATE (`~$X`); only a rate with no figure "
+        "anywhere counts 0 and makes",
+        f'the price a LOWER BOUND ("at least"). A month is {HOURS_PER_MONTH:g} hours.',
         "[Cost at a glance](../deploy/cost.md) explains what bills.",
         "",
         "## At a glance",
@@ -438,8 +443,8 @@ def hardware_page() -> str:
         lines.append(
             f"| `{key}` | {_cell(hw.display_name)} (`{hw.accelerator}`) | "
             f"{hw.memory_bytes / 2**30:.1f} GiB | {minimum} | "
-            f"{'at least ' if hw.price.unconfirmed else ''}${hw.price.usd_per_hour:,.2f} | "
-            f"{'at least ' if hw.price.unconfirmed else ''}"
+            f"{status_prefix(hw.price.status)}${hw.price.usd_per_hour:,.2f} | "
+            f"{status_prefix(hw.price.status)}"
             f"${hw.price.usd_per_hour * HOURS_PER_MONTH:,.0f} |"
         )
     lines.append("")
@@ -457,13 +462,62 @@ def hardware_page() -> str:
             f"{probe.period_seconds} s, {probe.timeout_seconds} s timeout, "
             f"{probe.failure_threshold} failures; post-deploy health check deadline "
             f"{hw.cold_start_deadline_seconds} s.",
-            f"- Price: ${hw.price.usd_per_hour:g} per hour, as of {hw.price.as_of} "
+            f"- Price ({hw.price.status}): {status_prefix(hw.price.status)}"
+            f"${hw.price.usd_per_hour:g} per hour, {hw.price.as_of} "
             f"(source: {_cell(hw.price.source)})"
             + "".join(f" **{_cell(note)}**" for note in hw.price.unconfirmed)
             + ".",
             "",
         ]
+    lines += _rates_section()
     return HEADER + "\n".join(lines).rstrip() + "\n"
+
+
+def _rates_section() -> list[str]:
+    """Every rate a price is built from: figure, unit, region, page, date read, confirmed."""
+    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE, SYSTEM_NODE
+    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Price, Rate
+
+    prices: list[Price] = []
+    for hw in HARDWARE.values():
+        prices += [p for p in (hw.price, hw.flex_start_price, hw.spot_price) if p]
+    for shape in GKE_SHAPES.values():
+        prices += [shape.price, shape.spot_price, shape.flex_start_price]
+    rates: dict[int, Rate] = {}
+    for hw in HARDWARE.values():
+        if hw.cloud_run_gpu:
+            for r in (
+                hw.cloud_run_gpu.without_zonal_redundancy,
+                hw.cloud_run_gpu.with_zonal_redundancy,
+            ):
+                rates.setdefault(id(r), r)
+    for price in prices:
+        for r, _ in price.parts:
+            rates.setdefault(id(r), r)
+    for r in (CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()):
+        rates.setdefault(id(r), r)
+    lines = [
+        "## Rates",
+        "",
+        "Each rate as read on Google's page (a stored copy of it; the copies carry no date). "
+        "Status `confirmed`:",
+        "the figure is on a stored copy. `estimate`: it is not (the note says why); the rate "
+        "counts at the figure",
+        "the named source quotes (`~$X ... UNCONFIRMED (quoted by ...)`) and every price built "
+        "from it is an estimate.",
+        "`lower_bound`: no figure anywhere; the rate counts 0 and every price built from it is "
+        "a lower bound.",
+        "",
+        "| rate | status | figure | region | page | read | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rates.values(), key=lambda r: (r.url, r.what)):
+        lines.append(
+            f"| {_cell(r.what)} | {r.status} | {_cell(r.figure)} | {_cell(r.region)} | "
+            f"<{r.url}> | {_cell(r.read)} | {_cell(r.note) or '-'} |"
+        )
+    lines.append("")
+    return lines
 
 
 # --- writing ------------------------------------------------------------------------------

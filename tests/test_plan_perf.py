@@ -81,7 +81,12 @@ def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
     rows = search(stacks, 5.0, slo)
     meeting = [r for r in rows if r["replicas"]]
     assert meeting and rows[0] is meeting[0]
-    assert rows[0]["usd_per_hour"] == min(r["usd_per_hour"] for r in meeting)
+    # The cheapest of the stacks with a price (confirmed or estimated); a lower bound never
+    # ranks before a priced stack, however small its figure.
+    priced = [r for r in meeting if r["price_status"] != "lower_bound"]
+    assert priced and rows[0]["usd_per_hour"] == min(r["usd_per_hour"] for r in priced)
+    statuses = [r["price_status"] for r in meeting]
+    assert statuses == sorted(statuses, key=lambda s: s == "lower_bound")
     for r in meeting:
         settings = stacks[r["stack"]]
         # One replica bills what the stack's instance bills (a GKE node, a flex-start TPU
@@ -102,6 +107,54 @@ def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
             settings.benchmark.benchmark_prompt_tokens, settings.benchmark.benchmark_output_tokens
         )
         assert slo.met_by(model.at_rate(5.0 / r["replicas"], w))
+
+
+def test_the_search_ranks_estimates_with_prices_and_bounds_after_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An estimate (a rate counted at a named source's quote) ranks with confirmed prices by
+    value; a lower bound (a rate with no figure anywhere, counted 0) ranks after every priced
+    stack, however small its figure; each is marked."""
+    from serving.catalog.hardware import CLOUD_RUN_CPU, Price, price_of
+    from serving.config.settings import Settings
+
+    names = ("l4", "rtx6000", "gke-tpu-v6e")
+    stacks = {name: load_stack_settings(name) for name in names}
+    slo = Slo(ttft_ms=5000, e2e_ms=60000)
+    rows = {r["stack"]: r for r in search(stacks, 0.5, slo) if r["replicas"]}
+    assert set(rows) == set(names)
+    assert rows["l4"]["price_status"] == rows["rtx6000"]["price_status"] == "estimate"
+    # The GKE TPU stack's spot nodes: no figure anywhere, cheapest by value, ranked last.
+    bound = rows["gke-tpu-v6e"]
+    assert bound["price_status"] == "lower_bound" and bound["price_is_lower_bound"]
+    assert bound["usd_per_hour"] < min(rows[n]["usd_per_hour"] for n in ("l4", "rtx6000"))
+    assert [r["stack"] for r in search(stacks, 0.5, slo) if r["replicas"]][-1] == "gke-tpu-v6e"
+    # Give rtx6000 a price confirmed in full, between l4's estimate and nothing: by value.
+    original = Settings.price
+    for dear, order in ((1000.0, ["l4", "rtx6000"]), (1.0, ["rtx6000", "l4"])):
+        whole = price_of("test", ((CLOUD_RUN_CPU, dear),))
+
+        def price(self: Settings, whole: Price = whole) -> Price:
+            return whole if self.hardware == "rtx-pro-6000" else original.fget(self)  # type: ignore[attr-defined]
+
+        monkeypatch.setattr(Settings, "price", property(price))
+        ranked = [r for r in search(stacks, 0.5, slo) if r["replicas"]]
+        assert [r["stack"] for r in ranked] == [*order, "gke-tpu-v6e"]
+        assert {r["stack"]: r["price_status"] for r in ranked}["rtx6000"] == "confirmed"
+        monkeypatch.setattr(Settings, "price", original)
+    code, out, _ = run(capsys, "search", "--rate", "0.5", "--ttft-ms", "5000", "--e2e-ms", "60000")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("│ l4 "))
+    assert "~$" in line.replace(" ", "") and ">=" not in line
+    line = next(x for x in out.splitlines() if x.startswith("│ gke-tpu-v6e "))
+    assert ">=$" in line.replace(" ", "")
+    caption = " ".join(out.split())
+    assert "~ marks an estimate" in caption and ">= marks a lower bound" in caption
+    code, out, _ = run(
+        capsys, "search", "--rate", "0.5", "--ttft-ms", "5000", "--e2e-ms", "60000", "--json"
+    )
+    statuses = {r["stack"]: r["price_status"] for r in json.loads(out)["stacks"] if r["replicas"]}
+    assert statuses["l4"] == "estimate" and statuses["gke-tpu-v6e"] == "lower_bound"
 
 
 def test_an_slo_nothing_meets_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,17 +17,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.reports.charts import ChartPlan, Series, render_chart
 from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
 from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
-from serving.catalog.hardware import HARDWARE
+from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
 from serving.sizing import memory
 
-__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price"]
+__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price", "priced"]
 
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("request_throughput", "Request throughput (requests/s)", "{:.2f}", True),
@@ -52,26 +52,43 @@ def cost_per_million_requests(usd_per_hour: float, request_throughput: float) ->
 MAX_RECORDED_USD_PER_HOUR = 10_000.0
 
 
-def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
-    """The run's hourly price: ``prices[label]`` or ``prices[hardware]``, else the price the
-    run recorded for its instance (``usd_per_hour``: the post-deploy benchmark writes its
-    stack's `Settings.price`, e.g. a GKE node's, a flex-start TPU's), else the catalog's."""
+def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[float | None, str]:
+    """The run's hourly price and what it is: ``prices[label]`` or ``prices[hardware]``
+    ("given"), else the price the run recorded for its instance (``usd_per_hour``: the
+    post-deploy benchmark writes its stack's `Settings.price`, e.g. a GKE node's, a flex-start
+    TPU's, with ``usd_per_hour_status``; "recorded" when a run says no status), else the
+    catalog's ("confirmed" or "estimate"). An estimate (a rate not confirmed on Google's page,
+    counted at a named source's quote) costs a run, said so; a price that is only a lower bound
+    (a rate with no figure anywhere, counted 0) does not: (None, "lower_bound"), pass
+    ``--price``."""
     prices = prices or {}
     hardware = run.run.get("hardware")
     for key in (run.label, hardware):
         if key is not None and key in prices:
-            return float(prices[key])
+            return float(prices[key]), "given"
     recorded = run.run.get("usd_per_hour")
+    status = run.run.get("usd_per_hour_status")
+    if run.run.get("usd_per_hour_is_lower_bound") is True:
+        status = LOWER_BOUND
     if (
         isinstance(recorded, int | float)
         and not isinstance(recorded, bool)
         and math.isfinite(recorded)
         and 0 < recorded <= MAX_RECORDED_USD_PER_HOUR
+        and status != LOWER_BOUND
     ):
-        return float(recorded)
+        return float(recorded), status if status in (CONFIRMED, ESTIMATE) else "recorded"
     if isinstance(hardware, str) and hardware in HARDWARE:
-        return HARDWARE[hardware].price.usd_per_hour
-    return None
+        price = HARDWARE[hardware].price
+        if price.is_lower_bound:
+            return None, LOWER_BOUND
+        return price.usd_per_hour, price.status
+    return None, "unknown"
+
+
+def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
+    """The run's hourly price (:func:`priced`): None where only a lower bound is known."""
+    return priced(run, prices)[0]
 
 
 @dataclass
@@ -83,6 +100,12 @@ class Comparison:
     keys: list[CellKey]
     values: dict[str, list[list[Any]]]
     """metric -> per cell key (in ``keys`` order) -> per run: value, "skipped" or None."""
+    #: Per run, what its price is (:func:`priced`): given, confirmed, estimate, recorded,
+    #: lower_bound (no price) or unknown.
+    price_statuses: list[str] = field(default_factory=list)
+
+    def price_status(self, run: int) -> str:
+        return self.price_statuses[run] if run < len(self.price_statuses) else "given"
 
     def delta_percent(self, metric: str, row: int, run: int) -> float | None:
         base, other = self.values[metric][row][0], self.values[metric][row][run]
@@ -106,6 +129,7 @@ class Comparison:
                     "path": str(run.path),
                     "hardware": run.run.get("hardware"),
                     "usd_per_hour": price,
+                    "price_status": self.price_status(i),
                     "best_cell": best["id"] if best else None,
                     "best_request_throughput": best["request_throughput"] if best else None,
                     "cost_per_million_requests_at_best": (
@@ -144,12 +168,28 @@ class Comparison:
             price = run["usd_per_hour"]
             cost = run["cost_per_million_requests_at_best"]
             rps = run["best_request_throughput"]
+            mark = "~" if run["price_status"] == ESTIMATE else ""
             lines.append(
                 f"| {run['label']} | {run['hardware'] or 'n/a'} | "
-                f"{'n/a' if price is None else f'{price:.2f}'} | {run['best_cell'] or 'n/a'} | "
+                f"{'n/a' if price is None else f'{mark}{price:.2f}'} | "
+                f"{run['best_cell'] or 'n/a'} | "
                 f"{'n/a' if rps is None else f'{rps:.2f}'} | "
-                f"{'n/a' if cost is None else f'{cost:.2f}'} |"
+                f"{'n/a' if cost is None else f'{mark}{cost:.2f}'} |"
             )
+        if any(self.price_status(i) == ESTIMATE for i in range(len(self.runs))):
+            lines += [
+                "",
+                "~ : an ESTIMATE: the instance's price counts a rate not confirmed on Google's "
+                "price page at the figure a named public source quotes (`gemma4 plan` names "
+                "it); pass `--price LABEL=USD` to cost at your own.",
+            ]
+        if any(price is None for price in self.prices):
+            lines += [
+                "",
+                "USD/hour n/a: no price for that run's instance (the hardware catalog's is a "
+                "lower bound, a rate with no figure anywhere counted 0); "
+                "pass `--price LABEL=USD`.",
+            ]
         lines.append("")
         for metric, title, fmt, _ in METRICS:
             lines += [f"## {title}", ""]
@@ -254,7 +294,8 @@ def compare_runs(
     """Compare ``runs`` (at least two; the first is the baseline)."""
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs")
-    run_prices = [hourly_price(run, prices) for run in runs]
+    found = [priced(run, prices) for run in runs]
+    run_prices = [price for price, _ in found]
     keyed = [run.by_key() for run in runs]
     keys = sorted({k for cells in keyed for k in cells}, key=lambda k: k.order())
     values: dict[str, list[list[Any]]] = {m: [] for m, *_ in METRICS}
@@ -278,4 +319,4 @@ def compare_runs(
                 else:
                     row.append(cell.get(metric))
             values[metric].append(row)
-    return Comparison(list(runs), run_prices, keys, values)
+    return Comparison(list(runs), run_prices, keys, values, [status for _, status in found])

@@ -1,43 +1,89 @@
 """What a GKE stack costs besides its replicas: the cluster fee, the system node and the
-Gateway's forwarding rule, as hourly list prices with their sources."""
+Gateway's forwarding rule, as hourly rates of Google's price pages (each with its region, URL
+and the date it was read); a rate not read there counts at the figure a named public source
+quotes (an estimate), and one with no figure anywhere is shown unpriced (a lower bound)."""
 
 from __future__ import annotations
 
 from typing import Final
 
+from serving.catalog.hardware import CONFIRMED, LOWER_BOUND, STORED_COPY, Rate, weakest
 from serving.config.settings import Settings
 
-#: Hourly list prices of what a GKE stack runs whatever its replica count (USD, checked
-#: 2026-11-24 in the stored copies of Google's pricing pages named in each source).
-CLUSTER_FEE_USD_PER_HOUR: Final = 0.10
-CLUSTER_FEE_SOURCE: Final = (
-    "https://cloud.google.com/kubernetes-engine/pricing: $0.10 per cluster per hour (the free "
-    "tier's credit covers zonal and Autopilot clusters only; this cluster is regional)"
+CLUSTER_FEE: Final = Rate(
+    "GKE cluster management fee (the free tier's credit covers zonal and Autopilot clusters "
+    "only; this cluster is regional)",
+    0.10,
+    "cluster-hour",
+    "every region (a flat fee per cluster)",
+    "https://cloud.google.com/kubernetes-engine/pricing",
+    STORED_COPY,
 )
-FORWARDING_RULE_USD_PER_HOUR: Final = 0.025
-FORWARDING_RULE_SOURCE: Final = (
-    "https://cloud.google.com/load-balancing/pricing: first 5 forwarding rules $0.025/h; "
-    "data processed ($0.008/GiB in and out) and regional proxy instances are not included"
+FORWARDING_RULE: Final = Rate(
+    "Cloud Load Balancing forwarding rule, first 5 (data processed, $0.008 / GiB in and out, "
+    "and proxy instances not included)",
+    0.025,
+    "rule-hour",
+    "global forwarding rules (no region)",
+    "https://cloud.google.com/load-balancing/pricing",
+    STORED_COPY,
 )
-#: System node prices (e2, us-central1); another machine type is shown unpriced.
-SYSTEM_NODE_USD_PER_HOUR: Final = {"e2-standard-2": 0.067, "e2-standard-4": 0.134}
-SYSTEM_NODE_SOURCE: Final = (
-    "https://cloud.google.com/compute/vm-instance-pricing (E2, us-central1; the figure was "
-    "not in the stored copy of the page: check it)"
-)
+_E2_NOTE = "not in the stored copies of the page (they end in its introduction)"
+#: System node rates by machine type; another machine type is shown unpriced.
+SYSTEM_NODE: Final = {
+    machine: Rate(
+        f"{machine} node, on-demand",
+        None,
+        "node-hour",
+        "the stack's region",
+        "https://cloud.google.com/compute/vm-instance-pricing",
+        STORED_COPY,
+        _E2_NOTE,
+        quoted=recorded,
+        quoted_by="this project's hardware catalogue before 2026-11-26 (us-central1, recorded "
+        "without a page read)",
+    )
+    for machine, recorded in (("e2-standard-2", 0.067), ("e2-standard-4", 0.134))
+}
+
+
+def _fixed_rates(settings: Settings) -> list[tuple[str, Rate | None]]:
+    machine = settings.gke.system_machine_type
+    return [
+        ("GKE cluster management fee", CLUSTER_FEE),
+        (f"system node ({machine}, 1 of 1-3)", SYSTEM_NODE.get(machine)),
+        ("Gateway forwarding rule", FORWARDING_RULE),
+    ]
 
 
 def fixed_costs(settings: Settings) -> list[tuple[str, float | None, str]]:
     """(item, USD per hour or None when not priced, source) of what runs at any replica
     count: the cluster fee, one system node (the autoscaler may add two more), the Gateway's
-    forwarding rule."""
-    machine = settings.gke.system_machine_type
-    return [
-        ("GKE cluster management fee", CLUSTER_FEE_USD_PER_HOUR, CLUSTER_FEE_SOURCE),
-        (
-            f"system node ({machine}, 1 of 1-3)",
-            SYSTEM_NODE_USD_PER_HOUR.get(machine),
-            SYSTEM_NODE_SOURCE,
-        ),
-        ("Gateway forwarding rule", FORWARDING_RULE_USD_PER_HOUR, FORWARDING_RULE_SOURCE),
-    ]
+    forwarding rule. A rate not confirmed on Google's page counts at the figure a named source
+    quotes (its source says UNCONFIRMED and who quotes it); with no figure anywhere it is None
+    (not priced), said so."""
+    out: list[tuple[str, float | None, str]] = []
+    for item, rate in _fixed_rates(settings):
+        if rate is None:
+            machine = settings.gke.system_machine_type
+            out.append((item, None, f"{machine}: no rate in this catalogue"))
+            continue
+        usd = rate.usd_per_hour if rate.counted is not None else None
+        note = "" if rate.confirmed else f" [NOT CONFIRMED on the page: {rate.note}]"
+        out.append((item, usd, f"{rate.citation}, {rate.read}{note}"))
+    return out
+
+
+def fixed_status(settings: Settings) -> str:
+    """The weakest status of a GKE stack's fixed rates (confirmed on other platforms)."""
+    if settings.deploy_platform != "gke":
+        return CONFIRMED
+    return weakest(
+        *(LOWER_BOUND if rate is None else rate.status for _, rate in _fixed_rates(settings))
+    )
+
+
+def stack_price_status(settings: Settings) -> str:
+    """What a stack's cost is: confirmed, estimate or lower_bound, the weakest of its instance
+    price and (on GKE) its fixed costs."""
+    return weakest(settings.price.status, fixed_status(settings))

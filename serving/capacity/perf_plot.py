@@ -175,21 +175,41 @@ def plot_stack(
 
 def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     """USD per million requests against load, one line per stack, each at its benchmark
-    request shape and one instance's hourly price (PREDICTED)."""
+    request shape and one instance's hourly price (PREDICTED); an estimated price (a rate
+    counted at a named source's quote) is labelled ``~$X/h, ESTIMATE``; a lower-bound price (a
+    rate with no figure anywhere, counted 0) is dashed and labelled so; a stack with no figure
+    at all is named, not drawn."""
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan_perf import workload_for
 
     plt = _figure()
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    unpriced = []
     for name, settings in sorted(stacks.items()):
+        price = settings.price
+        if price.usd_per_hour <= 0:  # no figure for any rate: nothing to draw
+            unpriced.append(name)
+            continue
         model, _ = model_for_settings(settings)
         w = workload_for(settings, None, None)
-        pts = cost_points(model, w, settings.price.usd_per_hour)
+        pts = cost_points(model, w, price.usd_per_hour)
+        bound = " at least" if price.is_lower_bound else ""
+        tilde = "~" if price.is_estimate else ""
+        kind = ", LOWER BOUND" if bound else ", ESTIMATE" if tilde else ""
         ax.plot(
             [p["requests_per_s"] for p in pts],
             [p["usd_per_million_requests"] for p in pts],
-            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens, "
-            f"${settings.price.usd_per_hour:.2f}/h)",
+            linestyle="--" if price.is_lower_bound else "-",
+            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens,{bound} "
+            f"{tilde}${price.usd_per_hour:.2f}/h{kind})",
+        )
+    if unpriced:
+        ax.text(
+            0.01,
+            0.01,
+            f"Not drawn (no figure for any rate): {', '.join(unpriced)}",
+            transform=ax.transAxes,
+            fontsize=7,
         )
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -203,6 +203,8 @@ def report(
         "billing": settings.billing,
         "price_source": f"{settings.price.source} ({settings.price.as_of})",
         "price_unconfirmed": list(settings.price.unconfirmed),
+        "price_status": settings.price.status,
+        "price_is_lower_bound": settings.price.is_lower_bound,
         "requests_per_second": rate,
         "requests_per_second_source": rate_source,
         "serving_replicas": count,

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from serving.capacity.gke_costs import stack_price_status
 from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.capacity.perf_stack import (
     HEADROOM,
@@ -24,6 +25,7 @@ from serving.capacity.perf_stack import (
     planned_replica_rate,
     vllm_release,
 )
+from serving.catalog.hardware import LOWER_BOUND
 from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
 from serving.sizing.memory import cost_per_million_requests
 
@@ -126,6 +128,10 @@ def performance(
         "latency_view": "client (engine + front end)",
         "mtp": mtp,
         "curve": curve,
+        # The per-token and per-request costs above are estimates (a rate counted at a named
+        # source's quote) or at least these (a rate with no figure anywhere counts 0).
+        "price_status": settings.price.status,
+        "price_is_lower_bound": settings.price.is_lower_bound,
         "measured": False,
     }
 
@@ -136,8 +142,7 @@ def performance(
 def fixed_usd_per_hour(settings: Settings) -> tuple[float, list[str]]:
     """What the stack bills per hour at any replica count (on GKE the cluster fee, the system
     node and the Gateway's forwarding rule: serving.capacity.gke_costs.fixed_costs), and the items
-    without a
-    price (counted as 0). Other platforms: nothing."""
+    with no figure anywhere (counted as 0). Other platforms: nothing."""
     if settings.deploy_platform != "gke":
         return 0.0, []
     from serving.capacity.gke_costs import fixed_costs
@@ -161,7 +166,10 @@ def search(
     """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
     each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
     :data:`HEADROOM` left free, the band's slow side), so both name the same count;
-    cheapest first (stacks that cannot meet the SLO at all last, with ``replicas`` None).
+    cheapest first among stacks priced in full or estimated (``price_status`` confirmed or
+    estimate: a rate not confirmed on Google's page counted at a named source's quote), then
+    stacks whose price is only a lower bound (``price_status`` lower_bound: a rate with no
+    figure anywhere counted 0), then stacks that cannot meet the SLO at all (``replicas`` None).
     A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
     stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
     most replicas is kept and flagged (``within_bounds`` False: raise the bound to deploy it).
@@ -200,6 +208,7 @@ def search(
         per_replica = planned_replica_rate(model, w, slo)
         price = settings.price.usd_per_hour
         fixed, unpriced = fixed_usd_per_hour(settings)
+        status = stack_price_status(settings)
         low, high = settings.replica_bounds
         replicas = math.ceil(rate / per_replica) if per_replica > 0 else None
         if replicas is not None and replicas > MAX_REPLICAS:
@@ -215,6 +224,9 @@ def search(
             "stack_replicas": [low, high],
             "within_bounds": replicas is not None and replicas <= high,
             "usd_per_hour_per_replica": price,
+            "price_status": status,
+            "price_is_lower_bound": status == LOWER_BOUND,
+            "price_unconfirmed": list(settings.price.unconfirmed),
             "fixed_usd_per_hour": fixed,
             "unpriced": unpriced,
             "usd_per_hour": usd_per_hour,
@@ -233,6 +245,8 @@ def search(
         key=lambda r: (
             r["excluded"] is not None,
             r["usd_per_hour"] is None,
+            # A lower bound is not a price: confirmed and estimated prices first, by value.
+            r.get("price_status") == LOWER_BOUND,
             r["usd_per_hour"] or 0.0,
             r["stack"],
         )
@@ -335,6 +349,7 @@ def replica_plan(
     low, high = settings.replica_bounds
     price = settings.price.usd_per_hour
     fixed, unpriced = fixed_usd_per_hour(settings)
+    status = stack_price_status(settings)
     out: dict[str, Any] = {
         "platform": settings.deploy_platform,
         "requests_per_second": rate,
@@ -342,6 +357,8 @@ def replica_plan(
         "stack_min_replicas": low,
         "stack_max_replicas": high,
         "usd_per_hour_per_replica": price,
+        "price_status": status,
+        "price_is_lower_bound": status == LOWER_BOUND,
         "fixed_usd_per_hour": fixed,
         "unpriced": unpriced,
         "usd_per_hour_at_min": low * price + fixed,

@@ -2,6 +2,11 @@
 
 Each figure carries its source. Prices are list prices in USD and change over time; they are
 used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
+Every price is built from :class:`Rate` s of Google's own price pages, each with its region,
+URL and the date it was read. A rate confirmed there counts at its figure; a rate not confirmed
+there but quoted by a named public source counts at that figure, marked UNCONFIRMED with who
+quotes it, and the price is an ESTIMATE (``~$X``); only a rate with no figure anywhere counts 0
+and makes the price a LOWER BOUND. A price's status is its weakest rate's.
 """
 
 from __future__ import annotations
@@ -18,52 +23,202 @@ class Platform(StrEnum):
     TPU = "tpu"
 
 
+#: A price's status, strongest first: every rate confirmed on Google's page; some rate counted
+#: at a figure a named public source quotes; some rate with no figure anywhere (counted 0).
+CONFIRMED = "confirmed"
+ESTIMATE = "estimate"
+LOWER_BOUND = "lower_bound"
+STATUSES = (CONFIRMED, ESTIMATE, LOWER_BOUND)
+
+#: The date the stored copies of Google's price pages were read for this catalogue.
+READ = "2026-11-26"
+#: How a rate read in a stored copy says when the copy was made (the copies carry no date).
+STORED_COPY = f"read {READ} in a stored copy of the page (date of the stored copy unknown)"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One rate of one of Google's price pages: the figure per unit, the region it applies to,
+    the page (its original URL) and when it was read.
+
+    ``usd`` is None when the figure could not be read on Google's page (no stored copy of the
+    page reaches it): the rate is then NOT confirmed and ``note`` says why. Such a rate counts at
+    ``quoted``, the figure a named public source quotes for it (``quoted_by`` names the source
+    and when), and every price built from it is an ESTIMATE; with no figure anywhere
+    (``quoted`` None too) it counts 0 and every price built from it is a LOWER BOUND."""
+
+    what: str
+    usd: float | None
+    #: "vCPU-second", "GiB-second", "GPU-second" (per second) or "chip-hour", "node-hour",
+    #: "cluster-hour", "rule-hour" (per hour).
+    unit: str
+    region: str
+    url: str
+    read: str
+    note: str = ""
+    #: The figure (USD per ``unit``) a public source quotes for a rate not confirmed here.
+    quoted: float | None = None
+    #: Who quotes ``quoted``, and when (never empty when ``quoted`` is given).
+    quoted_by: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith("https://cloud.google.com/"):
+            raise ValueError(f"{self.what}: a rate cites Google's own page, not {self.url!r}")
+        if not self.unit.endswith(("-second", "-hour")):
+            raise ValueError(f"{self.what}: unit {self.unit!r} is per second or per hour")
+        if self.usd is not None and not self.usd > 0:
+            raise ValueError(f"{self.what}: a confirmed rate is positive, not {self.usd!r}")
+        if self.usd is None and not self.note:
+            raise ValueError(f"{self.what}: an unconfirmed rate says why in its note")
+        if self.quoted is not None:
+            if self.usd is not None:
+                raise ValueError(f"{self.what}: a confirmed rate needs no quoted figure")
+            if not self.quoted > 0:
+                raise ValueError(f"{self.what}: a quoted figure is positive, not {self.quoted!r}")
+            if not self.quoted_by.strip():
+                raise ValueError(f"{self.what}: a quoted figure names who quotes it (quoted_by)")
+        elif self.quoted_by:
+            raise ValueError(f"{self.what}: quoted_by without a quoted figure")
+
+    @property
+    def confirmed(self) -> bool:
+        return self.usd is not None
+
+    @property
+    def status(self) -> str:
+        """What this rate makes of a price built from it: confirmed, estimate or lower_bound."""
+        if self.usd is not None:
+            return CONFIRMED
+        return ESTIMATE if self.quoted is not None else LOWER_BOUND
+
+    @property
+    def counted(self) -> float | None:
+        """The figure counted (USD per ``unit``): Google's, else the quoted one, else None."""
+        return self.usd if self.usd is not None else self.quoted
+
+    @property
+    def usd_per_hour(self) -> float:
+        """USD for one unit held an hour, at the counted figure (0 with no figure anywhere)."""
+        if self.counted is None:
+            return 0.0
+        return self.counted * (3600 if self.unit.endswith("-second") else 1)
+
+    @property
+    def usd_per_second(self) -> float | None:
+        """USD for one unit held a second at the counted figure (None with no figure)."""
+        return None if self.counted is None else self.usd_per_hour / 3600
+
+    @property
+    def figure(self) -> str:
+        if self.counted is None:
+            return "NO FIGURE (not confirmed, none quoted)"
+        amount = f"${self.counted:.8f}".rstrip("0").rstrip(".") + f" / {self.unit}"
+        if self.usd is None:
+            return f"~{amount} UNCONFIRMED (quoted by {self.quoted_by})"
+        return amount
+
+    @property
+    def citation(self) -> str:
+        """The rate in one line: what, region, figure and page (``read`` says when)."""
+        return f"{self.what}, {self.region}: {self.figure} ({self.url})"
+
+
 @dataclass(frozen=True)
 class Price:
-    """An hourly price for one serving instance (accelerator plus the host it requires)."""
+    """An hourly price for one serving instance (accelerator plus the host it requires), built
+    from Google's rates (``parts``: each rate with how many units the instance holds)."""
 
     usd_per_hour: float
     source: str
     as_of: str
-    #: Parts of the bill whose rate could not be confirmed (counted as 0: the price is then a
-    #: lower bound), or rates taken from another provisioning (an upper bound); said so.
+    #: Parts of the bill whose rate could not be confirmed on Google's page, each said so: counted
+    #: at a quoted figure (the price is an ESTIMATE) or, with no figure anywhere, as 0 (a LOWER
+    #: BOUND).
     unconfirmed: tuple[str, ...] = ()
+    parts: tuple[tuple[Rate, float], ...] = ()
 
     @property
     def note(self) -> str:
         """How far to trust the figure, in words ('' when every rate is confirmed)."""
         return "; ".join(self.unconfirmed)
 
-
-@dataclass(frozen=True)
-class Rate:
-    """One per-second rate of a price page, with where and when it was read."""
-
-    usd_per_second: float | None
-    source: str
-    as_of: str
+    @property
+    def status(self) -> str:
+        """The weakest of its rates' statuses: confirmed, estimate or lower_bound."""
+        return weakest(*(rate.status for rate, _ in self.parts))
 
     @property
-    def confirmed(self) -> bool:
-        return self.usd_per_second is not None
+    def is_lower_bound(self) -> bool:
+        return self.status == LOWER_BOUND
+
+    @property
+    def is_estimate(self) -> bool:
+        return self.status == ESTIMATE
 
 
-#: Cloud Run's page, https://cloud.google.com/run/pricing (Tier 1 regions, instance-based
-#: billing, "Services with CPU always allocated"): vCPU and memory rates.
+def weakest(*statuses: str) -> str:
+    """The weakest of price statuses (lower_bound < estimate < confirmed)."""
+    return max(statuses, key=STATUSES.index, default=CONFIRMED)
+
+
+def status_prefix(status: str, bound: str = "at least ") -> str:
+    """What a figure of a price with ``status`` says first: ``~`` for an estimate, ``bound``
+    for a lower bound, nothing when confirmed."""
+    return {CONFIRMED: "", ESTIMATE: "~", LOWER_BOUND: bound}[status]
+
+
+def unconfirmed_note(rate: Rate) -> str:
+    """How a price names a rate not confirmed on Google's page: the figure it counts and who
+    quotes it (an ESTIMATE), or that it counts 0 (a LOWER BOUND)."""
+    if rate.status == ESTIMATE:
+        return f"ESTIMATE, counted at {rate.figure}: {rate.what} ({rate.region}): {rate.note}"
+    return (
+        f"LOWER BOUND, not counted (no figure anywhere): {rate.what} ({rate.region}): {rate.note}"
+    )
+
+
+def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
+    """The hourly price of ``parts`` (rate, units): the sum of each rate's counted figure
+    (Google's, else a named source's quote) times its units; a rate with no figure anywhere
+    counts 0. Each rate not confirmed is named (:func:`unconfirmed_note`)."""
+    return Price(
+        usd_per_hour=round(sum(rate.usd_per_hour * n for rate, n in parts), 4),
+        source=f"{label}: " + "; ".join(f"{n:g} x {rate.citation}" for rate, n in parts),
+        as_of=", ".join(sorted({rate.read for rate, _ in parts})),
+        unconfirmed=tuple(unconfirmed_note(rate) for rate, _ in parts if not rate.confirmed),
+        parts=parts,
+    )
+
+
 _RUN_PRICING = "https://cloud.google.com/run/pricing"
-_CATALOG_QUOTE = (
-    "Cloud Billing catalog SKU for us-central1 as quoted (2026-08) in a public repository's "
-    "cost estimate, not read from Google's page here"
+#: Where the stored copies of the Cloud Run page stop: the first table's CPU column.
+_RUN_COPY_ENDS = "not in the stored copies of the page (they end at its first table's CPU column)"
+#: Who quotes Cloud Run's memory and GPU rates (Tier 1; the L4 and memory figures are the
+#: us-central1 Cloud Billing SKUs another public cost estimate quotes for 2026-08 too).
+_RUN_QUOTE = (
+    "mikgra91/spotyvibe, 'Cloud Run x SpotyVibe - Synergy & Cost Analysis' (2026-04-21), "
+    "Tier-1 paid pricing table"
 )
+#: Figures this catalogue recorded before its rates were read on Google's pages.
+_EARLIER = "this project's hardware catalogue before 2026-11-26"
 CLOUD_RUN_CPU = Rate(
+    "Cloud Run vCPU (instance-based billing; the page's 'services with CPU always allocated')",
     0.000018,
-    f"{_RUN_PRICING}: Tier 1, services with CPU always allocated, $0.00001800 / vCPU-second",
-    "read 2026-11-26 (stored copy of the page)",
+    "vCPU-second",
+    "Tier 1 regions (which regions are Tier 1 is not in the stored copy)",
+    _RUN_PRICING,
+    STORED_COPY,
 )
 CLOUD_RUN_MEMORY = Rate(
-    0.000002,
-    f"{_RUN_PRICING}: Tier 1, instance-based billing, $0.0000020 / GiB-second ({_CATALOG_QUOTE})",
-    "2026-08",
+    "Cloud Run memory (instance-based billing)",
+    None,
+    "GiB-second",
+    "Tier 1 regions",
+    _RUN_PRICING,
+    STORED_COPY,
+    _RUN_COPY_ENDS,
+    quoted=0.000002,
+    quoted_by=_RUN_QUOTE,
 )
 
 
@@ -132,7 +287,7 @@ class HardwareProfile:
     #: Cloud Run GPUs: the GPU's own rates (the instance price is built from them and the
     #: host's vCPU and memory, see `Settings.price`).
     cloud_run_gpu: CloudRunGpuRates | None = None
-    #: TPU: the spot rate of a chip (None: not confirmed).
+    #: TPU: what a spot chip bills.
     spot_price: Price | None = None
 
     @property
@@ -145,32 +300,68 @@ def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: in
     on) plus ``cpu`` vCPU and ``memory_gib`` GiB at Cloud Run's instance-based rates. A rate
     that could not be confirmed counts 0 and the price says it is a lower bound."""
     rate = gpu.with_zonal_redundancy if zonal else gpu.without_zonal_redundancy
-    parts = [(rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))]
-    per_s = sum((r.usd_per_second or 0.0) * n for r, n in parts)
-    missing = [r.source for r, _ in parts if not r.confirmed]
-    return Price(
-        usd_per_hour=round(per_s * 3600, 4),
-        source=(
-            f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + "
-            f"{memory_gib} GiB: " + "; ".join(r.source for r, _ in parts)
-        ),
-        as_of=", ".join(sorted({r.as_of for r, _ in parts})),
-        unconfirmed=tuple(f"LOWER BOUND, not priced: {m}" for m in missing),
+    return price_of(
+        f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + {memory_gib} GiB",
+        ((rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))),
+    )
+
+
+def _run_gpu(name: str, zonal: bool, quoted: float) -> Rate:
+    return Rate(
+        f"Cloud Run {name} GPU, {'with' if zonal else 'without'} zonal redundancy",
+        None,
+        "GPU-second",
+        "Tier 1 regions",
+        _RUN_PRICING,
+        STORED_COPY,
+        _RUN_COPY_ENDS,
+        quoted=quoted,
+        quoted_by=_RUN_QUOTE,
     )
 
 
 _L4_GPU = CloudRunGpuRates(
-    Rate(0.0001867, f"NVIDIA L4 without zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
-    Rate(0.0002909, f"NVIDIA L4 with zonal redundancy: {_CATALOG_QUOTE}", "2026-08"),
+    _run_gpu("NVIDIA L4", False, 0.0001867), _run_gpu("NVIDIA L4", True, 0.0002909)
 )
 _RTX_GPU = CloudRunGpuRates(
-    Rate(
-        None,
-        "NVIDIA RTX PRO 6000 on Cloud Run: no rate could be confirmed from Google's page "
-        f"({_RUN_PRICING}) or a quoted catalog SKU",
-        "2026-11-26",
-    ),
-    Rate(None, "NVIDIA RTX PRO 6000 with zonal redundancy: not confirmed", "2026-11-26"),
+    _run_gpu("NVIDIA RTX PRO 6000", False, 0.00036522),
+    _run_gpu("NVIDIA RTX PRO 6000", True, 0.00056913),
+)
+
+_TPU_PRICING = "https://cloud.google.com/tpu/pricing"
+_TPU_COPY = "not in the stored copies of the page (older versions: TPU v2, v3 and v4 only)"
+TPU_V6E_ON_DEMAND = Rate(
+    "TPU v6e chip, on-demand",
+    None,
+    "chip-hour",
+    "us-east5",
+    _TPU_PRICING,
+    STORED_COPY,
+    _TPU_COPY,
+    quoted=2.70,
+    quoted_by=f"{_EARLIER} (recorded 2026-06 from {_TPU_PRICING}, not re-read)",
+)
+TPU_V6E_FLEX_START = Rate(
+    "TPU v6e chip, flex-start (Dynamic Workload Scheduler)",
+    None,
+    "chip-hour",
+    "us-east5",
+    "https://cloud.google.com/products/dws/pricing",
+    f"searched {READ}: no stored copy of the page",
+    "no stored copy of the page",
+    quoted=1.35,
+    quoted_by=f"{_EARLIER} (recorded 2026-08 from a Cloud Billing catalog figure as reported "
+    "then, not read on the page)",
+)
+_SPOT_PRICING = "https://cloud.google.com/spot-vms/pricing"
+#: What the Spot VMs page says of every spot rate (read in its stored copy).
+_SPOT_SAYS = (
+    "not in the stored copies of the page, which say only that spot prices are discounts of up "
+    "to 91% off the default price and change up to once a day (at most the on-demand rate); "
+    "no public source found that quotes it"
+)
+TPU_V6E_SPOT = Rate(
+    "TPU v6e chip, spot", None, "chip-hour", "us-east5", _SPOT_PRICING, STORED_COPY, _SPOT_SAYS
 )
 
 _CLOUD_RUN_GPU_DOC = "https://cloud.google.com/run/docs/configuring/services/gpu (2026)"
@@ -243,7 +434,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # Probe budget (2040 s) plus margin.
             cold_start_deadline_seconds=2400,
-            # The minimum host the GPU requires (20 vCPU, 80 GiB); the GPU is not priced.
+            # The minimum host the GPU requires (20 vCPU, 80 GiB); a stack's own: Settings.price.
             price=cloud_run_price(_RTX_GPU, False, 20, 80),
             cloud_run_gpu=_RTX_GPU,
             memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
@@ -279,23 +470,11 @@ HARDWARE: dict[str, HardwareProfile] = {
             ),
             # VM boot, the vllm-tpu image pull and a Hugging Face download of bf16 weights.
             cold_start_deadline_seconds=2400,
-            price=Price(
-                usd_per_hour=2.70,
-                source="Google's Cloud TPU price page, https://cloud.google.com/tpu/pricing "
-                "(TPU v6e, one chip, on-demand rate, us-east5; spot and flex-start have their "
-                "own rates)",
-                as_of="2026-06 (figure from then, not re-read from the page since; re-check it)",
-            ),
-            flex_start_price=Price(
-                # What the shipped stack provisions: billed only while the node exists, at most
-                # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
-                usd_per_hour=1.35,
-                source="Google's Dynamic Workload Scheduler price page, "
-                "https://cloud.google.com/products/dws/pricing (TPU v6e flex-start, per chip-hour, "
-                "us-east5; the same rate in europe-west4, us-east1 and asia-northeast1)",
-                as_of="2026-08-25 (Cloud Billing catalog figure as reported then, not read "
-                "from the page here; re-check it)",
-            ),
+            price=price_of("one v6e chip", ((TPU_V6E_ON_DEMAND, 1.0),)),
+            # What the shipped stack provisions: billed only while the node exists, at most
+            # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
+            flex_start_price=price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
+            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
             memory_bandwidth_source="https://cloud.google.com/tpu/docs/v6e: 1,640 GB/s HBM "
             "bandwidth per chip",
             dense_bf16_flops=918e12,
@@ -330,7 +509,67 @@ class GkeShape:
     startup_probe: Probe
     #: On-demand list price of one node (accelerator included), USD per hour.
     price: Price
+    #: What the node bills in a spot node pool.
+    spot_price: Price
+    #: What the node bills provisioned flex-start (Dynamic Workload Scheduler).
+    flex_start_price: Price
     source: str
+
+
+_VM_PRICING = "https://cloud.google.com/compute/vm-instance-pricing"
+_VM_COPY = "not in the stored copies of the page (they end in its introduction)"
+_G2_STANDARD_8 = Rate(
+    "g2-standard-8 node (8 vCPU, 32 GB, one L4), on-demand",
+    None,
+    "node-hour",
+    "us-east4",
+    _VM_PRICING,
+    STORED_COPY,
+    _VM_COPY,
+    quoted=0.85,
+    quoted_by=f"{_EARLIER} (us-central1, recorded without a page read)",
+)
+_G2_STANDARD_8_SPOT = Rate(
+    "g2-standard-8 node, spot",
+    None,
+    "node-hour",
+    "us-east4",
+    _SPOT_PRICING,
+    STORED_COPY,
+    _SPOT_SAYS,
+)
+_G4_STANDARD_48 = Rate(
+    "g4-standard-48 node (48 vCPU, 180 GB, one RTX PRO 6000), on-demand",
+    None,
+    "node-hour",
+    "us-central1",
+    _VM_PRICING,
+    STORED_COPY,
+    _VM_COPY,
+    quoted=4.5001,
+    quoted_by="dstackai/dstack PR #3213 (2025-10), us-central1, from Google's catalog",
+)
+_G4_STANDARD_48_SPOT = Rate(
+    "g4-standard-48 node, spot",
+    None,
+    "node-hour",
+    "us-central1",
+    _SPOT_PRICING,
+    STORED_COPY,
+    _SPOT_SAYS,
+)
+
+
+def _flex(machine: str, region: str) -> Rate:
+    return Rate(
+        f"{machine} node, flex-start (Dynamic Workload Scheduler)",
+        None,
+        "node-hour",
+        region,
+        "https://cloud.google.com/products/dws/pricing",
+        f"searched {READ}: no stored copy of the page",
+        "no stored copy of the page, and no public source found that quotes it",
+    )
 
 
 #: GKE node shapes by hardware key. Shapes and selectors: GKE's TPU and GPU docs
@@ -359,8 +598,11 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
-            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one figure.
+            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one rate.
             price=HARDWARE["tpu-v6e-1"].price,
+            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
+            flex_start_price=HARDWARE["tpu-v6e-1"].flex_start_price
+            or price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
             source="cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e: "
             "ct6e-standard-1t, 1x1, tpu-v6e-slice)",
         ),
@@ -381,11 +623,10 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=60,
             ),
-            price=Price(
-                usd_per_hour=0.85,
-                source="https://cloud.google.com/compute/vm-instance-pricing (G2, g2-standard-8, "
-                "us-central1; the figure was not in the stored copy of the page: check it)",
-                as_of="2026-11",
+            price=price_of("one g2-standard-8 node", ((_G2_STANDARD_8, 1.0),)),
+            spot_price=price_of("one g2-standard-8 node, spot", ((_G2_STANDARD_8_SPOT, 1.0),)),
+            flex_start_price=price_of(
+                "one g2-standard-8 node, flex-start", ((_flex("g2-standard-8", "us-east4"), 1.0),)
             ),
             source="cloud.google.com/compute/docs/accelerator-optimized-machines (G2: one L4 "
             "on g2-standard-4/8/12/16/32)",
@@ -407,11 +648,11 @@ GKE_SHAPES: dict[str, GkeShape] = {
                 timeout_seconds=10,
                 failure_threshold=120,
             ),
-            price=Price(
-                usd_per_hour=4.50,
-                source="g4-standard-48 in us-central1 at $4.5001/h (Google's catalog as listed in "
-                "dstackai/dstack PR #3213, 2025-10)",
-                as_of="2025-10",
+            price=price_of("one g4-standard-48 node", ((_G4_STANDARD_48, 1.0),)),
+            spot_price=price_of("one g4-standard-48 node, spot", ((_G4_STANDARD_48_SPOT, 1.0),)),
+            flex_start_price=price_of(
+                "one g4-standard-48 node, flex-start",
+                ((_flex("g4-standard-48", "us-central1"), 1.0),),
             ),
             source="G4 machine series: g4-standard-48 = 48 vCPU, 180 GB, 1 x RTX PRO 6000 "
             "(dstackai/dstack PR #3213)",

@@ -14,7 +14,6 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -1237,34 +1236,22 @@ class Settings(BaseModel):
     @property
     def price(self) -> Price:
         """The hourly rate one serving instance bills (the one price source of the planner and
-        the preview): on GKE one replica's node; a flex-start TPU node its flex-start rate;
-        otherwise the hardware's list price (a Cloud Run instance, a TPU node)."""
+        the preview): on GKE one replica's node (its spot or flex-start rate in such a node
+        pool; a reservation bills the on-demand rate unless a commitment applies); a
+        flex-start or spot TPU node its own rate; a Cloud Run GPU instance its GPU's rate
+        (the zonal-redundancy SKU when on) plus its own vCPU and memory; otherwise the
+        hardware's list price."""
         if self.deploy_platform == "gke":
-            shape = self.gke_shape.price
-            if self.gke.node_provisioning == "spot":
-                spot = self.profile.spot_price if self.profile.platform is Platform.TPU else None
-                if spot is not None:
-                    return spot
-                return replace(
-                    shape,
-                    unconfirmed=(
-                        *shape.unconfirmed,
-                        "UPPER BOUND: spot nodes bill a lower rate that could not be confirmed; "
-                        "the on-demand rate is shown",
-                    ),
-                )
-            return shape
+            shape = self.gke_shape
+            return {"spot": shape.spot_price, "flex-start": shape.flex_start_price}.get(
+                self.gke.node_provisioning, shape.price
+            )
         flex = self.profile.flex_start_price
         if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start" and flex:
             return flex
-        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "spot":
-            return self.profile.spot_price or replace(
-                self.profile.price,
-                unconfirmed=(
-                    "UPPER BOUND: spot TPUs bill a lower rate that could not be confirmed; the "
-                    "on-demand rate is shown",
-                ),
-            )
+        spot = self.profile.spot_price
+        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "spot" and spot:
+            return spot
         gpu = self.profile.cloud_run_gpu
         if self.deploy_platform == "cloud-run" and gpu is not None:
             return cloud_run_price(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
-from bench.reports.compare import hourly_price
+from bench.reports.compare import hourly_price, priced
 from bench.results.store import StoreError
 from serving.catalog.hardware import HARDWARE
 from tests.bench._cells import cell, write_run
@@ -41,7 +42,19 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_deltas_and_costs(tmp_path: Path) -> None:
     a, b = _two_runs(tmp_path)
-    comparison = compare_runs([load_run(a), load_run(b)])
+    # The catalog's L4 and RTX PRO 6000 prices are estimates (GPU rates not confirmed on
+    # Google's page, counted at a named source's quote): costed, and the page says so.
+    bare = compare_runs([load_run(a), load_run(b)])
+    assert bare.prices == [
+        HARDWARE["l4"].price.usd_per_hour,
+        HARDWARE["rtx-pro-6000"].price.usd_per_hour,
+    ]
+    assert [r["price_status"] for r in bare.as_dict()["runs"]] == ["estimate", "estimate"]
+    page = bare.markdown()
+    assert f"~{bare.prices[0]:.2f}" in page and "~ : an ESTIMATE" in page
+    assert "USD/hour n/a" not in page
+    l4, rtx = 1.0, 2.5
+    comparison = compare_runs([load_run(a), load_run(b)], prices={"l4": l4, "rtx-pro-6000": rtx})
     data = comparison.as_dict()
     cells = {c["id"]: c for c in data["cells"]}
     assert cells["c8-p128-o16"]["request_throughput"] == [8.0, 12.0]
@@ -49,8 +62,6 @@ def test_deltas_and_costs(tmp_path: Path) -> None:
     assert cells["c1-p128-o16"]["request_throughput_delta_percent"][1] == pytest.approx(100.0)
     assert cells["c8-p4096-o16"]["request_throughput"] == ["skipped", 6.0]
     assert cells["c8-p4096-o16"]["request_throughput_delta_percent"] == [None, None]
-    l4 = HARDWARE["l4"].price.usd_per_hour
-    rtx = HARDWARE["rtx-pro-6000"].price.usd_per_hour
     assert cells["c8-p128-o16"]["cost_per_million_requests"] == [
         pytest.approx(l4 / (3600 * 8) * 1e6),
         pytest.approx(rtx / (3600 * 12) * 1e6),
@@ -97,7 +108,9 @@ def _run_recording(tmp_path: Path, name: str, recorded: object) -> Path:
     return path
 
 
-def test_a_run_that_recorded_its_instance_price_is_costed_at_it(tmp_path: Path) -> None:
+def test_a_run_that_recorded_its_instance_price_is_costed_at_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A GKE L4 replica bills its g2-standard-8 node, not a Cloud Run L4 instance: the
     post-deploy benchmark records the stack's price and compare uses it."""
     node = 0.85
@@ -105,12 +118,36 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(tmp_path: Path) 
     gke = load_run(_run_recording(tmp_path, "gke", node))
     assert hourly_price(gke) == node
     assert hourly_price(gke, {"gke": 2.0}) == 2.0  # an explicit price wins
+    # The catalog's L4 price is an estimate (its GPU rate counted at a quoted figure): used.
+    estimate = HARDWARE["l4"].price
+    assert estimate.is_estimate
     cloud_run = load_run(_run_recording(tmp_path, "cloud-run", None))
-    assert compare_runs([cloud_run, gke]).prices == [HARDWARE["l4"].price.usd_per_hour, node]
-    # A recorded figure that is no price is ignored: the catalog's is used.
+    assert compare_runs([cloud_run, gke]).prices == [estimate.usd_per_hour, node]
+    assert priced(cloud_run) == (estimate.usd_per_hour, "estimate")
+    # A recorded figure that is no price is ignored: the catalog's estimate is used.
     for i, bad in enumerate((True, -1, 0, 1e9, "0.85")):
         run = load_run(_run_recording(tmp_path, f"bad{i}", bad))
-        assert hourly_price(run) == HARDWARE["l4"].price.usd_per_hour
+        assert hourly_price(run) == estimate.usd_per_hour
+        assert priced(run, {"l4": 1.5}) == (1.5, "given")
+    # A recorded lower bound (either spelling) is no price, and neither is the catalog's
+    # lower bound: a run is not costed at one without --price.
+    extras: list[dict[str, object]] = [
+        {"usd_per_hour_is_lower_bound": True},
+        {"usd_per_hour_status": "lower_bound"},
+    ]
+    for i, extra in enumerate(extras):
+        bound = _run_recording(tmp_path, f"bound{i}", node)
+        meta = json.loads((bound / "run.json").read_text())
+        (bound / "run.json").write_text(json.dumps({**meta, **extra, "hardware": "tpu-v6e-1"}))
+        tpu = HARDWARE["tpu-v6e-1"]
+        assert tpu.spot_price is not None and tpu.spot_price.is_lower_bound
+        monkeypatch.setitem(HARDWARE, "tpu-v6e-1", replace(tpu, price=tpu.spot_price))
+        assert priced(load_run(bound)) == (None, "lower_bound")
+        assert hourly_price(load_run(bound), {"tpu-v6e-1": 2.0}) == 2.0
+    recorded = _run_recording(tmp_path, "recorded-estimate", node)
+    meta = json.loads((recorded / "run.json").read_text())
+    (recorded / "run.json").write_text(json.dumps({**meta, "usd_per_hour_status": "estimate"}))
+    assert priced(load_run(recorded)) == (node, "estimate")
     # NaN is no JSON number: the strict run reader refuses the file itself.
     with pytest.raises(StoreError, match="NaN"):
         load_run(_run_recording(tmp_path, "nan", float("nan")))
@@ -135,4 +172,6 @@ def test_the_post_deploy_benchmark_records_the_stacks_instance_price(
         settings = load_stack_settings(stack)
         stack_module.post_deploy_binding(settings, "gemma", NoAuth(), ("url",))
         assert seen[-1]["usd_per_hour"] == settings.price.usd_per_hour
+        assert seen[-1]["usd_per_hour_is_lower_bound"] == settings.price.is_lower_bound
+        assert seen[-1]["usd_per_hour_status"] == settings.price.status
         assert seen[-1]["platform"] == settings.deploy_platform

@@ -54,8 +54,11 @@ def test_min_instances_warm_gpu_says_the_monthly_cost() -> None:
 
     price = HARDWARE["rtx-pro-6000"].price
     monthly = round(price.usd_per_hour * 730)
-    assert f"about ${monthly:,} a month (1 x ${price.usd_per_hour:.2f}/h x 730 h" in message
-    # A price with a rate nobody could confirm says how far to trust it.
+    # A rate not confirmed on Google's page, counted at a named source's quote: an estimate,
+    # said so, with who quotes it.
+    assert price.is_estimate
+    assert f"an estimated ${monthly:,} a month (1 x ${price.usd_per_hour:.2f}/h x 730 h" in message
+    assert "quoted by" in message
     assert price.note and price.note in message
     assert "Set minInstances to 0" in message
     assert violations(min_instances_cost, SERVICE, props, {"maxMinInstances": 1}) == []
