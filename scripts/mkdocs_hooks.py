@@ -11,7 +11,7 @@ the source.
 
 from __future__ import annotations
 
-import os
+import atexit
 import re
 import shutil
 import sys
@@ -64,9 +64,13 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
 
     stamp = _sources_changed_at()
     if stamp not in _drawn:
-        # One folder, emptied first: the figures of a build, never those of an earlier one.
-        out = Path(tempfile.gettempdir()) / f"gemma4-docs-figures-{os.getuid()}"
-        shutil.rmtree(out, ignore_errors=True)
+        # A new folder of this process's own: the figures of this build, never those of an
+        # earlier one, and never emptied under a build running beside it (another checkout,
+        # a test building the site); the previous one is removed, the last one at exit.
+        for old in _drawn.values():
+            shutil.rmtree(old, ignore_errors=True)
+        out = Path(tempfile.mkdtemp(prefix="gemma4-docs-figures-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         with warnings.catch_warnings():
             # pulumi-gcp warns about its own deprecated modules when the program imports it.
             warnings.simplefilter("ignore", DeprecationWarning)
