@@ -138,8 +138,7 @@ def text_lines(p: Preview) -> list[str]:
         *(
             f"  plus {item.item}: "
             + (
-                ("~" if "UNCONFIRMED (quoted by " in item.source else "")
-                + f"{_money(item.usd_per_hour)}/h"
+                ("~" if item.status == "estimate" else "") + f"{_money(item.usd_per_hour)}/h"
                 if item.usd_per_hour is not None
                 else "not priced"
             )

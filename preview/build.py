@@ -79,6 +79,9 @@ class CostItem(BaseModel):
     item: str
     usd_per_hour: float | None = Field(description="None: not priced here.")
     source: str
+    status: Literal["confirmed", "estimate", "lower_bound"] = Field(
+        description="The rate's status, as Cost.price_status (estimate: a named source's quote)."
+    )
 
 
 class Cost(BaseModel):
@@ -498,7 +501,8 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         price_source = f"{shape.machine_type} node: {price_source}"
         low, high = settings.replica_bounds
         fixed = [
-            CostItem(item=i, usd_per_hour=usd, source=src) for i, usd, src in fixed_costs(settings)
+            CostItem(item=f.item, usd_per_hour=f.usd_per_hour, source=f.source, status=f.status)
+            for f in fixed_costs(settings)
         ]
         note = (
             f"GKE: one {shape.machine_type} node per replica, {low} to {high} replicas (the "

@@ -440,6 +440,10 @@ def test_preview_exits_0_fast_and_shows_everything(
     # anywhere (a lower bound), and the text says which.
     (node,) = [item for item in cost["fixed"] if item["item"].startswith("system node")]
     assert node["usd_per_hour"] and "UNCONFIRMED (quoted by " in node["source"]
+    assert node["status"] == "estimate"
+    # The text marks the quoted node's figure, never the confirmed fee's.
+    assert f"plus {node['item']}: ~${node['usd_per_hour']:,.2f}/h" in text
+    assert "plus GKE cluster management fee: ~" not in text
     assert all(item["usd_per_hour"] is not None for item in cost["fixed"])
     expected = "lower_bound" if stack_name == "gke-tpu-v6e" else "estimate"
     assert cost["price_status"] == expected

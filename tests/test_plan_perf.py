@@ -92,7 +92,7 @@ def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
         # One replica bills what the stack's instance bills (a GKE node, a flex-start TPU
         # node at its rate), at least the stack's fewest replicas, plus a cluster's fixed costs.
         fixed = (
-            sum(usd or 0.0 for _, usd, _ in fixed_costs(settings))
+            sum(f.usd_per_hour or 0.0 for f in fixed_costs(settings))
             if settings.deploy_platform == "gke"
             else 0.0
         )

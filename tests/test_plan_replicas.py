@@ -49,7 +49,7 @@ def test_a_gke_replica_costs_its_node_and_the_cluster_adds_its_fixed_costs() -> 
     settings = load_stack_settings("gke-l4")
     node = GKE_SHAPES["l4"].price.usd_per_hour  # g2-standard-8, not a Cloud Run L4 instance
     assert node != HARDWARE["l4"].price.usd_per_hour
-    items = [usd for _, usd, _ in fixed_costs(settings)]
+    items = [f.usd_per_hour for f in fixed_costs(settings)]
     # The cluster fee and the forwarding rule are confirmed; the system node's rate is not,
     # counted at the figure the catalogue recorded earlier: the plan's costs are estimates.
     assert all(usd is not None for usd in items)

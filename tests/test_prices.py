@@ -260,7 +260,7 @@ def test_a_cloud_run_gpu_price_holds_the_host_google_requires(key: str) -> None:
 
 def test_a_gke_clusters_fixed_costs_count_a_quoted_rate_and_say_so() -> None:
     settings = load_settings(stack_config("gke-l4"))
-    items = {item.split(" (")[0]: (usd, source) for item, usd, source in fixed_costs(settings)}
+    items = {f.item.split(" (")[0]: (f.usd_per_hour, f.source) for f in fixed_costs(settings)}
     assert items["GKE cluster management fee"][0] == CLUSTER_FEE.usd_per_hour == 0.10
     assert items["Gateway forwarding rule"][0] == FORWARDING_RULE.usd_per_hour == 0.025
     node = SYSTEM_NODE[settings.gke.system_machine_type]
@@ -268,6 +268,14 @@ def test_a_gke_clusters_fixed_costs_count_a_quoted_rate_and_say_so() -> None:
     assert usd == node.quoted and node.quoted is not None
     assert "UNCONFIRMED" in source and node.quoted_by in source
     assert fixed_status(settings) == ESTIMATE
+    # Each item carries its rate's status: what the preview marks with ~, not a text match.
+    status = {f.item.split(" (")[0]: f.status for f in fixed_costs(settings)}
+    assert status == {
+        "GKE cluster management fee": CLUSTER_FEE.status,
+        "Gateway forwarding rule": FORWARDING_RULE.status,
+        "system node": ESTIMATE,
+    }
+    assert CLUSTER_FEE.status == FORWARDING_RULE.status == "confirmed"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ quotes (an estimate), and one with no figure anywhere is shown unpriced (a lower
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 from serving.catalog.hardware import CONFIRMED, LOWER_BOUND, STORED_COPY, Rate, weakest
 from serving.config.settings import Settings
@@ -56,21 +56,31 @@ def _fixed_rates(settings: Settings) -> list[tuple[str, Rate | None]]:
     ]
 
 
-def fixed_costs(settings: Settings) -> list[tuple[str, float | None, str]]:
-    """(item, USD per hour or None when not priced, source) of what runs at any replica
-    count: the cluster fee, one system node (the autoscaler may add two more), the Gateway's
-    forwarding rule. A rate not confirmed on Google's page counts at the figure a named source
-    quotes (its source says UNCONFIRMED and who quotes it); with no figure anywhere it is None
-    (not priced), said so."""
-    out: list[tuple[str, float | None, str]] = []
+class FixedCost(NamedTuple):
+    """One thing a GKE stack bills at any replica count."""
+
+    item: str
+    #: None: not priced (no figure anywhere).
+    usd_per_hour: float | None
+    source: str
+    #: The rate's status: confirmed, estimate (a named source's quote) or lower_bound.
+    status: str
+
+
+def fixed_costs(settings: Settings) -> list[FixedCost]:
+    """What runs at any replica count: the cluster fee, one system node (the autoscaler may
+    add two more), the Gateway's forwarding rule. A rate not confirmed on Google's page counts
+    at the figure a named source quotes (status estimate; its source says UNCONFIRMED and who
+    quotes it); with no figure anywhere it is None (not priced, status lower_bound), said so."""
+    out: list[FixedCost] = []
     for item, rate in _fixed_rates(settings):
         if rate is None:
             machine = settings.gke.system_machine_type
-            out.append((item, None, f"{machine}: no rate in this catalogue"))
+            out.append(FixedCost(item, None, f"{machine}: no rate in this catalogue", LOWER_BOUND))
             continue
         usd = rate.usd_per_hour if rate.counted is not None else None
         note = "" if rate.confirmed else f" [NOT CONFIRMED on the page: {rate.note}]"
-        out.append((item, usd, f"{rate.citation}, {rate.read}{note}"))
+        out.append(FixedCost(item, usd, f"{rate.citation}, {rate.read}{note}", rate.status))
     return out
 
 

@@ -149,8 +149,8 @@ def fixed_usd_per_hour(settings: Settings) -> tuple[float, list[str]]:
 
     items = fixed_costs(settings)
     return (
-        sum(usd for _, usd, _ in items if usd is not None),
-        [item for item, usd, _ in items if usd is None],
+        sum(f.usd_per_hour for f in items if f.usd_per_hour is not None),
+        [f.item for f in items if f.usd_per_hour is None],
     )
 
 
