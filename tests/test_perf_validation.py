@@ -18,7 +18,7 @@ from serving.capacity.perf import Workload
 _CACHED = (
     pv.derived_front_end,
     pv.derived_in_flight_cap,
-    pv.derived_send_gap,
+    pv.fit_client_terms,
     pv.check_rows,
     pv.derived_band,
 )
@@ -46,13 +46,28 @@ def edited(
     _clear()
 
 
-def _derived() -> tuple[float | None, int | None, float, float]:
+def _derived() -> tuple[float | None, int | None, pv.ClientTerms, pv.ClientTerms]:
     return (
         pv.derived_front_end("tpu-vm"),
         pv.derived_in_flight_cap("tpu"),
-        pv.derived_send_gap("sweep"),
-        pv.derived_send_gap("grid"),
+        pv.fit_client_terms("sweep"),
+        pv.fit_client_terms("grid"),
     )
+
+
+def test_the_stored_client_terms_are_the_fit() -> None:
+    """The evidence file records what the joint fit gives (a plan reads it, not the search):
+    change a fit row and this fails until the file is brought back to the fit."""
+    for client in evidence()["validation"]["derived_terms"]:
+        assert pv.derived_client_terms(client) == pv.fit_client_terms(client), client
+
+
+def test_the_instance_hold_stays_inside_the_front_end() -> None:
+    """A request cannot spend longer inside the instance than its whole way through the
+    platform: the fit searches no further, and the product uses what it found."""
+    hold = pv.derived_instance_hold("cloud-run")
+    assert hold is not None and 0.0 < hold <= pv.platform_front_end("cloud-run")
+    assert pv.derived_instance_hold("gke") is None  # no instance limit measured there
 
 
 def test_holdout_rows_set_nothing(
@@ -74,7 +89,7 @@ def test_the_derived_terms_follow_the_fit_rows(
     edited: Callable[[Callable[[dict[str, Any]], None]], None],
 ) -> None:
     cap_before = pv.derived_in_flight_cap("tpu")
-    gap_before = pv.derived_send_gap("sweep")
+    before = pv.fit_client_terms("sweep")
     assert cap_before is not None
 
     def slower(data: dict[str, Any]) -> None:
@@ -86,7 +101,12 @@ def test_the_derived_terms_follow_the_fit_rows(
     # Half the rate at the same latency: half as many requests in flight.
     cap_after = pv.derived_in_flight_cap("tpu")
     assert cap_after is not None and abs(cap_after - cap_before / 2.0) <= 1.0
-    assert pv.derived_send_gap("sweep") > gap_before
+    # Cells that took longer on the wall: the client's time per request or the platform's
+    # time inside the instance grows, neither shrinks.
+    after = pv.fit_client_terms("sweep")
+    assert after.send_gap_s >= before.send_gap_s
+    assert after.instance_hold_s >= before.instance_hold_s
+    assert after != before
 
 
 def test_a_derived_front_end_is_labelled_and_used_by_the_product() -> None:
@@ -160,3 +180,32 @@ def test_no_api_server_time_is_fitted_into_a_plan() -> None:
     for stack in ("l4", "rtx6000", "tpu-v6e1"):
         model, _ = model_for_settings(load_stack_settings(stack), calibrations=None)
         assert model.server_request_s == 0.0
+
+
+def test_a_band_from_one_token_rows_is_widened_for_decode(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
+    """Rows of one output token never time a decode step: a stack whose hardware has only
+    such rows gets its band widened (as for an unmeasured kernel path), and loses the
+    widening once a published row of that hardware decodes."""
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    widen = float(evidence()["unmeasured_band_widening"])
+    assert not pv.decode_validated("l4") and pv.decode_validated("tpu-v6e-1")
+    l4, _ = model_for_settings(load_stack_settings("l4"))
+    published = pv.derived_band("l4")
+    assert published is not None
+    assert l4.band == pytest.approx(published + widen)
+
+    def decodes(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            if row["config"] == "l4" and row["holdout"]:
+                row["output_tokens"] = 16
+                break
+
+    edited(decodes)
+    assert pv.decode_validated("l4")
+    l4_after, _ = model_for_settings(load_stack_settings("l4"))
+    band_after = pv.derived_band("l4")
+    assert band_after is not None and l4_after.band == pytest.approx(band_after)

@@ -330,6 +330,11 @@ class StepModel:
     #: Serial time the API server spends on each request (HTTP, tokenising, the response),
     #: seconds: one process does it for every request, so it caps the rate at 1 / this.
     server_request_s: float = 0.0
+    #: Time a request keeps its platform slot beyond the engine's answer (Cloud Run's own
+    #: time inside the instance), seconds. The platform's slots are the engine's (this
+    #: project's Cloud Run stacks set concurrency to max_num_seqs), so at full load the engine
+    #: runs only slots x e2e / (e2e + hold) sequences (:meth:`_slots_for`).
+    instance_hold_s: float = 0.0
     #: Share of the smaller of a step's compute and reads hidden under the larger: 0 (the
     #: default) adds them, which the published fall of MTP's speed-up with the batch asks for
     #: (module docstring); 1 is the roofline, the physical floor of a step.
@@ -338,6 +343,8 @@ class StepModel:
     def __post_init__(self) -> None:
         if not (isinstance(self.overlap, int | float) and 0.0 <= self.overlap <= 1.0):
             raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+        if not (isinstance(self.instance_hold_s, int | float) and self.instance_hold_s >= 0.0):
+            raise ValueError(f"instance_hold_s must be at least 0, got {self.instance_hold_s!r}")
 
     def combine(self, compute_s: float, bytes_s: float) -> float:
         """A step's compute and reads together (without its constant)."""
@@ -631,11 +638,30 @@ class StepModel:
         fewer whole requests (set by :meth:`for_workload`)."""
         return self.max_num_seqs
 
-    def _slots_for(self, w: Workload) -> float:
+    def _engine_slots(self, w: Workload) -> float:
+        """Sequences the engine can run at once: max_num_seqs, or what the KV cache holds."""
         top = float(self.max_num_seqs)
         if self.kv_capacity_tokens:
             top = min(top, max(1.0, self.kv_capacity_tokens / (w.prompt_tokens + w.output_tokens)))
         return top
+
+    def _slots_for(self, w: Workload) -> float:
+        """Sequences the engine runs at full load: max_num_seqs, or what the KV cache holds,
+        less the share of the platform's slots held beyond the engine's answer
+        (:attr:`instance_hold_s`): ``b = slots x e2e(b) / (e2e(b) + hold)``, a fixed point
+        reached from above (e2e falls with the batch)."""
+        top = self._engine_slots(w)
+        hold = self.instance_hold_s
+        if not hold:
+            return top
+        batch = top
+        for _ in range(50):
+            e2e = self._closed(batch, w).e2e_s
+            nxt = max(1.0, top * e2e / (e2e + hold))
+            if abs(nxt - batch) < 1e-6 * batch:
+                return nxt
+            batch = nxt
+        return batch
 
     def at_concurrency(self, concurrency: float, w: Workload) -> Point:
         """Closed loop: ``concurrency`` requests in flight at the engine, each client sending
@@ -720,6 +746,8 @@ class StepModel:
         client_slots: int | None = None,
         return_gap_s: float = 0.0,
         send_gap_s: float = 0.0,
+        instance_slots: int | None = None,
+        instance_hold_s: float = 0.0,
     ) -> tuple[float, float]:
         """``requests`` sent by one client, none after: (mean latency of a request from when
         the client started its timer, the front end left out; time from the first arrival
@@ -733,15 +761,28 @@ class StepModel:
         per request (one thread opens each connection and writes each request in turn): the
         requests of a wave leave ``send_gap_s`` apart, each timed from the start of the wave,
         so its wait for the client is in its latency. ``cached_prompt_tokens`` of each prompt
-        come from vLLM's prefix cache (computed by no step; their KV is still read)."""
+        come from vLLM's prefix cache (computed by no step; their KV is still read).
+
+        ``instance_slots``: the platform lets at most this many requests into the instance at
+        once (Cloud Run's container concurrency; None: no such limit); the others wait in the
+        platform's queue, in arrival order. A request holds its slot from when it is let in
+        until ``instance_hold_s`` after its answer has left the API server (the platform's own
+        time inside the instance: the hop from its queue to the container and the answer's way
+        out), so the next one enters the engine at the step after: below the engine's slots,
+        that limit, not the engine, sets the rate."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")
+        if instance_slots is not None and instance_slots < 1:
+            raise ValueError(f"instance_slots must be at least 1, got {instance_slots}")
+        if instance_hold_s < 0:
+            raise ValueError(f"instance_hold_s must be at least 0, got {instance_hold_s}")
         k = self._k
-        top = int(self._slots_for(w))
+        top = int(self._engine_slots(w))
         p = max(1, w.prompt_tokens - cached_prompt_tokens)
         context = w.prompt_tokens + w.output_tokens / 2.0
         out = requests if client_slots is None else max(1, min(requests, client_slots))
+        gate = requests if instance_slots is None else instance_slots
         # The client sends one request every send_gap_s; the API server hands them to the
         # engine one at a time, server_request_s apart. Each is timed from ``clock``.
         spacing = max(send_gap_s, self.server_request_s)
@@ -752,16 +793,28 @@ class StepModel:
         sent = out
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
+        held: list[float] = []  # when each instance slot in use is let go (a heap)
+        admitted: list[int] = []  # in the instance, waiting for an engine slot (in order)
         running: list[int] = []
         now = 0.0
         latencies: list[float] = []
         last = 0.0
-        while pending or running:
-            if not running:
+        while pending or admitted or running:
+            while held and held[0] <= now:
+                heapq.heappop(held)
+            if not running and not admitted:
+                # Idle: the next arrival, or (every instance slot held) the next slot let go.
                 now = max(now, pending[0][0])
-            while pending and len(running) < top and pending[0][0] <= now:
+                if len(held) >= gate:
+                    now = max(now, held[0])
+                while held and held[0] <= now:
+                    heapq.heappop(held)
+            while pending and pending[0][0] <= now and len(held) < gate:
                 _, r = heapq.heappop(pending)
-                running.append(r)
+                admitted.append(r)
+                heapq.heappush(held, math.inf)  # held until its answer (replaced then)
+            while admitted and len(running) < top:
+                running.append(admitted.pop(0))
             decoding = [r for r in running if left_prompt[r] <= 0]
             budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
             prefill = 0.0
@@ -780,6 +833,10 @@ class StepModel:
                 answered = now + self.coefficients.prefill_overhead_s
                 latencies.append(answered - clock[r])
                 last = max(last, answered)
+                # Its instance slot is let go once the answer has left the instance.
+                held.remove(math.inf)
+                heapq.heapify(held)
+                heapq.heappush(held, answered + instance_hold_s)
                 if sent < requests:
                     # The answer frees a client slot: the next request's clock starts when it
                     # gets back; it leaves once the client is free and arrives after the gap.

@@ -29,7 +29,12 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
-from serving.capacity.perf_validation import derived_band, front_end
+from serving.capacity.perf_validation import (
+    decode_validated,
+    derived_band,
+    derived_instance_hold,
+    front_end,
+)
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
@@ -109,6 +114,8 @@ def model_for_settings(
     )
     if not calibration and not measured_path:
         band += widen  # a kernel path nobody measured
+    if not calibration and not decode_validated(settings.hardware):
+        band += widen  # no published row of this hardware decodes: the band saw no decode
     if not measured_front:
         band += widen  # a front end nobody measured
     plan = settings.memory_plan()
@@ -132,6 +139,9 @@ def model_for_settings(
             f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
         front_end_s=front,
+        # The platform's own time inside the instance, which holds one of its slots (Cloud
+        # Run's concurrency, equal to max-num-seqs): DERIVED from the published rows.
+        instance_hold_s=derived_instance_hold(settings.deploy_platform) or 0.0,
         kv_capacity_tokens=(
             float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
         ),

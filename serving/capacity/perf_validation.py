@@ -29,12 +29,18 @@ from serving.catalog.models import MODELS
 
 __all__ = [
     "COVERAGE",
+    "MAX_SEND_GAP_S",
+    "ClientTerms",
     "RowCheck",
     "check_rows",
+    "decode_validated",
     "derived_band",
+    "derived_client_terms",
     "derived_front_end",
     "derived_in_flight_cap",
+    "derived_instance_hold",
     "derived_send_gap",
+    "fit_client_terms",
     "front_end",
     "model_for_config",
     "summary",
@@ -72,7 +78,7 @@ def model_for_config(name: str) -> StepModel:
         shape=shape_for(card, cfg["kv_cache_dtype"], "auto", drafter),
         device=device_for(profile),
         coefficients=Coefficients(bandwidth_efficiency=bandwidth),
-        max_num_seqs=min(int(cfg["slots"]), int(cfg["max_num_seqs"])),
+        max_num_seqs=int(cfg["max_num_seqs"]),
         max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
         speculation=(
             Speculation(drafts, accepted_length(mtp_prior_acceptance(), drafts)) if drafts else None
@@ -81,9 +87,14 @@ def model_for_config(name: str) -> StepModel:
 
 
 def _engine_burst(
-    row: dict[str, Any], in_flight: int | None, gap_s: float, send_gap_s: float = 0.0
+    row: dict[str, Any],
+    in_flight: int | None,
+    gap_s: float,
+    send_gap_s: float = 0.0,
+    hold_s: float = 0.0,
 ) -> tuple[float, float]:
     model = model_for_config(row["config"])
+    slots = _validation()["configs"][row["config"]].get("instance_concurrency")
     w = Workload(int(row["prompt_tokens"]), int(row["output_tokens"]))
     return model.burst(
         int(row["requests"]),
@@ -92,6 +103,8 @@ def _engine_burst(
         client_slots=in_flight,
         return_gap_s=gap_s,
         send_gap_s=send_gap_s,
+        instance_slots=None if slots is None else int(slots),
+        instance_hold_s=hold_s if slots is not None else 0.0,
     )
 
 
@@ -100,26 +113,113 @@ def _client_of(row: dict[str, Any]) -> dict[str, Any]:
     return client
 
 
+@dataclass(frozen=True)
+class ClientTerms:
+    """What only a client's published rows can give, DERIVED jointly from its fit rows."""
+
+    #: The client's own serial time per request (one Python thread opens every connection,
+    #: does its TLS handshake and writes its request in turn); 0 for a client whose setups
+    #: do not say ``serial_send: derived``.
+    send_gap_s: float
+    #: The platform whose instance limit (``instance_concurrency``) the client's setups ran
+    #: behind, and the time a request keeps that slot beyond the engine's answer (0, None:
+    #: no such limit).
+    platform: str | None
+    instance_hold_s: float
+
+
+#: The most the joint fit gives a client's serial time per request, seconds (a TLS handshake
+#: and a request write on one thread take milliseconds; 50 ms would be a broken client).
+MAX_SEND_GAP_S = 0.05
+
+
+def _row_cost(row: dict[str, Any], send_gap_s: float, hold_s: float) -> float:
+    check = _predict(row, send_gap_s, hold_s)
+    return sum(math.log(r) ** 2 for r in check.ratios())
+
+
+def derived_client_terms(client: str) -> ClientTerms:
+    """The client's terms as the evidence file records them (``validation.derived_terms``):
+    :func:`fit_client_terms`'s result, stored so that a plan does not repeat a search of a
+    few seconds; tests/test_perf_validation.py holds the file to the fit."""
+    entry = _validation()["derived_terms"].get(client)
+    if entry is None:
+        raise ValueError(
+            f"client {client!r}: no derived terms in the evidence file's validation.derived_terms"
+        )
+    return ClientTerms(
+        float(entry["send_gap_s"]), entry["platform"], float(entry["instance_hold_s"])
+    )
+
+
 @cache
+def fit_client_terms(client: str) -> ClientTerms:
+    """The client's serial time per request and, where its setups ran behind an instance
+    limit, the platform's hold, DERIVED together from the fit rows of every setup that client
+    measured: the pair that minimises the squared log error of every fit figure (latency and
+    req/s), searched on a grid (send gap 0 to :data:`MAX_SEND_GAP_S`, hold 0 to the platform's
+    front end: a request cannot spend longer inside the instance than its whole way through
+    the platform), then on a grid 5 times finer around the best. Fitted together because
+    each explains a cell's wall time: fitted apart, each would take the other's share."""
+    rows = [r for r in _fit_rows() if _client_of(r)["name"] == client]
+    if not rows:
+        raise ValueError(f"client {client!r}: no fit rows to derive its terms from")
+    configs = _validation()["configs"]
+    derive_gap = any(_client_of(r).get("serial_send") == "derived" for r in rows)
+    gated = {
+        configs[r["config"]]["platform"]
+        for r in rows
+        if configs[r["config"]].get("instance_concurrency") is not None
+    }
+    if len(gated) > 1:
+        raise ValueError(f"client {client!r}: setups behind instance limits on {sorted(gated)}")
+    platform = next(iter(gated), None)
+    gap_top = MAX_SEND_GAP_S if derive_gap else 0.0
+    hold_top = platform_front_end(platform) if platform is not None else 0.0
+
+    def cost(pair: tuple[float, float]) -> float:
+        return sum(_row_cost(r, pair[0], pair[1]) for r in rows)
+
+    def grid(centre: float, step: float, top: float, points: int) -> list[float]:
+        values = {min(top, max(0.0, centre + i * step)) for i in range(-points, points + 1)}
+        return sorted(values)
+
+    gap_step, hold_step = gap_top / 20, hold_top / 12
+    best = min(
+        (
+            (g, h)
+            for g in grid(0.0, gap_step, gap_top, 20)
+            for h in grid(0.0, hold_step, hold_top, 12)
+        ),
+        key=cost,
+    )
+    best = min(
+        (
+            (g, h)
+            for g in grid(best[0], gap_step / 5, gap_top, 5)
+            for h in grid(best[1], hold_step / 5, hold_top, 5)
+        ),
+        key=cost,
+    )
+    return ClientTerms(round(best[0], 6), platform, round(best[1], 6))
+
+
 def derived_send_gap(client: str) -> float:
-    """The client's own serial time per request (one Python thread opens every connection,
-    does its TLS handshake and writes its request in turn), for a client whose setups say
-    ``serial_send: derived``; 0 otherwise. DERIVED from the fit rows of every setup that
-    client measured, where it sent the whole cell at once: the median of (published wall
-    time - front end - the engine's predicted time until the last answer) / (requests - 1),
-    never below 0. The wall time is requests / published req/s."""
-    gaps = []
-    for r in _fit_rows():
-        mine = _client_of(r)
-        if mine["name"] != client or mine.get("serial_send") != "derived":
-            continue
-        n = int(r["requests"])
-        if n < 2 or _in_flight(r) < n:
-            continue
-        f = platform_front_end(_validation()["configs"][r["config"]]["platform"])
-        _, last = _engine_burst(r, None, f)
-        gaps.append((n / float(r["requests_per_s"]) - f - last) / (n - 1))
-    return max(0.0, statistics.median(gaps)) if gaps else 0.0
+    """The client's serial time per request (:func:`derived_client_terms`)."""
+    return derived_client_terms(client).send_gap_s
+
+
+def derived_instance_hold(platform: str) -> float | None:
+    """The time a request keeps its instance slot on ``platform`` beyond the engine's answer,
+    DERIVED by :func:`derived_client_terms` from the clients that measured setups behind that
+    platform's instance limit (the median over them; None: no such client)."""
+    clients = sorted({_client_of(r)["name"] for r in _fit_rows()})
+    holds = [
+        t.instance_hold_s
+        for t in (derived_client_terms(c) for c in clients)
+        if t.platform == platform
+    ]
+    return statistics.median(holds) if holds else None
 
 
 @cache
@@ -210,16 +310,21 @@ class RowCheck:
         )
 
 
+def _predict(row: dict[str, Any], send_gap_s: float, hold_s: float) -> RowCheck:
+    cfg = _validation()["configs"][row["config"]]
+    f = platform_front_end(cfg["platform"])
+    mean, last = _engine_burst(row, _in_flight(row), f, send_gap_s, hold_s)
+    return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
+
+
 def predict_row(row: dict[str, Any]) -> RowCheck:
     """One published cell, run as its client ran it: the cell's requests, at most the
     client's in-flight cap out at once (each timed from when it is sent), the next sent when
-    one is answered. Mean latency at the client = front end + the engine's mean; req/s =
-    requests over the front end plus the time until the last answer."""
-    cfg = _validation()["configs"][row["config"]]
-    f = platform_front_end(cfg["platform"])
-    send = derived_send_gap(cfg["client"]["name"])
-    mean, last = _engine_burst(row, _in_flight(row), f, send)
-    return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
+    one is answered, behind the setup's instance limit. Mean latency at the client = front
+    end + the engine's mean; req/s = requests over the front end plus the time until the last
+    answer. The client's terms are :func:`derived_client_terms`."""
+    terms = derived_client_terms(_client_of(row)["name"])
+    return _predict(row, terms.send_gap_s, terms.instance_hold_s)
 
 
 @cache
@@ -243,6 +348,13 @@ def derived_band(hardware: str) -> float | None:
     None: no rows for it."""
     ratios = [r for c in check_rows() if c.hardware == hardware for r in c.ratios()]
     return _covering(ratios) if ratios else None
+
+
+def decode_validated(hardware: str) -> bool:
+    """Whether a published row of ``hardware`` asked for more than one output token: rows of
+    one token measure the front end, the prefill and the slots, never a decode step, so a band
+    drawn from them alone says nothing of the decode speed that longer answers depend on."""
+    return any(c.hardware == hardware and int(c.row["output_tokens"]) > 1 for c in check_rows())
 
 
 def _covered(check: RowCheck, band: float) -> list[bool]:
@@ -320,7 +432,8 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         )
     lines += [
         "",
-        f"An unmeasured kernel path or front end widens a stack's band by "
+        f"An unmeasured kernel path or front end, and a hardware whose published rows all "
+        f"asked for one output token (no decode step measured), widen a stack's band by "
         f"{ev['unmeasured_band_widening']:.0%} each. Compute efficiencies (50 % of the dense "
         "peak) are priors no published run of these stacks pins down.",
         "",
@@ -347,15 +460,22 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     for name, cfg in val["configs"].items():
         client = cfg["client"]
         cap = derived_in_flight_cap(name)
-        send = derived_send_gap(client["name"])
+        terms = derived_client_terms(client["name"])
+        slots = cfg.get("instance_concurrency")
         lines += [
             f"- `{name}`: {cfg['setup']}.",
             f"  Client `{client['name']}`: {client['script']}: {client['sends']}; "
             f"{client['output_tokens']} output token(s); {client['connection']}; "
             f"{client['prefix_cache']}; {client['serial_note']}. Its serial time per request: "
-            f"**{send * 1000:.0f} ms, DERIVED** from the fit rows of every setup it measured "
-            "that sent a whole cell at once (median of (published wall time - front end - the "
-            "engine's predicted time to the last answer) / (requests - 1), never below 0)."
+            f"**{terms.send_gap_s * 1000:.1f} ms, DERIVED** with the platform's instance hold "
+            "from the fit rows of every setup it measured (below)."
+            + (
+                f" Instance limit: {slots} requests at once (the platform's own queue holds "
+                "the rest, in order); each keeps its slot "
+                f"**{terms.instance_hold_s * 1000:.0f} ms, DERIVED**, beyond the engine's answer."
+                if slots is not None
+                else ""
+            )
             + (
                 f" In flight at most: **{cap}, DERIVED** from the fit rows (Little's law: "
                 "the largest published req/s x mean latency among them)."
@@ -364,6 +484,19 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
             )
             + (f" Doubt: {client['doubt']}." if client.get("doubt") else ""),
         ]
+    lines += [
+        "",
+        "A client's serial time per request and the time a request keeps its Cloud Run slot "
+        "beyond the engine's answer both lengthen a cell's wall time, so they are fitted "
+        "together: the pair that minimises the squared log error of every fit figure of that "
+        f"client (send gap 0 to {MAX_SEND_GAP_S * 1000:.0f} ms; hold 0 to the platform's "
+        "front end, since a request cannot spend longer inside the instance than its whole "
+        "way through the platform), on a grid, then a finer one around the best. The `l4` "
+        "setup's Cloud Run concurrency (4) is below its engine's slots (8), so there the hold, "
+        "not the engine, sets the rate; the `rtx` setup's (16) is above its 8. The product "
+        "uses the same hold on its Cloud Run stacks, whose concurrency equals max-num-seqs "
+        "(`gemma4 plan`: at full load the engine runs slots x e2e / (e2e + hold) sequences).",
+    ]
     derived = [
         (platform, derived_front_end(platform))
         for platform, entry in ev["front_end"].items()
