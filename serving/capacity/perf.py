@@ -37,6 +37,7 @@ prompt tokens).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import statistics
@@ -650,18 +651,9 @@ class StepModel:
         less the share of the platform's slots held beyond the engine's answer
         (:attr:`instance_hold_s`): ``b = slots x e2e(b) / (e2e(b) + hold)``, a fixed point
         reached from above (e2e falls with the batch)."""
-        top = self._engine_slots(w)
-        hold = self.instance_hold_s
-        if not hold:
-            return top
-        batch = top
-        for _ in range(50):
-            e2e = self._closed(batch, w).e2e_s
-            nxt = max(1.0, top * e2e / (e2e + hold))
-            if abs(nxt - batch) < 1e-6 * batch:
-                return nxt
-            batch = nxt
-        return batch
+        if not self.instance_hold_s:
+            return self._engine_slots(w)
+        return _held_slots(self, w)
 
     def at_concurrency(self, concurrency: float, w: Workload) -> Point:
         """Closed loop: ``concurrency`` requests in flight at the engine, each client sending
@@ -845,6 +837,21 @@ class StepModel:
                     heapq.heappush(pending, (free, sent))
                     sent += 1
         return statistics.fmean(latencies), last
+
+
+@functools.lru_cache(maxsize=1024)
+def _held_slots(model: StepModel, w: Workload) -> float:
+    """:meth:`StepModel._slots_for` with a hold: the fixed point ``b = slots x e2e(b) /
+    (e2e(b) + hold)`` (cached: a plan asks for it hundreds of times per workload)."""
+    top = model._engine_slots(w)
+    batch = top
+    for _ in range(50):
+        e2e = model._closed(batch, w).e2e_s
+        nxt = max(1.0, top * e2e / (e2e + model.instance_hold_s))
+        if abs(nxt - batch) < 1e-6 * batch:
+            return nxt
+        batch = nxt
+    return batch
 
 
 @dataclass(frozen=True)
