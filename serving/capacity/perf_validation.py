@@ -467,8 +467,9 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
             f"  Client `{client['name']}`: {client['script']}: {client['sends']}; "
             f"{client['output_tokens']} output token(s); {client['connection']}; "
             f"{client['prefix_cache']}; {client['serial_note']}. Its serial time per request: "
-            f"**{terms.send_gap_s * 1000:.1f} ms, DERIVED** with the platform's instance hold "
-            "from the fit rows of every setup it measured (below)."
+            f"**{terms.send_gap_s * 1000:.1f} ms, DERIVED** "
+            + ("with the platform's instance hold " if terms.platform is not None else "")
+            + "from the fit rows of every setup it measured (below)."
             + (
                 f" Instance limit: {slots} requests at once (the platform's own queue holds "
                 "the rest, in order); each keeps its slot "
