@@ -404,14 +404,7 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         f"Basis: {perf['basis']}. Band: +/-{perf['band']:.0%}. Capacity "
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
         f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
-        f"({measured})."
-        + (
-            f" Each request keeps its Cloud Run slot {perf['instance_hold_ms']:.0f} ms beyond "
-            "the engine's answer (DERIVED from published runs), counted in the capacity."
-            if perf.get("instance_hold_ms")
-            else ""
-        )
-        + f"{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
+        f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
         + {
             CONFIRMED: "",
             ESTIMATE: " ~ : an estimate, the price is (a rate not confirmed on Google's price "

@@ -170,50 +170,17 @@ def test_the_benchmark_grid_spans_one_to_max_num_seqs_through_the_knee() -> None
 def test_an_instance_limit_below_the_engine_slots_sets_the_burst_rate() -> None:
     """Cloud Run lets ``instance_slots`` requests in at once and keeps the rest in its own
     queue: with 2 slots in front of 16 engine slots, 8 one-token requests pass 2 at a time,
-    and a slot held 50 ms beyond each answer adds at least 50 ms per pair to the wall time."""
-    m = model(coefficients=replace(IDEAL, step_overhead_s=0.001))
+    each pair after the last one's answer has left the API server."""
+    m = model(coefficients=replace(IDEAL, step_overhead_s=0.001, prefill_overhead_s=0.01))
     w = Workload(16, 1)
     free_mean, free_last = m.burst(8, w)
     gated_mean, gated_last = m.burst(8, w, instance_slots=2)
-    held_mean, held_last = m.burst(8, w, instance_slots=2, instance_hold_s=0.05)
+    _, lone_last = m.burst(1, w)
     assert gated_last > free_last and gated_mean > free_mean
-    # 4 rounds of 2: three of them wait for a hold to end first.
-    assert held_last >= gated_last + 3 * 0.05 - 1e-9
-    assert held_mean > gated_mean
-    # Slots at or above the cell change nothing; a hold with no limit is never asked for.
+    # 4 rounds of 2, each at least a lone request's time to its answer.
+    assert gated_last >= 4 * lone_last - 1e-9
+    # Slots at or above the cell change nothing.
     assert m.burst(8, w, instance_slots=8) == (free_mean, free_last)
+    assert m.burst(8, w, instance_slots=1)[1] >= 8 * lone_last - 1e-9
     with pytest.raises(ValueError, match="instance_slots"):
         m.burst(8, w, instance_slots=0)
-    with pytest.raises(ValueError, match="instance_hold_s"):
-        m.burst(8, w, instance_slots=2, instance_hold_s=-0.01)
-
-
-def test_a_platform_hold_takes_its_share_of_the_slots() -> None:
-    """A request keeping its platform slot ``hold`` beyond its answer leaves the engine
-    ``slots x e2e / (e2e + hold)`` sequences at full load: capacity falls by that share, a
-    short request loses more than a long one, and no hold changes nothing."""
-    base = model(max_num_seqs=8)
-    held = replace(base, instance_hold_s=0.1)
-    for w in (Workload(512, 128), Workload(128, 1)):
-        full = base.at_concurrency(8, w)
-        batch = held._slots_for(w)
-        e2e = held._closed(batch, w).e2e_s
-        assert batch == pytest.approx(8 * e2e / (e2e + 0.1), rel=1e-4)
-        assert held.capacity_rps(w) < base.capacity_rps(w)
-        assert full.batch == 8
-    long_share = held.capacity_rps(Workload(512, 128)) / base.capacity_rps(Workload(512, 128))
-    short_share = held.capacity_rps(Workload(128, 1)) / base.capacity_rps(Workload(128, 1))
-    assert short_share < long_share < 1.0
-    assert replace(base, instance_hold_s=0.0).capacity_rps(W) == base.capacity_rps(W)
-    with pytest.raises(ValueError, match="instance_hold_s"):
-        replace(base, instance_hold_s=-1.0)
-
-
-def test_cloud_run_stacks_carry_the_derived_hold_and_others_none() -> None:
-    from serving.capacity.perf_validation import derived_instance_hold
-
-    hold = derived_instance_hold("cloud-run")
-    assert hold is not None and hold > 0
-    for stack, expected in (("l4", hold), ("rtx6000", hold), ("gke-l4", 0.0), ("tpu-v6e1", 0.0)):
-        m, _ = model_for_settings(load_stack_settings(stack))
-        assert m.instance_hold_s == expected, stack

@@ -37,7 +37,6 @@ prompt tokens).
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import statistics
@@ -331,11 +330,6 @@ class StepModel:
     #: Serial time the API server spends on each request (HTTP, tokenising, the response),
     #: seconds: one process does it for every request, so it caps the rate at 1 / this.
     server_request_s: float = 0.0
-    #: Time a request keeps its platform slot beyond the engine's answer (Cloud Run's own
-    #: time inside the instance), seconds. The platform's slots are the engine's (this
-    #: project's Cloud Run stacks set concurrency to max_num_seqs), so at full load the engine
-    #: runs only slots x e2e / (e2e + hold) sequences (:meth:`_slots_for`).
-    instance_hold_s: float = 0.0
     #: Share of the smaller of a step's compute and reads hidden under the larger: 0 (the
     #: default) adds them, which the published fall of MTP's speed-up with the batch asks for
     #: (module docstring); 1 is the roofline, the physical floor of a step.
@@ -344,8 +338,6 @@ class StepModel:
     def __post_init__(self) -> None:
         if not (isinstance(self.overlap, int | float) and 0.0 <= self.overlap <= 1.0):
             raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
-        if not (isinstance(self.instance_hold_s, int | float) and self.instance_hold_s >= 0.0):
-            raise ValueError(f"instance_hold_s must be at least 0, got {self.instance_hold_s!r}")
 
     def combine(self, compute_s: float, bytes_s: float) -> float:
         """A step's compute and reads together (without its constant)."""
@@ -639,21 +631,12 @@ class StepModel:
         fewer whole requests (set by :meth:`for_workload`)."""
         return self.max_num_seqs
 
-    def _engine_slots(self, w: Workload) -> float:
+    def _slots_for(self, w: Workload) -> float:
         """Sequences the engine can run at once: max_num_seqs, or what the KV cache holds."""
         top = float(self.max_num_seqs)
         if self.kv_capacity_tokens:
             top = min(top, max(1.0, self.kv_capacity_tokens / (w.prompt_tokens + w.output_tokens)))
         return top
-
-    def _slots_for(self, w: Workload) -> float:
-        """Sequences the engine runs at full load: max_num_seqs, or what the KV cache holds,
-        less the share of the platform's slots held beyond the engine's answer
-        (:attr:`instance_hold_s`): ``b = slots x e2e(b) / (e2e(b) + hold)``, a fixed point
-        reached from above (e2e falls with the batch)."""
-        if not self.instance_hold_s:
-            return self._engine_slots(w)
-        return _held_slots(self, w)
 
     def at_concurrency(self, concurrency: float, w: Workload) -> Point:
         """Closed loop: ``concurrency`` requests in flight at the engine, each client sending
@@ -739,7 +722,6 @@ class StepModel:
         return_gap_s: float = 0.0,
         send_gap_s: float = 0.0,
         instance_slots: int | None = None,
-        instance_hold_s: float = 0.0,
     ) -> tuple[float, float]:
         """``requests`` sent by one client, none after: (mean latency of a request from when
         the client started its timer, the front end left out; time from the first arrival
@@ -758,19 +740,16 @@ class StepModel:
         ``instance_slots``: the platform lets at most this many requests into the instance at
         once (Cloud Run's container concurrency; None: no such limit); the others wait in the
         platform's queue, in arrival order. A request holds its slot from when it is let in
-        until ``instance_hold_s`` after its answer has left the API server (the platform's own
-        time inside the instance: the hop from its queue to the container and the answer's way
-        out), so the next one enters the engine at the step after: below the engine's slots,
-        that limit, not the engine, sets the rate."""
+        until its answer has left the API server (the engine's last step plus the per-request
+        overhead), so the next one enters the engine at the step after: below the engine's
+        slots, that limit, not the engine alone, sets the rate."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")
         if instance_slots is not None and instance_slots < 1:
             raise ValueError(f"instance_slots must be at least 1, got {instance_slots}")
-        if instance_hold_s < 0:
-            raise ValueError(f"instance_hold_s must be at least 0, got {instance_hold_s}")
         k = self._k
-        top = int(self._engine_slots(w))
+        top = int(self._slots_for(w))
         p = max(1, w.prompt_tokens - cached_prompt_tokens)
         context = w.prompt_tokens + w.output_tokens / 2.0
         out = requests if client_slots is None else max(1, min(requests, client_slots))
@@ -825,10 +804,10 @@ class StepModel:
                 answered = now + self.coefficients.prefill_overhead_s
                 latencies.append(answered - clock[r])
                 last = max(last, answered)
-                # Its instance slot is let go once the answer has left the instance.
+                # Its instance slot is let go once the answer has left the API server.
                 held.remove(math.inf)
                 heapq.heapify(held)
-                heapq.heappush(held, answered + instance_hold_s)
+                heapq.heappush(held, answered)
                 if sent < requests:
                     # The answer frees a client slot: the next request's clock starts when it
                     # gets back; it leaves once the client is free and arrives after the gap.
@@ -837,21 +816,6 @@ class StepModel:
                     heapq.heappush(pending, (free, sent))
                     sent += 1
         return statistics.fmean(latencies), last
-
-
-@functools.lru_cache(maxsize=1024)
-def _held_slots(model: StepModel, w: Workload) -> float:
-    """:meth:`StepModel._slots_for` with a hold: the fixed point ``b = slots x e2e(b) /
-    (e2e(b) + hold)`` (cached: a plan asks for it hundreds of times per workload)."""
-    top = model._engine_slots(w)
-    batch = top
-    for _ in range(50):
-        e2e = model._closed(batch, w).e2e_s
-        nxt = max(1.0, top * e2e / (e2e + model.instance_hold_s))
-        if abs(nxt - batch) < 1e-6 * batch:
-            return nxt
-        batch = nxt
-    return batch
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,7 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
-from serving.capacity.perf_validation import (
-    decode_validated,
-    derived_band,
-    derived_instance_hold,
-    front_end,
-)
+from serving.capacity.perf_validation import decode_validated, derived_band, front_end
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
@@ -139,9 +134,6 @@ def model_for_settings(
             f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
         front_end_s=front,
-        # The platform's own time inside the instance, which holds one of its slots (Cloud
-        # Run's concurrency, equal to max-num-seqs): DERIVED from the published rows.
-        instance_hold_s=derived_instance_hold(settings.deploy_platform) or 0.0,
         kv_capacity_tokens=(
             float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
         ),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -30,6 +30,7 @@ from serving.catalog.models import MODELS
 __all__ = [
     "COVERAGE",
     "MAX_SEND_GAP_S",
+    "MAX_STEP_EXTRA_S",
     "ClientTerms",
     "RowCheck",
     "check_rows",
@@ -38,11 +39,11 @@ __all__ = [
     "derived_client_terms",
     "derived_front_end",
     "derived_in_flight_cap",
-    "derived_instance_hold",
     "derived_send_gap",
     "fit_client_terms",
     "front_end",
     "model_for_config",
+    "setup_step_extra",
     "summary",
 ]
 
@@ -62,9 +63,10 @@ def _fit_rows() -> list[dict[str, Any]]:
     return [r for r in _validation()["rows"] if not r["holdout"]]
 
 
-def model_for_config(name: str) -> StepModel:
+def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     """The engine of one measured configuration with the uncalibrated priors (no front end:
-    :func:`predict_row` adds the platform's)."""
+    :func:`predict_row` adds the platform's), each step ``step_extra_s`` longer for a setup
+    whose own step constant is DERIVED (None: the evidence file's, :func:`setup_step_extra`)."""
     from serving.capacity.evidence import accepted_length, efficiency_prior, mtp_prior_acceptance
     from serving.capacity.shapes import device_for, shape_for
 
@@ -74,10 +76,12 @@ def model_for_config(name: str) -> StepModel:
     drafts = int(cfg["mtp_drafts"])
     drafter = MODELS[_DRAFTER] if drafts else None
     bandwidth, _, _ = efficiency_prior(card, profile)
+    extra = setup_step_extra(name) if step_extra_s is None else step_extra_s
+    prior = Coefficients(bandwidth_efficiency=bandwidth)
     return StepModel(
         shape=shape_for(card, cfg["kv_cache_dtype"], "auto", drafter),
         device=device_for(profile),
-        coefficients=Coefficients(bandwidth_efficiency=bandwidth),
+        coefficients=replace(prior, step_overhead_s=prior.step_overhead_s + extra),
         max_num_seqs=int(cfg["max_num_seqs"]),
         max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
         speculation=(
@@ -91,9 +95,9 @@ def _engine_burst(
     in_flight: int | None,
     gap_s: float,
     send_gap_s: float = 0.0,
-    hold_s: float = 0.0,
+    step_extra_s: float | None = None,
 ) -> tuple[float, float]:
-    model = model_for_config(row["config"])
+    model = model_for_config(row["config"], step_extra_s)
     slots = _validation()["configs"][row["config"]].get("instance_concurrency")
     w = Workload(int(row["prompt_tokens"]), int(row["output_tokens"]))
     return model.burst(
@@ -104,7 +108,6 @@ def _engine_burst(
         return_gap_s=gap_s,
         send_gap_s=send_gap_s,
         instance_slots=None if slots is None else int(slots),
-        instance_hold_s=hold_s if slots is not None else 0.0,
     )
 
 
@@ -121,105 +124,102 @@ class ClientTerms:
     #: does its TLS handshake and writes its request in turn); 0 for a client whose setups
     #: do not say ``serial_send: derived``.
     send_gap_s: float
-    #: The platform whose instance limit (``instance_concurrency``) the client's setups ran
-    #: behind, and the time a request keeps that slot beyond the engine's answer (0, None:
-    #: no such limit).
-    platform: str | None
-    instance_hold_s: float
+    #: The one setup of the client's whose server settings were not recorded as the rows
+    #: ran (``step_extra: derived``), and the time each of its steps takes beyond the priors
+    #: (None, 0: no such setup).
+    setup: str | None
+    step_extra_s: float
 
 
 #: The most the joint fit gives a client's serial time per request, seconds (a TLS handshake
 #: and a request write on one thread take milliseconds; 50 ms would be a broken client).
 MAX_SEND_GAP_S = 0.05
+#: The most the joint fit adds to a setup's step, seconds: vLLM without CUDA graphs
+#: (``--enforce-eager``) launches every kernel of every layer from Python each step, tens of
+#: milliseconds on a few vCPUs; 50 ms would be more than the step itself.
+MAX_STEP_EXTRA_S = 0.05
 
 
-def _row_cost(row: dict[str, Any], send_gap_s: float, hold_s: float) -> float:
-    check = _predict(row, send_gap_s, hold_s)
+def _row_cost(row: dict[str, Any], send_gap_s: float, step_extra_s: float | None) -> float:
+    check = _predict(row, send_gap_s, step_extra_s)
     return sum(math.log(r) ** 2 for r in check.ratios())
 
 
 def derived_client_terms(client: str) -> ClientTerms:
     """The client's terms as the evidence file records them (``validation.derived_terms``):
-    :func:`fit_client_terms`'s result, stored so that a plan does not repeat a search of a
-    few seconds; tests/test_perf_validation.py holds the file to the fit."""
+    :func:`fit_client_terms`'s result, stored so that reading the validation does not repeat
+    a search of a second or two; tests/test_perf_validation.py holds the file to the fit."""
     entry = _validation()["derived_terms"].get(client)
     if entry is None:
         raise ValueError(
             f"client {client!r}: no derived terms in the evidence file's validation.derived_terms"
         )
-    return ClientTerms(
-        float(entry["send_gap_s"]), entry["platform"], float(entry["instance_hold_s"])
-    )
+    return ClientTerms(float(entry["send_gap_s"]), entry["setup"], float(entry["step_extra_s"]))
+
+
+def setup_step_extra(config: str) -> float:
+    """What each step of setup ``config`` takes beyond the priors: DERIVED (stored) for the
+    setup whose client's terms name it, 0 for every other."""
+    cfg = _validation()["configs"][config]
+    if cfg.get("step_extra") != "derived":
+        return 0.0
+    terms = derived_client_terms(cfg["client"]["name"])
+    return terms.step_extra_s if terms.setup == config else 0.0
 
 
 @cache
 def fit_client_terms(client: str) -> ClientTerms:
-    """The client's serial time per request and, where its setups ran behind an instance
-    limit, the platform's hold, DERIVED together from the fit rows of every setup that client
-    measured: the pair that minimises the squared log error of every fit figure (latency and
-    req/s), searched on a grid (send gap 0 to :data:`MAX_SEND_GAP_S`, hold 0 to the platform's
-    front end: a request cannot spend longer inside the instance than its whole way through
-    the platform), then on a grid 5 times finer around the best. Fitted together because
-    each explains a cell's wall time: fitted apart, each would take the other's share."""
+    """The client's serial time per request and, for the one setup of its whose server
+    settings were not recorded (``step_extra: derived``), that setup's extra time per step,
+    DERIVED together from the fit rows of every setup that client measured: the pair that
+    minimises the squared log error of every fit figure (latency and req/s), searched on a
+    grid (send gap 0 to :data:`MAX_SEND_GAP_S`, extra step 0 to :data:`MAX_STEP_EXTRA_S`),
+    then on a grid 5 times finer around the best. Fitted together because each explains a
+    cell's wall time: fitted apart, each would take the other's share."""
     rows = [r for r in _fit_rows() if _client_of(r)["name"] == client]
     if not rows:
         raise ValueError(f"client {client!r}: no fit rows to derive its terms from")
     configs = _validation()["configs"]
     derive_gap = any(_client_of(r).get("serial_send") == "derived" for r in rows)
-    gated = {
-        configs[r["config"]]["platform"]
-        for r in rows
-        if configs[r["config"]].get("instance_concurrency") is not None
-    }
-    if len(gated) > 1:
-        raise ValueError(f"client {client!r}: setups behind instance limits on {sorted(gated)}")
-    platform = next(iter(gated), None)
+    doubtful = sorted(
+        {r["config"] for r in rows if configs[r["config"]].get("step_extra") == "derived"}
+    )
+    if len(doubtful) > 1:
+        raise ValueError(f"client {client!r}: more than one setup to derive a step for")
+    setup = doubtful[0] if doubtful else None
     gap_top = MAX_SEND_GAP_S if derive_gap else 0.0
-    hold_top = platform_front_end(platform) if platform is not None else 0.0
+    extra_top = MAX_STEP_EXTRA_S if setup is not None else 0.0
 
     def cost(pair: tuple[float, float]) -> float:
-        return sum(_row_cost(r, pair[0], pair[1]) for r in rows)
+        return sum(_row_cost(r, pair[0], pair[1] if r["config"] == setup else 0.0) for r in rows)
 
     def grid(centre: float, step: float, top: float, points: int) -> list[float]:
         values = {min(top, max(0.0, centre + i * step)) for i in range(-points, points + 1)}
         return sorted(values)
 
-    gap_step, hold_step = gap_top / 20, hold_top / 12
+    gap_step, extra_step = gap_top / 20, extra_top / 10
     best = min(
         (
-            (g, h)
+            (g, e)
             for g in grid(0.0, gap_step, gap_top, 20)
-            for h in grid(0.0, hold_step, hold_top, 12)
+            for e in grid(0.0, extra_step, extra_top, 10)
         ),
         key=cost,
     )
     best = min(
         (
-            (g, h)
+            (g, e)
             for g in grid(best[0], gap_step / 5, gap_top, 5)
-            for h in grid(best[1], hold_step / 5, hold_top, 5)
+            for e in grid(best[1], extra_step / 5, extra_top, 5)
         ),
         key=cost,
     )
-    return ClientTerms(round(best[0], 6), platform, round(best[1], 6))
+    return ClientTerms(round(best[0], 6), setup, round(best[1], 6))
 
 
 def derived_send_gap(client: str) -> float:
     """The client's serial time per request (:func:`derived_client_terms`)."""
     return derived_client_terms(client).send_gap_s
-
-
-def derived_instance_hold(platform: str) -> float | None:
-    """The time a request keeps its instance slot on ``platform`` beyond the engine's answer,
-    DERIVED by :func:`derived_client_terms` from the clients that measured setups behind that
-    platform's instance limit (the median over them; None: no such client)."""
-    clients = sorted({_client_of(r)["name"] for r in _fit_rows()})
-    holds = [
-        t.instance_hold_s
-        for t in (derived_client_terms(c) for c in clients)
-        if t.platform == platform
-    ]
-    return statistics.median(holds) if holds else None
 
 
 @cache
@@ -310,10 +310,10 @@ class RowCheck:
         )
 
 
-def _predict(row: dict[str, Any], send_gap_s: float, hold_s: float) -> RowCheck:
+def _predict(row: dict[str, Any], send_gap_s: float, step_extra_s: float | None) -> RowCheck:
     cfg = _validation()["configs"][row["config"]]
     f = platform_front_end(cfg["platform"])
-    mean, last = _engine_burst(row, _in_flight(row), f, send_gap_s, hold_s)
+    mean, last = _engine_burst(row, _in_flight(row), f, send_gap_s, step_extra_s)
     return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
 
 
@@ -323,8 +323,7 @@ def predict_row(row: dict[str, Any]) -> RowCheck:
     one is answered, behind the setup's instance limit. Mean latency at the client = front
     end + the engine's mean; req/s = requests over the front end plus the time until the last
     answer. The client's terms are :func:`derived_client_terms`."""
-    terms = derived_client_terms(_client_of(row)["name"])
-    return _predict(row, terms.send_gap_s, terms.instance_hold_s)
+    return _predict(row, derived_send_gap(_client_of(row)["name"]), None)
 
 
 @cache
@@ -468,13 +467,18 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
             f"{client['output_tokens']} output token(s); {client['connection']}; "
             f"{client['prefix_cache']}; {client['serial_note']}. Its serial time per request: "
             f"**{terms.send_gap_s * 1000:.1f} ms, DERIVED** "
-            + ("with the platform's instance hold " if terms.platform is not None else "")
+            + (f"with setup `{terms.setup}`'s step " if terms.setup is not None else "")
             + "from the fit rows of every setup it measured (below)."
             + (
-                f" Instance limit: {slots} requests at once (the platform's own queue holds "
-                "the rest, in order); each keeps its slot "
-                f"**{terms.instance_hold_s * 1000:.0f} ms, DERIVED**, beyond the engine's answer."
+                f" Cloud Run lets {slots} requests into the instance at once (its own queue holds "
+                "the rest, in order; a slot frees when the answer leaves the API server)."
                 if slots is not None
+                else ""
+            )
+            + (
+                f" Each step takes **{setup_step_extra(name) * 1000:.1f} ms, DERIVED**, beyond "
+                "the priors: the server settings of these cells were not recorded."
+                if cfg.get("step_extra") == "derived"
                 else ""
             )
             + (
@@ -483,20 +487,20 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
                 if cap is not None
                 else ""
             )
+            + (f" Doubt: {cfg['doubt']}." if cfg.get("doubt") else "")
             + (f" Doubt: {client['doubt']}." if client.get("doubt") else ""),
         ]
     lines += [
         "",
-        "A client's serial time per request and the time a request keeps its Cloud Run slot "
-        "beyond the engine's answer both lengthen a cell's wall time, so they are fitted "
-        "together: the pair that minimises the squared log error of every fit figure of that "
-        f"client (send gap 0 to {MAX_SEND_GAP_S * 1000:.0f} ms; hold 0 to the platform's "
-        "front end, since a request cannot spend longer inside the instance than its whole "
-        "way through the platform), on a grid, then a finer one around the best. The `l4` "
-        "setup's Cloud Run concurrency (4) is below its engine's slots (8), so there the hold, "
-        "not the engine, sets the rate; the `rtx` setup's (16) is above its 8. The product "
-        "uses the same hold on its Cloud Run stacks, whose concurrency equals max-num-seqs "
-        "(`gemma4 plan`: at full load the engine runs slots x e2e / (e2e + hold) sequences).",
+        "A client's serial time per request and the extra time per step of a setup whose "
+        "server settings were not recorded both lengthen a cell's wall time, so they are "
+        "fitted together: the pair that minimises the squared log error of every fit figure "
+        f"of that client (send gap 0 to {MAX_SEND_GAP_S * 1000:.0f} ms, extra step 0 to "
+        f"{MAX_STEP_EXTRA_S * 1000:.0f} ms), on a grid, then a finer one around the best. The "
+        "extra step belongs to that setup's rows alone: `gemma4 plan` predicts this project's "
+        "stacks, whose vLLM settings are known, with the priors. The `l4` setup's Cloud Run "
+        "concurrency (4) is below its engine's slots (8), so there the instance limit, not the "
+        "engine alone, sets the rate; the `rtx` setup's (16) is above its 8.",
     ]
     derived = [
         (platform, derived_front_end(platform))

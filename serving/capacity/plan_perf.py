@@ -125,9 +125,6 @@ def performance(
         "front_end_ms": front * 1000.0,
         "front_end_measured": front_measured,
         "front_end_source": front_source,
-        # Time a request keeps its Cloud Run slot beyond the engine's answer (DERIVED from
-        # the published rows; 0 off Cloud Run): part of the capacity above.
-        "instance_hold_ms": model.instance_hold_s * 1000.0,
         "latency_view": "client (engine + front end)",
         "mtp": mtp,
         "curve": curve,
