@@ -22,6 +22,7 @@ hardware + checkpoint + vLLM release, with their provenance (which run, when, wh
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -207,7 +208,20 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
     bounded pattern search over the three efficiencies (0, 1] (log scale) and the two
     constants [0, 10] s, minimising :func:`_loss` through the full step model. A fit that
-    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused."""
+    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused.
+
+    A pure function of its arguments (frozen values), so a process asked the same fit twice
+    (scripts/synthetic_calibration.py fits, then calibrates the same cells) computes it once;
+    a refusal is raised each time."""
+    cells = tuple(obs)
+    try:
+        hash((base, cells))
+    except TypeError:  # a model holding something mutable: no cache, the same answer
+        return _fit(base, cells)
+    return _cached_fit(base, cells)
+
+
+def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
@@ -233,6 +247,11 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
         values = _search(base, obs, values, names, make, losses)
     return _checked(base, obs, values, make)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
+    return _fit(base, obs)
 
 
 def _search(
