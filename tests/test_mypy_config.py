@@ -51,7 +51,10 @@ def used_subpackages(files: list[Path], root: Path = ROOT) -> dict[str, str]:
     `from sdk.sub... import x`, and `alias.sub` after `import sdk as alias`."""
     used: dict[str, str] = {}
     for path in files:
-        tree = ast.parse(path.read_text(), str(path))
+        text = path.read_text()
+        if not any(sdk in text for sdk in SDKS):  # no import of either can be in it
+            continue
+        tree = ast.parse(text, str(path))
         aliases: dict[str, str] = {}
         for node in ast.walk(tree):
             where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
@@ -85,11 +88,14 @@ def used_subpackages(files: list[Path], root: Path = ROOT) -> dict[str, str]:
 
 
 def _python_files() -> list[Path]:
-    skip = {".venv", ".git", "build", "site", "node_modules"}
+    """Every Python file of the repository outside hidden folders (`.venv`, `.git`) and
+    build outputs."""
+    skip = {"build", "site", "node_modules"}
     return [
-        p
-        for p in sorted(ROOT.rglob("*.py"))
-        if not skip & set(p.relative_to(ROOT).parts) and not p.name.startswith(".")
+        path
+        for top in sorted(ROOT.iterdir())
+        if not top.name.startswith(".") and top.name not in skip
+        for path in ([top] if top.suffix == ".py" else sorted(top.rglob("*.py")))
     ]
 
 
