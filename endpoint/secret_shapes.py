@@ -40,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import gzip
 import io
 import itertools
@@ -489,7 +490,26 @@ class _Work:
         return self.decodings >= 0 and self.chars >= 0
 
 
+#: Longest text whose verdict is kept (most values are short: names, labels, flags), and how
+#: many are kept: a preview judges the same values in several policies, and a process that
+#: previews again (the MCP server, a test) judges them again; at most 32 MiB of texts are held.
+_CACHED_CHARS = 2048
+_CACHED_TEXTS = 16384
+
+
 def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None) -> str | None:
+    if depth == 0 and work is None and len(text) <= _CACHED_CHARS:
+        # A whole search from the top is a pure function of the text: the same verdict.
+        return _find_cached(text, entropy)
+    return _scan(text, depth, entropy, work)
+
+
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
+def _find_cached(text: str, entropy: bool) -> str | None:
+    return _scan(text, 0, entropy, None)
+
+
+def _scan(text: str, depth: int, entropy: bool, work: _Work | None) -> str | None:
     work = work or _Work()
     text = text[:MAX_SCAN_CHARS]
     label = _shape(text)

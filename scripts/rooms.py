@@ -66,24 +66,49 @@ def room(module: str, path: Path) -> str:
     return parts[0]
 
 
+_Statement = tuple[int | None, str | None, tuple[str, ...], int]
+"""An import statement: (level, module, names, line); level None for `import`."""
+
+#: Source text -> its import statements, in `ast.walk` order. Tests copy the tree with one file
+#: changed and read every file again: each text is parsed once (bounded: cleared when full).
+_IMPORTS: dict[str, tuple[_Statement, ...]] = {}
+
+
+def _import_statements(path: Path) -> tuple[_Statement, ...]:
+    text = path.read_text()
+    found = _IMPORTS.get(text)
+    if found is None:
+        statements: list[_Statement] = []
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.Import):
+                statements.append((None, None, tuple(a.name for a in node.names), node.lineno))
+            elif isinstance(node, ast.ImportFrom):
+                names = tuple(a.name for a in node.names)
+                statements.append((node.level, node.module, names, node.lineno))
+        if len(_IMPORTS) >= 4096:
+            _IMPORTS.clear()
+        found = _IMPORTS[text] = tuple(statements)
+    return found
+
+
 def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
     """Every name an `import` or `from` statement anywhere in the file imports (module level,
     function level, under `if TYPE_CHECKING:` alike), absolute, with its line; for `from X
     import y`, X too (its `__init__` runs)."""
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                origin = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                origin = node.module or ""
-            yield origin, node.lineno
-            for alias in node.names:
-                yield f"{origin}.{alias.name}", node.lineno
+    for level, name, names, line in _import_statements(path):
+        if level is None:
+            for alias in names:
+                yield alias, line
+            continue
+        if level:
+            base = package[: len(package) - (level - 1)]
+            origin = ".".join([*base, *([name] if name else [])])
+        else:
+            origin = name or ""
+        yield origin, line
+        for alias in names:
+            yield f"{origin}.{alias}", line
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:

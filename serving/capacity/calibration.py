@@ -22,6 +22,7 @@ hardware + checkpoint + vLLM release, with their provenance (which run, when, wh
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -207,7 +208,20 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
     bounded pattern search over the three efficiencies (0, 1] (log scale) and the two
     constants [0, 10] s, minimising :func:`_loss` through the full step model. A fit that
-    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused."""
+    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused.
+
+    A pure function of its arguments (frozen values), so a process asked the same fit twice
+    (scripts/synthetic_calibration.py fits, then calibrates the same cells) computes it once;
+    a refusal is raised each time."""
+    cells = tuple(obs)
+    try:
+        hash((base, cells))
+    except TypeError:  # a model holding something mutable: no cache, the same answer
+        return _fit(base, cells)
+    return _cached_fit(base, cells)
+
+
+def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
@@ -226,9 +240,18 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     # a local minimum 100x worse than the truth on a synthetic run with known coefficients.
     decode = ("bandwidth_efficiency", "step_overhead_s")
     prefill = ("prefill_compute_efficiency", "prefill_overhead_s")
+    # The loss of each point tried, by its coefficients: the search comes back to points it
+    # has tried (a step back from where it moved, each stage's start), and the loss is a pure
+    # function of the coefficients for this base and these cells.
+    losses: dict[tuple[tuple[str, float], ...], float] = {}
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
-        values = _search(base, obs, values, names, make)
+        values = _search(base, obs, values, names, make, losses)
     return _checked(base, obs, values, make)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
+    return _fit(base, obs)
 
 
 def _search(
@@ -237,14 +260,22 @@ def _search(
     start: Mapping[str, float],
     names: Sequence[str],
     make: Any,
+    losses: dict[tuple[tuple[str, float], ...], float],
 ) -> dict[str, float]:
     """Pattern search over ``names`` from ``start`` (efficiencies in log steps within (0, 1],
-    constants in [0, 10] s)."""
+    constants in [0, 10] s); ``losses`` holds the loss of each point already tried."""
+
+    def loss(v: Mapping[str, float], c: Coefficients) -> float:
+        key = tuple(sorted(v.items()))
+        if key not in losses:
+            losses[key] = _loss(base, obs, c)
+        return losses[key]
+
     values = dict(start)
     steps = {name: 0.5 if name in _LOG else 0.01 for name in names}
     current = make(values)
     assert current is not None
-    best = _loss(base, obs, current)
+    best = loss(values, current)
     for _ in range(400):
         improved = False
         for name in names:
@@ -259,9 +290,9 @@ def _search(
                 c = make(trial)
                 if c is None:
                     continue
-                loss = _loss(base, obs, c)
-                if loss < best - 1e-15:
-                    values, best, improved = trial, loss, True
+                tried = loss(trial, c)
+                if tried < best - 1e-15:
+                    values, best, improved = trial, tried, True
                     break
         if not improved:
             for name in steps:

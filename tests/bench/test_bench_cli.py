@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
 from tests.bench.conftest import MODEL, ServerFactory
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
 
@@ -78,6 +80,24 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     assert ids == ["c1-p8-o2", "c2-p8-o2"]
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished run (two cells against a fake server), the same for every test that
+    resumes a copy of it with something changed; its server is gone once it is written."""
+    server = FakeVllmServer(FakeVllmConfig(output_tokens=2))
+    server.start()
+    out = tmp_path_factory.mktemp("finished") / "run"
+    base = ["--prompt-tokens", "8", "--output-tokens", "2", "--concurrency", "1,2"]
+    try:
+        assert (
+            main(["run", "--url", server.url, "--model", MODEL, "--out", str(out), *base, *SMALL])
+            == 0
+        )
+    finally:
+        server.stop()
+    return out
+
+
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
@@ -90,15 +110,10 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     ],
 )
 def test_resume_refuses_what_differs(
-    fake_vllm: ServerFactory, tmp_path: Path, capsys, extra: list[str], field: str
+    finished_run: Path, tmp_path: Path, capsys, extra: list[str], field: str
 ) -> None:
-    server = fake_vllm(output_tokens=2)
     out = tmp_path / "run"
-    base = ["--prompt-tokens", "8", "--output-tokens", "2", "--concurrency", "1,2"]
-    assert (
-        main(["run", "--url", server.url, "--model", MODEL, "--out", str(out), *base, *SMALL]) == 0
-    )
-    capsys.readouterr()
+    shutil.copytree(finished_run, out)
     before = (out / "run.json").read_text()
     assert main(["run", "--resume", "--out", str(out), "--no-progress", *extra]) == 2
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ tells the truth, failures are kept, nothing secret is printed or written, memory
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from bench.cli import main
 from bench.results.store import RunStore
 from tests.bench.conftest import MODEL, ServerFactory
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 KEY = "bench-hostile-key-5c2e91"
 SMALL = ["--num-requests", "4", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
@@ -273,6 +275,25 @@ def test_a_huge_served_model_id_is_not_echoed_whole(
     assert len(out + err) < 5_000
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished run against a fake server, the same for every test that damages a copy
+    of it; its server is gone once it is written."""
+    server = FakeVllmServer(FakeVllmConfig(output_tokens=2))
+    server.start()
+    out = tmp_path_factory.mktemp("finished") / "run"
+    try:
+        assert (
+            main(
+                ["run", "--url", server.url, "--out", str(out), *SMALL, "--model", MODEL, *_grid()]
+            )
+            == 0
+        )
+    finally:
+        server.stop()
+    return out
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -283,11 +304,10 @@ def test_a_huge_served_model_id_is_not_echoed_whole(
     ],
 )
 def test_a_damaged_run_json_is_one_message(
-    fake_vllm: ServerFactory, tmp_path: Path, capsys, damage, message: str
+    finished_run: Path, tmp_path: Path, capsys, damage, message: str
 ) -> None:
-    server = fake_vllm(output_tokens=2)
     out = tmp_path / "run"
-    assert _run(capsys, server.url, out, "--model", MODEL, *_grid())[0] == 0
+    shutil.copytree(finished_run, out)
     run = json.loads((out / "run.json").read_text())
     (out / "run.json").write_text(json.dumps(damage(run)))
     code, _, err, _ = _bench(capsys, "run", "--resume", "--out", str(out), "--no-progress")

@@ -6,6 +6,8 @@ import asyncio
 import json
 import random
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from bench import Grid, SweepOptions, load_run, run_sweep
 from bench.load.sweep import probe
 from bench.results.store import StoreError
 from tests.bench.conftest import MODEL, ServerFactory
+from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False)
 
@@ -117,13 +120,32 @@ def test_interrupted_sweep_keeps_cells_and_resume_runs_the_rest(
     assert json.loads((out / "run.json").read_text())["resumed"] == 1
 
 
+TWO_CELLS = Grid((1, 2), (8,), (2,))
+
+
+@pytest.fixture(scope="module")
+def two_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeVllmServer, Path]]:
+    """A finished run of TWO_CELLS against a fake server that stays up for the module: the
+    tests below each tear or damage a copy of it, then resume it against that server."""
+    server = FakeVllmServer(FakeVllmConfig(output_tokens=2))
+    server.start()
+    out = tmp_path_factory.mktemp("two-cells") / "r"
+    main_loop = asyncio.get_event_loop_policy().get_event_loop()
+    try:
+        run_sweep(server.url, MODEL, TWO_CELLS, out, options=FAST)
+        asyncio.set_event_loop(main_loop)  # asyncio.run left the main thread without one
+        yield server, out
+    finally:
+        server.stop()
+
+
 def test_a_torn_last_record_is_dropped_and_its_cell_run_again(
-    fake_vllm: ServerFactory, tmp_path: Path
+    two_cells: tuple[FakeVllmServer, Path], tmp_path: Path
 ) -> None:
-    server = fake_vllm(output_tokens=2)
+    server, finished = two_cells
     out = tmp_path / "r"
-    grid = Grid((1, 2), (8,), (2,))
-    run_sweep(server.url, MODEL, grid, out, options=FAST)
+    grid = TWO_CELLS
+    shutil.copytree(finished, out)
     lines = (out / "cells.jsonl").read_text().splitlines(keepends=True)
     # A crash while the second cell's record was being written: half of it, no newline.
     (out / "cells.jsonl").write_text(lines[0] + lines[1][: len(lines[1]) // 2])
@@ -149,12 +171,12 @@ def test_a_torn_last_record_is_dropped_and_its_cell_run_again(
 
 
 def test_a_complete_last_record_without_newline_is_run_again(
-    fake_vllm: ServerFactory, tmp_path: Path
+    two_cells: tuple[FakeVllmServer, Path], tmp_path: Path
 ) -> None:
-    server = fake_vllm(output_tokens=2)
+    server, finished = two_cells
     out = tmp_path / "r"
-    grid = Grid((1, 2), (8,), (2,))
-    run_sweep(server.url, MODEL, grid, out, options=FAST)
+    grid = TWO_CELLS
+    shutil.copytree(finished, out)
     (out / "cells.jsonl").write_text((out / "cells.jsonl").read_text().rstrip("\n"))
     run = run_sweep(server.url, MODEL, grid, out, options=FAST, resume=True)
     lines = (out / "cells.jsonl").read_text().splitlines()
@@ -189,11 +211,11 @@ def test_resume_refuses_another_grid_url_or_options(
 
 
 def test_a_damaged_record_is_refused_with_its_line(
-    fake_vllm: ServerFactory, tmp_path: Path
+    two_cells: tuple[FakeVllmServer, Path], tmp_path: Path
 ) -> None:
-    server = fake_vllm(output_tokens=2)
+    server, finished = two_cells
     out = tmp_path / "r"
-    run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST)
+    shutil.copytree(finished, out)
     lines = (out / "cells.jsonl").read_text().splitlines()
     record = json.loads(lines[0])
     del record["prompt_tokens"]
@@ -202,7 +224,7 @@ def test_a_damaged_record_is_refused_with_its_line(
         load_run(out)
     (out / "cells.jsonl").write_text("{not json\n" + lines[1] + "\n")
     with pytest.raises(StoreError, match="line 1: not JSON"):
-        run_sweep(server.url, MODEL, Grid((1, 2), (8,), (2,)), out, options=FAST, resume=True)
+        run_sweep(server.url, MODEL, TWO_CELLS, out, options=FAST, resume=True)
 
 
 def test_spec_decode_acceptance_from_metrics_deltas(
