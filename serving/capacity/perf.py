@@ -40,6 +40,7 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -764,28 +765,26 @@ class StepModel:
         sent = out
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
-        held: list[float] = []  # when each instance slot in use is let go (a heap)
-        admitted: list[int] = []  # in the instance, waiting for an engine slot (in order)
+        inside = 0  # requests let into the instance and not yet answered
+        leaving: list[float] = []  # when each answered request's slot is let go (a heap)
+        admitted: deque[int] = deque()  # in the instance, waiting for an engine slot
         running: list[int] = []
         now = 0.0
         latencies: list[float] = []
         last = 0.0
         while pending or admitted or running:
-            while held and held[0] <= now:
-                heapq.heappop(held)
             if not running and not admitted:
                 # Idle: the next arrival, or (every instance slot held) the next slot let go.
                 now = max(now, pending[0][0])
-                if len(held) >= gate:
-                    now = max(now, held[0])
-                while held and held[0] <= now:
-                    heapq.heappop(held)
-            while pending and pending[0][0] <= now and len(held) < gate:
-                _, r = heapq.heappop(pending)
-                admitted.append(r)
-                heapq.heappush(held, math.inf)  # held until its answer (replaced then)
+                if inside + len(leaving) >= gate:
+                    now = max(now, leaving[0])
+            while leaving and leaving[0] <= now:
+                heapq.heappop(leaving)
+            while pending and pending[0][0] <= now and inside + len(leaving) < gate:
+                admitted.append(heapq.heappop(pending)[1])
+                inside += 1
             while admitted and len(running) < top:
-                running.append(admitted.pop(0))
+                running.append(admitted.popleft())
             decoding = [r for r in running if left_prompt[r] <= 0]
             budget = float(self.max_num_batched_tokens - len(decoding) * (1 + k))
             prefill = 0.0
@@ -805,9 +804,8 @@ class StepModel:
                 latencies.append(answered - clock[r])
                 last = max(last, answered)
                 # Its instance slot is let go once the answer has left the API server.
-                held.remove(math.inf)
-                heapq.heapify(held)
-                heapq.heappush(held, answered)
+                inside -= 1
+                heapq.heappush(leaving, answered)
                 if sent < requests:
                     # The answer frees a client slot: the next request's clock starts when it
                     # gets back; it leaves once the client is free and arrives after the gap.

@@ -8,11 +8,15 @@ ran: the requests it sent in the cell, the output tokens it asked for, how many 
 flight and where its timer started (conditions of the row, not of the product's predictions).
 :func:`summary` reports, per hardware, the median error and how many figures the band covers.
 
-Two terms are **derived** from published rows, from *fit* rows only
-(:func:`derived_front_end`, :func:`derived_in_flight_cap`); the *holdout* rows set nothing
-and are reported apart. The band of a hardware (:func:`derived_band`) is the smallest relative
-half-width covering 80 % of all its figures. ``scripts/perf_docs.py`` renders all of it into
-docs/performance-model.md; ``tests/test_perf_docs.py`` holds the page to the code.
+Terms only the published rows can give are **derived** from *fit* rows only: a platform's
+front end (:func:`derived_front_end`), a client's in-flight cap (:func:`derived_in_flight_cap`),
+and, fitted together, a client's serial time per request and the extra step of a setup whose
+server settings were not recorded (:func:`fit_client_terms`, stored in the evidence file); the
+*holdout* rows set nothing and are reported apart. Each setup runs behind its recorded Cloud
+Run concurrency (``instance_concurrency``). The band of a hardware (:func:`derived_band`) is
+the smallest relative half-width covering 80 % of all its figures. ``scripts/perf_docs.py``
+renders all of it into docs/performance-model.md; ``tests/test_perf_docs.py`` holds the page
+to the code.
 """
 
 from __future__ import annotations
@@ -342,8 +346,8 @@ def _covering(ratios: list[float], share: float = COVERAGE) -> float:
 @cache
 def derived_band(hardware: str) -> float | None:
     """The band of ``hardware``: the smallest relative half-width covering :data:`COVERAGE`
-    of every published figure for it (fit and holdout rows: the fit rows alone set only the
-    API server's rate, and a band drawn from them would look more certain than the evidence).
+    of every published figure for it (fit and holdout rows: the fit rows also set the derived
+    terms, and a band drawn from them alone would look more certain than the evidence).
     None: no rows for it."""
     ratios = [r for c in check_rows() if c.hardware == hardware for r in c.ratios()]
     return _covering(ratios) if ratios else None
