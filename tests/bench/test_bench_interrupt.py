@@ -47,9 +47,7 @@ def _sigint_default() -> None:
 def test_ctrl_c_prints_one_clean_message(
     tmp_path: Path, extra: tuple[str, ...], after_s: float, sent: int
 ) -> None:
-    # 64 tokens 50 ms apart: a request takes 3.2 s, so a loaded machine that delays this test
-    # by a second or two still interrupts the run mid-way, not after it finished.
-    config = FakeVllmConfig(served_model_name="m", itl_s=0.05, output_tokens=64)
+    config = FakeVllmConfig(served_model_name="m", itl_s=0.02, output_tokens=64)
     with FakeVllmServer(config) as fake:
         out = tmp_path / "run"
         argv = [sys.executable, "-m", "bench", "run", "--url", fake.url, "--model", "m"]
