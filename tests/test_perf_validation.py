@@ -46,9 +46,10 @@ def edited(
     _clear()
 
 
-def _derived() -> tuple[float | None, int | None, pv.ClientTerms, pv.ClientTerms]:
+def _derived() -> tuple[float | None, float | None, int | None, pv.ClientTerms, pv.ClientTerms]:
     return (
         pv.derived_front_end("tpu-vm"),
+        pv.derived_front_end("cloud-run"),
         pv.derived_in_flight_cap("tpu"),
         pv.fit_client_terms("sweep"),
         pv.fit_client_terms("grid"),
@@ -126,6 +127,62 @@ def test_a_derived_front_end_is_labelled_and_used_by_the_product() -> None:
     assert not measured and "DERIVED" in source
     assert seconds == pv.derived_front_end("tpu-vm")
     assert seconds >= 0.0
+
+
+def test_cloud_runs_front_end_is_its_one_user_fit_cells(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
+    """Cloud Run's front end is DERIVED from the fit cells with one request in flight (the
+    recorded FP8 grid's), the product uses it, and it moves with those cells alone."""
+    seconds, measured, source = pv.front_end("cloud-run")
+    assert not measured and source.startswith("DERIVED")
+    one_user = [
+        r
+        for r in evidence()["validation"]["rows"]
+        if not r["holdout"] and r["concurrency"] == 1 and r["config"].startswith(("rtx", "l4"))
+    ]
+    assert len(one_user) >= 3
+    # Published one-user latency minus a short engine time: within the cells' own range.
+    assert (
+        min(r["latency_s"] for r in one_user) - 0.05
+        < seconds
+        < max(r["latency_s"] for r in one_user)
+    )
+
+    def later(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            if not row["holdout"] and row["concurrency"] == 1 and row["config"] == "rtx-fp8":
+                row["latency_s"] += 0.1
+
+    edited(later)
+    assert pv.front_end("cloud-run")[0] == pytest.approx(seconds + 0.1)
+
+
+def test_gkes_front_end_stands_in_from_cloud_runs() -> None:
+    """One default: GKE's stand-in is Cloud Run's front end plus the endpoint picker's time,
+    so a change to Cloud Run's evidence reaches it."""
+    entry = evidence()["front_end"]["gke"]
+    seconds, measured, source = pv.front_end("gke")
+    assert not measured and "stand-in" in source.lower()
+    assert seconds == pytest.approx(pv.front_end("cloud-run")[0] + float(entry["plus_seconds"]))
+
+
+def test_a_setup_served_in_another_weight_format_uses_its_own_bytes() -> None:
+    """The FP8 setup's vLLM quantised a bf16 checkpoint as it loaded it: its model reads the
+    setup's weight bytes, not the catalogue's bf16 24 GB, and its kernel path (fp8 on
+    Blackwell) has no published prior, so the generic one stands in."""
+    from serving.capacity.evidence import efficiency_prior
+    from serving.catalog.hardware import HARDWARE
+    from serving.catalog.models import MODELS
+
+    cfg = evidence()["validation"]["configs"]["rtx-fp8"]
+    model = pv.model_for_config("rtx-fp8")
+    catalogue = MODELS[cfg["checkpoint"]]
+    assert model.shape.weight_bytes == pytest.approx(cfg["weights"]["bytes"])
+    assert catalogue.weight_bytes > 1.5 * cfg["weights"]["bytes"]
+    efficiency, measured, source = efficiency_prior(catalogue, HARDWARE["rtx-pro-6000"], "fp8")
+    assert not measured and "fp8" in source
+    assert model.coefficients.bandwidth_efficiency == efficiency
 
 
 def test_each_row_sends_what_its_client_script_sends() -> None:

@@ -58,19 +58,26 @@ def accepted_length(acceptance: float, drafts: int) -> float:
 def front_end(platform: str) -> tuple[float, bool, str]:
     """(seconds, measured, source) the client sees on top of the engine on ``platform``, for
     an entry that states its seconds. An entry that says ``derived`` takes them from the
-    validation's fit rows: :func:`serving.capacity.perf_validation.front_end` resolves it."""
+    validation's fit rows, one that says ``stand_in`` from another platform's:
+    :func:`serving.capacity.perf_validation.front_end` resolves both."""
     entry = evidence()["front_end"][platform]
-    if "derived" in entry:
+    if "derived" in entry or "stand_in" in entry:
+        how = entry.get("derived") or f"{entry['stand_in']}'s"
         raise ValueError(
-            f"front end of {platform!r} is derived from {entry['derived']}: "
+            f"front end of {platform!r} is derived from {how}: "
             "serving.capacity.perf_validation.front_end resolves it"
         )
     return float(entry["seconds"]), bool(entry["measured"]), str(entry["source"])
 
 
-def kernel_path(card: ModelCard, profile: HardwareProfile) -> tuple[str, str, str]:
-    """(weight format, accelerator generation, backend) of a checkpoint on a hardware."""
-    weights = "w4a16" if card.quantization is Quantization.W4A16_COMPRESSED_TENSORS else "bf16"
+def kernel_path(
+    card: ModelCard, profile: HardwareProfile, weights: str | None = None
+) -> tuple[str, str, str]:
+    """(weight format, accelerator generation, backend) of a checkpoint on a hardware;
+    ``weights`` names the format where the engine serves the checkpoint in another one (a
+    validation setup whose vLLM quantised the weights as it loaded them)."""
+    if weights is None:
+        weights = "w4a16" if card.quantization is Quantization.W4A16_COMPRESSED_TENSORS else "bf16"
     generation = {"l4": "ada", "rtx-pro-6000": "blackwell", "tpu-v6e-1": "tpu-v6e"}.get(
         profile.key, profile.key
     )
@@ -78,10 +85,13 @@ def kernel_path(card: ModelCard, profile: HardwareProfile) -> tuple[str, str, st
     return weights, generation, backend
 
 
-def efficiency_prior(card: ModelCard, profile: HardwareProfile) -> tuple[float, bool, str]:
+def efficiency_prior(
+    card: ModelCard, profile: HardwareProfile, weights: str | None = None
+) -> tuple[float, bool, str]:
     """(bandwidth efficiency, measured, source) for the checkpoint's kernel path on this
-    hardware; a path with no entry says so and takes the prior's default."""
-    path = kernel_path(card, profile)
+    hardware (``weights``: see :func:`kernel_path`); a path with no entry says so and takes
+    the prior's default."""
+    path = kernel_path(card, profile, weights)
     for entry in evidence()["efficiency_priors"]:
         if (entry["weights"], entry["generation"], entry["backend"]) == path:
             return float(entry["bandwidth_efficiency"]), bool(entry["measured"]), entry["source"]

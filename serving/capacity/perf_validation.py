@@ -76,10 +76,15 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
 
     cfg = _validation()["configs"][name]
     card = MODELS[cfg["checkpoint"]]
+    weights = cfg.get("weights")
+    if weights is not None:
+        # The setup's vLLM served the checkpoint in another format than the catalogue's
+        # (``--quantization fp8`` on a bf16 checkpoint): its bytes are the setup's.
+        card = replace(card, weight_bytes=int(weights["bytes"]))
     profile = HARDWARE[cfg["hardware"]]
     drafts = int(cfg["mtp_drafts"])
     drafter = MODELS[_DRAFTER] if drafts else None
-    bandwidth, _, _ = efficiency_prior(card, profile)
+    bandwidth, _, _ = efficiency_prior(card, profile, weights and str(weights["format"]))
     extra = setup_step_extra(name) if step_extra_s is None else step_extra_s
     prior = Coefficients(bandwidth_efficiency=bandwidth)
     return StepModel(
@@ -274,6 +279,11 @@ def front_end(platform: str) -> tuple[float, bool, str]:
     from serving.capacity import evidence
 
     entry = evidence.evidence()["front_end"][platform]
+    if "stand_in" in entry:
+        # Another platform's front end plus what this one adds (the source says what).
+        base, _, _ = front_end(str(entry["stand_in"]))
+        total = base + float(entry["plus_seconds"])
+        return total, False, f"{entry['source']} ({total * 1000:.0f} ms)"
     if "derived" not in entry:
         return evidence.front_end(platform)
     seconds = derived_front_end(platform)
