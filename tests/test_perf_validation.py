@@ -280,3 +280,27 @@ def test_a_band_from_one_token_rows_is_widened_for_decode(
     band_after = pv.derived_band("l4")
     assert band_after is not None
     assert widened - (l4_after.band - band_after) == pytest.approx(widen)
+
+
+def test_a_stacks_band_is_never_narrower_than_its_closest_setups() -> None:
+    """A hardware's band pools its setups; a stack served like one of them (same weight
+    format, MTP or not) takes that setup's own band where it is wider, and the plan uses it."""
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    setups = {b["setup"]: b for b in pv.by_setup()}
+    for name, b in setups.items():
+        weights, speculative = pv.setup_kernel(name)
+        band = pv.stack_band(b["hardware"], weights, speculative)
+        hardware_band = pv.derived_band(b["hardware"])
+        assert band is not None and hardware_band is not None
+        assert band >= hardware_band and band >= b["own_band"]
+    # The rtx6000 stack (QAT w4a16 + MTP) is served like the `rtx` setup, whose own figures
+    # are further off than the hardware's pooled band: the plan's band starts from them.
+    rtx = setups["rtx"]
+    assert pv.setup_kernel("rtx") == ("w4a16", True)
+    assert rtx["own_band"] > pv.derived_band("rtx-pro-6000")
+    model, _ = model_for_settings(load_stack_settings("rtx6000"), calibrations=None)
+    assert model.band >= rtx["own_band"]
+    # A stack nobody published anything like keeps the hardware's band.
+    assert pv.stack_band("rtx-pro-6000", "bf16", False) == pv.derived_band("rtx-pro-6000")

@@ -19,6 +19,7 @@ from serving.capacity.evidence import (
     accepted_length,
     efficiency_prior,
     evidence,
+    kernel_path,
     mtp_prior_acceptance,
 )
 from serving.capacity.perf import (
@@ -29,7 +30,7 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
-from serving.capacity.perf_validation import decode_validated, derived_band, front_end
+from serving.capacity.perf_validation import decode_validated, front_end, stack_band
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
@@ -99,7 +100,9 @@ def model_for_settings(
     front, measured_front, _ = front_end(settings.deploy_platform)
 
     widen = float(evidence()["unmeasured_band_widening"])
-    published = derived_band(settings.hardware)
+    published = stack_band(
+        settings.hardware, kernel_path(card, settings.profile)[0], drafter is not None
+    )
     band = (
         calibration.band
         if calibration

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_STEP_EXTRA_S",
     "ClientTerms",
     "RowCheck",
+    "by_setup",
     "check_rows",
     "decode_validated",
     "derived_band",
@@ -47,7 +48,9 @@ __all__ = [
     "fit_client_terms",
     "front_end",
     "model_for_config",
+    "setup_kernel",
     "setup_step_extra",
+    "stack_band",
     "summary",
 ]
 
@@ -363,6 +366,34 @@ def derived_band(hardware: str) -> float | None:
     return _covering(ratios) if ratios else None
 
 
+def setup_kernel(name: str) -> tuple[str, bool]:
+    """(weight format the setup's engine served, whether it drafted with MTP)."""
+    from serving.capacity.evidence import kernel_path
+
+    cfg = _validation()["configs"][name]
+    weights = cfg.get("weights")
+    card = MODELS[cfg["checkpoint"]]
+    fmt = kernel_path(card, HARDWARE[cfg["hardware"]], weights and str(weights["format"]))[0]
+    return fmt, int(cfg["mtp_drafts"]) > 0
+
+
+def stack_band(hardware: str, weights: str, speculative: bool) -> float | None:
+    """The band of a stack that serves ``weights`` on ``hardware``, with or without MTP: its
+    hardware's band (:func:`derived_band`), or wider where the setups served like the stack
+    give a wider band on their own figures. A hardware's band pools its setups, and one of
+    them (another checkpoint, many figures) can make it narrower than the evidence closest to
+    the stack: a prediction never looks more certain than that evidence. None: no rows."""
+    band = derived_band(hardware)
+    if band is None:
+        return None
+    alike = [
+        b["own_band"]
+        for b in by_setup()
+        if b["hardware"] == hardware and setup_kernel(b["setup"]) == (weights, speculative)
+    ]
+    return float(max([band, *alike]))
+
+
 def decode_validated(hardware: str) -> bool:
     """Whether a published row of ``hardware`` asked for more than one output token: rows of
     one token measure the front end, the prefill and the slots, never a decode step, so a band
@@ -396,6 +427,31 @@ def summary() -> list[dict[str, Any]]:
                 "coverage": sum(covered) / len(covered) if covered else None,
             }
         out.append(parts)
+    return out
+
+
+def by_setup() -> list[dict[str, Any]]:
+    """Per setup: its hardware, figures, median absolute error, the band its figures alone
+    would give (the same rule) and how many of them its hardware's band covers: a hardware's
+    band can come mostly from one setup, and this says which."""
+    out = []
+    for name in dict.fromkeys(c.row["config"] for c in check_rows()):
+        mine = [c for c in check_rows() if c.row["config"] == name]
+        hardware = mine[0].hardware
+        band = derived_band(hardware)
+        assert band is not None
+        errors = [abs(e) for c in mine for e in (c.latency_error, c.rate_error)]
+        covered = [ok for c in mine for ok in _covered(c, band)]
+        out.append(
+            {
+                "setup": name,
+                "hardware": hardware,
+                "figures": len(errors),
+                "median_error": statistics.median(errors),
+                "own_band": _covering([r for c in mine for r in c.ratios()]),
+                "covered_by_hardware_band": sum(covered) / len(covered),
+            }
+        )
     return out
 
 
@@ -447,8 +503,10 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         "",
         f"An unmeasured kernel path or front end, and a hardware whose published rows all "
         f"asked for one output token (no decode step measured), widen a stack's band by "
-        f"{ev['unmeasured_band_widening']:.0%} each. Compute efficiencies (50 % of the dense "
-        "peak) are priors no published run of these stacks pins down.",
+        f"{ev['unmeasured_band_widening']:.0%} each. A stack starts from its hardware's band, "
+        "or from the band of the setups served like it (same weight format, MTP or not) where "
+        "their own figures give a wider one (the table by setup, below). Compute efficiencies "
+        "(50 % of the dense peak) are priors no published run of these stacks pins down.",
         "",
         "### MTP acceptance (per draft token) published for Gemma 4",
         "",
@@ -580,6 +638,20 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
             f"{_pct(s['fit']['median_error'])} | {_pct(s['holdout']['median_error'])} | "
             f"{_pct(s['all']['coverage'])} | {_pct(s['fit']['coverage'])} | "
             f"{_pct(s['holdout']['coverage'])} | {verdict} |"
+        )
+    lines += [
+        "",
+        "By setup: how many of a hardware's figures each setup holds, and the band its figures "
+        "alone would give by the same rule.",
+        "",
+        "| setup | hardware | figures | median error | band of its figures alone | "
+        "covered by the hardware's band |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for b in by_setup():
+        lines.append(
+            f"| {b['setup']} | {b['hardware']} | {b['figures']} | {_pct(b['median_error'])} | "
+            f"+/-{b['own_band']:.0%} | {_pct(b['covered_by_hardware_band'])} |"
         )
     if figures:
         lines += ["", "### Pictures (generated by scripts/perf_docs.py, PREDICTED)", ""]
