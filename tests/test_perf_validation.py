@@ -154,17 +154,34 @@ def test_cloud_runs_front_end_is_its_one_user_fit_cells(
             if not row["holdout"] and row["concurrency"] == 1 and row["config"] == "rtx-fp8":
                 row["latency_s"] += 0.1
 
+    # The product adds the same figure to a Cloud Run stack's latencies.
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    model, _ = model_for_settings(load_stack_settings("l4"), calibrations=None)
+    assert model.front_end_s == seconds
+
     edited(later)
     assert pv.front_end("cloud-run")[0] == pytest.approx(seconds + 0.1)
 
 
-def test_gkes_front_end_stands_in_from_cloud_runs() -> None:
+def test_gkes_front_end_stands_in_from_cloud_runs(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
     """One default: GKE's stand-in is Cloud Run's front end plus the endpoint picker's time,
     so a change to Cloud Run's evidence reaches it."""
     entry = evidence()["front_end"]["gke"]
     seconds, measured, source = pv.front_end("gke")
     assert not measured and "stand-in" in source.lower()
     assert seconds == pytest.approx(pv.front_end("cloud-run")[0] + float(entry["plus_seconds"]))
+
+    def later(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            if not row["holdout"] and row["concurrency"] == 1 and row["config"] == "rtx-fp8":
+                row["latency_s"] += 0.05
+
+    edited(later)
+    assert pv.front_end("gke")[0] == pytest.approx(seconds + 0.05)
 
 
 def test_a_setup_served_in_another_weight_format_uses_its_own_bytes() -> None:

@@ -565,3 +565,23 @@ def test_the_search_and_the_replica_plan_name_the_same_replicas(stack: str, rate
     # Both leave the headroom free, on the band's slow side: below what meets the SLO.
     best = model.max_rate_meeting(slo, w)
     assert row["per_replica_requests_per_s"] == pytest.approx(best * 0.8 / (1 + model.band))
+
+
+@pytest.mark.parametrize(
+    ("stack", "says"),
+    [
+        ("l4", "NOT measured: DERIVED from published cells"),
+        ("gke-l4", "NOT measured, a stand-in"),
+    ],
+)
+def test_the_table_says_how_its_front_end_was_had(
+    capsys: pytest.CaptureFixture[str], stack: str, says: str
+) -> None:
+    """Cloud Run's front end is derived from published one-user cells, GKE's is a stand-in
+    built on it: the caption under the curve says which, never "measured"."""
+    code, out, err = run(capsys, "-s", stack, "--concurrency", "1")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    seconds = front_end(load_stack_settings(stack).deploy_platform)[0]
+    assert f"front end, {seconds * 1000:.0f} ms" in flat
+    assert f"({says})" in flat
