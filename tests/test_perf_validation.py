@@ -259,13 +259,53 @@ def test_a_serial_client_makes_each_request_wait_its_turn() -> None:
     assert math.isfinite(mean)
 
 
-def test_no_api_server_time_is_fitted_into_a_plan() -> None:
+def test_the_api_servers_time_is_the_measured_one_never_fitted(
+    edited: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> None:
+    """The plan's API-server time per request comes from this project's measurement of the
+    real vLLM server (scripts/api-server-cost), the same in the validation; the published rows
+    it is checked against cannot move it."""
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan import load_stack_settings
 
+    entry = evidence()["api_server"]
+    assert "scripts/api-server-cost" in entry["source"]
+    per_request, per_token = entry["seconds_per_request"], entry["seconds_per_prompt_token"]
+    # A millisecond or two a request and microseconds a token: what the measurement printed.
+    assert 0.0005 < per_request < 0.01 and 1e-7 < per_token < 1e-4
     for stack in ("l4", "rtx6000", "tpu-v6e1"):
         model, _ = model_for_settings(load_stack_settings(stack), calibrations=None)
-        assert model.server_request_s == 0.0
+        assert (model.server_request_s, model.server_prompt_token_s) == (per_request, per_token)
+    assert pv.model_for_config("tpu").server_time_s(Workload(1000, 1)) == pytest.approx(
+        per_request + 1000 * per_token
+    )
+
+    def slower(data: dict[str, Any]) -> None:
+        for row in data["rows"]:
+            row["requests_per_s"] /= 2.0
+
+    edited(slower)
+    assert pv.model_for_config("tpu").server_request_s == per_request
+
+
+def test_the_api_server_caps_a_replica_by_its_prompts() -> None:
+    """One process tokenises every prompt: with enough time per prompt token it, not the
+    engine, sets the rate, and the curve point says so."""
+    from dataclasses import replace
+
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    model, _ = model_for_settings(load_stack_settings("l4"), calibrations=None)
+    w = Workload(1000, 1)
+    engine = replace(model, server_request_s=0.0, server_prompt_token_s=0.0).capacity_rps(w)
+    slow = replace(model, server_request_s=0.001, server_prompt_token_s=1e-3)  # 1 s at 1000
+    cap = 1.0 / slow.server_time_s(w)
+    assert cap < engine
+    assert slow.capacity_rps(w) <= cap
+    point = slow.at_rate(0.9 * cap, w)
+    assert point.ceiling == "api-server"
+    assert point.ttft_s > model.at_rate(0.9 * cap, w).ttft_s + 1.0  # its own second at least
 
 
 def test_a_band_from_one_token_rows_is_widened_for_decode(

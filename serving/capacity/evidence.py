@@ -21,6 +21,7 @@ from serving.catalog.models import ModelCard, Quantization
 __all__ = [
     "EVIDENCE_FILE",
     "accepted_length",
+    "api_server_time",
     "efficiency_prior",
     "evidence",
     "front_end",
@@ -53,6 +54,17 @@ def accepted_length(acceptance: float, drafts: int) -> float:
     if not 0.0 <= acceptance <= 1.0:
         raise ValueError(f"--mtp-acceptance must be in [0, 1], got {acceptance:g}")
     return 1.0 + sum(acceptance**i for i in range(1, drafts + 1))
+
+
+def api_server_time() -> tuple[float, float, str]:
+    """(seconds a request, seconds a prompt token, source) vLLM's API server spends on each
+    request: one process does it for every request, so it caps a replica's rate."""
+    entry = evidence()["api_server"]
+    return (
+        float(entry["seconds_per_request"]),
+        float(entry["seconds_per_prompt_token"]),
+        str(entry["source"]),
+    )
 
 
 def front_end(platform: str) -> tuple[float, bool, str]:

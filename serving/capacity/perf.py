@@ -329,8 +329,11 @@ class StepModel:
     #: Longest prompt + output the engine accepts (vLLM's max-model-len); None: unbounded.
     max_model_len: int | None = None
     #: Serial time the API server spends on each request (HTTP, tokenising, the response),
-    #: seconds: one process does it for every request, so it caps the rate at 1 / this.
+    #: seconds, plus ``server_prompt_token_s`` per prompt token (tokenising the prompt and
+    #: priming the detokenizer with it): one process does it for every request, so it caps
+    #: the rate at 1 / :meth:`server_time_s`.
     server_request_s: float = 0.0
+    server_prompt_token_s: float = 0.0
     #: Share of the smaller of a step's compute and reads hidden under the larger: 0 (the
     #: default) adds them, which the published fall of MTP's speed-up with the batch asks for
     #: (module docstring); 1 is the roofline, the physical floor of a step.
@@ -344,10 +347,14 @@ class StepModel:
         """A step's compute and reads together (without its constant)."""
         return max(compute_s, bytes_s) + (1.0 - self.overlap) * min(compute_s, bytes_s)
 
-    def api_server_s(self, rate: float) -> float:
+    def server_time_s(self, w: Workload) -> float:
+        """The API server's serial time for one request of this shape."""
+        return self.server_request_s + self.server_prompt_token_s * w.prompt_tokens
+
+    def api_server_s(self, rate: float, w: Workload) -> float:
         """A request's time in the API server at ``rate`` requests/s: its own serial time
-        plus the M/D/1 wait behind the others (infinite at or past 1 / server_request_s)."""
-        s = self.server_request_s
+        plus the M/D/1 wait behind the others (infinite at or past 1 / server_time_s)."""
+        s = self.server_time_s(w)
         if s <= 0:
             return 0.0
         u = rate * s
@@ -467,7 +474,7 @@ class StepModel:
         if use >= 1.0:
             return None
         wait = per_request * use / (2.0 * (1.0 - use))  # M/D/1 wait for the budget, in steps
-        api = self.api_server_s(rate)
+        api = self.api_server_s(rate, w)
         if not math.isfinite(api):
             return None
         ttft = api + max(
@@ -532,7 +539,7 @@ class StepModel:
             rate = n / step
             # A prefill's own steps are longer than the mean step when few share them:
             # the first token waits at least for its chunks with the others' decodes.
-            api = self.api_server_s(rate)
+            api = self.api_server_s(rate, w)
             if not math.isfinite(api):
                 return None
             ttft = api + max(
@@ -606,7 +613,7 @@ class StepModel:
             / self.device.memory_bandwidth_bytes_per_s,
             "slots": s.batch / self.max_num_seqs,
             "kv-cache": 0.0,
-            "api-server": s.rate * self.server_request_s,
+            "api-server": s.rate * self.server_time_s(w),
         }
         if self.kv_capacity_tokens:
             out["kv-cache"] = (
@@ -756,8 +763,8 @@ class StepModel:
         out = requests if client_slots is None else max(1, min(requests, client_slots))
         gate = requests if instance_slots is None else instance_slots
         # The client sends one request every send_gap_s; the API server hands them to the
-        # engine one at a time, server_request_s apart. Each is timed from ``clock``.
-        spacing = max(send_gap_s, self.server_request_s)
+        # engine one at a time, server_time_s apart. Each is timed from ``clock``.
+        spacing = max(send_gap_s, self.server_time_s(w))
         pending = [(i * spacing, i) for i in range(out)]
         heapq.heapify(pending)
         clock = dict.fromkeys(range(out), 0.0)

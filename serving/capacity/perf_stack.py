@@ -17,6 +17,7 @@ from pathlib import Path
 from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
 from serving.capacity.evidence import (
     accepted_length,
+    api_server_time,
     efficiency_prior,
     evidence,
     kernel_path,
@@ -116,6 +117,7 @@ def model_for_settings(
         band += widen  # no published row of this hardware decodes: the band saw no decode
     if not measured_front:
         band += widen  # a front end nobody measured
+    server_request, server_prompt_token, _ = api_server_time()
     plan = settings.memory_plan()
     model = StepModel(
         shape=shape,
@@ -137,6 +139,8 @@ def model_for_settings(
             f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
         front_end_s=front,
+        server_request_s=server_request,
+        server_prompt_token_s=server_prompt_token,
         kv_capacity_tokens=(
             float(plan.capacity.reported_tokens) if plan is not None and plan.fits else None
         ),

@@ -74,7 +74,12 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     """The engine of one measured configuration with the uncalibrated priors (no front end:
     :func:`predict_row` adds the platform's), each step ``step_extra_s`` longer for a setup
     whose own step constant is DERIVED (None: the evidence file's, :func:`setup_step_extra`)."""
-    from serving.capacity.evidence import accepted_length, efficiency_prior, mtp_prior_acceptance
+    from serving.capacity.evidence import (
+        accepted_length,
+        api_server_time,
+        efficiency_prior,
+        mtp_prior_acceptance,
+    )
     from serving.capacity.shapes import device_for, shape_for
 
     cfg = _validation()["configs"][name]
@@ -96,6 +101,8 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
         coefficients=replace(prior, step_overhead_s=prior.step_overhead_s + extra),
         max_num_seqs=int(cfg["max_num_seqs"]),
         max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
+        server_request_s=api_server_time()[0],
+        server_prompt_token_s=api_server_time()[1],
         speculation=(
             Speculation(drafts, accepted_length(mtp_prior_acceptance(), drafts)) if drafts else None
         ),
@@ -472,7 +479,9 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     """The validation part of docs/performance-model.md: the evidence behind the priors, every
     published figure against the prediction, the summary per hardware, and ``figures``
     ((caption, relative image path)) drawn by scripts/perf_docs.py."""
-    from serving.capacity.evidence import evidence, mtp_prior_acceptance
+    from serving.capacity.evidence import api_server_time, evidence, mtp_prior_acceptance
+
+    api = api_server_time()
 
     ev = evidence()
     val = ev["validation"]
@@ -589,9 +598,10 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         )
     lines += [
         "",
-        "No time per request in the API server is assumed: the only figure for it would be 1 "
-        "/ the highest published rate of a hardware, fitted to the rows it would then "
-        "predict; on the TPU that rate is the client's in-flight cap, not the server's.",
+        f"The API server's serial time per request, in the validation as in `gemma4 plan`: "
+        f"**{api[0] * 1000:.2f} ms + {api[1] * 1e6:.2f} us per prompt token, MEASURED** "
+        f"on the real engine, not fitted: {api[2]}. It hands a wave's requests to the engine "
+        "one at a time that far apart, and caps a replica at one over it.",
         "",
         "| setup | prompt | c | requests sent | output | set | latency published | "
         "predicted | error | req/s published | predicted | error | source |",
