@@ -361,3 +361,44 @@ def test_a_stacks_band_is_never_narrower_than_its_closest_setups() -> None:
     assert model.band >= rtx["own_band"]
     # A stack nobody published anything like keeps the hardware's band.
     assert pv.stack_band("rtx-pro-6000", "bf16", False) == pv.derived_band("rtx-pro-6000")
+
+
+def test_time_in_the_api_server_holds_no_engine_slot() -> None:
+    """A request being tokenised holds none of the engine's sequence slots: an API server
+    with room to spare leaves the engine's capacity as it was, and only adds its own time."""
+    from dataclasses import replace
+
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    model, _ = model_for_settings(load_stack_settings("l4"), calibrations=None)
+    w = Workload(1000, 64)
+    engine = replace(model, server_request_s=0.0, server_prompt_token_s=0.0)
+    capacity = engine.capacity_rps(w)
+    roomy = replace(engine, server_prompt_token_s=1.0 / (2.0 * capacity) / w.prompt_tokens)
+    assert roomy.capacity_rps(w) == pytest.approx(capacity, rel=1e-6)
+    rate = 0.9 * capacity
+    served, bare = roomy.at_rate(rate, w), engine.at_rate(rate, w)
+    api = roomy.api_server_s(rate, w)
+    assert served.ttft_s == pytest.approx(bare.ttft_s + api, rel=1e-6)
+    assert served.batch == pytest.approx(bare.batch, rel=1e-6)
+
+
+def test_a_burst_passes_the_api_server_one_request_after_another() -> None:
+    """The client's sends and the API server's hand-over are two serial stages: one request
+    waits its own server time, and n requests sent at once reach the engine a server time
+    apart."""
+    from dataclasses import replace
+
+    model = replace(pv.model_for_config("rtx"), server_request_s=0.0, server_prompt_token_s=0.0)
+    w = Workload(128, 1)
+    slow = replace(model, server_request_s=0.5)  # far above any step
+    one_bare, _ = model.burst(1, w)
+    one_slow, _ = slow.burst(1, w)
+    assert one_slow == pytest.approx(one_bare + 0.5)
+    mean, last = slow.burst(4, w)
+    assert last >= 4 * 0.5
+    assert mean == pytest.approx(one_bare + 0.5 * (1 + 2 + 3 + 4) / 4, rel=0.02)
+    # A client slower than the server: its sends set the pace, the server adds its time once.
+    paced, _ = slow.burst(4, w, send_gap_s=2.0)
+    assert paced == pytest.approx(one_bare + 0.5 + 2.0 * 3 / 2, rel=0.02)

@@ -49,9 +49,14 @@ def test_each_stack_prints_its_predicted_curve(
     for a, b in itertools.pairwise(curve):
         assert b["output_tokens_per_s"] > a["output_tokens_per_s"]
         assert b["itl_ms"] >= a["itl_ms"]
-    # Little's law holds in what it prints (at the engine: concurrency is what it holds).
+    # Little's law holds in what it prints (at the engine: concurrency is what it holds; the
+    # API server's time, before the engine, holds no slot).
+    model = model_for_settings(settings, calibrations=None)[0]
+    w = Workload(perf["prompt_tokens"], perf["output_tokens"])
     for p in curve:
-        assert p["requests_per_s"] * p["engine_e2e_ms"] / 1000 == pytest.approx(
+        api = model.api_server_s(p["requests_per_s"], w)
+        assert 0 < api < p["engine_ttft_ms"] / 1000
+        assert p["requests_per_s"] * (p["engine_e2e_ms"] / 1000 - api) == pytest.approx(
             p["concurrency"], rel=1e-6
         )
     code, out, _ = run(capsys, "-s", stack)

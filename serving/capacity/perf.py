@@ -328,10 +328,10 @@ class StepModel:
     kv_capacity_tokens: float | None = None
     #: Longest prompt + output the engine accepts (vLLM's max-model-len); None: unbounded.
     max_model_len: int | None = None
-    #: Serial time the API server spends on each request (HTTP, tokenising, the response),
-    #: seconds, plus ``server_prompt_token_s`` per prompt token (tokenising the prompt and
-    #: priming the detokenizer with it): one process does it for every request, so it caps
-    #: the rate at 1 / :meth:`server_time_s`.
+    #: Serial time the API server spends on each request (the HTTP request and a one-token
+    #: answer), seconds, plus ``server_prompt_token_s`` per prompt token (tokenising the
+    #: prompt and priming the detokenizer with it): one process does it for every request,
+    #: so it caps the rate at 1 / :meth:`server_time_s`. Time per output token is not in it.
     server_request_s: float = 0.0
     server_prompt_token_s: float = 0.0
     #: Share of the smaller of a step's compute and reads hidden under the larger: 0 (the
@@ -477,12 +477,12 @@ class StepModel:
         api = self.api_server_s(rate, w)
         if not math.isfinite(api):
             return None
-        ttft = api + max(
+        ttft = max(
             (wait + per_request) * step + c.prefill_overhead_s,
             self.prefill_s(p, min(max(0.0, batch - 1.0), decoding), context),
         )
         e2e = ttft + d_steps * step
-        return _Steady(rate, batch, step, ttft, e2e, rate * a)
+        return _Steady(rate, batch, step, ttft, e2e, rate * a, api)
 
     def _closed(self, batch: float, w: Workload) -> _Steady:
         """Steady state with ``batch`` (<= the slots) requests always running.
@@ -524,9 +524,10 @@ class StepModel:
                 chunks * (self.combine(compute, read_s) + c.step_overhead_s) + c.prefill_overhead_s
             )
 
-        # (rate, step, ttft, e2e, compute share) with n requests completed per step; the
+        # (rate, step, ttft, e2e, compute share, API server time) with n requests completed per
+        # step (ttft and e2e in the engine: Little's law counts the slots it holds); the
         # search makes a _Steady of the one it keeps only.
-        def state(n: float) -> tuple[float, float, float, float, float] | None:
+        def state(n: float) -> tuple[float, float, float, float, float, float] | None:
             budget = m - n * d_steps * (1 + k)
             if budget <= 0:
                 return None
@@ -541,12 +542,12 @@ class StepModel:
             # the first token waits at least for its chunks with the others' decodes.
             api = self.api_server_s(rate, w)
             if not math.isfinite(api):
-                return None
-            ttft = api + max(
+                return None  # past what the API server hands over: this rate cannot be
+            ttft = max(
                 (wait + per_request) * step + c.prefill_overhead_s,
                 prefill_s(min(batch - 1.0, n * d_steps)),
             )
-            return rate, step, ttft, ttft + d_steps * step, a * n / step
+            return rate, step, ttft, ttft + d_steps * step, a * n / step, api
 
         lo, hi = 0.0, n_max
         best = None
@@ -560,13 +561,13 @@ class StepModel:
         if best is None:
             best = state(n_max * 1e-12)
         assert best is not None
-        rate, step, ttft, e2e, share = best
-        return _Steady(rate, batch, step, ttft, e2e, share)
+        rate, step, ttft, e2e, share, api = best
+        return _Steady(rate, batch, step, ttft, e2e, share, api)
 
     def _point(self, s: _Steady, w: Workload, in_flight: float, queue: float) -> Point:
         f = self.front_end_s
-        ttft = s.ttft_s + queue
-        e2e = s.e2e_s + queue
+        ttft = s.api_s + queue + s.ttft_s
+        e2e = s.api_s + queue + s.e2e_s
         util = self.utilisation(s, w)
         context = w.prompt_tokens + w.output_tokens / 2.0
         # Closeness to each ceiling as the engine reaches it (at its efficiencies): the share
@@ -648,8 +649,10 @@ class StepModel:
 
     def at_concurrency(self, concurrency: float, w: Workload) -> Point:
         """Closed loop: ``concurrency`` requests in flight at the engine, each client sending
-        its next request on an answer. Past the slots (max_num_seqs, or what the KV cache
-        holds) the rest wait: throughput stays the full batch's (Little's law)."""
+        its next request on an answer; each also spends its API server time before it, which
+        holds no engine slot (the point's latencies include it, Little's law at the engine
+        does not). Past the slots (max_num_seqs, or what the KV cache holds) the rest wait:
+        throughput stays the full batch's (Little's law)."""
         _positive("concurrency", concurrency, MAX_CONCURRENCY)
         self.check_shape(w)
         top = self._slots_for(w)
@@ -688,7 +691,7 @@ class StepModel:
         wait = erlang_c_wait(max(1, int(top)), rate, steady.e2e_s) if batch > 0.5 * top else 0.0
         if not math.isfinite(wait):
             return _unstable(math.inf, top)
-        return self._point(steady, w, rate * (steady.e2e_s + wait), wait)
+        return self._point(steady, w, rate * (wait + steady.e2e_s), wait)
 
     def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
         return [self.at_concurrency(c, w) for c in concurrencies]
@@ -750,7 +753,12 @@ class StepModel:
         platform's queue, in arrival order. A request holds its slot from when it is let in
         until its answer has left the API server (the engine's last step plus the per-request
         overhead), so the next one enters the engine at the step after: below the engine's
-        slots, that limit, not the engine alone, sets the rate."""
+        slots, that limit, not the engine alone, sets the rate.
+
+        Each request passes the API server (:meth:`server_time_s`, one at a time, in sending
+        order) before the engine sees it. That stage is taken as the request is sent, before
+        the instance limit; inside a container it comes after, a simplification of a few
+        milliseconds against the limit's waits."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")
@@ -762,13 +770,21 @@ class StepModel:
         context = w.prompt_tokens + w.output_tokens / 2.0
         out = requests if client_slots is None else max(1, min(requests, client_slots))
         gate = requests if instance_slots is None else instance_slots
-        # The client sends one request every send_gap_s; the API server hands them to the
-        # engine one at a time, server_time_s apart. Each is timed from ``clock``.
-        spacing = max(send_gap_s, self.server_time_s(w))
-        pending = [(i * spacing, i) for i in range(out)]
+        # Two serial stages in a row: the client sends one request every send_gap_s, and the
+        # API server takes each in turn for server_time_s before the engine sees it (its own
+        # time, and its wait behind the ones before). Each is timed from ``clock``.
+        serve = self.server_time_s(w)
+        server_free = 0.0
+
+        def through_server(sent_at: float) -> float:
+            nonlocal server_free
+            server_free = max(sent_at, server_free) + serve
+            return server_free
+
+        pending = [(through_server(i * send_gap_s), i) for i in range(out)]
         heapq.heapify(pending)
         clock = dict.fromkeys(range(out), 0.0)
-        free = (out - 1) * spacing  # when the client last sent
+        free = (out - 1) * send_gap_s  # when the client last sent
         sent = out
         left_prompt = [float(p)] * requests
         left_decode = [self.decode_steps(w.output_tokens)] * requests
@@ -817,8 +833,8 @@ class StepModel:
                     # The answer frees a client slot: the next request's clock starts when it
                     # gets back; it leaves once the client is free and arrives after the gap.
                     clock[sent] = answered + return_gap_s
-                    free = max(free + spacing, answered + return_gap_s)
-                    heapq.heappush(pending, (free, sent))
+                    free = max(free + send_gap_s, answered + return_gap_s)
+                    heapq.heappush(pending, (through_server(free), sent))
                     sent += 1
         return statistics.fmean(latencies), last
 
@@ -828,9 +844,13 @@ class _Steady:
     rate: float
     batch: float
     step_s: float
+    #: In the engine: from entering it to the first token, to the last (no API server time).
     ttft_s: float
     e2e_s: float
     compute_share: float
+    #: In the API server, before the engine: its own serial time and its wait behind others.
+    #: No engine slot is held meanwhile, so Little's law and the slot wait leave it out.
+    api_s: float = 0.0
 
 
 def cost_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float | None:

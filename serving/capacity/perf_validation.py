@@ -599,7 +599,8 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     lines += [
         "",
         f"The API server's serial time per request, in the validation as in `gemma4 plan`: "
-        f"**{api[0] * 1000:.2f} ms + {api[1] * 1e6:.2f} us per prompt token, MEASURED** "
+        f"**{api[0] * 1000:.2f} ms + {api[1] * 1e6:.2f} us per prompt token, "
+        f"{'MEASURED' if evidence()['api_server']['measured'] else 'NOT measured'}** "
         f"on the real engine, not fitted: {api[2]}. It hands a wave's requests to the engine "
         "one at a time that far apart, and caps a replica at one over it.",
         "",
