@@ -399,13 +399,10 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
             f"{_ms(hi['itl_ms_at_1'])} ms (everything accepted), capacity "
             f"{lo['capacity_requests_per_s']:,.2f} to {hi['capacity_requests_per_s']:,.2f} req/s."
         )
-    measured = (
-        "measured"
-        if perf["front_end_measured"]
-        else "NOT measured: DERIVED from published cells"
-        if str(perf.get("front_end_source", "")).startswith("DERIVED")
-        else "NOT measured, a stand-in"
-    )
+    measured = {
+        "measured": "measured",
+        "derived": "NOT measured: DERIVED from published cells",
+    }.get(perf["front_end_basis"], "NOT measured, a stand-in")
     t.caption = (
         f"Basis: {perf['basis']}. Band: +/-{perf['band']:.0%}. Capacity "
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "

@@ -576,6 +576,7 @@ def test_the_search_and_the_replica_plan_name_the_same_replicas(stack: str, rate
     ("stack", "says"),
     [
         ("l4", "NOT measured: DERIVED from published cells"),
+        ("tpu-v6e1", "NOT measured: DERIVED from published cells"),
         ("gke-l4", "NOT measured, a stand-in"),
     ],
 )
@@ -590,3 +591,7 @@ def test_the_table_says_how_its_front_end_was_had(
     seconds = front_end(load_stack_settings(stack).deploy_platform)[0]
     assert f"front end, {seconds * 1000:.0f} ms" in flat
     assert f"({says})" in flat
+    code, out, err = run(capsys, "-s", stack, "--json")
+    perf = json.loads(out)["performance"]
+    assert perf["front_end_basis"] == ("stand-in" if "stand-in" in says else "derived")
+    assert perf["front_end_measured"] is False

@@ -29,7 +29,7 @@ from typing import Any
 
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 from serving.catalog.hardware import HARDWARE
-from serving.catalog.models import MODELS
+from serving.catalog.models import MODELS, ModelCard
 
 __all__ = [
     "COVERAGE",
@@ -47,6 +47,7 @@ __all__ = [
     "derived_send_gap",
     "fit_client_terms",
     "front_end",
+    "front_end_basis",
     "model_for_config",
     "setup_kernel",
     "setup_step_extra",
@@ -70,6 +71,17 @@ def _fit_rows() -> list[dict[str, Any]]:
     return [r for r in _validation()["rows"] if not r["holdout"]]
 
 
+def _served(cfg: dict[str, Any]) -> tuple[ModelCard, str | None]:
+    """The checkpoint a setup's engine served, and the weight format it served it in where
+    that is not the catalogue's (``--quantization fp8`` on a bf16 checkpoint: the setup's
+    ``weights`` give the format and the bytes; None: the catalogue's format)."""
+    card = MODELS[cfg["checkpoint"]]
+    weights = cfg.get("weights")
+    if weights is None:
+        return card, None
+    return replace(card, weight_bytes=int(weights["bytes"])), str(weights["format"])
+
+
 def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     """The engine of one measured configuration with the uncalibrated priors (no front end:
     :func:`predict_row` adds the platform's), each step ``step_extra_s`` longer for a setup
@@ -83,26 +95,22 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     from serving.capacity.shapes import device_for, shape_for
 
     cfg = _validation()["configs"][name]
-    card = MODELS[cfg["checkpoint"]]
-    weights = cfg.get("weights")
-    if weights is not None:
-        # The setup's vLLM served the checkpoint in another format than the catalogue's
-        # (``--quantization fp8`` on a bf16 checkpoint): its bytes are the setup's.
-        card = replace(card, weight_bytes=int(weights["bytes"]))
+    card, weights = _served(cfg)
     profile = HARDWARE[cfg["hardware"]]
     drafts = int(cfg["mtp_drafts"])
     drafter = MODELS[_DRAFTER] if drafts else None
-    bandwidth, _, _ = efficiency_prior(card, profile, weights and str(weights["format"]))
+    bandwidth, _, _ = efficiency_prior(card, profile, weights)
     extra = setup_step_extra(name) if step_extra_s is None else step_extra_s
     prior = Coefficients(bandwidth_efficiency=bandwidth)
+    server_request, server_prompt_token, _ = api_server_time()
     return StepModel(
         shape=shape_for(card, cfg["kv_cache_dtype"], "auto", drafter),
         device=device_for(profile),
         coefficients=replace(prior, step_overhead_s=prior.step_overhead_s + extra),
         max_num_seqs=int(cfg["max_num_seqs"]),
         max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
-        server_request_s=api_server_time()[0],
-        server_prompt_token_s=api_server_time()[1],
+        server_request_s=server_request,
+        server_prompt_token_s=server_prompt_token,
         speculation=(
             Speculation(drafts, accepted_length(mtp_prior_acceptance(), drafts)) if drafts else None
         ),
@@ -304,6 +312,19 @@ def front_end(platform: str) -> tuple[float, bool, str]:
     return seconds, False, f"{entry['source']} ({seconds * 1000:.0f} ms)"
 
 
+def front_end_basis(platform: str) -> str:
+    """How the front end of ``platform`` was had: "measured", "derived" (from the published
+    rows, :func:`derived_front_end`), "stand-in" (another platform's or an unmeasured figure)."""
+    from serving.capacity import evidence
+
+    entry = evidence.evidence()["front_end"][platform]
+    if "derived" in entry:
+        return "derived"
+    if "stand_in" not in entry and entry.get("measured"):
+        return "measured"
+    return "stand-in"
+
+
 def platform_front_end(platform: str) -> float:
     """The front end the validation adds on ``platform``."""
     return front_end(platform)[0]
@@ -378,10 +399,8 @@ def setup_kernel(name: str) -> tuple[str, bool]:
     from serving.capacity.evidence import kernel_path
 
     cfg = _validation()["configs"][name]
-    weights = cfg.get("weights")
-    card = MODELS[cfg["checkpoint"]]
-    fmt = kernel_path(card, HARDWARE[cfg["hardware"]], weights and str(weights["format"]))[0]
-    return fmt, int(cfg["mtp_drafts"]) > 0
+    card, weights = _served(cfg)
+    return kernel_path(card, HARDWARE[cfg["hardware"]], weights)[0], int(cfg["mtp_drafts"]) > 0
 
 
 def stack_band(hardware: str, weights: str, speculative: bool) -> float | None:
@@ -600,7 +619,7 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
         "",
         f"The API server's serial time per request, in the validation as in `gemma4 plan`: "
         f"**{api[0] * 1000:.2f} ms + {api[1] * 1e6:.2f} us per prompt token, "
-        f"{'MEASURED' if evidence()['api_server']['measured'] else 'NOT measured'}** "
+        f"{'MEASURED' if ev['api_server']['measured'] else 'NOT measured'}** "
         f"on the real engine, not fitted: {api[2]}. It hands a wave's requests to the engine "
         "one at a time that far apart, and caps a replica at one over it.",
         "",

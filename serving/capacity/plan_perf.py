@@ -25,6 +25,7 @@ from serving.capacity.perf_stack import (
     planned_replica_rate,
     vllm_release,
 )
+from serving.capacity.perf_validation import front_end_basis
 from serving.catalog.hardware import LOWER_BOUND
 from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
 from serving.sizing.memory import cost_per_million_requests
@@ -124,6 +125,7 @@ def performance(
         "coefficients": model.coefficients.as_dict(),
         "front_end_ms": front * 1000.0,
         "front_end_measured": front_measured,
+        "front_end_basis": front_end_basis(settings.deploy_platform),
         "front_end_source": front_source,
         "latency_view": "client (engine + front end)",
         "mtp": mtp,
