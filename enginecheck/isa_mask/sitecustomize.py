@@ -1,0 +1,70 @@
+"""Loaded at start-up by every Python process of the engine when `scripts/engine-check --isa
+avx2` runs (this folder first on ``PYTHONPATH``, ``GEMMA4_ENGINE_ISA=avx2``): the engine then
+sees this CPU as one without AVX-512 and AMX, so a machine that has them runs the path an
+AVX2-only machine takes.
+
+vLLM 0.27.1 decides its CPU paths from torch's report of the CPU
+(``torch.cpu._is_avx512_supported``, ``_is_avx512_bf16_supported``, ``_is_amx_tile_supported``,
+all read from
+``torch.cpu.get_capabilities()``): which kernel library it loads (``vllm/platforms/cpu.py``:
+``_C`` / ``_C_AVX512`` / ``_C_AVX2``) and whether its CPU attention takes an FP8 KV cache
+(``vllm/v1/attention/backends/cpu_attn.py``). This wraps ``get_capabilities`` once torch.cpu
+is loaded so that every ``avx512*`` and ``amx*`` entry reads False; torch's own kernels are held
+to AVX2 by ``ATEN_CPU_CAPABILITY=avx2``, which engine-check sets beside this.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+MASKED = ("avx512", "amx")
+
+
+def masked(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``capabilities`` with every AVX-512 and AMX feature reported absent."""
+    return MappingProxyType(
+        {k: (False if k.startswith(MASKED) else v) for k, v in capabilities.items()}
+    )
+
+
+def _patch(module: ModuleType) -> None:
+    real = module.get_capabilities
+    module.get_capabilities = lambda: masked(real())
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        _patch(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch.cpu":
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            spec = finder.find_spec(fullname, path, target)  # type: ignore[attr-defined]
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+if os.environ.get("GEMMA4_ENGINE_ISA") == "avx2":
+    sys.meta_path.insert(0, _Finder())
