@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from tests.bench._cells import cell, write_run
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 4
 TIMEOUT_S = 120
+PAUSE_SITE = ROOT / "tests" / "support" / "pause_site"
 
 
 def subcommands() -> list[tuple[str, ...]]:
@@ -80,14 +82,25 @@ def run(
     stdout: str = "pipe",
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
-    interrupt_after_s: float | None = None,
+    interrupt_at: str | None = None,
     stdin: int | None = subprocess.DEVNULL,
     read_only: bool = False,
 ) -> Ran:
     """``python -m gemma4 ARGS``; ``stdout``: pipe, full (/dev/full), closed, or gone (a pipe
-    whose reader closed before the command wrote)."""
+    whose reader closed before the command wrote). With ``interrupt_at`` (``EVENT:TEXT``, see
+    tests/support/pause_site/sitecustomize.py) the command pauses at that point of its work and
+    gets SIGINT there: an event, not a time, so the same on any machine, idle or loaded."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "PULUMI_"))}
     environ.update(env or {}, COLUMNS="100", PYTHONPATH=str(ROOT))
+    marker = None
+    if interrupt_at is not None:
+        marker = Path(tempfile.mkdtemp(prefix="gemma4-pause-")) / "paused"
+        environ.update(
+            PYTHONPATH=f"{PAUSE_SITE}{os.pathsep}{ROOT}",
+            GEMMA4_TEST_PAUSE_AT=interrupt_at,
+            GEMMA4_TEST_PAUSED=str(marker),
+        )
+        environ.pop("GEMMA4_TEST_PAUSE_PID", None)
     devnull_full = None
     out: Any = subprocess.PIPE
     pre: list[Callable[[], None]] = []
@@ -121,10 +134,12 @@ def run(
         process.stdout.close()
     signalled = False
     try:
-        if interrupt_after_s is not None:
-            try:
-                process.wait(interrupt_after_s)
-            except subprocess.TimeoutExpired:
+        if marker is not None:
+            # Until the command reaches the point (the marker is written) or ends first.
+            deadline = time.monotonic() + TIMEOUT_S
+            while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if marker.exists():
                 process.send_signal(signal.SIGINT)
                 signalled = True
         out, err = process.communicate(timeout=TIMEOUT_S)
@@ -134,6 +149,8 @@ def run(
             process.wait()
         if devnull_full is not None:
             devnull_full.close()
+        if marker is not None:
+            shutil.rmtree(marker.parent, ignore_errors=True)
     return Ran(
         args,
         process.returncode,
@@ -415,50 +432,47 @@ def test_an_api_key_variable_that_is_not_utf8() -> None:
     assert "secret" not in ran.stderr, "the value of a key variable is never shown"
 
 
-def _before_any_code(ran: Ran) -> bool:
-    """Interrupted before any code of this project ran: killed before Python handled SIGINT,
-    or a KeyboardInterrupt in Python's own start-up (`site`, `runpy`, the standard library),
-    with no frame from the project and no word of the command's."""
-    if not ran.signalled or ran.returncode == 130:
-        return False
-    ours = re.compile(r'File "' + re.escape(str(ROOT)) + r"/(?!\.venv/)")
-    return not ours.search(ran.stderr) and not re.search(r"^gemma4", ran.stderr, re.MULTILINE)
+def pause_point(world: dict[str, Any], path: tuple[str, ...]) -> str | None:
+    """Where each command's slow work is interrupted (an audit event of its own work, see
+    tests/support/pause_site/sitecustomize.py): the GKE preview inside the Pulumi program's
+    import of the SDK, a command talking to a server that never answers once it connects,
+    the others as they read the user's files. ``bench`` alone is a usage error, ended first."""
+    project, runs = world["project"], world["runs"]
+    hang_port = world["hang"].rsplit(":", 1)[1]
+    points: dict[tuple[str, ...], str | None] = {
+        ("preview",): "import:pulumi_gcp.compute.instance",
+        ("plan",): f"open:{project}/Pulumi.l4.yaml",
+        ("plan", "search"): "open:Pulumi.gke-l4.yaml",
+        ("plan", "calibrate"): f"open:{runs}/a/",
+        ("health",): f"socket.connect:, {hang_port})",
+        ("bench",): None,
+        ("bench", "run"): f"socket.connect:, {hang_port})",
+        ("bench", "compare"): f"open:{runs}/b/",
+        ("bench", "gate"): f"open:{runs}/a/",
+        ("promote",): f"open:{project}/Pulumi.rtx6000.yaml",
+        ("mcp",): "import:mcp_server.tools",
+    }
+    return points[path]
 
 
 def test_ctrl_c_is_130_and_one_line(world: dict[str, Any]) -> None:
     """SIGINT while each command works: exit 130, 'interrupted', no traceback, and no verdict
     on the user's files (the GKE preview's interrupted import is not 'the program refused the
-    stack')."""
+    stack'). Each command is interrupted at a point of its own work it waits at, so the
+    outcome does not depend on how fast the machine is."""
     jobs: list[Job] = []
     for path in PATHS:
         stdin = subprocess.PIPE if path == ("mcp",) else subprocess.DEVNULL
-        # A command with lasting work (a cold start, a hanging server) is interrupted while it
-        # waits; one whose work is short (a plan takes under a second) while it starts and reads.
-        lasts = work(world, path, slow=True) != work(world, path)
-        options = {"interrupt_after_s": 3.0 if lasts else 0.25, "stdin": stdin, "cwd": world["tmp"]}
+        # `plan search` reads the stacks of the project it runs in.
+        cwd = world["project"] if path == ("plan", "search") else world["tmp"]
+        options = {"interrupt_at": pause_point(world, path), "stdin": stdin, "cwd": cwd}
         jobs.append((work(world, path, slow=True), options))
     results = in_parallel(jobs)
-    for i, (args, options) in enumerate(jobs):
-        # On a loaded machine the interrupt can land while the interpreter itself starts, before
-        # any code of this project runs: no case of the command's, so that one is interrupted
-        # again, later.
-        # Likewise a short command can finish its work (and exit 0, its work done) just as the
-        # interrupt lands: that one is interrupted again, sooner. Either way the interrupt is
-        # moved until it lands while the command works, which is what is asserted below.
-        delay = options["interrupt_after_s"]
-        for _ in range(6):
-            ran = results[i]
-            if _before_any_code(ran):
-                delay *= 2
-            elif ran.signalled and ran.returncode == 0:
-                delay /= 2
-            else:
-                break
-            results[i] = run(args, **{**options, "interrupt_after_s": delay})
-    for ran in results:
-        if not ran.signalled:  # it ended first (a usage error): nothing to interrupt
-            assert ran.args == ["bench"], ran.where()
+    for (_, options), ran in zip(jobs, results, strict=True):
+        if options["interrupt_at"] is None:  # a usage error: nothing to interrupt
+            assert ran.args == ["bench"] and ran.returncode == 2, ran.where()
             continue
+        assert ran.signalled, f"never reached {options['interrupt_at']}: {ran.where()}"
         assert ran.returncode == 130, ran.where()
         assert ran.stderr.strip().splitlines()[-1].endswith(": interrupted"), ran.where()
         assert "refused the stack" not in ran.stderr, ran.where()
