@@ -8,10 +8,19 @@ against published figures, targets) from serving/capacity/perf_validation.py; th
 against throughput for every shipped stack, cost per million requests against load) from
 serving/capacity/perf_plot.py. No network: everything comes from the model, the catalogues and the
 evidence file. tests/test_perf_docs.py runs the check, so the page cannot drift from the model.
+
+The check compares what the model draws and says, not the bytes a machine's floating point
+prints: the page and the pictures are regenerated and compared with what is committed token by
+token, every number within a stated tolerance (:func:`differences`). CPUs and math libraries
+differ in the last bits of a result (an AVX2-only AMD prints 258.938438 where an AVX-512 one
+prints 258.938437), so a picture's coordinates may differ by up to :data:`SVG_TOLERANCE_PT`
+and a number on the page by one unit of its last printed digit; any other difference (a word,
+a label, a number beyond that) is stale.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +36,57 @@ VALIDATION_BEGIN = (
     "<!-- BEGIN GENERATED VALIDATION by scripts/perf_docs.py: do not edit by hand -->"
 )
 VALIDATION_END = "<!-- END GENERATED VALIDATION -->"
+
+
+#: How far a coordinate of a committed picture may be from the regenerated one: a thousandth of
+#: a point, far below what a screen shows; machines differ by a millionth.
+SVG_TOLERANCE_PT = 1e-3
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+#: Matplotlib names clip paths and glyphs by a hash of their text, floats included.
+_SVG_ID = re.compile(r'(?<=id=")[^"]+|(?<=url\(#)[^)]+|(?<=xlink:href="#)[^"]+')
+
+
+def _skeleton(text: str) -> tuple[str, list[str]]:
+    """``text`` with every number replaced by ``#``, and the numbers."""
+    return _NUMBER.sub("#", text), _NUMBER.findall(text)
+
+
+def _unit(number: str) -> float:
+    """One unit of the last digit printed: 1 for ``26``, 0.001 for ``0.187``."""
+    mantissa, _, exponent = number.lower().partition("e")
+    places = len(mantissa.partition(".")[2])
+    return 10.0 ** (-places + (int(exponent) if exponent else 0))
+
+
+def _named_in_order(text: str) -> str:
+    """An SVG with its ids and references renamed in order of first appearance."""
+    names: dict[str, str] = {}
+    return _SVG_ID.sub(lambda m: names.setdefault(m.group(0), f"id{len(names)}"), text)
+
+
+def differences(new: str, old: str, *, tolerance: float | None = None) -> list[str]:
+    """How ``old`` differs from ``new`` beyond the numbers' tolerance: every number within
+    ``tolerance`` (absolute), or, without one, within one unit of the last digit printed in
+    either; everything else the same. Empty when they agree."""
+    new_skeleton, new_numbers = _skeleton(new)
+    old_skeleton, old_numbers = _skeleton(old)
+    if new_skeleton != old_skeleton:
+        for n, (a, b) in enumerate(
+            zip(new_skeleton.splitlines(), old_skeleton.splitlines(), strict=False)
+        ):
+            if a != b:
+                return [f"line {n + 1}: {b[:120]!r} is now {a[:120]!r}"]
+        return ["a different number of lines"]
+    found = []
+    for a, b in zip(new_numbers, old_numbers, strict=True):
+        allowed = tolerance if tolerance is not None else max(_unit(a), _unit(b))
+        if abs(float(a) - float(b)) > allowed * (1 + 1e-9):
+            found.append(f"{b} is now {a}")
+    return found[:5]
+
+
+def same_figure(new: str, old: str) -> bool:
+    return not differences(_named_in_order(new), _named_in_order(old), tolerance=SVG_TOLERANCE_PT)
 
 
 def _replace(text: str, begin: str, end: str, block: str) -> str:
@@ -82,10 +142,10 @@ def main(argv: list[str]) -> int:
                 str(IMAGES / f.name)
                 for f in sorted(Path(tmp).iterdir())
                 if not (IMAGES / f.name).is_file()
-                or (IMAGES / f.name).read_bytes() != f.read_bytes()
+                or not same_figure(f.read_text(), (IMAGES / f.name).read_text())
             ]
-        if updated(text, figures) != text:
-            stale.insert(0, str(PAGE))
+        if differences(updated(text, figures), text):
+            stale.insert(0, f"{PAGE} ({'; '.join(differences(updated(text, figures), text))})")
         if stale:
             print(
                 f"stale: {', '.join(stale)}: run .venv/bin/python scripts/perf_docs.py",
