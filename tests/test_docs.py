@@ -126,7 +126,7 @@ def test_the_site_builds_with_every_fence_rendered(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=540,  # against a hang: 8-14 s idle, about a minute under load
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         check=False,
     )

@@ -4,7 +4,6 @@ the cluster and node pools, the Kubernetes objects, and what they share with the
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pulumi
@@ -387,15 +386,13 @@ def test_program_refuses_before_any_resource() -> None:
 
 
 @pytest.mark.parametrize("stack_name", GKE_STACKS)
-def test_preview_exits_0_fast_and_shows_everything(
+def test_preview_exits_0_and_shows_everything(
     stack_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    started = time.monotonic()
+    """How long it takes is a figure of scripts/command-speed, not a window of this test."""
     code = pv.main(["-s", stack_name])
-    elapsed = time.monotonic() - started
     text = capsys.readouterr().out
     assert code == 0, text
-    assert elapsed < 15
     for part in (
         "gcp:container/cluster:Cluster",
         "kubernetes:inference.networking.k8s.io/v1:InferencePool",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,13 +73,12 @@ def test_the_l4_single_stream_is_bandwidth_bound() -> None:
     assert 1 / step == pytest.approx(26.0, rel=0.03)
 
 
-def test_all_stacks_and_the_search_are_quick(capsys: pytest.CaptureFixture[str]) -> None:
-    started = time.perf_counter()
+def test_all_stacks_and_the_search_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every stack's plan and the search exit 0; how long they take is a figure of
+    scripts/command-speed (the target: under 2 s each on 2 cores), not a window of a test."""
     for stack in STACKS:
         assert run(capsys, "-s", stack, "--json")[0] == 0
     assert run(capsys, "search", "--rate", "5", "--ttft-ms", "1000", "--itl-ms", "60")[0] == 0
-    # The target is 2 s on a quiet machine (measured: ~0.2 s); loose here for a busy one.
-    assert time.perf_counter() - started < 10
 
 
 def test_the_search_answers_with_the_cheapest_stack_meeting_the_slo() -> None:
