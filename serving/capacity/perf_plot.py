@@ -76,6 +76,9 @@ def _figure() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # Matplotlib's own defaults, not a matplotlibrc of the user's or the machine's: the same
+    # picture on every machine (and the docs' check compares the pictures).
+    matplotlib.rcdefaults()
     plt.rcParams["svg.hashsalt"] = "gemma4"
     return plt
 
