@@ -34,7 +34,7 @@ def parse(argvs: Sequence[Sequence[str]]) -> list[str | None]:
     from vllm.entrypoints.cli.main import main as vllm_main
 
     parsed: list[object] = []
-    serve.ServeSubcommand.cmd = staticmethod(parsed.append)  # type: ignore[method-assign]
+    serve.ServeSubcommand.cmd = staticmethod(parsed.append)
     verdicts: list[str | None] = []
     for argv in argvs:
         sys.argv = list(argv)
