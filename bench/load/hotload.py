@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -117,6 +118,9 @@ class WindowLoad:
     offered_rate: float | None = None
     send_times: list[float] = field(default_factory=list)
     """Monotonic send times of the measured requests."""
+    schedule_start: float | None = None
+    """Open loop: ``time.monotonic()`` the Poisson schedule counts from (request n is due at
+    it plus the schedule's first n gaps; several processes: the earliest); None: closed."""
     metrics_before: tuple[float, str] | None = None
     """(monotonic time, ``/metrics`` text) at the window's start."""
     metrics_after: tuple[float, str] | None = None
@@ -350,7 +354,7 @@ async def _open(
     last = max((r.sent_at + r.e2e_s for r in results), default=first)
     return WindowLoad(
         results, first, last, stats, 0.0, 0, offered_rate=plan.request_rate,
-        send_times=send_times, metrics_before=before,
+        send_times=send_times, schedule_start=start, metrics_before=before,
     )  # fmt: skip
 
 
@@ -401,6 +405,9 @@ def merge_loads(parts: Sequence[WindowLoad]) -> WindowLoad:
         untimed=sum(p.untimed for p in parts),
         offered_rate=sum(rates) if rates else None,
         send_times=sorted(t for p in parts for t in p.send_times),
+        schedule_start=min(
+            (p.schedule_start for p in parts if p.schedule_start is not None), default=None
+        ),
         metrics_before=next((p.metrics_before for p in parts if p.metrics_before), None),
         metrics_after=next((p.metrics_after for p in parts if p.metrics_after), None),
         workers=len(parts),
@@ -464,27 +471,44 @@ Workers = list[tuple[Any, Connection]]
 
 
 def start_workers(count: int) -> Workers:
-    """Start ``count`` worker processes. Called on the main thread (the event loop's), SIGINT
-    is ignored while they start: the disposition is inherited through exec, so a terminal's
-    Ctrl-C, which reaches the whole process group, never interrupts a worker, not even while
-    it imports; the parent stops them itself."""
+    """Start ``count`` worker processes, none of which a Ctrl-C reaches, none lost to it.
+
+    A terminal's Ctrl-C reaches the whole process group; the parent stops its workers itself,
+    so a worker must never get SIGINT, not even while it imports (before it ignores SIGINT in
+    :func:`_worker_main`): SIGINT is blocked in this thread while they are spawned, and a
+    child keeps its parent's signal mask through exec. A Ctrl-C meanwhile is not lost: on the
+    main thread (the event loop's) this process's handler is held back too, whichever thread
+    the kernel gave the signal to, and the Ctrl-C is raised again as soon as the workers have
+    started (the caller's handler then runs: asyncio's cancels the run, the default raises
+    KeyboardInterrupt here, and the workers are stopped). Ignoring SIGINT instead, as the
+    children inherit too, would drop that Ctrl-C and let the run go on.
+    """
     context = multiprocessing.get_context("spawn")
+    # Started now, outside the mask: multiprocessing starts its resource tracker with the first
+    # worker and unblocks SIGINT once the tracker runs, which would unblock it for the rest.
+    resource_tracker.ensure_running()
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _: held.append(signum)) if main else None
     procs: Workers = []
     try:
-        for _ in range(count):
-            parent, child = context.Pipe()
-            proc = context.Process(target=_worker_main, args=(child,), daemon=True)
-            proc.start()
-            child.close()
-            procs.append((proc, parent))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for _ in range(count):
+                parent, child = context.Pipe()
+                proc = context.Process(target=_worker_main, args=(child,), daemon=True)
+                proc.start()
+                child.close()
+                procs.append((proc, parent))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked Ctrl-C lands: held
+            if main:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)  # the Ctrl-C held back, to the caller's handler
     except BaseException:
         stop_workers(procs, at_once=True)
         raise
-    finally:
-        if main and previous is not None:
-            signal.signal(signal.SIGINT, previous)
     return procs
 
 

@@ -33,10 +33,13 @@ def test_sweep_records_the_server_view_beside_the_client(
         # The fake exports vLLM's histograms: the server measured every request of the window.
         assert c["server_ttft_count"] >= 8
         assert c["server_mean_ttft_ms"] >= 50.0
-        # The client's view holds the server's (same requests, same unit); how much more it
-        # is depends on how loaded the machine is, so only a gross mismatch is ruled out.
-        assert 0.9 * c["server_mean_ttft_ms"] <= c["client_mean_ttft_ms"]
-        assert c["client_mean_ttft_ms"] < c["server_mean_ttft_ms"] + 500.0
+        # The client's view, in the same unit: never before the pacing (the fake sends nothing
+        # before the first token), and more by however loaded the machine is, so only a gross
+        # mismatch (seconds read as milliseconds) is ruled out. Not floored at the server's
+        # figure: the server stamps its first write once it has the GIL back, which a loaded
+        # machine can delay past the client's read of that write.
+        assert c["client_mean_ttft_ms"] >= 50.0 - 1.0
+        assert c["client_mean_ttft_ms"] < c["server_mean_ttft_ms"] + 5000.0
         assert c["client_share_ttft"] == pytest.approx(
             max(
                 0.0,
@@ -179,10 +182,19 @@ def test_multi_token_chunks_are_not_a_client_share(
 ) -> None:
     """With speculative decoding a step streams several tokens in one chunk; vLLM observes its
     ITL once per step. The client's ITL is compared per step too, so an idle client shows no
-    share however many tokens a chunk carries (per token it would read -20 % or +20 % here)."""
+    share however many tokens a chunk carries (per token its mean would be a quarter of the
+    server's here). Checked through what holds on any machine: the server's samples are one
+    per step, and the client's per-step mean is bounded by the pacing and its own E2E."""
     server = fake_vllm(ttft_s=0.05, itl_s=0.02, output_tokens=16, tokens_per_chunk=4)
     run = run_sweep(server.url, MODEL, Grid((1,), (16,), (16,)), tmp_path / "r", options=FAST)
     (c,) = run.cells
     assert c["status"] == "ok"
-    assert c["server_mean_itl_ms"] == pytest.approx(80.0, rel=0.25)  # a step is 4 x 20 ms
-    assert abs(c["client_share_itl"]) < 0.1
+    # Four chunks of 4 tokens: 3 ITL samples per request at the server, not 15.
+    assert c["server_itl_count"] == 3 * c["server_ttft_count"] > 0
+    # Per request, TTFT plus the client's 3 step gaps is the time from sending to reading the
+    # last chunk: at least the server's pacing (the last chunk is due 50 + 12 x 20 ms after
+    # the request arrived), at most E2E. A per-token mean (12 gaps) would fall far below the
+    # floor on an idle machine, a step miscounted would exceed the ceiling.
+    itl, ttft, e2e = c["client_mean_itl_ms"], c["client_mean_ttft_ms"], c["client_mean_e2el_ms"]
+    assert 50.0 + 12 * 20.0 - 1.0 <= ttft + 3 * itl <= e2e + 1e-6
+    assert c["client_share_itl"] == pytest.approx(max(0.0, (itl - c["server_mean_itl_ms"]) / itl))

@@ -155,15 +155,17 @@ def test_unusable_tokenize_exits_2_in_bounded_time(
     )
     assert code == 2
     assert message in err
-    assert took < 20
+    # Against a search for a prompt length that never ends, not a time the command must
+    # beat: a loaded machine makes it seconds.
+    assert took < 60
 
 
 def test_a_huge_stream_line_fails_fast(fake_vllm: ServerFactory, tmp_path: Path, capsys) -> None:
     server = fake_vllm(huge_sse_line=16 << 20)
     code, _, err, took = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
     assert code == 1
-    assert "an SSE line is longer than" in err
-    assert took < 10
+    assert "an SSE line is longer than" in err  # refused at the cap, not read to its end
+    assert took < 60  # against a hang only: a loaded machine makes it seconds
 
 
 def test_a_second_writer_is_refused(fake_vllm: ServerFactory, tmp_path: Path, capsys) -> None:
@@ -324,7 +326,7 @@ def test_preflight_gives_up_on_retry_after_zero_forever(
     code, _, err, took = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
     assert code == 1
     assert "HTTP 429" in err
-    assert took < 10
+    assert took < 60  # against retrying forever; the tries themselves are counted below
     assert [q.path for q in server.requests].count("/v1/completions") == 5
 
 

@@ -7,9 +7,11 @@ import json
 import random
 import socket
 import threading
+import time
 
 import pytest
 
+import bench.load.hotpath
 from bench.load.hotpath import (
     HotResult,
     StreamedError,
@@ -20,6 +22,7 @@ from bench.load.hotpath import (
     stream_completion,
 )
 from bench.load.request import RequestSpec
+from tests.bench._reads import record_reads
 from tests.bench.conftest import MODEL, ServerFactory
 
 
@@ -136,14 +139,21 @@ def _complete(url: str, spec: RequestSpec, timeout_s: float = 10.0) -> HotResult
     return asyncio.run(go())
 
 
-def test_real_server_pacing_and_token_counts(fake_vllm: ServerFactory) -> None:
+def test_real_server_pacing_and_token_counts(
+    fake_vllm: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsers = record_reads(monkeypatch, bench.load.hotpath)
     server = fake_vllm(ttft_s=0.05, itl_s=0.01, output_tokens=12)
     r = _complete(server.url, RequestSpec(MODEL, "hello there world", 12))
     assert r.ok, r.error
     assert (r.output_tokens, r.prompt_tokens) == (12, 4)
     assert r.ttft_s is not None and r.ttft_s >= 0.045
-    assert len(r.itls_s) == 11
-    # The 11 gaps from the first token to the last: the server sends them 10 ms apart, so
+    (reads,) = parsers
+    # One gap per token after the first read: 11 when the first token came alone, fewer when
+    # a late read found more tokens waiting with it (they share no gap before them).
+    assert len(r.itls_s) == 12 - reads.first_read_tokens
+    assert (r.reads, r.coalesced_tokens) == (len(reads.content_reads), 12 - r.reads)
+    # The gaps from the first token to the last: the server sends them 10 ms apart, so
     # together they span 110 ms, less only what the client read the first token late by
     # (ttft_s beyond the server's 50 ms: a loaded machine), and within the stream's span
     # after the first token (the end of the stream, read after the last token, may come late
@@ -181,12 +191,16 @@ def test_refused_connection_is_classified(closed_port: int) -> None:
     assert (r.ok, r.error_kind) == (False, "connection")
 
 
-def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps() -> None:
+def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Over real TCP: a server writes chunk 1, waits, then writes chunks 2-5 at once."""
+    parsers = record_reads(monkeypatch, bench.load.hotpath)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     port = listener.getsockname()[1]
+    first_written: list[float] = []
 
     def serve() -> None:
         conn, _ = listener.accept()
@@ -208,7 +222,8 @@ def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps() -> Non
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
                 + _event(1)
             )
-            threading.Event().wait(0.08)
+            first_written.append(time.perf_counter())
+            time.sleep(0.08)  # never shorter: the pause the reads are checked against
             conn.sendall(b"".join(_event(i) for i in range(2, 6)) + FINAL)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -219,9 +234,19 @@ def test_a_server_that_sends_every_chunk_in_one_write_gets_no_zero_gaps() -> Non
         thread.join(5)
         listener.close()
     assert r.ok, r.error
-    assert r.coalesced_tokens == 3
-    assert len(r.itls_s) == 4
-    assert min(r.itls_s) >= 0.015  # 80 ms shared by 4 tokens, not three zeros
+    (reads,) = parsers
+    # Idle, two reads: chunk 1, then chunks 2-5 (3 of them coalesced) sharing the 80 ms gap
+    # as 4 x 20 ms. A client that reads late may find chunk 1 with the rest; whatever the
+    # reads, each read's tokens share its gap (never a gap and three zeros) ...
+    assert (r.reads, r.coalesced_tokens) == (len(reads.content_reads), 5 - r.reads)
+    assert len(r.itls_s) == 5 - reads.first_read_tokens
+    assert r.itls_s == pytest.approx(reads.shared_gaps())
+    assert all(x > 0 for x in r.itls_s)
+    # ... and together they span the server's 80 ms pause, less what the client read chunk 1
+    # late by (its first read's instant, on the same clock as the server's write).
+    assert r.ttft_s is not None
+    first_late = r.start_s + r.ttft_s - first_written[0]
+    assert sum(r.itls_s) >= 0.08 - first_late - 0.001
 
 
 def test_warm_up_keeps_connections_for_a_small_health_body_and_caps_a_large_one() -> None:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import random
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import bench.load.sweep
 from bench import Grid, SweepOptions, load_run, run_sweep
+from bench.load.hotload import LoadPlan, WindowLoad, run_load
 from bench.load.sweep import probe
 from bench.results.store import StoreError
 from tests.bench.conftest import MODEL, ServerFactory
@@ -40,7 +45,9 @@ def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> 
         assert cell["total_output_tokens"] == 32
         assert cell["total_input_tokens"] == 64  # exact prompts, counted by the server
         assert cell["prompt_tokens_exact"] is True
-        assert 19 <= cell["median_ttft_ms"] < 200  # the pacing is a floor
+        # The pacing is a floor; the ceiling rules out only a wrong unit (seconds would be
+        # read 1000 times larger), never how late a loaded machine reads.
+        assert 19 <= cell["median_ttft_ms"] < 5000
     out = tmp_path / "r"
     meta = json.loads((out / "run.json").read_text())
     assert meta["schema_version"] == 1
@@ -56,13 +63,60 @@ def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> 
     assert load_run(out).cells == run.cells
 
 
-def test_closed_loop_keeps_concurrency(fake_vllm: ServerFactory, tmp_path: Path) -> None:
-    server = fake_vllm(ttft_s=0.1, itl_s=0.0, output_tokens=1)
-    options = SweepOptions(num_requests=8, warmup=0, timeout_s=5.0, progress=False)
-    run = run_sweep(server.url, MODEL, Grid((1, 4), (8,), (1,)), tmp_path / "r", options=options)
-    one, four = run.cells
-    assert 0.79 <= one["duration"] < 3.0  # 8 in sequence: at least 8 x 100 ms
-    assert 0.19 <= four["duration"] < 0.6 * one["duration"]  # two rounds of four, not eight
+class _Generations(FakeVllmServer):
+    """The fake, also keeping the span of each generation on its own clock: from the request's
+    arrival to its last token, stamped before the end of the stream goes out, so requests sent
+    one after the other (each once the previous answer was read) never overlap. With ``hold``,
+    the first generations wait (at most a minute) until ``hold`` are in progress together:
+    requests a client sends at once are then seen together however late each arrives."""
+
+    def __init__(self, config: FakeVllmConfig, *, hold: int = 1) -> None:
+        super().__init__(config)
+        self.spans: list[tuple[float, float]] = []
+        self._hold = hold
+        self._generating = 0
+        self._together: asyncio.Event | None = None
+
+    async def _stream(self, *args: Any, **kwargs: Any) -> Any:
+        self._together = self._together or asyncio.Event()  # on the server's loop
+        self._generating += 1
+        try:
+            if self._generating >= self._hold:
+                self._together.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._together.wait(), 60.0)
+            return await super()._stream(*args, **kwargs)
+        finally:
+            self._generating -= 1
+
+    def _finish(self, prompt_tokens: int, n_out: int, ttft: float, e2e: float) -> None:
+        now = time.perf_counter()
+        self.spans.append((now - e2e, now))
+        super()._finish(prompt_tokens, n_out, ttft, e2e)
+
+    def most_at_once(self) -> int:
+        """The most generations in progress at one instant."""
+        edges = sorted([(end, -1) for _, end in self.spans] + [(s, 1) for s, _ in self.spans])
+        return max(itertools.accumulate(step for _, step in edges))
+
+
+def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
+    config = FakeVllmConfig(ttft_s=0.1, itl_s=0.0, output_tokens=1)
+    options = SweepOptions(
+        num_requests=8, warmup=0, timeout_s=120.0, progress=False, preflight=False
+    )
+    alone, together = _Generations(config), _Generations(config, hold=4)
+    with alone, together:
+        grid = Grid((1,), (8,), (1,))
+        (one,) = run_sweep(alone.url, MODEL, grid, tmp_path / "1", options=options).cells
+        grid = Grid((4,), (8,), (1,))
+        (four,) = run_sweep(together.url, MODEL, grid, tmp_path / "4", options=options).cells
+    # What the server saw: one request at a time, then four at once and never a fifth (two
+    # rounds of four, not eight at once nor in sequence).
+    assert (len(alone.spans), alone.most_at_once()) == (8, 1)
+    assert (len(together.spans), together.most_at_once()) == (8, 4)
+    # The pacing's floors: 8 in sequence take at least 8 x 100 ms, two rounds 2 x 100 ms.
+    assert one["duration"] >= 0.79 and four["duration"] >= 0.19
     assert four["request_throughput"] == pytest.approx(8 / four["duration"])
 
 
@@ -259,8 +313,18 @@ def test_no_spec_decode_gives_none(fake_vllm: ServerFactory, tmp_path: Path) -> 
     assert run.cells[0]["spec_decode_counters"] is None
 
 
-def test_open_loop_sends_at_the_poisson_rate(fake_vllm: ServerFactory, tmp_path: Path) -> None:
-    server = fake_vllm(ttft_s=0.01, output_tokens=2)
+def test_open_loop_sends_at_the_poisson_rate(
+    fake_vllm: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[WindowLoad] = []
+
+    async def keep(plan: LoadPlan, **kwargs: Any) -> WindowLoad:
+        load = await run_load(plan, **kwargs)
+        loads.append(load)
+        return load
+
+    monkeypatch.setattr(bench.load.sweep, "run_load", keep)
+    server = fake_vllm(ttft_s=0.05, output_tokens=2)
     options = SweepOptions(num_requests=40, warmup=0, timeout_s=5.0, progress=False, seed=3)
     grid = Grid((16,), (8,), (2,), request_rates=(50.0,))
     run = run_sweep(server.url, MODEL, grid, tmp_path / "r", options=options)
@@ -268,13 +332,19 @@ def test_open_loop_sends_at_the_poisson_rate(fake_vllm: ServerFactory, tmp_path:
     assert cell["id"] == "c16-p8-o2-r50"
     assert cell["request_rate"] == 50.0
     assert cell["completed"] == 40
-    # The seeded schedule's own rate: never faster (a send is never before its time), and
-    # slower only by the last send's lateness on a loaded machine (closed-loop sending at 16
-    # in flight would be many times faster; a wrong schedule would miss by more).
+    # Every request is sent on the seeded schedule, never before its time (1 ms for the
+    # clocks' rounding): a closed loop of 16 (sending as answers come) would run ahead of it.
+    (load,) = loads
+    assert load.schedule_start is not None and len(load.send_times) == 40
     rng = random.Random(3)
-    gaps = [rng.expovariate(50.0) for _ in range(39)]
-    scheduled = 39 / sum(gaps)
-    assert 0.75 * scheduled <= cell["achieved_request_rate"] <= 1.01 * scheduled
+    due = list(itertools.accumulate((rng.expovariate(50.0) for _ in range(39)), initial=0.0))
+    for sent, at in zip(load.send_times, due, strict=True):
+        assert sent >= load.schedule_start + at - 0.001
+    # Later only by how late a loaded machine sends, so the achieved rate is bounded below
+    # only against a wrong schedule: also waiting for the last answer before each send (every
+    # gap at least the 50 ms of pacing, against a 20 ms mean) reads 0.42 of the schedule's
+    # rate here; half would need the last send 0.8 s late.
+    assert cell["achieved_request_rate"] >= 0.5 * 39 / due[-1]
 
 
 def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path) -> None:
@@ -288,12 +358,12 @@ def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path)
     assert "| c1-p8-o2 | 3 | http_status 3 |" in (tmp_path / "r" / "report.md").read_text()
 
 
-def test_probe_sends_one_short_request(fake_vllm: ServerFactory) -> None:
+def test_probe_sends_one_short_request(fake_vllm: ServerFactory, closed_port: int) -> None:
     server = fake_vllm(output_tokens=20)
     result = asyncio.run(probe(server.url, MODEL))
     assert result.ok, result.error
     assert result.output_tokens == 8
-    down = asyncio.run(probe("http://127.0.0.1:9", MODEL))
+    down = asyncio.run(probe(f"http://127.0.0.1:{closed_port}", MODEL))
     assert (down.ok, down.error_kind) == (False, "connection")
 
 

@@ -82,6 +82,13 @@ def _relative(a: float, b: float) -> float:
     return abs(a - b) / b
 
 
+# The tests that use the synthetic run: the first one to run sets it up, a sweep in real time
+# (its server paces the model's steps) of about a minute on an idle machine, and nearly two
+# with three busy processes beside it on two cores. A bound against a hang, above the suite's.
+SWEEP_TIMEOUT = pytest.mark.timeout(1200)
+
+
+@SWEEP_TIMEOUT
 def test_the_fit_recovers_the_servers_coefficients(
     synthetic_run: Path, synthetic_calibration: Calibration
 ) -> None:
@@ -107,6 +114,7 @@ def test_the_fit_recovers_the_servers_coefficients(
     assert _relative(got.prefill_compute_efficiency, TRUTH.prefill_compute_efficiency) <= 0.05
 
 
+@SWEEP_TIMEOUT
 def test_held_out_concurrencies_are_predicted(synthetic_calibration: Calibration) -> None:
     calibration = synthetic_calibration
     # Fit on concurrencies 1 and 4, predict 2 and 8 (and the other way round).
