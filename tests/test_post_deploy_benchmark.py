@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,9 @@ def config(tmp_path: Path, **overrides: Any) -> BenchmarkHookConfig:
         "served_model_name": MODEL,
         "hardware": "l4",
         "grid": Grid(concurrency=(1, 4), prompt_tokens=(64,), output_tokens=(16,)),
-        "budget_s": 30.0,
+        # A budget no test reaches: the cells end at their request counts, however loaded the
+        # machine (a budget cut would end a cell early and change what the tests see).
+        "budget_s": 600.0,
         "slo": SloSettings(),
         "results_dir": tmp_path,
         "min_requests": 4,
@@ -86,12 +87,13 @@ def test_slow_server_fails_up_when_the_stack_enforces_slos(tmp_path: Path) -> No
 
 
 def test_unreachable_server_fails_within_the_deadline(tmp_path: Path, closed_port: int) -> None:
+    """At the first refused request, with its reason: not when the budget (an hour) or the
+    probe's 60 s run out, which would say "did not answer a first request in time"."""
     port = closed_port
-    started = time.monotonic()
-    error = call_hook(f"http://127.0.0.1:{port}", config(tmp_path, budget_s=10.0), Logs())
+    error = call_hook(f"http://127.0.0.1:{port}", config(tmp_path, budget_s=3600.0), Logs())
     assert isinstance(error, BenchmarkFailedError)
     assert "cannot benchmark" in str(error) and "connection" in str(error)
-    assert time.monotonic() - started < 10.0
+    assert not (tmp_path / "l4").exists()  # no sweep started
 
 
 def test_mtp_acceptance_is_reported(tmp_path: Path) -> None:

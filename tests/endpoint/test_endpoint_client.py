@@ -6,7 +6,6 @@ import asyncio
 import datetime as dt
 import http.server
 import threading
-import time
 import tracemalloc
 from collections.abc import Iterator
 
@@ -44,7 +43,10 @@ def plain_http() -> Iterator[int]:
 
 
 async def _failure(url: str) -> BaseException:
-    async with make_client(url, timeout_s=5.0) as client:
+    # A timeout far past any refusal, handshake or resolver answer: the failure classified is
+    # the real one, however slowly a loaded machine or a slow resolver gives it (a timeout
+    # would be its own kind, "timeout", and fail the assertions on the kind).
+    async with make_client(url, timeout_s=600.0) as client:
         try:
             await client.get("/health")
         except Exception as exc:
@@ -52,32 +54,28 @@ async def _failure(url: str) -> BaseException:
     raise AssertionError("the request succeeded")
 
 
-def _classify(url: str) -> tuple[str, str, bool, float]:
-    started = time.monotonic()
+def _classify(url: str) -> tuple[str, str, bool]:
     problem = classify_connection_error(asyncio.run(_failure(url)), url)
-    return problem.kind, problem.message(), problem.not_listening, time.monotonic() - started
+    return problem.kind, problem.message(), problem.not_listening
 
 
 def test_closed_port_is_refused_and_not_listening(closed_port: int) -> None:
     port = closed_port
-    kind, message, not_listening, took = _classify(f"http://127.0.0.1:{port}")
+    kind, message, not_listening = _classify(f"http://127.0.0.1:{port}")
     assert (kind, not_listening) == ("refused", True)
     assert f"127.0.0.1:{port}" in message and "check the port" in message
-    assert took < 5
 
 
 def test_https_against_plain_http_is_a_tls_failure(plain_http: int) -> None:
-    kind, message, not_listening, took = _classify(f"https://127.0.0.1:{plain_http}")
+    kind, message, not_listening = _classify(f"https://127.0.0.1:{plain_http}")
     assert (kind, not_listening) == ("tls", True)
     assert "use http://" in message
-    assert took < 5
 
 
 def test_unresolvable_host_is_a_dns_failure() -> None:
-    kind, message, not_listening, took = _classify("http://no-such-host.invalid:8000")
+    kind, message, not_listening = _classify("http://no-such-host.invalid:8000")
     assert (kind, not_listening) == ("dns", True)
     assert "'no-such-host.invalid' does not resolve" in message
-    assert took < 10
 
 
 def test_gzip_bomb_on_metrics_is_refused_in_bounded_memory(fake_vllm: ServerFactory) -> None:
@@ -138,10 +136,16 @@ def test_a_huge_stream_line_is_refused(fake_vllm: ServerFactory) -> None:
             async for _ in iter_lines_capped(response, 1 << 20):
                 pass
 
-    started = time.monotonic()
-    with pytest.raises(LimitExceeded, match="longer than 1048576 bytes"):
-        asyncio.run(read())
-    assert time.monotonic() - started < 5
+    tracemalloc.start()
+    try:
+        with pytest.raises(LimitExceeded, match="longer than 1048576 bytes"):
+            asyncio.run(read())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Refused near the 1 MiB cap (about 2.5 MiB at the peak, what the cap and one read hold),
+    # never holding the 8 MiB line (16 MiB at the peak when the length is checked at its end).
+    assert peak < 6 << 20
 
 
 @pytest.mark.parametrize(

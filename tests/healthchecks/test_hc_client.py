@@ -34,18 +34,49 @@ def test_rejects_bad_settings(kwargs: dict[str, float], message: str) -> None:
 
 
 def test_connection_limit_is_enforced(fake_vllm: ServerFactory) -> None:
-    server = fake_vllm(ttft_s=0.2, output_tokens=1)
+    """Seen by the server, not by a stopwatch: with two allowed, never more than two requests
+    are generated at once; with four allowed, four are at the server at the same time."""
     body = {"prompt": "x"}
+    paced = fake_vllm(ttft_s=0.2, output_tokens=1)
 
-    async def run(concurrency: int) -> float:
-        async with make_client(server.url, max_concurrency=concurrency) as client:
+    async def limited() -> float:
+        async with make_client(paced.url, max_concurrency=2) as client:
             loop = asyncio.get_running_loop()
             started = loop.time()
-            await asyncio.gather(*(client.post("/v1/completions", json=body) for _ in range(4)))
+            replies = await asyncio.gather(
+                *(client.post("/v1/completions", json=body) for _ in range(4))
+            )
+            assert [r.status_code for r in replies] == [200] * 4
             return loop.time() - started
 
-    assert asyncio.run(run(4)) < 0.35  # all four at once
-    assert asyncio.run(run(2)) >= 0.4  # two rounds of two
+    took = asyncio.run(limited())
+    assert len(paced.timings) == 4
+    assert paced.peak_in_flight == 2  # never more than the limit at once
+    assert took >= 0.4  # two rounds of two, each paced by the server's 0.2 s
+
+    # A server that never answers holds every request it gets: all four reach it at once (the
+    # wait ends when they have; its 60 s bound only turns a missing request into a failure).
+    held = fake_vllm(hang_paths=("/v1/completions",))
+
+    async def at_once() -> int:
+        async with make_client(held.url, max_concurrency=4) as client:
+            tasks = [
+                asyncio.ensure_future(client.post("/v1/completions", json=body)) for _ in range(4)
+            ]
+            try:
+
+                async def four_arrived() -> None:
+                    while len(held.requests) < 4:
+                        await asyncio.sleep(0.01)
+
+                await asyncio.wait_for(four_arrived(), 60)
+                return len(held.requests)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert asyncio.run(at_once()) == 4
 
 
 def test_auth_header_added(fake_vllm: ServerFactory) -> None:

@@ -85,7 +85,9 @@ benchmark in another process reads the server's own view.
 Records, readable from the test thread: ``server.requests`` (method, path, Authorization header
 of every request received) and ``server.timings`` (one ``(ttft_s, e2e_s)`` per completed
 generation, measured by the server from request arrival to the first content chunk written and to
-the last chunk written), so a client's measurements can be compared with the server's view.
+the last chunk written), so a client's measurements can be compared with the server's view;
+``server.in_flight`` and ``server.peak_in_flight``: the completion requests being generated now
+and the most at once so far (a client's concurrency, seen by the server).
 
 Use in tests::
 
@@ -283,6 +285,8 @@ class FakeVllmServer:
         self.port = port
         self.requests: list[RecordedRequest] = []
         self.timings: list[tuple[float, float]] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self._health_calls = 0
         self._generate_calls = 0
         self._ready = self.config.cold_start_503s == 0
@@ -592,12 +596,15 @@ class FakeVllmServer:
         n_out = self._output_count(body)
         m, labels = self._metrics, self._metrics.values
         m.running.labels(**labels).inc()
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             if body.get("stream"):
                 return await self._stream(request, body, chat, arrived, prompt_tokens, n_out)
             return await self._complete(request, body, chat, arrived, prompt_tokens, n_out)
         finally:
             m.running.labels(**labels).dec()
+            self.in_flight -= 1
 
     def _sleep_until(self, arrived: float, index: int) -> float:
         """Seconds to wait before content token ``index`` (0-based) is due."""
