@@ -115,8 +115,10 @@ def run(
 
     def preexec() -> None:
         # As a terminal's foreground job, whatever ran the suite (a background job ignores
-        # SIGINT, and then so does Python).
+        # SIGINT, and then so does Python; a thread of the suite's may have it blocked, and a
+        # child keeps the mask of the thread that started it).
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         for step in pre:
             step()
 
@@ -142,11 +144,20 @@ def run(
             if marker.exists():
                 process.send_signal(signal.SIGINT)
                 signalled = True
-        out, err = process.communicate(timeout=TIMEOUT_S)
+        try:
+            out, err = process.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"gemma4 {' '.join(args)[:200]} still runs {TIMEOUT_S} s after "
+                f"{'SIGINT' if signalled else 'it started'}: {_signal_state(process.pid)}"
+            ) from None
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
         if devnull_full is not None:
             devnull_full.close()
         if marker is not None:
@@ -157,6 +168,19 @@ def run(
         (out or b"").decode(errors="replace"),
         err.decode(errors="replace"),
         signalled,
+    )
+
+
+def _signal_state(pid: int) -> str:
+    """What /proc says of a process's signals (pending, blocked, ignored, caught) and threads."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError as exc:
+        return f"/proc/{pid}/status: {exc.strerror}"
+    return "; ".join(
+        line.replace("\t", " ")
+        for line in status.splitlines()
+        if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", "Threads", "State"))
     )
 
 

@@ -56,8 +56,11 @@ def _install() -> None:
             pass
         if not _raises_here():
             return
-        while True:  # until a signal's handler raises (SIGINT: KeyboardInterrupt, here)
-            time.sleep(3600)
+        # Until a signal's handler raises (SIGINT: KeyboardInterrupt, here). In short sleeps:
+        # the kernel may hand the signal to another thread of the process (a library's), and
+        # then nothing wakes this one; Python runs the handler here at its next step.
+        while True:
+            time.sleep(0.05)
 
     sys.addaudithook(hook)
 
