@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,29 @@ def test_mtp_acceptance_is_reported(tmp_path: Path) -> None:
         assert call_hook(server.url, config(tmp_path, grid=grid), logs) is None
     (line,) = [line for line in logs.info if line.startswith("c=")]
     assert "MTP acceptance" in line and "mean length" in line
+
+
+class LateMetrics(FakeVllmServer):
+    """Reads its counters a second after a /metrics request came: as a scrape that reaches the
+    server late on a busy machine, while the client goes on."""
+
+    async def _metrics_handler(self, request: Any) -> Any:
+        await asyncio.sleep(1.0)
+        return await super()._metrics_handler(request)
+
+
+def test_the_window_s_counters_are_read_before_its_first_request(tmp_path: Path) -> None:
+    """A window's MTP acceptance is the difference of the server's counters at its edges; the
+    first edge is read before any measured request is sent, so a late scrape delays the
+    window instead of missing it (with the scrape racing the requests, a fast server answered
+    the whole window first and the window had no acceptance to report)."""
+    logs = Logs()
+    fake = FakeVllmConfig(served_model_name=MODEL, output_tokens=16, num_speculative_tokens=3)
+    with LateMetrics(fake) as server:
+        grid = Grid(concurrency=(2,), prompt_tokens=(32,), output_tokens=(16,))
+        assert call_hook(server.url, config(tmp_path, grid=grid), logs) is None
+    (line,) = [line for line in logs.info if line.startswith("c=")]
+    assert "MTP acceptance" in line
 
 
 def test_hook_without_a_url_output_fails_clearly(tmp_path: Path) -> None:

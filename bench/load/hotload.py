@@ -266,11 +266,18 @@ async def _closed(
     send_times: list[float] = []
     state = {"next": plan.warmup, "measured": 0, "untimed": 0, "active": 0}
     metrics_before: list[tuple[float, str] | None] = [None]
+    # The server's counters at the window's start are read before any measured request is
+    # sent (an order, not a race a busy machine can lose: a fast server could otherwise answer
+    # the whole window before the scrape's reply, and the window's deltas would be nothing).
+    scraped = asyncio.Event()
 
     async def at_window_start() -> None:
         await _sleep_until(window_start)
         monitor.start()
-        metrics_before[0] = await _scrape(session, plan.metrics_url, dict(plan.headers))
+        try:
+            metrics_before[0] = await _scrape(session, plan.metrics_url, dict(plan.headers))
+        finally:
+            scraped.set()
 
     async def stream(k: int) -> None:
         slot = plan.stream_offset + k * plan.stream_stride
@@ -278,6 +285,8 @@ async def _closed(
         while True:
             now = time.monotonic()
             measured = now >= window_start
+            if measured and not scraped.is_set():
+                await scraped.wait()
             if measured:
                 if state["measured"] >= plan.num_requests or (
                     stop_at is not None and now >= stop_at
