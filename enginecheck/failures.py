@@ -23,7 +23,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["StartFailure", "classify", "last_reason"]
+__all__ = ["StartFailure", "classify", "last_reason", "named_flags"]
 
 #: vLLM's log prefixes a line with the process it came from, e.g. ``(Worker pid=12) ERROR ...``.
 _PROCESS = re.compile(r"^\(\w+ pid=\d+\) ?")
@@ -34,7 +34,7 @@ _MACHINE = (
     # vllm/v1/attention/backends/cpu_attn.py, and the CPU backend's other refusals of a CPU.
     re.compile(r"NotImplementedError: .*\b(?:on CPU requires|requires x86|AVX-?512|AMX)\b"),
     # A kernel this CPU's library (_C_AVX2, say) does not register.
-    re.compile(r"AttributeError: '_OpNamespace' '_C' object has no attribute '(\w+)'"),
+    re.compile(r"AttributeError: '_OpNamespace' '_C' object has no attribute '\w+'"),
     re.compile(r"\bIllegal instruction\b"),
 )
 _LINE = re.compile(r"(?:^|\s)(?:vllm(?: serve)?: error: |argument --)|ValidationError|ValueError")
@@ -65,12 +65,18 @@ def last_reason(log: str) -> str:
     return " ".join(said)[:600]
 
 
-def _named(reason: str, argv: Sequence[str]) -> list[str]:
+def named_flags(reason: str, argv: Sequence[str]) -> list[str]:
+    """The options of ``argv`` that ``reason`` names (as ``--max-model-len`` or
+    ``max_model_len``), each once, in ``argv``'s order."""
     named = []
     for token in argv:
         if token.startswith("--"):
             opt = token.split("=", 1)[0]
-            if (opt in reason or opt[2:].replace("-", "_") in reason) and opt not in named:
+            # Whole words only: `dtype` is not named by `kv_cache_dtype`, `port` by `support`.
+            spelled = (re.escape(opt), re.escape(opt[2:].replace("-", "_")))
+            if opt not in named and any(
+                re.search(rf"(?<![\w-]){s}(?![\w-])", reason) for s in spelled
+            ):
                 named.append(opt)
     return named
 
@@ -98,7 +104,7 @@ def classify(log: str, returncode: int, argv: Sequence[str], machine: str) -> St
             f"this machine cannot run what the engine was started with: {said}; machine: "
             f"{machine} (not the stack's command line: vLLM's parser accepted it)",
         )
-    named = _named(reason, argv)
+    named = named_flags(reason, argv)
     flags = f"; flag(s) named: {', '.join(named)}" if named else ""
     if _LINE.search(reason):
         return StartFailure(

@@ -174,6 +174,9 @@ class Change:
     rendered: str | None
     runs: str | None
     why: str
+    stand_in: str | None = None
+    """Where this CPU cannot run the rendered setting: what stands in, in a few words (the
+    summary's PASS line); None for the changes every CPU needs."""
 
 
 def _split(token: str) -> tuple[str, str | None]:
@@ -252,6 +255,7 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
                     None,
                     f"this CPU: vLLM's kernel library here ({target.cpu.library}) has no "
                     f"{W4A16_OPERATOR}, the w4a16 kernel; the same tiny model in bf16 stands in",
+                    stand_in=f"bf16 checkpoint for the {value} w4a16 one",
                 )
             )
             continue
@@ -263,6 +267,7 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
                     "--kv-cache-dtype=auto",
                     "this CPU: vLLM's CPU attention takes a quantized KV cache only with AVX-512 "
                     "or AMX, and the engine reports neither",
+                    stand_in=f"KV cache auto for {value}",
                 )
             )
             out.append("--kv-cache-dtype=auto")

@@ -32,7 +32,7 @@ def use_vllm_version() -> None:
 
 def run() -> None:
     """vLLM's own CLI (it reads its arguments from the command line, as its script does)."""
-    importlib.metadata.version = _vllm_version
+    use_vllm_version()
     from vllm.entrypoints.cli.main import main as vllm_main
 
     vllm_main()
@@ -43,7 +43,7 @@ def capabilities() -> dict[str, object]:
     CPU paths (``torch.cpu._is_avx512_supported``, ``_is_amx_tile_supported``), and, once vLLM
     imported its kernels as its CPU platform does, the library it mapped and the ``_C::``
     operators registered."""
-    importlib.metadata.version = _vllm_version
+    use_vllm_version()
     import torch
     from vllm.platforms import current_platform
 
@@ -55,14 +55,14 @@ def capabilities() -> dict[str, object]:
             if "/vllm/" in line and name.startswith("_C") and name.endswith(".abi3.so"):
                 library = name.removesuffix(".abi3.so")
                 break
-    operators = sorted(
+    operators = {
         s.name.removeprefix("_C::")
         for s in torch._C._jit_get_all_schemas()
         if s.name.startswith("_C::")
-    )
+    }
     return {
         "avx512": bool(torch.cpu._is_avx512_supported()),
         "amx": bool(torch.cpu._is_amx_tile_supported()),
         "library": library,
-        "operators": sorted(set(operators)),
+        "operators": sorted(operators),
     }

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from endpoint.auth import ApiKeyAuth, NoAuth
@@ -97,16 +99,6 @@ def test_unreachable_server_fails_within_the_deadline(tmp_path: Path, closed_por
     assert not (tmp_path / "l4").exists()  # no sweep started
 
 
-def test_mtp_acceptance_is_reported(tmp_path: Path) -> None:
-    logs = Logs()
-    fake = FakeVllmConfig(served_model_name=MODEL, output_tokens=16, num_speculative_tokens=3)
-    with FakeVllmServer(fake) as server:
-        grid = Grid(concurrency=(2,), prompt_tokens=(32,), output_tokens=(16,))
-        assert call_hook(server.url, config(tmp_path, grid=grid), logs) is None
-    (line,) = [line for line in logs.info if line.startswith("c=")]
-    assert "MTP acceptance" in line and "mean length" in line
-
-
 class LateMetrics(FakeVllmServer):
     """Reads its counters a second after a /metrics request came: as a scrape that reaches the
     server late on a busy machine, while the client goes on."""
@@ -116,18 +108,19 @@ class LateMetrics(FakeVllmServer):
         return await super()._metrics_handler(request)
 
 
-def test_the_window_s_counters_are_read_before_its_first_request(tmp_path: Path) -> None:
-    """A window's MTP acceptance is the difference of the server's counters at its edges; the
-    first edge is read before any measured request is sent, so a late scrape delays the
-    window instead of missing it (with the scrape racing the requests, a fast server answered
-    the whole window first and the window had no acceptance to report)."""
+@pytest.mark.parametrize("server", [FakeVllmServer, LateMetrics])
+def test_mtp_acceptance_is_reported(tmp_path: Path, server: type[FakeVllmServer]) -> None:
+    """A window's MTP acceptance is the difference of the server's counters at its edges. The
+    first edge is read before any measured request is sent, so a late scrape (LateMetrics)
+    delays the window instead of missing it: with the scrape racing the requests, a fast server
+    answered the whole window first and there was no acceptance to report."""
     logs = Logs()
     fake = FakeVllmConfig(served_model_name=MODEL, output_tokens=16, num_speculative_tokens=3)
-    with LateMetrics(fake) as server:
+    with server(fake) as running:
         grid = Grid(concurrency=(2,), prompt_tokens=(32,), output_tokens=(16,))
-        assert call_hook(server.url, config(tmp_path, grid=grid), logs) is None
+        assert call_hook(running.url, config(tmp_path, grid=grid), logs) is None
     (line,) = [line for line in logs.info if line.startswith("c=")]
-    assert "MTP acceptance" in line
+    assert "MTP acceptance" in line and "mean length" in line
 
 
 def test_hook_without_a_url_output_fails_clearly(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import datetime as dt
 import http.server
 import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -78,6 +79,17 @@ def test_unresolvable_host_is_a_dns_failure() -> None:
     assert "'no-such-host.invalid' does not resolve" in message
 
 
+def peak_bytes(work: Callable[[], Coroutine[Any, Any, None]], refusal: str) -> int:
+    """The most memory Python held while ``work`` ran and was refused with ``refusal``."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(LimitExceeded, match=refusal):
+            asyncio.run(work())
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_gzip_bomb_on_metrics_is_refused_in_bounded_memory(fake_vllm: ServerFactory) -> None:
     server = fake_vllm(metrics_gzip_bomb=4 * MAX_METRICS_BYTES)
 
@@ -85,13 +97,7 @@ def test_gzip_bomb_on_metrics_is_refused_in_bounded_memory(fake_vllm: ServerFact
         async with make_client(server.url) as client:
             await fetch_metrics(client)
 
-    tracemalloc.start()
-    try:
-        with pytest.raises(LimitExceeded, match="/metrics is larger than"):
-            asyncio.run(scrape())
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes(scrape, "/metrics is larger than")
     assert peak < 3 * MAX_METRICS_BYTES  # not the 64 MiB it inflates to
 
 
@@ -136,13 +142,7 @@ def test_a_huge_stream_line_is_refused(fake_vllm: ServerFactory) -> None:
             async for _ in iter_lines_capped(response, 1 << 20):
                 pass
 
-    tracemalloc.start()
-    try:
-        with pytest.raises(LimitExceeded, match="longer than 1048576 bytes"):
-            asyncio.run(read())
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes(read, "longer than 1048576 bytes")
     # Refused near the 1 MiB cap (about 2.5 MiB at the peak, what the cap and one read hold),
     # never holding the 8 MiB line (16 MiB at the peak when the length is checked at its end).
     assert peak < 6 << 20

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from enginecheck.failures import classify, last_reason
+from enginecheck.failures import classify, last_reason, named_flags
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "engine-logs"
 MACHINE = "AMD EPYC (x86_64); avx2+ avx512f- avx512_bf16- amx_tile-; 2 cores; 23.5 GiB memory"
@@ -65,3 +65,10 @@ def test_the_reason_has_no_process_or_log_prefix_and_is_bounded() -> None:
         "ValueError: x"
     )
     assert len(last_reason("ValueError: " + "x" * 10_000)) == 600
+
+
+def test_a_flag_is_named_only_by_its_whole_name() -> None:
+    argv = ["vllm", "serve", "m", "--dtype=bfloat16", "--port=8080", "--kv-cache-dtype=fp8"]
+    reason = "ValueError: kv_cache_dtype fp9 is not supported"
+    assert named_flags(reason, argv) == ["--kv-cache-dtype"]
+    assert named_flags("error: argument --port: invalid int value", argv) == ["--port"]

@@ -149,6 +149,7 @@ def test_on_an_avx512_cpu_the_stacks_run_their_own_format() -> None:
     assert "--kv-cache-dtype=fp8" in argv and "--quantization=compressed-tensors" in argv
     assert argv[2] == "/ck/w4a16"
     assert not {c.option for c in changes} & {"--kv-cache-dtype", "--quantization"}
+    assert [c.stand_in for c in changes if c.stand_in] == []
 
 
 def test_on_an_avx2_cpu_the_nearest_setting_stands_in_and_says_why() -> None:
@@ -165,6 +166,11 @@ def test_on_an_avx2_cpu_the_nearest_setting_stands_in_and_says_why() -> None:
     assert "AVX-512 or AMX" in lines
     assert "--quantization: compressed-tensors -> (dropped)" in lines
     assert "kernel library here (_C_AVX2) has no cpu_gemm_wna16" in lines
+    # What the summary's PASS line says stood in.
+    assert [c.stand_in for c in changes if c.stand_in] == [
+        "bf16 checkpoint for the compressed-tensors w4a16 one",
+        "KV cache auto for fp8",
+    ]
 
 
 @pytest.mark.parametrize(

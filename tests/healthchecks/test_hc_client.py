@@ -10,7 +10,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from endpoint.auth import ApiKeyAuth
 from endpoint.client import make_client
-from tests.healthchecks._helpers import ServerFactory
+from tests.healthchecks._helpers import ServerFactory, arriving_at_once
 
 
 def test_transport_and_limits() -> None:
@@ -54,27 +54,14 @@ def test_connection_limit_is_enforced(fake_vllm: ServerFactory) -> None:
     assert paced.peak_in_flight == 2  # never more than the limit at once
     assert took >= 0.4  # two rounds of two, each paced by the server's 0.2 s
 
-    # A server that never answers holds every request it gets: all four reach it at once (the
-    # wait ends when they have; its 60 s bound only turns a missing request into a failure).
+    # A server that never answers holds every request it gets: all four reach it at once.
     held = fake_vllm(hang_paths=("/v1/completions",))
 
     async def at_once() -> int:
         async with make_client(held.url, max_concurrency=4) as client:
-            tasks = [
-                asyncio.ensure_future(client.post("/v1/completions", json=body)) for _ in range(4)
-            ]
-            try:
-
-                async def four_arrived() -> None:
-                    while len(held.requests) < 4:
-                        await asyncio.sleep(0.01)
-
-                await asyncio.wait_for(four_arrived(), 60)
-                return len(held.requests)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            return await arriving_at_once(
+                held, 4, lambda: client.post("/v1/completions", json=body)
+            )
 
     assert asyncio.run(at_once()) == 4
 
