@@ -14,7 +14,7 @@ from components.tpu_queued_resource import QueuedResource, QueuedResourceProvide
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import monitoring as monitoring_spec
-from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_startup_script
+from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_metadata
 from serving.render.vllm import render
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -70,7 +70,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
                 "so a reboot or another replica can load newer weights; set a 40-character "
                 "commit sha to pin them."
             )
-        script = render_startup_script(
+        metadata = render_metadata(
             command,
             s.image,
             StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
@@ -130,7 +130,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
                     "acceleratorType": s.profile.accelerator,
                     "runtimeVersion": tpu.tpu_runtime_version,
                     "serviceAccountEmail": account.email,
-                    "metadata": {"startup-script": script},
+                    "metadata": metadata,
                     "labels": dict(s.labels),
                     "tags": [args.tag],
                     "network": tpu.network,
@@ -176,6 +176,4 @@ def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:
     return OpsAgent(
         version=m.monitoring_ops_agent_version,
         config_yaml=monitoring_spec.ops_agent_config(settings.tpu.serving_port, job, m),
-        repo_script_url=monitoring_spec.OPS_AGENT_REPO_SCRIPT,
-        config_path=monitoring_spec.OPS_AGENT_CONFIG,
     )

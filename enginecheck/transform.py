@@ -31,7 +31,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.launch.vllm_argv import OPTIONS
+from serving.launch.vllm_args import OPTIONS
 
 __all__ = [
     "AVX2_ONLY",

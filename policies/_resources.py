@@ -23,7 +23,7 @@ from policies._props import entries, get, is_list, items
 from serving.catalog.checkpoints import Checkpoint
 from serving.catalog.hardware import HARDWARE, HardwareProfile, Platform
 from serving.catalog.models import ModelCard
-from serving.launch.vllm_argv import AUTO_LENGTHS, human_int
+from serving.launch.vllm_args import AUTO_LENGTHS, human_int
 from serving.launch.vllm_defaults import START_UP_OPTIONS, parser_default, start_up_batch_defaults
 
 SERVICE = "gcp:cloudrunv2/service:Service"

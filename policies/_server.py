@@ -1,27 +1,24 @@
-"""The vLLM servers a resource starts, read from every place a resource can start one.
+"""The vLLM servers a resource starts, read from the one shape the package renders.
 
-One entry point for every platform: :func:`read_workload` takes a :class:`Workload` (the
-containers a resource runs, each a :class:`ContainerSpec` with image, command, args, env,
-ports and volume mounts, and the startup scripts of its machines) and answers with the vLLM
-servers it starts and what could not be read. :func:`workload_of` turns each resource type the
-pack knows into a Workload: Cloud Run v2 services, jobs and worker pools, Cloud Run v1
-services, TPU VMs and queued resources, Compute Engine instances and instance templates.
-A platform added later (Kubernetes Pod templates) builds a Workload and calls
-:func:`read_workload`. The command lines are read by :mod:`serving.launch.vllm_argv` under the
-grammar in docs/reader-grammar.md; every problem is reported by the mandatory
-`vllm-server-readable` policy.
+:func:`workload_of` turns each resource type the pack knows into a :class:`Workload` (the
+containers it runs, or a machine's startup scripts and TPU launch document): Cloud Run v2
+services, jobs and worker pools, Cloud Run v1 services, Kubernetes Pod templates, TPU VMs and
+queued resources, Compute Engine machines. :func:`read_workload` answers with the vLLM servers
+it starts and what could not be read. A container is read only as the command
+`["vllm", "serve"]` with its argument list, and a machine only as the package's TPU launcher
+with its `vllm-launch` document (:mod:`serving.render.tpu_startup`); every other shape that
+may start vLLM is refused by name (:mod:`serving.launch.vllm_args`, docs/accepted-shapes.md).
+The mandatory `vllm-server-readable` policy reports every problem.
 
-Import direction: this module imports :mod:`policies._resources` (prop readers, VllmServer);
-nothing in `_resources` imports this module.
+Import direction: this module imports :mod:`policies._resources`; nothing there imports it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
@@ -30,7 +27,6 @@ from policies import _devices, _k8s
 from policies._props import get, is_list, items, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
-    V1_SERVICE,
     VllmServer,
     accelerator,
     containers,
@@ -39,26 +35,19 @@ from policies._resources import (
     volumes,
 )
 from serving.catalog.checkpoints import Checkpoint, resolve_checkpoint
-from serving.catalog.hardware import Platform
+from serving.catalog.hardware import HardwareProfile, Platform
 from serving.catalog.models import Quantization
-from serving.launch.vllm_argv import (
-    UNKNOWN,
-    Launch,
+from serving.launch.vllm_args import (
+    SERVE_COMMAND,
     ReadError,
     device_count,
-    find_launches,
-    holds_unseen_only_in_arguments,
-    image_runs_vllm_serve,
+    env_problems,
     is_vllm_image,
     mentions_vllm,
     parse_serve_args,
-    runs_non_serving_program,
-    script_launches,
-    unseen,
+    serve_args,
 )
-from serving.launch.vllm_env import env_problems
-from serving.render.monitoring import OPS_AGENT_REPO_SCRIPT
-from serving.render.tpu_startup import read_rendered_startup_script
+from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
 
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
@@ -105,8 +94,7 @@ class ContainerSpec:
 
     name: str
     image: str | None
-    #: None when not given (the image's entrypoint runs); see `unknown` for values unknown
-    #: at preview.
+    #: None when not given (the image's entrypoint runs).
     command: list[str] | None
     args: list[str] | None
     #: name -> literal value, or None for a value the reader does not know (a secret).
@@ -117,14 +105,9 @@ class ContainerSpec:
     volume_mounts: tuple[tuple[str, str], ...] = ()
     #: Parts of it unknown at preview ("command", "args", "env").
     unknown: tuple[str, ...] = ()
-    #: How the platform treats `$(NAME)` in command and args: "expand" (Kubernetes),
-    #: "literal" (Cloud Run v1: documented as not supported), "refuse" (not documented).
-    variable_references: str = "refuse"
-    #: Commands the platform runs inside the container besides its own (Kubernetes
-    #: lifecycle exec hooks and exec probes), described for the message.
+    #: Commands the kubelet runs inside the container (exec hooks and probes).
     hooks: tuple[str, ...] = ()
-    #: Mount paths whose root is not the volume's root (a `subPath`/`subPathExpr` mount, or a
-    #: Cloud Storage volume mounted with gcsfuse's `only-dir`).
+    #: Mount paths whose root is not the volume's root (`subPath`, gcsfuse `only-dir`).
     remapped_mounts: tuple[str, ...] = ()
     #: Accelerator devices its limit declares (None: not known) and where that was read.
     devices: _devices.Count = (None, "")
@@ -178,17 +161,17 @@ class Workload:
     containers: tuple[ContainerSpec, ...] = ()
     #: (where, script text) of the machines' startup scripts.
     startup_scripts: tuple[tuple[str, str], ...] = ()
+    #: The machine's `vllm-launch` metadata (the TPU launcher's document), if any.
+    launch: str | None = None
     #: The resource runs accelerators (so an unseen server is refused).
     runs_accelerator: bool = False
     #: Volume name -> True when it is a Cloud Storage volume (the model bucket kind).
     gcs_volumes: frozenset[str] = frozenset()
     #: Problems found while building the workload (unknown metadata, a script URL).
     problems: tuple[str, ...] = ()
-    #: The server may download its checkpoint from Hugging Face at boot (a catalogue
-    #: repository id is then a known checkpoint); False: only mounted bucket folders are.
+    #: The server may download its checkpoint from Hugging Face at boot (TPU nodes).
     serves_from_hub: bool = False
-    #: Accelerator devices the machine declares (None: not known) and where that was read;
-    #: a container's own count (ContainerSpec.devices) is used for its servers.
+    #: Accelerator devices the machine declares (None: not known) and where that was read.
     devices: _devices.Count = (None, "")
 
 
@@ -284,7 +267,6 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
                 holds_accelerator=holds,
                 volume_mounts=mounts,
                 unknown=unknown,
-                variable_references="literal" if resource_type == V1_SERVICE else "refuse",
                 remapped_mounts=remapped,
                 devices=_devices.container_count(container, f"container {str(name)!r}"),
             )
@@ -340,8 +322,7 @@ def _k8s_hooks(container: Any) -> tuple[str, ...]:
 def _kubernetes_containers(
     raw_containers: list[Any], pod_accelerated: bool, remapped_volumes: set[str] | None = None
 ) -> list[ContainerSpec]:
-    """A Pod template's containers as the reader takes them: `$(NAME)` in command, args and
-    env expanded as the kubelet expands them (``variable_references="expand"``)."""
+    """A Pod template's containers as the reader takes them."""
     specs: list[ContainerSpec] = []
     for index, container in enumerate(raw_containers):
         name = get(container, "name") or f"#{index}"
@@ -384,7 +365,6 @@ def _kubernetes_containers(
                 holds_accelerator=holds or (pod_accelerated and len(raw_containers) == 1),
                 volume_mounts=mounts,
                 unknown=unknown,
-                variable_references="expand",
                 hooks=_k8s_hooks(container),
                 remapped_mounts=remapped,
                 devices=_devices.container_count(container, f"container {str(name)!r}"),
@@ -520,7 +500,7 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
                 "pulumi-gcp's V2QueuedResource cannot carry a startup script (its node spec "
                 "has no metadata), so the vLLM server its TPU nodes run is started where the "
                 "policies cannot see it; declare the nodes with the project's TPU component, "
-                "whose startup script is read",
+                "whose launch document is read",
             ),
         )
     if (
@@ -554,13 +534,17 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         machine_accelerator = accelerator(resource_type, props)
         runs_accelerator = machine_accelerator is not None
     scripts = _startup_scripts(props, problems, runs_accelerator)
+    launch, launch_unknown = read_field(get(props, "metadata"), LAUNCH_KEY)
+    if launch_unknown:
+        problems.append(f"metadata.{LAUNCH_KEY} is not known (a value unknown at preview)")
     return Workload(
         resource_type=resource_type,
         accelerator=machine_accelerator,
         startup_scripts=tuple(scripts),
+        launch=launch if isinstance(launch, str) else None,
         runs_accelerator=runs_accelerator,
         problems=tuple(problems),
-        serves_from_hub=True,  # a machine's `docker run` downloads at boot (TPU nodes)
+        serves_from_hub=True,  # the TPU launcher's vLLM downloads at boot
         devices=_devices.machine_count(resource_type, props, accelerator(resource_type, props)),
     )
 
@@ -682,223 +666,16 @@ def read_servers(resource_type: str, props: Mapping[str, Any]) -> Reading:
     return read_workload(workload_of(resource_type, props))
 
 
-_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def _references(
-    tokens: list[str], spec: ContainerSpec, unknown: list[str] | None = None
-) -> list[str]:
-    """`$(NAME)` in command and args, as the platform treats them. With `unknown` (a list
-    the messages go to), a declared variable whose value is not known becomes an unseen
-    value (the kubelet keeps it one argument), to be judged where it lands."""
-    if spec.variable_references == "literal":
-        return tokens
-    out = []
-    for token in tokens:
-        if "$(" not in token and "$$" not in token:
-            out.append(token)
-            continue
-        if spec.variable_references == "refuse":
-            raise ReadError(
-                f"{token!r} holds `$(...)`, which Cloud Run may expand from the container's "
-                "environment before the program sees it (the Cloud Run v2 API reference has "
-                "documented `$(NAME)` expansion); write the value itself"
-            )
-
-        def expand(match: re.Match[str], token: str = token) -> str:
-            if match.group(0) == "$$":
-                return "$"
-            name = match.group(1)
-            if name not in spec.env:
-                # The kubelet leaves an unresolvable reference as written, but it also expands
-                # the Service variables it injects: which one applies is not known here.
-                raise ReadError(
-                    f"{token!r} refers to $({name}), which the container does not declare, so "
-                    "its value is not known (a Service variable, or the text as written)"
-                )
-            value = spec.env[name]
-            if value is None:
-                message = f"{token!r} refers to $({name}), whose value is not known"
-                if unknown is None:
-                    raise ReadError(message)
-                unknown.append(
-                    f"{message} (only an option decided harmless whatever its value, such as "
-                    "--api-key, may take one; the API key is best given as VLLM_API_KEY from a "
-                    "secret)"
-                )
-                return unseen(match.group(0))
-            return value
-
-        out.append(_K8S_REFERENCE.sub(expand, token))
-    return out
-
-
-def _env_references(spec: ContainerSpec) -> dict[str, str | None]:
-    """Env values as the platform hands them to the program. Kubernetes expands `$(NAME)`
-    from the variables defined before; Cloud Run v2's API reference has said both that it
-    does and that it does not, so such a value is not known there."""
-    if spec.variable_references == "literal":
-        return dict(spec.env)
-    out: dict[str, str | None] = {}
-    for name, value in spec.env.items():
-        if value is None or ("$(" not in value and "$$" not in value):
-            out[name] = value
-        elif spec.variable_references == "refuse":
-            out[name] = None
-        else:
-            earlier = replace(spec, env=out)
-            try:
-                (out[name],) = _references([value], earlier)
-            except ReadError:
-                out[name] = None
-    return out
-
-
 def read_workload(workload: Workload) -> Reading:
     """Every vLLM server a workload starts, with the options in effect, and what could not
     be read (the single entry point for every platform)."""
     reading = Reading(problems=list(workload.problems))
     hardware = find_hardware(workload.accelerator)
-
-    def add(
-        launch: Launch,
-        image: str | None,
-        where: str,
-        mounts: tuple[tuple[str, str], ...],
-        outer_env: Mapping[str, str | None],
-        remapped: tuple[str, ...] = (),
-        counted: _devices.Count | None = None,
-    ) -> None:
-        parsed = parse_serve_args(launch.argv, launch.env, entry=launch.entry)
-        for problem in parsed.problems:
-            reading.problems.append(f"{where}: {problem}")
-        if launch.privileged and not _runs_tpu(workload, hardware):
-            reading.problems.append(
-                f"{where}: `docker run --privileged` gives the vLLM container every device and "
-                "capability of the host, which only a TPU VM's container needs (to reach the "
-                f"TPU chips); this {workload.accelerator or 'machine'} does not: drop "
-                "--privileged (GPUs: --gpus)"
-            )
-        devices = device_count(parsed.options)
-        available, source = counted if counted is not None else workload.devices
-        asked = (
-            f"it asks for {devices} devices (--tensor-parallel-size x --pipeline-parallel-size "
-            "x --prefill-context-parallel-size x the local --data-parallel-size)"
-        )
-        if devices is not None and devices > 1 and available is None:
-            reading.problems.append(
-                f"{where}: {asked}, and how many devices the resource gives it cannot be told "
-                f"({source or 'the resource declares no count'}); declare the count (a "
-                "nvidia.com/gpu or google.com/tpu limit on the container, guestAccelerators, "
-                "a single-host TPU accelerator type) or ask for 1 device"
-            )
-        elif devices is not None and available is not None and devices > available:
-            reading.problems.append(
-                f"{where}: {asked}, more than the {available} "
-                f"{workload.accelerator or 'accelerator'} the resource has ({source}; "
-                f"accepted: a product of {available} or less)"
-            )
-        names = set(launch.env_names) | set(outer_env)
-        for problem in env_problems(names):
-            reading.problems.append(f"{where}: {problem}")
-        args = parsed.as_dict()
-        model_mounts = {
-            path for name, path in mounts if name in workload.gcs_volumes and path not in remapped
-        }
-        for path in remapped:
-            for served in (args.get("model"), _drafter(args)):
-                if isinstance(served, str) and served.startswith(path.rstrip("/") + "/"):
-                    reading.problems.append(
-                        f"{where}: the served path {served!r} is under {path!r}, a mount whose "
-                        "root is not the bucket's root (a subPath, subPathExpr or only-dir), so "
-                        "the folder is not the one the download job writes; mount the bucket "
-                        "itself"
-                    )
-        checkpoint, why = resolve_checkpoint(
-            args.get("model"),
-            args.get("revision"),
-            model_mounts,
-            on_hub=workload.serves_from_hub,
-        )
-        if why is not None:
-            reading.problems.append(f"{where}: {why}")
-        drafter = _drafter(args)
-        drafter_checkpoint: Checkpoint | None = None
-        if drafter is not None:
-            drafter_checkpoint, why = resolve_checkpoint(
-                drafter,
-                _speculative_field(args, "revision"),
-                model_mounts,
-                on_hub=workload.serves_from_hub,
-            )
-            if why is not None:
-                reading.problems.append(f"{where}: the drafter: {why}")
-        for problem in checkpoint_option_problems(args, checkpoint, drafter_checkpoint):
-            reading.problems.append(f"{where}: {problem}")
-        served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
-        for name, path in mounts:
-            if path.rstrip("/") == SHARED_MEMORY or (
-                name in workload.gcs_volumes and path in served_from
-            ):
-                continue
-            reading.problems.append(
-                f"{where}: it mounts volume {name!r} at {path!r}, whose files (written by "
-                "another container, a job or the host) may be code or data vLLM and Python "
-                "load, which the policies cannot see; a vLLM container mounts only the model "
-                f"bucket folder it serves from and {SHARED_MEMORY}"
-            )
-        reading.servers.append(
-            VllmServer(
-                resource_type=workload.resource_type,
-                args=args,
-                accelerator=workload.accelerator,
-                hardware=hardware,
-                image=image,
-                where=where,
-                env=parsed.env,
-                # Loaded another way than the catalogue says (`--quantization fp8`), a
-                # checkpoint is no longer the catalogue's: the QAT and memory policies then
-                # do not know it (and vllm-server-readable says why).
-                checkpoint=_as_loaded(checkpoint, args.get("quantization")),
-                drafter_checkpoint=_as_loaded(
-                    drafter_checkpoint, _speculative_field(args, "quantization")
-                ),
-            )
-        )
-
     for spec in workload.containers:
-        _read_container(spec, workload, reading, add)
-    found = False
+        _read_container(spec, workload, hardware, reading)
     for key, script in workload.startup_scripts:
-        where = f"startup script ({key})"
-        try:
-            rendered = read_rendered_startup_script(script, OPS_AGENT_REPO_SCRIPT)
-            if rendered is not None:
-                variables = {k: UNKNOWN if v is None else v for k, v in rendered.variables.items()}
-                launches = script_launches(rendered.docker_run, variables)
-            else:
-                launches = script_launches(script)
-        except ReadError as exc:
-            # A machine without an accelerator may run any script, unless it starts vLLM.
-            if workload.runs_accelerator or mentions_vllm([script]):
-                reading.problems.append(f"{where}: {exc}")
-            found = True
-            continue
-        found = found or bool(launches)
-        for launch in launches:
-            add(launch, launch.image, where, (), {})
+        _read_script(f"startup script ({key})", script, workload, hardware, reading)
     if (
-        workload.startup_scripts
-        and not found
-        and workload.runs_accelerator
-        and workload.resource_type not in CLOUD_RUN_WORKLOADS
-    ):
-        reading.problems.append(
-            f"the startup script of this {workload.accelerator} machine starts no vLLM server "
-            "the policies can see (a script file or program they cannot look into); give the "
-            "`vllm serve` (or `docker run`) command in the script itself"
-        )
-    elif (
         workload.runs_accelerator
         and not workload.containers
         and not workload.startup_scripts
@@ -910,6 +687,169 @@ def read_workload(workload: Workload) -> Reading:
             "they cannot see it"
         )
     return reading
+
+
+def _read_container(
+    spec: ContainerSpec, workload: Workload, hardware: HardwareProfile | None, reading: Reading
+) -> None:
+    where = f"container {spec.name!r}"
+    command, args = spec.command or [], spec.args or []
+    if command == ["hf"] and args[:1] == ["download"] and not spec.holds_accelerator:
+        return  # the package's download job: it starts no server
+    might_run_vllm = (
+        spec.holds_accelerator
+        or (spec.image is not None and is_vllm_image(spec.image))
+        or mentions_vllm(command + args)
+    )
+    if spec.unknown:
+        if might_run_vllm:
+            reading.problems.append(
+                f"{where}: its {spec.unknown[0]} are not known (a value unknown at preview); "
+                "the vLLM options cannot be checked"
+            )
+        return
+    if tuple(command) != SERVE_COMMAND and not might_run_vllm:
+        return
+    try:
+        argv = serve_args(spec.command, spec.args)
+    except ReadError as exc:
+        reading.problems.append(f"{where}: {exc}")
+        return
+    _add(argv, spec.image, where, workload, hardware, reading, spec.env, spec)
+    for hook in spec.hooks:
+        reading.problems.append(
+            f"{where}: its {hook} runs a command inside the vLLM container, where it may "
+            "start another server or change the files vLLM loads, which the policies do "
+            "not read; use httpGet probes and no exec hooks"
+        )
+
+
+def _read_script(
+    where: str,
+    script: str,
+    workload: Workload,
+    hardware: HardwareProfile | None,
+    reading: Reading,
+) -> None:
+    """A machine runs the package's TPU launcher with its launch document, or no vLLM."""
+    if script != LAUNCHER:
+        if workload.runs_accelerator or mentions_vllm([script]):
+            reading.problems.append(
+                f"{where}: the startup-script is not the package's launcher "
+                "(serving/render/tpu_startup.py LAUNCHER), so what it starts cannot be read; "
+                f"accepted: that launcher, with the vLLM launch in metadata.{LAUNCH_KEY}"
+            )
+        return
+    if not _runs_tpu(workload, hardware):
+        reading.problems.append(
+            f"{where}: the package's TPU launcher starts vLLM with `docker run --privileged`, "
+            f"which only a TPU machine needs; this {workload.accelerator or 'machine'} is not one"
+        )
+        return
+    try:
+        launch = read_launch(workload.launch if workload.launch is not None else "null")
+        args = launch["args"]
+    except ValueError as exc:
+        reading.problems.append(f"{where}: {exc}")
+        return
+    env = dict.fromkeys(SECRET_ENV)
+    _add(args, launch["image"], where, workload, hardware, reading, env, None)
+
+
+def _add(
+    argv: list[str],
+    image: str | None,
+    where: str,
+    workload: Workload,
+    hardware: HardwareProfile | None,
+    reading: Reading,
+    env: Mapping[str, str | None],
+    spec: ContainerSpec | None,
+) -> None:
+    """Read one `vllm serve`'s arguments and judge them against the resource."""
+    try:
+        args, problems = parse_serve_args(argv)
+    except ReadError as exc:
+        reading.problems.append(f"{where}: {exc}")
+        return
+    problems += env_problems(env)
+    devices = device_count(args)
+    available, source = spec.devices if spec is not None else workload.devices
+    asked = (
+        f"it asks for {devices} devices (--tensor-parallel-size x --pipeline-parallel-size "
+        "x --prefill-context-parallel-size x the local --data-parallel-size)"
+    )
+    if devices is not None and devices > 1 and available is None:
+        problems.append(
+            f"{asked}, and how many devices the resource gives it cannot be told "
+            f"({source or 'the resource declares no count'}); declare the count (a "
+            "nvidia.com/gpu or google.com/tpu limit on the container, guestAccelerators, "
+            "a single-host TPU accelerator type) or ask for 1 device"
+        )
+    elif devices is not None and available is not None and devices > available:
+        problems.append(
+            f"{asked}, more than the {available} {workload.accelerator or 'accelerator'} the "
+            f"resource has ({source}; accepted: a product of {available} or less)"
+        )
+    mounts = spec.volume_mounts if spec is not None else ()
+    remapped = spec.remapped_mounts if spec is not None else ()
+    model_mounts = {
+        path for name, path in mounts if name in workload.gcs_volumes and path not in remapped
+    }
+    for path in remapped:
+        for served in (args.get("model"), _drafter(args)):
+            if isinstance(served, str) and served.startswith(path.rstrip("/") + "/"):
+                problems.append(
+                    f"the served path {served!r} is under {path!r}, a mount whose root is not "
+                    "the bucket's root (a subPath, subPathExpr or only-dir), so the folder is "
+                    "not the one the download job writes; mount the bucket itself"
+                )
+    checkpoint, why = resolve_checkpoint(
+        args.get("model"), args.get("revision"), model_mounts, on_hub=workload.serves_from_hub
+    )
+    if why is not None:
+        problems.append(why)
+    drafter = _drafter(args)
+    drafter_checkpoint: Checkpoint | None = None
+    if drafter is not None:
+        drafter_checkpoint, why = resolve_checkpoint(
+            drafter,
+            _speculative_field(args, "revision"),
+            model_mounts,
+            on_hub=workload.serves_from_hub,
+        )
+        if why is not None:
+            problems.append(f"the drafter: {why}")
+    problems += checkpoint_option_problems(args, checkpoint, drafter_checkpoint)
+    served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
+    for name, path in mounts:
+        if path.rstrip("/") == SHARED_MEMORY or (
+            name in workload.gcs_volumes and path in served_from
+        ):
+            continue
+        problems.append(
+            f"it mounts volume {name!r} at {path!r}, whose files (written by another "
+            "container, a job or the host) may be code or data vLLM and Python load, which the "
+            "policies cannot see; a vLLM container mounts only the model bucket folder it "
+            f"serves from and {SHARED_MEMORY}"
+        )
+    reading.problems += [f"{where}: {p}" for p in dict.fromkeys(problems)]
+    reading.servers.append(
+        VllmServer(
+            resource_type=workload.resource_type,
+            args=args,
+            accelerator=workload.accelerator,
+            hardware=hardware,
+            image=image,
+            where=where,
+            # Loaded another way than the catalogue says (`--quantization fp8`), a checkpoint
+            # is no longer the catalogue's: the QAT and memory policies then do not know it.
+            checkpoint=_as_loaded(checkpoint, args.get("quantization")),
+            drafter_checkpoint=_as_loaded(
+                drafter_checkpoint, _speculative_field(args, "quantization")
+            ),
+        )
+    )
 
 
 def _runs_tpu(workload: Workload, hardware: Any) -> bool:
@@ -1032,89 +972,6 @@ def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
         except json.JSONDecodeError:
             return None
     return spec.get(name) if isinstance(spec, Mapping) else None
-
-
-def _read_container(spec: ContainerSpec, workload: Workload, reading: Reading, add: Any) -> None:
-    where = f"container {spec.name!r}"
-    commands = spec.command or []
-    args = spec.args or []
-    known_vllm_image = spec.image is not None and is_vllm_image(spec.image)
-    might_run_vllm = spec.holds_accelerator or known_vllm_image or mentions_vllm(commands + args)
-    if spec.unknown:
-        if might_run_vllm:
-            what = spec.unknown[0]
-            reading.problems.append(
-                f"{where}: its {what} are not known (a value unknown at preview); the vLLM "
-                "options cannot be checked"
-            )
-        return
-    spec = replace(spec, env=_env_references(spec))
-    unknown: list[str] = []
-    try:
-        argv = _references([*commands, *args], spec, unknown)
-    except ReadError as exc:
-        if might_run_vllm:
-            reading.problems.append(f"{where}: {exc}")
-        return
-    # No command: the image's entrypoint runs. Only an official vLLM image's is known.
-    # vllm-openai's ENTRYPOINT is `vllm serve`; vllm-tpu's image runs its arguments as a
-    # command (CMD bash, or an entrypoint.sh that runs $VLLM_ARGS when there are none).
-    runs_vllm = not commands and spec.image is not None and image_runs_vllm_serve(spec.image)
-    literal = {k: (UNKNOWN if v is None else v) for k, v in spec.env.items()}
-    try:
-        # Without a command, an image other than the official ones runs an entrypoint the
-        # reader does not know: its arguments are not a command line.
-        launches = (
-            find_launches(argv, image_runs_vllm=runs_vllm, env=literal)
-            if commands or runs_vllm
-            else []
-        )
-    except ReadError as exc:
-        if might_run_vllm:
-            reading.problems.append(f"{where}: {unknown[0] if unknown else exc}")
-        return
-    if unknown and not (launches and holds_unseen_only_in_arguments(argv, launches)):
-        if might_run_vllm or launches:
-            reading.problems.append(f"{where}: {unknown[0]}")
-        return
-    if not launches and (
-        spec.holds_accelerator or (known_vllm_image and not runs_non_serving_program(argv))
-    ):
-        why = "holds the GPU" if spec.holds_accelerator else f"runs a vLLM image ({spec.image})"
-        if not commands:
-            shown = spec.image or "an image not known at preview"
-            reading.problems.append(
-                f"{where} {why} and runs its image's own entrypoint ({shown}), which the "
-                "policies cannot see (only the official vllm/vllm-openai image, whose "
-                "ENTRYPOINT is `vllm serve`, is read without a command); give the command and "
-                "arguments explicitly"
-            )
-        else:
-            reading.problems.append(
-                f"{where} {why} but no vLLM server was found in its command "
-                f"{shlex.join(argv)!r} (a script or program the policies cannot see into); "
-                "give the `vllm serve` command and arguments explicitly"
-            )
-    for launch in launches:
-        # The container's own env is judged where it is declared (envs), not again here.
-        own = {k: v for k, v in launch.env.items() if spec.env.get(k) != v}
-        launch = replace(launch, env=own)
-        add(
-            launch,
-            spec.image,
-            where,
-            spec.volume_mounts,
-            spec.env,
-            spec.remapped_mounts,
-            counted=spec.devices,
-        )
-    if launches or might_run_vllm:
-        for hook in spec.hooks:
-            reading.problems.append(
-                f"{where}: its {hook} runs a command inside the vLLM container, where it may "
-                "start another server or change the files vLLM loads, which the policies do "
-                "not read; use httpGet probes and no exec hooks"
-            )
 
 
 def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:

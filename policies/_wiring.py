@@ -192,7 +192,7 @@ def listen_port(server: Any) -> int | None:
     `0x1f90` refuse to start) and bound (1 to 65535; 0 binds a random port); vLLM's parser
     default 8000 from the release snapshot when --port is left out; None when vLLM would not
     listen on a known port."""
-    from serving.launch.vllm_argv import DEFAULT_PORT
+    from serving.launch.vllm_args import DEFAULT_PORT
 
     raw = server.args.get("port", DEFAULT_PORT)
     if isinstance(raw, bool):

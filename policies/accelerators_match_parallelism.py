@@ -1,7 +1,7 @@
 """accelerators-match-parallelism: every accelerator a resource asks for is one vLLM uses.
 
 vLLM 0.27.1 uses, per server, tensor x pipeline x prefill-context parallel devices per
-data-parallel rank, times its local ranks (`serving.launch.vllm_argv.device_count`); the devices it
+data-parallel rank, times its local ranks (`serving.launch.vllm_args.device_count`); the devices it
 is not told to use stay idle and are billed all the same (4 TPU chips or 2 GPUs with tensor
 parallel 1). Asking vLLM for more devices than the resource gives it is refused by
 `vllm-server-readable`; this policy refuses the other way round, for every platform whose
@@ -27,7 +27,7 @@ from pulumi_policy import (
 
 from policies import _k8s
 from policies._server import read_workload, workload_of
-from serving.launch.vllm_argv import device_count
+from serving.launch.vllm_args import device_count
 
 _ASKED = (
     "--tensor-parallel-size x --pipeline-parallel-size x --prefill-context-parallel-size x "

@@ -40,7 +40,7 @@ from policies._props import entries, get, is_list, items
 from policies._resources import containers, walk_strings
 from policies._server import vllm_servers
 from policies._sinks import sink_problems
-from serving.launch.vllm_argv import literal_env
+from serving.launch.vllm_args import literal_env
 
 _SECRET_ENV = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE

@@ -24,7 +24,7 @@ from policies._reach import firewall_exposure
 from policies._resources import as_int
 from policies._server import read_servers
 from serving.config.settings import TpuSettings
-from serving.launch.vllm_argv import DEFAULT_PORT
+from serving.launch.vllm_args import DEFAULT_PORT
 from serving.render.vllm import CLOUD_RUN_PORT
 
 _TPU = TpuSettings.model_fields

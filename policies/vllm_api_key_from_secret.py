@@ -17,19 +17,19 @@ platform fails the start when the secret is missing:
 - Cloud Run (v2 services, jobs, worker pools; v1 services): IAM guards the service, so a key
   is optional; one that is set is `valueSource.secretKeyRef` (v1: `valueFrom.secretKeyRef`)
   with a secret and a version, never a `value`;
-- TPU VMs, queued resources and Compute Engine machines: the startup script is the one this
-  project renders (`serving/render/tpu_startup.py`), which reads the key from Secret Manager and
-  stops the boot when it is empty, and its `docker run` passes `VLLM_API_KEY` on by name
-  only (`--env=VLLM_API_KEY`), never a value and never an `--env-file`.
+- TPU VMs, queued resources and Compute Engine machines: the startup script is the package's
+  launcher (`serving/render/tpu_startup.py`), which reads the key from the Secret Manager secret
+  its launch document names, stops the boot when it is empty, and passes `VLLM_API_KEY` on by
+  name only.
 
 Everywhere, `--api-key` on vLLM's command line is refused (the key would be part of the Pod
-spec, the service's revision or the script, and of the process list), and so is a
-`VLLM_API_KEY` set on the command line that starts vLLM (`env VLLM_API_KEY=... vllm serve`).
+spec, the service's revision or the launch document, and of the process list); a command that
+sets variables itself (`env VLLM_API_KEY=... vllm serve`) is not the accepted shape, refused by
+the reader.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,9 +51,8 @@ from policies._server import (
     read_workload,
     workload_of,
 )
-from serving.launch.vllm_argv import is_vllm_image, mentions_vllm
-from serving.render.monitoring import OPS_AGENT_REPO_SCRIPT
-from serving.render.tpu_startup import read_rendered_startup_script
+from serving.launch.vllm_args import is_vllm_image, mentions_vllm
+from serving.render.tpu_startup import LAUNCHER
 
 KEY = "VLLM_API_KEY"
 #: Kubernetes' sources of an environment value other than a Secret.
@@ -202,68 +201,18 @@ def _cloud_run(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-#: `docker run` options that set a variable (by name, or NAME=value) or read a file of them.
-_ENV_OPTIONS = ("-e", "--env")
-
-
-def _docker_key_problems(docker_run: str, where: str) -> list[str]:
-    """The rendered `docker run` passes VLLM_API_KEY by name only, and no env file."""
-    try:
-        tokens = shlex.split(docker_run.replace("\\\n", " "))
-    except ValueError as exc:
-        return [f"{where}: its docker run cannot be read ({exc})"]
-    problems = []
-    passed = False
-    for index, token in enumerate(tokens):
-        if token.startswith("--env-file"):
-            problems.append(
-                f"{where} passes an --env-file, whose variables (and {KEY}) the policies "
-                "cannot see; pass the key with --env=VLLM_API_KEY only"
-            )
-        value: str | None = None
-        if token in _ENV_OPTIONS and index + 1 < len(tokens):
-            value = tokens[index + 1]
-        elif token.startswith("--env="):
-            value = token.removeprefix("--env=")
-        elif token.startswith("-e") and token != "-e":
-            value = token.removeprefix("-e")
-        if value is None or not (value == KEY or value.startswith(f"{KEY}=")):
-            continue
-        if value == KEY:
-            passed = True
-        else:
-            problems.append(
-                f"{where} gives {KEY} a value in its docker run ({KEY}=...), not the one read "
-                "from Secret Manager; pass it by name only (--env=VLLM_API_KEY)"
-            )
-    if not passed:
-        problems.append(
-            f"{where} does not pass {KEY} to the vLLM container, so vLLM serves without "
-            "authentication; pass it by name (--env=VLLM_API_KEY)"
-        )
-    return problems
-
-
-def _machine(reading: Reading, workload: Workload) -> list[str]:
-    """A machine's startup scripts that start vLLM, or may (an accelerator machine, or a
-    script that names vLLM but the reader could not follow)."""
-    problems = []
-    for key, script in workload.startup_scripts:
-        where = f"startup script ({key})"
-        starts = any(s.where == where for s in reading.servers)
-        if not (starts or workload.runs_accelerator or mentions_vllm([script])):
-            continue
-        rendered = read_rendered_startup_script(script, OPS_AGENT_REPO_SCRIPT)
-        if rendered is None:
-            problems.append(
-                f"{where} starts vLLM but is not the script this project renders "
-                "(serving/render/tpu_startup.py), the one proved to read VLLM_API_KEY from Secret "
-                "Manager and to stop the boot when it is empty; where this one's key comes "
-                "from (if anywhere) cannot be proved. Use the stack's rendered script"
-            )
-            continue
-        problems += _docker_key_problems(rendered.docker_run, where)
-    return problems
+def _machine(workload: Workload) -> list[str]:
+    """A machine that starts vLLM, or may, runs the package's launcher, which reads
+    VLLM_API_KEY from the Secret Manager secret its launch document names (a document without
+    that secret is refused by the reader) and stops the boot when the key is empty."""
+    return [
+        f"startup script ({key}) is not the package's TPU launcher "
+        "(serving/render/tpu_startup.py), the one proved to read VLLM_API_KEY from Secret "
+        "Manager and to stop the boot when it is empty; where this one's key comes from (if "
+        "anywhere) cannot be proved. Use the stack's rendered launcher"
+        for key, script in workload.startup_scripts
+        if script != LAUNCHER and (workload.runs_accelerator or mentions_vllm([script]))
+    ]
 
 
 def validate_vllm_api_key_from_secret(
@@ -279,7 +228,7 @@ def validate_vllm_api_key_from_secret(
     elif args.resource_type in CLOUD_RUN_WORKLOADS:
         problems += _cloud_run(args.resource_type, args.props)
     elif workload.startup_scripts:
-        problems += _machine(reading, workload)
+        problems += _machine(workload)
     for problem in dict.fromkeys(problems):
         report_violation(f"{args.name}: {problem}.", None)
 

@@ -149,20 +149,11 @@ def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "replicas=3", {**raw, "replicas": 3, "modelRevision": sha}
 
 
-def tpu_script_argv(script: str) -> list[str]:
-    """The arguments after `serve` in a TPU startup script's `docker run ... "${IMAGE}" serve`
-    line, read back as bash would split them (continuation lines joined)."""
-    import shlex
+def tpu_launch_argv(metadata: dict[str, str]) -> list[str]:
+    """The arguments after `serve` in a TPU node's launch document (`vllm-launch`)."""
+    from serving.render.tpu_startup import LAUNCH_KEY, read_launch
 
-    joined = script.replace("\\\n", " ")
-    for line in joined.splitlines():
-        if line.startswith("docker run "):
-            tokens = shlex.split(line)
-            after = tokens[tokens.index("${IMAGE}") + 1 :]
-            if after[:1] != ["serve"]:
-                raise SystemExit(f"the TPU container runs {after[:1]}, not `vllm serve`")
-            return after[1:]
-    raise SystemExit("no `docker run` line in the TPU startup script")
+    return list(read_launch(metadata[LAUNCH_KEY])["args"])
 
 
 def _repository(image: str) -> str:
@@ -175,7 +166,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     the same repository (to check a version before the stack file is re-pinned)."""
     from serving.catalog.hardware import Platform
     from serving.config.settings import SettingsError, load_settings
-    from serving.render.tpu_startup import StartupSecrets, render_startup_script
+    from serving.render.tpu_startup import StartupSecrets, render_metadata
     from serving.render.vllm import MODEL_MOUNT_PATH, render
 
     cases: list[CommandCase] = []
@@ -200,14 +191,14 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
 
                 argv = list(vllm_command(settings).args)
             elif settings.profile.platform is Platform.TPU:
-                # As components/tpu_nodes.py renders it: the Hub id, read back from the script.
+                # As components/tpu_nodes.py renders it: the Hub id, read back from the launch.
                 command = render(
                     settings, model_path=settings.model.model, port=8000, from_hub=True
                 )
-                script = render_startup_script(
+                metadata = render_metadata(
                     command, settings.image, StartupSecrets("project", "hf-token", "api-key")
                 )
-                argv = tpu_script_argv(script)
+                argv = tpu_launch_argv(metadata)
             else:
                 # As components/cloud_run_service.py renders it: folders under the bucket mount.
                 drafter = settings.model.drafter_card

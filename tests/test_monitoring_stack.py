@@ -259,13 +259,14 @@ def tpu() -> Rendered:
 
 
 def test_tpu_nodes_install_the_pinned_ops_agent(tpu: Rendered) -> None:
-    script = tpu.one(QUEUED).inputs["metadata"]["startup-script"]
-    assert '--version="${version}"' in script and "local version=2.70.0" in script
-    assert spec.OPS_AGENT_REPO_SCRIPT in script
+    metadata = tpu.one(QUEUED).inputs["metadata"]
+    agent = json.loads(metadata["vllm-launch"])["opsAgent"]
+    assert agent["version"] == "2.70.0" and spec.OPS_AGENT_REPO_SCRIPT in metadata["startup-script"]
     job = spec.scrape_job("gemma-tpu-v6e1")
-    assert f"job_name: {job}" in script and "localhost:8000" in script
+    assert f"job_name: {job}" in agent["config"] and "localhost:8000" in agent["config"]
     # Installed after vLLM has started, so it never delays serving.
-    assert script.index("docker run") < script.index("install_ops_agent() {")
+    script = metadata["startup-script"]
+    assert script.index('"docker", "run"') < script.index("ops_agent(launch")
 
 
 def test_tpu_node_identity_gets_only_metric_writer(tpu: Rendered) -> None:
@@ -290,7 +291,7 @@ def test_tpu_without_monitoring_has_no_agent_nor_role() -> None:
         {**stack_config("tpu-v6e1"), "sourceRanges": ["203.0.113.0/24"], "monitoring": False},
         "tpu-v6e1",
     )
-    assert "ops-agent" not in rendered.one(QUEUED).inputs["metadata"]["startup-script"]
+    assert json.loads(rendered.one(QUEUED).inputs["metadata"]["vllm-launch"])["opsAgent"] is None
     assert rendered.of_type(PROJECT_IAM) == [] and rendered.of_type(DASHBOARD) == []
 
 

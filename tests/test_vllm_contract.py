@@ -103,9 +103,9 @@ def test_deployed_resources_carry_the_checked_command_lines() -> None:
                 args = container.get("args") or []
                 if args and (container.get("command") or [])[-1:] == ["serve"]:
                     argvs.append((container["image"], tuple(args)))
-            script_text = (props.get("metadata") or {}).get("startup-script")
-            if isinstance(script_text, str):
-                tpu_argv = script.tpu_script_argv(script_text)
+            metadata = props.get("metadata") or {}
+            if "vllm-launch" in metadata:
+                tpu_argv = script.tpu_launch_argv(metadata)
                 argvs.append((stack_config(stack)["image"], tuple(tpu_argv)))
         assert argvs, f"{stack}: no vLLM command line declared"
         for image, argv in argvs:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from serving.catalog.hardware import GIB, HardwareProfile, Platform
-from serving.launch.vllm_argv import SNAPSHOT, human_int
+from serving.launch.vllm_args import SNAPSHOT, human_int
 from serving.launch.vllm_contract import UnknownVersion, image_release, load
 
 #: Options vLLM's parser leaves None and vLLM decides at start-up.

@@ -1,34 +1,112 @@
-"""Render the TPU VM startup script that runs vLLM in the pinned `vllm/vllm-tpu` image.
+"""The TPU node's launch: one fixed launcher script and a JSON launch document beside it.
 
-The script is assembled from lines in code and every value is shell-quoted with `shlex.quote`;
-there is no string template, so JSON in an argument (the speculative config) cannot break it.
-It holds no secret: at boot it reads the Hugging Face token and the vLLM API key from Secret
-Manager with the node's own service account (metadata-server token), hands them to the
-container as environment variables by name only (`docker run -e NAME`), and never prints them.
-An API key that is empty (or only whitespace) stops the script before the container starts:
-vLLM would otherwise serve without authentication.
+A node's metadata carries two keys (:func:`render_metadata`): `startup-script` is
+:data:`LAUNCHER`, the same text for every stack, and `vllm-launch` is a JSON document with the
+image, the command and argument lists, the project, the Secret Manager secret ids (not values)
+and the Ops Agent to install. At boot the launcher reads the document from the metadata server
+and runs `docker` with argument lists (Python's `subprocess`, no shell), so no value of the
+document is ever read by a shell. It holds no secret: it reads the Hugging Face token and the
+vLLM API key from Secret Manager with the node's own service account, hands them to the
+container as environment variables by name only (`--env=NAME`), and never prints them. An API
+key that is empty (or only whitespace) stops the boot before the container starts: vLLM would
+otherwise serve without authentication (vLLM 0.27.1, entrypoints/openai/api_server.py keeps
+`[key for key in (...[envs.VLLM_API_KEY]) if key]`). The Ops Agent is installed after vLLM has
+started; a failure there is reported on the serial console and vLLM goes on serving.
+
+:func:`read_launch` checks a document's shape (the policy pack reads nodes with it).
 """
 
 from __future__ import annotations
 
+import json
 import re
-import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from serving.render.monitoring import OPS_AGENT_CONFIG, OPS_AGENT_REPO_SCRIPT
 from serving.render.vllm import VllmCommand
 
 CONTAINER_NAME = "vllm"
-SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
-METADATA_TOKEN = (
-    "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
-)
+LAUNCH_KEY = "vllm-launch"
+#: `docker run` options of every node: the TPU devices need --privileged (vLLM's TPU guide:
+#: `docker run --privileged --net host --shm-size=16G`).
+DOCKER_OPTIONS = (
+    "--detach", f"--name={CONTAINER_NAME}", "--restart=unless-stopped", "--privileged",
+    "--net=host", "--shm-size=10gb",
+)  # fmt: skip
+SECRET_ENV = ("HF_TOKEN", "VLLM_API_KEY")
+_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
+_SECRET_ID = r"[A-Za-z0-9_-]{1,255}"
+_PROJECT = r"[a-z][a-z0-9.:-]{4,61}[a-z0-9]"
+
+#: The node's startup script: fixed text, so the policy pack compares it whole.
+LAUNCHER = rf"""#!/bin/bash
+# gemma4-vllm's TPU launcher (serving/render/tpu_startup.py): the same text on every node.
+# It runs the launch in the metadata key {LAUNCH_KEY} with argument lists, through no shell.
+# Holds no secret: tokens are read from Secret Manager at boot and never printed.
+exec python3 -I - <<'LAUNCHER'
+import base64, json, os, re, subprocess, sys, tempfile
+
+METADATA = "http://metadata.google.internal/computeMetadata/v1/instance/"
+ACCESS = "https://secretmanager.googleapis.com/v1/projects/{{}}/secrets/{{}}/versions/latest:access"
 
 
-_EMPTY_KEY = (
-    "vLLM API key secret '{secret}' is empty: refusing to start vLLM without authentication. "
-    "Add a non-empty version (gcloud secrets versions add {secret} --data-file=-) and reboot "
-    "the node."
-)
+def curl(url, *options):
+    argv = ["curl", "--silent", "--fail", "--retry", "5", *options, url]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def read_secret(project, secret):
+    token = curl(METADATA + "service-accounts/default/token", "-H", "Metadata-Flavor: Google")
+    header = "Authorization: Bearer " + json.loads(token)["access_token"]
+    body = json.loads(curl(ACCESS.format(project, secret), "-H", header))
+    return base64.b64decode(body["payload"]["data"]).decode()
+
+
+def ops_agent(version, config):
+    if not re.fullmatch(r"{_VERSION}", version):
+        raise ValueError("Ops Agent version is not MAJOR.MINOR.PATCH")
+    query = ["dpkg-query", "-W", "-f=${{Version}}", "google-cloud-ops-agent"]
+    installed = subprocess.run(query, capture_output=True, text=True).stdout
+    if not installed.startswith(version):
+        repo = tempfile.mkstemp(suffix=".sh")[1]
+        curl("{OPS_AGENT_REPO_SCRIPT}", "--show-error", "-o", repo)
+        subprocess.run(["bash", repo, "--also-install", "--version=" + version], check=True)
+    os.makedirs(os.path.dirname("{OPS_AGENT_CONFIG}"), exist_ok=True)
+    with open("{OPS_AGENT_CONFIG}", "w") as f:
+        f.write(config)
+    subprocess.run(["systemctl", "restart", "google-cloud-ops-agent"], check=True)
+
+
+launch = json.loads(curl(METADATA + "attributes/{LAUNCH_KEY}", "-H", "Metadata-Flavor: Google"))
+image, command, secrets = launch["image"], launch["command"], launch["secrets"]
+if subprocess.run(["docker", "inspect", "{CONTAINER_NAME}"], capture_output=True).returncode == 0:
+    subprocess.run(["docker", "rm", "--force", "{CONTAINER_NAME}"], capture_output=True, check=True)
+subprocess.run(["docker", "pull", "--quiet", image], capture_output=True, check=True)
+env = dict(os.environ)
+for name, secret in secrets.items():
+    if not re.fullmatch(r"{_SECRET_ID}", secret):
+        sys.exit("secret id of " + name + " is not a Secret Manager id")
+    env[name] = read_secret(launch["project"], secret)
+if not env["VLLM_API_KEY"].strip():
+    sys.exit(
+        "vLLM API key secret '" + secrets["VLLM_API_KEY"] + "' is empty: refusing to start vLLM "
+        "without authentication. Add a non-empty version (gcloud secrets versions add "
+        + secrets["VLLM_API_KEY"] + " --data-file=-) and reboot the node."
+    )
+options = {list(DOCKER_OPTIONS)!r} + ["--env=" + name for name in secrets]
+run = ["docker", "run", *options, "--entrypoint=" + command[0], image, *command[1:]]
+subprocess.run([*run, *launch["args"]], env=env, check=True)
+print("vLLM container {CONTAINER_NAME} started from " + image, flush=True)
+if launch["opsAgent"] is not None:
+    try:
+        ops_agent(launch["opsAgent"]["version"], launch["opsAgent"]["config"])
+        print("Ops Agent " + launch["opsAgent"]["version"] + " scrapes vLLM's metrics")
+    except Exception:
+        print("Ops Agent setup failed: vLLM serves, its metrics are not collected", file=sys.stderr)
+LAUNCHER
+"""
 
 
 @dataclass(frozen=True)
@@ -40,189 +118,84 @@ class StartupSecrets:
     api_key_secret: str
 
 
-def render_startup_script(
-    command: VllmCommand,
-    image: str,
-    secrets: StartupSecrets,
-    ops_agent: OpsAgent | None = None,
-) -> str:
-    """A bash startup script that (re)starts the vLLM container; safe to run at every boot.
-
-    With `ops_agent`, the Ops Agent is installed after vLLM has started (see
-    :func:`ops_agent_lines`)."""
-    q = shlex.quote
-    options = [
-        "--detach",
-        f"--name={CONTAINER_NAME}",
-        "--restart=unless-stopped",
-        "--privileged",
-        "--net=host",
-        "--shm-size=10gb",
-        "--env=HF_TOKEN",
-        "--env=VLLM_API_KEY",
-        f"--entrypoint={command.command[0]}",
-    ]
-    arguments = [*command.command[1:], *command.args]
-    lines = [
-        "#!/bin/bash",
-        "# Rendered by gemma4-vllm (serving/render/tpu_startup.py); do not edit on the node.",
-        "# Holds no secret: tokens are read from Secret Manager at boot and never printed.",
-        "set -euo pipefail",
-        "",
-        f"readonly PROJECT={q(secrets.project)}",
-        f"readonly IMAGE={q(image)}",
-        "",
-        "access_token() {",
-        f"  curl --silent --fail --retry 5 -H 'Metadata-Flavor: Google' {q(METADATA_TOKEN)} \\",
-        "    | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])'",
-        "}",
-        "",
-        "read_secret() {",
-        "  local token",
-        '  token="$(access_token)"',
-        '  curl --silent --fail --retry 5 -H "Authorization: Bearer ${token}" \\',
-        f'    "{SECRET_MANAGER}/projects/${{PROJECT}}/secrets/$1/versions/latest:access" \\',
-        "    | python3 -c 'import base64, json, sys; "
-        'sys.stdout.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]).decode())\'',
-        "}",
-        "",
-        f"if docker inspect {CONTAINER_NAME} >/dev/null 2>&1; then",
-        f"  docker rm --force {CONTAINER_NAME} >/dev/null",
-        "fi",
-        'docker pull --quiet "${IMAGE}" >/dev/null',
-        "",
-        f'HF_TOKEN="$(read_secret {q(secrets.hf_token_secret)})"',
-        f'VLLM_API_KEY="$(read_secret {q(secrets.api_key_secret)})"',
-        # vLLM drops an empty key and then serves without authentication (vLLM 0.27.1,
-        # entrypoints/openai/api_server.py: `[key for key in (...[envs.VLLM_API_KEY]) if key]`).
-        'if [[ -z "${VLLM_API_KEY//[[:space:]]/}" ]]; then',
-        f"  echo {q(_EMPTY_KEY.format(secret=secrets.api_key_secret))} >&2",
-        "  exit 1",
-        "fi",
-        "export HF_TOKEN VLLM_API_KEY",
-        " \\\n  ".join(["docker run", *map(q, options), '"${IMAGE}"', *map(q, arguments)]),
-        "unset HF_TOKEN VLLM_API_KEY",
-        f'echo "vLLM container {CONTAINER_NAME} started from ${{IMAGE}}"',
-        "",
-        *(ops_agent_lines(ops_agent) if ops_agent is not None else []),
-    ]
-    return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class OpsAgent:
     """The Ops Agent, pinned, with the config that scrapes vLLM's /metrics on localhost."""
 
     version: str
     config_yaml: str
-    repo_script_url: str
-    config_path: str
 
 
-def ops_agent_lines(agent: OpsAgent) -> list[str]:
-    """Install the pinned Ops Agent (once) and write its config, after vLLM has started.
-
-    A failure here never stops vLLM: it is reported on the serial console and the script goes
-    on, so a node without metrics still serves.
-    """
-    q = shlex.quote
-    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", agent.version):
-        raise ValueError(f"Ops Agent version {agent.version!r} is not MAJOR.MINOR.PATCH")
-    # `set -e` does not apply inside a function called from `if`: every step checks itself.
-    return [
-        "install_ops_agent() {",
-        f"  local version={q(agent.version)}",
-        "  local installed",
-        "  installed=\"$(dpkg-query -W -f='${Version}' google-cloud-ops-agent 2>/dev/null \\",
-        '    || true)"',
-        '  if [[ "${installed}" != "${version}"* ]]; then',
-        "    local repo_script",
-        '    repo_script="$(mktemp)" || return 1',
-        '    curl --silent --show-error --fail --retry 5 -o "${repo_script}" \\',
-        f"      {q(agent.repo_script_url)} || return 1",
-        '    bash "${repo_script}" --also-install --version="${version}" || return 1',
-        "  fi",
-        f"  mkdir -p {q(agent.config_path.rsplit('/', 1)[0])} || return 1",
-        f"  printf '%s' {q(agent.config_yaml)} > {q(agent.config_path)} || return 1",
-        "  systemctl restart google-cloud-ops-agent || return 1",
-        "}",
-        "if install_ops_agent; then",
-        f'  echo "Ops Agent {agent.version} scrapes vLLM\'s metrics"',
-        "else",
-        '  echo "Ops Agent setup failed: vLLM serves, its metrics are not collected" >&2',
-        "fi",
-        "",
-    ]
+def render_metadata(
+    command: VllmCommand, image: str, secrets: StartupSecrets, ops_agent: OpsAgent | None = None
+) -> dict[str, str]:
+    """The node metadata: the fixed launcher and the launch document (checked by
+    :func:`read_launch`, so what is rendered is what the policy pack accepts)."""
+    document = {
+        "image": image,
+        "command": list(command.command),
+        "args": list(command.args),
+        "project": secrets.project,
+        "secrets": dict(
+            zip(SECRET_ENV, (secrets.hf_token_secret, secrets.api_key_secret), strict=True)
+        ),
+        "opsAgent": None
+        if ops_agent is None
+        else {"version": ops_agent.version, "config": ops_agent.config_yaml},
+    }
+    text = json.dumps(document, indent=1)
+    read_launch(text)
+    return {"startup-script": LAUNCHER, LAUNCH_KEY: text}
 
 
-@dataclass(frozen=True)
-class RenderedScript:
-    """A startup script recognised as this module's rendering: its `docker run` command
-    (the only part that varies with the vLLM options) and the variables set before it."""
-
-    docker_run: str
-    #: Shell variables in effect at the `docker run` (values of secrets are not known).
-    variables: dict[str, str | None]
-
-
-_DOCKER_BLOCK = re.compile(r"^docker run (?:.*\\\n)*.*$", re.M)
+#: Each key of the launch document and what it must be.
+_KEYS: dict[str, str] = {
+    "image": "a string",
+    "command": 'the list ["vllm", "serve"]',
+    "args": "a list of strings",
+    "project": f"a project id ({_PROJECT})",
+    "secrets": f"an object of exactly {', '.join(SECRET_ENV)} to Secret Manager ids",
+    "opsAgent": 'null or an object of exactly "version" (MAJOR.MINOR.PATCH) and "config" text',
+}
 
 
-def _value_after(script: str, pattern: str) -> str | None:
-    match = re.search(pattern, script, re.M)
-    if match is None:
-        return None
-    try:
-        words = shlex.split(match.group(1))
-    except ValueError:
-        return None
-    return words[0] if len(words) == 1 else None
-
-
-def read_rendered_startup_script(script: str, ops_agent_url: str) -> RenderedScript | None:
-    """The script's `docker run` when everything else in it is exactly what
-    :func:`render_startup_script` writes for the values it names (project, image, secret
-    ids, Ops Agent version, config and `ops_agent_url`); None for any other script.
-
-    The rest of the rendered script (functions, command substitutions, `if` blocks) is
-    outside the launch reader's grammar; it is accepted only as this exact text.
-    """
-    blocks = _DOCKER_BLOCK.findall(script)
-    if len(blocks) != 1:
-        return None
-    project = _value_after(script, r"^readonly PROJECT=(.*)$")
-    image = _value_after(script, r"^readonly IMAGE=(.*)$")
-    hf = _value_after(script, r'^HF_TOKEN="\$\(read_secret (.*)\)"$')
-    api = _value_after(script, r'^VLLM_API_KEY="\$\(read_secret (.*)\)"$')
-    if None in (project, image, hf, api):
-        return None
-    assert project is not None and image is not None and hf is not None and api is not None
-    agent: OpsAgent | None = None
-    if "install_ops_agent() {" in script:
-        version = _value_after(script, r"^  local version=(.*)$")
-        config = re.search(r"^  printf '%s' (.*) > (\S+) \|\| return 1$", script, re.M | re.S)
-        if version is None or config is None:
-            return None
-        try:
-            (config_yaml,) = shlex.split(config.group(1))
-            (config_path,) = shlex.split(config.group(2))
-        except ValueError:
-            return None
-        agent = OpsAgent(version, config_yaml, ops_agent_url, config_path)
-    try:
-        expected = render_startup_script(
-            VllmCommand(command=("vllm",), args=()),
-            image,
-            StartupSecrets(project, hf, api),
-            agent,
+def _valid(key: str, value: Any) -> bool:
+    if key == "image":
+        return isinstance(value, str) and bool(value)
+    if key == "command":
+        return bool(value == ["vllm", "serve"])
+    if key == "args":
+        return isinstance(value, list) and all(isinstance(a, str) for a in value)
+    if key == "project":
+        return isinstance(value, str) and re.fullmatch(_PROJECT, value) is not None
+    if key == "secrets":
+        return (
+            isinstance(value, Mapping)
+            and sorted(value) == sorted(SECRET_ENV)
+            and all(isinstance(v, str) and re.fullmatch(_SECRET_ID, v) for v in value.values())
         )
-    except ValueError:
-        return None
-    (expected_block,) = _DOCKER_BLOCK.findall(expected)
-    marker = "\x00docker-run\x00"
-    if script.replace(blocks[0], marker, 1) != expected.replace(expected_block, marker, 1):
-        return None
-    return RenderedScript(
-        docker_run=blocks[0],
-        variables={"PROJECT": project, "IMAGE": image, "HF_TOKEN": None, "VLLM_API_KEY": None},
+    return value is None or (
+        isinstance(value, Mapping)
+        and sorted(value) == ["config", "version"]
+        and isinstance(value["version"], str)
+        and re.fullmatch(_VERSION, value["version"]) is not None
+        and isinstance(value["config"], str)
     )
+
+
+def read_launch(text: str) -> dict[str, Any]:
+    """The launch document, or ValueError naming the key that is not of the accepted shape."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{LAUNCH_KEY} is not JSON ({exc})") from None
+    if not isinstance(document, dict) or sorted(document) != sorted(_KEYS):
+        found = sorted(document) if isinstance(document, dict) else type(document).__name__
+        raise ValueError(f"{LAUNCH_KEY} has keys {found}; accepted: exactly {sorted(_KEYS)}")
+    for key, accepted in _KEYS.items():
+        if not _valid(key, document[key]):
+            raise ValueError(
+                f"{LAUNCH_KEY} key {key!r} is {json.dumps(document[key])[:80]}; accepted: "
+                f"{accepted}"
+            )
+    return document

@@ -18,6 +18,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from serving.render.tpu_startup import StartupSecrets, render_metadata
+from serving.render.vllm import VllmCommand
 from tests.pulumi_harness import Rendered, render, stack_config
 
 SERVICE = "gcp:cloudrunv2/service:Service"
@@ -28,6 +30,9 @@ IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
 FIREWALL = "gcp:compute/firewall:Firewall"
 TPU_QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+INSTANCE = "gcp:compute/instance:Instance"
+#: The arguments of a plain TPU launch (the Hub id, as TPU nodes download at boot).
+TPU_ARGS = ("google/gemma-4-12B-it", "--max-model-len=4096", "--port=8000")
 #: Shipped Cloud Run GPU stacks, and every shipped stack.
 STACKS = ("l4", "rtx6000")
 ALL_STACKS = ("l4", "rtx6000", "tpu-v6e1")
@@ -150,3 +155,11 @@ def with_mtp(props: dict[str, Any], tokens: int = 3) -> dict[str, Any]:
         "num_speculative_tokens": tokens,
     }
     return edit_args(props, set_={"speculative-config": json.dumps(spec)})
+
+
+def tpu_vm(*args: str, accelerator: str = "v6e-1") -> dict[str, Any]:
+    """A TPU VM running the package's launcher with these vLLM arguments (TPU_ARGS if none)."""
+    command = VllmCommand(command=("vllm", "serve"), args=tuple(args or TPU_ARGS))
+    secrets = StartupSecrets("my-project", "hf-token", "vllm-api-key")
+    metadata = render_metadata(command, "vllm/vllm-tpu:v0.27.0", secrets)
+    return {"acceleratorType": accelerator, "metadata": metadata}

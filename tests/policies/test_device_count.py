@@ -13,10 +13,19 @@ import pytest
 
 from policies._devices import tpu_type_chips
 from policies.vllm_server_readable import vllm_server_readable
-from tests.policies._fixtures import SERVICE, container, edit_args, service, violations
+from tests.policies._fixtures import (
+    INSTANCE,
+    SERVICE,
+    TPU_ARGS,
+    TPU_VM,
+    container,
+    edit_args,
+    service,
+    tpu_vm,
+    violations,
+)
 from tests.policies.test_policy_gke import container as pod_container
 from tests.policies.test_policy_gke import resource_type, set_arg, vllm
-from tests.policies.test_reader_grammar import INSTANCE, TPU_SCRIPT, TPU_VM, tpu_vm
 
 
 def _device_messages(type_: str, props: dict[str, Any]) -> list[str]:
@@ -55,11 +64,9 @@ def test_gke_tpu_pod_counts_its_tpu_limit() -> None:
 )
 def test_tpu_vm_counts_the_chips_of_its_accelerator_type(accelerator: str, chips: int) -> None:
     assert tpu_type_chips(accelerator) == chips
-    vm = tpu_vm(TPU_SCRIPT.replace("--port=8000", f"--port=8000 -tp {chips}"))
-    vm["acceleratorType"] = accelerator
+    vm = tpu_vm(*TPU_ARGS, f"-tp={chips}", accelerator=accelerator)
     assert _device_messages(TPU_VM, vm) == []
-    vm = tpu_vm(TPU_SCRIPT.replace("--port=8000", f"--port=8000 -tp {chips * 2}"))
-    vm["acceleratorType"] = accelerator
+    vm = tpu_vm(*TPU_ARGS, f"-tp={chips * 2}", accelerator=accelerator)
     (message,) = _device_messages(TPU_VM, vm)
     assert f"more than the {chips} {accelerator} the resource has (accelerator type" in message
 
@@ -67,44 +74,25 @@ def test_tpu_vm_counts_the_chips_of_its_accelerator_type(accelerator: str, chips
 @pytest.mark.parametrize("accelerator", ["v6e-16", "v3-8", "v2-8", "v4-7", "v7x-2", "TPU"])
 def test_tpu_vm_whose_chips_per_host_are_not_known_fails_closed(accelerator: str) -> None:
     assert tpu_type_chips(accelerator) is None
-    vm = tpu_vm(TPU_SCRIPT.replace("--port=8000", "--port=8000 -tp 2"))
-    vm["acceleratorType"] = accelerator
+    vm = tpu_vm(*TPU_ARGS, "-tp=2", accelerator=accelerator)
     (message,) = _device_messages(TPU_VM, vm)
     assert "cannot be told" in message and accelerator in message
-    one = tpu_vm(TPU_SCRIPT)
-    one["acceleratorType"] = accelerator
+    one = tpu_vm(accelerator=accelerator)
     assert _device_messages(TPU_VM, one) == []
 
 
-def _instance(script: str, **props: Any) -> dict[str, Any]:
-    return {"metadata": {"startup-script": script}, **props}
-
-
-GPU_SCRIPT = (
-    "#!/bin/bash\ndocker run -d --net=host --gpus=all vllm/vllm-openai:v0.27.1 "
-    "google/gemma-4-12B-it-qat-w4a16-ct --max-model-len=8192 -tp 2\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("props", "ok", "source"),
-    [
-        ({"guestAccelerators": [{"type": "nvidia-l4", "count": 2}]}, True, ""),
-        ({"guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}, False, "guestAccelerators"),
-        ({"machineType": "g2-standard-24"}, True, ""),
-        ({"machineType": "g2-standard-8"}, False, "machine type g2-standard-8"),
-        ({"machineType": "a2-highgpu-2g"}, True, ""),
-    ],
-)
-def test_compute_engine_counts_guest_accelerators_or_the_machine_type(
-    props: dict[str, Any], ok: bool, source: str
-) -> None:
-    found = _device_messages(INSTANCE, _instance(GPU_SCRIPT, **props))
-    if ok:
-        assert found == []
-    else:
-        (message,) = found
-        assert "more than the 1" in message and source in message
+def test_a_compute_engine_gpu_machine_is_read_only_through_the_package_launcher() -> None:
+    """The package renders no GPU machine: its `docker run` script is refused by name, and
+    the TPU launcher (which runs --privileged) is refused on a GPU machine."""
+    script = "#!/bin/bash\ndocker run --gpus=all vllm/vllm-openai:v0.27.1 google/gemma-4-12B-it\n"
+    gpus = {"guestAccelerators": [{"type": "nvidia-l4", "count": 2}]}
+    (message,) = violations(
+        vllm_server_readable, INSTANCE, {"metadata": {"startup-script": script}, **gpus}
+    )
+    assert "the startup-script is not the package's launcher" in message
+    launcher = {"metadata": tpu_vm()["metadata"], **gpus}
+    (message,) = violations(vllm_server_readable, INSTANCE, launcher)
+    assert "only a TPU machine needs" in message
 
 
 @pytest.mark.parametrize("gpu", [None, "1", 1])

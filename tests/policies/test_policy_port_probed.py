@@ -9,7 +9,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_OBJECT_VALUE, unkn
 
 from policies._resources import V1_SERVICE, WORKER_POOL
 from policies.vllm_port_probed import DEFAULT_CONTAINER_PORT, vllm_port_probed
-from serving.launch.vllm_argv import DEFAULT_PORT
+from serving.launch.vllm_args import DEFAULT_PORT
 from tests.policies._fixtures import (
     JOB,
     SERVICE,

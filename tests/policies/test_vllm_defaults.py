@@ -19,18 +19,20 @@ from policies._server import read_servers
 from policies.gpu_memory_budget import gpu_memory_budget, plan_server
 from policies.gpu_memory_utilization_range import gpu_memory_utilization_range
 from policies.mtp_max_num_seqs import mtp_max_num_seqs
-from serving.launch.vllm_argv import SNAPSHOT
+from serving.launch.vllm_args import SNAPSHOT
 from serving.launch.vllm_contract import DATA
 from serving.launch.vllm_defaults import parser_default
 from tests.policies._fixtures import (
     SERVICE,
+    TPU_ARGS,
+    TPU_VM,
     container,
     edit_args,
     service,
+    tpu_vm,
     violations,
     with_mtp,
 )
-from tests.policies.test_reader_grammar import TPU_SCRIPT, TPU_VM, tpu_vm
 
 START_UP = ("max-num-batched-tokens", "max-num-seqs")
 
@@ -125,16 +127,16 @@ def test_mtp_on_an_l4_is_judged_with_vllms_default_sequences() -> None:
 
 
 def test_on_a_tpu_the_start_up_values_are_unknown_and_the_budget_fails_closed() -> None:
-    server = _server(tpu_vm(TPU_SCRIPT), TPU_VM)
+    server = _server(tpu_vm(), TPU_VM)
     assert server.int_value("max-num-batched-tokens") is None
     assert server.int_value("max-num-seqs") is None
     assert server.value("gpu-memory-utilization") == _snapshot_default(
         "vllm-tpu-0.27.0", "--gpu-memory-utilization"
     )
-    (message,) = violations(gpu_memory_budget, TPU_VM, tpu_vm(TPU_SCRIPT))
+    (message,) = violations(gpu_memory_budget, TPU_VM, tpu_vm())
     assert "leaves --max-num-batched-tokens to vLLM" in message and "v6e-1" in message
-    given = TPU_SCRIPT.replace("--port=8000", "--port=8000 --max-num-batched-tokens=1024")
-    assert violations(gpu_memory_budget, TPU_VM, tpu_vm(given)) == []
+    given = tpu_vm(*TPU_ARGS, "--max-num-batched-tokens=1024")
+    assert violations(gpu_memory_budget, TPU_VM, given) == []
 
 
 def test_a_release_without_a_snapshot_leaves_the_budget_uncounted_not_crashed() -> None:

@@ -1,8 +1,9 @@
-"""The Ops Agent lines of the TPU startup script: shellcheck-clean, pinned, and harmless to vLLM.
+"""The Ops Agent step of the TPU launcher: pinned, installed after vLLM, harmless to vLLM.
 
-The script runs with stub `curl`, `docker`, `dpkg-query` and `systemctl` on PATH; the stub
-`curl` serves the metadata server, Secret Manager and Google's Ops Agent repository script
-(which here only records how it was called).
+The launcher runs with stub `curl`, `docker`, `dpkg-query` and `systemctl` on PATH; the stub
+`curl` serves the metadata server (the launch document), Secret Manager and Google's Ops Agent
+repository script (which here only records how it was called). The config path is moved into
+the test's folder by editing the launcher's text.
 """
 
 from __future__ import annotations
@@ -18,12 +19,7 @@ import yaml
 
 from serving.config.settings import load_settings
 from serving.render import monitoring as spec
-from serving.render.tpu_startup import (
-    OpsAgent,
-    StartupSecrets,
-    ops_agent_lines,
-    render_startup_script,
-)
+from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_metadata
 from serving.render.vllm import render
 
 TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b"}
@@ -32,7 +28,9 @@ CURL = r"""#!/usr/bin/env python3
 import base64, json, os, sys
 args = sys.argv[1:]
 url = [a for a in args if a.startswith("http")][0]
-if "metadata.google.internal" in url:
+if url.endswith("/attributes/vllm-launch"):
+    print(open(os.environ["LAUNCH"]).read())
+elif "metadata.google.internal" in url:
     print(json.dumps({"access_token": "ya29.node-token"}))
 elif "secretmanager.googleapis.com" in url:
     print(json.dumps({"payload": {"data": base64.b64encode(b"value").decode()}}))
@@ -57,20 +55,16 @@ echo "systemctl $*" >> "$STEPS"
 """
 
 
-def settings_and_script(config_path: Path) -> tuple[str, str]:
+def settings_and_metadata(config_path: Path) -> tuple[str, dict[str, str]]:
     s = load_settings(TPU)
     command = render(s, model_path=s.model.model, port=s.tpu.serving_port)
     config = spec.ops_agent_config(s.tpu.serving_port, "gemma-tpu-vllm", s.monitoring)
-    agent = OpsAgent(
-        version=s.monitoring.monitoring_ops_agent_version,
-        config_yaml=config,
-        repo_script_url=spec.OPS_AGENT_REPO_SCRIPT,
-        config_path=str(config_path),
-    )
-    script = render_startup_script(
+    agent = OpsAgent(version=s.monitoring.monitoring_ops_agent_version, config_yaml=config)
+    metadata = render_metadata(
         command, s.image, StartupSecrets("my-project", "hf-token", "vllm-api-key"), agent
     )
-    return config, script
+    script = metadata["startup-script"].replace(spec.OPS_AGENT_CONFIG, str(config_path))
+    return config, {**metadata, "startup-script": script}
 
 
 def run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
@@ -88,8 +82,9 @@ def run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], l
     steps = tmp_path / "steps.log"
     steps.touch()
     config_path = tmp_path / "etc" / "google-cloud-ops-agent" / "config.yaml"
-    config, script = settings_and_script(config_path)
-    (tmp_path / "startup.sh").write_text(script)
+    config, metadata = settings_and_metadata(config_path)
+    (tmp_path / "startup.sh").write_text(metadata["startup-script"])
+    (tmp_path / "launch.json").write_text(metadata["vllm-launch"])
     result = subprocess.run(
         ["bash", str(tmp_path / "startup.sh")],
         capture_output=True,
@@ -99,6 +94,7 @@ def run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], l
             **os.environ,
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "STEPS": str(steps),
+            "LAUNCH": str(tmp_path / "launch.json"),
             **env,
         },
     )
@@ -110,9 +106,9 @@ def run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], l
 def test_shellcheck_passes(tmp_path: Path) -> None:
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is installed by .ci/run (Debian package shellcheck)"
-    _, script = settings_and_script(tmp_path / "config.yaml")
+    _, metadata = settings_and_metadata(tmp_path / "config.yaml")
     path = tmp_path / "startup.sh"
-    path.write_text(script)
+    path.write_text(metadata["startup-script"])
     result = subprocess.run(
         [shellcheck, "--severity=style", str(path)], capture_output=True, text=True
     )
@@ -156,5 +152,9 @@ def test_a_failed_install_leaves_vllm_serving(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["2.*.*", "latest", "2.70", "2.70.0; rm -rf /"])
 def test_only_an_exact_version_is_rendered(version: str) -> None:
+    s = load_settings(TPU)
+    command = render(s, model_path=s.model.model, port=s.tpu.serving_port)
     with pytest.raises(ValueError, match=r"MAJOR\.MINOR\.PATCH"):
-        ops_agent_lines(OpsAgent(version, "x: 1\n", spec.OPS_AGENT_REPO_SCRIPT, "/etc/x.yaml"))
+        render_metadata(
+            command, s.image, StartupSecrets("my-project", "a", "b"), OpsAgent(version, "x")
+        )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 import pulumi
 import pytest
 
 from components.tpu_queued_resource import api_version, queued_resource_body
+from serving.render.tpu_startup import LAUNCHER, read_launch
 from serving.render.vllm import parse_args
 from tests.pulumi_harness import RecordingMocks, Rendered, render, stack_config
 from tests.support import discovery
@@ -43,14 +43,16 @@ def test_queued_resource_shape(rendered: Rendered) -> None:
     assert node["serviceAccountEmail"].startswith(account.inputs["accountId"] + "@")
 
 
-def test_startup_script_runs_the_shared_renderer_with_no_secret(rendered: Rendered) -> None:
-    script = rendered.one(QUEUED).inputs["metadata"]["startup-script"]
-    assert set(rendered.one(QUEUED).inputs["metadata"]) == {"startup-script"}
-    assert "--tensor-parallel-size=1" in script
-    assert "--max-model-len=4096" in script and "--max-num-seqs=64" in script
-    assert "--kv-cache-dtype=fp8" in script and "--disable-chunked-mm-input" in script
-    assert "--port=8000" in script and "vllm/vllm-tpu:v0.27.0" in script
-    assert "hf_" not in script and 'HF_TOKEN="$(read_secret hf-token)"' in script
+def test_node_runs_the_package_launcher_with_no_secret(rendered: Rendered) -> None:
+    metadata = rendered.one(QUEUED).inputs["metadata"]
+    assert set(metadata) == {"startup-script", "vllm-launch"}
+    assert metadata["startup-script"] == LAUNCHER
+    launch = read_launch(metadata["vllm-launch"])
+    assert "--tensor-parallel-size=1" in launch["args"]
+    assert {"--max-model-len=4096", "--max-num-seqs=64"} <= set(launch["args"])
+    assert {"--kv-cache-dtype=fp8", "--disable-chunked-mm-input"} <= set(launch["args"])
+    assert "--port=8000" in launch["args"] and launch["image"] == "vllm/vllm-tpu:v0.27.0"
+    assert "hf_" not in metadata["vllm-launch"] and launch["secrets"]["HF_TOKEN"] == "hf-token"
 
 
 def test_node_reads_only_its_two_secrets(rendered: Rendered) -> None:
@@ -95,10 +97,7 @@ def test_tpu_needs_a_zone_that_offers_v6e() -> None:
 
 
 def test_vllm_arguments_match_the_reference_tpu_values(rendered: Rendered) -> None:
-    script = rendered.one(QUEUED).inputs["metadata"]["startup-script"]
-    run = script[script.index("docker run") : script.index("\nunset")]
-    argv = shlex.split(run.replace("\\\n", " "))
-    args = parse_args(["vllm", *argv[argv.index("serve") :]])
+    args = _serve_args(rendered.one(QUEUED).inputs)
     assert args["model"] == "google/gemma-4-12B-it"
     assert args["max-num-batched-tokens"] == "4096"
     assert args["enable-prefix-caching"] is True
@@ -140,10 +139,8 @@ def test_each_provisioning_mode_of_the_stack_validates(overrides: dict[str, Any]
 
 
 def _serve_args(node_inputs: dict[str, Any]) -> dict[str, Any]:
-    script = node_inputs["metadata"]["startup-script"]
-    run = script[script.index("docker run") : script.index("\nunset")]
-    argv = shlex.split(run.replace("\\\n", " "))
-    return parse_args(["vllm", *argv[argv.index("serve") :]])
+    launch = read_launch(node_inputs["metadata"]["vllm-launch"])
+    return parse_args([*launch["command"], *launch["args"]])
 
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -1,7 +1,9 @@
-"""The TPU startup script: shellcheck-clean, no secret in it, and it really works when run.
+"""The TPU launcher: shellcheck-clean, one text for every stack, no secret in it, and it really
+works when run.
 
-The script is executed with stub `curl` and `docker` on PATH that play the metadata server,
-Secret Manager and the Docker engine, so the test sees exactly what a node would do.
+The launcher is executed with stub `curl` and `docker` on PATH that play the metadata server
+(which serves the launch document), Secret Manager and the Docker engine, so the test sees
+exactly what a node would do.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from serving.config.settings import load_settings
-from serving.render.tpu_startup import StartupSecrets, render_startup_script
+from serving.render.tpu_startup import LAUNCHER, StartupSecrets, read_launch, render_metadata
 from serving.render.vllm import render
 from tests.support import discovery
 
@@ -42,7 +45,10 @@ headers = [args[i + 1] for i, a in enumerate(args) if a == "-H"]
 if os.environ.get("CURL_LOG"):
     with open(os.environ["CURL_LOG"], "a") as log:
         log.write(url + "\n")
-if "metadata.google.internal" in url:
+if url.endswith("/attributes/vllm-launch"):
+    assert "Metadata-Flavor: Google" in headers, headers
+    print(open(os.environ["LAUNCH"]).read())
+elif "metadata.google.internal" in url:
     assert "Metadata-Flavor: Google" in headers, headers
     print(json.dumps({"access_token": "ya29.node-token", "expires_in": 3599}))
 elif "secretmanager.googleapis.com" in url:
@@ -67,12 +73,30 @@ if sys.argv[1] == "run":
 """
 
 
-def script() -> str:
+def metadata() -> dict[str, str]:
     settings = load_settings(TPU)
     command = render(settings, model_path=settings.model.model, port=8000)
-    return render_startup_script(
+    return render_metadata(
         command, settings.image, StartupSecrets("my-project", "hf-token", "vllm-api-key")
     )
+
+
+def script() -> str:
+    return metadata()["startup-script"]
+
+
+def _write(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The launcher and its launch document on disk, and the stub environment."""
+    (tmp_path / "launch.json").write_text(metadata()["vllm-launch"])
+    path = tmp_path / "startup.sh"
+    path.write_text(script())
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "DOCKER_LOG": str(tmp_path / "docker.json"),
+        "LAUNCH": str(tmp_path / "launch.json"),
+    }
+    return path, env
 
 
 def test_shellcheck_passes(tmp_path: Path) -> None:
@@ -86,12 +110,32 @@ def test_shellcheck_passes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
-def test_script_names_secrets_but_holds_no_value() -> None:
-    text = script()
-    assert "secrets/$1/versions/latest:access" in text
-    assert "read_secret hf-token" in text and "read_secret vllm-api-key" in text
-    assert "hf_" not in text and "set -x" not in text
-    assert 'echo "$HF_TOKEN' not in text and "${HF_TOKEN}" not in text
+def test_one_launcher_for_every_stack_and_the_launch_beside_it() -> None:
+    """The script is the module's constant; the stack's values are in the launch document,
+    which names the secrets but holds no value."""
+    data = metadata()
+    assert data["startup-script"] == LAUNCHER and set(data) == {"startup-script", "vllm-launch"}
+    launch = read_launch(data["vllm-launch"])
+    assert launch["secrets"] == {"HF_TOKEN": "hf-token", "VLLM_API_KEY": "vllm-api-key"}
+    assert launch["command"] == ["vllm", "serve"] and launch["image"] == "vllm/vllm-tpu:v0.27.0"
+    assert "hf_" not in data["vllm-launch"] and "hf_" not in LAUNCHER
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda d: d.update(command=["sh", "-c", "vllm serve"]), "'command'"),
+        (lambda d: d.update(args="--port=1"), "'args'"),
+        (lambda d: d["secrets"].update(HF_TOKEN="a/b"), "'secrets'"),
+        (lambda d: d.update(extra=1), "has keys"),
+        (lambda d: d.update(opsAgent={"version": "latest", "config": ""}), "'opsAgent'"),
+    ],
+)
+def test_a_launch_of_another_shape_is_refused_by_key(edit: Any, named: str) -> None:
+    document = json.loads(metadata()["vllm-launch"])
+    edit(document)
+    with pytest.raises(ValueError, match=named):
+        read_launch(json.dumps(document))
 
 
 def _stub(directory: Path, name: str, body: str) -> None:
@@ -104,9 +148,7 @@ def test_boot_reads_secrets_and_starts_vllm_without_leaking_them(tmp_path: Path)
     _stub(tmp_path, "curl", CURL)
     _stub(tmp_path, "docker", DOCKER)
     log = tmp_path / "docker.json"
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "DOCKER_LOG": str(log)}
-    path = tmp_path / "startup.sh"
-    path.write_text(script())
+    path, env = _write(tmp_path)
     result = subprocess.run(
         ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30
     )
@@ -132,9 +174,7 @@ def _boot(tmp_path: Path, api_key: str) -> tuple[subprocess.CompletedProcess[str
     _stub(tmp_path, "curl", curl)
     _stub(tmp_path, "docker", DOCKER)
     log = tmp_path / "docker.json"
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "DOCKER_LOG": str(log)}
-    path = tmp_path / "startup.sh"
-    path.write_text(script())
+    path, env = _write(tmp_path)
     result = subprocess.run(
         ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30
     )
@@ -165,14 +205,8 @@ def test_secret_manager_calls_match_the_discovery_document(tmp_path: Path) -> No
     _stub(tmp_path, "curl", CURL)
     _stub(tmp_path, "docker", DOCKER)
     calls = tmp_path / "curl.log"
-    env = {
-        **os.environ,
-        "PATH": f"{tmp_path}:{os.environ['PATH']}",
-        "DOCKER_LOG": str(tmp_path / "docker.json"),
-        "CURL_LOG": str(calls),
-    }
-    path = tmp_path / "startup.sh"
-    path.write_text(script())
+    path, env = _write(tmp_path)
+    env["CURL_LOG"] = str(calls)
     result = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     doc = discovery.load("secretmanager", "v1")
