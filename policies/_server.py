@@ -713,7 +713,9 @@ def _read_container(
     try:
         argv = serve_args(spec.command, spec.args)
     except ReadError as exc:
-        reading.problems.append(f"{where}: {exc}")
+        kind = "TPU" if "tpu" in (workload.accelerator or "").lower() else "GPU"
+        holds = f" holds the {kind};" if spec.holds_accelerator else ":"
+        reading.problems.append(f"{where}{holds} {exc}")
         return
     _add(argv, spec.image, where, workload, hardware, reading, spec.env, spec)
     for hook in spec.hooks:

@@ -203,8 +203,14 @@ def shape(command: Sequence[str] | None, args: Sequence[str] | None) -> str:
 
 
 def mentions_vllm(tokens: Iterable[str]) -> bool:
-    """Words that may start vLLM: the program `vllm`, `vllm serve` in a script, its modules."""
-    return any(re.search(r"(^|[\s/;&|'\"(])vllm(\s|$|['\"])|vllm\.entrypoints", t) for t in tokens)
+    """Words that start vLLM: `vllm serve` (as two words or in a script), its modules."""
+    words = list(tokens)
+    for index, word in enumerate(words):
+        if re.search(r"(^|[\s/;&|'\"(])vllm\s+serve\b|vllm\.entrypoints", word):
+            return True
+        if word.rsplit("/", 1)[-1] == "vllm" and words[index + 1 : index + 2] == ["serve"]:
+            return True
+    return False
 
 
 OFFICIAL_VLLM_IMAGES = frozenset({"docker.io/vllm/vllm-openai", "docker.io/vllm/vllm-tpu"})

@@ -136,9 +136,10 @@ def edit_args(
     """Change the vLLM argument list: `set_` replaces `--name=value` (None: bare flag)."""
     c = container(props)
     args: list[str] = []
+    replaced = {n.removeprefix("no-") for n in set_ or {}}  # `--x` and `--no-x`: one option
     for item in c["args"]:
         name = item[2:].split("=", 1)[0] if item.startswith("--") else None
-        if name in drop or (set_ and name in set_):
+        if name in drop or (name is not None and name.removeprefix("no-") in replaced):
             continue
         args.append(item)
     for name, value in (set_ or {}).items():

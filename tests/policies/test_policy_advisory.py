@@ -10,10 +10,12 @@ from policies.tpu_run_duration_limit import tpu_run_duration_limit
 from tests.policies._fixtures import (
     SERVICE,
     STACKS,
+    TPU_ARGS,
     TPU_QUEUED,
     TPU_VM,
     edit_args,
     service,
+    tpu_vm,
     violations,
     with_mtp,
 )
@@ -111,18 +113,9 @@ def test_tpu_with_limits_and_other_resources() -> None:
 
 
 def test_vllm_arguments_are_read_from_a_startup_script() -> None:
-    script = (
-        "#!/bin/bash\nset -euo pipefail\n"
-        "docker run --privileged --net=host --shm-size 10gb vllm/vllm-tpu:v0.27.0 \\\n"
-        "  vllm serve google/gemma-4-12B-it --tensor-parallel-size 1 --kv-cache-dtype fp8 \\\n"
-        "  --max-model-len 4096 --max-num-batched-tokens 2048 --disable_chunked_mm_input \\\n"
-        "  --port 8000 > /var/log/vllm.log 2>&1 &\n"
-    )
-    vm = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    args = ("--kv-cache-dtype=fp8", "--max-num-batched-tokens=2048", "--disable-chunked-mm-input")
+    vm = tpu_vm(*TPU_ARGS, *args)
     (message,) = violations(multimodal_batched_tokens, TPU_VM, vm, name="tpu")
     assert "tpu: startup script (metadata.startup-script) disables chunked multimodal" in message
-    fixed = {
-        "acceleratorType": "v6e-1",
-        "metadata": {"startup-script": script.replace("2048", "4096")},
-    }
+    fixed = tpu_vm(*TPU_ARGS, *(a.replace("2048", "4096") for a in args))
     assert violations(multimodal_batched_tokens, TPU_VM, fixed) == []

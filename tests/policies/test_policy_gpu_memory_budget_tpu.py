@@ -15,9 +15,9 @@ def queued_resource() -> dict[str, Any]:
 
 
 def with_script(props: dict[str, Any], old: str, new: str) -> dict[str, Any]:
-    script: str = props["metadata"]["startup-script"]
-    assert old in script
-    props["metadata"]["startup-script"] = script.replace(old, new)
+    launch: str = props["metadata"]["vllm-launch"]
+    assert old in launch
+    props["metadata"]["vllm-launch"] = launch.replace(old, new)
     return props
 
 

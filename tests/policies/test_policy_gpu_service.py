@@ -12,15 +12,18 @@ from policies.model_volume_read_only import model_volume_read_only
 from policies.multimodal_batched_tokens import multimodal_batched_tokens
 from policies.pinned_image import pinned_image
 from policies.speculative_config_valid import speculative_config_valid
+from policies.vllm_server_readable import vllm_server_readable
 from tests.policies._fixtures import (
     JOB,
     SERVICE,
     STACKS,
+    TPU_ARGS,
     TPU_VM,
     container,
     edit_args,
     rendered,
     service,
+    tpu_vm,
     violations,
     with_mtp,
 )
@@ -262,19 +265,10 @@ def test_gemma4_cannot_chunk_an_image_whatever_the_flags(
 def test_gemma4_on_a_tpu_vm_without_the_flag() -> None:
     """The TPU platform disables chunked multimodal input for every multimodal model; the
     hub id a TPU VM's `docker run` serves is resolved to the same catalogue card."""
-    script = (
-        "#!/bin/bash\nset -euo pipefail\n"
-        "docker run --privileged --net=host --shm-size 10gb vllm/vllm-tpu:v0.27.0 \\\n"
-        "  vllm serve google/gemma-4-12B-it --tensor-parallel-size 1 \\\n"
-        "  --max-model-len 4096 --max-num-batched-tokens 2048 --port 8000\n"
-    )
-    vm = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+    vm = tpu_vm(*TPU_ARGS, "--max-num-batched-tokens=2048")
     (message,) = violations(multimodal_batched_tokens, TPU_VM, vm, name="tpu")
     assert "serves google/gemma-4-12B-it, a multimodal model" in message
-    fixed = {
-        "acceleratorType": "v6e-1",
-        "metadata": {"startup-script": script.replace("2048", "2496")},
-    }
+    fixed = tpu_vm(*TPU_ARGS, "--max-num-batched-tokens=2496")
     assert violations(multimodal_batched_tokens, TPU_VM, fixed) == []
 
 
@@ -317,9 +311,9 @@ def test_speculative_json_split_by_a_comma_separated_list() -> None:
         '"model":"/mnt/models/gemma-4-12B-it-assistant"',
         '"num_speculative_tokens":3}',
     ]
-    (message,) = violations(speculative_config_valid, SERVICE, props)
-    assert "--speculative-config is not valid JSON" in message
-    assert "as one argument element" in message
+    # The pieces are arguments vLLM's own parser refuses: the server is not read at all.
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert "vLLM 0.27.1's parser refuses the arguments: unrecognized arguments" in message
 
 
 def test_speculative_without_drafter() -> None:

@@ -119,9 +119,10 @@ def test_v1_services_are_read() -> None:
 
 def _tpu_node(script_edit: tuple[str, str] = ("", ""), **props: Any) -> dict[str, Any]:
     node = dict(rendered("tpu-v6e1").one(TPU_DYNAMIC).inputs)
-    script = node["metadata"]["startup-script"]
+    launch = node["metadata"]["vllm-launch"]
     node["metadata"] = {
-        "startup-script": script.replace(*script_edit) if script_edit[0] else script
+        **node["metadata"],
+        "vllm-launch": launch.replace(*script_edit) if script_edit[0] else launch,
     }
     node.update(props)
     return node
@@ -136,7 +137,7 @@ def test_the_tpu_node_serves_on_its_serving_port() -> None:
     [
         (("--port=8000", "--port=9000"), {}, "listens on --port=9000"),
         (("", ""), {"servingPort": 8080}, "servingPort (the port of its endpoint URL"),
-        (("--port=8000", ""), {"servingPort": 8080}, "vLLM's default port 8000"),
+        ((',\n  "--port=8000"', ""), {"servingPort": 8080}, "vLLM's default port 8000"),
         (("--host=0.0.0.0", "--host=127.0.0.1"), {}, "--host=127.0.0.1, not on every interface"),
         (("--host=0.0.0.0", "--host=localhost"), {}, "--host=localhost, not on every interface"),
     ],

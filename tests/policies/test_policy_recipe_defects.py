@@ -98,8 +98,8 @@ class Case:
 
 
 CASES = [
-    Case("2: speculative JSON split by a comma list", "speculative-config-valid", SERVICE,
-         _split_speculative_json, "Pass the whole JSON object as one argument element"),
+    Case("2: speculative JSON split by a comma list", "vllm-server-readable", SERVICE,
+         _split_speculative_json, "parser refuses the arguments: unrecognized arguments"),
     Case("3: HF token pasted into TPU startup-script metadata", "no-plaintext-secrets", TPU_VM,
          _token_in_tpu_metadata, "store it in Secret Manager"),
     Case("4: TPU endpoint open to the internet", "serving-port-not-public", FIREWALL,

@@ -17,6 +17,7 @@ from tests.policies._fixtures import (
     TPU_DYNAMIC,
     TPU_VM,
     stack_violations,
+    tpu_vm,
     violations,
 )
 from tests.pulumi_harness import render, stack_config
@@ -29,8 +30,9 @@ def queued_resource() -> dict[str, Any]:
 
 
 def script_of(props: dict[str, Any]) -> str:
-    script: str = props["metadata"]["startup-script"]
-    return script
+    """The node's launch document (its vLLM arguments; the startup script is the launcher)."""
+    launch: str = props["metadata"]["vllm-launch"]
+    return launch
 
 
 def test_rendered_tpu_resource_is_read() -> None:
@@ -43,7 +45,7 @@ def test_rendered_tpu_resource_is_read() -> None:
 
 def test_tpu_script_arguments_are_checked() -> None:
     props = queued_resource()
-    props["metadata"]["startup-script"] = script_of(props).replace(
+    props["metadata"]["vllm-launch"] = script_of(props).replace(
         "--max-num-batched-tokens=4096", "--max-num-batched-tokens=2048"
     )
     (message,) = violations(multimodal_batched_tokens, TPU_DYNAMIC, props, name="tpu")
@@ -54,14 +56,13 @@ def test_tpu_script_arguments_are_checked() -> None:
 def test_tpu_token_pasted_into_the_startup_script() -> None:
     """Reference defect 3, on the resource the TPU stack declares."""
     props = queued_resource()
-    props["metadata"]["startup-script"] = script_of(props).replace(
-        'HF_TOKEN="$(read_secret hf-token)"', f"HF_TOKEN={FAKE_HF_TOKEN}"
-    )
+    props["metadata"]["startup-script"] += f"export HF_TOKEN={FAKE_HF_TOKEN}\n"
     (message,) = violations(no_plaintext_secrets, TPU_DYNAMIC, props)
     assert "metadata.startup-script contains a literal Hugging Face token" in message
     assert "Secret Manager" in message
-    # Edited outside its `docker run`, the script is no longer the rendered one: refused.
-    assert violations(vllm_server_readable, TPU_DYNAMIC, props)
+    # Edited, the script is no longer the package's launcher: refused.
+    (message,) = violations(vllm_server_readable, TPU_DYNAMIC, props)
+    assert "the startup-script is not the package's launcher" in message
 
 
 def test_tpu_without_run_limits() -> None:
@@ -119,19 +120,10 @@ def test_firewall_opening_the_port_the_tpu_stack_serves_on_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("script", "port"),
-    [
-        ("vllm serve /mnt/models/x --port 7000\n", "7000"),
-        ("exec env -S 'vllm serve /mnt/models/x --port=7100'\n", "7100"),
-        (
-            "docker run --net=host vllm/vllm-tpu:v0.27.0 vllm serve /mnt/models/x --port=7200\n",
-            "7200",
-        ),
-        ("vllm serve /mnt/models/x\n", "8000"),  # vLLM's own default port
-    ],
+    ("args", "port"), [(("/mnt/models/x", "--port=7000"), "7000"), (("/mnt/models/x",), "8000")]
 )
-def test_every_vllm_port_in_the_stack_is_judged(script: str, port: str) -> None:
-    vm = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
+def test_every_vllm_port_in_the_stack_is_judged(args: tuple[str, ...], port: str) -> None:
+    vm = tpu_vm(*args)  # 8000: vLLM's own default port
     messages = violations(
         serving_port_not_public,
         FIREWALL,
