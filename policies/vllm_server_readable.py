@@ -1,5 +1,6 @@
-"""vllm-server-readable: every vLLM server a resource starts can be read, or the change is
-refused (fail closed): a policy cannot judge options it cannot see."""
+"""vllm-server-readable: every vLLM server a resource starts is in the one shape the package
+renders (docs/accepted-shapes.md), or the change is refused (fail closed): a policy cannot
+judge options it cannot see."""
 
 from __future__ import annotations
 
@@ -19,9 +20,7 @@ def validate_vllm_server_readable(
     for problem in read_servers(args.resource_type, args.props).problems:
         report_violation(
             f"{args.name} ({args.resource_type}): cannot read the vLLM server it starts: "
-            f"{problem}. The vLLM policies cannot check what they cannot read; start vLLM "
-            "with `vllm serve MODEL --option=value ...` as a list of arguments (or the "
-            "project's rendered startup script).",
+            f"{problem}. The vLLM policies cannot check what they cannot read.",
             None,
         )
 
