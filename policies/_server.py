@@ -748,8 +748,11 @@ def _read_script(
             f"which only a TPU machine needs; this {workload.accelerator or 'machine'} is not one"
         )
         return
+    if workload.launch is None:
+        reading.problems.append(f"{where}: the package's launcher without metadata.{LAUNCH_KEY}")
+        return
     try:
-        launch = read_launch(workload.launch if workload.launch is not None else "null")
+        launch = read_launch(workload.launch)
         args = launch["args"]
     except ValueError as exc:
         reading.problems.append(f"{where}: {exc}")

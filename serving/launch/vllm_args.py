@@ -64,7 +64,8 @@ class ReadError(ValueError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise ReadError(f"vLLM 0.27.1's parser refuses the arguments: {message}")
+        shown = message if len(message) <= 240 else message[:237] + "..."
+        raise ReadError(f"vLLM 0.27.1's parser refuses the arguments: {shown}")
 
 
 class _Seen(argparse.Namespace):

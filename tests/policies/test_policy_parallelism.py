@@ -19,7 +19,9 @@ def pod(kind: str, asked: str, *args: str) -> dict[str, Any]:
     c = d["spec"]["template"]["spec"]["containers"][0]
     resource = g.POOLS[kind]["resource"]
     c["resources"]["limits"][resource] = c["resources"]["requests"][resource] = asked
-    given = {a.split("=")[0] for a in args} | ({"--tensor-parallel-size"} if "-tp" in args else set())
+    given = {a.split("=")[0] for a in args} | (
+        {"--tensor-parallel-size"} if "-tp" in args else set()
+    )
     c["args"] = [*(a for a in c["args"] if a.split("=")[0] not in given), *args]
     return d
 
