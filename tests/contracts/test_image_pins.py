@@ -99,7 +99,7 @@ def test_the_check_refuses_a_tag_with_no_release() -> None:
 #: path, apiVersion, kind and targetLabels were read at 1.2.0; GoogleCloudPlatform/ops-agent:
 #: 2.70.0, whose Prometheus receiver config shape was read at that tag).
 SIDECAR = re.compile(r"cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:([A-Za-z0-9._-]+)")
-OPS_AGENT = re.compile(r"local version='?([0-9][0-9.]*)")  # the script's pinned --version
+OPS_AGENT = re.compile(r'"version": "([0-9][0-9.]*)"')  # the launch document's pinned version
 VERIFIED = {"sidecar": ("1.2.0",), "ops-agent": ("2.70.0",)}
 
 
