@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
-from serving.config.settings import MonitoringSettings, SloSettings
+from serving.config.groups import MonitoringSettings, SloSettings
 
 Platform = Literal["cloud_run", "tpu", "gke"]
 
