@@ -484,8 +484,7 @@ def build_server(
             Field(
                 max_length=7,
                 description="Further config keys changed together with what_if_key, e.g. "
-                '{"concurrency": 16} with maxNumSeqs 16 on a Cloud Run stack that sets '
-                "concurrency",
+                '{"maxNumBatchedTokens": 16384} with maxNumSeqs 16',
             ),
         ] = None,
     ) -> PlanResult:

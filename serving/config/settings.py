@@ -131,13 +131,6 @@ class Settings(BaseModel):
     #: The stack's platform's own keys (its `platform` field is the stack's `platform` key).
     platform_settings: PlatformSettings
 
-    @field_validator("hardware")
-    @classmethod
-    def _known_hardware(cls, value: str) -> str:
-        if value not in HARDWARE:
-            raise ValueError(f"unknown hardware {value!r}; allowed: {', '.join(sorted(HARDWARE))}")
-        return value
-
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, value: str) -> str:

@@ -668,7 +668,7 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
             "WARNING",
             "Requests queue in vLLM: the busiest engine is saturated "
             "(`monitoringMaxWaitingRequests`). Raise `maxInstances`/`replicas`, or lower "
-            "`concurrency`.",
+            "`maxNumSeqs`.",
         )
     )
     found.append(
