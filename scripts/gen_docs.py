@@ -12,7 +12,7 @@
 - `docs/reference/policies.md`: every policy of the pack (`policies/registry.py`): level (its
   own and the one `policies/config.json` sets), what it checks, each threshold with its type,
   default and description, and how to set them.
-- `docs/reference/hardware.md`: the hardware catalog (`serving/catalog/hardware.py`): regions or
+- `docs/reference/hardware.md`: the hardware catalog (`serving/data/hardware.json`): regions or
 zones,
   minimums, probes, cold start and list price with its source.
 
@@ -397,7 +397,7 @@ def hardware_page() -> str:
         "# Hardware reference",
         "",
         "The hardware a stack can run on, from the hardware catalog",
-        "(`serving/catalog/hardware.py`), each figure with its source. A stack picks one by its",
+        "(`serving/data/hardware.json`, `prices.json`), each figure with its source. A stack picks one by its",
         "key:",
         "",
         "```yaml",
@@ -461,8 +461,8 @@ def hardware_page() -> str:
 
 def _rates_section() -> list[str]:
     """Every rate a price is built from: figure, unit, region, page, date read, confirmed."""
-    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE, SYSTEM_NODE
-    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Price, Rate
+    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE
+    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, SYSTEM_NODE, Price, Rate
 
     prices: list[Price] = []
     for hw in HARDWARE.values():
