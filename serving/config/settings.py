@@ -131,6 +131,13 @@ class Settings(BaseModel):
     #: The stack's platform's own keys (its `platform` field is the stack's `platform` key).
     platform_settings: PlatformSettings
 
+    @field_validator("hardware")
+    @classmethod
+    def _known_hardware(cls, value: str) -> str:
+        if value not in HARDWARE:
+            raise ValueError(f"unknown hardware {value!r}; allowed: {', '.join(sorted(HARDWARE))}")
+        return value
+
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, value: str) -> str:
@@ -435,23 +442,18 @@ class Settings(BaseModel):
         flex-start or spot TPU node its own rate; a Cloud Run GPU instance its GPU's rate
         (the zonal-redundancy SKU when on) plus its own vCPU and memory; otherwise the
         hardware's list price."""
-        if self.deploy_platform == "gke":
+        on, hw = self.platform_settings, self.profile
+        if isinstance(on, GkeSettings):
             shape = self.gke_shape
             return {"spot": shape.spot_price, "flex-start": shape.flex_start_price}.get(
-                self.gke.node_provisioning, shape.price
+                on.node_provisioning, shape.price
             )
-        flex = self.profile.flex_start_price
-        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "flex-start" and flex:
-            return flex
-        spot = self.profile.spot_price
-        if self.deploy_platform == "tpu-vm" and self.tpu.provisioning == "spot" and spot:
-            return spot
-        gpu = self.profile.cloud_run_gpu
-        if self.deploy_platform == "cloud-run" and gpu is not None:
-            return cloud_run_price(
-                gpu, self.cloud_run.gpu_zonal_redundancy, self.cpu, self.memory_gib
-            )
-        return self.profile.price
+        if isinstance(on, TpuSettings):
+            own = {"flex-start": hw.flex_start_price, "spot": hw.spot_price}.get(on.provisioning)
+            return own or hw.price
+        if hw.cloud_run_gpu is None:
+            return hw.price
+        return cloud_run_price(hw.cloud_run_gpu, on.gpu_zonal_redundancy, self.cpu, self.memory_gib)
 
     @property
     def replica_bounds(self) -> tuple[int, int]:
@@ -583,13 +585,13 @@ DERIVED: dict[str, tuple[frozenset[str], str]] = {
 }
 
 
-def stack_platform(raw: Mapping[str, Any]) -> str:
-    """The stack's platform: its `platform` key, else its hardware's own; SettingsError for an
-    unknown hardware or platform, or a platform that cannot run the hardware."""
+def stack_platform(raw: Mapping[str, Any]) -> str | None:
+    """The stack's platform: its `platform` key, else its hardware's own; None for an unknown
+    hardware (the settings name it); SettingsError for a platform that cannot run the hardware,
+    naming the allowed ones."""
     hardware, platform = raw.get("hardware"), raw.get("platform")
     if hardware not in HARDWARE:
-        what = " is required" if hardware is None else f": unknown hardware {hardware!r}"
-        raise SettingsError(f"config key 'hardware'{what}; allowed: {', '.join(sorted(HARDWARE))}")
+        return None
     hw = HARDWARE[str(hardware)]
     allowed = [native_platform(hw), *(["gke"] if hw.key in GKE_SHAPES else [])]
     if platform is None:
@@ -614,11 +616,14 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
         check_text(key, value)
     platform = stack_platform(raw)
     data: dict[str, Any] = {group: {} for group in _SHARED}
-    data["platform_settings"] = {"platform": platform}
+    # An unknown hardware has no platform: its error and the shared blocks' are reported.
+    data["platform_settings"] = {"platform": platform or "cloud-run"}
     for key, value in raw.items():
         refused, why = DERIVED.get(key, (frozenset(), ""))
         if platform in refused:
             raise SettingsError(f"remove {key!r}: {why}")
+        if platform is None and (key in PLATFORM_KEYS or key in DERIVED):
+            continue
         group, _ = known[key]
         if key == "platform":
             continue
