@@ -7,7 +7,7 @@ user as one `pulumi.RunError` message: the language host prints a traceback for 
 import pulumi
 
 from components.stack import build, read_settings
-from serving.config.settings import SettingsError
+from serving.config.checks import SettingsError
 
 try:
     settings = read_settings()

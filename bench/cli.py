@@ -56,9 +56,10 @@ from endpoint.targets import (
 )
 from gemma4.options import add_project_options, say_outputs, say_read
 from serving.catalog.hardware import HARDWARE
+from serving.config.checks import SettingsError
+from serving.config.groups import SloSettings
 from serving.config.project import ProjectError
 from serving.config.project import stack_file as find_stack_file
-from serving.config.settings import SettingsError, SloSettings
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 

@@ -26,7 +26,7 @@ from bench.results.store import RunData
 from endpoint.auth import AuthStrategy
 from endpoint.redact import redact
 from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
-from serving.config.settings import SloSettings
+from serving.config.groups import SloSettings
 
 __all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "summary_lines"]
 

@@ -224,7 +224,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         if checker and f"serviceAccount:{checker}" not in members:
             # The post-deploy checks call the service as this account.
             members.append(f"serviceAccount:{checker}")
-        if settings.cloud_run.public:
+        if settings.public:
             members.append("allUsers")
         return [
             cloudrunv2.ServiceIamMember(

@@ -12,7 +12,8 @@ import pulumi_kubernetes as k8s
 from pulumi_gcp import compute, container, projects, serviceaccount
 
 from components.naming import account_id
-from serving.config.settings import EXISTING_PROXY_SUBNET, Settings
+from serving.config.platforms import EXISTING_PROXY_SUBNET
+from serving.config.settings import Settings
 
 #: The roles GKE documents for a node service account with least privilege.
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -73,7 +74,7 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("gemma4:index:GkeCluster", name, None, opts)
         s = args.settings
         g = s.gke
-        region, zone = s.region, s.tpu.zone
+        region, zone = s.region, s.gke.zone
         assert zone is not None  # settings require it on platform gke
         child = pulumi.ResourceOptions(parent=self)
 
@@ -85,7 +86,7 @@ class GkeCluster(pulumi.ComponentResource):
             self.proxy_subnet = compute.Subnetwork(
                 f"{name}-proxy-only",
                 region=region,
-                network=s.tpu.network,
+                network=s.gke.network,
                 ip_cidr_range=g.proxy_subnet_range,
                 purpose="REGIONAL_MANAGED_PROXY",
                 role="ACTIVE",
@@ -111,7 +112,7 @@ class GkeCluster(pulumi.ComponentResource):
             f"{name}-cluster",
             location=region,
             node_locations=[zone],
-            network=s.tpu.network,
+            network=s.gke.network,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=container.ClusterIpAllocationPolicyArgs(),
             # Node pools are declared below; the default pool is removed at creation.
@@ -224,7 +225,7 @@ class GkeCluster(pulumi.ComponentResource):
             f"{name}-accelerators",
             cluster=cluster.id,
             location=s.region,
-            node_locations=[str(s.tpu.zone)],
+            node_locations=[str(s.gke.zone)],
             # One replica per node; one node more than maxReplicas for a rolling update's surge.
             autoscaling=container.NodePoolAutoscalingArgs(
                 total_min_node_count=0,

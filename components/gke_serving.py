@@ -150,14 +150,14 @@ class GkeServing(pulumi.ComponentResource):
             member=adapter_account.email.apply(lambda e: f"serviceAccount:{e}"),
             opts=child,
         )
-        public = s.cloud_run.public
+        public = s.public
         address = compute.Address(
             f"{name}-gateway-ip",
             region=s.region,
             address_type="EXTERNAL" if public else "INTERNAL",
             # An internal Gateway's address comes from the nodes' subnet (the network's
             # subnet in this region).
-            subnetwork=None if public else s.tpu.network,
+            subnetwork=None if public else s.gke.network,
             labels=dict(s.labels),
             opts=child,
         )
@@ -359,7 +359,7 @@ class GkeServing(pulumi.ComponentResource):
 
     def _armor(self, name: str, s: Settings) -> compute.RegionSecurityPolicy:
         """Cloud Armor for the external Gateway: `sourceRanges` allowed, everything else 403."""
-        ranges = list(s.tpu.source_ranges)
+        ranges = list(s.gke.source_ranges)
         chunks = [
             ranges[i : i + ARMOR_RANGES_PER_RULE]
             for i in range(0, len(ranges), ARMOR_RANGES_PER_RULE)

@@ -159,7 +159,7 @@ class VllmMonitoring(pulumi.ComponentResource):
                     args.gke_namespace,
                     mtp=mtp,
                     gateway_class=(
-                        "gke-l7-regional-external-managed" if s.cloud_run.public else "gke-l7-rilb"
+                        "gke-l7-regional-external-managed" if s.public else "gke-l7-rilb"
                     ),
                 )
             )

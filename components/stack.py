@@ -19,7 +19,8 @@ from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAu
 from healthchecks.hook import AuthFactory, health_hook
 from serving.capacity.perf_stack import benchmark_concurrency
 from serving.catalog.hardware import Platform
-from serving.config.settings import Settings, SettingsError, check_project_id, load_settings
+from serving.config.checks import SettingsError, check_project_id
+from serving.config.settings import Settings, load_settings
 from serving.config.stack_config import ConfigKeyError, project_config, stack_name_problem
 from serving.config.stack_file import namespaces
 from serving.render import monitoring as monitoring_spec
@@ -236,17 +237,17 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 def model_bucket(settings: Settings, prefix: str, opts: pulumi.ResourceOptions) -> ModelBucket:
     """The model bucket and its download jobs (Cloud Run jobs in the serving region), as the
     Cloud Run and GKE stacks declare them."""
-    weights = settings.weights
+    bucket = settings.bucket
     return ModelBucket(
         f"{prefix}-models",
         ModelBucketArgs(
-            location=weights.bucket_location or settings.region,
+            location=bucket.bucket_location or settings.region,
             labels=settings.labels,
-            force_destroy=weights.force_destroy_bucket,
-            checkpoints=checkpoints(settings) if weights.download_weights else (),
+            force_destroy=bucket.force_destroy_bucket,
+            checkpoints=checkpoints(settings) if bucket.download_weights else (),
             job_region=settings.region,
             job_image=settings.image,
-            hf_token_secret=weights.hf_token_secret,
+            hf_token_secret=settings.weights.hf_token_secret,
         ),
         opts=opts,
     )
@@ -331,7 +332,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
 
     project = project_id()
     # A public Gateway's certificate lives in Certificate Manager.
-    needed = (*GKE_APIS, *(CERTIFICATE_APIS if settings.cloud_run.public else ()))
+    needed = (*GKE_APIS, *(CERTIFICATE_APIS if settings.public else ()))
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, needed))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
     bucket = model_bucket(settings, prefix, after_apis)
@@ -339,11 +340,11 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
     )
     hooks = None
-    if settings.cloud_run.public:
+    if settings.public:
         hooks = post_deploy_binding(
             settings,
             prefix,
-            SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
+            SecretManagerApiKeyAuth(project, settings.gke.api_key_secret),
             url_keys=("data.endpointUrl",),
             # The stack's own Gateway, over HTTPS, by the name its certificate is for: the key
             # goes there and nowhere else, whatever the endpoint ConfigMap says.
@@ -421,7 +422,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": serving.vllm_command_line,
-        "api_key_secret": settings.tpu.api_key_secret,
+        "api_key_secret": settings.gke.api_key_secret,
         # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
         "api_key_setup": gke_objects.api_key_secret_command(settings),
         "bucket_name": bucket.bucket_name,

@@ -11,8 +11,9 @@ from typing import Any
 import serving.promotion
 from endpoint.redact import redact
 from gemma4.options import add_project_options
+from serving.config.checks import SettingsError, check_text
 from serving.config.project import ProjectError, find_project_file
-from serving.config.settings import SettingsError, check_text, load_settings
+from serving.config.settings import load_settings
 from serving.promotion import (
     PromotionError,
     Validator,

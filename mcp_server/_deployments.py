@@ -58,7 +58,8 @@ from serving.capacity.plan import (
     stack_names,
 )
 from serving.catalog.hardware import Platform
-from serving.config.settings import Settings, SettingsError, load_settings
+from serving.config.checks import SettingsError
+from serving.config.settings import Settings, load_settings
 from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
 from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
 from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
@@ -322,7 +323,7 @@ class Deployments:
             return NoAuth()
         if self.endpoint.api_key_env:
             return _Registering(ApiKeyAuth(self.endpoint.api_key_env))
-        secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
+        secret = str(outputs.get("api_key_secret") or settings.network.api_key_secret)
         return _Registering(
             SecretManagerApiKeyAuth(
                 self.project(stack),

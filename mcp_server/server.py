@@ -26,7 +26,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from .google_apis import GoogleApiError
@@ -484,8 +484,7 @@ def build_server(
             Field(
                 max_length=7,
                 description="Further config keys changed together with what_if_key, e.g. "
-                '{"concurrency": 16} with maxNumSeqs 16 on a Cloud Run stack that sets '
-                "concurrency",
+                '{"maxNumBatchedTokens": 16384} with maxNumSeqs 16',
             ),
         ] = None,
     ) -> PlanResult:

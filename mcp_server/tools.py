@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
-from serving.config.settings import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from .google_apis import GoogleApiError, GoogleApis, segment
@@ -137,7 +137,7 @@ def location_of(settings: d.Settings) -> str | None:
     """The Cloud Run region, the TPU VM's zone, or the GKE cluster's region."""
     if platform_of(settings) == "tpu":
         return settings.tpu.zone
-    return settings.cloud_run.region
+    return settings.region
 
 
 _MCP_HINTS = (
@@ -557,7 +557,7 @@ class Tools:
         rendered = d.render(
             settings,
             model_path=settings.model.model,
-            port=d.CLOUD_RUN_PORT if cloud_run else settings.tpu.serving_port,
+            port=d.CLOUD_RUN_PORT if cloud_run else settings.network.serving_port,
         )
         return list(rendered.args), "rendered from the stack file by serving.render.vllm"
 

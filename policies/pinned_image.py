@@ -26,7 +26,7 @@ from policies._k8s import POD_TEMPLATES
 from policies._props import get, is_list, read_field
 from policies._resources import CLOUD_RUN_WORKLOADS, JOB, V1_SERVICE, containers
 from policies._server import vllm_servers
-from serving.config.settings import check_pinned_image, image_registry
+from serving.config.checks import check_pinned_image, image_registry
 
 CONFIG = schema(
     {

@@ -23,7 +23,7 @@ from policies._config import schema, setting_int, setting_strings
 from policies._reach import firewall_exposure
 from policies._resources import as_int
 from policies._server import read_servers
-from serving.config.settings import TpuSettings
+from serving.config.platforms import TpuSettings
 from serving.launch.vllm_args import DEFAULT_PORT
 from serving.render.vllm import CLOUD_RUN_PORT
 

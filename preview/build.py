@@ -638,7 +638,8 @@ def build_preview(
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
     from serving.capacity.plan import PlanError, report
-    from serving.config.settings import SettingsError, load_settings
+    from serving.config.checks import SettingsError
+    from serving.config.settings import load_settings
 
     if not (root / "__main__.py").is_file() or not (root / "Pulumi.yaml").is_file():
         raise PreviewError(

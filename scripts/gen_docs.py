@@ -4,15 +4,15 @@
     .venv/bin/python scripts/gen_docs.py --check   # exit 1, naming each stale page
 
 - `docs/reference/configuration.md`: every stack key of the settings models
-  (`serving/config/settings.py`): type, default, allowed values and bounds, the stacks it applies
-  to,
-  the shipped stack files that set it, its description.
+  (`serving/config/groups.py`, `serving/config/platforms.py`): type, default, allowed values
+  and bounds, the platforms it applies to, the shipped stack files that set it, its
+  description.
 - `docs/reference/commands.md`: `gemma4` and every subcommand's parser (and their own
   subcommands): usage, every option with its value, default and help.
 - `docs/reference/policies.md`: every policy of the pack (`policies/registry.py`): level (its
   own and the one `policies/config.json` sets), what it checks, each threshold with its type,
   default and description, and how to set them.
-- `docs/reference/hardware.md`: the hardware catalog (`serving/catalog/hardware.py`): regions or
+- `docs/reference/hardware.md`: the hardware catalog (`serving/data/hardware.json`): regions or
 zones,
   minimums, probes, cold start and list price with its source.
 
@@ -62,34 +62,18 @@ def _code(value: object) -> str:
 
 # --- configuration ------------------------------------------------------------------------
 
-#: The stacks each settings group applies to (the program reads the group only there).
-APPLIES = {
-    "": "all",
-    "model": "all",
-    "vllm": "all",
-    "cloud_run": "Cloud Run",
-    "weights": "Cloud Run",
-    "tpu": "TPU",
-    "gke": "GKE",
-    "slo": "all",
-    "health": "all",
-    "benchmark": "all",
-    "monitoring": "all",
-}
-#: Keys read outside their group's platform too.
-APPLIES_KEY = {"hfTokenSecret": "all (TPU nodes read it at boot)"}
 PLATFORM_NAMES = {"cloud-run": "Cloud Run", "tpu-vm": "TPU", "gke": "GKE"}
 
 
-def applies_to(key: str, group: str) -> str:
-    """Where the program reads ``key``: the platforms the settings refuse it elsewhere for
-    (serving.config.settings.PLATFORM_KEYS, one source for the check and this page), else its
-    group's."""
+def applies_to(key: str, group: str = "") -> str:
+    """Where the program reads ``key``: the platforms whose settings model holds it
+    (serving.config.settings.PLATFORM_KEYS, one source for the refusal and this page), else
+    every platform."""
     from serving.config.settings import PLATFORM_KEYS
 
     platforms = PLATFORM_KEYS.get(key)
     if platforms is None:
-        return APPLIES[group]
+        return "all"
     return ", ".join(name for p, name in PLATFORM_NAMES.items() if p in platforms)
 
 
@@ -143,7 +127,7 @@ def configuration_page() -> str:
         "# Configuration reference",
         "",
         "Every key a stack file may set, with its type, default and allowed values. The keys",
-        "come from the settings models (`serving/config/settings.py`). For example, four keys",
+        "come from the settings models (`serving/config/groups.py`, `platforms.py`). Four keys",
         "of the shipped `Pulumi.l4.yaml`:",
         "",
         "```yaml",
@@ -158,8 +142,10 @@ def configuration_page() -> str:
         "",
         "One table per group of keys. Besides its description, each key says:",
         "",
-        "- *applies to*: where the program reads the key (Cloud Run: `l4`, `rtx6000`; TPU:",
-        "  `tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`). A key of another platform is refused.",
+        "- *applies to*: the platforms whose settings model holds the key (Cloud Run: `l4`,",
+        "  `rtx6000`; TPU: `tpu-v6e1`; GKE: `gke-tpu-v6e`, `gke-l4`). A key of another platform",
+        "  is refused by name, with what to do; `network`, `bucket` and `public` keys belong to",
+        "  the two platforms that share them.",
         "- *set in*: the shipped stack files that set it. The others take the default.",
         "",
     ]
@@ -173,7 +159,7 @@ def configuration_page() -> str:
             part
             for part in (
                 (info.description or "").strip(),
-                f"*Applies to:* {APPLIES_KEY.get(key) or applies_to(key, group)}.",
+                f"*Applies to:* {applies_to(key)}.",
                 f"*Set in:* {setters}.",
             )
             if part
@@ -411,8 +397,8 @@ def hardware_page() -> str:
         "# Hardware reference",
         "",
         "The hardware a stack can run on, from the hardware catalog",
-        "(`serving/catalog/hardware.py`), each figure with its source. A stack picks one by its",
-        "key:",
+        "(`serving/data/hardware.json`, `prices.json`), each figure with its source. A stack",
+        "picks one by its key:",
         "",
         "```yaml",
         "config:",
@@ -475,8 +461,8 @@ def hardware_page() -> str:
 
 def _rates_section() -> list[str]:
     """Every rate a price is built from: figure, unit, region, page, date read, confirmed."""
-    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE, SYSTEM_NODE
-    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Price, Rate
+    from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE
+    from serving.catalog.hardware import GKE_SHAPES, HARDWARE, SYSTEM_NODE, Price, Rate
 
     prices: list[Price] = []
     for hw in HARDWARE.values():

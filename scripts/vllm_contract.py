@@ -111,7 +111,7 @@ def stacks() -> list[str]:
 def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The stack as shipped, then one variant per value of every vLLM setting that changes the
     command line: each choice of a Literal field, each boolean flipped, MTP on, replicas."""
-    from serving.config.settings import ModelSettings, VllmSettings
+    from serving.config.groups import ModelSettings, VllmSettings
 
     yield "shipped", raw
     for name, info in VllmSettings.model_fields.items():
@@ -165,7 +165,8 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     the settings refuse (those never reach vLLM). `images` replaces a stack's image by one of
     the same repository (to check a version before the stack file is re-pinned)."""
     from serving.catalog.hardware import Platform
-    from serving.config.settings import SettingsError, load_settings
+    from serving.config.checks import SettingsError
+    from serving.config.settings import load_settings
     from serving.render.tpu_startup import StartupSecrets, render_metadata
     from serving.render.vllm import MODEL_MOUNT_PATH, render
 
@@ -242,7 +243,8 @@ def _replace_flags(argv: Sequence[str], flags: dict[str, str | None]) -> tuple[s
 def refusal_cases(images: Sequence[str] = ()) -> list[RefusalCase]:
     """For every stack: chunked prefill off with fewer batched tokens than max-model-len, and
     fewer batched tokens than max-num-seqs. The settings must refuse both (else this fails)."""
-    from serving.config.settings import SettingsError, load_settings
+    from serving.config.checks import SettingsError
+    from serving.config.settings import load_settings
 
     shipped_lines = {
         c.name.split("/")[0]: c for c in command_cases(images)[0] if "/shipped" in c.name

@@ -35,14 +35,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.config.settings import (
-    Settings,
-    SettingsError,
-    check_text,
-    config_keys,
-    image_registry,
-    load_settings,
-)
+from serving.config.checks import SettingsError, check_text, image_registry
+from serving.config.settings import Settings, config_keys, load_settings
 
 PROJECT = "gemma4-vllm"
 ROOT = Path(__file__).resolve().parent.parent

@@ -106,7 +106,6 @@ def test_a_user_written_stack_file_previews_like_a_shipped_one(
         "mine",
         region="europe-west4",
         maxNumSeqs=4,
-        concurrency=4,
         sloMinRequestsPerSecond=5,
         **{"gcp:project": "my-project"},
     )
@@ -248,7 +247,7 @@ def test_markdown_diff_against_the_base_preview(
 ) -> None:
     base = tmp_path / "base.json"
     base.write_text(json.dumps(pb.build_preview("l4").model_dump(mode="json")))
-    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4, concurrency=4)
+    head = stack_file(tmp_path, "l4", gpuMemoryUtilization=0.97, maxNumSeqs=4)
     code, out, _ = run(capsys, "--stack-file", str(head), "--markdown", "--diff-against", str(base))
     assert code == 1
     assert out.startswith("### `gemma4 preview -s l4`: BLOCKED")
@@ -304,8 +303,6 @@ def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
     shipped = re.search(r"gemma4-vllm:maxNumSeqs: (\d+)", text)
     assert shipped is not None
     other_value = int(shipped.group(1)) - 1
-    # Cloud Run's concurrency follows maxNumSeqs (the settings refuse them apart).
-    text = re.sub(r"gemma4-vllm:concurrency: \d+", f"gemma4-vllm:concurrency: {other_value}", text)
     (other / "Pulumi.l4.yaml").write_text(
         text.replace(shipped.group(0), f"gemma4-vllm:maxNumSeqs: {other_value}")
     )
@@ -361,7 +358,7 @@ def test_the_program_refusing_a_stack_exits_2_without_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import components.stack
-    from serving.config.settings import SettingsError
+    from serving.config.checks import SettingsError
 
     def refuse(*_: object, **__: object) -> None:
         raise SettingsError("config key 'gcp:project' is not set")

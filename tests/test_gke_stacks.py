@@ -14,7 +14,8 @@ from endpoint.auth import NoAuth
 from endpoint.targets import url_from_outputs
 from gemma4 import preview as pv
 from serving.capacity.perf_stack import scale_up_waiting_requests
-from serving.config.settings import SettingsError, load_settings
+from serving.config.checks import SettingsError
+from serving.config.settings import load_settings
 from serving.render import gke
 from serving.render.vllm import parse_args
 from tests.pulumi_harness import ROOT, RecordingMocks, Rendered, render, run_hook, stack_config
@@ -67,11 +68,12 @@ def test_cluster_installs_what_the_inference_gateway_needs(stack: tuple[str, Ren
     assert cluster["addonsConfig"]["gcsFuseCsiDriverConfig"]["enabled"] is True
     assert cluster["minMasterVersion"] == config["clusterVersion"]
     assert cluster["releaseChannel"]["channel"] == config["releaseChannel"]
-    assert cluster["location"] == config["region"]
+    region = config["zone"].rsplit("-", 1)[0]
+    assert cluster["location"] == region
     assert cluster["nodeLocations"] == [config["zone"]]
     subnet = rendered.one(SUBNET).inputs
     assert subnet["purpose"] == "REGIONAL_MANAGED_PROXY" and subnet["role"] == "ACTIVE"
-    assert subnet["region"] == config["region"]
+    assert subnet["region"] == region
 
 
 def test_accelerator_pool_matches_the_pods(stack: tuple[str, Rendered]) -> None:
@@ -310,10 +312,10 @@ def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
     ("change", "words"),
     [
         ({"platform": "cloud-run"}, ("'platform'", "allowed for tpu-v6e-1: tpu-vm, gke")),
-        ({"platform": "kubernetes"}, ("platform", "'cloud-run'", "'gke'")),
-        ({"maxInstances": 3}, ("'maxInstances'", "cloud-run only", "'gke'")),
-        ({"replicas": 2}, ("'replicas'", "tpu-vm only")),
-        ({"provisioning": "spot"}, ("'provisioning'", "tpu-vm only")),
+        ({"platform": "kubernetes"}, ("'kubernetes' is not a platform", "tpu-vm, gke")),
+        ({"maxInstances": 3}, ("'maxInstances' is a cloud-run setting", "runs on gke")),
+        ({"replicas": 2}, ("'replicas' is a tpu-vm setting", "set platform: tpu-vm")),
+        ({"provisioning": "spot"}, ("'provisioning' is a tpu-vm setting",)),
         ({"minReplicas": 5}, ("'minReplicas' (5)", "'maxReplicas' (4)")),
         ({"maxReplicas": 0}, ("maxReplicas",)),
         ({"pickerImage": "ghcr.io/llm-d/llm-d-router-endpoint-picker:main"}, ("floating",)),
@@ -342,9 +344,10 @@ def test_armor_rules_hold_at_most_ten_ranges_each() -> None:
             {"apiKeySecret": "9f86d081884c7d659a2feaa0c55ad015"},
             ("'apiKeySecret'", "reads as a key"),
         ),
-        ({"zone": "us-east1-d"}, ("'zone'", "us-east5")),
+        ({"zone": "us-east5"}, ("'zone' is required for platform gke", "got 'us-east5'")),
         ({"zone": "us-east5-c"}, ("'zone'", "does not offer v6e-1")),
-        ({"region": None}, ("'region'", "required")),
+        ({"zone": None}, ("'zone' is required for platform gke",)),
+        ({"region": "us-east5"}, ("remove 'region'", "its zone's")),
         ({"nodeProvisioning": "reservation"}, ("'reservationName'",)),
         ({"reservationName": "r1"}, ("'reservationName'",)),
         ({"proxySubnetRange": "10.129.0.0/27"}, ("/26 or larger",)),
@@ -374,7 +377,7 @@ def test_gke_keys_are_refused_on_other_platforms(key: str) -> None:
     for stack in ("l4", "tpu-v6e1"):
         with pytest.raises(SettingsError) as info:
             load_settings({**stack_config(stack), key: value})
-        assert f"config key {key!r} applies to platform gke only" in str(info.value)
+        assert f"config key {key!r} is a gke setting; this stack runs on" in str(info.value)
 
 
 def test_program_refuses_before_any_resource() -> None:

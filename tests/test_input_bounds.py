@@ -13,7 +13,8 @@ import pytest
 from gemma4 import plan_cli as plan
 from gemma4 import preview as pv
 from preview.harness import ROOT
-from serving.config.settings import SettingsError, load_settings
+from serving.config.checks import SettingsError
+from serving.config.settings import load_settings
 from serving.config.stack_config import MAX_STACK_NAME, stack_name_problem
 from tests.test_stack_inputs import root  # noqa: F401  (fixture)
 
@@ -44,7 +45,6 @@ def _l4(**changes: object) -> dict[str, object]:
         ("sloP95E2EMs", "nan", "finite number"),
         ("sloMinRequestsPerSecond", "1e-320", "greater than or equal to 0.001"),
         ("gpuMemoryUtilization", "NaN", "finite number"),
-        ("maxRunHours", "inf", "finite number"),
         ("monitoringMaxKvCacheUsage", "Infinity", "finite number"),
         ("monitoringMaxWaitingRequests", "10000000", "less than or equal to 100000"),
         ("healthCheckDeadlineSeconds", "86400", "less than or equal to 7200"),

@@ -23,7 +23,8 @@ import promql_parser
 import pytest
 import yaml
 
-from serving.config.settings import Settings, SettingsError, load_settings
+from serving.config.checks import SettingsError
+from serving.config.settings import Settings, load_settings
 from serving.render import monitoring as m
 from tests.pulumi_harness import stack_config
 from tests.support.discovery import load, schema_errors

@@ -11,7 +11,7 @@ import pytest
 from bench.hook import BenchmarkFailedError, BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from endpoint.auth import ApiKeyAuth, NoAuth
-from serving.config.settings import SloSettings
+from serving.config.groups import SloSettings
 from tests.pulumi_harness import run_hook
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 

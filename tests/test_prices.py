@@ -9,13 +9,13 @@ weakest rate's."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from serving.capacity.gke_costs import (
     CLUSTER_FEE,
     FORWARDING_RULE,
-    SYSTEM_NODE,
     fixed_costs,
     fixed_status,
     stack_price_status,
@@ -29,6 +29,7 @@ from serving.catalog.hardware import (
     HARDWARE,
     LOWER_BOUND,
     STATUSES,
+    SYSTEM_NODE,
     Price,
     Rate,
     cloud_run_price,
@@ -304,3 +305,28 @@ def test_a_rate_refuses_what_it_cannot_stand_behind(kwargs: dict[str, object], f
     }
     with pytest.raises(ValueError, match=field):
         Rate(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"label": "x", "parts": [["no-such-rate", 1]]}, "unknown rates ['no-such-rate']"),
+        ({"label": "x", "parts": [], "usd": 1.0}, "got keys ['label', 'parts', 'usd']"),
+    ],
+)
+def test_a_price_of_the_data_files_names_rates_of_prices_json(
+    entry: dict[str, Any], said: str
+) -> None:
+    from serving.catalog.hardware import _price
+
+    with pytest.raises(ValueError, match=re.escape(said)):
+        _price("profile 'l4' price", entry)
+
+
+def test_an_entry_with_a_field_the_catalogue_does_not_have_is_refused_by_name() -> None:
+    from serving.catalog.hardware import _build
+
+    with pytest.raises(
+        ValueError, match=r"prices.json rate 'r': .*unexpected keyword argument 'usdd'"
+    ):
+        _build(Rate, "prices.json rate 'r'", {"usdd": 1})

@@ -49,7 +49,7 @@ def test_l4_to_rtx_carries_the_verified_digest_and_revision() -> None:
 
 
 def test_hardware_settings_never_move() -> None:
-    source = settings("l4", maxModelLen=4096, maxNumSeqs=2, concurrency=2, gpuMemoryUtilization=0.6)
+    source = settings("l4", maxModelLen=4096, maxNumSeqs=2, gpuMemoryUtilization=0.6)
     result = plan("l4", source, "rtx6000", settings("rtx6000"))
     assert set(result.changes) <= set(PROMOTED)
 

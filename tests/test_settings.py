@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from serving.config.settings import SettingsError, check_pinned_image, config_keys, load_settings
+from serving.config.checks import SettingsError, check_pinned_image
+from serving.config.settings import config_keys, load_settings
 
 BASE = {"hardware": "l4", "image": "vllm/vllm-openai:v0.27.1", "region": "us-east4"}
 
@@ -34,7 +35,7 @@ def test_values_arrive_as_strings_from_pulumi() -> None:
     )
     assert s.vllm.max_num_seqs == 8
     assert s.vllm.gpu_memory_utilization == 0.95
-    assert s.cloud_run.public is False
+    assert s.public is False
     assert s.cloud_run.invokers == ["group:ml@example.com"]
 
 

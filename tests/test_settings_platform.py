@@ -9,7 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from serving.config.settings import SettingsError, check_project_id, load_settings
+from serving.config.checks import SettingsError, check_project_id
+from serving.config.settings import load_settings
 from tests.pulumi_harness import RecordingMocks, render, stack_config
 
 L4 = stack_config("l4")
@@ -107,25 +108,40 @@ _VALUES: dict[str, Any] = {
 
 
 @pytest.mark.parametrize("key", sorted(_VALUES))
-@pytest.mark.parametrize(("stack", "platform"), [("l4", "cloud-run"), ("tpu-v6e1", "tpu-vm")])
+@pytest.mark.parametrize(
+    ("stack", "platform"), [("l4", "cloud-run"), ("tpu-v6e1", "tpu-vm"), ("gke-l4", "gke")]
+)
 def test_a_key_of_another_platform_is_refused_as_the_reference_says(
     key: str, stack: str, platform: str
 ) -> None:
     """`docs/reference/configuration.md` (*applies to*) and the refusal read one table: a key
     the page says the platform does not read is refused there (`region` on the TPU VM stack,
-    `zone` on a Cloud Run stack), naming the key and the platforms that read it."""
+    `zone` on a Cloud Run stack), naming the key, the platforms that read it and what to do."""
     from scripts.gen_docs import PLATFORM_NAMES, applies_to
     from serving.config.settings import PLATFORM_KEYS
 
     base = {k: v for k, v in stack_config(stack).items() if k != key}
-    applies = applies_to(key, "")
-    if PLATFORM_NAMES[platform] in applies:
+    if PLATFORM_NAMES[platform] in applies_to(key, ""):
+        assert platform in PLATFORM_KEYS[key]
         return  # read here: the shipped stack's own value or the default stands
     message = refused(base, **{key: _VALUES[key]})
-    assert f"config key {key!r} applies to platform" in message
-    assert ", ".join(sorted(PLATFORM_KEYS[key])) in message
+    if (key, platform) == ("region", "gke"):
+        assert (
+            message
+            == "remove 'region': a GKE stack's region is its zone's (us-east5 for us-east5-b)"
+        )
+        return
+    owners = sorted(PLATFORM_KEYS[key])
+    assert message == (
+        f"config key {key!r} is a {' and '.join(owners)} setting; this stack runs on "
+        f"{platform}: remove it or set platform: {owners[0]}"
+    )
 
 
-def test_region_on_the_tpu_vm_stack_is_refused() -> None:
-    message = refused(TPU, region="us-east5")
-    assert "config key 'region' applies to platform cloud-run, gke only" in message
+def test_gke_reads_its_own_public_network_and_region() -> None:
+    """GKE's public Gateway, network and region are GKE's keys (its region its zone's), never
+    another platform's."""
+    settings = load_settings({**stack_config("gke-l4"), "network": "vpc-a", "public": False})
+    assert (settings.gke.network, settings.region, settings.public) == ("vpc-a", "us-east4", False)
+    with pytest.raises(SettingsError, match="runs on gke: it has no CloudRunSettings"):
+        _ = settings.cloud_run

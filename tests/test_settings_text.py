@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from serving.config.settings import SCRIPT_KEYS, SettingsError, config_keys, load_settings
+from serving.config.checks import SCRIPT_KEYS, SettingsError
+from serving.config.settings import config_keys, load_settings
 from tests.pulumi_harness import stack_config
 
 TPU = stack_config("tpu-v6e1")

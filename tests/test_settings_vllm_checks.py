@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from serving.capacity.plan import load_stack_settings, plan_settings, stack_names
-from serving.config.settings import SettingsError, VllmSettings, load_settings
+from serving.config.checks import SettingsError
+from serving.config.groups import VllmSettings
+from serving.config.settings import load_settings
 from serving.launch import vllm_contract as contract
 from tests.pulumi_harness import stack_config
 

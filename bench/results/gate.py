@@ -29,7 +29,8 @@ from typing import Any
 
 from bench.results.store import MEASURED_STATUSES, RunData, cell_order
 from endpoint.redact import redact
-from serving.config.settings import Settings, SloSettings, load_settings
+from serving.config.groups import SloSettings
+from serving.config.settings import Settings, load_settings
 
 __all__ = [
     "PROJECT",

@@ -7,44 +7,12 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from serving.catalog.hardware import CONFIRMED, LOWER_BOUND, STORED_COPY, Rate, weakest
+from serving.catalog.hardware import CONFIRMED, LOWER_BOUND, RATES, SYSTEM_NODE, Rate, weakest
 from serving.config.settings import Settings
 
-CLUSTER_FEE: Final = Rate(
-    "GKE cluster management fee (the free tier's credit covers zonal and Autopilot clusters "
-    "only; this cluster is regional)",
-    0.10,
-    "cluster-hour",
-    "every region (a flat fee per cluster)",
-    "https://cloud.google.com/kubernetes-engine/pricing",
-    STORED_COPY,
-)
-FORWARDING_RULE: Final = Rate(
-    "Cloud Load Balancing forwarding rule, first 5 (data processed, $0.008 / GiB in and out, "
-    "and proxy instances not included)",
-    0.025,
-    "rule-hour",
-    "global forwarding rules (no region)",
-    "https://cloud.google.com/load-balancing/pricing",
-    STORED_COPY,
-)
-_E2_NOTE = "not in the stored copies of the page (they end in its introduction)"
-#: System node rates by machine type; another machine type is shown unpriced.
-SYSTEM_NODE: Final = {
-    machine: Rate(
-        f"{machine} node, on-demand",
-        None,
-        "node-hour",
-        "the stack's region",
-        "https://cloud.google.com/compute/vm-instance-pricing",
-        STORED_COPY,
-        _E2_NOTE,
-        quoted=recorded,
-        quoted_by="this project's hardware catalogue before 2026-11-26 (us-central1, recorded "
-        "without a page read)",
-    )
-    for machine, recorded in (("e2-standard-2", 0.067), ("e2-standard-4", 0.134))
-}
+#: serving/data/prices.json holds the figures, each with its page and when it was read.
+CLUSTER_FEE: Final = RATES["gke-cluster-fee"]
+FORWARDING_RULE: Final = RATES["forwarding-rule"]
 
 
 def _fixed_rates(settings: Settings) -> list[tuple[str, Rate | None]]:

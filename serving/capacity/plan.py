@@ -26,11 +26,8 @@ from serving.capacity.plan_perf import (
     replica_plan,
     serving_replicas,
 )
-from serving.config.settings import (
-    Settings,
-    SettingsError,
-    load_settings,
-)
+from serving.config.checks import SettingsError
+from serving.config.settings import Settings, load_settings
 from serving.config.stack_config import stack_name_problem
 from serving.config.stack_yaml import StackYamlError, load_document
 from serving.sizing.memory import MemoryPlan, decode_ceiling_tokens_per_s, monthly_cost

@@ -27,7 +27,8 @@ from serving.capacity.perf_stack import (
 )
 from serving.capacity.perf_validation import front_end_basis
 from serving.catalog.hardware import LOWER_BOUND
-from serving.config.settings import MIN_REQUESTS_PER_SECOND, Settings
+from serving.config.groups import MIN_REQUESTS_PER_SECOND
+from serving.config.settings import Settings
 from serving.sizing.memory import cost_per_million_requests
 
 __all__ = [
@@ -427,7 +428,7 @@ def _replica_key(settings: Settings) -> tuple[str, int]:
     bound)."""
     from pydantic import BaseModel
 
-    from serving.config.settings import CloudRunSettings, GkeSettings, TpuSettings
+    from serving.config.platforms import CloudRunSettings, GkeSettings, TpuSettings
 
     choices: dict[str, tuple[type[BaseModel], str, str]] = {
         "gke": (GkeSettings, "max_replicas", "maxReplicas"),

@@ -1,6 +1,8 @@
 """Hardware catalog: the accelerators this project deploys to, with the figures the rest needs.
 
-Each figure carries its source. Prices are list prices in USD and change over time; they are
+The figures are data: `serving/data/hardware.json` (profiles and GKE node shapes) and
+`serving/data/prices.json` (Google's rates), each figure with its source, loaded and checked
+here. Prices are list prices in USD and change over time; they are
 used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
 Every price is built from :class:`Rate` s of Google's own price pages, each with its region,
 URL and the date it was read. A rate confirmed there counts at its figure; a rate not confirmed
@@ -11,8 +13,11 @@ and makes the price a LOWER BOUND. A price's status is its weakest rate's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 MIB = 1024**2
@@ -29,11 +34,6 @@ CONFIRMED = "confirmed"
 ESTIMATE = "estimate"
 LOWER_BOUND = "lower_bound"
 STATUSES = (CONFIRMED, ESTIMATE, LOWER_BOUND)
-
-#: The date the stored copies of Google's price pages were read for this catalogue.
-READ = "2026-11-26"
-#: How a rate read in a stored copy says when the copy was made (the copies carry no date).
-STORED_COPY = f"read {READ} in a stored copy of the page (date of the stored copy unknown)"
 
 
 @dataclass(frozen=True)
@@ -190,38 +190,6 @@ def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
     )
 
 
-_RUN_PRICING = "https://cloud.google.com/run/pricing"
-#: Where the stored copies of the Cloud Run page stop: the first table's CPU column.
-_RUN_COPY_ENDS = "not in the stored copies of the page (they end at its first table's CPU column)"
-#: Who quotes Cloud Run's memory and GPU rates (Tier 1; the L4 and memory figures are the
-#: us-central1 Cloud Billing SKUs another public cost estimate quotes for 2026-08 too).
-_RUN_QUOTE = (
-    "mikgra91/spotyvibe, 'Cloud Run x SpotyVibe - Synergy & Cost Analysis' (2026-04-21), "
-    "Tier-1 paid pricing table"
-)
-#: Figures this catalogue recorded before its rates were read on Google's pages.
-_EARLIER = "this project's hardware catalogue before 2026-11-26"
-CLOUD_RUN_CPU = Rate(
-    "Cloud Run vCPU (instance-based billing; the page's 'services with CPU always allocated')",
-    0.000018,
-    "vCPU-second",
-    "Tier 1 regions (which regions are Tier 1 is not in the stored copy)",
-    _RUN_PRICING,
-    STORED_COPY,
-)
-CLOUD_RUN_MEMORY = Rate(
-    "Cloud Run memory (instance-based billing)",
-    None,
-    "GiB-second",
-    "Tier 1 regions",
-    _RUN_PRICING,
-    STORED_COPY,
-    _RUN_COPY_ENDS,
-    quoted=0.000002,
-    quoted_by=_RUN_QUOTE,
-)
-
-
 @dataclass(frozen=True)
 class CloudRunGpuRates:
     """A Cloud Run GPU's own per-second rates: without zonal redundancy and with it (a
@@ -244,6 +212,8 @@ class Probe:
     period_seconds: int
     timeout_seconds: int
     failure_threshold: int
+    #: Why these figures (the deployment they come from, what the budget covers).
+    source: str = ""
 
     @property
     def budget_seconds(self) -> int:
@@ -289,6 +259,8 @@ class HardwareProfile:
     cloud_run_gpu: CloudRunGpuRates | None = None
     #: TPU: what a spot chip bills.
     spot_price: Price | None = None
+    #: Where the remaining figures come from, and why they are what they are.
+    notes: tuple[str, ...] = ()
 
     @property
     def memory_gib(self) -> float:
@@ -304,184 +276,6 @@ def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: in
         f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + {memory_gib} GiB",
         ((rate, 1.0), (CLOUD_RUN_CPU, float(cpu)), (CLOUD_RUN_MEMORY, float(memory_gib))),
     )
-
-
-def _run_gpu(name: str, zonal: bool, quoted: float) -> Rate:
-    return Rate(
-        f"Cloud Run {name} GPU, {'with' if zonal else 'without'} zonal redundancy",
-        None,
-        "GPU-second",
-        "Tier 1 regions",
-        _RUN_PRICING,
-        STORED_COPY,
-        _RUN_COPY_ENDS,
-        quoted=quoted,
-        quoted_by=_RUN_QUOTE,
-    )
-
-
-_L4_GPU = CloudRunGpuRates(
-    _run_gpu("NVIDIA L4", False, 0.0001867), _run_gpu("NVIDIA L4", True, 0.0002909)
-)
-_RTX_GPU = CloudRunGpuRates(
-    _run_gpu("NVIDIA RTX PRO 6000", False, 0.00036522),
-    _run_gpu("NVIDIA RTX PRO 6000", True, 0.00056913),
-)
-
-_TPU_PRICING = "https://cloud.google.com/tpu/pricing"
-_TPU_COPY = "not in the stored copies of the page (older versions: TPU v2, v3 and v4 only)"
-TPU_V6E_ON_DEMAND = Rate(
-    "TPU v6e chip, on-demand",
-    None,
-    "chip-hour",
-    "us-east5",
-    _TPU_PRICING,
-    STORED_COPY,
-    _TPU_COPY,
-    quoted=2.70,
-    quoted_by=f"{_EARLIER} (recorded 2026-06 from {_TPU_PRICING}, not re-read)",
-)
-TPU_V6E_FLEX_START = Rate(
-    "TPU v6e chip, flex-start (Dynamic Workload Scheduler)",
-    None,
-    "chip-hour",
-    "us-east5",
-    "https://cloud.google.com/products/dws/pricing",
-    f"searched {READ}: no stored copy of the page",
-    "no stored copy of the page",
-    quoted=1.35,
-    quoted_by=f"{_EARLIER} (recorded 2026-08 from a Cloud Billing catalog figure as reported "
-    "then, not read on the page)",
-)
-_SPOT_PRICING = "https://cloud.google.com/spot-vms/pricing"
-#: What the Spot VMs page says of every spot rate (read in its stored copy).
-_SPOT_SAYS = (
-    "not in the stored copies of the page, which say only that spot prices are discounts of up "
-    "to 91% off the default price and change up to once a day (at most the on-demand rate); "
-    "no public source found that quotes it"
-)
-TPU_V6E_SPOT = Rate(
-    "TPU v6e chip, spot", None, "chip-hour", "us-east5", _SPOT_PRICING, STORED_COPY, _SPOT_SAYS
-)
-
-_CLOUD_RUN_GPU_DOC = "https://cloud.google.com/run/docs/configuring/services/gpu (2026)"
-
-HARDWARE: dict[str, HardwareProfile] = {
-    profile.key: profile
-    for profile in (
-        HardwareProfile(
-            key="l4",
-            platform=Platform.CLOUD_RUN,
-            display_name="NVIDIA L4 24 GB on Cloud Run",
-            accelerator="nvidia-l4",
-            accelerator_count=1,
-            # nvidia-smi reports 23034 MiB on an L4 (24 GB marketed).
-            memory_bytes=23034 * MIB,
-            memory_source="nvidia-smi total memory on an L4: 23034 MiB",
-            memory_bandwidth_bytes_per_s=300e9,
-            min_cpu=4,
-            min_memory_gib=16,
-            locations=(
-                "us-east4",
-                "us-central1",
-                "europe-west1",
-                "europe-west4",
-                "asia-southeast1",
-                "asia-south1",
-            ),
-            locations_source=_CLOUD_RUN_GPU_DOC,
-            # Reference deployment: 180 s initial delay, 60 s period, 10 failures. Its 60 s
-            # timeout equalled the period, which Cloud Run v2's Probe reference forbids
-            # ("timeoutSeconds ... Must be smaller than period_seconds"): 30 s here. The
-            # budget (delay + period x failures) is unchanged; /health answers in milliseconds
-            # once vLLM listens, and nothing listens before that.
-            startup_probe=Probe(
-                initial_delay_seconds=180,
-                period_seconds=60,
-                timeout_seconds=30,
-                failure_threshold=10,
-            ),
-            # Probe budget (780 s), a scale-from-zero start for the first request, and margin.
-            cold_start_deadline_seconds=1200,
-            # The minimum host (4 vCPU, 16 GiB); a stack's own size: Settings.price.
-            price=cloud_run_price(_L4_GPU, False, 4, 16),
-            cloud_run_gpu=_L4_GPU,
-            memory_bandwidth_source="NVIDIA L4 datasheet: 300 GB/s GDDR6 (AIConfigurator "
-            "systems/l4.yaml)",
-            dense_bf16_flops=121e12,
-            compute_source="NVIDIA L4 datasheet: 121 TFLOPS dense bf16 (242 with sparsity; "
-            "AIConfigurator systems/l4.yaml)",
-        ),
-        HardwareProfile(
-            key="rtx-pro-6000",
-            platform=Platform.CLOUD_RUN,
-            display_name="NVIDIA RTX PRO 6000 Blackwell 96 GB on Cloud Run",
-            accelerator="nvidia-rtx-pro-6000",
-            accelerator_count=1,
-            memory_bytes=97887 * MIB,
-            memory_source="nvidia-smi total memory on an RTX PRO 6000 Blackwell Server: 97887 MiB",
-            memory_bandwidth_bytes_per_s=1.6e12,
-            min_cpu=20,
-            min_memory_gib=80,
-            locations=("us-central1", "europe-west4", "asia-southeast1", "asia-south2"),
-            locations_source=_CLOUD_RUN_GPU_DOC,
-            # Reference deployment: 240 s initial delay, 15 s period, 10 s timeout, 120 failures.
-            startup_probe=Probe(
-                initial_delay_seconds=240,
-                period_seconds=15,
-                timeout_seconds=10,
-                failure_threshold=120,
-            ),
-            # Probe budget (2040 s) plus margin.
-            cold_start_deadline_seconds=2400,
-            # The minimum host the GPU requires (20 vCPU, 80 GiB); a stack's own: Settings.price.
-            price=cloud_run_price(_RTX_GPU, False, 20, 80),
-            cloud_run_gpu=_RTX_GPU,
-            memory_bandwidth_source="NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: "
-            "1,597 GB/s (AIConfigurator's systems/rtx_pro_6000_server.yaml: 1,792; Callstack "
-            "measured 1,396)",
-            dense_bf16_flops=468e12,
-            compute_source="AIConfigurator systems/rtx_pro_6000_server.yaml (~468 TFLOPS dense "
-            "bf16)",
-        ),
-        HardwareProfile(
-            key="tpu-v6e-1",
-            platform=Platform.TPU,
-            display_name="Cloud TPU v6e-1 (Trillium, one chip)",
-            accelerator="v6e-1",
-            accelerator_count=1,
-            memory_bytes=32 * 10**9,
-            memory_source="https://cloud.google.com/tpu/docs/v6e: 32 GB HBM per chip",
-            memory_bandwidth_bytes_per_s=1.64e12,
-            min_cpu=0,
-            min_memory_gib=0,
-            locations=(
-                "us-east1-d",
-                "us-east5-a",
-                "us-east5-b",
-                "us-central1-b",
-                "europe-west4-a",
-                "asia-northeast1-b",
-                "southamerica-west1-a",
-            ),
-            locations_source="https://cloud.google.com/tpu/docs/regions-zones (v6e)",
-            startup_probe=Probe(
-                initial_delay_seconds=0, period_seconds=30, timeout_seconds=10, failure_threshold=60
-            ),
-            # VM boot, the vllm-tpu image pull and a Hugging Face download of bf16 weights.
-            cold_start_deadline_seconds=2400,
-            price=price_of("one v6e chip", ((TPU_V6E_ON_DEMAND, 1.0),)),
-            # What the shipped stack provisions: billed only while the node exists, at most
-            # maxRunHours (https://cloud.google.com/tpu/docs/request-using-flex-start).
-            flex_start_price=price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
-            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
-            memory_bandwidth_source="https://cloud.google.com/tpu/docs/v6e: 1,640 GB/s HBM "
-            "bandwidth per chip",
-            dense_bf16_flops=918e12,
-            compute_source="https://cloud.google.com/tpu/docs/v6e: 918 TFLOPS bf16 per chip",
-        ),
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -514,150 +308,85 @@ class GkeShape:
     #: What the node bills provisioned flex-start (Dynamic Workload Scheduler).
     flex_start_price: Price
     source: str
+    notes: tuple[str, ...] = ()
 
 
-_VM_PRICING = "https://cloud.google.com/compute/vm-instance-pricing"
-_VM_COPY = "not in the stored copies of the page (they end in its introduction)"
-_G2_STANDARD_8 = Rate(
-    "g2-standard-8 node (8 vCPU, 32 GB, one L4), on-demand",
-    None,
-    "node-hour",
-    "us-east4",
-    _VM_PRICING,
-    STORED_COPY,
-    _VM_COPY,
-    quoted=0.85,
-    quoted_by=f"{_EARLIER} (us-central1, recorded without a page read)",
-)
-_G2_STANDARD_8_SPOT = Rate(
-    "g2-standard-8 node, spot",
-    None,
-    "node-hour",
-    "us-east4",
-    _SPOT_PRICING,
-    STORED_COPY,
-    _SPOT_SAYS,
-)
-_G4_STANDARD_48 = Rate(
-    "g4-standard-48 node (48 vCPU, 180 GB, one RTX PRO 6000), on-demand",
-    None,
-    "node-hour",
-    "us-central1",
-    _VM_PRICING,
-    STORED_COPY,
-    _VM_COPY,
-    quoted=4.5001,
-    quoted_by="dstackai/dstack PR #3213 (2025-10), us-central1, from Google's catalog",
-)
-_G4_STANDARD_48_SPOT = Rate(
-    "g4-standard-48 node, spot",
-    None,
-    "node-hour",
-    "us-central1",
-    _SPOT_PRICING,
-    STORED_COPY,
-    _SPOT_SAYS,
-)
+_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _flex(machine: str, region: str) -> Rate:
-    return Rate(
-        f"{machine} node, flex-start (Dynamic Workload Scheduler)",
-        None,
-        "node-hour",
-        region,
-        "https://cloud.google.com/products/dws/pricing",
-        f"searched {READ}: no stored copy of the page",
-        "no stored copy of the page, and no public source found that quotes it",
-    )
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((_DATA / name).read_text())
+    return data
 
 
-#: GKE node shapes by hardware key. Shapes and selectors: GKE's TPU and GPU docs
-#: (cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus, .../how-to/gpus).
-GKE_SHAPES: dict[str, GkeShape] = {
-    shape.hardware: shape
-    for shape in (
-        GkeShape(
-            hardware="tpu-v6e-1",
-            machine_type="ct6e-standard-1t",
-            accelerator_resource="google.com/tpu",
-            node_selector={
-                "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                "cloud.google.com/gke-tpu-topology": "1x1",
-            },
-            gpu_type=None,
-            tpu_topology="1x1",
-            vcpu=44,
-            memory_gib=176,
-            pod_cpu="32",
-            pod_memory="128Gi",
-            # llm-d's TPU overlay: 30 s x 120 (an hour) for XLA compilation at first start.
-            startup_probe=Probe(
-                initial_delay_seconds=0,
-                period_seconds=30,
-                timeout_seconds=10,
-                failure_threshold=120,
-            ),
-            # A v6e chip bills the same chip-hour on GKE as a TPU VM: the catalog's one rate.
-            price=HARDWARE["tpu-v6e-1"].price,
-            spot_price=price_of("one v6e chip, spot", ((TPU_V6E_SPOT, 1.0),)),
-            flex_start_price=HARDWARE["tpu-v6e-1"].flex_start_price
-            or price_of("one v6e chip, flex-start", ((TPU_V6E_FLEX_START, 1.0),)),
-            source="cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e: "
-            "ct6e-standard-1t, 1x1, tpu-v6e-slice)",
-        ),
-        GkeShape(
-            hardware="l4",
-            machine_type="g2-standard-8",
-            accelerator_resource="nvidia.com/gpu",
-            node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
-            gpu_type="nvidia-l4",
-            tpu_topology=None,
-            vcpu=8,
-            memory_gib=32,
-            pod_cpu="6",
-            pod_memory="24Gi",
-            startup_probe=Probe(
-                initial_delay_seconds=60,
-                period_seconds=30,
-                timeout_seconds=10,
-                failure_threshold=60,
-            ),
-            price=price_of("one g2-standard-8 node", ((_G2_STANDARD_8, 1.0),)),
-            spot_price=price_of("one g2-standard-8 node, spot", ((_G2_STANDARD_8_SPOT, 1.0),)),
-            flex_start_price=price_of(
-                "one g2-standard-8 node, flex-start", ((_flex("g2-standard-8", "us-east4"), 1.0),)
-            ),
-            source="cloud.google.com/compute/docs/accelerator-optimized-machines (G2: one L4 "
-            "on g2-standard-4/8/12/16/32)",
-        ),
-        GkeShape(
-            hardware="rtx-pro-6000",
-            machine_type="g4-standard-48",
-            accelerator_resource="nvidia.com/gpu",
-            node_selector={"cloud.google.com/gke-accelerator": "nvidia-rtx-pro-6000"},
-            gpu_type="nvidia-rtx-pro-6000",
-            tpu_topology=None,
-            vcpu=48,
-            memory_gib=180,
-            pod_cpu="40",
-            pod_memory="160Gi",
-            startup_probe=Probe(
-                initial_delay_seconds=60,
-                period_seconds=15,
-                timeout_seconds=10,
-                failure_threshold=120,
-            ),
-            price=price_of("one g4-standard-48 node", ((_G4_STANDARD_48, 1.0),)),
-            spot_price=price_of("one g4-standard-48 node, spot", ((_G4_STANDARD_48_SPOT, 1.0),)),
-            flex_start_price=price_of(
-                "one g4-standard-48 node, flex-start",
-                ((_flex("g4-standard-48", "us-central1"), 1.0),),
-            ),
-            source="G4 machine series: g4-standard-48 = 48 vCPU, 180 GB, 1 x RTX PRO 6000 "
-            "(dstackai/dstack PR #3213)",
-        ),
-    )
+def _build(cls: type[Any], where: str, fields: dict[str, Any]) -> Any:
+    """``cls(**fields)``; a missing or unknown field is a ValueError naming the entry."""
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+#: Google's rates by id (serving/data/prices.json), each checked by Rate itself.
+RATES: dict[str, Rate] = {
+    key: _build(Rate, f"prices.json rate {key!r}", entry)
+    for key, entry in _load("prices.json")["rates"].items()
+}
+#: Cloud Run's instance-based vCPU and memory rates: a GPU instance's host bills on top.
+CLOUD_RUN_CPU = RATES["cloud-run-vcpu"]
+CLOUD_RUN_MEMORY = RATES["cloud-run-memory"]
+
+
+def _price(where: str, entry: dict[str, Any]) -> Price:
+    """A price of hardware.json: its label and parts ([rate id, units], ids of RATES)."""
+    unknown = [rate for rate, _ in entry["parts"] if rate not in RATES]
+    if unknown or set(entry) != {"label", "parts"}:
+        raise ValueError(
+            f"hardware.json {where}: a price is {{label, parts: [[rate id, units]]}} with rate "
+            f"ids of prices.json; got keys {sorted(entry)}, unknown rates {unknown}"
+        )
+    return price_of(entry["label"], tuple((RATES[r], float(n)) for r, n in entry["parts"]))
+
+
+def _profile(entry: dict[str, Any]) -> HardwareProfile:
+    """One profile; a Cloud Run GPU's list price is its rate plus the minimum host (a stack's
+    own size: Settings.price)."""
+    where = f"profile {entry.get('key')!r}"
+    fields = dict(entry, platform=Platform(entry["platform"]), locations=tuple(entry["locations"]))
+    fields["startup_probe"] = _build(Probe, where, entry["startup_probe"])
+    fields["notes"] = tuple(entry.get("notes", ()))
+    for key in ("flex_start_price", "spot_price"):
+        if key in entry:
+            fields[key] = _price(f"{where} {key}", entry[key])
+    if "cloud_run_gpu" in entry:
+        gpu = CloudRunGpuRates(*(RATES[r] for r in entry["cloud_run_gpu"]))
+        fields["cloud_run_gpu"] = gpu
+        fields["price"] = cloud_run_price(gpu, False, entry["min_cpu"], entry["min_memory_gib"])
+    else:
+        fields["price"] = _price(f"{where} price", entry["price"])
+    profile: HardwareProfile = _build(HardwareProfile, f"hardware.json {where}", fields)
+    return profile
+
+
+def _shape(entry: dict[str, Any]) -> GkeShape:
+    where = f"GKE shape {entry.get('hardware')!r}"
+    fields = dict(entry, startup_probe=_build(Probe, where, entry["startup_probe"]))
+    fields["notes"] = tuple(entry.get("notes", ()))
+    for key in ("price", "spot_price", "flex_start_price"):
+        fields[key] = _price(f"{where} {key}", entry[key])
+    shape: GkeShape = _build(GkeShape, f"hardware.json {where}", fields)
+    return shape
+
+
+_HARDWARE_DATA = _load("hardware.json")
+HARDWARE: dict[str, HardwareProfile] = {p.key: p for p in map(_profile, _HARDWARE_DATA["profiles"])}
+#: GKE node shapes by hardware key.
+GKE_SHAPES: dict[str, GkeShape] = {s.hardware: s for s in map(_shape, _HARDWARE_DATA["gke_shapes"])}
+#: The GKE system node's rate by machine type (another machine type is shown unpriced).
+SYSTEM_NODE: dict[str, Rate] = {
+    key.removesuffix("-on-demand"): rate
+    for key, rate in RATES.items()
+    if key.startswith("e2-") and key.endswith("-on-demand")
 }
 
 

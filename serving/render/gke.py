@@ -105,7 +105,7 @@ def vllm_command(settings: Settings) -> VllmCommand:
         settings,
         model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
         drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
-        port=settings.tpu.serving_port,
+        port=settings.gke.serving_port,
     )
 
 
@@ -135,7 +135,7 @@ def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
     """vLLM on one accelerator per Pod (one Pod per node), weights from the model bucket."""
     shape = settings.gke_shape
     hw = settings.profile
-    port = settings.tpu.serving_port
+    port = settings.gke.serving_port
     command = vllm_command(settings)
     probe = shape.startup_probe
     env: list[dict[str, Any]] = [
@@ -145,7 +145,7 @@ def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
         {
             "name": "VLLM_API_KEY",
             "valueFrom": {
-                "secretKeyRef": {"name": settings.tpu.api_key_secret, "key": API_KEY_SECRET_KEY}
+                "secretKeyRef": {"name": settings.gke.api_key_secret, "key": API_KEY_SECRET_KEY}
             },
         }
     )
@@ -257,7 +257,7 @@ def inference_pool(settings: Settings) -> Manifest:
         "metadata": _meta(settings, POOL_NAME),
         "spec": {
             "selector": {"matchLabels": dict(POOL_LABELS)},
-            "targetPorts": [{"number": settings.tpu.serving_port}],
+            "targetPorts": [{"number": settings.gke.serving_port}],
             "appProtocol": "http",
             "endpointPickerRef": {
                 "name": PICKER_NAME,
@@ -272,7 +272,7 @@ def inference_pool(settings: Settings) -> Manifest:
 
 def gateway_class(settings: Settings) -> str:
     """Internal unless the stack says `public: true`."""
-    return GATEWAY_CLASS_EXTERNAL if settings.cloud_run.public else GATEWAY_CLASS_INTERNAL
+    return GATEWAY_CLASS_EXTERNAL if settings.public else GATEWAY_CLASS_INTERNAL
 
 
 def certificate_name(settings: Settings, stack_certificate: str) -> str:
@@ -285,7 +285,7 @@ def listeners(settings: Settings, *, certificate: str | None = None) -> list[dic
     """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
     443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
     Manager certificate), and no HTTP listener."""
-    if not settings.cloud_run.public:
+    if not settings.public:
         return [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}]
     domain = settings.gke.gateway_domain
     if domain is None or not certificate:
@@ -314,7 +314,7 @@ def gateway(
     if address_name is not None:
         spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
     metadata = _meta(settings, GATEWAY_NAME)
-    if settings.cloud_run.public:
+    if settings.public:
         # The stack's decision, for the no-public-gateway policy to read.
         metadata["annotations"] = {PUBLIC_ANNOTATION: "true"}
     return {"apiVersion": GATEWAY_API, "kind": "Gateway", "metadata": metadata, "spec": spec}
@@ -323,7 +323,7 @@ def gateway(
 def api_key_secret_command(settings: Settings) -> str:
     """How the operator creates the Kubernetes Secret the vLLM Pods read their API key from,
     out of the Secret Manager secret `apiKeySecret` (the value never passes through Pulumi)."""
-    secret, namespace = settings.tpu.api_key_secret, settings.gke.namespace
+    secret, namespace = settings.gke.api_key_secret, settings.gke.namespace
     return (
         f"kubectl create secret generic {secret} -n {namespace} "
         f'--from-literal={API_KEY_SECRET_KEY}="$(gcloud secrets versions access latest '
@@ -334,7 +334,7 @@ def api_key_secret_command(settings: Settings) -> str:
 def endpoint_url(settings: Settings, ip: str) -> str:
     """The Gateway's base URL (the OpenAI API is under `/v1`): `https://<gatewayDomain>` for a
     public Gateway (the name its certificate is for), `http://<address>` inside the VPC."""
-    if settings.cloud_run.public and settings.gke.gateway_domain:
+    if settings.public and settings.gke.gateway_domain:
         return f"https://{settings.gke.gateway_domain}"
     return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
 
@@ -346,7 +346,7 @@ def dns_records(
     at the Gateway's address, and the CNAME records of the certificate's DNS authorization
     (Certificate Manager's `dnsResourceRecords`: name, type, data)."""
     domain = settings.gke.gateway_domain
-    if not settings.cloud_run.public or domain is None:
+    if not settings.public or domain is None:
         return []
     records = [{"name": f"{domain}.", "type": "A", "data": ip}]
     for record in authorization or []:
@@ -425,7 +425,7 @@ def health_check_policy(settings: Settings) -> Manifest:
                     "type": "HTTP",
                     "httpHealthCheck": {
                         "requestPath": "/health",
-                        "port": settings.tpu.serving_port,
+                        "port": settings.gke.serving_port,
                     },
                 },
             },
@@ -942,9 +942,7 @@ def render_manifests(
         gateway=gateway(
             settings,
             address_name=address_name,
-            certificate=certificate_name(settings, certificate)
-            if settings.cloud_run.public
-            else None,
+            certificate=certificate_name(settings, certificate) if settings.public else None,
         ),
         http_route=http_route(settings),
         health_check_policy=health_check_policy(settings),

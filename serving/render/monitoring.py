@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
-from serving.config.settings import MonitoringSettings, SloSettings
+from serving.config.groups import MonitoringSettings, SloSettings
 
 Platform = Literal["cloud_run", "tpu", "gke"]
 
@@ -668,7 +668,7 @@ def alerts(target: Target, settings: MonitoringSettings, slo: SloSettings) -> li
             "WARNING",
             "Requests queue in vLLM: the busiest engine is saturated "
             "(`monitoringMaxWaitingRequests`). Raise `maxInstances`/`replicas`, or lower "
-            "`concurrency`.",
+            "`maxNumSeqs`.",
         )
     )
     found.append(

@@ -11,7 +11,7 @@ import yaml
 
 from bench import evaluate, load_run, slo_for_stack, stack_config
 from bench.cli import main
-from serving.config.settings import SloSettings
+from serving.config.groups import SloSettings
 from tests.bench._cells import cell, write_run
 
 ROOT = Path(__file__).resolve().parents[2]

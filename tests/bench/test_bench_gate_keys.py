@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bench.results.gate import evaluate
-from serving.config.settings import SloSettings, config_keys
+from serving.config.groups import SloSettings
+from serving.config.settings import config_keys
 
 
 def test_every_objective_is_named_by_a_real_config_key() -> None:

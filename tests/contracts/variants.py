@@ -45,7 +45,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # MTP on L4 (a second download job for the drafter); more instances.
     "l4-mtp": (
         "l4",
-        {**MTP, "maxNumSeqs": 4, "concurrency": 4, "maxInstances": 3, "minInstances": 1},
+        {**MTP, "maxNumSeqs": 4, "maxInstances": 3, "minInstances": 1},
     ),
 }
 

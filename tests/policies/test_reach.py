@@ -11,8 +11,9 @@ from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_STRING_VALUE, unkno
 
 from policies.no_public_invoker import no_public_invoker
 from policies.serving_port_not_public import serving_port_not_public
+from serving.config.checks import SettingsError
 from serving.config.netrange import source_range_problems
-from serving.config.settings import SettingsError, load_settings
+from serving.config.settings import load_settings
 from tests.policies._fixtures import FIREWALL, violations
 
 # --- IAM: every Cloud Run shape (type tokens from pulumi-gcp 10.2) ------------------------
