@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from endpoint import redact
 from endpoint.limits import READY_DEADLINE_S
+from endpoint.redact import redact
 from endpoint.targets import (
     AUTH_MODES,
     AuthOptions,

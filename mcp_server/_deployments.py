@@ -25,29 +25,25 @@ from bench.reports.compare import compare_runs
 from bench.results.store import RunData, StoreError, load_run, read_regular_file
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
-from endpoint import (
+from endpoint.auth import (
     ApiKeyAuth,
     AuthError,
     AuthStrategy,
     GoogleIdTokenAuth,
-    MetricsParseError,
-    MetricsSnapshot,
     NoAuth,
     SecretManagerApiKeyAuth,
-    Target,
-    TargetError,
-    check_url,
-    make_client,
+)
+from endpoint.client import make_client, request_capped
+from endpoint.limits import MAX_METRICS_BYTES
+from endpoint.metrics import (
+    MetricsParseError,
+    MetricsSnapshot,
     parse_metrics,
-    read_stack_outputs,
-    request_capped,
     spec_decode_acceptance,
 )
-
-# The redaction every output passes through: the endpoint package's, with the server's additions.
-from endpoint.limits import MAX_METRICS_BYTES
-from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
-from healthchecks.checks import check_chat
+from endpoint.targets import Target, TargetError, check_url, read_stack_outputs
+from healthchecks.checks import Backoff, CheckResult, check_chat
+from healthchecks.runner import HealthReport, run_health_checks
 from serving.capacity.plan import (
     ROOT,
     PlanError,

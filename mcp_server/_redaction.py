@@ -30,9 +30,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from endpoint import redact as _shared_redact
-from endpoint import register_secret as _shared_register
 from endpoint.redact import MASK
+from endpoint.redact import redact as _shared_redact
+from endpoint.redact import register_secret as _shared_register
 
 __all__ = [
     "REDACTED",
