@@ -1,15 +1,6 @@
-"""`gemma4 plan`: the capacity planner's command line.
-
-`gemma4 plan -s l4 [--requests-per-second R] [--json]` reads `Pulumi.<stack>.yaml` (no Pulumi
-CLI needed; `--stack-file PATH` for any stack file), validates it with the project's typed
-settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
-decode ceiling and costs (:mod:`serving.capacity.plan`), the performance model's predicted
-latency against throughput per concurrency and the replicas the load needs
-(:mod:`serving.capacity.plan_perf`).
-
-`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
-SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
-"""
+"""`gemma4 plan`: the capacity planner's command line (docs/capacity-planner.md): the plan of
+one stack, `plan search` (the cheapest stack and replicas for an SLO) and `plan calibrate`
+(fit the model to a benchmark run)."""
 
 from __future__ import annotations
 

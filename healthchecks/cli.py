@@ -1,9 +1,5 @@
-"""``python -m healthchecks``: check a deployed model from the command line.
-
-Exit status: 0 when every check of every target passed, 1 when a check failed, 2 for a usage
-error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint), 130 when
-interrupted (Ctrl-C).
-"""
+"""``gemma4 health``: check a deployed model from the command line. Exit 0 every check
+passed, 1 a check failed, 2 a usage error, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -35,15 +31,6 @@ from serving.config.inputs import MAX_DEADLINE_S
 from .checks import Backoff
 from .report import print_table, reports_to_json
 from .runner import HealthReport, run_health_checks
-
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "auth_options",
-    "main",
-    "positive_seconds",
-]
 
 EXIT_OK = 0
 EXIT_FAILED = 1

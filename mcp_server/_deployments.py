@@ -1,11 +1,6 @@
-"""The one place where the MCP server reaches into the project's other packages.
-
-Every import of the health checks, the benchmark, the planner, the settings and the TPU client
-is here, under public names, so that a package moving (for example the endpoint code leaving
-``healthchecks``) changes this file only. Tools call :class:`Deployments`; it resolves a stack
-to its settings (the stack file), its outputs (``pulumi stack output --json`` or a saved copy)
-and its endpoints with their credentials, the way ``python -m healthchecks -s STACK`` does.
-"""
+"""The one place where the MCP server reaches into the project's other packages, so that a
+package moving changes this file only. :class:`Deployments` resolves a stack to its settings,
+its outputs and its endpoints with their credentials, as ``gemma4 health -s STACK`` does."""
 
 from __future__ import annotations
 
@@ -263,13 +258,10 @@ class Deployments:
         return data
 
     def targets(self, stack: str) -> list[Target]:
-        """The stack's endpoints, each with the credential its platform takes (the stack
-        file's ``platform``, never the shape of its outputs): a Cloud Run service a Google ID
-        token whose audience is its ``service_url``; a TPU VM's nodes or a GKE Gateway (its
-        ``endpoint_urls``) the vLLM API key (from ``--api-key-env``, else the stack's Secret
-        Manager secret). ``--endpoint-auth none`` sends none. Outputs of the other platform's
-        shape are refused: the vLLM key never goes to a Cloud Run service, nor an ID token to
-        a TPU node or a Gateway, whatever the options or the saved outputs say."""
+        """The stack's endpoints, each with the credential its platform (the stack file's, never
+        the shape of its outputs) takes: Cloud Run an ID token for its ``service_url``, a TPU VM
+        or a GKE Gateway the vLLM API key. Outputs of the other platform's shape are refused, so
+        the key never goes to a Cloud Run service, nor an ID token to a node or a Gateway."""
         settings = self.settings(stack)
         outputs = self.outputs(stack)
         model = outputs.get("served_model_name") or settings.model.served_name

@@ -1,8 +1,5 @@
-"""``gemma4 mcp`` and ``python -m mcp_server``: the MCP server's options; serves until the client
-disconnects (:mod:`mcp_server.server` builds the server).
-
-Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unknown stack).
-"""
+"""``gemma4 mcp`` and ``python -m mcp_server``: the MCP server's options. Exit status: 0 after
+a clean shutdown, 2 for a usage error."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The MCP server: ``python -m mcp_server [-s STACK]... [--transport stdio|http]
-[--enable-action NAME]...``.
-
-Read-only tools are always registered. Action tools (they send load to a deployment or run the
-offline preview) are registered only when named with ``--enable-action``; no tool deploys,
-deletes or edits a stack file. Every tool result and every tool error passes through one
-redaction step, and no tool takes a key or a token as an argument: credentials come from
-Application Default Credentials, Secret Manager or an environment variable, as for the CLIs.
-
-Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unknown stack).
-"""
+"""The MCP server: its tools, each run within a deadline, its results and errors redacted and
+bounded. Action tools are registered only when named with ``--enable-action``."""
 
 import asyncio
 import contextlib
@@ -55,14 +46,6 @@ from .tools import (
     ToolFailure,
     Tools,
 )
-
-__all__ = [
-    "ACTIONS",
-    "MAX_STDIN_MESSAGE_BYTES",
-    "BoundedLines",
-    "build_server",
-    "serve_stdio",
-]
 
 ACTIONS: dict[str, str] = {
     "bench-cell": "run_benchmark_cell: sends load to a deployed endpoint and writes a run folder",

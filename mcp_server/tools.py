@@ -52,17 +52,6 @@ from .models import (
     ZonesResult,
 )
 
-__all__ = [
-    "BENCH_MARGIN_S",
-    "DEADLINES_S",
-    "HEALTH_MARGIN_S",
-    "LIMITS",
-    "METRICS_MARGIN_S",
-    "Progress",
-    "ToolFailure",
-    "Tools",
-]
-
 T = TypeVar("T")
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
