@@ -40,10 +40,6 @@ def make_client(
 ) -> httpx.AsyncClient:
     """An async client for ``base_url``: ``auth`` on every request, ``timeout_s`` on each
     wait, ``max_concurrency`` connections (and keep-alive), no redirects."""
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-    if not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise ValueError(f"timeout_s must be positive and finite, got {timeout_s}")
     limits = httpx.Limits(
         max_connections=max_concurrency, max_keepalive_connections=max_concurrency
     )

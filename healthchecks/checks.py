@@ -73,10 +73,6 @@ class Backoff:
     max_s: float = 15.0
     factor: float = 2.0
 
-    def __post_init__(self) -> None:
-        if self.initial_s <= 0 or self.max_s < self.initial_s or self.factor < 1:
-            raise ValueError("Backoff needs 0 < initial_s <= max_s and factor >= 1")
-
     def delays(self) -> Iterator[float]:
         """The successive waits, forever."""
         delay = self.initial_s

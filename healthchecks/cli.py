@@ -135,15 +135,11 @@ def auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
-def _project_dir(args: argparse.Namespace) -> str | None:
-    """Where `pulumi stack output` runs: --project-dir, else here (pulumi looks upward)."""
-    return None if args.project_dir is None else str(args.project_dir)
-
-
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
         say_outputs("gemma4 health", args.stack, args.project_dir)
-        outputs = read_stack_outputs(args.stack, _project_dir(args))
+        # --project-dir, else here (pulumi looks upward).
+        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
         return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
     return [target_from_url(args.url, args.model, auth_options(args))]
 

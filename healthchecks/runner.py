@@ -187,8 +187,3 @@ async def run_health_checks(
     return HealthReport(
         redact(url), redact(served_model_name, limit=300), description, tuple(results)
     )
-
-
-def run_health_checks_sync(url: str, served_model_name: str, **kwargs: Any) -> HealthReport:
-    """:func:`run_health_checks` on a fresh event loop (not from inside a running loop)."""
-    return asyncio.run(run_health_checks(url, served_model_name, **kwargs))

@@ -4,9 +4,7 @@ its outputs and its endpoints with their credentials, as ``gemma4 health -s STAC
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +15,7 @@ import yaml
 
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.reports.compare import compare_runs
-from bench.results.store import RunData, StoreError, load_run, read_regular_file
+from bench.results.store import RunData, StoreError, load_run
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
 from endpoint.auth import (
@@ -49,6 +47,7 @@ from serving.capacity.plan import (
     stack_names,
 )
 from serving.catalog.hardware import Platform
+from serving.config.inputs import JsonInputError, read_json
 from serving.config.settings import Settings, SettingsError, load_settings
 from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
 from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
@@ -82,6 +81,7 @@ __all__ = [
     "Target",
     "TpuApi",
     "TpuApiError",
+    "adc_token_source",
     "check_chat",
     "compare_runs",
     "load_run",
@@ -100,7 +100,6 @@ __all__ = [
     "run_sweep_async",
     "spec_decode_acceptance",
     "speculative_config",
-    "token_source_or_adc",
     "tpu_api_version",
     "what_if_settings",
 ]
@@ -227,30 +226,19 @@ class Deployments:
         data: dict[str, Any]
         if self.outputs_dir is not None:
             path = self.outputs_dir / f"{stack}.json"
-            try:
-                raw = read_regular_file(path, MAX_OUTPUTS_BYTES)
-            except StoreError as exc:
-                raise DeploymentError(str(exc)) from None
-            if raw is None:
+            if not path.exists():
                 raise DeploymentError(
                     f"no saved outputs for stack {stack!r} ({path}); write them with "
                     f"`pulumi stack output --json -s {stack} > {path}`"
                 )
             try:
-                loaded = json.loads(raw.decode("utf-8"))
-            except (ValueError, RecursionError) as exc:
-                raise DeploymentError(f"{path} is not a JSON document: {str(exc)[:200]}") from None
+                loaded = read_json(path, MAX_OUTPUTS_BYTES)
+            except JsonInputError as exc:
+                raise DeploymentError(f"{path}: {exc}") from None
             if not isinstance(loaded, dict):
                 raise DeploymentError(f"{path} holds JSON that is not an object")
             data = loaded
-        else:
-            if shutil.which("pulumi") is None:
-                raise DeploymentError(
-                    f"no stack outputs for stack {stack!r}: the pulumi CLI is not on the "
-                    "server's PATH; install it (https://www.pulumi.com/docs/install/), or start "
-                    "the MCP server with --outputs-dir DIR holding DIR/<stack>.json (saved "
-                    f"`pulumi stack output --json -s {stack}`)"
-                )
+        else:  # a missing CLI's message is told as this server's option by Tools.localize
             try:
                 data = read_stack_outputs(stack, str(self.root))
             except TargetError as exc:
@@ -390,10 +378,3 @@ def queued_resource_ids(stack: str, outputs: dict[str, Any], settings: Settings)
 def tpu_api_version(settings: Settings) -> str:
     """The TPU API version the stack's queued resources are managed with."""
     return api_version({"provisioning": settings.tpu.provisioning})
-
-
-def token_source_or_adc(token_source: Callable[[], str] | None) -> Callable[[], str]:
-    """The injected access-token source, else Application Default Credentials."""
-    if token_source is not None:
-        return token_source
-    return adc_token_source()

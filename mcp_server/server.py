@@ -109,8 +109,6 @@ Stack = Annotated[
 RunId = Annotated[
     str, Field(min_length=1, max_length=512, description="Run id from benchmark_runs")
 ]
-MAX_SHOWN_INPUT = 80
-"""How much of a refused argument an error shows."""
 
 
 def validation_words(exc: ValidationError) -> str:

@@ -1,24 +1,16 @@
 """Promotion from stack to stack: what a verified deployment carries forward, and what never moves.
 
-A change is proven on `l4` first, then promoted to `rtx6000`, then `tpu-v6e1`. What moves is
-what was verified and does not depend on the hardware: the exact image (by digest, when the
-target runs the same image repository), the model and drafter revisions (when the target
-serves the same checkpoint), and the parsers. Everything else is the target stack's own:
-hardware, placement, memory and batching, speculative decoding, scaling, access.
+What moves is what was verified and does not depend on the hardware: the exact image (by
+digest, when the target runs the same image repository), the model and drafter revisions (when
+the target serves the same checkpoint), and the parsers. Everything else is the target stack's
+own.
 
     gemma4 promote --from l4 --to rtx6000 --source-image REF [--write]
 
-A promotion is refused, leaving the target file byte-for-byte unchanged, unless the complete
-result is valid: the image is pinned by a `sha256:` digest of 64 hex digits and comes from a
-registry the target stack allows (`registries`), the edited file reads back as exactly the old
-configuration plus the promoted keys, the stack's settings load, and the program rendered under
-Pulumi's mocks passes every mandatory policy. The file is edited with a round-trip YAML library
-(comments, quoting, indentation, key order and other blocks kept) and replaced atomically (a
-temporary file in the same folder, fsync, `os.replace`). A promoted value that is an aliased YAML
-anchor or an alias, CR line endings and a stack file that is a symbolic link are refused. Without
-`--write` the same edit and checks run and nothing is written: the dry run exits 2 where
-`--write` would.
-"""
+A promotion is refused, leaving the target file unchanged, unless the whole result is valid
+(docs/promotion-ci.md): a digest-pinned image from an allowed registry, a file that reads back
+as the old configuration plus the promoted keys, settings that load, and every mandatory
+policy passed. Without `--write` the same edit and checks run and nothing is written."""
 
 from __future__ import annotations
 

@@ -60,7 +60,6 @@ OPS_AGENT_REPO_SCRIPT = "https://dl.google.com/cloudagents/add-google-cloud-ops-
 #: scrapes.
 EVALUATION_INTERVAL_SECONDS = 60
 AUTO_CLOSE_SECONDS = 1800
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -79,15 +78,6 @@ class Target:
     #: GKE: the namespace of the serving objects and the Gateway's class.
     gke_namespace: str | None = None
     gateway_class: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.matchers:
-            raise ValueError("a monitoring target needs at least one label matcher")
-        for label, _ in self.matchers:
-            if not _LABEL_NAME.match(label):
-                raise ValueError(f"{label!r} is not a Prometheus label name")
-        if (self.platform == "cloud_run") != (self.cloud_run_service is not None):
-            raise ValueError("cloud_run_service is set exactly for Cloud Run targets")
 
 
 def cloud_run_target(stack: str, hardware: str, service: str, *, mtp: bool) -> Target:
