@@ -27,11 +27,10 @@ from endpoint.auth import (
     SecretManagerApiKeyAuth,
 )
 from endpoint.client import make_client, request_capped
-from endpoint.limits import MAX_METRICS_BYTES
 from endpoint.metrics import (
     MetricsParseError,
     MetricsSnapshot,
-    parse_metrics,
+    fetch_metrics,
     spec_decode_acceptance,
 )
 from endpoint.targets import Target, TargetError, check_url, read_stack_outputs
@@ -60,7 +59,6 @@ __all__ = [
     "CLOUD_RUN_PORT",
     "GKE_POOL_LABELS",
     "GKE_VLLM_NAME",
-    "MAX_METRICS_BYTES",
     "ROOT",
     "AuthError",
     "Backoff",
@@ -84,9 +82,9 @@ __all__ = [
     "adc_token_source",
     "check_chat",
     "compare_runs",
+    "fetch_metrics",
     "load_run",
     "make_client",
-    "parse_metrics",
     "parse_vllm_args",
     "plan_report",
     "queued_resource_ids",

@@ -528,19 +528,13 @@ class Tools:
 
     async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
         try:
-            response = await d.request_capped(
-                client, "GET", "/metrics", max_bytes=d.MAX_METRICS_BYTES, what="/metrics"
-            )
+            return await d.fetch_metrics(client, model_name=model)
         except d.AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-        except Exception as exc:
-            raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
-        if response.status != 200:
-            raise ToolFailure(f"/metrics answered HTTP {response.status}")
-        try:
-            return d.parse_metrics(response.text, model_name=model)
         except d.MetricsParseError as exc:
             raise ToolFailure(f"malformed /metrics: {exc}") from None
+        except Exception as exc:
+            raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
 
     async def metrics(
         self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
