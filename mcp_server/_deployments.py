@@ -5,12 +5,11 @@ its outputs and its endpoints with their credentials, as ``gemma4 health -s STAC
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import yaml
 
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
@@ -53,7 +52,7 @@ from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
 from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.render.vllm import parse_args as parse_vllm_args
 
-from ._redaction import redact, redact_cut, redact_text, register_secret
+from ._redaction import redact, redact_cut, redact_text
 
 __all__ = [
     "CLOUD_RUN_PORT",
@@ -91,7 +90,6 @@ __all__ = [
     "redact",
     "redact_cut",
     "redact_text",
-    "register_secret",
     "render",
     "request_capped",
     "run_health_checks",
@@ -109,30 +107,6 @@ MAX_OUTPUTS_BYTES = 1 << 20
 
 class DeploymentError(Exception):
     """A stack, its outputs or its endpoint cannot be used; the message says why and what to do."""
-
-
-class _Registering(AuthStrategy):
-    """Wraps a credential strategy so that every credential it hands out is redacted later."""
-
-    def __init__(self, inner: AuthStrategy) -> None:
-        self._inner = inner
-        self.description = inner.description
-
-    def _remember(self, headers: dict[str, str] | None) -> dict[str, str] | None:
-        for value in (headers or {}).values():
-            scheme, _, credential = value.partition(" ")
-            register_secret(credential or scheme)
-        return headers
-
-    def headers(self) -> dict[str, str]:
-        return self._remember(self._inner.headers()) or {}
-
-    def cached_headers(self) -> dict[str, str] | None:
-        return self._remember(self._inner.cached_headers())
-
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
-        request.headers.update(self.headers())
-        yield request
 
 
 @dataclass(frozen=True)
@@ -283,27 +257,23 @@ class Deployments:
     def _cloud_run_auth(self, url: str, settings: Settings) -> AuthStrategy:
         if self.endpoint.auth == "none":
             return NoAuth()
-        return _Registering(
-            GoogleIdTokenAuth(
-                url,
-                impersonate_service_account=self.endpoint.impersonate_service_account
-                or settings.health.health_check_service_account,
-            )
+        return GoogleIdTokenAuth(
+            url,
+            impersonate_service_account=self.endpoint.impersonate_service_account
+            or settings.health.health_check_service_account,
         )
 
     def _tpu_auth(self, stack: str, outputs: dict[str, Any], settings: Settings) -> AuthStrategy:
         if self.endpoint.auth == "none":
             return NoAuth()
         if self.endpoint.api_key_env:
-            return _Registering(ApiKeyAuth(self.endpoint.api_key_env))
+            return ApiKeyAuth(self.endpoint.api_key_env)
         secret = str(outputs.get("api_key_secret") or settings.tpu.api_key_secret)
-        return _Registering(
-            SecretManagerApiKeyAuth(
-                self.project(stack),
-                secret,
-                access_token=self._token_source,
-                endpoint=self.endpoint.secretmanager_url,
-            )
+        return SecretManagerApiKeyAuth(
+            self.project(stack),
+            secret,
+            access_token=self._token_source,
+            endpoint=self.endpoint.secretmanager_url,
         )
 
     def target(self, stack: str, index: int = 0) -> Target:

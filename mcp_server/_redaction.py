@@ -34,11 +34,6 @@ _SECRET_OPTION = re.compile(
 )
 
 
-def register_secret(value: str | None) -> None:
-    """Treat ``value`` as a secret from now on (the registry the CLIs' credentials use)."""
-    _shared_register(value)
-
-
 def _credential_shaped(value: str) -> bool:
     if _shared_redact(value, limit=None) != value:
         return True  # a recognised shape (a JWT, a PEM block, a ghp_ token, ...)

@@ -19,8 +19,9 @@ import httpx
 
 from endpoint.client import LimitExceeded, read_capped
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
+from endpoint.redact import register_secret
 
-from ._redaction import redact_cut, register_secret
+from ._redaction import redact_cut
 
 MAX_API_BODY_BYTES = 8 << 20
 """The most a Google API answer may weigh after decompression (a page of 100 log entries is a
