@@ -648,7 +648,7 @@ class Tools:
                 try:
                     run = d.load_run(path)
                 except d.StoreError as exc:
-                    problems.append(self.localize(str(exc)))
+                    problems.append(str(exc))
                     continue
                 if must_be is not None and prefix != must_be and run.run.get("stack") != must_be:
                     continue  # a run in a shared folder made against another stack
@@ -684,7 +684,7 @@ class Tools:
         try:
             return d.load_run(path)
         except d.StoreError as exc:
-            raise ToolFailure(self.localize(str(exc))) from None
+            raise ToolFailure(str(exc)) from None
 
     def localize(self, text: str) -> str:
         """``text`` with this machine's absolute paths made relative (the project folder's
@@ -908,8 +908,9 @@ class Tools:
             except d.PreflightError as exc:
                 raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
             except Exception as exc:
-                detail = self.localize(f"{type(exc).__name__}: {exc}")
-                raise ToolFailure(f"the benchmark cell failed: {detail}") from None
+                raise ToolFailure(
+                    f"the benchmark cell failed: {type(exc).__name__}: {exc}"
+                ) from None
             if not run.cells:
                 raise ToolFailure("the benchmark cell produced no result")
             cell = run.cells[-1]
