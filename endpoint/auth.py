@@ -1,22 +1,7 @@
-"""How requests to a deployed model authenticate.
-
-Three strategies, all :class:`httpx.Auth` subclasses so that any ``httpx`` client can use them:
-
-- :class:`GoogleIdTokenAuth`: a Google ID token whose audience is the Cloud Run service URL
-  (private services need ``roles/run.invoker`` and this token). Tokens come from application
-  default credentials (a service-account key file or the metadata server, through
-  ``google.oauth2.id_token.fetch_id_token``) or, with ``impersonate_service_account``, from
-  ``google.auth.impersonated_credentials.IDTokenCredentials`` (user credentials cannot mint ID
-  tokens for an audience themselves). Tokens are cached until five minutes before expiry.
-- :class:`ApiKeyAuth`: the vLLM API key (``vllm serve --api-key``) read from an environment
-  variable. The key is never printed or put into an error message.
-- :class:`SecretManagerApiKeyAuth`: the vLLM API key read from Secret Manager (the TPU stack's
-  `api_key_secret`) with application default credentials; fetched once, never printed.
-- :class:`NoAuth`: explicitly none, for a public or local server.
-
-When credentials cannot be obtained, the strategy raises :class:`AuthError` *before* the request
-is sent: a request never goes out without its credentials.
-"""
+"""How requests to a deployed model authenticate: :class:`httpx.Auth` strategies for a Google
+ID token whose audience is the Cloud Run URL, the vLLM API key from an environment variable or
+from Secret Manager, or none. A credential that cannot be obtained raises :class:`AuthError`
+before the request is sent; every credential is registered for redaction."""
 
 from __future__ import annotations
 
@@ -31,17 +16,6 @@ from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 import httpx
 
 from .redact import register_secret
-
-__all__ = [
-    "ApiKeyAuth",
-    "AuthError",
-    "AuthStrategy",
-    "GoogleIdTokenAuth",
-    "NoAuth",
-    "SecretManagerApiKeyAuth",
-    "TokenProvider",
-    "google_id_token_provider",
-]
 
 TokenProvider = Callable[[str], str]
 """Returns an ID token for the given audience; raises :class:`AuthError` on failure."""
@@ -119,11 +93,8 @@ def _token_expiry(token: str) -> float:
 
 
 class GoogleIdTokenAuth(AuthStrategy):
-    """A Google ID token for ``audience`` (the Cloud Run service URL), cached until near expiry.
-
-    ``token_provider`` replaces the Google call (tests inject one); by default
-    :func:`google_id_token_provider` is used with ``impersonate_service_account``.
-    """
+    """A Google ID token for ``audience`` (the Cloud Run service URL), cached until five minutes
+    before expiry; ``token_provider`` replaces the Google call in tests."""
 
     def __init__(
         self,
@@ -165,12 +136,9 @@ class GoogleIdTokenAuth(AuthStrategy):
 
 
 def _user_id_token(request: object) -> str | None:
-    """The ID token of `gcloud auth application-default login` user credentials, if any.
-
-    User credentials cannot mint a token for an arbitrary audience, but their own ID token
-    (what `gcloud auth print-identity-token` prints) is accepted by Cloud Run for a principal
-    that holds `roles/run.invoker` on the service.
-    """
+    """The ID token of `gcloud auth application-default login` user credentials, if any: Cloud
+    Run accepts it for a principal with `roles/run.invoker`, though user credentials cannot mint
+    one for an arbitrary audience."""
     import google.auth
     from google.auth import exceptions
     from google.oauth2 import credentials as user_credentials
@@ -190,13 +158,8 @@ def _user_id_token(request: object) -> str | None:
 
 
 def google_id_token_provider(impersonate_service_account: str | None = None) -> TokenProvider:
-    """A :data:`TokenProvider` backed by google-auth.
-
-    Without ``impersonate_service_account``: ``fetch_id_token`` (a service-account key in
-    ``GOOGLE_APPLICATION_CREDENTIALS`` or the metadata server). With it: the application default
-    credentials impersonate that service account (the caller needs
-    ``roles/iam.serviceAccountTokenCreator`` on it) and mint the token.
-    """
+    """A :data:`TokenProvider` backed by google-auth: ``fetch_id_token`` (a service-account key
+    or the metadata server), or the ADC impersonating ``impersonate_service_account``."""
 
     def provide(audience: str) -> str:
         import google.auth

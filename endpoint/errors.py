@@ -1,16 +1,7 @@
-"""What a failed connection means, and what to check.
-
-The aiohttp transport maps aiohttp's errors onto httpx's loosely (a refused connection surfaces
-as ``httpx.ConnectError`` or even ``ConnectTimeout``), so the cause chain decides. Three kinds
-mean "nothing usable is listening there" and are not a server that is still loading:
-
-- ``refused``: the host answered, no process listens on the port (a typo'd port, a server that
-  is down, a VM whose server has not started);
-- ``dns``: the host name does not resolve (a typo, a deleted service);
-- ``tls``: the TLS handshake failed (``https://`` against a plain-HTTP port, a bad certificate).
-
-The others (``timeout``, ``dropped``, ``other``) may be transient.
-"""
+"""What a failed connection means, and what to check. The aiohttp transport surfaces errors
+loosely through httpx, so the cause chain decides. ``refused``, ``dns`` and ``tls`` mean
+nothing usable listens there (not a server still loading); ``timeout``, ``dropped`` and
+``other`` may be transient."""
 
 from __future__ import annotations
 
@@ -25,8 +16,6 @@ import aiohttp
 import httpx
 
 from .redact import redact
-
-__all__ = ["TRANSPORT_ERRORS", "ConnectionProblem", "ProblemKind", "classify_connection_error"]
 
 ProblemKind = Literal["refused", "dns", "tls", "timeout", "dropped", "other"]
 

@@ -1,11 +1,6 @@
-"""vLLM's ``/metrics``: fetch it (capped), parse the Prometheus text, summarise it, compute
-spec-decode acceptance.
-
-:func:`fetch_metrics` reads at most :data:`~endpoint.limits.MAX_METRICS_BYTES` after
-decompression (a gzip bomb is refused). Parsing uses prometheus-client's text parser. Values
-are summed over label sets (several engines or models), unless ``model_name`` is given, which
-keeps only samples with that label value.
-"""
+"""vLLM's ``/metrics``: fetch it (capped), parse it with prometheus-client's text parser,
+summarise it, compute spec-decode acceptance. Values are summed over label sets unless
+``model_name`` keeps only that model's samples."""
 
 from __future__ import annotations
 
@@ -19,16 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from .client import request_capped
 from .limits import MAX_ECHO_CHARS, MAX_METRICS_BYTES
 from .redact import redact
-
-__all__ = [
-    "MetricsParseError",
-    "MetricsSnapshot",
-    "SpecDecodeAcceptance",
-    "SpecDecodeCounters",
-    "fetch_metrics",
-    "parse_metrics",
-    "spec_decode_acceptance",
-]
 
 
 class MetricsParseError(ValueError):

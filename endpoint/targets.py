@@ -1,15 +1,5 @@
-"""Which endpoint(s) to talk to, and with which credentials: from a URL or a stack's outputs.
-
-- :func:`read_stack_outputs`: ``pulumi stack output --json --show-secrets=false``;
-- :func:`targets_from_outputs`: ``service_url`` (Cloud Run: a Google ID token by default) or
-  ``endpoint_urls`` (TPU: the vLLM API key, whose Secret Manager secret the outputs name);
-- :func:`target_from_url`: a URL given by hand, checked (http(s), a host, no credentials or
-  ``/v1`` in it);
-- :func:`auth_for`: the :class:`~endpoint.auth.AuthStrategy` for a URL and an
-  :class:`AuthOptions`.
-
-Every problem is a :class:`TargetError` whose message says what to pass instead.
-"""
+"""Which endpoint(s) to talk to, and with which credentials: from a URL given by hand or a
+stack's outputs. Every problem is a :class:`TargetError` saying what to pass instead."""
 
 from __future__ import annotations
 
@@ -24,22 +14,6 @@ from urllib.parse import urlsplit
 
 from .auth import ApiKeyAuth, AuthStrategy, GoogleIdTokenAuth, NoAuth
 from .redact import redact
-
-__all__ = [
-    "AUTH_MODES",
-    "AuthFactory",
-    "AuthMode",
-    "AuthOptions",
-    "Target",
-    "TargetError",
-    "auth_for",
-    "check_url",
-    "read_stack_outputs",
-    "resolve_auth",
-    "target_from_url",
-    "targets_from_outputs",
-    "url_from_outputs",
-]
 
 AuthFactory = Callable[[str], AuthStrategy]
 """Builds the auth strategy for the endpoint URL (e.g. a Google ID token with it as audience)."""

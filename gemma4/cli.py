@@ -1,9 +1,5 @@
-"""`gemma4`: one command for everything a user runs.
-
-Each subcommand hands its arguments to an existing module's ``main(argv) -> int``; the module
-keeps its own parser, options and exit statuses, and its old ``python -m`` form keeps working.
-:data:`COMMANDS` is the whole table: a new subcommand is one more :class:`Command`.
-"""
+"""`gemma4`: one command for everything a user runs. Each subcommand hands its arguments to a
+module's ``main(argv) -> int``; :data:`COMMANDS` is the whole table."""
 
 from __future__ import annotations
 

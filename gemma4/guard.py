@@ -1,27 +1,10 @@
-"""The edges every `gemma4` command shares, handled in one place.
-
-:func:`run_guarded` runs one command's ``main`` and owns what no command should handle alone:
-
-- **Output that cannot be written.** Standard output is wrapped so that a failed write or flush
-  (a full disk, ``>/dev/full``, a descriptor opened read-only) raises :class:`OutputError`, a
-  ``BaseException``: no command's ``except Exception`` or ``except OSError`` can mistake it for
-  its own failure (a benchmark saying "cells are kept" because the terminal went away). The
-  command ends with exit 1 and one line on stderr. A reader that left (``| head -c 1``, EPIPE)
-  ends it quietly with 141, as a shell reports SIGPIPE. A standard output that is closed from
-  the start (``>&-``) is refused before the command runs: its output would vanish and exit 0.
-- **Ctrl-C.** SIGINT is exit 130 with one line and no traceback, whatever the command was
-  doing; within :func:`noting_interrupts`, :func:`interrupted` lets code that turns exceptions
-  into verdicts (the preview running the Pulumi program) tell an interrupted import from a stack
-  the program refused.
-- **Undecodable input.** An argument or an environment variable that is not UTF-8 (the bytes
-  Python keeps as surrogate escapes) is refused with exit 2, naming it, before the command
-  reads it: such a value would otherwise fail later as a traceback or as a wrong verdict.
-- **Bounded messages.** Every line written to stderr is cut to :data:`MAX_LINE_CHARS`
-  (an argument of 120 KB cannot make a message of 240 KB); a stderr that cannot be written is
-  given up silently (there is nowhere left to say so; the exit status still tells).
-- **Last resort.** An ``OSError`` no command caught becomes one line naming the file; any
-  other exception one line (``GEMMA4_DEBUG=1`` re-raises it with its traceback).
-"""
+"""The edges every `gemma4` command shares (docs/commands.md), in one place: output that
+cannot be written (exit 1, one line; a reader that left, 141; a closed stdout refused before
+the command runs), Ctrl-C (130, one line), arguments or environment variables that are not
+UTF-8 (refused with 2, naming them), a stderr that cannot be written given up quietly, and
+a last resort for any other exception (one line; ``GEMMA4_DEBUG=1`` shows the traceback).
+:class:`OutputError` is a ``BaseException`` so that no command's ``except OSError`` mistakes
+it for its own failure."""
 
 from __future__ import annotations
 
@@ -35,22 +18,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any, TextIO, cast
 
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_PIPE",
-    "EXIT_USAGE",
-    "MAX_LINE_CHARS",
-    "OutputError",
-    "ReaderGone",
-    "bounded_line",
-    "interrupted",
-    "noting_interrupts",
-    "run_guarded",
-    "shown",
-    "undecodable_input",
-]
-
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -58,8 +25,6 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141
 """As a shell reports a command ended by SIGPIPE (128 + 13)."""
 
-MAX_LINE_CHARS = 2000
-"""The longest line a command writes to stderr; a longer one is cut in the middle, marked."""
 MAX_SHOWN_CHARS = 80
 """How much of a refused value a message quotes."""
 
@@ -95,14 +60,6 @@ def shown(value: str, limit: int = MAX_SHOWN_CHARS) -> str:
     if len(text) > limit:
         text = f"{text[: limit - 20]}... ({len(value)} characters)"
     return f"'{text}'"
-
-
-def bounded_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
-    """``line`` within ``limit`` characters: its middle replaced by a mark saying how much."""
-    if len(line) <= limit:
-        return line
-    head, tail = limit * 3 // 4, limit // 8
-    return f"{line[:head]} ...[{len(line) - head - tail} characters cut]... {line[-tail:]}"
 
 
 def _undecodable(text: str) -> bool:
@@ -180,7 +137,7 @@ class _Stdout:
 
 
 class _Stderr:
-    """Standard error whose lines are bounded, and whose failures are given up quietly."""
+    """Standard error whose failures are given up quietly (there is nowhere left to say so)."""
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
@@ -189,8 +146,6 @@ class _Stderr:
     def write(self, text: str) -> int:
         if self._broken:
             return len(text)
-        if len(text) > MAX_LINE_CHARS:
-            text = "\n".join(bounded_line(line) for line in text.split("\n"))
         try:
             self._inner.write(text)
         except (OSError, ValueError):
@@ -227,16 +182,14 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 def _say(prog: str, text: str) -> None:
     if sys.stderr is not None:
-        print(bounded_line(f"{prog}: {text}"), file=sys.stderr)
+        print(f"{prog}: {text}", file=sys.stderr)
 
 
 @contextlib.contextmanager
 def noting_interrupts() -> Iterator[None]:
-    """Within: Ctrl-C is noted (:func:`interrupted` turns true) as well as raised, for code
-    that may swallow a KeyboardInterrupt and fail in another way (the Pulumi program's import
-    cut short, then "has no attribute"). Python's own handler is kept elsewhere: asyncio's
-    runner replaces only that one with its graceful cancel. A background job that ignores
-    SIGINT keeps ignoring it."""
+    """Within: Ctrl-C is noted (:func:`interrupted`) as well as raised, for code that may
+    swallow a KeyboardInterrupt and fail another way. Only Python's default handler is replaced
+    (asyncio's runner and an ignored SIGINT are kept)."""
     if (
         threading.current_thread() is not threading.main_thread()
         or signal.getsignal(signal.SIGINT) is not signal.default_int_handler

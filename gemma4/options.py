@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
-from serving.config.project import find_project_file
+from serving.config.project import ProjectError, find_project_file
 
 
 def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
@@ -30,6 +30,20 @@ def bounded_number(option: str, low: float, high: float) -> Callable[[str], floa
         return value
 
     return parse
+
+
+def found_project_dir(given: Path | None) -> Path:
+    """`--project-dir`, else the Pulumi project of the current directory or its nearest parent
+    (as `pulumi -s` finds it), never the checkout the package was installed from."""
+    if given is not None:
+        return given
+    found = find_project_file()
+    if found is None:
+        raise ProjectError(
+            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a "
+            "Pulumi project directory, or pass --project-dir DIR"
+        )
+    return found.parent
 
 
 def say_read(command: str, path: Path) -> None:

@@ -1,15 +1,6 @@
-"""`gemma4 plan`: the capacity planner's command line.
-
-`gemma4 plan -s l4 [--requests-per-second R] [--json]` reads `Pulumi.<stack>.yaml` (no Pulumi
-CLI needed; `--stack-file PATH` for any stack file), validates it with the project's typed
-settings and prints vLLM's memory budget for the stack, the KV cache it leaves, a batch-1
-decode ceiling and costs (:mod:`serving.capacity.plan`), the performance model's predicted
-latency against throughput per concurrency and the replicas the load needs
-(:mod:`serving.capacity.plan_perf`).
-
-`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
-SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
-"""
+"""`gemma4 plan`: the capacity planner's command line (docs/capacity-planner.md): the plan of
+one stack, `plan search` (the cheapest stack and replicas for an SLO) and `plan calibrate`
+(fit the model to a benchmark run)."""
 
 from __future__ import annotations
 
@@ -28,7 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.results.store import RunData, StoreError, load_run
-from gemma4.options import add_project_options, add_rate_option, bounded_number, say_read
+from gemma4.options import (
+    add_project_options,
+    add_rate_option,
+    bounded_number,
+    found_project_dir,
+    say_read,
+)
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.capacity.perf import Slo
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
@@ -41,7 +38,7 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
-from serving.config.project import ProjectError, find_project_file, stack_file
+from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
@@ -231,7 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from serving.config.project import ProjectError
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in SUBCOMMANDS:
@@ -557,20 +553,6 @@ def concurrency_list(text: str) -> list[int]:
     return sorted(out)
 
 
-def _project_dir(given: Path | None) -> Path:
-    """`--project-dir`, else the Pulumi project found from the current directory upward."""
-
-    if given is not None:
-        return given
-    found = find_project_file()
-    if found is None:
-        raise ProjectError(
-            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a "
-            "Pulumi project directory, or pass --project-dir DIR"
-        )
-    return found.parent
-
-
 def search_main(argv: Sequence[str]) -> int:
     from serving.capacity.plan import PlanError
 
@@ -586,7 +568,7 @@ def search_main(argv: Sequence[str]) -> int:
             raise ValueError("give at least one of --ttft-ms, --itl-ms, --e2e-ms")
         prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
         output = validated_tokens("--output-tokens", o.output_tokens)
-        root = _project_dir(o.project_dir)
+        root = found_project_dir(o.project_dir)
         names = stack_names(root)
         if not names:
             raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
@@ -735,7 +717,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
     try:
         if o.where is not None and not 0 < len(o.where) <= 200:
             raise ValueError("--where must be 1 to 200 characters")
-        root = _project_dir(o.project_dir)
+        root = found_project_dir(o.project_dir)
         settings = load_stack_settings(o.stack, root)
         say_read(
             "gemma4 plan calibrate", stack_file(o.stack, root, offers_stack_file=False).resolve()

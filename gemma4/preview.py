@@ -1,13 +1,6 @@
-"""`gemma4 preview`: what `pulumi up -s STACK` would declare, offline, with its verdicts.
-
-The preview itself is :func:`preview.build.build_preview` (the program under Pulumi's mocks,
-the policy pack, the capacity plan and the cost); this module is its command line: options,
-the text, JSON and markdown (pull-request comment) forms, the diff against a base branch's
-preview, and the exit status: 0 the stack would deploy (advisory findings allowed), 1 a
-mandatory policy is violated or the model does not fit, 2 bad input (unknown stack, unreadable
-or invalid stack file, a setting the program refuses), with one message and no traceback.
-Ctrl-C ends it with status 130, even when it cut the program's import short.
-"""
+"""`gemma4 preview`: the command line of :func:`preview.build.build_preview` (docs/preview.md):
+text, JSON and markdown forms, the diff against a base branch's preview, and the exit status
+(0 deployable, 1 a mandatory violation or a model that does not fit, 2 bad input)."""
 
 from __future__ import annotations
 

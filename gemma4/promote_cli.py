@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import serving.promotion
 from endpoint.redact import redact
-from gemma4.options import add_project_options
+from gemma4.options import add_project_options, found_project_dir
 from serving.config.checks import SettingsError, check_text
-from serving.config.project import ProjectError, find_project_file
+from serving.config.project import ProjectError
 from serving.config.settings import load_settings
 from serving.promotion import (
     PromotionError,
@@ -44,21 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _project_dir(args: argparse.Namespace) -> Path:
-    """--project-dir, else the Pulumi project of the current directory or its nearest parent
-    (as `pulumi -s` finds it); outside any project, a PromotionError (never the checkout the
-    package was installed from: `--write` edits the file it reads)."""
-    if args.project_dir is not None:
-        return Path(args.project_dir)
-    found = find_project_file()
-    if found is None:
-        raise PromotionError(
-            f"no Pulumi project (Pulumi.yaml) in {Path.cwd()} or its parents; run from a Pulumi "
-            "project directory, or pass --project-dir DIR"
-        )
-    return found.parent
-
-
 def default_validator() -> Validator:
     """What `gemma4 preview` judges: the program under Pulumi's mocks, the pack's mandatory
     policies at their configured levels and the capacity plan. Ctrl-C while it runs ends the
@@ -77,7 +61,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.root = _project_dir(args)
+        args.root = found_project_dir(args.project_dir)
         check_distinct(args.source, args.target, args.root)
         source = load_settings(read_stack(args.source, args.root))
         target = load_settings(read_stack(args.target, args.root))

@@ -1,20 +1,7 @@
-"""The individual checks. Each returns a :class:`CheckResult`; none raises for a server problem.
-
-- :func:`check_ready`: ``GET /health`` until 200, with capped exponential backoff; 502/503/504
-  and timeouts mean "still loading, keep waiting", and so does a refused connection (vLLM keeps
-  its port closed while it loads), up to the deadline or ``refused_grace_s`` when given; 429 and
-  503 with ``Retry-After`` wait what the server asks when it fits in the deadline. A name that
-  does not resolve or a TLS handshake against plain HTTP fails at once with what to check: no
-  server is loading there.
-- :func:`check_models`: ``/v1/models`` lists the served model name.
-- :func:`check_chat`: a streamed chat completion returns non-empty content and a usage chunk.
-- :func:`check_metrics`: ``/metrics`` parses and carries vLLM's metrics.
-
-401/403 answers and credentials that cannot be obtained end a check at once ("credentials
-rejected" / "no credentials"): nothing is retried, and no request goes out without credentials.
-Every answer is read up to a cap (:mod:`endpoint.limits`), and every server text in a result
-passes :func:`endpoint.redact`.
-"""
+"""The individual checks: readiness, ``/v1/models``, a streamed chat completion, ``/metrics``.
+Each returns a :class:`CheckResult`; none raises for a server problem. 401/403 and missing
+credentials end a check at once; every answer is read up to a cap and every server text in a
+result is redacted."""
 
 from __future__ import annotations
 
@@ -40,16 +27,6 @@ from endpoint.limits import (
 )
 from endpoint.metrics import MetricsParseError, parse_metrics, spec_decode_acceptance
 from endpoint.redact import redact
-
-__all__ = [
-    "Backoff",
-    "CheckResult",
-    "ProgressCallback",
-    "check_chat",
-    "check_metrics",
-    "check_models",
-    "check_ready",
-]
 
 ProgressCallback = Callable[[str], None]
 """Receives one human-readable line per readiness attempt."""
@@ -95,10 +72,6 @@ class Backoff:
     initial_s: float = 1.0
     max_s: float = 15.0
     factor: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.initial_s <= 0 or self.max_s < self.initial_s or self.factor < 1:
-            raise ValueError("Backoff needs 0 < initial_s <= max_s and factor >= 1")
 
     def delays(self) -> Iterator[float]:
         """The successive waits, forever."""
@@ -170,13 +143,9 @@ async def check_ready(
 ) -> CheckResult:
     """Poll ``/health`` until 200 or ``deadline`` (a ``time.monotonic()`` value).
 
-    Refused or reset connections are a server still loading (vLLM keeps its port closed for
-    the 30-80 s it loads): they are retried up to the deadline, or for ``refused_grace_s``
-    seconds (from the first one in a row) when that is given; DNS and TLS failures fail at
-    once. ``Retry-After`` on 429/503 is
-    waited when it ends before the deadline; one that does not fails the check at once, saying
-    so.
-    """
+    A refused or reset connection is a server still loading (vLLM keeps its port closed while it
+    loads): retried up to the deadline, or ``refused_grace_s`` from the first in a row. DNS and
+    TLS failures fail at once. A ``Retry-After`` that ends past the deadline fails at once."""
     name = "readiness"
     started = time.perf_counter()
     attempts = 0

@@ -1,9 +1,5 @@
-"""``python -m healthchecks``: check a deployed model from the command line.
-
-Exit status: 0 when every check of every target passed, 1 when a check failed, 2 for a usage
-error (bad arguments, missing pulumi CLI, stack outputs that name no endpoint), 130 when
-interrupted (Ctrl-C).
-"""
+"""``gemma4 health``: check a deployed model from the command line. Exit 0 every check
+passed, 1 a check failed, 2 a usage error, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -18,8 +14,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from endpoint import redact
 from endpoint.limits import READY_DEADLINE_S
+from endpoint.redact import redact
 from endpoint.targets import (
     AUTH_MODES,
     AuthOptions,
@@ -35,15 +31,6 @@ from serving.config.inputs import MAX_DEADLINE_S
 from .checks import Backoff
 from .report import print_table, reports_to_json
 from .runner import HealthReport, run_health_checks
-
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "auth_options",
-    "main",
-    "positive_seconds",
-]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -148,15 +135,11 @@ def auth_options(args: argparse.Namespace) -> AuthOptions:
     )
 
 
-def _project_dir(args: argparse.Namespace) -> str | None:
-    """Where `pulumi stack output` runs: --project-dir, else here (pulumi looks upward)."""
-    return None if args.project_dir is None else str(args.project_dir)
-
-
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
         say_outputs("gemma4 health", args.stack, args.project_dir)
-        outputs = read_stack_outputs(args.stack, _project_dir(args))
+        # --project-dir, else here (pulumi looks upward).
+        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
         return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
     return [target_from_url(args.url, args.model, auth_options(args))]
 

@@ -1,42 +1,22 @@
-"""A Pulumi resource hook that fails ``pulumi up`` when the deployed model is not serving.
-
-The only module of this package that imports pulumi. Bind the hook to a stack's serving resource
-(the Cloud Run v2 service) with :func:`health_hook_binding`; after the resource is created or
-updated, the engine calls the hook, which runs the same checks as the CLI against the URL from
-the resource's outputs (``uri`` for Cloud Run v2, or ``url``) and raises
-:class:`HealthCheckFailedError` with every failed check's reason when one fails. Hooks do not run
-during ``pulumi preview``.
-"""
+"""A Pulumi resource hook that fails ``pulumi up`` when the deployed model is not serving: after
+the serving resource is created or updated it runs the CLI's checks against the URL from the
+resource's outputs and raises :class:`HealthCheckFailedError` with each failed check's reason.
+Hooks do not run during ``pulumi preview``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pulumi
 
 from endpoint.auth import AuthStrategy
 from endpoint.redact import redact
 from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
-from serving.catalog.hardware import HARDWARE
 
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
 
-__all__ = [
-    "COLD_START_DEADLINE_S",
-    "AuthFactory",
-    "HealthCheckFailedError",
-    "health_hook",
-    "health_hook_binding",
-    "resolve_auth",
-    "url_from_outputs",
-]
-
-
-COLD_START_DEADLINE_S: Mapping[str, float] = {
-    profile.accelerator: float(profile.cold_start_deadline_seconds) for profile in HARDWARE.values()
-}
-"""Hook deadlines per accelerator, from the hardware catalog (sized for each cold start)."""
+__all__ = ["AuthFactory", "HealthCheckFailedError", "health_hook"]
 
 _URL_KEYS = ("uri", "url")
 
@@ -57,27 +37,14 @@ def health_hook(
     auth: AuthStrategy | AuthFactory | None = None,
     url: str | None = None,
     url_keys: Sequence[str] = _URL_KEYS,
-    request_timeout_s: float = 120.0,
     backoff: Backoff | None = None,
-    on_dry_run: bool = False,
     refused_grace_s: float | None = None,
 ) -> pulumi.ResourceHook:
-    """A named :class:`pulumi.ResourceHook` running the health checks.
-
-    ``auth``: an :class:`~endpoint.auth.AuthStrategy`, or a factory given the endpoint URL;
-    default a Google ID token whose audience is the URL (private Cloud Run services).
-    ``url``: a fixed endpoint; by default the first of ``url_keys`` in the resource's new
-    outputs. ``deadline_s``: the whole budget, cold start included (see
-    :data:`COLD_START_DEADLINE_S`). ``refused_grace_s``: how long refused connections are
-    waited on (default: the whole deadline, as vLLM keeps its port closed while it loads). Every
-    message the hook logs or raises passes :func:`endpoint.redact`. Must be created inside a
-    Pulumi program (or under mocks).
-    """
-    if deadline_s <= 0:
-        raise ValueError(f"deadline_s must be positive, got {deadline_s}")
+    """``auth``: a strategy, or a factory given the URL (default: a Google ID token for it).
+    ``url``: a fixed endpoint, else the first of ``url_keys`` in the resource's outputs.
+    ``deadline_s``: the whole budget, cold start included."""
 
     async def post_deploy_health_check(args: pulumi.ResourceHookArgs) -> None:
-        """Run the health checks against the resource's URL; raise when one fails."""
         target = url or url_from_outputs(args.new_outputs, url_keys)
         if target is None:
             raise HealthCheckFailedError(
@@ -90,7 +57,6 @@ def health_hook(
             served_model_name,
             auth=strategy,
             deadline_s=deadline_s,
-            request_timeout_s=request_timeout_s,
             backoff=backoff,
             progress=lambda line: pulumi.log.info(redact(f"{args.name}: {line}"), ephemeral=True),
             refused_grace_s=refused_grace_s,
@@ -112,11 +78,4 @@ def health_hook(
             )
         )
 
-    return pulumi.ResourceHook(
-        name, post_deploy_health_check, pulumi.ResourceHookOptions(on_dry_run=on_dry_run)
-    )
-
-
-def health_hook_binding(hook: pulumi.ResourceHook) -> pulumi.ResourceHookBinding:
-    """Run ``hook`` after the resource is created and after it is updated."""
-    return pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook])
+    return pulumi.ResourceHook(name, post_deploy_health_check)

@@ -13,8 +13,6 @@ from rich.text import Text
 
 from .runner import HealthReport
 
-__all__ = ["print_table", "reports_to_json"]
-
 
 def print_table(report: HealthReport, console: Console) -> None:
     """One row per check: name, PASS/FAIL, time, detail."""

@@ -25,8 +25,6 @@ from .checks import (
     check_ready,
 )
 
-__all__ = ["CHECK_NAMES", "HealthReport", "run_health_checks", "run_health_checks_sync"]
-
 CHECK_NAMES = ("readiness", "models", "chat", "metrics")
 
 
@@ -139,15 +137,9 @@ async def run_health_checks(
     max_tokens: int = 32,
     refused_grace_s: float | None = None,
 ) -> HealthReport:
-    """readiness, models, chat, metrics, in that order, all within ``deadline_s`` seconds.
-
-    Readiness may use most of the deadline (a cold start); if it fails, the other checks are
-    reported as failed with "not reached". Each request is also bounded by
-    ``request_timeout_s``. Refused connections are a server still loading (vLLM keeps its port
-    closed while it loads) and are retried up to the deadline, or for ``refused_grace_s``
-    seconds when given; DNS and TLS failures end readiness at once. URLs and texts in the
-    report are redacted.
-    """
+    """readiness, models, chat, metrics, in that order, all within ``deadline_s`` seconds (a
+    cold start included); when readiness fails the others are "not reached". URLs and texts in
+    the report are redacted."""
     deadline = time.monotonic() + deadline_s
     timeout = max(0.1, min(request_timeout_s, deadline_s))
     results: list[CheckResult] = []
@@ -195,8 +187,3 @@ async def run_health_checks(
     return HealthReport(
         redact(url), redact(served_model_name, limit=300), description, tuple(results)
     )
-
-
-def run_health_checks_sync(url: str, served_model_name: str, **kwargs: Any) -> HealthReport:
-    """:func:`run_health_checks` on a fresh event loop (not from inside a running loop)."""
-    return asyncio.run(run_health_checks(url, served_model_name, **kwargs))

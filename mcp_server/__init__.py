@@ -1,9 +1,5 @@
-"""An MCP server for operating the Gemma 4 vLLM deployments from an agent CLI.
-
-``python -m mcp_server -s l4`` serves the read-only tools over stdio; see
-:func:`mcp_server.cli.main` for the options (the command-line layer: this package does not
-import it) and README "MCP server" for the tools.
-"""
+"""An MCP server for operating the Gemma 4 vLLM deployments from an agent CLI (docs/mcp.md);
+:mod:`mcp_server.cli` is its command line."""
 
 from .server import ACTIONS, build_server
 

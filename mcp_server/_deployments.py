@@ -1,53 +1,40 @@
-"""The one place where the MCP server reaches into the project's other packages.
-
-Every import of the health checks, the benchmark, the planner, the settings and the TPU client
-is here, under public names, so that a package moving (for example the endpoint code leaving
-``healthchecks``) changes this file only. Tools call :class:`Deployments`; it resolves a stack
-to its settings (the stack file), its outputs (``pulumi stack output --json`` or a saved copy)
-and its endpoints with their credentials, the way ``python -m healthchecks -s STACK`` does.
-"""
+"""The one place where the MCP server reaches into the project's other packages, so that a
+package moving changes this file only. :class:`Deployments` resolves a stack to its settings,
+its outputs and its endpoints with their credentials, as ``gemma4 health -s STACK`` does."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import yaml
 
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.reports.compare import compare_runs
-from bench.results.store import RunData, StoreError, load_run, read_regular_file
+from bench.results.store import RunData, StoreError, load_run
 from components.tpu_api import TpuApi, TpuApiError, adc_token_source
 from components.tpu_queued_resource import api_version
-from endpoint import (
+from endpoint.auth import (
     ApiKeyAuth,
     AuthError,
     AuthStrategy,
     GoogleIdTokenAuth,
-    MetricsParseError,
-    MetricsSnapshot,
     NoAuth,
     SecretManagerApiKeyAuth,
-    Target,
-    TargetError,
-    check_url,
-    make_client,
-    parse_metrics,
-    read_stack_outputs,
-    request_capped,
+)
+from endpoint.client import make_client, request_capped
+from endpoint.metrics import (
+    MetricsParseError,
+    MetricsSnapshot,
+    fetch_metrics,
     spec_decode_acceptance,
 )
-
-# The redaction every output passes through: the endpoint package's, with the server's additions.
-from endpoint.limits import MAX_METRICS_BYTES
-from healthchecks import Backoff, CheckResult, HealthReport, run_health_checks
-from healthchecks.checks import check_chat
+from endpoint.targets import Target, TargetError, check_url, read_stack_outputs
+from healthchecks.checks import Backoff, CheckResult, check_chat
+from healthchecks.runner import HealthReport, run_health_checks
 from serving.capacity.plan import (
     ROOT,
     PlanError,
@@ -59,19 +46,19 @@ from serving.capacity.plan import (
 )
 from serving.catalog.hardware import Platform
 from serving.config.checks import SettingsError
+from serving.config.inputs import JsonInputError, read_json
 from serving.config.settings import Settings, load_settings
 from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
 from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
 from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.render.vllm import parse_args as parse_vllm_args
 
-from ._redaction import redact, redact_cut, redact_text, register_secret
+from ._redaction import redact, redact_cut, redact_text
 
 __all__ = [
     "CLOUD_RUN_PORT",
     "GKE_POOL_LABELS",
     "GKE_VLLM_NAME",
-    "MAX_METRICS_BYTES",
     "ROOT",
     "AuthError",
     "Backoff",
@@ -92,25 +79,24 @@ __all__ = [
     "Target",
     "TpuApi",
     "TpuApiError",
+    "adc_token_source",
     "check_chat",
     "compare_runs",
+    "fetch_metrics",
     "load_run",
     "make_client",
-    "parse_metrics",
     "parse_vllm_args",
     "plan_report",
     "queued_resource_ids",
     "redact",
     "redact_cut",
     "redact_text",
-    "register_secret",
     "render",
     "request_capped",
     "run_health_checks",
     "run_sweep_async",
     "spec_decode_acceptance",
     "speculative_config",
-    "token_source_or_adc",
     "tpu_api_version",
     "what_if_settings",
 ]
@@ -122,30 +108,6 @@ MAX_OUTPUTS_BYTES = 1 << 20
 
 class DeploymentError(Exception):
     """A stack, its outputs or its endpoint cannot be used; the message says why and what to do."""
-
-
-class _Registering(AuthStrategy):
-    """Wraps a credential strategy so that every credential it hands out is redacted later."""
-
-    def __init__(self, inner: AuthStrategy) -> None:
-        self._inner = inner
-        self.description = inner.description
-
-    def _remember(self, headers: dict[str, str] | None) -> dict[str, str] | None:
-        for value in (headers or {}).values():
-            scheme, _, credential = value.partition(" ")
-            register_secret(credential or scheme)
-        return headers
-
-    def headers(self) -> dict[str, str]:
-        return self._remember(self._inner.headers()) or {}
-
-    def cached_headers(self) -> dict[str, str] | None:
-        return self._remember(self._inner.cached_headers())
-
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
-        request.headers.update(self.headers())
-        yield request
 
 
 @dataclass(frozen=True)
@@ -237,30 +199,19 @@ class Deployments:
         data: dict[str, Any]
         if self.outputs_dir is not None:
             path = self.outputs_dir / f"{stack}.json"
-            try:
-                raw = read_regular_file(path, MAX_OUTPUTS_BYTES)
-            except StoreError as exc:
-                raise DeploymentError(str(exc)) from None
-            if raw is None:
+            if not path.exists():
                 raise DeploymentError(
                     f"no saved outputs for stack {stack!r} ({path}); write them with "
                     f"`pulumi stack output --json -s {stack} > {path}`"
                 )
             try:
-                loaded = json.loads(raw.decode("utf-8"))
-            except (ValueError, RecursionError) as exc:
-                raise DeploymentError(f"{path} is not a JSON document: {str(exc)[:200]}") from None
+                loaded = read_json(path, MAX_OUTPUTS_BYTES)
+            except JsonInputError as exc:
+                raise DeploymentError(f"{path}: {exc}") from None
             if not isinstance(loaded, dict):
                 raise DeploymentError(f"{path} holds JSON that is not an object")
             data = loaded
-        else:
-            if shutil.which("pulumi") is None:
-                raise DeploymentError(
-                    f"no stack outputs for stack {stack!r}: the pulumi CLI is not on the "
-                    "server's PATH; install it (https://www.pulumi.com/docs/install/), or start "
-                    "the MCP server with --outputs-dir DIR holding DIR/<stack>.json (saved "
-                    f"`pulumi stack output --json -s {stack}`)"
-                )
+        else:  # a missing CLI's message is told as this server's option by Tools.localize
             try:
                 data = read_stack_outputs(stack, str(self.root))
             except TargetError as exc:
@@ -268,13 +219,10 @@ class Deployments:
         return data
 
     def targets(self, stack: str) -> list[Target]:
-        """The stack's endpoints, each with the credential its platform takes (the stack
-        file's ``platform``, never the shape of its outputs): a Cloud Run service a Google ID
-        token whose audience is its ``service_url``; a TPU VM's nodes or a GKE Gateway (its
-        ``endpoint_urls``) the vLLM API key (from ``--api-key-env``, else the stack's Secret
-        Manager secret). ``--endpoint-auth none`` sends none. Outputs of the other platform's
-        shape are refused: the vLLM key never goes to a Cloud Run service, nor an ID token to
-        a TPU node or a Gateway, whatever the options or the saved outputs say."""
+        """The stack's endpoints, each with the credential its platform (the stack file's, never
+        the shape of its outputs) takes: Cloud Run an ID token for its ``service_url``, a TPU VM
+        or a GKE Gateway the vLLM API key. Outputs of the other platform's shape are refused, so
+        the key never goes to a Cloud Run service, nor an ID token to a node or a Gateway."""
         settings = self.settings(stack)
         outputs = self.outputs(stack)
         model = outputs.get("served_model_name") or settings.model.served_name
@@ -310,27 +258,23 @@ class Deployments:
     def _cloud_run_auth(self, url: str, settings: Settings) -> AuthStrategy:
         if self.endpoint.auth == "none":
             return NoAuth()
-        return _Registering(
-            GoogleIdTokenAuth(
-                url,
-                impersonate_service_account=self.endpoint.impersonate_service_account
-                or settings.health.health_check_service_account,
-            )
+        return GoogleIdTokenAuth(
+            url,
+            impersonate_service_account=self.endpoint.impersonate_service_account
+            or settings.health.health_check_service_account,
         )
 
     def _tpu_auth(self, stack: str, outputs: dict[str, Any], settings: Settings) -> AuthStrategy:
         if self.endpoint.auth == "none":
             return NoAuth()
         if self.endpoint.api_key_env:
-            return _Registering(ApiKeyAuth(self.endpoint.api_key_env))
+            return ApiKeyAuth(self.endpoint.api_key_env)
         secret = str(outputs.get("api_key_secret") or settings.network.api_key_secret)
-        return _Registering(
-            SecretManagerApiKeyAuth(
-                self.project(stack),
-                secret,
-                access_token=self._token_source,
-                endpoint=self.endpoint.secretmanager_url,
-            )
+        return SecretManagerApiKeyAuth(
+            self.project(stack),
+            secret,
+            access_token=self._token_source,
+            endpoint=self.endpoint.secretmanager_url,
         )
 
     def target(self, stack: str, index: int = 0) -> Target:
@@ -403,10 +347,3 @@ def queued_resource_ids(stack: str, outputs: dict[str, Any], settings: Settings)
 def tpu_api_version(settings: Settings) -> str:
     """The TPU API version the stack's queued resources are managed with."""
     return api_version({"provisioning": settings.tpu.provisioning})
-
-
-def token_source_or_adc(token_source: Callable[[], str] | None) -> Callable[[], str]:
-    """The injected access-token source, else Application Default Credentials."""
-    if token_source is not None:
-        return token_source
-    return adc_token_source()

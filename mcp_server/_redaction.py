@@ -1,27 +1,7 @@
-"""The redaction step for everything the MCP server sends back.
-
-Text goes through :func:`endpoint.redact`, the same step as the health checks' and the
-benchmark's output (every credential registered with :func:`endpoint.register_secret`,
-``Bearer`` values, ``key=``/``token=`` assignments, secret command-line options such as
-``--api-key KEY``, and every credential shape of :data:`endpoint.secret_shapes.SHAPES`, whole or
-cut short: JWTs, ``ya29.`` tokens, ``AIza`` keys, PEM and PGP blocks, GitHub, GitLab, Slack,
-Hugging Face, AWS, Stripe, npm and PyPI tokens), with what the server knows of its own
-environment:
-
-- the values of environment variables whose names say they hold a secret (``*KEY*``,
-  ``*TOKEN*``, ``*SECRET*``, ``*PASS*`` such as ``PULUMI_CONFIG_PASSPHRASE``,
-  ``*CREDENTIAL*``, ``*AUTH*``, ``*PRIVATE*``, ``*SESSION*``, ``*COOKIE*``, ``*_PW``,
-  ``*DSN*``, ``*CONNECTION_STRING*``), such as an
-  ``HF_TOKEN`` exported in the shell that started the server;
-- the values of any environment variable that *looks* like a credential whatever its name: a
-  recognised token shape, or 20 or more characters of a token alphabet mixing upper case, lower
-  case and digits (an access token in ``GOOGLE_OAUTH_ACCESS`` or ``CI_VALUE``).
-
-:func:`redact` walks str/list/tuple/dict values (keys included) and returns a redacted copy; in
-a list (an argument vector) the item after a secret option (``--api-key``, ``--hf-token``,
-...) is masked too. :func:`redact_cut` redacts a whole text *before* cutting it, so a secret
-that straddles the cut never comes out in part; every cut the server makes goes through it.
-"""
+"""The redaction step for everything the MCP server sends back: :func:`endpoint.redact.redact`
+plus the secrets of the server's own environment (a variable named like a secret, or whose
+value looks like a credential), since an agent reads every answer (docs/mcp.md, "Secrets and
+redaction"). Text is redacted whole before it is cut, so a secret across a cut never shows."""
 
 from __future__ import annotations
 
@@ -30,19 +10,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from endpoint import redact as _shared_redact
-from endpoint import register_secret as _shared_register
 from endpoint.redact import MASK
-
-__all__ = [
-    "REDACTED",
-    "environment_secrets",
-    "redact",
-    "redact_cut",
-    "redact_text",
-    "register_environment_secrets",
-    "register_secret",
-]
+from endpoint.redact import redact as _shared_redact
+from endpoint.redact import register_secret as _shared_register
 
 REDACTED = MASK
 CUT_MARK = "…"
@@ -62,11 +32,6 @@ _SECRET_OPTION = re.compile(
     r"(?i)--?(?:[a-z0-9]+[-_])*(?:api[-_]?key|(?:access[-_]|auth[-_]|id[-_])?token|password|"
     r"passphrase|client[-_]secret|secret)"
 )
-
-
-def register_secret(value: str | None) -> None:
-    """Treat ``value`` as a secret from now on (the registry the CLIs' credentials use)."""
-    _shared_register(value)
 
 
 def _credential_shaped(value: str) -> bool:

@@ -1,8 +1,5 @@
-"""``gemma4 mcp`` and ``python -m mcp_server``: the MCP server's options; serves until the client
-disconnects (:mod:`mcp_server.server` builds the server).
-
-Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unknown stack).
-"""
+"""``gemma4 mcp`` and ``python -m mcp_server``: the MCP server's options. Exit status: 0 after
+a clean shutdown, 2 for a usage error."""
 
 from __future__ import annotations
 
@@ -21,8 +18,6 @@ from ._redaction import register_environment_secrets
 from .google_apis import ApiUrls, GoogleApis
 from .server import ACTIONS, MAX_STDIN_MESSAGE_BYTES, BoundedLines, build_server, serve_stdio
 from .tools import Tools
-
-__all__ = ["EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -170,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    apis = GoogleApis(lambda: d.token_source_or_adc(None), urls)
+    apis = GoogleApis(d.adc_token_source, urls)
     deployments.set_token_source(lambda: apis.token_source()())
     server = build_server(
         Tools(deployments, apis),

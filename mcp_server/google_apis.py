@@ -1,11 +1,6 @@
-"""Read-only calls to Google Cloud REST APIs: Cloud Run Admin v2, Cloud TPU v2, Cloud Logging v2,
-GKE (Kubernetes Engine API v1, and a cluster's own Kubernetes API with the same Google token).
-
-Requests carry an OAuth access token from Application Default Credentials (google-auth), or from
-an injected token source; base URLs are injectable so tests can point them at loopback fakes.
-Google's error bodies (``{"error": {"code", "message", "status"}}``) become
-:class:`GoogleApiError` with the API's own message and what to check. Nothing here writes.
-"""
+"""Read-only calls to Google Cloud REST APIs (Cloud Run Admin v2, Cloud TPU v2, Cloud Logging
+v2, GKE v1 and a cluster's Kubernetes API) with an access token from Application Default
+Credentials; base URLs are injectable for the tests' loopback fakes. Nothing here writes."""
 
 from __future__ import annotations
 
@@ -24,24 +19,15 @@ import httpx
 
 from endpoint.client import LimitExceeded, read_capped
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
+from endpoint.redact import register_secret
 
-from ._redaction import redact_cut, register_secret
-
-__all__ = [
-    "MAX_API_BODY_BYTES",
-    "MAX_LOCATIONS",
-    "ApiUrls",
-    "GoogleApiError",
-    "GoogleApis",
-    "cluster_host",
-    "segment",
-]
+from ._redaction import redact_cut
 
 MAX_API_BODY_BYTES = 8 << 20
 """The most a Google API answer may weigh after decompression (a page of 100 log entries is a
 few hundred KiB); a bigger one is refused, never held whole in memory."""
 MAX_LOCATIONS = 200
-"""The most TPU locations read (Google lists a few dozen); past it the list is refused."""
+"""The most TPU locations read (Google lists a few dozen): each is one more call."""
 MAX_PAGES = 20
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -233,63 +219,38 @@ class GoogleApis:
 
     # Cloud TPU API v2 ----------------------------------------------------------------------
 
-    async def list_locations(self, project: str) -> list[str]:
-        """Location ids from ``tpu.projects.locations.list`` (every page)."""
-        ids: list[str] = []
-        token: str | None = None
+    async def _tpu_list(self, path: str, field: str, what: str) -> list[dict[str, Any]]:
+        """Every item of ``field`` over the pages of a Cloud TPU API list (at most
+        :data:`MAX_PAGES` pages)."""
+        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"pageSize": 100}
         for _ in range(MAX_PAGES):
-            params: dict[str, Any] = {"pageSize": 100}
-            if token:
-                params["pageToken"] = token
-            data = await self.call(
-                "Cloud TPU API",
-                "GET",
-                f"{self.urls.tpu.rstrip('/')}/v2/projects/{segment(project, 'project')}/locations",
-                what="list TPU locations",
-                params=params,
-            )
-            for location in data.get("locations") or []:
-                if not isinstance(location, dict):
-                    continue
-                location_id = (
-                    location.get("locationId") or str(location.get("name", "")).split("/")[-1]
-                )
-                if location_id:
-                    # An id from the answer goes into the next URL (with the token): checked.
-                    ids.append(segment(location_id, "a TPU location id in the API's answer"))
-            if len(ids) > MAX_LOCATIONS:
-                raise GoogleApiError(
-                    f"list TPU locations: the Cloud TPU API listed more than {MAX_LOCATIONS} "
-                    "locations; refused (Google lists a few dozen)"
-                )
-            token = data.get("nextPageToken")
-            if not token:
+            url = f"{self.urls.tpu.rstrip('/')}/v2/{path}"
+            data = await self.call("Cloud TPU API", "GET", url, what=what, params=params)
+            items += [item for item in data.get(field) or [] if isinstance(item, dict)]
+            if not data.get("nextPageToken"):
                 break
-        return ids
+            params = {"pageSize": 100, "pageToken": data["nextPageToken"]}
+        return items
+
+    async def list_locations(self, project: str) -> list[str]:
+        """Location ids from ``tpu.projects.locations.list``."""
+        path = f"projects/{segment(project, 'project')}/locations"
+        found = await self._tpu_list(path, "locations", "list TPU locations")
+        ids = [loc.get("locationId") or str(loc.get("name", "")).split("/")[-1] for loc in found]
+        if len(ids) > MAX_LOCATIONS:
+            raise GoogleApiError(
+                f"list TPU locations: the Cloud TPU API listed more than {MAX_LOCATIONS} "
+                "locations; refused (Google lists a few dozen)"
+            )
+        # An id from the answer goes into the next URL (with the token): checked.
+        return [segment(i, "a TPU location id in the API's answer") for i in ids if i]
 
     async def list_accelerator_types(self, project: str, zone: str) -> list[dict[str, Any]]:
-        """``tpu.projects.locations.acceleratorTypes.list`` (every page)."""
-        types: list[dict[str, Any]] = []
-        token: str | None = None
-        parent = f"projects/{segment(project, 'project')}/locations/{segment(zone, 'zone')}"
-        for _ in range(MAX_PAGES):
-            params: dict[str, Any] = {"pageSize": 200}
-            if token:
-                params["pageToken"] = token
-            data = await self.call(
-                "Cloud TPU API",
-                "GET",
-                f"{self.urls.tpu.rstrip('/')}/v2/{parent}/acceleratorTypes",
-                what=f"list TPU accelerator types in {zone}",
-                params=params,
-            )
-            types.extend(t for t in data.get("acceleratorTypes") or [] if isinstance(t, dict))
-            if len(types) > 2000:
-                break
-            token = data.get("nextPageToken")
-            if not token:
-                break
-        return types
+        """``tpu.projects.locations.acceleratorTypes.list``."""
+        path = f"projects/{segment(project, 'project')}/locations/{segment(zone, 'zone')}"
+        what = f"list TPU accelerator types in {zone}"
+        return await self._tpu_list(f"{path}/acceleratorTypes", "acceleratorTypes", what)
 
     # Cloud Logging API v2 ------------------------------------------------------------------
 

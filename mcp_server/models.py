@@ -6,36 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = [
-    "BenchCellResult",
-    "BenchComparison",
-    "BenchRunSummary",
-    "BenchRuns",
-    "CheckOutcome",
-    "CloudRunStatus",
-    "Condition",
-    "ConfiguredModel",
-    "EndpointHealth",
-    "EndpointInfo",
-    "HealthResult",
-    "LogEntry",
-    "LogsResult",
-    "MetricsResult",
-    "ModelDetails",
-    "PlanResult",
-    "PreviewResult",
-    "QueryResult",
-    "QueuedResourceStatus",
-    "ServedModel",
-    "SpecDecode",
-    "StackEndpoints",
-    "StackSummary",
-    "StacksResult",
-    "StatusResult",
-    "ZoneOffer",
-    "ZonesResult",
-]
-
 
 class StackSummary(BaseModel):
     stack: str

@@ -1,14 +1,5 @@
-"""The MCP server: ``python -m mcp_server [-s STACK]... [--transport stdio|http]
-[--enable-action NAME]...``.
-
-Read-only tools are always registered. Action tools (they send load to a deployment or run the
-offline preview) are registered only when named with ``--enable-action``; no tool deploys,
-deletes or edits a stack file. Every tool result and every tool error passes through one
-redaction step, and no tool takes a key or a token as an argument: credentials come from
-Application Default Credentials, Secret Manager or an environment variable, as for the CLIs.
-
-Exit status: 0 after a clean shutdown, 2 for a usage error (bad arguments, unknown stack).
-"""
+"""The MCP server: its tools, each run within a deadline, its results and errors redacted and
+bounded. Action tools are registered only when named with ``--enable-action``."""
 
 import asyncio
 import contextlib
@@ -56,14 +47,6 @@ from .tools import (
     Tools,
 )
 
-__all__ = [
-    "ACTIONS",
-    "MAX_STDIN_MESSAGE_BYTES",
-    "BoundedLines",
-    "build_server",
-    "serve_stdio",
-]
-
 ACTIONS: dict[str, str] = {
     "bench-cell": "run_benchmark_cell: sends load to a deployed endpoint and writes a run folder",
     "preview": "start_preview: runs the offline Pulumi preview of a stack (changes nothing)",
@@ -82,13 +65,17 @@ MAX_RESULT_CHARS = 256 << 10
 _CUT_MARK = f"…[truncated: the result exceeded {MAX_RESULT_CHARS} characters]"
 
 
-def _cut(value: Any, limit: int) -> Any:
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + _CUT_MARK
+
+
+def _walk(fix: Callable[[str], str], value: Any) -> Any:
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + _CUT_MARK
+        return fix(value)
     if isinstance(value, dict):
-        return {k: _cut(v, limit) for k, v in value.items()}
+        return {_walk(fix, k): _walk(fix, v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cut(v, limit) for v in value]
+        return [_walk(fix, v) for v in value]
     return value
 
 
@@ -98,7 +85,7 @@ def _bounded_result(data: Any) -> Any:
     size = len(json.dumps(data))
     limit = 4096
     while size > MAX_RESULT_CHARS and limit >= 64:
-        data = _cut(data, limit)
+        data = _walk(functools.partial(_cut, limit=limit), data)
         size = len(json.dumps(data))
         limit //= 4
     if size > MAX_RESULT_CHARS:
@@ -122,8 +109,6 @@ Stack = Annotated[
 RunId = Annotated[
     str, Field(min_length=1, max_length=512, description="Run id from benchmark_runs")
 ]
-MAX_SHOWN_INPUT = 80
-"""How much of a refused argument an error shows."""
 
 
 def validation_words(exc: ValidationError) -> str:
@@ -177,16 +162,6 @@ EndpointIndex = Annotated[
 
 Deadline = float | Callable[[dict[str, Any]], float]
 """A tool's overall deadline in seconds: fixed, or computed from its arguments."""
-
-
-def _walk(fix: Callable[[str], str], value: Any) -> Any:
-    if isinstance(value, str):
-        return fix(value)
-    if isinstance(value, dict):
-        return {_walk(fix, k): _walk(fix, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_walk(fix, v) for v in value]
-    return value
 
 
 def _safe(
@@ -322,9 +297,11 @@ def build_server(
         fn: Callable[..., Any],
         annotations: ToolAnnotations,
         description: str,
-        deadline: Deadline,
-        stated: str,
+        deadline: Deadline | None = None,
+        stated: str | None = None,
     ) -> None:
+        deadline = DEADLINES_S[fn.__name__] if deadline is None else deadline
+        stated = stated or f"{deadline:g} s"
         if deadline_cap_s is not None:
             cap = deadline_cap_s
             deadline = (
@@ -348,8 +325,6 @@ def build_server(
         "List the stacks this server answers for: hardware, accelerator, platform (cloud-run, "
         "tpu or gke), location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
-        DEADLINES_S["list_stacks"],
-        f"{DEADLINES_S['list_stacks']:g} s",
     )
 
     async def stack_endpoints(stack: Stack) -> StackEndpoints:
@@ -360,8 +335,6 @@ def build_server(
         _LOCAL_READ_ONLY,
         "A stack's endpoints, served model name, Cloud Run service or TPU node names and image, "
         "with how requests authenticate (never the credential).",
-        DEADLINES_S["stack_endpoints"],
-        f"{DEADLINES_S['stack_endpoints']:g} s",
     )
 
     async def service_status(stack: Stack) -> StatusResult:
@@ -374,8 +347,6 @@ def build_server(
         "revision (Cloud Run Admin API v2), each TPU queued resource's state (TPU API), or on "
         "GKE the vLLM replicas: desired, ready, the autoscaler's bounds and each Pod's state "
         "(Kubernetes Engine API and the cluster's Kubernetes API, GETs only).",
-        DEADLINES_S["service_status"],
-        f"{DEADLINES_S['service_status']:g} s",
     )
 
     async def health_check(
@@ -408,8 +379,6 @@ def build_server(
         _READ_ONLY,
         "The served models (/v1/models, with max_model_len) beside the stack's configuration as "
         "rendered for vLLM: max context, quantization, KV cache dtype, speculative config.",
-        DEADLINES_S["model_details"],
-        f"{DEADLINES_S['model_details']:g} s",
     )
 
     async def query_model(
@@ -430,8 +399,6 @@ def build_server(
         _READ_ONLY,
         "Send one streamed chat completion to the stack's model; returns the answer (first 200 "
         "characters), time to first token, latency, tokens/s and token counts.",
-        DEADLINES_S["query_model"],
-        f"{DEADLINES_S['query_model']:g} s",
     )
 
     async def metrics_summary(
@@ -499,8 +466,6 @@ def build_server(
         "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
         "what-if change of one config key (with what_if_also, several), with the figures that "
         "change. Nothing is written.",
-        DEADLINES_S["capacity_plan"],
-        f"{DEADLINES_S['capacity_plan']:g} s",
     )
 
     async def benchmark_runs(
@@ -516,8 +481,6 @@ def build_server(
         _LOCAL_READ_ONLY,
         "Recent benchmark runs (newest first) from the stacks' results folders, with their "
         "best request throughput.",
-        DEADLINES_S["benchmark_runs"],
-        f"{DEADLINES_S['benchmark_runs']:g} s",
     )
 
     async def compare_benchmarks(
@@ -531,8 +494,6 @@ def build_server(
         _LOCAL_READ_ONLY,
         "Compare two benchmark runs cell by cell (throughput, p95 TTFT, ITL, latency, success, "
         "cost per million requests, deltas in percent).",
-        DEADLINES_S["compare_benchmarks"],
-        f"{DEADLINES_S['compare_benchmarks']:g} s",
     )
 
     async def error_logs(
@@ -548,8 +509,6 @@ def build_server(
         "Recent ERROR-or-worse log entries of the stack's Cloud Run service, TPU nodes or GKE "
         "containers from Cloud Logging, newest first, bounded in count and size, secrets "
         "redacted.",
-        DEADLINES_S["error_logs"],
-        f"{DEADLINES_S['error_logs']:g} s",
     )
 
     async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> ZonesResult:
@@ -560,8 +519,6 @@ def build_server(
         _READ_ONLY,
         "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
         "every location), with the project's quota where the API reports it.",
-        DEADLINES_S["tpu_zones"],
-        f"{DEADLINES_S['tpu_zones']:g} s",
     )
 
     if "bench-cell" in actions:
@@ -599,7 +556,5 @@ def build_server(
             ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False),
             "ACTION (enabled with --enable-action preview): runs the offline Pulumi preview of "
             "a stack (mocked cloud, nothing created) and returns the resources it would declare.",
-            DEADLINES_S["start_preview"],
-            f"{DEADLINES_S['start_preview']:g} s",
         )
     return server

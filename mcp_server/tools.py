@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import math
-import os
 import re
 import shlex
 import shutil
@@ -16,10 +14,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from endpoint.limits import MAX_ECHO_CHARS
-from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
 from .google_apis import GoogleApiError, GoogleApis, segment
@@ -55,16 +52,7 @@ from .models import (
     ZonesResult,
 )
 
-__all__ = [
-    "BENCH_MARGIN_S",
-    "DEADLINES_S",
-    "HEALTH_MARGIN_S",
-    "LIMITS",
-    "METRICS_MARGIN_S",
-    "Progress",
-    "ToolFailure",
-    "Tools",
-]
+T = TypeVar("T")
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -112,15 +100,6 @@ class ToolFailure(Exception):
     """A tool could not answer; the message says why."""
 
 
-async def _no_progress(progress: float, total: float | None, message: str) -> None:
-    return None
-
-
-def _bounded(name: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:
-        raise ToolFailure(f"{name} must be between {low:g} and {high:g}, got {value:g}")
-
-
 def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
@@ -163,35 +142,6 @@ _MCP_HINTS = (
 """What the shared modules tell a command-line user, and what this server's caller can do
 instead (tools take a stack, never --url or --model)."""
 
-MAX_RUN_FOLDERS = 2000
-"""The most entries of one results folder looked at (newest names last are still sorted)."""
-
-
-def _subfolders(folder: Path, problems: list[str]) -> list[Path]:
-    """The run folders directly in ``folder``: real folders only (no link out of it), at most
-    :data:`MAX_RUN_FOLDERS` entries read."""
-    if folder.is_symlink() or not folder.is_dir():
-        return []
-    out = []
-    try:
-        with os.scandir(folder) as entries:
-            for count, entry in enumerate(entries):
-                if count >= MAX_RUN_FOLDERS:
-                    problems.append(
-                        f"{folder.name}: more than {MAX_RUN_FOLDERS} entries; the rest not read"
-                    )
-                    break
-                if entry.is_dir(follow_symlinks=False):
-                    out.append(Path(entry.path))
-    except OSError as exc:
-        problems.append(f"{folder.name}: cannot be listed ({exc.strerror})")
-    return sorted(out)
-
-
-def _remove_unmeasured(out_dir: Path) -> None:
-    """Remove a run folder this server made when nothing was measured in it."""
-    shutil.rmtree(out_dir, ignore_errors=True)
-
 
 class Tools:
     """The tools of one server: its stacks and its Google API client."""
@@ -200,37 +150,29 @@ class Tools:
         self.deployments = deployments
         self.apis = apis
 
-    # Stacks and endpoints ------------------------------------------------------------------
+    @staticmethod
+    def _ask(call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)``, a :class:`DeploymentError` told as a tool failure."""
+        try:
+            return call(*args)
+        except d.DeploymentError as exc:
+            raise ToolFailure(str(exc)) from None
 
     def _settings(self, stack: str) -> d.Settings:
-        try:
-            return self.deployments.settings(stack)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
-
-    def _targets(self, stack: str) -> list[d.Target]:
-        try:
-            return self.deployments.targets(stack)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
-
-    def _target(self, stack: str, endpoint_index: int) -> d.Target:
-        try:
-            return self.deployments.target(stack, endpoint_index)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+        return self._ask(self.deployments.settings, stack)
 
     def _outputs(self, stack: str) -> dict[str, Any]:
-        try:
-            return self.deployments.outputs(stack)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+        return self._ask(self.deployments.outputs, stack)
 
-    def _project(self, stack: str) -> str:
-        try:
-            return self.deployments.project(stack)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+    def _deployed(self, stack: str, key: str) -> str:
+        """The name in the stack output ``key`` (a service or a cluster), last segment only."""
+        value = self._outputs(stack).get(key)
+        if not isinstance(value, str) or not value:
+            raise ToolFailure(
+                f"stack {stack!r} has no {key} output; has it been deployed? "
+                f"(`pulumi up -s {stack}`)"
+            )
+        return _last_segment(value)
 
     def list_stacks(self) -> StacksResult:
         stacks = []
@@ -275,7 +217,7 @@ class Tools:
 
     def stack_endpoints(self, stack: str) -> StackEndpoints:
         outputs = self._outputs(stack)
-        targets = self._targets(stack)
+        targets = self._ask(self.deployments.targets, stack)
         names = outputs.get("node_names")
         return StackEndpoints(
             stack=stack,
@@ -290,7 +232,7 @@ class Tools:
 
     async def status(self, stack: str) -> StatusResult:
         settings = self._settings(stack)
-        project = self._project(stack)
+        project = self._ask(self.deployments.project, stack)
         platform = platform_of(settings)
         if platform == "gke":
             return StatusResult(
@@ -300,16 +242,10 @@ class Tools:
             return StatusResult(
                 stack=stack, platform="tpu", tpu=await self._tpu_status(stack, settings, project)
             )
-        outputs = self._outputs(stack)
-        service = outputs.get("service_name")
-        if not isinstance(service, str) or not service:
-            raise ToolFailure(
-                f"stack {stack!r} has no service_name output; has it been deployed? "
-                f"(`pulumi up -s {stack}`)"
-            )
+        service = self._deployed(stack, "service_name")
         region = settings.region
         try:
-            body = await self.apis.get_service(project, region, _last_segment(service))
+            body = await self.apis.get_service(project, region, service)
         except GoogleApiError as exc:
             raise ToolFailure(str(exc)) from None
         conditions = [
@@ -328,7 +264,7 @@ class Tools:
             stack=stack,
             platform="cloud-run",
             cloud_run=CloudRunStatus(
-                service=_last_segment(service),
+                service=service,
                 region=region,
                 uri=body.get("uri"),
                 ready=None if ready is None else ready.state == "CONDITION_SUCCEEDED",
@@ -343,19 +279,14 @@ class Tools:
         """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
         state, read from the cluster's Kubernetes API (read-only GETs)."""
         outputs = self._outputs(stack)
-        cluster_name = outputs.get("cluster_name")
-        if not isinstance(cluster_name, str) or not cluster_name:
-            raise ToolFailure(
-                f"stack {stack!r} has no cluster_name output; has it been deployed? "
-                f"(`pulumi up -s {stack}`)"
-            )
+        cluster_name = self._deployed(stack, "cluster_name")
         location = settings.region
         try:
             namespace = segment(
                 outputs.get("namespace") or settings.gke.namespace, "the namespace output"
             )
             base = f"/namespaces/{namespace}"
-            cluster = await self.apis.get_cluster(project, location, _last_segment(cluster_name))
+            cluster = await self.apis.get_cluster(project, location, cluster_name)
             deployment = await self.apis.kubernetes_get(
                 cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
             )
@@ -371,7 +302,7 @@ class Tools:
         spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
         hpa_spec, hpa_status = hpa.get("spec") or {}, hpa.get("status") or {}
         return GkeStatus(
-            cluster=_last_segment(cluster_name),
+            cluster=cluster_name,
             location=location,
             namespace=namespace,
             cluster_status=cluster.get("status"),
@@ -441,8 +372,7 @@ class Tools:
     # Health, model, query, metrics (the endpoint) --------------------------------------------
 
     async def health(self, stack: str, deadline_seconds: float, progress: Progress) -> HealthResult:
-        _bounded("deadline_seconds", deadline_seconds, 5, LIMITS["health_deadline_s"])
-        targets = self._targets(stack)
+        targets = self._ask(self.deployments.targets, stack)
         started = time.monotonic()
         pending: set[asyncio.Future[None]] = set()
 
@@ -488,7 +418,7 @@ class Tools:
 
     async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
         settings = self._settings(stack)
-        target = self._target(stack, endpoint_index)
+        target = self._ask(self.deployments.target, stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
                 response = await d.request_capped(client, "GET", "/v1/models")
@@ -566,12 +496,7 @@ class Tools:
     ) -> QueryResult:
         if not prompt.strip():
             raise ToolFailure("prompt is empty")
-        if len(prompt) > LIMITS["prompt_chars"]:
-            raise ToolFailure(
-                f"prompt is {len(prompt)} characters; at most {LIMITS['prompt_chars']} allowed"
-            )
-        _bounded("max_tokens", max_tokens, 1, LIMITS["max_tokens"])
-        target = self._target(stack, endpoint_index)
+        target = self._ask(self.deployments.target, stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=180) as client:
             result = await d.check_chat(
                 client, target.served_model_name, prompt=prompt, max_tokens=max_tokens
@@ -603,25 +528,18 @@ class Tools:
 
     async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
         try:
-            response = await d.request_capped(
-                client, "GET", "/metrics", max_bytes=d.MAX_METRICS_BYTES, what="/metrics"
-            )
+            return await d.fetch_metrics(client, model_name=model)
         except d.AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-        except Exception as exc:
-            raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
-        if response.status != 200:
-            raise ToolFailure(f"/metrics answered HTTP {response.status}")
-        try:
-            return d.parse_metrics(response.text, model_name=model)
         except d.MetricsParseError as exc:
             raise ToolFailure(f"malformed /metrics: {exc}") from None
+        except Exception as exc:
+            raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
 
     async def metrics(
         self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
     ) -> MetricsResult:
-        _bounded("window_seconds", window_seconds, 1, LIMITS["metrics_window_s"])
-        target = self._target(stack, endpoint_index)
+        target = self._ask(self.deployments.target, stack, endpoint_index)
         model = target.served_model_name
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             before = await self._scrape(client, model)
@@ -676,14 +594,6 @@ class Tools:
         what_if_value: str | int | float | bool | list[str | int | float] | None,
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
     ) -> PlanResult:
-        if requests_per_second is not None and not (
-            math.isfinite(requests_per_second)
-            and MIN_REQUESTS_PER_SECOND <= requests_per_second <= MAX_REQUESTS_PER_SECOND
-        ):
-            raise ToolFailure(
-                f"requests_per_second must be a number from {MIN_REQUESTS_PER_SECOND:g} to "
-                f"{MAX_REQUESTS_PER_SECOND:g}, got {requests_per_second}"
-            )
         settings = self._settings(stack)
         try:
             base = d.plan_report(stack, settings, requests_per_second)
@@ -694,8 +604,6 @@ class Tools:
             if what_if_value is None:
                 raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
             edits = {what_if_key: what_if_value, **(what_if_also or {})}
-            if len(edits) > 8:
-                raise ToolFailure("a what-if changes at most 8 config keys")
             changed = d.what_if_settings(self.deployments, stack, edits)
             after = d.plan_report(stack, changed, requests_per_second)
         except d.DeploymentError as exc:
@@ -732,15 +640,15 @@ class Tools:
         return folders
 
     def bench_runs(self, stack: str | None, limit: int) -> BenchRuns:
-        _bounded("limit", limit, 1, LIMITS["bench_runs"])
         found: list[tuple[str, BenchRunSummary]] = []
         problems: list[str] = []
         for prefix, folder, must_be in self._run_folders(stack):
-            for path in _subfolders(folder, problems):
+            paths = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
+            for path in (p for p in paths if p.is_dir() and not p.is_symlink()):
                 try:
                     run = d.load_run(path)
                 except d.StoreError as exc:
-                    problems.append(self.localize(str(exc)))
+                    problems.append(str(exc))
                     continue
                 if must_be is not None and prefix != must_be and run.run.get("stack") != must_be:
                     continue  # a run in a shared folder made against another stack
@@ -776,7 +684,7 @@ class Tools:
         try:
             return d.load_run(path)
         except d.StoreError as exc:
-            raise ToolFailure(self.localize(str(exc))) from None
+            raise ToolFailure(str(exc)) from None
 
     def localize(self, text: str) -> str:
         """``text`` with this machine's absolute paths made relative (the project folder's
@@ -822,17 +730,12 @@ class Tools:
         stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
         platform = platform_of(settings)
         if platform == "gke":
-            outputs = self._outputs(stack)
-            cluster = outputs.get("cluster_name")
-            if not isinstance(cluster, str) or not cluster:
-                raise ToolFailure(
-                    f"stack {stack!r} has no cluster_name output; has it been deployed?"
-                )
-            namespace = outputs.get("namespace") or settings.gke.namespace
+            cluster = self._deployed(stack, "cluster_name")
+            namespace = self._outputs(stack).get("namespace") or settings.gke.namespace
             # Cloud Logging's monitored resource for a GKE container (k8s_container).
             scope = (
                 'resource.type="k8s_container" AND '
-                f"resource.labels.cluster_name={json.dumps(_last_segment(cluster))} AND "
+                f"resource.labels.cluster_name={json.dumps(cluster)} AND "
                 f"resource.labels.namespace_name={json.dumps(str(namespace))}"
             )
         elif platform == "tpu":
@@ -846,23 +749,17 @@ class Tools:
             ids = " OR ".join(json.dumps(n) for n in nodes)
             scope = f'resource.type="tpu_worker" AND resource.labels.node_id=({ids})'
         else:
-            service = self._outputs(stack).get("service_name")
-            if not isinstance(service, str) or not service:
-                raise ToolFailure(
-                    f"stack {stack!r} has no service_name output; has it been deployed?"
-                )
+            service = self._deployed(stack, "service_name")
             scope = (
                 'resource.type="cloud_run_revision" AND '
-                f"resource.labels.service_name={json.dumps(_last_segment(service))} AND "
+                f"resource.labels.service_name={json.dumps(service)} AND "
                 f"resource.labels.location={json.dumps(settings.region)}"
             )
         return f"{scope} AND severity>=ERROR AND timestamp>={json.dumps(stamp)}"
 
     async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
-        _bounded("hours", hours, 0.1, LIMITS["log_hours"])
-        _bounded("limit", limit, 1, LIMITS["log_entries"])
         log_filter = self.log_filter(stack, hours)
-        project = self._project(stack)
+        project = self._ask(self.deployments.project, stack)
         try:
             entries = await self.apis.list_log_entries(project, log_filter, limit)
         except GoogleApiError as exc:
@@ -902,7 +799,7 @@ class Tools:
                 f"({platform_of(settings)}), not a TPU; pick a TPU stack"
             )
         accelerator = settings.profile.accelerator
-        project = self._project(stack)
+        project = self._ask(self.deployments.project, stack)
         try:
             locations = await self.apis.list_locations(project)
         except GoogleApiError as exc:
@@ -962,12 +859,8 @@ class Tools:
         budget_seconds: float,
         progress: Progress,
     ) -> BenchCellResult:
-        _bounded("concurrency", concurrency, 1, LIMITS["bench_concurrency"])
-        _bounded("prompt_tokens", prompt_tokens, 1, LIMITS["bench_prompt_tokens"])
-        _bounded("output_tokens", output_tokens, 1, LIMITS["bench_output_tokens"])
-        _bounded("budget_seconds", budget_seconds, 5, LIMITS["bench_budget_s"])
         settings = self._settings(stack)
-        target = self._target(stack, 0)
+        target = self._ask(self.deployments.target, stack, 0)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         # A fresh folder per call: two calls within a second never share a run.
         out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
@@ -1006,28 +899,27 @@ class Tools:
             )
             await asyncio.wait({task}, timeout=2.0)
         try:
-            run = await task
-        except asyncio.CancelledError:
-            _remove_unmeasured(out_dir)
-            raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
-        except d.AuthError as exc:
-            _remove_unmeasured(out_dir)
-            raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-        except d.PreflightError as exc:
-            _remove_unmeasured(out_dir)
-            raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
-        except Exception as exc:
-            _remove_unmeasured(out_dir)
-            detail = self.localize(f"{type(exc).__name__}: {exc}")
-            raise ToolFailure(f"the benchmark cell failed: {detail}") from None
-        if not run.cells:
-            _remove_unmeasured(out_dir)
-            raise ToolFailure("the benchmark cell produced no result")
-        cell = run.cells[-1]
-        status = cell.get("status")
-        if status == "skipped":
-            _remove_unmeasured(out_dir)
-            raise ToolFailure(f"cell skipped: {cell.get('skip_reason')}")
+            try:
+                run = await task
+            except asyncio.CancelledError:
+                raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
+            except d.AuthError as exc:
+                raise ToolFailure(f"no credentials, request not sent: {exc}") from None
+            except d.PreflightError as exc:
+                raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
+            except Exception as exc:
+                raise ToolFailure(
+                    f"the benchmark cell failed: {type(exc).__name__}: {exc}"
+                ) from None
+            if not run.cells:
+                raise ToolFailure("the benchmark cell produced no result")
+            cell = run.cells[-1]
+            status = cell.get("status")
+            if status == "skipped":
+                raise ToolFailure(f"cell skipped: {cell.get('skip_reason')}")
+        except ToolFailure:
+            shutil.rmtree(out_dir, ignore_errors=True)  # nothing measured: no run folder left
+            raise
         run_id = f"{stack}/{out_dir.name}"
         if status != "ok":
             problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"

@@ -2,30 +2,14 @@
 """Open every page of the built documentation site in headless Chromium and check what a
 reader sees.
 
-    .venv/bin/mkdocs build --strict --site-dir /tmp/site
     .venv/bin/python scripts/browser_check.py /tmp/site [--screenshots DIR]
 
-`scripts/check` runs it on the site it has just built. One browser (Selenium driving the
-system's Chromium through its chromedriver; nothing is downloaded) opens each page from a
-server on 127.0.0.1 and reports, per page:
-
-- raw Markdown or diagram source in the text outside code (a list that did not become a list,
-  ``**``, a fence, a heading marker, a link's ``](``, a mermaid ``flowchart``/``graph`` line);
-- a table, code block or figure wider than the content column that cannot be scrolled (cut
-  off by ``overflow: hidden`` or running under the sidebar);
-- an image that did not load (``naturalWidth`` 0);
-- an error on the browser's console.
-
-Before the site, it checks itself on a page that has each of these faults and on one that has
-none: a checker that cannot see a fault fails. Screenshots of the front page and the first page
-of each navigation section go to ``--screenshots`` (default: a folder in the system's temporary
-directory, outside the repository). Exit status: 0 every page passed, 1 a page failed or the
-self-check did, 2 bad usage or no browser.
-
-The browser is Debian's ``chromium`` with ``chromium-driver`` (``scripts/setup`` installs them
-when it runs as root), or Google Chrome with its ``chromedriver`` (``$CHROMEWEBDRIVER``, as
-GitHub's runners provide it).
-"""
+Per page (docs/development.md, "The browser check"): raw Markdown or diagram source outside
+code, a table, code block or figure wider than the column that cannot be scrolled, an image
+that did not load, an error on the console. It first checks itself on a page with each fault
+and one with none. Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or
+no browser (Debian's ``chromium`` with ``chromium-driver``, or Chrome with
+``$CHROMEWEBDRIVER``)."""
 
 from __future__ import annotations
 

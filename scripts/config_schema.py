@@ -1,14 +1,8 @@
-"""Render the `config:` block of Pulumi.yaml from the settings.
+"""Render the `config:` block of Pulumi.yaml from the settings (the one source of each key).
 
-The settings model is the one source of each key, type, description and default; this script
-writes them out and `tests/test_project_files.py` fails when Pulumi.yaml drifts. The
-documentation's key reference (`docs/reference/configuration.md`) is written from the same
-helpers by `scripts/gen_docs.py`.
-
-    python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
-    python scripts/config_schema.py markdown  # a compact key table
-    python scripts/config_schema.py write     # rewrite Pulumi.yaml's config: block in place
-"""
+python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
+python scripts/config_schema.py markdown  # a compact key table
+python scripts/config_schema.py write     # rewrite Pulumi.yaml's config: block in place"""
 
 from __future__ import annotations
 

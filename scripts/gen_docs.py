@@ -1,23 +1,8 @@
-"""Write the documentation's reference pages from the code, so they cannot drift from it.
+"""Write the documentation's reference pages (docs/reference/*.md: configuration, commands,
+policies, hardware) from the code, so they cannot drift from it.
 
     .venv/bin/python scripts/gen_docs.py           # rewrite docs/reference/*.md
-    .venv/bin/python scripts/gen_docs.py --check   # exit 1, naming each stale page
-
-- `docs/reference/configuration.md`: every stack key of the settings models
-  (`serving/config/groups.py`, `serving/config/platforms.py`): type, default, allowed values
-  and bounds, the platforms it applies to, the shipped stack files that set it, its
-  description.
-- `docs/reference/commands.md`: `gemma4` and every subcommand's parser (and their own
-  subcommands): usage, every option with its value, default and help.
-- `docs/reference/policies.md`: every policy of the pack (`policies/registry.py`): level (its
-  own and the one `policies/config.json` sets), what it checks, each threshold with its type,
-  default and description, and how to set them.
-- `docs/reference/hardware.md`: the hardware catalog (`serving/data/hardware.json`): regions or
-zones,
-  minimums, probes, cold start and list price with its source.
-
-`tests/test_docs.py` fails when a page differs from what this script writes.
-"""
+    .venv/bin/python scripts/gen_docs.py --check   # exit 1, naming each stale page"""
 
 from __future__ import annotations
 

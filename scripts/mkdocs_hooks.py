@@ -1,13 +1,6 @@
-"""MkDocs hooks: the shell blocks' test markers render as plain bash blocks, and the figures
-are drawn from the code into the site (``figures/``, :mod:`scripts.figures`).
-
-The docs mark shell blocks for tests/test_readme.py with a second word (```` ```bash cloud ````,
-``heavy``, ``serve``, ``ci``, ``script``, ``script-refused``). GitHub highlights by the first
-word, but Python-Markdown's fenced-code extension does not accept a second bare word: the fence
-is not recognised, and the rest of the page pairs up the wrong fences (headings end up inside
-code). This hook drops the marker before the page is converted; the tests still read it from
-the source.
-"""
+"""MkDocs hooks: the shell blocks' test markers (```` ```bash cloud ````) are dropped before a
+page is converted (Python-Markdown does not accept a second word after the language, and the
+rest of the page would pair up the wrong fences), and the figures are drawn into the site."""
 
 from __future__ import annotations
 

@@ -3,20 +3,10 @@
     .venv/bin/python scripts/perf_docs.py           # rewrite the blocks and docs/img/perf/*.svg
     .venv/bin/python scripts/perf_docs.py --check   # exit 1 when the page or a picture is stale
 
-The page's first block comes from serving/capacity/perf_checks.py, the second (evidence, validation
-against published figures, targets) from serving/capacity/perf_validation.py; the pictures (latency
-against throughput for every shipped stack, cost per million requests against load) from
-serving/capacity/perf_plot.py. No network: everything comes from the model, the catalogues and the
-evidence file. tests/test_perf_docs.py runs the check, so the page cannot drift from the model.
-
-The check compares what the model draws and says, not the bytes a machine's floating point
-prints: the page and the pictures are regenerated and compared with what is committed token by
-token, every number within a stated tolerance (:func:`differences`). CPUs and math libraries
-differ in the last bits of a result (an AVX2-only AMD prints 258.938438 where an AVX-512 one
-prints 258.938437), so a picture's coordinates may differ by up to :data:`SVG_TOLERANCE_PT`
-and a number on the page by one unit of its last printed digit; any other difference (a word,
-a label, a number beyond that) is stale.
-"""
+The check compares token by token, every number within a tolerance (:func:`differences`):
+CPUs and math libraries differ in the last bits (an AVX2-only AMD prints 258.938438 where an
+AVX-512 one prints 258.938437), so a coordinate may differ by :data:`SVG_TOLERANCE_PT` and a
+number by one unit of its last digit."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The rooms of the code, as docs/architecture.md names them: which room a module is in, the
-imports between modules (read from the import statements with `ast`) and between rooms, and
-the circles in them. `tests/test_architecture.py` holds the code to the page's table with it;
-the page's import-graph figure (`scripts/figures/imports.py`) draws it.
-
-A module of the command-line layer is `gemma4/*`, `scripts/*`, or any `cli.py` or
-`__main__.py`; any other module is in the room of its folder (`serving/<room>/` and
-`bench/<room>/`, a module `serving/<name>.py` or `bench/<name>.py` in a room of its own, or the
-top-level package).
-"""
+"""The rooms of the code, as docs/architecture.md names them: each module's room, the imports
+between modules (read with `ast`) and rooms, and the circles in them. The command-line layer is
+`gemma4/*`, `scripts/*` and any `cli.py` or `__main__.py`; any other module is in the room of
+its folder."""
 
 from __future__ import annotations
 

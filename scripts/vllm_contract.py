@@ -1,32 +1,17 @@
-"""Check every rendered `vllm serve` command line and every request body against vLLM itself.
+"""Check every rendered `vllm serve` command line and every request body against vLLM itself
+(docs/contracts.md), and write the snapshot `serving/data/vllm-<version>.json` that the CI
+tests and the policies validate against without vLLM.
 
-vLLM is too large for CI (and needs no GPU for this): this script runs its real argument parser,
-its serve-argument checks, its scheduler and cache config checks and its OpenAI request models,
-in a separate virtual environment that holds the pinned vLLM release. It also writes the
-snapshot `serving/data/vllm-<version>.json` that the CI tests (and the policies) validate
-against without vLLM: every option string, which options take no value, choices, defaults, the
-request models' field names and vLLM's Prometheus metric names.
-
-Set up the vLLM environment once, outside the repository (no CUDA packages: the parser needs
-the CPU build of torch and the libraries vLLM's parser modules import; see the README section
-"The vLLM contract" for the exact list):
-
-    python -m venv /work/vllm-0.27.1-venv
-    /work/vllm-0.27.1-venv/bin/pip install --no-deps vllm==0.27.1
-    /work/vllm-0.27.1-venv/bin/pip install torch==2.13.0 transformers ...
-
-Then, from the repository root with the project's own environment:
+vLLM's real argument parser, serve-argument, scheduler and cache checks and OpenAI request
+models run in a separate virtual environment holding the pinned release (CPU torch, no CUDA):
 
     python scripts/vllm_contract.py run --vllm 0.27.1=/work/vllm-0.27.1-venv/bin/python
     python scripts/vllm_contract.py run --vllm 0.27.1=... --write-snapshot
     python scripts/vllm_contract.py cases   # the command lines and bodies, as JSON
 
-`run` exits 1 when vLLM refuses any command line or request body, or when an image's vLLM
-version has no environment given; 0 only when everything was checked and accepted.
-The part that runs inside the vLLM environment is `_inside_vllm` (invoked as
-`python scripts/vllm_contract.py _inside` by the vLLM interpreter, JSON on stdin); it imports
-nothing from this project.
-"""
+`run` exits 1 when vLLM refuses a command line or a body, or an image's vLLM version has no
+environment given. `_inside_vllm` is the part run by the vLLM interpreter (JSON on stdin); it
+imports nothing from this project."""
 
 from __future__ import annotations
 

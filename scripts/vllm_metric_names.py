@@ -1,16 +1,10 @@
 """Extract the Prometheus metric families a vLLM release exports, from that release's source.
 
-    python scripts/vllm_metric_names.py <vllm package dir> <version> \
-        > tests/data/vllm-<version>-metrics.json
+    python scripts/vllm_metric_names.py VLLM_PACKAGE_DIR VERSION > tests/data/vllm-VER-metrics.json
 
-Reads `vllm/v1/metrics/loggers.py` (the Prometheus stat logger) and
-`vllm/v1/spec_decode/metrics.py` (speculative-decoding counters) with `ast`: every
-`self._counter_cls(...)`, `self._gauge_cls(...)` and `self._histogram_cls(...)` call names a
-family, either as a `name="vllm:..."` literal or through a loop over `("vllm:...", doc)` tuples.
-The output lists each family with its kind and the label names its call adds to vLLM's common
-ones (`model_name`, `engine`) where they are literal; the monitoring tests check every PromQL
-query against it.
-"""
+Reads every `self._counter_cls(...)`, `_gauge_cls` and `_histogram_cls` call of
+`vllm/v1/metrics/loggers.py` and `vllm/v1/spec_decode/metrics.py` with `ast`; the monitoring
+tests check every PromQL query against the families, kinds and labels it lists."""
 
 from __future__ import annotations
 

@@ -1,24 +1,16 @@
 """Promotion from stack to stack: what a verified deployment carries forward, and what never moves.
 
-A change is proven on `l4` first, then promoted to `rtx6000`, then `tpu-v6e1`. What moves is
-what was verified and does not depend on the hardware: the exact image (by digest, when the
-target runs the same image repository), the model and drafter revisions (when the target
-serves the same checkpoint), and the parsers. Everything else is the target stack's own:
-hardware, placement, memory and batching, speculative decoding, scaling, access.
+What moves is what was verified and does not depend on the hardware: the exact image (by
+digest, when the target runs the same image repository), the model and drafter revisions (when
+the target serves the same checkpoint), and the parsers. Everything else is the target stack's
+own.
 
     gemma4 promote --from l4 --to rtx6000 --source-image REF [--write]
 
-A promotion is refused, leaving the target file byte-for-byte unchanged, unless the complete
-result is valid: the image is pinned by a `sha256:` digest of 64 hex digits and comes from a
-registry the target stack allows (`registries`), the edited file reads back as exactly the old
-configuration plus the promoted keys, the stack's settings load, and the program rendered under
-Pulumi's mocks passes every mandatory policy. The file is edited with a round-trip YAML library
-(comments, anchors, quoting, indentation, key order, line endings and other blocks kept) and
-replaced atomically (a temporary file in the same folder, fsync, `os.replace`). A promoted value
-that is also an alias elsewhere (`&img` ... `*img` under a key that is not promoted) and a stack
-file that is a symbolic link are refused. Without `--write` the same edit and checks run and
-nothing is written: the dry run exits 2 where `--write` would.
-"""
+A promotion is refused, leaving the target file unchanged, unless the whole result is valid
+(docs/promotion-ci.md): a digest-pinned image from an allowed registry, a file that reads back
+as the old configuration plus the promoted keys, settings that load, and every mandatory
+policy passed. Without `--write` the same edit and checks run and nothing is written."""
 
 from __future__ import annotations
 
@@ -177,74 +169,35 @@ def _round_trip(text: str) -> YAML:
     raise PromotionError(_NOT_REPRODUCIBLE)
 
 
-def _places(node: Any, target: Any, where: tuple[str, ...], seen: set[int]) -> list[str]:
-    """Every place (dotted path) where the composed YAML node `target` appears under `node`."""
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
-    found = [".".join(where)] if node is target else []
-    if isinstance(node, (MappingNode, SequenceNode)):
-        if id(node) in seen:  # an aliased or recursive collection: walked once
-            return found
-        seen.add(id(node))
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            label = str(key.value) if isinstance(key, ScalarNode) else "?"
-            found += _places(key, target, (*where, f"{label} (the key itself)"), seen)
-            found += _places(value, target, (*where, label), seen)
-    elif isinstance(node, SequenceNode):
-        for index, item in enumerate(node.value):
-            found += _places(item, target, (*where, str(index)), seen)
-    return found
-
-
-def _config_nodes(handler: YAML, text: str) -> tuple[Any, dict[str, Any]]:
-    """(the document's composed root node, `config:` key -> its value node)."""
+def _refuse_aliases(handler: YAML, text: str, changes: Mapping[str, str], name: str) -> None:
+    """Refuse a promoted key whose value is a YAML anchor with an alias, or an alias: editing
+    that one node would change every other place that shares it."""
     from ruamel.yaml.nodes import MappingNode, ScalarNode
 
     root = handler.compose(text)
-    nodes: dict[str, Any] = {}
-    if isinstance(root, MappingNode):
-        for key, value in root.value:
-            if (
-                isinstance(key, ScalarNode)
-                and key.value == "config"
-                and isinstance(value, MappingNode)
-            ):
-                nodes = {str(k.value): v for k, v in value.value if isinstance(k, ScalarNode)}
-    return root, nodes
-
-
-def check_aliases(handler: YAML, text: str, changes: Mapping[str, str], name: str) -> None:
-    """Refuse when a promoted value is one YAML node (an anchor and its aliases) that also
-    stands under a key that is not promoted to the same value: editing it would change that
-    key too."""
-    root, nodes = _config_nodes(handler, text)
-    allowed = {f"config.{PROJECT}:{k}" for k in changes}
-    for key, value in changes.items():
-        node = nodes.get(f"{PROJECT}:{key}")
-        if node is None or node.anchor is None:
-            continue
-        for place in _places(root, node, (), set()):
-            other = place[len(f"config.{PROJECT}:") :] if place in allowed else None
-            if other is None or changes[other] != value:
-                raise PromotionError(
-                    f"{name}: {PROJECT}:{key} is the YAML node &{node.anchor}, which also "
-                    f"stands at {place} (an alias); promoting it would change {place} too. "
-                    "Break the alias by hand (write each value out in full), then promote again"
-                )
+    config = next(
+        (v for k, v in root.value if isinstance(k, ScalarNode) and k.value == "config"), None
+    )
+    for key, node in config.value if isinstance(config, MappingNode) else ():
+        shared = node.anchor and f"*{node.anchor}" in text
+        if str(key.value).removeprefix(f"{PROJECT}:") in changes and shared:
+            raise PromotionError(
+                f"{name}: {key.value} is the YAML anchor or alias &{node.anchor}, shared with "
+                "another place; promotion edits only values written out in full. Break the "
+                "alias by hand (write each value out), then promote again"
+            )
 
 
 def _styled(old: Any, value: str) -> Any:
     """`value` in the quoting style (and with the anchor) of the value it replaces."""
     from ruamel.yaml.scalarstring import ScalarString
 
-    if isinstance(old, ScalarString):
-        new = type(old)(value)
-        anchor = old.yaml_anchor()
-        if anchor is not None:
-            new.yaml_set_anchor(anchor.value, always_dump=True)
-        return new
-    return value
+    if not isinstance(old, ScalarString):
+        return value
+    new = type(old)(value)
+    if (anchor := old.yaml_anchor()) is not None:
+        new.yaml_set_anchor(anchor.value, always_dump=True)
+    return new
 
 
 def _comment_gaps(config: Any, keys: list[str], lines: list[str]) -> dict[int, tuple[str, int]]:
@@ -266,14 +219,9 @@ def _comment_gaps(config: Any, keys: list[str], lines: list[str]) -> dict[int, t
 
 
 def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file") -> str:
-    """`text` with `<project>:<key>: value` set for each change, layout and line endings kept
-    (a file with CRLF line endings throughout keeps them; mixed endings are refused)."""
-    crlf = "\r" in text
-    if crlf:
-        lf = text.replace("\r\n", "\n")
-        if "\r" in lf or lf.count("\n") != text.count("\r\n"):
-            raise PromotionError(f"{name}: {_NOT_REPRODUCIBLE} (mixed line endings)")
-        return edited_text(lf, changes, name).replace("\n", "\r\n")
+    """`text` with `<project>:<key>: value` set for each change, its layout kept."""
+    if "\r" in text:
+        raise PromotionError(f"{name}: {_NOT_REPRODUCIBLE} (it has CR line endings)")
     try:
         handler = _round_trip(text)
     except PromotionError as exc:
@@ -284,24 +232,11 @@ def edited_text(text: str, changes: Mapping[str, str], name: str = "stack file")
     config = data.get("config")
     if not isinstance(config, dict):
         raise PromotionError(f"{name}: has no 'config:' mapping to promote into")
-    check_aliases(handler, text, changes, name)
-    _, nodes = _config_nodes(handler, text)
+    _refuse_aliases(handler, text, changes, name)
     gaps = _comment_gaps(config, [f"{PROJECT}:{k}" for k in changes], text.splitlines())
-    # Promoted keys that are one node (an anchor and its aliases, all promoted to the same
-    # value: see check_aliases) get one new value, so the anchor and its aliases are kept.
-    made: dict[int, Any] = {}
     for key, value in changes.items():
         full = f"{PROJECT}:{key}"
-        if full in config:
-            node = nodes.get(full)
-            if node is None:
-                config[full] = _styled(config[full], value)
-                continue
-            if id(node) not in made:
-                made[id(node)] = _styled(config[full], value)
-            config[full] = made[id(node)]
-        else:
-            config[full] = value
+        config[full] = _styled(config[full], value) if full in config else value
     out = io.StringIO()
     handler.dump(data, out)
     lines = out.getvalue().split("\n")

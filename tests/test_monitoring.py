@@ -389,13 +389,6 @@ def test_label_values_are_escaped() -> None:
         assert 'a"b\\c' in values
 
 
-def test_bad_targets_are_refused() -> None:
-    with pytest.raises(ValueError, match="label name"):
-        m.Target("s", "h", "tpu", (("bad-label", "x"),))
-    with pytest.raises(ValueError, match="cloud_run_service"):
-        m.Target("s", "h", "tpu", (("job", "x"),), "svc")
-
-
 @pytest.mark.parametrize(
     ("metric_type", "promql"),
     [

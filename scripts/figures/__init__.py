@@ -1,14 +1,8 @@
-"""The documentation's figures, drawn from the code when the site is built.
+"""The documentation's figures, drawn from the code when the site is built (by
+``scripts/mkdocs_hooks.py``, into ``figures/<name>``); nothing drawn is committed, so a figure
+cannot be older than the code it shows.
 
-Each figure is drawn from what the code declares or records, never by hand: a stack's
-topology from the Pulumi program run under mocks, the path from a stack file to the command
-line and the verdicts from one ``gemma4 preview``, the promotion chain from the workflows, the
-import graph from the import statements, the benchmark charts from a recorded run. The MkDocs
-hook (``scripts/mkdocs_hooks.py``) writes them into the site as ``figures/<name>``; nothing
-drawn is committed, so a figure cannot be older than the code it shows.
-
-    .venv/bin/python -m scripts.figures OUT_DIR   # draw every figure into OUT_DIR
-"""
+    .venv/bin/python -m scripts.figures OUT_DIR   # draw every figure into OUT_DIR"""
 
 from __future__ import annotations
 

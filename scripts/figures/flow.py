@@ -1,10 +1,5 @@
-"""From ``Pulumi.<stack>.yaml`` to the ``vllm serve`` command line and the policy verdicts.
-
-Drawn from one real ``gemma4 preview`` (:func:`preview.build.build_preview`): the stack file's
-keys, the resources the program declares, the exact command line the program exports, each
-policy's verdict, the capacity plan's answer and the final verdict. Change a stack file, a
-renderer or a policy and the figure changes with it.
-"""
+"""From ``Pulumi.<stack>.yaml`` to the ``vllm serve`` command line and the policy verdicts, drawn
+from one real ``gemma4 preview``."""
 
 from __future__ import annotations
 

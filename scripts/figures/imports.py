@@ -1,12 +1,6 @@
-"""The product's import graph, room by room, read from the code's own import statements.
-
-The rooms are those of the architecture page (:mod:`scripts.rooms`, the same reading
-`tests/test_architecture.py` holds to the page's table): `serving/<room>/`, each other
-top-level package, and the command-line layer (`gemma4/`, `scripts/`, every `cli.py` and
-`__main__.py`). An arrow from room A to room B means some module of A imports a module of B,
-at any depth of the module (an import inside a function counts: it is still a dependency).
-``if TYPE_CHECKING:`` imports count too.
-"""
+"""The product's import graph, room by room (:mod:`scripts.rooms`), read from the code's own
+import statements: an arrow from room A to room B means some module of A imports one of B, at
+any depth (inside a function or under ``TYPE_CHECKING`` too)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Pull request checks and the promotion chain, drawn from the GitHub workflows themselves.
-
-The pull-request workflow's jobs (with their ``needs`` and the preview's stack matrix), the
-deploy workflow's jobs in ``needs`` order (each with the stack it deploys and the stack it
-promotes from), and the steps every deploy runs (``deploy-stack.yml``'s step names): edit a
-workflow and the figure follows.
-"""
+"""Pull request checks and the promotion chain, drawn from the GitHub workflows themselves (jobs,
+their ``needs``, the deploy steps): edit a workflow and the figure follows."""
 
 from __future__ import annotations
 

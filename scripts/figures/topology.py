@@ -1,12 +1,6 @@
-"""A stack's topology, drawn from what the Pulumi program declares for it.
-
-The program runs under Pulumi's mocks (:func:`preview.harness.render`, what ``gemma4 preview``
-runs); the boxes are the declared resources, and every arrow is a reference one resource's
-inputs make to another (an HTTPRoute's ``parentRefs`` and ``backendRefs``, an InferencePool's
-selector and ``endpointPickerRef``, a volume's bucket, a sidecar's ``dependsOn``...), resolved
-the way the cluster or Cloud Run resolves it. Nothing is drawn that the program did not declare,
-so the picture follows the code.
-"""
+"""A stack's topology, drawn from what the Pulumi program declares for it under Pulumi's mocks:
+the boxes are the declared resources, every arrow a reference one resource's inputs make to
+another, resolved the way the cluster or Cloud Run resolves it."""
 
 from __future__ import annotations
 

@@ -1,29 +1,8 @@
-"""vLLM's metrics in Cloud Monitoring: collector configs, PromQL, dashboard and alert bodies.
-
-Pure: no Pulumi. Everything here is rendered from typed settings into the JSON bodies the Cloud
-Monitoring API takes (`monitoring.v1` Dashboard, `monitoring.v3` AlertPolicy) and the YAML the
-collectors read, so tests check them against Google's discovery documents and a PromQL parser.
-
-Where the numbers come from:
-
-- vLLM exports Prometheus metrics on `/metrics`; the families and kinds are those of vLLM 0.27.1
-  (`vllm/v1/metrics/loggers.py`, `vllm/v1/spec_decode/metrics.py`). Managed Service for
-  Prometheus keeps Prometheus' names: a counter is queried as `<name>_total`, a histogram as
-  `<name>_bucket` / `_sum` / `_count`.
-- On Cloud Run the Managed Service for Prometheus sidecar scrapes vLLM and adds the metric
-  labels `service_name`, `revision_name`, `configuration_name` and `instanceId` (RunMonitoring
-  `targetLabels.metadata`); queries select a service with `service_name`.
-- On a TPU VM the Ops Agent's Prometheus receiver scrapes vLLM on localhost; the scrape job's
-  name becomes the `job` label, which is unique per stack.
-- On GKE, Managed Service for Prometheus scrapes each vLLM Pod through a PodMonitoring; the
-  series carry `namespace` and `job` (the PodMonitoring's name). The endpoint picker
-  (llm-d-router v0.10.0, `pkg/epp/metrics/llm_d_router_metrics.go`) exports `llm_d_epp_*`
-  families; the Gateway's regional Application Load Balancer reports
-  `loadbalancing.googleapis.com/https/{internal,external/regional}/*` to Cloud Monitoring, its
-  URL map named by GKE after the Gateway's namespace and name.
-- Cloud Run's own metrics (`run.googleapis.com/...`) are queried with Monitoring filters, and
-  in PromQL under the documented mapping (first `/` to `:`, other `.` and `/` to `_`).
-"""
+"""vLLM's metrics in Cloud Monitoring (docs/monitoring.md): collector configs, PromQL,
+dashboard and alert bodies, rendered from typed settings into what the Cloud Monitoring API
+and the collectors take (tests check them against Google's discovery documents and a PromQL
+parser). The metric families are vLLM 0.27.1's and llm-d-router v0.10.0's; Managed Service for
+Prometheus keeps Prometheus' names (a counter is `<name>_total`)."""
 
 from __future__ import annotations
 
@@ -81,7 +60,6 @@ OPS_AGENT_REPO_SCRIPT = "https://dl.google.com/cloudagents/add-google-cloud-ops-
 #: scrapes.
 EVALUATION_INTERVAL_SECONDS = 60
 AUTO_CLOSE_SECONDS = 1800
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -100,15 +78,6 @@ class Target:
     #: GKE: the namespace of the serving objects and the Gateway's class.
     gke_namespace: str | None = None
     gateway_class: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.matchers:
-            raise ValueError("a monitoring target needs at least one label matcher")
-        for label, _ in self.matchers:
-            if not _LABEL_NAME.match(label):
-                raise ValueError(f"{label!r} is not a Prometheus label name")
-        if (self.platform == "cloud_run") != (self.cloud_run_service is not None):
-            raise ValueError("cloud_run_service is set exactly for Cloud Run targets")
 
 
 def cloud_run_target(stack: str, hardware: str, service: str, *, mtp: bool) -> Target:
@@ -325,6 +294,13 @@ def _threshold(value: float, label: str) -> dict[str, Any]:
     return {"value": value, "label": label, "direction": "ABOVE", "targetAxis": "Y1"}
 
 
+def _percentiles(q: Queries, title: str, histogram: str, slo_ms: float | None) -> dict[str, Any]:
+    """p50 and p95 of a latency histogram, with the stack's p95 SLO as a line when set."""
+    data_sets = [_promql_set(q.quantile(p, histogram), f"p{p * 100:g}", "s") for p in (0.5, 0.95)]
+    line = [_threshold(slo_ms / 1000, "SLO p95")] if slo_ms else None
+    return _chart(title, data_sets, "seconds", line)
+
+
 def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) -> dict[str, Any]:
     """The stack's dashboard, as the Cloud Monitoring API's Dashboard body."""
     q = queries(target, settings)
@@ -333,32 +309,9 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
             "title": "About",
             "text": {"content": _about(target, settings, slo), "format": "MARKDOWN"},
         },
-        _chart(
-            "Time to first token",
-            [
-                _promql_set(q.quantile(0.5, Vllm.TTFT), "p50", "s"),
-                _promql_set(q.quantile(0.95, Vllm.TTFT), "p95", "s"),
-            ],
-            "seconds",
-            [_threshold(slo.slo_p95_ttft_ms / 1000, "SLO p95")] if slo.slo_p95_ttft_ms else None,
-        ),
-        _chart(
-            "Inter-token latency",
-            [
-                _promql_set(q.quantile(0.5, Vllm.ITL), "p50", "s"),
-                _promql_set(q.quantile(0.95, Vllm.ITL), "p95", "s"),
-            ],
-            "seconds",
-        ),
-        _chart(
-            "End-to-end request latency",
-            [
-                _promql_set(q.quantile(0.5, Vllm.E2E), "p50", "s"),
-                _promql_set(q.quantile(0.95, Vllm.E2E), "p95", "s"),
-            ],
-            "seconds",
-            [_threshold(slo.slo_p95_e2e_ms / 1000, "SLO p95")] if slo.slo_p95_e2e_ms else None,
-        ),
+        _percentiles(q, "Time to first token", Vllm.TTFT, slo.slo_p95_ttft_ms),
+        _percentiles(q, "Inter-token latency", Vllm.ITL, None),
+        _percentiles(q, "End-to-end request latency", Vllm.E2E, slo.slo_p95_e2e_ms),
         _chart(
             "Finished requests per second",
             [_promql_set(q.requests_per_second(), "requests/s", "1/s")],

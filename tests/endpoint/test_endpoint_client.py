@@ -13,17 +13,16 @@ from typing import Any
 import httpx
 import pytest
 
-from endpoint import (
+from endpoint.client import (
     LimitExceeded,
-    MetricsParseError,
-    classify_connection_error,
-    fetch_metrics,
     iter_lines_capped,
     make_client,
     request_capped,
     retry_after_seconds,
 )
+from endpoint.errors import classify_connection_error
 from endpoint.limits import MAX_METRICS_BYTES
+from endpoint.metrics import MetricsParseError, fetch_metrics
 from tests.support.fake_vllm import ServerFactory
 
 

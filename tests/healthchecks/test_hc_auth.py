@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from endpoint.auth import ApiKeyAuth, AuthError, AuthStrategy, GoogleIdTokenAuth, NoAuth
 from healthchecks.checks import Backoff
-from healthchecks.runner import HealthReport, run_health_checks_sync
+from healthchecks.runner import HealthReport, run_health_checks
 from tests.healthchecks._helpers import MODEL, ServerFactory
 
 FAST_BACKOFF = Backoff(initial_s=0.02, max_s=0.05)
@@ -24,7 +25,9 @@ def _jwt(exp: float) -> str:
 
 
 def _check(url: str, auth: AuthStrategy) -> HealthReport:
-    return run_health_checks_sync(url, MODEL, auth=auth, deadline_s=300, backoff=FAST_BACKOFF)
+    return asyncio.run(
+        run_health_checks(url, MODEL, auth=auth, deadline_s=300, backoff=FAST_BACKOFF)
+    )
 
 
 def test_id_token_is_sent_with_the_service_url_as_audience(fake_vllm: ServerFactory) -> None:

@@ -1,4 +1,4 @@
-"""The Pulumi post-deploy hook: its binding reaches the engine, and calling it runs the checks."""
+"""The Pulumi post-deploy hook: calling it runs the checks."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from endpoint.auth import GoogleIdTokenAuth, NoAuth
 from healthchecks.checks import Backoff
-from healthchecks.hook import (
-    COLD_START_DEADLINE_S,
-    HealthCheckFailedError,
-    health_hook,
-    health_hook_binding,
-)
+from healthchecks.hook import HealthCheckFailedError, health_hook
 from tests.healthchecks._helpers import MODEL, ServerFactory
 
 SERVICE_TYPE = "gcp:cloudrunv2/service:Service"
@@ -89,24 +84,6 @@ FAST = {"deadline_s": 300.0, "auth": NoAuth(), "backoff": Backoff(initial_s=0.02
 """Short backoff; a deadline no test waits for (each ends at a verdict well before it)."""
 
 
-def test_binding_reaches_the_monitor(monitor: _HookMonitor) -> None:
-    @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def program() -> Any:
-        hook = health_hook("svc-health", served_model_name=MODEL, deadline_s=900)
-        assert hook.opts is not None and hook.opts.on_dry_run is False  # not during preview
-        service = pulumi.CustomResource(
-            SERVICE_TYPE, "svc", {}, opts=pulumi.ResourceOptions(hooks=health_hook_binding(hook))
-        )
-        return service.urn
-
-    program()
-    bound = monitor.hooks["svc"]
-    assert list(bound.after_create) == ["svc-health"]
-    assert list(bound.after_update) == ["svc-health"]
-    assert list(bound.before_create) == [] and list(bound.before_update) == []
-    assert list(bound.before_delete) == [] and list(bound.after_delete) == []
-
-
 def test_hook_passes_for_a_healthy_server(monitor: _HookMonitor, fake_vllm: ServerFactory) -> None:
     server = fake_vllm(cold_start_503s=2)
     assert _call_hook({"uri": server.url}, **FAST) is None
@@ -159,13 +136,6 @@ def test_hook_fails_without_a_url(monitor: _HookMonitor) -> None:
         str(error)
         == "health check of svc: no endpoint URL in the resource's outputs (looked for uri, url)"
     )
-
-
-def test_deadlines_cover_the_startup_probes() -> None:
-    assert COLD_START_DEADLINE_S["nvidia-l4"] >= 180 + 60 * 10
-    assert COLD_START_DEADLINE_S["nvidia-rtx-pro-6000"] >= 240 + 15 * 120
-    with pytest.raises(ValueError, match="deadline_s"):
-        health_hook("h", served_model_name=MODEL, deadline_s=0)
 
 
 def test_hook_never_logs_a_reflected_token(

@@ -3,6 +3,7 @@ right verdict within its deadline, with no traceback and no secret on screen."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import re
@@ -16,7 +17,7 @@ import pytest
 
 from endpoint.auth import ApiKeyAuth
 from healthchecks.cli import main
-from healthchecks.runner import run_health_checks_sync
+from healthchecks.runner import run_health_checks
 from tests.healthchecks._helpers import MODEL, ServerFactory
 
 KEY = "hc-hostile-key-93f1c2"
@@ -170,8 +171,13 @@ def test_reflected_authorization_is_never_printed(
 
 def test_reflected_key_in_a_404_body_is_redacted(fake_vllm: ServerFactory) -> None:
     server = fake_vllm(api_key=KEY, reflect_authorization=True)
-    report = run_health_checks_sync(
-        server.url, "google/other-model", auth=ApiKeyAuth("K", environ={"K": KEY}), deadline_s=600
+    report = asyncio.run(
+        run_health_checks(
+            server.url,
+            "google/other-model",
+            auth=ApiKeyAuth("K", environ={"K": KEY}),
+            deadline_s=600,
+        )
     )
     assert not report.ok
     text = json.dumps(report.as_dict()) + report.failure_summary()

@@ -14,8 +14,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from endpoint.redact import register_secret
 from mcp_server._deployments import Deployments
-from mcp_server._redaction import REDACTED, redact, redact_text, register_secret
+from mcp_server._redaction import REDACTED, redact, redact_text
 from mcp_server.cli import EXIT_USAGE, main
 from mcp_server.google_apis import GoogleApis
 from mcp_server.tools import Tools
