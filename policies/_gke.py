@@ -19,7 +19,14 @@ from pulumi_policy import StackValidationArgs
 from policies._k8s import OPAQUE_PREFIXES, POD_TEMPLATES, is_kubernetes
 from policies._resources import VllmServer
 from policies._server import read_servers
-from policies._wiring import UNKNOWN, manifest_from_engine, plain, pod_labels, type_token
+from policies._wiring import (
+    PATCH,
+    UNKNOWN,
+    manifest_from_engine,
+    plain,
+    pod_labels,
+    type_token,
+)
 
 Manifest = dict[str, Any]
 
@@ -37,7 +44,33 @@ def manifests(args: StackValidationArgs) -> list[Manifest]:
             found.append(manifest_from_engine(resource.resource_type, plain(resource.props)))
         except ValueError:
             continue  # a provider or a component, not an object
-    return found
+    return [_patched(m, found) if m.get(PATCH) else m for m in found]
+
+
+def _identity(m: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (m.get("apiVersion"), m.get("kind"), namespace(m), name(m))
+
+
+def _overlay(base: Any, patch: Any) -> Any:
+    """A patch over the object it patches, read so no field can hide: mappings merged, a
+    list holding the object's items and the patch's (server-side apply merges lists such as
+    listeners, metrics and containers by key, or replaces them; either way the policy judges
+    every item that may be there), any other value the patch's."""
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        return {k: _overlay(base[k], v) if k in base else v for k, v in patch.items()} | {
+            k: v for k, v in base.items() if k not in patch
+        }
+    if isinstance(base, list) and isinstance(patch, list):
+        return [*base, *patch]
+    return patch
+
+
+def _patched(patch: Manifest, found: Sequence[Manifest]) -> Manifest:
+    """A `<Kind>Patch` read as the object it leaves behind: the stack's own object of that
+    name with the patch over it; alone (every field the patch does not set unknown to the
+    policies) when the object is not in the stack."""
+    bases = [m for m in found if not m.get(PATCH) and _identity(m) == _identity(patch)]
+    return _overlay(bases[0], patch) if bases else patch
 
 
 def namespace(m: Mapping[str, Any]) -> str:

@@ -423,15 +423,12 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     )
 
 
-#: Capabilities that let one container of a Pod reach into another's process or files.
-_REACHING_CAPABILITIES = frozenset({"SYS_PTRACE", "SYS_ADMIN", "ALL"})
-
-
 def _pod_reach_problems(spec: Any, raw_containers: list[Any]) -> list[str]:
-    """What lets code outside the vLLM command reach into the server of an accelerator Pod:
-    a shared process namespace or the host's (a container then reads and writes the
-    server's memory and files through /proc), a privileged container, or one given
-    SYS_PTRACE or SYS_ADMIN."""
+    """What lets code outside the vLLM command reach into the server of an accelerator Pod,
+    or the network around it: a shared process namespace or the host's (a container then
+    reads and writes the server's memory and files through /proc), a privileged container,
+    or any added capability (`SYS_PTRACE`, `NET_ADMIN`, `NET_RAW`, ...: the package adds
+    none)."""
     problems = []
     for key in ("shareProcessNamespace", "hostPID", "hostIPC"):
         if get(spec, key) is True:
@@ -442,15 +439,18 @@ def _pod_reach_problems(spec: Any, raw_containers: list[Any]) -> list[str]:
     for index, container in enumerate(raw_containers):
         name = get(container, "name") or f"#{index}"
         context = get(container, "securityContext")
-        added = {
-            str(c).upper().removeprefix("CAP_") for c in items(get(context, "capabilities", "add"))
-        }
-        reaching = sorted(added & _REACHING_CAPABILITIES)
-        if get(context, "privileged") is True or reaching:
-            what = "privileged" if get(context, "privileged") is True else ", ".join(reaching)
+        added = sorted(
+            {
+                str(c).upper().removeprefix("CAP_")
+                for c in items(get(context, "capabilities", "add"))
+            }
+        )
+        if get(context, "privileged") is True or added:
+            what = "privileged" if get(context, "privileged") is True else ", ".join(added)
             problems.append(
-                f"container {name!r} runs {what}, so it can reach into the other containers "
-                "and the node, where the policies do not read what it changes; remove it"
+                f"container {name!r} runs {what}, so it can reach into the other containers, "
+                "their traffic and the node, where the policies do not read what it changes; "
+                "the package adds no capability: remove it"
             )
     return problems
 

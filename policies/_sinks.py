@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import yaml
+
 from endpoint.secret_shapes import find_secret, high_entropy
 from policies._props import is_list, items, read_field
 
@@ -103,8 +105,39 @@ def _header_problem(path: str, text: str) -> str | None:
     return None
 
 
-def sink_problems(props: Any) -> list[str]:
-    """Literal credentials by where they go, one message per path."""
+#: A ConfigMap value or an annotation read as the JSON or YAML document it holds (a client's
+#: `config.json`, `client.yaml`): at most this many characters and nodes.
+_MAX_DOCUMENT_CHARS = 1 << 20
+_MAX_DOCUMENT_NODES = 10_000
+
+
+def _document(text: str) -> Any:
+    """The mapping or list a JSON or YAML string holds, or None (a plain string, a document
+    too large, or one whose aliases expand beyond the node bound)."""
+    if len(text) > _MAX_DOCUMENT_CHARS or not re.search(r"[:{\[]", text):
+        return None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(document, Mapping | list):
+        return None
+    nodes, stack = 0, [document]
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        if nodes > _MAX_DOCUMENT_NODES:
+            return None
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return document
+
+
+def sink_problems(props: Any, depth: int = 0) -> list[str]:
+    """Literal credentials by where they go, one message per path; a string value that is a
+    JSON or YAML document is read as one (two documents deep)."""
     problems: list[str] = []
     for path, mapping in _walk(props, "", 0):
         # A {name, value} pair (an env entry, an HTTP header of a probe).
@@ -127,6 +160,9 @@ def sink_problems(props: Any) -> list[str]:
             if unknown or not isinstance(child, str):
                 continue
             where = f"{path}.{text}" if path else text
+            document = _document(child) if depth < 2 else None
+            if document is not None:  # and as text too: a script may read as YAML
+                problems += [f"{where} ({p})" for p in sink_problems(document, depth + 1)]
             header = _header_problem(where, child)
             problems += _assignment_problems(where, child)
             if header:

@@ -513,6 +513,21 @@ def type_token(m: Manifest) -> str:
     return f"kubernetes:{api if '/' in api else 'core/' + api}:{m.get('kind')}"
 
 
+#: Marks a manifest read from a pulumi-kubernetes `<Kind>Patch` resource (server-side apply of
+#: some fields of an object that exists): the policies read it as an object of `<Kind>`.
+PATCH = "x-gemma4-patch"
+
+
+def normalized_kind(kind: str) -> tuple[str, bool]:
+    """`GatewayPatch` -> (`Gateway`, True): the one place a Patch kind becomes its kind, so
+    every policy that guards a kind sees the patches that change it."""
+    return (
+        (kind[: -len("Patch")], True)
+        if kind.endswith("Patch") and kind != "Patch"
+        else (kind, False)
+    )
+
+
 def manifest_from_engine(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A pulumi-kubernetes resource's inputs as its manifest (apiVersion/kind from the type)."""
     match = re.fullmatch(r"kubernetes:([^:]+):(\w+)", resource_type)
@@ -522,4 +537,5 @@ def manifest_from_engine(resource_type: str, inputs: Mapping[str, Any]) -> dict[
     api_version = (
         group_version[len("core/") :] if group_version.startswith("core/") else group_version
     )
-    return {**inputs, "apiVersion": api_version, "kind": match.group(2)}
+    kind, patch = normalized_kind(match.group(2))
+    return {**inputs, "apiVersion": api_version, "kind": kind, **({PATCH: True} if patch else {})}

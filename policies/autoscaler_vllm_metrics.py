@@ -18,7 +18,10 @@ image runs (`serving.launch.vllm_contract`: extracted from that release's source
 - `Resource` and `ContainerResource` metrics (CPU, memory) are refused: an accelerator
   server's queue grows while its CPU idles; an autoscaler with no metrics (Kubernetes'
   default: 80% CPU) and `autoscaling/v1` (CPU only) are refused for the same reason;
-- a metric name unknown at preview is refused (fail closed).
+- a metric name unknown at preview is refused (fail closed);
+- the shapes the package never renders that stop it scaling: a metric label selector (a
+  selector no series has leaves the autoscaler without a value), `selectPolicy: Disabled`,
+  and `spec.replicas` on the workload it scales.
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ def _metric_problem(
     key = {"Pods": "pods", "Object": "object", "External": "external"}.get(str(kind))
     if key is None:
         return f"metric type {kind!r} is not one the policies read (Pods, Object, External)"
+    if ((metric.get(key) or {}).get("metric") or {}).get("selector") is not None:
+        return (
+            f"its {kind} metric has a label selector: the series vLLM exports carry the "
+            "labels the stack's own autoscaler reads with none, and a selector no series "
+            "matches leaves the autoscaler without a value (it never scales); remove it"
+        )
     raw = ((metric.get(key) or {}).get("metric") or {}).get("name")
     if not isinstance(raw, str):
         return f"its {kind} metric name is not known at preview"
@@ -113,6 +122,29 @@ def _target(hpa: Manifest, found: list[Manifest]) -> Manifest | None:
     )
 
 
+def _shape_problems(hpa: Manifest, target: Manifest) -> list[str]:
+    """What keeps an autoscaler from scaling vLLM, in the shapes the package never renders:
+    a scaling direction switched off, and a replica count fixed on the workload it scales
+    (every apply of the workload sets it back, against the autoscaler)."""
+    problems = []
+    behavior = (hpa.get("spec") or {}).get("behavior") or {}
+    for direction in ("scaleUp", "scaleDown"):
+        rules = behavior.get(direction) if isinstance(behavior, Mapping) else None
+        if isinstance(rules, Mapping) and rules.get("selectPolicy") not in (None, "Max", "Min"):
+            problems.append(
+                f"behavior.{direction}.selectPolicy is {rules.get('selectPolicy')!r}: the "
+                f"autoscaler would never {'add' if direction == 'scaleUp' else 'remove'} a "
+                "replica; leave it out (Max)"
+            )
+    if (target.get("spec") or {}).get("replicas") is not None:
+        problems.append(
+            f"{target.get('kind')} {namespace(target)}/{name(target)} sets spec.replicas "
+            f"({target['spec']['replicas']}) beside the autoscaler: each apply resets the count "
+            "the autoscaler chose; leave spec.replicas out and set minReplicas/maxReplicas"
+        )
+    return problems
+
+
 def validate_autoscaler_vllm_metrics(
     args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -133,6 +165,8 @@ def validate_autoscaler_vllm_metrics(
                 None,
             )
             continue
+        for shape in _shape_problems(hpa, workload.manifest):
+            report_violation(f"{where} of vLLM: {shape}.", None)
         metrics = (hpa.get("spec") or {}).get("metrics")
         if not isinstance(metrics, list) or not metrics:
             report_violation(

@@ -53,6 +53,12 @@ def _listeners(gateways: list[Manifest]) -> list[Mapping[str, Any]]:
     return out
 
 
+#: The private ranges a VPC subnet's internal address comes from (RFC 1918). Python's
+#: `is_private` also holds the documentation ranges (192.0.2.0/24, 203.0.113.0/24, ...), which
+#: route to whoever announces them.
+_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
 def _literal_addresses(gateways: list[Manifest]) -> set[str]:
     found = set()
     for g in gateways:
@@ -102,10 +108,11 @@ def url_problem(url: Any, gateways: list[Manifest], internal: list[str]) -> str 
                 f"{URL_KEY} {url!r} is a bare address; the public Gateway is reached over "
                 "https by its listener's name (the stack's gatewayDomain)"
             )
-        if not ip.is_private:
+        if not any(ip in net for net in _RFC1918):
             return (
-                f"{URL_KEY} {url!r} is a public address, not the internal Gateway's (which "
-                "comes from the VPC's private range)"
+                f"{URL_KEY} {url!r} is not an RFC 1918 address (10.0.0.0/8, 172.16.0.0/12, "
+                "192.168.0.0/16), where the internal Gateway's address comes from the VPC's "
+                "subnet; documentation, shared and other special ranges are refused"
             )
         if scheme != "http" or port != 80:
             return f"{URL_KEY} {url!r}: the internal Gateway listens on http port 80"

@@ -91,9 +91,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["masterAuth"] = {"clusterCaCertificate": "bW9jaw=="}
         elif args.typ == "gcp:compute/address:Address":
             state.setdefault("name", f"{args.name}-def0")
-            # Documentation ranges (RFC 5737): never a real address.
+            # Internal: an address of the default subnet of us-east4 (10.150.0.0/20), as a VPC
+            # gives one; external: a documentation range (RFC 5737), never a real address.
             internal = args.inputs.get("addressType") == "INTERNAL"
-            state["address"] = "192.0.2.20" if internal else "198.51.100.20"
+            state["address"] = "10.150.0.20" if internal else "198.51.100.20"
         elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
             state["version"] = "1"
         elif args.typ == "docker:index/remoteImage:RemoteImage":

@@ -236,7 +236,7 @@ def test_internal_gateway_skips_the_post_deploy_checks(stack: tuple[str, Rendere
     assert any("Gateway is internal" in m for m in rendered.messages)
     # The internal Gateway's plain HTTP is a choice the preview names, with what it costs.
     assert any("plain HTTP on port 80 inside the VPC" in m for m in rendered.messages)
-    assert rendered.outputs["endpoint_url"] == "http://192.0.2.20"
+    assert rendered.outputs["endpoint_url"] == "http://10.150.0.20"
 
 
 def test_public_gateway_enforces_source_ranges_and_runs_the_checks() -> None:
