@@ -14,10 +14,7 @@ It replaces with ``[REDACTED]``:
   ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
   (``name=value``) or JSON string members (``"name": "value"``);
 - whatever the `no-plaintext-secrets` policy would find
-  (:func:`endpoint.secret_shapes.secret_spans`): a base64, URL-safe base64 or hex run whose
-  decoding holds a credential, or which is a high-entropy string, masked whole; a
-  percent-encoded, backslash-escaped, HTML-referenced or separated-hex run whose decoding holds
-  one; a shape written backwards; and every credential shape of
+  (:func:`endpoint.secret_shapes.secret_spans`): every credential shape of
   :data:`endpoint.secret_shapes.SHAPES` (the one catalogue) with the token characters that
   follow it, whole and by its prefix form (where the shape says so, only when it reads as a
   token's random part: ``hf_transfer`` stays): JSON Web Tokens (Google ID tokens), Google API

@@ -1,4 +1,4 @@
-"""The one catalogue of credential shapes, and the detector that looks at values, not names.
+"""The one catalogue of credential shapes: each as its issuer issues it.
 
 :data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
 (the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
@@ -7,30 +7,13 @@ line), so masking a match removes the secret, not its first characters, and its 
 (the format's start and a few characters), which redaction also masks, so a token cut short
 by some other bound still goes. A shape may add a test of a match (`whole_check`,
 `prefix_check`): a JWT's header must be JSON with `alg`; the prefix forms of `hf_` and `sk-`
-must read as a token's random part, not as an identifier (`hf_transfer`). Redaction masks
-what :func:`secret_spans` returns: the same judgement as :func:`find_secret`, located.
+must read as a token's random part, not as an identifier (`hf_transfer`).
 
-:func:`find_secret` looks at a value as written and at its decoded forms (base64, URL-safe
-base64, hex, percent-encoding, gzip inside any of those; nested up to :data:`MAX_DECODE_DEPTH`
-layers), written backwards, and at high-entropy strings of credential length.
-:func:`find_split_secret` tries the concatenations of pairs of short fragments (environment
-values, shell assignments, `--option=value` arguments), and of a fragment holding a shape's
-start with two more (:data:`MAX_TRIPLES` joins at most), which is how a token split across
-variables and joined at run time is found. A password in a URL's user-info
-(`scheme://user:password@host`, with a non-empty password and a real host after it) is a shape
-of its own.
-
-High entropy: a run of `[A-Za-z0-9+/_-]` (and its `=` padding) of 20 to 1024 characters whose
-Shannon entropy is at least :data:`MIN_ENTROPY` bits per character and which, separators
-`/+=_.-` left out, holds at least two upper-case letters, two lower-case letters and two digits,
-changes character class between neighbours at least :data:`MIN_CLASS_CHANGES` of the time and
-has at most :data:`MAX_WORD_SHARE` of its letters in same-case runs of five or more (words).
-Hexadecimal strings (digests, commit shas), Subresource Integrity digests
-(`sha256-`/`sha384-`/`sha512-` and the base64 of that algorithm's digest length,
-:func:`is_digest`), UUIDs, lower-case names (buckets, services, images) and identifiers made of
-words (`google/gemma-4-12B-it-qat-w4a16-ct`) do not qualify; most random keys in base62 or
-base64 do (about 80% at 20 characters, 95% at 40: a heuristic, on top of the exact shapes). A
-run that decodes to text is judged by its text instead.
+Values are judged as written: a value is decoded only where its destination decodes it (a
+Kubernetes Secret's `data` is base64: `policies/no_plaintext_secrets.py`). A credential of no
+issuer's shape, such as a key made with `openssl rand -hex 32`, is found by where it goes
+(`policies/_sinks.py`): under a credential's name, in an `Authorization` header, in
+`VLLM_API_KEY`; :func:`high_entropy` says whether such a value reads as generated.
 
 Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
 """
@@ -39,32 +22,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import functools
-import gzip
-import io
 import itertools
 import json
 import math
 import re
-import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import unquote
-
-__all__ = [
-    "SHAPES",
-    "Shape",
-    "TooManyFragments",
-    "find_secret",
-    "find_split_secret",
-    "high_entropy",
-    "is_digest",
-    "prefix_pattern",
-    "secret_pattern",
-    "secret_spans",
-]
 
 
 @dataclass(frozen=True)
@@ -219,8 +183,8 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "Google OAuth refresh token",
-        r"(?<![\w/])1//0[0-9A-Za-z_\-]{30,}",
-        r"(?<![\w/])1//0[0-9A-Za-z_\-]{4,}",
+        r"(?<![A-Za-z0-9/])1//0[0-9A-Za-z_\-]{30,}",
+        r"(?<![A-Za-z0-9/])1//0[0-9A-Za-z_\-]{4,}",
         "1//",
     ),
     Shape(
@@ -318,66 +282,23 @@ SHAPES: tuple[Shape, ...] = (
 
 MAX_SCAN_CHARS = 200_000
 """Longest text examined per value (a startup script is a few KiB)."""
-MAX_DECODE_DEPTH = 3
-"""Encodings peeled off one inside another (base64 of gzip of hex ...)."""
-MAX_DECODED_BYTES = 1 << 20
-"""Largest decompressed form examined (a gzip bomb stops here)."""
-MAX_CANDIDATES = 256
-"""Encoded runs looked at per text."""
-MAX_DECODINGS = 1024
-"""Decodings tried per value, all layers together."""
-MAX_WORK_CHARS = 4 * MAX_SCAN_CHARS
-"""Characters decoded per value, all layers together."""
 MIN_ENTROPY_LENGTH = 20
 MAX_ENTROPY_LENGTH = 1024
 MIN_ENTROPY = 3.6
 MIN_CLASS_CHANGES = 0.45
 MAX_WORD_SHARE = 0.3
-"""Largest share of a high-entropy string in same-case letter runs of 5 or more (words)."""
-MAX_PIECES = 1024
-"""Fragments a resource may hold (more: :class:`TooManyFragments`)."""
-MAX_HEADS = 256
-"""Fragments holding the start of a shape, each paired with every fragment (more:
-:class:`TooManyFragments`)."""
-MAX_FRAGMENTS = 64
-"""Fragments paired by :func:`find_split_secret` (the most token-like first)."""
-MAX_TRIPLES = 65_536
-"""Three-fragment joins tried per resource (a shape's start, then two of the most token-like
-fragments)."""
 
 _COMBINED = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(SHAPES)))
-_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}=*")
-_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
-_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-_BASE32 = re.compile(r"[A-Z2-7]{16,}=*")
-_WRAPPED = re.compile(r"[A-Za-z0-9+/=_\-\s]{16,}")
-_SEPARATED_HEX = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}(?:[:,;\-]\s*|\s+)){8,}(?:0x)?[0-9a-fA-F]{2}")
-_HTML_ENTITY = re.compile(r"&#(?:([0-9]{1,7})|[xX]([0-9a-fA-F]{1,6}));")
-_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|([0-7]{3}))")
-_PREFIX = re.compile("|".join(s.head for s in SHAPES if s.head))
-"""The start of any shape (a fragment holding one may be a split credential's first part)."""
 _CUT = re.compile("|".join(f"(?:{s.prefix})" for s in SHAPES if s.prefix))
-_TOKENISH = re.compile(r"[A-Za-z0-9+/=_.\-]{2,512}")
-
-
-def secret_pattern() -> re.Pattern[str]:
-    """One compiled pattern matching any shape's whole pattern of :data:`SHAPES`: candidates,
-    before a shape's `whole_check` (mask with :func:`secret_spans`, which applies it)."""
-    return _COMBINED
-
-
-def prefix_pattern() -> re.Pattern[str]:
-    """One compiled pattern matching the prefix form of any shape of :data:`SHAPES`: a
-    credential cut short after its start; candidates, before a shape's `prefix_check` (mask
-    with :func:`secret_spans`, which applies it)."""
-    return _CUT
-
-
 _WHOLE = tuple(re.compile(s.pattern) for s in SHAPES)
 _PREFIXES = tuple(re.compile(s.prefix) if s.prefix else None for s in SHAPES)
+#: The token characters after a shape's match: masked with it.
+_TOKEN_REST = re.compile(r"[A-Za-z0-9_\-]*")
 
 
-def _shape(text: str) -> str | None:
+def find_secret(text: str) -> str | None:
+    """The label of the first credential shape in `text` as written, or None."""
+    text = text[:MAX_SCAN_CHARS]
     if _COMBINED.search(text) is None:  # no shape's pattern anywhere: the common case
         return None
     for shape, pattern in zip(SHAPES, _WHOLE, strict=True):
@@ -399,17 +320,13 @@ def _class(ch: str) -> int:
 
 _SEPARATORS = re.compile(r"[/+=_.\-]")
 _WORD = re.compile(r"[a-z]{5,}|[A-Z]{5,}")
-
-
 _NAME_SEGMENTS = re.compile(r"[-_./]")
 _NAME_WORD = re.compile(r"[A-Za-z][a-z]{2,}")
 
 
 def _reads_as_a_name(token: str) -> bool:
-    """A name built of short tags (`gemma-4-12B-it-W4A16-g128-v2`, `acme/Gemma4-12B-FT-v2`):
-    four or more segments between separators, none longer than 6 characters, one of them
-    holding a word. Random credentials come in long runs; grouped keys such as
-    `ABCD-EFGH-IJKL-MNOP` hold no word and are still judged."""
+    """A name built of short tags (`gemma-4-12B-it-W4A16-g128-v2`): four or more segments
+    between separators, none longer than 6 characters, one of them holding a word."""
     segments = [seg for seg in _NAME_SEGMENTS.split(token) if seg]
     return (
         len(segments) >= 4
@@ -419,13 +336,14 @@ def _reads_as_a_name(token: str) -> bool:
 
 
 def high_entropy(token: str) -> bool:
-    """Whether `token` (one run of key characters) reads as a random credential."""
+    """Whether `token` (one run of key characters) reads as a generated key: 20 to 1024
+    characters, two or more each of upper case, lower case and digits, at least
+    :data:`MIN_ENTROPY` bits per character, mostly changing class between neighbours, few
+    words. Used only where the destination says the value is a credential."""
     if not MIN_ENTROPY_LENGTH <= len(token) <= MAX_ENTROPY_LENGTH:
         return False
     core = _SEPARATORS.sub("", token)
-    if len(core) < MIN_ENTROPY_LENGTH - 2:
-        return False
-    if _reads_as_a_name(token):
+    if len(core) < MIN_ENTROPY_LENGTH - 2 or _reads_as_a_name(token):
         return False
     classes = Counter(_class(c) for c in core)
     if min(classes[0], classes[1], classes[2]) < 2:
@@ -440,379 +358,17 @@ def high_entropy(token: str) -> bool:
     return changes / (len(core) - 1) >= MIN_CLASS_CHANGES
 
 
-def _printable(data: bytes) -> str | None:
-    """`data` as text when it is text (UTF-8, few control characters), else None."""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-                data = f.read(MAX_DECODED_BYTES)
-        except (OSError, EOFError, zlib.error):
-            return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not text:
-        return None
-    odd = sum(1 for c in text if (ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127)
-    return text if odd <= len(text) // 50 else None
-
-
-def _decodings(run: str) -> Iterable[bytes]:
-    stripped = run.rstrip("=")
-    if _HEX.fullmatch(run):
-        with contextlib.suppress(ValueError):
-            yield bytes.fromhex(run)
-        return
-    if _BASE32.fullmatch(run):
-        with contextlib.suppress(binascii.Error, ValueError):
-            yield base64.b32decode(stripped + "=" * (-len(stripped) % 8))
-    if len(stripped) % 4 == 1:
-        return
-    padded = stripped + "=" * (-len(stripped) % 4)
-    for decode in (base64.b64decode, base64.urlsafe_b64decode):
-        try:
-            yield decode(padded.encode("ascii"))
-        except (binascii.Error, ValueError):
-            continue
-
-
-class _Work:
-    """What one search may still spend: decodings tried, characters scanned."""
-
-    def __init__(self) -> None:
-        self.decodings = MAX_DECODINGS
-        self.chars = MAX_WORK_CHARS
-
-    def spend(self, chars: int) -> bool:
-        self.decodings -= 1
-        self.chars -= chars
-        return self.decodings >= 0 and self.chars >= 0
-
-
-#: Longest text whose verdict is kept (most values are short: names, labels, flags), and how
-#: many are kept: a preview judges the same values in several policies, and a process that
-#: previews again (the MCP server, a test) judges them again; at most 32 MiB of texts are held.
-_CACHED_CHARS = 2048
-_CACHED_TEXTS = 16384
-
-
-def _find(text: str, depth: int, entropy: bool = True, work: _Work | None = None) -> str | None:
-    if depth == 0 and work is None and len(text) <= _CACHED_CHARS:
-        # A whole search from the top is a pure function of the text: the same verdict.
-        return _find_cached(text, entropy)
-    return _scan(text, depth, entropy, work)
-
-
-@functools.lru_cache(maxsize=_CACHED_TEXTS)
-def _find_cached(text: str, entropy: bool) -> str | None:
-    return _scan(text, 0, entropy, None)
-
-
-def _scan(text: str, depth: int, entropy: bool, work: _Work | None) -> str | None:
-    work = work or _Work()
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every credential shape in `text` as written, for redaction to mask:
+    whole, with the token characters that follow it, and by its prefix form where that reads
+    as a token's random part. Overlapping spans are merged; sorted."""
     text = text[:MAX_SCAN_CHARS]
-    label = _shape(text)
-    if label:
-        return label
-    label = _shape(text[::-1])
-    if label:
-        return f"{label} (reversed)"
-    if depth < MAX_DECODE_DEPTH:
-        for decoded in _whole_decodings(text):
-            if not work.spend(len(decoded)):
-                break
-            found = _find(decoded, depth + 1, entropy, work)
-            if found:
-                return _decoded(found)
-    for index, match in enumerate(_RUN.finditer(text)):
-        if index >= MAX_CANDIDATES:
-            break
-        run = match.group()
-        decoded_text = None
-        if depth < MAX_DECODE_DEPTH and work.spend(len(run)):
-            for data in _decodings(run):
-                decoded_text = _printable(data)
-                if decoded_text is not None:
-                    break
-        if decoded_text is not None:
-            found = _find(decoded_text, depth + 1, entropy, work)
-            if found:
-                return _decoded(found)
-            continue
-        for piece in re.split(r"[=]+(?=.)", run):
-            if entropy and not is_digest(piece) and high_entropy(piece):
-                return "high-entropy string of credential length"
-    return None
-
-
-_DIGEST = re.compile(r"(sha1|sha224|sha256|sha384|sha512|md5)[-_]([A-Za-z0-9+/_\-]+={0,2})")
-_DIGEST_BYTES = {"sha1": 20, "sha224": 28, "sha256": 32, "sha384": 48, "sha512": 64, "md5": 16}
-
-
-def is_digest(piece: str) -> bool:
-    """Whether `piece` is a digest written the Subresource Integrity way: an algorithm, `-`,
-    and the base64 of exactly that algorithm's digest length (`sha256-` + 32 bytes,
-    `sha384-` + 48, `sha512-` + 64; URL-safe base64 too). Hexadecimal digests (`sha256:` of
-    OCI images, commit shas) never qualify as high entropy (no mixed case)."""
-    match = _DIGEST.fullmatch(piece)
-    if match is None:
-        return False
-    body = match.group(2).rstrip("=")
-    padded = body + "=" * (-len(body) % 4)
-    try:
-        data = base64.b64decode(padded.translate(str.maketrans("-_", "+/")), validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return len(data) == _DIGEST_BYTES[match.group(1)]
-
-
-def _whole_decodings(text: str) -> Iterable[str]:
-    """Decodings of the whole text: percent-encoding, shell/C escapes (`\\x68`, `\\u0068`,
-    `\\150`), HTML character references (`&#104;`, `&#x68;`), hex bytes with separators
-    (`68:66:5f`, `0x68, 0x66`), and base64 wrapped over several lines (as `base64` prints
-    it)."""
-    if _PERCENT.search(text):
-        unquoted = unquote(text)
-        if unquoted != text:
-            yield unquoted
-    if _ESCAPE.search(text):
-        yield _ESCAPE.sub(_unescape, text)
-    if _HTML_ENTITY.search(text):
-        yield _HTML_ENTITY.sub(_entity, text)
-    for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
-        pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
-        decoded = _printable(bytes.fromhex("".join(pairs)))
-        if decoded is not None:
-            yield decoded
-    if any(c.isspace() for c in text.strip()):
-        for block in _WRAPPED.findall(text):
-            compact = "".join(block.split())
-            if len(compact) >= 16 and compact != block:
-                for data in _decodings(compact):
-                    decoded = _printable(data)
-                    if decoded is not None:
-                        yield decoded
-                        break
-
-
-def _entity(match: re.Match[str]) -> str:
-    decimal, hexadecimal = match.groups()
-    code = int(decimal) if decimal else int(hexadecimal, 16)
-    return chr(code) if code < 0x110000 else "?"
-
-
-def _unescape(match: re.Match[str]) -> str:
-    hex2, hex4, octal = match.groups()
-    code = int(hex2 or hex4, 16) if (hex2 or hex4) else int(octal, 8)
-    return chr(code)
-
-
-def _decoded(label: str) -> str:
-    return label if label.endswith("(encoded)") else f"{label} (encoded)"
-
-
-def find_secret(text: str) -> str | None:
-    """The kind of credential found in `text` (as written or in a decoded form), or None."""
-    return _find(text, 0)
-
-
-def fragments(texts: Iterable[str], limit: int | None = MAX_FRAGMENTS) -> list[str]:
-    """The pieces a secret may have been split into: short token-like values and the values of
-    shell assignments (`NAME=value`, `export NAME="value"`) inside longer texts; the `limit`
-    most token-like first (None: all, up to :data:`MAX_PIECES`)."""
-    found: list[str] = []
-    for text in texts:
-        text = text[:MAX_SCAN_CHARS]
-        for match in _OPTION_VALUE.finditer(text):
-            if _TOKENISH.fullmatch(match.group(1)):
-                found.append(match.group(1))
-        if _TOKENISH.fullmatch(text):
-            found.append(text)
-            continue
-        for match in _ASSIGNMENT.finditer(text):
-            value = next((g for g in match.groups()[1:] if g), "")
-            if _TOKENISH.fullmatch(value):
-                found.append(value)
-    unique = list(dict.fromkeys(found))
-    unique.sort(key=lambda s: (-_score(s), s))
-    return unique if limit is None else unique[:limit]
-
-
-_ASSIGNMENT = re.compile(
-    r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
-    r"([A-Za-z_][A-Za-z0-9_]*)=(?:\"([^\"$`\\]*)\"|'([^']*)'|([^\s;&|\"'$`\\()]*))"
-)
-
-
-_OPTION_VALUE = re.compile(r"(?:^|\s)--?[A-Za-z][A-Za-z0-9_.\-]*=([^\s\"'$`\\;&|()]+)")
-"""The value of a command-line option written `--name=value` (a fragment of its own)."""
-
-
-def _score(fragment: str) -> int:
-    return sum(1 for c in set(fragment) if c.isalnum())
-
-
-class TooManyFragments(ValueError):
-    """More literal fragments than can all be paired: the check refuses rather than guess."""
-
-    def __init__(self, fragments: int, heads: int) -> None:
-        super().__init__(
-            f"{fragments} short literal values ({heads} holding the start of a credential "
-            f"shape); at most {MAX_PIECES} ({MAX_HEADS}) can be checked for a credential split "
-            "across them"
-        )
-
-
-def find_split_secret(texts: Iterable[str]) -> tuple[str, str, str] | None:
-    """(kind, first, second) when two fragments of `texts` (see :func:`fragments`) joined in
-    either order hold a credential shape (as written or decoded) that neither holds alone;
-    else None. Entropy alone is not judged on joined pairs (two ids side by side look random).
-
-    Every fragment that holds the start of a shape (`hf_`, `AIza`, `-----BEGIN`, ...; up to
-    :data:`MAX_HEADS`) is paired with every other fragment (up to :data:`MAX_PIECES`) against the
-    shapes, so decoys cannot push the first half out: a resource with more fragments than that
-    raises :class:`TooManyFragments` (the policy reports it) instead of being half-checked;
-    the :data:`MAX_FRAGMENTS` most token-like fragments are also paired with each other (a split
-    encoded token has no such start)."""
-    texts = list(texts)
-    every = fragments(texts, None)
-    heads_found = sum(1 for p in every if _PREFIX.search(p))
-    if len(every) > MAX_PIECES or heads_found > MAX_HEADS:
-        raise TooManyFragments(len(every), heads_found)
-    alone = {p for p in every if _find(p, 0, entropy=False)}
-    rest = [p for p in every if p not in alone]
-    heads = [p for p in rest if _PREFIX.search(p)]
-    for a in heads:
-        for b in rest:
-            if b is not a:
-                label = _shape(a + b)
-                if label:
-                    return label, a, b
-    top = [p for p in fragments(texts) if p not in alone]
-    for a in top:
-        for b in top:
-            if b is not a:
-                label = _find(a + b, 0, entropy=False)
-                if label:
-                    return label, a, b
-    if heads:
-        width = min(len(rest), math.isqrt(MAX_TRIPLES // len(heads)))
-        tails = rest[:width]  # `every` is sorted most token-like first
-        for a in heads:
-            for b in tails:
-                if b is a:
-                    continue
-                for c in tails:
-                    if c is not a and c is not b:
-                        label = _shape(a + b + c)
-                        if label:
-                            return label, a, f"{b} + {c}"
-    return None
-
-
-_REFERENCE = re.compile(
-    r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|\(([A-Za-z_][A-Za-z0-9_]*)\)|([A-Za-z_][A-Za-z0-9_]*))"
-)
-
-
-def variables(texts: Iterable[str]) -> dict[str, str]:
-    """Literal values of shell assignments (`NAME=value`, `export NAME="value"`) in `texts`."""
-    found: dict[str, str] = {}
-    for text in texts:
-        for match in _ASSIGNMENT.finditer(text[:MAX_SCAN_CHARS]):
-            found.setdefault(match.group(1), next((g for g in match.groups()[1:] if g), ""))
-    return found
-
-
-def _expand(text: str, known: dict[str, str]) -> tuple[str, list[str]]:
-    names: list[str] = []
-
-    def value(match: re.Match[str]) -> str:
-        name = next(g for g in match.groups() if g)
-        if name not in known:
-            return match.group()
-        names.append(name)
-        return known[name]
-
-    return _REFERENCE.sub(value, text), list(dict.fromkeys(names))
-
-
-def find_joined_secret(texts: Iterable[str], known: dict[str, str]) -> tuple[str, list[str]] | None:
-    """(kind, variable names) when a text that references variables (`$A$B`, `${A}_${B}`,
-    `"hf_$A"`, Cloud Run's `$(A)$(B)`) holds a credential shape once each reference is replaced
-    by the variable's literal value (`known`: environment values and shell assignments), and
-    does not hold one as written; else None."""
-    for text in texts:
-        text = text[:MAX_SCAN_CHARS]
-        expanded, names = _expand(text, known)
-        if not names or _find(text, 0, entropy=False):
-            continue
-        label = _find(expanded[:MAX_SCAN_CHARS], 0, entropy=False)
-        if label:
-            return label, names
-    return None
-
-
-_TOKEN_REST = re.compile(r"[A-Za-z0-9_\-]*")
-"""Token characters after a shape's match: masked with it, so no tail of a token is shown."""
-_MASK_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}=*")
-_PERCENT_BYTE = re.compile(r"%([0-9A-Fa-f]{2})")
-
-
-def _percent(match: re.Match[str]) -> str:
-    return chr(int(match.group(1), 16))
-
-
-_MAPPED_DECODINGS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
-    ("%", _PERCENT_BYTE, _percent),
-    ("\\", _ESCAPE, _unescape),
-    ("&#", _HTML_ENTITY, _entity),
-)
-"""Encodings that replace each escape in place (percent-encoding, backslash escapes, HTML
-character references): decoded with a map back to the text, so what is found in the decoding
-is masked where it was written."""
-
-
-def _mapped(
-    text: str, pattern: re.Pattern[str], decode: Callable[[re.Match[str]], str]
-) -> tuple[str, list[int]]:
-    """(`text` with each match of `pattern` decoded, the index in `text` where each character
-    of the decoding starts; one more entry: the end)."""
-    out: list[str] = []
-    starts: list[int] = []
-    last = 0
-    for match in pattern.finditer(text):
-        for index in range(last, match.start()):
-            out.append(text[index])
-            starts.append(index)
-        for ch in decode(match):
-            out.append(ch)
-            starts.append(match.start())
-        last = match.end()
-    for index in range(last, len(text)):
-        out.append(text[index])
-        starts.append(index)
-    starts.append(len(text))
-    return "".join(out), starts
-
-
-def _plain_spans(text: str) -> list[tuple[int, int]]:
-    spans = list(_shape_spans(text, prefixes=True))
-    size = len(text)
-    spans += [(size - end, size - start) for start, end in _shape_spans(text[::-1], False)]
-    for match in _MASK_RUN.finditer(text):
-        if _find(match.group(), 0):
-            spans.append(match.span())
-    return spans
-
-
-def _shape_spans(text: str, prefixes: bool) -> Iterator[tuple[int, int]]:
-    if _COMBINED.search(text) is None and not (prefixes and _CUT.search(text)):
-        return
+    spans: list[tuple[int, int]] = []
+    if _COMBINED.search(text) is None and _CUT.search(text) is None:
+        return spans
     for shape, whole, cut in zip(SHAPES, _WHOLE, _PREFIXES, strict=True):
         forms = [(whole, shape.whole_check)]
-        if prefixes and cut is not None:
+        if cut is not None:
             forms.append((cut, shape.prefix_check))
         for pattern, check in forms:
             for match in pattern.finditer(text):
@@ -821,33 +377,7 @@ def _shape_spans(text: str, prefixes: bool) -> Iterator[tuple[int, int]]:
                     if shape.head is not None:  # a token: its whole run goes
                         rest = _TOKEN_REST.match(text, end)
                         end = rest.end() if rest else end
-                    yield match.start(), end
-
-
-def secret_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of every part of `text` that :func:`find_secret` would call a credential,
-    for redaction to mask: each shape of :data:`SHAPES` as written (whole, with the token
-    characters that follow it, and by its prefix form where that reads as a token's random
-    part) and written backwards; every run of base64/hex characters (`[A-Za-z0-9+/_-]`, 16 or
-    more, `=` padding) in which :func:`find_secret` finds one (a decoded form holding a shape,
-    or a high-entropy string); the same in the text with its percent-encoding, backslash
-    escapes (`\\x68`, `\\u0068`, `\\150`) or HTML references (`&#104;`) decoded, masked where
-    those characters were written; every separated-hex (`68:66:5f`) run whose decoding holds
-    one. Overlapping spans are merged; sorted."""
-    text = text[:MAX_SCAN_CHARS]
-    spans = _plain_spans(text)
-    for marker, pattern, decode in _MAPPED_DECODINGS:
-        if marker not in text or pattern.search(text) is None:
-            continue
-        decoded, starts = _mapped(text, pattern, decode)
-        for start, end in _plain_spans(decoded):
-            # back where the characters were written (each escape decodes to one character)
-            spans.append((starts[start], starts[end]))
-    for match in itertools.islice(_SEPARATED_HEX.finditer(text), MAX_CANDIDATES):
-        pairs = re.findall(r"(?:0x)?([0-9a-fA-F]{2})", match.group())
-        decoded_hex = _printable(bytes.fromhex("".join(pairs)))
-        if decoded_hex is not None and _find(decoded_hex, 1):
-            spans.append(match.span())
+                    spans.append((match.start(), end))
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:

@@ -3,12 +3,10 @@
 Values are judged, not names: every string among a resource's inputs (environment, arguments,
 startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
 credential shapes of :data:`endpoint.secret_shapes.SHAPES` (each as its issuer issues it, so
-`sk-learn-pipeline-v2` is a label, not a key), as written, reversed and decoded (base64,
-URL-safe base64, hex, percent-encoding, escapes, gzip), for high-entropy strings of credential
-length (digests excepted),
-and for a credential split across two or three values (environment values, shell assignments,
-`--option=value` arguments) that is
-joined at run time. Secret-sounding environment names holding a literal are reported too, and
+`sk-learn-pipeline-v2` is a label, not a key), as written; a Kubernetes Secret's `data` values
+also base64-decoded, as the API server decodes them (the one decoding a destination does).
+Launch shapes that could join or decode values at run time (a shell, `$(NAME)`) are refused by
+`vllm-server-readable`. Secret-sounding environment names holding a literal are reported too, and
 a credential is also found by where it goes, whatever its shape (`policies._sinks`): a
 generated key (hexadecimal, as `openssl rand -hex 32` prints, or random) stored under a
 credential's name (`VLLM_API_KEY`, `api-key`, `token` ...) in a ConfigMap, an annotation, a
@@ -17,6 +15,8 @@ label or any map, and a literal `Authorization` header.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -28,19 +28,13 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from endpoint.secret_shapes import (
-    TooManyFragments,
-    find_joined_secret,
-    find_secret,
-    find_split_secret,
-    variables,
-)
+from endpoint.secret_shapes import find_secret
 from policies._config import schema, setting_strings
+from policies._k8s import SECRET
 from policies._props import entries, get, is_list, items
 from policies._resources import containers, walk_strings
 from policies._server import vllm_servers
 from policies._sinks import sink_problems
-from serving.launch.vllm_args import literal_env
 
 _SECRET_ENV = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)$", re.IGNORECASE
@@ -100,9 +94,14 @@ def _keys(value: Any, path: str = "") -> list[tuple[str, str]]:
     return found
 
 
-def _peek(fragment: str) -> str:
-    """A fragment named without revealing it: its first characters and length."""
-    return f"'{fragment[:3]}...' ({len(fragment)} characters)"
+def _base64_text(value: Any) -> str | None:
+    """A Secret `data` value as the API server decodes it (standard base64), when text."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
 
 
 def validate_no_plaintext_secrets(
@@ -122,39 +121,15 @@ def validate_no_plaintext_secrets(
         label = find_secret(text) or next(("secret" for p in extra if p.search(text)), None)
         if label:
             report_violation(f"{args.name}: {path} contains a literal {label}; {_FIX}.", None)
-    try:
-        split = find_split_secret(texts)
-    except TooManyFragments as exc:
-        split = None
-        report_violation(
-            f"{args.name}: {exc}; a credential split across them could not be ruled out. "
-            "Hold fewer literal values in one resource (configuration files, Secret Manager)",
-            None,
-        )
-    known = variables(texts)
-    for container in containers(args.resource_type, args.props):
-        for env in items(get(container, "envs")):
-            name, value = get(env, "name"), get(env, "value")
-            if isinstance(name, str) and isinstance(value, str):
-                known[name] = value
-    joined = find_joined_secret(texts, known)
-    if joined:
-        label, names = joined
-        report_violation(
-            f"{args.name}: the literal values of {', '.join(names)} join at run time into a "
-            f"{label}; {_FIX}.",
-            None,
-        )
-    elif split:
-        label, first, second = split
-        parts = [first, *second.split(" + ")]
-        count = "two" if len(parts) == 2 else "three"
-        report_violation(
-            f"{args.name}: {count} literal values join into a {label} "
-            f"({' + '.join(map(_peek, parts))}, e.g. variables concatenated at run time); "
-            f"{_FIX}.",
-            None,
-        )
+    if args.resource_type.removesuffix("Patch") == SECRET:
+        # The one decoding a destination does: a Secret's `data` values are base64.
+        for field, encoded in entries(get(args.props, "data")):
+            decoded = _base64_text(encoded)
+            found = find_secret(decoded) if decoded is not None else None
+            if found:
+                report_violation(
+                    f"{args.name}: data.{field} holds a literal {found} (base64); {_FIX}.", None
+                )
     for container in containers(args.resource_type, args.props):
         for env in items(get(container, "envs")):
             name, value = get(env, "name"), get(env, "value")
@@ -170,16 +145,12 @@ def validate_no_plaintext_secrets(
                     f"literal value; {_FIX}.",
                     None,
                 )
-    for problem in sink_problems(args.props):
+    is_secret = args.resource_type.removesuffix("Patch") == SECRET
+    # A Secret's `data` is judged decoded (above), not as the base64 text it is sent as.
+    sink_props = {k: v for k, v in entries(args.props) if k != "data"} if is_secret else args.props
+    for problem in sink_problems(sink_props):
         report_violation(f"{args.name}: {problem}; {_FIX}.", None)
     for server in vllm_servers(args.resource_type, args.props):
-        for name in literal_env(server.env):
-            if name not in allowed_env and _SECRET_ENV.search(name):
-                report_violation(
-                    f"{args.name}: {server.where} sets {name} to a literal value on the "
-                    f"command line that starts vLLM; {_FIX}.",
-                    None,
-                )
         key = server.args.get("api-key")
         keys = [key] if isinstance(key, str) else key if isinstance(key, list) else []
         if any(isinstance(k, str) and k and "$" not in k for k in keys):

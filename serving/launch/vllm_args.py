@@ -381,11 +381,6 @@ def env_problems(names: Iterable[str]) -> list[str]:
     return problems
 
 
-def literal_env(env: dict[str, str]) -> dict[str, str]:
-    """Environment values that are literals (no `$` expansion: not read at run time)."""
-    return {k: v for k, v in env.items() if v and "$" not in v and "`" not in v}
-
-
 #: vLLM's spellings of "the model's own context length" for --max-model-len.
 AUTO_LENGTHS = frozenset({"auto", "-1"})
 

@@ -1,18 +1,17 @@
 """Detection and redaction agree, and neither fires on ordinary text: a credential shape is
-what its issuer issues, a URL password needs a real authority, digests are not random keys,
-and what `find_secret` finds in any form `redact` masks whole."""
+what its issuer issues, a URL password needs a real authority, digests are not keys, and
+what `find_secret` finds `redact` masks whole."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
-from urllib.parse import quote
 
 import pytest
 
 from endpoint.redact import MASK, redact
-from endpoint.secret_shapes import find_secret, is_digest
+from endpoint.secret_shapes import find_secret
 from tests.endpoint.test_secret_catalogue import SAMPLES
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # made up, in Hugging Face's format
@@ -71,20 +70,6 @@ def test_ordinary_values_are_neither_found_nor_masked(text: str) -> None:
     assert redact(text, limit=None) == text
 
 
-@pytest.mark.parametrize("digest", DIGESTS[:5])
-def test_sri_digests_are_digests_only_at_their_algorithms_length(digest: str) -> None:
-    assert is_digest(digest)
-    algorithm, body = digest.split("-", 1)
-    assert not is_digest(f"{algorithm}-{body[:-8]}")  # a digest cut short is not exempt
-    assert not is_digest(f"sha1-{body}")  # nor one whose length is another algorithm's
-
-
-def test_a_random_key_behind_a_digest_name_is_still_found() -> None:
-    key = "Q7vR2xK9mP4wL8nT3yB6cF1hJ5sD0gZa"
-    assert find_secret(f"sha256-{key}") == "high-entropy string of credential length"
-    assert key not in redact(f"integrity sha256-{key}", limit=None)
-
-
 @pytest.mark.parametrize("key", OPENAI)
 def test_openai_keys_in_their_issued_formats_are_found_and_masked(key: str) -> None:
     assert find_secret(f"team={key}") == "OpenAI-style API key"
@@ -115,37 +100,6 @@ def test_a_token_cut_short_is_masked(cut: str) -> None:
     assert redact(f"log: {cut}", limit=None) == f"log: {MASK}"
 
 
-def _variants(token: str) -> dict[str, str]:
-    return {
-        "as written": token,
-        "base64": base64.b64encode(token.encode()).decode(),
-        "urlsafe base64": base64.urlsafe_b64encode(f"x {token}".encode()).decode(),
-        "hex": token.encode().hex(),
-        "separated hex": ":".join(f"{b:02x}" for b in token.encode()),
-        "reversed": token[::-1],
-        "percent-encoded": "".join(f"%{b:02x}" for b in token[:2].encode()) + token[2:],
-        "percent-encoded whole": quote(token, safe=""),
-        "JSON-escaped": token.replace("_", "\\u005f"),
-        "C-escaped": "".join(f"\\x{b:02x}" for b in token.encode()),
-        "HTML reference": token.replace("_", "&#95;"),
-        "upper-case start": token[:3].upper() + token[3:],
-        "underscore inside": token[:17] + "_" + token[17:],
-    }
-
-
-@pytest.mark.parametrize("form", list(_variants(HF)))
-@pytest.mark.parametrize("token", [HF, "glpat-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn", OPENAI[0]])
-def test_what_detection_finds_redaction_masks_whole(token: str, form: str) -> None:
-    shown = _variants(token)[form]
-    for text in (shown, f"GET /x?a={shown}&b=1", f'{{"v": "{shown}"}}', f"key {shown}\n"):
-        assert find_secret(text) is not None, text
-        out = redact(text, limit=None)
-        assert MASK in out, out
-        core = token[3:]  # no part of the token's random body is shown, in any form
-        for shown_part in {shown, shown[-10:], core[-8:], core[:8], core[::-1][:8]}:
-            assert shown_part not in out, (shown_part, out)
-
-
 @pytest.mark.parametrize(
     ("text", "literal"),
     [
@@ -164,26 +118,6 @@ def test_by_name_false_judges_values_by_what_they_are() -> None:
     text = '{"key": "nvidia.com/gpu", "secret": "hf-token", "labels": ["team=' + HF + '"]}'
     assert redact(text, limit=None, by_name=False) == text.replace(HF, MASK)
     assert "nvidia.com/gpu" not in redact(text, limit=None)  # by name: log text
-
-
-@pytest.mark.parametrize("form", list(_variants(HF)))
-@pytest.mark.parametrize("label", [label for label in SAMPLES if label != "private key"])
-def test_every_shape_found_in_any_form_is_masked_where_it_is_written(label: str, form: str) -> None:
-    token = SAMPLES[label][0]
-    shown = _variants(token)[form]
-    for text in (shown, f"GET /x?a={shown}&b=1", f'{{"v": "{shown}"}}'):
-        if find_secret(text) is None:
-            continue  # a form that is no credential (an upper-cased JWT start)
-        out = redact(text, limit=None)
-        assert MASK in out, out
-        if not (label == "JSON Web Token" and form in ("upper-case start", "underscore inside")):
-            assert shown[-10:] not in out, out  # the found run goes whole
-
-
-def test_a_percent_encoded_url_password_is_masked() -> None:
-    text = "GET /x?next=%68%74tps://deploy:hunter2Secret@db.internal/ HTTP/1.1"
-    assert find_secret(text) == "password in a URL (encoded)"
-    assert "hunter2Secret" not in redact(text, limit=None)
 
 
 GLUED = [label for label in SAMPLES if label not in ("private key", "service-account key")]
@@ -212,8 +146,3 @@ def test_an_aws_key_id_followed_by_an_underscore_is_found() -> None:
 def test_a_served_model_name_of_short_tags_is_not_a_credential(name: str) -> None:
     assert find_secret(f"--served-model-name={name}") is None
     assert redact(f"model {name}") == f"model {name}"
-
-
-@pytest.mark.parametrize("key", ["X9kQ-7Zp2-Lm4R-8vTn-Qw3E", "aB3dE5gH7jK9mN1pQ3sT5vX7"])
-def test_grouped_and_plain_random_keys_are_still_found(key: str) -> None:
-    assert find_secret(f"key={key}") == "high-entropy string of credential length"

@@ -1,24 +1,19 @@
-"""no-plaintext-secrets judges values, not names: encoded, split and unnamed credentials."""
+"""no-plaintext-secrets: credentials of every issuer's shape under any name, as written; a
+Kubernetes Secret's `data` decoded as its API server decodes it (base64), nothing else."""
 
 from __future__ import annotations
 
 import base64
-import gzip
-import random
-import string
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from endpoint.redact import MASK, redact
-from endpoint.secret_shapes import SHAPES, find_secret, find_split_secret
+from endpoint.secret_shapes import SHAPES, find_secret
 from policies.no_plaintext_secrets import no_plaintext_secrets
 from tests.policies._fixtures import (
     ALL_STACKS,
-    JOB,
     SERVICE,
-    TPU_VM,
     container,
     rendered,
     service,
@@ -40,17 +35,7 @@ SAMPLES = {
     "service-account key": '{"type": "service_account", "private_key_id": "0123456789abcdef"}',
 }
 PGP = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGN\n-----END PGP PRIVATE KEY BLOCK-----"
-_ALNUM = string.ascii_letters + string.digits
-
-
-def _random_keys(count: int, length: int) -> list[str]:
-    """Random keys of credential length from a fixed seed (not real credentials)."""
-    rng = random.Random(length)
-    return ["".join(rng.choice(_ALNUM) for _ in range(length)) for _ in range(count)]
-
-
-#: The first 40-character random key the entropy rule flags (most are; see the next test).
-RANDOM_KEY = next(k for k in _random_keys(10, 40) if find_secret(k))
+SECRET = "kubernetes:core/v1:Secret"
 
 
 def _with_env(value: str, name: str = "MODEL_FLAVOUR") -> dict[str, Any]:
@@ -65,92 +50,39 @@ def test_every_shape_is_found_under_any_name(label: str) -> None:
     assert any(f"contains a literal {label}" in m for m in messages), messages
 
 
-@pytest.mark.parametrize(("length", "share"), [(24, 0.75), (40, 0.9), (64, 0.95)])
-def test_most_random_keys_of_credential_length_are_found(length: int, share: float) -> None:
-    keys = _random_keys(200, length)
-    assert sum(1 for k in keys if find_secret(k)) >= share * len(keys)
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [
+        ("hf_" + "aB3" * 10, "Hugging Face token"),  # 30 letters and digits: the shape
+        ("hf_" + "aB3" * 9 + "a1", None),  # 29: too short for an issued token
+        ("HF_" + "aB3" * 10, None),  # the issuer's prefix is lower case
+        ("AIza" + "Sy" + "a1B2c3" * 5 + "dE3", "Google API key"),
+        ("AIz" + "Sy" + "a1B2c3" * 5 + "dE3", None),
+        ("ghp_" + "a1B2c3" * 5 + "dE", "GitHub token"),
+        ("ghx_" + "a1B2c3" * 5 + "dE", None),
+    ],
+)
+def test_a_shape_and_its_near_variants(value: str, label: str | None) -> None:
+    assert find_secret(value) == label
 
 
-def test_pgp_block_and_random_key() -> None:
+def test_a_pgp_private_key_block_is_a_private_key() -> None:
     assert find_secret(PGP) == "private key"
-    (message,) = violations(no_plaintext_secrets, SERVICE, _with_env(RANDOM_KEY))
-    assert "high-entropy string of credential length" in message
 
 
-def _wrapped(text: str, width: int = 16) -> str:
-    """`text` in base64 wrapped over lines, as `base64 -w 16` prints it."""
-    encoded = base64.b64encode(text.encode()).decode()
-    return "\n".join(encoded[i : i + width] for i in range(0, len(encoded), width))
+@pytest.mark.parametrize("field", ["data", "stringData"])
+def test_a_kubernetes_secret_holding_a_token_is_refused(field: str) -> None:
+    value = base64.b64encode(HF.encode()).decode() if field == "data" else HF
+    props = {"metadata": {"name": "hf"}, field: {"token": value}}
+    messages = violations(no_plaintext_secrets, SECRET, props)
+    assert any("Hugging Face token" in m for m in messages), messages
 
 
-ENCODINGS: dict[str, Callable[[str], str]] = {
-    "base64": lambda s: base64.b64encode(s.encode()).decode(),
-    "url-safe base64 without padding": lambda s: (
-        base64.urlsafe_b64encode(s.encode()).decode().rstrip("=")
-    ),
-    "hex": lambda s: s.encode().hex(),
-    "percent-encoding": lambda s: "".join(f"%{b:02X}" for b in s.encode()),
-    "gzip+base64": lambda s: base64.b64encode(gzip.compress(s.encode())).decode(),
-    "base64 of base64": lambda s: base64.b64encode(base64.b64encode(s.encode())).decode(),
-    "base64 of a line": lambda s: base64.b64encode(f"HF_TOKEN={s}\n".encode()).decode(),
-    "base32": lambda s: base64.b32encode(s.encode()).decode(),
-    "base64 wrapped over lines": lambda s: _wrapped(f"# config\ntoken: {s}\n"),
-    "printf hex escapes": lambda s: "printf '" + "".join(f"\\x{b:02x}" for b in s.encode()) + "'",
-    "printf octal escapes": lambda s: "printf '" + "".join(f"\\{b:03o}" for b in s.encode()) + "'",
-    "hex with colons": lambda s: ":".join(f"{b:02x}" for b in s.encode()),
-    "hex with spaces": lambda s: " ".join(f"{b:02X}" for b in s.encode()),
-    "hex with 0x prefixes": lambda s: ", ".join(f"0x{b:02x}" for b in s.encode()),
-    "HTML entities": lambda s: "".join(f"&#{b};" for b in s.encode()),
-}
-
-
-@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
-def test_encoded_tokens_are_decoded(encoding: str) -> None:
-    encoded = ENCODINGS[encoding](HF)
-    assert HF not in encoded
-    messages = violations(no_plaintext_secrets, SERVICE, _with_env(encoded, "BLOB"))
-    assert any("Hugging Face token (encoded)" in m for m in messages), messages
-
-
-def test_encoded_token_in_a_tpu_startup_script() -> None:
+def test_base64_outside_a_secret_is_read_as_written() -> None:
+    # An env value is not decoded by its destination; only what a resource decodes is.
     encoded = base64.b64encode(HF.encode()).decode()
-    script = f"#!/bin/bash\nexport X=$(echo {encoded} | base64 -d)\nvllm serve m\n"
-    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
-    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
-    assert any(
-        "startup-script contains a literal Hugging Face token (encoded)" in m for m in messages
-    )
-
-
-@pytest.mark.parametrize("cut", [3, 10, 20])
-def test_token_split_across_two_env_values(cut: int) -> None:
-    props = _with_env(HF[:cut], "PART_A")
-    container(props)["envs"].append({"name": "PART_B", "value": HF[cut:]})
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("two literal values join into a Hugging Face token" in m for m in messages)
-    assert all(HF[cut:] not in m for m in messages)  # the message does not reveal the halves
-
-
-def test_token_split_across_script_assignments_and_reversed() -> None:
-    token = SAMPLES["GitHub token"]
-    script = f'#!/bin/bash\nB="{token[12:]}"\nexport A={token[:12]}\nexport T="$A$B"\n'
-    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
-    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
-    assert any("A, B join at run time into a GitHub token" in m for m in messages), messages
-
-
-def test_split_base64_is_joined_then_decoded() -> None:
-    encoded = base64.b64encode(HF.encode()).decode()
-    found = find_split_secret([f"A='{encoded[:20]}'; B='{encoded[20:]}'", "unrelated text"])
-    assert found is not None and found[0] == "Hugging Face token (encoded)"
-
-
-def test_split_across_container_args() -> None:
-    job = rendered("l4").of_type(JOB)[0].inputs
-    args = job["template"]["template"]["containers"][0].setdefault("args", [])
-    args += [SAMPLES["Google API key"][:15], SAMPLES["Google API key"][15:]]
-    messages = violations(no_plaintext_secrets, JOB, job)
-    assert any("join into a Google API key" in m for m in messages)
+    messages = violations(no_plaintext_secrets, SERVICE, _with_env(encoded))
+    assert not any("Hugging Face token" in m for m in messages), messages
 
 
 @pytest.mark.parametrize("where", ["labels", "annotations"])
@@ -174,10 +106,8 @@ def test_project_values_do_not_trigger() -> None:
         "projects/my-project-123/secrets/hf-token/versions/latest",
         "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:1.2.0",
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
-        base64.b64encode(b"#!/bin/bash\necho hello world\n").decode(),
     ]
     assert [b for b in benign if find_secret(b)] == []
-    assert find_split_secret(benign) is None
 
 
 def test_shipped_stacks_stay_clean() -> None:
@@ -187,8 +117,10 @@ def test_shipped_stacks_stay_clean() -> None:
 
 
 def test_ignore_patterns_exempt_a_value() -> None:
-    props = _with_env(RANDOM_KEY)
-    assert violations(no_plaintext_secrets, SERVICE, props, {"ignorePatterns": [RANDOM_KEY]}) == []
+    token = SAMPLES["GitHub token"]
+    props = _with_env(token)
+    assert violations(no_plaintext_secrets, SERVICE, props)
+    assert violations(no_plaintext_secrets, SERVICE, props, {"ignorePatterns": [token]}) == []
 
 
 @pytest.mark.parametrize("label", sorted(SAMPLES))
@@ -198,76 +130,6 @@ def test_redaction_masks_every_shape_of_the_same_catalogue(label: str) -> None:
     secret = SAMPLES[label]
     assert secret not in shown and secret[-12:] not in shown
     assert any(label == s.label for s in SHAPES)
-
-
-def test_token_joined_from_three_script_variables() -> None:
-    script = (
-        f"#!/bin/bash\nP1={HF[:8]}\nP2={HF[8:20]}\nP3={HF[20:]}\n"
-        'export HF_TOKEN="${P1}${P2}$P3"\nvllm serve m\n'
-    )
-    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
-    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
-    assert any("P1, P2, P3 join at run time into a Hugging Face token" in m for m in messages)
-
-
-def test_literal_prefix_and_one_variable() -> None:
-    script = f'#!/bin/bash\nREST={HF[3:]}\nexport T="hf_$REST"\n'
-    props = {"acceleratorType": "v6e-1", "metadata": {"startup-script": script}}
-    messages = violations(no_plaintext_secrets, TPU_VM, props, name="tpu")
-    assert any("REST join at run time into a Hugging Face token" in m for m in messages)
-
-
-def test_cloud_run_env_references_are_expanded() -> None:
-    props = _with_env(HF[:5], "A")
-    envs = container(props)["envs"]
-    envs.append({"name": "B", "value": HF[5:15]})
-    envs.append({"name": "C", "value": HF[15:]})
-    envs.append({"name": "JOINED", "value": "$(A)$(B)$(C)"})
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("Hugging Face token" in m and "join" in m for m in messages)
-
-
-def test_a_label_key_is_read() -> None:
-    props = service("l4")
-    props["annotations"] = {SAMPLES["GitHub token"]: "x"}
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("(key) contains a literal GitHub token" in m for m in messages)
-
-
-def test_decoys_cannot_push_a_split_token_out() -> None:
-    props = _with_env(HF[:3], "PART_A")
-    envs = container(props)["envs"]
-    envs += [{"name": f"D{i}", "value": f"decoy-{i:04d}-Zq9{i}"} for i in range(300)]
-    envs.append({"name": "PART_B", "value": HF[3:]})
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("two literal values join into a Hugging Face token" in m for m in messages)
-
-
-def test_more_fragments_than_can_be_paired_is_reported_not_half_checked() -> None:
-    props = service("l4")
-    envs = container(props)["envs"]
-    envs += [{"name": f"D{i}", "value": f"v{i}"} for i in range(1100)]
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("could not be ruled out" in m and "at most 1024" in m for m in messages)
-
-
-def test_token_split_across_three_env_values_joined_by_the_program() -> None:
-    props = _with_env(HF[:9], "PART_A")
-    container(props)["envs"] += [
-        {"name": "PART_B", "value": HF[9:21]},
-        {"name": "PART_C", "value": HF[21:]},
-    ]
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("join into a Hugging Face token" in m for m in messages), messages
-    assert all(HF[21:] not in m and HF[9:21] not in m for m in messages)
-
-
-@pytest.mark.parametrize("arg", [f"--model-suffix={HF[14:]}", f"--x={HF[14:]}"])
-def test_token_split_across_an_env_value_and_an_option_value(arg: str) -> None:
-    props = _with_env(HF[:14], "PART_A")
-    container(props).setdefault("args", []).append(arg)
-    messages = violations(no_plaintext_secrets, SERVICE, props)
-    assert any("join into a Hugging Face token" in m for m in messages), messages
 
 
 @pytest.mark.parametrize(
@@ -298,11 +160,6 @@ def test_a_password_in_a_url_is_found(url: str) -> None:
 )
 def test_urls_without_a_password_are_not_secrets(text: str) -> None:
     assert find_secret(text) is None
-
-
-@pytest.mark.parametrize("label", ["Hugging Face token", "GitHub token", "Google API key"])
-def test_a_reversed_token_is_found_by_its_shape(label: str) -> None:
-    assert find_secret(SAMPLES[label][::-1]) == f"{label} (reversed)"
 
 
 @pytest.mark.parametrize(
