@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pulumi_policy import StackValidationPolicy
+from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 
 from policies.registry import ALL
 from tests.policies._fixtures import stack_violations, violations
@@ -31,8 +31,10 @@ def verdicts(found: list[Resource]) -> dict[str, list[str]]:
     for policy in ALL:
         if isinstance(policy, StackValidationPolicy):
             messages = [m for ms in stack_violations(policy, found).values() for m in ms]
-        else:
+        elif isinstance(policy, ResourceValidationPolicy):
             messages = [m for t, p, n in found for m in violations(policy, t, p, name=n)]
+        else:
+            raise AssertionError(f"a policy of neither kind: {policy.name}")
         if messages:
             out[policy.name] = messages
     return out
