@@ -4,10 +4,11 @@ traceback from the middle of an import."""
 
 from __future__ import annotations
 
-# The C module under `signal` (built in): importing `signal` itself runs Python code, which
-# an interrupt could cut short before the handler below is in place.
-import _signal as signal  # type: ignore[import-not-found]  # typeshed has no stub
 import os
+
+# The public module (a few milliseconds: its enums) before the handler is in place; a Ctrl-C
+# within those first milliseconds is Python's own KeyboardInterrupt.
+import signal
 
 
 def _interrupted(signum: int, frame: object) -> None:
