@@ -37,7 +37,7 @@ from tests.mcp_server.conftest import (
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 MODEL = "google/gemma-4-12B-it-qat-w4a16-ct"
-TEST_DEADLINE_S = 3.0
+TEST_DEADLINE_S = 1.0
 """Every tool's deadline in the server the deadline tests call (``hostile["deadline_client"]``);
 the other tests call a server with the real deadlines (60 s and more), so that nothing they
 expect depends on finishing within these three seconds on a loaded machine."""
@@ -434,8 +434,8 @@ STOPPED = f"ran past its overall deadline of {TEST_DEADLINE_S:g} s and was stopp
 def test_no_tool_outlives_its_deadline(
     hostile: dict[str, Any], mode: dict[str, str], tool: str, arguments: dict[str, Any]
 ) -> None:
-    """The hostile server never ends its answer: the tool's own deadline (the test's three
-    seconds, as its error says, not a real one of 60 s and more) stops it."""
+    """The hostile server never ends its answer: the tool's own deadline (the test's one
+    second, as its error says, not a real one of 60 s and more) stops it."""
     MODE.update(mode)
     text, took = _timed_error(hostile["deadline_client"], tool, arguments)
     assert STOPPED in text
