@@ -23,12 +23,12 @@ mandatory policy is violated or the model does not fit, 2 bad input.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import jsonschema
 import yaml
 from pydantic import BaseModel, Field
 
@@ -281,52 +281,27 @@ def _policy_config(path: Path) -> dict[str, Any]:
     return data
 
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "string": (str,),
-    "array": (list,),
-    "object": (dict,),
-}
 _MAX_THRESHOLD = 2**53
 """Largest magnitude a threshold may have (the protocol carries numbers as doubles)."""
 
 
-def _type_problem(where: str, value: Any, spec: Mapping[str, Any]) -> str | None:
-    kind = spec.get("type")
-    if not isinstance(kind, str) or kind not in _JSON_TYPES:
-        return None
-    ok = isinstance(value, _JSON_TYPES[kind]) and not (
-        isinstance(value, bool) and kind != "boolean"
-    )
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        ok = True
-    if not ok:
-        shown = json.dumps(value)[:60]
-        return f"{where} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {shown}"
-    if kind in ("number", "integer"):
-        low, high = spec.get("minimum", -_MAX_THRESHOLD), spec.get("maximum", _MAX_THRESHOLD)
-        finite = not isinstance(value, float) or math.isfinite(value)
-        if not (finite and low <= value <= high):
-            shown = (
-                str(value)
-                if len(str(value)) <= 40
-                else f"{str(value)[:20]}... ({len(str(value))} digits)"
-            )
-            return f"{where} must be a finite {kind} from {low} to {high}, got {shown}"
-    if kind == "array":
-        items = spec.get("items") or {}
-        for index, item in enumerate(value):
-            problem = _type_problem(f"{where}[{index}]", item, items)
-            if problem:
-                return problem
-    if kind == "object" and isinstance(spec.get("additionalProperties"), Mapping):
-        for key, item in value.items():
-            problem = _type_problem(f"{where}.{key}", item, spec["additionalProperties"])
-            if problem:
-                return problem
-    return None
+def _bounded(spec: Any) -> Any:
+    """A policy's config schema with every number held to +-2**53 where it sets no bound."""
+    if not isinstance(spec, Mapping):
+        return spec
+    out = {k: _bounded(v) for k, v in spec.items()}
+    if spec.get("type") in ("number", "integer"):
+        out.setdefault("minimum", -_MAX_THRESHOLD)
+        out.setdefault("maximum", _MAX_THRESHOLD)
+    return out
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_non_finite(v) for v in value.values())
+    return isinstance(value, list) and any(_non_finite(v) for v in value)
 
 
 def threshold_problem(
@@ -335,15 +310,23 @@ def threshold_problem(
     """Why `thresholds` do not fit `policy`'s config schema (a misspelt name, with the closest
     one; a wrong type, with the expected one), or None. The Pulumi CLI validates a policy
     config file against the same schema before the pack runs."""
-    for key, value in thresholds.items():
+    for key in thresholds:
         if key not in properties:
             near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(properties)) or "none"
             return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
-        problem = _type_problem(f"{policy}.{key}", value, properties[key])
-        if problem:
-            return problem
+    if _non_finite(dict(thresholds)):
+        return f"{policy}: thresholds must be finite numbers (no NaN or Infinity)"
+    schema = {"type": "object", "properties": {k: _bounded(v) for k, v in properties.items()}}
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(dict(thresholds))
+    )
+    if error is not None:
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
+        )
+        return f"{policy}{where}: {error.message[:200]}"
     return None
 
 
