@@ -465,7 +465,16 @@ def test_preview_exits_0_and_shows_everything(
 def test_manifests_are_plain_data() -> None:
     """serving.render.gke renders JSON-able dicts with apiVersion, kind and metadata.name each."""
     settings = load_settings(stack_config("gke-tpu-v6e"))
-    found = gke.manifests(settings, bucket="b", gcp_service_account="a@p.iam.gserviceaccount.com")
+    found = gke.render_manifests(
+        settings,
+        bucket="b",
+        gcp_service_account="a@p.iam.gserviceaccount.com",
+        security_policy=None,
+        address_name=None,
+        certificate="gemma4-gateway",
+        ip="10.150.0.20",
+        adapter_service_account="adapter@p.iam.gserviceaccount.com",
+    ).all()
     assert json.loads(json.dumps(found)) == found
     kinds = [m["kind"] for m in found]
     for kind in ("InferencePool", "Gateway", "HTTPRoute", "HorizontalPodAutoscaler"):

@@ -913,11 +913,11 @@ def render_manifests(
     *,
     bucket: str,
     gcp_service_account: str,
-    security_policy: str | None = None,
-    address_name: str | None = None,
-    certificate: str = "gemma4-gateway",
-    ip: str = "10.0.0.2",
-    adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
+    security_policy: str | None,
+    address_name: str | None,
+    certificate: str,
+    ip: str,
+    adapter_service_account: str,
 ) -> GkeManifests:
     """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
     knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
@@ -954,27 +954,3 @@ def render_manifests(
         else None,
         endpoint=endpoint_config_map(settings, ip=ip),
     )
-
-
-def manifests(
-    settings: Settings,
-    *,
-    bucket: str,
-    gcp_service_account: str,
-    security_policy: str | None = None,
-    address_name: str | None = None,
-    certificate: str = "gemma4-gateway",
-    ip: str = "10.0.0.2",
-    adapter_service_account: str = "adapter@project.iam.gserviceaccount.com",
-) -> list[Manifest]:
-    """Every Kubernetes object of the stack that this package owns, in apply order."""
-    return render_manifests(
-        settings,
-        bucket=bucket,
-        gcp_service_account=gcp_service_account,
-        security_policy=security_policy,
-        address_name=address_name,
-        certificate=certificate,
-        ip=ip,
-        adapter_service_account=adapter_service_account,
-    ).all()
