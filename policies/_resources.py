@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from policies import _k8s
@@ -193,8 +193,6 @@ class VllmServer:
     image: str | None
     #: Where the arguments were found, for messages ("container 'vllm' args").
     where: str
-    #: Literal environment the command line sets (`env X=Y`, `docker run --env=X=Y`).
-    env: dict[str, str] = field(default_factory=dict)
     #: The checkpoint the served model resolves to (None: not one the stack produces; the
     #: `vllm-server-readable` policy refuses it).
     checkpoint: Checkpoint | None = None

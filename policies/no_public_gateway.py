@@ -198,7 +198,7 @@ def public_requirements(args: StackValidationArgs, internal: list[str]) -> list[
                     for c in items(get(workload, "spec", "template", "spec", "containers"))
                     for e in items(get(c, "env"))
                 )
-                if not (env_key or server.args.get("api-key") or "VLLM_API_KEY" in server.env):
+                if not (env_key or server.args.get("api-key")):
                     problems.append(
                         f"{workload.get('kind')} {get(workload, 'metadata', 'name')}: vLLM "
                         f"({server.where}) serves behind a public Gateway without an API key; "

@@ -93,11 +93,6 @@ def _command_line_problems(server: VllmServer) -> list[str]:
             f"{server.where} passes --api-key on vLLM's command line, where the key is part "
             f"of the resource and of the process list; {_FIX}"
         )
-    if KEY in server.env:
-        shown = "an empty value" if not server.env[KEY] else "a literal value"
-        problems.append(
-            f"{server.where} sets {KEY} to {shown} on the command line that starts vLLM; {_FIX}"
-        )
     return problems
 
 
