@@ -7,6 +7,7 @@ arguments."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -146,13 +147,21 @@ def domain_imports_outside(modules: dict[str, Path], root: Path = ROOT) -> list[
     return list(dict.fromkeys(found))
 
 
-MODULES = product_modules()
-GRAPH = import_graph(MODULES)
+@functools.cache
+def _modules() -> dict[str, Path]:
+    return product_modules()
+
+
+@functools.cache
+def _graph() -> dict[str, dict[str, int]]:
+    """Read once, by the first test that needs it (never at collection: every pytest worker
+    collects this module)."""
+    return import_graph(_modules())
 
 
 def test_the_page_names_every_room_once() -> None:
     table = allowed_imports()
-    rooms = {room(m, p) for m, p in MODULES.items()} - {"serving"}
+    rooms = {room(m, p) for m, p in _modules().items()} - {"serving"}
     assert set(table) == rooms
     for allowed in table.values():
         assert allowed - {"nothing"} <= rooms
@@ -162,43 +171,43 @@ def test_every_import_between_rooms_is_allowed_by_the_page() -> None:
     table = allowed_imports()
     table["serving"] = set()  # serving/__init__.py: a docstring
     wrong = []
-    for module, edges in GRAPH.items():
-        here = room(module, MODULES[module])
+    for module, edges in _graph().items():
+        here = room(module, _modules()[module])
         for target, line in edges.items():
-            there = room(target, MODULES[target])
+            there = room(target, _modules()[target])
             if there != here and there not in table[here]:
-                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {here} -> {there}")
+                wrong.append(f"{_modules()[module].relative_to(ROOT)}:{line}: {here} -> {there}")
     assert wrong == [], "imports the table of docs/architecture.md does not allow"
 
 
 def test_no_import_cycle_among_product_modules() -> None:
-    assert cycles(GRAPH) == []
+    assert cycles(_graph()) == []
 
 
 def test_only_the_command_line_layer_reads_the_command_line() -> None:
     """argparse (or another parser, or `sys.argv`) nowhere outside `gemma4/`, `scripts/`, a
     `cli.py` or a `__main__.py`, in any folder of the repository but the tests."""
-    assert python_files().keys() >= MODULES.keys()
+    assert python_files().keys() >= _modules().keys()
     assert [r for r in command_line_readers() if r != OTHER_PROGRAMS_PARSER] == []
 
 
 def test_the_domain_imports_no_outer_package_nor_pulumi() -> None:
     """`serving/` imports nothing of components, policies, gemma4, bench, mcp_server,
     healthchecks, and no `pulumi*` module, at module or function level."""
-    assert any(m.startswith("serving.") for m in MODULES)
-    assert domain_imports_outside(MODULES) == []
+    assert any(m.startswith("serving.") for m in _modules())
+    assert domain_imports_outside(_modules()) == []
 
 
 def test_no_room_imports_itself_through_others() -> None:
     """Rooms as nodes, the command-line layer one of them: neither the page's table nor the
     code's real imports between rooms hold a circle. The command-line layer sits on top: no
     room reaches back up into it."""
-    real = room_graph(GRAPH, MODULES)
+    real = room_graph(_graph(), _modules())
     assert "serving.sizing" in real["serving.config"]
     assert "serving.sizing" in real["serving.capacity"]
     assert "preview" in real["mcp_server"] and "preview" in real[COMMAND_LINE]
     assert "bench.results" in real["bench.load"] and "bench.results" in real["bench.reports"]
-    assert room_circles(GRAPH, MODULES) == []
+    assert room_circles(_graph(), _modules()) == []
     assert not any(COMMAND_LINE in rooms for rooms in allowed_imports().values())
 
 
@@ -303,7 +312,7 @@ def test_a_room_circle_in_the_table_is_found(tmp_path: Path) -> None:
     row = "| `endpoint` | nothing |"
     assert row in PAGE.read_text()
     page.write_text(PAGE.read_text().replace(row, "| `endpoint` | `healthchecks` |"))
-    assert room_circles(GRAPH, MODULES, page) == ["table: endpoint, healthchecks"]
+    assert room_circles(_graph(), _modules(), page) == ["table: endpoint, healthchecks"]
 
 
 @pytest.mark.parametrize(
