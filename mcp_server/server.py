@@ -14,6 +14,8 @@ from typing import IO, Annotated, Any, BinaryIO, TypeVar, cast
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -253,10 +255,12 @@ class BoundedLines:
 
 
 async def serve_stdio(server: FastMCP[Any], stdin: BoundedLines) -> None:
-    """``server`` on stdio, reading requests from the bounded ``stdin``."""
-    from mcp.server.stdio import stdio_server
-
-    lowlevel = server._mcp_server  # what FastMCP.run_stdio_async runs, with its own stdin
+    """``server``'s tools on stdio, reading requests from the bounded ``stdin``: a low-level
+    server (the SDK's public one) answers with FastMCP's public ``list_tools`` and
+    ``call_tool``, as ``FastMCP.run_stdio_async`` does with the process's unbounded stdin."""
+    lowlevel: Server[Any, Any] = Server(server.name, instructions=server.instructions)
+    lowlevel.list_tools()(server.list_tools)  # type: ignore[no-untyped-call]
+    lowlevel.call_tool(validate_input=False)(server.call_tool)
     # The SDK's own stdout wrapper would close the process's stdout when it is collected.
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
     try:
