@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field, ValidationError
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import _deployments as d
-from .google_apis import GoogleApiError
 from .models import (
     BenchCellResult,
     BenchComparison,
@@ -42,10 +41,10 @@ from .models import (
 from .tools import (
     BENCH_MARGIN_S,
     DEADLINES_S,
+    FAILURES,
     HEALTH_MARGIN_S,
     LIMITS,
     METRICS_MARGIN_S,
-    ToolFailure,
     Tools,
 )
 
@@ -162,6 +161,9 @@ EndpointIndex = Annotated[
 ]
 
 
+_TOLD: tuple[type[Exception], ...] = (*FAILURES, ToolError)
+"""The errors a tool answers with their own message (redacted, then cut)."""
+
 Deadline = float | Callable[[dict[str, Any]], float]
 """A tool's overall deadline in seconds: fixed, or computed from its arguments."""
 
@@ -190,9 +192,7 @@ def _safe(
                 f"{fn.__name__} ran past its overall deadline of {seconds:g} s and was stopped "
                 "(an endpoint or API that answers too slowly); nothing was changed"
             ) from None
-        except (ToolFailure, d.DeploymentError, GoogleApiError) as exc:
-            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
-        except ToolError as exc:
+        except _TOLD as exc:
             raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
             raise ToolError(d.redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from endpoint.limits import MAX_ECHO_CHARS
 
@@ -51,8 +51,6 @@ from .models import (
     ZoneOffer,
     ZonesResult,
 )
-
-T = TypeVar("T")
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -97,7 +95,18 @@ BENCH_MARGIN_S = 300.0
 
 
 class ToolFailure(Exception):
-    """A tool could not answer; the message says why."""
+    """A tool could not answer; the message says why. The server tells it, and the errors of
+    the modules the tools call (:data:`FAILURES`), as an MCP tool error."""
+
+
+FAILURES: tuple[type[Exception], ...] = (
+    ToolFailure,
+    d.DeploymentError,
+    GoogleApiError,
+    d.TpuApiError,
+    d.StoreError,
+)
+"""The errors whose message is the tool's answer (redacted, then cut)."""
 
 
 def _last_segment(name: str) -> str:
@@ -150,23 +159,9 @@ class Tools:
         self.deployments = deployments
         self.apis = apis
 
-    @staticmethod
-    def _ask(call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)``, a :class:`DeploymentError` told as a tool failure."""
-        try:
-            return call(*args)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
-
-    def _settings(self, stack: str) -> d.Settings:
-        return self._ask(self.deployments.settings, stack)
-
-    def _outputs(self, stack: str) -> dict[str, Any]:
-        return self._ask(self.deployments.outputs, stack)
-
     def _deployed(self, stack: str, key: str) -> str:
         """The name in the stack output ``key`` (a service or a cluster), last segment only."""
-        value = self._outputs(stack).get(key)
+        value = self.deployments.outputs(stack).get(key)
         if not isinstance(value, str) or not value:
             raise ToolFailure(
                 f"stack {stack!r} has no {key} output; has it been deployed? "
@@ -179,8 +174,8 @@ class Tools:
         problems = []
         for stack in self.deployments.stacks:
             try:
-                s = self._settings(stack)
-            except ToolFailure as exc:
+                s = self.deployments.settings(stack)
+            except d.DeploymentError as exc:
                 problems.append(str(exc))
                 continue
             endpoints: list[str] = []
@@ -216,8 +211,8 @@ class Tools:
         return StacksResult(stacks=stacks, problems=problems)
 
     def stack_endpoints(self, stack: str) -> StackEndpoints:
-        outputs = self._outputs(stack)
-        targets = self._ask(self.deployments.targets, stack)
+        outputs = self.deployments.outputs(stack)
+        targets = self.deployments.targets(stack)
         names = outputs.get("node_names")
         return StackEndpoints(
             stack=stack,
@@ -231,8 +226,8 @@ class Tools:
     # Status (Cloud Run Admin API, TPU API) ---------------------------------------------------
 
     async def status(self, stack: str) -> StatusResult:
-        settings = self._settings(stack)
-        project = self._ask(self.deployments.project, stack)
+        settings = self.deployments.settings(stack)
+        project = self.deployments.project(stack)
         platform = platform_of(settings)
         if platform == "gke":
             return StatusResult(
@@ -244,10 +239,7 @@ class Tools:
             )
         service = self._deployed(stack, "service_name")
         region = settings.region
-        try:
-            body = await self.apis.get_service(project, region, service)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        body = await self.apis.get_service(project, region, service)
         conditions = [
             Condition(
                 type=str(c.get("type", "")),
@@ -278,27 +270,24 @@ class Tools:
     async def _gke_status(self, stack: str, settings: d.Settings, project: str) -> GkeStatus:
         """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
         state, read from the cluster's Kubernetes API (read-only GETs)."""
-        outputs = self._outputs(stack)
+        outputs = self.deployments.outputs(stack)
         cluster_name = self._deployed(stack, "cluster_name")
         location = settings.region
-        try:
-            namespace = segment(
-                outputs.get("namespace") or settings.gke.namespace, "the namespace output"
-            )
-            base = f"/namespaces/{namespace}"
-            cluster = await self.apis.get_cluster(project, location, cluster_name)
-            deployment = await self.apis.kubernetes_get(
-                cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
-            )
-            hpa = await self.apis.kubernetes_get(
-                cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{d.GKE_VLLM_NAME}"
-            )
-            selector = ",".join(f"{k}={v}" for k, v in sorted(d.GKE_POOL_LABELS.items()))
-            pods = await self.apis.kubernetes_get(
-                cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
-            )
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        namespace = segment(
+            outputs.get("namespace") or settings.gke.namespace, "the namespace output"
+        )
+        base = f"/namespaces/{namespace}"
+        cluster = await self.apis.get_cluster(project, location, cluster_name)
+        deployment = await self.apis.kubernetes_get(
+            cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
+        )
+        hpa = await self.apis.kubernetes_get(
+            cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{d.GKE_VLLM_NAME}"
+        )
+        selector = ",".join(f"{k}={v}" for k, v in sorted(d.GKE_POOL_LABELS.items()))
+        pods = await self.apis.kubernetes_get(
+            cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
+        )
         spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
         hpa_spec, hpa_status = hpa.get("spec") or {}, hpa.get("status") or {}
         return GkeStatus(
@@ -323,25 +312,19 @@ class Tools:
             outputs = self.deployments.outputs(stack)
         except d.DeploymentError:
             outputs = {}
-        try:
-            # Ids from the stack outputs go into URLs that carry the token: checked first.
-            zone = segment(settings.tpu.zone, "zone")
-            ids = [
-                segment(qr_id, "a queued-resource id from the node_names output")
-                for qr_id in d.queued_resource_ids(stack, outputs, settings)
-            ]
-            segment(project, "project")
-            tokens = self.apis.token_source()
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        # Ids from the stack outputs go into URLs that carry the token: checked first.
+        zone = segment(settings.tpu.zone, "zone")
+        ids = [
+            segment(qr_id, "a queued-resource id from the node_names output")
+            for qr_id in d.queued_resource_ids(stack, outputs, settings)
+        ]
+        segment(project, "project")
+        tokens = self.apis.token_source()
         api = d.TpuApi(tokens, self.apis.urls.tpu, version)
         out = []
         try:
             for qr_id in ids:
-                try:
-                    body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
-                except d.TpuApiError as exc:
-                    raise ToolFailure(str(exc)) from None
+                body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
                 if body is None:
                     out.append(
                         QueuedResourceStatus(
@@ -372,7 +355,7 @@ class Tools:
     # Health, model, query, metrics (the endpoint) --------------------------------------------
 
     async def health(self, stack: str, deadline_seconds: float, progress: Progress) -> HealthResult:
-        targets = self._ask(self.deployments.targets, stack)
+        targets = self.deployments.targets(stack)
         started = time.monotonic()
         pending: set[asyncio.Future[None]] = set()
 
@@ -417,8 +400,8 @@ class Tools:
         )
 
     async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
-        settings = self._settings(stack)
-        target = self._ask(self.deployments.target, stack, endpoint_index)
+        settings = self.deployments.settings(stack)
+        target = self.deployments.target(stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
                 response = await d.request_capped(client, "GET", "/v1/models")
@@ -496,7 +479,7 @@ class Tools:
     ) -> QueryResult:
         if not prompt.strip():
             raise ToolFailure("prompt is empty")
-        target = self._ask(self.deployments.target, stack, endpoint_index)
+        target = self.deployments.target(stack, endpoint_index)
         async with d.make_client(target.url, auth=target.auth, timeout_s=180) as client:
             result = await d.check_chat(
                 client, target.served_model_name, prompt=prompt, max_tokens=max_tokens
@@ -539,7 +522,7 @@ class Tools:
     async def metrics(
         self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
     ) -> MetricsResult:
-        target = self._ask(self.deployments.target, stack, endpoint_index)
+        target = self.deployments.target(stack, endpoint_index)
         model = target.served_model_name
         async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
             before = await self._scrape(client, model)
@@ -594,20 +577,17 @@ class Tools:
         what_if_value: str | int | float | bool | list[str | int | float] | None,
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
     ) -> PlanResult:
-        settings = self._settings(stack)
-        try:
-            base = d.plan_report(stack, settings, requests_per_second)
-            if what_if_key is None:
-                if what_if_value is not None or what_if_also:
-                    raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
-                return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
-            if what_if_value is None:
-                raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
-            edits = {what_if_key: what_if_value, **(what_if_also or {})}
-            changed = d.what_if_settings(self.deployments, stack, edits)
-            after = d.plan_report(stack, changed, requests_per_second)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+        settings = self.deployments.settings(stack)
+        base = d.plan_report(stack, settings, requests_per_second)
+        if what_if_key is None:
+            if what_if_value is not None or what_if_also:
+                raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
+            return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
+        if what_if_value is None:
+            raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
+        edits = {what_if_key: what_if_value, **(what_if_also or {})}
+        changed = d.what_if_settings(self.deployments, stack, edits)
+        after = d.plan_report(stack, changed, requests_per_second)
         changes = {
             k: {"before": base.get(k), "after": v} for k, v in after.items() if base.get(k) != v
         }
@@ -629,10 +609,7 @@ class Tools:
         stacks = [self.deployments.check_stack(stack)] if stack else list(self.deployments.stacks)
         folders: list[tuple[str, Path, str | None]] = []
         for name in stacks:
-            try:
-                folders.append((name, self.deployments.results_dir(name), name))
-            except d.DeploymentError as exc:
-                raise ToolFailure(str(exc)) from None
+            folders.append((name, self.deployments.results_dir(name), name))
         for extra in self.deployments.runs_dirs:
             prefix = extra.relative_to(self.deployments.root).as_posix()
             if prefix not in self.deployments.stacks:
@@ -681,10 +658,7 @@ class Tools:
         path = folder / name
         if path.is_symlink() or not path.is_dir():
             raise ToolFailure(f"run {run_id!r} is not a run folder inside {prefix}")
-        try:
-            return d.load_run(path)
-        except d.StoreError as exc:
-            raise ToolFailure(str(exc)) from None
+        return d.load_run(path)
 
     def localize(self, text: str) -> str:
         """``text`` with this machine's absolute paths made relative (the project folder's
@@ -725,13 +699,13 @@ class Tools:
     # Cloud Logging --------------------------------------------------------------------------
 
     def log_filter(self, stack: str, hours: float) -> str:
-        settings = self._settings(stack)
+        settings = self.deployments.settings(stack)
         since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
         stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
         platform = platform_of(settings)
         if platform == "gke":
             cluster = self._deployed(stack, "cluster_name")
-            namespace = self._outputs(stack).get("namespace") or settings.gke.namespace
+            namespace = self.deployments.outputs(stack).get("namespace") or settings.gke.namespace
             # Cloud Logging's monitored resource for a GKE container (k8s_container).
             scope = (
                 'resource.type="k8s_container" AND '
@@ -739,7 +713,7 @@ class Tools:
                 f"resource.labels.namespace_name={json.dumps(str(namespace))}"
             )
         elif platform == "tpu":
-            outputs = self._outputs(stack)
+            outputs = self.deployments.outputs(stack)
             names = outputs.get("node_names")
             nodes = [_last_segment(str(n)) for n in names] if isinstance(names, list) else []
             if not nodes:
@@ -759,11 +733,8 @@ class Tools:
 
     async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
         log_filter = self.log_filter(stack, hours)
-        project = self._ask(self.deployments.project, stack)
-        try:
-            entries = await self.apis.list_log_entries(project, log_filter, limit)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        project = self.deployments.project(stack)
+        entries = await self.apis.list_log_entries(project, log_filter, limit)
         out = []
         cap = LIMITS["log_text_chars"]
         for entry in entries:
@@ -792,18 +763,15 @@ class Tools:
     # TPU zones ------------------------------------------------------------------------------
 
     async def tpu_zones(self, stack: str, progress: Progress) -> ZonesResult:
-        settings = self._settings(stack)
+        settings = self.deployments.settings(stack)
         if settings.profile.platform is not d.Platform.TPU:
             raise ToolFailure(
                 f"stack {stack!r} runs on {settings.profile.accelerator} "
                 f"({platform_of(settings)}), not a TPU; pick a TPU stack"
             )
         accelerator = settings.profile.accelerator
-        project = self._ask(self.deployments.project, stack)
-        try:
-            locations = await self.apis.list_locations(project)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        project = self.deployments.project(stack)
+        locations = await self.apis.list_locations(project)
         offers: list[ZoneOffer] = []
         errors: list[str] = []
         semaphore = asyncio.Semaphore(8)
@@ -859,8 +827,8 @@ class Tools:
         budget_seconds: float,
         progress: Progress,
     ) -> BenchCellResult:
-        settings = self._settings(stack)
-        target = self._ask(self.deployments.target, stack, 0)
+        settings = self.deployments.settings(stack)
+        target = self.deployments.target(stack, 0)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         # A fresh folder per call: two calls within a second never share a run.
         out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
@@ -938,7 +906,7 @@ class Tools:
         return BenchCellResult(run=run_id, cell=cell)
 
     async def preview(self, stack: str, progress: Progress) -> PreviewResult:
-        self._settings(stack)
+        self.deployments.settings(stack)
         try:
             from preview.build import build_preview  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
