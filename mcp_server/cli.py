@@ -10,11 +10,13 @@ from pathlib import Path
 
 import anyio
 
+from components.tpu_api import adc_token_source
 from gemma4.options import add_project_options
+from serving.capacity.plan import ROOT
 from serving.config.project import ProjectError, find_project_file, stack_names
 
 from . import _deployments as d
-from ._redaction import register_environment_secrets
+from ._redaction import redact, register_environment_secrets
 from .google_apis import ApiUrls, GoogleApis
 from .server import ACTIONS, MAX_STDIN_MESSAGE_BYTES, BoundedLines, build_server, serve_stdio
 from .tools import Tools
@@ -126,13 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             found = find_project_file()
         except ProjectError as exc:
-            print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
+            print(f"gemma4 mcp: error: {redact(str(exc))}", file=sys.stderr)
             return EXIT_USAGE
-        args.project_dir = d.ROOT if found is None else found.parent
+        args.project_dir = ROOT if found is None else found.parent
         if found is None:
             print(
                 f"gemma4 mcp: no Pulumi project here or above; using the installed project "
-                f"{d.ROOT} (pass --project-dir DIR)",
+                f"{ROOT} (pass --project-dir DIR)",
                 file=sys.stderr,
             )
     names = stack_names(Path(args.project_dir))
@@ -157,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         )
     except d.DeploymentError as exc:
-        print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
+        print(f"gemma4 mcp: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     if not deployments.stacks:
         print(
@@ -165,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    apis = GoogleApis(d.adc_token_source, urls)
+    apis = GoogleApis(adc_token_source, urls)
     deployments.set_token_source(lambda: apis.token_source()())
     server = build_server(
         Tools(deployments, apis),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
-from . import _deployments as d
+from ._redaction import redact, redact_cut
 from .models import (
     BenchCellResult,
     BenchComparison,
@@ -148,7 +148,7 @@ class _WordedServer(FastMCP[Any]):
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(
-                    d.redact_cut(
+                    redact_cut(
                         f"{name}: bad arguments: {validation_words(exc.__cause__)}",
                         MAX_ERROR_CHARS,
                     )
@@ -193,11 +193,11 @@ def _safe(
                 "(an endpoint or API that answers too slowly); nothing was changed"
             ) from None
         except _TOLD as exc:
-            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
+            raise ToolError(redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
-            raise ToolError(d.redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None
+            raise ToolError(redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None
         return type(result).model_validate(
-            _bounded_result(_walk(localize, d.redact(result.model_dump(mode="json"))))
+            _bounded_result(_walk(localize, redact(result.model_dump(mode="json"))))
         )
 
     wrapper.__signature__ = signature  # type: ignore[attr-defined]
@@ -207,7 +207,7 @@ def _safe(
 def _progress(ctx: Context[Any, Any, Any]) -> Callable[[float, float | None, str], Awaitable[None]]:
     async def send(progress: float, total: float | None, message: str) -> None:
         try:
-            await ctx.report_progress(progress, total, d.redact_cut(message, 500))
+            await ctx.report_progress(progress, total, redact_cut(message, 500))
         except Exception:  # a client that went away must not fail the tool
             return
 

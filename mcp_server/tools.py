@@ -16,9 +16,32 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from bench.reports.compare import compare_runs
+from bench.results.store import RunData, StoreError, load_run
+from components.tpu_api import TpuApi, TpuApiError
+from components.tpu_queued_resource import api_version
+from endpoint.auth import AuthError
+from endpoint.client import make_client, request_capped
 from endpoint.limits import MAX_ECHO_CHARS
+from endpoint.metrics import (
+    MetricsParseError,
+    MetricsSnapshot,
+    fetch_metrics,
+    spec_decode_acceptance,
+)
+from healthchecks.checks import Backoff, check_chat
+from healthchecks.runner import run_health_checks
+from serving.capacity.plan import report as plan_report
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings
+from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
+from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
+from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
+from serving.render.vllm import parse_args as parse_vllm_args
 
 from . import _deployments as d
+from ._redaction import redact_cut, redact_text
 from .google_apis import GoogleApiError, GoogleApis, segment
 from .models import (
     BenchCellResult,
@@ -103,8 +126,8 @@ FAILURES: tuple[type[Exception], ...] = (
     ToolFailure,
     d.DeploymentError,
     GoogleApiError,
-    d.TpuApiError,
-    d.StoreError,
+    TpuApiError,
+    StoreError,
 )
 """The errors whose message is the tool's answer (redacted, then cut)."""
 
@@ -113,7 +136,7 @@ def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def platform_of(settings: d.Settings) -> str:
+def platform_of(settings: Settings) -> str:
     """Where a stack runs, as every tool names it: ``cloud-run``, ``tpu`` (a TPU VM) or
     ``gke``; from the stack's ``platform`` key (its hardware's own platform by default), never
     from its accelerator alone (``gke-tpu-v6e`` is a GKE stack with TPU nodes)."""
@@ -121,7 +144,7 @@ def platform_of(settings: d.Settings) -> str:
     return {"cloud-run": "cloud-run", "tpu-vm": "tpu", "gke": "gke"}[platform]
 
 
-def location_of(settings: d.Settings) -> str | None:
+def location_of(settings: Settings) -> str | None:
     """The Cloud Run region, the TPU VM's zone, or the GKE cluster's region."""
     if platform_of(settings) == "tpu":
         return settings.tpu.zone
@@ -267,7 +290,7 @@ class Tools:
             ),
         )
 
-    async def _gke_status(self, stack: str, settings: d.Settings, project: str) -> GkeStatus:
+    async def _gke_status(self, stack: str, settings: Settings, project: str) -> GkeStatus:
         """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
         state, read from the cluster's Kubernetes API (read-only GETs)."""
         outputs = self.deployments.outputs(stack)
@@ -279,12 +302,12 @@ class Tools:
         base = f"/namespaces/{namespace}"
         cluster = await self.apis.get_cluster(project, location, cluster_name)
         deployment = await self.apis.kubernetes_get(
-            cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
+            cluster, f"/apis/apps/v1{base}/deployments/{GKE_VLLM_NAME}"
         )
         hpa = await self.apis.kubernetes_get(
-            cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{d.GKE_VLLM_NAME}"
+            cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{GKE_VLLM_NAME}"
         )
-        selector = ",".join(f"{k}={v}" for k, v in sorted(d.GKE_POOL_LABELS.items()))
+        selector = ",".join(f"{k}={v}" for k, v in sorted(GKE_POOL_LABELS.items()))
         pods = await self.apis.kubernetes_get(
             cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
         )
@@ -305,9 +328,9 @@ class Tools:
         )
 
     async def _tpu_status(
-        self, stack: str, settings: d.Settings, project: str
+        self, stack: str, settings: Settings, project: str
     ) -> list[QueuedResourceStatus]:
-        version = d.tpu_api_version(settings)
+        version = api_version({"provisioning": settings.tpu.provisioning})
         try:
             outputs = self.deployments.outputs(stack)
         except d.DeploymentError:
@@ -320,7 +343,7 @@ class Tools:
         ]
         segment(project, "project")
         tokens = self.apis.token_source()
-        api = d.TpuApi(tokens, self.apis.urls.tpu, version)
+        api = TpuApi(tokens, self.apis.urls.tpu, version)
         out = []
         try:
             for qr_id in ids:
@@ -372,13 +395,13 @@ class Tools:
         for target in targets:
             await progress(time.monotonic() - started, deadline_seconds, f"checking {target.url}")
             reports.append(
-                await d.run_health_checks(
+                await run_health_checks(
                     target.url,
                     target.served_model_name,
                     auth=target.auth,
                     deadline_s=max(1.0, deadline_seconds - (time.monotonic() - started)),
                     request_timeout_s=min(120.0, deadline_seconds),
-                    backoff=d.Backoff(initial_s=1.0, max_s=10.0),
+                    backoff=Backoff(initial_s=1.0, max_s=10.0),
                     progress=on_line,
                 )
             )
@@ -402,17 +425,17 @@ class Tools:
     async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
         settings = self.deployments.settings(stack)
         target = self.deployments.target(stack, endpoint_index)
-        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+        async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
-                response = await d.request_capped(client, "GET", "/v1/models")
-            except d.AuthError as exc:
+                response = await request_capped(client, "GET", "/v1/models")
+            except AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
         if response.status != 200:
             raise ToolFailure(
                 f"{target.url}/v1/models answered HTTP {response.status}: "
-                f"{d.redact_cut(response.text, MAX_ECHO_CHARS)}"
+                f"{redact_cut(response.text, MAX_ECHO_CHARS)}"
             )
         try:
             cards = response.json()["data"]
@@ -428,7 +451,7 @@ class Tools:
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolFailure(f"/v1/models returned an unexpected body ({exc})") from None
         args, source = self._vllm_args(stack, settings)
-        quantization = d.parse_vllm_args(args).get("quantization")
+        quantization = parse_vllm_args(args).get("quantization")
         mine = next((m for m in served if m.id == target.served_model_name), None)
         return ModelDetails(
             stack=stack,
@@ -441,7 +464,7 @@ class Tools:
                 quantization=quantization,
                 dtype=settings.vllm.dtype,
                 kv_cache_dtype=settings.vllm.kv_cache_dtype,
-                speculative_config=d.speculative_config(settings, None),
+                speculative_config=speculative_config(settings, None),
                 vllm_args=args,
                 vllm_args_source=source,
             ),
@@ -452,7 +475,7 @@ class Tools:
             ),
         )
 
-    def _vllm_args(self, stack: str, settings: d.Settings) -> tuple[list[str], str]:
+    def _vllm_args(self, stack: str, settings: Settings) -> tuple[list[str], str]:
         """The deployed command line (the ``vllm_command_line`` output), else the arguments
         ``serving.render.vllm`` renders from the stack file."""
         try:
@@ -467,10 +490,10 @@ class Tools:
             if argv[:2] == ["vllm", "serve"]:
                 return argv[2:], "stack output vllm_command_line"
         cloud_run = platform_of(settings) == "cloud-run"
-        rendered = d.render(
+        rendered = render(
             settings,
             model_path=settings.model.model,
-            port=d.CLOUD_RUN_PORT if cloud_run else settings.network.serving_port,
+            port=CLOUD_RUN_PORT if cloud_run else settings.network.serving_port,
         )
         return list(rendered.args), "rendered from the stack file by serving.render.vllm"
 
@@ -480,8 +503,8 @@ class Tools:
         if not prompt.strip():
             raise ToolFailure("prompt is empty")
         target = self.deployments.target(stack, endpoint_index)
-        async with d.make_client(target.url, auth=target.auth, timeout_s=180) as client:
-            result = await d.check_chat(
+        async with make_client(target.url, auth=target.auth, timeout_s=180) as client:
+            result = await check_chat(
                 client, target.served_model_name, prompt=prompt, max_tokens=max_tokens
             )
         if not result.ok:
@@ -509,12 +532,12 @@ class Tools:
             decode_tokens_per_s=decode,
         )
 
-    async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
+    async def _scrape(self, client: Any, model: str) -> MetricsSnapshot:
         try:
-            return await d.fetch_metrics(client, model_name=model)
-        except d.AuthError as exc:
+            return await fetch_metrics(client, model_name=model)
+        except AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-        except d.MetricsParseError as exc:
+        except MetricsParseError as exc:
             raise ToolFailure(f"malformed /metrics: {exc}") from None
         except Exception as exc:
             raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
@@ -524,7 +547,7 @@ class Tools:
     ) -> MetricsResult:
         target = self.deployments.target(stack, endpoint_index)
         model = target.served_model_name
-        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+        async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
             before = await self._scrape(client, model)
             t0 = time.monotonic()
             step = max(1.0, window_seconds / 10)
@@ -548,7 +571,7 @@ class Tools:
             delta("vllm:e2e_request_latency_seconds_count"),
             delta("vllm:e2e_request_latency_seconds_sum"),
         )
-        acceptance = d.spec_decode_acceptance(before, after)
+        acceptance = spec_decode_acceptance(before, after)
         return MetricsResult(
             stack=stack,
             url=target.url,
@@ -578,7 +601,7 @@ class Tools:
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
     ) -> PlanResult:
         settings = self.deployments.settings(stack)
-        base = d.plan_report(stack, settings, requests_per_second)
+        base = plan_report(stack, settings, requests_per_second)
         if what_if_key is None:
             if what_if_value is not None or what_if_also:
                 raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
@@ -587,7 +610,7 @@ class Tools:
             raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
         edits = {what_if_key: what_if_value, **(what_if_also or {})}
         changed = d.what_if_settings(self.deployments, stack, edits)
-        after = d.plan_report(stack, changed, requests_per_second)
+        after = plan_report(stack, changed, requests_per_second)
         changes = {
             k: {"before": base.get(k), "after": v} for k, v in after.items() if base.get(k) != v
         }
@@ -623,8 +646,8 @@ class Tools:
             paths = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
             for path in (p for p in paths if p.is_dir() and not p.is_symlink()):
                 try:
-                    run = d.load_run(path)
-                except d.StoreError as exc:
+                    run = load_run(path)
+                except StoreError as exc:
                     problems.append(str(exc))
                     continue
                 if must_be is not None and prefix != must_be and run.run.get("stack") != must_be:
@@ -646,7 +669,7 @@ class Tools:
         found.sort(key=lambda item: item[0], reverse=True)
         return BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
 
-    def _load_run_id(self, run_id: str) -> d.RunData:
+    def _load_run_id(self, run_id: str) -> RunData:
         prefix, _, name = run_id.rpartition("/")
         folders = {p: f for p, f, _ in self._run_folders(None)}
         if prefix not in folders or name in ("", ".", "..") or "\\" in name:
@@ -658,7 +681,7 @@ class Tools:
         path = folder / name
         if path.is_symlink() or not path.is_dir():
             raise ToolFailure(f"run {run_id!r} is not a run folder inside {prefix}")
-        return d.load_run(path)
+        return load_run(path)
 
     def localize(self, text: str) -> str:
         """``text`` with this machine's absolute paths made relative (the project folder's
@@ -684,7 +707,7 @@ class Tools:
 
     def bench_compare(self, baseline: str, other: str) -> BenchComparison:
         runs = [self._load_run_id(baseline), self._load_run_id(other)]
-        comparison = d.compare_runs(runs)
+        comparison = compare_runs(runs)
         data = comparison.as_dict()
         for entry, run_id in zip(data.get("runs") or [], (baseline, other), strict=False):
             if isinstance(entry, dict) and "path" in entry:
@@ -754,8 +777,8 @@ class Tools:
                             else {}
                         ),
                     },
-                    text=d.redact_cut(text, cap),
-                    truncated=len(d.redact_text(text)) > cap,
+                    text=redact_cut(text, cap),
+                    truncated=len(redact_text(text)) > cap,
                 )
             )
         return LogsResult(stack=stack, filter=log_filter, entries=out)
@@ -764,7 +787,7 @@ class Tools:
 
     async def tpu_zones(self, stack: str, progress: Progress) -> ZonesResult:
         settings = self.deployments.settings(stack)
-        if settings.profile.platform is not d.Platform.TPU:
+        if settings.profile.platform is not Platform.TPU:
             raise ToolFailure(
                 f"stack {stack!r} runs on {settings.profile.accelerator} "
                 f"({platform_of(settings)}), not a TPU; pick a TPU stack"
@@ -832,7 +855,7 @@ class Tools:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         # A fresh folder per call: two calls within a second never share a run.
         out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
-        options = d.SweepOptions(
+        options = SweepOptions(
             num_requests=max(4, 4 * concurrency),
             warmup=1,
             timeout_s=min(180.0, budget_seconds),
@@ -843,10 +866,10 @@ class Tools:
             progress=False,
             extra={"stack": stack, "speculative_method": settings.model.speculative_method},
         )
-        grid = d.Grid((concurrency,), (prompt_tokens,), (output_tokens,))
+        grid = Grid((concurrency,), (prompt_tokens,), (output_tokens,))
         started = time.monotonic()
         task = asyncio.create_task(
-            d.run_sweep_async(
+            run_sweep_async(
                 target.url,
                 target.served_model_name,
                 grid,
@@ -871,9 +894,9 @@ class Tools:
                 run = await task
             except asyncio.CancelledError:
                 raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
-            except d.AuthError as exc:
+            except AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-            except d.PreflightError as exc:
+            except PreflightError as exc:
                 raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(
@@ -892,7 +915,7 @@ class Tools:
         if status != "ok":
             problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"
             samples = [
-                d.redact_cut(
+                redact_cut(
                     f"{s.get('kind')}"
                     + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
                     + f": {s.get('error')}",
