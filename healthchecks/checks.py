@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
@@ -55,11 +55,8 @@ class CheckResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "ok": self.ok,
-            "detail": self.detail,
+            **asdict(self),
             "duration_s": round(self.duration_s, 4),
-            "data": self.data,
             "warnings": list(self.warnings),
         }
 

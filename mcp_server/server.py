@@ -522,7 +522,7 @@ def build_server(
         tpu_zones,
         _READ_ONLY,
         "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
-        "every location), with the project's quota where the API reports it.",
+        "every location); quota is not reported by the API, see quota_note.",
     )
 
     if "bench-cell" in actions:

@@ -66,7 +66,6 @@ from .models import (
     QueuedResourceStatus,
     ReplicaStatus,
     ServedModel,
-    SpecDecode,
     StackEndpoints,
     StacksResult,
     StackSummary,
@@ -586,7 +585,7 @@ class Tools:
             requests_finished=e2e_n,
             mean_ttft_s=ttft_sum / ttft_n if ttft_n and ttft_sum is not None else None,
             mean_e2e_s=e2e_sum / e2e_n if e2e_n and e2e_sum is not None else None,
-            spec_decode=SpecDecode(**acceptance.as_dict()) if acceptance else None,
+            spec_decode=acceptance,
             speculative_decoding_on=after.spec_decode is not None,
         )
 
@@ -831,7 +830,6 @@ class Tools:
             zones=offers,
             locations_checked=len(locations),
             errors=sorted(errors)[:20],
-            quota=None,
             quota_note=(
                 "The TPU API's acceleratorTypes.list reports which zones offer the type, not the "
                 "project's quota; check quota in the Cloud console (IAM & Admin > Quotas, "
