@@ -92,8 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SA",
         help="mint Cloud Run ID tokens by impersonating this service account",
     )
-    for api in ("run", "tpu", "logging", "secretmanager"):
-        parser.add_argument(f"--{api}-api-url", help=argparse.SUPPRESS)
+    for api in ("run", "tpu", "logging"):
+        parser.add_argument(
+            f"--{api}-api-url", default=getattr(ApiUrls, api), help=argparse.SUPPRESS
+        )
+    parser.add_argument(
+        "--secretmanager-api-url",
+        default="https://secretmanager.googleapis.com",
+        help=argparse.SUPPRESS,
+    )
     # Tests shorten every tool's deadline to this many seconds (the descriptions still state
     # the real ones).
     parser.add_argument("--tool-deadline-s", type=float, help=argparse.SUPPRESS)
@@ -118,12 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
     register_environment_secrets()
-    defaults = ApiUrls()
-    urls = ApiUrls(
-        run=args.run_api_url or defaults.run,
-        tpu=args.tpu_api_url or defaults.tpu,
-        logging=args.logging_api_url or defaults.logging,
-    )
+    urls = ApiUrls(run=args.run_api_url, tpu=args.tpu_api_url, logging=args.logging_api_url)
     if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml
         try:
             found = find_project_file()
@@ -154,8 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 auth=args.endpoint_auth,
                 api_key_env=args.api_key_env,
                 impersonate_service_account=args.impersonate_service_account,
-                secretmanager_url=args.secretmanager_api_url
-                or "https://secretmanager.googleapis.com",
+                secretmanager_url=args.secretmanager_api_url,
             ),
         )
     except d.DeploymentError as exc:

@@ -178,15 +178,10 @@ def _safe(
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> M:
-        if callable(deadline):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            seconds = deadline(dict(bound.arguments))
-        else:
-            seconds = deadline
+    async def wrapper(**kwargs: Any) -> M:  # FastMCP passes every argument, defaults included
+        seconds = deadline(kwargs) if callable(deadline) else deadline
         try:
-            result = await asyncio.wait_for(fn(*args, **kwargs), seconds)
+            result = await asyncio.wait_for(fn(**kwargs), seconds)
         except TimeoutError:
             raise ToolError(
                 f"{fn.__name__} ran past its overall deadline of {seconds:g} s and was stopped "
