@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from endpoint.metrics import SpecDecodeAcceptance
+from healthchecks.checks import CheckResult
 
 
 class StackSummary(BaseModel):
@@ -107,20 +108,12 @@ class StatusResult(BaseModel):
     gke: GkeStatus | None = None
 
 
-class CheckOutcome(BaseModel):
-    name: str
-    ok: bool
-    detail: str
-    duration_s: float
-    data: dict[str, Any]
-
-
 class EndpointHealth(BaseModel):
     url: str
     served_model_name: str
     auth: str
     ok: bool
-    checks: list[CheckOutcome]
+    checks: list[CheckResult]
 
 
 class HealthResult(BaseModel):

@@ -48,7 +48,6 @@ from .models import (
     BenchComparison,
     BenchRuns,
     BenchRunSummary,
-    CheckOutcome,
     CloudRunStatus,
     Condition,
     ConfiguredModel,
@@ -347,27 +346,17 @@ class Tools:
         try:
             for qr_id in ids:
                 body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
-                if body is None:
-                    out.append(
-                        QueuedResourceStatus(
-                            queued_resource=qr_id,
-                            zone=zone,
-                            found=False,
-                            state=None,
-                            state_initiator=None,
-                            detail="no such queued resource (not deployed, or deleted)",
-                        )
-                    )
-                    continue
-                state = body.get("state") or {}
+                state = (body or {}).get("state") or {}
                 out.append(
                     QueuedResourceStatus(
                         queued_resource=qr_id,
                         zone=zone,
-                        found=True,
+                        found=body is not None,
                         state=state.get("state"),
                         state_initiator=state.get("stateInitiator"),
-                        detail=_failure_detail(state),
+                        detail=_failure_detail(state)
+                        if body is not None
+                        else "no such queued resource (not deployed, or deleted)",
                     )
                 )
         finally:
@@ -415,7 +404,7 @@ class Tools:
                     served_model_name=r.served_model_name,
                     auth=r.auth,
                     ok=r.ok,
-                    checks=[CheckOutcome(**c.as_dict()) for c in r.results],
+                    checks=list(r.results),
                 )
                 for r in reports
             ],
