@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -219,14 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(reports_to_json(reports) + "\n")
     else:
-        console = Console(highlight=False, width=max(100, _terminal_width()))
+        console = Console(highlight=False, width=max(100, shutil.get_terminal_size().columns))
         for report in reports:
             print_table(report, console)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
-
-
-def _terminal_width() -> int:
-    try:
-        return int(os.environ.get("COLUMNS", "0")) or shutil.get_terminal_size().columns
-    except ValueError:
-        return shutil.get_terminal_size().columns
