@@ -142,13 +142,6 @@ def platform_of(settings: Settings) -> str:
     return {"cloud-run": "cloud-run", "tpu-vm": "tpu", "gke": "gke"}[platform]
 
 
-def location_of(settings: Settings) -> str | None:
-    """The Cloud Run region, the TPU VM's zone, or the GKE cluster's region."""
-    if platform_of(settings) == "tpu":
-        return settings.tpu.zone
-    return settings.region
-
-
 _MCP_HINTS = (
     (
         "or pass --url and --model instead of -s",
@@ -216,7 +209,7 @@ class Tools:
                     hardware=s.hardware,
                     accelerator=s.profile.accelerator,
                     platform=platform_of(s),
-                    location=location_of(s),
+                    location=s.tpu.zone if platform_of(s) == "tpu" else s.region,
                     model=s.model.model,
                     served_model_name=s.model.served_name,
                     speculative_method=s.model.speculative_method,
