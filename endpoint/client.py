@@ -54,51 +54,37 @@ def make_client(
     )
 
 
-class _Decoder:
-    """gzip/deflate/identity decoding with bounded output per call."""
-
-    def __init__(self, encoding: str) -> None:
-        encoding = encoding.strip().lower()
-        if encoding in ("", "identity"):
-            self._z = None
-        elif encoding in ("gzip", "x-gzip"):
-            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            self._z = zlib.decompressobj()
-        else:
-            raise LimitExceeded(f"unsupported Content-Encoding {encoding[:40]!r}")
-
-    def feed(self, data: bytes, room: int) -> bytes:
-        """Decoded bytes of ``data``, at most ``room + 1`` of them (one more means too many)."""
-        if self._z is None:
-            return data[: room + 1]
-        try:
-            out = self._z.decompress(data, room + 1)
-        except zlib.error as exc:
-            raise LimitExceeded(f"a compressed body that does not decode: {exc}") from None
-        return out
+def _decompressor(encoding: str) -> zlib._Decompress | None:
+    """A zlib decompressor for a ``Content-Encoding`` (None: identity)."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise LimitExceeded(f"unsupported Content-Encoding {encoding[:40]!r}")
 
 
 async def read_capped(response: httpx.Response, max_bytes: int, *, what: str = "body") -> bytes:
-    """The body of a streamed ``response``, decoded, refusing more than ``max_bytes``."""
-    decoder = _Decoder(response.headers.get("content-encoding", ""))
-    parts: list[bytes] = []
-    size = 0
+    """The body of a streamed ``response``, decoded, refusing more than ``max_bytes``: zlib
+    gives at most one byte past the room left per call, so a small gzip bomb costs the cap."""
+    z = _decompressor(response.headers.get("content-encoding", ""))
+    body = bytearray()
     async for raw in response.aiter_raw():
-        piece = decoder.feed(raw, max_bytes - size)
-        size += len(piece)
-        if size > max_bytes:
+        pending = raw
+        while pending and len(body) <= max_bytes:
+            if z is None:
+                body += pending[: max_bytes - len(body) + 1]
+                break
+            try:
+                body += z.decompress(pending, max_bytes - len(body) + 1)
+            except zlib.error as exc:
+                raise LimitExceeded(f"a compressed body that does not decode: {exc}") from None
+            pending = z.unconsumed_tail
+        if len(body) > max_bytes:
             raise LimitExceeded(f"{what} is larger than {max_bytes} bytes; refused")
-        parts.append(piece)
-        # zlib keeps unconsumed input when the output hit the limit: drain it.
-        z = decoder._z
-        while z is not None and z.unconsumed_tail:
-            piece = z.decompress(z.unconsumed_tail, max_bytes - size + 1)
-            size += len(piece)
-            if size > max_bytes:
-                raise LimitExceeded(f"{what} is larger than {max_bytes} bytes; refused")
-            parts.append(piece)
-    return b"".join(parts)
+    return bytes(body)
 
 
 @dataclass(frozen=True)

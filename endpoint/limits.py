@@ -6,16 +6,6 @@ unbounded allocation: a hostile or broken server cannot exhaust the client's mem
 
 from __future__ import annotations
 
-__all__ = [
-    "MAX_ECHO_CHARS",
-    "MAX_ERROR_BODY_BYTES",
-    "MAX_METRICS_BYTES",
-    "MAX_MODEL_IDS_SHOWN",
-    "MAX_PROMPT_TOKENS",
-    "MAX_RESPONSE_BYTES",
-    "MAX_SSE_LINE_BYTES",
-]
-
 MAX_RESPONSE_BYTES = 1 << 20
 """A JSON answer (``/v1/models``, ``/tokenize``, a non-streamed body), after decompression."""
 MAX_ERROR_BODY_BYTES = 64 << 10

@@ -5,7 +5,7 @@ summarise it, compute spec-decode acceptance. Values are summed over label sets 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
@@ -47,14 +47,7 @@ class SpecDecodeAcceptance:
     """accepted at position i / drafts."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "num_drafts": self.num_drafts,
-            "num_draft_tokens": self.num_draft_tokens,
-            "num_accepted_tokens": self.num_accepted_tokens,
-            "acceptance_rate": self.acceptance_rate,
-            "mean_acceptance_length": self.mean_acceptance_length,
-            "acceptance_by_position": list(self.acceptance_by_position),
-        }
+        return {**asdict(self), "acceptance_by_position": list(self.acceptance_by_position)}
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,8 @@ It replaces with ``[REDACTED]``:
   (``name=value``) or JSON string members (``"name": "value"``);
 - whatever the `no-plaintext-secrets` policy would find
   (:func:`endpoint.secret_shapes.secret_spans`): every credential shape of
-  :data:`endpoint.secret_shapes.SHAPES` (the one catalogue) with the token characters that
-  follow it, whole and by its prefix form (where the shape says so, only when it reads as a
-  token's random part: ``hf_transfer`` stays): JSON Web Tokens (Google ID tokens), Google API
-  keys (``AIza...``), OAuth access and refresh tokens and client secrets (``ya29.``, ``1//``,
-  ``GOCSPX-``), service-account key members, Hugging Face, GitHub (``ghp_``, ``gho_``, ``ghu_``,
-  ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ...,
-  ``xapp-``, webhooks), AWS access key ids (``AKIA``/``ASIA``...), Stripe live, ``sk-...``, npm
-  and PyPI keys, PEM and PGP blocks (``-----BEGIN ...-----`` to its ``-----END ...-----``, or to
-  the end of the text). A prefix form is the shape's start and a few characters, so a token cut
-  short is still recognised;
+  :data:`endpoint.secret_shapes.SHAPES` (the one catalogue: JWTs, Google, GitHub, Slack, AWS,
+  PEM blocks, ...), whole or by its prefix form, so a token cut short is still recognised;
 - the user-info part of URLs with a host (``http://user:pass@host`` becomes
   ``http://[REDACTED]@host``; ``image:v1@sha256:...`` is no URL user-info);
 - the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,

@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
@@ -33,7 +33,6 @@ ProgressCallback = Callable[[str], None]
 
 DEFAULT_PROMPT = "Reply with one short sentence: is the model working?"
 
-_TRANSPORT_ERRORS = TRANSPORT_ERRORS
 #: Speculative decoding accepting under this share of its draft tokens is warned about: a
 #: drafter that does not match the model (a matching MTP drafter accepts most of them).
 MIN_USEFUL_ACCEPTANCE = 0.05
@@ -56,11 +55,8 @@ class CheckResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "ok": self.ok,
-            "detail": self.detail,
+            **asdict(self),
             "duration_s": round(self.duration_s, 4),
-            "data": self.data,
             "warnings": list(self.warnings),
         }
 
@@ -79,11 +75,6 @@ class Backoff:
         while True:
             yield delay
             delay = min(self.max_s, delay * self.factor)
-
-
-def describe_transport_error(exc: BaseException, url: str | None = None) -> str:
-    """One line for a network-level failure: its kind, the error and what to check."""
-    return classify_connection_error(exc, url).message()
 
 
 def _echo(text: object) -> str:
@@ -168,7 +159,7 @@ async def check_ready(
             return _no_credentials(name, started, exc)
         except LimitExceeded as exc:
             return CheckResult(name, False, f"/health: {exc}", time.perf_counter() - started)
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             problem = classify_connection_error(exc, url)
             last = problem.detail
             # A name that does not resolve or a failed TLS handshake fail at once: no server
@@ -290,11 +281,11 @@ async def _get_ok(
         return _no_credentials(name, started, exc)
     except LimitExceeded as exc:
         return CheckResult(name, False, f"{path}: {exc}", time.perf_counter() - started)
-    except _TRANSPORT_ERRORS as exc:
+    except TRANSPORT_ERRORS as exc:
         return CheckResult(
             name,
             False,
-            describe_transport_error(exc, str(client.base_url)),
+            classify_connection_error(exc, str(client.base_url)).message(),
             time.perf_counter() - started,
         )
     if reply.status in (401, 403):
@@ -422,17 +413,17 @@ async def check_chat(
                             content.append(str(piece))
                         if choice.get("finish_reason"):
                             finish_reason = str(choice["finish_reason"])
-            except _TRANSPORT_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 return failed(
                     f"connection dropped mid-stream after {chunks} chunk(s): "
-                    f"{describe_transport_error(exc, str(client.base_url))}"
+                    f"{classify_connection_error(exc, str(client.base_url)).message()}"
                 )
     except AuthError as exc:
         return _no_credentials(name, started, exc)
     except LimitExceeded as exc:
         return failed(f"chat completion: {exc}")
-    except _TRANSPORT_ERRORS as exc:
-        return failed(describe_transport_error(exc, str(client.base_url)))
+    except TRANSPORT_ERRORS as exc:
+        return failed(classify_connection_error(exc, str(client.base_url)).message())
     latency = time.perf_counter() - started
     if not done:
         return failed(f"stream ended without data: [DONE] after {chunks} chunk(s)")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
-import os
 import shutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from endpoint.limits import READY_DEADLINE_S
 from endpoint.redact import redact
@@ -29,7 +32,6 @@ from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
 
 from .checks import Backoff
-from .report import print_table, reports_to_json
 from .runner import HealthReport, run_health_checks
 
 EXIT_OK = 0
@@ -38,23 +40,20 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-MAX_SECONDS = MAX_DEADLINE_S
-
-
 SMALLEST_SECONDS = 0.001
 """A millisecond: a positive deadline below it is no setting anyone means."""
 
 
 def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above zero, at most :data:`MAX_SECONDS`."""
+    """argparse type: a finite number of seconds above zero, at most :data:`MAX_DEADLINE_S`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < SMALLEST_SECONDS or value > MAX_SECONDS:
+    if not math.isfinite(value) or value < SMALLEST_SECONDS or value > MAX_DEADLINE_S:
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds at least {SMALLEST_SECONDS:g} and at most "
-            f"{MAX_SECONDS:g}, got {text!r}"
+            f"{MAX_DEADLINE_S:g}, got {text!r}"
         )
     return value
 
@@ -168,6 +167,39 @@ async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[Heal
     return reports
 
 
+def print_table(report: HealthReport, console: Console) -> None:
+    """One row per check: name, PASS/FAIL, time, detail."""
+    verdict = "[green]healthy[/green]" if report.ok else "[red]NOT healthy[/red]"
+    table = Table(
+        title=(
+            f"{escape(report.url)} ({escape(report.served_model_name)}, "
+            f"auth: {escape(report.auth)}): {verdict}"
+        ),
+        title_justify="left",
+        expand=False,
+    )
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("time", justify="right")
+    table.add_column("detail", overflow="fold")
+    for result in report.results:
+        if not result.ok:
+            mark = "[red]FAIL[/red]"
+        else:
+            mark = "[yellow]WARN[/yellow]" if result.warnings else "[green]PASS[/green]"
+        table.add_row(Text(result.name), mark, f"{result.duration_s:.2f} s", Text(result.detail))
+    console.print(table)
+
+
+def reports_to_json(reports: Sequence[HealthReport]) -> str:
+    """``{"ok": all passed, "targets": [report, ...]}`` as indented JSON."""
+    document: dict[str, Any] = {
+        "ok": bool(reports) and all(r.ok for r in reports),
+        "targets": [r.as_dict() for r in reports],
+    }
+    return json.dumps(document, indent=2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the checks, print the results; returns the exit status."""
     parser = build_parser()
@@ -186,14 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(reports_to_json(reports) + "\n")
     else:
-        console = Console(highlight=False, width=max(100, _terminal_width()))
+        console = Console(highlight=False, width=max(100, shutil.get_terminal_size().columns))
         for report in reports:
             print_table(report, console)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
-
-
-def _terminal_width() -> int:
-    try:
-        return int(os.environ.get("COLUMNS", "0")) or shutil.get_terminal_size().columns
-    except ValueError:
-        return shutil.get_terminal_size().columns

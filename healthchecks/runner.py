@@ -42,13 +42,10 @@ class HealthReport:
         """True only when every check passed."""
         return bool(self.results) and all(r.ok for r in self.results)
 
-    @property
-    def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(r for r in self.results if not r.ok)
-
     def failure_summary(self) -> str:
         """``name: detail`` for each failed check, joined by ``; ``."""
-        return redact("; ".join(f"{r.name}: {r.detail}" for r in self.failures), limit=4000)
+        failed = (f"{r.name}: {r.detail}" for r in self.results if not r.ok)
+        return redact("; ".join(failed), limit=4000)
 
     def as_dict(self) -> dict[str, Any]:
         return {

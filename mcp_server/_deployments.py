@@ -1,6 +1,5 @@
-"""The one place where the MCP server reaches into the project's other packages, so that a
-package moving changes this file only. :class:`Deployments` resolves a stack to its settings,
-its outputs and its endpoints with their credentials, as ``gemma4 health -s STACK`` does."""
+""":class:`Deployments` resolves a stack to its settings, its outputs and its endpoints with
+their credentials, as ``gemma4 health -s STACK`` does."""
 
 from __future__ import annotations
 
@@ -12,95 +11,25 @@ from typing import Any, Literal
 
 import yaml
 
-from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
-from bench.reports.compare import compare_runs
-from bench.results.store import RunData, StoreError, load_run
-from components.tpu_api import TpuApi, TpuApiError, adc_token_source
-from components.tpu_queued_resource import api_version
 from endpoint.auth import (
     ApiKeyAuth,
-    AuthError,
     AuthStrategy,
     GoogleIdTokenAuth,
     NoAuth,
     SecretManagerApiKeyAuth,
 )
-from endpoint.client import make_client, request_capped
-from endpoint.metrics import (
-    MetricsParseError,
-    MetricsSnapshot,
-    fetch_metrics,
-    spec_decode_acceptance,
-)
 from endpoint.targets import Target, TargetError, check_url, read_stack_outputs
-from healthchecks.checks import Backoff, CheckResult, check_chat
-from healthchecks.runner import HealthReport, run_health_checks
 from serving.capacity.plan import (
     ROOT,
     PlanError,
     load_stack_settings,
     raw_stack_settings,
-    report,
     stack_config,
     stack_names,
 )
-from serving.catalog.hardware import Platform
 from serving.config.checks import SettingsError
 from serving.config.inputs import JsonInputError, read_json
 from serving.config.settings import Settings, load_settings
-from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
-from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
-from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
-from serving.render.vllm import parse_args as parse_vllm_args
-
-from ._redaction import redact, redact_cut, redact_text
-
-__all__ = [
-    "CLOUD_RUN_PORT",
-    "GKE_POOL_LABELS",
-    "GKE_VLLM_NAME",
-    "ROOT",
-    "AuthError",
-    "Backoff",
-    "CheckResult",
-    "DeploymentError",
-    "Deployments",
-    "EndpointOptions",
-    "Grid",
-    "HealthReport",
-    "MetricsParseError",
-    "MetricsSnapshot",
-    "Platform",
-    "PreflightError",
-    "RunData",
-    "Settings",
-    "StoreError",
-    "SweepOptions",
-    "Target",
-    "TpuApi",
-    "TpuApiError",
-    "adc_token_source",
-    "check_chat",
-    "compare_runs",
-    "fetch_metrics",
-    "load_run",
-    "make_client",
-    "parse_vllm_args",
-    "plan_report",
-    "queued_resource_ids",
-    "redact",
-    "redact_cut",
-    "redact_text",
-    "render",
-    "request_capped",
-    "run_health_checks",
-    "run_sweep_async",
-    "spec_decode_acceptance",
-    "speculative_config",
-    "tpu_api_version",
-    "what_if_settings",
-]
-
 
 MAX_OUTPUTS_BYTES = 1 << 20
 """A saved ``pulumi stack output --json`` document (a few KiB)."""
@@ -307,17 +236,6 @@ def _inside(root: Path, folder: str) -> Path:
     return root / path
 
 
-def plan_report(
-    stack: str, settings: Settings, requests_per_second: float | None
-) -> dict[str, Any]:
-    """The capacity planner's figures for ``settings`` (``gemma4 plan --json``) at
-    ``requests_per_second`` offered to the whole endpoint (None: the stack's SLO rate)."""
-    try:
-        return report(stack, settings, requests_per_second)
-    except PlanError as exc:
-        raise DeploymentError(str(exc)) from None
-
-
 def what_if_settings(deployments: Deployments, stack: str, changes: dict[str, Any]) -> Settings:
     """The stack's settings with each config key of ``changes`` set to its value, validated by
     the settings themselves (an unknown key or a bad value gets their own message)."""
@@ -342,8 +260,3 @@ def queued_resource_ids(stack: str, outputs: dict[str, Any], settings: Settings)
     if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
         return [n.rstrip("/").rsplit("/", 1)[-1].removesuffix("-node") for n in names]
     return [f"gemma-{stack}-tpu-{i}" for i in range(settings.tpu.replicas)]
-
-
-def tpu_api_version(settings: Settings) -> str:
-    """The TPU API version the stack's queued resources are managed with."""
-    return api_version({"provisioning": settings.tpu.provisioning})

@@ -1,7 +1,7 @@
-"""The redaction step for everything the MCP server sends back: :func:`endpoint.redact.redact`
-plus the secrets of the server's own environment (a variable named like a secret, or whose
-value looks like a credential), since an agent reads every answer (docs/mcp.md, "Secrets and
-redaction"). Text is redacted whole before it is cut, so a secret across a cut never shows."""
+"""The redaction step for everything the MCP server sends back: :func:`endpoint.redact.redact`,
+with the secrets of the server's own environment (a variable named like a secret, or whose
+value looks like a credential) registered at start, since an agent reads every answer
+(docs/mcp.md, "Secrets and redaction")."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from endpoint.redact import MASK
 from endpoint.redact import redact as _shared_redact
 from endpoint.redact import register_secret as _shared_register
 
-REDACTED = MASK
-CUT_MARK = "…"
 _MIN_SECRET_LEN = 6
 _SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASS|(?<![A-Z])PW(?![A-Z])|CREDENTIAL|AUTH|PRIVATE|SESSION|COOKIE|"
@@ -71,19 +69,14 @@ def register_environment_secrets(environ: Mapping[str, str] | None = None) -> No
         _shared_register(value)
 
 
-def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every known and every recognisable secret replaced by ``[REDACTED]``."""
-    for secret in environment_secrets(environ):
-        text = text.replace(secret, REDACTED)
+def redact_text(text: str) -> str:
+    """``text`` with every registered and every recognisable secret replaced by ``[REDACTED]``."""
     return _shared_redact(text, limit=None)
 
 
 def redact_cut(text: object, limit: int) -> str:
     """``text`` redacted whole, then cut to ``limit`` characters (ending ``…`` when cut)."""
-    redacted = redact_text(text if isinstance(text, str) else str(text))
-    if len(redacted) <= limit:
-        return redacted
-    return redacted[: max(0, limit - len(CUT_MARK))] + CUT_MARK
+    return _shared_redact(text, limit=limit)
 
 
 def redact(value: Any) -> Any:
@@ -97,7 +90,7 @@ def redact(value: Any) -> Any:
         out = []
         after_option = False
         for item in value:
-            out.append(REDACTED if after_option and isinstance(item, str) else redact(item))
+            out.append(MASK if after_option and isinstance(item, str) else redact(item))
             after_option = isinstance(item, str) and bool(_SECRET_OPTION.fullmatch(item))
         return type(value)(out)
     return value

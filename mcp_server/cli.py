@@ -10,11 +10,13 @@ from pathlib import Path
 
 import anyio
 
+from components.tpu_api import adc_token_source
 from gemma4.options import add_project_options
+from serving.capacity.plan import ROOT
 from serving.config.project import ProjectError, find_project_file, stack_names
 
 from . import _deployments as d
-from ._redaction import register_environment_secrets
+from ._redaction import redact, register_environment_secrets
 from .google_apis import ApiUrls, GoogleApis
 from .server import ACTIONS, MAX_STDIN_MESSAGE_BYTES, BoundedLines, build_server, serve_stdio
 from .tools import Tools
@@ -90,8 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SA",
         help="mint Cloud Run ID tokens by impersonating this service account",
     )
-    for api in ("run", "tpu", "logging", "secretmanager"):
-        parser.add_argument(f"--{api}-api-url", help=argparse.SUPPRESS)
+    for api in ("run", "tpu", "logging"):
+        parser.add_argument(
+            f"--{api}-api-url", default=getattr(ApiUrls, api), help=argparse.SUPPRESS
+        )
+    parser.add_argument(
+        "--secretmanager-api-url",
+        default="https://secretmanager.googleapis.com",
+        help=argparse.SUPPRESS,
+    )
     # Tests shorten every tool's deadline to this many seconds (the descriptions still state
     # the real ones).
     parser.add_argument("--tool-deadline-s", type=float, help=argparse.SUPPRESS)
@@ -116,23 +125,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
     register_environment_secrets()
-    defaults = ApiUrls()
-    urls = ApiUrls(
-        run=args.run_api_url or defaults.run,
-        tpu=args.tpu_api_url or defaults.tpu,
-        logging=args.logging_api_url or defaults.logging,
-    )
+    urls = ApiUrls(run=args.run_api_url, tpu=args.tpu_api_url, logging=args.logging_api_url)
     if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml
         try:
             found = find_project_file()
         except ProjectError as exc:
-            print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
+            print(f"gemma4 mcp: error: {redact(str(exc))}", file=sys.stderr)
             return EXIT_USAGE
-        args.project_dir = d.ROOT if found is None else found.parent
+        args.project_dir = ROOT if found is None else found.parent
         if found is None:
             print(
                 f"gemma4 mcp: no Pulumi project here or above; using the installed project "
-                f"{d.ROOT} (pass --project-dir DIR)",
+                f"{ROOT} (pass --project-dir DIR)",
                 file=sys.stderr,
             )
     names = stack_names(Path(args.project_dir))
@@ -152,12 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 auth=args.endpoint_auth,
                 api_key_env=args.api_key_env,
                 impersonate_service_account=args.impersonate_service_account,
-                secretmanager_url=args.secretmanager_api_url
-                or "https://secretmanager.googleapis.com",
+                secretmanager_url=args.secretmanager_api_url,
             ),
         )
     except d.DeploymentError as exc:
-        print(f"gemma4 mcp: error: {d.redact(str(exc))}", file=sys.stderr)
+        print(f"gemma4 mcp: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     if not deployments.stacks:
         print(
@@ -165,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    apis = GoogleApis(d.adc_token_source, urls)
+    apis = GoogleApis(adc_token_source, urls)
     deployments.set_token_source(lambda: apis.token_source()())
     server = build_server(
         Tools(deployments, apis),

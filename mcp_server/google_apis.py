@@ -200,15 +200,9 @@ class GoogleApis:
 
     async def get_service(self, project: str, region: str, service: str) -> dict[str, Any]:
         """``run.projects.locations.services.get``."""
-        name = "/".join(
-            (
-                "projects",
-                segment(project, "project"),
-                "locations",
-                segment(region, "region"),
-                "services",
-                segment(service, "Cloud Run service"),
-            )
+        name = (
+            f"projects/{segment(project, 'project')}/locations/{segment(region, 'region')}"
+            f"/services/{segment(service, 'Cloud Run service')}"
         )
         return await self.call(
             "Cloud Run Admin API",
@@ -276,15 +270,9 @@ class GoogleApis:
 
     async def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any]:
         """``container.projects.locations.clusters.get``."""
-        name = "/".join(
-            (
-                "projects",
-                segment(project, "project"),
-                "locations",
-                segment(location, "location"),
-                "clusters",
-                segment(cluster, "GKE cluster"),
-            )
+        name = (
+            f"projects/{segment(project, 'project')}/locations/{segment(location, 'location')}"
+            f"/clusters/{segment(cluster, 'GKE cluster')}"
         )
         return await self.call(
             "Kubernetes Engine API",

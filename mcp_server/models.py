@@ -6,6 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from endpoint.metrics import SpecDecodeAcceptance
+from healthchecks.checks import CheckResult
+
 
 class StackSummary(BaseModel):
     stack: str
@@ -105,20 +108,12 @@ class StatusResult(BaseModel):
     gke: GkeStatus | None = None
 
 
-class CheckOutcome(BaseModel):
-    name: str
-    ok: bool
-    detail: str
-    duration_s: float
-    data: dict[str, Any]
-
-
 class EndpointHealth(BaseModel):
     url: str
     served_model_name: str
     auth: str
     ok: bool
-    checks: list[CheckOutcome]
+    checks: list[CheckResult]
 
 
 class HealthResult(BaseModel):
@@ -172,15 +167,6 @@ class QueryResult(BaseModel):
     )
 
 
-class SpecDecode(BaseModel):
-    num_drafts: float
-    num_draft_tokens: float
-    num_accepted_tokens: float
-    acceptance_rate: float
-    mean_acceptance_length: float
-    acceptance_by_position: list[float]
-
-
 class MetricsResult(BaseModel):
     stack: str
     url: str
@@ -195,7 +181,7 @@ class MetricsResult(BaseModel):
     requests_finished: float | None
     mean_ttft_s: float | None = Field(description="Mean TTFT of requests in the window")
     mean_e2e_s: float | None
-    spec_decode: SpecDecode | None = Field(
+    spec_decode: SpecDecodeAcceptance | None = Field(
         description="Acceptance over the window (None: off, or no drafts in the window)"
     )
     speculative_decoding_on: bool
@@ -262,7 +248,6 @@ class ZonesResult(BaseModel):
     zones: list[ZoneOffer]
     locations_checked: int
     errors: list[str]
-    quota: dict[str, Any] | None = Field(description="Quota, where the API reports it")
     quota_note: str
 
 

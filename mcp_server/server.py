@@ -14,13 +14,14 @@ from typing import IO, Annotated, Any, BinaryIO, TypeVar, cast
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
-from . import _deployments as d
-from .google_apis import GoogleApiError
+from ._redaction import redact, redact_cut
 from .models import (
     BenchCellResult,
     BenchComparison,
@@ -40,10 +41,10 @@ from .models import (
 from .tools import (
     BENCH_MARGIN_S,
     DEADLINES_S,
+    FAILURES,
     HEALTH_MARGIN_S,
     LIMITS,
     METRICS_MARGIN_S,
-    ToolFailure,
     Tools,
 )
 
@@ -147,7 +148,7 @@ class _WordedServer(FastMCP[Any]):
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(
-                    d.redact_cut(
+                    redact_cut(
                         f"{name}: bad arguments: {validation_words(exc.__cause__)}",
                         MAX_ERROR_CHARS,
                     )
@@ -159,6 +160,9 @@ EndpointIndex = Annotated[
     int, Field(ge=0, le=15, description="Which endpoint of a multi-node stack (0 = first)")
 ]
 
+
+_TOLD: tuple[type[Exception], ...] = (*FAILURES, ToolError)
+"""The errors a tool answers with their own message (redacted, then cut)."""
 
 Deadline = float | Callable[[dict[str, Any]], float]
 """A tool's overall deadline in seconds: fixed, or computed from its arguments."""
@@ -174,28 +178,21 @@ def _safe(
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> M:
-        if callable(deadline):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            seconds = deadline(dict(bound.arguments))
-        else:
-            seconds = deadline
+    async def wrapper(**kwargs: Any) -> M:  # FastMCP passes every argument, defaults included
+        seconds = deadline(kwargs) if callable(deadline) else deadline
         try:
-            result = await asyncio.wait_for(fn(*args, **kwargs), seconds)
+            result = await asyncio.wait_for(fn(**kwargs), seconds)
         except TimeoutError:
             raise ToolError(
                 f"{fn.__name__} ran past its overall deadline of {seconds:g} s and was stopped "
                 "(an endpoint or API that answers too slowly); nothing was changed"
             ) from None
-        except (ToolFailure, d.DeploymentError, GoogleApiError) as exc:
-            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
-        except ToolError as exc:
-            raise ToolError(d.redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
+        except _TOLD as exc:
+            raise ToolError(redact_cut(localize(str(exc)), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # last resort: a clear error, never a traceback
-            raise ToolError(d.redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None
+            raise ToolError(redact_cut(localize(failure_words(exc)), MAX_ERROR_CHARS)) from None
         return type(result).model_validate(
-            _bounded_result(_walk(localize, d.redact(result.model_dump(mode="json"))))
+            _bounded_result(_walk(localize, redact(result.model_dump(mode="json"))))
         )
 
     wrapper.__signature__ = signature  # type: ignore[attr-defined]
@@ -205,7 +202,7 @@ def _safe(
 def _progress(ctx: Context[Any, Any, Any]) -> Callable[[float, float | None, str], Awaitable[None]]:
     async def send(progress: float, total: float | None, message: str) -> None:
         try:
-            await ctx.report_progress(progress, total, d.redact_cut(message, 500))
+            await ctx.report_progress(progress, total, redact_cut(message, 500))
         except Exception:  # a client that went away must not fail the tool
             return
 
@@ -253,10 +250,12 @@ class BoundedLines:
 
 
 async def serve_stdio(server: FastMCP[Any], stdin: BoundedLines) -> None:
-    """``server`` on stdio, reading requests from the bounded ``stdin``."""
-    from mcp.server.stdio import stdio_server
-
-    lowlevel = server._mcp_server  # what FastMCP.run_stdio_async runs, with its own stdin
+    """``server``'s tools on stdio, reading requests from the bounded ``stdin``: a low-level
+    server (the SDK's public one) answers with FastMCP's public ``list_tools`` and
+    ``call_tool``, as ``FastMCP.run_stdio_async`` does with the process's unbounded stdin."""
+    lowlevel: Server[Any, Any] = Server(server.name, instructions=server.instructions)
+    lowlevel.list_tools()(server.list_tools)  # type: ignore[no-untyped-call]
+    lowlevel.call_tool(validate_input=False)(server.call_tool)
     # The SDK's own stdout wrapper would close the process's stdout when it is collected.
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
     try:
@@ -293,62 +292,71 @@ def build_server(
         log_level="WARNING",
     )
 
-    def add(
-        fn: Callable[..., Any],
+    def tool(
         annotations: ToolAnnotations,
         description: str,
         deadline: Deadline | None = None,
         stated: str | None = None,
-    ) -> None:
-        deadline = DEADLINES_S[fn.__name__] if deadline is None else deadline
-        stated = stated or f"{deadline:g} s"
-        if deadline_cap_s is not None:
-            cap = deadline_cap_s
-            deadline = (
-                (lambda a, f=deadline: min(f(a), cap)) if callable(deadline) else min(deadline, cap)
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Registers the function it decorates as a tool (named like it)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            seconds = DEADLINES_S[fn.__name__] if deadline is None else deadline
+            told = stated or f"{seconds:g} s"
+            if deadline_cap_s is not None:
+                cap = deadline_cap_s
+                seconds = (
+                    (lambda a, f=seconds: min(f(a), cap))
+                    if callable(seconds)
+                    else min(seconds, cap)
+                )
+            server.add_tool(
+                _safe(fn, seconds, tools.localize),
+                name=fn.__name__,
+                description=f"{description} Overall deadline: {told}; past it the tool stops "
+                "and answers an error.",
+                annotations=annotations,
+                structured_output=True,
             )
-        server.add_tool(
-            _safe(fn, deadline, tools.localize),
-            name=fn.__name__,
-            description=f"{description} Overall deadline: {stated}; past it the tool stops "
-            "and answers an error.",
-            annotations=annotations,
-            structured_output=True,
-        )
+            return fn
 
-    async def list_stacks() -> StacksResult:
-        return await asyncio.to_thread(tools.list_stacks)
+        return register
 
-    add(
-        list_stacks,
+    @tool(
         _LOCAL_READ_ONLY,
         "List the stacks this server answers for: hardware, accelerator, platform (cloud-run, "
         "tpu or gke), location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
     )
+    async def list_stacks() -> StacksResult:
+        return await asyncio.to_thread(tools.list_stacks)
 
-    async def stack_endpoints(stack: Stack) -> StackEndpoints:
-        return await asyncio.to_thread(tools.stack_endpoints, stack)
-
-    add(
-        stack_endpoints,
+    @tool(
         _LOCAL_READ_ONLY,
         "A stack's endpoints, served model name, Cloud Run service or TPU node names and image, "
         "with how requests authenticate (never the credential).",
     )
+    async def stack_endpoints(stack: Stack) -> StackEndpoints:
+        return await asyncio.to_thread(tools.stack_endpoints, stack)
 
-    async def service_status(stack: Stack) -> StatusResult:
-        return await tools.status(stack)
-
-    add(
-        service_status,
+    @tool(
         _READ_ONLY,
         "Deployment status from Google: the Cloud Run service's conditions and latest ready "
         "revision (Cloud Run Admin API v2), each TPU queued resource's state (TPU API), or on "
         "GKE the vLLM replicas: desired, ready, the autoscaler's bounds and each Pod's state "
         "(Kubernetes Engine API and the cluster's Kubernetes API, GETs only).",
     )
+    async def service_status(stack: Stack) -> StatusResult:
+        return await tools.status(stack)
 
+    @tool(
+        _READ_ONLY,
+        "Is the model working? Runs the post-deploy health checks (readiness, /v1/models, a chat "
+        "completion, /metrics) on every endpoint of the stack; a structured verdict per check. "
+        "Waits for a cold start up to deadline_seconds, with progress notifications.",
+        lambda a: float(a["deadline_seconds"]) + HEALTH_MARGIN_S,
+        f"deadline_seconds + {HEALTH_MARGIN_S:g} s",
+    )
     async def health_check(
         stack: Stack,
         ctx: Context[Any, Any, Any],
@@ -361,26 +369,19 @@ def build_server(
     ) -> HealthResult:
         return await tools.health(stack, deadline_seconds, _progress(ctx))
 
-    add(
-        health_check,
-        _READ_ONLY,
-        "Is the model working? Runs the post-deploy health checks (readiness, /v1/models, a chat "
-        "completion, /metrics) on every endpoint of the stack; a structured verdict per check. "
-        "Waits for a cold start up to deadline_seconds, with progress notifications.",
-        lambda a: float(a["deadline_seconds"]) + HEALTH_MARGIN_S,
-        f"deadline_seconds + {HEALTH_MARGIN_S:g} s",
-    )
-
-    async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> ModelDetails:
-        return await tools.model_details(stack, endpoint_index)
-
-    add(
-        model_details,
+    @tool(
         _READ_ONLY,
         "The served models (/v1/models, with max_model_len) beside the stack's configuration as "
         "rendered for vLLM: max context, quantization, KV cache dtype, speculative config.",
     )
+    async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> ModelDetails:
+        return await tools.model_details(stack, endpoint_index)
 
+    @tool(
+        _READ_ONLY,
+        "Send one streamed chat completion to the stack's model; returns the answer (first 200 "
+        "characters), time to first token, latency, tokens/s and token counts.",
+    )
     async def query_model(
         stack: Stack,
         prompt: Annotated[
@@ -394,13 +395,14 @@ def build_server(
     ) -> QueryResult:
         return await tools.query(stack, prompt, max_tokens, endpoint_index)
 
-    add(
-        query_model,
+    @tool(
         _READ_ONLY,
-        "Send one streamed chat completion to the stack's model; returns the answer (first 200 "
-        "characters), time to first token, latency, tokens/s and token counts.",
+        "vLLM /metrics over a window: running and waiting requests, KV cache usage, token "
+        "deltas and rates, mean TTFT and latency of the window's requests, speculative-decoding "
+        "acceptance (rate, mean length, per position).",
+        lambda a: float(a["window_seconds"]) + METRICS_MARGIN_S,
+        f"window_seconds + {METRICS_MARGIN_S:g} s",
     )
-
     async def metrics_summary(
         stack: Stack,
         ctx: Context[Any, Any, Any],
@@ -412,16 +414,13 @@ def build_server(
     ) -> MetricsResult:
         return await tools.metrics(stack, window_seconds, endpoint_index, _progress(ctx))
 
-    add(
-        metrics_summary,
-        _READ_ONLY,
-        "vLLM /metrics over a window: running and waiting requests, KV cache usage, token "
-        "deltas and rates, mean TTFT and latency of the window's requests, speculative-decoding "
-        "acceptance (rate, mean length, per position).",
-        lambda a: float(a["window_seconds"]) + METRICS_MARGIN_S,
-        f"window_seconds + {METRICS_MARGIN_S:g} s",
+    @tool(
+        _LOCAL_READ_ONLY,
+        "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
+        "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
+        "what-if change of one config key (with what_if_also, several), with the figures that "
+        "change. Nothing is written.",
     )
-
     async def capacity_plan(
         stack: Stack,
         requests_per_second: Annotated[
@@ -459,15 +458,11 @@ def build_server(
             tools.plan, stack, requests_per_second, what_if_key, what_if_value, what_if_also
         )
 
-    add(
-        capacity_plan,
+    @tool(
         _LOCAL_READ_ONLY,
-        "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
-        "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
-        "what-if change of one config key (with what_if_also, several), with the figures that "
-        "change. Nothing is written.",
+        "Recent benchmark runs (newest first) from the stacks' results folders, with their "
+        "best request throughput.",
     )
-
     async def benchmark_runs(
         stack: Annotated[
             str | None, Field(max_length=MAX_NAME_CHARS, description="Only this stack's runs")
@@ -476,26 +471,23 @@ def build_server(
     ) -> BenchRuns:
         return await asyncio.to_thread(tools.bench_runs, stack, limit)
 
-    add(
-        benchmark_runs,
+    @tool(
         _LOCAL_READ_ONLY,
-        "Recent benchmark runs (newest first) from the stacks' results folders, with their "
-        "best request throughput.",
+        "Compare two benchmark runs cell by cell (throughput, p95 TTFT, ITL, latency, success, "
+        "cost per million requests, deltas in percent).",
     )
-
     async def compare_benchmarks(
         baseline: RunId,
         other: RunId,
     ) -> BenchComparison:
         return await asyncio.to_thread(tools.bench_compare, baseline, other)
 
-    add(
-        compare_benchmarks,
-        _LOCAL_READ_ONLY,
-        "Compare two benchmark runs cell by cell (throughput, p95 TTFT, ITL, latency, success, "
-        "cost per million requests, deltas in percent).",
+    @tool(
+        _READ_ONLY,
+        "Recent ERROR-or-worse log entries of the stack's Cloud Run service, TPU nodes or GKE "
+        "containers from Cloud Logging, newest first, bounded in count and size, secrets "
+        "redacted.",
     )
-
     async def error_logs(
         stack: Stack,
         hours: Annotated[float, Field(gt=0, le=LIMITS["log_hours"])] = 24,
@@ -503,26 +495,25 @@ def build_server(
     ) -> LogsResult:
         return await tools.error_logs(stack, hours, limit)
 
-    add(
-        error_logs,
+    @tool(
         _READ_ONLY,
-        "Recent ERROR-or-worse log entries of the stack's Cloud Run service, TPU nodes or GKE "
-        "containers from Cloud Logging, newest first, bounded in count and size, secrets "
-        "redacted.",
+        "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
+        "every location); quota is not reported by the API, see quota_note.",
     )
-
     async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> ZonesResult:
         return await tools.tpu_zones(stack, _progress(ctx))
 
-    add(
-        tpu_zones,
-        _READ_ONLY,
-        "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
-        "every location), with the project's quota where the API reports it.",
-    )
-
     if "bench-cell" in actions:
 
+        @tool(
+            ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True),
+            "ACTION (enabled with --enable-action bench-cell): sends a load of 4 x concurrency "
+            "requests to the stack's deployed endpoint (billed usage, may slow real users) for "
+            "at most budget_seconds, and writes a new run folder under the stack's benchmark "
+            "results directory. Changes no deployment.",
+            lambda a: float(a["budget_seconds"]) + BENCH_MARGIN_S,
+            f"budget_seconds + {BENCH_MARGIN_S:g} s",
+        )
         async def run_benchmark_cell(
             stack: Stack,
             ctx: Context[Any, Any, Any],
@@ -535,26 +526,14 @@ def build_server(
                 stack, concurrency, prompt_tokens, output_tokens, budget_seconds, _progress(ctx)
             )
 
-        add(
-            run_benchmark_cell,
-            ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True),
-            "ACTION (enabled with --enable-action bench-cell): sends a load of 4 x concurrency "
-            "requests to the stack's deployed endpoint (billed usage, may slow real users) for "
-            "at most budget_seconds, and writes a new run folder under the stack's benchmark "
-            "results directory. Changes no deployment.",
-            lambda a: float(a["budget_seconds"]) + BENCH_MARGIN_S,
-            f"budget_seconds + {BENCH_MARGIN_S:g} s",
-        )
-
     if "preview" in actions:
 
-        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> PreviewResult:
-            return await tools.preview(stack, _progress(ctx))
-
-        add(
-            start_preview,
+        @tool(
             ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False),
             "ACTION (enabled with --enable-action preview): runs the offline Pulumi preview of "
             "a stack (mocked cloud, nothing created) and returns the resources it would declare.",
         )
+        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> PreviewResult:
+            return await tools.preview(stack, _progress(ctx))
+
     return server

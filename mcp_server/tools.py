@@ -14,18 +14,40 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
+from bench.reports.compare import compare_runs
+from bench.results.store import RunData, StoreError, load_run
+from components.tpu_api import TpuApi, TpuApiError
+from components.tpu_queued_resource import api_version
+from endpoint.auth import AuthError
+from endpoint.client import make_client, request_capped
 from endpoint.limits import MAX_ECHO_CHARS
+from endpoint.metrics import (
+    MetricsParseError,
+    MetricsSnapshot,
+    fetch_metrics,
+    spec_decode_acceptance,
+)
+from healthchecks.checks import Backoff, check_chat
+from healthchecks.runner import run_health_checks
+from serving.capacity.plan import report as plan_report
+from serving.catalog.hardware import Platform
+from serving.config.settings import Settings
+from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
+from serving.render.gke import VLLM_NAME as GKE_VLLM_NAME
+from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
+from serving.render.vllm import parse_args as parse_vllm_args
 
 from . import _deployments as d
+from ._redaction import redact_cut, redact_text
 from .google_apis import GoogleApiError, GoogleApis, segment
 from .models import (
     BenchCellResult,
     BenchComparison,
     BenchRuns,
     BenchRunSummary,
-    CheckOutcome,
     CloudRunStatus,
     Condition,
     ConfiguredModel,
@@ -43,7 +65,6 @@ from .models import (
     QueuedResourceStatus,
     ReplicaStatus,
     ServedModel,
-    SpecDecode,
     StackEndpoints,
     StacksResult,
     StackSummary,
@@ -51,8 +72,6 @@ from .models import (
     ZoneOffer,
     ZonesResult,
 )
-
-T = TypeVar("T")
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -97,26 +116,30 @@ BENCH_MARGIN_S = 300.0
 
 
 class ToolFailure(Exception):
-    """A tool could not answer; the message says why."""
+    """A tool could not answer; the message says why. The server tells it, and the errors of
+    the modules the tools call (:data:`FAILURES`), as an MCP tool error."""
+
+
+FAILURES: tuple[type[Exception], ...] = (
+    ToolFailure,
+    d.DeploymentError,
+    GoogleApiError,
+    TpuApiError,
+    StoreError,
+)
+"""The errors whose message is the tool's answer (redacted, then cut)."""
 
 
 def _last_segment(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def platform_of(settings: d.Settings) -> str:
+def platform_of(settings: Settings) -> str:
     """Where a stack runs, as every tool names it: ``cloud-run``, ``tpu`` (a TPU VM) or
     ``gke``; from the stack's ``platform`` key (its hardware's own platform by default), never
     from its accelerator alone (``gke-tpu-v6e`` is a GKE stack with TPU nodes)."""
     platform = settings.deploy_platform
     return {"cloud-run": "cloud-run", "tpu-vm": "tpu", "gke": "gke"}[platform]
-
-
-def location_of(settings: d.Settings) -> str | None:
-    """The Cloud Run region, the TPU VM's zone, or the GKE cluster's region."""
-    if platform_of(settings) == "tpu":
-        return settings.tpu.zone
-    return settings.region
 
 
 _MCP_HINTS = (
@@ -150,23 +173,9 @@ class Tools:
         self.deployments = deployments
         self.apis = apis
 
-    @staticmethod
-    def _ask(call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)``, a :class:`DeploymentError` told as a tool failure."""
-        try:
-            return call(*args)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
-
-    def _settings(self, stack: str) -> d.Settings:
-        return self._ask(self.deployments.settings, stack)
-
-    def _outputs(self, stack: str) -> dict[str, Any]:
-        return self._ask(self.deployments.outputs, stack)
-
     def _deployed(self, stack: str, key: str) -> str:
         """The name in the stack output ``key`` (a service or a cluster), last segment only."""
-        value = self._outputs(stack).get(key)
+        value = self.deployments.outputs(stack).get(key)
         if not isinstance(value, str) or not value:
             raise ToolFailure(
                 f"stack {stack!r} has no {key} output; has it been deployed? "
@@ -179,8 +188,8 @@ class Tools:
         problems = []
         for stack in self.deployments.stacks:
             try:
-                s = self._settings(stack)
-            except ToolFailure as exc:
+                s = self.deployments.settings(stack)
+            except d.DeploymentError as exc:
                 problems.append(str(exc))
                 continue
             endpoints: list[str] = []
@@ -200,7 +209,7 @@ class Tools:
                     hardware=s.hardware,
                     accelerator=s.profile.accelerator,
                     platform=platform_of(s),
-                    location=location_of(s),
+                    location=s.tpu.zone if platform_of(s) == "tpu" else s.region,
                     model=s.model.model,
                     served_model_name=s.model.served_name,
                     speculative_method=s.model.speculative_method,
@@ -216,8 +225,8 @@ class Tools:
         return StacksResult(stacks=stacks, problems=problems)
 
     def stack_endpoints(self, stack: str) -> StackEndpoints:
-        outputs = self._outputs(stack)
-        targets = self._ask(self.deployments.targets, stack)
+        outputs = self.deployments.outputs(stack)
+        targets = self.deployments.targets(stack)
         names = outputs.get("node_names")
         return StackEndpoints(
             stack=stack,
@@ -231,8 +240,8 @@ class Tools:
     # Status (Cloud Run Admin API, TPU API) ---------------------------------------------------
 
     async def status(self, stack: str) -> StatusResult:
-        settings = self._settings(stack)
-        project = self._ask(self.deployments.project, stack)
+        settings = self.deployments.settings(stack)
+        project = self.deployments.project(stack)
         platform = platform_of(settings)
         if platform == "gke":
             return StatusResult(
@@ -244,10 +253,7 @@ class Tools:
             )
         service = self._deployed(stack, "service_name")
         region = settings.region
-        try:
-            body = await self.apis.get_service(project, region, service)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        body = await self.apis.get_service(project, region, service)
         conditions = [
             Condition(
                 type=str(c.get("type", "")),
@@ -275,30 +281,27 @@ class Tools:
             ),
         )
 
-    async def _gke_status(self, stack: str, settings: d.Settings, project: str) -> GkeStatus:
+    async def _gke_status(self, stack: str, settings: Settings, project: str) -> GkeStatus:
         """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
         state, read from the cluster's Kubernetes API (read-only GETs)."""
-        outputs = self._outputs(stack)
+        outputs = self.deployments.outputs(stack)
         cluster_name = self._deployed(stack, "cluster_name")
         location = settings.region
-        try:
-            namespace = segment(
-                outputs.get("namespace") or settings.gke.namespace, "the namespace output"
-            )
-            base = f"/namespaces/{namespace}"
-            cluster = await self.apis.get_cluster(project, location, cluster_name)
-            deployment = await self.apis.kubernetes_get(
-                cluster, f"/apis/apps/v1{base}/deployments/{d.GKE_VLLM_NAME}"
-            )
-            hpa = await self.apis.kubernetes_get(
-                cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{d.GKE_VLLM_NAME}"
-            )
-            selector = ",".join(f"{k}={v}" for k, v in sorted(d.GKE_POOL_LABELS.items()))
-            pods = await self.apis.kubernetes_get(
-                cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
-            )
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        namespace = segment(
+            outputs.get("namespace") or settings.gke.namespace, "the namespace output"
+        )
+        base = f"/namespaces/{namespace}"
+        cluster = await self.apis.get_cluster(project, location, cluster_name)
+        deployment = await self.apis.kubernetes_get(
+            cluster, f"/apis/apps/v1{base}/deployments/{GKE_VLLM_NAME}"
+        )
+        hpa = await self.apis.kubernetes_get(
+            cluster, f"/apis/autoscaling/v2{base}/horizontalpodautoscalers/{GKE_VLLM_NAME}"
+        )
+        selector = ",".join(f"{k}={v}" for k, v in sorted(GKE_POOL_LABELS.items()))
+        pods = await self.apis.kubernetes_get(
+            cluster, f"/api/v1{base}/pods", params={"labelSelector": selector, "limit": 100}
+        )
         spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
         hpa_spec, hpa_status = hpa.get("spec") or {}, hpa.get("status") or {}
         return GkeStatus(
@@ -316,53 +319,37 @@ class Tools:
         )
 
     async def _tpu_status(
-        self, stack: str, settings: d.Settings, project: str
+        self, stack: str, settings: Settings, project: str
     ) -> list[QueuedResourceStatus]:
-        version = d.tpu_api_version(settings)
+        version = api_version({"provisioning": settings.tpu.provisioning})
         try:
             outputs = self.deployments.outputs(stack)
         except d.DeploymentError:
             outputs = {}
-        try:
-            # Ids from the stack outputs go into URLs that carry the token: checked first.
-            zone = segment(settings.tpu.zone, "zone")
-            ids = [
-                segment(qr_id, "a queued-resource id from the node_names output")
-                for qr_id in d.queued_resource_ids(stack, outputs, settings)
-            ]
-            segment(project, "project")
-            tokens = self.apis.token_source()
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
-        api = d.TpuApi(tokens, self.apis.urls.tpu, version)
+        # Ids from the stack outputs go into URLs that carry the token: checked first.
+        zone = segment(settings.tpu.zone, "zone")
+        ids = [
+            segment(qr_id, "a queued-resource id from the node_names output")
+            for qr_id in d.queued_resource_ids(stack, outputs, settings)
+        ]
+        segment(project, "project")
+        tokens = self.apis.token_source()
+        api = TpuApi(tokens, self.apis.urls.tpu, version)
         out = []
         try:
             for qr_id in ids:
-                try:
-                    body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
-                except d.TpuApiError as exc:
-                    raise ToolFailure(str(exc)) from None
-                if body is None:
-                    out.append(
-                        QueuedResourceStatus(
-                            queued_resource=qr_id,
-                            zone=zone,
-                            found=False,
-                            state=None,
-                            state_initiator=None,
-                            detail="no such queued resource (not deployed, or deleted)",
-                        )
-                    )
-                    continue
-                state = body.get("state") or {}
+                body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
+                state = (body or {}).get("state") or {}
                 out.append(
                     QueuedResourceStatus(
                         queued_resource=qr_id,
                         zone=zone,
-                        found=True,
+                        found=body is not None,
                         state=state.get("state"),
                         state_initiator=state.get("stateInitiator"),
-                        detail=_failure_detail(state),
+                        detail=_failure_detail(state)
+                        if body is not None
+                        else "no such queued resource (not deployed, or deleted)",
                     )
                 )
         finally:
@@ -372,7 +359,7 @@ class Tools:
     # Health, model, query, metrics (the endpoint) --------------------------------------------
 
     async def health(self, stack: str, deadline_seconds: float, progress: Progress) -> HealthResult:
-        targets = self._ask(self.deployments.targets, stack)
+        targets = self.deployments.targets(stack)
         started = time.monotonic()
         pending: set[asyncio.Future[None]] = set()
 
@@ -389,13 +376,13 @@ class Tools:
         for target in targets:
             await progress(time.monotonic() - started, deadline_seconds, f"checking {target.url}")
             reports.append(
-                await d.run_health_checks(
+                await run_health_checks(
                     target.url,
                     target.served_model_name,
                     auth=target.auth,
                     deadline_s=max(1.0, deadline_seconds - (time.monotonic() - started)),
                     request_timeout_s=min(120.0, deadline_seconds),
-                    backoff=d.Backoff(initial_s=1.0, max_s=10.0),
+                    backoff=Backoff(initial_s=1.0, max_s=10.0),
                     progress=on_line,
                 )
             )
@@ -410,26 +397,26 @@ class Tools:
                     served_model_name=r.served_model_name,
                     auth=r.auth,
                     ok=r.ok,
-                    checks=[CheckOutcome(**c.as_dict()) for c in r.results],
+                    checks=list(r.results),
                 )
                 for r in reports
             ],
         )
 
     async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
-        settings = self._settings(stack)
-        target = self._ask(self.deployments.target, stack, endpoint_index)
-        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+        settings = self.deployments.settings(stack)
+        target = self.deployments.target(stack, endpoint_index)
+        async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
             try:
-                response = await d.request_capped(client, "GET", "/v1/models")
-            except d.AuthError as exc:
+                response = await request_capped(client, "GET", "/v1/models")
+            except AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
         if response.status != 200:
             raise ToolFailure(
                 f"{target.url}/v1/models answered HTTP {response.status}: "
-                f"{d.redact_cut(response.text, MAX_ECHO_CHARS)}"
+                f"{redact_cut(response.text, MAX_ECHO_CHARS)}"
             )
         try:
             cards = response.json()["data"]
@@ -445,7 +432,7 @@ class Tools:
         except (ValueError, KeyError, TypeError) as exc:
             raise ToolFailure(f"/v1/models returned an unexpected body ({exc})") from None
         args, source = self._vllm_args(stack, settings)
-        quantization = d.parse_vllm_args(args).get("quantization")
+        quantization = parse_vllm_args(args).get("quantization")
         mine = next((m for m in served if m.id == target.served_model_name), None)
         return ModelDetails(
             stack=stack,
@@ -458,7 +445,7 @@ class Tools:
                 quantization=quantization,
                 dtype=settings.vllm.dtype,
                 kv_cache_dtype=settings.vllm.kv_cache_dtype,
-                speculative_config=d.speculative_config(settings, None),
+                speculative_config=speculative_config(settings, None),
                 vllm_args=args,
                 vllm_args_source=source,
             ),
@@ -469,7 +456,7 @@ class Tools:
             ),
         )
 
-    def _vllm_args(self, stack: str, settings: d.Settings) -> tuple[list[str], str]:
+    def _vllm_args(self, stack: str, settings: Settings) -> tuple[list[str], str]:
         """The deployed command line (the ``vllm_command_line`` output), else the arguments
         ``serving.render.vllm`` renders from the stack file."""
         try:
@@ -484,10 +471,10 @@ class Tools:
             if argv[:2] == ["vllm", "serve"]:
                 return argv[2:], "stack output vllm_command_line"
         cloud_run = platform_of(settings) == "cloud-run"
-        rendered = d.render(
+        rendered = render(
             settings,
             model_path=settings.model.model,
-            port=d.CLOUD_RUN_PORT if cloud_run else settings.network.serving_port,
+            port=CLOUD_RUN_PORT if cloud_run else settings.network.serving_port,
         )
         return list(rendered.args), "rendered from the stack file by serving.render.vllm"
 
@@ -496,9 +483,9 @@ class Tools:
     ) -> QueryResult:
         if not prompt.strip():
             raise ToolFailure("prompt is empty")
-        target = self._ask(self.deployments.target, stack, endpoint_index)
-        async with d.make_client(target.url, auth=target.auth, timeout_s=180) as client:
-            result = await d.check_chat(
+        target = self.deployments.target(stack, endpoint_index)
+        async with make_client(target.url, auth=target.auth, timeout_s=180) as client:
+            result = await check_chat(
                 client, target.served_model_name, prompt=prompt, max_tokens=max_tokens
             )
         if not result.ok:
@@ -526,12 +513,12 @@ class Tools:
             decode_tokens_per_s=decode,
         )
 
-    async def _scrape(self, client: Any, model: str) -> d.MetricsSnapshot:
+    async def _scrape(self, client: Any, model: str) -> MetricsSnapshot:
         try:
-            return await d.fetch_metrics(client, model_name=model)
-        except d.AuthError as exc:
+            return await fetch_metrics(client, model_name=model)
+        except AuthError as exc:
             raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-        except d.MetricsParseError as exc:
+        except MetricsParseError as exc:
             raise ToolFailure(f"malformed /metrics: {exc}") from None
         except Exception as exc:
             raise ToolFailure(f"/metrics: {type(exc).__name__}: {exc}") from None
@@ -539,9 +526,9 @@ class Tools:
     async def metrics(
         self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
     ) -> MetricsResult:
-        target = self._ask(self.deployments.target, stack, endpoint_index)
+        target = self.deployments.target(stack, endpoint_index)
         model = target.served_model_name
-        async with d.make_client(target.url, auth=target.auth, timeout_s=30) as client:
+        async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
             before = await self._scrape(client, model)
             t0 = time.monotonic()
             step = max(1.0, window_seconds / 10)
@@ -565,7 +552,7 @@ class Tools:
             delta("vllm:e2e_request_latency_seconds_count"),
             delta("vllm:e2e_request_latency_seconds_sum"),
         )
-        acceptance = d.spec_decode_acceptance(before, after)
+        acceptance = spec_decode_acceptance(before, after)
         return MetricsResult(
             stack=stack,
             url=target.url,
@@ -580,7 +567,7 @@ class Tools:
             requests_finished=e2e_n,
             mean_ttft_s=ttft_sum / ttft_n if ttft_n and ttft_sum is not None else None,
             mean_e2e_s=e2e_sum / e2e_n if e2e_n and e2e_sum is not None else None,
-            spec_decode=SpecDecode(**acceptance.as_dict()) if acceptance else None,
+            spec_decode=acceptance,
             speculative_decoding_on=after.spec_decode is not None,
         )
 
@@ -594,20 +581,17 @@ class Tools:
         what_if_value: str | int | float | bool | list[str | int | float] | None,
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
     ) -> PlanResult:
-        settings = self._settings(stack)
-        try:
-            base = d.plan_report(stack, settings, requests_per_second)
-            if what_if_key is None:
-                if what_if_value is not None or what_if_also:
-                    raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
-                return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
-            if what_if_value is None:
-                raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
-            edits = {what_if_key: what_if_value, **(what_if_also or {})}
-            changed = d.what_if_settings(self.deployments, stack, edits)
-            after = d.plan_report(stack, changed, requests_per_second)
-        except d.DeploymentError as exc:
-            raise ToolFailure(str(exc)) from None
+        settings = self.deployments.settings(stack)
+        base = plan_report(stack, settings, requests_per_second)
+        if what_if_key is None:
+            if what_if_value is not None or what_if_also:
+                raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
+            return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
+        if what_if_value is None:
+            raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
+        edits = {what_if_key: what_if_value, **(what_if_also or {})}
+        changed = d.what_if_settings(self.deployments, stack, edits)
+        after = plan_report(stack, changed, requests_per_second)
         changes = {
             k: {"before": base.get(k), "after": v} for k, v in after.items() if base.get(k) != v
         }
@@ -629,10 +613,7 @@ class Tools:
         stacks = [self.deployments.check_stack(stack)] if stack else list(self.deployments.stacks)
         folders: list[tuple[str, Path, str | None]] = []
         for name in stacks:
-            try:
-                folders.append((name, self.deployments.results_dir(name), name))
-            except d.DeploymentError as exc:
-                raise ToolFailure(str(exc)) from None
+            folders.append((name, self.deployments.results_dir(name), name))
         for extra in self.deployments.runs_dirs:
             prefix = extra.relative_to(self.deployments.root).as_posix()
             if prefix not in self.deployments.stacks:
@@ -646,8 +627,8 @@ class Tools:
             paths = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
             for path in (p for p in paths if p.is_dir() and not p.is_symlink()):
                 try:
-                    run = d.load_run(path)
-                except d.StoreError as exc:
+                    run = load_run(path)
+                except StoreError as exc:
                     problems.append(str(exc))
                     continue
                 if must_be is not None and prefix != must_be and run.run.get("stack") != must_be:
@@ -669,7 +650,7 @@ class Tools:
         found.sort(key=lambda item: item[0], reverse=True)
         return BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
 
-    def _load_run_id(self, run_id: str) -> d.RunData:
+    def _load_run_id(self, run_id: str) -> RunData:
         prefix, _, name = run_id.rpartition("/")
         folders = {p: f for p, f, _ in self._run_folders(None)}
         if prefix not in folders or name in ("", ".", "..") or "\\" in name:
@@ -681,10 +662,7 @@ class Tools:
         path = folder / name
         if path.is_symlink() or not path.is_dir():
             raise ToolFailure(f"run {run_id!r} is not a run folder inside {prefix}")
-        try:
-            return d.load_run(path)
-        except d.StoreError as exc:
-            raise ToolFailure(str(exc)) from None
+        return load_run(path)
 
     def localize(self, text: str) -> str:
         """``text`` with this machine's absolute paths made relative (the project folder's
@@ -710,7 +688,7 @@ class Tools:
 
     def bench_compare(self, baseline: str, other: str) -> BenchComparison:
         runs = [self._load_run_id(baseline), self._load_run_id(other)]
-        comparison = d.compare_runs(runs)
+        comparison = compare_runs(runs)
         data = comparison.as_dict()
         for entry, run_id in zip(data.get("runs") or [], (baseline, other), strict=False):
             if isinstance(entry, dict) and "path" in entry:
@@ -725,13 +703,13 @@ class Tools:
     # Cloud Logging --------------------------------------------------------------------------
 
     def log_filter(self, stack: str, hours: float) -> str:
-        settings = self._settings(stack)
+        settings = self.deployments.settings(stack)
         since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
         stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
         platform = platform_of(settings)
         if platform == "gke":
             cluster = self._deployed(stack, "cluster_name")
-            namespace = self._outputs(stack).get("namespace") or settings.gke.namespace
+            namespace = self.deployments.outputs(stack).get("namespace") or settings.gke.namespace
             # Cloud Logging's monitored resource for a GKE container (k8s_container).
             scope = (
                 'resource.type="k8s_container" AND '
@@ -739,7 +717,7 @@ class Tools:
                 f"resource.labels.namespace_name={json.dumps(str(namespace))}"
             )
         elif platform == "tpu":
-            outputs = self._outputs(stack)
+            outputs = self.deployments.outputs(stack)
             names = outputs.get("node_names")
             nodes = [_last_segment(str(n)) for n in names] if isinstance(names, list) else []
             if not nodes:
@@ -759,11 +737,8 @@ class Tools:
 
     async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
         log_filter = self.log_filter(stack, hours)
-        project = self._ask(self.deployments.project, stack)
-        try:
-            entries = await self.apis.list_log_entries(project, log_filter, limit)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        project = self.deployments.project(stack)
+        entries = await self.apis.list_log_entries(project, log_filter, limit)
         out = []
         cap = LIMITS["log_text_chars"]
         for entry in entries:
@@ -783,8 +758,8 @@ class Tools:
                             else {}
                         ),
                     },
-                    text=d.redact_cut(text, cap),
-                    truncated=len(d.redact_text(text)) > cap,
+                    text=redact_cut(text, cap),
+                    truncated=len(redact_text(text)) > cap,
                 )
             )
         return LogsResult(stack=stack, filter=log_filter, entries=out)
@@ -792,18 +767,15 @@ class Tools:
     # TPU zones ------------------------------------------------------------------------------
 
     async def tpu_zones(self, stack: str, progress: Progress) -> ZonesResult:
-        settings = self._settings(stack)
-        if settings.profile.platform is not d.Platform.TPU:
+        settings = self.deployments.settings(stack)
+        if settings.profile.platform is not Platform.TPU:
             raise ToolFailure(
                 f"stack {stack!r} runs on {settings.profile.accelerator} "
                 f"({platform_of(settings)}), not a TPU; pick a TPU stack"
             )
         accelerator = settings.profile.accelerator
-        project = self._ask(self.deployments.project, stack)
-        try:
-            locations = await self.apis.list_locations(project)
-        except GoogleApiError as exc:
-            raise ToolFailure(str(exc)) from None
+        project = self.deployments.project(stack)
+        locations = await self.apis.list_locations(project)
         offers: list[ZoneOffer] = []
         errors: list[str] = []
         semaphore = asyncio.Semaphore(8)
@@ -840,7 +812,6 @@ class Tools:
             zones=offers,
             locations_checked=len(locations),
             errors=sorted(errors)[:20],
-            quota=None,
             quota_note=(
                 "The TPU API's acceleratorTypes.list reports which zones offer the type, not the "
                 "project's quota; check quota in the Cloud console (IAM & Admin > Quotas, "
@@ -859,12 +830,12 @@ class Tools:
         budget_seconds: float,
         progress: Progress,
     ) -> BenchCellResult:
-        settings = self._settings(stack)
-        target = self._ask(self.deployments.target, stack, 0)
+        settings = self.deployments.settings(stack)
+        target = self.deployments.target(stack, 0)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         # A fresh folder per call: two calls within a second never share a run.
         out_dir = self.deployments.results_dir(stack) / f"{stamp}-mcp-cell-{uuid.uuid4().hex[:6]}"
-        options = d.SweepOptions(
+        options = SweepOptions(
             num_requests=max(4, 4 * concurrency),
             warmup=1,
             timeout_s=min(180.0, budget_seconds),
@@ -875,10 +846,10 @@ class Tools:
             progress=False,
             extra={"stack": stack, "speculative_method": settings.model.speculative_method},
         )
-        grid = d.Grid((concurrency,), (prompt_tokens,), (output_tokens,))
+        grid = Grid((concurrency,), (prompt_tokens,), (output_tokens,))
         started = time.monotonic()
         task = asyncio.create_task(
-            d.run_sweep_async(
+            run_sweep_async(
                 target.url,
                 target.served_model_name,
                 grid,
@@ -903,9 +874,9 @@ class Tools:
                 run = await task
             except asyncio.CancelledError:
                 raise ToolFailure(f"the cell ran past {hard_limit:.0f} s and was stopped") from None
-            except d.AuthError as exc:
+            except AuthError as exc:
                 raise ToolFailure(f"no credentials, request not sent: {exc}") from None
-            except d.PreflightError as exc:
+            except PreflightError as exc:
                 raise ToolFailure(f"preflight failed, nothing was measured: {exc}") from None
             except Exception as exc:
                 raise ToolFailure(
@@ -924,7 +895,7 @@ class Tools:
         if status != "ok":
             problems = "; ".join(str(p) for p in cell.get("problems") or []) or "no detail"
             samples = [
-                d.redact_cut(
+                redact_cut(
                     f"{s.get('kind')}"
                     + (f" HTTP {s.get('status')}" if s.get("status") is not None else "")
                     + f": {s.get('error')}",
@@ -938,7 +909,7 @@ class Tools:
         return BenchCellResult(run=run_id, cell=cell)
 
     async def preview(self, stack: str, progress: Progress) -> PreviewResult:
-        self._settings(stack)
+        self.deployments.settings(stack)
         try:
             from preview.build import build_preview  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:

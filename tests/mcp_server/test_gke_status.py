@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mcp_server import _deployments as d
-from mcp_server.google_apis import ApiUrls, GoogleApis
+from mcp_server.google_apis import ApiUrls, GoogleApiError, GoogleApis
 from mcp_server.tools import ToolFailure, Tools
 from serving.render import gke
 from tests.support.fake_google import FakeGoogle
@@ -120,10 +120,10 @@ def test_replicas_and_their_state(fake: FakeGoogle, tmp_path: Path) -> None:
 def test_not_deployed_and_refused_calls_name_the_cause(fake: FakeGoogle, tmp_path: Path) -> None:
     with pytest.raises(ToolFailure, match="no cluster_name output"):
         asyncio.run(tools(fake, tmp_path, {}).status("gke-l4"))
-    with pytest.raises(ToolFailure, match="404"):
+    with pytest.raises(GoogleApiError, match="404"):
         asyncio.run(tools(fake, tmp_path, {"cluster_name": "gone"}).status("gke-l4"))
     fake.kubernetes.pop(f"/apis/apps/v1{NS}/deployments/vllm")
-    with pytest.raises(ToolFailure, match="deployments/vllm from the cluster: HTTP 404"):
+    with pytest.raises(GoogleApiError, match="deployments/vllm from the cluster: HTTP 404"):
         asyncio.run(tools(fake, tmp_path, {"cluster_name": CLUSTER}).status("gke-l4"))
 
 

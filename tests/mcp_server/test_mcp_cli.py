@@ -14,9 +14,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from endpoint.redact import register_secret
+from endpoint.redact import MASK, register_secret
 from mcp_server._deployments import Deployments
-from mcp_server._redaction import REDACTED, redact, redact_text
+from mcp_server._redaction import redact, redact_text, register_environment_secrets
 from mcp_server.cli import EXIT_USAGE, main
 from mcp_server.google_apis import GoogleApis
 from mcp_server.tools import Tools
@@ -110,19 +110,18 @@ def test_redaction_by_shape_and_by_value() -> None:
         "hf_abcdefghijklmnop ya29.a0AfH6SMB url?access_token=xyz123&x=1 "
         '{"api_key": "k-123456"} s3cr3t-value-registered max_tokens=128'
     )
-    out = redact_text(text, environ={"MY_TOKEN": "envsecret123"})
+    register_environment_secrets({"MY_TOKEN": "envsecret123"})
+    out = redact_text(text)
     for secret in ("abc.def.ghi", "AIzaSy", "hf_abcdef", "ya29.", "xyz123", "k-123456", "s3cr3t"):
         assert secret not in out
     assert "max_tokens=128" in out
-    assert redact_text("token in envsecret123 here", environ={"MY_TOKEN": "envsecret123"}) == (
-        f"token in {REDACTED} here"
-    )
+    assert redact_text("token in envsecret123 here") == f"token in {MASK} here"
     assert redact({"a": ["ok", "Bearer zzz"], "n": 3}) == {
-        "a": ["ok", f"Bearer {REDACTED}"],
+        "a": ["ok", f"Bearer {MASK}"],
         "n": 3,
     }
     # Error reasons keep their words: only name=value and quoted members are assignments.
-    assert redact_text("could not get an ID token: Invalid grant", environ={}) == (
+    assert redact_text("could not get an ID token: Invalid grant") == (
         "could not get an ID token: Invalid grant"
     )
 

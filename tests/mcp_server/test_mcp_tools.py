@@ -449,7 +449,7 @@ def test_tpu_zones(client: McpClient) -> None:
     assert [z["zone"] for z in result["zones"]] == ["europe-west4-a", "us-east5-b"]
     assert result["zones"][0]["topology"] == ["1x1"]
     assert result["locations_checked"] == 3
-    assert result["quota"] is None and "quota" in result["quota_note"]
+    assert "quota" not in result and "quota" in result["quota_note"]
 
 
 def test_tpu_zones_refuses_a_cloud_run_stack(client: McpClient) -> None:
