@@ -388,12 +388,3 @@ SYSTEM_NODE: dict[str, Rate] = {
     for key, rate in RATES.items()
     if key.startswith("e2-") and key.endswith("-on-demand")
 }
-
-
-def get_hardware(key: str) -> HardwareProfile:
-    """Look a profile up by key; the error lists what is allowed."""
-    try:
-        return HARDWARE[key]
-    except KeyError:
-        allowed = ", ".join(sorted(HARDWARE))
-        raise KeyError(f"unknown hardware {key!r}; allowed: {allowed}") from None
