@@ -17,6 +17,24 @@ from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer, ServerFactor
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "long: a test that takes tens of seconds (a real-time sweep, the site build, every "
+        "README block); run first",
+    )
+    # pytest-xdist's own marker, known also where a run leaves xdist out (-p no:xdist).
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first, in their order (a stable sort): with scripts/check's
+    ``--dist loadgroup`` each worker starts on one of them (a group, such as the tests that
+    share the synthetic sweep, counts as one), so none is started last and keeps a worker busy
+    after the others have finished."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Wide tables (no folded reasons) and no ambient Google credentials or API keys."""

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import yaml
 
 from preview.harness import ROOT
@@ -111,6 +112,7 @@ def test_the_site_builds_offline_in_strict_mode_by_configuration() -> None:
     assert (ROOT / ".gitignore").read_text().count("/site/") == 1
 
 
+@pytest.mark.long
 def test_the_site_builds_with_every_fence_rendered(tmp_path: Path) -> None:
     """`mkdocs build --strict` as scripts/check runs it (not --quiet: with it, MkDocs counts no
     warning, so strict mode never fails), and no page shows a fence as text: a fence

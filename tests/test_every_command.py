@@ -359,6 +359,7 @@ def test_every_subcommand_has_its_work_here() -> None:
     assert set(PATHS) == WORK_PATHS
 
 
+@pytest.mark.long
 def test_output_that_cannot_be_written() -> None:
     """Full (/dev/full), closed (>&-) or left (| head -c 0): exit 1 with one line, or 141
     quietly; never a traceback, never exit 0 with nothing written."""
@@ -479,6 +480,7 @@ def pause_point(world: dict[str, Any], path: tuple[str, ...]) -> str | None:
     return points[path]
 
 
+@pytest.mark.long
 def test_ctrl_c_is_130_and_one_line(world: dict[str, Any]) -> None:
     """SIGINT while each command works: exit 130, 'interrupted', no traceback, and no verdict
     on the user's files (the GKE preview's interrupted import is not 'the program refused the
@@ -503,6 +505,7 @@ def test_ctrl_c_is_130_and_one_line(world: dict[str, Any]) -> None:
     no_traceback(results)
 
 
+@pytest.mark.long
 def test_a_read_only_folder(world: dict[str, Any], tmp_path: Path) -> None:
     """In a folder nobody may write: one message naming what could not be written, never a
     claim that something was kept, never a traceback."""

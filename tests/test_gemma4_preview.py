@@ -291,6 +291,7 @@ def test_the_console_script_and_python_m_forms_run() -> None:
     assert result.stderr.startswith("gemma4 preview: error: unknown stack 'nope'")
 
 
+@pytest.mark.long
 def test_s_reads_the_pulumi_project_of_the_current_directory_as_pulumi_does(
     tmp_path: Path,
 ) -> None:

@@ -261,6 +261,7 @@ def _write_run(path: Path, cells: list[dict[str, Any]], model: str, hardware: st
     return path
 
 
+@pytest.mark.long
 def test_calibrate_fits_a_run_and_the_stack_then_uses_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -238,6 +238,7 @@ OFFLINE = [b for b in blocks() if b.kind == "run"]
 PARALLEL = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
 
 
+@pytest.mark.long
 def test_every_offline_block_runs(tmp_path: Path) -> None:
     """Every offline block (each in its own shell, a few at a time) must exit 0."""
     env = {
