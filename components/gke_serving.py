@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -22,14 +21,6 @@ from serving.render.gke import Manifest
 #: Cloud Armor takes at most 10 source ranges per rule (`srcIpRanges`, pulumi-gcp's docs).
 ARMOR_RANGES_PER_RULE = 10
 _DEFAULT_RULE_PRIORITY = 2147483647
-
-#: What the one render call is given for what only the cloud knows; each stands, verbatim, in
-#: the objects that use it until the Output it names resolves.
-_BUCKET = "<bucket>"
-_ACCOUNT = "<account>"
-_ADDRESS = "<address>"
-_IP = "<ip>"
-_POLICY = "<policy>"
 
 #: Kubernetes kinds with a typed class in pulumi-kubernetes; every other kind (the custom
 #: resources) is declared as `apiextensions.CustomResource`.
@@ -58,48 +49,20 @@ _FIELDS = {
 
 def declare(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """One manifest as a pulumi-kubernetes resource: its typed class where pulumi-kubernetes
-    has one, `apiextensions.CustomResource` otherwise; the props are the manifest's fields."""
-    return declare_lifted(name, manifest, pulumi.Output.from_input(manifest), opts)
-
-
-def declare_lifted(
-    name: str,
-    static: Manifest,
-    manifest: pulumi.Output[Manifest] | pulumi.Output[Any],
-    opts: pulumi.ResourceOptions,
-) -> pulumi.CustomResource:
-    """A manifest whose body depends on an Output (a bucket or an address not known yet);
-    `static` is the same manifest rendered with placeholders: its kind, metadata and set of
-    fields must not depend on the Output."""
-    kwargs: dict[str, Any] = {
-        arg: manifest.apply(_field(key)) for key, arg in _FIELDS.items() if key in static
-    }
-    # Name and namespace identify the object and must be known at preview; everything else
-    # in metadata (a Workload Identity annotation naming a Google account, labels) is read
-    # from the lifted manifest, so no placeholder reaches the cluster.
-    metadata: dict[str, Any] = {
-        key: value if key in _IDENTITY else manifest.apply(_metadata_field(key))
-        for key, value in static["metadata"].items()
-    }
-    typed = _TYPED.get((static["apiVersion"], static["kind"]))
+    has one, `apiextensions.CustomResource` otherwise; the props are the manifest's fields,
+    Outputs among them resolved by Pulumi where they stand."""
+    kwargs = {arg: manifest[key] for key, arg in _FIELDS.items() if key in manifest}
+    typed = _TYPED.get((manifest["apiVersion"], manifest["kind"]))
     if typed is not None:
-        return typed(name, metadata=metadata, opts=opts, **kwargs)
+        return typed(name, metadata=manifest["metadata"], opts=opts, **kwargs)
     return k8s.apiextensions.CustomResource(
         name,
-        api_version=static["apiVersion"],
-        kind=static["kind"],
-        metadata=metadata,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
         opts=opts,
         **kwargs,
     )
-
-
-#: Metadata fields that name an object: known at preview, never filled from an Output.
-_IDENTITY = ("name", "namespace")
-
-
-def _metadata_field(key: str) -> Callable[[Manifest], Any]:
-    return lambda manifest: manifest["metadata"].get(key)
 
 
 @dataclass
@@ -164,33 +127,28 @@ class GkeServing(pulumi.ComponentResource):
         security_policy = self._armor(name, s) if public else None
         certificate, authorization = self._certificate(name, s) if public else (None, None)
 
-        # One render call: every object, with placeholders for what only the cloud knows;
-        # each object that holds a placeholder is declared on the Output it stands for.
+        endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
+        # One render call: what only the cloud knows stands in the objects as the Outputs
+        # themselves, so kinds and names are known at preview and Pulumi resolves the values.
         m = gke.render_manifests(
             s,
-            bucket=_BUCKET,
-            gcp_service_account=_ACCOUNT,
-            adapter_service_account=_ACCOUNT,
-            address_name=_ADDRESS,
-            ip=_IP,
-            security_policy=_POLICY if public else None,
+            bucket=args.bucket.bucket_name,
+            gcp_service_account=vllm_account.email,
+            adapter_service_account=adapter_account.email,
+            address_name=address.name,
+            endpoint_url=endpoint_url,
+            security_policy=security_policy.name if security_policy is not None else None,
             # Named by the stack, so known before the certificate exists.
             certificate=certificate_name(name),
         )
 
-        def lifted(
-            static: Manifest, placeholder: str, output: pulumi.Output[str]
-        ) -> pulumi.Output[Manifest]:
-            return output.apply(lambda value: _substitute(static, placeholder, value))
-
         # The metrics adapter (cluster-wide, its own namespace).
         adapter: list[pulumi.CustomResource] = []
-        for static in m.adapter:
+        for manifest in m.adapter:
             adapter.append(
-                declare_lifted(
-                    f"{name}-{_ident(static)}",
-                    static,
-                    lifted(static, _ACCOUNT, adapter_account.email),
+                declare(
+                    f"{name}-{_ident(manifest)}",
+                    manifest,
                     pulumi.ResourceOptions(
                         parent=self,
                         provider=args.provider,
@@ -201,19 +159,13 @@ class GkeServing(pulumi.ComponentResource):
 
         ns = declare(f"{name}-namespace", m.namespace, kube)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-        vllm_sa = declare_lifted(
-            f"{name}-vllm-ksa",
-            m.vllm_service_account,
-            lifted(m.vllm_service_account, _ACCOUNT, vllm_account.email),
-            in_ns,
-        )
+        vllm_sa = declare(f"{name}-vllm-ksa", m.vllm_service_account, in_ns)
         picker = [declare(f"{name}-{_ident(p)}", p, in_ns) for p in m.picker]
         probe = s.gke_shape.startup_probe
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
-        deployment = declare_lifted(
+        deployment = declare(
             f"{name}-vllm",
             m.vllm_deployment,
-            lifted(m.vllm_deployment, _BUCKET, args.bucket.bucket_name),
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
@@ -226,10 +178,9 @@ class GkeServing(pulumi.ComponentResource):
             parent=self, provider=args.provider, depends_on=[ns, *picker]
         )
         pool = declare(f"{name}-pool", m.inference_pool, after_pods)
-        gateway = declare_lifted(
+        gateway = declare(
             f"{name}-gateway",
             m.gateway,
-            lifted(m.gateway, _ADDRESS, address.name),
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
@@ -242,16 +193,7 @@ class GkeServing(pulumi.ComponentResource):
         route = declare(f"{name}-route", m.http_route, on_pool)
         policies = [
             declare(f"{name}-health-check-policy", m.health_check_policy, on_pool),
-            declare_lifted(
-                f"{name}-backend-policy",
-                m.backend_policy,
-                (
-                    lifted(m.backend_policy, _POLICY, security_policy.name)
-                    if security_policy is not None
-                    else pulumi.Output.from_input(m.backend_policy)
-                ),
-                on_pool,
-            ),
+            declare(f"{name}-backend-policy", m.backend_policy, on_pool),
         ]
         declare(
             f"{name}-autoscaler",
@@ -265,10 +207,9 @@ class GkeServing(pulumi.ComponentResource):
         if m.picker_monitoring is not None:
             declare(f"{name}-picker-monitoring", m.picker_monitoring, in_ns)
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
-        declare_lifted(
+        declare(
             f"{name}-endpoint",
             m.endpoint,
-            lifted(m.endpoint, _IP, address.address),
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
@@ -278,7 +219,7 @@ class GkeServing(pulumi.ComponentResource):
         )
 
         self.gateway_address = address.address
-        self.endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
+        self.endpoint_url = endpoint_url
         #: DNS records to create: the domain's A record, and (a Google-managed certificate)
         #: the DNS authorization's CNAME, without which the certificate is never issued.
         self.dns_records = pulumi.Output.all(
@@ -415,19 +356,3 @@ def certificate_name(name: str) -> str:
 def _ident(manifest: Manifest) -> str:
     """A Pulumi name part for a manifest: kind and object name, lowercase."""
     return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}".replace(":", "-")
-
-
-def _field(key: str) -> Callable[[Manifest], Any]:
-    return lambda manifest: manifest[key]
-
-
-def _substitute(value: Any, placeholder: str, real: str) -> Any:
-    """`value` (a manifest or a part of one) with `placeholder` replaced by `real` in every
-    string."""
-    if isinstance(value, str):
-        return value.replace(placeholder, real)
-    if isinstance(value, dict):
-        return {k: _substitute(v, placeholder, real) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, placeholder, real) for v in value]
-    return value

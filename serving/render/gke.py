@@ -38,6 +38,10 @@ from serving.render.monitoring import Vllm
 from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
 
 Manifest = dict[str, Any]
+#: A value only the cloud knows (the model bucket, a Google account, the Gateway's address or
+#: URL): a string, or a deferred one (a Pulumi Output) that the deployment tool resolves where
+#: it stands. The renderer only places it, never reads it.
+CloudValue = object
 
 #: llm-d-router release the picker objects follow (its image is `GkeSettings.picker_image`).
 PICKER_RELEASE: Final = "v0.10.0"
@@ -117,7 +121,7 @@ def namespace(settings: Settings) -> Manifest:
     }
 
 
-def vllm_service_account(settings: Settings, gcp_service_account: str) -> Manifest:
+def vllm_service_account(settings: Settings, gcp_service_account: CloudValue) -> Manifest:
     """The vLLM Pods' identity; Workload Identity maps it to a Google service account that may
     read the model bucket (and nothing else)."""
     return {
@@ -131,7 +135,7 @@ def vllm_service_account(settings: Settings, gcp_service_account: str) -> Manife
     }
 
 
-def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
+def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
     """vLLM on one accelerator per Pod (one Pod per node), weights from the model bucket."""
     shape = settings.gke_shape
     hw = settings.profile
@@ -301,18 +305,15 @@ def listeners(settings: Settings, *, certificate: str | None = None) -> list[dic
     ]
 
 
-def gateway(
-    settings: Settings, *, address_name: str | None = None, certificate: str | None = None
-) -> Manifest:
+def gateway(settings: Settings, *, address_name: CloudValue, certificate: str | None) -> Manifest:
     """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
     the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists;
     `certificate`: the public Gateway's Certificate Manager certificate (:func:`listeners`)."""
-    spec: dict[str, Any] = {
+    spec = {
         "gatewayClassName": gateway_class(settings),
         "listeners": listeners(settings, certificate=certificate),
+        "addresses": [{"type": "NamedAddress", "value": address_name}],
     }
-    if address_name is not None:
-        spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
     metadata = _meta(settings, GATEWAY_NAME)
     if settings.public:
         # The stack's decision, for the no-public-gateway policy to read.
@@ -354,7 +355,7 @@ def dns_records(
     return records
 
 
-def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
+def endpoint_config_map(settings: Settings, *, url: CloudValue) -> Manifest:
     """Where the Gateway answers, for clients in the cluster and for the post-deploy checks
     (which read `data.endpointUrl` of this object once it exists, and send the API key there:
     the `hooks-endpoint-own-gateway` policy holds it to the stack's own Gateway)."""
@@ -363,7 +364,7 @@ def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
         "kind": "ConfigMap",
         "metadata": _meta(settings, "gemma4-endpoint"),
         "data": {
-            "endpointUrl": endpoint_url(settings, ip),
+            "endpointUrl": url,
             "servedModelName": settings.model.served_name,
             "gatewayClass": gateway_class(settings),
             # Changes with whatever the replicas run (image, command line, resources, probes,
@@ -433,7 +434,7 @@ def health_check_policy(settings: Settings) -> Manifest:
     }
 
 
-def backend_policy(settings: Settings, *, security_policy: str | None = None) -> Manifest:
+def backend_policy(settings: Settings, *, security_policy: CloudValue | None) -> Manifest:
     """GKE's backend settings for the pool: a timeout long enough for long generations, request
     logging, and (external Gateway) the Cloud Armor policy that admits `sourceRanges` only."""
     default: dict[str, Any] = {
@@ -750,7 +751,7 @@ def _api_service(group: str, version: str, priority: int) -> Manifest:
     }
 
 
-def metrics_adapter(gcp_service_account: str) -> list[Manifest]:
+def metrics_adapter(gcp_service_account: CloudValue) -> list[Manifest]:
     """The adapter that serves Managed Prometheus metrics to the autoscaler as custom metrics;
     Workload Identity maps its ServiceAccount to a Google service account with
     `roles/monitoring.viewer`."""
@@ -911,18 +912,18 @@ class GkeManifests:
 def render_manifests(
     settings: Settings,
     *,
-    bucket: str,
-    gcp_service_account: str,
-    security_policy: str | None,
-    address_name: str | None,
+    bucket: CloudValue,
+    gcp_service_account: CloudValue,
+    security_policy: CloudValue | None,
+    address_name: CloudValue,
     certificate: str,
-    ip: str,
-    adapter_service_account: str,
+    endpoint_url: CloudValue,
+    adapter_service_account: CloudValue,
 ) -> GkeManifests:
     """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
     knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
-    reserved address and its IP, the public Gateway's Certificate Manager certificate); each
-    appears verbatim in the objects that use it."""
+    reserved address and URL, the public Gateway's Certificate Manager certificate); each
+    stands as given in the objects that use it."""
     return GkeManifests(
         adapter=tuple(metrics_adapter(adapter_service_account)),
         namespace=namespace(settings),
@@ -952,5 +953,5 @@ def render_manifests(
         picker_monitoring=picker_pod_monitoring(settings)
         if settings.monitoring.monitoring
         else None,
-        endpoint=endpoint_config_map(settings, ip=ip),
+        endpoint=endpoint_config_map(settings, url=endpoint_url),
     )
