@@ -285,7 +285,7 @@ def certificate_name(settings: Settings, stack_certificate: str) -> str:
     return settings.gke.gateway_certificate or stack_certificate
 
 
-def listeners(settings: Settings, *, certificate: str | None = None) -> list[dict[str, Any]]:
+def listeners(settings: Settings, *, certificate: str | None) -> list[dict[str, Any]]:
     """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
     443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
     Manager certificate), and no HTTP listener."""
@@ -340,9 +340,7 @@ def endpoint_url(settings: Settings, ip: str) -> str:
     return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
 
 
-def dns_records(
-    settings: Settings, ip: str, authorization: list[Any] | None = None
-) -> list[dict[str, str]]:
+def dns_records(settings: Settings, ip: str, authorization: list[Any]) -> list[dict[str, str]]:
     """The DNS records a public Gateway needs (none inside the VPC): `gatewayDomain`'s A record
     at the Gateway's address, and the CNAME records of the certificate's DNS authorization
     (Certificate Manager's `dnsResourceRecords`: name, type, data)."""
@@ -350,7 +348,7 @@ def dns_records(
     if not settings.public or domain is None:
         return []
     records = [{"name": f"{domain}.", "type": "A", "data": ip}]
-    for record in authorization or []:
+    for record in authorization:
         records.append({key: str(record.get(key, "")) for key in ("name", "type", "data")})
     return records
 
