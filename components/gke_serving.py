@@ -221,11 +221,12 @@ class GkeServing(pulumi.ComponentResource):
         self.gateway_address = address.address
         self.endpoint_url = endpoint_url
         #: DNS records to create: the domain's A record, and (a Google-managed certificate)
-        #: the DNS authorization's CNAME, without which the certificate is never issued.
+        #: the DNS authorization's CNAME (None until it exists), without which the certificate is
+        #: never issued.
         self.dns_records = pulumi.Output.all(
             address.address,
             authorization.dns_resource_records if authorization is not None else [],
-        ).apply(lambda found: gke.dns_records(s, found[0], found[1]))
+        ).apply(lambda found: gke.dns_records(s, found[0], found[1] or []))
         self.vllm_command_line = pulumi.Output.from_input(gke.vllm_command(s).command_line())
         self.namespace = pulumi.Output.from_input(s.gke.namespace)
         self.register_outputs(
