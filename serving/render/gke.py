@@ -43,8 +43,6 @@ Manifest = dict[str, Any]
 #: it stands. The renderer only places it, never reads it.
 CloudValue = object
 
-#: llm-d-router release the picker objects follow (its image is `GkeSettings.picker_image`).
-PICKER_RELEASE: Final = "v0.10.0"
 INFERENCE_API: Final = "inference.networking.k8s.io"
 INFERENCE_POOL_API: Final = f"{INFERENCE_API}/v1"
 GATEWAY_API: Final = "gateway.networking.k8s.io/v1"
@@ -279,12 +277,6 @@ def gateway_class(settings: Settings) -> str:
     return GATEWAY_CLASS_EXTERNAL if settings.public else GATEWAY_CLASS_INTERNAL
 
 
-def certificate_name(settings: Settings, stack_certificate: str) -> str:
-    """The Certificate Manager certificate the public Gateway presents: the user's own
-    (`gatewayCertificate`) or the Google-managed one the stack creates (`stack_certificate`)."""
-    return settings.gke.gateway_certificate or stack_certificate
-
-
 def listeners(settings: Settings, *, certificate: str | None) -> list[dict[str, Any]]:
     """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
     443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
@@ -337,7 +329,7 @@ def endpoint_url(settings: Settings, ip: str) -> str:
     public Gateway (the name its certificate is for), `http://<address>` inside the VPC."""
     if settings.public and settings.gke.gateway_domain:
         return f"https://{settings.gke.gateway_domain}"
-    return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
+    return f"http://{ip}"
 
 
 def dns_records(settings: Settings, ip: str, authorization: list[Any]) -> list[dict[str, str]]:
@@ -396,9 +388,7 @@ def http_route(settings: Settings) -> Manifest:
             "rules": [
                 {
                     "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                    "backendRefs": [
-                        {"group": INFERENCE_API, "kind": "InferencePool", "name": POOL_NAME}
-                    ],
+                    "backendRefs": [_pool_ref()],
                 }
             ],
         },
@@ -497,16 +487,6 @@ def _binding(settings: Settings, name: str, role: str) -> Manifest:
         ],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
     }
-
-
-def picker_role_binding(settings: Settings) -> Manifest:
-    return _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa")
-
-
-def picker_leader_election_binding(settings: Settings) -> Manifest:
-    return _binding(
-        settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
-    )
 
 
 #: The chart's default scheduling profile for vLLM over HTTP (queue, KV cache and prefix cache
@@ -659,30 +639,17 @@ def picker_service(settings: Settings) -> Manifest:
 # --- monitoring and autoscaling --------------------------------------------------------------
 
 
-def pod_monitoring(settings: Settings) -> Manifest:
-    """Managed Service for Prometheus scrapes every vLLM Pod's `/metrics`."""
+def pod_monitoring(settings: Settings, name: str, labels: dict[str, str], port: str) -> Manifest:
+    """Managed Service for Prometheus scrapes `/metrics` of the Pods with `labels` (vLLM's, or
+    the picker's own: its view of the pool, scheduling latency, queue)."""
     interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
     return {
         "apiVersion": MONITORING_API,
         "kind": "PodMonitoring",
-        "metadata": _meta(settings, VLLM_NAME),
+        "metadata": _meta(settings, name),
         "spec": {
-            "selector": {"matchLabels": dict(POOL_LABELS)},
-            "endpoints": [{"port": "http", "path": "/metrics", "interval": interval}],
-        },
-    }
-
-
-def picker_pod_monitoring(settings: Settings) -> Manifest:
-    """The picker's own metrics (its view of the pool, scheduling latency, queue)."""
-    interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
-    return {
-        "apiVersion": MONITORING_API,
-        "kind": "PodMonitoring",
-        "metadata": _meta(settings, PICKER_NAME),
-        "spec": {
-            "selector": {"matchLabels": dict(PICKER_LABELS)},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": interval}],
+            "selector": {"matchLabels": dict(labels)},
+            "endpoints": [{"port": port, "path": "/metrics", "interval": interval}],
         },
     }
 
@@ -886,26 +853,6 @@ class GkeManifests:
     #: The endpoint ConfigMap (the Gateway's URL), applied last.
     endpoint: Manifest
 
-    def all(self) -> list[Manifest]:
-        """Every object, in apply order."""
-        found = [
-            self.namespace,
-            self.vllm_service_account,
-            *self.picker,
-            self.vllm_deployment,
-            self.inference_pool,
-            self.gateway,
-            self.http_route,
-            self.health_check_policy,
-            self.backend_policy,
-            self.autoscaler,
-            self.vllm_monitoring,
-            self.endpoint,
-        ]
-        if self.picker_monitoring is not None:
-            found.append(self.picker_monitoring)
-        return [*self.adapter, *found]
-
 
 def render_manifests(
     settings: Settings,
@@ -929,9 +876,13 @@ def render_manifests(
         picker=(
             picker_service_account(settings),
             picker_role(settings),
-            picker_role_binding(settings),
+            _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa"),
             picker_leader_election_role(settings),
-            picker_leader_election_binding(settings),
+            _binding(
+                settings,
+                f"{PICKER_NAME}-leader-election-binding",
+                f"{PICKER_NAME}-leader-election",
+            ),
             picker_config_map(settings),
             picker_deployment(settings),
             picker_service(settings),
@@ -941,14 +892,17 @@ def render_manifests(
         gateway=gateway(
             settings,
             address_name=address_name,
-            certificate=certificate_name(settings, certificate) if settings.public else None,
+            # The user's own (`gatewayCertificate`) or the Google-managed one the stack creates.
+            certificate=settings.gke.gateway_certificate or certificate
+            if settings.public
+            else None,
         ),
         http_route=http_route(settings),
         health_check_policy=health_check_policy(settings),
         backend_policy=backend_policy(settings, security_policy=security_policy),
         autoscaler=autoscaler(settings),
-        vllm_monitoring=pod_monitoring(settings),
-        picker_monitoring=picker_pod_monitoring(settings)
+        vllm_monitoring=pod_monitoring(settings, VLLM_NAME, POOL_LABELS, "http"),
+        picker_monitoring=pod_monitoring(settings, PICKER_NAME, PICKER_LABELS, "metrics")
         if settings.monitoring.monitoring
         else None,
         endpoint=endpoint_config_map(settings, url=endpoint_url),
