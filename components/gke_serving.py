@@ -139,7 +139,7 @@ class GkeServing(pulumi.ComponentResource):
             endpoint_url=endpoint_url,
             security_policy=security_policy.name if security_policy is not None else None,
             # Named by the stack, so known before the certificate exists.
-            certificate=certificate_name(name),
+            certificate=cloud_name(name, "gateway"),
         )
 
         # The metrics adapter (cluster-wide, its own namespace).
@@ -288,7 +288,7 @@ class GkeServing(pulumi.ComponentResource):
         certificate = certificatemanager.Certificate(
             f"{name}-certificate",
             # Named, not auto-named: the Gateway's listener refers to it by this name.
-            name=certificate_name(name),
+            name=cloud_name(name, "gateway"),
             location=s.region,
             labels=dict(s.labels),
             description=f"Google-managed certificate of the Gateway for {domain}",
@@ -332,7 +332,7 @@ class GkeServing(pulumi.ComponentResource):
         return compute.RegionSecurityPolicy(
             f"{name}-armor",
             # Named, not auto-named: the GCPBackendPolicy refers to it by this name.
-            name=policy_name(name),
+            name=cloud_name(name, "clients"),
             region=s.region,
             type="CLOUD_ARMOR",
             description="Clients allowed to reach the vLLM Gateway",
@@ -341,16 +341,10 @@ class GkeServing(pulumi.ComponentResource):
         )
 
 
-def policy_name(name: str) -> str:
-    """A Compute Engine resource name (lowercase, at most 63 characters) for the policy."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-clients".lower()).strip("-")
-    return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
-
-
-def certificate_name(name: str) -> str:
-    """A Certificate Manager certificate id for the stack's Gateway certificate (a letter, then
+def cloud_name(name: str, suffix: str) -> str:
+    """A Compute Engine or Certificate Manager resource name for `name`-`suffix` (lowercase
     letters, digits, hyphens; at most 63 characters)."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-gateway".lower()).strip("-")
+    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-{suffix}".lower()).strip("-")
     return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
 
 

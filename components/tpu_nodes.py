@@ -10,7 +10,7 @@ import pulumi
 from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
 from components.naming import account_id
-from components.tpu_queued_resource import QueuedResource, QueuedResourceProvider
+from components.tpu_queued_resource import QueuedResource
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import monitoring as monitoring_spec
@@ -28,8 +28,6 @@ class TpuVllmNodesArgs:
     tag: str
     #: Resource hooks for each queued resource (post-deploy health checks).
     hooks: pulumi.ResourceHookBinding | None = None
-    #: Provider override (tests inject a fake token source).
-    provider: QueuedResourceProvider | None = None
     #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
     scrape_job: str | None = None
 
@@ -147,7 +145,6 @@ class TpuVllmNodes(pulumi.ComponentResource):
                 },
                 # The node reads both secrets at boot: grant access before it exists.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants, hooks=args.hooks),
-                provider=args.provider,
             )
             for index in range(tpu.replicas)
         ]

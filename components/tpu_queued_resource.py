@@ -237,11 +237,7 @@ def failure_reason(state_info: dict[str, Any]) -> str:
         if error.get("message"):
             return str(error["message"])
     initiator = state_info.get("stateInitiator")
-    return (
-        f"no reason given by the API (initiator: {initiator})"
-        if initiator
-        else ("no reason given by the API")
-    )
+    return "no reason given by the API" + (f" (initiator: {initiator})" if initiator else "")
 
 
 class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedResource"):
@@ -257,7 +253,6 @@ class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedRe
         name: str,
         props: dict[str, Any],
         opts: pulumi.ResourceOptions | None = None,
-        provider: QueuedResourceProvider | None = None,
     ) -> None:
         outputs = {
             "state": None,
@@ -266,4 +261,4 @@ class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedRe
             "internalIp": None,
             "externalIp": None,
         }
-        super().__init__(provider or QueuedResourceProvider(), name, {**props, **outputs}, opts)
+        super().__init__(QueuedResourceProvider(), name, {**props, **outputs}, opts)
