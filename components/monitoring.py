@@ -17,6 +17,7 @@ from pulumi_gcp import cloudrunv2, monitoring, projects, secretmanager
 
 from serving.config.settings import Settings
 from serving.render import monitoring as spec
+from serving.render.gke import gateway_class
 
 METRIC_WRITER = "roles/monitoring.metricWriter"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
@@ -158,9 +159,7 @@ class VllmMonitoring(pulumi.ComponentResource):
                     s.hardware,
                     args.gke_namespace,
                     mtp=mtp,
-                    gateway_class=(
-                        "gke-l7-regional-external-managed" if s.public else "gke-l7-rilb"
-                    ),
+                    gateway_class=gateway_class(s),
                 )
             )
         else:
@@ -215,14 +214,8 @@ def _alert_policy(
 ) -> monitoring.AlertPolicy:
     """Declare one API AlertPolicy body through pulumi-gcp's typed inputs."""
 
-    def field_of(*path: str) -> pulumi.Output[Any]:
-        def pick(b: dict[str, Any]) -> Any:
-            value: Any = b
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            return value
-
-        return body.apply(pick)
+    def field_of(key: str) -> pulumi.Output[Any]:
+        return body.apply(lambda b: b.get(key))
 
     def condition(b: dict[str, Any]) -> list[monitoring.AlertPolicyConditionArgs]:
         found = []

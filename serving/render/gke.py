@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from serving.capacity.perf_stack import scale_up_waiting_requests
@@ -687,145 +688,25 @@ def autoscaler(settings: Settings) -> Manifest:
     }
 
 
-#: The Custom Metrics Stackdriver Adapter: Google's deployment of it for the new resource model
-#: (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/deploy/production/
-#: adapter_new_resource_model.yaml`), image pinned to the tag that file names.
-ADAPTER_IMAGE: Final = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.15.1-gke.0"
+#: The Custom Metrics Stackdriver Adapter, as data: Google's deployment of it for the new
+#: resource model (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/
+#: deploy/production/adapter_new_resource_model.yaml`), image pinned to the tag that file names.
+ADAPTER_FILE: Final = Path(__file__).resolve().parents[1] / "data" / "gke-metrics-adapter.json"
 ADAPTER_NAMESPACE: Final = "custom-metrics"
 ADAPTER_NAME: Final = "custom-metrics-stackdriver-adapter"
-_ADAPTER_LABELS: Final = {"run": ADAPTER_NAME, "k8s-app": ADAPTER_NAME}
-
-
-def _adapter_subject() -> list[dict[str, str]]:
-    return [{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}]
-
-
-def _api_service(group: str, version: str, priority: int) -> Manifest:
-    return {
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": f"{version}.{group}"},
-        "spec": {
-            "insecureSkipTLSVerify": True,
-            "group": group,
-            "groupPriorityMinimum": 100,
-            "versionPriority": priority,
-            "service": {"name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE},
-            "version": version,
-        },
-    }
 
 
 def metrics_adapter(gcp_service_account: CloudValue) -> list[Manifest]:
     """The adapter that serves Managed Prometheus metrics to the autoscaler as custom metrics;
     Workload Identity maps its ServiceAccount to a Google service account with
     `roles/monitoring.viewer`."""
-    rbac = "rbac.authorization.k8s.io"
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADAPTER_NAMESPACE}},
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "annotations": {"iam.gke.io/gcp-service-account": gcp_service_account},
-            },
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "custom-metrics:system:auth-delegator"},
-            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "system:auth-delegator"},
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "custom-metrics-auth-reader", "namespace": "kube-system"},
-            "roleRef": {
-                "apiGroup": rbac,
-                "kind": "Role",
-                "name": "extension-apiserver-authentication-reader",
-            },
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "custom-metrics-resource-reader"},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["pods", "nodes", "nodes/stats"],
-                    "verbs": ["get", "list", "watch"],
-                }
-            ],
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "custom-metrics-resource-reader"},
-            "roleRef": {
-                "apiGroup": rbac,
-                "kind": "ClusterRole",
-                "name": "custom-metrics-resource-reader",
-            },
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "labels": dict(_ADAPTER_LABELS),
-            },
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": dict(_ADAPTER_LABELS)},
-                "template": {
-                    "metadata": {"labels": dict(_ADAPTER_LABELS)},
-                    "spec": {
-                        "serviceAccountName": ADAPTER_NAME,
-                        "containers": [
-                            {
-                                "name": "pod-custom-metrics-stackdriver-adapter",
-                                "image": ADAPTER_IMAGE,
-                                "imagePullPolicy": "IfNotPresent",
-                                "command": [
-                                    "/adapter",
-                                    "--use-new-resource-model=true",
-                                    "--fallback-for-container-metrics=true",
-                                ],
-                                "resources": {
-                                    "requests": {"cpu": "250m", "memory": "400Mi"},
-                                    "limits": {"cpu": "250m", "memory": "400Mi"},
-                                },
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "labels": dict(_ADAPTER_LABELS),
-            },
-            "spec": {
-                "type": "ClusterIP",
-                "selector": dict(_ADAPTER_LABELS),
-                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443}],
-            },
-        },
-        _api_service("custom.metrics.k8s.io", "v1beta1", 100),
-        _api_service("custom.metrics.k8s.io", "v1beta2", 200),
-        _api_service("external.metrics.k8s.io", "v1beta1", 100),
-    ]
+    found: list[Manifest] = json.loads(ADAPTER_FILE.read_text())
+    for manifest in found:
+        if manifest["kind"] == "ServiceAccount":
+            manifest["metadata"]["annotations"] = {
+                "iam.gke.io/gcp-service-account": gcp_service_account
+            }
+    return found
 
 
 @dataclass(frozen=True)
