@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -96,7 +97,6 @@ class GkeServing(pulumi.ComponentResource):
         super().__init__("gemma4:index:GkeServing", name, None, opts)
         s = args.settings
         child = pulumi.ResourceOptions(parent=self)
-        kube = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         vllm_account = self._workload_account(name, args, "vllm", gke.VLLM_NAME)
         reader = args.bucket.grant_read(
@@ -142,80 +142,55 @@ class GkeServing(pulumi.ComponentResource):
             certificate=cloud_name(name, "gateway"),
         )
 
+        def kube(*after: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=list(after), **extra
+            )
+
         # The metrics adapter (cluster-wide, its own namespace).
         adapter: list[pulumi.CustomResource] = []
         for manifest in m.adapter:
             adapter.append(
-                declare(
-                    f"{name}-{_ident(manifest)}",
-                    manifest,
-                    pulumi.ResourceOptions(
-                        parent=self,
-                        provider=args.provider,
-                        depends_on=[viewer, *adapter[:1]],
-                    ),
-                )
+                declare(f"{name}-{_ident(manifest)}", manifest, kube(viewer, *adapter[:1]))
             )
 
-        ns = declare(f"{name}-namespace", m.namespace, kube)
-        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-        vllm_sa = declare(f"{name}-vllm-ksa", m.vllm_service_account, in_ns)
-        picker = [declare(f"{name}-{_ident(p)}", p, in_ns) for p in m.picker]
+        ns = declare(f"{name}-namespace", m.namespace, kube())
+        vllm_sa = declare(f"{name}-vllm-ksa", m.vllm_service_account, kube(ns))
+        picker = [declare(f"{name}-{_ident(p)}", p, kube(ns)) for p in m.picker]
         probe = s.gke_shape.startup_probe
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
         deployment = declare(
             f"{name}-vllm",
             m.vllm_deployment,
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[ns, vllm_sa, reader, *args.depends_on],
+            kube(
+                ns,
+                vllm_sa,
+                reader,
+                *args.depends_on,
                 # pulumi-kubernetes waits for the rollout: allow the whole startup probe.
                 custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),
             ),
         )
-        after_pods = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[ns, *picker]
-        )
-        pool = declare(f"{name}-pool", m.inference_pool, after_pods)
+        pool = declare(f"{name}-pool", m.inference_pool, kube(ns, *picker))
         gateway = declare(
-            f"{name}-gateway",
-            m.gateway,
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[ns, *([certificate] if certificate is not None else [])],
-            ),
+            f"{name}-gateway", m.gateway, kube(ns, *([certificate] if certificate else []))
         )
-        on_pool = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[ns, pool, gateway]
-        )
+        on_pool = kube(ns, pool, gateway)
         route = declare(f"{name}-route", m.http_route, on_pool)
         policies = [
             declare(f"{name}-health-check-policy", m.health_check_policy, on_pool),
             declare(f"{name}-backend-policy", m.backend_policy, on_pool),
         ]
-        declare(
-            f"{name}-autoscaler",
-            m.autoscaler,
-            pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[deployment, *adapter]
-            ),
-        )
+        declare(f"{name}-autoscaler", m.autoscaler, kube(deployment, *adapter))
         # vLLM's metrics feed the autoscaler: scraped whether or not `monitoring` is on.
-        declare(f"{name}-vllm-monitoring", m.vllm_monitoring, in_ns)
+        declare(f"{name}-vllm-monitoring", m.vllm_monitoring, kube(ns))
         if m.picker_monitoring is not None:
-            declare(f"{name}-picker-monitoring", m.picker_monitoring, in_ns)
+            declare(f"{name}-picker-monitoring", m.picker_monitoring, kube(ns))
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
         declare(
             f"{name}-endpoint",
             m.endpoint,
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[deployment, route, *policies],
-                hooks=args.hooks,
-            ),
+            kube(deployment, route, *policies, hooks=args.hooks),
         )
 
         self.gateway_address = address.address
@@ -301,34 +276,27 @@ class GkeServing(pulumi.ComponentResource):
 
     def _armor(self, name: str, s: Settings) -> compute.RegionSecurityPolicy:
         """Cloud Armor for the external Gateway: `sourceRanges` allowed, everything else 403."""
+
+        def rule(
+            action: str, priority: int, description: str, ranges: list[str]
+        ) -> compute.RegionSecurityPolicyRuleArgs:
+            return compute.RegionSecurityPolicyRuleArgs(
+                action=action,
+                priority=priority,
+                description=description,
+                match=compute.RegionSecurityPolicyRuleMatchArgs(
+                    versioned_expr="SRC_IPS_V1",
+                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=ranges),
+                ),
+            )
+
         ranges = list(s.gke.source_ranges)
-        chunks = [
-            ranges[i : i + ARMOR_RANGES_PER_RULE]
-            for i in range(0, len(ranges), ARMOR_RANGES_PER_RULE)
-        ]
+        step = ARMOR_RANGES_PER_RULE
         rules = [
-            compute.RegionSecurityPolicyRuleArgs(
-                action="allow",
-                priority=1000 + index,
-                description="sourceRanges of the stack",
-                match=compute.RegionSecurityPolicyRuleMatchArgs(
-                    versioned_expr="SRC_IPS_V1",
-                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=chunk),
-                ),
-            )
-            for index, chunk in enumerate(chunks)
+            rule("allow", 1000 + n, "sourceRanges of the stack", ranges[i : i + step])
+            for n, i in enumerate(range(0, len(ranges), step))
         ]
-        rules.append(
-            compute.RegionSecurityPolicyRuleArgs(
-                action="deny(403)",
-                priority=_DEFAULT_RULE_PRIORITY,
-                description="everyone else",
-                match=compute.RegionSecurityPolicyRuleMatchArgs(
-                    versioned_expr="SRC_IPS_V1",
-                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=["*"]),
-                ),
-            )
-        )
+        rules.append(rule("deny(403)", _DEFAULT_RULE_PRIORITY, "everyone else", ["*"]))
         return compute.RegionSecurityPolicy(
             f"{name}-armor",
             # Named, not auto-named: the GCPBackendPolicy refers to it by this name.
