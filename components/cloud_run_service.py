@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_gcp import cloudrunv2, serviceaccount
@@ -13,22 +13,22 @@ from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
-from serving.render.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, render
+from serving.render.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, mounted
 
 
 @dataclass
 class CloudRunGpuServiceArgs:
     settings: Settings
     bucket: ModelBucket
-    #: The image to run; defaults to the settings' pinned image (a mirror passes its digest).
-    image: pulumi.Input[str] | None = None
+    #: The image to run: the settings' pinned image, or the mirror's digest.
+    image: pulumi.Input[str]
     #: Resources that must exist first (weights download jobs, enabled APIs).
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    depends_on: Sequence[pulumi.Resource]
     #: Resource hooks for the service (post-deploy health checks).
-    hooks: pulumi.ResourceHookBinding | None = None
+    hooks: pulumi.ResourceHookBinding | None
     #: Project of the metrics collector's grant; the collector runs when this is set and
     #: the settings' `monitoring` is on.
-    monitoring_project: str | None = None
+    monitoring_project: str | None
 
 
 class CloudRunGpuService(pulumi.ComponentResource):
@@ -52,16 +52,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         settings = args.settings
         if settings.profile.platform is not Platform.CLOUD_RUN:
             raise ValueError(f"hardware {settings.hardware!r} is not a Cloud Run GPU")
-        self._command = render(
-            settings,
-            model_path=f"{MODEL_MOUNT_PATH}/{settings.model.card.folder}",
-            drafter_path=(
-                f"{MODEL_MOUNT_PATH}/{settings.model.drafter_card.folder}"
-                if settings.model.drafter_card
-                else None
-            ),
-            port=CLOUD_RUN_PORT,
-        )
+        self._command = mounted(settings, port=CLOUD_RUN_PORT)
 
         account = serviceaccount.Account(
             f"{name}-sa",
@@ -114,7 +105,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         args: CloudRunGpuServiceArgs,
         account: serviceaccount.Account,
         depends_on: Sequence[pulumi.Resource],
-        collector: CollectorSidecar | None = None,
+        collector: CollectorSidecar | None,
     ) -> cloudrunv2.Service:
         s = args.settings
         hw = s.profile
@@ -159,7 +150,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 containers=[
                     cloudrunv2.ServiceTemplateContainerArgs(
                         name="vllm",
-                        image=args.image if args.image is not None else s.image,
+                        image=args.image,
                         commands=list(self._command.command),
                         args=list(self._command.args),
                         envs=[

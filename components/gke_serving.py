@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -73,9 +73,9 @@ class GkeServingArgs:
     provider: k8s.Provider
     bucket: ModelBucket
     #: Resources the vLLM Pods need first (weights download jobs, node pools).
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    depends_on: Sequence[pulumi.Resource]
     #: Post-deploy checks, run once the endpoint ConfigMap (the Gateway's URL) exists.
-    hooks: pulumi.ResourceHookBinding | None = None
+    hooks: pulumi.ResourceHookBinding | None
 
 
 class GkeServing(pulumi.ComponentResource):

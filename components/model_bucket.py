@@ -7,7 +7,7 @@ config, arguments, environment values, logs or outputs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
@@ -32,15 +32,15 @@ class Checkpoint:
 @dataclass
 class ModelBucketArgs:
     location: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    force_destroy: bool = False
+    labels: Mapping[str, str]
+    force_destroy: bool
     #: Checkpoints to download with a Cloud Run job; empty declares no job.
-    checkpoints: Sequence[Checkpoint] = ()
+    checkpoints: Sequence[Checkpoint]
     #: Region of the download jobs and image they run (needs the `hf` CLI).
-    job_region: str | None = None
-    job_image: str | None = None
+    job_region: str
+    job_image: str
     #: Secret Manager secret id that holds the Hugging Face token.
-    hf_token_secret: str = ""
+    hf_token_secret: str
 
 
 class ModelBucket(pulumi.ComponentResource):
@@ -83,8 +83,6 @@ class ModelBucket(pulumi.ComponentResource):
 
     def _create_download_jobs(self, name: str, args: ModelBucketArgs) -> list[cloudrunv2.Job]:
         image, region = args.job_image, args.job_region
-        if not (image and region and args.hf_token_secret):
-            raise ValueError("download jobs need job_region, job_image and hf_token_secret")
         account = serviceaccount.Account(
             f"{name}-downloader",
             account_id=account_id(name, "dl"),

@@ -27,9 +27,9 @@ class TpuVllmNodesArgs:
     #: Network tag that the firewall rule targets.
     tag: str
     #: Resource hooks for each queued resource (post-deploy health checks).
-    hooks: pulumi.ResourceHookBinding | None = None
+    hooks: pulumi.ResourceHookBinding | None
     #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
-    scrape_job: str | None = None
+    scrape_job: str | None
 
 
 class TpuVllmNodes(pulumi.ComponentResource):

@@ -36,7 +36,7 @@ from typing import Any, Final
 from serving.capacity.perf_stack import scale_up_waiting_requests
 from serving.config.settings import Settings
 from serving.render.monitoring import Vllm
-from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
+from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, mounted
 
 Manifest = dict[str, Any]
 #: A value only the cloud knows (the model bucket, a Google account, the Gateway's address or
@@ -101,15 +101,8 @@ def _meta(settings: Settings, name: str, **extra: Any) -> dict[str, Any]:
 
 
 def vllm_command(settings: Settings) -> VllmCommand:
-    """vLLM's command line on GKE: the shared renderer, the bucket mounted at the same path as
-    on Cloud Run, vLLM on `servingPort`."""
-    card, drafter = settings.model.card, settings.model.drafter_card
-    return render(
-        settings,
-        model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
-        drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
-        port=settings.gke.serving_port,
-    )
+    """vLLM's command line on GKE: the bucket mounted as on Cloud Run, vLLM on `servingPort`."""
+    return mounted(settings, port=settings.gke.serving_port)
 
 
 def namespace(settings: Settings) -> Manifest:

@@ -147,6 +147,18 @@ def render(
     return VllmCommand(command=VLLM_COMMAND, args=tuple(args), env=env)
 
 
+def mounted(settings: Settings, *, port: int) -> VllmCommand:
+    """vLLM reading the checkpoints from the model bucket mounted at :data:`MODEL_MOUNT_PATH`
+    (Cloud Run and GKE)."""
+    card, drafter = settings.model.card, settings.model.drafter_card
+    return render(
+        settings,
+        model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
+        drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
+        port=port,
+    )
+
+
 def parse_args(argv: Sequence[str]) -> dict[str, Any]:
     """Read vLLM arguments back into `{"option-name": value}`.
 
