@@ -167,6 +167,19 @@ def post_deploy_binding(
     return pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks)
 
 
+def watch(
+    settings: Settings, prefix: str, project: str, apis: ProjectApis, **target: Any
+) -> dict[str, pulumi.Input[Any]]:
+    """The dashboard and alerts of `monitoring: true` on the serving `target`
+    (:class:`VllmMonitoringArgs`); the stack output naming the dashboard."""
+    board = VllmMonitoring(
+        f"{prefix}-monitoring",
+        VllmMonitoringArgs(settings=settings, project=project, depends_on=[apis], **target),
+        opts=pulumi.ResourceOptions(depends_on=[apis]),
+    )
+    return {"dashboard_id": board.dashboard_id}
+
+
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
     if settings.deploy_platform == "gke":
@@ -210,18 +223,8 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         ),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
-    monitoring_outputs: dict[str, pulumi.Input[Any]] = {}
-    if job is not None:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings, project=project, scrape_job=job, depends_on=[apis]
-            ),
-            opts=pulumi.ResourceOptions(depends_on=[apis]),
-        )
-        monitoring_outputs["dashboard_id"] = watch.dashboard_id
     return {
-        **monitoring_outputs,
+        **(watch(settings, prefix, project, apis, scrape_job=job) if job else {}),
         "hardware": settings.hardware,
         "image_ref": settings.image,
         "source_image": settings.image,
@@ -298,17 +301,7 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         ),
     )
     if project is not None:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings,
-                project=project,
-                cloud_run_service=service.service_name,
-                depends_on=[apis],
-            ),
-            opts=pulumi.ResourceOptions(depends_on=[apis]),
-        )
-        outputs["dashboard_id"] = watch.dashboard_id
+        outputs |= watch(settings, prefix, project, apis, cloud_run_service=service.service_name)
     return {
         **outputs,
         "hardware": settings.hardware,
@@ -387,22 +380,13 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         ),
         opts=after_apis,
     )
-    outputs: dict[str, pulumi.Input[Any]] = {}
-    if settings.monitoring.monitoring:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings,
-                project=project,
-                gke_namespace=settings.gke.namespace,
-                depends_on=[apis],
-            ),
-            opts=after_apis,
-        )
-        outputs["dashboard_id"] = watch.dashboard_id
     g = settings.gke
     return {
-        **outputs,
+        **(
+            watch(settings, prefix, project, apis, gke_namespace=g.namespace)
+            if settings.monitoring.monitoring
+            else {}
+        ),
         "platform": "gke",
         "hardware": settings.hardware,
         "machine_type": settings.gke_shape.machine_type,
