@@ -128,20 +128,9 @@ class GkeServing(pulumi.ComponentResource):
         certificate, authorization = self._certificate(name, s) if public else (None, None)
 
         endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
-        # One render call: what only the cloud knows stands in the objects as the Outputs
-        # themselves, so kinds and names are known at preview and Pulumi resolves the values.
-        m = gke.render_manifests(
-            s,
-            bucket=args.bucket.bucket_name,
-            gcp_service_account=vllm_account.email,
-            adapter_service_account=adapter_account.email,
-            address_name=address.name,
-            endpoint_url=endpoint_url,
-            security_policy=security_policy.name if security_policy is not None else None,
-            # Named by the stack, so known before the certificate exists.
-            certificate=cloud_name(name, "gateway"),
-        )
 
+        # What only the cloud knows stands in the objects as the Outputs themselves, so kinds
+        # and names are known at preview and Pulumi resolves the values.
         def kube(*after: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(
                 parent=self, provider=args.provider, depends_on=list(after), **extra
@@ -149,19 +138,21 @@ class GkeServing(pulumi.ComponentResource):
 
         # The metrics adapter (cluster-wide, its own namespace).
         adapter: list[pulumi.CustomResource] = []
-        for manifest in m.adapter:
+        for manifest in gke.metrics_adapter(adapter_account.email):
             adapter.append(
                 declare(f"{name}-{_ident(manifest)}", manifest, kube(viewer, *adapter[:1]))
             )
 
-        ns = declare(f"{name}-namespace", m.namespace, kube())
-        vllm_sa = declare(f"{name}-vllm-ksa", m.vllm_service_account, kube(ns))
-        picker = [declare(f"{name}-{_ident(p)}", p, kube(ns)) for p in m.picker]
+        ns = declare(f"{name}-namespace", gke.namespace(s), kube())
+        vllm_sa = declare(
+            f"{name}-vllm-ksa", gke.vllm_service_account(s, vllm_account.email), kube(ns)
+        )
+        picker = [declare(f"{name}-{_ident(p)}", p, kube(ns)) for p in gke.picker(s)]
         probe = s.gke_shape.startup_probe
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
         deployment = declare(
             f"{name}-vllm",
-            m.vllm_deployment,
+            gke.vllm_deployment(s, bucket=args.bucket.bucket_name),
             kube(
                 ns,
                 vllm_sa,
@@ -171,25 +162,39 @@ class GkeServing(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),
             ),
         )
-        pool = declare(f"{name}-pool", m.inference_pool, kube(ns, *picker))
+        pool = declare(f"{name}-pool", gke.inference_pool(s), kube(ns, *picker))
         gateway = declare(
-            f"{name}-gateway", m.gateway, kube(ns, *([certificate] if certificate else []))
+            f"{name}-gateway",
+            # The certificate is named by the stack, so known before it exists.
+            gke.gateway(s, address_name=address.name, certificate=cloud_name(name, "gateway")),
+            kube(ns, *([certificate] if certificate else [])),
         )
         on_pool = kube(ns, pool, gateway)
-        route = declare(f"{name}-route", m.http_route, on_pool)
+        route = declare(f"{name}-route", gke.http_route(s), on_pool)
+        armor = security_policy.name if security_policy is not None else None
         policies = [
-            declare(f"{name}-health-check-policy", m.health_check_policy, on_pool),
-            declare(f"{name}-backend-policy", m.backend_policy, on_pool),
+            declare(f"{name}-health-check-policy", gke.health_check_policy(s), on_pool),
+            declare(
+                f"{name}-backend-policy", gke.backend_policy(s, security_policy=armor), on_pool
+            ),
         ]
-        declare(f"{name}-autoscaler", m.autoscaler, kube(deployment, *adapter))
+        declare(f"{name}-autoscaler", gke.autoscaler(s), kube(deployment, *adapter))
         # vLLM's metrics feed the autoscaler: scraped whether or not `monitoring` is on.
-        declare(f"{name}-vllm-monitoring", m.vllm_monitoring, kube(ns))
-        if m.picker_monitoring is not None:
-            declare(f"{name}-picker-monitoring", m.picker_monitoring, kube(ns))
+        declare(
+            f"{name}-vllm-monitoring",
+            gke.pod_monitoring(s, gke.VLLM_NAME, gke.POOL_LABELS, "http"),
+            kube(ns),
+        )
+        if s.monitoring.monitoring:
+            declare(
+                f"{name}-picker-monitoring",
+                gke.pod_monitoring(s, gke.PICKER_NAME, gke.PICKER_LABELS, "metrics"),
+                kube(ns),
+            )
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
         declare(
             f"{name}-endpoint",
-            m.endpoint,
+            gke.endpoint_config_map(s, url=endpoint_url),
             kube(deployment, route, *policies, hooks=args.hooks),
         )
 

@@ -462,27 +462,6 @@ def test_preview_exits_0_and_shows_everything(
     )
 
 
-def test_manifests_are_plain_data() -> None:
-    """serving.render.gke renders JSON-able dicts with apiVersion, kind and metadata.name each."""
-    settings = load_settings(stack_config("gke-tpu-v6e"))
-    by_role = gke.render_manifests(
-        settings,
-        bucket="b",
-        gcp_service_account="a@p.iam.gserviceaccount.com",
-        security_policy=None,
-        address_name="gemma4-gateway-ip",
-        certificate="gemma4-gateway",
-        endpoint_url="http://10.150.0.20",
-        adapter_service_account="adapter@p.iam.gserviceaccount.com",
-    )
-    found = [m for v in vars(by_role).values() if v for m in (v if isinstance(v, tuple) else [v])]
-    assert json.loads(json.dumps(found)) == found
-    kinds = [m["kind"] for m in found]
-    for kind in ("InferencePool", "Gateway", "HTTPRoute", "HorizontalPodAutoscaler"):
-        assert kind in kinds
-    assert all(m["metadata"]["name"] for m in found)
-
-
 def test_the_hooks_call_the_stacks_own_gateway_whatever_the_config_map_says() -> None:
     """The program binds the hooks to `https://<gatewayDomain>`; a ConfigMap pointed at the
     metadata server changes nothing about where the key goes."""

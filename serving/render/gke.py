@@ -3,7 +3,8 @@
 Pure: no Pulumi. Every function returns one manifest (`apiVersion`, `kind`, `metadata`,
 `spec`/`data`/...) as a dict, exactly what `kubectl apply` would take; the Pulumi component
 (`components/gke_serving.py`) declares each with pulumi-kubernetes, so the props a policy or a
-test sees are these fields. :func:`manifests` returns all of them in apply order.
+test sees are these fields. What only the cloud knows (a bucket, an account, an address) is
+a parameter, placed as given: the component passes its Pulumi Outputs.
 
 What serves what (GKE Inference Gateway, "powered by llm-d"):
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -271,15 +271,15 @@ def gateway_class(settings: Settings) -> str:
     return GATEWAY_CLASS_EXTERNAL if settings.public else GATEWAY_CLASS_INTERNAL
 
 
-def listeners(settings: Settings, *, certificate: str | None) -> list[dict[str, Any]]:
+def listeners(settings: Settings, *, certificate: str) -> list[dict[str, Any]]:
     """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
     443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
     Manager certificate), and no HTTP listener."""
     if not settings.public:
         return [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}]
     domain = settings.gke.gateway_domain
-    if domain is None or not certificate:
-        raise ValueError("a public Gateway needs gatewayDomain and a certificate (settings)")
+    if domain is None:
+        raise ValueError("a public Gateway needs gatewayDomain (settings)")
     return [
         {
             "name": "https",
@@ -291,13 +291,16 @@ def listeners(settings: Settings, *, certificate: str | None) -> list[dict[str, 
     ]
 
 
-def gateway(settings: Settings, *, address_name: CloudValue, certificate: str | None) -> Manifest:
+def gateway(settings: Settings, *, address_name: CloudValue, certificate: str) -> Manifest:
     """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
     the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists;
-    `certificate`: the public Gateway's Certificate Manager certificate (:func:`listeners`)."""
+    `certificate`: the Google-managed certificate the stack creates for a public Gateway,
+    unless the user names their own (`gatewayCertificate`)."""
     spec = {
         "gatewayClassName": gateway_class(settings),
-        "listeners": listeners(settings, certificate=certificate),
+        "listeners": listeners(
+            settings, certificate=settings.gke.gateway_certificate or certificate
+        ),
         "addresses": [{"type": "NamedAddress", "value": address_name}],
     }
     metadata = _meta(settings, GATEWAY_NAME)
@@ -630,6 +633,22 @@ def picker_service(settings: Settings) -> Manifest:
     }
 
 
+def picker(settings: Settings) -> list[Manifest]:
+    """Every object of the endpoint picker, in apply order."""
+    return [
+        picker_service_account(settings),
+        picker_role(settings),
+        _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa"),
+        picker_leader_election_role(settings),
+        _binding(
+            settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
+        ),
+        picker_config_map(settings),
+        picker_deployment(settings),
+        picker_service(settings),
+    ]
+
+
 # --- monitoring and autoscaling --------------------------------------------------------------
 
 
@@ -700,84 +719,3 @@ def metrics_adapter(gcp_service_account: CloudValue) -> list[Manifest]:
                 "iam.gke.io/gcp-service-account": gcp_service_account
             }
     return found
-
-
-@dataclass(frozen=True)
-class GkeManifests:
-    """Every Kubernetes object of a GKE stack that this package owns, from one render call,
-    by role (what the GKE component declares, one resource each)."""
-
-    #: The metrics adapter (its own namespace, cluster-wide RBAC, API services).
-    adapter: tuple[Manifest, ...]
-    namespace: Manifest
-    vllm_service_account: Manifest
-    #: The endpoint picker: service account, roles and bindings, config, Deployment, Service.
-    picker: tuple[Manifest, ...]
-    vllm_deployment: Manifest
-    inference_pool: Manifest
-    gateway: Manifest
-    http_route: Manifest
-    health_check_policy: Manifest
-    backend_policy: Manifest
-    autoscaler: Manifest
-    #: The autoscaler's input: declared whether or not the stack's monitoring is on.
-    vllm_monitoring: Manifest
-    #: Only with `monitoring: true`.
-    picker_monitoring: Manifest | None
-    #: The endpoint ConfigMap (the Gateway's URL), applied last.
-    endpoint: Manifest
-
-
-def render_manifests(
-    settings: Settings,
-    *,
-    bucket: CloudValue,
-    gcp_service_account: CloudValue,
-    security_policy: CloudValue | None,
-    address_name: CloudValue,
-    certificate: str,
-    endpoint_url: CloudValue,
-    adapter_service_account: CloudValue,
-) -> GkeManifests:
-    """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
-    knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
-    reserved address and URL, the public Gateway's Certificate Manager certificate); each
-    stands as given in the objects that use it."""
-    return GkeManifests(
-        adapter=tuple(metrics_adapter(adapter_service_account)),
-        namespace=namespace(settings),
-        vllm_service_account=vllm_service_account(settings, gcp_service_account),
-        picker=(
-            picker_service_account(settings),
-            picker_role(settings),
-            _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa"),
-            picker_leader_election_role(settings),
-            _binding(
-                settings,
-                f"{PICKER_NAME}-leader-election-binding",
-                f"{PICKER_NAME}-leader-election",
-            ),
-            picker_config_map(settings),
-            picker_deployment(settings),
-            picker_service(settings),
-        ),
-        vllm_deployment=vllm_deployment(settings, bucket=bucket),
-        inference_pool=inference_pool(settings),
-        gateway=gateway(
-            settings,
-            address_name=address_name,
-            # The user's own (`gatewayCertificate`) or the Google-managed one the stack creates.
-            certificate=settings.gke.gateway_certificate or certificate
-            if settings.public
-            else None,
-        ),
-        http_route=http_route(settings),
-        health_check_policy=health_check_policy(settings),
-        backend_policy=backend_policy(settings, security_policy=security_policy),
-        autoscaler=autoscaler(settings),
-        vllm_monitoring=pod_monitoring(settings, VLLM_NAME, POOL_LABELS, "http"),
-        picker_monitoring=pod_monitoring(settings, PICKER_NAME, PICKER_LABELS, "metrics")
-        if settings.monitoring.monitoring
-        else None,
-        endpoint=endpoint_config_map(settings, url=endpoint_url),
-    )
