@@ -439,39 +439,11 @@ def backend_policy(settings: Settings, *, security_policy: CloudValue | None) ->
 # --- the endpoint picker (llm-d-router v0.10.0 chart shapes) ---------------------------------
 
 
-def picker_service_account(settings: Settings) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
-    }
-
-
-def picker_role(settings: Settings) -> Manifest:
-    """Read the Pods it picks among (chart: `_rbac.yaml`)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(settings, f"{PICKER_NAME}-sa", labels=dict(PICKER_LABELS)),
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}],
-    }
-
-
-def picker_leader_election_role(settings: Settings) -> Manifest:
-    """Leases for leader election between the two replicas (chart: `_leader-election-rbac`)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(settings, f"{PICKER_NAME}-leader-election", labels=dict(PICKER_LABELS)),
-        "rules": [
-            {
-                "apiGroups": ["coordination.k8s.io"],
-                "resources": ["leases"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-        ],
-    }
+def _picker_object(
+    settings: Settings, api_version: str, kind: str, name: str, **fields: Any
+) -> Manifest:
+    metadata = _meta(settings, name, labels=dict(PICKER_LABELS))
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
 
 
 def _binding(settings: Settings, name: str, role: str) -> Manifest:
@@ -511,15 +483,6 @@ schedulingProfiles:
   - pluginRef: prefix-cache-scorer
     weight: 3
 """
-
-
-def picker_config_map(settings: Settings) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
-        "data": {PICKER_CONFIG_FILE: PICKER_PLUGINS},
-    }
 
 
 def picker_args(settings: Settings) -> list[str]:
@@ -635,15 +598,39 @@ def picker_service(settings: Settings) -> Manifest:
 
 def picker(settings: Settings) -> list[Manifest]:
     """Every object of the endpoint picker, in apply order."""
+    rbac = "rbac.authorization.k8s.io/v1"
     return [
-        picker_service_account(settings),
-        picker_role(settings),
+        _picker_object(settings, "v1", "ServiceAccount", PICKER_NAME),
+        # Read the Pods it picks among (chart: `_rbac.yaml`).
+        _picker_object(
+            settings,
+            rbac,
+            "Role",
+            f"{PICKER_NAME}-sa",
+            rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}],
+        ),
         _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa"),
-        picker_leader_election_role(settings),
+        # Leases for leader election between the two replicas (chart: `_leader-election-rbac`).
+        _picker_object(
+            settings,
+            rbac,
+            "Role",
+            f"{PICKER_NAME}-leader-election",
+            rules=[
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            ],
+        ),
         _binding(
             settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
         ),
-        picker_config_map(settings),
+        _picker_object(
+            settings, "v1", "ConfigMap", PICKER_NAME, data={PICKER_CONFIG_FILE: PICKER_PLUGINS}
+        ),
         picker_deployment(settings),
         picker_service(settings),
     ]
