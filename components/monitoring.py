@@ -144,15 +144,19 @@ class VllmMonitoring(pulumi.ComponentResource):
         m = s.monitoring
         stack = pulumi.get_stack()
         mtp = s.model.drafter_card is not None
+        platform: spec.Platform
         if args.cloud_run_service is not None:
+            platform = "cloud_run"
             target: pulumi.Output[spec.Target] = pulumi.Output.from_input(
                 args.cloud_run_service
             ).apply(lambda service: spec.cloud_run_target(stack, s.hardware, service, mtp=mtp))
         elif args.scrape_job is not None:
+            platform = "tpu"
             target = pulumi.Output.from_input(
                 spec.tpu_target(stack, s.hardware, args.scrape_job, mtp=mtp)
             )
         elif args.gke_namespace is not None:
+            platform = "gke"
             target = pulumi.Output.from_input(
                 spec.gke_target(
                     stack,
@@ -181,13 +185,6 @@ class VllmMonitoring(pulumi.ComponentResource):
                 lambda t: json.dumps(spec.dashboard(t, m, s.slo), sort_keys=True)
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        platform: spec.Platform = (
-            "cloud_run"
-            if args.cloud_run_service is not None
-            else "gke"
-            if args.gke_namespace is not None
-            else "tpu"
         )
         keys = spec.alert_keys(platform, m, s.slo) if m.monitoring_notification_channels else []
 
