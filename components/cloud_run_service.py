@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_gcp import cloudrunv2, serviceaccount
 
-from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
+from components.model_bucket import ModelBucket
 from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
-from serving.render.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, mounted
+from serving.render.vllm import CLOUD_RUN_PORT, FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, mounted
 
 
 @dataclass

@@ -12,7 +12,7 @@ from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
 from components.image_mirror import ImageMirror, ImageMirrorArgs
-from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
+from components.model_bucket import ModelBucket
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
 from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
@@ -55,15 +55,6 @@ def read_settings() -> Settings:
     settings = load_settings(raw_stack_config(pulumi.get_project()))
     project_id()
     return settings
-
-
-def checkpoints(settings: Settings) -> list[Checkpoint]:
-    """The checkpoints a stack serves: the target and, with MTP, its drafter."""
-    m = settings.model
-    found = [Checkpoint(m.model, m.model_revision, m.card.folder)]
-    if m.drafter_card is not None:
-        found.append(Checkpoint(m.drafter_card.repo_id, m.drafter_revision, m.drafter_card.folder))
-    return found
 
 
 TPU_APIS = (
@@ -237,30 +228,11 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     }
 
 
-def model_bucket(settings: Settings, prefix: str, opts: pulumi.ResourceOptions) -> ModelBucket:
-    """The model bucket and its download jobs (Cloud Run jobs in the serving region), as the
-    Cloud Run and GKE stacks declare them."""
-    bucket = settings.bucket
-    return ModelBucket(
-        f"{prefix}-models",
-        ModelBucketArgs(
-            location=bucket.bucket_location or settings.region,
-            labels=settings.labels,
-            force_destroy=bucket.force_destroy_bucket,
-            checkpoints=checkpoints(settings) if bucket.download_weights else (),
-            job_region=settings.region,
-            job_image=settings.image,
-            hf_token_secret=settings.weights.hf_token_secret,
-        ),
-        opts=opts,
-    )
-
-
 def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     # Read before any resource: the collector's grant and the alerts need the project.
     project = project_id() if settings.monitoring.monitoring else None
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, CLOUD_RUN_APIS))
-    bucket = model_bucket(settings, prefix, pulumi.ResourceOptions(depends_on=[apis]))
+    bucket = ModelBucket(f"{prefix}-models", settings, pulumi.ResourceOptions(depends_on=[apis]))
     image: pulumi.Input[str] = settings.image
     # image_ref: what the service runs; source_image: the upstream image promotion carries.
     outputs: dict[str, pulumi.Input[Any]] = {
@@ -328,7 +300,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     needed = (*GKE_APIS, *(CERTIFICATE_APIS if settings.public else ()))
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, needed))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
-    bucket = model_bucket(settings, prefix, after_apis)
+    bucket = ModelBucket(f"{prefix}-models", settings, after_apis)
     cluster = GkeCluster(
         f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
     )
