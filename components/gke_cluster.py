@@ -5,7 +5,6 @@ Gateway classes, a small system node pool and one autoscaled accelerator node po
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -53,12 +52,6 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
     )
 
 
-@dataclass
-class GkeClusterArgs:
-    settings: Settings
-    project: str
-
-
 class GkeCluster(pulumi.ComponentResource):
     """The cluster, its node pools and the proxy-only subnet; `provider` talks to it."""
 
@@ -67,10 +60,14 @@ class GkeCluster(pulumi.ComponentResource):
     accelerator_pool: container.NodePool
 
     def __init__(
-        self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        settings: Settings,
+        project: str,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gemma4:index:GkeCluster", name, None, opts)
-        s = args.settings
+        s = settings
         g = s.gke
         region, zone = s.region, s.gke.zone
         assert zone is not None  # settings require it on platform gke
@@ -101,7 +98,7 @@ class GkeCluster(pulumi.ComponentResource):
         node_roles = [
             projects.IAMMember(
                 f"{name}-nodes-{role.rsplit('.', 1)[-1]}",
-                project=args.project,
+                project=project,
                 role=role,
                 member=self.node_account.email.apply(lambda e: f"serviceAccount:{e}"),
                 opts=child,
@@ -123,7 +120,7 @@ class GkeCluster(pulumi.ComponentResource):
             min_master_version=g.cluster_version,
             gateway_api_config=container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
             workload_identity_config=container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=f"{args.project}.svc.id.goog"
+                workload_pool=f"{project}.svc.id.goog"
             ),
             monitoring_config=container.ClusterMonitoringConfigArgs(
                 enable_components=["SYSTEM_COMPONENTS"],

@@ -11,7 +11,7 @@ from pulumi.runtime import config as runtime_config
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
-from components.image_mirror import ImageMirror, ImageMirrorArgs
+from components.image_mirror import ImageMirror
 from components.model_bucket import ModelBucket
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
@@ -242,13 +242,9 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
     if settings.cloud_run.mirror_image:
         mirror = ImageMirror(
             f"{prefix}-image",
-            ImageMirrorArgs(
-                source_image=settings.image,
-                region=settings.region,
-                project=project_id(),
-                repository_id=settings.cloud_run.artifact_repository or f"{prefix}-images",
-                labels=settings.labels,
-            ),
+            settings,
+            project=project_id(),
+            repository_id=settings.cloud_run.artifact_repository or f"{prefix}-images",
             opts=pulumi.ResourceOptions(depends_on=[apis]),
         )
         image = mirror.image_ref
@@ -291,7 +287,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     Gateway (docs/deploy/gke.md)."""
     # Imported here: pulumi_gcp.compute and pulumi_kubernetes load in seconds, which the
     # Cloud Run stacks never need.
-    from components.gke_cluster import GkeCluster, GkeClusterArgs
+    from components.gke_cluster import GkeCluster
     from components.gke_serving import GkeServing, GkeServingArgs
     from serving.render import gke as gke_objects
 
@@ -301,9 +297,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, needed))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
     bucket = ModelBucket(f"{prefix}-models", settings, after_apis)
-    cluster = GkeCluster(
-        f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
-    )
+    cluster = GkeCluster(f"{prefix}-gke", settings, project, opts=after_apis)
     hooks = None
     if settings.public:
         hooks = post_deploy_binding(
