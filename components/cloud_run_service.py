@@ -37,13 +37,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
     url: pulumi.Output[str]
     """HTTPS URL of the service (needs an identity token unless public)."""
     service_name: pulumi.Output[str]
-    """The Cloud Run service's name."""
-    served_model_name: pulumi.Output[str]
-    """The model name clients put in requests."""
     vllm_command_line: pulumi.Output[str]
     """The rendered vLLM command line, for review in `pulumi preview`."""
-    service_account_email: pulumi.Output[str]
-    """Identity the service runs as."""
 
     def __init__(
         self, name: str, args: CloudRunGpuServiceArgs, opts: pulumi.ResourceOptions | None = None
@@ -86,16 +81,12 @@ class CloudRunGpuService(pulumi.ComponentResource):
 
         self.url = service.uri
         self.service_name = service.name
-        self.served_model_name = pulumi.Output.from_input(settings.model.served_name)
         self.vllm_command_line = pulumi.Output.from_input(self._command.command_line())
-        self.service_account_email = account.email
         self.register_outputs(
             {
                 "url": self.url,
                 "service_name": self.service_name,
-                "served_model_name": self.served_model_name,
                 "vllm_command_line": self.vllm_command_line,
-                "service_account_email": self.service_account_email,
             }
         )
 

@@ -88,8 +88,6 @@ class GkeServing(pulumi.ComponentResource):
     dns_records: pulumi.Output[list[dict[str, str]]]
     """DNS records the user creates for a public Gateway (none for an internal one)."""
     gateway_address: pulumi.Output[str]
-    vllm_command_line: pulumi.Output[str]
-    namespace: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: GkeServingArgs, opts: pulumi.ResourceOptions | None = None
@@ -207,15 +205,11 @@ class GkeServing(pulumi.ComponentResource):
             address.address,
             authorization.dns_resource_records if authorization is not None else [],
         ).apply(lambda found: gke.dns_records(s, found[0], found[1] or []))
-        self.vllm_command_line = pulumi.Output.from_input(gke.vllm_command(s).command_line())
-        self.namespace = pulumi.Output.from_input(s.gke.namespace)
         self.register_outputs(
             {
                 "endpoint_url": self.endpoint_url,
                 "gateway_address": self.gateway_address,
                 "dns_records": self.dns_records,
-                "vllm_command_line": self.vllm_command_line,
-                "namespace": self.namespace,
             }
         )
 

@@ -275,7 +275,7 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         "hardware": settings.hardware,
         "service_url": service.url,
         "service_name": service.service_name,
-        "served_model_name": service.served_model_name,
+        "served_model_name": settings.model.served_name,
         "vllm_command_line": service.vllm_command_line,
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
@@ -360,7 +360,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "source_image": settings.image,
         "picker_image": g.picker_image,
         "cluster_name": cluster.cluster_name,
-        "namespace": serving.namespace,
+        "namespace": g.namespace,
         "endpoint_url": serving.endpoint_url,
         # The one address clients use (the Gateway); `python -m healthchecks`, the benchmark
         # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
@@ -371,7 +371,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "min_replicas": g.min_replicas,
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,
-        "vllm_command_line": serving.vllm_command_line,
+        "vllm_command_line": gke_objects.vllm_command(settings).command_line(),
         "api_key_secret": settings.gke.api_key_secret,
         # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
         "api_key_setup": gke_objects.api_key_secret_command(settings),
