@@ -11,7 +11,6 @@ such by `pulumi preview`. Delete is idempotent and never touches other queued re
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -90,20 +89,14 @@ def api_version(props: dict[str, Any]) -> str:
     return API_VERSIONS[props["provisioning"]]
 
 
-def _log(message: str) -> None:
-    try:
-        pulumi.log.info(message)
-    except Exception:  # outside an engine (tests, scripts): plain stderr
-        print(message, file=sys.stderr, flush=True)
-
-
 class QueuedResourceProvider(ResourceProvider):
     """CRUD for one queued resource. Injected hooks make it testable without Google."""
 
     def __init__(
         self,
         token_source: Callable[[], str] | None = None,
-        log: Callable[[str], None] = _log,
+        # Pulumi's log: the engine's when there is one, stderr otherwise.
+        log: Callable[[str], None] = pulumi.log.info,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
