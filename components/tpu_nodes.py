@@ -72,7 +72,14 @@ class TpuVllmNodes(pulumi.ComponentResource):
             command,
             s.image,
             StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
-            _ops_agent(s, args.scrape_job),
+            OpsAgent(
+                version=s.monitoring.monitoring_ops_agent_version,
+                config_yaml=monitoring_spec.ops_agent_config(
+                    tpu.serving_port, args.scrape_job, s.monitoring
+                ),
+            )
+            if args.scrape_job is not None
+            else None,
         )
 
         account = serviceaccount.Account(
@@ -164,13 +171,3 @@ class TpuVllmNodes(pulumi.ComponentResource):
 
 def _seconds(hours: float | None) -> int | None:
     return None if hours is None else math.ceil(hours * 3600)
-
-
-def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:
-    if job is None:
-        return None
-    m = settings.monitoring
-    return OpsAgent(
-        version=m.monitoring_ops_agent_version,
-        config_yaml=monitoring_spec.ops_agent_config(settings.tpu.serving_port, job, m),
-    )

@@ -277,15 +277,13 @@ def listeners(settings: Settings, *, certificate: str) -> list[dict[str, Any]]:
     Manager certificate), and no HTTP listener."""
     if not settings.public:
         return [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}]
-    domain = settings.gke.gateway_domain
-    if domain is None:
-        raise ValueError("a public Gateway needs gatewayDomain (settings)")
+    # Settings refuse `public: true` without gatewayDomain.
     return [
         {
             "name": "https",
             "protocol": "HTTPS",
             "port": GATEWAY_HTTPS_PORT,
-            "hostname": domain,
+            "hostname": settings.gke.gateway_domain,
             "tls": {"mode": "Terminate", "options": {CERT_MANAGER_CERTS: certificate}},
         }
     ]
