@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_gcp import cloudrunv2, serviceaccount
 
-from components.model_bucket import FUSE_MOUNT_OPTIONS, ModelBucket
+from components.model_bucket import ModelBucket
 from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
-from serving.render.vllm import CLOUD_RUN_PORT, MODEL_MOUNT_PATH, render
+from serving.render.vllm import CLOUD_RUN_PORT, FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, mounted
 
 
 @dataclass
 class CloudRunGpuServiceArgs:
     settings: Settings
     bucket: ModelBucket
-    #: The image to run; defaults to the settings' pinned image (a mirror passes its digest).
-    image: pulumi.Input[str] | None = None
+    #: The image to run: the settings' pinned image, or the mirror's digest.
+    image: pulumi.Input[str]
     #: Resources that must exist first (weights download jobs, enabled APIs).
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    depends_on: Sequence[pulumi.Resource]
     #: Resource hooks for the service (post-deploy health checks).
-    hooks: pulumi.ResourceHookBinding | None = None
+    hooks: pulumi.ResourceHookBinding | None
     #: Project of the metrics collector's grant; the collector runs when this is set and
     #: the settings' `monitoring` is on.
-    monitoring_project: str | None = None
+    monitoring_project: str | None
 
 
 class CloudRunGpuService(pulumi.ComponentResource):
@@ -37,13 +37,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
     url: pulumi.Output[str]
     """HTTPS URL of the service (needs an identity token unless public)."""
     service_name: pulumi.Output[str]
-    """The Cloud Run service's name."""
-    served_model_name: pulumi.Output[str]
-    """The model name clients put in requests."""
     vllm_command_line: pulumi.Output[str]
     """The rendered vLLM command line, for review in `pulumi preview`."""
-    service_account_email: pulumi.Output[str]
-    """Identity the service runs as."""
 
     def __init__(
         self, name: str, args: CloudRunGpuServiceArgs, opts: pulumi.ResourceOptions | None = None
@@ -52,16 +47,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         settings = args.settings
         if settings.profile.platform is not Platform.CLOUD_RUN:
             raise ValueError(f"hardware {settings.hardware!r} is not a Cloud Run GPU")
-        self._command = render(
-            settings,
-            model_path=f"{MODEL_MOUNT_PATH}/{settings.model.card.folder}",
-            drafter_path=(
-                f"{MODEL_MOUNT_PATH}/{settings.model.drafter_card.folder}"
-                if settings.model.drafter_card
-                else None
-            ),
-            port=CLOUD_RUN_PORT,
-        )
+        self._command = mounted(settings, port=CLOUD_RUN_PORT)
 
         account = serviceaccount.Account(
             f"{name}-sa",
@@ -95,16 +81,12 @@ class CloudRunGpuService(pulumi.ComponentResource):
 
         self.url = service.uri
         self.service_name = service.name
-        self.served_model_name = pulumi.Output.from_input(settings.model.served_name)
         self.vllm_command_line = pulumi.Output.from_input(self._command.command_line())
-        self.service_account_email = account.email
         self.register_outputs(
             {
                 "url": self.url,
                 "service_name": self.service_name,
-                "served_model_name": self.served_model_name,
                 "vllm_command_line": self.vllm_command_line,
-                "service_account_email": self.service_account_email,
             }
         )
 
@@ -114,7 +96,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
         args: CloudRunGpuServiceArgs,
         account: serviceaccount.Account,
         depends_on: Sequence[pulumi.Resource],
-        collector: CollectorSidecar | None = None,
+        collector: CollectorSidecar | None,
     ) -> cloudrunv2.Service:
         s = args.settings
         hw = s.profile
@@ -159,7 +141,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                 containers=[
                     cloudrunv2.ServiceTemplateContainerArgs(
                         name="vllm",
-                        image=args.image if args.image is not None else s.image,
+                        image=args.image,
                         commands=list(self._command.command),
                         args=list(self._command.args),
                         envs=[

@@ -5,7 +5,6 @@ Gateway classes, a small system node pool and one autoscaled accelerator node po
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -53,26 +52,22 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
     )
 
 
-@dataclass
-class GkeClusterArgs:
-    settings: Settings
-    project: str
-
-
 class GkeCluster(pulumi.ComponentResource):
     """The cluster, its node pools and the proxy-only subnet; `provider` talks to it."""
 
     cluster_name: pulumi.Output[str]
-    endpoint: pulumi.Output[str]
     provider: k8s.Provider
     accelerator_pool: container.NodePool
-    system_pool: container.NodePool
 
     def __init__(
-        self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        settings: Settings,
+        project: str,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gemma4:index:GkeCluster", name, None, opts)
-        s = args.settings
+        s = settings
         g = s.gke
         region, zone = s.region, s.gke.zone
         assert zone is not None  # settings require it on platform gke
@@ -81,17 +76,19 @@ class GkeCluster(pulumi.ComponentResource):
         # Regional Application Load Balancers (the gke-l7-rilb and regional external Gateway
         # classes) run their proxies in this subnet; one per region and network
         # (proxySubnetRange `existing`: the one the region already has).
-        self.proxy_subnet: compute.Subnetwork | None = None
+        proxy_subnet: list[pulumi.Resource] = []
         if g.proxy_subnet_range != EXISTING_PROXY_SUBNET:
-            self.proxy_subnet = compute.Subnetwork(
-                f"{name}-proxy-only",
-                region=region,
-                network=s.gke.network,
-                ip_cidr_range=g.proxy_subnet_range,
-                purpose="REGIONAL_MANAGED_PROXY",
-                role="ACTIVE",
-                opts=child,
-            )
+            proxy_subnet = [
+                compute.Subnetwork(
+                    f"{name}-proxy-only",
+                    region=region,
+                    network=s.gke.network,
+                    ip_cidr_range=g.proxy_subnet_range,
+                    purpose="REGIONAL_MANAGED_PROXY",
+                    role="ACTIVE",
+                    opts=child,
+                )
+            ]
         self.node_account = serviceaccount.Account(
             f"{name}-nodes",
             account_id=account_id(name, "nodes"),
@@ -101,7 +98,7 @@ class GkeCluster(pulumi.ComponentResource):
         node_roles = [
             projects.IAMMember(
                 f"{name}-nodes-{role.rsplit('.', 1)[-1]}",
-                project=args.project,
+                project=project,
                 role=role,
                 member=self.node_account.email.apply(lambda e: f"serviceAccount:{e}"),
                 opts=child,
@@ -123,7 +120,7 @@ class GkeCluster(pulumi.ComponentResource):
             min_master_version=g.cluster_version,
             gateway_api_config=container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
             workload_identity_config=container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=f"{args.project}.svc.id.goog"
+                workload_pool=f"{project}.svc.id.goog"
             ),
             monitoring_config=container.ClusterMonitoringConfigArgs(
                 enable_components=["SYSTEM_COMPONENTS"],
@@ -140,13 +137,11 @@ class GkeCluster(pulumi.ComponentResource):
                 ),
             ),
             resource_labels=dict(s.labels),
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.proxy_subnet] if self.proxy_subnet else []
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=proxy_subnet),
         )
         node_metadata = container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")
         scopes = ["https://www.googleapis.com/auth/cloud-platform"]
-        self.system_pool = container.NodePool(
+        system_pool = container.NodePool(
             f"{name}-system",
             cluster=cluster.id,
             location=region,
@@ -167,8 +162,6 @@ class GkeCluster(pulumi.ComponentResource):
             name, s, cluster, node_metadata, scopes, node_roles
         )
         self.cluster_name = cluster.name
-        self.endpoint = cluster.endpoint
-        self.cluster = cluster
         ca = cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate if auth else "")
         config = pulumi.Output.all(cluster.name, cluster.endpoint, ca).apply(
             lambda v: kubeconfig(str(v[0]), str(v[1] or ""), str(v[2] or ""))
@@ -179,10 +172,10 @@ class GkeCluster(pulumi.ComponentResource):
             # Server-side apply, so fields GKE's controllers own are not fought over.
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.system_pool, self.accelerator_pool]
+                parent=self, depends_on=[system_pool, self.accelerator_pool]
             ),
         )
-        self.register_outputs({"cluster_name": self.cluster_name, "endpoint": self.endpoint})
+        self.register_outputs({"cluster_name": self.cluster_name, "endpoint": cluster.endpoint})
 
     def _accelerator_pool(
         self,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -22,14 +22,6 @@ from serving.render.gke import Manifest
 #: Cloud Armor takes at most 10 source ranges per rule (`srcIpRanges`, pulumi-gcp's docs).
 ARMOR_RANGES_PER_RULE = 10
 _DEFAULT_RULE_PRIORITY = 2147483647
-
-#: What the one render call is given for what only the cloud knows; each stands, verbatim, in
-#: the objects that use it until the Output it names resolves.
-_BUCKET = "<bucket>"
-_ACCOUNT = "<account>"
-_ADDRESS = "<address>"
-_IP = "<ip>"
-_POLICY = "<policy>"
 
 #: Kubernetes kinds with a typed class in pulumi-kubernetes; every other kind (the custom
 #: resources) is declared as `apiextensions.CustomResource`.
@@ -58,48 +50,20 @@ _FIELDS = {
 
 def declare(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """One manifest as a pulumi-kubernetes resource: its typed class where pulumi-kubernetes
-    has one, `apiextensions.CustomResource` otherwise; the props are the manifest's fields."""
-    return declare_lifted(name, manifest, pulumi.Output.from_input(manifest), opts)
-
-
-def declare_lifted(
-    name: str,
-    static: Manifest,
-    manifest: pulumi.Output[Manifest] | pulumi.Output[Any],
-    opts: pulumi.ResourceOptions,
-) -> pulumi.CustomResource:
-    """A manifest whose body depends on an Output (a bucket or an address not known yet);
-    `static` is the same manifest rendered with placeholders: its kind, metadata and set of
-    fields must not depend on the Output."""
-    kwargs: dict[str, Any] = {
-        arg: manifest.apply(_field(key)) for key, arg in _FIELDS.items() if key in static
-    }
-    # Name and namespace identify the object and must be known at preview; everything else
-    # in metadata (a Workload Identity annotation naming a Google account, labels) is read
-    # from the lifted manifest, so no placeholder reaches the cluster.
-    metadata: dict[str, Any] = {
-        key: value if key in _IDENTITY else manifest.apply(_metadata_field(key))
-        for key, value in static["metadata"].items()
-    }
-    typed = _TYPED.get((static["apiVersion"], static["kind"]))
+    has one, `apiextensions.CustomResource` otherwise; the props are the manifest's fields,
+    Outputs among them resolved by Pulumi where they stand."""
+    kwargs = {arg: manifest[key] for key, arg in _FIELDS.items() if key in manifest}
+    typed = _TYPED.get((manifest["apiVersion"], manifest["kind"]))
     if typed is not None:
-        return typed(name, metadata=metadata, opts=opts, **kwargs)
+        return typed(name, metadata=manifest["metadata"], opts=opts, **kwargs)
     return k8s.apiextensions.CustomResource(
         name,
-        api_version=static["apiVersion"],
-        kind=static["kind"],
-        metadata=metadata,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
         opts=opts,
         **kwargs,
     )
-
-
-#: Metadata fields that name an object: known at preview, never filled from an Output.
-_IDENTITY = ("name", "namespace")
-
-
-def _metadata_field(key: str) -> Callable[[Manifest], Any]:
-    return lambda manifest: manifest["metadata"].get(key)
 
 
 @dataclass
@@ -109,9 +73,9 @@ class GkeServingArgs:
     provider: k8s.Provider
     bucket: ModelBucket
     #: Resources the vLLM Pods need first (weights download jobs, node pools).
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    depends_on: Sequence[pulumi.Resource]
     #: Post-deploy checks, run once the endpoint ConfigMap (the Gateway's URL) exists.
-    hooks: pulumi.ResourceHookBinding | None = None
+    hooks: pulumi.ResourceHookBinding | None
 
 
 class GkeServing(pulumi.ComponentResource):
@@ -124,8 +88,6 @@ class GkeServing(pulumi.ComponentResource):
     dns_records: pulumi.Output[list[dict[str, str]]]
     """DNS records the user creates for a public Gateway (none for an internal one)."""
     gateway_address: pulumi.Output[str]
-    vllm_command_line: pulumi.Output[str]
-    namespace: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: GkeServingArgs, opts: pulumi.ResourceOptions | None = None
@@ -133,7 +95,6 @@ class GkeServing(pulumi.ComponentResource):
         super().__init__("gemma4:index:GkeServing", name, None, opts)
         s = args.settings
         child = pulumi.ResourceOptions(parent=self)
-        kube = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         vllm_account = self._workload_account(name, args, "vllm", gke.VLLM_NAME)
         reader = args.bucket.grant_read(
@@ -164,136 +125,91 @@ class GkeServing(pulumi.ComponentResource):
         security_policy = self._armor(name, s) if public else None
         certificate, authorization = self._certificate(name, s) if public else (None, None)
 
-        # One render call: every object, with placeholders for what only the cloud knows;
-        # each object that holds a placeholder is declared on the Output it stands for.
-        m = gke.render_manifests(
-            s,
-            bucket=_BUCKET,
-            gcp_service_account=_ACCOUNT,
-            adapter_service_account=_ACCOUNT,
-            address_name=_ADDRESS,
-            ip=_IP,
-            security_policy=_POLICY if public else None,
-            # Named by the stack, so known before the certificate exists.
-            certificate=certificate_name(name),
-        )
+        endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
 
-        def lifted(
-            static: Manifest, placeholder: str, output: pulumi.Output[str]
-        ) -> pulumi.Output[Manifest]:
-            return output.apply(lambda value: _substitute(static, placeholder, value))
+        # What only the cloud knows stands in the objects as the Outputs themselves, so kinds
+        # and names are known at preview and Pulumi resolves the values.
+        def kube(*after: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=list(after), **extra
+            )
 
         # The metrics adapter (cluster-wide, its own namespace).
         adapter: list[pulumi.CustomResource] = []
-        for static in m.adapter:
+        for manifest in gke.metrics_adapter(adapter_account.email):
             adapter.append(
-                declare_lifted(
-                    f"{name}-{_ident(static)}",
-                    static,
-                    lifted(static, _ACCOUNT, adapter_account.email),
-                    pulumi.ResourceOptions(
-                        parent=self,
-                        provider=args.provider,
-                        depends_on=[viewer, *adapter[:1]],
-                    ),
-                )
+                declare(f"{name}-{_ident(manifest)}", manifest, kube(viewer, *adapter[:1]))
             )
 
-        ns = declare(f"{name}-namespace", m.namespace, kube)
-        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns])
-        vllm_sa = declare_lifted(
-            f"{name}-vllm-ksa",
-            m.vllm_service_account,
-            lifted(m.vllm_service_account, _ACCOUNT, vllm_account.email),
-            in_ns,
+        ns = declare(f"{name}-namespace", gke.namespace(s), kube())
+        vllm_sa = declare(
+            f"{name}-vllm-ksa", gke.vllm_service_account(s, vllm_account.email), kube(ns)
         )
-        picker = [declare(f"{name}-{_ident(p)}", p, in_ns) for p in m.picker]
+        picker = [declare(f"{name}-{_ident(p)}", p, kube(ns)) for p in gke.picker(s)]
         probe = s.gke_shape.startup_probe
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
-        deployment = declare_lifted(
+        deployment = declare(
             f"{name}-vllm",
-            m.vllm_deployment,
-            lifted(m.vllm_deployment, _BUCKET, args.bucket.bucket_name),
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[ns, vllm_sa, reader, *args.depends_on],
+            gke.vllm_deployment(s, bucket=args.bucket.bucket_name),
+            kube(
+                ns,
+                vllm_sa,
+                reader,
+                *args.depends_on,
                 # pulumi-kubernetes waits for the rollout: allow the whole startup probe.
                 custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),
             ),
         )
-        after_pods = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[ns, *picker]
-        )
-        pool = declare(f"{name}-pool", m.inference_pool, after_pods)
-        gateway = declare_lifted(
+        pool = declare(f"{name}-pool", gke.inference_pool(s), kube(ns, *picker))
+        gateway = declare(
             f"{name}-gateway",
-            m.gateway,
-            lifted(m.gateway, _ADDRESS, address.name),
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[ns, *([certificate] if certificate is not None else [])],
-            ),
+            # The certificate is named by the stack, so known before it exists.
+            gke.gateway(s, address_name=address.name, certificate=cloud_name(name, "gateway")),
+            kube(ns, *([certificate] if certificate else [])),
         )
-        on_pool = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[ns, pool, gateway]
-        )
-        route = declare(f"{name}-route", m.http_route, on_pool)
+        on_pool = kube(ns, pool, gateway)
+        route = declare(f"{name}-route", gke.http_route(s), on_pool)
+        armor = security_policy.name if security_policy is not None else None
         policies = [
-            declare(f"{name}-health-check-policy", m.health_check_policy, on_pool),
-            declare_lifted(
-                f"{name}-backend-policy",
-                m.backend_policy,
-                (
-                    lifted(m.backend_policy, _POLICY, security_policy.name)
-                    if security_policy is not None
-                    else pulumi.Output.from_input(m.backend_policy)
-                ),
-                on_pool,
+            declare(f"{name}-health-check-policy", gke.health_check_policy(s), on_pool),
+            declare(
+                f"{name}-backend-policy", gke.backend_policy(s, security_policy=armor), on_pool
             ),
         ]
-        declare(
-            f"{name}-autoscaler",
-            m.autoscaler,
-            pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[deployment, *adapter]
-            ),
-        )
+        declare(f"{name}-autoscaler", gke.autoscaler(s), kube(deployment, *adapter))
         # vLLM's metrics feed the autoscaler: scraped whether or not `monitoring` is on.
-        declare(f"{name}-vllm-monitoring", m.vllm_monitoring, in_ns)
-        if m.picker_monitoring is not None:
-            declare(f"{name}-picker-monitoring", m.picker_monitoring, in_ns)
+        declare(
+            f"{name}-vllm-monitoring",
+            gke.pod_monitoring(s, gke.VLLM_NAME, gke.POOL_LABELS, "http"),
+            kube(ns),
+        )
+        if s.monitoring.monitoring:
+            declare(
+                f"{name}-picker-monitoring",
+                gke.pod_monitoring(s, gke.PICKER_NAME, gke.PICKER_LABELS, "metrics"),
+                kube(ns),
+            )
         # Created last: its hooks (health checks, benchmark) call the Gateway's address.
-        declare_lifted(
+        declare(
             f"{name}-endpoint",
-            m.endpoint,
-            lifted(m.endpoint, _IP, address.address),
-            pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[deployment, route, *policies],
-                hooks=args.hooks,
-            ),
+            gke.endpoint_config_map(s, url=endpoint_url),
+            kube(deployment, route, *policies, hooks=args.hooks),
         )
 
         self.gateway_address = address.address
-        self.endpoint_url = address.address.apply(lambda ip: gke.endpoint_url(s, ip))
+        self.endpoint_url = endpoint_url
         #: DNS records to create: the domain's A record, and (a Google-managed certificate)
-        #: the DNS authorization's CNAME, without which the certificate is never issued.
+        #: the DNS authorization's CNAME (None until it exists), without which the certificate is
+        #: never issued.
         self.dns_records = pulumi.Output.all(
             address.address,
             authorization.dns_resource_records if authorization is not None else [],
-        ).apply(lambda found: gke.dns_records(s, found[0], found[1]))
-        self.vllm_command_line = pulumi.Output.from_input(gke.vllm_command(s).command_line())
-        self.namespace = pulumi.Output.from_input(s.gke.namespace)
+        ).apply(lambda found: gke.dns_records(s, found[0], found[1] or []))
         self.register_outputs(
             {
                 "endpoint_url": self.endpoint_url,
                 "gateway_address": self.gateway_address,
                 "dns_records": self.dns_records,
-                "vllm_command_line": self.vllm_command_line,
-                "namespace": self.namespace,
             }
         )
 
@@ -346,7 +262,7 @@ class GkeServing(pulumi.ComponentResource):
         certificate = certificatemanager.Certificate(
             f"{name}-certificate",
             # Named, not auto-named: the Gateway's listener refers to it by this name.
-            name=certificate_name(name),
+            name=cloud_name(name, "gateway"),
             location=s.region,
             labels=dict(s.labels),
             description=f"Google-managed certificate of the Gateway for {domain}",
@@ -359,38 +275,31 @@ class GkeServing(pulumi.ComponentResource):
 
     def _armor(self, name: str, s: Settings) -> compute.RegionSecurityPolicy:
         """Cloud Armor for the external Gateway: `sourceRanges` allowed, everything else 403."""
+
+        def rule(
+            action: str, priority: int, description: str, ranges: list[str]
+        ) -> compute.RegionSecurityPolicyRuleArgs:
+            return compute.RegionSecurityPolicyRuleArgs(
+                action=action,
+                priority=priority,
+                description=description,
+                match=compute.RegionSecurityPolicyRuleMatchArgs(
+                    versioned_expr="SRC_IPS_V1",
+                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=ranges),
+                ),
+            )
+
         ranges = list(s.gke.source_ranges)
-        chunks = [
-            ranges[i : i + ARMOR_RANGES_PER_RULE]
-            for i in range(0, len(ranges), ARMOR_RANGES_PER_RULE)
-        ]
+        step = ARMOR_RANGES_PER_RULE
         rules = [
-            compute.RegionSecurityPolicyRuleArgs(
-                action="allow",
-                priority=1000 + index,
-                description="sourceRanges of the stack",
-                match=compute.RegionSecurityPolicyRuleMatchArgs(
-                    versioned_expr="SRC_IPS_V1",
-                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=chunk),
-                ),
-            )
-            for index, chunk in enumerate(chunks)
+            rule("allow", 1000 + n, "sourceRanges of the stack", ranges[i : i + step])
+            for n, i in enumerate(range(0, len(ranges), step))
         ]
-        rules.append(
-            compute.RegionSecurityPolicyRuleArgs(
-                action="deny(403)",
-                priority=_DEFAULT_RULE_PRIORITY,
-                description="everyone else",
-                match=compute.RegionSecurityPolicyRuleMatchArgs(
-                    versioned_expr="SRC_IPS_V1",
-                    config=compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=["*"]),
-                ),
-            )
-        )
+        rules.append(rule("deny(403)", _DEFAULT_RULE_PRIORITY, "everyone else", ["*"]))
         return compute.RegionSecurityPolicy(
             f"{name}-armor",
             # Named, not auto-named: the GCPBackendPolicy refers to it by this name.
-            name=policy_name(name),
+            name=cloud_name(name, "clients"),
             region=s.region,
             type="CLOUD_ARMOR",
             description="Clients allowed to reach the vLLM Gateway",
@@ -399,35 +308,13 @@ class GkeServing(pulumi.ComponentResource):
         )
 
 
-def policy_name(name: str) -> str:
-    """A Compute Engine resource name (lowercase, at most 63 characters) for the policy."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-clients".lower()).strip("-")
-    return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
-
-
-def certificate_name(name: str) -> str:
-    """A Certificate Manager certificate id for the stack's Gateway certificate (a letter, then
+def cloud_name(name: str, suffix: str) -> str:
+    """A Compute Engine or Certificate Manager resource name for `name`-`suffix` (lowercase
     letters, digits, hyphens; at most 63 characters)."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-gateway".lower()).strip("-")
+    raw = re.sub(r"[^a-z0-9-]", "-", f"{name}-{suffix}".lower()).strip("-")
     return raw if len(raw) <= 63 else f"{raw[:50].rstrip('-')}-{token(raw)}"
 
 
 def _ident(manifest: Manifest) -> str:
     """A Pulumi name part for a manifest: kind and object name, lowercase."""
     return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}".replace(":", "-")
-
-
-def _field(key: str) -> Callable[[Manifest], Any]:
-    return lambda manifest: manifest[key]
-
-
-def _substitute(value: Any, placeholder: str, real: str) -> Any:
-    """`value` (a manifest or a part of one) with `placeholder` replaced by `real` in every
-    string."""
-    if isinstance(value, str):
-        return value.replace(placeholder, real)
-    if isinstance(value, dict):
-        return {k: _substitute(v, placeholder, real) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, placeholder, real) for v in value]
-    return value

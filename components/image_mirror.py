@@ -8,24 +8,15 @@ engine where `pulumi up` runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 from pulumi_gcp import artifactregistry, organizations
 
+from serving.config.settings import Settings
+
 CONTEXT = Path(__file__).resolve().parent.parent / "image"
-
-
-@dataclass
-class ImageMirrorArgs:
-    source_image: str
-    region: str
-    project: str
-    repository_id: str
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class ImageMirror(pulumi.ComponentResource):
@@ -37,26 +28,34 @@ class ImageMirror(pulumi.ComponentResource):
     """The upstream image by digest (`vllm/vllm-openai@sha256:...`): what promotion carries."""
 
     def __init__(
-        self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        settings: Settings,
+        *,
+        project: str,
+        repository_id: str,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """Mirror the settings' pinned image in their region, into `repository_id`."""
         super().__init__("gemma4:index:ImageMirror", name, None, opts)
+        region, source_image = settings.region, settings.image
         repository = artifactregistry.Repository(
             f"{name}-repo",
-            location=args.region,
-            repository_id=args.repository_id,
+            location=region,
+            repository_id=repository_id,
             format="DOCKER",
             description="Mirrored vLLM serving images",
-            labels=dict(args.labels),
+            labels=dict(settings.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        server = f"{args.region}-docker.pkg.dev"
-        base = args.source_image.split("@")[0].rsplit("/", 1)[-1]
+        server = f"{region}-docker.pkg.dev"
+        base = source_image.split("@")[0].rsplit("/", 1)[-1]
         repo_name, _, tag = base.partition(":")
         # Resolve the pinned tag to the upstream digest once; the mirror is built FROM that
         # digest, and it is what promotion carries to the next stack (whatever its region).
         upstream = docker.RemoteImage(
             f"{name}-upstream",
-            name=args.source_image,
+            name=source_image,
             keep_locally=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -66,7 +65,7 @@ class ImageMirror(pulumi.ComponentResource):
         image = docker.Image(
             f"{name}-image",
             image_name=repository.repository_id.apply(
-                lambda repo: f"{server}/{args.project}/{repo}/{repo_name}:{tag or 'pinned'}"
+                lambda repo: f"{server}/{project}/{repo}/{repo_name}:{tag or 'pinned'}"
             ),
             build=docker.DockerBuildArgs(
                 context=str(CONTEXT),

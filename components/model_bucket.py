@@ -6,18 +6,14 @@ config, arguments, environment values, logs or outputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 
 from components.naming import account_id, token
-
-# The package's mount-owner contract (see serving.render.vllm.VLLM_UID for what the images run as).
+from serving.config.settings import Settings
 from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH
-
-__all__ = ["FUSE_MOUNT_OPTIONS", "Checkpoint", "ModelBucket", "ModelBucketArgs"]
 
 
 @dataclass(frozen=True)
@@ -29,18 +25,13 @@ class Checkpoint:
     folder: str
 
 
-@dataclass
-class ModelBucketArgs:
-    location: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    force_destroy: bool = False
-    #: Checkpoints to download with a Cloud Run job; empty declares no job.
-    checkpoints: Sequence[Checkpoint] = ()
-    #: Region of the download jobs and image they run (needs the `hf` CLI).
-    job_region: str | None = None
-    job_image: str | None = None
-    #: Secret Manager secret id that holds the Hugging Face token.
-    hf_token_secret: str = ""
+def checkpoints(settings: Settings) -> list[Checkpoint]:
+    """The checkpoints a stack serves: the target and, with MTP, its drafter."""
+    m = settings.model
+    found = [Checkpoint(m.model, m.model_revision, m.card.folder)]
+    if m.drafter_card is not None:
+        found.append(Checkpoint(m.drafter_card.repo_id, m.drafter_revision, m.drafter_card.folder))
+    return found
 
 
 class ModelBucket(pulumi.ComponentResource):
@@ -54,21 +45,23 @@ class ModelBucket(pulumi.ComponentResource):
     """Jobs that have run to completion once weights are in place (dependency for servers)."""
 
     def __init__(
-        self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None
+        self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gemma4:index:ModelBucket", name, None, opts)
         self._bucket = storage.Bucket(
             f"{name}-bucket",
-            location=args.location,
+            location=settings.bucket.bucket_location or settings.region,
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
-            force_destroy=args.force_destroy,
-            labels=dict(args.labels),
+            force_destroy=settings.bucket.force_destroy_bucket,
+            labels=dict(settings.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.bucket_name = self._bucket.name
         self.model_prefix = self._bucket.name.apply(lambda b: f"gs://{b}")
-        self.download_jobs = self._create_download_jobs(name, args) if args.checkpoints else []
+        self.download_jobs = (
+            self._create_download_jobs(name, settings) if settings.bucket.download_weights else []
+        )
         self.register_outputs({"bucket_name": self.bucket_name, "model_prefix": self.model_prefix})
 
     def grant_read(self, name: str, member: pulumi.Input[str]) -> storage.BucketIAMMember:
@@ -81,10 +74,9 @@ class ModelBucket(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _create_download_jobs(self, name: str, args: ModelBucketArgs) -> list[cloudrunv2.Job]:
-        image, region = args.job_image, args.job_region
-        if not (image and region and args.hf_token_secret):
-            raise ValueError("download jobs need job_region, job_image and hf_token_secret")
+    def _create_download_jobs(self, name: str, settings: Settings) -> list[cloudrunv2.Job]:
+        """Cloud Run jobs in the serving region, running the serving image (it has the `hf`
+        CLI)."""
         account = serviceaccount.Account(
             f"{name}-downloader",
             account_id=account_id(name, "dl"),
@@ -101,19 +93,19 @@ class ModelBucket(pulumi.ComponentResource):
         )
         secret_access = secretmanager.SecretIamMember(
             f"{name}-downloader-hf-token",
-            secret_id=args.hf_token_secret,
+            secret_id=settings.weights.hf_token_secret,
             role="roles/secretmanager.secretAccessor",
             member=member,
             opts=pulumi.ResourceOptions(parent=self),
         )
         jobs = []
-        for index, ckpt in enumerate(args.checkpoints):
+        for index, ckpt in enumerate(checkpoints(settings)):
             jobs.append(
                 cloudrunv2.Job(
                     f"{name}-download-{index}",
-                    location=region,
+                    location=settings.region,
                     deletion_protection=False,
-                    labels=dict(args.labels),
+                    labels=dict(settings.labels),
                     # A new execution runs (and must succeed) whenever repo or revision changes.
                     run_execution_token=token(ckpt.repo_id, ckpt.revision, ckpt.folder),
                     template=cloudrunv2.JobTemplateArgs(
@@ -135,7 +127,7 @@ class ModelBucket(pulumi.ComponentResource):
                             ],
                             containers=[
                                 cloudrunv2.JobTemplateTemplateContainerArgs(
-                                    image=image,
+                                    image=settings.image,
                                     commands=["hf"],
                                     args=[
                                         "download",
@@ -148,7 +140,7 @@ class ModelBucket(pulumi.ComponentResource):
                                             name="HF_TOKEN",
                                             value_source=cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs(
                                                 secret_key_ref=cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs(
-                                                    secret=args.hf_token_secret,
+                                                    secret=settings.weights.hf_token_secret,
                                                     version="latest",
                                                 )
                                             ),

@@ -17,6 +17,7 @@ from pulumi_gcp import cloudrunv2, monitoring, projects, secretmanager
 
 from serving.config.settings import Settings
 from serving.render import monitoring as spec
+from serving.render.gke import gateway_class
 
 METRIC_WRITER = "roles/monitoring.metricWriter"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
@@ -143,24 +144,26 @@ class VllmMonitoring(pulumi.ComponentResource):
         m = s.monitoring
         stack = pulumi.get_stack()
         mtp = s.model.drafter_card is not None
+        platform: spec.Platform
         if args.cloud_run_service is not None:
+            platform = "cloud_run"
             target: pulumi.Output[spec.Target] = pulumi.Output.from_input(
                 args.cloud_run_service
             ).apply(lambda service: spec.cloud_run_target(stack, s.hardware, service, mtp=mtp))
         elif args.scrape_job is not None:
+            platform = "tpu"
             target = pulumi.Output.from_input(
                 spec.tpu_target(stack, s.hardware, args.scrape_job, mtp=mtp)
             )
         elif args.gke_namespace is not None:
+            platform = "gke"
             target = pulumi.Output.from_input(
                 spec.gke_target(
                     stack,
                     s.hardware,
                     args.gke_namespace,
                     mtp=mtp,
-                    gateway_class=(
-                        "gke-l7-regional-external-managed" if s.public else "gke-l7-rilb"
-                    ),
+                    gateway_class=gateway_class(s),
                 )
             )
         else:
@@ -182,13 +185,6 @@ class VllmMonitoring(pulumi.ComponentResource):
                 lambda t: json.dumps(spec.dashboard(t, m, s.slo), sort_keys=True)
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        platform: spec.Platform = (
-            "cloud_run"
-            if args.cloud_run_service is not None
-            else "gke"
-            if args.gke_namespace is not None
-            else "tpu"
         )
         keys = spec.alert_keys(platform, m, s.slo) if m.monitoring_notification_channels else []
 
@@ -215,14 +211,8 @@ def _alert_policy(
 ) -> monitoring.AlertPolicy:
     """Declare one API AlertPolicy body through pulumi-gcp's typed inputs."""
 
-    def field_of(*path: str) -> pulumi.Output[Any]:
-        def pick(b: dict[str, Any]) -> Any:
-            value: Any = b
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            return value
-
-        return body.apply(pick)
+    def field_of(key: str) -> pulumi.Output[Any]:
+        return body.apply(lambda b: b.get(key))
 
     def condition(b: dict[str, Any]) -> list[monitoring.AlertPolicyConditionArgs]:
         found = []

@@ -11,8 +11,8 @@ from pulumi.runtime import config as runtime_config
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
 from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceArgs
-from components.image_mirror import ImageMirror, ImageMirrorArgs
-from components.model_bucket import Checkpoint, ModelBucket, ModelBucketArgs
+from components.image_mirror import ImageMirror
+from components.model_bucket import ModelBucket
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from components.project_apis import ProjectApis
 from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
@@ -55,15 +55,6 @@ def read_settings() -> Settings:
     settings = load_settings(raw_stack_config(pulumi.get_project()))
     project_id()
     return settings
-
-
-def checkpoints(settings: Settings) -> list[Checkpoint]:
-    """The checkpoints a stack serves: the target and, with MTP, its drafter."""
-    m = settings.model
-    found = [Checkpoint(m.model, m.model_revision, m.card.folder)]
-    if m.drafter_card is not None:
-        found.append(Checkpoint(m.drafter_card.repo_id, m.drafter_revision, m.drafter_card.folder))
-    return found
 
 
 TPU_APIS = (
@@ -167,6 +158,19 @@ def post_deploy_binding(
     return pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks)
 
 
+def watch(
+    settings: Settings, prefix: str, project: str, apis: ProjectApis, **target: Any
+) -> dict[str, pulumi.Input[Any]]:
+    """The dashboard and alerts of `monitoring: true` on the serving `target`
+    (:class:`VllmMonitoringArgs`); the stack output naming the dashboard."""
+    board = VllmMonitoring(
+        f"{prefix}-monitoring",
+        VllmMonitoringArgs(settings=settings, project=project, depends_on=[apis], **target),
+        opts=pulumi.ResourceOptions(depends_on=[apis]),
+    )
+    return {"dashboard_id": board.dashboard_id}
+
+
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
     if settings.deploy_platform == "gke":
@@ -210,18 +214,8 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         ),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
-    monitoring_outputs: dict[str, pulumi.Input[Any]] = {}
-    if job is not None:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings, project=project, scrape_job=job, depends_on=[apis]
-            ),
-            opts=pulumi.ResourceOptions(depends_on=[apis]),
-        )
-        monitoring_outputs["dashboard_id"] = watch.dashboard_id
     return {
-        **monitoring_outputs,
+        **(watch(settings, prefix, project, apis, scrape_job=job) if job else {}),
         "hardware": settings.hardware,
         "image_ref": settings.image,
         "source_image": settings.image,
@@ -234,30 +228,11 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     }
 
 
-def model_bucket(settings: Settings, prefix: str, opts: pulumi.ResourceOptions) -> ModelBucket:
-    """The model bucket and its download jobs (Cloud Run jobs in the serving region), as the
-    Cloud Run and GKE stacks declare them."""
-    bucket = settings.bucket
-    return ModelBucket(
-        f"{prefix}-models",
-        ModelBucketArgs(
-            location=bucket.bucket_location or settings.region,
-            labels=settings.labels,
-            force_destroy=bucket.force_destroy_bucket,
-            checkpoints=checkpoints(settings) if bucket.download_weights else (),
-            job_region=settings.region,
-            job_image=settings.image,
-            hf_token_secret=settings.weights.hf_token_secret,
-        ),
-        opts=opts,
-    )
-
-
 def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     # Read before any resource: the collector's grant and the alerts need the project.
     project = project_id() if settings.monitoring.monitoring else None
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, CLOUD_RUN_APIS))
-    bucket = model_bucket(settings, prefix, pulumi.ResourceOptions(depends_on=[apis]))
+    bucket = ModelBucket(f"{prefix}-models", settings, pulumi.ResourceOptions(depends_on=[apis]))
     image: pulumi.Input[str] = settings.image
     # image_ref: what the service runs; source_image: the upstream image promotion carries.
     outputs: dict[str, pulumi.Input[Any]] = {
@@ -267,13 +242,9 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
     if settings.cloud_run.mirror_image:
         mirror = ImageMirror(
             f"{prefix}-image",
-            ImageMirrorArgs(
-                source_image=settings.image,
-                region=settings.region,
-                project=project_id(),
-                repository_id=settings.cloud_run.artifact_repository or f"{prefix}-images",
-                labels=settings.labels,
-            ),
+            settings,
+            project=project_id(),
+            repository_id=settings.cloud_run.artifact_repository or f"{prefix}-images",
             opts=pulumi.ResourceOptions(depends_on=[apis]),
         )
         image = mirror.image_ref
@@ -298,23 +269,13 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         ),
     )
     if project is not None:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings,
-                project=project,
-                cloud_run_service=service.service_name,
-                depends_on=[apis],
-            ),
-            opts=pulumi.ResourceOptions(depends_on=[apis]),
-        )
-        outputs["dashboard_id"] = watch.dashboard_id
+        outputs |= watch(settings, prefix, project, apis, cloud_run_service=service.service_name)
     return {
         **outputs,
         "hardware": settings.hardware,
         "service_url": service.url,
         "service_name": service.service_name,
-        "served_model_name": service.served_model_name,
+        "served_model_name": settings.model.served_name,
         "vllm_command_line": service.vllm_command_line,
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
@@ -326,7 +287,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     Gateway (docs/deploy/gke.md)."""
     # Imported here: pulumi_gcp.compute and pulumi_kubernetes load in seconds, which the
     # Cloud Run stacks never need.
-    from components.gke_cluster import GkeCluster, GkeClusterArgs
+    from components.gke_cluster import GkeCluster
     from components.gke_serving import GkeServing, GkeServingArgs
     from serving.render import gke as gke_objects
 
@@ -335,10 +296,8 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     needed = (*GKE_APIS, *(CERTIFICATE_APIS if settings.public else ()))
     apis = ProjectApis(f"{prefix}-apis", with_monitoring_apis(settings, needed))
     after_apis = pulumi.ResourceOptions(depends_on=[apis])
-    bucket = model_bucket(settings, prefix, after_apis)
-    cluster = GkeCluster(
-        f"{prefix}-gke", GkeClusterArgs(settings=settings, project=project), opts=after_apis
-    )
+    bucket = ModelBucket(f"{prefix}-models", settings, after_apis)
+    cluster = GkeCluster(f"{prefix}-gke", settings, project, opts=after_apis)
     hooks = None
     if settings.public:
         hooks = post_deploy_binding(
@@ -387,22 +346,13 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         ),
         opts=after_apis,
     )
-    outputs: dict[str, pulumi.Input[Any]] = {}
-    if settings.monitoring.monitoring:
-        watch = VllmMonitoring(
-            f"{prefix}-monitoring",
-            VllmMonitoringArgs(
-                settings=settings,
-                project=project,
-                gke_namespace=settings.gke.namespace,
-                depends_on=[apis],
-            ),
-            opts=after_apis,
-        )
-        outputs["dashboard_id"] = watch.dashboard_id
     g = settings.gke
     return {
-        **outputs,
+        **(
+            watch(settings, prefix, project, apis, gke_namespace=g.namespace)
+            if settings.monitoring.monitoring
+            else {}
+        ),
         "platform": "gke",
         "hardware": settings.hardware,
         "machine_type": settings.gke_shape.machine_type,
@@ -410,7 +360,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "source_image": settings.image,
         "picker_image": g.picker_image,
         "cluster_name": cluster.cluster_name,
-        "namespace": serving.namespace,
+        "namespace": g.namespace,
         "endpoint_url": serving.endpoint_url,
         # The one address clients use (the Gateway); `python -m healthchecks`, the benchmark
         # and the MCP server read it with the vLLM API key from apiKeySecret, as on TPU stacks.
@@ -421,7 +371,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "min_replicas": g.min_replicas,
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,
-        "vllm_command_line": serving.vllm_command_line,
+        "vllm_command_line": gke_objects.vllm_command(settings).command_line(),
         "api_key_secret": settings.gke.api_key_secret,
         # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
         "api_key_setup": gke_objects.api_key_secret_command(settings),

@@ -10,7 +10,7 @@ import pulumi
 from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
 from components.naming import account_id
-from components.tpu_queued_resource import QueuedResource, QueuedResourceProvider
+from components.tpu_queued_resource import QueuedResource
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import monitoring as monitoring_spec
@@ -27,11 +27,9 @@ class TpuVllmNodesArgs:
     #: Network tag that the firewall rule targets.
     tag: str
     #: Resource hooks for each queued resource (post-deploy health checks).
-    hooks: pulumi.ResourceHookBinding | None = None
-    #: Provider override (tests inject a fake token source).
-    provider: QueuedResourceProvider | None = None
+    hooks: pulumi.ResourceHookBinding | None
     #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
-    scrape_job: str | None = None
+    scrape_job: str | None
 
 
 class TpuVllmNodes(pulumi.ComponentResource):
@@ -74,7 +72,14 @@ class TpuVllmNodes(pulumi.ComponentResource):
             command,
             s.image,
             StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
-            _ops_agent(s, args.scrape_job),
+            OpsAgent(
+                version=s.monitoring.monitoring_ops_agent_version,
+                config_yaml=monitoring_spec.ops_agent_config(
+                    tpu.serving_port, args.scrape_job, s.monitoring
+                ),
+            )
+            if args.scrape_job is not None
+            else None,
         )
 
         account = serviceaccount.Account(
@@ -147,7 +152,6 @@ class TpuVllmNodes(pulumi.ComponentResource):
                 },
                 # The node reads both secrets at boot: grant access before it exists.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants, hooks=args.hooks),
-                provider=args.provider,
             )
             for index in range(tpu.replicas)
         ]
@@ -167,13 +171,3 @@ class TpuVllmNodes(pulumi.ComponentResource):
 
 def _seconds(hours: float | None) -> int | None:
     return None if hours is None else math.ceil(hours * 3600)
-
-
-def _ops_agent(settings: Settings, job: str | None) -> OpsAgent | None:
-    if job is None:
-        return None
-    m = settings.monitoring
-    return OpsAgent(
-        version=m.monitoring_ops_agent_version,
-        config_yaml=monitoring_spec.ops_agent_config(settings.tpu.serving_port, job, m),
-    )

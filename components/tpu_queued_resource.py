@@ -11,7 +11,6 @@ such by `pulumi preview`. Delete is idempotent and never touches other queued re
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -90,20 +89,14 @@ def api_version(props: dict[str, Any]) -> str:
     return API_VERSIONS[props["provisioning"]]
 
 
-def _log(message: str) -> None:
-    try:
-        pulumi.log.info(message)
-    except Exception:  # outside an engine (tests, scripts): plain stderr
-        print(message, file=sys.stderr, flush=True)
-
-
 class QueuedResourceProvider(ResourceProvider):
     """CRUD for one queued resource. Injected hooks make it testable without Google."""
 
     def __init__(
         self,
         token_source: Callable[[], str] | None = None,
-        log: Callable[[str], None] = _log,
+        # Pulumi's log: the engine's when there is one, stderr otherwise.
+        log: Callable[[str], None] = pulumi.log.info,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -237,11 +230,7 @@ def failure_reason(state_info: dict[str, Any]) -> str:
         if error.get("message"):
             return str(error["message"])
     initiator = state_info.get("stateInitiator")
-    return (
-        f"no reason given by the API (initiator: {initiator})"
-        if initiator
-        else ("no reason given by the API")
-    )
+    return "no reason given by the API" + (f" (initiator: {initiator})" if initiator else "")
 
 
 class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedResource"):
@@ -257,7 +246,6 @@ class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedRe
         name: str,
         props: dict[str, Any],
         opts: pulumi.ResourceOptions | None = None,
-        provider: QueuedResourceProvider | None = None,
     ) -> None:
         outputs = {
             "state": None,
@@ -266,4 +254,4 @@ class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedRe
             "internalIp": None,
             "externalIp": None,
         }
-        super().__init__(provider or QueuedResourceProvider(), name, {**props, **outputs}, opts)
+        super().__init__(QueuedResourceProvider(), name, {**props, **outputs}, opts)

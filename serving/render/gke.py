@@ -3,7 +3,8 @@
 Pure: no Pulumi. Every function returns one manifest (`apiVersion`, `kind`, `metadata`,
 `spec`/`data`/...) as a dict, exactly what `kubectl apply` would take; the Pulumi component
 (`components/gke_serving.py`) declares each with pulumi-kubernetes, so the props a policy or a
-test sees are these fields. :func:`manifests` returns all of them in apply order.
+test sees are these fields. What only the cloud knows (a bucket, an account, an address) is
+a parameter, placed as given: the component passes its Pulumi Outputs.
 
 What serves what (GKE Inference Gateway, "powered by llm-d"):
 
@@ -29,18 +30,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from serving.capacity.perf_stack import scale_up_waiting_requests
 from serving.config.settings import Settings
 from serving.render.monitoring import Vllm
-from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, render
+from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, mounted
 
 Manifest = dict[str, Any]
+#: A value only the cloud knows (the model bucket, a Google account, the Gateway's address or
+#: URL): a string, or a deferred one (a Pulumi Output) that the deployment tool resolves where
+#: it stands. The renderer only places it, never reads it.
+CloudValue = object
 
-#: llm-d-router release the picker objects follow (its image is `GkeSettings.picker_image`).
-PICKER_RELEASE: Final = "v0.10.0"
 INFERENCE_API: Final = "inference.networking.k8s.io"
 INFERENCE_POOL_API: Final = f"{INFERENCE_API}/v1"
 GATEWAY_API: Final = "gateway.networking.k8s.io/v1"
@@ -98,15 +101,8 @@ def _meta(settings: Settings, name: str, **extra: Any) -> dict[str, Any]:
 
 
 def vllm_command(settings: Settings) -> VllmCommand:
-    """vLLM's command line on GKE: the shared renderer, the bucket mounted at the same path as
-    on Cloud Run, vLLM on `servingPort`."""
-    card, drafter = settings.model.card, settings.model.drafter_card
-    return render(
-        settings,
-        model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
-        drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
-        port=settings.gke.serving_port,
-    )
+    """vLLM's command line on GKE: the bucket mounted as on Cloud Run, vLLM on `servingPort`."""
+    return mounted(settings, port=settings.gke.serving_port)
 
 
 def namespace(settings: Settings) -> Manifest:
@@ -117,7 +113,7 @@ def namespace(settings: Settings) -> Manifest:
     }
 
 
-def vllm_service_account(settings: Settings, gcp_service_account: str) -> Manifest:
+def vllm_service_account(settings: Settings, gcp_service_account: CloudValue) -> Manifest:
     """The vLLM Pods' identity; Workload Identity maps it to a Google service account that may
     read the model bucket (and nothing else)."""
     return {
@@ -131,7 +127,7 @@ def vllm_service_account(settings: Settings, gcp_service_account: str) -> Manife
     }
 
 
-def vllm_deployment(settings: Settings, *, bucket: str) -> Manifest:
+def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
     """vLLM on one accelerator per Pod (one Pod per node), weights from the model bucket."""
     shape = settings.gke_shape
     hw = settings.profile
@@ -275,44 +271,36 @@ def gateway_class(settings: Settings) -> str:
     return GATEWAY_CLASS_EXTERNAL if settings.public else GATEWAY_CLASS_INTERNAL
 
 
-def certificate_name(settings: Settings, stack_certificate: str) -> str:
-    """The Certificate Manager certificate the public Gateway presents: the user's own
-    (`gatewayCertificate`) or the Google-managed one the stack creates (`stack_certificate`)."""
-    return settings.gke.gateway_certificate or stack_certificate
-
-
-def listeners(settings: Settings, *, certificate: str | None = None) -> list[dict[str, Any]]:
+def listeners(settings: Settings, *, certificate: str) -> list[dict[str, Any]]:
     """Internal: one HTTP listener on port 80 (inside the VPC). Public: one HTTPS listener on
     443 for `gatewayDomain` only, TLS terminated with `certificate` (a regional Certificate
     Manager certificate), and no HTTP listener."""
     if not settings.public:
         return [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT}]
-    domain = settings.gke.gateway_domain
-    if domain is None or not certificate:
-        raise ValueError("a public Gateway needs gatewayDomain and a certificate (settings)")
+    # Settings refuse `public: true` without gatewayDomain.
     return [
         {
             "name": "https",
             "protocol": "HTTPS",
             "port": GATEWAY_HTTPS_PORT,
-            "hostname": domain,
+            "hostname": settings.gke.gateway_domain,
             "tls": {"mode": "Terminate", "options": {CERT_MANAGER_CERTS: certificate}},
         }
     ]
 
 
-def gateway(
-    settings: Settings, *, address_name: str | None = None, certificate: str | None = None
-) -> Manifest:
+def gateway(settings: Settings, *, address_name: CloudValue, certificate: str) -> Manifest:
     """The regional Gateway; `address_name`: a reserved regional address (Compute Engine name)
     the Gateway takes (GKE's `NamedAddress`), so its IP is known before it exists;
-    `certificate`: the public Gateway's Certificate Manager certificate (:func:`listeners`)."""
-    spec: dict[str, Any] = {
+    `certificate`: the Google-managed certificate the stack creates for a public Gateway,
+    unless the user names their own (`gatewayCertificate`)."""
+    spec = {
         "gatewayClassName": gateway_class(settings),
-        "listeners": listeners(settings, certificate=certificate),
+        "listeners": listeners(
+            settings, certificate=settings.gke.gateway_certificate or certificate
+        ),
+        "addresses": [{"type": "NamedAddress", "value": address_name}],
     }
-    if address_name is not None:
-        spec["addresses"] = [{"type": "NamedAddress", "value": address_name}]
     metadata = _meta(settings, GATEWAY_NAME)
     if settings.public:
         # The stack's decision, for the no-public-gateway policy to read.
@@ -336,12 +324,10 @@ def endpoint_url(settings: Settings, ip: str) -> str:
     public Gateway (the name its certificate is for), `http://<address>` inside the VPC."""
     if settings.public and settings.gke.gateway_domain:
         return f"https://{settings.gke.gateway_domain}"
-    return f"http://{ip}" if GATEWAY_PORT == 80 else f"http://{ip}:{GATEWAY_PORT}"
+    return f"http://{ip}"
 
 
-def dns_records(
-    settings: Settings, ip: str, authorization: list[Any] | None = None
-) -> list[dict[str, str]]:
+def dns_records(settings: Settings, ip: str, authorization: list[Any]) -> list[dict[str, str]]:
     """The DNS records a public Gateway needs (none inside the VPC): `gatewayDomain`'s A record
     at the Gateway's address, and the CNAME records of the certificate's DNS authorization
     (Certificate Manager's `dnsResourceRecords`: name, type, data)."""
@@ -349,12 +335,12 @@ def dns_records(
     if not settings.public or domain is None:
         return []
     records = [{"name": f"{domain}.", "type": "A", "data": ip}]
-    for record in authorization or []:
+    for record in authorization:
         records.append({key: str(record.get(key, "")) for key in ("name", "type", "data")})
     return records
 
 
-def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
+def endpoint_config_map(settings: Settings, *, url: CloudValue) -> Manifest:
     """Where the Gateway answers, for clients in the cluster and for the post-deploy checks
     (which read `data.endpointUrl` of this object once it exists, and send the API key there:
     the `hooks-endpoint-own-gateway` policy holds it to the stack's own Gateway)."""
@@ -363,7 +349,7 @@ def endpoint_config_map(settings: Settings, *, ip: str) -> Manifest:
         "kind": "ConfigMap",
         "metadata": _meta(settings, "gemma4-endpoint"),
         "data": {
-            "endpointUrl": endpoint_url(settings, ip),
+            "endpointUrl": url,
             "servedModelName": settings.model.served_name,
             "gatewayClass": gateway_class(settings),
             # Changes with whatever the replicas run (image, command line, resources, probes,
@@ -397,9 +383,7 @@ def http_route(settings: Settings) -> Manifest:
             "rules": [
                 {
                     "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                    "backendRefs": [
-                        {"group": INFERENCE_API, "kind": "InferencePool", "name": POOL_NAME}
-                    ],
+                    "backendRefs": [_pool_ref()],
                 }
             ],
         },
@@ -433,7 +417,7 @@ def health_check_policy(settings: Settings) -> Manifest:
     }
 
 
-def backend_policy(settings: Settings, *, security_policy: str | None = None) -> Manifest:
+def backend_policy(settings: Settings, *, security_policy: CloudValue | None) -> Manifest:
     """GKE's backend settings for the pool: a timeout long enough for long generations, request
     logging, and (external Gateway) the Cloud Armor policy that admits `sourceRanges` only."""
     default: dict[str, Any] = {
@@ -453,39 +437,11 @@ def backend_policy(settings: Settings, *, security_policy: str | None = None) ->
 # --- the endpoint picker (llm-d-router v0.10.0 chart shapes) ---------------------------------
 
 
-def picker_service_account(settings: Settings) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
-    }
-
-
-def picker_role(settings: Settings) -> Manifest:
-    """Read the Pods it picks among (chart: `_rbac.yaml`)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(settings, f"{PICKER_NAME}-sa", labels=dict(PICKER_LABELS)),
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}],
-    }
-
-
-def picker_leader_election_role(settings: Settings) -> Manifest:
-    """Leases for leader election between the two replicas (chart: `_leader-election-rbac`)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(settings, f"{PICKER_NAME}-leader-election", labels=dict(PICKER_LABELS)),
-        "rules": [
-            {
-                "apiGroups": ["coordination.k8s.io"],
-                "resources": ["leases"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-        ],
-    }
+def _picker_object(
+    settings: Settings, api_version: str, kind: str, name: str, **fields: Any
+) -> Manifest:
+    metadata = _meta(settings, name, labels=dict(PICKER_LABELS))
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
 
 
 def _binding(settings: Settings, name: str, role: str) -> Manifest:
@@ -498,16 +454,6 @@ def _binding(settings: Settings, name: str, role: str) -> Manifest:
         ],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
     }
-
-
-def picker_role_binding(settings: Settings) -> Manifest:
-    return _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa")
-
-
-def picker_leader_election_binding(settings: Settings) -> Manifest:
-    return _binding(
-        settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
-    )
 
 
 #: The chart's default scheduling profile for vLLM over HTTP (queue, KV cache and prefix cache
@@ -535,15 +481,6 @@ schedulingProfiles:
   - pluginRef: prefix-cache-scorer
     weight: 3
 """
-
-
-def picker_config_map(settings: Settings) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(settings, PICKER_NAME, labels=dict(PICKER_LABELS)),
-        "data": {PICKER_CONFIG_FILE: PICKER_PLUGINS},
-    }
 
 
 def picker_args(settings: Settings) -> list[str]:
@@ -657,33 +594,60 @@ def picker_service(settings: Settings) -> Manifest:
     }
 
 
+def picker(settings: Settings) -> list[Manifest]:
+    """Every object of the endpoint picker, in apply order."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        _picker_object(settings, "v1", "ServiceAccount", PICKER_NAME),
+        # Read the Pods it picks among (chart: `_rbac.yaml`).
+        _picker_object(
+            settings,
+            rbac,
+            "Role",
+            f"{PICKER_NAME}-sa",
+            rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}],
+        ),
+        _binding(settings, f"{PICKER_NAME}-sa", f"{PICKER_NAME}-sa"),
+        # Leases for leader election between the two replicas (chart: `_leader-election-rbac`).
+        _picker_object(
+            settings,
+            rbac,
+            "Role",
+            f"{PICKER_NAME}-leader-election",
+            rules=[
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            ],
+        ),
+        _binding(
+            settings, f"{PICKER_NAME}-leader-election-binding", f"{PICKER_NAME}-leader-election"
+        ),
+        _picker_object(
+            settings, "v1", "ConfigMap", PICKER_NAME, data={PICKER_CONFIG_FILE: PICKER_PLUGINS}
+        ),
+        picker_deployment(settings),
+        picker_service(settings),
+    ]
+
+
 # --- monitoring and autoscaling --------------------------------------------------------------
 
 
-def pod_monitoring(settings: Settings) -> Manifest:
-    """Managed Service for Prometheus scrapes every vLLM Pod's `/metrics`."""
+def pod_monitoring(settings: Settings, name: str, labels: dict[str, str], port: str) -> Manifest:
+    """Managed Service for Prometheus scrapes `/metrics` of the Pods with `labels` (vLLM's, or
+    the picker's own: its view of the pool, scheduling latency, queue)."""
     interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
     return {
         "apiVersion": MONITORING_API,
         "kind": "PodMonitoring",
-        "metadata": _meta(settings, VLLM_NAME),
+        "metadata": _meta(settings, name),
         "spec": {
-            "selector": {"matchLabels": dict(POOL_LABELS)},
-            "endpoints": [{"port": "http", "path": "/metrics", "interval": interval}],
-        },
-    }
-
-
-def picker_pod_monitoring(settings: Settings) -> Manifest:
-    """The picker's own metrics (its view of the pool, scheduling latency, queue)."""
-    interval = f"{settings.monitoring.monitoring_scrape_interval_seconds}s"
-    return {
-        "apiVersion": MONITORING_API,
-        "kind": "PodMonitoring",
-        "metadata": _meta(settings, PICKER_NAME),
-        "spec": {
-            "selector": {"matchLabels": dict(PICKER_LABELS)},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": interval}],
+            "selector": {"matchLabels": dict(labels)},
+            "endpoints": [{"port": port, "path": "/metrics", "interval": interval}],
         },
     }
 
@@ -721,236 +685,22 @@ def autoscaler(settings: Settings) -> Manifest:
     }
 
 
-#: The Custom Metrics Stackdriver Adapter: Google's deployment of it for the new resource model
-#: (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/deploy/production/
-#: adapter_new_resource_model.yaml`), image pinned to the tag that file names.
-ADAPTER_IMAGE: Final = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.15.1-gke.0"
+#: The Custom Metrics Stackdriver Adapter, as data: Google's deployment of it for the new
+#: resource model (GoogleCloudPlatform/k8s-stackdriver, `custom-metrics-stackdriver-adapter/
+#: deploy/production/adapter_new_resource_model.yaml`), image pinned to the tag that file names.
+ADAPTER_FILE: Final = Path(__file__).resolve().parents[1] / "data" / "gke-metrics-adapter.json"
 ADAPTER_NAMESPACE: Final = "custom-metrics"
 ADAPTER_NAME: Final = "custom-metrics-stackdriver-adapter"
-_ADAPTER_LABELS: Final = {"run": ADAPTER_NAME, "k8s-app": ADAPTER_NAME}
 
 
-def _adapter_subject() -> list[dict[str, str]]:
-    return [{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}]
-
-
-def _api_service(group: str, version: str, priority: int) -> Manifest:
-    return {
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": f"{version}.{group}"},
-        "spec": {
-            "insecureSkipTLSVerify": True,
-            "group": group,
-            "groupPriorityMinimum": 100,
-            "versionPriority": priority,
-            "service": {"name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE},
-            "version": version,
-        },
-    }
-
-
-def metrics_adapter(gcp_service_account: str) -> list[Manifest]:
+def metrics_adapter(gcp_service_account: CloudValue) -> list[Manifest]:
     """The adapter that serves Managed Prometheus metrics to the autoscaler as custom metrics;
     Workload Identity maps its ServiceAccount to a Google service account with
     `roles/monitoring.viewer`."""
-    rbac = "rbac.authorization.k8s.io"
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADAPTER_NAMESPACE}},
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "annotations": {"iam.gke.io/gcp-service-account": gcp_service_account},
-            },
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "custom-metrics:system:auth-delegator"},
-            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "system:auth-delegator"},
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "custom-metrics-auth-reader", "namespace": "kube-system"},
-            "roleRef": {
-                "apiGroup": rbac,
-                "kind": "Role",
-                "name": "extension-apiserver-authentication-reader",
-            },
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "custom-metrics-resource-reader"},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["pods", "nodes", "nodes/stats"],
-                    "verbs": ["get", "list", "watch"],
-                }
-            ],
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "custom-metrics-resource-reader"},
-            "roleRef": {
-                "apiGroup": rbac,
-                "kind": "ClusterRole",
-                "name": "custom-metrics-resource-reader",
-            },
-            "subjects": _adapter_subject(),
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "labels": dict(_ADAPTER_LABELS),
-            },
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": dict(_ADAPTER_LABELS)},
-                "template": {
-                    "metadata": {"labels": dict(_ADAPTER_LABELS)},
-                    "spec": {
-                        "serviceAccountName": ADAPTER_NAME,
-                        "containers": [
-                            {
-                                "name": "pod-custom-metrics-stackdriver-adapter",
-                                "image": ADAPTER_IMAGE,
-                                "imagePullPolicy": "IfNotPresent",
-                                "command": [
-                                    "/adapter",
-                                    "--use-new-resource-model=true",
-                                    "--fallback-for-container-metrics=true",
-                                ],
-                                "resources": {
-                                    "requests": {"cpu": "250m", "memory": "400Mi"},
-                                    "limits": {"cpu": "250m", "memory": "400Mi"},
-                                },
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": ADAPTER_NAME,
-                "namespace": ADAPTER_NAMESPACE,
-                "labels": dict(_ADAPTER_LABELS),
-            },
-            "spec": {
-                "type": "ClusterIP",
-                "selector": dict(_ADAPTER_LABELS),
-                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443}],
-            },
-        },
-        _api_service("custom.metrics.k8s.io", "v1beta1", 100),
-        _api_service("custom.metrics.k8s.io", "v1beta2", 200),
-        _api_service("external.metrics.k8s.io", "v1beta1", 100),
-    ]
-
-
-@dataclass(frozen=True)
-class GkeManifests:
-    """Every Kubernetes object of a GKE stack that this package owns, from one render call,
-    by role (what the GKE component declares, one resource each)."""
-
-    #: The metrics adapter (its own namespace, cluster-wide RBAC, API services).
-    adapter: tuple[Manifest, ...]
-    namespace: Manifest
-    vllm_service_account: Manifest
-    #: The endpoint picker: service account, roles and bindings, config, Deployment, Service.
-    picker: tuple[Manifest, ...]
-    vllm_deployment: Manifest
-    inference_pool: Manifest
-    gateway: Manifest
-    http_route: Manifest
-    health_check_policy: Manifest
-    backend_policy: Manifest
-    autoscaler: Manifest
-    #: The autoscaler's input: declared whether or not the stack's monitoring is on.
-    vllm_monitoring: Manifest
-    #: Only with `monitoring: true`.
-    picker_monitoring: Manifest | None
-    #: The endpoint ConfigMap (the Gateway's URL), applied last.
-    endpoint: Manifest
-
-    def all(self) -> list[Manifest]:
-        """Every object, in apply order."""
-        found = [
-            self.namespace,
-            self.vllm_service_account,
-            *self.picker,
-            self.vllm_deployment,
-            self.inference_pool,
-            self.gateway,
-            self.http_route,
-            self.health_check_policy,
-            self.backend_policy,
-            self.autoscaler,
-            self.vllm_monitoring,
-            self.endpoint,
-        ]
-        if self.picker_monitoring is not None:
-            found.append(self.picker_monitoring)
-        return [*self.adapter, *found]
-
-
-def render_manifests(
-    settings: Settings,
-    *,
-    bucket: str,
-    gcp_service_account: str,
-    security_policy: str | None,
-    address_name: str | None,
-    certificate: str,
-    ip: str,
-    adapter_service_account: str,
-) -> GkeManifests:
-    """Every Kubernetes object of the stack, by role. The arguments are what only the cloud
-    knows (the model bucket, the Google service accounts, the Cloud Armor policy, the Gateway's
-    reserved address and its IP, the public Gateway's Certificate Manager certificate); each
-    appears verbatim in the objects that use it."""
-    return GkeManifests(
-        adapter=tuple(metrics_adapter(adapter_service_account)),
-        namespace=namespace(settings),
-        vllm_service_account=vllm_service_account(settings, gcp_service_account),
-        picker=(
-            picker_service_account(settings),
-            picker_role(settings),
-            picker_role_binding(settings),
-            picker_leader_election_role(settings),
-            picker_leader_election_binding(settings),
-            picker_config_map(settings),
-            picker_deployment(settings),
-            picker_service(settings),
-        ),
-        vllm_deployment=vllm_deployment(settings, bucket=bucket),
-        inference_pool=inference_pool(settings),
-        gateway=gateway(
-            settings,
-            address_name=address_name,
-            certificate=certificate_name(settings, certificate) if settings.public else None,
-        ),
-        http_route=http_route(settings),
-        health_check_policy=health_check_policy(settings),
-        backend_policy=backend_policy(settings, security_policy=security_policy),
-        autoscaler=autoscaler(settings),
-        vllm_monitoring=pod_monitoring(settings),
-        picker_monitoring=picker_pod_monitoring(settings)
-        if settings.monitoring.monitoring
-        else None,
-        endpoint=endpoint_config_map(settings, ip=ip),
-    )
+    found: list[Manifest] = json.loads(ADAPTER_FILE.read_text())
+    for manifest in found:
+        if manifest["kind"] == "ServiceAccount":
+            manifest["metadata"]["annotations"] = {
+                "iam.gke.io/gcp-service-account": gcp_service_account
+            }
+    return found

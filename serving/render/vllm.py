@@ -91,7 +91,6 @@ def render(
     model_path: str,
     drafter_path: str | None = None,
     port: int,
-    host: str = "0.0.0.0",
     from_hub: bool = False,
 ) -> VllmCommand:
     """Turn settings into the `vllm serve` argument list and environment.
@@ -143,9 +142,21 @@ def render(
     spec = speculative_config(settings, drafter_path, from_hub=from_hub)
     if spec is not None:
         args.append("--speculative-config=" + json.dumps(spec, separators=(",", ":")))
-    args += [f"--host={host}", f"--port={port}"]
+    args += ["--host=0.0.0.0", f"--port={port}"]
     env = dict(CUDA_ENV) if settings.profile.platform is Platform.CLOUD_RUN else {}
     return VllmCommand(command=VLLM_COMMAND, args=tuple(args), env=env)
+
+
+def mounted(settings: Settings, *, port: int) -> VllmCommand:
+    """vLLM reading the checkpoints from the model bucket mounted at :data:`MODEL_MOUNT_PATH`
+    (Cloud Run and GKE)."""
+    card, drafter = settings.model.card, settings.model.drafter_card
+    return render(
+        settings,
+        model_path=f"{MODEL_MOUNT_PATH}/{card.folder}",
+        drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
+        port=port,
+    )
 
 
 def parse_args(argv: Sequence[str]) -> dict[str, Any]:
