@@ -104,11 +104,6 @@ class Rate:
         return self.counted * (3600 if self.unit.endswith("-second") else 1)
 
     @property
-    def usd_per_second(self) -> float | None:
-        """USD for one unit held a second at the counted figure (None with no figure)."""
-        return None if self.counted is None else self.usd_per_hour / 3600
-
-    @property
     def figure(self) -> str:
         if self.counted is None:
             return "NO FIGURE (not confirmed, none quoted)"
@@ -388,12 +383,3 @@ SYSTEM_NODE: dict[str, Rate] = {
     for key, rate in RATES.items()
     if key.startswith("e2-") and key.endswith("-on-demand")
 }
-
-
-def get_hardware(key: str) -> HardwareProfile:
-    """Look a profile up by key; the error lists what is allowed."""
-    try:
-        return HARDWARE[key]
-    except KeyError:
-        allowed = ", ".join(sorted(HARDWARE))
-        raise KeyError(f"unknown hardware {key!r}; allowed: {allowed}") from None

@@ -57,10 +57,6 @@ class Architecture:
     max_context: int
     source: str
 
-    @property
-    def num_layers(self) -> int:
-        return sum(a.layers for a in self.attention)
-
 
 @dataclass(frozen=True)
 class ModelCard:
@@ -175,12 +171,3 @@ MODELS: dict[str, ModelCard] = {
         ),
     )
 }
-
-
-def get_model(repo_id: str, role: Role | None = None) -> ModelCard:
-    """Look a checkpoint up; the error lists the allowed ids (of the given role)."""
-    card = MODELS.get(repo_id)
-    if card is None or (role is not None and card.role is not role):
-        allowed = ", ".join(sorted(k for k, v in MODELS.items() if role is None or v.role is role))
-        raise KeyError(f"unknown model {repo_id!r}; allowed: {allowed}")
-    return card

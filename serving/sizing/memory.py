@@ -199,21 +199,6 @@ def kv_capacity(
     )
 
 
-def kv_bytes_for_sequence(
-    arch: Architecture,
-    tokens: int,
-    dtype_bytes: int,
-    max_num_batched_tokens: int,
-    tensor_parallel: int = 1,
-) -> int:
-    """KV bytes one sequence of `tokens` tokens holds (sliding layers capped at their window)."""
-    total = 0
-    for a in arch.attention:
-        kept = tokens if a.window is None else min(tokens, a.window - 1 + max_num_batched_tokens)
-        total += a.layers * kept * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
-    return total
-
-
 def activation_bytes(
     arch: Architecture, max_num_batched_tokens: int, profile: RuntimeProfile = DEFAULT_PROFILE
 ) -> int:
@@ -263,11 +248,6 @@ class MemoryPlan:
     @property
     def fits(self) -> bool:
         return self.capacity.max_concurrency >= 1.0
-
-    @property
-    def shortfall_bytes(self) -> float:
-        """How much more budget one full-length sequence needs (0 when it fits)."""
-        return max(0.0, self.required_bytes - self.budget_bytes)
 
 
 def plan_memory(
