@@ -704,18 +704,6 @@ def alert_policies(
     }
 
 
-def every_query(target: Target, settings: MonitoringSettings, slo: SloSettings) -> list[str]:
-    """Every PromQL query the dashboard and the alerts run (for review and for tests)."""
-    found = [
-        data_set["timeSeriesQuery"]["prometheusQuery"]
-        for tile in dashboard(target, settings, slo)["mosaicLayout"]["tiles"]
-        for data_set in tile["widget"].get("xyChart", {}).get("dataSets", [])
-        if "prometheusQuery" in data_set["timeSeriesQuery"]
-    ]
-    found += [a.query for a in alerts(target, settings, slo)]
-    return found
-
-
 # --- Collector configs ----------------------------------------------------------------------
 
 
