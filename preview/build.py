@@ -166,10 +166,6 @@ class Preview(BaseModel):
 # --- the stack file ------------------------------------------------------------------------
 
 
-def stack_names(root: Path = ROOT) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-
-
 def stack_file_path(
     stack: str, stack_file: Path | None = None, project_dir: Path | None = None
 ) -> Path:

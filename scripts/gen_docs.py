@@ -7,15 +7,15 @@ policies, hardware) from the code, so they cannot drift from it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python scripts/gen_docs.py`
@@ -177,20 +177,6 @@ def configuration_page() -> str:
 # --- commands -----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _columns(width: int) -> Iterator[None]:
-    """argparse wraps usage and help at $COLUMNS: fix it while rendering."""
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(width)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = old
-
-
 def _value(action: argparse.Action) -> str:
     if action.nargs == 0:
         return "flag"
@@ -249,7 +235,8 @@ def _parser_section(parser: argparse.ArgumentParser, level: int) -> list[str]:
 def commands_page() -> str:
     from gemma4 import cli
 
-    with _columns(WIDTH):
+    # argparse wraps usage and help at $COLUMNS: fix it while rendering.
+    with mock.patch.dict(os.environ, {"COLUMNS": str(WIDTH)}):
         lines = [
             "# Command reference",
             "",

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from scripts import vllm_contract as script
+from serving.capacity.plan import stack_names
 from serving.config.settings import load_settings
 from serving.launch import vllm_contract as contract
+from tests.pulumi_harness import stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +163,7 @@ def bodies() -> list[script.RequestCase]:
 
 
 def shipped_images() -> list[str]:
-    return sorted({str(script._stack_settings(s)["image"]) for s in script.stacks()})
+    return sorted({str(stack_config(s)["image"]) for s in stack_names()})
 
 
 def test_every_shipped_image_has_a_snapshot_of_its_release() -> None:
@@ -184,7 +186,7 @@ def test_snapshots_say_where_they_come_from() -> None:
 def test_every_rendered_command_line_is_accepted() -> None:
     commands, _ = cases()
     rendered = {c.name.split("/")[0] for c in commands}
-    assert rendered == set(script.stacks())
+    assert rendered == set(stack_names())
     for case in commands:
         snapshot = contract.for_image(case.image)
         assert check_argv(case.argv, snapshot) == [], case.name
@@ -217,7 +219,7 @@ def test_deployed_resources_carry_the_checked_command_lines() -> None:
     from tests.pulumi_harness import render, stack_config
 
     checked = {(c.image, c.argv) for c in cases()[0]}
-    for stack in script.stacks():
+    for stack in stack_names():
         declared = render(stack_config(stack), stack)
         argvs: list[tuple[str, tuple[str, ...]]] = []
         for resource in declared.resources:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1024**3
-MIB = 1024**2
 
 
 class Platform(StrEnum):
