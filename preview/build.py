@@ -471,14 +471,13 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         f" [{note}]" for note in settings.price.unconfirmed
     )
     hours = settings.billed_hours_per_month
-    note = ""
+    low, high = settings.replica_bounds
     fixed: list[CostItem] = []
     if settings.deploy_platform == "gke":
         from serving.capacity.gke_costs import fixed_costs
 
         shape = settings.gke_shape
         price_source = f"{shape.machine_type} node: {price_source}"
-        low, high = settings.replica_bounds
         fixed = [
             CostItem(item=f.item, usd_per_hour=f.usd_per_hour, source=f.source, status=f.status)
             for f in fixed_costs(settings)
@@ -488,14 +487,12 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
             f"autoscaler's bounds), at the node pool's {settings.gke.node_provisioning} rate"
         )
     elif hw.platform is Platform.TPU:
-        low, high = settings.replica_bounds
         note = f"{low} TPU node(s), billed while they exist" + (
             f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
             if settings.tpu.provisioning == "flex-start"
             else ""
         )
     else:
-        low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
     status = stack_price_status(settings)

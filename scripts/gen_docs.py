@@ -436,24 +436,17 @@ def _rates_section() -> list[str]:
     from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE
     from serving.catalog.hardware import GKE_SHAPES, HARDWARE, SYSTEM_NODE, Price, Rate
 
-    prices: list[Price] = []
+    prices: list[Price | None] = []
+    gpu_rates: list[Rate] = []
     for hw in HARDWARE.values():
-        prices += [p for p in (hw.price, hw.flex_start_price, hw.spot_price) if p]
+        prices += [hw.price, hw.flex_start_price, hw.spot_price]
+        if hw.cloud_run_gpu:
+            gpu_rates += vars(hw.cloud_run_gpu).values()
     for shape in GKE_SHAPES.values():
         prices += [shape.price, shape.spot_price, shape.flex_start_price]
-    rates: dict[int, Rate] = {}
-    for hw in HARDWARE.values():
-        if hw.cloud_run_gpu:
-            for r in (
-                hw.cloud_run_gpu.without_zonal_redundancy,
-                hw.cloud_run_gpu.with_zonal_redundancy,
-            ):
-                rates.setdefault(id(r), r)
-    for price in prices:
-        for r, _ in price.parts:
-            rates.setdefault(id(r), r)
-    for r in (CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()):
-        rates.setdefault(id(r), r)
+    parts = [r for price in prices if price for r, _ in price.parts]
+    fixed = [CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()]
+    rates = {id(r): r for r in (*gpu_rates, *parts, *fixed)}
     lines = [
         "## Rates",
         "",
