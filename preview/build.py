@@ -292,28 +292,19 @@ def _bounded(spec: Any) -> Any:
     return out
 
 
-def _non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, Mapping):
-        return any(_non_finite(v) for v in value.values())
-    return isinstance(value, list) and any(_non_finite(v) for v in value)
-
-
 def threshold_problem(
     policy: str, thresholds: Mapping[str, Any], properties: Mapping[str, Any]
 ) -> str | None:
     """Why `thresholds` do not fit `policy`'s config schema (a misspelt name, with the closest
     one; a wrong type, with the expected one), or None. The Pulumi CLI validates a policy
-    config file against the same schema before the pack runs."""
+    config file against the same schema before the pack runs; NaN and infinities never get
+    here (the file is read by serving.config.inputs.read_json)."""
     for key in thresholds:
         if key not in properties:
             near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(properties)) or "none"
             return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
-    if _non_finite(dict(thresholds)):
-        return f"{policy}: thresholds must be finite numbers (no NaN or Infinity)"
     schema = {"type": "object", "properties": {k: _bounded(v) for k, v in properties.items()}}
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(dict(thresholds))
