@@ -79,9 +79,7 @@ class CostItem(BaseModel):
     item: str
     usd_per_hour: float | None = Field(description="None: not priced here.")
     source: str
-    status: Literal["confirmed", "estimate", "lower_bound"] = Field(
-        description="The rate's status, as Cost.price_status (estimate: a named source's quote)."
-    )
+    status: Literal["confirmed", "estimate", "lower_bound"]
 
 
 class Cost(BaseModel):
@@ -89,15 +87,10 @@ class Cost(BaseModel):
     usd_per_hour: float
     price_source: str
     price_status: Literal["confirmed", "estimate", "lower_bound"] = Field(
-        description="confirmed: every rate read on Google's price page; estimate: a rate not "
-        "confirmed there is counted at the figure a named public source quotes (price_source "
-        "names it and who quotes it); lower_bound: a rate with no figure anywhere counts 0, so "
-        "every figure built on the price is at least it. The weakest rate decides."
+        description="The weakest rate's status (serving.catalog.hardware): confirmed on "
+        "Google's page, an estimate at a named source's quote, or a lower bound (counted 0)."
     )
-    price_is_lower_bound: bool = Field(
-        description="True: price_status is lower_bound (a rate with no figure anywhere counted "
-        "0), so every figure built on the price is at least it; price_source names the rate."
-    )
+    price_is_lower_bound: bool = Field(description="price_status is lower_bound.")
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
     usd_per_month_per_instance: float = Field(
@@ -111,10 +104,8 @@ class Cost(BaseModel):
     )
     requests_per_second_source: str
     replicas: int | None = Field(
-        description="Replicas that serve the load: what the replica plan says it needs "
-        "(within the SLO, or below capacity without one), at least the stack's fewest; above "
-        "the stack's most it is kept and replicas_source says so; None when no count can "
-        "serve it (replicas_source says why)."
+        description="Replicas the replica plan needs for the load (replicas_source says why, "
+        "or why no count can serve it: None)."
     )
     replicas_source: str
     requests_per_second_per_replica: float | None = Field(
