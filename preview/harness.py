@@ -129,18 +129,11 @@ class HookRecordingMonitor(MockMonitor):
         self.parents: dict[str, str | None] = {}
 
     def RegisterResource(self, request: Any) -> Any:
-        bound = request.hooks
+        bound = request.hooks  # a ResourceHooksBinding: one list of hook names per phase
         self.hooks[request.name] = {
-            phase: list(getattr(bound, phase))
-            for phase in (
-                "before_create",
-                "after_create",
-                "before_update",
-                "after_update",
-                "before_delete",
-                "after_delete",
-            )
-            if list(getattr(bound, phase))
+            field.name: list(getattr(bound, field.name))
+            for field in bound.DESCRIPTOR.fields
+            if getattr(bound, field.name)
         }
         self.parents[request.name] = _name_of(request.parent)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
