@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -317,12 +318,7 @@ def _levels_and_configure(
 
     from policies.registry import BY_NAME, PACK_ENFORCEMENT_LEVEL
 
-    enums = {
-        "mandatory": analyzer_pb2.MANDATORY,
-        "advisory": analyzer_pb2.ADVISORY,
-        "disabled": analyzer_pb2.DISABLED,
-        "remediate": analyzer_pb2.REMEDIATE,
-    }
+    enums = typing.get_args(Level)  # the analyzer's EnforcementLevel names, in lower case
     levels: dict[str, Level] = {
         name: (p.enforcement_level or PACK_ENFORCEMENT_LEVEL).value for name, p in BY_NAME.items()
     }
@@ -362,7 +358,8 @@ def _levels_and_configure(
             )
         levels[name] = level  # type: ignore[assignment]
         request[name] = analyzer_pb2.PolicyConfig(
-            enforcementLevel=enums[level], properties=properties
+            enforcementLevel=analyzer_pb2.EnforcementLevel.Value(level.upper()),
+            properties=properties,
         )
     servicer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=request), None)
     return levels
@@ -380,7 +377,6 @@ def run_policies(
 
     servicer: Any = _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", ALL, PACK_ENFORCEMENT_LEVEL)
     levels = _levels_and_configure(servicer, _policy_config(policy_config), policy_config)
-    names = {"MANDATORY": "mandatory", "ADVISORY": "advisory", "REMEDIATE": "remediate"}
 
     def urn(r: Resource) -> str:
         return f"urn:pulumi:{stack}::{PROJECT}::{r.type}::{r.name}"
@@ -414,7 +410,7 @@ def run_policies(
             message = message[len(description) :].strip() or message
         if resource is not None:  # the policies name the resource themselves
             message = message.removeprefix(f"{resource.name}: ")
-        level = names.get(analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel), "advisory")
+        level = analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel).lower()
         found.setdefault(d.policyName, []).append(
             Violation(
                 resource=resource.name if resource else d.urn or stack,
