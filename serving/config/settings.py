@@ -524,13 +524,9 @@ class Settings(BaseModel):
 
 #: The blocks every platform shares, by their attribute on Settings.
 _SHARED: dict[str, type[Group]] = {
-    "model": ModelSettings,
-    "vllm": VllmSettings,
-    "weights": WeightsSettings,
-    "slo": SloSettings,
-    "health": HealthSettings,
-    "benchmark": BenchmarkSettings,
-    "monitoring": MonitoringSettings,
+    name: info.annotation
+    for name, info in Settings.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, Group)
 }
 #: Blocks of platform keys, in the order a key's group is named (a key two platforms read is
 #: named by the block they share).
