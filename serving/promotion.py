@@ -27,7 +27,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.config.checks import SettingsError, check_text, image_registry
+from serving.config.checks import SettingsError, check_text, image_registry, image_repository
 from serving.config.settings import Settings, load_settings
 
 PROJECT = "gemma4-vllm"
@@ -45,13 +45,6 @@ class Promotion:
     changes: dict[str, str] = field(default_factory=dict)
     #: key -> why it was not carried.
     held: dict[str, str] = field(default_factory=dict)
-
-
-def image_repository(image: str) -> str:
-    """`vllm/vllm-openai:v1` and `.../vllm-openai@sha256:...` -> `vllm-openai`."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.split(":", 1)[0]
 
 
 def plan(

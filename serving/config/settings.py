@@ -41,6 +41,7 @@ from serving.config.checks import (
     check_text,
     closest_key,
     image_registry,
+    image_repository,
 )
 from serving.config.groups import (
     BenchmarkSettings,
@@ -160,10 +161,7 @@ class Settings(BaseModel):
         (`vllm-tpu`) on a GPU; and the settings hold vLLM to the checks of a release whose
         contract this package ships (`serving/data/`). An image under another name (a mirror)
         is judged by what it runs, by the policies."""
-        repository = self.image.partition("@")[0]
-        if ":" in repository.rsplit("/", 1)[-1]:
-            repository = repository.rsplit(":", 1)[0]
-        family = {"vllm-openai": "vllm", "vllm-tpu": "vllm-tpu"}.get(repository.rsplit("/", 1)[-1])
+        family = {"vllm-openai": "vllm", "vllm-tpu": "vllm-tpu"}.get(image_repository(self.image))
         if family is None:
             return self
         tpu = self.profile.platform is Platform.TPU
