@@ -90,19 +90,12 @@ def _allowed(key: str, info: Any) -> str:
 
 
 def configuration_page() -> str:
-    import yaml
-
+    from preview.harness import stack_config
     from scripts.config_schema import default, pulumi_type
+    from serving.capacity.plan import stack_names
     from serving.config.settings import config_keys
 
-    stacks = {
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml"): set(
-            str(k).partition(":")[2]
-            for k in (yaml.safe_load(p.read_text()).get("config") or {})
-            if str(k).startswith("gemma4-vllm:")
-        )
-        for p in sorted(ROOT.glob("Pulumi.*.yaml"))
-    }
+    stacks = {name: set(stack_config(name)) for name in stack_names()}
     example = [
         line
         for line in (ROOT / "Pulumi.l4.yaml").read_text().splitlines()
