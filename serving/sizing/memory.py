@@ -128,16 +128,13 @@ class KvLayout:
         return total
 
 
-def kv_heads_per_device(attention: Attention, tensor_parallel: int) -> int:
-    """KV heads one device stores: heads are split across devices, replicated when fewer."""
-    return max(1, attention.kv_heads // tensor_parallel)
-
-
 def kv_bytes_per_token_per_layer(
     attention: Attention, dtype_bytes: int, tensor_parallel: int = 1
 ) -> int:
-    """2 (K and V) x KV heads x head dim x dtype bytes, for one layer on one device."""
-    return 2 * kv_heads_per_device(attention, tensor_parallel) * attention.head_dim * dtype_bytes
+    """2 (K and V) x KV heads x head dim x dtype bytes, for one layer on one device (the heads
+    are split across devices, replicated when fewer)."""
+    heads = max(1, attention.kv_heads // tensor_parallel)
+    return 2 * heads * attention.head_dim * dtype_bytes
 
 
 def kv_layout(
