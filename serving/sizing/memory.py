@@ -277,15 +277,10 @@ def plan_memory(
     )
     layout = kv_layout(arch, dtype_bytes, tensor_parallel, profile.block_size)
     capacity = kv_capacity(layout, max(0.0, available), max_model_len, max_num_batched_tokens)
-    per_token_all = sum(
-        a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
+    per_token = [
+        (a.window, a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel))
         for a in arch.attention
-    )
-    per_token_full = sum(
-        a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
-        for a in arch.attention
-        if a.window is None
-    )
+    ]
     one_sequence = (
         layout.blocks_per_request(max_model_len, max_num_batched_tokens)
         * layout.page_bytes
@@ -301,8 +296,8 @@ def plan_memory(
         non_torch_bytes=profile.non_torch_bytes,
         cuda_graph_bytes=profile.cuda_graph_bytes,
         kv_available_bytes=available,
-        kv_bytes_per_token=per_token_all,
-        kv_bytes_per_token_full_layers=per_token_full,
+        kv_bytes_per_token=sum(b for _, b in per_token),
+        kv_bytes_per_token_full_layers=sum(b for window, b in per_token if window is None),
         one_sequence_kv_bytes=one_sequence,
         max_model_len=max_model_len,
         capacity=capacity,
