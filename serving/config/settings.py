@@ -91,11 +91,6 @@ _MEMORY_PER_CPU_GIB = 4
 _MULTI_REGIONS = {"us-": "US", "northamerica-": "US", "europe-": "EU", "asia-": "ASIA"}
 
 
-def native_platform(profile: HardwareProfile) -> DeployPlatform:
-    """The platform a hardware profile runs on when a stack names none."""
-    return "tpu-vm" if profile.platform is Platform.TPU else "cloud-run"
-
-
 _T = TypeVar("_T")
 PlatformSettings = Annotated[
     CloudRunSettings | TpuSettings | GkeSettings, Field(discriminator="platform")
@@ -587,7 +582,8 @@ def stack_platform(raw: Mapping[str, Any]) -> str | None:
     if hardware not in HARDWARE:
         return None
     hw = HARDWARE[str(hardware)]
-    allowed = [native_platform(hw), *(["gke"] if hw.key in GKE_SHAPES else [])]
+    native = "tpu-vm" if hw.platform is Platform.TPU else "cloud-run"
+    allowed = [native, *(["gke"] if hw.key in GKE_SHAPES else [])]
     if platform is None:
         return allowed[0]
     if platform not in allowed:
