@@ -110,23 +110,11 @@ VISION: dict[str, Any] = {
     "num_key_value_heads": 2,
     "head_dim": 32,
 }
+#: The MTP assistant: the target's text shape with one sliding and one full layer.
 DRAFTER: dict[str, Any] = {
-    "hidden_size": 128,
-    "intermediate_size": 256,
+    **SHAPE,
     "num_hidden_layers": 2,
     "layer_types": ["sliding_attention", "full_attention"],
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "num_global_key_value_heads": 1,
-    "global_head_dim": 64,
-    "attention_k_eq_v": True,
-    "sliding_window": 1024,
-    "max_position_embeddings": 131_072,
-    "final_logit_softcapping": 30.0,
-    "hidden_size_per_layer_input": 0,
-    "vocab_size_per_layer_input": 0,
-    "tie_word_embeddings": True,
 }
 #: Soft tokens per image (transformers' Gemma4Processor default `image_seq_length`).
 IMAGE_SOFT_TOKENS = 280

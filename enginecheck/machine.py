@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 #: The flags (as /proc/cpuinfo names them) that decide the CPU engine's paths: AVX2 is the
 #: floor of vLLM's x86 CPU build; AVX-512 (F, BF16) and AMX pick its kernel library and the
@@ -79,7 +78,3 @@ def this_machine() -> Machine:
     return from_proc(
         _read("/proc/cpuinfo"), _read("/proc/meminfo"), cores or 0, platform.machine() or "?"
     )
-
-
-def as_json(machine: Machine) -> Mapping[str, object]:
-    return asdict(machine)

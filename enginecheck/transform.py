@@ -108,21 +108,12 @@ class CpuCapabilities:
     def from_report(cls, report: object) -> CpuCapabilities:
         """From the JSON the ``capabilities`` command prints; any other shape is refused by
         name (it comes from another process)."""
-        if not isinstance(report, dict) or set(report) != {
-            "avx512",
-            "amx",
-            "library",
-            "operators",
-        }:
+        keys = ("avx512", "amx", "library", "operators")
+        if not isinstance(report, dict) or set(report) != set(keys):
             raise TransformError(
                 "the engine's capability report is not {avx512, amx, library, operators}"
             )
-        avx512, amx, library, operators = (
-            report["avx512"],
-            report["amx"],
-            report["library"],
-            report["operators"],
-        )
+        avx512, amx, library, operators = (report[key] for key in keys)
         if not isinstance(avx512, bool) or not isinstance(amx, bool):
             raise TransformError(
                 "the engine's capability report: avx512 and amx must be true/false"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -79,9 +80,7 @@ class CostItem(BaseModel):
     item: str
     usd_per_hour: float | None = Field(description="None: not priced here.")
     source: str
-    status: Literal["confirmed", "estimate", "lower_bound"] = Field(
-        description="The rate's status, as Cost.price_status (estimate: a named source's quote)."
-    )
+    status: Literal["confirmed", "estimate", "lower_bound"]
 
 
 class Cost(BaseModel):
@@ -89,15 +88,10 @@ class Cost(BaseModel):
     usd_per_hour: float
     price_source: str
     price_status: Literal["confirmed", "estimate", "lower_bound"] = Field(
-        description="confirmed: every rate read on Google's price page; estimate: a rate not "
-        "confirmed there is counted at the figure a named public source quotes (price_source "
-        "names it and who quotes it); lower_bound: a rate with no figure anywhere counts 0, so "
-        "every figure built on the price is at least it. The weakest rate decides."
+        description="The weakest rate's status (serving.catalog.hardware): confirmed on "
+        "Google's page, an estimate at a named source's quote, or a lower bound (counted 0)."
     )
-    price_is_lower_bound: bool = Field(
-        description="True: price_status is lower_bound (a rate with no figure anywhere counted "
-        "0), so every figure built on the price is at least it; price_source names the rate."
-    )
+    price_is_lower_bound: bool = Field(description="price_status is lower_bound.")
     instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
     instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
     usd_per_month_per_instance: float = Field(
@@ -111,10 +105,8 @@ class Cost(BaseModel):
     )
     requests_per_second_source: str
     replicas: int | None = Field(
-        description="Replicas that serve the load: what the replica plan says it needs "
-        "(within the SLO, or below capacity without one), at least the stack's fewest; above "
-        "the stack's most it is kept and replicas_source says so; None when no count can "
-        "serve it (replicas_source says why)."
+        description="Replicas the replica plan needs for the load (replicas_source says why, "
+        "or why no count can serve it: None)."
     )
     replicas_source: str
     requests_per_second_per_replica: float | None = Field(
@@ -164,10 +156,6 @@ class Preview(BaseModel):
 
 
 # --- the stack file ------------------------------------------------------------------------
-
-
-def stack_names(root: Path = ROOT) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
 def stack_file_path(
@@ -296,28 +284,19 @@ def _bounded(spec: Any) -> Any:
     return out
 
 
-def _non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, Mapping):
-        return any(_non_finite(v) for v in value.values())
-    return isinstance(value, list) and any(_non_finite(v) for v in value)
-
-
 def threshold_problem(
     policy: str, thresholds: Mapping[str, Any], properties: Mapping[str, Any]
 ) -> str | None:
     """Why `thresholds` do not fit `policy`'s config schema (a misspelt name, with the closest
     one; a wrong type, with the expected one), or None. The Pulumi CLI validates a policy
-    config file against the same schema before the pack runs."""
+    config file against the same schema before the pack runs; NaN and infinities never get
+    here (the file is read by serving.config.inputs.read_json)."""
     for key in thresholds:
         if key not in properties:
             near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(properties)) or "none"
             return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
-    if _non_finite(dict(thresholds)):
-        return f"{policy}: thresholds must be finite numbers (no NaN or Infinity)"
     schema = {"type": "object", "properties": {k: _bounded(v) for k, v in properties.items()}}
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(dict(thresholds))
@@ -339,12 +318,7 @@ def _levels_and_configure(
 
     from policies.registry import BY_NAME, PACK_ENFORCEMENT_LEVEL
 
-    enums = {
-        "mandatory": analyzer_pb2.MANDATORY,
-        "advisory": analyzer_pb2.ADVISORY,
-        "disabled": analyzer_pb2.DISABLED,
-        "remediate": analyzer_pb2.REMEDIATE,
-    }
+    enums = typing.get_args(Level)  # the analyzer's EnforcementLevel names, in lower case
     levels: dict[str, Level] = {
         name: (p.enforcement_level or PACK_ENFORCEMENT_LEVEL).value for name, p in BY_NAME.items()
     }
@@ -384,7 +358,8 @@ def _levels_and_configure(
             )
         levels[name] = level  # type: ignore[assignment]
         request[name] = analyzer_pb2.PolicyConfig(
-            enforcementLevel=enums[level], properties=properties
+            enforcementLevel=analyzer_pb2.EnforcementLevel.Value(level.upper()),
+            properties=properties,
         )
     servicer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=request), None)
     return levels
@@ -402,7 +377,6 @@ def run_policies(
 
     servicer: Any = _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", ALL, PACK_ENFORCEMENT_LEVEL)
     levels = _levels_and_configure(servicer, _policy_config(policy_config), policy_config)
-    names = {"MANDATORY": "mandatory", "ADVISORY": "advisory", "REMEDIATE": "remediate"}
 
     def urn(r: Resource) -> str:
         return f"urn:pulumi:{stack}::{PROJECT}::{r.type}::{r.name}"
@@ -436,7 +410,7 @@ def run_policies(
             message = message[len(description) :].strip() or message
         if resource is not None:  # the policies name the resource themselves
             message = message.removeprefix(f"{resource.name}: ")
-        level = names.get(analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel), "advisory")
+        level = analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel).lower()
         found.setdefault(d.policyName, []).append(
             Violation(
                 resource=resource.name if resource else d.urn or stack,
@@ -475,14 +449,13 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         f" [{note}]" for note in settings.price.unconfirmed
     )
     hours = settings.billed_hours_per_month
-    note = ""
+    low, high = settings.replica_bounds
     fixed: list[CostItem] = []
     if settings.deploy_platform == "gke":
         from serving.capacity.gke_costs import fixed_costs
 
         shape = settings.gke_shape
         price_source = f"{shape.machine_type} node: {price_source}"
-        low, high = settings.replica_bounds
         fixed = [
             CostItem(item=f.item, usd_per_hour=f.usd_per_hour, source=f.source, status=f.status)
             for f in fixed_costs(settings)
@@ -492,14 +465,12 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
             f"autoscaler's bounds), at the node pool's {settings.gke.node_provisioning} rate"
         )
     elif hw.platform is Platform.TPU:
-        low, high = settings.replica_bounds
         note = f"{low} TPU node(s), billed while they exist" + (
             f"; flex-start deletes them after {settings.tpu.max_run_hours:g} h"
             if settings.tpu.provisioning == "flex-start"
             else ""
         )
     else:
-        low, high = settings.replica_bounds
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
     status = stack_price_status(settings)

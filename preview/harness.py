@@ -18,7 +18,7 @@ import logging
 import os
 import runpy
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,18 +129,11 @@ class HookRecordingMonitor(MockMonitor):
         self.parents: dict[str, str | None] = {}
 
     def RegisterResource(self, request: Any) -> Any:
-        bound = request.hooks
+        bound = request.hooks  # a ResourceHooksBinding: one list of hook names per phase
         self.hooks[request.name] = {
-            phase: list(getattr(bound, phase))
-            for phase in (
-                "before_create",
-                "after_create",
-                "before_update",
-                "after_update",
-                "before_delete",
-                "after_delete",
-            )
-            if list(getattr(bound, phase))
+            field.name: list(getattr(bound, field.name))
+            for field in bound.DESCRIPTOR.fields
+            if getattr(bound, field.name)
         }
         self.parents[request.name] = _name_of(request.parent)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
@@ -244,41 +237,3 @@ def render(
         finally:
             logger.removeHandler(handler)
         return rendered
-
-
-def run_hook(
-    make_hook: Callable[[], Any],
-    outputs: dict[str, Any],
-    *,
-    stack: str = "test",
-    name: str = "serving",
-    type_: str = "gcp:cloudrunv2/service:Service",
-) -> BaseException | None:
-    """Create a resource hook under mocks (hooks register themselves), call it as the engine
-    does after a create, and return what it raised (None when it passed)."""
-    caught: list[BaseException | None] = []
-    pulumi.runtime.set_mocks(RecordingMocks(), project=PROJECT, stack=stack)
-
-    @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def run() -> Any:
-        hook = make_hook()
-        args = pulumi.ResourceHookArgs(
-            urn=f"urn:pulumi:{stack}::{PROJECT}::{type_}::{name}",
-            id=f"{name}-id",
-            name=name,
-            type=type_,
-            new_inputs={},
-            new_outputs=outputs,
-        )
-
-        async def call() -> None:
-            try:
-                await hook(args)
-                caught.append(None)
-            except Exception as exc:
-                caught.append(exc)
-
-        return asyncio.ensure_future(call())
-
-    run()
-    return caught[0]

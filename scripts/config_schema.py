@@ -1,8 +1,10 @@
 """Render the `config:` block of Pulumi.yaml from the settings (the one source of each key).
 
 python scripts/config_schema.py yaml      # the config: block for Pulumi.yaml
-python scripts/config_schema.py markdown  # a compact key table
-python scripts/config_schema.py write     # rewrite Pulumi.yaml's config: block in place"""
+python scripts/config_schema.py write     # rewrite Pulumi.yaml's config: block in place
+
+The key table with types, defaults and allowed values is docs/reference/configuration.md
+(scripts/gen_docs.py)."""
 
 from __future__ import annotations
 
@@ -84,14 +86,6 @@ def yaml_block() -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown_table() -> str:
-    rows = ["| key | group | type | description |", "|---|---|---|---|"]
-    for key, (group, info) in config_keys().items():
-        text = description(key, info).replace("|", "\\|")
-        rows.append(f"| `{key}` | {group or 'stack'} | {pulumi_type(info)} | {text} |")
-    return "\n".join(rows) + "\n"
-
-
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -110,4 +104,4 @@ if __name__ == "__main__":
     if which == "write":
         write()
     else:
-        sys.stdout.write(yaml_block() if which == "yaml" else markdown_table())
+        sys.stdout.write(yaml_block())

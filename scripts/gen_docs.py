@@ -7,15 +7,15 @@ policies, hardware) from the code, so they cannot drift from it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python scripts/gen_docs.py`
@@ -90,19 +90,12 @@ def _allowed(key: str, info: Any) -> str:
 
 
 def configuration_page() -> str:
-    import yaml
-
+    from preview.harness import stack_config
     from scripts.config_schema import default, pulumi_type
+    from serving.capacity.plan import stack_names
     from serving.config.settings import config_keys
 
-    stacks = {
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml"): set(
-            str(k).partition(":")[2]
-            for k in (yaml.safe_load(p.read_text()).get("config") or {})
-            if str(k).startswith("gemma4-vllm:")
-        )
-        for p in sorted(ROOT.glob("Pulumi.*.yaml"))
-    }
+    stacks = {name: set(stack_config(name)) for name in stack_names()}
     example = [
         line
         for line in (ROOT / "Pulumi.l4.yaml").read_text().splitlines()
@@ -177,20 +170,6 @@ def configuration_page() -> str:
 # --- commands -----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _columns(width: int) -> Iterator[None]:
-    """argparse wraps usage and help at $COLUMNS: fix it while rendering."""
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(width)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = old
-
-
 def _value(action: argparse.Action) -> str:
     if action.nargs == 0:
         return "flag"
@@ -249,7 +228,8 @@ def _parser_section(parser: argparse.ArgumentParser, level: int) -> list[str]:
 def commands_page() -> str:
     from gemma4 import cli
 
-    with _columns(WIDTH):
+    # argparse wraps usage and help at $COLUMNS: fix it while rendering.
+    with mock.patch.dict(os.environ, {"COLUMNS": str(WIDTH)}):
         lines = [
             "# Command reference",
             "",
@@ -449,24 +429,17 @@ def _rates_section() -> list[str]:
     from serving.capacity.gke_costs import CLUSTER_FEE, FORWARDING_RULE
     from serving.catalog.hardware import GKE_SHAPES, HARDWARE, SYSTEM_NODE, Price, Rate
 
-    prices: list[Price] = []
+    prices: list[Price | None] = []
+    gpu_rates: list[Rate] = []
     for hw in HARDWARE.values():
-        prices += [p for p in (hw.price, hw.flex_start_price, hw.spot_price) if p]
+        prices += [hw.price, hw.flex_start_price, hw.spot_price]
+        if hw.cloud_run_gpu:
+            gpu_rates += vars(hw.cloud_run_gpu).values()
     for shape in GKE_SHAPES.values():
         prices += [shape.price, shape.spot_price, shape.flex_start_price]
-    rates: dict[int, Rate] = {}
-    for hw in HARDWARE.values():
-        if hw.cloud_run_gpu:
-            for r in (
-                hw.cloud_run_gpu.without_zonal_redundancy,
-                hw.cloud_run_gpu.with_zonal_redundancy,
-            ):
-                rates.setdefault(id(r), r)
-    for price in prices:
-        for r, _ in price.parts:
-            rates.setdefault(id(r), r)
-    for r in (CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()):
-        rates.setdefault(id(r), r)
+    parts = [r for price in prices if price for r, _ in price.parts]
+    fixed = [CLUSTER_FEE, FORWARDING_RULE, *SYSTEM_NODE.values()]
+    rates = {id(r): r for r in (*gpu_rates, *parts, *fixed)}
     lines = [
         "## Rates",
         "",

@@ -80,19 +80,6 @@ def image_version(image: str) -> tuple[str, str]:
     return package, tag.removeprefix("v")
 
 
-def _stack_settings(stack: str) -> dict[str, Any]:
-    import yaml
-
-    data = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
-    prefix = f"{project}:"
-    return {k[len(prefix) :]: v for k, v in data["config"].items() if k.startswith(prefix)}
-
-
-def stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
-
-
 def _variants(raw: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The stack as shipped, then one variant per value of every vLLM setting that changes the
     command line: each choice of a Literal field, each boolean flipped, MTP on, replicas."""
@@ -149,6 +136,8 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     """Every command line the shipped stacks and their variants render, and the variants that
     the settings refuse (those never reach vLLM). `images` replaces a stack's image by one of
     the same repository (to check a version before the stack file is re-pinned)."""
+    from preview.harness import stack_config
+    from serving.capacity.plan import stack_names
     from serving.catalog.hardware import Platform
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
@@ -158,8 +147,8 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     cases: list[CommandCase] = []
     refused: list[str] = []
     seen: set[tuple[str, tuple[str, ...]]] = set()
-    for stack in stacks():
-        shipped = _stack_settings(stack)
+    for stack in stack_names():
+        shipped = stack_config(stack)
         for image in images:
             if _repository(image) == _repository(str(shipped.get("image", ""))):
                 shipped["image"] = image
@@ -228,6 +217,7 @@ def _replace_flags(argv: Sequence[str], flags: dict[str, str | None]) -> tuple[s
 def refusal_cases(images: Sequence[str] = ()) -> list[RefusalCase]:
     """For every stack: chunked prefill off with fewer batched tokens than max-model-len, and
     fewer batched tokens than max-num-seqs. The settings must refuse both (else this fails)."""
+    from preview.harness import stack_config
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
 
@@ -236,7 +226,7 @@ def refusal_cases(images: Sequence[str] = ()) -> list[RefusalCase]:
     }
     out: list[RefusalCase] = []
     for stack, case in sorted(shipped_lines.items()):
-        raw = _stack_settings(stack)
+        raw = stack_config(stack)
         raw["image"] = case.image
         settings = load_settings(raw)
         v = settings.vllm

@@ -27,16 +27,14 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
-from serving.config.checks import SettingsError, check_text, image_registry
-from serving.config.settings import Settings, config_keys, load_settings
+from serving.config.checks import SettingsError, check_text, image_registry, image_repository
+from serving.config.settings import Settings, load_settings
 
 PROJECT = "gemma4-vllm"
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Keys that move when their condition holds (see `plan`).
+#: Keys that move when their condition holds (see `plan`); every other key is the stack's own.
 PROMOTED = ("image", "modelRevision", "drafterRevision", "toolCallParser", "reasoningParser")
-#: Keys that are each stack's own, whatever was verified upstream.
-STACK_OWN = frozenset(config_keys()) - frozenset(PROMOTED)
 
 
 @dataclass(frozen=True)
@@ -47,13 +45,6 @@ class Promotion:
     changes: dict[str, str] = field(default_factory=dict)
     #: key -> why it was not carried.
     held: dict[str, str] = field(default_factory=dict)
-
-
-def image_repository(image: str) -> str:
-    """`vllm/vllm-openai:v1` and `.../vllm-openai@sha256:...` -> `vllm-openai`."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.split(":", 1)[0]
 
 
 def plan(
@@ -393,7 +384,7 @@ def prepare_changes(
     validator: Validator | None = None,
 ) -> tuple[bytes, bytes]:
     """(the file's bytes, its bytes after the promotion) once the complete result is valid;
-    PromotionError otherwise. Writes nothing: the dry run and `write_changes` both use it."""
+    PromotionError otherwise. Writes nothing: the dry run and `--write` both use it."""
     path = stack_path(stack, root)
     for key, value in changes.items():
         try:
@@ -410,18 +401,6 @@ def prepare_changes(
     after = edited_text(before, changes, path.name)
     validate_result(stack, before, after, changes, validator)
     return raw, after.encode("utf-8")
-
-
-def write_changes(
-    stack: str,
-    changes: Mapping[str, str],
-    root: Path = ROOT,
-    validator: Validator | None = None,
-) -> None:
-    """Edit `Pulumi.<stack>.yaml` in place once the complete result is valid; otherwise raise
-    PromotionError and leave the file unchanged."""
-    before, after = prepare_changes(stack, changes, root, validator)
-    write_atomically(stack_path(stack, root), after, expected=before)
 
 
 def check_distinct(source: str, target: str, root: Path) -> None:

@@ -17,7 +17,7 @@ from serving.render import monitoring as m
 from tests import test_monitoring
 from tests.pulumi_harness import stack_config
 from tests.support.discovery import load, schema_errors
-from tests.test_monitoring import check_query, grouping_labels, selectors
+from tests.test_monitoring import check_query, every_query, grouping_labels, selectors
 
 ROOT = Path(__file__).resolve().parent.parent
 PICKER = json.loads((ROOT / "tests/data/llm-d-router-v0.10.0-metrics.json").read_text())
@@ -85,7 +85,7 @@ def test_every_gke_query_parses_and_names_exported_metrics(
     s = load_settings(stack_config(stack))
     for gateway_class in m.GATEWAY_LB_METRICS:
         t = m.gke_target(stack, s.hardware, "gemma4", mtp=False, gateway_class=gateway_class)
-        for query in m.every_query(t, s.monitoring, s.slo):
+        for query in every_query(t, s.monitoring, s.slo):
             tree = promql_parser.parse(query)
             names = {sel.name for sel in selectors(tree)}
             lb = {n for n in names if n in {m.promql_metric_name(x) for x in LB_TYPES}}
@@ -113,7 +113,7 @@ def test_picker_check_can_fail() -> None:
 def test_gke_queries_select_the_stacks_namespace_and_podmonitoring() -> None:
     s = load_settings(stack_config("gke-l4"))
     t = m.gke_target("gke-l4", s.hardware, "team-a", mtp=False)
-    for query in m.every_query(t, s.monitoring, s.slo):
+    for query in every_query(t, s.monitoring, s.slo):
         for sel in selectors(promql_parser.parse(query)):
             matchers = {mt.name: mt.value for mt in sel.matchers.matchers}
             if sel.name.startswith("vllm:"):

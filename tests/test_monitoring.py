@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from serving.config.checks import SettingsError
+from serving.config.groups import MonitoringSettings, SloSettings
 from serving.config.settings import Settings, load_settings
 from serving.render import monitoring as m
 from tests.pulumi_harness import stack_config
@@ -36,6 +37,18 @@ SNAPSHOTS = {
     name: json.loads((ROOT / "serving/data" / name).read_text())
     for name in ("vllm-0.27.1.json", "vllm-tpu-0.27.0.json")
 }
+
+
+def every_query(target: m.Target, settings: MonitoringSettings, slo: SloSettings) -> list[str]:
+    """Every PromQL query the dashboard and the alerts run."""
+    found = [
+        data_set["timeSeriesQuery"]["prometheusQuery"]
+        for tile in m.dashboard(target, settings, slo)["mosaicLayout"]["tiles"]
+        for data_set in tile["widget"].get("xyChart", {}).get("dataSets", [])
+        if "prometheusQuery" in data_set["timeSeriesQuery"]
+    ]
+    found += [a.query for a in m.alerts(target, settings, slo)]
+    return found
 
 
 def exposed(snapshot: str) -> set[str]:
@@ -357,7 +370,7 @@ def test_every_query_parses_and_names_vllm_0_27_1_metrics(stack: str, target: m.
         target.cloud_run_service,
         True,
     )
-    queries = m.every_query(mtp_target, s.monitoring, s.slo)
+    queries = every_query(mtp_target, s.monitoring, s.slo)
     assert len(queries) >= 20
     for query in queries:
         assert check_query(query, IMAGES[target.platform]) == [], query
@@ -383,7 +396,7 @@ def test_two_extractions_of_vllms_source_agree() -> None:
 def test_label_values_are_escaped() -> None:
     target = m.tpu_target("x", "y", 'a"b\\c', mtp=False)
     s = settings("tpu-v6e1")
-    for query in m.every_query(target, s.monitoring, s.slo):
+    for query in every_query(target, s.monitoring, s.slo):
         tree = promql_parser.parse(query)
         values = {mt.value for sel in selectors(tree) for mt in sel.matchers.matchers}
         assert 'a"b\\c' in values

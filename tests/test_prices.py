@@ -147,7 +147,7 @@ def test_every_rate_carries_its_figure_or_why_not(rate: Rate) -> None:
         assert rate.usd_per_hour > 0
     else:
         assert rate.status == LOWER_BOUND and rate.note and rate.usd_per_hour == 0.0
-        assert rate.figure.startswith("NO FIGURE") and rate.usd_per_second is None
+        assert rate.figure.startswith("NO FIGURE")
 
 
 #: What the catalogue counts for each rate not confirmed on Google's page, and who quotes it
@@ -249,12 +249,7 @@ def test_a_cloud_run_gpu_price_holds_the_host_google_requires(key: str) -> None:
         price = cloud_run_price(gpu, zonal, cpu, memory)
         assert price.parts[0] == (rate, 1.0)
         assert price.usd_per_hour == pytest.approx(
-            3600
-            * (
-                (rate.usd_per_second or 0)
-                + cpu * 0.000018
-                + memory * (CLOUD_RUN_MEMORY.quoted or 0)
-            ),
+            rate.usd_per_hour + 3600 * (cpu * 0.000018 + memory * (CLOUD_RUN_MEMORY.quoted or 0)),
             abs=5e-5,
         )
 

@@ -14,13 +14,31 @@ import yaml
 
 from gemma4.promote_cli import main
 from preview.build import promotion_check as check_stack
-from serving.promotion import PromotionError, write_changes
+from serving.promotion import (
+    PromotionError,
+    Validator,
+    prepare_changes,
+    stack_path,
+    write_atomically,
+)
 from tests.pulumi_harness import ROOT
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 OTHER = "vllm/vllm-openai@sha256:" + "b" * 64
 NIGHTLY = "vllm/vllm-openai:nightly"
 GHCR = "ghcr.io/x/vllm-openai@sha256:" + "a" * 64
+
+
+def write_changes(
+    stack: str,
+    changes: Mapping[str, str],
+    root: Path,
+    validator: Validator | None = None,
+) -> None:
+    """What `gemma4 promote --write` does: edit `Pulumi.<stack>.yaml` in place once the complete
+    result is valid; otherwise PromotionError and the file unchanged."""
+    before, after = prepare_changes(stack, changes, root, validator)
+    write_atomically(stack_path(stack, root), after, expected=before)
 
 
 @pytest.fixture

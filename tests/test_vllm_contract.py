@@ -2,12 +2,16 @@
 
 The oracle is the snapshot `scripts/vllm_contract.py` wrote from vLLM's real parser and request
 models at the pinned versions (`serving/data/`); CI cannot install vLLM, so these tests read the
-snapshot through the small validator in `serving.launch.vllm_contract`.
+snapshot through the small validator below. It is stricter than argparse in one way:
+abbreviated option names, which argparse would accept by prefix, are refused (this package
+always renders full names).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,10 +19,137 @@ from typing import Any
 import pytest
 
 from scripts import vllm_contract as script
+from serving.capacity.plan import stack_names
 from serving.config.settings import load_settings
 from serving.launch import vllm_contract as contract
+from tests.pulumi_harness import stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _canonical(option: str, snapshot: contract.Snapshot) -> str:
+    if option.startswith("--") and snapshot.data.get("underscore_options"):
+        return "--" + option[2:].replace("_", "-")
+    return option
+
+
+def _looks_like_option(token: str) -> bool:
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False  # a negative number is a value
+
+
+def _type_error(option: str, value: str, kind: str | None) -> str | None:
+    converters: dict[str, type] = {"int": int, "float": float}
+    convert = converters.get(kind or "")
+    if convert is None:
+        return None
+    try:
+        convert(value)
+    except ValueError:
+        return f"{option}: {value!r} is not a valid {kind}"
+    return None
+
+
+def _speculative_keys(value: str, snapshot: contract.Snapshot) -> list[str]:
+    """vLLM builds `SpeculativeConfig(**config)` from `--speculative-config`: unknown keys fail."""
+    fields = snapshot.data.get("speculative_config_fields")
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return [f"--speculative-config is not JSON ({exc.msg})"]
+    if not isinstance(config, dict):
+        return ["--speculative-config is not a JSON object"]
+    if fields is None:
+        return []
+    unknown = sorted(set(config) - set(fields))
+    return [f"--speculative-config: SpeculativeConfig has no field {k!r}" for k in unknown]
+
+
+def check_argv(argv: Sequence[str], snapshot: contract.Snapshot) -> list[str]:
+    """Errors vLLM's parser would raise for `argv` (the arguments after `vllm serve`): unknown
+    option, missing value, value given to a boolean, choice not allowed, wrong number type,
+    a `--speculative-config` key SpeculativeConfig does not have, more than one positional.
+    Empty when the snapshot accepts every argument."""
+    errors: list[str] = []
+    tokens = list(argv)
+    positionals = 0
+    where = f"vLLM {snapshot.package} {snapshot.version}"
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not _looks_like_option(token):
+            positionals += 1
+            if positionals > 1:
+                errors.append(f"unrecognized argument {token!r} ({where} takes one model)")
+            continue
+        name, eq, inline = token.partition("=")
+        option = _canonical(name, snapshot)
+        spec = snapshot.options.get(option)
+        if spec is None:
+            errors.append(f"unknown option {name!r} ({where} has no such option)")
+            if eq == "" and i < len(tokens) and not _looks_like_option(tokens[i]):
+                i += 1  # skip its value so that it is not read as the model
+            continue
+        if not spec["takes_value"]:
+            if eq:
+                errors.append(f"{name} takes no value ({where}), got {inline!r}")
+            continue
+        values: list[str]
+        if eq:
+            values = [inline]
+        else:
+            values = []
+            many = spec.get("nargs") in ("+", "*")
+            while i < len(tokens) and not _looks_like_option(tokens[i]):
+                values.append(tokens[i])
+                i += 1
+                if not many:
+                    break
+            if not values:
+                errors.append(f"{name} needs a value ({where})")
+                continue
+        if spec["dest"] == "speculative_config":
+            errors += [f"{e} ({where})" for e in _speculative_keys(values[0], snapshot)]
+        choices = spec.get("choices")
+        for value in values:
+            if choices is not None and value not in choices:
+                errors.append(
+                    f"{name}: invalid choice {value!r} ({where} allows: {', '.join(choices)})"
+                )
+            problem = _type_error(name, value, spec.get("type"))
+            if problem:
+                errors.append(f"{problem} ({where})")
+    return errors
+
+
+def check_body(path: str, body: Mapping[str, Any], snapshot: contract.Snapshot) -> list[str]:
+    """Fields of a request body that vLLM's request model for `path` does not declare
+    (vLLM accepts and silently ignores them), including inside `stream_options`."""
+    model = snapshot.data["request_paths"].get(path)
+    if model is None:
+        return [f"{path}: no request model known for this path in vLLM {snapshot.version}"]
+    fields = set(snapshot.data["request_models"][model])
+    errors = [
+        f"{path}: field {key!r} is not declared by vLLM {snapshot.version}'s {model}"
+        for key in body
+        if key not in fields
+    ]
+    options = body.get("stream_options")
+    if isinstance(options, Mapping):
+        stream_fields = set(snapshot.data["request_models"]["StreamOptions"])
+        errors += [
+            f"{path}: stream_options.{key} is not declared by vLLM {snapshot.version}'s "
+            "StreamOptions"
+            for key in options
+            if key not in stream_fields
+        ]
+    return errors
 
 
 @cache
@@ -32,7 +163,7 @@ def bodies() -> list[script.RequestCase]:
 
 
 def shipped_images() -> list[str]:
-    return sorted({str(script._stack_settings(s)["image"]) for s in script.stacks()})
+    return sorted({str(stack_config(s)["image"]) for s in stack_names()})
 
 
 def test_every_shipped_image_has_a_snapshot_of_its_release() -> None:
@@ -55,10 +186,10 @@ def test_snapshots_say_where_they_come_from() -> None:
 def test_every_rendered_command_line_is_accepted() -> None:
     commands, _ = cases()
     rendered = {c.name.split("/")[0] for c in commands}
-    assert rendered == set(script.stacks())
+    assert rendered == set(stack_names())
     for case in commands:
         snapshot = contract.for_image(case.image)
-        assert contract.check_argv(case.argv, snapshot) == [], case.name
+        assert check_argv(case.argv, snapshot) == [], case.name
 
 
 def test_variants_reach_every_option_the_settings_can_emit() -> None:
@@ -88,7 +219,7 @@ def test_deployed_resources_carry_the_checked_command_lines() -> None:
     from tests.pulumi_harness import render, stack_config
 
     checked = {(c.image, c.argv) for c in cases()[0]}
-    for stack in script.stacks():
+    for stack in stack_names():
         declared = render(stack_config(stack), stack)
         argvs: list[tuple[str, tuple[str, ...]]] = []
         for resource in declared.resources:
@@ -118,7 +249,7 @@ def test_request_bodies_use_only_declared_fields(image: str) -> None:
     sent = bodies()
     assert {b.path for b in sent} == {"/v1/completions", "/v1/chat/completions", "/tokenize"}
     for body in sent:
-        assert contract.check_body(body.path, body.body, snapshot) == [], body.name
+        assert check_body(body.path, body.body, snapshot) == [], body.name
 
 
 SNAP = contract.load("vllm", "0.27.1")
@@ -144,7 +275,7 @@ SNAP = contract.load("vllm", "0.27.1")
     ],
 )
 def test_validator_refuses_what_the_parser_refuses(argv: list[str], expected: str) -> None:
-    errors = contract.check_argv(argv, SNAP)
+    errors = check_argv(argv, SNAP)
     assert len(errors) == 1 and expected in errors[0], errors
     assert "vLLM vllm 0.27.1" in errors[0]
 
@@ -163,12 +294,12 @@ def test_validator_accepts_the_parsers_spellings() -> None:
         "fp8",
         "--enforce-eager",
     ]
-    assert contract.check_argv(argv, SNAP) == []
+    assert check_argv(argv, SNAP) == []
 
 
 def test_unknown_request_fields_are_named() -> None:
     body = {"model": "m", "prompt": "x", "max_token": 3, "stream_options": {"usage": True}}
-    errors = contract.check_body("/v1/completions", body, SNAP)
+    errors = check_body("/v1/completions", body, SNAP)
     assert errors == [
         "/v1/completions: field 'max_token' is not declared by vLLM 0.27.1's CompletionRequest",
         "/v1/completions: stream_options.usage is not declared by vLLM 0.27.1's StreamOptions",
@@ -192,7 +323,8 @@ def test_metric_names_in_the_code_are_exposed_by_the_pinned_vllm() -> None:
     assert used, "no metric name found in the code"
     for image in shipped_images():
         snapshot = contract.for_image(image)
-        known = snapshot.exposed_metric_names() | snapshot.metric_names()
+        known = {m["name"] for m in snapshot.metrics}
+        known |= {name for m in snapshot.metrics for name in m["exposed"]}
         missing = sorted(used - known - OLDER_NAMES)
         assert missing == [], f"{image}: {missing}"
 
@@ -209,7 +341,7 @@ def test_settings_defaults_render_a_valid_line_for_every_hardware() -> None:
         )
         settings = load_settings({"hardware": key, "image": image, **place})
         command = render(settings, model_path="/m", port=8000)
-        assert contract.check_argv(command.args, contract.for_image(image)) == [], key
+        assert check_argv(command.args, contract.for_image(image)) == [], key
 
 
 def test_the_docs_state_the_last_run_of_each_snapshot() -> None:

@@ -2,13 +2,13 @@
 
 The figures are data: `serving/data/hardware.json` (profiles and GKE node shapes) and
 `serving/data/prices.json` (Google's rates), each figure with its source, loaded and checked
-here. Prices are list prices in USD and change over time; they are
-used for cost estimates only (capacity planner, benchmark comparisons), never for billing.
-Every price is built from :class:`Rate` s of Google's own price pages, each with its region,
-URL and the date it was read. A rate confirmed there counts at its figure; a rate not confirmed
-there but quoted by a named public source counts at that figure, marked UNCONFIRMED with who
-quotes it, and the price is an ESTIMATE (``~$X``); only a rate with no figure anywhere counts 0
-and makes the price a LOWER BOUND. A price's status is its weakest rate's.
+here. Prices are list prices in USD, for cost estimates only (capacity planner, benchmark
+comparisons), never for billing. Every price is built from :class:`Rate` s of Google's own
+price pages, each with its region, URL and the date it was read. A rate confirmed there counts
+at its figure; a rate not confirmed there but quoted by a named public source counts at that
+figure, marked UNCONFIRMED with who quotes it, and the price is an ESTIMATE (``~$X``); only a
+rate with no figure anywhere counts 0 and makes the price a LOWER BOUND. A price's status is
+its weakest rate's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1024**3
-MIB = 1024**2
 
 
 class Platform(StrEnum):
@@ -28,8 +27,7 @@ class Platform(StrEnum):
     TPU = "tpu"
 
 
-#: A price's status, strongest first: every rate confirmed on Google's page; some rate counted
-#: at a figure a named public source quotes; some rate with no figure anywhere (counted 0).
+#: A price's status, strongest first (see the module text).
 CONFIRMED = "confirmed"
 ESTIMATE = "estimate"
 LOWER_BOUND = "lower_bound"
@@ -39,13 +37,9 @@ STATUSES = (CONFIRMED, ESTIMATE, LOWER_BOUND)
 @dataclass(frozen=True)
 class Rate:
     """One rate of one of Google's price pages: the figure per unit, the region it applies to,
-    the page (its original URL) and when it was read.
-
-    ``usd`` is None when the figure could not be read on Google's page (no stored copy of the
-    page reaches it): the rate is then NOT confirmed and ``note`` says why. Such a rate counts at
-    ``quoted``, the figure a named public source quotes for it (``quoted_by`` names the source
-    and when), and every price built from it is an ESTIMATE; with no figure anywhere
-    (``quoted`` None too) it counts 0 and every price built from it is a LOWER BOUND."""
+    the page (its original URL) and when it was read. ``usd`` is None when the figure could not
+    be read there (``note`` says why); the rate then counts at ``quoted``, a named public
+    source's figure, or, with none, 0."""
 
     what: str
     usd: float | None
@@ -104,11 +98,6 @@ class Rate:
         return self.counted * (3600 if self.unit.endswith("-second") else 1)
 
     @property
-    def usd_per_second(self) -> float | None:
-        """USD for one unit held a second at the counted figure (None with no figure)."""
-        return None if self.counted is None else self.usd_per_hour / 3600
-
-    @property
     def figure(self) -> str:
         if self.counted is None:
             return "NO FIGURE (not confirmed, none quoted)"
@@ -131,9 +120,7 @@ class Price:
     usd_per_hour: float
     source: str
     as_of: str
-    #: Parts of the bill whose rate could not be confirmed on Google's page, each said so: counted
-    #: at a quoted figure (the price is an ESTIMATE) or, with no figure anywhere, as 0 (a LOWER
-    #: BOUND).
+    #: The parts whose rate is not confirmed on Google's page (:func:`unconfirmed_note`).
     unconfirmed: tuple[str, ...] = ()
     parts: tuple[tuple[Rate, float], ...] = ()
 
@@ -168,8 +155,7 @@ def status_prefix(status: str, bound: str = "at least ") -> str:
 
 
 def unconfirmed_note(rate: Rate) -> str:
-    """How a price names a rate not confirmed on Google's page: the figure it counts and who
-    quotes it (an ESTIMATE), or that it counts 0 (a LOWER BOUND)."""
+    """How a price names a rate not confirmed on Google's page."""
     if rate.status == ESTIMATE:
         return f"ESTIMATE, counted at {rate.figure}: {rate.what} ({rate.region}): {rate.note}"
     return (
@@ -178,9 +164,7 @@ def unconfirmed_note(rate: Rate) -> str:
 
 
 def price_of(label: str, parts: tuple[tuple[Rate, float], ...]) -> Price:
-    """The hourly price of ``parts`` (rate, units): the sum of each rate's counted figure
-    (Google's, else a named source's quote) times its units; a rate with no figure anywhere
-    counts 0. Each rate not confirmed is named (:func:`unconfirmed_note`)."""
+    """The hourly price of ``parts`` (rate, units): each rate's counted figure times its units."""
     return Price(
         usd_per_hour=round(sum(rate.usd_per_hour * n for rate, n in parts), 4),
         source=f"{label}: " + "; ".join(f"{n:g} x {rate.citation}" for rate, n in parts),
@@ -269,8 +253,7 @@ class HardwareProfile:
 
 def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: int) -> Price:
     """A Cloud Run GPU instance's hourly price: the GPU's rate (the zonal-redundancy SKU when
-    on) plus ``cpu`` vCPU and ``memory_gib`` GiB at Cloud Run's instance-based rates. A rate
-    that could not be confirmed counts 0 and the price says it is a lower bound."""
+    on) plus ``cpu`` vCPU and ``memory_gib`` GiB at Cloud Run's instance-based rates."""
     rate = gpu.with_zonal_redundancy if zonal else gpu.without_zonal_redundancy
     return price_of(
         f"GPU ({'with' if zonal else 'without'} zonal redundancy) + {cpu} vCPU + {memory_gib} GiB",

@@ -7,7 +7,7 @@ checkpoints are those the seed deployments report. Each entry names its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 #: Bytes per KV element for vLLM's `--kv-cache-dtype` values ("auto" follows the model dtype).
@@ -119,44 +119,40 @@ GEMMA4_12B = Architecture(
     "the reference RTX PRO 6000 deployment serves",
 )
 
+#: The QAT w4a16 checkpoint the stacks serve; the bf16 one is the same model unquantized.
+_QAT = ModelCard(
+    repo_id="google/gemma-4-12B-it-qat-w4a16-ct",
+    role=Role.TARGET,
+    quantization=Quantization.W4A16_COMPRESSED_TENSORS,
+    qat=True,
+    # vLLM's own figure once loaded, not the seed article's "~6 GB" (which counted the
+    # 4-bit layers only): the embeddings (tied with the output layer), norms and the
+    # vision tower stay bf16. The safetensors on disk are larger (9.56 GiB, 10.3 GB:
+    # the tied table is stored apart from the vision tower's own copies).
+    weight_bytes=int(8.28 * GIB),
+    weight_source="vLLM 'Model loading took 8.28 GiB' for this checkpoint (public "
+    "load logs: vllm/vllm-openai gemma4 image on an RTX 3090, 2026-06-11, and a Modal "
+    "A10 boot, 2026-08-28; the same figure in both); on disk 9.56 GiB of safetensors",
+    params_billions=12.0,
+    architecture=GEMMA4_12B,
+    assistant="google/gemma-4-12B-it-assistant",
+    tool_call_parser="gemma4",
+    reasoning_parser="gemma4",
+    max_tokens_per_mm_item=2496,
+    mm_prefix_lm=True,
+)
+
 MODELS: dict[str, ModelCard] = {
     card.repo_id: card
     for card in (
-        ModelCard(
-            repo_id="google/gemma-4-12B-it-qat-w4a16-ct",
-            role=Role.TARGET,
-            quantization=Quantization.W4A16_COMPRESSED_TENSORS,
-            qat=True,
-            # vLLM's own figure once loaded, not the seed article's "~6 GB" (which counted the
-            # 4-bit layers only): the embeddings (tied with the output layer), norms and the
-            # vision tower stay bf16. The safetensors on disk are larger (9.56 GiB, 10.3 GB:
-            # the tied table is stored apart from the vision tower's own copies).
-            weight_bytes=int(8.28 * GIB),
-            weight_source="vLLM 'Model loading took 8.28 GiB' for this checkpoint (public "
-            "load logs: vllm/vllm-openai gemma4 image on an RTX 3090, 2026-06-11, and a Modal "
-            "A10 boot, 2026-08-28; the same figure in both); on disk 9.56 GiB of safetensors",
-            params_billions=12.0,
-            architecture=GEMMA4_12B,
-            assistant="google/gemma-4-12B-it-assistant",
-            tool_call_parser="gemma4",
-            reasoning_parser="gemma4",
-            max_tokens_per_mm_item=2496,
-            mm_prefix_lm=True,
-        ),
-        ModelCard(
+        _QAT,
+        replace(
+            _QAT,
             repo_id="google/gemma-4-12B-it",
-            role=Role.TARGET,
             quantization=Quantization.NONE,
             qat=False,
             weight_bytes=24 * GB,
             weight_source="seed 000: bf16 12B weights are ~24 GB",
-            params_billions=12.0,
-            architecture=GEMMA4_12B,
-            assistant="google/gemma-4-12B-it-assistant",
-            tool_call_parser="gemma4",
-            reasoning_parser="gemma4",
-            max_tokens_per_mm_item=2496,
-            mm_prefix_lm=True,
         ),
         ModelCard(
             repo_id="google/gemma-4-12B-it-assistant",

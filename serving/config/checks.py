@@ -65,6 +65,11 @@ def image_registry(image: str) -> str:
     return "docker.io"
 
 
+def image_repository(image: str) -> str:
+    """`vllm/vllm-openai:v1` and `.../vllm-openai@sha256:...` -> `vllm-openai`."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
 def check_pinned_image(image: str) -> None:
     """Raise ValueError unless `image` names a fixed tag or a sha256 digest of 64 hex digits."""
     if not _IMAGE_CHARS.fullmatch(image):

@@ -102,12 +102,9 @@ class ModelSettings(Group):
     @field_validator("model")
     @classmethod
     def _known_target(cls, value: str) -> str:
-        try:
-            _ = MODELS[value]
-            assert MODELS[value].role is Role.TARGET
-        except (KeyError, AssertionError):
+        if value not in MODELS or MODELS[value].role is not Role.TARGET:
             allowed = sorted(k for k, v in MODELS.items() if v.role is Role.TARGET)
-            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(allowed)}") from None
+            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(allowed)}")
         return value
 
     @field_validator("drafter")

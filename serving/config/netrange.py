@@ -71,39 +71,14 @@ def is_public(network: Network) -> bool:
     )
 
 
-def _subtract(blocks: list[Network], cover: Network) -> list[Network]:
-    left: list[Network] = []
-    for block in blocks:
-        if block.version != cover.version:
-            left.append(block)
-        elif block.subnet_of(cover):  # type: ignore[arg-type]
-            continue
-        elif cover.subnet_of(block):  # type: ignore[arg-type]
-            left.extend(block.address_exclude(cover))  # type: ignore[arg-type]
-        else:
-            left.append(block)
-    return left
-
-
-def _public_space_v4() -> list[Network]:
-    blocks: list[Network] = [INTERNET_V4]
-    for private in NON_PUBLIC:
-        if private.version == 4:
-            blocks = _subtract(blocks, private)
-    return blocks
-
-
 def covers_internet(networks: Sequence[Network]) -> list[str]:
-    """Families ("IPv4", "IPv6") whose whole public space the ranges cover together."""
+    """Families ("IPv4", "IPv6") whose whole public space the ranges cover together: merged
+    with the non-public space, they hold the family's whole internet."""
     found: list[str] = []
-    merged = merge(networks)
-    for family, space in (("IPv4", _public_space_v4()), ("IPv6", [INTERNET_V6])):
-        left = list(space)
-        for network in merged:
-            left = _subtract(left, network)
-            if not left:
-                break
-        if not left:
+    for family, internet in (("IPv4", INTERNET_V4), ("IPv6", INTERNET_V6)):
+        same = [n for n in (*networks, *NON_PUBLIC) if n.version == internet.version]
+        merged = ipaddress.collapse_addresses(same)  # type: ignore[type-var]
+        if any(internet.subnet_of(n) for n in merged):  # type: ignore[arg-type]
             found.append(family)
     return found
 

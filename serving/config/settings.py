@@ -41,6 +41,7 @@ from serving.config.checks import (
     check_text,
     closest_key,
     image_registry,
+    image_repository,
 )
 from serving.config.groups import (
     BenchmarkSettings,
@@ -88,11 +89,6 @@ CLOUD_RUN_SIZES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 _MEMORY_PER_CPU_GIB = 4
 #: Multi-region bucket locations by region prefix (https://cloud.google.com/storage/docs/locations).
 _MULTI_REGIONS = {"us-": "US", "northamerica-": "US", "europe-": "EU", "asia-": "ASIA"}
-
-
-def native_platform(profile: HardwareProfile) -> DeployPlatform:
-    """The platform a hardware profile runs on when a stack names none."""
-    return "tpu-vm" if profile.platform is Platform.TPU else "cloud-run"
 
 
 _T = TypeVar("_T")
@@ -160,10 +156,7 @@ class Settings(BaseModel):
         (`vllm-tpu`) on a GPU; and the settings hold vLLM to the checks of a release whose
         contract this package ships (`serving/data/`). An image under another name (a mirror)
         is judged by what it runs, by the policies."""
-        repository = self.image.partition("@")[0]
-        if ":" in repository.rsplit("/", 1)[-1]:
-            repository = repository.rsplit(":", 1)[0]
-        family = {"vllm-openai": "vllm", "vllm-tpu": "vllm-tpu"}.get(repository.rsplit("/", 1)[-1])
+        family = {"vllm-openai": "vllm", "vllm-tpu": "vllm-tpu"}.get(image_repository(self.image))
         if family is None:
             return self
         tpu = self.profile.platform is Platform.TPU
@@ -524,13 +517,9 @@ class Settings(BaseModel):
 
 #: The blocks every platform shares, by their attribute on Settings.
 _SHARED: dict[str, type[Group]] = {
-    "model": ModelSettings,
-    "vllm": VllmSettings,
-    "weights": WeightsSettings,
-    "slo": SloSettings,
-    "health": HealthSettings,
-    "benchmark": BenchmarkSettings,
-    "monitoring": MonitoringSettings,
+    name: info.annotation
+    for name, info in Settings.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, Group)
 }
 #: Blocks of platform keys, in the order a key's group is named (a key two platforms read is
 #: named by the block they share).
@@ -593,7 +582,8 @@ def stack_platform(raw: Mapping[str, Any]) -> str | None:
     if hardware not in HARDWARE:
         return None
     hw = HARDWARE[str(hardware)]
-    allowed = [native_platform(hw), *(["gke"] if hw.key in GKE_SHAPES else [])]
+    native = "tpu-vm" if hw.platform is Platform.TPU else "cloud-run"
+    allowed = [native, *(["gke"] if hw.key in GKE_SHAPES else [])]
     if platform is None:
         return allowed[0]
     if platform not in allowed:

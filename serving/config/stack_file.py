@@ -26,10 +26,11 @@ class ProviderKeysError(RuntimeError):
     package and the file."""
 
 
-def provider_keys_source(package: str) -> str:
-    """The text of a generated Pulumi SDK's `config/vars.py`, found with
-    :func:`importlib.util.find_spec` (a top-level spec imports nothing, so the domain imports no
-    Pulumi), or ProviderKeysError naming the package and what is missing."""
+def provider_keys(package: str) -> frozenset[str]:
+    """The config keys a generated Pulumi SDK reads (`__config__.get...('key')` in its
+    `config/vars.py`, found with :func:`importlib.util.find_spec`: a top-level spec imports
+    nothing, so the domain imports no Pulumi), or ProviderKeysError naming the package and what
+    is missing. A file naming no key is refused: it is not the file the reader knows."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError) as exc:
@@ -51,24 +52,17 @@ def provider_keys_source(package: str) -> str:
                 f"{source}: larger than {PROVIDER_VARS_MAX_BYTES // 1024} KiB; "
                 "not a generated config/vars.py"
             )
-        return data.decode("utf-8", errors="replace")
+        keys = frozenset(re.findall(PROVIDER_KEY, data.decode("utf-8", errors="replace")))
+        if not keys:
+            raise ProviderKeysError(
+                f"{package}: config/vars.py reads no config key this reader recognises "
+                f"(pattern {PROVIDER_KEY}); its config keys cannot be read"
+            )
+        return keys
     raise ProviderKeysError(
         f"{package}: config/vars.py not found under "
         f"{', '.join(map(str, spec.submodule_search_locations))}; its config keys cannot be read"
     )
-
-
-def provider_keys(package: str) -> frozenset[str]:
-    """The config keys a generated Pulumi SDK reads (`__config__.get...('key')` in its
-    `config/vars.py`, read as text). A file naming no key is refused: it is not the file the
-    reader knows."""
-    keys = frozenset(re.findall(PROVIDER_KEY, provider_keys_source(package)))
-    if not keys:
-        raise ProviderKeysError(
-            f"{package}: config/vars.py reads no config key this reader recognises "
-            f"(pattern {PROVIDER_KEY}); its config keys cannot be read"
-        )
-    return keys
 
 
 @cache
@@ -114,23 +108,17 @@ def read_bounded(path: Path, shown: str, limit: int = MAX_BYTES) -> bytes:
     return data
 
 
-def parse_config(data: bytes, shown: str, project: str) -> dict[str, Any]:
-    """The `config:` block of a stack file's bytes, read as the Pulumi CLI reads it
-    (:mod:`serving.config.stack_yaml`): namespaced keys, values as the CLI hands them to the
-    program,
-    `secure:` values as :class:`serving.config.stack_yaml.Secure`."""
-    try:
-        return config_of(load_document(data), project)
-    except StackYamlError as exc:
-        raise StackFileError(f"{shown}: {exc}") from None
-
-
 def config_block(path: Path, project: str, shown: str | None = None) -> dict[str, Any]:
-    """The `config:` mapping of a stack file (namespaced keys), unvalidated. The one reader of
+    """The `config:` mapping of a stack file, unvalidated, read as the Pulumi CLI reads it
+    (:mod:`serving.config.stack_yaml`): namespaced keys, values as the CLI hands them to the
+    program, `secure:` values as :class:`serving.config.stack_yaml.Secure`. The one reader of
     stack files; raises StackFileError with one message naming the file as `shown`
     (default: its name)."""
     shown = shown or path.name
-    return parse_config(read_bounded(path, shown), shown, project)
+    try:
+        return config_of(load_document(read_bounded(path, shown)), project)
+    except StackYamlError as exc:
+        raise StackFileError(f"{shown}: {exc}") from None
 
 
 def secret_keys(config: Mapping[str, Any]) -> list[str]:

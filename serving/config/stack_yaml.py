@@ -272,17 +272,9 @@ def _go_int(text: str) -> int | None:
     if match is None:
         return None
     sign, digits = match.groups()
-    lower = digits.lower()
-    if lower.startswith("0x"):
-        value = int(lower[2:], 16)
-    elif lower.startswith("0b"):
-        value = int(lower[2:], 2)
-    elif lower.startswith("0o"):
-        value = int(lower[2:], 8)
-    elif len(lower) > 1 and lower.startswith("0"):
-        value = int(lower[1:], 8)
-    else:
-        value = int(lower)
+    # Python's base-0 int() reads 0x, 0o and 0b; Go's `0100` (octal) it refuses.
+    legacy_octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+    value = int(digits[1:], 8) if legacy_octal else int(digits, 0)
     if sign == "-":
         return -value if value <= _INT64 else None
     if value < _INT64 or (not sign and value < 2 * _INT64):

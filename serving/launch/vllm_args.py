@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -312,12 +313,7 @@ def device_count(options: Mapping[str, Any]) -> int | None:
     names = ("tensor-parallel-size", "pipeline-parallel-size", "prefill-context-parallel-size")
     local = options.get("data-parallel-size-local", options.get("data-parallel-size", "1"))
     sizes = [_whole(options.get(n, "1")) for n in names] + [_whole(local)]
-    total = 1
-    for size in sizes:
-        if size is None:
-            return None
-        total *= size
-    return total
+    return None if None in sizes else math.prod(s for s in sizes if s is not None)
 
 
 #: `VLLM_*` variables accounted for (none changes the model, the code or the port); every

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import yaml
@@ -203,17 +203,13 @@ class Queries:
     def error_share(self) -> str:
         """Share of failed requests: Cloud Run's 5xx responses, or vLLM's errored requests."""
         if self.target.cloud_run_service is not None:
-            name = promql_metric_name(RUN_REQUEST_COUNT)
-            base = {
-                "monitored_resource": RUN_RESOURCE,
-                "service_name": self.target.cloud_run_service,
-            }
-            failed = _selector(tuple(base.items()), response_code_class="5xx")
-            every = _selector(tuple(base.items()))
-            return (
-                f"sum (rate({name}{failed}[{self.window}])) "
-                f"/ sum (rate({name}{every}[{self.window}]))"
+            service = (
+                ("monitored_resource", RUN_RESOURCE),
+                ("service_name", self.target.cloud_run_service),
             )
+            run = Queries(replace(self.target, matchers=service), self.window)
+            name = promql_metric_name(RUN_REQUEST_COUNT)
+            return f"{run.rate(name, response_code_class='5xx')} / {run.rate(name)}"
         return (
             f"{self.rate(Vllm.REQUEST_SUCCESS, finished_reason='error')} "
             f"/ {self.rate(Vllm.REQUEST_SUCCESS)}"
@@ -425,8 +421,9 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
 def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
     """The Gateway's and the endpoint picker's signals on a GKE stack."""
     namespace = str(target.gke_namespace)
-    picker = _selector((("namespace", namespace), ("job", "vllm-epp")))
-    window = q.window
+    picker = Queries(
+        replace(target, matchers=(("namespace", namespace), ("job", "vllm-epp"))), q.window
+    )
     lb_metric, lb_resource = GATEWAY_LB_METRICS[str(target.gateway_class)]
     # GKE names the load balancer's URL map after the Gateway: gkegw1-<hash>-<ns>-<name>-<hash>.
     lb = (
@@ -438,7 +435,7 @@ def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
             "Gateway responses by status class",
             [
                 _promql_set(
-                    f"sum by (response_code_class) (rate({lb}[{window}]))",
+                    f"sum by (response_code_class) (rate({lb}[{q.window}]))",
                     "${response_code_class}",
                     "1/s",
                 )
@@ -447,15 +444,17 @@ def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
         ),
         _chart(
             "Endpoint picker: ready replicas",
-            [_promql_set(f"max ({Picker.READY_ENDPOINTS}{picker})", "ready", "1")],
+            [_promql_set(picker.gauge(Picker.READY_ENDPOINTS, "max"), "ready", "1")],
             "replicas",
         ),
         _chart(
             "Endpoint picker: pool queue and KV cache",
             [
-                _promql_set(f"max ({Picker.AVERAGE_QUEUE}{picker})", "average queue", "1"),
+                _promql_set(picker.gauge(Picker.AVERAGE_QUEUE, "max"), "average queue", "1"),
                 _promql_set(
-                    f"100 * max ({Picker.AVERAGE_KV_CACHE}{picker})", "average KV cache %", "1"
+                    f"100 * {picker.gauge(Picker.AVERAGE_KV_CACHE, 'max')}",
+                    "average KV cache %",
+                    "1",
                 ),
             ],
             "requests / percent",
@@ -463,23 +462,14 @@ def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
         _chart(
             "Endpoint picker: requests and errors",
             [
-                _promql_set(f"sum (rate({Picker.REQUESTS}{picker}[{window}]))", "picked", "1/s"),
-                _promql_set(
-                    f"sum (rate({Picker.REQUEST_ERRORS}{picker}[{window}]))", "errors", "1/s"
-                ),
+                _promql_set(picker.rate(Picker.REQUESTS), "picked", "1/s"),
+                _promql_set(picker.rate(Picker.REQUEST_ERRORS), "errors", "1/s"),
             ],
             "requests/s",
         ),
         _chart(
             "Endpoint picker: scheduling latency",
-            [
-                _promql_set(
-                    f"histogram_quantile(0.95, sum by (le) "
-                    f"(rate({Picker.SCHEDULER_E2E}_bucket{picker}[{window}])))",
-                    "p95",
-                    "s",
-                )
-            ],
+            [_promql_set(picker.quantile(0.95, Picker.SCHEDULER_E2E), "p95", "s")],
             "seconds",
         ),
         _chart(
@@ -702,18 +692,6 @@ def alert_policies(
     return {
         a.key: alert_policy(a, target, settings, channels) for a in alerts(target, settings, slo)
     }
-
-
-def every_query(target: Target, settings: MonitoringSettings, slo: SloSettings) -> list[str]:
-    """Every PromQL query the dashboard and the alerts run (for review and for tests)."""
-    found = [
-        data_set["timeSeriesQuery"]["prometheusQuery"]
-        for tile in dashboard(target, settings, slo)["mosaicLayout"]["tiles"]
-        for data_set in tile["widget"].get("xyChart", {}).get("dataSets", [])
-        if "prometheusQuery" in data_set["timeSeriesQuery"]
-    ]
-    found += [a.query for a in alerts(target, settings, slo)]
-    return found
 
 
 # --- Collector configs ----------------------------------------------------------------------

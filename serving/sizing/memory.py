@@ -128,16 +128,13 @@ class KvLayout:
         return total
 
 
-def kv_heads_per_device(attention: Attention, tensor_parallel: int) -> int:
-    """KV heads one device stores: heads are split across devices, replicated when fewer."""
-    return max(1, attention.kv_heads // tensor_parallel)
-
-
 def kv_bytes_per_token_per_layer(
     attention: Attention, dtype_bytes: int, tensor_parallel: int = 1
 ) -> int:
-    """2 (K and V) x KV heads x head dim x dtype bytes, for one layer on one device."""
-    return 2 * kv_heads_per_device(attention, tensor_parallel) * attention.head_dim * dtype_bytes
+    """2 (K and V) x KV heads x head dim x dtype bytes, for one layer on one device (the heads
+    are split across devices, replicated when fewer)."""
+    heads = max(1, attention.kv_heads // tensor_parallel)
+    return 2 * heads * attention.head_dim * dtype_bytes
 
 
 def kv_layout(
@@ -199,21 +196,6 @@ def kv_capacity(
     )
 
 
-def kv_bytes_for_sequence(
-    arch: Architecture,
-    tokens: int,
-    dtype_bytes: int,
-    max_num_batched_tokens: int,
-    tensor_parallel: int = 1,
-) -> int:
-    """KV bytes one sequence of `tokens` tokens holds (sliding layers capped at their window)."""
-    total = 0
-    for a in arch.attention:
-        kept = tokens if a.window is None else min(tokens, a.window - 1 + max_num_batched_tokens)
-        total += a.layers * kept * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
-    return total
-
-
 def activation_bytes(
     arch: Architecture, max_num_batched_tokens: int, profile: RuntimeProfile = DEFAULT_PROFILE
 ) -> int:
@@ -264,11 +246,6 @@ class MemoryPlan:
     def fits(self) -> bool:
         return self.capacity.max_concurrency >= 1.0
 
-    @property
-    def shortfall_bytes(self) -> float:
-        """How much more budget one full-length sequence needs (0 when it fits)."""
-        return max(0.0, self.required_bytes - self.budget_bytes)
-
 
 def plan_memory(
     arch: Architecture,
@@ -300,15 +277,10 @@ def plan_memory(
     )
     layout = kv_layout(arch, dtype_bytes, tensor_parallel, profile.block_size)
     capacity = kv_capacity(layout, max(0.0, available), max_model_len, max_num_batched_tokens)
-    per_token_all = sum(
-        a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
+    per_token = [
+        (a.window, a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel))
         for a in arch.attention
-    )
-    per_token_full = sum(
-        a.layers * kv_bytes_per_token_per_layer(a, dtype_bytes, tensor_parallel)
-        for a in arch.attention
-        if a.window is None
-    )
+    ]
     one_sequence = (
         layout.blocks_per_request(max_model_len, max_num_batched_tokens)
         * layout.page_bytes
@@ -324,8 +296,8 @@ def plan_memory(
         non_torch_bytes=profile.non_torch_bytes,
         cuda_graph_bytes=profile.cuda_graph_bytes,
         kv_available_bytes=available,
-        kv_bytes_per_token=per_token_all,
-        kv_bytes_per_token_full_layers=per_token_full,
+        kv_bytes_per_token=sum(b for _, b in per_token),
+        kv_bytes_per_token_full_layers=sum(b for window, b in per_token if window is None),
         one_sequence_kv_bytes=one_sequence,
         max_model_len=max_model_len,
         capacity=capacity,
