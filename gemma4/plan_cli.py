@@ -149,7 +149,6 @@ def table(r: dict[str, Any]) -> Table:
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan",
         description="Print a stack's vLLM capacity plan (memory budget, KV cache, concurrency "
@@ -157,13 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
         "1 vLLM would refuse to start, 2 bad input. Also: `gemma4 plan search --rate R "
         "--ttft-ms X` (the cheapest stack and replicas for an SLO), `gemma4 plan calibrate "
         "RUN_DIR -s STACK` (fit the model to a run).",
-    )
-    parser.add_argument(
-        "-s",
-        "--stack",
-        default="",
-        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
-        "or its nearest parent, as `pulumi -s` finds it",
     )
     add_project_options(parser)
     add_rate_option(
@@ -228,7 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]](args[1:])
@@ -326,7 +317,6 @@ def run_mtp_acceptance(
     against the stack (:func:`serving.capacity.acceptance.run_acceptance`): a torn, foreign or
     edited run is refused (PlanError, naming the cell and the counter)."""
     from serving.capacity.acceptance import AcceptanceError, run_acceptance
-    from serving.capacity.plan import PlanError
 
     model = settings.model
     k = model.num_speculative_tokens if model.speculative_method == "mtp" else None
@@ -473,7 +463,6 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
 
 
 def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan search",
         add_help=add_help,
@@ -554,8 +543,6 @@ def concurrency_list(text: str) -> list[int]:
 
 
 def search_main(argv: Sequence[str]) -> int:
-    from serving.capacity.plan import PlanError
-
     o = build_search_parser().parse_args(list(argv))
     try:
         rate = float(o.rate)
@@ -660,7 +647,6 @@ def search_main(argv: Sequence[str]) -> int:
 
 
 def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan calibrate",
         add_help=add_help,
@@ -710,9 +696,6 @@ def _cannot_write(folder: Path) -> str | None:
 
 
 def calibrate_main(argv: Sequence[str]) -> int:
-    from serving.capacity.plan import PlanError, load_stack_settings
-    from serving.config.project import stack_file
-
     o = build_calibrate_parser().parse_args(list(argv))
     try:
         if o.where is not None and not 0 < len(o.where) <= 200:

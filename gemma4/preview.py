@@ -308,13 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
         "and no Pulumi CLI. Exit 0 deployable, 1 a mandatory violation or a model that does "
         "not fit, 2 bad input.",
     )
-    parser.add_argument(
-        "-s",
-        "--stack",
-        default="",
-        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
-        "or its nearest parent, as `pulumi -s` finds it",
-    )
     add_project_options(parser)
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the preview as JSON")

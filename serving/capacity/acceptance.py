@@ -30,16 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "COUNTERS",
-    "AcceptanceError",
-    "CellCounts",
-    "MeasuredAcceptance",
-    "cell_counts",
-    "equivalent_acceptance",
-    "run_acceptance",
-]
-
 #: The record's key for each counter, and vLLM's metric name.
 COUNTERS = {
     "num_drafts": "vllm:spec_decode_num_drafts",

@@ -33,20 +33,6 @@ from typing import Any
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel
 
-__all__ = [
-    "CALIBRATIONS_DIR",
-    "Calibration",
-    "CalibrationError",
-    "Observation",
-    "calibrate",
-    "errors",
-    "find_calibration",
-    "fit",
-    "load_calibration",
-    "load_calibrations",
-    "observations",
-]
-
 CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
 SCHEMA = 1
@@ -213,15 +199,11 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     A pure function of its arguments (frozen values), so a process asked the same fit twice
     (scripts/synthetic_calibration.py fits, then calibrates the same cells) computes it once;
     a refusal is raised each time."""
-    cells = tuple(obs)
-    try:
-        hash((base, cells))
-    except TypeError:  # a model holding something mutable: no cache, the same answer
-        return _fit(base, cells)
-    return _cached_fit(base, cells)
+    return _cached_fit(base, tuple(obs))
 
 
-def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
+@functools.lru_cache(maxsize=32)
+def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
@@ -247,11 +229,6 @@ def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
         values = _search(base, obs, values, names, make, losses)
     return _checked(base, obs, values, make)
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
-    return _fit(base, obs)
 
 
 def _search(
@@ -346,10 +323,9 @@ def measured(o: Observation) -> dict[str, float | None]:
     }
 
 
-def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
-    """Median absolute relative error per metric over ``obs`` (None where nothing measured)."""
-    out: dict[str, float | None] = {}
-    per: dict[str, list[float]] = {m: [] for m in METRICS}
+def _relative_errors(
+    model: StepModel, obs: Sequence[Observation], per: dict[str, list[float]]
+) -> None:
     for o in obs:
         p = predict(model, o)
         for metric, value in measured(o).items():
@@ -357,9 +333,17 @@ def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | No
                 continue  # the target covers TTFT below ~70 % load only
             if value:
                 per[metric].append(abs(p[metric] - value) / value)
-    for metric, values in per.items():
-        out[metric] = statistics.median(values) if values else None
-    return out
+
+
+def _medians(per: dict[str, list[float]]) -> dict[str, float | None]:
+    return {m: (statistics.median(v) if v else None) for m, v in per.items()}
+
+
+def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
+    """Median absolute relative error per metric over ``obs`` (None where nothing measured)."""
+    per: dict[str, list[float]] = {m: [] for m in METRICS}
+    _relative_errors(model, obs, per)
+    return _medians(per)
 
 
 @dataclass(frozen=True)
@@ -540,15 +524,8 @@ def held_out(base: StepModel, obs: Sequence[Observation]) -> dict[str, float | N
         )
     per: dict[str, list[float]] = {m: [] for m in METRICS}
     for train, test in ((a, b), (b, a)):
-        model = replace(base, coefficients=fit(base, train))
-        for o in test:
-            p = predict(model, o)
-            for metric, value in measured(o).items():
-                if metric == "ttft" and o.batch > TTFT_LOAD_LIMIT * base.max_num_seqs + 1:
-                    continue
-                if value:
-                    per[metric].append(abs(p[metric] - value) / value)
-    return {m: (statistics.median(v) if v else None) for m, v in per.items()}
+        _relative_errors(replace(base, coefficients=fit(base, train)), test, per)
+    return _medians(per)
 
 
 def calibrate(

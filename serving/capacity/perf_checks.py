@@ -26,11 +26,9 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
-from serving.capacity.perf_stack import device_for, shape_for
+from serving.capacity.shapes import device_for, shape_for
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS
-
-__all__ = ["PUBLISHED", "SEEDS", "Check", "Published", "SeedFigure", "Verdict", "check", "judge"]
 
 GIB = 1024**3
 _QAT = MODELS["google/gemma-4-12B-it-qat-w4a16-ct"]
@@ -69,7 +67,6 @@ A100_40 = Device("A100 40 GB (1,555 GB/s, 312 TFLOPS bf16)", 1555e9, 312e12)
 RTX_X2 = Device(
     "2 x RTX PRO 6000", 2 * RTX.memory_bandwidth_bytes_per_s, 2 * RTX.dense_flops, RTX.source
 )
-TPU_X4 = Device("TPU v6e-4", 4 * TPU.memory_bandwidth_bytes_per_s, 4 * TPU.dense_flops, TPU.source)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,13 @@
-"""The performance model of a stack: its settings, the catalogues and its calibration (pure).
-
-:func:`model_for_settings` builds a :class:`serving.capacity.perf.StepModel` from a stack's
-validated
-settings (hardware catalogue: bandwidth and compute; model catalogue: loaded weight size,
-parameters, attention layers; vLLM settings: KV dtype, max-num-seqs, batched tokens, MTP) and
-the calibration for exactly that hardware, checkpoint and vLLM release, if the repository has
-one. :func:`autoscaling_bounds` and :func:`benchmark_grid` derive deployment figures from it.
+"""The performance model of a stack (pure): :func:`model_for_settings` builds a
+:class:`serving.capacity.perf.StepModel` from a stack's validated settings, the hardware and
+model catalogues and the calibration for exactly that hardware, checkpoint and vLLM release, if
+the repository has one; the replica rates, autoscaling bounds and benchmark grid come from it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
@@ -35,28 +31,6 @@ from serving.capacity.perf_validation import decode_validated, front_end, stack_
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
-
-__all__ = [
-    "HEADROOM",
-    "MAX_REPLICAS",
-    "POST_DEPLOY_SECONDS_PER_CELL",
-    "AutoscalingBounds",
-    "accepted_length",
-    "autoscaling_bounds",
-    "benchmark_grid",
-    "capacity_replica_rate",
-    "device_for",
-    "efficiency_prior",
-    "evidence",
-    "front_end",
-    "model_for_settings",
-    "mtp_prior_acceptance",
-    "planned_replica_rate",
-    "post_deploy_grid",
-    "shape_for",
-    "vllm_release",
-    "waiting_requests_target",
-]
 
 
 def vllm_release(settings: Settings) -> str:
@@ -163,14 +137,7 @@ class AutoscalingBounds:
     basis: str
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return {
-            "per_replica_rps": self.per_replica_rps,
-            "min_replicas": self.min_replicas,
-            "max_replicas": self.max_replicas,
-            "target_in_flight_per_replica": self.target_in_flight_per_replica,
-            "slo": self.slo,
-            "basis": self.basis,
-        }
+        return asdict(self)
 
 
 #: The most replicas any plan names (the replica plan, `gemma4 plan search`, the autoscaling

@@ -31,30 +31,6 @@ from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS, ModelCard
 
-__all__ = [
-    "COVERAGE",
-    "MAX_SEND_GAP_S",
-    "MAX_STEP_EXTRA_S",
-    "ClientTerms",
-    "RowCheck",
-    "by_setup",
-    "check_rows",
-    "decode_validated",
-    "derived_band",
-    "derived_client_terms",
-    "derived_front_end",
-    "derived_in_flight_cap",
-    "derived_send_gap",
-    "fit_client_terms",
-    "front_end",
-    "front_end_basis",
-    "model_for_config",
-    "setup_kernel",
-    "setup_step_extra",
-    "stack_band",
-    "summary",
-]
-
 #: Share of a hardware's figures the band must cover.
 COVERAGE = 0.8
 _DRAFTER = "google/gemma-4-12B-it-assistant"
@@ -244,11 +220,6 @@ def fit_client_terms(client: str) -> ClientTerms:
     return ClientTerms(round(best[0], 6), setup, round(best[1], 6))
 
 
-def derived_send_gap(client: str) -> float:
-    """The client's serial time per request (:func:`derived_client_terms`)."""
-    return derived_client_terms(client).send_gap_s
-
-
 @cache
 def derived_in_flight_cap(config: str) -> int | None:
     """Requests the source's client kept in flight at most, for a setup whose client says
@@ -325,11 +296,6 @@ def front_end_basis(platform: str) -> str:
     return "stand-in"
 
 
-def platform_front_end(platform: str) -> float:
-    """The front end the validation adds on ``platform``."""
-    return front_end(platform)[0]
-
-
 @dataclass(frozen=True)
 class RowCheck:
     row: dict[str, Any]
@@ -357,7 +323,7 @@ class RowCheck:
 
 def _predict(row: dict[str, Any], send_gap_s: float, step_extra_s: float | None) -> RowCheck:
     cfg = _validation()["configs"][row["config"]]
-    f = platform_front_end(cfg["platform"])
+    f = front_end(cfg["platform"])[0]
     mean, last = _engine_burst(row, _in_flight(row), f, send_gap_s, step_extra_s)
     return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
 
@@ -368,7 +334,7 @@ def predict_row(row: dict[str, Any]) -> RowCheck:
     one is answered, behind the setup's instance limit. Mean latency at the client = front
     end + the engine's mean; req/s = requests over the front end plus the time until the last
     answer. The client's terms are :func:`derived_client_terms`."""
-    return _predict(row, derived_send_gap(_client_of(row)["name"]), None)
+    return _predict(row, derived_client_terms(_client_of(row)["name"]).send_gap_s, None)
 
 
 @cache

@@ -1,9 +1,6 @@
-"""The capacity planner's performance part: predicted latency against throughput, the hardware
-search, and fitting a calibration from a benchmark run (``gemma4 plan``, ``gemma4 plan search``,
-``gemma4 plan calibrate``). The maths is :mod:`serving.capacity.perf`; this module reads stacks and
-runs
-and formats.
-"""
+"""The capacity planner's performance part (``gemma4 plan``, ``plan search``, ``plan
+calibrate``): predicted latency against throughput, replicas, the stack search and a run's
+target. The maths is :mod:`serving.capacity.perf`; this module reads stacks and runs."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from serving.capacity.evidence import mtp_prior_acceptance
 from serving.capacity.gke_costs import stack_price_status
 from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.capacity.perf_stack import (
@@ -19,27 +17,15 @@ from serving.capacity.perf_stack import (
     autoscaling_bounds,
     benchmark_grid,
     capacity_replica_rate,
-    front_end,
     model_for_settings,
-    mtp_prior_acceptance,
     planned_replica_rate,
     vllm_release,
 )
-from serving.capacity.perf_validation import front_end_basis
+from serving.capacity.perf_validation import front_end, front_end_basis
 from serving.catalog.hardware import LOWER_BOUND
 from serving.config.groups import MIN_REQUESTS_PER_SECOND
 from serving.config.settings import Settings
 from serving.sizing.memory import cost_per_million_requests
-
-__all__ = [
-    "fixed_usd_per_hour",
-    "performance",
-    "replica_plan",
-    "search",
-    "slo_for",
-    "validated_tokens",
-    "workload_for",
-]
 
 
 # Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
