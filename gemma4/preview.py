@@ -18,8 +18,6 @@ from gemma4.guard import interrupts_win
 from gemma4.options import add_project_options, add_rate_option, say_read
 from preview.build import Preview, PreviewError, Resource, build_preview, stack_file_path
 
-# --- text, markdown, diff -------------------------------------------------------------------
-
 
 def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted path, scalar or list of scalars) for every leaf of an input tree."""
@@ -295,9 +293,6 @@ def markdown(p: Preview, base: Mapping[str, Any] | None = None, base_note: str =
     parts += ["<details><summary>Resources, command line, policies, plan and cost</summary>", ""]
     parts += ["```", *text_lines(p), "```", "", "</details>"]
     return "\n".join(parts) + "\n"
-
-
-# --- command line ---------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -170,10 +170,6 @@ def _snapshot(raw: Any, edge: str, where: str) -> tuple[dict[str, float], list[f
     return values, [_count(v, f"{PER_POSITION} ({edge} the window)", where) for v in per]
 
 
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=_TOL, abs_tol=1e-12)
-
-
 def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> CellCounts | None:
     """The cell's counter deltas (None: no speculative decoding in the cell), checked against
     vLLM's semantics and the stack (``num_speculative_tokens`` None: no MTP)."""
@@ -351,7 +347,7 @@ def _check_summary(cell: Mapping[str, Any], c: CellCounts, where: str) -> None:
             not isinstance(value, bool)
             and isinstance(value, int | float)
             and math.isfinite(value)
-            and _close(float(value), expected)
+            and math.isclose(float(value), expected, rel_tol=_TOL, abs_tol=1e-12)
         )
         if not ok:
             raise AcceptanceError(

@@ -329,8 +329,6 @@ class StepModel:
             return math.inf
         return s + s * u / (2.0 * (1.0 - u))
 
-    # --- features (what the coefficients multiply) -----------------------------------------
-
     @property
     def _k(self) -> int:
         return self.speculation.num_speculative_tokens if self.speculation else 0
@@ -345,8 +343,6 @@ class StepModel:
 
     def prefill_flops(self, prompt_tokens: float) -> float:
         return 2.0 * self.shape.params * prompt_tokens
-
-    # --- times ----------------------------------------------------------------------------
 
     def _bytes_s(self, batch: float, context: float) -> float:
         return self.step_bytes(batch, context) / (
@@ -395,8 +391,6 @@ class StepModel:
     def decode_steps(self, output_tokens: int) -> float:
         """Steps after the first token (which the prefill brings)."""
         return max(0.0, (output_tokens - 1) / self.tokens_per_step)
-
-    # --- the steady state -----------------------------------------------------------------
 
     def _steady(self, rate: float, batch: float, w: Workload) -> _Steady | None:
         """Steady state at ``rate`` requests/s with ``batch`` sequences running (None: the
@@ -579,8 +573,6 @@ class StepModel:
             )
         return out
 
-    # --- loads ----------------------------------------------------------------------------
-
     def check_shape(self, w: Workload) -> None:
         """Raise ValueError when the engine refuses every request of this shape."""
         if self.max_model_len is not None and w.prompt_tokens + w.output_tokens > (
@@ -626,16 +618,13 @@ class StepModel:
         if rate >= self.capacity_rps(w):
             return _unstable(math.inf, top)
         batch = 1.0
-        steady = None
         for _ in range(60):  # running = rate x engine e2e (Little), at least the request itself
             steady = self._steady(rate, min(batch, top), w)
             if steady is None:
                 return _unstable(math.inf, top)
-            nxt = max(1.0, rate * steady.e2e_s)
-            if abs(nxt - batch) < 1e-9 * max(1.0, batch):
-                batch = nxt
+            batch, previous = max(1.0, rate * steady.e2e_s), batch
+            if abs(batch - previous) < 1e-9 * max(1.0, previous):
                 break
-            batch = nxt
         steady = self._steady(rate, min(batch, top), w)
         if steady is None:
             return _unstable(math.inf, top)
@@ -646,8 +635,6 @@ class StepModel:
 
     def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
         return [self.at_concurrency(c, w) for c in concurrencies]
-
-    # --- what meets an SLO ----------------------------------------------------------------
 
     def max_concurrency_meeting(self, slo: Slo, w: Workload, limit: int | None = None) -> int:
         """The largest closed-loop concurrency whose predicted means meet ``slo`` (0: none)."""
@@ -672,8 +659,6 @@ class StepModel:
             else:
                 hi = mid
         return lo
-
-    # --- a burst (what the seed articles' benchmark sent) ---------------------------------
 
     def burst(
         self,

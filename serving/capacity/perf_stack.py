@@ -22,15 +22,61 @@ from serving.capacity.evidence import (
 from serving.capacity.perf import (
     UNCALIBRATED_BAND,
     Coefficients,
+    Device,
+    KvLayer,
+    Shape,
     Slo,
     Speculation,
     StepModel,
     Workload,
 )
 from serving.capacity.perf_validation import decode_validated, front_end, stack_band
-from serving.capacity.shapes import device_for, shape_for
+from serving.catalog.hardware import HardwareProfile
+from serving.catalog.models import ModelCard
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
+from serving.sizing.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
+
+
+def device_for(profile: HardwareProfile) -> Device:
+    n = profile.accelerator_count
+    return Device(
+        name=profile.display_name,
+        memory_bandwidth_bytes_per_s=profile.memory_bandwidth_bytes_per_s * n,
+        dense_flops=profile.dense_bf16_flops * n,
+        source=f"{profile.memory_bandwidth_source}; {profile.compute_source}",
+    )
+
+
+def shape_for(
+    card: ModelCard,
+    kv_cache_dtype: str,
+    model_dtype: str = "auto",
+    drafter: ModelCard | None = None,
+    tensor_parallel: int = 1,
+) -> Shape:
+    arch = card.architecture
+    if arch is None:
+        raise ValueError(f"{card.repo_id} has no architecture in the model catalog")
+    dtype = kv_dtype_bytes(kv_cache_dtype, model_dtype)
+    layers = tuple(
+        KvLayer(
+            layers=a.layers,
+            # All devices together (heads split, or replicated when fewer than devices).
+            bytes_per_token=kv_bytes_per_token_per_layer(a, dtype, tensor_parallel)
+            * tensor_parallel,
+            window=a.window,
+        )
+        for a in arch.attention
+    )
+    return Shape(
+        name=card.repo_id,
+        weight_bytes=float(card.weight_bytes),
+        params=card.params_billions * 1e9,
+        kv_layers=layers,
+        drafter_bytes=float(drafter.weight_bytes) if drafter else 0.0,
+        drafter_params=drafter.params_billions * 1e9 if drafter else 0.0,
+    )
 
 
 def vllm_release(settings: Settings) -> str:
@@ -151,29 +197,19 @@ MAX_REPLICAS = 1000
 HEADROOM = 0.2
 
 
-def planned_replica_rate(
-    model: StepModel, workload: Workload, slo: Slo, headroom: float = HEADROOM
-) -> float:
-    """Requests/s one replica is planned to serve within ``slo``: ``(1 - headroom)`` of the
+def planned_replica_rate(model: StepModel, workload: Workload, slo: Slo) -> float:
+    """Requests/s one replica is planned to serve within ``slo``: ``(1 - HEADROOM)`` of the
     largest rate the model says meets it, on the band's slow side (divided by ``1 + band``);
     0 when one replica cannot meet it at any load."""
-    if not 0 <= headroom < 1:
-        raise ValueError("headroom must be in [0, 1)")
     best = model.max_rate_meeting(slo, workload)
-    if best <= 0:
-        return 0.0
-    return best * (1 - headroom) / (1 + model.band)
+    return best * (1 - HEADROOM) / (1 + model.band) if best > 0 else 0.0
 
 
-def capacity_replica_rate(
-    model: StepModel, workload: Workload, headroom: float = HEADROOM
-) -> float:
+def capacity_replica_rate(model: StepModel, workload: Workload) -> float:
     """Requests/s one replica is planned to serve when no latency SLO is set: ``(1 -
-    headroom)`` of the most it sustains with every sequence slot busy, on the band's slow
+    HEADROOM)`` of the most it sustains with every sequence slot busy, on the band's slow
     side. Past its capacity a replica's queue grows without bound."""
-    if not 0 <= headroom < 1:
-        raise ValueError("headroom must be in [0, 1)")
-    return model.capacity_rps(workload) * (1 - headroom) / (1 + model.band)
+    return model.capacity_rps(workload) * (1 - HEADROOM) / (1 + model.band)
 
 
 def autoscaling_bounds(
@@ -183,26 +219,21 @@ def autoscaling_bounds(
     *,
     base_rate: float,
     peak_rate: float,
-    headroom: float = HEADROOM,
-    cap: int = MAX_REPLICAS,
 ) -> AutoscalingBounds:
-    """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s.
-
-    Each replica is planned at ``(1 - headroom)`` of the largest rate the model says meets
-    ``slo``; the pessimistic side of the model's band is taken (rates divided by ``1 + band``).
-    ``min_replicas`` serves ``base_rate`` (0 when it is 0: scale to zero), ``max_replicas`` the
-    peak, at most ``cap``. Raises ValueError when one replica cannot meet the SLO at any load.
-    """
+    """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s, each
+    replica at :func:`planned_replica_rate`: ``min_replicas`` serves ``base_rate`` (0: scale to
+    zero), ``max_replicas`` the peak, at most :data:`MAX_REPLICAS`. ValueError when no load
+    meets the SLO."""
     if not (math.isfinite(base_rate) and math.isfinite(peak_rate) and 0 <= base_rate <= peak_rate):
         raise ValueError("need 0 <= base_rate <= peak_rate, both finite")
-    per_replica = planned_replica_rate(model, workload, slo, headroom)
+    per_replica = planned_replica_rate(model, workload, slo)
     if per_replica <= 0:
         raise ValueError(f"one replica cannot meet {slo.describe()} at any load ({model.basis})")
     in_flight = model.at_rate(per_replica, workload).in_flight
     low = 0 if base_rate == 0 else math.ceil(base_rate / per_replica)
     high = max(1, math.ceil(peak_rate / per_replica))
-    if high > cap:
-        raise ValueError(f"{peak_rate:g} req/s needs {high} replicas, above the cap {cap}")
+    if high > MAX_REPLICAS:
+        raise ValueError(f"{peak_rate:g} req/s needs {high} replicas, above the cap {MAX_REPLICAS}")
     return AutoscalingBounds(per_replica, low, high, in_flight, slo.describe(), model.basis)
 
 

@@ -14,9 +14,7 @@ and, fitted together, a client's serial time per request and the extra step of a
 server settings were not recorded (:func:`fit_client_terms`, stored in the evidence file); the
 *holdout* rows set nothing and are reported apart. Each setup runs behind its recorded Cloud
 Run concurrency (``instance_concurrency``). The band of a hardware (:func:`derived_band`) is
-the smallest relative half-width covering 80 % of all its figures. ``scripts/perf_docs.py``
-renders all of it into docs/performance-model.md; ``tests/test_perf_docs.py`` holds the page
-to the code.
+the smallest relative half-width covering 80 % of all its figures (docs/performance-model.md).
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
         efficiency_prior,
         mtp_prior_acceptance,
     )
-    from serving.capacity.shapes import device_for, shape_for
+    from serving.capacity.perf_stack import device_for, shape_for
 
     cfg = _validation()["configs"][name]
     card, weights = _served(cfg)
@@ -393,8 +391,11 @@ def decode_validated(hardware: str) -> bool:
     return any(c.hardware == hardware and int(c.row["output_tokens"]) > 1 for c in check_rows())
 
 
-def _covered(check: RowCheck, band: float) -> list[bool]:
-    return [1 / (1 + band) - 1e-12 <= r <= 1 + band + 1e-12 for r in check.ratios()]
+def _scores(checks: list[RowCheck], band: float) -> tuple[list[float], list[bool]]:
+    """Each figure's absolute error, and whether ``band`` covers it."""
+    errors = [abs(e) for c in checks for e in (c.latency_error, c.rate_error)]
+    covered = [1 / (1 + band) - 1e-12 <= r <= 1 + band + 1e-12 for c in checks for r in c.ratios()]
+    return errors, covered
 
 
 def summary() -> list[dict[str, Any]]:
@@ -411,8 +412,7 @@ def summary() -> list[dict[str, Any]]:
             ("fit", [c for c in mine if not c.row["holdout"]]),
             ("holdout", [c for c in mine if c.row["holdout"]]),
         ):
-            errors = [abs(e) for c in subset for e in (c.latency_error, c.rate_error)]
-            covered = [ok for c in subset for ok in _covered(c, band)]
+            errors, covered = _scores(subset, band)
             parts[label] = {
                 "figures": len(errors),
                 "median_error": statistics.median(errors) if errors else None,
@@ -432,8 +432,7 @@ def by_setup() -> list[dict[str, Any]]:
         hardware = mine[0].hardware
         band = derived_band(hardware)
         assert band is not None
-        errors = [abs(e) for c in mine for e in (c.latency_error, c.rate_error)]
-        covered = [ok for c in mine for ok in _covered(c, band)]
+        errors, covered = _scores(mine, band)
         out.append(
             {
                 "setup": name,
@@ -446,8 +445,6 @@ def by_setup() -> list[dict[str, Any]]:
         )
     return out
 
-
-# --- the page ----------------------------------------------------------------------------
 
 #: Targets the model is held to against independent published figures (reported, not
 #: asserted: the page says whether each hardware meets them).
