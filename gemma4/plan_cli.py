@@ -26,8 +26,9 @@ from gemma4.options import (
     found_project_dir,
     say_read,
 )
+from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
-from serving.capacity.perf import Slo
+from serving.capacity.perf import MAX_CONCURRENCY, Slo
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
     PlanError,
@@ -316,8 +317,6 @@ def run_mtp_acceptance(
     (the flag wins, and the source says what the run measured). The counters are checked
     against the stack (:func:`serving.capacity.acceptance.run_acceptance`): a torn, foreign or
     edited run is refused (PlanError, naming the cell and the counter)."""
-    from serving.capacity.acceptance import AcceptanceError, run_acceptance
-
     model = settings.model
     k = model.num_speculative_tokens if model.speculative_method == "mtp" else None
     try:
@@ -520,8 +519,6 @@ MAX_LEVELS = 64
 def concurrency_list(text: str) -> list[int]:
     """An argparse `type`: ``N,N,...``, each an integer in [1, MAX_CONCURRENCY], at most
     :data:`MAX_LEVELS` of them, sorted and without repeats."""
-    from serving.capacity.perf import MAX_CONCURRENCY
-
     parts = text.split(",")
     if not text or len(parts) > MAX_LEVELS:
         raise argparse.ArgumentTypeError(

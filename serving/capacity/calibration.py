@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from serving.capacity.acceptance import AcceptanceError, run_acceptance
-from serving.capacity.perf import Coefficients, Speculation, StepModel
+from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
+from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 
 CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
@@ -77,8 +77,6 @@ def observations(
     completed requests; others are left out. Each cell's accepted length comes from its
     spec-decode counters, checked against the stack (``num_speculative_tokens`` None: no MTP;
     :func:`serving.capacity.acceptance.cell_counts` refuses inconsistent ones)."""
-    from serving.capacity.acceptance import cell_counts
-
     out: list[Observation] = []
     for r in cells:
         if r.get("status") != "ok" or r.get("request_rate") is not None:
@@ -291,8 +289,6 @@ def _checked(
 
 def predict(model: StepModel, o: Observation) -> dict[str, float]:
     """The model's figures for one observed cell (same concurrency, lengths, acceptance)."""
-    from serving.capacity.perf import Workload
-
     m = _model_for(model, o)
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
     point = m.at_concurrency(o.batch if o.concurrency <= model.max_num_seqs else o.concurrency, w)

@@ -21,7 +21,7 @@ from serving.capacity.perf import (
     StepModel,
     Workload,
 )
-from serving.capacity.perf_stack import device_for, shape_for
+from serving.capacity.shapes import device_for, shape_for
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS
 

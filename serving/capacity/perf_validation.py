@@ -25,7 +25,16 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from serving.capacity import evidence
+from serving.capacity.evidence import (
+    accepted_length,
+    api_server_time,
+    efficiency_prior,
+    kernel_path,
+    mtp_prior_acceptance,
+)
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
+from serving.capacity.shapes import device_for, shape_for
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS, ModelCard
 
@@ -35,9 +44,7 @@ _DRAFTER = "google/gemma-4-12B-it-assistant"
 
 
 def _validation() -> dict[str, Any]:
-    from serving.capacity.evidence import evidence
-
-    data: dict[str, Any] = evidence()["validation"]
+    data: dict[str, Any] = evidence.evidence()["validation"]
     return data
 
 
@@ -60,14 +67,6 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     """The engine of one measured configuration with the uncalibrated priors (no front end:
     :func:`predict_row` adds the platform's), each step ``step_extra_s`` longer for a setup
     whose own step constant is DERIVED (None: the evidence file's, :func:`setup_step_extra`)."""
-    from serving.capacity.evidence import (
-        accepted_length,
-        api_server_time,
-        efficiency_prior,
-        mtp_prior_acceptance,
-    )
-    from serving.capacity.perf_stack import device_for, shape_for
-
     cfg = _validation()["configs"][name]
     card, weights = _served(cfg)
     profile = HARDWARE[cfg["hardware"]]
@@ -263,8 +262,6 @@ def front_end(platform: str) -> tuple[float, bool, str]:
     """(seconds, measured, source) the client sees on top of the engine on ``platform``: the
     evidence file's figure, or for an entry that says ``derived``, :func:`derived_front_end`
     (never "measured", its source says DERIVED and the value)."""
-    from serving.capacity import evidence
-
     entry = evidence.evidence()["front_end"][platform]
     if "stand_in" in entry:
         # Another platform's front end plus what this one adds (the source says what).
@@ -284,8 +281,6 @@ def front_end(platform: str) -> tuple[float, bool, str]:
 def front_end_basis(platform: str) -> str:
     """How the front end of ``platform`` was had: "measured", "derived" (from the published
     rows, :func:`derived_front_end`), "stand-in" (another platform's or an unmeasured figure)."""
-    from serving.capacity import evidence
-
     entry = evidence.evidence()["front_end"][platform]
     if "derived" in entry:
         return "derived"
@@ -360,8 +355,6 @@ def derived_band(hardware: str) -> float | None:
 
 def setup_kernel(name: str) -> tuple[str, bool]:
     """(weight format the setup's engine served, whether it drafted with MTP)."""
-    from serving.capacity.evidence import kernel_path
-
     cfg = _validation()["configs"][name]
     card, weights = _served(cfg)
     return kernel_path(card, HARDWARE[cfg["hardware"]], weights)[0], int(cfg["mtp_drafts"]) > 0
@@ -461,11 +454,9 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     """The validation part of docs/performance-model.md: the evidence behind the priors, every
     published figure against the prediction, the summary per hardware, and ``figures``
     ((caption, relative image path)) drawn by scripts/perf_docs.py."""
-    from serving.capacity.evidence import api_server_time, evidence, mtp_prior_acceptance
-
     api = api_server_time()
 
-    ev = evidence()
+    ev = evidence.evidence()
     val = ev["validation"]
     lines = [
         "### Front end: what the client sees on top of the engine",
