@@ -10,9 +10,9 @@ import difflib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import cast
 
 from gemma4.guard import EXIT_INTERRUPTED, EXIT_PIPE, run_guarded, shown
 
@@ -71,10 +71,6 @@ COMMANDS: tuple[Command, ...] = (
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
 
-class _Main(Protocol):
-    def __call__(self, argv: list[str]) -> int | None: ...
-
-
 DISTRIBUTION = "gemma4-vllm-gcp"
 
 
@@ -117,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(command: Command, argv: Sequence[str]) -> int:
     """Call the command's ``main(argv)``; argparse's exits become the return value."""
     module = importlib.import_module(command.module)
-    entry = cast(_Main, module.main)
+    entry = cast(Callable[[list[str]], int | None], module.main)
     try:
         code = entry(list(argv))
     except SystemExit as exc:  # --help, a usage error

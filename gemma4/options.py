@@ -102,7 +102,15 @@ def add_project_options(
 ) -> None:
     """The options every command that reads stacks shares: `--project-dir DIR` (the Pulumi
     project; `--root` and `--cwd` are its old names, accepted and hidden) and, where the command
-    reads one stack file, `--stack-file PATH` (a stack file anywhere)."""
+    reads one stack file, `-s STACK` and `--stack-file PATH` (a stack file anywhere)."""
+    if stack_file:
+        parser.add_argument(
+            "-s",
+            "--stack",
+            default="",
+            help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current "
+            "directory or its nearest parent, as `pulumi -s` finds it",
+        )
     parser.add_argument(
         "--project-dir",
         type=project_dir,

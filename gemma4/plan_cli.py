@@ -26,8 +26,9 @@ from gemma4.options import (
     found_project_dir,
     say_read,
 )
+from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
-from serving.capacity.perf import Slo
+from serving.capacity.perf import MAX_CONCURRENCY, Slo
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
     PlanError,
@@ -149,7 +150,6 @@ def table(r: dict[str, Any]) -> Table:
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan",
         description="Print a stack's vLLM capacity plan (memory budget, KV cache, concurrency "
@@ -157,13 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
         "1 vLLM would refuse to start, 2 bad input. Also: `gemma4 plan search --rate R "
         "--ttft-ms X` (the cheapest stack and replicas for an SLO), `gemma4 plan calibrate "
         "RUN_DIR -s STACK` (fit the model to a run).",
-    )
-    parser.add_argument(
-        "-s",
-        "--stack",
-        default="",
-        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
-        "or its nearest parent, as `pulumi -s` finds it",
     )
     add_project_options(parser)
     add_rate_option(
@@ -228,7 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]](args[1:])
@@ -325,9 +317,6 @@ def run_mtp_acceptance(
     (the flag wins, and the source says what the run measured). The counters are checked
     against the stack (:func:`serving.capacity.acceptance.run_acceptance`): a torn, foreign or
     edited run is refused (PlanError, naming the cell and the counter)."""
-    from serving.capacity.acceptance import AcceptanceError, run_acceptance
-    from serving.capacity.plan import PlanError
-
     model = settings.model
     k = model.num_speculative_tokens if model.speculative_method == "mtp" else None
     try:
@@ -473,7 +462,6 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
 
 
 def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan search",
         add_help=add_help,
@@ -531,8 +519,6 @@ MAX_LEVELS = 64
 def concurrency_list(text: str) -> list[int]:
     """An argparse `type`: ``N,N,...``, each an integer in [1, MAX_CONCURRENCY], at most
     :data:`MAX_LEVELS` of them, sorted and without repeats."""
-    from serving.capacity.perf import MAX_CONCURRENCY
-
     parts = text.split(",")
     if not text or len(parts) > MAX_LEVELS:
         raise argparse.ArgumentTypeError(
@@ -554,8 +540,6 @@ def concurrency_list(text: str) -> list[int]:
 
 
 def search_main(argv: Sequence[str]) -> int:
-    from serving.capacity.plan import PlanError
-
     o = build_search_parser().parse_args(list(argv))
     try:
         rate = float(o.rate)
@@ -660,7 +644,6 @@ def search_main(argv: Sequence[str]) -> int:
 
 
 def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="gemma4 plan calibrate",
         add_help=add_help,
@@ -710,9 +693,6 @@ def _cannot_write(folder: Path) -> str | None:
 
 
 def calibrate_main(argv: Sequence[str]) -> int:
-    from serving.capacity.plan import PlanError, load_stack_settings
-    from serving.config.project import stack_file
-
     o = build_calibrate_parser().parse_args(list(argv))
     try:
         if o.where is not None and not 0 < len(o.where) <= 200:

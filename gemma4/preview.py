@@ -18,8 +18,6 @@ from gemma4.guard import interrupts_win
 from gemma4.options import add_project_options, add_rate_option, say_read
 from preview.build import Preview, PreviewError, Resource, build_preview, stack_file_path
 
-# --- text, markdown, diff -------------------------------------------------------------------
-
 
 def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted path, scalar or list of scalars) for every leaf of an input tree."""
@@ -297,9 +295,6 @@ def markdown(p: Preview, base: Mapping[str, Any] | None = None, base_note: str =
     return "\n".join(parts) + "\n"
 
 
-# --- command line ---------------------------------------------------------------------------
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gemma4 preview",
@@ -307,13 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
         "serve command line, every policy's verdict, the capacity plan and the cost. No cloud "
         "and no Pulumi CLI. Exit 0 deployable, 1 a mandatory violation or a model that does "
         "not fit, 2 bad input.",
-    )
-    parser.add_argument(
-        "-s",
-        "--stack",
-        default="",
-        help="stack name: Pulumi.<stack>.yaml of the Pulumi project in the current directory "
-        "or its nearest parent, as `pulumi -s` finds it",
     )
     add_project_options(parser)
     out = parser.add_mutually_exclusive_group()

@@ -489,7 +489,7 @@ def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(
 
     settings = load_stack_settings("rtx6000")
     prior, _ = model_for_settings(settings, calibrations=None)
-    from serving.capacity.perf_stack import accepted_length, mtp_prior_acceptance
+    from serving.capacity.evidence import accepted_length, mtp_prior_acceptance
 
     assert prior.speculation is not None
     assert prior.speculation.mean_accepted_length == accepted_length(mtp_prior_acceptance(), 3)

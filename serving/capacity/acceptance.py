@@ -30,16 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "COUNTERS",
-    "AcceptanceError",
-    "CellCounts",
-    "MeasuredAcceptance",
-    "cell_counts",
-    "equivalent_acceptance",
-    "run_acceptance",
-]
-
 #: The record's key for each counter, and vLLM's metric name.
 COUNTERS = {
     "num_drafts": "vllm:spec_decode_num_drafts",
@@ -178,10 +168,6 @@ def _snapshot(raw: Any, edge: str, where: str) -> tuple[dict[str, float], list[f
             "most 16 counts"
         )
     return values, [_count(v, f"{PER_POSITION} ({edge} the window)", where) for v in per]
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=_TOL, abs_tol=1e-12)
 
 
 def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> CellCounts | None:
@@ -361,7 +347,7 @@ def _check_summary(cell: Mapping[str, Any], c: CellCounts, where: str) -> None:
             not isinstance(value, bool)
             and isinstance(value, int | float)
             and math.isfinite(value)
-            and _close(float(value), expected)
+            and math.isclose(float(value), expected, rel_tol=_TOL, abs_tol=1e-12)
         )
         if not ok:
             raise AcceptanceError(

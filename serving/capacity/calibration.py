@@ -1,23 +1,13 @@
 """Calibrating the performance model from our own benchmark runs (pure; no Pulumi).
 
-A benchmark run (``bench/store.py``) stores, per cell, the client's figures and vLLM's own
-histogram means over the cell's window (``server_mean_ttft_ms``, ``server_mean_e2el_ms``,
-``server_mean_itl_ms``) and the client's per-step ITL (``client_mean_itl_ms``), vLLM's
-spec-decode counters (``spec_decode_counters``, read by :mod:`serving.capacity.acceptance`) and
-the token counts. :func:`observations` turns the measured cells into the model's inputs and
-targets; :func:`fit` finds the coefficients:
-
-a bounded pattern search through the full step model (efficiencies in (0, 1], constants in
-[0, 10] s) minimising the squared log error of every cell's step time (the client's per-step
-ITL, else the server's) and of the TTFT of the cells below ~70 % of the batch slots (above
-that a request also waits in the queue). A run is refused when a step is faster than reading
-the weights once at peak bandwidth, or when only an efficiency above 1 would fit it; cells
-with fewer than :data:`MIN_CELL_REQUESTS` completed requests are left out.
-
-:func:`calibrate` fits twice on alternate concurrency levels and predicts the other half
-(held-out error, the figure a calibration states), then fits once on every cell for the
-coefficients it stores. Calibrations are JSON files in ``serving/data/calibrations/``, one per
-hardware + checkpoint + vLLM release, with their provenance (which run, when, where, by what).
+:func:`observations` turns a benchmark run's measured cells (the client's figures, vLLM's
+histogram means over each cell's window, its spec-decode counters, read by
+:mod:`serving.capacity.acceptance`) into the model's inputs and targets; :func:`fit` finds the
+coefficients that best explain them. :func:`calibrate` fits twice on alternate concurrency
+levels and predicts the other half (held-out error, the figure a calibration states), then fits
+once on every cell for the coefficients it stores. Calibrations are JSON files in
+``serving/data/calibrations/``, one per hardware + checkpoint + vLLM release, with their
+provenance (which run, when, where, by what).
 """
 
 from __future__ import annotations
@@ -30,22 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from serving.capacity.acceptance import AcceptanceError, run_acceptance
-from serving.capacity.perf import Coefficients, Speculation, StepModel
-
-__all__ = [
-    "CALIBRATIONS_DIR",
-    "Calibration",
-    "CalibrationError",
-    "Observation",
-    "calibrate",
-    "errors",
-    "find_calibration",
-    "fit",
-    "load_calibration",
-    "load_calibrations",
-    "observations",
-]
+from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
+from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 
 CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
@@ -101,8 +77,6 @@ def observations(
     completed requests; others are left out. Each cell's accepted length comes from its
     spec-decode counters, checked against the stack (``num_speculative_tokens`` None: no MTP;
     :func:`serving.capacity.acceptance.cell_counts` refuses inconsistent ones)."""
-    from serving.capacity.acceptance import cell_counts
-
     out: list[Observation] = []
     for r in cells:
         if r.get("status") != "ok" or r.get("request_rate") is not None:
@@ -207,21 +181,18 @@ def _physical(base: StepModel, obs: Sequence[Observation]) -> None:
 def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
     bounded pattern search over the three efficiencies (0, 1] (log scale) and the two
-    constants [0, 10] s, minimising :func:`_loss` through the full step model. A fit that
-    needs an efficiency above 1 (the run is faster than the chip's peak allows) is refused.
+    constants [0, 10] s, minimising :func:`_loss` (every cell's step, the TTFT below ~70 % of
+    the slots, where no request queues) through the full step model. A run faster than
+    reading the weights at peak bandwidth, or one only an efficiency above 1 fits, is refused.
 
     A pure function of its arguments (frozen values), so a process asked the same fit twice
     (scripts/synthetic_calibration.py fits, then calibrates the same cells) computes it once;
     a refusal is raised each time."""
-    cells = tuple(obs)
-    try:
-        hash((base, cells))
-    except TypeError:  # a model holding something mutable: no cache, the same answer
-        return _fit(base, cells)
-    return _cached_fit(base, cells)
+    return _cached_fit(base, tuple(obs))
 
 
-def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
+@functools.lru_cache(maxsize=32)
+def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
@@ -247,11 +218,6 @@ def _fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
         values = _search(base, obs, values, names, make, losses)
     return _checked(base, obs, values, make)
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
-    return _fit(base, obs)
 
 
 def _search(
@@ -323,8 +289,6 @@ def _checked(
 
 def predict(model: StepModel, o: Observation) -> dict[str, float]:
     """The model's figures for one observed cell (same concurrency, lengths, acceptance)."""
-    from serving.capacity.perf import Workload
-
     m = _model_for(model, o)
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
     point = m.at_concurrency(o.batch if o.concurrency <= model.max_num_seqs else o.concurrency, w)
@@ -346,10 +310,9 @@ def measured(o: Observation) -> dict[str, float | None]:
     }
 
 
-def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
-    """Median absolute relative error per metric over ``obs`` (None where nothing measured)."""
-    out: dict[str, float | None] = {}
-    per: dict[str, list[float]] = {m: [] for m in METRICS}
+def _relative_errors(
+    model: StepModel, obs: Sequence[Observation], per: dict[str, list[float]]
+) -> None:
     for o in obs:
         p = predict(model, o)
         for metric, value in measured(o).items():
@@ -357,9 +320,17 @@ def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | No
                 continue  # the target covers TTFT below ~70 % load only
             if value:
                 per[metric].append(abs(p[metric] - value) / value)
-    for metric, values in per.items():
-        out[metric] = statistics.median(values) if values else None
-    return out
+
+
+def _medians(per: dict[str, list[float]]) -> dict[str, float | None]:
+    return {m: (statistics.median(v) if v else None) for m, v in per.items()}
+
+
+def errors(model: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
+    """Median absolute relative error per metric over ``obs`` (None where nothing measured)."""
+    per: dict[str, list[float]] = {m: [] for m in METRICS}
+    _relative_errors(model, obs, per)
+    return _medians(per)
 
 
 @dataclass(frozen=True)
@@ -498,12 +469,6 @@ def load_calibration(path: Path) -> Calibration:
     return Calibration.from_dict(data, path.name)
 
 
-def load_calibrations(folder: Path = CALIBRATIONS_DIR) -> list[Calibration]:
-    if not folder.is_dir():
-        return []
-    return [load_calibration(p) for p in sorted(folder.glob("*.json"))]
-
-
 def find_calibration(
     hardware: str,
     checkpoint: str,
@@ -515,7 +480,7 @@ def find_calibration(
     given, the platform the run measured through: a Cloud Run run does not change a GKE
     stack's plan); synthetic ones (fitted on the paced fake server) never stand in for a real
     one."""
-    for c in load_calibrations(folder):
+    for c in map(load_calibration, sorted(folder.glob("*.json"))):
         if (c.hardware, c.checkpoint, c.vllm) != (hardware, checkpoint, vllm) or c.synthetic:
             continue
         if platform is not None and c.provenance.get("platform") != platform:
@@ -524,31 +489,20 @@ def find_calibration(
     return None
 
 
-def _halves(obs: Sequence[Observation]) -> tuple[list[Observation], list[Observation]]:
-    levels = sorted({o.concurrency for o in obs})
-    even = {c for i, c in enumerate(levels) if i % 2 == 0}
-    return [o for o in obs if o.concurrency in even], [o for o in obs if o.concurrency not in even]
-
-
 def held_out(base: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
     """Two-fold by concurrency level: fit on alternate levels, predict the others; the median
     of both folds' relative errors per metric."""
-    a, b = _halves(obs)
+    even = set(sorted({o.concurrency for o in obs})[::2])
+    a = [o for o in obs if o.concurrency in even]
+    b = [o for o in obs if o.concurrency not in even]
     if len({o.concurrency for o in obs}) < 4 or len(a) < 2 or len(b) < 2:
         raise CalibrationError(
             "a held-out check needs at least 4 concurrency levels (fit on half, predict the rest)"
         )
     per: dict[str, list[float]] = {m: [] for m in METRICS}
     for train, test in ((a, b), (b, a)):
-        model = replace(base, coefficients=fit(base, train))
-        for o in test:
-            p = predict(model, o)
-            for metric, value in measured(o).items():
-                if metric == "ttft" and o.batch > TTFT_LOAD_LIMIT * base.max_num_seqs + 1:
-                    continue
-                if value:
-                    per[metric].append(abs(p[metric] - value) / value)
-    return {m: (statistics.median(v) if v else None) for m, v in per.items()}
+        _relative_errors(replace(base, coefficients=fit(base, train)), test, per)
+    return _medians(per)
 
 
 def calibrate(

@@ -18,18 +18,6 @@ from serving.capacity.perf import Coefficients
 from serving.catalog.hardware import HardwareProfile, Platform
 from serving.catalog.models import ModelCard, Quantization
 
-__all__ = [
-    "EVIDENCE_FILE",
-    "accepted_length",
-    "api_server_time",
-    "efficiency_prior",
-    "evidence",
-    "front_end",
-    "kernel_path",
-    "mtp_prior_acceptance",
-]
-
-
 #: The evidence the priors come from (front-end latency, efficiency by kernel path, MTP
 #: acceptance), each figure with its source: docs/performance-model.md renders it.
 EVIDENCE_FILE = Path(__file__).resolve().parent.parent / "data" / "performance-evidence.json"

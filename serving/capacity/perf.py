@@ -42,22 +42,8 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
-
-__all__ = [
-    "UNCALIBRATED_BAND",
-    "Coefficients",
-    "Device",
-    "KvLayer",
-    "Point",
-    "Shape",
-    "Slo",
-    "Speculation",
-    "StepModel",
-    "Workload",
-    "cost_per_million_tokens",
-]
 
 #: Relative band of an uncalibrated prediction (each side). The independent study of the
 #: published predictors found analytical models without calibration 40 %+ off; calibrated step
@@ -166,13 +152,7 @@ class Coefficients:
                 raise ValueError(f"{name} must be in [0, 10] s, got {value!r}")
 
     def as_dict(self) -> dict[str, float]:
-        return {
-            "bandwidth_efficiency": self.bandwidth_efficiency,
-            "decode_compute_efficiency": self.decode_compute_efficiency,
-            "step_overhead_s": self.step_overhead_s,
-            "prefill_compute_efficiency": self.prefill_compute_efficiency,
-            "prefill_overhead_s": self.prefill_overhead_s,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -292,24 +272,11 @@ def erlang_c_wait(servers: int, arrival_rate: float, service_s: float) -> float:
     return c * service_s / (servers - offered)
 
 
-#: The ceilings a curve point can be closest to (``Point.ceiling``).
-CEILINGS = ("compute", "bandwidth", "slots", "kv-cache", "api-server")
-
-
 @dataclass(frozen=True)
 class StepModel:
-    """The model for one hardware, checkpoint and serving configuration.
-
-    One scheduler step runs every sequence in the batch together: each decoding sequence's
-    ``1 + k`` tokens and the prefill chunks that fit the rest of ``max_num_batched_tokens``
-    (vLLM's chunked prefill: decodes first, then waiting prefills in arrival order). The step
-    costs ``max(compute, bytes) + (1 - overlap) x min(compute, bytes) + c_step``: compute is
-    its tokens x 2 x parameters at the dense peak x an efficiency, bytes are the weights (and
-    drafter) once plus every running sequence's KV cache at peak bandwidth x an efficiency. In
-    steady state a request's prefill shares the steps with the others' decodes and prefills,
-    so the tokens per second the model predicts can never need more than the peak
-    (:meth:`utilisation` proves it per point).
-    """
+    """The model for one hardware, checkpoint and serving configuration (the module docstring
+    says what a step costs); a step is ``max(compute, bytes) + (1 - overlap) x min(compute,
+    bytes) + c_step``, and :meth:`utilisation` shows per point that no ceiling is exceeded."""
 
     shape: Shape
     device: Device
@@ -362,18 +329,9 @@ class StepModel:
             return math.inf
         return s + s * u / (2.0 * (1.0 - u))
 
-    # --- features (what the coefficients multiply) -----------------------------------------
-
     @property
     def _k(self) -> int:
         return self.speculation.num_speculative_tokens if self.speculation else 0
-
-    def decode_features(self, batch: float, context: float) -> tuple[float, float]:
-        """(bytes read, FLOPs) of one decode-only step with ``batch`` running sequences."""
-        k = self._k
-        read = self.step_bytes(batch, context)
-        flops = 2.0 * batch * ((1 + k) * self.shape.params + k * self.shape.drafter_params)
-        return read, flops
 
     def step_bytes(self, batch: float, context: float) -> float:
         """Bytes one step reads: the weights, the drafter ``k`` times, each sequence's KV."""
@@ -385,8 +343,6 @@ class StepModel:
 
     def prefill_flops(self, prompt_tokens: float) -> float:
         return 2.0 * self.shape.params * prompt_tokens
-
-    # --- times ----------------------------------------------------------------------------
 
     def _bytes_s(self, batch: float, context: float) -> float:
         return self.step_bytes(batch, context) / (
@@ -419,9 +375,6 @@ class StepModel:
             self.combine(compute, self._bytes_s(running, ctx)) + self.coefficients.step_overhead_s
         )
 
-    def prefill_chunks(self, prompt_tokens: float) -> int:
-        return max(1, math.ceil(prompt_tokens / self.max_num_batched_tokens))
-
     def prefill_s(self, prompt_tokens: float, running: float, context: float) -> float:
         """Time from admission to the first token of one request, ``running`` others
         decoding, no other prefill waiting: its chunks ride with their decodes."""
@@ -438,8 +391,6 @@ class StepModel:
     def decode_steps(self, output_tokens: int) -> float:
         """Steps after the first token (which the prefill brings)."""
         return max(0.0, (output_tokens - 1) / self.tokens_per_step)
-
-    # --- the steady state -----------------------------------------------------------------
 
     def _steady(self, rate: float, batch: float, w: Workload) -> _Steady | None:
         """Steady state at ``rate`` requests/s with ``batch`` sequences running (None: the
@@ -622,8 +573,6 @@ class StepModel:
             )
         return out
 
-    # --- loads ----------------------------------------------------------------------------
-
     def check_shape(self, w: Workload) -> None:
         """Raise ValueError when the engine refuses every request of this shape."""
         if self.max_model_len is not None and w.prompt_tokens + w.output_tokens > (
@@ -633,12 +582,6 @@ class StepModel:
                 f"a request of {w.prompt_tokens} prompt + {w.output_tokens} output tokens is "
                 f"longer than the stack's max-model-len ({self.max_model_len}): vLLM refuses it"
             )
-
-    @property
-    def slots(self) -> int:
-        """Sequences the engine runs at once: max_num_seqs, or fewer when the KV cache holds
-        fewer whole requests (set by :meth:`for_workload`)."""
-        return self.max_num_seqs
 
     def _slots_for(self, w: Workload) -> float:
         """Sequences the engine can run at once: max_num_seqs, or what the KV cache holds."""
@@ -675,16 +618,13 @@ class StepModel:
         if rate >= self.capacity_rps(w):
             return _unstable(math.inf, top)
         batch = 1.0
-        steady = None
         for _ in range(60):  # running = rate x engine e2e (Little), at least the request itself
             steady = self._steady(rate, min(batch, top), w)
             if steady is None:
                 return _unstable(math.inf, top)
-            nxt = max(1.0, rate * steady.e2e_s)
-            if abs(nxt - batch) < 1e-9 * max(1.0, batch):
-                batch = nxt
+            batch, previous = max(1.0, rate * steady.e2e_s), batch
+            if abs(batch - previous) < 1e-9 * max(1.0, previous):
                 break
-            batch = nxt
         steady = self._steady(rate, min(batch, top), w)
         if steady is None:
             return _unstable(math.inf, top)
@@ -695,8 +635,6 @@ class StepModel:
 
     def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
         return [self.at_concurrency(c, w) for c in concurrencies]
-
-    # --- what meets an SLO ----------------------------------------------------------------
 
     def max_concurrency_meeting(self, slo: Slo, w: Workload, limit: int | None = None) -> int:
         """The largest closed-loop concurrency whose predicted means meet ``slo`` (0: none)."""
@@ -721,8 +659,6 @@ class StepModel:
             else:
                 hi = mid
         return lo
-
-    # --- a burst (what the seed articles' benchmark sent) ---------------------------------
 
     def burst(
         self,

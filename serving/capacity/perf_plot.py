@@ -15,15 +15,6 @@ from typing import Any
 from serving.capacity.perf import StepModel, Workload
 from serving.config.settings import Settings
 
-__all__ = [
-    "PlotError",
-    "cost_points",
-    "curve_points",
-    "measured_points",
-    "plot_cost",
-    "plot_stack",
-]
-
 #: Concurrency levels a picture samples (geometric, up to the slots and a little past them).
 _SAMPLES = 40
 

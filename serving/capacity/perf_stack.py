@@ -1,17 +1,13 @@
-"""The performance model of a stack: its settings, the catalogues and its calibration (pure).
-
-:func:`model_for_settings` builds a :class:`serving.capacity.perf.StepModel` from a stack's
-validated
-settings (hardware catalogue: bandwidth and compute; model catalogue: loaded weight size,
-parameters, attention layers; vLLM settings: KV dtype, max-num-seqs, batched tokens, MTP) and
-the calibration for exactly that hardware, checkpoint and vLLM release, if the repository has
-one. :func:`autoscaling_bounds` and :func:`benchmark_grid` derive deployment figures from it.
+"""The performance model of a stack (pure): :func:`model_for_settings` builds a
+:class:`serving.capacity.perf.StepModel` from a stack's validated settings, the hardware and
+model catalogues and the calibration for exactly that hardware, checkpoint and vLLM release, if
+the repository has one; the replica rates, autoscaling bounds and benchmark grid come from it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from serving.capacity.calibration import CALIBRATIONS_DIR, Calibration, find_calibration
@@ -35,28 +31,6 @@ from serving.capacity.perf_validation import decode_validated, front_end, stack_
 from serving.capacity.shapes import device_for, shape_for
 from serving.config.settings import Settings
 from serving.launch.vllm_contract import image_release
-
-__all__ = [
-    "HEADROOM",
-    "MAX_REPLICAS",
-    "POST_DEPLOY_SECONDS_PER_CELL",
-    "AutoscalingBounds",
-    "accepted_length",
-    "autoscaling_bounds",
-    "benchmark_grid",
-    "capacity_replica_rate",
-    "device_for",
-    "efficiency_prior",
-    "evidence",
-    "front_end",
-    "model_for_settings",
-    "mtp_prior_acceptance",
-    "planned_replica_rate",
-    "post_deploy_grid",
-    "shape_for",
-    "vllm_release",
-    "waiting_requests_target",
-]
 
 
 def vllm_release(settings: Settings) -> str:
@@ -163,14 +137,7 @@ class AutoscalingBounds:
     basis: str
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return {
-            "per_replica_rps": self.per_replica_rps,
-            "min_replicas": self.min_replicas,
-            "max_replicas": self.max_replicas,
-            "target_in_flight_per_replica": self.target_in_flight_per_replica,
-            "slo": self.slo,
-            "basis": self.basis,
-        }
+        return asdict(self)
 
 
 #: The most replicas any plan names (the replica plan, `gemma4 plan search`, the autoscaling
@@ -184,29 +151,19 @@ MAX_REPLICAS = 1000
 HEADROOM = 0.2
 
 
-def planned_replica_rate(
-    model: StepModel, workload: Workload, slo: Slo, headroom: float = HEADROOM
-) -> float:
-    """Requests/s one replica is planned to serve within ``slo``: ``(1 - headroom)`` of the
+def planned_replica_rate(model: StepModel, workload: Workload, slo: Slo) -> float:
+    """Requests/s one replica is planned to serve within ``slo``: ``(1 - HEADROOM)`` of the
     largest rate the model says meets it, on the band's slow side (divided by ``1 + band``);
     0 when one replica cannot meet it at any load."""
-    if not 0 <= headroom < 1:
-        raise ValueError("headroom must be in [0, 1)")
     best = model.max_rate_meeting(slo, workload)
-    if best <= 0:
-        return 0.0
-    return best * (1 - headroom) / (1 + model.band)
+    return best * (1 - HEADROOM) / (1 + model.band) if best > 0 else 0.0
 
 
-def capacity_replica_rate(
-    model: StepModel, workload: Workload, headroom: float = HEADROOM
-) -> float:
+def capacity_replica_rate(model: StepModel, workload: Workload) -> float:
     """Requests/s one replica is planned to serve when no latency SLO is set: ``(1 -
-    headroom)`` of the most it sustains with every sequence slot busy, on the band's slow
+    HEADROOM)`` of the most it sustains with every sequence slot busy, on the band's slow
     side. Past its capacity a replica's queue grows without bound."""
-    if not 0 <= headroom < 1:
-        raise ValueError("headroom must be in [0, 1)")
-    return model.capacity_rps(workload) * (1 - headroom) / (1 + model.band)
+    return model.capacity_rps(workload) * (1 - HEADROOM) / (1 + model.band)
 
 
 def autoscaling_bounds(
@@ -216,26 +173,21 @@ def autoscaling_bounds(
     *,
     base_rate: float,
     peak_rate: float,
-    headroom: float = HEADROOM,
-    cap: int = MAX_REPLICAS,
 ) -> AutoscalingBounds:
-    """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s.
-
-    Each replica is planned at ``(1 - headroom)`` of the largest rate the model says meets
-    ``slo``; the pessimistic side of the model's band is taken (rates divided by ``1 + band``).
-    ``min_replicas`` serves ``base_rate`` (0 when it is 0: scale to zero), ``max_replicas`` the
-    peak, at most ``cap``. Raises ValueError when one replica cannot meet the SLO at any load.
-    """
+    """Replica bounds for traffic between ``base_rate`` and ``peak_rate`` requests/s, each
+    replica at :func:`planned_replica_rate`: ``min_replicas`` serves ``base_rate`` (0: scale to
+    zero), ``max_replicas`` the peak, at most :data:`MAX_REPLICAS`. ValueError when no load
+    meets the SLO."""
     if not (math.isfinite(base_rate) and math.isfinite(peak_rate) and 0 <= base_rate <= peak_rate):
         raise ValueError("need 0 <= base_rate <= peak_rate, both finite")
-    per_replica = planned_replica_rate(model, workload, slo, headroom)
+    per_replica = planned_replica_rate(model, workload, slo)
     if per_replica <= 0:
         raise ValueError(f"one replica cannot meet {slo.describe()} at any load ({model.basis})")
     in_flight = model.at_rate(per_replica, workload).in_flight
     low = 0 if base_rate == 0 else math.ceil(base_rate / per_replica)
     high = max(1, math.ceil(peak_rate / per_replica))
-    if high > cap:
-        raise ValueError(f"{peak_rate:g} req/s needs {high} replicas, above the cap {cap}")
+    if high > MAX_REPLICAS:
+        raise ValueError(f"{peak_rate:g} req/s needs {high} replicas, above the cap {MAX_REPLICAS}")
     return AutoscalingBounds(per_replica, low, high, in_flight, slo.describe(), model.basis)
 
 

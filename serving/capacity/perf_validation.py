@@ -14,9 +14,7 @@ and, fitted together, a client's serial time per request and the extra step of a
 server settings were not recorded (:func:`fit_client_terms`, stored in the evidence file); the
 *holdout* rows set nothing and are reported apart. Each setup runs behind its recorded Cloud
 Run concurrency (``instance_concurrency``). The band of a hardware (:func:`derived_band`) is
-the smallest relative half-width covering 80 % of all its figures. ``scripts/perf_docs.py``
-renders all of it into docs/performance-model.md; ``tests/test_perf_docs.py`` holds the page
-to the code.
+the smallest relative half-width covering 80 % of all its figures (docs/performance-model.md).
 """
 
 from __future__ import annotations
@@ -27,33 +25,18 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from serving.capacity import evidence
+from serving.capacity.evidence import (
+    accepted_length,
+    api_server_time,
+    efficiency_prior,
+    kernel_path,
+    mtp_prior_acceptance,
+)
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
+from serving.capacity.shapes import device_for, shape_for
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS, ModelCard
-
-__all__ = [
-    "COVERAGE",
-    "MAX_SEND_GAP_S",
-    "MAX_STEP_EXTRA_S",
-    "ClientTerms",
-    "RowCheck",
-    "by_setup",
-    "check_rows",
-    "decode_validated",
-    "derived_band",
-    "derived_client_terms",
-    "derived_front_end",
-    "derived_in_flight_cap",
-    "derived_send_gap",
-    "fit_client_terms",
-    "front_end",
-    "front_end_basis",
-    "model_for_config",
-    "setup_kernel",
-    "setup_step_extra",
-    "stack_band",
-    "summary",
-]
 
 #: Share of a hardware's figures the band must cover.
 COVERAGE = 0.8
@@ -61,9 +44,7 @@ _DRAFTER = "google/gemma-4-12B-it-assistant"
 
 
 def _validation() -> dict[str, Any]:
-    from serving.capacity.evidence import evidence
-
-    data: dict[str, Any] = evidence()["validation"]
+    data: dict[str, Any] = evidence.evidence()["validation"]
     return data
 
 
@@ -86,14 +67,6 @@ def model_for_config(name: str, step_extra_s: float | None = None) -> StepModel:
     """The engine of one measured configuration with the uncalibrated priors (no front end:
     :func:`predict_row` adds the platform's), each step ``step_extra_s`` longer for a setup
     whose own step constant is DERIVED (None: the evidence file's, :func:`setup_step_extra`)."""
-    from serving.capacity.evidence import (
-        accepted_length,
-        api_server_time,
-        efficiency_prior,
-        mtp_prior_acceptance,
-    )
-    from serving.capacity.shapes import device_for, shape_for
-
     cfg = _validation()["configs"][name]
     card, weights = _served(cfg)
     profile = HARDWARE[cfg["hardware"]]
@@ -244,11 +217,6 @@ def fit_client_terms(client: str) -> ClientTerms:
     return ClientTerms(round(best[0], 6), setup, round(best[1], 6))
 
 
-def derived_send_gap(client: str) -> float:
-    """The client's serial time per request (:func:`derived_client_terms`)."""
-    return derived_client_terms(client).send_gap_s
-
-
 @cache
 def derived_in_flight_cap(config: str) -> int | None:
     """Requests the source's client kept in flight at most, for a setup whose client says
@@ -294,8 +262,6 @@ def front_end(platform: str) -> tuple[float, bool, str]:
     """(seconds, measured, source) the client sees on top of the engine on ``platform``: the
     evidence file's figure, or for an entry that says ``derived``, :func:`derived_front_end`
     (never "measured", its source says DERIVED and the value)."""
-    from serving.capacity import evidence
-
     entry = evidence.evidence()["front_end"][platform]
     if "stand_in" in entry:
         # Another platform's front end plus what this one adds (the source says what).
@@ -315,19 +281,12 @@ def front_end(platform: str) -> tuple[float, bool, str]:
 def front_end_basis(platform: str) -> str:
     """How the front end of ``platform`` was had: "measured", "derived" (from the published
     rows, :func:`derived_front_end`), "stand-in" (another platform's or an unmeasured figure)."""
-    from serving.capacity import evidence
-
     entry = evidence.evidence()["front_end"][platform]
     if "derived" in entry:
         return "derived"
     if "stand_in" not in entry and entry.get("measured"):
         return "measured"
     return "stand-in"
-
-
-def platform_front_end(platform: str) -> float:
-    """The front end the validation adds on ``platform``."""
-    return front_end(platform)[0]
 
 
 @dataclass(frozen=True)
@@ -357,7 +316,7 @@ class RowCheck:
 
 def _predict(row: dict[str, Any], send_gap_s: float, step_extra_s: float | None) -> RowCheck:
     cfg = _validation()["configs"][row["config"]]
-    f = platform_front_end(cfg["platform"])
+    f = front_end(cfg["platform"])[0]
     mean, last = _engine_burst(row, _in_flight(row), f, send_gap_s, step_extra_s)
     return RowCheck(row, cfg["hardware"], f + mean, int(row["requests"]) / (f + last))
 
@@ -368,7 +327,7 @@ def predict_row(row: dict[str, Any]) -> RowCheck:
     one is answered, behind the setup's instance limit. Mean latency at the client = front
     end + the engine's mean; req/s = requests over the front end plus the time until the last
     answer. The client's terms are :func:`derived_client_terms`."""
-    return _predict(row, derived_send_gap(_client_of(row)["name"]), None)
+    return _predict(row, derived_client_terms(_client_of(row)["name"]).send_gap_s, None)
 
 
 @cache
@@ -396,8 +355,6 @@ def derived_band(hardware: str) -> float | None:
 
 def setup_kernel(name: str) -> tuple[str, bool]:
     """(weight format the setup's engine served, whether it drafted with MTP)."""
-    from serving.capacity.evidence import kernel_path
-
     cfg = _validation()["configs"][name]
     card, weights = _served(cfg)
     return kernel_path(card, HARDWARE[cfg["hardware"]], weights)[0], int(cfg["mtp_drafts"]) > 0
@@ -427,8 +384,11 @@ def decode_validated(hardware: str) -> bool:
     return any(c.hardware == hardware and int(c.row["output_tokens"]) > 1 for c in check_rows())
 
 
-def _covered(check: RowCheck, band: float) -> list[bool]:
-    return [1 / (1 + band) - 1e-12 <= r <= 1 + band + 1e-12 for r in check.ratios()]
+def _scores(checks: list[RowCheck], band: float) -> tuple[list[float], list[bool]]:
+    """Each figure's absolute error, and whether ``band`` covers it."""
+    errors = [abs(e) for c in checks for e in (c.latency_error, c.rate_error)]
+    covered = [1 / (1 + band) - 1e-12 <= r <= 1 + band + 1e-12 for c in checks for r in c.ratios()]
+    return errors, covered
 
 
 def summary() -> list[dict[str, Any]]:
@@ -445,8 +405,7 @@ def summary() -> list[dict[str, Any]]:
             ("fit", [c for c in mine if not c.row["holdout"]]),
             ("holdout", [c for c in mine if c.row["holdout"]]),
         ):
-            errors = [abs(e) for c in subset for e in (c.latency_error, c.rate_error)]
-            covered = [ok for c in subset for ok in _covered(c, band)]
+            errors, covered = _scores(subset, band)
             parts[label] = {
                 "figures": len(errors),
                 "median_error": statistics.median(errors) if errors else None,
@@ -466,8 +425,7 @@ def by_setup() -> list[dict[str, Any]]:
         hardware = mine[0].hardware
         band = derived_band(hardware)
         assert band is not None
-        errors = [abs(e) for c in mine for e in (c.latency_error, c.rate_error)]
-        covered = [ok for c in mine for ok in _covered(c, band)]
+        errors, covered = _scores(mine, band)
         out.append(
             {
                 "setup": name,
@@ -480,8 +438,6 @@ def by_setup() -> list[dict[str, Any]]:
         )
     return out
 
-
-# --- the page ----------------------------------------------------------------------------
 
 #: Targets the model is held to against independent published figures (reported, not
 #: asserted: the page says whether each hardware meets them).
@@ -498,11 +454,9 @@ def render_markdown(figures: list[tuple[str, str]]) -> str:
     """The validation part of docs/performance-model.md: the evidence behind the priors, every
     published figure against the prediction, the summary per hardware, and ``figures``
     ((caption, relative image path)) drawn by scripts/perf_docs.py."""
-    from serving.capacity.evidence import api_server_time, evidence, mtp_prior_acceptance
-
     api = api_server_time()
 
-    ev = evidence()
+    ev = evidence.evidence()
     val = ev["validation"]
     lines = [
         "### Front end: what the client sees on top of the engine",

@@ -1,16 +1,7 @@
-"""Capacity planner: `gemma4 plan -s l4 [--requests-per-second R] [--json]`.
-
-Reads `Pulumi.<stack>.yaml` (no Pulumi CLI needed; `--stack-file PATH` for any stack file),
-validates it with the project's typed settings and prints vLLM's memory budget for the
-stack, the KV cache it leaves, a batch-1 decode ceiling and costs. The maths is
-`serving.sizing.memory`, the same model the `gpu-memory-budget` policy enforces at preview
-time. It
-also prints the performance model's predicted latency against throughput per concurrency
-(`serving.capacity.perf`, `serving.capacity.plan_perf`).
-
-`gemma4 plan search --rate R --ttft-ms X ...`: the cheapest stack and replica count meeting an
-SLO at a rate. `gemma4 plan calibrate RUN_DIR -s STACK`: fit the model to a benchmark run.
-"""
+"""Capacity planner (`gemma4 plan`): reads `Pulumi.<stack>.yaml` without the Pulumi CLI,
+validates it with the project's typed settings and reports vLLM's memory budget, KV cache,
+batch-1 decode ceiling and costs (`serving.sizing.memory`, the model the `gpu-memory-budget`
+policy enforces) with the predicted performance (`serving.capacity.plan_perf`)."""
 
 from __future__ import annotations
 

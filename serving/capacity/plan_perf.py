@@ -1,9 +1,6 @@
-"""The capacity planner's performance part: predicted latency against throughput, the hardware
-search, and fitting a calibration from a benchmark run (``gemma4 plan``, ``gemma4 plan search``,
-``gemma4 plan calibrate``). The maths is :mod:`serving.capacity.perf`; this module reads stacks and
-runs
-and formats.
-"""
+"""The capacity planner's performance part (``gemma4 plan``, ``plan search``, ``plan
+calibrate``): predicted latency against throughput, replicas, the stack search and a run's
+target. The maths is :mod:`serving.capacity.perf`; this module reads stacks and runs."""
 
 from __future__ import annotations
 
@@ -11,7 +8,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from serving.capacity.gke_costs import stack_price_status
+from serving.capacity.evidence import mtp_prior_acceptance
+from serving.capacity.gke_costs import fixed_costs, stack_price_status
 from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
 from serving.capacity.perf_stack import (
     HEADROOM,
@@ -19,27 +17,15 @@ from serving.capacity.perf_stack import (
     autoscaling_bounds,
     benchmark_grid,
     capacity_replica_rate,
-    front_end,
     model_for_settings,
-    mtp_prior_acceptance,
     planned_replica_rate,
     vllm_release,
 )
-from serving.capacity.perf_validation import front_end_basis
+from serving.capacity.perf_validation import front_end, front_end_basis
 from serving.catalog.hardware import LOWER_BOUND
 from serving.config.groups import MIN_REQUESTS_PER_SECOND
 from serving.config.settings import Settings
 from serving.sizing.memory import cost_per_million_requests
-
-__all__ = [
-    "fixed_usd_per_hour",
-    "performance",
-    "replica_plan",
-    "search",
-    "slo_for",
-    "validated_tokens",
-    "workload_for",
-]
 
 
 # Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
@@ -139,17 +125,12 @@ def performance(
     }
 
 
-# --- search -------------------------------------------------------------------------------
-
-
 def fixed_usd_per_hour(settings: Settings) -> tuple[float, list[str]]:
     """What the stack bills per hour at any replica count (on GKE the cluster fee, the system
     node and the Gateway's forwarding rule: serving.capacity.gke_costs.fixed_costs), and the items
     with no figure anywhere (counted as 0). Other platforms: nothing."""
     if settings.deploy_platform != "gke":
         return 0.0, []
-    from serving.capacity.gke_costs import fixed_costs
-
     items = fixed_costs(settings)
     return (
         sum(f.usd_per_hour for f in items if f.usd_per_hour is not None),
@@ -166,17 +147,11 @@ def search(
     mtp_acceptance: float | None = None,
     allow_flex_start: bool = False,
 ) -> list[dict[str, Any]]:
-    """For each stack: the replicas that serve ``rate`` req/s within ``slo`` and their cost,
-    each replica planned as the replica plan plans it (:func:`planned_replica_rate`: the
-    :data:`HEADROOM` left free, the band's slow side), so both name the same count;
-    cheapest first among stacks priced in full or estimated (``price_status`` confirmed or
-    estimate: a rate not confirmed on Google's page counted at a named source's quote), then
-    stacks whose price is only a lower bound (``price_status`` lower_bound: a rate with no
-    figure anywhere counted 0), then stacks that cannot meet the SLO at all (``replicas`` None).
-    A replica is one instance (`Settings.price`: on GKE one node); the cost counts at least the
-    stack's fewest replicas and, on GKE, the cluster's fixed costs; a count above the stack's
-    most replicas is kept and flagged (``within_bounds`` False: raise the bound to deploy it).
-    Request lengths default to each stack's benchmark lengths."""
+    """For each stack: the replicas that serve ``rate`` req/s within ``slo`` (planned as the
+    replica plan plans them, :func:`planned_replica_rate`) and their cost (:func:`endpoint_cost`);
+    cheapest first among confirmed or estimated prices, then lower bounds, then stacks that
+    cannot meet the SLO (``replicas`` None). A count above the stack's most replicas is kept and
+    flagged (``within_bounds`` False)."""
     rows: list[dict[str, Any]] = []
     for name, settings in stacks.items():
         model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
@@ -255,9 +230,6 @@ def search(
         )
     )
     return rows
-
-
-# --- replicas for the stack's own SLO ------------------------------------------------------
 
 
 def slo_for(settings: Settings) -> Slo | None:
@@ -447,9 +419,6 @@ def validated_tokens(name: str, value: int | None) -> int | None:
     if value is not None and not 1 <= value <= MAX_TOKENS:
         raise ValueError(f"{name} must be in [1, {MAX_TOKENS}], got {value}")
     return value
-
-
-# --- calibrate ----------------------------------------------------------------------------
 
 
 def run_target(

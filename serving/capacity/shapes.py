@@ -7,8 +7,6 @@ from serving.catalog.hardware import HardwareProfile
 from serving.catalog.models import ModelCard
 from serving.sizing.memory import kv_bytes_per_token_per_layer, kv_dtype_bytes
 
-__all__ = ["device_for", "shape_for"]
-
 
 def device_for(profile: HardwareProfile) -> Device:
     n = profile.accelerator_count
