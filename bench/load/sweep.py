@@ -54,7 +54,6 @@ from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_toler
 from bench.load.request import RequestSpec, send_request
 from bench.load.window import ClientLimits, window_figures
 from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
-from bench.reports.tables import write_tables
 from bench.results.record import RequestResult
 from bench.results.stats import GoodputSlo, summarize
 from bench.results.store import CellKey, RunData, RunStore
@@ -757,14 +756,14 @@ async def _sweep(
                     record = await run_cell(url, model, key, prompts, auth=auth, options=options)
                 progress.advance(options.requests_for(key))
                 store.append_cell(record)
-                write_tables(store)
+                store.write_tables()
                 if on_cell is not None:
                     on_cell(record)
             store.run["finished_at"] = _now()
         finally:
             progress.stop()
             store.write_run()
-            write_tables(store)
+            store.write_tables()
             write_charts(RunData(store.path, store.run, store.cells))
     return RunData(store.path, store.run, store.cells)
 

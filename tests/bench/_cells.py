@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.reports.tables import write_tables
 from bench.results.store import CellKey, RunData, RunStore
 
 
@@ -51,6 +50,6 @@ def write_run(
     )
     for record in cells:
         store.append_cell(record)
-    write_tables(store)
+    store.write_tables()
     store.close()
     return RunData(store.path, store.run, store.cells)
