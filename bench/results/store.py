@@ -37,14 +37,14 @@ import csv
 import fcntl
 import io
 import json
-import math
 import os
-import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
@@ -68,8 +68,6 @@ SCHEMA_VERSION = 1
 
 MEASURED_STATUSES = ("ok", "failed", "short")
 """Statuses of a cell whose load ran (``skipped`` cells never ran)."""
-_STATUSES = (*MEASURED_STATUSES, "skipped")
-_KEY_FIELDS = ("id", "status", "concurrency", "prompt_tokens", "output_tokens")
 IDENTITY_KEYS = ("url", "model", "grid", "options", "endpoint")
 """run.json fields a resumed run must match: one run directory is one experiment."""
 
@@ -80,6 +78,7 @@ CELLS_FILE = "cells.jsonl"
 CSV_FILE = "results.csv"
 REPORT_FILE = "report.md"
 
+_STATS = ("mean", "median", "std", "p90", "p95", "p99")
 CSV_COLUMNS = (
     "id",
     "status",
@@ -97,11 +96,7 @@ CSV_COLUMNS = (
     "output_throughput",
     "total_token_throughput",
     "request_goodput",
-    *(
-        f"{stat}_{metric}_ms"
-        for metric in ("ttft", "tpot", "itl", "e2el")
-        for stat in ("mean", "median", "std", "p90", "p95", "p99")
-    ),
+    *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el") for stat in _STATS),
     "errors_timeout",
     "errors_http_status",
     "errors_connection",
@@ -225,66 +220,127 @@ class RunData:
         return {CellKey.of(c): c for c in self.cells}
 
 
-_COUNT_FIELDS = frozenset(
-    {
-        "concurrency",
-        "prompt_tokens",
-        "output_tokens",
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "workers",
-        "untimed_requests",
-        "coalesced_tokens",
-        "loop_lag_samples",
-    }
-)
-"""Cell fields that count something: a non-negative integer (or null)."""
-_FRACTION_FIELDS = frozenset({"success_rate", "coalesced_share", "spec_decode_acceptance_rate"})
-"""Cell fields in [0, 1] (or null)."""
-_NON_NUMERIC_COLUMNS = frozenset(
-    {"id", "status", "skip_reason", "prompt_tokens_method", "prompt_tokens_exact", "client_limited"}
-)
-_NUMERIC_NAME = re.compile(
-    r"(_ms|_throughput|_goodput|_rate|_in_flight|_s|_tokens|_share|_length|_per_request)$"
-)
 TRUNCATED = "…[truncated]"
 """Ends a string cut at :data:`endpoint.limits.MAX_ECHO_CHARS` when a run is read back."""
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_number(name: str, value: Any, where: str) -> None:
-    """A cell figure: null, or a finite number in the field's range (else StoreError)."""
-    if value is None:
-        return
-    shown = redact(value, limit=40)
-    if not _is_number(value) or not math.isfinite(value):
-        raise StoreError(f"{where}: field {name!r} must be a finite number or null, got {shown!r}")
-    if name in _COUNT_FIELDS or name.startswith("errors_"):
-        if not isinstance(value, int) or value < 0:
-            raise StoreError(f"{where}: field {name!r} must be a non-negative integer, got {shown}")
-    elif name in _FRACTION_FIELDS:
-        if not 0 <= value <= 1:
-            raise StoreError(f"{where}: field {name!r} must be between 0 and 1, got {shown}")
-    elif not name.startswith("client_share_") and value < 0:
-        raise StoreError(f"{where}: field {name!r} must not be negative, got {shown}")
+Count = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Figure = Annotated[float, Field(ge=0)]
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-def _numeric_field(name: str) -> bool:
-    if name in _NON_NUMERIC_COLUMNS:
-        return False
-    return (
-        name in _COUNT_FIELDS
-        or name in _FRACTION_FIELDS
-        or name in CSV_COLUMNS
-        or name.startswith("errors_")
-        or name == "duration"
-        or bool(_NUMERIC_NAME.search(name))
-    )
+class FailureSample(BaseModel):
+    model_config = _STRICT
+    kind: str | None
+    status: int | None
+    error: str
+
+
+class _CellFields(BaseModel):
+    """The fields of a cell record as the sweep writes them (``bench.load.sweep``); a stored
+    record with another field, a field of another type or a figure out of its range is refused."""
+
+    model_config = _STRICT
+    id: str
+    status: Literal["ok", "failed", "short", "skipped"]
+    skip_reason: str | None = None
+    concurrency: Count
+    prompt_tokens: Count
+    output_tokens: Count
+    request_rate: Annotated[float, Field(gt=0)] | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    completed: Count | None = None
+    failed: Count | None = None
+    errors: dict[str, Count] | None = None
+    failure_samples: list[FailureSample] | None = None
+    failure_statuses: dict[str, Count] | None = None
+    problems: list[str] | None = None
+    warnings: list[str] | None = None
+    success_rate: Fraction | None = None
+    coalesced_share: Fraction | None = None
+    spec_decode_acceptance_rate: Fraction | None = None
+    total_input_tokens: Count | None = None
+    total_output_tokens: Count | None = None
+    short_requests: Count | None = None
+    median_prompt_tokens: Count | None = None
+    coalesced_tokens: Count | None = None
+    loop_lag_samples: Count | None = None
+    untimed_requests: Count | None = None
+    workers: Count | None = None
+    goodput_slo: dict[str, Figure] | None = None
+    spec_decode: dict[str, Any] | None = None
+    spec_decode_counters: dict[str, Any] | None = None
+    prompt_tokens_method: str | None = None
+    prompt_tokens_exact: bool | None = None
+    client_limited: bool | None = None
+    client_share_ttft: float | None = None
+    client_share_itl: float | None = None
+    client_share_e2el: float | None = None
+
+    @model_validator(mode="after")
+    def _id_matches_key(self) -> _CellFields:
+        key = CellKey(self.concurrency, self.prompt_tokens, self.output_tokens, self.request_rate)
+        if key.id != self.id:
+            raise ValueError(f"id {redact(self.id, limit=60)!r} does not match its key")
+        return self
+
+
+_FIGURES = (
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "achieved_request_rate",
+    "mean_output_tokens",
+    "spec_decode_acceptance_length",
+    "server_in_flight",
+    "mean_in_flight",
+    "min_in_flight",
+    "max_in_flight",
+    "loop_lag_interval_ms",
+    "ramp_s",
+    "client_cpu_ms_per_request",
+    *(f"{s}_loop_lag_ms" for s in ("mean", "median", "p99", "max")),
+    *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in _STATS),
+    *(f"{side}_mean_{m}_ms" for side in ("client", "server") for m in ("ttft", "itl", "e2el")),
+    *(f"server_{m}_count" for m in ("ttft", "itl", "e2el")),
+)
+CellRecord = create_model(  # type: ignore[call-overload]
+    "CellRecord", __base__=_CellFields, **{name: (Figure | None, None) for name in _FIGURES}
+)
+"""A cell record: :class:`_CellFields` and the non-negative figures :data:`_FIGURES`."""
+
+
+class RunRecord(BaseModel):
+    """``run.json``: the fields every reader relies on are typed; others (the target's
+    identity, a recorded price) are kept as written and judged by their readers."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    schema_version: Literal[1]
+    model: str | None = None
+    url: str | None = None
+    label: str | None = None
+    hardware: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    resumed: Count | None = None
+
+
+def _refusal(where: str, exc: ValidationError) -> StoreError:
+    """The first of pydantic's errors, in the store's words, naming the file, line and field."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "missing":
+        return StoreError(f"{where}: the record has no {field!r} field")
+    if error["type"] == "extra_forbidden":
+        return StoreError(f"{where}: unknown field {redact(field, limit=60)!r}")
+    message = error["msg"].removeprefix("Value error, ")
+    if not field:
+        return StoreError(f"{where}: {message}")
+    shown = redact(json.dumps(error["input"], default=str), limit=40)
+    return StoreError(f"{where}: field {field!r}: {message[:1].lower()}{message[1:]}, got {shown}")
 
 
 def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
@@ -306,31 +362,10 @@ def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
 def _check_record(record: Any, where: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise StoreError(f"{where}: not a JSON object")
-    for name in _KEY_FIELDS:
-        if name not in record:
-            raise StoreError(f"{where}: the record has no {name!r} field")
-    if record["status"] not in _STATUSES:
-        raise StoreError(f"{where}: unknown status {redact(record['status'], limit=40)!r}")
-    for name, value in record.items():
-        if isinstance(name, str) and _numeric_field(name) and name != "request_rate":
-            _check_number(redact(name, limit=60), value, where)
-    errors = record.get("errors")
-    if errors is not None:
-        if not isinstance(errors, dict):
-            raise StoreError(f"{where}: field 'errors' must be an object of counts")
-        for kind, count in errors.items():
-            _check_number(f"errors.{redact(kind, limit=40)}", count, where)
-            if not isinstance(count, int):
-                raise StoreError(f"{where}: field 'errors' must count in integers")
     try:
-        key = CellKey.of(record)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{where}: bad cell key ({exc})") from None
-    rate = key.request_rate
-    if rate is not None and (not math.isfinite(rate) or rate <= 0):
-        raise StoreError(f"{where}: field 'request_rate' must be a positive number or null")
-    if key.id != record["id"]:
-        raise StoreError(f"{where}: id {redact(record['id'], limit=60)!r} does not match its key")
+        CellRecord.model_validate(record)
+    except ValidationError as exc:
+        raise _refusal(where, exc) from None
     capped: dict[str, Any] = cap_strings(record)
     return capped
 
@@ -433,6 +468,10 @@ def load_run(path: str | Path) -> RunData:
         raise StoreError(
             f"{run_file} has schema_version {version!r}; this version reads {SCHEMA_VERSION}"
         )
+    try:
+        RunRecord.model_validate(run)
+    except ValidationError as exc:
+        raise _refusal(str(run_file), exc) from None
     return RunData(root, cap_strings(run), _read_cells(root / CELLS_FILE))
 
 
