@@ -694,6 +694,7 @@ async def _sweep(
     on_cell: Callable[[dict[str, Any]], None] | None,
 ) -> RunData:
     from bench.reports.charts import write_charts
+    from bench.reports.tables import write_tables
 
     async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
         if options.preflight:
@@ -756,16 +757,16 @@ async def _sweep(
                     record = await run_cell(url, model, key, prompts, auth=auth, options=options)
                 progress.advance(options.requests_for(key))
                 store.append_cell(record)
-                store.write_tables()
+                write_tables(store.data())
                 if on_cell is not None:
                     on_cell(record)
             store.run["finished_at"] = _now()
         finally:
             progress.stop()
             store.write_run()
-            store.write_tables()
-            write_charts(RunData(store.path, store.run, store.cells))
-    return RunData(store.path, store.run, store.cells)
+            write_tables(store.data())
+            write_charts(store.data())
+    return store.data()
 
 
 def run_sweep(

@@ -23,7 +23,8 @@ from typing import Any
 
 from bench.reports.charts import ChartPlan, Series, render_chart
 from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
-from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
+from bench.reports.tables import CLIENT_LIMITED_MARK
+from bench.results.store import CellKey, RunData
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
 from serving.sizing import memory
 
