@@ -48,10 +48,9 @@ from bench.load.hotload import (
     split_plan,
     start_workers,
 )
-from bench.load.hotpath import HotResult, completions_url
+from bench.load.hotpath import HotResult, RequestSpec, auth_headers, completions_url, send_one
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
-from bench.load.request import RequestSpec, send_request
 from bench.load.window import ClientLimits, window_figures
 from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
 from bench.results.record import RequestResult
@@ -253,7 +252,7 @@ async def preflight(
     client: httpx.AsyncClient,
     model: str,
     *,
-    auth_description: str,
+    auth: AuthStrategy,
     timeout_s: float = 60.0,
 ) -> RequestResult:
     """One short streamed request; its result when it worked, else :class:`PreflightError`
@@ -262,7 +261,8 @@ async def preflight(
     retried after the time asked when that ends within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     for attempt in range(_PREFLIGHT_ATTEMPTS):
-        result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
+        spec = RequestSpec(model, "Hello", 4)
+        result = await send_one(str(client.base_url), spec, auth, timeout_s=timeout_s)
         if result.ok or result.status not in (429, 503) or result.retry_after_s is None:
             break
         wait = max(result.retry_after_s, 0.1 * 2**attempt)
@@ -274,7 +274,7 @@ async def preflight(
     url = redact(str(client.base_url))
     error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
     try:
-        await _raise_preflight(client, model, result, url, error, auth_description)
+        await _raise_preflight(client, model, result, url, error, auth.description)
     except PreflightError as exc:
         exc.status, exc.body = result.status, error
         raise
@@ -341,17 +341,6 @@ async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: b
         )
 
 
-async def _preflight_with_reason(
-    client: httpx.AsyncClient, model: str, auth: AuthStrategy, timeout_s: float
-) -> None:
-    try:
-        await preflight(client, model, auth_description=auth.description, timeout_s=timeout_s)
-    except PreflightError:
-        raise
-    except Exception as exc:  # pragma: no cover - send_request never raises
-        raise PreflightError(redact(f"{type(exc).__name__}: {exc}")) from None
-
-
 async def _connection_hint(client: httpx.AsyncClient) -> str | None:
     """What to check when the server cannot be reached at all (None when it answers)."""
     try:
@@ -372,14 +361,6 @@ def _uvloop_running() -> bool:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-async def _cell_headers(auth: AuthStrategy) -> dict[str, str]:
-    headers = auth.cached_headers()
-    if headers is None:
-        # A token fetch blocks on the network: keep it off the event loop.
-        headers = await asyncio.to_thread(auth.headers)
-    return dict(headers)
 
 
 def _auth_failed(n: int, exc: AuthError) -> WindowLoad:
@@ -444,7 +425,7 @@ async def run_cell(
     )
     load: WindowLoad
     try:
-        headers = await _cell_headers(auth)
+        headers = await auth_headers(auth)
     except AuthError as exc:
         load = _auth_failed(n, exc)
     else:
@@ -700,7 +681,7 @@ async def _sweep(
         if options.preflight:
             try:
                 await wait_ready(c, options.ready_timeout_s, progress=options.progress)
-                await _preflight_with_reason(c, model, auth, min(options.timeout_s, 60.0))
+                await preflight(c, model, auth=auth, timeout_s=min(options.timeout_s, 60.0))
             except PreflightError as exc:
                 store.write_preflight_failure(
                     {
@@ -791,5 +772,4 @@ def run_sweep(
 async def probe(url: str, model: str, *, auth: AuthStrategy | None = None) -> RequestResult:
     """One short streamed request (a smoke test before a sweep); never raises for a failed
     request: the result says what went wrong."""
-    async with make_client(url, auth=auth, max_concurrency=1) as client:
-        return await send_request(client, RequestSpec(model, "Hello", 8), timeout_s=60.0)
+    return await send_one(url, RequestSpec(model, "Hello", 8), auth or NoAuth(), timeout_s=60.0)

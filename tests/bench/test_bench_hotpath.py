@@ -21,7 +21,7 @@ from bench.load.hotpath import (
     request_headers,
     stream_completion,
 )
-from bench.load.request import RequestSpec
+from bench.load.hotpath import RequestSpec
 from tests.bench._reads import record_reads
 from tests.bench.conftest import MODEL, ServerFactory
 

@@ -16,7 +16,7 @@ from bench.load.hotload import (
 )
 from bench.load.hotpath import HotResult
 from bench.load.monitor import MonitorStats
-from bench.load.request import RequestSpec
+from bench.load.hotpath import RequestSpec
 from bench.load.workers import choose_workers, is_loopback
 from bench.results.stats import percentile, summarize
 from tests.bench.conftest import MODEL, ServerFactory
