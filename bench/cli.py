@@ -433,13 +433,6 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     return t.url, t.served_model_name, t.auth, extra
 
 
-def _stored_run(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The run.json of the run being resumed (None without --resume)."""
-    if not args.resume:
-        return None
-    return load_run(args.out).run
-
-
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -452,13 +445,9 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     args.hardware = args.hardware or stored.get("hardware")
     args.label = args.label or stored.get("label")
     grid = _mapping(stored.get("grid"))
-    for flag, name in (
-        ("concurrency", "concurrency"),
-        ("prompt_tokens", "prompt_tokens"),
-        ("output_tokens", "output_tokens"),
-    ):
-        if getattr(args, flag) is None and isinstance(grid.get(name), list):
-            setattr(args, flag, tuple(int(v) for v in grid[name]))
+    for name in ("concurrency", "prompt_tokens", "output_tokens"):
+        if getattr(args, name) is None and isinstance(grid.get(name), list):
+            setattr(args, name, tuple(int(v) for v in grid[name]))
     rates = grid.get("request_rates")
     if args.request_rate is None and isinstance(rates, list) and rates != [None]:
         args.request_rate = tuple(float(r) for r in rates)
@@ -570,7 +559,7 @@ def _verdict(run: RunData, err: Console) -> int:
 
 def _run(args: argparse.Namespace, err: Console) -> int:
     try:
-        stored = _stored_run(args)
+        stored = load_run(args.out).run if args.resume else None
     except StoreError as exc:
         raise UsageError(f"--resume: {exc}") from exc
     if stored is not None:

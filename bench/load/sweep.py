@@ -194,29 +194,23 @@ class SweepOptions:
         return max(self.min_requests, self.requests_per_slot * key.concurrency)
 
 
-async def _model_ids(client: httpx.AsyncClient) -> tuple[list[str], int | None]:
-    """``/v1/models``: the served ids and ``max_model_len`` per id (capped read)."""
+async def _model_cards(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """The cards of ``/v1/models`` (capped read); none when it does not answer 200."""
     reply = await request_capped(client, "GET", "/v1/models")
-    if reply.status != 200:
-        return [], None
-    data = reply.json()
+    data = reply.json() if reply.status == 200 else None
     cards = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(cards, list):
-        return [], None
-    return [str(c.get("id")) for c in cards if isinstance(c, dict)], None
+    return [c for c in cards if isinstance(c, dict)] if isinstance(cards, list) else []
 
 
 async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | None:
     """``max_model_len`` of ``model`` from ``/v1/models`` (vLLM reports it), else None."""
     try:
-        reply = await request_capped(client, "GET", "/v1/models")
-        if reply.status != 200:
-            return None
-        for card in reply.json().get("data", []):
-            if card.get("id") == model and isinstance(card.get("max_model_len"), int):
-                return int(card["max_model_len"])
+        cards = await _model_cards(client)
     except _READ_ERRORS:
         return None
+    for card in cards:
+        if card.get("id") == model and isinstance(card.get("max_model_len"), int):
+            return int(card["max_model_len"])
     return None
 
 
@@ -296,7 +290,7 @@ async def _raise_preflight(
         )
     if result.status == 404:
         try:
-            ids, _ = await _model_ids(client)
+            ids = [str(card.get("id")) for card in await _model_cards(client)]
         except _READ_ERRORS:
             ids = []
         if ids and model not in ids:

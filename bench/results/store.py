@@ -374,10 +374,6 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
     return list(cells.values()), None
 
 
-def _read_cells(path: Path) -> list[dict[str, Any]]:
-    return _scan_cells(path)[0]
-
-
 def load_run(path: str | Path) -> RunData:
     """Read a run directory. Raises :class:`StoreError` when it is not one."""
     root = Path(path)
@@ -405,7 +401,7 @@ def load_run(path: str | Path) -> RunData:
         RunRecord.model_validate(run)
     except ValidationError as exc:
         raise _refusal(str(run_file), exc) from None
-    return RunData(root, cap_strings(run), _read_cells(root / CELLS_FILE))
+    return RunData(root, cap_strings(run), _scan_cells(root / CELLS_FILE)[0])
 
 
 class PreflightFailedError(StoreError):
