@@ -552,48 +552,22 @@ def _skipped(key: CellKey, reason: str) -> dict[str, Any]:
     }
 
 
-class _Progress:
-    """A rich progress bar over the sweep's requests (stderr), or nothing. It is redrawn
-    between cells only (no refresh thread): nothing competes with the load for the CPU."""
+def _progress_bar(enabled: bool) -> Any:
+    """A rich progress bar over the sweep's requests (stderr; draws nothing unless
+    ``enabled``). Redrawn between cells only (no refresh thread): nothing competes with the
+    load for the CPU."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __init__(self, enabled: bool, total: int) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=False,
-                auto_refresh=False,
-            )
-            self._task = self._bar.add_task("sweep", total=total)
-            self._bar.start()
-
-    def cell(self, key: CellKey) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, description=f"cell {key.id}")
-            self._bar.refresh()
-
-    def advance(self, requests: int) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, requests)
-            self._bar.refresh()
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        auto_refresh=False,
+        disable=not enabled,
+    )
 
 
 async def run_sweep_async(
@@ -698,11 +672,13 @@ async def _sweep(
         store.write_run()
         done = store.finished_ids()
         todo = [k for k in grid.cells() if k.id not in done]
-        progress = _Progress(options.progress, sum(options.requests_for(k) for k in todo))
+        progress = _progress_bar(options.progress)
+        bar = progress.add_task("sweep", total=sum(options.requests_for(k) for k in todo))
+        progress.start()
         prompt_cache: dict[int, PromptSet] = {}
         try:
             for key in todo:
-                progress.cell(key)
+                progress.update(bar, description=f"cell {key.id}", refresh=True)
                 if max_len is not None and key.prompt_tokens + key.output_tokens > max_len:
                     reason = (
                         f"prompt {key.prompt_tokens} + output {key.output_tokens} tokens exceed "
@@ -730,7 +706,7 @@ async def _sweep(
                         )
                         prompt_cache[key.prompt_tokens] = prompts
                     record = await run_cell(url, model, key, prompts, auth=auth, options=options)
-                progress.advance(options.requests_for(key))
+                progress.update(bar, advance=options.requests_for(key), refresh=True)
                 store.append_cell(record)
                 write_tables(store.data())
                 if on_cell is not None:
