@@ -178,20 +178,22 @@ def request_headers(auth_headers: Mapping[str, str] | None) -> dict[str, str]:
     return {**_BASE_HEADERS, **(auth_headers or {})}
 
 
-def _failed(
+def _result(
     parser: StreamParser,
     sent_at: float,
     status: int | None,
-    kind: ErrorKind,
-    message: str,
+    kind: ErrorKind | None,
+    message: str | None,
     end: float | None = None,
 ) -> HotResult:
+    """The result of a request from what its stream showed; ``kind`` None: it succeeded."""
     end = time.perf_counter() if end is None else end
     return HotResult(
-        ok=False,
+        ok=kind is None,
         start_s=parser.start,
         e2e_s=end - parser.start,
         ttft_s=parser.ttft,
+        itls_s=parser.itls if kind is None else [],
         output_tokens=parser.output_tokens,
         prompt_tokens=parser.prompt_tokens,
         chunks=parser.chunks,
@@ -233,7 +235,7 @@ async def stream_completion(
                     text = redact(
                         f"HTTP {status}: {raw.decode('utf-8', 'replace')}", limit=MAX_ECHO_CHARS
                     )
-                    failed = _failed(parser, sent_at, status, "http_status", text)
+                    failed = _result(parser, sent_at, status, "http_status", text)
                     failed.retry_after_s = retry_after_seconds(response.headers)
                     return failed
                 feed = parser.feed
@@ -241,40 +243,26 @@ async def stream_completion(
                 async for data in response.content.iter_any():
                     feed(data, clock())
     except StreamProtocolError as exc:
-        return _failed(parser, sent_at, status, "protocol", str(exc))
+        return _result(parser, sent_at, status, "protocol", str(exc))
     except StreamedError as exc:
-        return _failed(parser, sent_at, exc.status or status, "http_status", str(exc))
+        return _result(parser, sent_at, exc.status or status, "http_status", str(exc))
     except TimeoutError:
-        return _failed(
+        return _result(
             parser, sent_at, status, "timeout", f"no complete answer within {timeout_s:g} s"
         )
     except Exception as exc:  # every transport failure becomes a classified result
         message = redact(f"{type(exc).__name__}: {exc}", limit=MAX_ECHO_CHARS)
         kind: ErrorKind = "protocol" if isinstance(exc, UnicodeDecodeError) else "connection"
-        return _failed(parser, sent_at, status, kind, message)
+        return _result(parser, sent_at, status, kind, message)
     finally:
         if in_flight is not None:
             in_flight.count -= 1
     end = time.perf_counter()
     if not parser.done:
-        return _failed(parser, sent_at, status, "truncated", "stream ended without [DONE]", end)
+        return _result(parser, sent_at, status, "truncated", "stream ended without [DONE]", end)
     if parser.output_tokens is None:
-        return _failed(parser, sent_at, status, "protocol", "no usage in the stream", end)
-    return HotResult(
-        ok=True,
-        start_s=start,
-        e2e_s=end - start,
-        ttft_s=parser.ttft,
-        itls_s=parser.itls,
-        output_tokens=parser.output_tokens,
-        prompt_tokens=parser.prompt_tokens,
-        chunks=parser.chunks,
-        status=status,
-        reads=parser.reads,
-        coalesced_tokens=parser.coalesced_tokens,
-        content_chunks=parser.content_chunks,
-        sent_at=sent_at,
-    )
+        return _result(parser, sent_at, status, "protocol", "no usage in the stream", end)
+    return _result(parser, sent_at, status, None, None, end)
 
 
 def completions_url(base_url: str, path: str = COMPLETIONS_PATH) -> str:
@@ -300,7 +288,7 @@ async def send_one(
         headers = await auth_headers(auth)
     except AuthError as exc:
         message = redact(f"AuthError: {exc}", limit=MAX_ECHO_CHARS)
-        return _failed(StreamParser(time.perf_counter()), time.monotonic(), None, "auth", message)
+        return _result(StreamParser(time.perf_counter()), time.monotonic(), None, "auth", message)
     async with make_session(1, timeout_s=timeout_s) as session:
         return await stream_completion(
             session,
