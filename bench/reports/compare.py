@@ -238,13 +238,7 @@ class Comparison:
                         and isinstance(v := self.values[metric][row][r], int | float)
                     )
                     if points:
-                        series.append(
-                            Series(
-                                run.label,
-                                tuple(float(x) for x, _ in points),
-                                tuple(y for _, y in points),
-                            )
-                        )
+                        series.append(Series.of(run.label, points))
                 if not series:
                     continue
                 name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")
