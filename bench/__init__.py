@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.load.request import RequestSpec, send_request
+    from bench.load.hotpath import RequestSpec
     from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep, run_sweep_async
     from bench.reports.compare import Comparison, compare_runs, cost_per_million_requests
     from bench.results.gate import GateCheck, GateResult, evaluate, slo_for_stack, stack_config
@@ -39,8 +39,7 @@ _EXPORTS = {
     "stack_config": "results.gate",
     "ERROR_KINDS": "results.record",
     "RequestResult": "results.record",
-    "RequestSpec": "load.request",
-    "send_request": "load.request",
+    "RequestSpec": "load.hotpath",
     "GoodputSlo": "results.stats",
     "percentile": "results.stats",
     "summarize": "results.stats",
@@ -88,7 +87,6 @@ __all__ = [
     "percentile",
     "run_sweep",
     "run_sweep_async",
-    "send_request",
     "slo_for_stack",
     "stack_config",
     "summarize",

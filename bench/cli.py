@@ -112,26 +112,18 @@ SMALLEST = 0.001
 per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
 
 
-def _number(low: float, high: float, *, low_open: bool = True) -> Callable[[str], float]:
+def _number(high: float, *, zero_ok: bool = False) -> Callable[[str], float]:
+    """A finite number from :data:`SMALLEST` (0 with ``zero_ok``) to ``high``."""
+    low = 0.0 if zero_ok else SMALLEST
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        floor = max(low, SMALLEST) if low_open and low == 0 else low
-        too_low = (
-            value < floor if low_open and low == 0 else value <= low if low_open else value < low
-        )
-        if not math.isfinite(value) or too_low or value > high:
-            bound = (
-                f"at least {floor:g}"
-                if low_open and low == 0
-                else f"above {low:g}"
-                if low_open
-                else f"at least {low:g}"
-            )
+        if not (math.isfinite(value) and low <= value <= high):
             raise argparse.ArgumentTypeError(
-                f"expected a finite number {bound} and at most {high:g}, got {text!r}"
+                f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"
             )
         return value
 
@@ -139,7 +131,7 @@ def _number(low: float, high: float, *, low_open: bool = True) -> Callable[[str]
 
 
 def _rates(text: str) -> tuple[float, ...]:
-    one = _number(0.0, 1e6)
+    one = _number(1e6)
     try:
         values = tuple(one(v) for v in text.split(",") if v.strip())
     except argparse.ArgumentTypeError:
@@ -152,7 +144,7 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
-_SECONDS = _number(0.0, 7 * 24 * 3600.0)
+_SECONDS = _number(7 * 24 * 3600.0)
 
 
 class _Renamed(argparse.Action):
@@ -274,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--min-success-rate",
-        type=_number(0.0, 1.0, low_open=False),
+        type=_number(1.0, zero_ok=True),
         metavar="F",
         help="a cell under this success rate fails the run (0..1; default 1: any failed "
         "request fails its cell)",
@@ -287,13 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--label", help="name of this run in reports and comparisons")
     run.add_argument(
         "--goodput-ttft-ms",
-        type=_number(0.0, 1e9),
+        type=_number(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
     run.add_argument(
         "--goodput-e2el-ms",
-        type=_number(0.0, 1e9),
+        type=_number(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
@@ -313,14 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--ramp-seconds",
-        type=_number(0.0, 600.0, low_open=False),
+        type=_number(600.0, zero_ok=True),
         metavar="S",
         help="closed loop: spread of the streams' starts, not measured (default: one "
         "request's duration, from the warm-up)",
     )
     run.add_argument(
         "--client-share-limit",
-        type=_number(0.0, 1.0, low_open=False),
+        type=_number(1.0, zero_ok=True),
         metavar="F",
         help="mark a cell client-limited when the client's share of mean TTFT or ITL "
         f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g}) and "
@@ -328,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--client-gap-limit-ms",
-        type=_number(0.0, 1e6, low_open=False),
+        type=_number(1e6, zero_ok=True),
         metavar="MS",
         help="the client's mean TTFT or ITL must also exceed the server's by more than this "
         "to mark a cell client-limited "
@@ -336,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-loop-lag-ms",
-        type=_number(0.0, 1e6),
+        type=_number(1e6),
         metavar="MS",
         help="mark a cell client-limited when the event loop's p99 lag exceeds this "
         f"(default {_DEFAULT_OPTIONS.client_limits.max_loop_lag_ms:g})",
@@ -433,13 +425,6 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     return t.url, t.served_model_name, t.auth, extra
 
 
-def _stored_run(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The run.json of the run being resumed (None without --resume)."""
-    if not args.resume:
-        return None
-    return load_run(args.out).run
-
-
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -452,13 +437,9 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     args.hardware = args.hardware or stored.get("hardware")
     args.label = args.label or stored.get("label")
     grid = _mapping(stored.get("grid"))
-    for flag, name in (
-        ("concurrency", "concurrency"),
-        ("prompt_tokens", "prompt_tokens"),
-        ("output_tokens", "output_tokens"),
-    ):
-        if getattr(args, flag) is None and isinstance(grid.get(name), list):
-            setattr(args, flag, tuple(int(v) for v in grid[name]))
+    for name in ("concurrency", "prompt_tokens", "output_tokens"):
+        if getattr(args, name) is None and isinstance(grid.get(name), list):
+            setattr(args, name, tuple(int(v) for v in grid[name]))
     rates = grid.get("request_rates")
     if args.request_rate is None and isinstance(rates, list) and rates != [None]:
         args.request_rate = tuple(float(r) for r in rates)
@@ -487,16 +468,14 @@ def _stack_slo(args: argparse.Namespace) -> tuple[SloSettings | None, str | None
     if not args.stack:
         return None, None
     try:
-        config = stack_config(args.stack, args.project_dir)
+        hardware = stack_config(args.stack, args.project_dir).get("hardware")
     except (OSError, ValueError):
         return None, None
-    hardware = config.get("hardware")
+    hardware = hardware if isinstance(hardware, str) else None
     try:
-        return slo_for_stack(args.stack, args.project_dir), hardware if isinstance(
-            hardware, str
-        ) else None
+        return slo_for_stack(args.stack, args.project_dir), hardware
     except (SettingsError, ValueError):
-        return None, hardware if isinstance(hardware, str) else None
+        return None, hardware
 
 
 def _pick(value: Any, default: Any) -> Any:
@@ -570,7 +549,7 @@ def _verdict(run: RunData, err: Console) -> int:
 
 def _run(args: argparse.Namespace, err: Console) -> int:
     try:
-        stored = _stored_run(args)
+        stored = load_run(args.out).run if args.resume else None
     except StoreError as exc:
         raise UsageError(f"--resume: {exc}") from exc
     if stored is not None:

@@ -269,8 +269,8 @@ def request_cases() -> list[RequestCase]:
     through an in-process transport (nothing is retyped here)."""
     import httpx
 
+    from bench.load.hotpath import RequestSpec
     from bench.load.prompts import count_tokens
-    from bench.load.request import RequestSpec, send_request
     from healthchecks.checks import check_chat
 
     captured: list[tuple[str, dict[str, Any]]] = []
@@ -291,11 +291,13 @@ def request_cases() -> list[RequestCase]:
     calls: list[tuple[str, Callable[[httpx.AsyncClient], Any]]] = [
         (
             "bench completion (ignore_eos)",
-            lambda c: send_request(c, RequestSpec("m", "hello", 16), timeout_s=5),
+            lambda c: c.post("/v1/completions", content=RequestSpec("m", "hello", 16).encoded_body),
         ),
         (
             "bench completion",
-            lambda c: send_request(c, RequestSpec("m", "hello", 16, ignore_eos=False), timeout_s=5),
+            lambda c: c.post(
+                "/v1/completions", content=RequestSpec("m", "hello", 16, False).encoded_body
+            ),
         ),
         ("bench /tokenize", lambda c: count_tokens(c, "m", "hello world")),
         ("health chat", lambda c: check_chat(c, "m")),

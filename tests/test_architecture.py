@@ -279,7 +279,7 @@ def _copy_of_the_tree(tmp_path: Path) -> Path:
         # load path, the comparison's charts in the stored results).
         (
             "bench/results/stats.py",
-            "from bench.load.request import RequestSpec\n",
+            "from bench.load.hotpath import RequestSpec\n",
             "code: bench.load, bench.results",
         ),
         (

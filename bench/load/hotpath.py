@@ -6,7 +6,7 @@ the figures it reports, so this path is kept short:
 - aiohttp's own client (no httpx layer: the httpx-over-aiohttp transport cost about 30 ms of
   median TTFT at 512 streams on a 2-core machine), one :class:`aiohttp.ClientSession` per cell
   whose connector is sized to the cell's streams and warmed before the timed part;
-- request bodies serialised before the cell (:attr:`bench.load.request.RequestSpec.encoded_body`),
+- request bodies serialised before the cell (:attr:`RequestSpec.encoded_body`),
   headers (credentials included) resolved once per cell;
 - bookkeeping per network read, not per server-sent event: one clock reading per read; the
   events in it are parsed with orjson and their tokens counted from continuous usage.
@@ -20,33 +20,51 @@ the first token have no interval before them and give no ITL sample. The result 
 ``coalesced_tokens``: tokens carried by a chunk that shared its read with an earlier content
 chunk (several tokens in one chunk, as with speculative decoding, are not coalescing: the
 server sent them at once).
+
+Each request asks for ``stream_options: {"include_usage": true, "continuous_usage_stats":
+true}``, so every chunk carries the running ``usage``: output tokens come from the final usage,
+never from the number of chunks. TTFT: send to the first chunk with text; TPOT: ``(e2e - ttft) /
+(output_tokens - 1)``; E2EL: send to ``data: [DONE]``. Errors are sorted into
+:data:`~bench.results.record.ERROR_KINDS`: ``timeout``, ``http_status`` (the code kept; an error
+vLLM reports inside the stream counts with the code it carries), ``connection`` (refused, reset
+or closed mid-response), ``truncated`` (no ``data: [DONE]``), ``protocol`` (a chunk that is not
+JSON, a line over :data:`~endpoint.limits.MAX_SSE_LINE_BYTES`, no usage) and ``auth`` (no
+credentials; nothing sent). An error body is read up to
+:data:`~endpoint.limits.MAX_ERROR_BODY_BYTES`, redacted and cut to
+:data:`~endpoint.limits.MAX_ECHO_CHARS`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
-from bench.load.request import COMPLETIONS_PATH, classify_exception
 from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
 from bench.results.record import ErrorKind, RequestResult
+from endpoint.auth import AuthError, AuthStrategy
+from endpoint.client import retry_after_seconds
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
 
 __all__ = [
     "HotResult",
     "InFlight",
-    "StreamParser",
-    "StreamProtocolError",
-    "StreamedError",
+    "RequestSpec",
+    "auth_headers",
     "make_session",
+    "send_one",
     "stream_completion",
     "warm_connections",
 ]
+
+COMPLETIONS_PATH = "/v1/completions"
 
 _BASE_HEADERS = {
     "Content-Type": "application/json",
@@ -56,9 +74,36 @@ _BASE_HEADERS = {
 """No compression: the stream is read as sent (and no compressed bomb can be inflated)."""
 
 
+@dataclass(frozen=True)
+class RequestSpec:
+    """What to send: a prompt and how many tokens to generate."""
+
+    model: str
+    prompt: str
+    max_tokens: int
+    ignore_eos: bool = True
+    """vLLM's extension: generate exactly ``max_tokens`` (the cell's output length)."""
+
+    @functools.cached_property
+    def encoded_body(self) -> bytes:
+        """The streamed ``/v1/completions`` body, serialised once (long prompts cost the client
+        time to encode: the load encodes every spec before the timed part of a cell)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": self.prompt,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        return json.dumps(body).encode()
+
+
 @dataclass
 class HotResult(RequestResult):
-    """A :class:`~bench.load.request.RequestResult` with the read pattern it was measured from."""
+    """A :class:`~bench.results.record.RequestResult` with the read pattern it was measured from."""
 
     reads: int = 0
     """Network reads that carried at least one content chunk."""
@@ -133,20 +178,22 @@ def request_headers(auth_headers: Mapping[str, str] | None) -> dict[str, str]:
     return {**_BASE_HEADERS, **(auth_headers or {})}
 
 
-def _failed(
+def _result(
     parser: StreamParser,
     sent_at: float,
     status: int | None,
-    kind: ErrorKind,
-    message: str,
+    kind: ErrorKind | None,
+    message: str | None,
     end: float | None = None,
 ) -> HotResult:
+    """The result of a request from what its stream showed; ``kind`` None: it succeeded."""
     end = time.perf_counter() if end is None else end
     return HotResult(
-        ok=False,
+        ok=kind is None,
         start_s=parser.start,
         e2e_s=end - parser.start,
         ttft_s=parser.ttft,
+        itls_s=parser.itls if kind is None else [],
         output_tokens=parser.output_tokens,
         prompt_tokens=parser.prompt_tokens,
         chunks=parser.chunks,
@@ -171,8 +218,7 @@ async def stream_completion(
 ) -> HotResult:
     """POST one streamed completion to ``url`` (the full completions URL) and time it.
 
-    Never raises for a failed request: the result carries the error kind (as
-    :func:`bench.load.request.send_request`).
+    Never raises for a failed request: the result carries the error kind.
     """
     if in_flight is not None:
         in_flight.count += 1
@@ -189,47 +235,65 @@ async def stream_completion(
                     text = redact(
                         f"HTTP {status}: {raw.decode('utf-8', 'replace')}", limit=MAX_ECHO_CHARS
                     )
-                    return _failed(parser, sent_at, status, "http_status", text)
+                    failed = _result(parser, sent_at, status, "http_status", text)
+                    failed.retry_after_s = retry_after_seconds(response.headers)
+                    return failed
                 feed = parser.feed
                 clock = time.perf_counter
                 async for data in response.content.iter_any():
                     feed(data, clock())
     except StreamProtocolError as exc:
-        return _failed(parser, sent_at, status, "protocol", str(exc))
+        return _result(parser, sent_at, status, "protocol", str(exc))
     except StreamedError as exc:
-        return _failed(parser, sent_at, exc.status or status, "http_status", str(exc))
+        return _result(parser, sent_at, exc.status or status, "http_status", str(exc))
     except TimeoutError:
-        return _failed(
+        return _result(
             parser, sent_at, status, "timeout", f"no complete answer within {timeout_s:g} s"
         )
     except Exception as exc:  # every transport failure becomes a classified result
         message = redact(f"{type(exc).__name__}: {exc}", limit=MAX_ECHO_CHARS)
-        return _failed(parser, sent_at, status, classify_exception(exc), message)
+        kind: ErrorKind = "protocol" if isinstance(exc, UnicodeDecodeError) else "connection"
+        return _result(parser, sent_at, status, kind, message)
     finally:
         if in_flight is not None:
             in_flight.count -= 1
     end = time.perf_counter()
     if not parser.done:
-        return _failed(parser, sent_at, status, "truncated", "stream ended without [DONE]", end)
+        return _result(parser, sent_at, status, "truncated", "stream ended without [DONE]", end)
     if parser.output_tokens is None:
-        return _failed(parser, sent_at, status, "protocol", "no usage in the stream", end)
-    return HotResult(
-        ok=True,
-        start_s=start,
-        e2e_s=end - start,
-        ttft_s=parser.ttft,
-        itls_s=parser.itls,
-        output_tokens=parser.output_tokens,
-        prompt_tokens=parser.prompt_tokens,
-        chunks=parser.chunks,
-        status=status,
-        reads=parser.reads,
-        coalesced_tokens=parser.coalesced_tokens,
-        content_chunks=parser.content_chunks,
-        sent_at=sent_at,
-    )
+        return _result(parser, sent_at, status, "protocol", "no usage in the stream", end)
+    return _result(parser, sent_at, status, None, None, end)
 
 
 def completions_url(base_url: str, path: str = COMPLETIONS_PATH) -> str:
     """The absolute completions URL of an endpoint."""
     return base_url.rstrip("/") + path
+
+
+async def auth_headers(auth: AuthStrategy) -> dict[str, str]:
+    """The credentials' headers (raises :class:`~endpoint.auth.AuthError`)."""
+    headers = auth.cached_headers()
+    if headers is None:
+        # A token fetch blocks on the network: keep it off the event loop.
+        headers = await asyncio.to_thread(auth.headers)
+    return dict(headers)
+
+
+async def send_one(
+    base_url: str, spec: RequestSpec, auth: AuthStrategy, *, timeout_s: float
+) -> HotResult:
+    """One streamed completion in a session of its own (the preflight, the probe); never
+    raises for a failed request."""
+    try:
+        headers = await auth_headers(auth)
+    except AuthError as exc:
+        message = redact(f"AuthError: {exc}", limit=MAX_ECHO_CHARS)
+        return _result(StreamParser(time.perf_counter()), time.monotonic(), None, "auth", message)
+    async with make_session(1, timeout_s=timeout_s) as session:
+        return await stream_completion(
+            session,
+            completions_url(base_url),
+            spec.encoded_body,
+            request_headers(headers),
+            timeout_s=timeout_s,
+        )

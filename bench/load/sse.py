@@ -1,8 +1,7 @@
 """Reading vLLM's streamed completions (server-sent events), one network read at a time.
 
-Pure (no I/O, no clock of its own): the benchmark's hot path (aiohttp) and its control requests
-(httpx: the preflight and the probe) feed the bytes of each read with the instant it arrived,
-so both measure TTFT, inter-token latency and tokens the same way.
+Pure (no I/O, no clock of its own): the hot path (:mod:`bench.load.hotpath`) feeds the bytes
+of each read with the instant it arrived.
 
 Inter-token latency when reads coalesce: the tokens that arrived in a read share the gap since
 the previous read that carried content, ``gap / tokens`` each, so the per-token intervals of a

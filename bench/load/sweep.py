@@ -48,10 +48,9 @@ from bench.load.hotload import (
     split_plan,
     start_workers,
 )
-from bench.load.hotpath import HotResult, completions_url
+from bench.load.hotpath import HotResult, RequestSpec, auth_headers, completions_url, send_one
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
-from bench.load.request import RequestSpec, send_request
 from bench.load.window import ClientLimits, window_figures
 from bench.load.workers import DEFAULT_STREAMS_PER_WORKER, choose_workers
 from bench.results.record import RequestResult
@@ -195,29 +194,23 @@ class SweepOptions:
         return max(self.min_requests, self.requests_per_slot * key.concurrency)
 
 
-async def _model_ids(client: httpx.AsyncClient) -> tuple[list[str], int | None]:
-    """``/v1/models``: the served ids and ``max_model_len`` per id (capped read)."""
+async def _model_cards(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """The cards of ``/v1/models`` (capped read); none when it does not answer 200."""
     reply = await request_capped(client, "GET", "/v1/models")
-    if reply.status != 200:
-        return [], None
-    data = reply.json()
+    data = reply.json() if reply.status == 200 else None
     cards = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(cards, list):
-        return [], None
-    return [str(c.get("id")) for c in cards if isinstance(c, dict)], None
+    return [c for c in cards if isinstance(c, dict)] if isinstance(cards, list) else []
 
 
 async def detect_max_model_len(client: httpx.AsyncClient, model: str) -> int | None:
     """``max_model_len`` of ``model`` from ``/v1/models`` (vLLM reports it), else None."""
     try:
-        reply = await request_capped(client, "GET", "/v1/models")
-        if reply.status != 200:
-            return None
-        for card in reply.json().get("data", []):
-            if card.get("id") == model and isinstance(card.get("max_model_len"), int):
-                return int(card["max_model_len"])
+        cards = await _model_cards(client)
     except _READ_ERRORS:
         return None
+    for card in cards:
+        if card.get("id") == model and isinstance(card.get("max_model_len"), int):
+            return int(card["max_model_len"])
     return None
 
 
@@ -253,7 +246,7 @@ async def preflight(
     client: httpx.AsyncClient,
     model: str,
     *,
-    auth_description: str,
+    auth: AuthStrategy,
     timeout_s: float = 60.0,
 ) -> RequestResult:
     """One short streamed request; its result when it worked, else :class:`PreflightError`
@@ -262,7 +255,8 @@ async def preflight(
     retried after the time asked when that ends within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     for attempt in range(_PREFLIGHT_ATTEMPTS):
-        result = await send_request(client, RequestSpec(model, "Hello", 4), timeout_s=timeout_s)
+        spec = RequestSpec(model, "Hello", 4)
+        result = await send_one(str(client.base_url), spec, auth, timeout_s=timeout_s)
         if result.ok or result.status not in (429, 503) or result.retry_after_s is None:
             break
         wait = max(result.retry_after_s, 0.1 * 2**attempt)
@@ -274,7 +268,7 @@ async def preflight(
     url = redact(str(client.base_url))
     error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
     try:
-        await _raise_preflight(client, model, result, url, error, auth_description)
+        await _raise_preflight(client, model, result, url, error, auth.description)
     except PreflightError as exc:
         exc.status, exc.body = result.status, error
         raise
@@ -296,7 +290,7 @@ async def _raise_preflight(
         )
     if result.status == 404:
         try:
-            ids, _ = await _model_ids(client)
+            ids = [str(card.get("id")) for card in await _model_cards(client)]
         except _READ_ERRORS:
             ids = []
         if ids and model not in ids:
@@ -341,17 +335,6 @@ async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: b
         )
 
 
-async def _preflight_with_reason(
-    client: httpx.AsyncClient, model: str, auth: AuthStrategy, timeout_s: float
-) -> None:
-    try:
-        await preflight(client, model, auth_description=auth.description, timeout_s=timeout_s)
-    except PreflightError:
-        raise
-    except Exception as exc:  # pragma: no cover - send_request never raises
-        raise PreflightError(redact(f"{type(exc).__name__}: {exc}")) from None
-
-
 async def _connection_hint(client: httpx.AsyncClient) -> str | None:
     """What to check when the server cannot be reached at all (None when it answers)."""
     try:
@@ -372,14 +355,6 @@ def _uvloop_running() -> bool:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-async def _cell_headers(auth: AuthStrategy) -> dict[str, str]:
-    headers = auth.cached_headers()
-    if headers is None:
-        # A token fetch blocks on the network: keep it off the event loop.
-        headers = await asyncio.to_thread(auth.headers)
-    return dict(headers)
 
 
 def _auth_failed(n: int, exc: AuthError) -> WindowLoad:
@@ -444,7 +419,7 @@ async def run_cell(
     )
     load: WindowLoad
     try:
-        headers = await _cell_headers(auth)
+        headers = await auth_headers(auth)
     except AuthError as exc:
         load = _auth_failed(n, exc)
     else:
@@ -577,48 +552,22 @@ def _skipped(key: CellKey, reason: str) -> dict[str, Any]:
     }
 
 
-class _Progress:
-    """A rich progress bar over the sweep's requests (stderr), or nothing. It is redrawn
-    between cells only (no refresh thread): nothing competes with the load for the CPU."""
+def _progress_bar(enabled: bool) -> Any:
+    """A rich progress bar over the sweep's requests (stderr; draws nothing unless
+    ``enabled``). Redrawn between cells only (no refresh thread): nothing competes with the
+    load for the CPU."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __init__(self, enabled: bool, total: int) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=False,
-                auto_refresh=False,
-            )
-            self._task = self._bar.add_task("sweep", total=total)
-            self._bar.start()
-
-    def cell(self, key: CellKey) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, description=f"cell {key.id}")
-            self._bar.refresh()
-
-    def advance(self, requests: int) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, requests)
-            self._bar.refresh()
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        auto_refresh=False,
+        disable=not enabled,
+    )
 
 
 async def run_sweep_async(
@@ -694,12 +643,13 @@ async def _sweep(
     on_cell: Callable[[dict[str, Any]], None] | None,
 ) -> RunData:
     from bench.reports.charts import write_charts
+    from bench.reports.tables import write_tables
 
     async with make_client(url, auth=auth, timeout_s=options.timeout_s, max_concurrency=8) as c:
         if options.preflight:
             try:
                 await wait_ready(c, options.ready_timeout_s, progress=options.progress)
-                await _preflight_with_reason(c, model, auth, min(options.timeout_s, 60.0))
+                await preflight(c, model, auth=auth, timeout_s=min(options.timeout_s, 60.0))
             except PreflightError as exc:
                 store.write_preflight_failure(
                     {
@@ -722,11 +672,13 @@ async def _sweep(
         store.write_run()
         done = store.finished_ids()
         todo = [k for k in grid.cells() if k.id not in done]
-        progress = _Progress(options.progress, sum(options.requests_for(k) for k in todo))
+        progress = _progress_bar(options.progress)
+        bar = progress.add_task("sweep", total=sum(options.requests_for(k) for k in todo))
+        progress.start()
         prompt_cache: dict[int, PromptSet] = {}
         try:
             for key in todo:
-                progress.cell(key)
+                progress.update(bar, description=f"cell {key.id}", refresh=True)
                 if max_len is not None and key.prompt_tokens + key.output_tokens > max_len:
                     reason = (
                         f"prompt {key.prompt_tokens} + output {key.output_tokens} tokens exceed "
@@ -754,18 +706,18 @@ async def _sweep(
                         )
                         prompt_cache[key.prompt_tokens] = prompts
                     record = await run_cell(url, model, key, prompts, auth=auth, options=options)
-                progress.advance(options.requests_for(key))
+                progress.update(bar, advance=options.requests_for(key), refresh=True)
                 store.append_cell(record)
-                store.write_tables()
+                write_tables(store.data())
                 if on_cell is not None:
                     on_cell(record)
             store.run["finished_at"] = _now()
         finally:
             progress.stop()
             store.write_run()
-            store.write_tables()
-            write_charts(RunData(store.path, store.run, store.cells))
-    return RunData(store.path, store.run, store.cells)
+            write_tables(store.data())
+            write_charts(store.data())
+    return store.data()
 
 
 def run_sweep(
@@ -790,5 +742,4 @@ def run_sweep(
 async def probe(url: str, model: str, *, auth: AuthStrategy | None = None) -> RequestResult:
     """One short streamed request (a smoke test before a sweep); never raises for a failed
     request: the result says what went wrong."""
-    async with make_client(url, auth=auth, max_concurrency=1) as client:
-        return await send_request(client, RequestSpec(model, "Hello", 8), timeout_s=60.0)
+    return await send_one(url, RequestSpec(model, "Hello", 8), auth or NoAuth(), timeout_s=60.0)

@@ -48,6 +48,10 @@ class Series:
     x: tuple[float, ...]
     y: tuple[float, ...]
 
+    @classmethod
+    def of(cls, label: str, points: Sequence[tuple[float, float]]) -> Series:
+        return cls(label, tuple(float(x) for x, _ in points), tuple(y for _, y in points))
+
 
 @dataclass(frozen=True)
 class ChartPlan:
@@ -139,13 +143,7 @@ def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[Cha
                     if k.prompt_tokens == p and (v := _number(c.get(metric))) is not None
                 )
                 if points:
-                    series.append(
-                        Series(
-                            f"{p} prompt tokens",
-                            tuple(float(x) for x, _ in points),
-                            tuple(y for _, y in points),
-                        )
-                    )
+                    series.append(Series.of(f"{p} prompt tokens", points))
             if series:
                 plans.append(
                     ChartPlan(

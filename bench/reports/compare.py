@@ -23,7 +23,8 @@ from typing import Any
 
 from bench.reports.charts import ChartPlan, Series, render_chart
 from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
-from bench.results.store import CLIENT_LIMITED_MARK, CellKey, RunData
+from bench.reports.tables import CLIENT_LIMITED_MARK
+from bench.results.store import CellKey, RunData
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
 from serving.sizing import memory
 
@@ -237,13 +238,7 @@ class Comparison:
                         and isinstance(v := self.values[metric][row][r], int | float)
                     )
                     if points:
-                        series.append(
-                            Series(
-                                run.label,
-                                tuple(float(x) for x, _ in points),
-                                tuple(y for _, y in points),
-                            )
-                        )
+                        series.append(Series.of(run.label, points))
                 if not series:
                     continue
                 name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")

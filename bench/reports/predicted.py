@@ -98,9 +98,7 @@ class Overlay:
                 meas = [(x, v * scale) for x, v in pairs if v is not None]
                 series = [Series("predicted", xs, pred)]
                 if meas:
-                    series.insert(
-                        0, Series("measured", tuple(x for x, _ in meas), tuple(y for _, y in meas))
-                    )
+                    series.insert(0, Series.of("measured", meas))
                 plans.append(
                     ChartPlan(
                         filename=f"predicted-{safe}-{key}-p{prompt}-o{output}.png",

@@ -1,5 +1,5 @@
 """The record of one request, as the client saw it (:class:`RequestResult`), and the kinds
-of error it may end in (:data:`ERROR_KINDS`). The load (:mod:`bench.load.request`) writes these
+of error it may end in (:data:`ERROR_KINDS`). The load (:mod:`bench.load.hotpath`) writes these
 records; the statistics (:mod:`bench.results.stats`) read them."""
 
 from __future__ import annotations

@@ -13,45 +13,34 @@ Layout of ``OUT/``:
 - ``.lock``: held (``fcntl.flock``, exclusive) by the one process writing the run; a second
   writer is refused. The kernel releases the lock when that process ends, however it ends, so
   a lock file left behind by a killed run is not stale: it is reused by the next writer.
-- ``results.csv``: the same cells as a flat table (one row per cell, columns :data:`CSV_COLUMNS`).
-- ``report.md``: latency and throughput matrices (concurrency x prompt tokens) per output
-  length and request rate; skipped cells are marked, cells never measured are left empty.
-- ``charts/*.png``: see :mod:`bench.reports.charts`.
+- ``results.csv``, ``report.md``: see :mod:`bench.reports.tables`; ``charts/*.png``: see
+  :mod:`bench.reports.charts`.
 
-A cell record carries the cell's key (``concurrency``, ``prompt_tokens``, ``output_tokens``,
-``request_rate``: None for closed loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success
-rate under the run's ``min_success_rate``; ``"short"``: responses shorter than the cell's
-output length, so its per-token figures are not for that length; ``"skipped"`` with a
-``skip_reason``), ``problems`` (why a cell is not ``ok``), ``failure_samples`` (the first failed
-requests' kind, HTTP status and redacted, truncated body) and the figures of
-:func:`bench.results.stats.summarize` plus ``spec_decode_acceptance_rate``,
-``spec_decode_acceptance_length``, ``spec_decode`` (the deltas), ``achieved_request_rate``,
-``prompt_tokens_method``, ``prompt_tokens_exact``, ``short_requests`` and
-``mean_output_tokens``.
+A cell record (:data:`CellRecord`) carries the cell's key (``request_rate`` None for closed
+loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success rate under the run's
+``min_success_rate``; ``"short"``: responses shorter than the cell's output length;
+``"skipped"`` with a ``skip_reason``), ``problems`` (why a cell is not ``ok``) and the figures
+of :func:`bench.results.stats.summarize` and :func:`bench.load.window.window_figures`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import fcntl
-import io
 import json
-import math
 import os
-import re
 import stat
-from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
 from serving.config.inputs import JsonInputError, parse_json
 
 __all__ = [
-    "CSV_COLUMNS",
     "MEASURED_STATUSES",
     "SCHEMA_VERSION",
     "CellKey",
@@ -60,7 +49,6 @@ __all__ = [
     "StoreError",
     "cell_order",
     "load_run",
-    "render_report",
 ]
 
 SCHEMA_VERSION = 1
@@ -68,8 +56,6 @@ SCHEMA_VERSION = 1
 
 MEASURED_STATUSES = ("ok", "failed", "short")
 """Statuses of a cell whose load ran (``skipped`` cells never ran)."""
-_STATUSES = (*MEASURED_STATUSES, "skipped")
-_KEY_FIELDS = ("id", "status", "concurrency", "prompt_tokens", "output_tokens")
 IDENTITY_KEYS = ("url", "model", "grid", "options", "endpoint")
 """run.json fields a resumed run must match: one run directory is one experiment."""
 
@@ -77,66 +63,8 @@ RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
 PREFLIGHT_FILE = "preflight.json"
 CELLS_FILE = "cells.jsonl"
-CSV_FILE = "results.csv"
-REPORT_FILE = "report.md"
 
-CSV_COLUMNS = (
-    "id",
-    "status",
-    "skip_reason",
-    "concurrency",
-    "prompt_tokens",
-    "output_tokens",
-    "request_rate",
-    "achieved_request_rate",
-    "completed",
-    "failed",
-    "success_rate",
-    "duration",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "request_goodput",
-    *(
-        f"{stat}_{metric}_ms"
-        for metric in ("ttft", "tpot", "itl", "e2el")
-        for stat in ("mean", "median", "std", "p90", "p95", "p99")
-    ),
-    "errors_timeout",
-    "errors_http_status",
-    "errors_connection",
-    "errors_truncated",
-    "errors_protocol",
-    "errors_auth",
-    "total_input_tokens",
-    "total_output_tokens",
-    "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length",
-    "prompt_tokens_method",
-    "prompt_tokens_exact",
-    "client_mean_ttft_ms",
-    "server_mean_ttft_ms",
-    "client_share_ttft",
-    "client_mean_itl_ms",
-    "server_mean_itl_ms",
-    "client_share_itl",
-    "client_mean_e2el_ms",
-    "server_mean_e2el_ms",
-    "client_share_e2el",
-    "server_in_flight",
-    "mean_in_flight",
-    "min_in_flight",
-    "mean_loop_lag_ms",
-    "p99_loop_lag_ms",
-    "max_loop_lag_ms",
-    "coalesced_tokens",
-    "coalesced_share",
-    "client_cpu_ms_per_request",
-    "workers",
-    "ramp_s",
-    "untimed_requests",
-    "client_limited",
-)
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
 
 
 def cell_order(record: dict[str, Any]) -> tuple[int, int, int, float]:
@@ -225,66 +153,127 @@ class RunData:
         return {CellKey.of(c): c for c in self.cells}
 
 
-_COUNT_FIELDS = frozenset(
-    {
-        "concurrency",
-        "prompt_tokens",
-        "output_tokens",
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "workers",
-        "untimed_requests",
-        "coalesced_tokens",
-        "loop_lag_samples",
-    }
-)
-"""Cell fields that count something: a non-negative integer (or null)."""
-_FRACTION_FIELDS = frozenset({"success_rate", "coalesced_share", "spec_decode_acceptance_rate"})
-"""Cell fields in [0, 1] (or null)."""
-_NON_NUMERIC_COLUMNS = frozenset(
-    {"id", "status", "skip_reason", "prompt_tokens_method", "prompt_tokens_exact", "client_limited"}
-)
-_NUMERIC_NAME = re.compile(
-    r"(_ms|_throughput|_goodput|_rate|_in_flight|_s|_tokens|_share|_length|_per_request)$"
-)
 TRUNCATED = "…[truncated]"
 """Ends a string cut at :data:`endpoint.limits.MAX_ECHO_CHARS` when a run is read back."""
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_number(name: str, value: Any, where: str) -> None:
-    """A cell figure: null, or a finite number in the field's range (else StoreError)."""
-    if value is None:
-        return
-    shown = redact(value, limit=40)
-    if not _is_number(value) or not math.isfinite(value):
-        raise StoreError(f"{where}: field {name!r} must be a finite number or null, got {shown!r}")
-    if name in _COUNT_FIELDS or name.startswith("errors_"):
-        if not isinstance(value, int) or value < 0:
-            raise StoreError(f"{where}: field {name!r} must be a non-negative integer, got {shown}")
-    elif name in _FRACTION_FIELDS:
-        if not 0 <= value <= 1:
-            raise StoreError(f"{where}: field {name!r} must be between 0 and 1, got {shown}")
-    elif not name.startswith("client_share_") and value < 0:
-        raise StoreError(f"{where}: field {name!r} must not be negative, got {shown}")
+Count = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Figure = Annotated[float, Field(ge=0)]
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-def _numeric_field(name: str) -> bool:
-    if name in _NON_NUMERIC_COLUMNS:
-        return False
-    return (
-        name in _COUNT_FIELDS
-        or name in _FRACTION_FIELDS
-        or name in CSV_COLUMNS
-        or name.startswith("errors_")
-        or name == "duration"
-        or bool(_NUMERIC_NAME.search(name))
-    )
+class FailureSample(BaseModel):
+    model_config = _STRICT
+    kind: str | None
+    status: int | None
+    error: str
+
+
+class _CellFields(BaseModel):
+    """The fields of a cell record as the sweep writes them (``bench.load.sweep``); a stored
+    record with another field, a field of another type or a figure out of its range is refused."""
+
+    model_config = _STRICT
+    id: str
+    status: Literal["ok", "failed", "short", "skipped"]
+    skip_reason: str | None = None
+    concurrency: Count
+    prompt_tokens: Count
+    output_tokens: Count
+    request_rate: Annotated[float, Field(gt=0)] | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    completed: Count | None = None
+    failed: Count | None = None
+    errors: dict[str, Count] | None = None
+    failure_samples: list[FailureSample] | None = None
+    failure_statuses: dict[str, Count] | None = None
+    problems: list[str] | None = None
+    warnings: list[str] | None = None
+    success_rate: Fraction | None = None
+    coalesced_share: Fraction | None = None
+    spec_decode_acceptance_rate: Fraction | None = None
+    total_input_tokens: Count | None = None
+    total_output_tokens: Count | None = None
+    short_requests: Count | None = None
+    median_prompt_tokens: Count | None = None
+    coalesced_tokens: Count | None = None
+    loop_lag_samples: Count | None = None
+    untimed_requests: Count | None = None
+    workers: Count | None = None
+    goodput_slo: dict[str, Figure] | None = None
+    spec_decode: dict[str, Any] | None = None
+    spec_decode_counters: dict[str, Any] | None = None
+    prompt_tokens_method: str | None = None
+    prompt_tokens_exact: bool | None = None
+    client_limited: bool | None = None
+    client_share_ttft: float | None = None
+    client_share_itl: float | None = None
+    client_share_e2el: float | None = None
+
+    @model_validator(mode="after")
+    def _id_matches_key(self) -> _CellFields:
+        key = CellKey(self.concurrency, self.prompt_tokens, self.output_tokens, self.request_rate)
+        if key.id != self.id:
+            raise ValueError(f"id {redact(self.id, limit=60)!r} does not match its key")
+        return self
+
+
+_FIGURES = (
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "achieved_request_rate",
+    "mean_output_tokens",
+    "spec_decode_acceptance_length",
+    "server_in_flight",
+    "mean_in_flight",
+    "min_in_flight",
+    "max_in_flight",
+    "loop_lag_interval_ms",
+    "ramp_s",
+    "client_cpu_ms_per_request",
+    *(f"{s}_loop_lag_ms" for s in ("mean", "median", "p99", "max")),
+    *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in STATS),
+    *(f"{side}_mean_{m}_ms" for side in ("client", "server") for m in ("ttft", "itl", "e2el")),
+    *(f"server_{m}_count" for m in ("ttft", "itl", "e2el")),
+)
+CellRecord = create_model(  # type: ignore[call-overload]
+    "CellRecord", __base__=_CellFields, **{name: (Figure | None, None) for name in _FIGURES}
+)
+"""A cell record: :class:`_CellFields` and the non-negative figures :data:`_FIGURES`."""
+
+
+class RunRecord(BaseModel):
+    """``run.json``: the fields every reader relies on are typed; others (the target's
+    identity, a recorded price) are kept as written and judged by their readers."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    schema_version: Literal[1]
+    model: str | None = None
+    url: str | None = None
+    label: str | None = None
+    hardware: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    resumed: Count | None = None
+
+
+def _refusal(where: str, exc: ValidationError) -> StoreError:
+    """The first of pydantic's errors, in the store's words, naming the file, line and field."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "missing":
+        return StoreError(f"{where}: the record has no {field!r} field")
+    if error["type"] == "extra_forbidden":
+        return StoreError(f"{where}: unknown field {redact(field, limit=60)!r}")
+    message = error["msg"].removeprefix("Value error, ")
+    if not field:
+        return StoreError(f"{where}: {message}")
+    shown = redact(json.dumps(error["input"], default=str), limit=40)
+    return StoreError(f"{where}: field {field!r}: {message[:1].lower()}{message[1:]}, got {shown}")
 
 
 def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
@@ -306,31 +295,10 @@ def cap_strings(value: Any, limit: int = MAX_ECHO_CHARS) -> Any:
 def _check_record(record: Any, where: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise StoreError(f"{where}: not a JSON object")
-    for name in _KEY_FIELDS:
-        if name not in record:
-            raise StoreError(f"{where}: the record has no {name!r} field")
-    if record["status"] not in _STATUSES:
-        raise StoreError(f"{where}: unknown status {redact(record['status'], limit=40)!r}")
-    for name, value in record.items():
-        if isinstance(name, str) and _numeric_field(name) and name != "request_rate":
-            _check_number(redact(name, limit=60), value, where)
-    errors = record.get("errors")
-    if errors is not None:
-        if not isinstance(errors, dict):
-            raise StoreError(f"{where}: field 'errors' must be an object of counts")
-        for kind, count in errors.items():
-            _check_number(f"errors.{redact(kind, limit=40)}", count, where)
-            if not isinstance(count, int):
-                raise StoreError(f"{where}: field 'errors' must count in integers")
     try:
-        key = CellKey.of(record)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{where}: bad cell key ({exc})") from None
-    rate = key.request_rate
-    if rate is not None and (not math.isfinite(rate) or rate <= 0):
-        raise StoreError(f"{where}: field 'request_rate' must be a positive number or null")
-    if key.id != record["id"]:
-        raise StoreError(f"{where}: id {redact(record['id'], limit=60)!r} does not match its key")
+        CellRecord.model_validate(record)
+    except ValidationError as exc:
+        raise _refusal(where, exc) from None
     capped: dict[str, Any] = cap_strings(record)
     return capped
 
@@ -406,10 +374,6 @@ def _scan_cells(path: Path) -> tuple[list[dict[str, Any]], int | None]:
     return list(cells.values()), None
 
 
-def _read_cells(path: Path) -> list[dict[str, Any]]:
-    return _scan_cells(path)[0]
-
-
 def load_run(path: str | Path) -> RunData:
     """Read a run directory. Raises :class:`StoreError` when it is not one."""
     root = Path(path)
@@ -433,7 +397,11 @@ def load_run(path: str | Path) -> RunData:
         raise StoreError(
             f"{run_file} has schema_version {version!r}; this version reads {SCHEMA_VERSION}"
         )
-    return RunData(root, cap_strings(run), _read_cells(root / CELLS_FILE))
+    try:
+        RunRecord.model_validate(run)
+    except ValidationError as exc:
+        raise _refusal(str(run_file), exc) from None
+    return RunData(root, cap_strings(run), _scan_cells(root / CELLS_FILE)[0])
 
 
 class PreflightFailedError(StoreError):
@@ -461,7 +429,7 @@ def _preflight_failure(root: Path) -> str | None:
     )
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
         handle.write(text)
@@ -561,6 +529,9 @@ class RunStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def data(self) -> RunData:
+        return RunData(self.path, self.run, self.cells)
+
     def finished_ids(self) -> set[str]:
         return {str(c["id"]) for c in self.cells}
 
@@ -569,7 +540,7 @@ class RunStore:
         text = json.dumps(
             {"schema_version": SCHEMA_VERSION, **record}, indent=2, sort_keys=True, default=str
         )
-        _write_atomic(self.path / PREFLIGHT_FILE, text + "\n")
+        write_atomic(self.path / PREFLIGHT_FILE, text + "\n")
 
     def clear_preflight_failure(self) -> None:
         """Remove the record of an earlier failed start once a preflight has passed."""
@@ -578,7 +549,7 @@ class RunStore:
 
     def write_run(self) -> None:
         self.run["schema_version"] = SCHEMA_VERSION
-        _write_atomic(self.path / RUN_FILE, json.dumps(self.run, indent=2, sort_keys=True) + "\n")
+        write_atomic(self.path / RUN_FILE, json.dumps(self.run, indent=2, sort_keys=True) + "\n")
 
     def append_cell(self, record: dict[str, Any]) -> None:
         """Append one finished cell to ``cells.jsonl`` and make it durable before returning."""
@@ -588,12 +559,6 @@ class RunStore:
             handle.flush()
             os.fsync(handle.fileno())
         self.cells = [c for c in self.cells if c.get("id") != record["id"]] + [record]
-
-    def write_tables(self) -> None:
-        """Rewrite ``results.csv`` and ``report.md`` from the finished cells."""
-        data = RunData(self.path, self.run, self.cells)
-        _write_atomic(self.path / CSV_FILE, render_csv(data.cells))
-        _write_atomic(self.path / REPORT_FILE, render_report(data))
 
 
 def _show(value: Any) -> str:
@@ -620,237 +585,3 @@ def identity_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[
         elif old != new:
             out.append(f"{name}: stored {_show(old)}, asked {_show(new)}")
     return out
-
-
-def _flat(record: dict[str, Any]) -> dict[str, Any]:
-    row = dict(record)
-    for kind, count in (record.get("errors") or {}).items():
-        row[f"errors_{kind}"] = count
-    return row
-
-
-def render_csv(cells: Iterable[dict[str, Any]]) -> str:
-    """The cells as CSV text (columns :data:`CSV_COLUMNS`), ordered by key."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-    writer.writeheader()
-    for record in sorted(cells, key=cell_order):
-        row = _flat(record)
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    return out.getvalue()
-
-
-# ----- markdown --------------------------------------------------------------------------------
-
-_MATRICES: tuple[tuple[str, str, str], ...] = (
-    ("request_throughput", "Request throughput (requests/s)", "{:.2f}"),
-    ("output_throughput", "Output token throughput (tokens/s)", "{:.1f}"),
-    ("p95_ttft_ms", "p95 time to first token (ms)", "{:.0f}"),
-    ("median_ttft_ms", "Median time to first token (ms)", "{:.0f}"),
-    ("median_itl_ms", "Median inter-token latency (ms per token)", "{:.1f}"),
-    ("p95_e2el_ms", "p95 end-to-end latency (ms)", "{:.0f}"),
-    ("success_rate", "Success rate", "{:.1%}"),
-    ("request_goodput", "Goodput (requests/s within the goodput SLO)", "{:.2f}"),
-)
-
-
-def _cell_text(record: dict[str, Any] | None, metric: str, fmt: str) -> str:
-    if record is None:
-        return ""
-    status = record.get("status")
-    if status == "skipped":
-        return "skipped"
-    if status == "short" and metric not in ("success_rate",):
-        # Measured at another output length than the label says: no figure under this label.
-        return f"short ({_num(record.get('mean_output_tokens'))} tok)"
-    value = record.get(metric)
-    if value is None:
-        return "n/a"
-    text = fmt.format(value)
-    if record.get("client_limited") and metric != "success_rate":
-        text += CLIENT_LIMITED_MARK
-    return f"{text} FAILED" if status == "failed" else text
-
-
-CLIENT_LIMITED_MARK = " †"
-"""After a figure of a client-limited cell: the client's figure, not the server's."""
-
-
-def _ms(value: Any) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "n/a"
-
-
-def _share(value: Any) -> str:
-    return f"{value:+.1%}" if isinstance(value, int | float) else "n/a"
-
-
-def client_share_markdown(cells: Sequence[dict[str, Any]]) -> list[str]:
-    """The client-share table of measured cells and the warnings of client-limited ones."""
-    rows = [c for c in cells if c.get("status") in MEASURED_STATUSES and "client_limited" in c]
-    if not rows:
-        return []
-    lines = [
-        "## Client share (the server's own histograms over each cell's window)",
-        "",
-        "Server figures are the means of vLLM's `vllm:time_to_first_token_seconds` and "
-        "`vllm:inter_token_latency_seconds` over the cell's measured window (`/metrics` read "
-        "at its start and end); the share is (client - server) / client, and holds the network "
-        "between client and server too. In flight: asked / kept by the client / seen by the "
-        "server (Little's law on `vllm:e2e_request_latency_seconds`). Coalesced: output tokens "
-        "that arrived in one network read with an earlier chunk (their ITL is the read's gap "
-        f"shared, never zero). {CLIENT_LIMITED_MARK.strip()} marks a client-limited cell in "
-        "every table of this report.",
-        "",
-        "| cell | TTFT client / server ms | share | ITL client / server ms | share "
-        "| coalesced | loop lag p99 / max ms | in flight | client CPU ms/req | workers "
-        "| client-limited |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for c in sorted(rows, key=cell_order):
-        in_flight = (
-            f"{c.get('concurrency')} / {_ms(c.get('mean_in_flight'))} / "
-            f"{_ms(c.get('server_in_flight'))}"
-        )
-        coalesced = c.get("coalesced_share")
-        lines.append(
-            f"| {c['id']} | {_ms(c.get('client_mean_ttft_ms'))} / "
-            f"{_ms(c.get('server_mean_ttft_ms'))} | {_share(c.get('client_share_ttft'))} | "
-            f"{_ms(c.get('client_mean_itl_ms'))} / {_ms(c.get('server_mean_itl_ms'))} | "
-            f"{_share(c.get('client_share_itl'))} | "
-            f"{c.get('coalesced_tokens', 0)}"
-            + (f" ({coalesced:.1%})" if isinstance(coalesced, int | float) else "")
-            + f" | {_ms(c.get('p99_loop_lag_ms'))} / {_ms(c.get('max_loop_lag_ms'))} | "
-            f"{in_flight} | {_ms(c.get('client_cpu_ms_per_request'))} | "
-            f"{c.get('workers', 1)} | {'yes' if c.get('client_limited') else 'no'} |"
-        )
-    lines.append("")
-    limited = [c for c in rows if c.get("client_limited")]
-    if limited:
-        lines += ["Client-limited cells: their figures are the client's, not the server's.", ""]
-        for c in sorted(limited, key=cell_order):
-            lines.append(f"- {c['id']}: " + "; ".join(c.get("warnings") or []))
-        lines.append("")
-    return lines
-
-
-def _num(value: Any) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "?"
-
-
-def _slices(cells: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
-    keys = {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells}
-    return sorted(keys, key=lambda k: (k[0], -1.0 if k[1] is None else k[1]))
-
-
-def matrix_markdown(
-    cells: Sequence[dict[str, Any]], metric: str, fmt: str, output_tokens: int, rate: float | None
-) -> str:
-    """One matrix: rows concurrency, columns prompt tokens, of the cells measured or skipped."""
-    keyed = {
-        CellKey.of(c): c
-        for c in cells
-        if CellKey.of(c).output_tokens == output_tokens and CellKey.of(c).request_rate == rate
-    }
-    concurrencies = sorted({k.concurrency for k in keyed})
-    prompts = sorted({k.prompt_tokens for k in keyed})
-    lines = [
-        "| concurrency | " + " | ".join(f"{p} prompt tokens" for p in prompts) + " |",
-        "|---:|" + "---:|" * len(prompts),
-    ]
-    for c in concurrencies:
-        row = [
-            _cell_text(keyed.get(CellKey(c, p, output_tokens, rate)), metric, fmt) for p in prompts
-        ]
-        lines.append(f"| {c} | " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def _client_line(run: dict[str, Any], cells: Sequence[dict[str, Any]]) -> str:
-    client = run.get("client") or {}
-    limited = sum(1 for c in cells if c.get("client_limited"))
-    return (
-        f"- client: {client.get('hot_path', 'aiohttp')}, staggered start not measured; "
-        f"{limited} client-limited cell(s), marked {CLIENT_LIMITED_MARK.strip()}"
-    )
-
-
-def render_report(data: RunData) -> str:
-    """The markdown report of a run."""
-    run = data.run
-    lines = [
-        f"# Benchmark: {run.get('model')} ({data.label})",
-        "",
-        f"- endpoint: `{redact(str(run.get('url')))}`; "
-        f"hardware: {run.get('hardware') or 'not recorded'}",
-        f"- started {run.get('created_at')}; schema version {run.get('schema_version')}",
-        f"- cells: {len(data.measured())} measured "
-        f"({sum(1 for c in data.cells if c.get('status') == 'failed')} failed, "
-        f"{sum(1 for c in data.cells if c.get('status') == 'short')} short), "
-        f"{sum(1 for c in data.cells if c.get('status') == 'skipped')} skipped"
-        + (f", {len(data.missing_ids())} not run" if data.missing_ids() else ""),
-        f"- a cell passes when its success rate is at least "
-        f"{run.get('options', {}).get('min_success_rate', 1.0)}; FAILED marks one that did not, "
-        "short one whose responses were shorter than its output length",
-        f"- per-request timeout {run.get('options', {}).get('timeout_s')} s; warm-up "
-        f"{run.get('options', {}).get('warmup')} requests per cell",
-        "- latencies over successful requests; percentiles by linear interpolation (type 7); "
-        "ITL per output token; output tokens from the server's usage",
-        _client_line(run, data.cells),
-        "",
-    ]
-    methods = {c.get("prompt_tokens_method") for c in data.measured()}
-    if "estimate" in methods:
-        lines += [
-            "> Prompt sizes are **estimated** (the server has no /tokenize): one token per word "
-            "plus BOS. Actual prompt tokens per cell are in `total_input_tokens`.",
-            "",
-        ]
-    skipped = [c for c in data.cells if c.get("status") == "skipped"]
-    for output_tokens, rate in _slices(data.cells):
-        load = "closed loop" if rate is None else f"open loop, {rate:g} requests/s (Poisson)"
-        lines += [f"## {output_tokens} output tokens, {load}", ""]
-        for metric, title, fmt in _MATRICES:
-            lines += [
-                f"### {title}",
-                "",
-                matrix_markdown(data.cells, metric, fmt, output_tokens, rate),
-                "",
-            ]
-    lines += client_share_markdown(data.cells)
-    errors = [c for c in data.measured() if c.get("failed")]
-    if errors:
-        lines += ["## Errors", "", "| cell | failed | by kind |", "|---|---:|---|"]
-        for c in sorted(errors, key=cell_order):
-            kinds = ", ".join(f"{k} {n}" for k, n in (c.get("errors") or {}).items() if n)
-            lines.append(f"| {c['id']} | {c['failed']} | {kinds} |")
-        lines.append("")
-    troubled = [c for c in data.measured() if c.get("problems")]
-    if troubled:
-        lines += ["## Cells that did not pass", ""]
-        for c in sorted(troubled, key=cell_order):
-            lines.append(f"- {c['id']} ({c.get('status')}): " + "; ".join(c["problems"]))
-            for sample in (c.get("failure_samples") or [])[:3]:
-                lines.append(
-                    f"  - {sample.get('kind')}, HTTP {sample.get('status')}: "
-                    f"`{str(sample.get('error')).replace('`', chr(39))}`"
-                )
-        lines.append("")
-    spec = [c for c in data.measured() if c.get("spec_decode_acceptance_rate") is not None]
-    if spec:
-        lines += [
-            "## Speculative decoding (from /metrics deltas over each cell)",
-            "",
-            "| cell | acceptance rate | mean acceptance length |",
-            "|---|---:|---:|",
-        ]
-        for c in sorted(spec, key=cell_order):
-            lines.append(
-                f"| {c['id']} | {c['spec_decode_acceptance_rate']:.1%} | "
-                f"{c['spec_decode_acceptance_length']:.2f} |"
-            )
-        lines.append("")
-    if skipped:
-        lines += ["## Skipped cells", ""]
-        lines += [f"- {c['id']}: {c.get('skip_reason')}" for c in sorted(skipped, key=cell_order)]
-        lines.append("")
-    return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.reports.tables import write_tables
 from bench.results.store import CellKey, RunData, RunStore
 
 
@@ -50,6 +51,6 @@ def write_run(
     )
     for record in cells:
         store.append_cell(record)
-    store.write_tables()
+    write_tables(store.data())
     store.close()
     return RunData(store.path, store.run, store.cells)

@@ -15,7 +15,8 @@ from matplotlib.colors import Normalize
 from bench import Grid, SweepOptions, compare_runs, run_sweep
 from bench.cli import main
 from bench.reports.charts import ChartPlan, contrast_ratio, heatmap_labels
-from bench.results.store import RunData, render_report
+from bench.reports.tables import render_report
+from bench.results.store import RunData
 from endpoint.auth import AuthError, AuthStrategy
 from tests.bench._cells import cell, write_run
 from tests.bench.conftest import MODEL, ServerFactory

@@ -14,6 +14,7 @@ import pytest
 import bench.load.hotpath
 from bench.load.hotpath import (
     HotResult,
+    RequestSpec,
     StreamedError,
     StreamParser,
     StreamProtocolError,
@@ -21,7 +22,6 @@ from bench.load.hotpath import (
     request_headers,
     stream_completion,
 )
-from bench.load.request import RequestSpec
 from tests.bench._reads import record_reads
 from tests.bench.conftest import MODEL, ServerFactory
 

@@ -276,6 +276,16 @@ def test_a_damaged_record_is_refused_with_its_line(
     (out / "cells.jsonl").write_text(json.dumps(record) + "\n" + lines[1] + "\n")
     with pytest.raises(StoreError, match=r"line 1: the record has no 'prompt_tokens' field"):
         load_run(out)
+    for change, said in (
+        ({"surprise": 1}, "line 2: unknown field 'surprise'"),
+        ({"completed": -1}, "line 2: field 'completed': input should be greater than or equal"),
+        ({"errors": {"timeout": "3"}}, "line 2: field 'errors.timeout': input should be"),
+        ({"id": "c9-p8-o2"}, "line 2: id 'c9-p8-o2' does not match its key"),
+    ):
+        bad = json.dumps({**json.loads(lines[1]), **change})
+        (out / "cells.jsonl").write_text(lines[0] + "\n" + bad + "\n")
+        with pytest.raises(StoreError, match=re.escape(said)):
+            load_run(out)
     (out / "cells.jsonl").write_text("{not json\n" + lines[1] + "\n")
     with pytest.raises(StoreError, match="line 1: not JSON"):
         run_sweep(server.url, MODEL, TWO_CELLS, out, options=FAST, resume=True)

@@ -14,9 +14,8 @@ from bench.load.hotload import (
     run_load_in_workers,
     split_plan,
 )
-from bench.load.hotpath import HotResult
+from bench.load.hotpath import HotResult, RequestSpec
 from bench.load.monitor import MonitorStats
-from bench.load.request import RequestSpec
 from bench.load.workers import choose_workers, is_loopback
 from bench.results.stats import percentile, summarize
 from tests.bench.conftest import MODEL, ServerFactory
