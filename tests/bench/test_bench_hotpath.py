@@ -15,13 +15,11 @@ import bench.load.hotpath
 from bench.load.hotpath import (
     HotResult,
     RequestSpec,
-    StreamedError,
-    StreamParser,
-    StreamProtocolError,
     make_session,
     request_headers,
     stream_completion,
 )
+from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
 from tests.bench._reads import record_reads
 from tests.bench.conftest import MODEL, ServerFactory
 
