@@ -250,7 +250,8 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
                 )
             )
             continue
-        if name == "kv-cache-dtype" and value is not None and _kv_stand_in(value, target):
+        quantized = name == "kv-cache-dtype" and value is not None and quantized_kv_cache(value)
+        if quantized and not target.cpu.quantized_kv_cache:
             changes.append(
                 Change(
                     "--kv-cache-dtype",
@@ -354,10 +355,6 @@ def _stand_in_weights(tokens: Sequence[Token], target: CpuTarget) -> str | None:
             "stand-in was given"
         )
     return target.stand_in_dir
-
-
-def _kv_stand_in(dtype: str, target: CpuTarget) -> bool:
-    return quantized_kv_cache(dtype) and not target.cpu.quantized_kv_cache
 
 
 def _takes_value(name: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import logging.handlers
 import os
 import runpy
 import threading
@@ -145,15 +146,6 @@ class HookRecordingMonitor(MockMonitor):
         return response
 
 
-class _Collect(logging.Handler):
-    def __init__(self, into: list[str]) -> None:
-        super().__init__(logging.WARNING)
-        self.into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.into.append(record.getMessage())
-
-
 def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The project keys of `Pulumi.<stack>.yaml`, without the project prefix."""
     from serving.config.stack_file import config_block
@@ -217,7 +209,8 @@ def render(
         rendered = Rendered(resources=mocks.declared)
         logger = logging.getLogger(f"preview.harness.{stack}")
         logger.propagate = False
-        handler = _Collect(rendered.messages)
+        handler = logging.handlers.BufferingHandler(capacity=1 << 20)  # never flushed
+        handler.setLevel(logging.WARNING)
         logger.addHandler(handler)
         pulumi.runtime.set_mocks(
             mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logger
@@ -236,4 +229,5 @@ def render(
             program()
         finally:
             logger.removeHandler(handler)
+        rendered.messages += [record.getMessage() for record in handler.buffer]
         return rendered

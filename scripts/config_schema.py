@@ -38,11 +38,6 @@ def pulumi_type(info: FieldInfo) -> str:
     return "string"
 
 
-def array_item_type(info: FieldInfo) -> str:
-    text = str(info.annotation)
-    return "integer" if "list[int]" in text else "string"
-
-
 def allowed(info: FieldInfo) -> list[str]:
     annotation = info.annotation
     if typing.get_origin(annotation) is typing.Literal:
@@ -81,7 +76,8 @@ def yaml_block() -> str:
         lines.append(f"    type: {kind}")
         if kind == "array":
             lines.append("    items:")
-            lines.append(f"      type: {array_item_type(info)}")
+            items = "integer" if "list[int]" in str(info.annotation) else "string"
+            lines.append(f"      type: {items}")
         lines.append(f"    description: {_quote(description(key, info))}")
     return "\n".join(lines) + "\n"
 

@@ -305,8 +305,8 @@ def policies_page() -> str:
     for policy in ALL:
         level = (policy.enforcement_level or PACK_ENFORCEMENT_LEVEL).value
         lines += [f"## {policy.name}", "", f"{_cell(policy.description)} Level: **{level}**.", ""]
-        source = _policy_module(policy.name)
-        if source:
+        source = f"policies/{policy.name.replace('-', '_')}.py"
+        if (ROOT / source).is_file():
             lines += [f"Source: `{source}`.", ""]
         schema = policy.config_schema.properties if policy.config_schema else {}
         if not schema:
@@ -344,11 +344,6 @@ def policies_page() -> str:
             "",
         ]
     return HEADER + "\n".join(lines).rstrip() + "\n"
-
-
-def _policy_module(name: str) -> str | None:
-    path = ROOT / "policies" / f"{name.replace('-', '_')}.py"
-    return str(path.relative_to(ROOT)) if path.is_file() else None
 
 
 # --- hardware -----------------------------------------------------------------------------

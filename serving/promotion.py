@@ -102,25 +102,17 @@ def stack_path(stack: str, root: Path = ROOT) -> Path:
     return root / f"Pulumi.{stack}.yaml"
 
 
-def read_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    """The whole `config:` block of `Pulumi.<stack>.yaml` (full `namespace:key` names)."""
-    from serving.config.stack_file import StackFileError, config_block
-
-    try:
-        return config_block(stack_path(stack, root), PROJECT)
-    except StackFileError as exc:
-        raise PromotionError(str(exc)) from None
-
-
 def read_stack(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The project's keys of a stack file, without the prefix; a key held as `secure:` is
     refused (a promotion must check every value it carries or keeps)."""
-    from serving.config.stack_file import secret_keys
+    from serving.config.stack_file import StackFileError, config_block, secret_keys
 
+    try:
+        config = config_block(stack_path(stack, root), PROJECT)
+    except StackFileError as exc:
+        raise PromotionError(str(exc)) from None
     prefix = f"{PROJECT}:"
-    values = {
-        k[len(prefix) :]: v for k, v in read_config(stack, root).items() if k.startswith(prefix)
-    }
+    values = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
     hidden = secret_keys(values)
     if hidden:
         raise PromotionError(

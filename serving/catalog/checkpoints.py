@@ -34,10 +34,6 @@ class Checkpoint:
     mount: str | None = None
 
 
-def _folders() -> dict[str, ModelCard]:
-    return {card.folder: card for card in MODELS.values()}
-
-
 def revision_problem(revision: str) -> str | None:
     """Why a Hugging Face revision does not name the publisher's own files, or None.
 
@@ -59,7 +55,7 @@ def resolve_checkpoint(
     """(checkpoint, None), or (None, why the served model is not a known checkpoint)."""
     if not isinstance(model, str) or not model:
         return None, "no model is given (vLLM would serve its own default model)"
-    folders = _folders()
+    folders = {card.folder: card for card in MODELS.values()}
     expected = sorted(f"<model mount>/{folder}" for folder in folders)
     shown = repr(model)
     bad = sorted({c for c in model if c in "*?[]{}~$`\\" or c.isspace() or ord(c) < 32})
