@@ -143,27 +143,22 @@ class _Stderr:
         self._inner = inner
         self._broken = False
 
-    def write(self, text: str) -> int:
-        if self._broken:
-            return len(text)
-        try:
-            self._inner.write(text)
-        except (OSError, ValueError):
-            self._give_up()
-        return len(text)
-
-    def flush(self) -> None:
+    def _attempt(self, call: Callable[[], object]) -> None:
         if self._broken:
             return
         try:
-            self._inner.flush()
+            call()
         except (OSError, ValueError):
-            self._give_up()
+            self._broken = True
+            with contextlib.suppress(OSError, ValueError):
+                _silence(self._inner.fileno())
 
-    def _give_up(self) -> None:
-        self._broken = True
-        with contextlib.suppress(OSError, ValueError):
-            _silence(self._inner.fileno())
+    def write(self, text: str) -> int:
+        self._attempt(lambda: self._inner.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._attempt(self._inner.flush)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
