@@ -52,10 +52,3 @@ def setting_strings(args: Any, config_schema: PolicyConfigSchema, key: str) -> l
     if isinstance(value, Sequence):
         return [str(v) for v in value]
     return []
-
-
-def defaults(config_schema: PolicyConfigSchema | None) -> dict[str, Any]:
-    """Every property's default (for the documented example config file)."""
-    if config_schema is None:
-        return {}
-    return {k: v["default"] for k, v in config_schema.properties.items()}

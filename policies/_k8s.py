@@ -41,7 +41,6 @@ POD_TEMPLATES: dict[str, tuple[str, ...]] = {
 POD_TEMPLATES.update({f"{k}Patch": v for k, v in list(POD_TEMPLATES.items())})
 
 SECRET = "kubernetes:core/v1:Secret"
-GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 #: Resource types that install manifests the policies cannot see (rendered by the provider).
 OPAQUE_PREFIXES = ("kubernetes:helm.sh/",)
 

@@ -21,7 +21,7 @@ from typing import Any
 from policies import _k8s
 from policies._props import entries, get, is_list, items
 from serving.catalog.checkpoints import Checkpoint
-from serving.catalog.hardware import HARDWARE, HardwareProfile, Platform
+from serving.catalog.hardware import HARDWARE, HardwareProfile
 from serving.catalog.models import ModelCard
 from serving.launch.vllm_args import AUTO_LENGTHS, human_int
 from serving.launch.vllm_defaults import START_UP_OPTIONS, parser_default, start_up_batch_defaults
@@ -32,13 +32,8 @@ WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"
 V1_SERVICE = "gcp:cloudrun/service:Service"
 #: Every Cloud Run resource that runs containers (and so may run vLLM on a GPU).
 CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL, V1_SERVICE)
-IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
-IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
-IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
-FIREWALL = "gcp:compute/firewall:Firewall"
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
-COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
 
 
 def as_int(value: Any) -> int | None:
@@ -209,10 +204,6 @@ class VllmServer:
         """The catalogue card of the served checkpoint, known by its origin."""
         return None if self.checkpoint is None else self.checkpoint.card
 
-    @property
-    def on_cloud_run_gpu(self) -> bool:
-        return self.resource_type in CLOUD_RUN_WORKLOADS
-
     def value(self, option: str) -> Any:
         """The option as given, else vLLM's default (:meth:`default`)."""
         if option in self.args:
@@ -292,7 +283,3 @@ def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.2f} GiB"
-
-
-def platform_of(hardware: HardwareProfile | None) -> Platform | None:
-    return None if hardware is None else hardware.platform

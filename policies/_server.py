@@ -27,6 +27,8 @@ from policies import _devices, _k8s
 from policies._props import get, is_list, items, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
+    TPU_QUEUED_RESOURCE,
+    TPU_VM,
     VllmServer,
     accelerator,
     containers,
@@ -49,8 +51,6 @@ from serving.launch.vllm_args import (
 )
 from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
 
-TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
-TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 #: Compute Engine resources that start machines (and so may hold GPUs or TPUs).
 COMPUTE_MACHINES = frozenset(
     {
@@ -977,8 +977,3 @@ def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
         except json.JSONDecodeError:
             return None
     return spec.get(name) if isinstance(spec, Mapping) else None
-
-
-def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Startup scripts in instance/TPU metadata."""
-    return _startup_scripts(props, [], False)

@@ -44,7 +44,6 @@ from policies._props import get, items
 from policies._resources import as_int
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
-CLUSTER = "gcp:container/cluster:Cluster"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 #: Machine families whose machine types carry one kind of GPU (Compute Engine's GPU
 #: machine types: g2 = L4, g4 = RTX PRO 6000).

@@ -87,15 +87,3 @@ ALL: list[Policy] = [
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in ALL}
-
-
-def default_config() -> dict[str, dict[str, object]]:
-    """The pack config with every policy's level and defaults (`policies/config.json`)."""
-    config: dict[str, dict[str, object]] = {}
-    for policy in ALL:
-        level = policy.enforcement_level or PACK_ENFORCEMENT_LEVEL
-        entry: dict[str, object] = {"enforcementLevel": level.value}
-        if policy.config_schema is not None:
-            entry.update({k: v["default"] for k, v in policy.config_schema.properties.items()})
-        config[policy.name] = entry
-    return config
