@@ -2,12 +2,9 @@
 
 pulumi-kubernetes sends an object's manifest fields as its props (`metadata`, `spec`, ...).
 This module finds the Pod spec in every kind that runs Pods (Deployment, StatefulSet,
-DaemonSet, ReplicaSet, Job, CronJob, Pod, PodTemplate) and turns each container into the
-shape the vLLM reader (`policies._server`) reads for every platform: `image`, `commands`,
-`args`, `envs`, `ports`, `volumeMounts`, `resources`, `name`. Kubernetes' own `$(VAR)`
-expansion of `command`/`args` is done here exactly as the kubelet does it; a reference to a
-variable whose value the policies cannot see becomes an unknown element, which the reader
-reports (fail closed).
+DaemonSet, ReplicaSet, Job, CronJob, Pod, PodTemplate) and its containers, which the vLLM
+reader (`policies._server`) reads. A `$(VAR)` in `command`/`args` is not
+expanded: the reader refuses it by name (docs/accepted-shapes.md).
 
 What runs Pods but cannot be read here is reported by :func:`unreadable`: a custom resource
 (or any other object) holding a container list or a Pod template, a Helm release (its
@@ -18,10 +15,8 @@ manifests are rendered inside the provider), a kind this module does not know. T
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-from pulumi_policy.proxy import UnknownValueError
 
 from policies._props import get, is_list, items, read_field
 
@@ -135,39 +130,6 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
     return tpu
 
 
-_REFERENCE = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
-
-
-def expand(text: str, env: Mapping[str, str | None]) -> str | None:
-    """Kubernetes' `$(VAR)` expansion of a command or argument (kubelet's expansion package):
-    `$$` is a literal `$`, `$(VAR)` of a declared variable is its value. None when it
-    references a variable whose value is not a literal (valueFrom, unknown at preview) or
-    one the container does not declare (the kubelet also expands the Service variables it
-    injects, and leaves other references as written: the policies cannot tell which)."""
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "$" and index + 1 < len(text):
-            following = text[index + 1]
-            if following == "$":
-                out.append("$")
-                index += 2
-                continue
-            match = _REFERENCE.match(text, index)
-            if match:
-                name = match.group(1)
-                value = env.get(name)
-                if value is None:
-                    return None
-                out.append(value)
-                index = match.end()
-                continue
-        out.append(char)
-        index += 1
-    return "".join(out)
-
-
 def container_env(container: Mapping[str, Any]) -> dict[str, str | None]:
     """The container's variables for `$(VAR)` expansion: literal values, or None where the
     value comes from elsewhere (valueFrom, or unknown at preview)."""
@@ -187,49 +149,13 @@ def container_env(container: Mapping[str, Any]) -> dict[str, str | None]:
     return env
 
 
-class ContainerView(Mapping[str, Any]):
-    """A Kubernetes container read under the reader's field names (`commands`, `envs`),
-    with `command`/`args` expanded as the kubelet expands them."""
-
-    _ALIASES = {"commands": "command", "envs": "env"}
-
-    def __init__(self, container: Mapping[str, Any]) -> None:
-        self._container = container
-
-    def _key(self, key: str) -> str:
-        return self._ALIASES.get(key, key)
-
-    def __getitem__(self, key: str) -> Any:
-        real = self._key(key)
-        value = self._container[real]
-        if real in ("command", "args") and is_list(value):
-            env = container_env(self._container)
-            out: list[str | None] = []
-            for index in range(len(value)):
-                try:
-                    item = value[index]
-                except UnknownValueError:
-                    item = None
-                out.append(expand(item, env) if isinstance(item, str) else None)
-            return out
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        reverse = {v: k for k, v in self._ALIASES.items()}
-        for key in self._container:
-            yield reverse.get(str(key), str(key))
-
-    def __len__(self) -> int:
-        return len(self._container)
-
-
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every container of the Pod template (init containers too: a sidecar runs all along)."""
     spec = pod_spec(resource_type, props)
     found: list[Mapping[str, Any]] = []
     for key in ("initContainers", "containers"):
         value, _ = read_field(spec, key)
-        found += [ContainerView(c) for c in items(value) if isinstance(c, Mapping)]
+        found += [c for c in items(value) if isinstance(c, Mapping)]
     return found
 
 

@@ -131,7 +131,7 @@ def validate_no_plaintext_secrets(
                     f"{args.name}: data.{field} holds a literal {found} (base64); {_FIX}.", None
                 )
     for container in containers(args.resource_type, args.props):
-        for env in items(get(container, "envs")):
+        for env in [*items(get(container, "envs")), *items(get(container, "env"))]:
             name, value = get(env, "name"), get(env, "value")
             if (
                 isinstance(name, str)
