@@ -1,16 +1,12 @@
 """The vLLM servers a resource starts, read from the one shape the package renders.
 
-:func:`workload_of` turns each resource type the pack knows into a :class:`Workload` (the
-containers it runs, or a machine's startup scripts and TPU launch document): Cloud Run v2
-services, jobs and worker pools, Cloud Run v1 services, Kubernetes Pod templates, TPU VMs and
-queued resources, Compute Engine machines. :func:`read_workload` answers with the vLLM servers
-it starts and what could not be read. A container is read only as the command
+:func:`workload_of` turns a resource into a :class:`Workload` (the containers it runs, or a
+machine's startup scripts and TPU launch document); :func:`read_workload` answers with the
+vLLM servers it starts and what could not be read. A container is read only as the command
 `["vllm", "serve"]` with its argument list, and a machine only as the package's TPU launcher
 with its `vllm-launch` document (:mod:`serving.render.tpu_startup`); every other shape that
-may start vLLM is refused by name (:mod:`serving.launch.vllm_args`, docs/accepted-shapes.md).
-The mandatory `vllm-server-readable` policy reports every problem.
-
-Import direction: this module imports :mod:`policies._resources`; nothing there imports it.
+may start vLLM (a Compute Engine machine with accelerators among them) is refused by name
+(:mod:`serving.launch.vllm_args`, docs/accepted-shapes.md) through `vllm-server-readable`.
 """
 
 from __future__ import annotations
@@ -51,16 +47,6 @@ from serving.launch.vllm_args import (
 )
 from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
 
-#: Compute Engine resources that start machines (and so may hold GPUs or TPUs).
-COMPUTE_MACHINES = frozenset(
-    {
-        "gcp:compute/instance:Instance",
-        "gcp:compute/instanceTemplate:InstanceTemplate",
-        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
-        "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
-        "gcp:compute/instanceFromMachineImage:InstanceFromMachineImage",
-    }
-)
 #: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
 ACCELERATOR_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4|ct\d+[a-z]*)-", re.I)
 #: Metadata keys that start code the reader cannot see.
@@ -274,28 +260,6 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
     return specs
 
 
-def _guest_accelerators(props: Mapping[str, Any]) -> list[str]:
-    found = []
-    for accel in items(get(props, "guestAccelerators")):
-        kind = get(accel, "type")
-        count = get(accel, "count")
-        if count not in (0, 0.0, "0"):
-            found.append(str(kind or "an accelerator"))
-    return found
-
-
-def _machine_accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The accelerator a Compute Engine machine runs (guest accelerators or the machine
-    family), or None."""
-    guests = _guest_accelerators(props)
-    if guests:
-        return guests[0]
-    machine = get(props, "machineType")
-    if isinstance(machine, str) and ACCELERATOR_MACHINE.match(machine.rsplit("/", 1)[-1]):
-        return machine.rsplit("/", 1)[-1]
-    return None
-
-
 #: Kubernetes' CSI driver for Cloud Storage volumes (GKE's Cloud Storage FUSE CSI driver).
 GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
@@ -505,7 +469,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         )
     if (
         resource_type.startswith("gcp:")
-        and resource_type not in COMPUTE_MACHINES
         and resource_type != TPU_VM
         and resource_type not in ACCELERATOR_HOSTS
     ):
@@ -517,22 +480,15 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
                 accelerator=None,
                 problems=(
                     f"this {kind} ({resource_type}) runs accelerators ({found}) but is a "
-                    "resource type whose server the policies cannot read (a notebook, a "
-                    "managed job ...); serve with Cloud Run, a TPU VM or Compute Engine "
-                    "machine with a startup script, or a GKE workload",
+                    "resource type whose server the policies cannot read (a Compute Engine "
+                    "machine, a notebook, a managed job ...); serve with Cloud Run, the "
+                    "project's TPU VM, or a GKE workload",
                 ),
             )
-    machine_accelerator: str | None = None
-    runs_accelerator = False
-    if resource_type in COMPUTE_MACHINES:
-        machine_accelerator = _machine_accelerator(resource_type, props)
-        runs_accelerator = machine_accelerator is not None
-    elif resource_type == TPU_VM:
-        machine_accelerator = accelerator(resource_type, props) or "TPU"
-        runs_accelerator = True
-    else:
-        machine_accelerator = accelerator(resource_type, props)
-        runs_accelerator = machine_accelerator is not None
+    machine_accelerator = accelerator(resource_type, props)
+    if resource_type == TPU_VM:
+        machine_accelerator = machine_accelerator or "TPU"
+    runs_accelerator = machine_accelerator is not None
     scripts = _startup_scripts(props, problems, runs_accelerator)
     launch, launch_unknown = read_field(get(props, "metadata"), LAUNCH_KEY)
     if launch_unknown:
@@ -788,7 +744,7 @@ def _add(
         problems.append(
             f"{asked}, and how many devices the resource gives it cannot be told "
             f"({source or 'the resource declares no count'}); declare the count (a "
-            "nvidia.com/gpu or google.com/tpu limit on the container, guestAccelerators, "
+            "nvidia.com/gpu or google.com/tpu limit on the container, "
             "a single-host TPU accelerator type) or ask for 1 device"
         )
     elif devices is not None and available is not None and devices > available:
@@ -857,14 +813,10 @@ def _add(
     )
 
 
-def _runs_tpu(workload: Workload, hardware: Any) -> bool:
-    """A TPU machine: a TPU VM, the project's TPU resource, a Compute Engine TPU machine."""
-    if workload.resource_type == TPU_VM:
-        return True
-    if hardware is not None and hardware.platform is Platform.TPU:
-        return True
-    return bool(
-        workload.accelerator and re.match(r"^(ct\d+[a-z]*-|v\d+[a-z]*-\d)", workload.accelerator)
+def _runs_tpu(workload: Workload, hardware: HardwareProfile | None) -> bool:
+    """A TPU VM, or the project's TPU resource on a catalogue TPU."""
+    return workload.resource_type == TPU_VM or (
+        hardware is not None and hardware.platform is Platform.TPU
     )
 
 
