@@ -3,12 +3,11 @@
 IAM: Cloud Run v1 (`gcp:cloudrun/iamMember|iamBinding|iamPolicy`) and v2 (service, job and
 worker pool IAM member/binding/policy, `policyData` JSON), and project-level grants
 (`gcp:projects/iAMMember|iAMBinding|iAMPolicy`), which reach every service of the project.
-Firewalls: `gcp:compute/firewall`
-(protocol by name or number or `all`, ports absent = every port, port ranges, `sourceRanges`
-absent with no source tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules,
-EGRESS) and firewall policy rules (`match.srcIpRanges`, `match.layer4Configs`). Source ranges
-are judged by :func:`serving.config.netrange.source_range_problems`, the rule stack settings use
-too.
+Firewalls: `gcp:compute/firewall`, the one kind the package renders (protocol by name or
+number or `all`, ports absent = every port, port ranges, `sourceRanges` absent with no source
+tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules, EGRESS); a firewall
+policy rule is refused by name. Source ranges are judged by
+:func:`serving.config.netrange.source_range_problems`, the rule stack settings use too.
 Type tokens and property names are pulumi-gcp 10.2's.
 """
 
@@ -66,15 +65,12 @@ PUBLIC_PRINCIPALS = frozenset(
 )
 
 FIREWALL = "gcp:compute/firewall:Firewall"
+#: Firewall policy rules, alone or in a policy: refused by name.
 POLICY_RULES = frozenset(
     {
         "gcp:compute/firewallPolicyRule:FirewallPolicyRule",
         "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
         "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule",
-    }
-)
-POLICIES_WITH_RULES = frozenset(
-    {
         "gcp:compute/firewallPolicyWithRules:FirewallPolicyWithRules",
         "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
         "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules",
@@ -175,9 +171,9 @@ def _port_covered(spec: Any, port: int) -> bool:
     return start is not None and end is not None and start <= port <= end
 
 
-def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure, protocol_key: str) -> None:
+def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure) -> None:
     for rule in l4:
-        protocol, unknown = read_field(rule, protocol_key)
+        protocol, unknown = read_field(rule, "protocol")
         if unknown:
             exposure.unreadable.append("a protocol is not known (a value unknown at preview)")
             continue
@@ -219,19 +215,11 @@ def firewall_exposure(
     if resource_type == FIREWALL:
         return [("", _classic(props, ports, min_prefix_v4, min_prefix_v6))]
     if resource_type in POLICY_RULES:
-        return [("", _policy_rule(props, ports, min_prefix_v4, min_prefix_v6))]
-    if resource_type in POLICIES_WITH_RULES:
-        found: list[tuple[str, Exposure]] = []
-        raw, unknown = read_field(props, "rules")
-        rules, some_unknown = _list(raw)
-        if unknown or some_unknown:
-            exposure = Exposure(unreadable=["rules are not known (a value unknown at preview)"])
-            found.append(("", exposure))
-        for index, rule in enumerate(rules):
-            found.append(
-                (f"rule #{index}", _policy_rule(rule, ports, min_prefix_v4, min_prefix_v6))
-            )
-        return found
+        what = (
+            f"{resource_type.rsplit(':', 1)[-1]} is a firewall policy rule, which the package "
+            f"never renders; declare the rule as a {FIREWALL}"
+        )
+        return [("", Exposure(unreadable=[what]))]
     return []
 
 
@@ -256,7 +244,7 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
     allows, some_unknown = _list(raw)
     if unknown or some_unknown:
         exposure.unreadable.append("allows are not known (a value unknown at preview)")
-    _ports_opened(allows, ports, exposure, "protocol")
+    _ports_opened(allows, ports, exposure)
     if not exposure.ports:
         return exposure
     ranges_raw, ranges_unknown = read_field(props, "sourceRanges")
@@ -269,56 +257,5 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
     if not ranges and not tags and not accounts:
         # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
         ranges = ["0.0.0.0/0"]
-    _judge_sources([str(r) for r in ranges], exposure, v4, v6)
-    return exposure
-
-
-#: Sources of a policy rule that can stand for internet addresses the policy cannot list.
-_OPAQUE_SOURCES = ("srcFqdns", "srcRegionCodes", "srcThreatIntelligences", "srcAddressGroups")
-
-
-#: Firewall policy rule actions (pulumi-gcp's `NetworkFirewallPolicyRule.action`: "allow",
-#: "deny", "goto_next", "apply_security_profile_group"). A security profile group inspects
-#: the traffic and lets it through, so it opens the port as "allow" does.
-_ALLOWING_ACTIONS = frozenset({"allow", "apply_security_profile_group"})
-_CLOSED_ACTIONS = frozenset({"deny", "goto_next"})
-
-
-def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
-    exposure = Exposure()
-    action, unknown = read_field(rule, "action")
-    name = str(action or "").strip().lower()
-    if unknown:
-        exposure.unreadable.append("action is not known (a value unknown at preview)")
-    elif name in _CLOSED_ACTIONS:
-        return exposure
-    elif name not in _ALLOWING_ACTIONS:
-        exposure.unreadable.append(
-            f"action {action!r} is not one of "
-            f"{', '.join(sorted(_ALLOWING_ACTIONS | _CLOSED_ACTIONS))}"
-        )
-    if not _is_ingress(rule, exposure):
-        return exposure
-    match, unknown = read_field(rule, "match")
-    if unknown or not isinstance(match, Mapping):
-        exposure.unreadable.append("match is not known (a value unknown at preview)")
-        return exposure
-    raw, unknown = read_field(match, "layer4Configs")
-    l4, some_unknown = _list(raw)
-    if unknown or some_unknown:
-        exposure.unreadable.append("layer4Configs are not known (a value unknown at preview)")
-    _ports_opened(l4, ports, exposure, "ipProtocol")
-    if not exposure.ports:
-        return exposure
-    raw, unknown = read_field(match, "srcIpRanges")
-    ranges, some_unknown = _list(raw)
-    if unknown or some_unknown:
-        exposure.unreadable.append("srcIpRanges are not known (a value unknown at preview)")
-        return exposure
-    opaque = [key for key in _OPAQUE_SOURCES if _list(read_field(match, key)[0])[0]]
-    if opaque:
-        exposure.problems.append(
-            f"sources given as {', '.join(opaque)} may be anywhere on the internet"
-        )
     _judge_sources([str(r) for r in ranges], exposure, v4, v6)
     return exposure

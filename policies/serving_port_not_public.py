@@ -4,8 +4,9 @@ A stack policy: the ports judged are the configured `servingPorts` and the `--po
 vLLM server any resource of the stack starts (read by `policies._server`, vLLM's own default
 8000 where none is given), so a stack serving on another port is judged on that port.
 
-Every firewall form is read by `policies._reach` (protocol names and numbers, absent ports and
-sources, port ranges, IPv6, firewall policy rules), and the source ranges are judged by the
+Every `gcp:compute/firewall` form is read by `policies._reach` (protocol names and numbers,
+absent ports and sources, port ranges, IPv6; a firewall policy rule is refused by name), and
+the source ranges are judged by the
 same rule stack settings use (`serving.config.netrange`): public ranges wider than the configured
 prefix, or ranges that together cover the internet, are refused.
 """
