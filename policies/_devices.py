@@ -3,7 +3,7 @@
 The hardware catalogue describes one accelerator kind, not how many of them a resource
 declares; the count is what the resource itself says, with where it said it:
 
-- Cloud Run (v2 service, job, worker pool; v1 service): the container's
+- Cloud Run (service, job, worker pool): the container's
   `resources.limits["nvidia.com/gpu"]`;
 - GKE: the container's `nvidia.com/gpu` or `google.com/tpu` limit (or request);
 - a TPU VM (or the project's TPU resource): the chips of its accelerator type, per Google's

@@ -29,9 +29,10 @@ from serving.launch.vllm_defaults import START_UP_OPTIONS, parser_default, start
 SERVICE = "gcp:cloudrunv2/service:Service"
 JOB = "gcp:cloudrunv2/job:Job"
 WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"
+#: Cloud Run v1: the package renders none; the reader refuses it by name.
 V1_SERVICE = "gcp:cloudrun/service:Service"
 #: Every Cloud Run resource that runs containers (and so may run vLLM on a GPU).
-CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL, V1_SERVICE)
+CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL)
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 
@@ -109,16 +110,14 @@ def memory_quantity_gib(value: Any) -> float | None:
 
 
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Containers of a Cloud Run service, job or worker pool (v2), a v1 service, or a
-    Kubernetes Pod template (`policies._k8s`)."""
+    """Containers of a Cloud Run service, job or worker pool, or a Kubernetes Pod template
+    (`policies._k8s`)."""
     if resource_type.startswith("kubernetes:"):
         return _k8s.containers(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "containers"))
     elif resource_type == JOB:
         found = items(get(props, "template", "template", "containers"))
-    elif resource_type == V1_SERVICE:
-        found = items(get(props, "template", "spec", "containers"))
     else:
         return []
     return [c for c in found if isinstance(c, Mapping)]
@@ -146,8 +145,6 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
         value = get(props, "template", "nodeSelector", "accelerator")
     elif resource_type == JOB:
         value = get(props, "template", "template", "nodeSelector", "accelerator")
-    elif resource_type == V1_SERVICE:
-        value = get(props, "template", "spec", "nodeSelector", "run.googleapis.com/accelerator")
     else:
         value = get(props, "acceleratorType") or get(
             props, "tpu", "nodeSpecs", 0, "node", "acceleratorType"
@@ -156,7 +153,7 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
 
 
 def is_gpu_service(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """A Cloud Run workload (v2 service, job, worker pool; v1 service) that asks for a GPU
+    """A Cloud Run workload (service, job, worker pool) that asks for a GPU
     (node selector or an nvidia.com/gpu limit)."""
     if resource_type not in CLOUD_RUN_WORKLOADS:
         return False

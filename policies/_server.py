@@ -23,8 +23,10 @@ from policies import _devices, _k8s
 from policies._props import get, is_list, items, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
+    SERVICE,
     TPU_QUEUED_RESOURCE,
     TPU_VM,
+    V1_SERVICE,
     VllmServer,
     accelerator,
     containers,
@@ -211,17 +213,11 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
     for index, container in enumerate(all_containers):
         name = get(container, "name") or f"#{index}"
         raw_commands, commands_unknown = read_field(container, "commands")
-        if raw_commands is None and not commands_unknown:
-            raw_commands, commands_unknown = read_field(container, "command")  # v1
         raw_args, args_unknown = read_field(container, "args")
         commands, c_unknown = _strings_or_unknown(raw_commands)
         args, a_unknown = _strings_or_unknown(raw_args)
         image, _ = read_field(container, "image")
         env, env_unknown = _envs(container)
-        # Cloud Run v1's envFroms (a ConfigMap or Secret) bring variables whose names the
-        # reader cannot see, as Kubernetes' envFrom does.
-        env_from, env_from_unknown = read_field(container, "envFroms")
-        env_unknown = env_unknown or env_from_unknown or bool(items(env_from))
         unknown = tuple(
             what
             for what, flag in (
@@ -235,12 +231,7 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
             gpu and len(all_containers) == 1
         )
         remapped_volumes = {
-            str(get(v, "name"))
-            for v in [
-                *volumes(resource_type, props),
-                *items(get(props, "template", "spec", "volumes")),
-            ]
-            if remaps_root(v)
+            str(get(v, "name")) for v in volumes(resource_type, props) if remaps_root(v)
         }
         mounts, remapped = _mounts(container, remapped_volumes)
         specs.append(
@@ -428,11 +419,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         gpu = is_gpu_service(resource_type, props)
         gcs = frozenset(
             str(get(v, "name")) for v in volumes(resource_type, props) if get(v, "gcs") is not None
-        ) | frozenset(
-            # Cloud Run v1: a Cloud Storage volume is a CSI volume of the gcsfuse driver.
-            str(get(v, "name"))
-            for v in items(get(props, "template", "spec", "volumes"))
-            if get(v, "csi", "driver") == "gcsfuse.run.googleapis.com"
         )
         specs = tuple(_cloud_run_containers(resource_type, props))
         if gpu and len(specs) > 1 and not any(c.holds_accelerator for c in specs):
@@ -448,6 +434,15 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             runs_accelerator=gpu,
             gcs_volumes=gcs,
             problems=tuple(problems),
+        )
+    if resource_type == V1_SERVICE:
+        return Workload(
+            resource_type=resource_type,
+            accelerator=None,
+            problems=(
+                f"a Cloud Run v1 service, which the package never renders; declare it as a "
+                f"{SERVICE}",
+            ),
         )
     if resource_type in (PROJECT_METADATA, PROJECT_METADATA_ITEM):
         return Workload(

@@ -24,7 +24,7 @@ from pulumi_policy.proxy import UnknownValueError
 from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
 from policies._props import get, is_list, read_field
-from policies._resources import CLOUD_RUN_WORKLOADS, JOB, V1_SERVICE, containers
+from policies._resources import CLOUD_RUN_WORKLOADS, JOB, containers
 from policies._server import vllm_servers
 from serving.config.checks import check_pinned_image, image_registry
 
@@ -57,10 +57,9 @@ def _unknown_containers(resource_type: str, props: Any) -> str | None:
     """What of the container list is unknown at preview (the list, or an element), or None."""
     if resource_type.startswith("kubernetes:"):
         return None  # the Kubernetes reader fails closed on unknown Pod templates itself
-    path = {
-        JOB: ("template", "template", "containers"),
-        V1_SERVICE: ("template", "spec", "containers"),
-    }.get(resource_type, ("template", "containers"))
+    path = {JOB: ("template", "template", "containers")}.get(
+        resource_type, ("template", "containers")
+    )
     current: Any = props
     for step in path:
         current, unknown = read_field(current, step)

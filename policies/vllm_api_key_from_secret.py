@@ -14,9 +14,8 @@ platform fails the start when the secret is missing:
   ConfigMap is not a secret store: anyone who reads ConfigMaps reads the key), `fieldRef`
   (the downward API: a label or annotation of the Pod), `resourceFieldRef`, `fileKeyRef`,
   a missing `VLLM_API_KEY`, and `envFrom` without it (which names it brings is not seen);
-- Cloud Run (v2 services, jobs, worker pools; v1 services): IAM guards the service, so a key
-  is optional; one that is set is `valueSource.secretKeyRef` (v1: `valueFrom.secretKeyRef`)
-  with a secret and a version, never a `value`;
+- Cloud Run (services, jobs, worker pools): IAM guards the service, so a key is optional;
+  one that is set is `valueSource.secretKeyRef` with a secret and a version, never a `value`;
 - TPU VMs, queued resources and Compute Engine machines: the startup script is the package's
   launcher (`serving/render/tpu_startup.py`), which reads the key from the Secret Manager secret
   its launch document names, stops the boot when it is empty, and passes `VLLM_API_KEY` on by
@@ -43,7 +42,7 @@ from pulumi_policy import (
 from policies._gke import strictly_false
 from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
-from policies._resources import CLOUD_RUN_WORKLOADS, V1_SERVICE, VllmServer, containers
+from policies._resources import CLOUD_RUN_WORKLOADS, VllmServer, containers
 from policies._server import (
     ContainerSpec,
     Reading,
@@ -181,13 +180,8 @@ def _cloud_run(resource_type: str, props: Mapping[str, Any]) -> list[str]:
                     "value_source.secret_key_ref with secret and version)"
                 )
                 continue
-            if resource_type == V1_SERVICE:
-                ref = get(entry, "valueFrom", "secretKeyRef")
-                named = get(ref, "name") and get(ref, "key")
-            else:
-                ref = get(entry, "valueSource", "secretKeyRef")
-                named = get(ref, "secret") and get(ref, "version")
-            if not named:
+            ref = get(entry, "valueSource", "secretKeyRef")
+            if not (get(ref, "secret") and get(ref, "version")):
                 problems.append(
                     f"{where}: {KEY} names no Secret Manager secret and version, so its value "
                     "cannot be proved to come from one; reference a secret (env "

@@ -3,13 +3,13 @@
 Cloud Run's contract (the run v2 discovery document, google-api-python-client): a probe's
 `port` "If not specified, defaults to the exposed port of the container, which is the value of
 container.ports[0].containerPort"; the container port "If not present, it will default to port
-8080" (run v1 `ContainerPort`); "The specified ports must be listening on all interfaces
+8080"; "The specified ports must be listening on all interfaces
 (0.0.0.0) within the container to be accessible" (run v2 `Container.ports`). vLLM listens on
 its `--port` (8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when
 left out). A server on another port or on a loopback address boots, and Cloud Run probes the
 container port for the whole probe budget, then fails the revision.
 
-Read for Cloud Run v2 services, jobs and worker pools and v1 services: the container that runs
+Read for Cloud Run services, jobs and worker pools: the container that runs
 vLLM (read by `policies._server`) is held to its own container port (services) and to every
 startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`). The project's
 TPU resource names the port its endpoint URL, health checks and firewall use
@@ -37,7 +37,6 @@ from policies._props import get, is_list, read_field
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     JOB,
-    V1_SERVICE,
     WORKER_POOL,
     as_int,
     containers,
@@ -45,8 +44,8 @@ from policies._resources import (
 from policies._server import vllm_servers
 from policies._wiring import host_problem, listen_port
 
-#: Cloud Run's container port when none is declared (run v1 `ContainerPort.containerPort`:
-#: "If not present, it will default to port 8080").
+#: Cloud Run's container port when none is declared ("If not present, it will default to
+#: port 8080").
 DEFAULT_CONTAINER_PORT = 8080
 PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
 PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
@@ -256,8 +255,7 @@ def validate_vllm_port_probed(
             report_violation(
                 f"{args.name}: {server.where}: vLLM listens on {listens}, but Cloud Run sends "
                 f"requests and probes without a port to {how}, so the revision never becomes "
-                f"ready; set --port={own} or the container port to {port}"
-                + (" (v1: ports[0].containerPort)" if args.resource_type == V1_SERVICE else ""),
+                f"ready; set --port={own} or the container port to {port}",
                 None,
             )
         for probe, reached in probes:
