@@ -1,13 +1,10 @@
 """checkpoint-from-download-job: a served bucket folder is one this stack's download job writes.
 
 A stack policy. The launch reader resolves a served path to a catalogue folder under a Cloud
-Storage mount (`serving.catalog.checkpoints`); this policy then proves where that folder's files
-come
-from: a Cloud Run job of the same stack that runs `hf download REPO --revision=REV
---local-dir=MOUNT/FOLDER` with the same bucket mounted at MOUNT, for the catalogue repository
-of that folder. A served folder no job of the stack writes (another bucket, a folder written
-by hand, a job downloading another repository into it) is refused. A stack that downloads
-weights some other way (`downloadWeights: false`) can set this policy to advisory.
+Storage mount (`serving.catalog.checkpoints`); this policy proves where that folder's files
+come from: a Cloud Run job of the same stack running exactly `hf download REPO
+--revision=REV --local-dir=MOUNT/FOLDER` for that folder's catalogue repository. A stack that
+downloads weights some other way (`downloadWeights: false`) can set it to advisory.
 """
 
 from __future__ import annotations

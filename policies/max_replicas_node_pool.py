@@ -1,22 +1,10 @@
 """max-replicas-node-pool: the autoscaler of vLLM asks for no more replicas than nodes hold.
 
-Each vLLM Pod takes the accelerators of one node (or a share of them); the node pool's
-autoscaler adds nodes up to its bounds, no further. A HorizontalPodAutoscaler whose
-`maxReplicas` is above what the matching node pools can hold creates Pods that stay Pending
-for ever (and an operator who reads "4 of 16 replicas" at peak). Read per autoscaler of a
-workload that runs vLLM, over the stack's `gcp:container/nodePool:NodePool` resources:
-
-- the pools that can run its Pods: those carrying the accelerator its node selector names
-  (`cloud.google.com/gke-accelerator`, or the TPU accelerator and topology), or the one
-  `cloud.google.com/gke-nodepool` pins;
-- a pool's nodes: `autoscaling.totalMaxNodeCount`, or `maxNodeCount` per zone times its
-  `nodeLocations` (one zone when not given), or the fixed `nodeCount` without autoscaling;
-- Pods per node: the node's accelerators divided by what one Pod asks for (at least one);
-- rolling updates add `maxSurge` Pods beside `maxReplicas` (the Deployment's strategy,
-  Kubernetes' default 25% rounded up).
-
-A stack that declares no node pool for the Pods (a cluster made elsewhere) is not judged; a
-bound unknown at preview is refused.
+Each vLLM Pod takes the accelerators of one node (or a share); the node pool's autoscaler adds
+nodes up to its bounds, no further. A `maxReplicas` above what the matching node pools hold
+(with the rolling update's `maxSurge`) creates Pods that stay Pending for ever. A stack that
+declares no node pool for the Pods (a cluster made elsewhere) is not judged; a bound unknown at
+preview is refused. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """model-volume-read-only: the model bucket is mounted read-only, readable by the image's user.
 
-Two owners are at stake. This package's contract mounts the bucket with `uid=1001;gid=1001`
-(from the reference deployment), and the policy holds every image that mounts the model volume
-of a GPU workload to it, whatever the image is called (a mirror under another name included).
-What the container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai`
-keeps `USER root` (its docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as
-`vllm`, uid 2000, gid 0. gcsfuse shows every file with mode 0644 and every directory with 0755
-unless `file-mode`/`dir-mode` say otherwise (gcsfuse docs/semantics.md, "Permissions and
-ownership"), so a non-root user that does not own the files still reads them by the "other"
-bits; images listed in `imageUsers` are checked that way against the mount's actual options,
-and an image not listed may run as any user, so the mount must be readable by every user.
+The package mounts the bucket with `uid=1001;gid=1001` (the reference deployment). What the
+container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai` keeps
+`USER root` (docker/Dockerfile), its `vllm-openai-nonroot` target runs as uid 2000, gid 0, and
+gcsfuse shows files 0644 and directories 0755 unless `file-mode`/`dir-mode` say otherwise
+(gcsfuse docs/semantics.md). Images in `imageUsers` are checked against the mount's options;
+any other image may run as any user, so the mount must be readable by every user.
 """
 
 from __future__ import annotations

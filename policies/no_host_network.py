@@ -1,19 +1,10 @@
 """no-host-network: an accelerator Pod does not share the node's network.
 
-`hostNetwork: true` puts the Pod in the node's network namespace: vLLM's port then opens on the
-node's address, to everything that reaches the node, beside the InferencePool and its
-Gateway (and with the node's own view of the metadata server and the kubelet). A `hostPort`
-does the same for one port of one container. Neither is needed to serve through GKE Inference
-Gateway; both are refused on every Pod that runs accelerators or vLLM.
-
-Read wherever a Pod spec can be: every Pod-running kind (Deployment, StatefulSet, DaemonSet,
-ReplicaSet, ReplicationController, Job, CronJob, PodTemplate, Pod and their Patch variants) and
-any other object whose props hold `hostNetwork` or a `hostPort` anywhere (a LeaderWorkerSet's
-leader and worker templates, another operator's resource), judged when that object asks for
-an accelerator or runs vLLM. Every container list counts (init and ephemeral containers too),
-ports named or not. A Kubernetes boolean is off only when absent or false; `"true"`, `"True"`,
-`1`, `"yes"` and a value unknown at preview are refused (fail closed), as is a `hostPort` whose
-value is not known.
+`hostNetwork: true` opens vLLM's port on the node's address, to everything that reaches the
+node, beside the InferencePool and its Gateway (with the node's view of the metadata server
+and the kubelet); a `hostPort` does the same for one port. Neither is needed to serve through
+GKE Inference Gateway: both are refused wherever a Pod spec can be, on every object that asks
+for an accelerator or runs vLLM. A Kubernetes boolean is off only when absent or false.
 """
 
 from __future__ import annotations

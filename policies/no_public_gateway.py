@@ -1,18 +1,11 @@
 """no-public-gateway: nothing in the cluster takes traffic from the internet unless asked.
 
-A GKE Gateway is internal only with an internal class (`gke-l7-rilb`, and the multi-cluster
-internal classes); `gke-l7-global-external-managed`, `gke-l7-regional-external-managed`,
-`gke-l7-gxlb` and their `-mc` variants give it a public address (GKE's "GatewayClass
-capabilities" page), and a class this policy does not know is treated as external (fail
-closed). The same holds for the other ways a cluster exposes Pods: a `LoadBalancer` Service
-without GKE's internal annotation, and an Ingress of the `gce` class.
-
-A public endpoint is a decision: the stack's `public: true` puts the
-`gemma4.dev/public: "true"` annotation on the Gateway it declares, or this policy's
-`allowPublic` allows every one. A stack policy, because a public Gateway is refused unless
-what it reaches is guarded too: each InferencePool behind it has a GCPBackendPolicy naming a
-Cloud Armor `securityPolicy` (the stack's client ranges), and its vLLM Pods require an API key;
-and a route may attach only to a Gateway the stack declares (one elsewhere may be public).
+A GKE Gateway is internal only with an internal class (GKE's "GatewayClass capabilities"); a
+class not known here is external (fail closed), as are a `LoadBalancer` Service without GKE's
+internal annotation and a `gce` Ingress. A public endpoint is a decision (the stack's
+`public: true` annotation, or `allowPublic`), and what it reaches must be guarded too: Cloud
+Armor on each pool behind it and an API key on its vLLM Pods. The rules in full:
+docs/policies.md.
 """
 
 from __future__ import annotations

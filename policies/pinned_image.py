@@ -1,11 +1,8 @@
 """pinned-image: containers run a fixed image version from an allowed registry.
 
-Every container of a Cloud Run workload and of a Kubernetes Pod template (init containers
-too, so the endpoint picker and any sidecar are held to it as well as vLLM), and the vLLM
-container of a startup script. An image is judged by where it comes from (its registry host,
-against the allow-list in the policy's `registries`) and by its pin (a version tag or a sha256
-digest), never by its name. An image (or a container list) unknown at preview, an output of
-another resource, fails closed like every other value the policies need.
+Every container (init containers and sidecars too) and the vLLM image of a TPU launch. An image
+is judged by its registry host (the policy's `registries`) and its pin (a version tag or a
+sha256 digest), never by its name; one unknown at preview fails closed.
 """
 
 from __future__ import annotations
