@@ -1,9 +1,7 @@
 """Policy thresholds: each policy declares them in its config schema, with defaults.
 
-The schema's `default` is the one place a threshold's default lives. The Pulumi CLI applies
-schema defaults when it configures a pack, but a validator must also work when it is called
-directly (tests, `Configure` without that key), so :func:`setting` falls back to the same
-default.
+The Pulumi CLI applies schema defaults when it configures a pack; a validator called directly
+(tests, `Configure` without that key) falls back to the same default in :func:`setting`.
 """
 
 from __future__ import annotations

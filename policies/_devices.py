@@ -1,18 +1,9 @@
 """How many accelerator devices a resource gives one vLLM server, read from the resource.
 
-The hardware catalogue describes one accelerator kind, not how many of them a resource
-declares; the count is what the resource itself says, with where it said it:
-
-- Cloud Run (service, job, worker pool): the container's
-  `resources.limits["nvidia.com/gpu"]`;
-- GKE: the container's `nvidia.com/gpu` or `google.com/tpu` limit (or request);
-- a TPU VM (or the project's TPU resource): the chips of its accelerator type, per Google's
-  TPU naming: `v5litepod-N`, `v5e-N` and `v6e-N` name N chips; `v4-N` and `v5p-N` name N
-  TensorCores, two per chip (N/2 chips); a single host holds at most 8 chips of the former
-  and 4 of the latter, so a larger slice (several hosts, each with its own server) and other
-  generations (v2, v3: one device per core) are not counted here. (A Compute Engine machine
-  with accelerators is refused by the reader: the package renders none.)
-
+The count is what the resource itself says, with where it said it: a container's
+`nvidia.com/gpu` or `google.com/tpu` limit (Cloud Run, GKE), or a TPU VM's accelerator type
+per Google's TPU naming (`v5litepod-N`, `v5e-N`, `v6e-N`: N chips; `v4-N`, `v5p-N`: N
+TensorCores, two per chip), single-host slices only (a larger slice runs a server per host).
 Unknown: None, with why; a server asking for more than one device is then refused (fail
 closed), never compared with a guessed 1.
 """

@@ -1,11 +1,6 @@
 """What the GKE policies share: a stack's Kubernetes objects as plain manifests, the workloads
-among them that run vLLM, and a strict reading of Kubernetes booleans.
-
-`manifests` turns every Kubernetes resource of a stack into its manifest (`policies._wiring.
-plain`: a value unknown at preview becomes `UNKNOWN`, which equals and selects nothing);
-`vllm_workloads` reads each Pod-running manifest with the one vLLM reader
-(`policies._server`), so a policy over the stack judges exactly the servers the resource
-policies judge.
+among them that run vLLM (read by the one vLLM reader, `policies._server`, so a stack policy
+judges exactly the servers the resource policies judge), and Kubernetes booleans.
 """
 
 from __future__ import annotations

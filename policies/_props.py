@@ -1,10 +1,8 @@
 """Walk resource props as the Pulumi engine sends them to a policy.
 
 Props may be plain dicts and lists (tests, mocks) or pulumi-policy's read-only proxies (the
-engine), which are `Mapping`/`Sequence` but not `dict`/`list` and raise `UnknownValueError`
-for values that are unknown during preview. These helpers accept both and treat an unknown
-value as absent. The platform readers (`policies._resources` for Cloud Run and TPU,
-`policies._k8s` for Kubernetes) both build on them.
+engine), which raise `UnknownValueError` for values unknown during preview. These helpers
+accept both and treat an unknown value as absent.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Who can reach this: one reading of IAM grants and firewall rules for every resource shape.
+"""Who can reach this: IAM grants and firewall rules, read as pulumi-gcp 10.2 sends them.
 
-IAM: Cloud Run v1 (`gcp:cloudrun/iamMember|iamBinding|iamPolicy`) and v2 (service, job and
-worker pool IAM member/binding/policy, `policyData` JSON), and project-level grants
-(`gcp:projects/iAMMember|iAMBinding|iAMPolicy`), which reach every service of the project.
-Firewalls: `gcp:compute/firewall`, the one kind the package renders (protocol by name or
-number or `all`, ports absent = every port, port ranges, `sourceRanges` absent with no source
-tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules, EGRESS); a firewall
-policy rule is refused by name. Source ranges are judged by
+IAM: Cloud Run v1 and v2 member/binding/policy resources (`policyData` JSON) and project-level
+grants, which reach every service of the project. Firewalls: `gcp:compute/firewall`, the one
+kind the package renders (an absent `sourceRanges` with no source tags or service accounts is
+0.0.0.0/0); a firewall policy rule is refused by name. Source ranges are judged by
 :func:`serving.config.netrange.source_range_problems`, the rule stack settings use too.
-Type tokens and property names are pulumi-gcp 10.2's.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Read resources as the Pulumi engine sends them to a policy (camelCase props).
+"""Cloud Run and TPU resources as the policies read them (camelCase props, `policies._props`).
 
-Props may be plain dicts and lists (tests, mocks) or pulumi-policy's read-only proxies (the
-engine), which are `Mapping`/`Sequence` but not `dict`/`list` and raise `UnknownValueError`
-for values that are unknown during preview. Numbers may arrive as floats (8080.0). Every
-helper here accepts all of those and treats an unknown value as absent.
-
-Import direction: the launch reader (`policies._server`) imports this module; this module
-imports nothing from it. The walking of props is `policies._props`; the Kubernetes reader
-(`policies._k8s`) builds on that, and this module hands Kubernetes kinds to it.
+Numbers may arrive as floats (8080.0); every helper treats a value unknown at preview as
+absent. Import direction: the launch reader (`policies._server`) imports this module, never
+the reverse.
 """
 
 from __future__ import annotations

@@ -2,15 +2,9 @@
 
 :mod:`endpoint.secret_shapes` finds a credential by its shape; a key made with `openssl rand
 -hex 32` has none (hexadecimal is what digests look like, so it is exempt). What a value is
-used as tells instead: a value sent as an `Authorization` header, or stored under a
-credential's name (`VLLM_API_KEY`, `api-key`, `token`, `password`, ...) in a ConfigMap, an
-annotation, a label or any other map, is a credential when it reads as a generated key (a run
-of 16 or more hexadecimal digits, or a random string of credential length). A secret's name
-(`vllm-api-key`, the `secret` of a Secret Manager reference) does not read as one.
-
-:func:`sink_problems` walks a resource's inputs (bounded depth) and names each path; a value
-whose shape :func:`endpoint.secret_shapes.find_secret` already finds is left to that check
-(one message per credential).
+used as tells instead: sent as an `Authorization` header, or stored under a credential's name
+in any map, a value that reads as a generated key is a credential. A value the shape check
+already finds is left to it (one message per credential).
 """
 
 from __future__ import annotations

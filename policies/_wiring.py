@@ -1,18 +1,11 @@
 """Cross-object references of a GKE serving stack, over its manifests and node pools.
 
 Each object can be valid on its own and the stack still serve nothing: a pool whose selector
-matches no Pod ("no healthy upstream"), a route to another pool, a picker Service the pool does
-not name, an autoscaler of another Deployment, a TPU request on a GPU node pool. These are
-the references Kubernetes and GKE resolve by name or label at run time, checked here the way
-they resolve them (label selectors with `matchLabels` and `matchExpressions`; a Service's
-`targetPort` defaulting to its `port`, a named port resolved in the Pod's containers; a
-reference's namespace defaulting to the referrer's).
-
-`check(manifests, node_pools)` returns one message per broken reference; `node_pools` are
-pulumi-gcp NodePool inputs (camelCase, as the engine sends them). The `inference-pool-wiring`
-policy runs it on what a stack declares (`plain` turns the engine's read-only proxies into
-plain data, a value unknown at preview into `UNKNOWN`, which matches nothing); the contract
-tests run it on the stacks rendered under mocks.
+matches no Pod ("no healthy upstream"), a route to another pool, an autoscaler of another
+Deployment, a TPU request on a GPU node pool. :func:`check` resolves those references the way
+Kubernetes and GKE do (label selectors, a Service's `targetPort` defaulting to its `port`,
+named ports, a reference's namespace defaulting to the referrer's) and returns one message per
+broken one; `plain` turns a value unknown at preview into `UNKNOWN`, which matches nothing.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """vllm-api-key-from-secret: vLLM's API key comes only from a secret that must exist.
 
-vLLM 0.27.1 authenticates requests only when it has a non-empty key: `--api-key` or the
-`VLLM_API_KEY` variable (entrypoints/openai/api_server.py keeps `[key for key in ... if key]`,
-so an empty one switches authentication off). Where a key is set, and on every platform whose
-vLLM answers the network without IAM in front (GKE Pods behind the Gateway, TPU VMs and
-Compute Engine machines), where it must be set, it comes from a secret store, read where the
-platform fails the start when the secret is missing:
-
-- Kubernetes (every Pod-running kind): the vLLM container's `VLLM_API_KEY` is
-  `valueFrom.secretKeyRef` with a literal Secret `name` and `key`, and `optional` absent or
-  false (an optional reference to a missing Secret starts vLLM with no key, open). Refused: a
-  `value` (a literal, an empty string, a `$(VAR)` of another variable), `configMapKeyRef` (a
-  ConfigMap is not a secret store: anyone who reads ConfigMaps reads the key), `fieldRef`
-  (the downward API: a label or annotation of the Pod), `resourceFieldRef`, `fileKeyRef`,
-  a missing `VLLM_API_KEY`, and `envFrom` without it (which names it brings is not seen);
-- Cloud Run (services, jobs, worker pools): IAM guards the service, so a key is optional;
-  one that is set is `valueSource.secretKeyRef` with a secret and a version, never a `value`;
-- TPU VMs, queued resources and Compute Engine machines: the startup script is the package's
-  launcher (`serving/render/tpu_startup.py`), which reads the key from the Secret Manager secret
-  its launch document names, stops the boot when it is empty, and passes `VLLM_API_KEY` on by
-  name only.
-
-Everywhere, `--api-key` on vLLM's command line is refused (the key would be part of the Pod
-spec, the service's revision or the launch document, and of the process list); a command that
-sets variables itself (`env VLLM_API_KEY=... vllm serve`) is not the accepted shape, refused by
-the reader.
+vLLM 0.27.1 authenticates requests only with a non-empty key, `--api-key` or `VLLM_API_KEY`
+(entrypoints/openai/api_server.py keeps `[key for key in ... if key]`: an empty one switches
+authentication off). Where a key is set, and wherever vLLM answers the network without IAM in
+front (GKE, TPU VMs), where it must be, it comes from a secret store read where the platform
+fails the start when the secret is missing: a required Kubernetes `secretKeyRef` (an optional
+one to a missing Secret starts vLLM open; a ConfigMap is no secret store), a Cloud Run Secret
+Manager reference, or the package's TPU launcher. `--api-key` is refused everywhere: the key
+would be part of the resource and of the process list. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """vllm-port-probed: Cloud Run sends traffic and probes to the port vLLM listens on.
 
-Cloud Run's contract (the run v2 discovery document, google-api-python-client): a probe's
-`port` "If not specified, defaults to the exposed port of the container, which is the value of
-container.ports[0].containerPort"; the container port "If not present, it will default to port
-8080"; "The specified ports must be listening on all interfaces
-(0.0.0.0) within the container to be accessible" (run v2 `Container.ports`). vLLM listens on
-its `--port` (8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when
-left out). A server on another port or on a loopback address boots, and Cloud Run probes the
-container port for the whole probe budget, then fails the revision.
-
-Read for Cloud Run services, jobs and worker pools: the container that runs
-vLLM (read by `policies._server`) is held to its own container port (services) and to every
-startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`). The project's
-TPU resource names the port its endpoint URL, health checks and firewall use
-(`servingPort`): the servers of its startup script are held to it. The port and host
-comparison is the one GKE's wiring uses (`policies._wiring.listen_port`, `host_problem`).
-Other machines (a TPU VM, a Compute Engine instance) name no port of their own that the
-reader could tie to the server, and are judged by the firewall policy only.
+Cloud Run's contract (the run v2 discovery document): a probe's `port` defaults to
+`container.ports[0].containerPort`, which defaults to 8080, and "The specified ports must be
+listening on all interfaces (0.0.0.0) within the container". vLLM listens on its `--port`
+(8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when left out). A
+server elsewhere boots, and Cloud Run probes the container port for the whole probe budget,
+then fails the revision. GKE probes and the project's TPU resource's `servingPort` are held
+to the same port; the comparison is the one GKE's wiring uses (`policies._wiring`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """vllm-readiness-health: a vLLM Pod is ready only when vLLM's own `/health` answers.
 
-The InferencePool sends requests to ready Pods only; what makes a Pod ready is its readiness
-probe. vLLM 0.27.1 answers `GET /health` with 200 once the engine serves (503 while it starts
-or after the engine died); `/metrics` answers as soon as the HTTP server is up, before the
-model has loaded and after the engine died, and a TCP or gRPC probe says only that the port
-is open. Without a readiness probe, Kubernetes counts a Pod ready as soon as its containers
-start: the Gateway would send requests to a replica still loading weights.
-
-Every container that runs vLLM, in every Pod-running kind, needs `readinessProbe.httpGet` with
-path `/health` on the port vLLM listens on (its `--port`, 8000 when left out): a number, a
-numeric string, or the name of one of the container's ports with that number; scheme HTTP
-(absent or `HTTP`: vLLM serves plain HTTP inside the Pod) and no `host` (the probe would ask
-another machine). Anything else is refused, naming what was found.
+The InferencePool sends requests to ready Pods only. vLLM 0.27.1 answers `GET /health` with
+200 once the engine serves (503 while it starts or after the engine died); `/metrics` answers
+as soon as the HTTP server is up, and a TCP or gRPC probe says only that the port is open.
+Without a readiness probe a Pod is ready as soon as its containers start, and the Gateway
+sends requests to a replica still loading weights. Accepted: `readinessProbe.httpGet` on
+`/health` at vLLM's port, plain HTTP, no `host`.
 """
 
 from __future__ import annotations
