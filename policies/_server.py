@@ -51,29 +51,12 @@ from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_la
 
 #: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
 ACCELERATOR_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4|ct\d+[a-z]*)-", re.I)
-#: Metadata keys that start code the reader cannot see.
-UNREADABLE_METADATA = {
-    "startup-script-url": "a script fetched from a URL at boot",
-    "user-data": "a cloud-init document",
-    "gce-container-declaration": "a container declaration read by the Container-Optimized OS agent",
-    "shutdown-script": "a script run at shutdown",
-    "shutdown-script-url": "a script fetched from a URL at shutdown",
-}
-#: Any other metadata key naming a script the guest agent runs (Windows `*-script-ps1|cmd|bat`
-#: and `*-url`, `sysprep-specialize-script-*`, ...): refused like the keys above.
+#: Metadata keys besides `startup-script` that the guest agent runs (`startup-script-url`,
+#: `user-data`, `shutdown-script`, Windows `*-script-ps1`, a container declaration ...).
 _SCRIPT_KEY = re.compile(r"script|user-data|container-declaration", re.I)
 #: Project-wide metadata: every Compute Engine machine of the project inherits its scripts.
 PROJECT_METADATA = "gcp:compute/projectMetadata:ProjectMetadata"
 PROJECT_METADATA_ITEM = "gcp:compute/projectMetadataItem:ProjectMetadataItem"
-
-
-def _unreadable_key(name: str) -> str | None:
-    """What a metadata key other than `startup-script` runs, or None when it runs nothing."""
-    if name in UNREADABLE_METADATA:
-        return UNREADABLE_METADATA[name]
-    if _SCRIPT_KEY.search(name):
-        return "a script or document the guest agent runs"
-    return None
 
 
 @dataclass(frozen=True)
@@ -559,20 +542,18 @@ def _project_metadata_problems(resource_type: str, props: Mapping[str, Any]) -> 
     key runs it, accelerator machines included, where no server can be tied to it."""
     if resource_type == PROJECT_METADATA_ITEM:
         key, unknown = read_field(props, "key")
-        keys = [key] if isinstance(key, str) else []
-        if unknown:
-            return ["the project metadata key is not known (a value unknown at preview)"]
+        keys = [str(key)]
     else:
         metadata, unknown = read_field(props, "metadata")
-        if unknown:
-            return ["the project metadata is not known (a value unknown at preview)"]
         keys = [str(k) for k in metadata] if isinstance(metadata, Mapping) else []
+    if unknown:
+        return ["the project metadata is not known (a value unknown at preview)"]
     return [
         f"project metadata {k!r} is run by every Compute Engine machine of the project that "
         "does not set its own, accelerator machines included, where the policies cannot tie "
         "it to a server; set startup scripts on each machine"
         for k in keys
-        if k in ("startup-script", "startup_script") or _unreadable_key(k)
+        if _SCRIPT_KEY.search(k)
     ]
 
 
@@ -586,7 +567,7 @@ def _startup_scripts(
     for key in list(metadata) if isinstance(metadata, Mapping) else []:
         name = str(key)
         value, value_unknown = read_field(metadata, name)
-        if name in ("startup-script", "startup_script"):
+        if name == "startup-script":
             if isinstance(value, str):
                 scripts.append((f"metadata.{name}", value))
             elif value_unknown:
@@ -594,10 +575,10 @@ def _startup_scripts(
                     f"metadata.{name} is not known (a value unknown at preview); the vLLM "
                     "options cannot be checked"
                 )
-        elif _unreadable_key(name) and runs_accelerator:
+        elif runs_accelerator and _SCRIPT_KEY.search(name):
             problems.append(
-                f"metadata.{name} is {_unreadable_key(name)}, which the policies cannot "
-                "see into; put the commands in metadata.startup-script"
+                f"metadata.{name} may start code the guest agent runs, which the policies "
+                "cannot see into; accepted: the package's launcher in metadata.startup-script"
             )
     direct, direct_unknown = read_field(props, "metadataStartupScript")
     if isinstance(direct, str):
