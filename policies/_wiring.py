@@ -26,17 +26,6 @@ UNKNOWN = "(unknown at preview)"
 Manifest = Mapping[str, Any]
 
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
-GPU_LABEL = "cloud.google.com/gke-accelerator"
-TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
-#: Compute Engine accelerator-optimized machine families and the GPU each carries.
-GPU_FAMILIES = {"g2": "nvidia-l4", "g4": "nvidia-rtx-pro-6000"}
-#: TPU v6e machine types: chips per VM and the single-host topology (GKE's "TPUs in GKE").
-TPU_MACHINES = {
-    "ct6e-standard-1t": ("tpu-v6e-slice", 1, "1x1"),
-    "ct6e-standard-4t": ("tpu-v6e-slice", 4, "2x2"),
-    "ct6e-standard-8t": ("tpu-v6e-slice", 8, "2x4"),
-}
 
 #: The InferencePool API GKE installs (GA); `inference.networking.x-k8s.io/v1alpha2` is removed.
 INFERENCE_POOL_API = "inference.networking.k8s.io/v1"
@@ -245,14 +234,8 @@ def _probe_problems(m: Manifest) -> list[str]:
     return problems
 
 
-def check(
-    manifests: Sequence[Manifest],
-    node_pools: Sequence[Mapping[str, Any]] = (),
-    *,
-    accelerators: bool = True,
-) -> list[str]:
-    """Every broken reference; `accelerators=False` leaves out machine type = accelerator =
-    request = node selector (the `accelerator-pool-match` policy judges those)."""
+def check(manifests: Sequence[Manifest]) -> list[str]:
+    """Every broken reference (the `accelerator-pool-match` policy judges the accelerators)."""
     problems: list[str] = []
     for w in manifests:
         if w.get("kind") in POD_TEMPLATE_KINDS:
@@ -413,90 +396,6 @@ def check(
                         f"PodMonitoring {_name(monitor)}: port {endpoint.get('port')!r} is not a "
                         f"container port of {w['kind']} {_name(w)}"
                     )
-    if accelerators:
-        problems += accelerator_problems(manifests, node_pools)
-    return problems
-
-
-def node_pool_accelerator(pool: Mapping[str, Any]) -> tuple[str, int, str | None] | None:
-    """(node label value, accelerators per node, TPU topology) of a pulumi-gcp NodePool."""
-    config = pool.get("nodeConfig") or {}
-    machine = str(config.get("machineType") or "")
-    declared = config.get("guestAccelerators") or []
-    family = machine.split("-", 1)[0]
-    if machine in TPU_MACHINES:
-        accel, chips, topology = TPU_MACHINES[machine]
-        given = (pool.get("placementPolicy") or {}).get("tpuTopology")
-        return accel, chips, str(given or topology)
-    if declared:
-        return str(declared[0].get("type")), as_int(declared[0].get("count")) or 0, None
-    if family in GPU_FAMILIES:
-        return GPU_FAMILIES[family], 0, None
-    return None
-
-
-def _limit(container: Mapping[str, Any], resource: str) -> int:
-    return as_int(((container.get("resources") or {}).get("limits") or {}).get(resource)) or 0
-
-
-def accelerator_problems(
-    manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """Machine type = accelerator = resource request = node selectors, per Pod template."""
-    problems: list[str] = []
-    for pool in node_pools:
-        config = pool.get("nodeConfig") or {}
-        machine = str(config.get("machineType") or "")
-        family = machine.split("-", 1)[0]
-        for accel in config.get("guestAccelerators") or []:
-            expected = GPU_FAMILIES.get(family)
-            if expected and accel.get("type") != expected:
-                problems.append(
-                    f"node pool {pool.get('name')}: machine type {machine} carries {expected}, "
-                    f"not {accel.get('type')}"
-                )
-    accelerators = [a for a in (node_pool_accelerator(p) for p in node_pools) if a]
-    for w in manifests:
-        if w.get("kind") not in POD_TEMPLATE_KINDS:
-            continue
-        selector = (_template(w).get("spec") or {}).get("nodeSelector") or {}
-        gpus = sum(_limit(c, "nvidia.com/gpu") for c in _containers(w))
-        tpus = sum(_limit(c, "google.com/tpu") for c in _containers(w))
-        where = f"{w['kind']} {_name(w)}"
-        if selector.get(GPU_LABEL):
-            if tpus:
-                problems.append(
-                    f"{where}: asks for google.com/tpu on GPU nodes ({selector[GPU_LABEL]})"
-                )
-            if not gpus:
-                problems.append(
-                    f"{where}: selects {selector[GPU_LABEL]} nodes without asking for "
-                    "nvidia.com/gpu"
-                )
-            matching = [a for a in accelerators if a[0] == selector[GPU_LABEL]]
-            if node_pools and not matching:
-                problems.append(f"{where}: no node pool carries {selector[GPU_LABEL]}")
-            for _accel, count, _ in matching:
-                if count and gpus > count:
-                    problems.append(f"{where}: asks for {gpus} GPUs, a node has {count}")
-        elif selector.get(TPU_LABEL):
-            if gpus:
-                problems.append(
-                    f"{where}: asks for nvidia.com/gpu on TPU nodes ({selector[TPU_LABEL]})"
-                )
-            topology = selector.get(TPU_TOPOLOGY)
-            matching = [a for a in accelerators if a[0] == selector[TPU_LABEL] and a[2] == topology]
-            if node_pools and not matching:
-                problems.append(
-                    f"{where}: no node pool is a {selector[TPU_LABEL]} {topology} slice"
-                )
-            for _, chips, _ in matching:
-                if tpus != chips:
-                    problems.append(f"{where}: asks for {tpus} TPU chips, a node has {chips}")
-        elif gpus or tpus:
-            problems.append(
-                f"{where}: asks for an accelerator without an accelerator node selector"
-            )
     return problems
 
 

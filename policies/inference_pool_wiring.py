@@ -16,8 +16,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._k8s import is_kubernetes
-from policies._wiring import check, manifest_from_engine, plain
+from policies._gke import manifests as stack_manifests
+from policies._wiring import check
 
 #: Kinds the references run between; a stack without an InferencePool is not judged.
 _KINDS = (
@@ -40,22 +40,11 @@ _KINDS = (
 def validate_inference_pool_wiring(
     args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
-    manifests = []
-    for resource in args.resources:
-        if not is_kubernetes(resource.resource_type) or resource.resource_type.startswith(
-            "kubernetes:helm.sh/"
-        ):
-            continue
-        try:
-            manifest = manifest_from_engine(resource.resource_type, plain(resource.props))
-        except ValueError:
-            continue  # a provider or a component, not an object
-        if manifest["kind"] in _KINDS:
-            manifests.append(manifest)
+    manifests = [m for m in stack_manifests(args) if m["kind"] in _KINDS]
     if not any(m["kind"] == "InferencePool" for m in manifests):
         return
     try:
-        problems = check(manifests, accelerators=False)
+        problems = check(manifests)
     except (AttributeError, TypeError, KeyError) as exc:
         # A part of an object the references run through is not of its type (a value
         # unknown at preview where a map or list belongs): it cannot be proved, so refused.

@@ -21,18 +21,10 @@ from pulumi_policy import (
 )
 
 from policies._gke import Manifest, manifests, name, namespace, vllm_workloads
+from policies._k8s import GPU_LABEL, TPU_LABEL, TPU_TOPOLOGY_LABEL
 from policies._resources import as_int
-from policies._wiring import (
-    GPU_LABEL,
-    TPU_LABEL,
-    TPU_TOPOLOGY,
-    UNKNOWN,
-    node_pool_accelerator,
-    plain,
-)
-
-NODE_POOL = "gcp:container/nodePool:NodePool"
-POOL_LABEL = "cloud.google.com/gke-nodepool"
+from policies._wiring import UNKNOWN, plain
+from policies.accelerator_pool_match import NODE_POOL, POOL_LABEL, pool_accelerator
 
 
 def _selector(workload: Manifest) -> dict[str, Any]:
@@ -75,14 +67,16 @@ def _matches(pool: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
     pinned = selector.get(POOL_LABEL)
     if pinned is not None:
         return bool(pinned == pool.get("name"))
-    accelerator = node_pool_accelerator(pool)
+    accelerator = pool_accelerator(pool, str(pool.get("name")))
     if accelerator is None:
         return False
-    kind, _, topology = accelerator
     if selector.get(GPU_LABEL):
-        return bool(kind == selector[GPU_LABEL])
+        return bool(accelerator.accelerator == selector[GPU_LABEL])
     if selector.get(TPU_LABEL):
-        return kind == selector[TPU_LABEL] and topology == selector.get(TPU_TOPOLOGY)
+        return (accelerator.accelerator, accelerator.topology) == (
+            selector[TPU_LABEL],
+            selector.get(TPU_TOPOLOGY_LABEL),
+        )
     return False
 
 
@@ -148,8 +142,8 @@ def validate_max_replicas_node_pool(
                 )
                 capacity = -1
                 break
-            accelerator = node_pool_accelerator(pool)
-            per_node = accelerator[1] if accelerator else 0
+            accelerator = pool_accelerator(pool, str(pool.get("name")))
+            per_node = (accelerator.count or 0) if accelerator else 0
             pods_per_node = max(1, per_node // per_pod) if per_pod and per_node else 1
             capacity += nodes * pods_per_node
         if capacity < 0:
