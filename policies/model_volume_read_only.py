@@ -38,15 +38,6 @@ from serving.render.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
     {
-        "nonRootImagePrefixes": {
-            "type": "array",
-            "items": {"type": "string"},
-            "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
-            "description": "No longer read: every image that mounts the model volume of a "
-            "GPU workload is held to the package's uid/gid mount contract, whatever its name "
-            "(a mirror under another repository name included). Kept so existing "
-            "configurations still load.",
-        },
         "uid": {
             "type": "integer",
             "default": VLLM_UID,
