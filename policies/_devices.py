@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from policies._k8s import tpu_chips
 from policies._props import get, read_field
 
 #: Kubernetes' extended resources for accelerators.
@@ -71,13 +72,9 @@ def machine_count(resource_type: str, props: Mapping[str, Any], accelerator: str
     """A TPU VM's devices, from what it declares."""
     topology = get(props, "acceleratorConfig", "topology")
     if accelerator is None and isinstance(topology, str):
-        dims = topology.lower().split("x")
-        if all(re.fullmatch(r"[1-9][0-9]?", d) for d in dims):
-            chips = 1
-            for d in dims:
-                chips *= int(d)
-            if chips <= 8:
-                return chips, f"acceleratorConfig.topology {topology}"
+        chips = tpu_chips(topology.lower())
+        if chips and chips <= 8:
+            return chips, f"acceleratorConfig.topology {topology}"
         return None, f"acceleratorConfig.topology {topology!r} is not a single-host slice"
     named = tpu_type_chips(accelerator)
     if named is not None:

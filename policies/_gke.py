@@ -18,6 +18,8 @@ from policies._wiring import (
     PATCH,
     UNKNOWN,
     manifest_from_engine,
+    name,
+    namespace,
     plain,
     pod_labels,
     type_token,
@@ -66,15 +68,6 @@ def _patched(patch: Manifest, found: Sequence[Manifest]) -> Manifest:
     policies) when the object is not in the stack."""
     bases = [m for m in found if not m.get(PATCH) and _identity(m) == _identity(patch)]
     return _overlay(bases[0], patch) if bases else patch
-
-
-def namespace(m: Mapping[str, Any]) -> str:
-    value = (m.get("metadata") or {}).get("namespace")
-    return value if isinstance(value, str) and value else "default"
-
-
-def name(m: Mapping[str, Any]) -> str:
-    return str((m.get("metadata") or {}).get("name"))
 
 
 def where(m: Mapping[str, Any]) -> str:

@@ -790,10 +790,10 @@ def _add(
 
 
 def _runs_tpu(workload: Workload, hardware: HardwareProfile | None) -> bool:
-    """A TPU VM, or the project's TPU resource on a catalogue TPU."""
-    return workload.resource_type == TPU_VM or (
-        hardware is not None and hardware.platform is Platform.TPU
-    )
+    """A TPU VM, or the project's TPU resource on a TPU accelerator type (`v6e-4`)."""
+    if workload.resource_type == TPU_VM or (hardware and hardware.platform is Platform.TPU):
+        return True
+    return bool(workload.accelerator and re.match(r"^v\d+[a-z]*-\d", workload.accelerator))
 
 
 #: A path inside a checkpoint folder: plain names, no `.` or `..`, no glob or expansion.

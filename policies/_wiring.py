@@ -83,11 +83,12 @@ def plain(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _ns(m: Manifest) -> str:
-    return str((m.get("metadata") or {}).get("namespace") or "default")
+def namespace(m: Mapping[str, Any]) -> str:
+    value = (m.get("metadata") or {}).get("namespace")
+    return value if isinstance(value, str) and value else "default"
 
 
-def _name(m: Manifest) -> str:
+def name(m: Mapping[str, Any]) -> str:
     return str((m.get("metadata") or {}).get("name"))
 
 
@@ -145,8 +146,8 @@ def selects(selector: Any, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _workloads(manifests: Sequence[Manifest], namespace: str) -> list[Manifest]:
-    return [m for m in manifests if m.get("kind") in POD_TEMPLATE_KINDS and _ns(m) == namespace]
+def _workloads(manifests: Sequence[Manifest], ns: str) -> list[Manifest]:
+    return [m for m in manifests if m.get("kind") in POD_TEMPLATE_KINDS and namespace(m) == ns]
 
 
 def _ports(m: Manifest) -> dict[str, int]:
@@ -228,7 +229,7 @@ def _probe_problems(m: Manifest) -> list[str]:
             port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
             if port is not None and not _serves(m, port):
                 problems.append(
-                    f"{m['kind']} {_name(m)}: container {c.get('name')!r} {probe} port {port} "
+                    f"{m['kind']} {name(m)}: container {c.get('name')!r} {probe} port {port} "
                     "is not one of its container ports"
                 )
     return problems
@@ -243,16 +244,16 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
     for d in _of(manifests, "Deployment") + _of(manifests, "StatefulSet"):
         selector = (d.get("spec") or {}).get("selector")
         if not selects(selector, pod_labels(d)):
-            problems.append(f"{d['kind']} {_name(d)}: spec.selector does not match its Pod labels")
-    pools = {(_ns(p), _name(p)): p for p in _of(manifests, "InferencePool")}
-    services = {(_ns(s), _name(s)): s for s in _of(manifests, "Service")}
+            problems.append(f"{d['kind']} {name(d)}: spec.selector does not match its Pod labels")
+    pools = {(namespace(p), name(p)): p for p in _of(manifests, "InferencePool")}
+    services = {(namespace(s), name(s)): s for s in _of(manifests, "Service")}
     for pool in pools.values():
         spec = pool.get("spec") or {}
-        where = f"InferencePool {_name(pool)}"
+        where = f"InferencePool {name(pool)}"
         problems += _pool_shape_problems(pool, where)
         selected = [
             w
-            for w in _workloads(manifests, _ns(pool))
+            for w in _workloads(manifests, namespace(pool))
             if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
@@ -262,11 +263,11 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
             for server in _vllm_servers(w):
                 problem = host_problem(server)
                 if problem is not None:
-                    problems.append(f"{where}: {w['kind']} {_name(w)} {problem}")
+                    problems.append(f"{where}: {w['kind']} {name(w)} {problem}")
             for port in _vllm_ports(w):
                 if port not in numbers:
                     problems.append(
-                        f"{where}: vLLM in {w['kind']} {_name(w)} listens on --port={port}, not "
+                        f"{where}: vLLM in {w['kind']} {name(w)} listens on --port={port}, not "
                         f"on the pool's target ports {sorted(numbers)}"
                     )
         for target in spec.get("targetPorts") or []:
@@ -274,13 +275,13 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
                 if not _serves(w, target.get("number")):
                     problems.append(
                         f"{where}: target port {target.get('number')} is not a container port "
-                        f"of {w['kind']} {_name(w)} ({sorted(set(_ports(w).values()))})"
+                        f"of {w['kind']} {name(w)} ({sorted(set(_ports(w).values()))})"
                     )
         ref = spec.get("endpointPickerRef") or {}
         if (ref.get("kind") or "Service") != "Service" or ref.get("group") not in (None, ""):
             problems.append(f"{where}: endpointPickerRef is not a core Service")
             continue
-        svc = services.get((_ns(pool), str(ref.get("name"))))
+        svc = services.get((namespace(pool), str(ref.get("name"))))
         if svc is None:
             problems.append(
                 f"{where}: endpointPickerRef names Service {ref.get('name')!r}, not declared"
@@ -291,55 +292,55 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
             p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == number
         ]
         if not svc_ports:
-            problems.append(f"{where}: the picker Service {_name(svc)} has no port {number}")
+            problems.append(f"{where}: the picker Service {name(svc)} has no port {number}")
             continue
         service_selector = (svc.get("spec") or {}).get("selector")
         # A Service selects by a plain label map (no matchExpressions); none: no Pods.
         pickers = [
             w
-            for w in _workloads(manifests, _ns(svc))
+            for w in _workloads(manifests, namespace(svc))
             if service_selector and selects({"matchLabels": service_selector}, pod_labels(w))
         ]
         if not pickers:
-            problems.append(f"Service {_name(svc)}: its selector matches no Pod template")
+            problems.append(f"Service {name(svc)}: its selector matches no Pod template")
         for w in pickers:
             target = svc_ports[0].get("targetPort", svc_ports[0].get("port"))
             if not _serves(w, target):
                 problems.append(
-                    f"Service {_name(svc)}: targetPort {target} is not a container port of "
-                    f"{w['kind']} {_name(w)}"
+                    f"Service {name(svc)}: targetPort {target} is not a container port of "
+                    f"{w['kind']} {name(w)}"
                 )
         if any(selects(spec.get("selector"), pod_labels(w)) for w in pickers):
             problems.append(f"{where}: selects the picker's own Pods")
     for route in _of(manifests, "HTTPRoute"):
         spec = route.get("spec") or {}
-        gateways = {(_ns(g), _name(g)) for g in _of(manifests, "Gateway")}
+        gateways = {(namespace(g), name(g)) for g in _of(manifests, "Gateway")}
         for parent in spec.get("parentRefs") or []:
-            if (parent.get("namespace") or _ns(route), parent.get("name")) not in gateways:
+            if (parent.get("namespace") or namespace(route), parent.get("name")) not in gateways:
                 problems.append(
-                    f"HTTPRoute {_name(route)}: parent Gateway {parent.get('name')!r} not declared"
+                    f"HTTPRoute {name(route)}: parent Gateway {parent.get('name')!r} not declared"
                 )
         for rule in spec.get("rules") or []:
             for backend in rule.get("backendRefs") or []:
-                key = (backend.get("namespace") or _ns(route), str(backend.get("name")))
+                key = (backend.get("namespace") or namespace(route), str(backend.get("name")))
                 if (
                     backend.get("kind") != "InferencePool"
                     or backend.get("group") != "inference.networking.k8s.io"
                 ):
                     problems.append(
-                        f"HTTPRoute {_name(route)}: backend {backend.get('name')!r} is not an "
+                        f"HTTPRoute {name(route)}: backend {backend.get('name')!r} is not an "
                         "InferencePool"
                     )
                 elif key not in pools:
                     problems.append(
-                        f"HTTPRoute {_name(route)}: backend pool {key[1]!r} not declared"
+                        f"HTTPRoute {name(route)}: backend pool {key[1]!r} not declared"
                     )
     for kind in ("HealthCheckPolicy", "GCPBackendPolicy"):
         for policy in _of(manifests, kind):
             ref = (policy.get("spec") or {}).get("targetRef") or {}
-            key = (ref.get("namespace") or _ns(policy), str(ref.get("name")))
+            key = (ref.get("namespace") or namespace(policy), str(ref.get("name")))
             if ref.get("kind") != "InferencePool" or key not in pools:
-                problems.append(f"{kind} {_name(policy)}: targetRef {ref} is not a declared pool")
+                problems.append(f"{kind} {name(policy)}: targetRef {ref} is not a declared pool")
             port = (
                 ((policy.get("spec") or {}).get("default") or {})
                 .get("config", {})
@@ -350,7 +351,7 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
                 pool_ports = [t.get("number") for t in pools[key]["spec"].get("targetPorts") or []]
                 if port not in pool_ports:
                     problems.append(
-                        f"{kind} {_name(policy)}: health check port {port} is not the pool's "
+                        f"{kind} {name(policy)}: health check port {port} is not the pool's "
                         f"{pool_ports}"
                     )
     for hpa in _of(manifests, "HorizontalPodAutoscaler"):
@@ -361,12 +362,12 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
             for m in manifests
             if m.get("kind") == ref.get("kind")
             and m.get("apiVersion") == ref.get("apiVersion")
-            and _name(m) == ref.get("name")
-            and _ns(m) == _ns(hpa)
+            and name(m) == ref.get("name")
+            and namespace(m) == namespace(hpa)
         ]
         if not targets:
             problems.append(
-                f"HorizontalPodAutoscaler {_name(hpa)}: scaleTargetRef {ref} not declared"
+                f"HorizontalPodAutoscaler {name(hpa)}: scaleTargetRef {ref} not declared"
             )
         elif not any(
             selects((p.get("spec") or {}).get("selector"), pod_labels(t))
@@ -374,27 +375,27 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
             for p in pools.values()
         ):
             problems.append(
-                f"HorizontalPodAutoscaler {_name(hpa)}: scales {ref.get('name')!r}, whose Pods "
+                f"HorizontalPodAutoscaler {name(hpa)}: scales {ref.get('name')!r}, whose Pods "
                 "no InferencePool serves (the autoscaler follows vLLM's queue)"
             )
         low, high = as_int(spec.get("minReplicas", 1)), as_int(spec.get("maxReplicas"))
         if low is not None and high is not None and low > high:
-            problems.append(f"HorizontalPodAutoscaler {_name(hpa)}: minReplicas > maxReplicas")
+            problems.append(f"HorizontalPodAutoscaler {name(hpa)}: minReplicas > maxReplicas")
     for monitor in _of(manifests, "PodMonitoring"):
         spec = monitor.get("spec") or {}
         selected = [
             w
-            for w in _workloads(manifests, _ns(monitor))
+            for w in _workloads(manifests, namespace(monitor))
             if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
-            problems.append(f"PodMonitoring {_name(monitor)}: its selector matches no Pod template")
+            problems.append(f"PodMonitoring {name(monitor)}: its selector matches no Pod template")
         for endpoint in spec.get("endpoints") or []:
             for w in selected:
                 if not _serves(w, endpoint.get("port")):
                     problems.append(
-                        f"PodMonitoring {_name(monitor)}: port {endpoint.get('port')!r} is not a "
-                        f"container port of {w['kind']} {_name(w)}"
+                        f"PodMonitoring {name(monitor)}: port {endpoint.get('port')!r} is not a "
+                        f"container port of {w['kind']} {name(w)}"
                     )
     return problems
 

@@ -21,7 +21,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads
+from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads
+from policies._wiring import name, namespace
 from serving.launch.vllm_contract import UnknownVersion, for_image, load
 
 #: The vLLM release this project pins (the Cloud Run and GKE GPU image): its metrics are read

@@ -20,10 +20,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, manifests, name, namespace, vllm_workloads
+from policies._gke import Manifest, manifests, vllm_workloads
 from policies._k8s import GPU_LABEL, TPU_LABEL, TPU_TOPOLOGY_LABEL
 from policies._resources import as_int
-from policies._wiring import UNKNOWN, plain
+from policies._wiring import UNKNOWN, name, namespace, plain
 from policies.accelerator_pool_match import NODE_POOL, POOL_LABEL, pool_accelerator
 
 

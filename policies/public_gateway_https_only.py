@@ -20,7 +20,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
-from policies._gke import Manifest, manifests, name, namespace, where
+from policies._gke import Manifest, manifests, where
+from policies._wiring import name, namespace
 from policies.no_public_gateway import CONFIG as GATEWAY_CONFIG
 
 CONFIG = schema({"internalClasses": GATEWAY_CONFIG.properties["internalClasses"]})

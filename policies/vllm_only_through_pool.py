@@ -19,8 +19,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads, where
-from policies._wiring import UNKNOWN, selects
+from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads, where
+from policies._wiring import UNKNOWN, name, namespace, selects
 
 POOL_GROUP = "inference.networking.k8s.io"
 _OTHER_ROUTES = ("GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute")
