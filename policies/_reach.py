@@ -14,9 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
-from policies._props import is_list, read_field
+from policies._props import is_list, read_field, read_list
 from policies._resources import as_bool, as_int
 from serving.config.netrange import RangeError, source_range_problems
 
@@ -77,18 +75,11 @@ _TCP = frozenset({"tcp", "6", "all"})
 
 
 def _list(value: Any) -> tuple[list[Any], bool]:
-    if value is None:
-        return [], False
-    if not is_list(value):
-        return ([value] if isinstance(value, str) else []), not isinstance(value, str)
-    out: list[Any] = []
-    unknown = False
-    for index in range(len(value)):
-        try:
-            out.append(value[index])
-        except UnknownValueError:
-            unknown = True
-    return out, unknown
+    """A list field's elements (a lone string as one), and whether any part is unknown."""
+    if isinstance(value, str):
+        return [value], False
+    out, unknown = read_list(value)
+    return out, unknown or not (value is None or is_list(value))
 
 
 @dataclass

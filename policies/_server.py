@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
 from policies import _devices, _k8s
-from policies._props import get, is_list, items, read_field
+from policies._props import get, is_list, items, read_field, read_list
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     SERVICE,
@@ -160,19 +158,9 @@ def _strings_or_unknown(value: Any) -> tuple[list[str] | None, bool]:
         return None, False
     if not is_list(value):
         return None, True
-    out: list[str] = []
-    unknown = False
-    for index in range(len(value)):
-        try:
-            item = value[index]
-        except UnknownValueError:
-            unknown = True
-            continue
-        if isinstance(item, str):
-            out.append(item)
-        else:
-            unknown = True
-    return out, unknown
+    found, unknown = read_list(value)
+    out = [item for item in found if isinstance(item, str)]
+    return out, unknown or len(out) < len(found)
 
 
 def _envs(container: Any) -> tuple[dict[str, str | None], bool]:

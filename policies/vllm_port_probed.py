@@ -20,10 +20,9 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError
 
 from policies import _k8s
-from policies._props import get, is_list, read_field
+from policies._props import get, is_list, read_path
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     JOB,
@@ -45,37 +44,14 @@ PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
 UNKNOWN = "(unknown at preview)"
 
 
-def _lookup(value: Any, *path: str | int) -> tuple[Any, bool]:
-    """Follow `path` (keys, list indexes); (None, False) when absent, (None, True) when a
-    step is unknown at preview."""
-    current = value
-    for step in path:
-        if isinstance(step, int):
-            if not is_list(current):
-                return None, False
-            try:
-                if step >= len(current):
-                    return None, False
-                current = current[step]
-            except UnknownValueError:
-                return None, True
-        else:
-            current, unknown = read_field(current, step)
-            if unknown:
-                return None, True
-            if current is None:
-                return None, False
-    return current, False
-
-
 def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]:
     """The container's port (ports[0].containerPort, else Cloud Run's 8080) and how it was
     found; UNKNOWN when not known at preview, None when given but not a number."""
-    ports, unknown = _lookup(container, "ports")
+    ports, unknown = read_path(container, "ports")
     if not unknown and is_list(ports):
-        raw, unknown = _lookup(ports, 0, "containerPort")
+        raw, unknown = read_path(ports, 0, "containerPort")
     elif not unknown:
-        raw, unknown = _lookup(ports, "containerPort")
+        raw, unknown = read_path(ports, "containerPort")
     if unknown:
         return UNKNOWN, f"its container port {UNKNOWN}"
     if raw is None:
@@ -90,7 +66,7 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]
 def _declares_ports(container: Mapping[str, Any]) -> bool | None:
     """Whether a Cloud Run container declares a port (absent or an empty list: no); None
     when its ports are not known at preview."""
-    ports, unknown = _lookup(container, "ports")
+    ports, unknown = read_path(container, "ports")
     if unknown:
         return None
     return bool(ports)
@@ -105,18 +81,18 @@ def _probe_ports(
     Run); a named port is looked up in `named` (Kubernetes)."""
     found: list[tuple[str, int | str | None]] = []
     for probe in PROBES:
-        if _lookup(container, probe)[1]:
+        if read_path(container, probe)[1]:
             # A probe unknown at preview may reach any port.
             found.append((probe, UNKNOWN))
             continue
         for action in PROBE_ACTIONS:
-            spec, unknown = _lookup(container, probe, action)
+            spec, unknown = read_path(container, probe, action)
             if unknown:
                 found.append((f"{probe}.{action}", UNKNOWN))
                 continue
             if spec is None:
                 continue
-            raw, unknown = _lookup(spec, "port")
+            raw, unknown = read_path(spec, "port")
             port: int | str | None = UNKNOWN if unknown else own if raw is None else as_int(raw)
             if port is None and isinstance(raw, str) and named is not None:
                 # Kubernetes: a port name resolves through the container's own ports.
@@ -128,10 +104,10 @@ def _probe_ports(
 def _named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
     """A Kubernetes container's port names and their numbers."""
     out: dict[str, int | str] = {}
-    ports, unknown = _lookup(container, "ports")
+    ports, unknown = read_path(container, "ports")
     for index in range(len(ports) if is_list(ports) and not unknown else 0):
-        name, _ = _lookup(ports, index, "name")
-        number, unknown = _lookup(ports, index, "containerPort")
+        name, _ = read_path(ports, index, "name")
+        number, unknown = read_path(ports, index, "containerPort")
         if isinstance(name, str):
             out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
     return out
