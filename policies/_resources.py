@@ -241,22 +241,23 @@ class VllmServer:
         value = self.args.get(option)
         return value is True or (isinstance(value, str) and value.lower() == "true")
 
-    def speculative_config(self) -> tuple[dict[str, Any] | None, str | None]:
-        """(config, None), (None, None) when absent, or (None, error) when it is not JSON."""
-        raw = self.args.get("speculative-config")
-        if raw is None:
-            return None, None
-        if isinstance(raw, Mapping):
-            return dict(raw), None
-        if not isinstance(raw, str):
-            return None, f"--speculative-config has no value ({raw!r})"
-        try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            return None, f"--speculative-config is not valid JSON ({exc.msg} in {raw!r})"
-        if not isinstance(parsed, dict):
-            return None, f"--speculative-config must be a JSON object, got {raw!r}"
-        return parsed, None
+
+def speculative_config(args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(config, None), (None, None) when absent, or (None, error) when it is not JSON."""
+    raw = args.get("speculative-config")
+    if raw is None:
+        return None, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    if not isinstance(raw, str):
+        return None, f"--speculative-config has no value ({raw!r})"
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, f"--speculative-config is not valid JSON ({exc.msg} in {raw!r})"
+    if not isinstance(parsed, dict):
+        return None, f"--speculative-config must be a JSON object, got {raw!r}"
+    return parsed, None
 
 
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -11,7 +11,6 @@ may start vLLM (a Compute Engine machine with accelerators among them) is refuse
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from policies._resources import (
     containers,
     find_hardware,
     is_gpu_service,
+    speculative_config,
     volumes,
 )
 from serving.catalog.checkpoints import Checkpoint, resolve_checkpoint
@@ -885,11 +885,5 @@ def _drafter(args: Mapping[str, Any]) -> str | None:
 
 def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
     """A field of `--speculative-config` (the drafter's `model`, its `revision`)."""
-    raw = args.get("speculative-config")
-    spec: Any = raw
-    if isinstance(raw, str):
-        try:
-            spec = json.loads(raw)
-        except json.JSONDecodeError:
-            return None
-    return spec.get(name) if isinstance(spec, Mapping) else None
+    spec, _ = speculative_config(args)
+    return None if spec is None else spec.get(name)

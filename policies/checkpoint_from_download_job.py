@@ -37,12 +37,8 @@ class Download:
 
 
 def _option(args: list[str], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+    """`--name=value` (the one form a download job may give)."""
+    return next((a.split("=", 1)[1] for a in args if a.startswith(name + "=")), None)
 
 
 def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> dict[str, str | None]:

@@ -21,11 +21,11 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_bool, setting_strings
-from policies._k8s import OPAQUE_PREFIXES, is_kubernetes
+from policies._gke import manifests as stack_manifests
 from policies._props import get, items
 from policies._resources import as_bool
 from policies._server import read_servers
-from policies._wiring import manifest_from_engine, plain, pod_labels, selects, type_token
+from policies._wiring import pod_labels, selects, type_token
 
 GATEWAY_KINDS = (
     "kubernetes:gateway.networking.k8s.io/v1:Gateway",
@@ -129,11 +129,7 @@ def validate_no_public_gateway(
 def public_requirements(args: StackValidationArgs, internal: list[str]) -> list[str]:
     """A public Gateway's pools need a Cloud Armor policy (the client ranges) in their
     GCPBackendPolicy and a vLLM that requires an API key."""
-    manifests = [
-        manifest_from_engine(r.resource_type, plain(r.props))
-        for r in args.resources
-        if is_kubernetes(r.resource_type) and not r.resource_type.startswith(OPAQUE_PREFIXES)
-    ]
+    manifests = stack_manifests(args)
     external = {
         (_namespace(g), str(get(g, "metadata", "name")))
         for g in manifests
