@@ -17,7 +17,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._props import is_list
+from policies._props import is_list, read_path
 from policies._resources import as_int
 
 #: What a value unknown at preview becomes in `plain` (it selects and equals nothing).
@@ -161,6 +161,19 @@ def _ports(m: Manifest) -> dict[str, int]:
             out[str(number)] = number
             if port.get("name"):
                 out[str(port["name"])] = number
+    return out
+
+
+def named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
+    """A Kubernetes container's port names and their numbers (`UNKNOWN` when unknown at
+    preview, the value as written when not a number)."""
+    out: dict[str, int | str] = {}
+    ports, unknown = read_path(container, "ports")
+    for index in range(len(ports) if is_list(ports) and not unknown else 0):
+        name, _ = read_path(ports, index, "name")
+        number, unknown = read_path(ports, index, "containerPort")
+        if isinstance(name, str):
+            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
     return out
 
 

@@ -16,11 +16,10 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError
 
 from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
-from policies._props import get, is_list, read_field
+from policies._props import get, read_field, read_list, read_path
 from policies._resources import CLOUD_RUN_WORKLOADS, JOB, containers
 from policies._server import vllm_servers
 from serving.config.checks import check_pinned_image, image_registry
@@ -54,24 +53,11 @@ def _unknown_containers(resource_type: str, props: Any) -> str | None:
     """What of the container list is unknown at preview (the list, or an element), or None."""
     if resource_type.startswith("kubernetes:"):
         return None  # the Kubernetes reader fails closed on unknown Pod templates itself
-    path = {JOB: ("template", "template", "containers")}.get(
-        resource_type, ("template", "containers")
-    )
-    current: Any = props
-    for step in path:
-        current, unknown = read_field(current, step)
-        if unknown:
-            return "its containers are"
-        if current is None:
-            return None
-    if not is_list(current):
-        return None
-    for index in range(len(current)):
-        try:
-            current[index]
-        except UnknownValueError:
-            return f"container #{index} is"
-    return None
+    template = ("template", "template") if resource_type == JOB else ("template",)
+    value, unknown = read_path(props, *template, "containers")
+    if unknown:
+        return "its containers are"
+    return "a container is" if read_list(value)[1] else None
 
 
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:

@@ -31,17 +31,13 @@ from policies._resources import (
     containers,
 )
 from policies._server import vllm_servers
-from policies._wiring import host_problem, listen_port
+from policies._wiring import UNKNOWN, host_problem, listen_port, named_ports
 
 #: Cloud Run's container port when none is declared ("If not present, it will default to
 #: port 8080").
 DEFAULT_CONTAINER_PORT = 8080
 PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
 PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
-
-
-#: What a value unknown at preview is shown as; it equals no port.
-UNKNOWN = "(unknown at preview)"
 
 
 def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]:
@@ -99,18 +95,6 @@ def _probe_ports(
                 port = named.get(raw, f"{raw!r} (a name none of its ports has)")
             found.append((f"{probe}.{action}", port))
     return found
-
-
-def _named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
-    """A Kubernetes container's port names and their numbers."""
-    out: dict[str, int | str] = {}
-    ports, unknown = read_path(container, "ports")
-    for index in range(len(ports) if is_list(ports) and not unknown else 0):
-        name, _ = read_path(ports, index, "name")
-        number, unknown = read_path(ports, index, "containerPort")
-        if isinstance(name, str):
-            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
-    return out
 
 
 #: The project's TPU resource (components/tpu_queued_resource.py): its `servingPort` is the
@@ -186,7 +170,7 @@ def validate_vllm_port_probed(
             continue
         if kubernetes:
             own, how = None, "its probes"
-            probes = _probe_ports(container, None, _named_ports(container))
+            probes = _probe_ports(container, None, named_ports(container))
         elif sidecar:
             own, how = None, "no port (a sidecar: requests go to the container with ports)"
             probes = [

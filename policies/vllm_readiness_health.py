@@ -24,18 +24,9 @@ from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
 from policies._resources import as_int
 from policies._server import read_servers
-from policies._wiring import listen_port
+from policies._wiring import listen_port, named_ports
 
 HEALTH_PATH = "/health"
-
-
-def _named_ports(container: Mapping[str, Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for port in items(get(container, "ports")):
-        number, name = as_int(get(port, "containerPort")), get(port, "name")
-        if isinstance(name, str) and number is not None:
-            out[name] = number
-    return out
 
 
 def _probe_problem(container: Mapping[str, Any], vllm_port: int) -> str | None:
@@ -62,9 +53,9 @@ def _probe_problem(container: Mapping[str, Any], vllm_port: int) -> str | None:
             f"answer before the model has loaded and after the engine died); {fix}"
         )
     raw = get(http, "port")
-    port = as_int(raw)
+    port: int | str | None = as_int(raw)
     if port is None and isinstance(raw, str):
-        port = _named_ports(container).get(raw)
+        port = named_ports(container).get(raw)
     if port != vllm_port:
         return f"its readinessProbe asks port {raw!r}, not vLLM's port {vllm_port}; {fix}"
     scheme = get(http, "scheme")
