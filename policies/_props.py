@@ -7,7 +7,7 @@ accept both and treat an unknown value as absent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
@@ -73,3 +73,29 @@ def entries(value: Any) -> Iterator[tuple[str, Any]]:
 
 def strings(value: Any) -> list[str]:
     return [v for v in items(value) if isinstance(v, str)]
+
+
+#: How deep :func:`walk` goes into a props tree.
+MAX_DEPTH = 24
+
+
+def walk(
+    value: Any, skip: Container[str] = (), path: str = "", depth: int = 0
+) -> Iterator[tuple[str, str | int, Any, bool]]:
+    """(path, key or list index, child, unknown at preview) of every entry of a props tree,
+    parents first; the entries under a key in `skip` are not entered (bounded depth)."""
+    if depth > MAX_DEPTH:
+        return
+    keys: list[str | int]
+    if is_list(value):
+        keys = list(range(len(value)))
+    elif isinstance(value, Mapping):
+        keys = [str(k) for k in value]
+    else:
+        return
+    for key in keys:
+        child, unknown = read_path(value, key)
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key
+        yield where, key, child, unknown
+        if not unknown and key not in skip:
+            yield from walk(child, skip, where, depth + 1)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies import _devices, _k8s
-from policies._props import get, is_list, items, read_field, read_list
+from policies._props import get, is_list, items, read_field, read_list, walk
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     SERVICE,
@@ -486,31 +486,18 @@ ACCELERATOR_HOSTS = frozenset(
 )
 
 
-def _accelerator_in(value: Any, path: str = "", depth: int = 0) -> str | None:
+def _accelerator_in(props: Any) -> str | None:
     """Where a props tree asks for accelerators: a key naming accelerators with a value that
-    is not empty or zero, or an accelerator machine type (bounded depth)."""
-    if depth > 12:
-        return None
-    if isinstance(value, Mapping):
-        for key in list(value):
-            child, _ = read_field(value, str(key))
-            here = f"{path}.{key}" if path else str(key)
-            if "accelerator" in str(key).lower() and _asks(child):
-                return here
-            if (
-                str(key) == "machineType"
-                and isinstance(child, str)
-                and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
-            ):
-                return here
-            found = _accelerator_in(child, here, depth + 1)
-            if found:
-                return found
-    elif is_list(value):
-        for index, child in enumerate(items(value)):
-            found = _accelerator_in(child, f"{path}[{index}]", depth + 1)
-            if found:
-                return found
+    is not empty or zero, or an accelerator machine type."""
+    for path, key, child, _ in walk(props):
+        if isinstance(key, str) and "accelerator" in key.lower() and _asks(child):
+            return path
+        if (
+            key == "machineType"
+            and isinstance(child, str)
+            and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
+        ):
+            return path
     return None
 
 

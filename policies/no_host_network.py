@@ -9,7 +9,6 @@ for an accelerator or runs vLLM. A Kubernetes boolean is off only when absent or
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import (
@@ -21,7 +20,7 @@ from pulumi_policy import (
 
 from policies._gke import strictly_false
 from policies._k8s import SCHEMA_KINDS, is_kubernetes
-from policies._props import is_list, items, read_field
+from policies._props import walk
 from policies._server import read_workload, workload_of
 
 #: Keys whose entries are the user's own strings, never a Pod spec.
@@ -35,32 +34,11 @@ _ACCELERATOR_KEYS = frozenset(
         "cloud.google.com/gke-tpu-accelerator",
     }
 )
-_MAX_DEPTH = 24
-
-
-def _walk(value: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str, Any, bool]]:
-    """(path, key, value, unknown) of every mapping entry in a props tree (bounded depth; an
-    element of a list that is unknown at preview is left to `vllm-server-readable`)."""
-    if depth > _MAX_DEPTH:
-        return
-    if is_list(value):
-        for index, child in enumerate(items(value)):
-            yield from _walk(child, f"{path}[{index}]", depth + 1)
-        return
-    if not isinstance(value, Mapping):
-        return
-    for key in list(value):
-        text = str(key)
-        child, unknown = read_field(value, text)
-        where = f"{path}.{text}" if path else text
-        yield where, text, child, unknown
-        if text not in _OPAQUE_KEYS and not unknown:
-            yield from _walk(child, where, depth + 1)
 
 
 def _host_problems(props: Any) -> list[str]:
     problems = []
-    for path, key, value, unknown in _walk(props):
+    for path, key, value, unknown in walk(props, _OPAQUE_KEYS):
         if key == "hostNetwork" and (unknown or not strictly_false(value)):
             shown = "a value unknown at preview" if unknown else repr(value)
             problems.append(
@@ -77,7 +55,7 @@ def _host_problems(props: Any) -> list[str]:
 
 
 def _asks_for_accelerator(props: Any) -> bool:
-    return any(key in _ACCELERATOR_KEYS for _, key, _, _ in _walk(props))
+    return any(key in _ACCELERATOR_KEYS for _, key, _, _ in walk(props, _OPAQUE_KEYS))
 
 
 def validate_no_host_network(
