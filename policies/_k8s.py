@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policies._props import get, is_list, items, read_field
+from policies._props import get, is_list, items, read_field, read_path
 
 #: Pod-running kinds and where their Pod template (or, for a Pod, its spec's parent) is.
 POD_TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -192,23 +192,16 @@ def _holds_containers(value: Any, depth: int = 0) -> str | None:
 
 def _template_unknowns(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Parts of a Pod template unknown at preview that the policies need."""
-    current: Any = props
-    walked: list[str] = []
-    for step in (*POD_TEMPLATES[resource_type], "spec"):
-        current, unknown = read_field(current, step)
-        walked.append(step)
-        if unknown:
-            return [f"{'.'.join(walked)} is not known (a value unknown at preview)"]
-        if current is None:
-            return []
+    path = ".".join((*POD_TEMPLATES[resource_type], "spec"))
+    spec, unknown = read_path(props, *path.split("."))
+    if unknown:
+        return [f"{path} is not known (a value unknown at preview)"]
     problems = []
     for key in ("containers", "initContainers", "nodeSelector"):
-        _, unknown = read_field(current, key)
-        if unknown:
+        if read_field(spec, key)[1]:
             what = "the accelerator" if key == "nodeSelector" else "the containers"
             problems.append(
-                f"{'.'.join(walked)}.{key} is not known (a value unknown at preview), so "
-                f"{what} cannot be read"
+                f"{path}.{key} is not known (a value unknown at preview), so {what} cannot be read"
             )
     return problems
 
