@@ -1,12 +1,13 @@
 """Policy thresholds: each policy declares them in its config schema, with defaults.
 
-The Pulumi CLI applies schema defaults when it configures a pack; a validator called directly
-(tests, `Configure` without that key) falls back to the same default in :func:`setting`.
+The Pulumi CLI checks a pack config against the schema and applies its defaults; a validator
+called directly (tests, `Configure` without that key) falls back to the same default in
+:func:`setting`. Values are of the schema's type: the readers do not coerce strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
@@ -37,16 +38,8 @@ def setting_int(args: Any, config_schema: PolicyConfigSchema, key: str) -> int:
 
 
 def setting_bool(args: Any, config_schema: PolicyConfigSchema, key: str) -> bool:
-    value = setting(args, config_schema, key)
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+    return bool(setting(args, config_schema, key))
 
 
 def setting_strings(args: Any, config_schema: PolicyConfigSchema, key: str) -> list[str]:
-    value = setting(args, config_schema, key)
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Sequence):
-        return [str(v) for v in value]
-    return []
+    return [str(v) for v in setting(args, config_schema, key)]
