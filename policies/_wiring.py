@@ -229,12 +229,6 @@ def _vllm_servers(m: Manifest) -> list[Any]:
     return read_servers(type_token(m), m).servers
 
 
-def _vllm_ports(m: Manifest) -> list[int]:
-    """The port every vLLM server of a workload listens on (the policies' reader; vLLM's
-    default 8000 when no --port is given)."""
-    return [p for p in map(listen_port, _vllm_servers(m)) if p is not None]
-
-
 def _probe_problems(m: Manifest) -> list[str]:
     problems = []
     for c in _containers(m):
@@ -277,8 +271,8 @@ def check(manifests: Sequence[Manifest]) -> list[str]:
                 problem = host_problem(server)
                 if problem is not None:
                     problems.append(f"{where}: {w['kind']} {name(w)} {problem}")
-            for port in _vllm_ports(w):
-                if port not in numbers:
+                port = listen_port(server)
+                if port is not None and port not in numbers:
                     problems.append(
                         f"{where}: vLLM in {w['kind']} {name(w)} listens on --port={port}, not "
                         f"on the pool's target ports {sorted(numbers)}"

@@ -54,10 +54,6 @@ def _host_problems(props: Any) -> list[str]:
     return problems
 
 
-def _asks_for_accelerator(props: Any) -> bool:
-    return any(key in _ACCELERATOR_KEYS for _, key, _, _ in walk(props, _OPAQUE_KEYS))
-
-
 def validate_no_host_network(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -67,7 +63,9 @@ def validate_no_host_network(
     if not problems:
         return
     workload = workload_of(args.resource_type, args.props)
-    accelerated = workload.runs_accelerator or _asks_for_accelerator(args.props)
+    accelerated = workload.runs_accelerator or any(
+        key in _ACCELERATOR_KEYS for _, key, _, _ in walk(args.props, _OPAQUE_KEYS)
+    )
     if not accelerated:
         accelerated = bool(read_workload(workload).servers)
     if accelerated:

@@ -25,7 +25,7 @@ from pulumi_policy import (
 from policies._gke import strictly_false
 from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
-from policies._resources import CLOUD_RUN_WORKLOADS, VllmServer, containers
+from policies._resources import CLOUD_RUN_WORKLOADS, containers
 from policies._server import (
     ContainerSpec,
     Reading,
@@ -52,13 +52,8 @@ _FIX = (
 )
 
 
-def _server_where(spec: ContainerSpec) -> str:
-    return f"container {spec.name!r}"
-
-
 def _may_run_vllm(spec: ContainerSpec, reading: Reading) -> bool:
-    where = _server_where(spec)
-    if any(s.where == where for s in reading.servers):
+    if any(s.where == f"container {spec.name!r}" for s in reading.servers):
         return True
     argv = [*(spec.command or []), *(spec.args or [])]
     return (
@@ -66,16 +61,6 @@ def _may_run_vllm(spec: ContainerSpec, reading: Reading) -> bool:
         or (spec.image is not None and is_vllm_image(spec.image))
         or mentions_vllm(argv)
     )
-
-
-def _command_line_problems(server: VllmServer) -> list[str]:
-    problems = []
-    if server.args.get("api-key") is not None:
-        problems.append(
-            f"{server.where} passes --api-key on vLLM's command line, where the key is part "
-            f"of the resource and of the process list; {_FIX}"
-        )
-    return problems
 
 
 def _kubernetes_entry_problems(container: Mapping[str, Any], name: str) -> list[str]:
@@ -192,9 +177,12 @@ def validate_vllm_api_key_from_secret(
 ) -> None:
     workload = workload_of(args.resource_type, args.props)
     reading = read_workload(workload)
-    problems: list[str] = []
-    for server in reading.servers:
-        problems += _command_line_problems(server)
+    problems = [
+        f"{server.where} passes --api-key on vLLM's command line, where the key is part of the "
+        f"resource and of the process list; {_FIX}"
+        for server in reading.servers
+        if server.args.get("api-key") is not None
+    ]
     if args.resource_type in POD_TEMPLATES:
         problems += _kubernetes(args.resource_type, args.props, reading)
     elif args.resource_type in CLOUD_RUN_WORKLOADS:
