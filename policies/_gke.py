@@ -16,7 +16,6 @@ from policies._resources import VllmServer
 from policies._server import read_servers
 from policies._wiring import (
     PATCH,
-    UNKNOWN,
     manifest_from_engine,
     name,
     namespace,
@@ -102,7 +101,3 @@ def strictly_false(value: Any) -> bool:
     if value is None or value is False:
         return True
     return isinstance(value, str) and value.strip().lower() == "false"
-
-
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == UNKNOWN

@@ -23,7 +23,8 @@ from pulumi_policy import (
 )
 
 from policies._config import setting_strings
-from policies._gke import Manifest, is_unknown, manifests, where
+from policies._gke import Manifest, manifests, where
+from policies._wiring import UNKNOWN
 from policies.public_gateway_https_only import CONFIG
 
 URL_KEY = "endpointUrl"
@@ -137,7 +138,7 @@ def validate_hooks_endpoint_own_gateway(
         if not isinstance(data, Mapping) or URL_KEY not in data:
             continue
         url = data[URL_KEY]
-        if is_unknown(url):
+        if url == UNKNOWN:
             continue  # derived from the Gateway's address; judged when known
         problem = url_problem(url, gateways, internal)
         if problem:

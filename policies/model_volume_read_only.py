@@ -63,13 +63,10 @@ CONFIG = schema(
 GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
 
 
-def _mount_options(volume: object) -> set[str]:
-    raw = get(volume, "gcs", "mountOptions")
+def _mount_options(raw: object) -> set[str]:
+    """gcsfuse options of Cloud Run's `gcs.mountOptions` list or a CSI volume's string."""
     parts = [raw] if isinstance(raw, str) else strings(raw)
-    options: set[str] = set()
-    for part in parts:
-        options.update(p.strip().replace(" ", "") for p in re.split(r"[;,]", part) if p.strip())
-    return options
+    return {o.strip().replace(" ", "") for p in parts for o in re.split(r"[;,]", p) if o.strip()}
 
 
 def _option(options: set[str], key: str) -> str | None:
@@ -150,7 +147,8 @@ def _bucket_volumes(
         name = get(volume, "name")
         if get(volume, "gcs") is not None:
             read_only = as_bool(get(volume, "gcs", "readOnly")) is True
-            found.append((name, read_only, _mount_options(volume), "gcs.read_only=True"))
+            options = _mount_options(get(volume, "gcs", "mountOptions"))
+            found.append((name, read_only, options, "gcs.read_only=True"))
         elif get(volume, "csi", "driver") == GCSFUSE_CSI_DRIVER:
             mounts = [
                 m
@@ -161,12 +159,7 @@ def _bucket_volumes(
             read_only = as_bool(get(volume, "csi", "readOnly")) is True and all(
                 as_bool(get(m, "readOnly")) is True for m in mounts
             )
-            raw = get(volume, "csi", "volumeAttributes", "mountOptions")
-            options = {
-                o.strip().replace(" ", "")
-                for o in (raw.split(",") if isinstance(raw, str) else [])
-                if o.strip()
-            }
+            options = _mount_options(get(volume, "csi", "volumeAttributes", "mountOptions"))
             found.append((name, read_only, options, "csi.readOnly: true and readOnly mounts"))
     return found
 
