@@ -14,6 +14,7 @@ manifests are rendered inside the provider), a kind this module does not know. T
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -107,10 +108,7 @@ def tpu_chips(topology: str) -> int | None:
     """Chips of a TPU slice topology ("1x1" -> 1, "2x4" -> 8)."""
     if not re.fullmatch(r"\d+(x\d+){1,2}", topology):
         return None
-    chips = 1
-    for part in topology.split("x"):
-        chips *= int(part)
-    return chips
+    return math.prod(int(part) for part in topology.split("x"))
 
 
 def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:

@@ -96,7 +96,7 @@ class Grants:
 def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
     """The grants of a Cloud Run IAM resource; None for other resource types."""
     grants = Grants()
-    role, role_unknown = read_field(props, "role")
+    role, _ = read_field(props, "role")
     role_text = role if isinstance(role, str) else "(role unknown at preview)"
     if resource_type in IAM_MEMBERS:
         member, unknown = read_field(props, "member")
@@ -133,7 +133,6 @@ def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
             grants.pairs += [(grant_role, m) for m in binding["members"] if isinstance(m, str)]
     else:
         return None
-    _ = role_unknown
     if resource_type in PROJECT_IAM:
         # Project-level grants name service accounts this stack creates (emails unknown until
         # they exist); a public principal is always a literal, so only those are judged here.
