@@ -47,6 +47,8 @@ TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
+#: GKE's Cloud Storage FUSE CSI driver (a Cloud Storage volume of a Pod).
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 #: Keys that hold containers or a Pod template in any object (Kubernetes' conventions).
 _RUNS_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")

@@ -222,27 +222,14 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
     return specs
 
 
-#: Kubernetes' CSI driver for Cloud Storage volumes (GKE's Cloud Storage FUSE CSI driver).
-GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-
-
 #: Kubernetes probes and lifecycle hooks that can run a command inside the container.
 _K8S_HOOKS = (
-    ("lifecycle", "postStart"),
-    ("lifecycle", "preStop"),
-    ("startupProbe",),
-    ("livenessProbe",),
-    ("readinessProbe",),
+    "lifecycle.postStart",
+    "lifecycle.preStop",
+    "startupProbe",
+    "livenessProbe",
+    "readinessProbe",
 )
-
-
-def _k8s_hooks(container: Any) -> tuple[str, ...]:
-    """The exec commands the kubelet runs inside a container (lifecycle hooks, probes)."""
-    found = []
-    for path in _K8S_HOOKS:
-        if get(container, *path, "exec") is not None:
-            found.append(f"{'.'.join(path)}.exec")
-    return tuple(found)
 
 
 def _kubernetes_containers(
@@ -291,7 +278,11 @@ def _kubernetes_containers(
                 holds_accelerator=holds or (pod_accelerated and len(raw_containers) == 1),
                 volume_mounts=mounts,
                 unknown=unknown,
-                hooks=_k8s_hooks(container),
+                hooks=tuple(
+                    f"{hook}.exec"
+                    for hook in _K8S_HOOKS
+                    if get(container, *hook.split("."), "exec") is not None
+                ),
                 remapped_mounts=remapped,
                 devices=_devices.container_count(container, f"container {str(name)!r}"),
             )
@@ -337,7 +328,7 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     gcs = frozenset(
         str(get(v, "name"))
         for v in _k8s.volumes(resource_type, props)
-        if get(v, "csi", "driver") == GKE_GCSFUSE_DRIVER
+        if get(v, "csi", "driver") == _k8s.GCSFUSE_DRIVER
     )
     return Workload(
         resource_type=resource_type,

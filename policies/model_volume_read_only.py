@@ -22,7 +22,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting, setting_int
-from policies._k8s import GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
+from policies._k8s import GCSFUSE_DRIVER, GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
 from policies._k8s import accelerator as k8s_accelerator
 from policies._props import get, items, strings
 from policies._resources import (
@@ -120,9 +120,6 @@ def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
     return None
 
 
-GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
-
-
 def _judged(resource_type: str, props: Mapping[str, Any]) -> bool:
     """A Cloud Run GPU workload, or a Kubernetes Pod template on an accelerator."""
     if resource_type in (SERVICE, JOB, WORKER_POOL):
@@ -149,7 +146,7 @@ def _bucket_volumes(
             read_only = as_bool(get(volume, "gcs", "readOnly")) is True
             options = _mount_options(get(volume, "gcs", "mountOptions"))
             found.append((name, read_only, options, "gcs.read_only=True"))
-        elif get(volume, "csi", "driver") == GCSFUSE_CSI_DRIVER:
+        elif get(volume, "csi", "driver") == GCSFUSE_DRIVER:
             mounts = [
                 m
                 for c in containers(resource_type, props)
