@@ -1,14 +1,13 @@
 """Policy thresholds: each policy declares them in its config schema, with defaults.
 
-The schema's `default` is the one place a threshold's default lives. The Pulumi CLI applies
-schema defaults when it configures a pack, but a validator must also work when it is called
-directly (tests, `Configure` without that key), so :func:`setting` falls back to the same
-default.
+The Pulumi CLI checks a pack config against the schema and applies its defaults; a validator
+called directly (tests, `Configure` without that key) falls back to the same default in
+:func:`setting`. Values are of the schema's type: the readers do not coerce strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
@@ -39,23 +38,8 @@ def setting_int(args: Any, config_schema: PolicyConfigSchema, key: str) -> int:
 
 
 def setting_bool(args: Any, config_schema: PolicyConfigSchema, key: str) -> bool:
-    value = setting(args, config_schema, key)
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+    return bool(setting(args, config_schema, key))
 
 
 def setting_strings(args: Any, config_schema: PolicyConfigSchema, key: str) -> list[str]:
-    value = setting(args, config_schema, key)
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Sequence):
-        return [str(v) for v in value]
-    return []
-
-
-def defaults(config_schema: PolicyConfigSchema | None) -> dict[str, Any]:
-    """Every property's default (for the documented example config file)."""
-    if config_schema is None:
-        return {}
-    return {k: v["default"] for k, v in config_schema.properties.items()}
+    return [str(v) for v in setting(args, config_schema, key)]

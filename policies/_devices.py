@@ -1,19 +1,9 @@
 """How many accelerator devices a resource gives one vLLM server, read from the resource.
 
-The hardware catalogue describes one accelerator kind, not how many of them a resource
-declares; the count is what the resource itself says, with where it said it:
-
-- Cloud Run (v2 service, job, worker pool; v1 service): the container's
-  `resources.limits["nvidia.com/gpu"]`;
-- GKE: the container's `nvidia.com/gpu` or `google.com/tpu` limit (or request);
-- a TPU VM (or the project's TPU resource): the chips of its accelerator type, per Google's
-  TPU naming: `v5litepod-N`, `v5e-N` and `v6e-N` name N chips; `v4-N` and `v5p-N` name N
-  TensorCores, two per chip (N/2 chips); a single host holds at most 8 chips of the former
-  and 4 of the latter, so a larger slice (several hosts, each with its own server) and other
-  generations (v2, v3: one device per core) are not counted here;
-- Compute Engine: the `guestAccelerators` counts, or the GPUs or TPU chips an accelerator
-  machine type carries (`a2-highgpu-2g`: 2; `g2-standard-24`: 2; `ct5lp-hightpu-4t`: 4).
-
+The count is what the resource itself says, with where it said it: a container's
+`nvidia.com/gpu` or `google.com/tpu` limit (Cloud Run, GKE), or a TPU VM's accelerator type
+per Google's TPU naming (`v5litepod-N`, `v5e-N`, `v6e-N`: N chips; `v4-N`, `v5p-N`: N
+TensorCores, two per chip), single-host slices only (a larger slice runs a server per host).
 Unknown: None, with why; a server asking for more than one device is then refused (fail
 closed), never compared with a guessed 1.
 """
@@ -24,12 +14,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policies._props import get, items, read_field
+from policies._k8s import tpu_chips
+from policies._props import get, read_field
 
 #: Kubernetes' extended resources for accelerators.
 _K8S_DEVICE_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
-#: Compute Engine G2 machine types and their L4 count (Compute Engine's GPU machine types).
-_G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
 #: Single-host TPU slices: chips per name's number (v5e and v6e: chips; v4 and v5p: cores).
 _TPU_SINGLE_HOST = {"v5litepod": (1, 8), "v5e": (1, 8), "v6e": (1, 8), "v4": (2, 8), "v5p": (2, 8)}
 
@@ -79,43 +68,13 @@ def container_count(container: Any, where: str) -> Count:
     return None, f"{where} declares no nvidia.com/gpu or google.com/tpu limit"
 
 
-def _machine_type_count(machine: str) -> int | None:
-    name = machine.rsplit("/", 1)[-1]
-    gpus = re.fullmatch(r"a[234]-[a-z]+-(\d+)g", name)
-    if gpus:
-        return int(gpus.group(1))
-    chips = re.fullmatch(r"ct\d+[a-z]*-[a-z]+-(\d+)t", name)
-    if chips:
-        return int(chips.group(1))
-    g2 = re.fullmatch(r"g2-standard-(\d+)", name)
-    if g2:
-        return _G2_GPUS.get(int(g2.group(1)))
-    return None
-
-
 def machine_count(resource_type: str, props: Mapping[str, Any], accelerator: str | None) -> Count:
-    """A TPU VM's or Compute Engine machine's devices, from what it declares."""
-    guests = [g for g in items(get(props, "guestAccelerators")) if get(g, "count") not in (0, "0")]
-    if guests:
-        counts = [whole(get(g, "count")) for g in guests]
-        shown = ", ".join(f"{get(g, 'type')} x {get(g, 'count')}" for g in guests)
-        if len(guests) > 1 or counts[0] is None:
-            return None, f"guestAccelerators ({shown}) is not one count of one kind"
-        return counts[0], f"guestAccelerators ({shown})"
-    machine = get(props, "machineType")
-    if isinstance(machine, str) and machine:
-        count = _machine_type_count(machine)
-        if count is not None:
-            return count, f"machine type {machine.rsplit('/', 1)[-1]}"
+    """A TPU VM's devices, from what it declares."""
     topology = get(props, "acceleratorConfig", "topology")
     if accelerator is None and isinstance(topology, str):
-        dims = topology.lower().split("x")
-        if all(re.fullmatch(r"[1-9][0-9]?", d) for d in dims):
-            chips = 1
-            for d in dims:
-                chips *= int(d)
-            if chips <= 8:
-                return chips, f"acceleratorConfig.topology {topology}"
+        chips = tpu_chips(topology.lower())
+        if chips and chips <= 8:
+            return chips, f"acceleratorConfig.topology {topology}"
         return None, f"acceleratorConfig.topology {topology!r} is not a single-host slice"
     named = tpu_type_chips(accelerator)
     if named is not None:

@@ -1,11 +1,6 @@
 """What the GKE policies share: a stack's Kubernetes objects as plain manifests, the workloads
-among them that run vLLM, and a strict reading of Kubernetes booleans.
-
-`manifests` turns every Kubernetes resource of a stack into its manifest (`policies._wiring.
-plain`: a value unknown at preview becomes `UNKNOWN`, which equals and selects nothing);
-`vllm_workloads` reads each Pod-running manifest with the one vLLM reader
-(`policies._server`), so a policy over the stack judges exactly the servers the resource
-policies judge.
+among them that run vLLM (read by the one vLLM reader, `policies._server`, so a stack policy
+judges exactly the servers the resource policies judge), and Kubernetes booleans.
 """
 
 from __future__ import annotations
@@ -21,8 +16,9 @@ from policies._resources import VllmServer
 from policies._server import read_servers
 from policies._wiring import (
     PATCH,
-    UNKNOWN,
     manifest_from_engine,
+    name,
+    namespace,
     plain,
     pod_labels,
     type_token,
@@ -73,15 +69,6 @@ def _patched(patch: Manifest, found: Sequence[Manifest]) -> Manifest:
     return _overlay(bases[0], patch) if bases else patch
 
 
-def namespace(m: Mapping[str, Any]) -> str:
-    value = (m.get("metadata") or {}).get("namespace")
-    return value if isinstance(value, str) and value else "default"
-
-
-def name(m: Mapping[str, Any]) -> str:
-    return str((m.get("metadata") or {}).get("name"))
-
-
 def where(m: Mapping[str, Any]) -> str:
     return f"{m.get('kind')} {namespace(m)}/{name(m)}"
 
@@ -114,7 +101,3 @@ def strictly_false(value: Any) -> bool:
     if value is None or value is False:
         return True
     return isinstance(value, str) and value.strip().lower() == "false"
-
-
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == UNKNOWN

@@ -2,12 +2,9 @@
 
 pulumi-kubernetes sends an object's manifest fields as its props (`metadata`, `spec`, ...).
 This module finds the Pod spec in every kind that runs Pods (Deployment, StatefulSet,
-DaemonSet, ReplicaSet, Job, CronJob, Pod, PodTemplate) and turns each container into the
-shape the vLLM reader (`policies._server`) reads for every platform: `image`, `commands`,
-`args`, `envs`, `ports`, `volumeMounts`, `resources`, `name`. Kubernetes' own `$(VAR)`
-expansion of `command`/`args` is done here exactly as the kubelet does it; a reference to a
-variable whose value the policies cannot see becomes an unknown element, which the reader
-reports (fail closed).
+DaemonSet, ReplicaSet, Job, CronJob, Pod, PodTemplate) and its containers, which the vLLM
+reader (`policies._server`) reads. A `$(VAR)` in `command`/`args` is not
+expanded: the reader refuses it by name (docs/accepted-shapes.md).
 
 What runs Pods but cannot be read here is reported by :func:`unreadable`: a custom resource
 (or any other object) holding a container list or a Pod template, a Helm release (its
@@ -17,13 +14,12 @@ manifests are rendered inside the provider), a kind this module does not know. T
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
-from policies._props import get, is_list, items, read_field
+from policies._props import get, is_list, items, read_field, read_path
 
 #: Pod-running kinds and where their Pod template (or, for a Pod, its spec's parent) is.
 POD_TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -41,7 +37,6 @@ POD_TEMPLATES: dict[str, tuple[str, ...]] = {
 POD_TEMPLATES.update({f"{k}Patch": v for k, v in list(POD_TEMPLATES.items())})
 
 SECRET = "kubernetes:core/v1:Secret"
-GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 #: Resource types that install manifests the policies cannot see (rendered by the provider).
 OPAQUE_PREFIXES = ("kubernetes:helm.sh/",)
 
@@ -52,6 +47,8 @@ TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
+#: GKE's Cloud Storage FUSE CSI driver (a Cloud Storage volume of a Pod).
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 #: Keys that hold containers or a Pod template in any object (Kubernetes' conventions).
 _RUNS_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
@@ -113,10 +110,7 @@ def tpu_chips(topology: str) -> int | None:
     """Chips of a TPU slice topology ("1x1" -> 1, "2x4" -> 8)."""
     if not re.fullmatch(r"\d+(x\d+){1,2}", topology):
         return None
-    chips = 1
-    for part in topology.split("x"):
-        chips *= int(part)
-    return chips
+    return math.prod(int(part) for part in topology.split("x"))
 
 
 def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
@@ -134,39 +128,6 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
     if match and chips is not None:
         return f"{match.group(1)}-{chips}"
     return tpu
-
-
-_REFERENCE = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
-
-
-def expand(text: str, env: Mapping[str, str | None]) -> str | None:
-    """Kubernetes' `$(VAR)` expansion of a command or argument (kubelet's expansion package):
-    `$$` is a literal `$`, `$(VAR)` of a declared variable is its value. None when it
-    references a variable whose value is not a literal (valueFrom, unknown at preview) or
-    one the container does not declare (the kubelet also expands the Service variables it
-    injects, and leaves other references as written: the policies cannot tell which)."""
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "$" and index + 1 < len(text):
-            following = text[index + 1]
-            if following == "$":
-                out.append("$")
-                index += 2
-                continue
-            match = _REFERENCE.match(text, index)
-            if match:
-                name = match.group(1)
-                value = env.get(name)
-                if value is None:
-                    return None
-                out.append(value)
-                index = match.end()
-                continue
-        out.append(char)
-        index += 1
-    return "".join(out)
 
 
 def container_env(container: Mapping[str, Any]) -> dict[str, str | None]:
@@ -188,49 +149,13 @@ def container_env(container: Mapping[str, Any]) -> dict[str, str | None]:
     return env
 
 
-class ContainerView(Mapping[str, Any]):
-    """A Kubernetes container read under the reader's field names (`commands`, `envs`),
-    with `command`/`args` expanded as the kubelet expands them."""
-
-    _ALIASES = {"commands": "command", "envs": "env"}
-
-    def __init__(self, container: Mapping[str, Any]) -> None:
-        self._container = container
-
-    def _key(self, key: str) -> str:
-        return self._ALIASES.get(key, key)
-
-    def __getitem__(self, key: str) -> Any:
-        real = self._key(key)
-        value = self._container[real]
-        if real in ("command", "args") and is_list(value):
-            env = container_env(self._container)
-            out: list[str | None] = []
-            for index in range(len(value)):
-                try:
-                    item = value[index]
-                except UnknownValueError:
-                    item = None
-                out.append(expand(item, env) if isinstance(item, str) else None)
-            return out
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        reverse = {v: k for k, v in self._ALIASES.items()}
-        for key in self._container:
-            yield reverse.get(str(key), str(key))
-
-    def __len__(self) -> int:
-        return len(self._container)
-
-
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every container of the Pod template (init containers too: a sidecar runs all along)."""
     spec = pod_spec(resource_type, props)
     found: list[Mapping[str, Any]] = []
     for key in ("initContainers", "containers"):
         value, _ = read_field(spec, key)
-        found += [ContainerView(c) for c in items(value) if isinstance(c, Mapping)]
+        found += [c for c in items(value) if isinstance(c, Mapping)]
     return found
 
 
@@ -267,23 +192,16 @@ def _holds_containers(value: Any, depth: int = 0) -> str | None:
 
 def _template_unknowns(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Parts of a Pod template unknown at preview that the policies need."""
-    current: Any = props
-    walked: list[str] = []
-    for step in (*POD_TEMPLATES[resource_type], "spec"):
-        current, unknown = read_field(current, step)
-        walked.append(step)
-        if unknown:
-            return [f"{'.'.join(walked)} is not known (a value unknown at preview)"]
-        if current is None:
-            return []
+    path = ".".join((*POD_TEMPLATES[resource_type], "spec"))
+    spec, unknown = read_path(props, *path.split("."))
+    if unknown:
+        return [f"{path} is not known (a value unknown at preview)"]
     problems = []
     for key in ("containers", "initContainers", "nodeSelector"):
-        _, unknown = read_field(current, key)
-        if unknown:
+        if read_field(spec, key)[1]:
             what = "the accelerator" if key == "nodeSelector" else "the containers"
             problems.append(
-                f"{'.'.join(walked)}.{key} is not known (a value unknown at preview), so "
-                f"{what} cannot be read"
+                f"{path}.{key} is not known (a value unknown at preview), so {what} cannot be read"
             )
     return problems
 

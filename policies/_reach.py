@@ -1,15 +1,10 @@
-"""Who can reach this: one reading of IAM grants and firewall rules for every resource shape.
+"""Who can reach this: IAM grants and firewall rules, read as pulumi-gcp 10.2 sends them.
 
-IAM: Cloud Run v1 (`gcp:cloudrun/iamMember|iamBinding|iamPolicy`) and v2 (service, job and
-worker pool IAM member/binding/policy, `policyData` JSON), and project-level grants
-(`gcp:projects/iAMMember|iAMBinding|iAMPolicy`), which reach every service of the project.
-Firewalls: `gcp:compute/firewall`
-(protocol by name or number or `all`, ports absent = every port, port ranges, `sourceRanges`
-absent with no source tags or service accounts = 0.0.0.0/0, IPv4 and IPv6, disabled rules,
-EGRESS) and firewall policy rules (`match.srcIpRanges`, `match.layer4Configs`). Source ranges
-are judged by :func:`serving.config.netrange.source_range_problems`, the rule stack settings use
-too.
-Type tokens and property names are pulumi-gcp 10.2's.
+IAM: Cloud Run v1 and v2 member/binding/policy resources (`policyData` JSON) and project-level
+grants, which reach every service of the project. Firewalls: `gcp:compute/firewall`, the one
+kind the package renders (an absent `sourceRanges` with no source tags or service accounts is
+0.0.0.0/0); a firewall policy rule is refused by name. Source ranges are judged by
+:func:`serving.config.netrange.source_range_problems`, the rule stack settings use too.
 """
 
 from __future__ import annotations
@@ -19,9 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
-from policies._props import is_list, read_field
+from policies._props import is_list, read_field, read_list
 from policies._resources import as_bool, as_int
 from serving.config.netrange import RangeError, source_range_problems
 
@@ -66,15 +59,12 @@ PUBLIC_PRINCIPALS = frozenset(
 )
 
 FIREWALL = "gcp:compute/firewall:Firewall"
+#: Firewall policy rules, alone or in a policy: refused by name.
 POLICY_RULES = frozenset(
     {
         "gcp:compute/firewallPolicyRule:FirewallPolicyRule",
         "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
         "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule",
-    }
-)
-POLICIES_WITH_RULES = frozenset(
-    {
         "gcp:compute/firewallPolicyWithRules:FirewallPolicyWithRules",
         "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
         "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules",
@@ -85,18 +75,11 @@ _TCP = frozenset({"tcp", "6", "all"})
 
 
 def _list(value: Any) -> tuple[list[Any], bool]:
-    if value is None:
-        return [], False
-    if not is_list(value):
-        return ([value] if isinstance(value, str) else []), not isinstance(value, str)
-    out: list[Any] = []
-    unknown = False
-    for index in range(len(value)):
-        try:
-            out.append(value[index])
-        except UnknownValueError:
-            unknown = True
-    return out, unknown
+    """A list field's elements (a lone string as one), and whether any part is unknown."""
+    if isinstance(value, str):
+        return [value], False
+    out, unknown = read_list(value)
+    return out, unknown or not (value is None or is_list(value))
 
 
 @dataclass
@@ -113,7 +96,7 @@ class Grants:
 def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
     """The grants of a Cloud Run IAM resource; None for other resource types."""
     grants = Grants()
-    role, role_unknown = read_field(props, "role")
+    role, _ = read_field(props, "role")
     role_text = role if isinstance(role, str) else "(role unknown at preview)"
     if resource_type in IAM_MEMBERS:
         member, unknown = read_field(props, "member")
@@ -150,7 +133,6 @@ def iam_grants(resource_type: str, props: Mapping[str, Any]) -> Grants | None:
             grants.pairs += [(grant_role, m) for m in binding["members"] if isinstance(m, str)]
     else:
         return None
-    _ = role_unknown
     if resource_type in PROJECT_IAM:
         # Project-level grants name service accounts this stack creates (emails unknown until
         # they exist); a public principal is always a literal, so only those are judged here.
@@ -175,9 +157,9 @@ def _port_covered(spec: Any, port: int) -> bool:
     return start is not None and end is not None and start <= port <= end
 
 
-def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure, protocol_key: str) -> None:
+def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure) -> None:
     for rule in l4:
-        protocol, unknown = read_field(rule, protocol_key)
+        protocol, unknown = read_field(rule, "protocol")
         if unknown:
             exposure.unreadable.append("a protocol is not known (a value unknown at preview)")
             continue
@@ -219,19 +201,11 @@ def firewall_exposure(
     if resource_type == FIREWALL:
         return [("", _classic(props, ports, min_prefix_v4, min_prefix_v6))]
     if resource_type in POLICY_RULES:
-        return [("", _policy_rule(props, ports, min_prefix_v4, min_prefix_v6))]
-    if resource_type in POLICIES_WITH_RULES:
-        found: list[tuple[str, Exposure]] = []
-        raw, unknown = read_field(props, "rules")
-        rules, some_unknown = _list(raw)
-        if unknown or some_unknown:
-            exposure = Exposure(unreadable=["rules are not known (a value unknown at preview)"])
-            found.append(("", exposure))
-        for index, rule in enumerate(rules):
-            found.append(
-                (f"rule #{index}", _policy_rule(rule, ports, min_prefix_v4, min_prefix_v6))
-            )
-        return found
+        what = (
+            f"{resource_type.rsplit(':', 1)[-1]} is a firewall policy rule, which the package "
+            f"never renders; declare the rule as a {FIREWALL}"
+        )
+        return [("", Exposure(unreadable=[what]))]
     return []
 
 
@@ -256,7 +230,7 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
     allows, some_unknown = _list(raw)
     if unknown or some_unknown:
         exposure.unreadable.append("allows are not known (a value unknown at preview)")
-    _ports_opened(allows, ports, exposure, "protocol")
+    _ports_opened(allows, ports, exposure)
     if not exposure.ports:
         return exposure
     ranges_raw, ranges_unknown = read_field(props, "sourceRanges")
@@ -269,56 +243,5 @@ def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Ex
     if not ranges and not tags and not accounts:
         # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
         ranges = ["0.0.0.0/0"]
-    _judge_sources([str(r) for r in ranges], exposure, v4, v6)
-    return exposure
-
-
-#: Sources of a policy rule that can stand for internet addresses the policy cannot list.
-_OPAQUE_SOURCES = ("srcFqdns", "srcRegionCodes", "srcThreatIntelligences", "srcAddressGroups")
-
-
-#: Firewall policy rule actions (pulumi-gcp's `NetworkFirewallPolicyRule.action`: "allow",
-#: "deny", "goto_next", "apply_security_profile_group"). A security profile group inspects
-#: the traffic and lets it through, so it opens the port as "allow" does.
-_ALLOWING_ACTIONS = frozenset({"allow", "apply_security_profile_group"})
-_CLOSED_ACTIONS = frozenset({"deny", "goto_next"})
-
-
-def _policy_rule(rule: Any, ports: list[int], v4: int, v6: int) -> Exposure:
-    exposure = Exposure()
-    action, unknown = read_field(rule, "action")
-    name = str(action or "").strip().lower()
-    if unknown:
-        exposure.unreadable.append("action is not known (a value unknown at preview)")
-    elif name in _CLOSED_ACTIONS:
-        return exposure
-    elif name not in _ALLOWING_ACTIONS:
-        exposure.unreadable.append(
-            f"action {action!r} is not one of "
-            f"{', '.join(sorted(_ALLOWING_ACTIONS | _CLOSED_ACTIONS))}"
-        )
-    if not _is_ingress(rule, exposure):
-        return exposure
-    match, unknown = read_field(rule, "match")
-    if unknown or not isinstance(match, Mapping):
-        exposure.unreadable.append("match is not known (a value unknown at preview)")
-        return exposure
-    raw, unknown = read_field(match, "layer4Configs")
-    l4, some_unknown = _list(raw)
-    if unknown or some_unknown:
-        exposure.unreadable.append("layer4Configs are not known (a value unknown at preview)")
-    _ports_opened(l4, ports, exposure, "ipProtocol")
-    if not exposure.ports:
-        return exposure
-    raw, unknown = read_field(match, "srcIpRanges")
-    ranges, some_unknown = _list(raw)
-    if unknown or some_unknown:
-        exposure.unreadable.append("srcIpRanges are not known (a value unknown at preview)")
-        return exposure
-    opaque = [key for key in _OPAQUE_SOURCES if _list(read_field(match, key)[0])[0]]
-    if opaque:
-        exposure.problems.append(
-            f"sources given as {', '.join(opaque)} may be anywhere on the internet"
-        )
     _judge_sources([str(r) for r in ranges], exposure, v4, v6)
     return exposure

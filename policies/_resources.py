@@ -1,13 +1,8 @@
-"""Read resources as the Pulumi engine sends them to a policy (camelCase props).
+"""Cloud Run and TPU resources as the policies read them (camelCase props, `policies._props`).
 
-Props may be plain dicts and lists (tests, mocks) or pulumi-policy's read-only proxies (the
-engine), which are `Mapping`/`Sequence` but not `dict`/`list` and raise `UnknownValueError`
-for values that are unknown during preview. Numbers may arrive as floats (8080.0). Every
-helper here accepts all of those and treats an unknown value as absent.
-
-Import direction: the launch reader (`policies._server`) imports this module; this module
-imports nothing from it. The walking of props is `policies._props`; the Kubernetes reader
-(`policies._k8s`) builds on that, and this module hands Kubernetes kinds to it.
+Numbers may arrive as floats (8080.0); every helper treats a value unknown at preview as
+absent. Import direction: the launch reader (`policies._server`) imports this module, never
+the reverse.
 """
 
 from __future__ import annotations
@@ -29,13 +24,10 @@ from serving.launch.vllm_defaults import START_UP_OPTIONS, parser_default, start
 SERVICE = "gcp:cloudrunv2/service:Service"
 JOB = "gcp:cloudrunv2/job:Job"
 WORKER_POOL = "gcp:cloudrunv2/workerPool:WorkerPool"
+#: Cloud Run v1: the package renders none; the reader refuses it by name.
 V1_SERVICE = "gcp:cloudrun/service:Service"
 #: Every Cloud Run resource that runs containers (and so may run vLLM on a GPU).
-CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL, V1_SERVICE)
-IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
-IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
-IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
-FIREWALL = "gcp:compute/firewall:Firewall"
+CLOUD_RUN_WORKLOADS = (SERVICE, JOB, WORKER_POOL)
 TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 
@@ -113,16 +105,14 @@ def memory_quantity_gib(value: Any) -> float | None:
 
 
 def containers(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Containers of a Cloud Run service, job or worker pool (v2), a v1 service, or a
-    Kubernetes Pod template (`policies._k8s`)."""
+    """Containers of a Cloud Run service, job or worker pool, or a Kubernetes Pod template
+    (`policies._k8s`)."""
     if resource_type.startswith("kubernetes:"):
         return _k8s.containers(resource_type, props)
     if resource_type in (SERVICE, WORKER_POOL):
         found = items(get(props, "template", "containers"))
     elif resource_type == JOB:
         found = items(get(props, "template", "template", "containers"))
-    elif resource_type == V1_SERVICE:
-        found = items(get(props, "template", "spec", "containers"))
     else:
         return []
     return [c for c in found if isinstance(c, Mapping)]
@@ -150,8 +140,6 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
         value = get(props, "template", "nodeSelector", "accelerator")
     elif resource_type == JOB:
         value = get(props, "template", "template", "nodeSelector", "accelerator")
-    elif resource_type == V1_SERVICE:
-        value = get(props, "template", "spec", "nodeSelector", "run.googleapis.com/accelerator")
     else:
         value = get(props, "acceleratorType") or get(
             props, "tpu", "nodeSpecs", 0, "node", "acceleratorType"
@@ -160,7 +148,7 @@ def accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
 
 
 def is_gpu_service(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """A Cloud Run workload (v2 service, job, worker pool; v1 service) that asks for a GPU
+    """A Cloud Run workload (service, job, worker pool) that asks for a GPU
     (node selector or an nvidia.com/gpu limit)."""
     if resource_type not in CLOUD_RUN_WORKLOADS:
         return False
@@ -253,22 +241,23 @@ class VllmServer:
         value = self.args.get(option)
         return value is True or (isinstance(value, str) and value.lower() == "true")
 
-    def speculative_config(self) -> tuple[dict[str, Any] | None, str | None]:
-        """(config, None), (None, None) when absent, or (None, error) when it is not JSON."""
-        raw = self.args.get("speculative-config")
-        if raw is None:
-            return None, None
-        if isinstance(raw, Mapping):
-            return dict(raw), None
-        if not isinstance(raw, str):
-            return None, f"--speculative-config has no value ({raw!r})"
-        try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            return None, f"--speculative-config is not valid JSON ({exc.msg} in {raw!r})"
-        if not isinstance(parsed, dict):
-            return None, f"--speculative-config must be a JSON object, got {raw!r}"
-        return parsed, None
+
+def speculative_config(args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(config, None), (None, None) when absent, or (None, error) when it is not JSON."""
+    raw = args.get("speculative-config")
+    if raw is None:
+        return None, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    if not isinstance(raw, str):
+        return None, f"--speculative-config has no value ({raw!r})"
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, f"--speculative-config is not valid JSON ({exc.msg} in {raw!r})"
+    if not isinstance(parsed, dict):
+        return None, f"--speculative-config must be a JSON object, got {raw!r}"
+    return parsed, None
 
 
 def walk_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -1,37 +1,35 @@
 """The vLLM servers a resource starts, read from the one shape the package renders.
 
-:func:`workload_of` turns each resource type the pack knows into a :class:`Workload` (the
-containers it runs, or a machine's startup scripts and TPU launch document): Cloud Run v2
-services, jobs and worker pools, Cloud Run v1 services, Kubernetes Pod templates, TPU VMs and
-queued resources, Compute Engine machines. :func:`read_workload` answers with the vLLM servers
-it starts and what could not be read. A container is read only as the command
+:func:`workload_of` turns a resource into a :class:`Workload` (the containers it runs, or a
+machine's startup scripts and TPU launch document); :func:`read_workload` answers with the
+vLLM servers it starts and what could not be read. A container is read only as the command
 `["vllm", "serve"]` with its argument list, and a machine only as the package's TPU launcher
 with its `vllm-launch` document (:mod:`serving.render.tpu_startup`); every other shape that
-may start vLLM is refused by name (:mod:`serving.launch.vllm_args`, docs/accepted-shapes.md).
-The mandatory `vllm-server-readable` policy reports every problem.
-
-Import direction: this module imports :mod:`policies._resources`; nothing there imports it.
+may start vLLM (a Compute Engine machine with accelerators among them) is refused by name
+(:mod:`serving.launch.vllm_args`, docs/accepted-shapes.md) through `vllm-server-readable`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
-
 from policies import _devices, _k8s
-from policies._props import get, is_list, items, read_field
+from policies._props import get, is_list, items, read_field, read_list, walk
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
+    SERVICE,
+    TPU_QUEUED_RESOURCE,
+    TPU_VM,
+    V1_SERVICE,
     VllmServer,
     accelerator,
     containers,
     find_hardware,
     is_gpu_service,
+    speculative_config,
     volumes,
 )
 from serving.catalog.checkpoints import Checkpoint, resolve_checkpoint
@@ -49,43 +47,14 @@ from serving.launch.vllm_args import (
 )
 from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
 
-TPU_QUEUED_RESOURCE = "gcp:tpu/v2QueuedResource:V2QueuedResource"
-TPU_VM = "gcp:tpu/v2Vm:V2Vm"
-#: Compute Engine resources that start machines (and so may hold GPUs or TPUs).
-COMPUTE_MACHINES = frozenset(
-    {
-        "gcp:compute/instance:Instance",
-        "gcp:compute/instanceTemplate:InstanceTemplate",
-        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
-        "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
-        "gcp:compute/instanceFromMachineImage:InstanceFromMachineImage",
-    }
-)
 #: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
 ACCELERATOR_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4|ct\d+[a-z]*)-", re.I)
-#: Metadata keys that start code the reader cannot see.
-UNREADABLE_METADATA = {
-    "startup-script-url": "a script fetched from a URL at boot",
-    "user-data": "a cloud-init document",
-    "gce-container-declaration": "a container declaration read by the Container-Optimized OS agent",
-    "shutdown-script": "a script run at shutdown",
-    "shutdown-script-url": "a script fetched from a URL at shutdown",
-}
-#: Any other metadata key naming a script the guest agent runs (Windows `*-script-ps1|cmd|bat`
-#: and `*-url`, `sysprep-specialize-script-*`, ...): refused like the keys above.
+#: Metadata keys besides `startup-script` that the guest agent runs (`startup-script-url`,
+#: `user-data`, `shutdown-script`, Windows `*-script-ps1`, a container declaration ...).
 _SCRIPT_KEY = re.compile(r"script|user-data|container-declaration", re.I)
 #: Project-wide metadata: every Compute Engine machine of the project inherits its scripts.
 PROJECT_METADATA = "gcp:compute/projectMetadata:ProjectMetadata"
 PROJECT_METADATA_ITEM = "gcp:compute/projectMetadataItem:ProjectMetadataItem"
-
-
-def _unreadable_key(name: str) -> str | None:
-    """What a metadata key other than `startup-script` runs, or None when it runs nothing."""
-    if name in UNREADABLE_METADATA:
-        return UNREADABLE_METADATA[name]
-    if _SCRIPT_KEY.search(name):
-        return "a script or document the guest agent runs"
-    return None
 
 
 @dataclass(frozen=True)
@@ -189,19 +158,9 @@ def _strings_or_unknown(value: Any) -> tuple[list[str] | None, bool]:
         return None, False
     if not is_list(value):
         return None, True
-    out: list[str] = []
-    unknown = False
-    for index in range(len(value)):
-        try:
-            item = value[index]
-        except UnknownValueError:
-            unknown = True
-            continue
-        if isinstance(item, str):
-            out.append(item)
-        else:
-            unknown = True
-    return out, unknown
+    found, unknown = read_list(value)
+    out = [item for item in found if isinstance(item, str)]
+    return out, unknown or len(out) < len(found)
 
 
 def _envs(container: Any) -> tuple[dict[str, str | None], bool]:
@@ -225,17 +184,11 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
     for index, container in enumerate(all_containers):
         name = get(container, "name") or f"#{index}"
         raw_commands, commands_unknown = read_field(container, "commands")
-        if raw_commands is None and not commands_unknown:
-            raw_commands, commands_unknown = read_field(container, "command")  # v1
         raw_args, args_unknown = read_field(container, "args")
         commands, c_unknown = _strings_or_unknown(raw_commands)
         args, a_unknown = _strings_or_unknown(raw_args)
         image, _ = read_field(container, "image")
         env, env_unknown = _envs(container)
-        # Cloud Run v1's envFroms (a ConfigMap or Secret) bring variables whose names the
-        # reader cannot see, as Kubernetes' envFrom does.
-        env_from, env_from_unknown = read_field(container, "envFroms")
-        env_unknown = env_unknown or env_from_unknown or bool(items(env_from))
         unknown = tuple(
             what
             for what, flag in (
@@ -249,12 +202,7 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
             gpu and len(all_containers) == 1
         )
         remapped_volumes = {
-            str(get(v, "name"))
-            for v in [
-                *volumes(resource_type, props),
-                *items(get(props, "template", "spec", "volumes")),
-            ]
-            if remaps_root(v)
+            str(get(v, "name")) for v in volumes(resource_type, props) if remaps_root(v)
         }
         mounts, remapped = _mounts(container, remapped_volumes)
         specs.append(
@@ -274,49 +222,14 @@ def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[
     return specs
 
 
-def _guest_accelerators(props: Mapping[str, Any]) -> list[str]:
-    found = []
-    for accel in items(get(props, "guestAccelerators")):
-        kind = get(accel, "type")
-        count = get(accel, "count")
-        if count not in (0, 0.0, "0"):
-            found.append(str(kind or "an accelerator"))
-    return found
-
-
-def _machine_accelerator(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The accelerator a Compute Engine machine runs (guest accelerators or the machine
-    family), or None."""
-    guests = _guest_accelerators(props)
-    if guests:
-        return guests[0]
-    machine = get(props, "machineType")
-    if isinstance(machine, str) and ACCELERATOR_MACHINE.match(machine.rsplit("/", 1)[-1]):
-        return machine.rsplit("/", 1)[-1]
-    return None
-
-
-#: Kubernetes' CSI driver for Cloud Storage volumes (GKE's Cloud Storage FUSE CSI driver).
-GKE_GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-
-
 #: Kubernetes probes and lifecycle hooks that can run a command inside the container.
 _K8S_HOOKS = (
-    ("lifecycle", "postStart"),
-    ("lifecycle", "preStop"),
-    ("startupProbe",),
-    ("livenessProbe",),
-    ("readinessProbe",),
+    "lifecycle.postStart",
+    "lifecycle.preStop",
+    "startupProbe",
+    "livenessProbe",
+    "readinessProbe",
 )
-
-
-def _k8s_hooks(container: Any) -> tuple[str, ...]:
-    """The exec commands the kubelet runs inside a container (lifecycle hooks, probes)."""
-    found = []
-    for path in _K8S_HOOKS:
-        if get(container, *path, "exec") is not None:
-            found.append(f"{'.'.join(path)}.exec")
-    return tuple(found)
 
 
 def _kubernetes_containers(
@@ -365,7 +278,11 @@ def _kubernetes_containers(
                 holds_accelerator=holds or (pod_accelerated and len(raw_containers) == 1),
                 volume_mounts=mounts,
                 unknown=unknown,
-                hooks=_k8s_hooks(container),
+                hooks=tuple(
+                    f"{hook}.exec"
+                    for hook in _K8S_HOOKS
+                    if get(container, *hook.split("."), "exec") is not None
+                ),
                 remapped_mounts=remapped,
                 devices=_devices.container_count(container, f"container {str(name)!r}"),
             )
@@ -411,7 +328,7 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
     gcs = frozenset(
         str(get(v, "name"))
         for v in _k8s.volumes(resource_type, props)
-        if get(v, "csi", "driver") == GKE_GCSFUSE_DRIVER
+        if get(v, "csi", "driver") == _k8s.GCSFUSE_DRIVER
     )
     return Workload(
         resource_type=resource_type,
@@ -464,11 +381,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         gpu = is_gpu_service(resource_type, props)
         gcs = frozenset(
             str(get(v, "name")) for v in volumes(resource_type, props) if get(v, "gcs") is not None
-        ) | frozenset(
-            # Cloud Run v1: a Cloud Storage volume is a CSI volume of the gcsfuse driver.
-            str(get(v, "name"))
-            for v in items(get(props, "template", "spec", "volumes"))
-            if get(v, "csi", "driver") == "gcsfuse.run.googleapis.com"
         )
         specs = tuple(_cloud_run_containers(resource_type, props))
         if gpu and len(specs) > 1 and not any(c.holds_accelerator for c in specs):
@@ -484,6 +396,15 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             runs_accelerator=gpu,
             gcs_volumes=gcs,
             problems=tuple(problems),
+        )
+    if resource_type == V1_SERVICE:
+        return Workload(
+            resource_type=resource_type,
+            accelerator=None,
+            problems=(
+                f"a Cloud Run v1 service, which the package never renders; declare it as a "
+                f"{SERVICE}",
+            ),
         )
     if resource_type in (PROJECT_METADATA, PROJECT_METADATA_ITEM):
         return Workload(
@@ -505,7 +426,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         )
     if (
         resource_type.startswith("gcp:")
-        and resource_type not in COMPUTE_MACHINES
         and resource_type != TPU_VM
         and resource_type not in ACCELERATOR_HOSTS
     ):
@@ -517,22 +437,15 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
                 accelerator=None,
                 problems=(
                     f"this {kind} ({resource_type}) runs accelerators ({found}) but is a "
-                    "resource type whose server the policies cannot read (a notebook, a "
-                    "managed job ...); serve with Cloud Run, a TPU VM or Compute Engine "
-                    "machine with a startup script, or a GKE workload",
+                    "resource type whose server the policies cannot read (a Compute Engine "
+                    "machine, a notebook, a managed job ...); serve with Cloud Run, the "
+                    "project's TPU VM, or a GKE workload",
                 ),
             )
-    machine_accelerator: str | None = None
-    runs_accelerator = False
-    if resource_type in COMPUTE_MACHINES:
-        machine_accelerator = _machine_accelerator(resource_type, props)
-        runs_accelerator = machine_accelerator is not None
-    elif resource_type == TPU_VM:
-        machine_accelerator = accelerator(resource_type, props) or "TPU"
-        runs_accelerator = True
-    else:
-        machine_accelerator = accelerator(resource_type, props)
-        runs_accelerator = machine_accelerator is not None
+    machine_accelerator = accelerator(resource_type, props)
+    if resource_type == TPU_VM:
+        machine_accelerator = machine_accelerator or "TPU"
+    runs_accelerator = machine_accelerator is not None
     scripts = _startup_scripts(props, problems, runs_accelerator)
     launch, launch_unknown = read_field(get(props, "metadata"), LAUNCH_KEY)
     if launch_unknown:
@@ -564,31 +477,18 @@ ACCELERATOR_HOSTS = frozenset(
 )
 
 
-def _accelerator_in(value: Any, path: str = "", depth: int = 0) -> str | None:
+def _accelerator_in(props: Any) -> str | None:
     """Where a props tree asks for accelerators: a key naming accelerators with a value that
-    is not empty or zero, or an accelerator machine type (bounded depth)."""
-    if depth > 12:
-        return None
-    if isinstance(value, Mapping):
-        for key in list(value):
-            child, _ = read_field(value, str(key))
-            here = f"{path}.{key}" if path else str(key)
-            if "accelerator" in str(key).lower() and _asks(child):
-                return here
-            if (
-                str(key) == "machineType"
-                and isinstance(child, str)
-                and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
-            ):
-                return here
-            found = _accelerator_in(child, here, depth + 1)
-            if found:
-                return found
-    elif is_list(value):
-        for index, child in enumerate(items(value)):
-            found = _accelerator_in(child, f"{path}[{index}]", depth + 1)
-            if found:
-                return found
+    is not empty or zero, or an accelerator machine type."""
+    for path, key, child, _ in walk(props):
+        if isinstance(key, str) and "accelerator" in key.lower() and _asks(child):
+            return path
+        if (
+            key == "machineType"
+            and isinstance(child, str)
+            and ACCELERATOR_MACHINE.match(child.rsplit("/", 1)[-1])
+        ):
+            return path
     return None
 
 
@@ -608,20 +508,18 @@ def _project_metadata_problems(resource_type: str, props: Mapping[str, Any]) -> 
     key runs it, accelerator machines included, where no server can be tied to it."""
     if resource_type == PROJECT_METADATA_ITEM:
         key, unknown = read_field(props, "key")
-        keys = [key] if isinstance(key, str) else []
-        if unknown:
-            return ["the project metadata key is not known (a value unknown at preview)"]
+        keys = [str(key)]
     else:
         metadata, unknown = read_field(props, "metadata")
-        if unknown:
-            return ["the project metadata is not known (a value unknown at preview)"]
         keys = [str(k) for k in metadata] if isinstance(metadata, Mapping) else []
+    if unknown:
+        return ["the project metadata is not known (a value unknown at preview)"]
     return [
         f"project metadata {k!r} is run by every Compute Engine machine of the project that "
         "does not set its own, accelerator machines included, where the policies cannot tie "
         "it to a server; set startup scripts on each machine"
         for k in keys
-        if k in ("startup-script", "startup_script") or _unreadable_key(k)
+        if _SCRIPT_KEY.search(k)
     ]
 
 
@@ -635,7 +533,7 @@ def _startup_scripts(
     for key in list(metadata) if isinstance(metadata, Mapping) else []:
         name = str(key)
         value, value_unknown = read_field(metadata, name)
-        if name in ("startup-script", "startup_script"):
+        if name == "startup-script":
             if isinstance(value, str):
                 scripts.append((f"metadata.{name}", value))
             elif value_unknown:
@@ -643,10 +541,10 @@ def _startup_scripts(
                     f"metadata.{name} is not known (a value unknown at preview); the vLLM "
                     "options cannot be checked"
                 )
-        elif _unreadable_key(name) and runs_accelerator:
+        elif runs_accelerator and _SCRIPT_KEY.search(name):
             problems.append(
-                f"metadata.{name} is {_unreadable_key(name)}, which the policies cannot "
-                "see into; put the commands in metadata.startup-script"
+                f"metadata.{name} may start code the guest agent runs, which the policies "
+                "cannot see into; accepted: the package's launcher in metadata.startup-script"
             )
     direct, direct_unknown = read_field(props, "metadataStartupScript")
     if isinstance(direct, str):
@@ -788,7 +686,7 @@ def _add(
         problems.append(
             f"{asked}, and how many devices the resource gives it cannot be told "
             f"({source or 'the resource declares no count'}); declare the count (a "
-            "nvidia.com/gpu or google.com/tpu limit on the container, guestAccelerators, "
+            "nvidia.com/gpu or google.com/tpu limit on the container, "
             "a single-host TPU accelerator type) or ask for 1 device"
         )
     elif devices is not None and available is not None and devices > available:
@@ -857,15 +755,11 @@ def _add(
     )
 
 
-def _runs_tpu(workload: Workload, hardware: Any) -> bool:
-    """A TPU machine: a TPU VM, the project's TPU resource, a Compute Engine TPU machine."""
-    if workload.resource_type == TPU_VM:
+def _runs_tpu(workload: Workload, hardware: HardwareProfile | None) -> bool:
+    """A TPU VM, or the project's TPU resource on a TPU accelerator type (`v6e-4`)."""
+    if workload.resource_type == TPU_VM or (hardware and hardware.platform is Platform.TPU):
         return True
-    if hardware is not None and hardware.platform is Platform.TPU:
-        return True
-    return bool(
-        workload.accelerator and re.match(r"^(ct\d+[a-z]*-|v\d+[a-z]*-\d)", workload.accelerator)
-    )
+    return bool(workload.accelerator and re.match(r"^v\d+[a-z]*-\d", workload.accelerator))
 
 
 #: A path inside a checkpoint folder: plain names, no `.` or `..`, no glob or expansion.
@@ -969,16 +863,5 @@ def _drafter(args: Mapping[str, Any]) -> str | None:
 
 def _speculative_field(args: Mapping[str, Any], name: str) -> Any:
     """A field of `--speculative-config` (the drafter's `model`, its `revision`)."""
-    raw = args.get("speculative-config")
-    spec: Any = raw
-    if isinstance(raw, str):
-        try:
-            spec = json.loads(raw)
-        except json.JSONDecodeError:
-            return None
-    return spec.get(name) if isinstance(spec, Mapping) else None
-
-
-def startup_scripts(props: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Startup scripts in instance/TPU metadata."""
-    return _startup_scripts(props, [], False)
+    spec, _ = speculative_config(args)
+    return None if spec is None else spec.get(name)

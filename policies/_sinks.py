@@ -2,27 +2,21 @@
 
 :mod:`endpoint.secret_shapes` finds a credential by its shape; a key made with `openssl rand
 -hex 32` has none (hexadecimal is what digests look like, so it is exempt). What a value is
-used as tells instead: a value sent as an `Authorization` header, or stored under a
-credential's name (`VLLM_API_KEY`, `api-key`, `token`, `password`, ...) in a ConfigMap, an
-annotation, a label or any other map, is a credential when it reads as a generated key (a run
-of 16 or more hexadecimal digits, or a random string of credential length). A secret's name
-(`vllm-api-key`, the `secret` of a Secret Manager reference) does not read as one.
-
-:func:`sink_problems` walks a resource's inputs (bounded depth) and names each path; a value
-whose shape :func:`endpoint.secret_shapes.find_secret` already finds is left to that check
-(one message per credential).
+used as tells instead: sent as an `Authorization` header, or stored under a credential's name
+in any map, a value that reads as a generated key is a credential. A value the shape check
+already finds is left to it (one message per credential).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from endpoint.secret_shapes import find_secret, high_entropy
-from policies._props import is_list, items, read_field
+from policies._props import read_field, walk
 
 #: Names a credential goes by (a map key, an env or header name), matched at the end of the
 #: key after a separator: `VLLM_API_KEY`, `gemma4.dev/api-key`, `apiKey`, `hf-token`.
@@ -43,7 +37,6 @@ _AUTH_HEADER = re.compile(
 #: A value that is a reference resolved at run time, not the credential (`$VAR`, `${VAR}`,
 #: `$(VAR)`, `{{ ... }}`).
 _REFERENCE = re.compile(r"^\$[({]?[A-Za-z_][A-Za-z0-9_.-]*[)}]?$|^\{\{.*\}\}$")
-_MAX_DEPTH = 24
 
 
 def reads_as_key(value: str) -> bool:
@@ -52,20 +45,6 @@ def reads_as_key(value: str) -> bool:
     if not text or _REFERENCE.match(text):
         return False
     return bool(_HEX_KEY.search(text) or high_entropy(text) or find_secret(text))
-
-
-def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    if depth > _MAX_DEPTH:
-        return
-    if is_list(value):
-        for index, child in enumerate(items(value)):
-            yield from _walk(child, f"{path}[{index}]", depth + 1)
-    elif isinstance(value, Mapping):
-        yield path, value
-        for key in list(value):
-            child, unknown = read_field(value, str(key))
-            if not unknown:
-                yield from _walk(child, f"{path}.{key}" if path else str(key), depth + 1)
 
 
 #: `NAME=value` in a script or command string (shell, `env`, `docker run -e`).
@@ -139,7 +118,8 @@ def sink_problems(props: Any, depth: int = 0) -> list[str]:
     """Literal credentials by where they go, one message per path; a string value that is a
     JSON or YAML document is read as one (two documents deep)."""
     problems: list[str] = []
-    for path, mapping in _walk(props, "", 0):
+    roots = [("", props)] if isinstance(props, Mapping) else []
+    for path, mapping in roots + [(p, c) for p, _, c, _ in walk(props) if isinstance(c, Mapping)]:
         # A {name, value} pair (an env entry, an HTTP header of a probe).
         name, _ = read_field(mapping, "name")
         value, _ = read_field(mapping, "value")

@@ -1,18 +1,11 @@
 """Cross-object references of a GKE serving stack, over its manifests and node pools.
 
 Each object can be valid on its own and the stack still serve nothing: a pool whose selector
-matches no Pod ("no healthy upstream"), a route to another pool, a picker Service the pool does
-not name, an autoscaler of another Deployment, a TPU request on a GPU node pool. These are
-the references Kubernetes and GKE resolve by name or label at run time, checked here the way
-they resolve them (label selectors with `matchLabels` and `matchExpressions`; a Service's
-`targetPort` defaulting to its `port`, a named port resolved in the Pod's containers; a
-reference's namespace defaulting to the referrer's).
-
-`check(manifests, node_pools)` returns one message per broken reference; `node_pools` are
-pulumi-gcp NodePool inputs (camelCase, as the engine sends them). The `inference-pool-wiring`
-policy runs it on what a stack declares (`plain` turns the engine's read-only proxies into
-plain data, a value unknown at preview into `UNKNOWN`, which matches nothing); the contract
-tests run it on the stacks rendered under mocks.
+matches no Pod ("no healthy upstream"), a route to another pool, an autoscaler of another
+Deployment, a TPU request on a GPU node pool. :func:`check` resolves those references the way
+Kubernetes and GKE do (label selectors, a Service's `targetPort` defaulting to its `port`,
+named ports, a reference's namespace defaulting to the referrer's) and returns one message per
+broken one; `plain` turns a value unknown at preview into `UNKNOWN`, which matches nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies._props import is_list
+from policies._props import is_list, read_path
 from policies._resources import as_int
 
 #: What a value unknown at preview becomes in `plain` (it selects and equals nothing).
@@ -33,17 +26,6 @@ UNKNOWN = "(unknown at preview)"
 Manifest = Mapping[str, Any]
 
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
-GPU_LABEL = "cloud.google.com/gke-accelerator"
-TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
-#: Compute Engine accelerator-optimized machine families and the GPU each carries.
-GPU_FAMILIES = {"g2": "nvidia-l4", "g4": "nvidia-rtx-pro-6000"}
-#: TPU v6e machine types: chips per VM and the single-host topology (GKE's "TPUs in GKE").
-TPU_MACHINES = {
-    "ct6e-standard-1t": ("tpu-v6e-slice", 1, "1x1"),
-    "ct6e-standard-4t": ("tpu-v6e-slice", 4, "2x2"),
-    "ct6e-standard-8t": ("tpu-v6e-slice", 8, "2x4"),
-}
 
 #: The InferencePool API GKE installs (GA); `inference.networking.x-k8s.io/v1alpha2` is removed.
 INFERENCE_POOL_API = "inference.networking.k8s.io/v1"
@@ -101,11 +83,12 @@ def plain(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _ns(m: Manifest) -> str:
-    return str((m.get("metadata") or {}).get("namespace") or "default")
+def namespace(m: Mapping[str, Any]) -> str:
+    value = (m.get("metadata") or {}).get("namespace")
+    return value if isinstance(value, str) and value else "default"
 
 
-def _name(m: Manifest) -> str:
+def name(m: Mapping[str, Any]) -> str:
     return str((m.get("metadata") or {}).get("name"))
 
 
@@ -163,8 +146,8 @@ def selects(selector: Any, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _workloads(manifests: Sequence[Manifest], namespace: str) -> list[Manifest]:
-    return [m for m in manifests if m.get("kind") in POD_TEMPLATE_KINDS and _ns(m) == namespace]
+def _workloads(manifests: Sequence[Manifest], ns: str) -> list[Manifest]:
+    return [m for m in manifests if m.get("kind") in POD_TEMPLATE_KINDS and namespace(m) == ns]
 
 
 def _ports(m: Manifest) -> dict[str, int]:
@@ -178,6 +161,19 @@ def _ports(m: Manifest) -> dict[str, int]:
             out[str(number)] = number
             if port.get("name"):
                 out[str(port["name"])] = number
+    return out
+
+
+def named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
+    """A Kubernetes container's port names and their numbers (`UNKNOWN` when unknown at
+    preview, the value as written when not a number)."""
+    out: dict[str, int | str] = {}
+    ports, unknown = read_path(container, "ports")
+    for index in range(len(ports) if is_list(ports) and not unknown else 0):
+        name, _ = read_path(ports, index, "name")
+        number, unknown = read_path(ports, index, "containerPort")
+        if isinstance(name, str):
+            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
     return out
 
 
@@ -233,12 +229,6 @@ def _vllm_servers(m: Manifest) -> list[Any]:
     return read_servers(type_token(m), m).servers
 
 
-def _vllm_ports(m: Manifest) -> list[int]:
-    """The port every vLLM server of a workload listens on (the policies' reader; vLLM's
-    default 8000 when no --port is given)."""
-    return [p for p in map(listen_port, _vllm_servers(m)) if p is not None]
-
-
 def _probe_problems(m: Manifest) -> list[str]:
     problems = []
     for c in _containers(m):
@@ -246,20 +236,14 @@ def _probe_problems(m: Manifest) -> list[str]:
             port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
             if port is not None and not _serves(m, port):
                 problems.append(
-                    f"{m['kind']} {_name(m)}: container {c.get('name')!r} {probe} port {port} "
+                    f"{m['kind']} {name(m)}: container {c.get('name')!r} {probe} port {port} "
                     "is not one of its container ports"
                 )
     return problems
 
 
-def check(
-    manifests: Sequence[Manifest],
-    node_pools: Sequence[Mapping[str, Any]] = (),
-    *,
-    accelerators: bool = True,
-) -> list[str]:
-    """Every broken reference; `accelerators=False` leaves out machine type = accelerator =
-    request = node selector (the `accelerator-pool-match` policy judges those)."""
+def check(manifests: Sequence[Manifest]) -> list[str]:
+    """Every broken reference (the `accelerator-pool-match` policy judges the accelerators)."""
     problems: list[str] = []
     for w in manifests:
         if w.get("kind") in POD_TEMPLATE_KINDS:
@@ -267,16 +251,16 @@ def check(
     for d in _of(manifests, "Deployment") + _of(manifests, "StatefulSet"):
         selector = (d.get("spec") or {}).get("selector")
         if not selects(selector, pod_labels(d)):
-            problems.append(f"{d['kind']} {_name(d)}: spec.selector does not match its Pod labels")
-    pools = {(_ns(p), _name(p)): p for p in _of(manifests, "InferencePool")}
-    services = {(_ns(s), _name(s)): s for s in _of(manifests, "Service")}
+            problems.append(f"{d['kind']} {name(d)}: spec.selector does not match its Pod labels")
+    pools = {(namespace(p), name(p)): p for p in _of(manifests, "InferencePool")}
+    services = {(namespace(s), name(s)): s for s in _of(manifests, "Service")}
     for pool in pools.values():
         spec = pool.get("spec") or {}
-        where = f"InferencePool {_name(pool)}"
+        where = f"InferencePool {name(pool)}"
         problems += _pool_shape_problems(pool, where)
         selected = [
             w
-            for w in _workloads(manifests, _ns(pool))
+            for w in _workloads(manifests, namespace(pool))
             if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
@@ -286,11 +270,11 @@ def check(
             for server in _vllm_servers(w):
                 problem = host_problem(server)
                 if problem is not None:
-                    problems.append(f"{where}: {w['kind']} {_name(w)} {problem}")
-            for port in _vllm_ports(w):
-                if port not in numbers:
+                    problems.append(f"{where}: {w['kind']} {name(w)} {problem}")
+                port = listen_port(server)
+                if port is not None and port not in numbers:
                     problems.append(
-                        f"{where}: vLLM in {w['kind']} {_name(w)} listens on --port={port}, not "
+                        f"{where}: vLLM in {w['kind']} {name(w)} listens on --port={port}, not "
                         f"on the pool's target ports {sorted(numbers)}"
                     )
         for target in spec.get("targetPorts") or []:
@@ -298,13 +282,13 @@ def check(
                 if not _serves(w, target.get("number")):
                     problems.append(
                         f"{where}: target port {target.get('number')} is not a container port "
-                        f"of {w['kind']} {_name(w)} ({sorted(set(_ports(w).values()))})"
+                        f"of {w['kind']} {name(w)} ({sorted(set(_ports(w).values()))})"
                     )
         ref = spec.get("endpointPickerRef") or {}
         if (ref.get("kind") or "Service") != "Service" or ref.get("group") not in (None, ""):
             problems.append(f"{where}: endpointPickerRef is not a core Service")
             continue
-        svc = services.get((_ns(pool), str(ref.get("name"))))
+        svc = services.get((namespace(pool), str(ref.get("name"))))
         if svc is None:
             problems.append(
                 f"{where}: endpointPickerRef names Service {ref.get('name')!r}, not declared"
@@ -315,55 +299,55 @@ def check(
             p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == number
         ]
         if not svc_ports:
-            problems.append(f"{where}: the picker Service {_name(svc)} has no port {number}")
+            problems.append(f"{where}: the picker Service {name(svc)} has no port {number}")
             continue
         service_selector = (svc.get("spec") or {}).get("selector")
         # A Service selects by a plain label map (no matchExpressions); none: no Pods.
         pickers = [
             w
-            for w in _workloads(manifests, _ns(svc))
+            for w in _workloads(manifests, namespace(svc))
             if service_selector and selects({"matchLabels": service_selector}, pod_labels(w))
         ]
         if not pickers:
-            problems.append(f"Service {_name(svc)}: its selector matches no Pod template")
+            problems.append(f"Service {name(svc)}: its selector matches no Pod template")
         for w in pickers:
             target = svc_ports[0].get("targetPort", svc_ports[0].get("port"))
             if not _serves(w, target):
                 problems.append(
-                    f"Service {_name(svc)}: targetPort {target} is not a container port of "
-                    f"{w['kind']} {_name(w)}"
+                    f"Service {name(svc)}: targetPort {target} is not a container port of "
+                    f"{w['kind']} {name(w)}"
                 )
         if any(selects(spec.get("selector"), pod_labels(w)) for w in pickers):
             problems.append(f"{where}: selects the picker's own Pods")
     for route in _of(manifests, "HTTPRoute"):
         spec = route.get("spec") or {}
-        gateways = {(_ns(g), _name(g)) for g in _of(manifests, "Gateway")}
+        gateways = {(namespace(g), name(g)) for g in _of(manifests, "Gateway")}
         for parent in spec.get("parentRefs") or []:
-            if (parent.get("namespace") or _ns(route), parent.get("name")) not in gateways:
+            if (parent.get("namespace") or namespace(route), parent.get("name")) not in gateways:
                 problems.append(
-                    f"HTTPRoute {_name(route)}: parent Gateway {parent.get('name')!r} not declared"
+                    f"HTTPRoute {name(route)}: parent Gateway {parent.get('name')!r} not declared"
                 )
         for rule in spec.get("rules") or []:
             for backend in rule.get("backendRefs") or []:
-                key = (backend.get("namespace") or _ns(route), str(backend.get("name")))
+                key = (backend.get("namespace") or namespace(route), str(backend.get("name")))
                 if (
                     backend.get("kind") != "InferencePool"
                     or backend.get("group") != "inference.networking.k8s.io"
                 ):
                     problems.append(
-                        f"HTTPRoute {_name(route)}: backend {backend.get('name')!r} is not an "
+                        f"HTTPRoute {name(route)}: backend {backend.get('name')!r} is not an "
                         "InferencePool"
                     )
                 elif key not in pools:
                     problems.append(
-                        f"HTTPRoute {_name(route)}: backend pool {key[1]!r} not declared"
+                        f"HTTPRoute {name(route)}: backend pool {key[1]!r} not declared"
                     )
     for kind in ("HealthCheckPolicy", "GCPBackendPolicy"):
         for policy in _of(manifests, kind):
             ref = (policy.get("spec") or {}).get("targetRef") or {}
-            key = (ref.get("namespace") or _ns(policy), str(ref.get("name")))
+            key = (ref.get("namespace") or namespace(policy), str(ref.get("name")))
             if ref.get("kind") != "InferencePool" or key not in pools:
-                problems.append(f"{kind} {_name(policy)}: targetRef {ref} is not a declared pool")
+                problems.append(f"{kind} {name(policy)}: targetRef {ref} is not a declared pool")
             port = (
                 ((policy.get("spec") or {}).get("default") or {})
                 .get("config", {})
@@ -374,7 +358,7 @@ def check(
                 pool_ports = [t.get("number") for t in pools[key]["spec"].get("targetPorts") or []]
                 if port not in pool_ports:
                     problems.append(
-                        f"{kind} {_name(policy)}: health check port {port} is not the pool's "
+                        f"{kind} {name(policy)}: health check port {port} is not the pool's "
                         f"{pool_ports}"
                     )
     for hpa in _of(manifests, "HorizontalPodAutoscaler"):
@@ -385,12 +369,12 @@ def check(
             for m in manifests
             if m.get("kind") == ref.get("kind")
             and m.get("apiVersion") == ref.get("apiVersion")
-            and _name(m) == ref.get("name")
-            and _ns(m) == _ns(hpa)
+            and name(m) == ref.get("name")
+            and namespace(m) == namespace(hpa)
         ]
         if not targets:
             problems.append(
-                f"HorizontalPodAutoscaler {_name(hpa)}: scaleTargetRef {ref} not declared"
+                f"HorizontalPodAutoscaler {name(hpa)}: scaleTargetRef {ref} not declared"
             )
         elif not any(
             selects((p.get("spec") or {}).get("selector"), pod_labels(t))
@@ -398,112 +382,28 @@ def check(
             for p in pools.values()
         ):
             problems.append(
-                f"HorizontalPodAutoscaler {_name(hpa)}: scales {ref.get('name')!r}, whose Pods "
+                f"HorizontalPodAutoscaler {name(hpa)}: scales {ref.get('name')!r}, whose Pods "
                 "no InferencePool serves (the autoscaler follows vLLM's queue)"
             )
         low, high = as_int(spec.get("minReplicas", 1)), as_int(spec.get("maxReplicas"))
         if low is not None and high is not None and low > high:
-            problems.append(f"HorizontalPodAutoscaler {_name(hpa)}: minReplicas > maxReplicas")
+            problems.append(f"HorizontalPodAutoscaler {name(hpa)}: minReplicas > maxReplicas")
     for monitor in _of(manifests, "PodMonitoring"):
         spec = monitor.get("spec") or {}
         selected = [
             w
-            for w in _workloads(manifests, _ns(monitor))
+            for w in _workloads(manifests, namespace(monitor))
             if selects(spec.get("selector"), pod_labels(w))
         ]
         if not selected:
-            problems.append(f"PodMonitoring {_name(monitor)}: its selector matches no Pod template")
+            problems.append(f"PodMonitoring {name(monitor)}: its selector matches no Pod template")
         for endpoint in spec.get("endpoints") or []:
             for w in selected:
                 if not _serves(w, endpoint.get("port")):
                     problems.append(
-                        f"PodMonitoring {_name(monitor)}: port {endpoint.get('port')!r} is not a "
-                        f"container port of {w['kind']} {_name(w)}"
+                        f"PodMonitoring {name(monitor)}: port {endpoint.get('port')!r} is not a "
+                        f"container port of {w['kind']} {name(w)}"
                     )
-    if accelerators:
-        problems += accelerator_problems(manifests, node_pools)
-    return problems
-
-
-def node_pool_accelerator(pool: Mapping[str, Any]) -> tuple[str, int, str | None] | None:
-    """(node label value, accelerators per node, TPU topology) of a pulumi-gcp NodePool."""
-    config = pool.get("nodeConfig") or {}
-    machine = str(config.get("machineType") or "")
-    declared = config.get("guestAccelerators") or []
-    family = machine.split("-", 1)[0]
-    if machine in TPU_MACHINES:
-        accel, chips, topology = TPU_MACHINES[machine]
-        given = (pool.get("placementPolicy") or {}).get("tpuTopology")
-        return accel, chips, str(given or topology)
-    if declared:
-        return str(declared[0].get("type")), as_int(declared[0].get("count")) or 0, None
-    if family in GPU_FAMILIES:
-        return GPU_FAMILIES[family], 0, None
-    return None
-
-
-def _limit(container: Mapping[str, Any], resource: str) -> int:
-    return as_int(((container.get("resources") or {}).get("limits") or {}).get(resource)) or 0
-
-
-def accelerator_problems(
-    manifests: Sequence[Manifest], node_pools: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """Machine type = accelerator = resource request = node selectors, per Pod template."""
-    problems: list[str] = []
-    for pool in node_pools:
-        config = pool.get("nodeConfig") or {}
-        machine = str(config.get("machineType") or "")
-        family = machine.split("-", 1)[0]
-        for accel in config.get("guestAccelerators") or []:
-            expected = GPU_FAMILIES.get(family)
-            if expected and accel.get("type") != expected:
-                problems.append(
-                    f"node pool {pool.get('name')}: machine type {machine} carries {expected}, "
-                    f"not {accel.get('type')}"
-                )
-    accelerators = [a for a in (node_pool_accelerator(p) for p in node_pools) if a]
-    for w in manifests:
-        if w.get("kind") not in POD_TEMPLATE_KINDS:
-            continue
-        selector = (_template(w).get("spec") or {}).get("nodeSelector") or {}
-        gpus = sum(_limit(c, "nvidia.com/gpu") for c in _containers(w))
-        tpus = sum(_limit(c, "google.com/tpu") for c in _containers(w))
-        where = f"{w['kind']} {_name(w)}"
-        if selector.get(GPU_LABEL):
-            if tpus:
-                problems.append(
-                    f"{where}: asks for google.com/tpu on GPU nodes ({selector[GPU_LABEL]})"
-                )
-            if not gpus:
-                problems.append(
-                    f"{where}: selects {selector[GPU_LABEL]} nodes without asking for "
-                    "nvidia.com/gpu"
-                )
-            matching = [a for a in accelerators if a[0] == selector[GPU_LABEL]]
-            if node_pools and not matching:
-                problems.append(f"{where}: no node pool carries {selector[GPU_LABEL]}")
-            for _accel, count, _ in matching:
-                if count and gpus > count:
-                    problems.append(f"{where}: asks for {gpus} GPUs, a node has {count}")
-        elif selector.get(TPU_LABEL):
-            if gpus:
-                problems.append(
-                    f"{where}: asks for nvidia.com/gpu on TPU nodes ({selector[TPU_LABEL]})"
-                )
-            topology = selector.get(TPU_TOPOLOGY)
-            matching = [a for a in accelerators if a[0] == selector[TPU_LABEL] and a[2] == topology]
-            if node_pools and not matching:
-                problems.append(
-                    f"{where}: no node pool is a {selector[TPU_LABEL]} {topology} slice"
-                )
-            for _, chips, _ in matching:
-                if tpus != chips:
-                    problems.append(f"{where}: asks for {tpus} TPU chips, a node has {chips}")
-        elif gpus or tpus:
-            problems.append(
-                f"{where}: asks for an accelerator without an accelerator node selector"
-            )
     return problems
 
 

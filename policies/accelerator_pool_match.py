@@ -1,18 +1,9 @@
 """accelerator-pool-match: a Pod asks for the accelerator of the nodes it is scheduled on.
 
-GKE schedules a GPU Pod on the nodes its `cloud.google.com/gke-accelerator` selector names and
-a TPU Pod on those its `cloud.google.com/gke-tpu-accelerator` and `gke-tpu-topology` selectors
-name; the container asks for `nvidia.com/gpu` or `google.com/tpu` (GKE's "GPUs" and "TPUs in
-GKE" how-tos). A TPU request on GPU nodes, a GPU request on TPU nodes, an accelerator request
-without the selector (the policies could not tell which accelerator, so the vLLM checks would
-not apply), or more TPU chips than one node of the topology has, never schedules; refusing it
-here saves a deployment that waits for ever.
-
-A stack policy: when the stack declares its node pools (`gcp:container/nodePool:NodePool`), a
-Pod's selectors must also name an accelerator one of those pools has (its guest accelerators,
-or the accelerator its machine type carries: g2 -> nvidia-l4, g4 -> nvidia-rtx-pro-6000,
-ct6e-standard-Nt -> a TPU v6e slice of N chips), and a Pod pinned to a pool by
-`cloud.google.com/gke-nodepool` must ask for that pool's kind of accelerator.
+GKE schedules a Pod on the nodes its `cloud.google.com/gke-accelerator` (or TPU accelerator
+and topology) selector names, and the container asks for `nvidia.com/gpu` or `google.com/tpu`
+(GKE's "GPUs" and "TPUs in GKE" how-tos). A mismatch never schedules: refusing it here saves
+a deployment that waits for ever. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -44,7 +35,6 @@ from policies._props import get, items
 from policies._resources import as_int
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
-CLUSTER = "gcp:container/cluster:Cluster"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 #: Machine families whose machine types carry one kind of GPU (Compute Engine's GPU
 #: machine types: g2 = L4, g4 = RTX PRO 6000).

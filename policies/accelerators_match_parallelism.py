@@ -1,19 +1,11 @@
 """accelerators-match-parallelism: every accelerator a resource asks for is one vLLM uses.
 
-vLLM 0.27.1 uses, per server, tensor x pipeline x prefill-context parallel devices per
-data-parallel rank, times its local ranks (`serving.launch.vllm_args.device_count`); the devices it
-is not told to use stay idle and are billed all the same (4 TPU chips or 2 GPUs with tensor
-parallel 1). Asking vLLM for more devices than the resource gives it is refused by
-`vllm-server-readable`; this policy refuses the other way round, for every platform whose
-count the resource declares (`policies._devices`): a container's `nvidia.com/gpu` or
-`google.com/tpu` limit (GKE, Cloud Run), a machine's guest accelerators or its accelerator
-type (TPU VMs, queued resources, Compute Engine). The servers of one container share its
-devices: their counts add up.
-
-On GKE a TPU Pod is also held to its slice: the chips of the `cloud.google.com/gke-tpu-topology`
-it selects (`2x2`: 4) are what each Pod of a single-host slice asks for (GKE's "TPUs in GKE":
-a Pod of a single-host slice takes every chip of its node), so a Pod asking for fewer leaves
-chips idle and one asking for more never schedules.
+vLLM 0.27.1 uses tensor x pipeline x prefill-context parallel devices per data-parallel rank,
+times its local ranks (`serving.launch.vllm_args.device_count`); the devices it is not told to
+use stay idle and are billed all the same. Asking for more than the resource gives is refused
+by `vllm-server-readable`; this policy refuses the other way round, with the count the
+resource declares (`policies._devices`). A single-host TPU slice Pod takes every chip of its
+node (GKE's "TPUs in GKE"), so it is held to its topology's chips.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """autoscaler-vllm-metrics: the autoscaler of vLLM follows a gauge vLLM exports.
 
-A HorizontalPodAutoscaler of a workload that runs vLLM scales on what vLLM reports about its
-own load. Its metrics are read against the metric families of the vLLM release the workload's
-image runs (`serving.launch.vllm_contract`: extracted from that release's source,
-`vllm/v1/metrics/loggers.py`), with their type:
-
-- a `Pods`, `Object` or `External` metric names a vLLM family, as the Custom Metrics
-  Stackdriver Adapter names a Managed Service for Prometheus metric
-  (`prometheus.googleapis.com|<name>|<kind>`) or by its bare name; the family exists in that
-  release (`vllm:num_requests_waiting_total`, a misspelling, and
-  `vllm:gpu_cache_usage_perc`, removed in favour of `vllm:kv_cache_usage_perc`, scale on
-  nothing: the adapter finds no series and the autoscaler never moves);
-- it is a gauge, and the `<kind>` says gauge: a counter (`vllm:request_success_total`) only
-  grows, so its average only rises and the autoscaler goes to maxReplicas and stays there; a
-  histogram is not one number; and a gauge read as a counter names a series that does not
-  exist;
-- `Resource` and `ContainerResource` metrics (CPU, memory) are refused: an accelerator
-  server's queue grows while its CPU idles; an autoscaler with no metrics (Kubernetes'
-  default: 80% CPU) and `autoscaling/v1` (CPU only) are refused for the same reason;
-- a metric name unknown at preview is refused (fail closed);
-- the shapes the package never renders that stop it scaling: a metric label selector (a
-  selector no series has leaves the autoscaler without a value), `selectPolicy: Disabled`,
-  and `spec.replicas` on the workload it scales.
+An accelerator server's queue grows while its CPU idles, so CPU and memory (and Kubernetes'
+default of 80% CPU) do not follow its load. Metrics are read against the metric families of
+the vLLM release the image runs (`serving.launch.vllm_contract`, from
+`vllm/v1/metrics/loggers.py`): a family that does not exist scales on nothing, a counter only
+grows (the autoscaler goes to maxReplicas and stays), a histogram is not one number. The
+rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -37,7 +21,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads
+from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads
+from policies._wiring import name, namespace
 from serving.launch.vllm_contract import UnknownVersion, for_image, load
 
 #: The vLLM release this project pins (the Cloud Run and GKE GPU image): its metrics are read

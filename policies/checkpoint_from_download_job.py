@@ -1,13 +1,10 @@
 """checkpoint-from-download-job: a served bucket folder is one this stack's download job writes.
 
 A stack policy. The launch reader resolves a served path to a catalogue folder under a Cloud
-Storage mount (`serving.catalog.checkpoints`); this policy then proves where that folder's files
-come
-from: a Cloud Run job of the same stack that runs `hf download REPO --revision=REV
---local-dir=MOUNT/FOLDER` with the same bucket mounted at MOUNT, for the catalogue repository
-of that folder. A served folder no job of the stack writes (another bucket, a folder written
-by hand, a job downloading another repository into it) is refused. A stack that downloads
-weights some other way (`downloadWeights: false`) can set this policy to advisory.
+Storage mount (`serving.catalog.checkpoints`); this policy proves where that folder's files
+come from: a Cloud Run job of the same stack running exactly `hf download REPO
+--revision=REV --local-dir=MOUNT/FOLDER` for that folder's catalogue repository. A stack that
+downloads weights some other way (`downloadWeights: false`) can set it to advisory.
 """
 
 from __future__ import annotations
@@ -40,12 +37,8 @@ class Download:
 
 
 def _option(args: list[str], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+    """`--name=value` (the one form a download job may give)."""
+    return next((a.split("=", 1)[1] for a in args if a.startswith(name + "=")), None)
 
 
 def _buckets(resource_type: str, props: Mapping[str, Any], container: Any) -> dict[str, str | None]:

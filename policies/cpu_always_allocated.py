@@ -10,24 +10,13 @@ from pulumi_policy import (
 )
 
 from policies._props import get
-from policies._resources import SERVICE, V1_SERVICE, as_bool, containers, is_gpu_service
+from policies._resources import SERVICE, as_bool, containers, is_gpu_service
 
 
 def validate_cpu_always_allocated(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
     if not is_gpu_service(args.resource_type, args.props):
-        return
-    if args.resource_type == V1_SERVICE:
-        throttling = get(
-            args.props, "template", "metadata", "annotations", "run.googleapis.com/cpu-throttling"
-        )
-        if as_bool(throttling) is not False:
-            report_violation(
-                f"{args.name}: the run.googleapis.com/cpu-throttling annotation is "
-                f"{throttling!r}; GPU services need CPU always allocated. Set it to 'false'.",
-                None,
-            )
         return
     if args.resource_type != SERVICE:
         return  # jobs and worker pools have no request-based CPU throttling

@@ -15,7 +15,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_float
-from policies._resources import VllmServer, gib
+from policies._resources import VllmServer, gib, speculative_config
 from policies._server import vllm_servers
 from serving.catalog.hardware import Platform
 from serving.sizing.memory import (
@@ -81,7 +81,7 @@ def plan_server(
         card.weight_bytes,
         hardware.memory_bytes,
     )
-    spec, _ = server.speculative_config()
+    spec, _ = speculative_config(server.args)
     drafter_bytes = 0
     if spec is not None and spec.get("model"):
         drafter = server.drafter_checkpoint.card if server.drafter_checkpoint else None

@@ -1,24 +1,11 @@
 """hooks-endpoint-own-gateway: the endpoint the stack publishes is its own Gateway.
 
 The GKE stack writes where its Gateway answers into a ConfigMap (`data.endpointUrl`); clients
-in the cluster read it, and the post-deploy checks send the vLLM API key to the URL the
-stack names. A URL pointed elsewhere (the metadata server `169.254.169.254`, a host outside
-the stack) hands the key to whoever answers there. Every ConfigMap holding `endpointUrl`, in
-a stack that declares Gateways, must name one of them:
-
-- `http` or `https` only, no user-info;
-- a DNS name only when it is the `hostname` of a listener of a declared Gateway, with that
-  listener's scheme (`https` for an HTTPS listener) and port;
-- an IP address only when it is a declared Gateway's literal address, or, when every
-  declared Gateway is internal, an address of a private range (the internal Gateway's
-  address comes from the VPC's subnet); never link-local (the metadata server), loopback,
-  multicast, unspecified or reserved, nor `metadata.google.internal`;
-- a public Gateway (an HTTPS listener) is reached by its listener's name over https, never
-  by a bare address over http.
-
-A URL unknown at preview is what the program derives from the Gateway's reserved address:
-judged when known (at `pulumi up`). The post-deploy checks themselves call the stack's own
-Gateway name, whatever this ConfigMap says (`components/stack.py`).
+in the cluster read it, and the post-deploy checks send the vLLM API key to the URL the stack
+names. A URL pointed elsewhere (the metadata server `169.254.169.254`, a host outside the
+stack) hands the key to whoever answers there, so it must name a declared Gateway: its
+listener's hostname, scheme and port, or its literal address (a private one when every
+Gateway is internal). The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -36,7 +23,8 @@ from pulumi_policy import (
 )
 
 from policies._config import setting_strings
-from policies._gke import Manifest, is_unknown, manifests, where
+from policies._gke import Manifest, manifests, where
+from policies._wiring import UNKNOWN
 from policies.public_gateway_https_only import CONFIG
 
 URL_KEY = "endpointUrl"
@@ -150,7 +138,7 @@ def validate_hooks_endpoint_own_gateway(
         if not isinstance(data, Mapping) or URL_KEY not in data:
             continue
         url = data[URL_KEY]
-        if is_unknown(url):
+        if url == UNKNOWN:
             continue  # derived from the Gateway's address; judged when known
         problem = url_problem(url, gateways, internal)
         if problem:

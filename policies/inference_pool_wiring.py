@@ -1,17 +1,10 @@
 """inference-pool-wiring: the Gateway's objects reach the vLLM Pods they are meant to.
 
-A stack policy over the Kubernetes objects a stack declares, resolved the way Kubernetes and
-GKE resolve them at run time (`policies._wiring`): the InferencePool is the GA v1 API with
-v1's fields only (not the removed v1alpha2 pool or its fields); its selector matches the
-vLLM Pods (not the picker's) and its target ports are theirs and vLLM's `--port`; its
-`endpointPickerRef` names a declared Service with that port, selecting the picker's Pods on a
-port they have; every HTTPRoute's parent is a declared Gateway and its backends the declared
-pool; HealthCheckPolicy and GCPBackendPolicy target the pool (the health check on its port);
-the HorizontalPodAutoscaler scales the Deployment the pool serves; PodMonitoring selects Pods
-and scrapes a port they have; probes use a container port; every Deployment's selector matches
-its own Pods. Each object may be valid alone and the Gateway still answer "no healthy
-upstream"; this refuses that before anything is created. A value unknown at preview matches
-nothing, so it is refused too (fail closed).
+A stack policy over the Kubernetes objects a stack declares, resolved as Kubernetes and GKE
+resolve them at run time (`policies._wiring`): pool, picker Service, routes, backend policies,
+autoscaler, PodMonitoring and probes. Each object may be valid alone and the Gateway still
+answer "no healthy upstream"; this refuses that before anything is created. A value unknown
+at preview matches nothing (fail closed).
 """
 
 from __future__ import annotations
@@ -23,8 +16,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._k8s import is_kubernetes
-from policies._wiring import check, manifest_from_engine, plain
+from policies._gke import manifests as stack_manifests
+from policies._wiring import check
 
 #: Kinds the references run between; a stack without an InferencePool is not judged.
 _KINDS = (
@@ -47,22 +40,11 @@ _KINDS = (
 def validate_inference_pool_wiring(
     args: StackValidationArgs, report_violation: ReportViolation
 ) -> None:
-    manifests = []
-    for resource in args.resources:
-        if not is_kubernetes(resource.resource_type) or resource.resource_type.startswith(
-            "kubernetes:helm.sh/"
-        ):
-            continue
-        try:
-            manifest = manifest_from_engine(resource.resource_type, plain(resource.props))
-        except ValueError:
-            continue  # a provider or a component, not an object
-        if manifest["kind"] in _KINDS:
-            manifests.append(manifest)
+    manifests = [m for m in stack_manifests(args) if m["kind"] in _KINDS]
     if not any(m["kind"] == "InferencePool" for m in manifests):
         return
     try:
-        problems = check(manifests, accelerators=False)
+        problems = check(manifests)
     except (AttributeError, TypeError, KeyError) as exc:
         # A part of an object the references run through is not of its type (a value
         # unknown at preview where a map or list belongs): it cannot be proved, so refused.

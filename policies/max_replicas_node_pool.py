@@ -1,22 +1,10 @@
 """max-replicas-node-pool: the autoscaler of vLLM asks for no more replicas than nodes hold.
 
-Each vLLM Pod takes the accelerators of one node (or a share of them); the node pool's
-autoscaler adds nodes up to its bounds, no further. A HorizontalPodAutoscaler whose
-`maxReplicas` is above what the matching node pools can hold creates Pods that stay Pending
-for ever (and an operator who reads "4 of 16 replicas" at peak). Read per autoscaler of a
-workload that runs vLLM, over the stack's `gcp:container/nodePool:NodePool` resources:
-
-- the pools that can run its Pods: those carrying the accelerator its node selector names
-  (`cloud.google.com/gke-accelerator`, or the TPU accelerator and topology), or the one
-  `cloud.google.com/gke-nodepool` pins;
-- a pool's nodes: `autoscaling.totalMaxNodeCount`, or `maxNodeCount` per zone times its
-  `nodeLocations` (one zone when not given), or the fixed `nodeCount` without autoscaling;
-- Pods per node: the node's accelerators divided by what one Pod asks for (at least one);
-- rolling updates add `maxSurge` Pods beside `maxReplicas` (the Deployment's strategy,
-  Kubernetes' default 25% rounded up).
-
-A stack that declares no node pool for the Pods (a cluster made elsewhere) is not judged; a
-bound unknown at preview is refused.
+Each vLLM Pod takes the accelerators of one node (or a share); the node pool's autoscaler adds
+nodes up to its bounds, no further. A `maxReplicas` above what the matching node pools hold
+(with the rolling update's `maxSurge`) creates Pods that stay Pending for ever. A stack that
+declares no node pool for the Pods (a cluster made elsewhere) is not judged; a bound unknown at
+preview is refused. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -32,19 +20,11 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, manifests, name, namespace, vllm_workloads
+from policies._gke import Manifest, manifests, vllm_workloads
+from policies._k8s import GPU_LABEL, TPU_LABEL, TPU_TOPOLOGY_LABEL
 from policies._resources import as_int
-from policies._wiring import (
-    GPU_LABEL,
-    TPU_LABEL,
-    TPU_TOPOLOGY,
-    UNKNOWN,
-    node_pool_accelerator,
-    plain,
-)
-
-NODE_POOL = "gcp:container/nodePool:NodePool"
-POOL_LABEL = "cloud.google.com/gke-nodepool"
+from policies._wiring import UNKNOWN, name, namespace, plain
+from policies.accelerator_pool_match import NODE_POOL, POOL_LABEL, pool_accelerator
 
 
 def _selector(workload: Manifest) -> dict[str, Any]:
@@ -87,14 +67,16 @@ def _matches(pool: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
     pinned = selector.get(POOL_LABEL)
     if pinned is not None:
         return bool(pinned == pool.get("name"))
-    accelerator = node_pool_accelerator(pool)
+    accelerator = pool_accelerator(pool, str(pool.get("name")))
     if accelerator is None:
         return False
-    kind, _, topology = accelerator
     if selector.get(GPU_LABEL):
-        return bool(kind == selector[GPU_LABEL])
+        return bool(accelerator.accelerator == selector[GPU_LABEL])
     if selector.get(TPU_LABEL):
-        return kind == selector[TPU_LABEL] and topology == selector.get(TPU_TOPOLOGY)
+        return (accelerator.accelerator, accelerator.topology) == (
+            selector[TPU_LABEL],
+            selector.get(TPU_TOPOLOGY_LABEL),
+        )
     return False
 
 
@@ -160,8 +142,8 @@ def validate_max_replicas_node_pool(
                 )
                 capacity = -1
                 break
-            accelerator = node_pool_accelerator(pool)
-            per_node = accelerator[1] if accelerator else 0
+            accelerator = pool_accelerator(pool, str(pool.get("name")))
+            per_node = (accelerator.count or 0) if accelerator else 0
             pods_per_node = max(1, per_node // per_pod) if per_pod and per_node else 1
             capacity += nodes * pods_per_node
         if capacity < 0:

@@ -1,15 +1,11 @@
 """model-volume-read-only: the model bucket is mounted read-only, readable by the image's user.
 
-Two owners are at stake. This package's contract mounts the bucket with `uid=1001;gid=1001`
-(from the reference deployment), and the policy holds every image that mounts the model volume
-of a GPU workload to it, whatever the image is called (a mirror under another name included).
-What the container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai`
-keeps `USER root` (its docker/Dockerfile), and its opt-in `vllm-openai-nonroot` target runs as
-`vllm`, uid 2000, gid 0. gcsfuse shows every file with mode 0644 and every directory with 0755
-unless `file-mode`/`dir-mode` say otherwise (gcsfuse docs/semantics.md, "Permissions and
-ownership"), so a non-root user that does not own the files still reads them by the "other"
-bits; images listed in `imageUsers` are checked that way against the mount's actual options,
-and an image not listed may run as any user, so the mount must be readable by every user.
+The package mounts the bucket with `uid=1001;gid=1001` (the reference deployment). What the
+container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-openai` keeps
+`USER root` (docker/Dockerfile), its `vllm-openai-nonroot` target runs as uid 2000, gid 0, and
+gcsfuse shows files 0644 and directories 0755 unless `file-mode`/`dir-mode` say otherwise
+(gcsfuse docs/semantics.md). Images in `imageUsers` are checked against the mount's options;
+any other image may run as any user, so the mount must be readable by every user.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting, setting_int
-from policies._k8s import GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
+from policies._k8s import GCSFUSE_DRIVER, GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
 from policies._k8s import accelerator as k8s_accelerator
 from policies._props import get, items, strings
 from policies._resources import (
@@ -42,15 +38,6 @@ from serving.render.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
     {
-        "nonRootImagePrefixes": {
-            "type": "array",
-            "items": {"type": "string"},
-            "default": ["vllm/vllm-openai", "docker.io/vllm/vllm-openai"],
-            "description": "No longer read: every image that mounts the model volume of a "
-            "GPU workload is held to the package's uid/gid mount contract, whatever its name "
-            "(a mirror under another repository name included). Kept so existing "
-            "configurations still load.",
-        },
         "uid": {
             "type": "integer",
             "default": VLLM_UID,
@@ -76,13 +63,10 @@ CONFIG = schema(
 GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
 
 
-def _mount_options(volume: object) -> set[str]:
-    raw = get(volume, "gcs", "mountOptions")
+def _mount_options(raw: object) -> set[str]:
+    """gcsfuse options of Cloud Run's `gcs.mountOptions` list or a CSI volume's string."""
     parts = [raw] if isinstance(raw, str) else strings(raw)
-    options: set[str] = set()
-    for part in parts:
-        options.update(p.strip().replace(" ", "") for p in re.split(r"[;,]", part) if p.strip())
-    return options
+    return {o.strip().replace(" ", "") for p in parts for o in re.split(r"[;,]", p) if o.strip()}
 
 
 def _option(options: set[str], key: str) -> str | None:
@@ -136,9 +120,6 @@ def unreadable_reason(options: set[str], uid: int, gid: int) -> str | None:
     return None
 
 
-GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
-
-
 def _judged(resource_type: str, props: Mapping[str, Any]) -> bool:
     """A Cloud Run GPU workload, or a Kubernetes Pod template on an accelerator."""
     if resource_type in (SERVICE, JOB, WORKER_POOL):
@@ -163,8 +144,9 @@ def _bucket_volumes(
         name = get(volume, "name")
         if get(volume, "gcs") is not None:
             read_only = as_bool(get(volume, "gcs", "readOnly")) is True
-            found.append((name, read_only, _mount_options(volume), "gcs.read_only=True"))
-        elif get(volume, "csi", "driver") == GCSFUSE_CSI_DRIVER:
+            options = _mount_options(get(volume, "gcs", "mountOptions"))
+            found.append((name, read_only, options, "gcs.read_only=True"))
+        elif get(volume, "csi", "driver") == GCSFUSE_DRIVER:
             mounts = [
                 m
                 for c in containers(resource_type, props)
@@ -174,12 +156,7 @@ def _bucket_volumes(
             read_only = as_bool(get(volume, "csi", "readOnly")) is True and all(
                 as_bool(get(m, "readOnly")) is True for m in mounts
             )
-            raw = get(volume, "csi", "volumeAttributes", "mountOptions")
-            options = {
-                o.strip().replace(" ", "")
-                for o in (raw.split(",") if isinstance(raw, str) else [])
-                if o.strip()
-            }
+            options = _mount_options(get(volume, "csi", "volumeAttributes", "mountOptions"))
             found.append((name, read_only, options, "csi.readOnly: true and readOnly mounts"))
     return found
 

@@ -10,6 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int, setting_strings
+from policies._resources import speculative_config
 from policies._server import vllm_servers
 
 CONFIG = schema(
@@ -37,7 +38,7 @@ def validate_mtp_max_num_seqs(
     for server in vllm_servers(args.resource_type, args.props):
         if server.accelerator not in accelerators:
             continue
-        spec, _ = server.speculative_config()
+        spec, _ = speculative_config(server.args)
         seqs = server.int_value("max-num-seqs")
         if spec is None or seqs is None or seqs <= threshold:
             continue

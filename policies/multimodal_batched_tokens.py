@@ -1,16 +1,11 @@
 """multimodal-batched-tokens: one whole image fits in a step when it may not be chunked.
 
-vLLM 0.27.1 refuses to start when chunked multimodal input is disabled and one multimodal
-item has more tokens than `--max-num-batched-tokens` (`compute_mm_encoder_budget`,
-`vllm/v1/core/encoder_cache_manager.py`). Chunked multimodal input is disabled by
-`--disable-chunked-mm-input`, and also whatever the flags say: on CUDA for a multimodal
-model with bidirectional (prefix-LM) attention, Gemma 4 (`CudaPlatform.check_and_update_config`,
-`vllm/platforms/cuda.py`: "Forcing --disable_chunked_mm_input for models with
-multimodal-bidirectional attention."), and by the TPU platform for every multimodal model
-(tpu-inference's `TpuPlatform.check_and_update_config`, `tpu_inference/platforms/
-tpu_platform.py`: "TPU does not support running Multimodal models without setting
-`--disable_chunked_mm_input`. Forcing --disable_chunked_mm_input.").
-The item's size is the catalogue's (`ModelCard.max_tokens_per_mm_item`).
+vLLM 0.27.1 refuses to start when chunked multimodal input is disabled and one item has more
+tokens than `--max-num-batched-tokens` (`compute_mm_encoder_budget`,
+`vllm/v1/core/encoder_cache_manager.py`). It is disabled by `--disable-chunked-mm-input`, and
+forced off on CUDA for Gemma 4's bidirectional attention (`vllm/platforms/cuda.py`) and on TPU
+for every multimodal model (`tpu_inference/platforms/tpu_platform.py`). The item's size is
+the catalogue's (`ModelCard.max_tokens_per_mm_item`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """no-host-network: an accelerator Pod does not share the node's network.
 
-`hostNetwork: true` puts the Pod in the node's network namespace: vLLM's port then opens on the
-node's address, to everything that reaches the node, beside the InferencePool and its
-Gateway (and with the node's own view of the metadata server and the kubelet). A `hostPort`
-does the same for one port of one container. Neither is needed to serve through GKE Inference
-Gateway; both are refused on every Pod that runs accelerators or vLLM.
-
-Read wherever a Pod spec can be: every Pod-running kind (Deployment, StatefulSet, DaemonSet,
-ReplicaSet, ReplicationController, Job, CronJob, PodTemplate, Pod and their Patch variants) and
-any other object whose props hold `hostNetwork` or a `hostPort` anywhere (a LeaderWorkerSet's
-leader and worker templates, another operator's resource), judged when that object asks for
-an accelerator or runs vLLM. Every container list counts (init and ephemeral containers too),
-ports named or not. A Kubernetes boolean is off only when absent or false; `"true"`, `"True"`,
-`1`, `"yes"` and a value unknown at preview are refused (fail closed), as is a `hostPort` whose
-value is not known.
+`hostNetwork: true` opens vLLM's port on the node's address, to everything that reaches the
+node, beside the InferencePool and its Gateway (with the node's view of the metadata server
+and the kubelet); a `hostPort` does the same for one port. Neither is needed to serve through
+GKE Inference Gateway: both are refused wherever a Pod spec can be, on every object that asks
+for an accelerator or runs vLLM. A Kubernetes boolean is off only when absent or false.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import (
@@ -30,7 +20,7 @@ from pulumi_policy import (
 
 from policies._gke import strictly_false
 from policies._k8s import SCHEMA_KINDS, is_kubernetes
-from policies._props import is_list, items, read_field
+from policies._props import walk
 from policies._server import read_workload, workload_of
 
 #: Keys whose entries are the user's own strings, never a Pod spec.
@@ -44,32 +34,11 @@ _ACCELERATOR_KEYS = frozenset(
         "cloud.google.com/gke-tpu-accelerator",
     }
 )
-_MAX_DEPTH = 24
-
-
-def _walk(value: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str, Any, bool]]:
-    """(path, key, value, unknown) of every mapping entry in a props tree (bounded depth; an
-    element of a list that is unknown at preview is left to `vllm-server-readable`)."""
-    if depth > _MAX_DEPTH:
-        return
-    if is_list(value):
-        for index, child in enumerate(items(value)):
-            yield from _walk(child, f"{path}[{index}]", depth + 1)
-        return
-    if not isinstance(value, Mapping):
-        return
-    for key in list(value):
-        text = str(key)
-        child, unknown = read_field(value, text)
-        where = f"{path}.{text}" if path else text
-        yield where, text, child, unknown
-        if text not in _OPAQUE_KEYS and not unknown:
-            yield from _walk(child, where, depth + 1)
 
 
 def _host_problems(props: Any) -> list[str]:
     problems = []
-    for path, key, value, unknown in _walk(props):
+    for path, key, value, unknown in walk(props, _OPAQUE_KEYS):
         if key == "hostNetwork" and (unknown or not strictly_false(value)):
             shown = "a value unknown at preview" if unknown else repr(value)
             problems.append(
@@ -85,10 +54,6 @@ def _host_problems(props: Any) -> list[str]:
     return problems
 
 
-def _asks_for_accelerator(props: Any) -> bool:
-    return any(key in _ACCELERATOR_KEYS for _, key, _, _ in _walk(props))
-
-
 def validate_no_host_network(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -98,7 +63,9 @@ def validate_no_host_network(
     if not problems:
         return
     workload = workload_of(args.resource_type, args.props)
-    accelerated = workload.runs_accelerator or _asks_for_accelerator(args.props)
+    accelerated = workload.runs_accelerator or any(
+        key in _ACCELERATOR_KEYS for _, key, _, _ in walk(args.props, _OPAQUE_KEYS)
+    )
     if not accelerated:
         accelerated = bool(read_workload(workload).servers)
     if accelerated:

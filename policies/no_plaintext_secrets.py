@@ -1,16 +1,11 @@
 """no-plaintext-secrets: credentials come from Secret Manager, never as literals.
 
-Values are judged, not names: every string among a resource's inputs (environment, arguments,
-startup scripts and other metadata, labels, annotations, secret payloads) is searched for the
-credential shapes of :data:`endpoint.secret_shapes.SHAPES` (each as its issuer issues it, so
-`sk-learn-pipeline-v2` is a label, not a key), as written; a Kubernetes Secret's `data` values
-also base64-decoded, as the API server decodes them (the one decoding a destination does).
-Launch shapes that could join or decode values at run time (a shell, `$(NAME)`) are refused by
-`vllm-server-readable`. Secret-sounding environment names holding a literal are reported too, and
-a credential is also found by where it goes, whatever its shape (`policies._sinks`): a
-generated key (hexadecimal, as `openssl rand -hex 32` prints, or random) stored under a
-credential's name (`VLLM_API_KEY`, `api-key`, `token` ...) in a ConfigMap, an annotation, a
-label or any map, and a literal `Authorization` header.
+Values are judged, not names: every string among a resource's inputs is searched for the
+credential shapes of :data:`endpoint.secret_shapes.SHAPES` (as their issuers issue them, so
+`sk-learn-pipeline-v2` is a label, not a key); a Kubernetes Secret's `data` is base64-decoded
+as the API server decodes it. A credential is also found by where it goes, whatever its shape
+(`policies._sinks`). Launch shapes that could join or decode values at run time are refused by
+`vllm-server-readable`.
 """
 
 from __future__ import annotations
@@ -131,7 +126,7 @@ def validate_no_plaintext_secrets(
                     f"{args.name}: data.{field} holds a literal {found} (base64); {_FIX}.", None
                 )
     for container in containers(args.resource_type, args.props):
-        for env in items(get(container, "envs")):
+        for env in [*items(get(container, "envs")), *items(get(container, "env"))]:
             name, value = get(env, "name"), get(env, "value")
             if (
                 isinstance(name, str)

@@ -1,18 +1,11 @@
 """no-public-gateway: nothing in the cluster takes traffic from the internet unless asked.
 
-A GKE Gateway is internal only with an internal class (`gke-l7-rilb`, and the multi-cluster
-internal classes); `gke-l7-global-external-managed`, `gke-l7-regional-external-managed`,
-`gke-l7-gxlb` and their `-mc` variants give it a public address (GKE's "GatewayClass
-capabilities" page), and a class this policy does not know is treated as external (fail
-closed). The same holds for the other ways a cluster exposes Pods: a `LoadBalancer` Service
-without GKE's internal annotation, and an Ingress of the `gce` class.
-
-A public endpoint is a decision: the stack's `public: true` puts the
-`gemma4.dev/public: "true"` annotation on the Gateway it declares, or this policy's
-`allowPublic` allows every one. A stack policy, because a public Gateway is refused unless
-what it reaches is guarded too: each InferencePool behind it has a GCPBackendPolicy naming a
-Cloud Armor `securityPolicy` (the stack's client ranges), and its vLLM Pods require an API key;
-and a route may attach only to a Gateway the stack declares (one elsewhere may be public).
+A GKE Gateway is internal only with an internal class (GKE's "GatewayClass capabilities"); a
+class not known here is external (fail closed), as are a `LoadBalancer` Service without GKE's
+internal annotation and a `gce` Ingress. A public endpoint is a decision (the stack's
+`public: true` annotation, or `allowPublic`), and what it reaches must be guarded too: Cloud
+Armor on each pool behind it and an API key on its vLLM Pods. The rules in full:
+docs/policies.md.
 """
 
 from __future__ import annotations
@@ -28,11 +21,11 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_bool, setting_strings
-from policies._k8s import OPAQUE_PREFIXES, is_kubernetes
+from policies._gke import manifests as stack_manifests
 from policies._props import get, items
 from policies._resources import as_bool
 from policies._server import read_servers
-from policies._wiring import manifest_from_engine, plain, pod_labels, selects, type_token
+from policies._wiring import pod_labels, selects, type_token
 
 GATEWAY_KINDS = (
     "kubernetes:gateway.networking.k8s.io/v1:Gateway",
@@ -136,11 +129,7 @@ def validate_no_public_gateway(
 def public_requirements(args: StackValidationArgs, internal: list[str]) -> list[str]:
     """A public Gateway's pools need a Cloud Armor policy (the client ranges) in their
     GCPBackendPolicy and a vLLM that requires an API key."""
-    manifests = [
-        manifest_from_engine(r.resource_type, plain(r.props))
-        for r in args.resources
-        if is_kubernetes(r.resource_type) and not r.resource_type.startswith(OPAQUE_PREFIXES)
-    ]
+    manifests = stack_manifests(args)
     external = {
         (_namespace(g), str(get(g, "metadata", "name")))
         for g in manifests

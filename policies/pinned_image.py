@@ -1,11 +1,8 @@
 """pinned-image: containers run a fixed image version from an allowed registry.
 
-Every container of a Cloud Run workload and of a Kubernetes Pod template (init containers
-too, so the endpoint picker and any sidecar are held to it as well as vLLM), and the vLLM
-container of a startup script. An image is judged by where it comes from (its registry host,
-against the allow-list in the policy's `registries`) and by its pin (a version tag or a sha256
-digest), never by its name. An image (or a container list) unknown at preview, an output of
-another resource, fails closed like every other value the policies need.
+Every container (init containers and sidecars too) and the vLLM image of a TPU launch. An image
+is judged by its registry host (the policy's `registries`) and its pin (a version tag or a
+sha256 digest), never by its name; one unknown at preview fails closed.
 """
 
 from __future__ import annotations
@@ -19,12 +16,11 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError
 
 from policies._config import schema, setting_strings
 from policies._k8s import POD_TEMPLATES
-from policies._props import get, is_list, read_field
-from policies._resources import CLOUD_RUN_WORKLOADS, JOB, V1_SERVICE, containers
+from policies._props import get, read_field, read_list, read_path
+from policies._resources import CLOUD_RUN_WORKLOADS, JOB, containers
 from policies._server import vllm_servers
 from serving.config.checks import check_pinned_image, image_registry
 
@@ -57,25 +53,11 @@ def _unknown_containers(resource_type: str, props: Any) -> str | None:
     """What of the container list is unknown at preview (the list, or an element), or None."""
     if resource_type.startswith("kubernetes:"):
         return None  # the Kubernetes reader fails closed on unknown Pod templates itself
-    path = {
-        JOB: ("template", "template", "containers"),
-        V1_SERVICE: ("template", "spec", "containers"),
-    }.get(resource_type, ("template", "containers"))
-    current: Any = props
-    for step in path:
-        current, unknown = read_field(current, step)
-        if unknown:
-            return "its containers are"
-        if current is None:
-            return None
-    if not is_list(current):
-        return None
-    for index in range(len(current)):
-        try:
-            current[index]
-        except UnknownValueError:
-            return f"container #{index} is"
-    return None
+    template = ("template", "template") if resource_type == JOB else ("template",)
+    value, unknown = read_path(props, *template, "containers")
+    if unknown:
+        return "its containers are"
+    return "a container is" if read_list(value)[1] else None
 
 
 def validate_pinned_image(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:

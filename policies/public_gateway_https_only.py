@@ -1,22 +1,10 @@
 """public-gateway-https-only: a Gateway on the internet serves HTTPS, never plain HTTP.
 
 Clients send vLLM's API key in every request's Authorization header; over plain HTTP it
-crosses the internet in clear text. A Gateway whose class is not internal (the classes
-`no-public-gateway` calls internal) may have:
-
-- HTTPS listeners that terminate TLS (`tls.mode` Terminate, the default) with a certificate:
-  `tls.certificateRefs` (Kubernetes Secrets), or GKE's listener options
-  `networking.gke.io/cert-manager-certs` (regional Certificate Manager certificates, what the
-  stack's public Gateway uses) or `networking.gke.io/pre-shared-certs` (Compute Engine SSL
-  certificates), or the Gateway's `networking.gke.io/certmap` annotation (a certificate map,
-  global Gateways). These are the Gateway API's listener fields (the v1.5.1 CRD, vendored in
-  tests/data/k8s/crds, requires a certificate reference or option with mode Terminate) and
-  GKE's documented ways to give a Gateway a certificate ("Secure a Gateway");
-- HTTP listeners only when every route attached to them answers with a redirect to https
-  and sends nothing to a backend (and at least one does);
-- no TLS passthrough, TCP or UDP listener (vLLM terminates no TLS of its own).
-
-A value unknown at preview where a protocol, mode or certificate belongs is refused.
+crosses the internet in clear text. A Gateway whose class is not internal has HTTPS listeners
+that terminate TLS with a certificate (the Gateway API's listener fields, the v1.5.1 CRD in
+tests/data/k8s/crds, and GKE's "Secure a Gateway" options), HTTP listeners only for routes
+that redirect to https, and no passthrough, TCP or UDP listener (vLLM terminates no TLS).
 """
 
 from __future__ import annotations
@@ -32,7 +20,8 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
-from policies._gke import Manifest, manifests, name, namespace, where
+from policies._gke import Manifest, manifests, where
+from policies._wiring import name, namespace
 from policies.no_public_gateway import CONFIG as GATEWAY_CONFIG
 
 CONFIG = schema({"internalClasses": GATEWAY_CONFIG.properties["internalClasses"]})

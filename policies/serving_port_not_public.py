@@ -1,13 +1,9 @@
 """serving-port-not-public: no firewall opens a model-serving port to the internet.
 
 A stack policy: the ports judged are the configured `servingPorts` and the `--port` of every
-vLLM server any resource of the stack starts (read by `policies._server`, vLLM's own default
-8000 where none is given), so a stack serving on another port is judged on that port.
-
-Every firewall form is read by `policies._reach` (protocol names and numbers, absent ports and
-sources, port ranges, IPv6, firewall policy rules), and the source ranges are judged by the
-same rule stack settings use (`serving.config.netrange`): public ranges wider than the configured
-prefix, or ranges that together cover the internet, are refused.
+vLLM server of the stack (vLLM's default 8000 where none is given). Firewalls are read by
+`policies._reach`; source ranges are judged by the rule stack settings use
+(`serving.config.netrange`).
 """
 
 from __future__ import annotations

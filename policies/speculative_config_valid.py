@@ -10,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_int, setting_strings
-from policies._resources import as_int
+from policies._resources import as_int, speculative_config
 from policies._server import vllm_servers
 
 CONFIG = schema(
@@ -42,7 +42,7 @@ def validate_speculative_config(
     high = setting_int(args, CONFIG, "maxTokens")
     no_drafter = setting_strings(args, CONFIG, "methodsWithoutDrafter")
     for server in vllm_servers(args.resource_type, args.props):
-        spec, error = server.speculative_config()
+        spec, error = speculative_config(server.args)
         if error is not None:
             report_violation(
                 f"{args.name}: {server.where}: {error}. Pass the whole JSON object as one "

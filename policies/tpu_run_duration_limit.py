@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
@@ -13,7 +10,7 @@ from pulumi_policy import (
 )
 
 from policies._config import schema, setting_strings
-from policies._props import entries, is_list, items
+from policies._props import walk
 
 CONFIG = schema(
     {
@@ -41,18 +38,6 @@ CONFIG = schema(
 )
 
 
-def _has_key(value: Any, keys: set[str]) -> bool:
-    if isinstance(value, Mapping):
-        for key, child in entries(value):
-            if key in keys and child not in (None, "", 0):
-                return True
-            if _has_key(child, keys):
-                return True
-    elif is_list(value):
-        return any(_has_key(child, keys) for child in items(value))
-    return False
-
-
 def validate_tpu_run_duration_limit(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
@@ -60,7 +45,7 @@ def validate_tpu_run_duration_limit(
     if not any(args.resource_type.startswith(p) for p in prefixes):
         return
     keys = set(setting_strings(args, CONFIG, "limitKeys"))
-    if _has_key(args.props, keys):
+    if any(k in keys and v not in (None, "", 0) for _, k, v, _ in walk(args.props)):
         return
     report_violation(
         f"{args.name}: this TPU has no run-duration or valid-until limit, so a forgotten "

@@ -1,31 +1,13 @@
 """vllm-api-key-from-secret: vLLM's API key comes only from a secret that must exist.
 
-vLLM 0.27.1 authenticates requests only when it has a non-empty key: `--api-key` or the
-`VLLM_API_KEY` variable (entrypoints/openai/api_server.py keeps `[key for key in ... if key]`,
-so an empty one switches authentication off). Where a key is set, and on every platform whose
-vLLM answers the network without IAM in front (GKE Pods behind the Gateway, TPU VMs and
-Compute Engine machines), where it must be set, it comes from a secret store, read where the
-platform fails the start when the secret is missing:
-
-- Kubernetes (every Pod-running kind): the vLLM container's `VLLM_API_KEY` is
-  `valueFrom.secretKeyRef` with a literal Secret `name` and `key`, and `optional` absent or
-  false (an optional reference to a missing Secret starts vLLM with no key, open). Refused: a
-  `value` (a literal, an empty string, a `$(VAR)` of another variable), `configMapKeyRef` (a
-  ConfigMap is not a secret store: anyone who reads ConfigMaps reads the key), `fieldRef`
-  (the downward API: a label or annotation of the Pod), `resourceFieldRef`, `fileKeyRef`,
-  a missing `VLLM_API_KEY`, and `envFrom` without it (which names it brings is not seen);
-- Cloud Run (v2 services, jobs, worker pools; v1 services): IAM guards the service, so a key
-  is optional; one that is set is `valueSource.secretKeyRef` (v1: `valueFrom.secretKeyRef`)
-  with a secret and a version, never a `value`;
-- TPU VMs, queued resources and Compute Engine machines: the startup script is the package's
-  launcher (`serving/render/tpu_startup.py`), which reads the key from the Secret Manager secret
-  its launch document names, stops the boot when it is empty, and passes `VLLM_API_KEY` on by
-  name only.
-
-Everywhere, `--api-key` on vLLM's command line is refused (the key would be part of the Pod
-spec, the service's revision or the launch document, and of the process list); a command that
-sets variables itself (`env VLLM_API_KEY=... vllm serve`) is not the accepted shape, refused by
-the reader.
+vLLM 0.27.1 authenticates requests only with a non-empty key, `--api-key` or `VLLM_API_KEY`
+(entrypoints/openai/api_server.py keeps `[key for key in ... if key]`: an empty one switches
+authentication off). Where a key is set, and wherever vLLM answers the network without IAM in
+front (GKE, TPU VMs), where it must be, it comes from a secret store read where the platform
+fails the start when the secret is missing: a required Kubernetes `secretKeyRef` (an optional
+one to a missing Secret starts vLLM open; a ConfigMap is no secret store), a Cloud Run Secret
+Manager reference, or the package's TPU launcher. `--api-key` is refused everywhere: the key
+would be part of the resource and of the process list. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -43,7 +25,7 @@ from pulumi_policy import (
 from policies._gke import strictly_false
 from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
-from policies._resources import CLOUD_RUN_WORKLOADS, V1_SERVICE, VllmServer, containers
+from policies._resources import CLOUD_RUN_WORKLOADS, containers
 from policies._server import (
     ContainerSpec,
     Reading,
@@ -70,13 +52,8 @@ _FIX = (
 )
 
 
-def _server_where(spec: ContainerSpec) -> str:
-    return f"container {spec.name!r}"
-
-
 def _may_run_vllm(spec: ContainerSpec, reading: Reading) -> bool:
-    where = _server_where(spec)
-    if any(s.where == where for s in reading.servers):
+    if any(s.where == f"container {spec.name!r}" for s in reading.servers):
         return True
     argv = [*(spec.command or []), *(spec.args or [])]
     return (
@@ -84,16 +61,6 @@ def _may_run_vllm(spec: ContainerSpec, reading: Reading) -> bool:
         or (spec.image is not None and is_vllm_image(spec.image))
         or mentions_vllm(argv)
     )
-
-
-def _command_line_problems(server: VllmServer) -> list[str]:
-    problems = []
-    if server.args.get("api-key") is not None:
-        problems.append(
-            f"{server.where} passes --api-key on vLLM's command line, where the key is part "
-            f"of the resource and of the process list; {_FIX}"
-        )
-    return problems
 
 
 def _kubernetes_entry_problems(container: Mapping[str, Any], name: str) -> list[str]:
@@ -181,13 +148,8 @@ def _cloud_run(resource_type: str, props: Mapping[str, Any]) -> list[str]:
                     "value_source.secret_key_ref with secret and version)"
                 )
                 continue
-            if resource_type == V1_SERVICE:
-                ref = get(entry, "valueFrom", "secretKeyRef")
-                named = get(ref, "name") and get(ref, "key")
-            else:
-                ref = get(entry, "valueSource", "secretKeyRef")
-                named = get(ref, "secret") and get(ref, "version")
-            if not named:
+            ref = get(entry, "valueSource", "secretKeyRef")
+            if not (get(ref, "secret") and get(ref, "version")):
                 problems.append(
                     f"{where}: {KEY} names no Secret Manager secret and version, so its value "
                     "cannot be proved to come from one; reference a secret (env "
@@ -215,9 +177,12 @@ def validate_vllm_api_key_from_secret(
 ) -> None:
     workload = workload_of(args.resource_type, args.props)
     reading = read_workload(workload)
-    problems: list[str] = []
-    for server in reading.servers:
-        problems += _command_line_problems(server)
+    problems = [
+        f"{server.where} passes --api-key on vLLM's command line, where the key is part of the "
+        f"resource and of the process list; {_FIX}"
+        for server in reading.servers
+        if server.args.get("api-key") is not None
+    ]
     if args.resource_type in POD_TEMPLATES:
         problems += _kubernetes(args.resource_type, args.props, reading)
     elif args.resource_type in CLOUD_RUN_WORKLOADS:

@@ -2,19 +2,9 @@
 
 The Gateway's guards (Cloud Armor's client ranges, TLS, the endpoint picker, the backend
 policy's timeout and logging) hold only for traffic that goes Gateway -> HTTPRoute ->
-InferencePool. Any other path to the vLLM Pods goes around them. A stack policy, refused
-wherever a stack runs vLLM Pods:
-
-- a Service of any type whose selector matches vLLM Pods (ClusterIP lets every Pod of the
-  cluster in; NodePort and `externalIPs` open it on nodes and outside addresses;
-  LoadBalancer on the internet), a Service whose selector is unknown at preview, and
-  manual Endpoints or EndpointSlices in a namespace with vLLM Pods (they can point at them);
-- an HTTPRoute backend that is not an InferencePool (a Service, whatever its kind's
-  spelling: `kind` defaults to Service), a `RequestMirror` filter anywhere in a route (it
-  copies every request, its Authorization header included, to another backend) and an
-  `ExtensionRef` filter (behaviour the policies cannot read);
-- a GRPCRoute, TCPRoute, TLSRoute or UDPRoute whose backends include the pool or a Service
-  selecting vLLM Pods (vLLM's OpenAI API is HTTP; these bypass the HTTP guards).
+InferencePool. A stack policy refusing every other path to the vLLM Pods: a Service selecting
+them, manual Endpoints, a route backend other than the pool, a `RequestMirror` or
+`ExtensionRef` filter, a non-HTTP route to them. The rules in full: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -29,8 +19,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies._gke import Manifest, VllmWorkload, manifests, name, namespace, vllm_workloads, where
-from policies._wiring import UNKNOWN, selects
+from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads, where
+from policies._wiring import UNKNOWN, name, namespace, selects
 
 POOL_GROUP = "inference.networking.k8s.io"
 _OTHER_ROUTES = ("GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute")

@@ -1,22 +1,12 @@
 """vllm-port-probed: Cloud Run sends traffic and probes to the port vLLM listens on.
 
-Cloud Run's contract (the run v2 discovery document, google-api-python-client): a probe's
-`port` "If not specified, defaults to the exposed port of the container, which is the value of
-container.ports[0].containerPort"; the container port "If not present, it will default to port
-8080" (run v1 `ContainerPort`); "The specified ports must be listening on all interfaces
-(0.0.0.0) within the container to be accessible" (run v2 `Container.ports`). vLLM listens on
-its `--port` (8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when
-left out). A server on another port or on a loopback address boots, and Cloud Run probes the
-container port for the whole probe budget, then fails the revision.
-
-Read for Cloud Run v2 services, jobs and worker pools and v1 services: the container that runs
-vLLM (read by `policies._server`) is held to its own container port (services) and to every
-startup, liveness and readiness probe's port (`httpGet`, `tcpSocket`, `grpc`). The project's
-TPU resource names the port its endpoint URL, health checks and firewall use
-(`servingPort`): the servers of its startup script are held to it. The port and host
-comparison is the one GKE's wiring uses (`policies._wiring.listen_port`, `host_problem`).
-Other machines (a TPU VM, a Compute Engine instance) name no port of their own that the
-reader could tie to the server, and are judged by the firewall policy only.
+Cloud Run's contract (the run v2 discovery document): a probe's `port` defaults to
+`container.ports[0].containerPort`, which defaults to 8080, and "The specified ports must be
+listening on all interfaces (0.0.0.0) within the container". vLLM listens on its `--port`
+(8000 when left out, vLLM 0.27.1's parser) and `--host` (every interface when left out). A
+server elsewhere boots, and Cloud Run probes the container port for the whole probe budget,
+then fails the revision. GKE probes and the project's TPU resource's `servingPort` are held
+to the same port; the comparison is the one GKE's wiring uses (`policies._wiring`).
 """
 
 from __future__ import annotations
@@ -30,63 +20,34 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError
 
 from policies import _k8s
-from policies._props import get, is_list, read_field
+from policies._props import get, is_list, read_path
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
     JOB,
-    V1_SERVICE,
     WORKER_POOL,
     as_int,
     containers,
 )
 from policies._server import vllm_servers
-from policies._wiring import host_problem, listen_port
+from policies._wiring import UNKNOWN, host_problem, listen_port, named_ports
 
-#: Cloud Run's container port when none is declared (run v1 `ContainerPort.containerPort`:
-#: "If not present, it will default to port 8080").
+#: Cloud Run's container port when none is declared ("If not present, it will default to
+#: port 8080").
 DEFAULT_CONTAINER_PORT = 8080
 PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
 PROBE_ACTIONS = ("httpGet", "tcpSocket", "grpc")
 
 
-#: What a value unknown at preview is shown as; it equals no port.
-UNKNOWN = "(unknown at preview)"
-
-
-def _lookup(value: Any, *path: str | int) -> tuple[Any, bool]:
-    """Follow `path` (keys, list indexes); (None, False) when absent, (None, True) when a
-    step is unknown at preview."""
-    current = value
-    for step in path:
-        if isinstance(step, int):
-            if not is_list(current):
-                return None, False
-            try:
-                if step >= len(current):
-                    return None, False
-                current = current[step]
-            except UnknownValueError:
-                return None, True
-        else:
-            current, unknown = read_field(current, step)
-            if unknown:
-                return None, True
-            if current is None:
-                return None, False
-    return current, False
-
-
 def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]:
     """The container's port (ports[0].containerPort, else Cloud Run's 8080) and how it was
     found; UNKNOWN when not known at preview, None when given but not a number."""
-    ports, unknown = _lookup(container, "ports")
+    ports, unknown = read_path(container, "ports")
     if not unknown and is_list(ports):
-        raw, unknown = _lookup(ports, 0, "containerPort")
+        raw, unknown = read_path(ports, 0, "containerPort")
     elif not unknown:
-        raw, unknown = _lookup(ports, "containerPort")
+        raw, unknown = read_path(ports, "containerPort")
     if unknown:
         return UNKNOWN, f"its container port {UNKNOWN}"
     if raw is None:
@@ -101,7 +62,7 @@ def container_port(container: Mapping[str, Any]) -> tuple[int | str | None, str]
 def _declares_ports(container: Mapping[str, Any]) -> bool | None:
     """Whether a Cloud Run container declares a port (absent or an empty list: no); None
     when its ports are not known at preview."""
-    ports, unknown = _lookup(container, "ports")
+    ports, unknown = read_path(container, "ports")
     if unknown:
         return None
     return bool(ports)
@@ -116,36 +77,24 @@ def _probe_ports(
     Run); a named port is looked up in `named` (Kubernetes)."""
     found: list[tuple[str, int | str | None]] = []
     for probe in PROBES:
-        if _lookup(container, probe)[1]:
+        if read_path(container, probe)[1]:
             # A probe unknown at preview may reach any port.
             found.append((probe, UNKNOWN))
             continue
         for action in PROBE_ACTIONS:
-            spec, unknown = _lookup(container, probe, action)
+            spec, unknown = read_path(container, probe, action)
             if unknown:
                 found.append((f"{probe}.{action}", UNKNOWN))
                 continue
             if spec is None:
                 continue
-            raw, unknown = _lookup(spec, "port")
+            raw, unknown = read_path(spec, "port")
             port: int | str | None = UNKNOWN if unknown else own if raw is None else as_int(raw)
             if port is None and isinstance(raw, str) and named is not None:
                 # Kubernetes: a port name resolves through the container's own ports.
                 port = named.get(raw, f"{raw!r} (a name none of its ports has)")
             found.append((f"{probe}.{action}", port))
     return found
-
-
-def _named_ports(container: Mapping[str, Any]) -> dict[str, int | str]:
-    """A Kubernetes container's port names and their numbers."""
-    out: dict[str, int | str] = {}
-    ports, unknown = _lookup(container, "ports")
-    for index in range(len(ports) if is_list(ports) and not unknown else 0):
-        name, _ = _lookup(ports, index, "name")
-        number, unknown = _lookup(ports, index, "containerPort")
-        if isinstance(name, str):
-            out[name] = UNKNOWN if unknown else as_int(number) or f"{number!r}"
-    return out
 
 
 #: The project's TPU resource (components/tpu_queued_resource.py): its `servingPort` is the
@@ -221,7 +170,7 @@ def validate_vllm_port_probed(
             continue
         if kubernetes:
             own, how = None, "its probes"
-            probes = _probe_ports(container, None, _named_ports(container))
+            probes = _probe_ports(container, None, named_ports(container))
         elif sidecar:
             own, how = None, "no port (a sidecar: requests go to the container with ports)"
             probes = [
@@ -256,8 +205,7 @@ def validate_vllm_port_probed(
             report_violation(
                 f"{args.name}: {server.where}: vLLM listens on {listens}, but Cloud Run sends "
                 f"requests and probes without a port to {how}, so the revision never becomes "
-                f"ready; set --port={own} or the container port to {port}"
-                + (" (v1: ports[0].containerPort)" if args.resource_type == V1_SERVICE else ""),
+                f"ready; set --port={own} or the container port to {port}",
                 None,
             )
         for probe, reached in probes:

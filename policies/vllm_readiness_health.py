@@ -1,17 +1,11 @@
 """vllm-readiness-health: a vLLM Pod is ready only when vLLM's own `/health` answers.
 
-The InferencePool sends requests to ready Pods only; what makes a Pod ready is its readiness
-probe. vLLM 0.27.1 answers `GET /health` with 200 once the engine serves (503 while it starts
-or after the engine died); `/metrics` answers as soon as the HTTP server is up, before the
-model has loaded and after the engine died, and a TCP or gRPC probe says only that the port
-is open. Without a readiness probe, Kubernetes counts a Pod ready as soon as its containers
-start: the Gateway would send requests to a replica still loading weights.
-
-Every container that runs vLLM, in every Pod-running kind, needs `readinessProbe.httpGet` with
-path `/health` on the port vLLM listens on (its `--port`, 8000 when left out): a number, a
-numeric string, or the name of one of the container's ports with that number; scheme HTTP
-(absent or `HTTP`: vLLM serves plain HTTP inside the Pod) and no `host` (the probe would ask
-another machine). Anything else is refused, naming what was found.
+The InferencePool sends requests to ready Pods only. vLLM 0.27.1 answers `GET /health` with
+200 once the engine serves (503 while it starts or after the engine died); `/metrics` answers
+as soon as the HTTP server is up, and a TCP or gRPC probe says only that the port is open.
+Without a readiness probe a Pod is ready as soon as its containers start, and the Gateway
+sends requests to a replica still loading weights. Accepted: `readinessProbe.httpGet` on
+`/health` at vLLM's port, plain HTTP, no `host`.
 """
 
 from __future__ import annotations
@@ -30,18 +24,9 @@ from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
 from policies._resources import as_int
 from policies._server import read_servers
-from policies._wiring import listen_port
+from policies._wiring import listen_port, named_ports
 
 HEALTH_PATH = "/health"
-
-
-def _named_ports(container: Mapping[str, Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for port in items(get(container, "ports")):
-        number, name = as_int(get(port, "containerPort")), get(port, "name")
-        if isinstance(name, str) and number is not None:
-            out[name] = number
-    return out
 
 
 def _probe_problem(container: Mapping[str, Any], vllm_port: int) -> str | None:
@@ -68,9 +53,9 @@ def _probe_problem(container: Mapping[str, Any], vllm_port: int) -> str | None:
             f"answer before the model has loaded and after the engine died); {fix}"
         )
     raw = get(http, "port")
-    port = as_int(raw)
+    port: int | str | None = as_int(raw)
     if port is None and isinstance(raw, str):
-        port = _named_ports(container).get(raw)
+        port = named_ports(container).get(raw)
     if port != vllm_port:
         return f"its readinessProbe asks port {raw!r}, not vLLM's port {vllm_port}; {fix}"
     scheme = get(http, "scheme")

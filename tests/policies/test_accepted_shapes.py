@@ -140,3 +140,18 @@ def test_the_launcher_without_its_launch_is_refused() -> None:
     del vm["metadata"]["vllm-launch"]
     (message,) = violations(vllm_server_readable, TPU_VM, vm)
     assert "the package's launcher without metadata.vllm-launch" in message
+
+
+@pytest.mark.parametrize("key", ["user-data", "startup-script-url", "shutdown-script"])
+def test_other_metadata_the_guest_agent_runs_is_refused(key: str) -> None:
+    vm = tpu_vm()
+    vm["metadata"][key] = "#cloud-config"
+    (message,) = violations(vllm_server_readable, TPU_VM, vm)
+    assert f"metadata.{key} may start code the guest agent runs" in message
+
+
+def test_project_metadata_scripts_are_refused() -> None:
+    project = "gcp:compute/projectMetadata:ProjectMetadata"
+    (message,) = violations(vllm_server_readable, project, {"metadata": {"startup-script": "x"}})
+    assert "project metadata 'startup-script' is run by every Compute Engine machine" in message
+    assert violations(vllm_server_readable, project, {"metadata": {"enable-oslogin": "TRUE"}}) == []

@@ -81,18 +81,14 @@ def test_tpu_vm_whose_chips_per_host_are_not_known_fails_closed(accelerator: str
     assert _device_messages(TPU_VM, one) == []
 
 
-def test_a_compute_engine_gpu_machine_is_read_only_through_the_package_launcher() -> None:
-    """The package renders no GPU machine: its `docker run` script is refused by name, and
-    the TPU launcher (which runs --privileged) is refused on a GPU machine."""
+def test_a_compute_engine_gpu_machine_is_refused_by_name() -> None:
+    """The package renders no Compute Engine machine: one with accelerators is refused by
+    name, whatever it starts (a `docker run` script, the TPU launcher)."""
     script = "#!/bin/bash\ndocker run --gpus=all vllm/vllm-openai:v0.27.1 google/gemma-4-12B-it\n"
     gpus = {"guestAccelerators": [{"type": "nvidia-l4", "count": 2}]}
-    (message,) = violations(
-        vllm_server_readable, INSTANCE, {"metadata": {"startup-script": script}, **gpus}
-    )
-    assert "the startup-script is not the package's launcher" in message
-    launcher = {"metadata": tpu_vm()["metadata"], **gpus}
-    (message,) = violations(vllm_server_readable, INSTANCE, launcher)
-    assert "only a TPU machine needs" in message
+    for metadata in ({"startup-script": script}, tpu_vm()["metadata"]):
+        (message,) = violations(vllm_server_readable, INSTANCE, {"metadata": metadata, **gpus})
+        assert "runs accelerators (guestAccelerators) but is a resource type" in message
 
 
 @pytest.mark.parametrize("gpu", [None, "1", 1])

@@ -157,9 +157,6 @@ def test_every_image_mounting_the_model_volume_is_held_to_the_contract(image: st
     props["template"]["volumes"][0]["gcs"]["mountOptions"] = ["uid=1001"]
     (message,) = violations(model_volume_read_only, SERVICE, props)
     assert f"mounted into {image!r} without gid=1001" in message
-    # The retired name list changes nothing.
-    config = {"nonRootImagePrefixes": ["somewhere/else"]}
-    assert violations(model_volume_read_only, SERVICE, props, config) == [message]
 
 
 # --- gpu-host-minimums -------------------------------------------------------------------

@@ -96,8 +96,9 @@ def test_config_file_lists_every_policy_with_its_defaults() -> None:
         level = policy.enforcement_level or PACK_ENFORCEMENT_LEVEL
         expected[policy.name] = {"enforcementLevel": level.value}
         if policy.config_schema is not None:
-            props = policy.config_schema.properties
-            expected[policy.name].update({k: v["default"] for k, v in props.items()})
+            expected[policy.name].update(
+                {k: v["default"] for k, v in policy.config_schema.properties.items()}
+            )
     assert shipped == expected
 
 

@@ -9,6 +9,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_OBJECT_VALUE, unkn
 
 from policies._resources import V1_SERVICE, WORKER_POOL
 from policies.vllm_port_probed import DEFAULT_CONTAINER_PORT, vllm_port_probed
+from policies.vllm_server_readable import vllm_server_readable
 from serving.launch.vllm_args import DEFAULT_PORT
 from tests.policies._fixtures import (
     JOB,
@@ -107,14 +108,12 @@ def test_jobs_and_worker_pools_are_held_to_their_probes() -> None:
     assert violations(vllm_port_probed, WORKER_POOL, props) == []
 
 
-def test_v1_services_are_read() -> None:
-    v2 = edit_args(service("l4"), set_={"port": "9000"})
-    c = dict(container(v2))
-    c["ports"] = [{"containerPort": 8080, "name": "http1"}]
+def test_v1_services_are_refused_by_name() -> None:
+    c = dict(container(service("l4")))
     c["command"] = c.pop("commands", None)
     v1 = {"template": {"spec": {"containers": [c]}}}
-    found = violations(vllm_port_probed, V1_SERVICE, v1)
-    assert any("listens on --port=9000" in m and "ports[0].containerPort" in m for m in found)
+    (message,) = violations(vllm_server_readable, V1_SERVICE, v1)
+    assert "a Cloud Run v1 service, which the package never renders" in message
 
 
 def _tpu_node(script_edit: tuple[str, str] = ("", ""), **props: Any) -> dict[str, Any]:

@@ -207,60 +207,17 @@ def test_unknown_sources_fail_closed() -> None:
     assert "cannot tell who this firewall lets in" in message
 
 
-POLICY_RULE = "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule"
-
-
-def policy_rule(**match: Any) -> dict[str, Any]:
-    return {
-        "action": "allow",
-        "direction": "INGRESS",
-        "priority": 1000,
-        "match": {"layer4Configs": [{"ipProtocol": "all"}], **match},
-    }
-
-
-def test_firewall_policy_rules() -> None:
-    assert violations(serving_port_not_public, POLICY_RULE, policy_rule(srcIpRanges=["0.0.0.0/0"]))
-    assert violations(serving_port_not_public, POLICY_RULE, policy_rule(srcRegionCodes=["US"]))
-    assert (
-        violations(serving_port_not_public, POLICY_RULE, policy_rule(srcIpRanges=["10.0.0.0/8"]))
-        == []
-    )
-    deny = {**policy_rule(srcIpRanges=["0.0.0.0/0"]), "action": "deny"}
-    assert violations(serving_port_not_public, POLICY_RULE, deny) == []
-    with_rules = {"rules": [deny, policy_rule(srcIpRanges=["::/0"])]}
-    (message,) = violations(
-        serving_port_not_public,
+@pytest.mark.parametrize(
+    "type_",
+    [
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
         "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
-        with_rules,
-    )
-    assert "rule #1" in message
-
-
-@pytest.mark.parametrize("action", ["apply_security_profile_group", "APPLY_SECURITY_PROFILE_GROUP"])
-def test_security_profile_group_rule_allows_the_traffic(action: str) -> None:
-    inspected = {
-        **policy_rule(srcIpRanges=["0.0.0.0/0"]),
-        "action": action,
-        "securityProfileGroup": "//networksecurity.googleapis.com/projects/p/locations/global/"
-        "securityProfileGroups/g",
-    }
-    (message,) = violations(serving_port_not_public, POLICY_RULE, inspected)
-    assert "allows TCP port(s) 8000" in message
-    narrow = {**inspected, "match": {**inspected["match"], "srcIpRanges": ["10.0.0.0/8"]}}
-    assert violations(serving_port_not_public, POLICY_RULE, narrow) == []
-
-
-def test_goto_next_rule_opens_nothing_itself() -> None:
-    rule_ = {**policy_rule(srcIpRanges=["0.0.0.0/0"]), "action": "goto_next"}
-    assert violations(serving_port_not_public, POLICY_RULE, rule_) == []
-
-
-@pytest.mark.parametrize("action", ["permit", "", None, "allow_all"])
-def test_unknown_policy_rule_action_fails_closed(action: Any) -> None:
-    rule_ = {**policy_rule(srcIpRanges=["0.0.0.0/0"]), "action": action}
-    messages = violations(serving_port_not_public, POLICY_RULE, rule_)
-    assert any("cannot tell who this firewall lets in: action" in m for m in messages)
+    ],
+)
+def test_firewall_policy_rules_are_refused_by_name(type_: str) -> None:
+    rule_ = {"action": "allow", "direction": "INGRESS", "match": {"srcIpRanges": ["0.0.0.0/0"]}}
+    (message,) = violations(serving_port_not_public, type_, rule_)
+    assert "is a firewall policy rule, which the package never renders" in message
 
 
 # --- the same rule in settings --------------------------------------------------------------
