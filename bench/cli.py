@@ -336,6 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (for logs and CI)")
+    run.add_argument(
+        "--no-charts",
+        action="store_true",
+        help="draw no charts/*.png (the records, results.csv and report.md are still written)",
+    )
 
     cmp_ = sub.add_parser(
         "compare",
@@ -589,6 +594,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         hardware=args.hardware or stack_hardware,
         label=args.label,
         progress=not args.no_progress,
+        charts=not args.no_charts,
         min_success_rate=_pick(args.min_success_rate, d.min_success_rate),
         workers=args.workers,
         ramp_s=args.ramp_seconds,

@@ -311,6 +311,7 @@ def work(world: dict[str, Any], path: tuple[str, ...], *, slow: bool = False) ->
             "--ready-timeout-seconds",
             "60",
             "--no-progress",
+            "--no-charts",
         ],
         ("bench", "compare"): [
             "bench",

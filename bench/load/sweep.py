@@ -170,6 +170,8 @@ class SweepOptions:
     hardware: str | None = None
     label: str | None = None
     progress: bool = True
+    charts: bool = True
+    """Draw ``charts/*.png`` at the end of the run (records, CSV and report are always written)."""
     min_success_rate: float = 1.0
     """A cell whose success rate is under this is ``failed`` (default: any failure fails it)."""
     preflight: bool = True
@@ -716,7 +718,8 @@ async def _sweep(
             progress.stop()
             store.write_run()
             write_tables(store.data())
-            write_charts(store.data())
+            if options.charts:
+                write_charts(store.data())
     return store.data()
 
 

@@ -12,7 +12,16 @@ from bench.cli import main
 from tests.bench.conftest import MODEL, ServerFactory
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
-SMALL = ["--num-requests", "3", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
+SMALL = [
+    "--num-requests",
+    "3",
+    "--warmup",
+    "0",
+    "--no-progress",
+    "--no-charts",
+    "--request-timeout-seconds",
+    "5",
+]
 
 
 def test_run_then_gate(
@@ -41,6 +50,7 @@ def test_run_then_gate(
         *SMALL,
     ]
     assert main(argv) == 0
+    assert (out / "report.md").is_file() and not (out / "charts").exists()  # --no-charts
     meta = json.loads((out / "run.json").read_text())
     assert (meta["hardware"], meta["label"], meta["max_model_len"]) == ("l4", "fake", 100)
     assert meta["options"]["goodput_slo"] == {"ttft": 2000.0, "e2el": 60000.0}
@@ -75,7 +85,7 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     cells = out / "cells.jsonl"
     cells.write_text(cells.read_text().splitlines(keepends=True)[0])  # killed after one cell
     # Nothing but --resume: the stored URL, model, grid and options are used.
-    assert main(["run", "--resume", "--out", str(out), "--no-progress"]) == 0
+    assert main(["run", "--resume", "--out", str(out), "--no-progress", "--no-charts"]) == 0
     ids = [json.loads(x)["id"] for x in cells.read_text().splitlines()]
     assert ids == ["c1-p8-o2", "c2-p8-o2"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -21,14 +22,15 @@ from endpoint.auth import AuthError, AuthStrategy
 from tests.bench._cells import cell, write_run
 from tests.bench.conftest import MODEL, ServerFactory
 
-FAST = SweepOptions(num_requests=8, warmup=1, timeout_s=5.0, progress=False)
+FAST = SweepOptions(num_requests=8, warmup=1, timeout_s=5.0, progress=False, charts=False)
 
 
 def test_sweep_records_the_server_view_beside_the_client(
     fake_vllm: ServerFactory, tmp_path: Path
 ) -> None:
     server = fake_vllm(ttft_s=0.05, itl_s=0.01, output_tokens=6)
-    run = run_sweep(server.url, MODEL, Grid((1, 4), (16,), (6,)), tmp_path / "r", options=FAST)
+    options = replace(FAST, charts=True)
+    run = run_sweep(server.url, MODEL, Grid((1, 4), (16,), (6,)), tmp_path / "r", options=options)
     for c in run.cells:
         assert c["status"] == "ok"
         # The fake exports vLLM's histograms: the server measured every request of the window.
@@ -136,7 +138,9 @@ def test_credentials_that_cannot_be_had_fail_the_cell_as_auth(
     fake_vllm: ServerFactory, tmp_path: Path
 ) -> None:
     server = fake_vllm(output_tokens=2)
-    options = SweepOptions(num_requests=3, warmup=0, timeout_s=5.0, progress=False, preflight=False)
+    options = SweepOptions(
+        num_requests=3, warmup=0, timeout_s=5.0, progress=False, preflight=False, charts=False
+    )
     run = run_sweep(
         server.url, MODEL, Grid((1,), (8,), (2,)), tmp_path / "r", options=options,
         auth=_LostCredentials(),
@@ -152,7 +156,7 @@ def test_cli_client_options_reach_the_run(fake_vllm: ServerFactory, tmp_path: Pa
     argv = [
         "run", "--url", server.url, "--model", MODEL, "--out", str(out), "--concurrency", "2",
         "--prompt-tokens", "8", "--output-tokens", "2", "--num-requests", "4", "--no-progress",
-        "--workers", "1", "--ramp-seconds", "0", "--client-share-limit", "0.5",
+        "--no-charts", "--workers", "1", "--ramp-seconds", "0", "--client-share-limit", "0.5",
         "--max-loop-lag-ms", "25",
     ]  # fmt: skip
     assert main(argv) in (0, 1)
@@ -171,7 +175,7 @@ def test_run_prints_client_and_server_means_per_cell(
     argv = [
         "run", "--url", server.url, "--model", MODEL, "--out", str(tmp_path / "r"),
         "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4",
-        "--num-requests", "4", "--no-progress",
+        "--num-requests", "4", "--no-progress", "--no-charts",
     ]  # fmt: skip
     main(argv)
     err = capsys.readouterr().err

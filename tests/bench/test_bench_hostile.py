@@ -16,7 +16,16 @@ from tests.bench.conftest import MODEL, ServerFactory
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 KEY = "bench-hostile-key-5c2e91"
-SMALL = ["--num-requests", "4", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
+SMALL = [
+    "--num-requests",
+    "4",
+    "--warmup",
+    "0",
+    "--no-progress",
+    "--no-charts",
+    "--request-timeout-seconds",
+    "5",
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -219,7 +228,9 @@ def test_resume_with_a_record_missing_fields_exits_2(
     broken = json.loads(lines[0])
     del broken["status"]
     (out / "cells.jsonl").write_text(json.dumps(broken) + "\n" + lines[1] + "\n")
-    code, _, err, _ = _bench(capsys, "run", "--resume", "--out", str(out), "--no-progress")
+    code, _, err, _ = _bench(
+        capsys, "run", "--resume", "--out", str(out), "--no-progress", "--no-charts"
+    )
     assert code == 2
     assert "line 1: the record has no 'status' field" in err
     assert main(["gate", str(out), "-s", "l4", "--cwd", str(ROOT)]) == 2
@@ -312,7 +323,9 @@ def test_a_damaged_run_json_is_one_message(
     shutil.copytree(finished_run, out)
     run = json.loads((out / "run.json").read_text())
     (out / "run.json").write_text(json.dumps(damage(run)))
-    code, _, err, _ = _bench(capsys, "run", "--resume", "--out", str(out), "--no-progress")
+    code, _, err, _ = _bench(
+        capsys, "run", "--resume", "--out", str(out), "--no-progress", "--no-charts"
+    )
     assert code == 2
     assert message in err
     assert "unexpected error" not in err

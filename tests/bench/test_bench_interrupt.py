@@ -115,7 +115,7 @@ def test_ctrl_c_prints_one_clean_message(
     with FakeVllmServer(config) as fake:
         out = tmp_path / "run"
         argv = [sys.executable, "-m", "bench", "run", "--url", fake.url, "--model", "m"]
-        argv += ["--prompt-tokens", "16", "--output-tokens", "64", "--no-progress"]
+        argv += ["--prompt-tokens", "16", "--output-tokens", "64", "--no-progress", "--no-charts"]
         argv += ["--out", str(out), *extra]
         proc = subprocess.Popen(
             argv,

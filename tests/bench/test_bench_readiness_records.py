@@ -16,7 +16,16 @@ from tests.bench._cells import cell, write_run
 from tests.bench.conftest import MODEL, ServerFactory
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
-SMALL = ["--num-requests", "2", "--warmup", "0", "--no-progress", "--request-timeout-seconds", "5"]
+SMALL = [
+    "--num-requests",
+    "2",
+    "--warmup",
+    "0",
+    "--no-progress",
+    "--no-charts",
+    "--request-timeout-seconds",
+    "5",
+]
 GRID = ["--concurrency", "1", "--prompt-tokens", "8", "--output-tokens", "2"]
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from bench.results.store import StoreError
 from tests.bench.conftest import MODEL, ServerFactory
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
-FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False)
+FAST = SweepOptions(num_requests=4, warmup=1, timeout_s=5.0, progress=False, charts=False)
 
 
 class _Stop(Exception):
@@ -37,7 +38,8 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> None:
     server = fake_vllm(ttft_s=0.02, itl_s=0.005, output_tokens=8)
-    run = run_sweep(server.url, MODEL, Grid((1, 2), (16,), (8,)), tmp_path / "r", options=FAST)
+    options = replace(FAST, charts=True)
+    run = run_sweep(server.url, MODEL, Grid((1, 2), (16,), (8,)), tmp_path / "r", options=options)
     assert [c["id"] for c in run.cells] == ["c1-p16-o8", "c2-p16-o8"]
     for cell in run.cells:
         assert cell["status"] == "ok"
@@ -103,7 +105,7 @@ class _Generations(FakeVllmServer):
 def test_closed_loop_keeps_concurrency(tmp_path: Path) -> None:
     config = FakeVllmConfig(ttft_s=0.1, itl_s=0.0, output_tokens=1)
     options = SweepOptions(
-        num_requests=8, warmup=0, timeout_s=120.0, progress=False, preflight=False
+        num_requests=8, warmup=0, timeout_s=120.0, progress=False, charts=False, preflight=False
     )
     alone, together = _Generations(config), _Generations(config, hold=4)
     with alone, together:
@@ -257,7 +259,9 @@ def test_resume_refuses_another_grid_url_or_options(
             MODEL,
             grid,
             out,
-            options=SweepOptions(num_requests=4, warmup=1, timeout_s=9.0, progress=False),
+            options=SweepOptions(
+                num_requests=4, warmup=1, timeout_s=9.0, progress=False, charts=False
+            ),
             resume=True,
         )
     assert (out / "run.json").read_text() == before  # nothing rewritten
@@ -296,7 +300,7 @@ def test_spec_decode_acceptance_from_metrics_deltas(
 ) -> None:
     # Each request of 8 tokens adds 4 drafts of 3 tokens, accepted round(4 x p) per position.
     server = fake_vllm(output_tokens=8, num_speculative_tokens=3, spec_acceptance=(0.5, 0.25, 0))
-    options = SweepOptions(num_requests=5, warmup=2, timeout_s=5.0, progress=False)
+    options = SweepOptions(num_requests=5, warmup=2, timeout_s=5.0, progress=False, charts=False)
     run = run_sweep(server.url, MODEL, Grid((1,), (8,), (8,)), tmp_path / "r", options=options)
     (cell,) = run.cells
     # Over the cell only (warm-up excluded): 5 x 4 drafts, 5 x (2 + 1 + 0) accepted.
@@ -335,7 +339,9 @@ def test_open_loop_sends_at_the_poisson_rate(
 
     monkeypatch.setattr(bench.load.sweep, "run_load", keep)
     server = fake_vllm(ttft_s=0.05, output_tokens=2)
-    options = SweepOptions(num_requests=40, warmup=0, timeout_s=5.0, progress=False, seed=3)
+    options = SweepOptions(
+        num_requests=40, warmup=0, timeout_s=5.0, progress=False, charts=False, seed=3
+    )
     grid = Grid((16,), (8,), (2,), request_rates=(50.0,))
     run = run_sweep(server.url, MODEL, grid, tmp_path / "r", options=options)
     (cell,) = run.cells
@@ -359,7 +365,7 @@ def test_open_loop_sends_at_the_poisson_rate(
 
 def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path) -> None:
     server = fake_vllm(output_tokens=2, fail_every=2, fail_status=503)
-    options = SweepOptions(num_requests=6, warmup=0, timeout_s=5.0, progress=False)
+    options = SweepOptions(num_requests=6, warmup=0, timeout_s=5.0, progress=False, charts=False)
     run = run_sweep(server.url, MODEL, Grid((1,), (8,), (2,)), tmp_path / "r", options=options)
     (cell,) = run.cells
     assert (cell["completed"], cell["failed"]) == (3, 3)

@@ -549,6 +549,7 @@ def test_runs_from_the_readme_bench_examples_are_listed_and_compared(
                     "--label",
                     name,
                     "--no-progress",
+                    "--no-charts",
                     "--out",
                     f"runs/{name}",
                 ]
