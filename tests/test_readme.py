@@ -233,14 +233,23 @@ def test_ci_blocks_are_what_ci_runs() -> None:
 
 
 OFFLINE = [b for b in blocks() if b.kind == "run"]
-#: Offline blocks run at once (each is a process; most are a preview or a plan): one per core
-#: this process may use, and at least two (half of a block's time is start-up, waiting on I/O).
-PARALLEL = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
+#: The README's first offline command and what the README shows it printing: a newcomer's
+#: first command prints something, and the README shows exactly that.
+_FIRST = README.read_text().split("## See it offline first", 1)[1]
+FIRST_COMMAND = _FIRST.split("```bash\n", 1)[1].split("```", 1)[0]
+FIRST_SHOWN = _FIRST.split("```text\n", 1)[1].split("```", 1)[0]
 
 
-@pytest.mark.long
-def test_every_offline_block_runs(tmp_path: Path) -> None:
-    """Every offline block (each in its own shell, a few at a time) must exit 0."""
+def test_there_are_offline_blocks_and_the_first_shows_its_output() -> None:
+    assert len(OFFLINE) >= 3
+    assert next(b.text for b in OFFLINE if b.path == README) == FIRST_COMMAND
+    assert "/dev/null" not in FIRST_COMMAND
+
+
+# One test per block, so that pytest-xdist spreads them over its workers.
+@pytest.mark.parametrize("block", OFFLINE, ids=[b.where for b in OFFLINE])
+def test_every_offline_block_runs(block: Block, tmp_path: Path) -> None:
+    """The offline block, in a shell of its own, must exit 0 within 120 s."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -251,43 +260,25 @@ def test_every_offline_block_runs(tmp_path: Path) -> None:
     }
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "PULUMI_CONFIG"):
         env.pop(var, None)
-    failures = []
-    pending = list(OFFLINE)
     # A block that runs tests of this suite (the contract tests) has them collected, not run a
     # second time: the suite runs them itself; what the block adds is that its command names
     # tests that exist and load.
-    texts = {
-        block.where: block.text.replace(" -m pytest ", " -m pytest --collect-only ")
-        for block in OFFLINE
-    }
-    while pending:
-        batch, pending = pending[:PARALLEL], pending[PARALLEL:]
-        procs = [
-            (
-                block,
-                subprocess.Popen(
-                    ["bash", "-euo", "pipefail", "-c", texts[block.where]],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                ),
-            )
-            for block in batch
-        ]
-        for block, proc in procs:
-            try:
-                _, err = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                failures.append(f"{block.where}: still running after 120 s")
-                continue
-            if proc.returncode != 0:
-                failures.append(f"{block.where}: exit {proc.returncode}\n{err[-2000:]}")
-    assert failures == []
-    assert len(OFFLINE) >= 3
+    text = block.text.replace(" -m pytest ", " -m pytest --collect-only ")
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", text],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{block.where}: still running after 120 s")
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    if block.path == README and block.text == FIRST_COMMAND:
+        assert done.stdout == FIRST_SHOWN
 
 
 # --- keys --------------------------------------------------------------------------------
