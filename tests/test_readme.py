@@ -247,7 +247,9 @@ def test_there_are_offline_blocks_and_the_first_shows_its_output() -> None:
 
 
 # One test per block, so that pytest-xdist spreads them over its workers.
-@pytest.mark.parametrize("block", OFFLINE, ids=[b.where for b in OFFLINE])
+@pytest.mark.parametrize(
+    "block", OFFLINE, ids=[f"{b.path.relative_to(ROOT)}:{b.line}" for b in OFFLINE]
+)
 def test_every_offline_block_runs(block: Block, tmp_path: Path) -> None:
     """The offline block, in a shell of its own, must exit 0 within 120 s."""
     env = {
