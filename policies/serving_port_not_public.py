@@ -8,14 +8,9 @@ vLLM server of the stack (vLLM's default 8000 where none is given). Firewalls ar
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import schema, setting_int, setting_strings, stack_policy
 from policies._reach import firewall_exposure
 from policies._resources import as_int
 from policies._server import read_servers
@@ -91,12 +86,11 @@ def validate_serving_port_not_public(
                 )
 
 
-serving_port_not_public = StackValidationPolicy(
-    name="serving-port-not-public",
-    description="No firewall rule opens a vLLM serving port (configured, or the --port of a "
+serving_port_not_public = stack_policy(
+    "serving-port-not-public",
+    "No firewall rule opens a vLLM serving port (configured, or the --port of a "
     "vLLM server in the stack) to the internet (wide public ranges, or ranges that together "
     "cover it).",
-    validate=validate_serving_port_not_public,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_serving_port_not_public,
+    config=CONFIG,
 )
