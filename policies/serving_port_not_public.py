@@ -60,30 +60,31 @@ def validate_serving_port_not_public(
 ) -> None:
     ports = stack_serving_ports(args)
     for resource in args.resources:
-        for label, exposure in firewall_exposure(
+        exposure = firewall_exposure(
             resource.resource_type,
             resource.props,
             ports,
             min_prefix_v4=setting_int(args, CONFIG, "minPublicPrefixV4"),
             min_prefix_v6=setting_int(args, CONFIG, "minPublicPrefixV6"),
-        ):
-            where = f"{resource.name}{' ' + label if label else ''}"
-            for what in exposure.unreadable:
-                report_violation(
-                    f"{where}: cannot tell who this firewall lets in: {what}; the serving "
-                    f"ports {', '.join(map(str, ports))} may be open to the internet.",
-                    resource.urn,
-                )
-            if exposure.ports and exposure.problems:
-                report_violation(
-                    f"{where}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
-                    f"{', '.join(exposure.sources) or 'everywhere'}: "
-                    f"{'; '.join(exposure.problems)}. The vLLM endpoint has no authentication "
-                    "of its own. Restrict sourceRanges (or the rule's source ranges) to your "
-                    "clients or a load balancer/IAP range, or serve through Cloud Run or an "
-                    "authenticated proxy.",
-                    resource.urn,
-                )
+        )
+        if exposure is None:
+            continue
+        for what in exposure.unreadable:
+            report_violation(
+                f"{resource.name}: cannot tell who this firewall lets in: {what}; the serving "
+                f"ports {', '.join(map(str, ports))} may be open to the internet.",
+                resource.urn,
+            )
+        if exposure.ports and exposure.problems:
+            report_violation(
+                f"{resource.name}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
+                f"{', '.join(exposure.sources) or 'everywhere'}: "
+                f"{'; '.join(exposure.problems)}. The vLLM endpoint has no authentication "
+                "of its own. Restrict sourceRanges (or the rule's source ranges) to your "
+                "clients or a load balancer/IAP range, or serve through Cloud Run or an "
+                "authenticated proxy.",
+                resource.urn,
+            )
 
 
 serving_port_not_public = stack_policy(
