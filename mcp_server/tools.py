@@ -884,13 +884,8 @@ class Tools:
 
     async def preview(self, stack: str, progress: Progress) -> models.PreviewResult:
         self.deployments.settings(stack)
-        try:
-            from preview.build import build_preview  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ToolFailure(
-                "the offline preview is not available in this installation "
-                f"(preview.build.build_preview cannot be imported: {exc})"
-            ) from None
+        from preview.build import build_preview  # loads Pulumi's mocks: only when called
+
         stack_file = self.deployments.root / f"Pulumi.{stack}.yaml"
         task = asyncio.create_task(asyncio.to_thread(build_preview, stack, stack_file=stack_file))
         started = time.monotonic()
@@ -901,10 +896,7 @@ class Tools:
             result = task.result()
         except Exception as exc:
             raise ToolFailure(f"preview of stack {stack!r} failed: {exc}") from None
-        data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-        if not isinstance(data, dict):
-            raise ToolFailure("the preview returned something that is not a document")
-        return models.PreviewResult(stack=stack, preview=data)
+        return models.PreviewResult(stack=stack, preview=result.model_dump(mode="json"))
 
 
 def _segment_or_none(value: Any) -> str | None:
