@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
+from pulumi_gcp import projects
 
 from bench.hook import BenchmarkHookConfig, benchmark_hook
 from bench.load.sweep import Grid
@@ -14,7 +16,6 @@ from components.cloud_run_service import CloudRunGpuService, CloudRunGpuServiceA
 from components.image_mirror import ImageMirror
 from components.model_bucket import ModelBucket
 from components.monitoring import VllmMonitoring, VllmMonitoringArgs
-from components.project_apis import ProjectApis
 from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
 from serving.capacity.perf_stack import benchmark_concurrency
@@ -32,6 +33,29 @@ CLOUD_RUN_APIS = (
     "secretmanager.googleapis.com",
     "iam.googleapis.com",
 )
+
+
+class ProjectApis(pulumi.ComponentResource):
+    """Enables the Google APIs a stack needs (one `projects.Service` each), so an empty project
+    works without hand steps; other components depend on this one."""
+
+    services: list[projects.Service]
+
+    def __init__(
+        self, name: str, apis: Sequence[str], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma4:index:ProjectApis", name, None, opts)
+        self.services = [
+            projects.Service(
+                f"{name}-{api.split('.')[0]}",
+                service=api,
+                # Other workloads in the project may use the same API: never disable it on destroy.
+                disable_on_destroy=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for api in apis
+        ]
+        self.register_outputs({"apis": list(apis)})
 
 
 def raw_stack_config(project: str) -> dict[str, Any]:

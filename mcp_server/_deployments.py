@@ -78,10 +78,6 @@ class Deployments:
         self._token_source = token_source
         self.runs_dirs: tuple[Path, ...] = tuple(_inside(root, r) for r in runs_dirs)
 
-    def set_token_source(self, token_source: Callable[[], str]) -> None:
-        """Access tokens for Secret Manager (the TPU stacks' vLLM API key)."""
-        self._token_source = token_source
-
     # Stack files ----------------------------------------------------------------------------
 
     def check_stack(self, stack: str) -> str:

@@ -145,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({', '.join(f'Pulumi.{n}.yaml' for n in names) or 'none'})",
         file=sys.stderr,
     )
+    apis = GoogleApis(adc_token_source, urls)
     try:
         deployments = d.Deployments(
             args.stack,
@@ -152,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             outputs_dir=args.outputs_dir,
             project=args.project,
             runs_dirs=args.runs_dir or ("runs",),
+            token_source=lambda: apis.token_source()(),
             endpoint=d.EndpointOptions(
                 auth=args.endpoint_auth,
                 api_key_env=args.api_key_env,
@@ -168,8 +170,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    apis = GoogleApis(adc_token_source, urls)
-    deployments.set_token_source(lambda: apis.token_source()())
     server = build_server(
         Tools(deployments, apis),
         actions=args.enable_action,

@@ -30,8 +30,6 @@ MAX_LOCATIONS = 200
 """The most TPU locations read (Google lists a few dozen): each is one more call."""
 MAX_PAGES = 20
 
-SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-
 
 class GoogleApiError(Exception):
     """A Google API call failed; the message carries the API's reason."""

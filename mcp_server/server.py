@@ -21,23 +21,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
+from . import models
 from ._redaction import redact, redact_cut
-from .models import (
-    BenchCellResult,
-    BenchComparison,
-    BenchRuns,
-    HealthResult,
-    LogsResult,
-    MetricsResult,
-    ModelDetails,
-    PlanResult,
-    PreviewResult,
-    QueryResult,
-    StackEndpoints,
-    StacksResult,
-    StatusResult,
-    ZonesResult,
-)
 from .tools import (
     BENCH_MARGIN_S,
     DEADLINES_S,
@@ -328,7 +313,7 @@ def build_server(
         "tpu or gke), location, model, "
         "served model name, speculative decoding and endpoint URLs (from the stack outputs).",
     )
-    async def list_stacks() -> StacksResult:
+    async def list_stacks() -> models.StacksResult:
         return await asyncio.to_thread(tools.list_stacks)
 
     @tool(
@@ -336,7 +321,7 @@ def build_server(
         "A stack's endpoints, served model name, Cloud Run service or TPU node names and image, "
         "with how requests authenticate (never the credential).",
     )
-    async def stack_endpoints(stack: Stack) -> StackEndpoints:
+    async def stack_endpoints(stack: Stack) -> models.StackEndpoints:
         return await asyncio.to_thread(tools.stack_endpoints, stack)
 
     @tool(
@@ -346,7 +331,7 @@ def build_server(
         "GKE the vLLM replicas: desired, ready, the autoscaler's bounds and each Pod's state "
         "(Kubernetes Engine API and the cluster's Kubernetes API, GETs only).",
     )
-    async def service_status(stack: Stack) -> StatusResult:
+    async def service_status(stack: Stack) -> models.StatusResult:
         return await tools.status(stack)
 
     @tool(
@@ -366,7 +351,7 @@ def build_server(
                 ge=5, le=LIMITS["health_deadline_s"], description="Deadline, cold start included"
             ),
         ] = 120,
-    ) -> HealthResult:
+    ) -> models.HealthResult:
         return await tools.health(stack, deadline_seconds, _progress(ctx))
 
     @tool(
@@ -374,7 +359,7 @@ def build_server(
         "The served models (/v1/models, with max_model_len) beside the stack's configuration as "
         "rendered for vLLM: max context, quantization, KV cache dtype, speculative config.",
     )
-    async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> ModelDetails:
+    async def model_details(stack: Stack, endpoint_index: EndpointIndex = 0) -> models.ModelDetails:
         return await tools.model_details(stack, endpoint_index)
 
     @tool(
@@ -392,7 +377,7 @@ def build_server(
             int, Field(ge=1, le=LIMITS["max_tokens"], description="Output token cap")
         ] = 128,
         endpoint_index: EndpointIndex = 0,
-    ) -> QueryResult:
+    ) -> models.QueryResult:
         return await tools.query(stack, prompt, max_tokens, endpoint_index)
 
     @tool(
@@ -411,7 +396,7 @@ def build_server(
             Field(ge=1, le=LIMITS["metrics_window_s"], description="Window between two scrapes"),
         ] = 10,
         endpoint_index: EndpointIndex = 0,
-    ) -> MetricsResult:
+    ) -> models.MetricsResult:
         return await tools.metrics(stack, window_seconds, endpoint_index, _progress(ctx))
 
     @tool(
@@ -453,7 +438,7 @@ def build_server(
                 '{"maxNumBatchedTokens": 16384} with maxNumSeqs 16',
             ),
         ] = None,
-    ) -> PlanResult:
+    ) -> models.PlanResult:
         return await asyncio.to_thread(
             tools.plan, stack, requests_per_second, what_if_key, what_if_value, what_if_also
         )
@@ -468,7 +453,7 @@ def build_server(
             str | None, Field(max_length=MAX_NAME_CHARS, description="Only this stack's runs")
         ] = None,
         limit: Annotated[int, Field(ge=1, le=LIMITS["bench_runs"])] = 10,
-    ) -> BenchRuns:
+    ) -> models.BenchRuns:
         return await asyncio.to_thread(tools.bench_runs, stack, limit)
 
     @tool(
@@ -479,7 +464,7 @@ def build_server(
     async def compare_benchmarks(
         baseline: RunId,
         other: RunId,
-    ) -> BenchComparison:
+    ) -> models.BenchComparison:
         return await asyncio.to_thread(tools.bench_compare, baseline, other)
 
     @tool(
@@ -492,7 +477,7 @@ def build_server(
         stack: Stack,
         hours: Annotated[float, Field(gt=0, le=LIMITS["log_hours"])] = 24,
         limit: Annotated[int, Field(ge=1, le=LIMITS["log_entries"])] = 20,
-    ) -> LogsResult:
+    ) -> models.LogsResult:
         return await tools.error_logs(stack, hours, limit)
 
     @tool(
@@ -500,7 +485,7 @@ def build_server(
         "Zones whose TPU API offers the TPU stack's accelerator type (acceleratorTypes.list in "
         "every location); quota is not reported by the API, see quota_note.",
     )
-    async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> ZonesResult:
+    async def tpu_zones(stack: Stack, ctx: Context[Any, Any, Any]) -> models.ZonesResult:
         return await tools.tpu_zones(stack, _progress(ctx))
 
     if "bench-cell" in actions:
@@ -521,7 +506,7 @@ def build_server(
             prompt_tokens: Annotated[int, Field(ge=1, le=LIMITS["bench_prompt_tokens"])] = 512,
             output_tokens: Annotated[int, Field(ge=1, le=LIMITS["bench_output_tokens"])] = 128,
             budget_seconds: Annotated[float, Field(ge=5, le=LIMITS["bench_budget_s"])] = 60,
-        ) -> BenchCellResult:
+        ) -> models.BenchCellResult:
             return await tools.bench_cell(
                 stack, concurrency, prompt_tokens, output_tokens, budget_seconds, _progress(ctx)
             )
@@ -533,7 +518,7 @@ def build_server(
             "ACTION (enabled with --enable-action preview): runs the offline Pulumi preview of "
             "a stack (mocked cloud, nothing created) and returns the resources it would declare.",
         )
-        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> PreviewResult:
+        async def start_preview(stack: Stack, ctx: Context[Any, Any, Any]) -> models.PreviewResult:
             return await tools.preview(stack, _progress(ctx))
 
     return server

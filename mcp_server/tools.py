@@ -41,37 +41,9 @@ from serving.render.vllm import CLOUD_RUN_PORT, render, speculative_config
 from serving.render.vllm import parse_args as parse_vllm_args
 
 from . import _deployments as d
+from . import models
 from ._redaction import redact_cut, redact_text
 from .google_apis import GoogleApiError, GoogleApis, segment
-from .models import (
-    BenchCellResult,
-    BenchComparison,
-    BenchRuns,
-    BenchRunSummary,
-    CloudRunStatus,
-    Condition,
-    ConfiguredModel,
-    EndpointHealth,
-    EndpointInfo,
-    GkeStatus,
-    HealthResult,
-    LogEntry,
-    LogsResult,
-    MetricsResult,
-    ModelDetails,
-    PlanResult,
-    PreviewResult,
-    QueryResult,
-    QueuedResourceStatus,
-    ReplicaStatus,
-    ServedModel,
-    StackEndpoints,
-    StacksResult,
-    StackSummary,
-    StatusResult,
-    ZoneOffer,
-    ZonesResult,
-)
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 """(progress, total, message): sends an MCP progress notification."""
@@ -183,7 +155,7 @@ class Tools:
             )
         return _last_segment(value)
 
-    def list_stacks(self) -> StacksResult:
+    def list_stacks(self) -> models.StacksResult:
         stacks = []
         problems = []
         for stack in self.deployments.stacks:
@@ -204,7 +176,7 @@ class Tools:
             except d.DeploymentError as exc:
                 error = str(exc)
             stacks.append(
-                StackSummary(
+                models.StackSummary(
                     stack=stack,
                     hardware=s.hardware,
                     accelerator=s.profile.accelerator,
@@ -222,16 +194,16 @@ class Tools:
                     outputs_error=error,
                 )
             )
-        return StacksResult(stacks=stacks, problems=problems)
+        return models.StacksResult(stacks=stacks, problems=problems)
 
-    def stack_endpoints(self, stack: str) -> StackEndpoints:
+    def stack_endpoints(self, stack: str) -> models.StackEndpoints:
         outputs = self.deployments.outputs(stack)
         targets = self.deployments.targets(stack)
         names = outputs.get("node_names")
-        return StackEndpoints(
+        return models.StackEndpoints(
             stack=stack,
             served_model_name=targets[0].served_model_name,
-            endpoints=[EndpointInfo(url=t.url, auth=t.auth.description) for t in targets],
+            endpoints=[models.EndpointInfo(url=t.url, auth=t.auth.description) for t in targets],
             service_name=str(outputs["service_name"]) if outputs.get("service_name") else None,
             node_names=[str(n) for n in names] if isinstance(names, list) else [],
             image_ref=str(outputs["image_ref"]) if outputs.get("image_ref") else None,
@@ -239,23 +211,23 @@ class Tools:
 
     # Status (Cloud Run Admin API, TPU API) ---------------------------------------------------
 
-    async def status(self, stack: str) -> StatusResult:
+    async def status(self, stack: str) -> models.StatusResult:
         settings = self.deployments.settings(stack)
         project = self.deployments.project(stack)
         platform = platform_of(settings)
         if platform == "gke":
-            return StatusResult(
+            return models.StatusResult(
                 stack=stack, platform="gke", gke=await self._gke_status(stack, settings, project)
             )
         if platform == "tpu":
-            return StatusResult(
+            return models.StatusResult(
                 stack=stack, platform="tpu", tpu=await self._tpu_status(stack, settings, project)
             )
         service = self._deployed(stack, "service_name")
         region = settings.region
         body = await self.apis.get_service(project, region, service)
         conditions = [
-            Condition(
+            models.Condition(
                 type=str(c.get("type", "")),
                 state=c.get("state"),
                 reason=c.get("reason") or c.get("revisionReason") or c.get("executionReason"),
@@ -266,10 +238,10 @@ class Tools:
             if isinstance(c, dict) and c.get("type")
         ]
         ready = next((c for c in conditions if c.type == "Ready"), None)
-        return StatusResult(
+        return models.StatusResult(
             stack=stack,
             platform="cloud-run",
-            cloud_run=CloudRunStatus(
+            cloud_run=models.CloudRunStatus(
                 service=service,
                 region=region,
                 uri=body.get("uri"),
@@ -281,7 +253,7 @@ class Tools:
             ),
         )
 
-    async def _gke_status(self, stack: str, settings: Settings, project: str) -> GkeStatus:
+    async def _gke_status(self, stack: str, settings: Settings, project: str) -> models.GkeStatus:
         """The vLLM replicas on GKE: the Deployment's and the autoscaler's counts and each Pod's
         state, read from the cluster's Kubernetes API (read-only GETs)."""
         outputs = self.deployments.outputs(stack)
@@ -304,7 +276,7 @@ class Tools:
         )
         spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
         hpa_spec, hpa_status = hpa.get("spec") or {}, hpa.get("status") or {}
-        return GkeStatus(
+        return models.GkeStatus(
             cluster=cluster_name,
             location=location,
             namespace=namespace,
@@ -320,7 +292,7 @@ class Tools:
 
     async def _tpu_status(
         self, stack: str, settings: Settings, project: str
-    ) -> list[QueuedResourceStatus]:
+    ) -> list[models.QueuedResourceStatus]:
         version = api_version({"provisioning": settings.tpu.provisioning})
         try:
             outputs = self.deployments.outputs(stack)
@@ -341,7 +313,7 @@ class Tools:
                 body = await asyncio.to_thread(api.get_queued_resource, project, zone, qr_id)
                 state = (body or {}).get("state") or {}
                 out.append(
-                    QueuedResourceStatus(
+                    models.QueuedResourceStatus(
                         queued_resource=qr_id,
                         zone=zone,
                         found=body is not None,
@@ -358,7 +330,9 @@ class Tools:
 
     # Health, model, query, metrics (the endpoint) --------------------------------------------
 
-    async def health(self, stack: str, deadline_seconds: float, progress: Progress) -> HealthResult:
+    async def health(
+        self, stack: str, deadline_seconds: float, progress: Progress
+    ) -> models.HealthResult:
         targets = self.deployments.targets(stack)
         started = time.monotonic()
         pending: set[asyncio.Future[None]] = set()
@@ -388,11 +362,11 @@ class Tools:
             )
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        return HealthResult(
+        return models.HealthResult(
             stack=stack,
             ok=all(r.ok for r in reports),
             endpoints=[
-                EndpointHealth(
+                models.EndpointHealth(
                     url=r.url,
                     served_model_name=r.served_model_name,
                     auth=r.auth,
@@ -403,7 +377,7 @@ class Tools:
             ],
         )
 
-    async def model_details(self, stack: str, endpoint_index: int) -> ModelDetails:
+    async def model_details(self, stack: str, endpoint_index: int) -> models.ModelDetails:
         settings = self.deployments.settings(stack)
         target = self.deployments.target(stack, endpoint_index)
         async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
@@ -421,7 +395,7 @@ class Tools:
         try:
             cards = response.json()["data"]
             served = [
-                ServedModel(
+                models.ServedModel(
                     id=str(c["id"]),
                     max_model_len=c.get("max_model_len"),
                     owned_by=c.get("owned_by"),
@@ -434,11 +408,11 @@ class Tools:
         args, source = self._vllm_args(stack, settings)
         quantization = parse_vllm_args(args).get("quantization")
         mine = next((m for m in served if m.id == target.served_model_name), None)
-        return ModelDetails(
+        return models.ModelDetails(
             stack=stack,
             url=target.url,
             served=served,
-            configured=ConfiguredModel(
+            configured=models.ConfiguredModel(
                 model=settings.model.model,
                 served_model_name=settings.model.served_name,
                 max_model_len=settings.vllm.max_model_len,
@@ -480,7 +454,7 @@ class Tools:
 
     async def query(
         self, stack: str, prompt: str, max_tokens: int, endpoint_index: int
-    ) -> QueryResult:
+    ) -> models.QueryResult:
         if not prompt.strip():
             raise ToolFailure("prompt is empty")
         target = self.deployments.target(stack, endpoint_index)
@@ -499,7 +473,7 @@ class Tools:
             if ttft is not None and tokens > 1 and latency > ttft
             else None
         )
-        return QueryResult(
+        return models.QueryResult(
             stack=stack,
             url=target.url,
             model=target.served_model_name,
@@ -525,7 +499,7 @@ class Tools:
 
     async def metrics(
         self, stack: str, window_seconds: float, endpoint_index: int, progress: Progress
-    ) -> MetricsResult:
+    ) -> models.MetricsResult:
         target = self.deployments.target(stack, endpoint_index)
         model = target.served_model_name
         async with make_client(target.url, auth=target.auth, timeout_s=30) as client:
@@ -553,7 +527,7 @@ class Tools:
             delta("vllm:e2e_request_latency_seconds_sum"),
         )
         acceptance = spec_decode_acceptance(before, after)
-        return MetricsResult(
+        return models.MetricsResult(
             stack=stack,
             url=target.url,
             window_s=round(window, 3),
@@ -580,13 +554,13 @@ class Tools:
         what_if_key: str | None,
         what_if_value: str | int | float | bool | list[str | int | float] | None,
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
-    ) -> PlanResult:
+    ) -> models.PlanResult:
         settings = self.deployments.settings(stack)
         base = plan_report(stack, settings, requests_per_second)
         if what_if_key is None:
             if what_if_value is not None or what_if_also:
                 raise ToolFailure("what_if_value needs what_if_key (the config key to change)")
-            return PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
+            return models.PlanResult(stack=stack, what_if=None, fits=bool(base["fits"]), plan=base)
         if what_if_value is None:
             raise ToolFailure(f"what_if_key {what_if_key!r} needs a what_if_value")
         edits = {what_if_key: what_if_value, **(what_if_also or {})}
@@ -595,7 +569,7 @@ class Tools:
         changes = {
             k: {"before": base.get(k), "after": v} for k, v in after.items() if base.get(k) != v
         }
-        return PlanResult(
+        return models.PlanResult(
             stack=stack,
             what_if=", ".join(f"{k}={json.dumps(v)}" for k, v in edits.items()),
             fits=bool(after["fits"]),
@@ -620,8 +594,8 @@ class Tools:
                 folders.append((prefix, extra, stack))
         return folders
 
-    def bench_runs(self, stack: str | None, limit: int) -> BenchRuns:
-        found: list[tuple[str, BenchRunSummary]] = []
+    def bench_runs(self, stack: str | None, limit: int) -> models.BenchRuns:
+        found: list[tuple[str, models.BenchRunSummary]] = []
         problems: list[str] = []
         for prefix, folder, must_be in self._run_folders(stack):
             paths = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
@@ -635,7 +609,7 @@ class Tools:
                     continue  # a run in a shared folder made against another stack
                 measured = run.measured()
                 best = max((c.get("request_throughput") or 0.0 for c in measured), default=None)
-                summary = BenchRunSummary(
+                summary = models.BenchRunSummary(
                     run=f"{prefix}/{path.name}",
                     label=run.label,
                     hardware=run.run.get("hardware"),
@@ -648,7 +622,7 @@ class Tools:
                 )
                 found.append((str(run.run.get("created_at") or path.name), summary))
         found.sort(key=lambda item: item[0], reverse=True)
-        return BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
+        return models.BenchRuns(runs=[s for _, s in found[:limit]], problems=problems[:20])
 
     def _load_run_id(self, run_id: str) -> RunData:
         prefix, _, name = run_id.rpartition("/")
@@ -686,14 +660,14 @@ class Tools:
             text = re.sub(at + r"(?![\w.-])", replacement or ".", text)
         return text
 
-    def bench_compare(self, baseline: str, other: str) -> BenchComparison:
+    def bench_compare(self, baseline: str, other: str) -> models.BenchComparison:
         runs = [self._load_run_id(baseline), self._load_run_id(other)]
         comparison = compare_runs(runs)
         data = comparison.as_dict()
         for entry, run_id in zip(data.get("runs") or [], (baseline, other), strict=False):
             if isinstance(entry, dict) and "path" in entry:
                 entry["path"] = run_id  # the run id, never a local path
-        return BenchComparison(
+        return models.BenchComparison(
             baseline=baseline,
             other=other,
             comparison=data,
@@ -735,7 +709,7 @@ class Tools:
             )
         return f"{scope} AND severity>=ERROR AND timestamp>={json.dumps(stamp)}"
 
-    async def error_logs(self, stack: str, hours: float, limit: int) -> LogsResult:
+    async def error_logs(self, stack: str, hours: float, limit: int) -> models.LogsResult:
         log_filter = self.log_filter(stack, hours)
         project = self.deployments.project(stack)
         entries = await self.apis.list_log_entries(project, log_filter, limit)
@@ -746,7 +720,7 @@ class Tools:
             resource = entry.get("resource") or {}
             labels = resource.get("labels") if isinstance(resource, dict) else None
             out.append(
-                LogEntry(
+                models.LogEntry(
                     timestamp=entry.get("timestamp"),
                     severity=entry.get("severity"),
                     log_name=entry.get("logName"),
@@ -762,11 +736,11 @@ class Tools:
                     truncated=len(redact_text(text)) > cap,
                 )
             )
-        return LogsResult(stack=stack, filter=log_filter, entries=out)
+        return models.LogsResult(stack=stack, filter=log_filter, entries=out)
 
     # TPU zones ------------------------------------------------------------------------------
 
-    async def tpu_zones(self, stack: str, progress: Progress) -> ZonesResult:
+    async def tpu_zones(self, stack: str, progress: Progress) -> models.ZonesResult:
         settings = self.deployments.settings(stack)
         if settings.profile.platform is not Platform.TPU:
             raise ToolFailure(
@@ -776,7 +750,7 @@ class Tools:
         accelerator = settings.profile.accelerator
         project = self.deployments.project(stack)
         locations = await self.apis.list_locations(project)
-        offers: list[ZoneOffer] = []
+        offers: list[models.ZoneOffer] = []
         errors: list[str] = []
         semaphore = asyncio.Semaphore(8)
         done = 0
@@ -801,12 +775,12 @@ class Tools:
                         if isinstance(c, dict) and c.get("topology")
                     ]
                     offers.append(
-                        ZoneOffer(zone=zone, accelerator_type=accelerator, topology=topology)
+                        models.ZoneOffer(zone=zone, accelerator_type=accelerator, topology=topology)
                     )
 
         await asyncio.gather(*(one(z) for z in locations))
         offers.sort(key=lambda o: o.zone)
-        return ZonesResult(
+        return models.ZonesResult(
             stack=stack,
             accelerator=accelerator,
             zones=offers,
@@ -829,7 +803,7 @@ class Tools:
         output_tokens: int,
         budget_seconds: float,
         progress: Progress,
-    ) -> BenchCellResult:
+    ) -> models.BenchCellResult:
         settings = self.deployments.settings(stack)
         target = self.deployments.target(stack, 0)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -906,17 +880,12 @@ class Tools:
             ]
             shown = f"; first failures: {' | '.join(samples)}" if samples else ""
             raise ToolFailure(f"cell {status}: {problems}{shown} (run {run_id})")
-        return BenchCellResult(run=run_id, cell=cell)
+        return models.BenchCellResult(run=run_id, cell=cell)
 
-    async def preview(self, stack: str, progress: Progress) -> PreviewResult:
+    async def preview(self, stack: str, progress: Progress) -> models.PreviewResult:
         self.deployments.settings(stack)
-        try:
-            from preview.build import build_preview  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ToolFailure(
-                "the offline preview is not available in this installation "
-                f"(preview.build.build_preview cannot be imported: {exc})"
-            ) from None
+        from preview.build import build_preview  # loads Pulumi's mocks: only when called
+
         stack_file = self.deployments.root / f"Pulumi.{stack}.yaml"
         task = asyncio.create_task(asyncio.to_thread(build_preview, stack, stack_file=stack_file))
         started = time.monotonic()
@@ -927,10 +896,7 @@ class Tools:
             result = task.result()
         except Exception as exc:
             raise ToolFailure(f"preview of stack {stack!r} failed: {exc}") from None
-        data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-        if not isinstance(data, dict):
-            raise ToolFailure("the preview returned something that is not a document")
-        return PreviewResult(stack=stack, preview=data)
+        return models.PreviewResult(stack=stack, preview=result.model_dump(mode="json"))
 
 
 def _segment_or_none(value: Any) -> str | None:
@@ -966,7 +932,7 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _replica(pod: dict[str, Any]) -> ReplicaStatus:
+def _replica(pod: dict[str, Any]) -> models.ReplicaStatus:
     """One vLLM Pod: ready, and if not, why (a container's waiting reason, or the scheduler's
     message: no node with a free accelerator)."""
     meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
@@ -987,7 +953,7 @@ def _replica(pod: dict[str, Any]) -> ReplicaStatus:
                 break
         if detail is None and not ready and containers:
             detail = "starting (startup probe not passed yet)"
-    return ReplicaStatus(
+    return models.ReplicaStatus(
         pod=str(meta.get("name") or "?"),
         phase=status.get("phase"),
         ready=ready,

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import PolicyConfigSchema
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ResourceValidation,
+    ResourceValidationPolicy,
+    StackValidation,
+    StackValidationPolicy,
+)
 
 
 def schema(properties: Mapping[str, Mapping[str, Any]]) -> PolicyConfigSchema:
@@ -43,3 +50,43 @@ def setting_bool(args: Any, config_schema: PolicyConfigSchema, key: str) -> bool
 
 def setting_strings(args: Any, config_schema: PolicyConfigSchema, key: str) -> list[str]:
     return [str(v) for v in setting(args, config_schema, key)]
+
+
+def resource_policy(
+    name: str,
+    description: str,
+    validate: ResourceValidation,
+    *,
+    advisory: bool = False,
+    config: PolicyConfigSchema | None = None,
+) -> ResourceValidationPolicy:
+    """A policy of the pack: mandatory unless ``advisory`` (a cost hint, never a refusal)."""
+    return ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=_level(advisory),
+        config_schema=config,
+    )
+
+
+def stack_policy(
+    name: str,
+    description: str,
+    validate: StackValidation,
+    *,
+    advisory: bool = False,
+    config: PolicyConfigSchema | None = None,
+) -> StackValidationPolicy:
+    """A policy of the pack that judges the whole stack (see :func:`resource_policy`)."""
+    return StackValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=_level(advisory),
+        config_schema=config,
+    )
+
+
+def _level(advisory: bool) -> EnforcementLevel:
+    return EnforcementLevel.ADVISORY if advisory else EnforcementLevel.MANDATORY

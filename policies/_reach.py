@@ -157,6 +157,16 @@ def _port_covered(spec: Any, port: int) -> bool:
     return start is not None and end is not None and start <= port <= end
 
 
+def _known_list(props: Any, key: str, exposure: Exposure) -> list[Any] | None:
+    """The list field `key` (a lone string as one); None, noted, where any of it is unknown."""
+    raw, unknown = read_field(props, key)
+    values, some_unknown = _list(raw)
+    if unknown or some_unknown:
+        exposure.unreadable.append(f"{key} are not known (a value unknown at preview)")
+        return None
+    return values
+
+
 def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure) -> None:
     for rule in l4:
         protocol, unknown = read_field(rule, "protocol")
@@ -165,28 +175,14 @@ def _ports_opened(l4: list[Any], ports: list[int], exposure: Exposure) -> None:
             continue
         if str(protocol or "").strip().lower() not in _TCP:
             continue
-        raw, unknown = read_field(rule, "ports")
-        specs, some_unknown = _list(raw)
-        if unknown or some_unknown:
-            exposure.unreadable.append("ports are not known (a value unknown at preview)")
+        specs = _known_list(rule, "ports", exposure)
+        if specs is None:
             continue
         for port in ports:
             if (not specs or any(_port_covered(s, port) for s in specs)) and (
                 port not in exposure.ports
             ):
                 exposure.ports.append(port)
-
-
-def _judge_sources(
-    ranges: list[str], exposure: Exposure, min_prefix_v4: int, min_prefix_v6: int
-) -> None:
-    try:
-        exposure.problems += source_range_problems(
-            ranges, min_prefix_v4=min_prefix_v4, min_prefix_v6=min_prefix_v6
-        )
-    except RangeError as exc:
-        exposure.unreadable.append(str(exc))
-    exposure.sources = ranges
 
 
 def firewall_exposure(
@@ -196,17 +192,42 @@ def firewall_exposure(
     *,
     min_prefix_v4: int,
     min_prefix_v6: int,
-) -> list[tuple[str, Exposure]]:
-    """(rule label, exposure) for every ingress allow rule of a firewall resource."""
-    if resource_type == FIREWALL:
-        return [("", _classic(props, ports, min_prefix_v4, min_prefix_v6))]
+) -> Exposure | None:
+    """What a firewall resource opens to whom; None for other resource types."""
     if resource_type in POLICY_RULES:
         what = (
             f"{resource_type.rsplit(':', 1)[-1]} is a firewall policy rule, which the package "
             f"never renders; declare the rule as a {FIREWALL}"
         )
-        return [("", Exposure(unreadable=[what]))]
-    return []
+        return Exposure(unreadable=[what])
+    if resource_type != FIREWALL:
+        return None
+    exposure = Exposure()
+    if not _is_ingress(props, exposure):
+        return exposure
+    raw, unknown = read_field(props, "allows")
+    allows, some_unknown = _list(raw)
+    if unknown or some_unknown:
+        exposure.unreadable.append("allows are not known (a value unknown at preview)")
+    _ports_opened(allows, ports, exposure)
+    if not exposure.ports:
+        return exposure
+    ranges = _known_list(props, "sourceRanges", exposure)
+    if ranges is None:
+        return exposure
+    tags, _ = _list(read_field(props, "sourceTags")[0])
+    accounts, _ = _list(read_field(props, "sourceServiceAccounts")[0])
+    if not ranges and not tags and not accounts:
+        # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
+        ranges = ["0.0.0.0/0"]
+    exposure.sources = [str(r) for r in ranges]
+    try:
+        exposure.problems += source_range_problems(
+            exposure.sources, min_prefix_v4=min_prefix_v4, min_prefix_v6=min_prefix_v6
+        )
+    except RangeError as exc:
+        exposure.unreadable.append(str(exc))
+    return exposure
 
 
 def _is_ingress(props: Any, exposure: Exposure) -> bool:
@@ -220,28 +241,3 @@ def _is_ingress(props: Any, exposure: Exposure) -> bool:
     elif as_bool(disabled) is True:
         return False
     return str(direction or "INGRESS").strip().upper() == "INGRESS"
-
-
-def _classic(props: Mapping[str, Any], ports: list[int], v4: int, v6: int) -> Exposure:
-    exposure = Exposure()
-    if not _is_ingress(props, exposure):
-        return exposure
-    raw, unknown = read_field(props, "allows")
-    allows, some_unknown = _list(raw)
-    if unknown or some_unknown:
-        exposure.unreadable.append("allows are not known (a value unknown at preview)")
-    _ports_opened(allows, ports, exposure)
-    if not exposure.ports:
-        return exposure
-    ranges_raw, ranges_unknown = read_field(props, "sourceRanges")
-    ranges, some_unknown = _list(ranges_raw)
-    if ranges_unknown or some_unknown:
-        exposure.unreadable.append("sourceRanges are not known (a value unknown at preview)")
-        return exposure
-    tags, _ = _list(read_field(props, "sourceTags")[0])
-    accounts, _ = _list(read_field(props, "sourceServiceAccounts")[0])
-    if not ranges and not tags and not accounts:
-        # Compute Engine: an ingress rule with no source at all applies to 0.0.0.0/0.
-        ranges = ["0.0.0.0/0"]
-    _judge_sources([str(r) for r in ranges], exposure, v4, v6)
-    return exposure

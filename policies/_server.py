@@ -177,49 +177,61 @@ def _envs(container: Any) -> tuple[dict[str, str | None], bool]:
     return found, unknown
 
 
+def _container_spec(
+    container: Any,
+    index: int,
+    command_key: str,
+    env: tuple[dict[str, str | None], bool],
+    holds_accelerator: bool,
+    remapped_volumes: set[str],
+    hooks: tuple[str, ...] = (),
+) -> ContainerSpec:
+    """One container as the reader takes it (Cloud Run names its command `commands`)."""
+    name = str(get(container, "name") or f"#{index}")
+    raw_commands, commands_unknown = read_field(container, command_key)
+    raw_args, args_unknown = read_field(container, "args")
+    commands, c_unknown = _strings_or_unknown(raw_commands)
+    args, a_unknown = _strings_or_unknown(raw_args)
+    image, _ = read_field(container, "image")
+    flags = (
+        ("command", commands_unknown or c_unknown),
+        ("args", args_unknown or a_unknown),
+        ("env", env[1]),
+    )
+    mounts, remapped = _mounts(container, remapped_volumes)
+    return ContainerSpec(
+        name=name,
+        image=image if isinstance(image, str) else None,
+        command=commands,
+        args=args,
+        env=env[0],
+        holds_accelerator=holds_accelerator,
+        volume_mounts=mounts,
+        unknown=tuple(what for what, flag in flags if flag),
+        hooks=hooks,
+        remapped_mounts=remapped,
+        devices=_devices.container_count(container, f"container {name!r}"),
+    )
+
+
 def _cloud_run_containers(resource_type: str, props: Mapping[str, Any]) -> list[ContainerSpec]:
     all_containers = containers(resource_type, props)
     gpu = is_gpu_service(resource_type, props)
-    specs: list[ContainerSpec] = []
-    for index, container in enumerate(all_containers):
-        name = get(container, "name") or f"#{index}"
-        raw_commands, commands_unknown = read_field(container, "commands")
-        raw_args, args_unknown = read_field(container, "args")
-        commands, c_unknown = _strings_or_unknown(raw_commands)
-        args, a_unknown = _strings_or_unknown(raw_args)
-        image, _ = read_field(container, "image")
-        env, env_unknown = _envs(container)
-        unknown = tuple(
-            what
-            for what, flag in (
-                ("command", commands_unknown or c_unknown),
-                ("args", args_unknown or a_unknown),
-                ("env", env_unknown),
-            )
-            if flag
+    remapped_volumes = {
+        str(get(v, "name")) for v in volumes(resource_type, props) if remaps_root(v)
+    }
+    return [
+        _container_spec(
+            container,
+            index,
+            "commands",
+            _envs(container),
+            bool(get(container, "resources", "limits", "nvidia.com/gpu"))
+            or (gpu and len(all_containers) == 1),
+            remapped_volumes,
         )
-        holds = bool(get(container, "resources", "limits", "nvidia.com/gpu")) or (
-            gpu and len(all_containers) == 1
-        )
-        remapped_volumes = {
-            str(get(v, "name")) for v in volumes(resource_type, props) if remaps_root(v)
-        }
-        mounts, remapped = _mounts(container, remapped_volumes)
-        specs.append(
-            ContainerSpec(
-                name=str(name),
-                image=image if isinstance(image, str) else None,
-                command=commands,
-                args=args,
-                env=env,
-                holds_accelerator=holds,
-                volume_mounts=mounts,
-                unknown=unknown,
-                remapped_mounts=remapped,
-                devices=_devices.container_count(container, f"container {str(name)!r}"),
-            )
-        )
-    return specs
+        for index, container in enumerate(all_containers)
+    ]
 
 
 #: Kubernetes probes and lifecycle hooks that can run a command inside the container.
@@ -238,25 +250,9 @@ def _kubernetes_containers(
     """A Pod template's containers as the reader takes them."""
     specs: list[ContainerSpec] = []
     for index, container in enumerate(raw_containers):
-        name = get(container, "name") or f"#{index}"
-        raw_commands, commands_unknown = read_field(container, "command")
-        raw_args, args_unknown = read_field(container, "args")
-        commands, c_unknown = _strings_or_unknown(raw_commands)
-        args, a_unknown = _strings_or_unknown(raw_args)
-        image, _ = read_field(container, "image")
         env = _k8s.container_env(container)
         _, env_unknown = read_field(container, "env")
         env_from, _ = read_field(container, "envFrom")
-        unknown = tuple(
-            what
-            for what, flag in (
-                ("command", commands_unknown or c_unknown),
-                ("args", args_unknown or a_unknown),
-                # envFrom brings in variables whose names the reader cannot see.
-                ("env", env_unknown or bool(items(env_from))),
-            )
-            if flag
-        )
         limits = get(container, "resources", "limits")
         holds = (
             bool(get(limits, _k8s.GPU_RESOURCE))
@@ -267,24 +263,21 @@ def _kubernetes_containers(
             # With NVIDIA's container runtime this variable alone exposes the node's GPUs.
             or env.get("NVIDIA_VISIBLE_DEVICES", "void") not in ("void", "none", "")
         )
-        mounts, remapped = _mounts(container, remapped_volumes or set())
+        hooks = tuple(
+            f"{hook}.exec"
+            for hook in _K8S_HOOKS
+            if get(container, *hook.split("."), "exec") is not None
+        )
         specs.append(
-            ContainerSpec(
-                name=str(name),
-                image=image if isinstance(image, str) else None,
-                command=commands,
-                args=args,
-                env=env,
-                holds_accelerator=holds or (pod_accelerated and len(raw_containers) == 1),
-                volume_mounts=mounts,
-                unknown=unknown,
-                hooks=tuple(
-                    f"{hook}.exec"
-                    for hook in _K8S_HOOKS
-                    if get(container, *hook.split("."), "exec") is not None
-                ),
-                remapped_mounts=remapped,
-                devices=_devices.container_count(container, f"container {str(name)!r}"),
+            _container_spec(
+                container,
+                index,
+                "command",
+                # envFrom brings in variables whose names the reader cannot see.
+                (env, env_unknown or bool(items(env_from))),
+                holds or (pod_accelerated and len(raw_containers) == 1),
+                remapped_volumes or set(),
+                hooks,
             )
         )
     return specs

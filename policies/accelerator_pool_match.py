@@ -13,13 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._k8s import (
     GPU_LABEL,
     GPU_RESOURCE,
@@ -186,10 +182,9 @@ def validate_accelerator_pool_match(
             report_violation(f"{resource.name}: {problem}.", resource.urn)
 
 
-accelerator_pool_match = StackValidationPolicy(
-    name="accelerator-pool-match",
-    description="Kubernetes Pods ask for the accelerator (nvidia.com/gpu or google.com/tpu, "
+accelerator_pool_match = stack_policy(
+    "accelerator-pool-match",
+    "Kubernetes Pods ask for the accelerator (nvidia.com/gpu or google.com/tpu, "
     "and how many) of the nodes their selectors name, and of a node pool the stack declares.",
-    validate=validate_accelerator_pool_match,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_accelerator_pool_match,
 )

@@ -10,14 +10,10 @@ node (GKE's "TPUs in GKE"), so it is held to its topology's chips.
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from policies import _k8s
+from policies._config import resource_policy
 from policies._server import read_workload, workload_of
 from serving.launch.vllm_args import device_count
 
@@ -83,11 +79,10 @@ def validate_accelerators_match_parallelism(
         report_violation(f"{args.name}: {problem}.", None)
 
 
-accelerators_match_parallelism = ResourceValidationPolicy(
-    name="accelerators-match-parallelism",
-    description="The accelerators a resource asks for equal the devices its vLLM servers are "
+accelerators_match_parallelism = resource_policy(
+    "accelerators-match-parallelism",
+    "The accelerators a resource asks for equal the devices its vLLM servers are "
     "told to use (tensor x pipeline x context parallel x local data parallel), and a GKE TPU "
     "Pod asks for every chip of its slice's topology.",
-    validate=validate_accelerators_match_parallelism,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_accelerators_match_parallelism,
 )

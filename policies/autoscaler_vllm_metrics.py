@@ -14,13 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads
 from policies._wiring import name, namespace
 from serving.launch.vllm_contract import UnknownVersion, for_image, load
@@ -171,10 +167,9 @@ def validate_autoscaler_vllm_metrics(
                 report_violation(f"{where} of vLLM: {problem}.", None)
 
 
-autoscaler_vllm_metrics = StackValidationPolicy(
-    name="autoscaler-vllm-metrics",
-    description="An autoscaler of vLLM scales on gauges the workload's vLLM release exports "
+autoscaler_vllm_metrics = stack_policy(
+    "autoscaler-vllm-metrics",
+    "An autoscaler of vLLM scales on gauges the workload's vLLM release exports "
     "(read from its source), named with their type; never on CPU or memory.",
-    validate=validate_autoscaler_vllm_metrics,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_autoscaler_vllm_metrics,
 )

@@ -13,13 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._props import get, items, strings
 from policies._resources import JOB, SERVICE, WORKER_POOL, containers, volumes
 from policies._server import read_servers, remaps_root
@@ -227,10 +223,9 @@ def _served_bucket(resource_type: str, props: Mapping[str, Any], mount: str | No
     return None
 
 
-checkpoint_from_download_job = StackValidationPolicy(
-    name="checkpoint-from-download-job",
-    description="A served model-bucket folder is written by a download job of the same stack, "
+checkpoint_from_download_job = stack_policy(
+    "checkpoint-from-download-job",
+    "A served model-bucket folder is written by a download job of the same stack, "
     "for the catalogue repository of that folder.",
-    validate=validate_checkpoint_from_download_job,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_checkpoint_from_download_job,
 )

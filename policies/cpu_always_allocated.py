@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._props import get
 from policies._resources import SERVICE, as_bool, containers, is_gpu_service
 
@@ -34,9 +30,8 @@ def validate_cpu_always_allocated(
         )
 
 
-cpu_always_allocated = ResourceValidationPolicy(
-    name="cpu-always-allocated",
-    description="Cloud Run GPU services keep CPU always allocated (cpuIdle false).",
-    validate=validate_cpu_always_allocated,
-    enforcement_level=EnforcementLevel.MANDATORY,
+cpu_always_allocated = resource_policy(
+    "cpu-always-allocated",
+    "Cloud Run GPU services keep CPU always allocated (cpuIdle false).",
+    validate_cpu_always_allocated,
 )

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._props import get
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
@@ -65,10 +61,8 @@ def validate_gpu_host_minimums(
         )
 
 
-gpu_host_minimums = ResourceValidationPolicy(
-    name="gpu-host-minimums",
-    description="Cloud Run GPU services use a known GPU type with at least its minimum CPU and "
-    "memory.",
-    validate=validate_gpu_host_minimums,
-    enforcement_level=EnforcementLevel.MANDATORY,
+gpu_host_minimums = resource_policy(
+    "gpu-host-minimums",
+    "Cloud Run GPU services use a known GPU type with at least its minimum CPU and memory.",
+    validate_gpu_host_minimums,
 )

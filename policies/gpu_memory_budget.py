@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_float
+from policies._config import resource_policy, schema, setting_float
 from policies._resources import VllmServer, gib, speculative_config
 from policies._server import vllm_servers
 from serving.catalog.hardware import Platform
@@ -194,11 +189,10 @@ def validate_gpu_memory_budget(
         )
 
 
-gpu_memory_budget = ResourceValidationPolicy(
-    name="gpu-memory-budget",
-    description="The model, drafter, runtime reserve and one full-length sequence of KV cache "
+gpu_memory_budget = resource_policy(
+    "gpu-memory-budget",
+    "The model, drafter, runtime reserve and one full-length sequence of KV cache "
     "fit in vLLM's share of GPU memory.",
-    validate=validate_gpu_memory_budget,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_gpu_memory_budget,
+    config=CONFIG,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_float
+from policies._config import resource_policy, schema, setting_float
 from policies._server import vllm_servers
 
 CONFIG = schema(
@@ -62,10 +57,9 @@ def validate_gpu_memory_utilization_range(
             )
 
 
-gpu_memory_utilization_range = ResourceValidationPolicy(
-    name="gpu-memory-utilization-range",
-    description="vLLM's --gpu-memory-utilization lies within the configured range.",
-    validate=validate_gpu_memory_utilization_range,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+gpu_memory_utilization_range = resource_policy(
+    "gpu-memory-utilization-range",
+    "vLLM's --gpu-memory-utilization lies within the configured range.",
+    validate_gpu_memory_utilization_range,
+    config=CONFIG,
 )

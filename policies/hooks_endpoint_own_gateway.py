@@ -15,14 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from policies._config import setting_strings
+from policies._config import setting_strings, stack_policy
 from policies._gke import Manifest, manifests, where
 from policies._wiring import UNKNOWN
 from policies.public_gateway_https_only import CONFIG
@@ -149,12 +144,11 @@ def validate_hooks_endpoint_own_gateway(
             )
 
 
-hooks_endpoint_own_gateway = StackValidationPolicy(
-    name="hooks-endpoint-own-gateway",
-    description="The endpoint ConfigMap's endpointUrl names the stack's own Gateway (its "
+hooks_endpoint_own_gateway = stack_policy(
+    "hooks-endpoint-own-gateway",
+    "The endpoint ConfigMap's endpointUrl names the stack's own Gateway (its "
     "listener's hostname and scheme, or its internal private address), never the metadata "
     "server or an outside host.",
-    validate=validate_hooks_endpoint_own_gateway,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_hooks_endpoint_own_gateway,
+    config=CONFIG,
 )

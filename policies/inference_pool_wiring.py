@@ -9,13 +9,9 @@ at preview matches nothing (fail closed).
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._gke import manifests as stack_manifests
 from policies._wiring import check
 
@@ -56,10 +52,9 @@ def validate_inference_pool_wiring(
         report_violation(f"{problem}.", None)
 
 
-inference_pool_wiring = StackValidationPolicy(
-    name="inference-pool-wiring",
-    description="The InferencePool selects the vLLM Pods on their ports, names a declared picker "
+inference_pool_wiring = stack_policy(
+    "inference-pool-wiring",
+    "The InferencePool selects the vLLM Pods on their ports, names a declared picker "
     "Service, and the route, GKE policies, autoscaler and PodMonitoring reach them.",
-    validate=validate_inference_pool_wiring,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_inference_pool_wiring,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_strings
+from policies._config import resource_policy, schema, setting_strings
 from policies._server import vllm_servers
 from serving.catalog.models import MODELS, Role
 
@@ -67,10 +62,9 @@ def validate_l4_qat_checkpoint(
         )
 
 
-l4_qat_checkpoint = ResourceValidationPolicy(
-    name="l4-qat-checkpoint",
-    description="vLLM on an NVIDIA L4 serves a quantization-aware-trained (QAT) checkpoint.",
-    validate=validate_l4_qat_checkpoint,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+l4_qat_checkpoint = resource_policy(
+    "l4-qat-checkpoint",
+    "vLLM on an NVIDIA L4 serves a quantization-aware-trained (QAT) checkpoint.",
+    validate_l4_qat_checkpoint,
+    config=CONFIG,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_int
+from policies._config import resource_policy, schema, setting_int
 from policies._props import get
 from policies._resources import CLOUD_RUN_WORKLOADS, as_int, is_gpu_service
 
@@ -50,10 +45,10 @@ def validate_max_instances_cap(
     )
 
 
-max_instances_cap = ResourceValidationPolicy(
-    name="max-instances-cap",
-    description="GPU services cap their instance count within quota.",
-    validate=validate_max_instances_cap,
-    enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=CONFIG,
+max_instances_cap = resource_policy(
+    "max-instances-cap",
+    "GPU services cap their instance count within quota.",
+    validate_max_instances_cap,
+    advisory=True,
+    config=CONFIG,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import resource_policy, schema, setting_int, setting_strings
 from policies._server import vllm_servers
 
 CONFIG = schema(
@@ -67,10 +62,9 @@ def validate_max_model_len_cap(
             )
 
 
-max_model_len_cap = ResourceValidationPolicy(
-    name="max-model-len-cap",
-    description="vLLM on an NVIDIA L4 serves at most the configured context length.",
-    validate=validate_max_model_len_cap,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+max_model_len_cap = resource_policy(
+    "max-model-len-cap",
+    "vLLM on an NVIDIA L4 serves at most the configured context length.",
+    validate_max_model_len_cap,
+    config=CONFIG,
 )

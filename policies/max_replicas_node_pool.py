@@ -13,13 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._gke import Manifest, manifests, vllm_workloads
 from policies._k8s import GPU_LABEL, TPU_LABEL, TPU_TOPOLOGY_LABEL
 from policies._resources import as_int
@@ -160,10 +156,9 @@ def validate_max_replicas_node_pool(
             )
 
 
-max_replicas_node_pool = StackValidationPolicy(
-    name="max-replicas-node-pool",
-    description="An autoscaler of vLLM asks for at most the replicas (plus the rolling "
+max_replicas_node_pool = stack_policy(
+    "max-replicas-node-pool",
+    "An autoscaler of vLLM asks for at most the replicas (plus the rolling "
     "update's surge) its matching node pools can hold at their maximum size.",
-    validate=validate_max_replicas_node_pool,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_max_replicas_node_pool,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_int
+from policies._config import resource_policy, schema, setting_int
 from policies._props import get
 from policies._resources import (
     SERVICE,
@@ -68,10 +63,10 @@ def validate_min_instances_cost(
     )
 
 
-min_instances_cost = ResourceValidationPolicy(
-    name="min-instances-cost",
-    description="GPU services scale to zero unless warm instances are intended.",
-    validate=validate_min_instances_cost,
-    enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=CONFIG,
+min_instances_cost = resource_policy(
+    "min-instances-cost",
+    "GPU services scale to zero unless warm instances are intended.",
+    validate_min_instances_cost,
+    advisory=True,
+    config=CONFIG,
 )

@@ -14,14 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting, setting_int
+from policies._config import resource_policy, schema, setting, setting_int
 from policies._k8s import GCSFUSE_DRIVER, GPU_RESOURCE, POD_TEMPLATES, TPU_RESOURCE
 from policies._k8s import accelerator as k8s_accelerator
 from policies._props import get, items, strings
@@ -228,12 +223,11 @@ def validate_model_volume_read_only(
             )
 
 
-model_volume_read_only = ResourceValidationPolicy(
-    name="model-volume-read-only",
-    description="GPU services and accelerator Pods mount Cloud Storage volumes (Cloud Run "
+model_volume_read_only = resource_policy(
+    "model-volume-read-only",
+    "GPU services and accelerator Pods mount Cloud Storage volumes (Cloud Run "
     "gcs, GKE's GCS FUSE CSI driver) read-only, with the package's uid/gid contract (1001) on "
     "vLLM images, readable by the user each image runs as.",
-    validate=validate_model_volume_read_only,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_model_volume_read_only,
+    config=CONFIG,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import resource_policy, schema, setting_int, setting_strings
 from policies._resources import speculative_config
 from policies._server import vllm_servers
 
@@ -52,10 +47,10 @@ def validate_mtp_max_num_seqs(
         )
 
 
-mtp_max_num_seqs = ResourceValidationPolicy(
-    name="mtp-max-num-seqs",
-    description="MTP speculative decoding on an NVIDIA L4 is not combined with high concurrency.",
-    validate=validate_mtp_max_num_seqs,
-    enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=CONFIG,
+mtp_max_num_seqs = resource_policy(
+    "mtp-max-num-seqs",
+    "MTP speculative decoding on an NVIDIA L4 is not combined with high concurrency.",
+    validate_mtp_max_num_seqs,
+    advisory=True,
+    config=CONFIG,
 )

@@ -10,14 +10,9 @@ the catalogue's (`ModelCard.max_tokens_per_mm_item`).
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema
+from policies._config import resource_policy, schema
 from policies._resources import TPU_QUEUED_RESOURCE, TPU_VM, VllmServer
 from policies._server import vllm_servers
 from serving.catalog.hardware import Platform
@@ -114,12 +109,11 @@ def validate_multimodal_batched_tokens(
         )
 
 
-multimodal_batched_tokens = ResourceValidationPolicy(
-    name="multimodal-batched-tokens",
-    description="When vLLM runs with chunked multimodal input disabled (the flag, or forced "
+multimodal_batched_tokens = resource_policy(
+    "multimodal-batched-tokens",
+    "When vLLM runs with chunked multimodal input disabled (the flag, or forced "
     "for a multimodal prefix-LM model such as Gemma 4, or on a TPU), a scheduler step holds "
     "one whole multimodal item.",
-    validate=validate_multimodal_batched_tokens,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_multimodal_batched_tokens,
+    config=CONFIG,
 )

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._gke import strictly_false
 from policies._k8s import SCHEMA_KINDS, is_kubernetes
 from policies._props import walk
@@ -73,10 +69,9 @@ def validate_no_host_network(
             report_violation(f"{args.name}: {problem}.", None)
 
 
-no_host_network = ResourceValidationPolicy(
-    name="no-host-network",
-    description="Pods that run accelerators or vLLM use neither hostNetwork nor a hostPort, "
+no_host_network = resource_policy(
+    "no-host-network",
+    "Pods that run accelerators or vLLM use neither hostNetwork nor a hostPort, "
     "in any kind that holds a Pod template.",
-    validate=validate_no_host_network,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_no_host_network,
 )

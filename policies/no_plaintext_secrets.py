@@ -16,15 +16,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from endpoint.secret_shapes import find_secret
-from policies._config import schema, setting_strings
+from policies._config import resource_policy, schema, setting_strings
 from policies._k8s import SECRET
 from policies._props import entries, get, is_list, items
 from policies._resources import containers, walk_strings
@@ -156,11 +151,10 @@ def validate_no_plaintext_secrets(
             )
 
 
-no_plaintext_secrets = ResourceValidationPolicy(
-    name="no-plaintext-secrets",
-    description="No credential appears as a literal in environment, arguments, metadata or "
+no_plaintext_secrets = resource_policy(
+    "no-plaintext-secrets",
+    "No credential appears as a literal in environment, arguments, metadata or "
     "any other input; secrets are Secret Manager references.",
-    validate=validate_no_plaintext_secrets,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_no_plaintext_secrets,
+    config=CONFIG,
 )

@@ -13,14 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from policies._config import schema, setting_bool, setting_strings
+from policies._config import schema, setting_bool, setting_strings, stack_policy
 from policies._gke import manifests as stack_manifests
 from policies._props import get, items
 from policies._resources import as_bool
@@ -243,12 +238,11 @@ def _problems(
     return []
 
 
-no_public_gateway = StackValidationPolicy(
-    name="no-public-gateway",
-    description="Gateways, LoadBalancer Services and Ingresses are internal unless the stack "
+no_public_gateway = stack_policy(
+    "no-public-gateway",
+    "Gateways, LoadBalancer Services and Ingresses are internal unless the stack "
     "sets 'public: true' (unknown Gateway classes count as external; a public one needs client "
     "ranges and an API key), and routes attach only to the stack's own Gateways.",
-    validate=validate_no_public_gateway,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_no_public_gateway,
+    config=CONFIG,
 )

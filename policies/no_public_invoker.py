@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_bool
+from policies._config import resource_policy, schema, setting_bool
 from policies._props import get
 from policies._reach import iam_grants
 from policies._resources import SERVICE, V1_SERVICE, as_bool
@@ -71,11 +66,10 @@ def validate_no_public_invoker(
         )
 
 
-no_public_invoker = ResourceValidationPolicy(
-    name="no-public-invoker",
-    description="Cloud Run v1/v2 services, jobs and worker pools grant nothing to allUsers or "
+no_public_invoker = resource_policy(
+    "no-public-invoker",
+    "Cloud Run v1/v2 services, jobs and worker pools grant nothing to allUsers or "
     "allAuthenticatedUsers unless configured.",
-    validate=validate_no_public_invoker,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_no_public_invoker,
+    config=CONFIG,
 )

@@ -10,14 +10,9 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_strings
+from policies._config import resource_policy, schema, setting_strings
 from policies._k8s import POD_TEMPLATES
 from policies._props import get, read_field, read_list, read_path
 from policies._resources import CLOUD_RUN_WORKLOADS, JOB, containers
@@ -124,12 +119,11 @@ def validate_pinned_image(args: ResourceValidationArgs, report_violation: Report
             )
 
 
-pinned_image = ResourceValidationPolicy(
-    name="pinned-image",
-    description="Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
+pinned_image = resource_policy(
+    "pinned-image",
+    "Cloud Run containers, Kubernetes Pod templates' containers and the vLLM "
     "containers of startup scripts use a pinned image (version tag or sha256 digest) from an "
     "allowed registry; an image not known at preview fails closed.",
-    validate=validate_pinned_image,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_pinned_image,
+    config=CONFIG,
 )

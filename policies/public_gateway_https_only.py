@@ -12,14 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from policies._config import schema, setting_strings
+from policies._config import schema, setting_strings, stack_policy
 from policies._gke import Manifest, manifests, where
 from policies._wiring import name, namespace
 from policies.no_public_gateway import CONFIG as GATEWAY_CONFIG
@@ -136,11 +131,10 @@ def validate_public_gateway_https_only(
             report_violation(f"{problem}.", None)
 
 
-public_gateway_https_only = StackValidationPolicy(
-    name="public-gateway-https-only",
-    description="A Gateway that is not internal serves HTTPS with a certificate (Secret, "
+public_gateway_https_only = stack_policy(
+    "public-gateway-https-only",
+    "A Gateway that is not internal serves HTTPS with a certificate (Secret, "
     "Certificate Manager, pre-shared or certificate map); HTTP only to redirect to https.",
-    validate=validate_public_gateway_https_only,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_public_gateway_https_only,
+    config=CONFIG,
 )

@@ -8,14 +8,9 @@ vLLM server of the stack (vLLM's default 8000 where none is given). Firewalls ar
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import schema, setting_int, setting_strings, stack_policy
 from policies._reach import firewall_exposure
 from policies._resources import as_int
 from policies._server import read_servers
@@ -65,38 +60,38 @@ def validate_serving_port_not_public(
 ) -> None:
     ports = stack_serving_ports(args)
     for resource in args.resources:
-        for label, exposure in firewall_exposure(
+        exposure = firewall_exposure(
             resource.resource_type,
             resource.props,
             ports,
             min_prefix_v4=setting_int(args, CONFIG, "minPublicPrefixV4"),
             min_prefix_v6=setting_int(args, CONFIG, "minPublicPrefixV6"),
-        ):
-            where = f"{resource.name}{' ' + label if label else ''}"
-            for what in exposure.unreadable:
-                report_violation(
-                    f"{where}: cannot tell who this firewall lets in: {what}; the serving "
-                    f"ports {', '.join(map(str, ports))} may be open to the internet.",
-                    resource.urn,
-                )
-            if exposure.ports and exposure.problems:
-                report_violation(
-                    f"{where}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
-                    f"{', '.join(exposure.sources) or 'everywhere'}: "
-                    f"{'; '.join(exposure.problems)}. The vLLM endpoint has no authentication "
-                    "of its own. Restrict sourceRanges (or the rule's source ranges) to your "
-                    "clients or a load balancer/IAP range, or serve through Cloud Run or an "
-                    "authenticated proxy.",
-                    resource.urn,
-                )
+        )
+        if exposure is None:
+            continue
+        for what in exposure.unreadable:
+            report_violation(
+                f"{resource.name}: cannot tell who this firewall lets in: {what}; the serving "
+                f"ports {', '.join(map(str, ports))} may be open to the internet.",
+                resource.urn,
+            )
+        if exposure.ports and exposure.problems:
+            report_violation(
+                f"{resource.name}: allows TCP port(s) {', '.join(map(str, exposure.ports))} from "
+                f"{', '.join(exposure.sources) or 'everywhere'}: "
+                f"{'; '.join(exposure.problems)}. The vLLM endpoint has no authentication "
+                "of its own. Restrict sourceRanges (or the rule's source ranges) to your "
+                "clients or a load balancer/IAP range, or serve through Cloud Run or an "
+                "authenticated proxy.",
+                resource.urn,
+            )
 
 
-serving_port_not_public = StackValidationPolicy(
-    name="serving-port-not-public",
-    description="No firewall rule opens a vLLM serving port (configured, or the --port of a "
+serving_port_not_public = stack_policy(
+    "serving-port-not-public",
+    "No firewall rule opens a vLLM serving port (configured, or the --port of a "
     "vLLM server in the stack) to the internet (wide public ranges, or ranges that together "
     "cover it).",
-    validate=validate_serving_port_not_public,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_serving_port_not_public,
+    config=CONFIG,
 )

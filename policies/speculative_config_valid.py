@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_int, setting_strings
+from policies._config import resource_policy, schema, setting_int, setting_strings
 from policies._resources import as_int, speculative_config
 from policies._server import vllm_servers
 
@@ -71,11 +66,10 @@ def validate_speculative_config(
             )
 
 
-speculative_config_valid = ResourceValidationPolicy(
-    name="speculative-config-valid",
-    description="vLLM's --speculative-config is a JSON object with a drafter and a bounded "
+speculative_config_valid = resource_policy(
+    "speculative-config-valid",
+    "vLLM's --speculative-config is a JSON object with a drafter and a bounded "
     "number of speculative tokens.",
-    validate=validate_speculative_config,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=CONFIG,
+    validate_speculative_config,
+    config=CONFIG,
 )

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies._config import schema, setting_strings
+from policies._config import resource_policy, schema, setting_strings
 from policies._props import walk
 
 CONFIG = schema(
@@ -55,10 +50,10 @@ def validate_tpu_run_duration_limit(
     )
 
 
-tpu_run_duration_limit = ResourceValidationPolicy(
-    name="tpu-run-duration-limit",
-    description="TPU resources carry a run-duration or valid-until limit (a cost guard).",
-    validate=validate_tpu_run_duration_limit,
-    enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=CONFIG,
+tpu_run_duration_limit = resource_policy(
+    "tpu-run-duration-limit",
+    "TPU resources carry a run-duration or valid-until limit (a cost guard).",
+    validate_tpu_run_duration_limit,
+    advisory=True,
+    config=CONFIG,
 )

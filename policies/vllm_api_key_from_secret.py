@@ -15,13 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._gke import strictly_false
 from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
@@ -193,12 +189,11 @@ def validate_vllm_api_key_from_secret(
         report_violation(f"{args.name}: {problem}.", None)
 
 
-vllm_api_key_from_secret = ResourceValidationPolicy(
-    name="vllm-api-key-from-secret",
-    description="vLLM's API key comes only from a secret that must exist (Kubernetes: a "
+vllm_api_key_from_secret = resource_policy(
+    "vllm-api-key-from-secret",
+    "vLLM's API key comes only from a secret that must exist (Kubernetes: a "
     "required secretKeyRef; Cloud Run: a Secret Manager reference; TPU and Compute Engine: the "
     "rendered startup script), never a literal, an empty value, a ConfigMap, a Pod field or "
     "--api-key; GKE and VM servers must have one.",
-    validate=validate_vllm_api_key_from_secret,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_vllm_api_key_from_secret,
 )

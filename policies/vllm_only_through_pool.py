@@ -12,13 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, StackValidationArgs
 
+from policies._config import stack_policy
 from policies._gke import Manifest, VllmWorkload, manifests, vllm_workloads, where
 from policies._wiring import UNKNOWN, name, namespace, selects
 
@@ -163,10 +159,9 @@ def validate_vllm_only_through_pool(
         report_violation(f"{problem}.", None)
 
 
-vllm_only_through_pool = StackValidationPolicy(
-    name="vllm-only-through-pool",
-    description="No Service, manual endpoints, route backend or mirror filter reaches the vLLM "
+vllm_only_through_pool = stack_policy(
+    "vllm-only-through-pool",
+    "No Service, manual endpoints, route backend or mirror filter reaches the vLLM "
     "Pods except through the InferencePool behind the stack's Gateway.",
-    validate=validate_vllm_only_through_pool,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_vllm_only_through_pool,
 )

@@ -14,14 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from policies import _k8s
+from policies._config import resource_policy
 from policies._props import get, is_list, read_path
 from policies._resources import (
     CLOUD_RUN_WORKLOADS,
@@ -219,10 +215,9 @@ def validate_vllm_port_probed(
                 )
 
 
-vllm_port_probed = ResourceValidationPolicy(
-    name="vllm-port-probed",
-    description="On Cloud Run, GKE and the project's TPU nodes, vLLM listens on every "
+vllm_port_probed = resource_policy(
+    "vllm-port-probed",
+    "On Cloud Run, GKE and the project's TPU nodes, vLLM listens on every "
     "interface at the port its probes, requests and health checks reach.",
-    validate=validate_vllm_port_probed,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_vllm_port_probed,
 )

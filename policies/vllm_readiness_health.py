@@ -13,13 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._k8s import POD_TEMPLATES, pod_spec
 from policies._props import get, items, read_field
 from policies._resources import as_int
@@ -93,10 +89,9 @@ def validate_vllm_readiness_health(
                 break
 
 
-vllm_readiness_health = ResourceValidationPolicy(
-    name="vllm-readiness-health",
-    description="Every Kubernetes container running vLLM has a readinessProbe httpGet on "
+vllm_readiness_health = resource_policy(
+    "vllm-readiness-health",
+    "Every Kubernetes container running vLLM has a readinessProbe httpGet on "
     "vLLM's /health at the port vLLM listens on (plain HTTP, no other host).",
-    validate=validate_vllm_readiness_health,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    validate_vllm_readiness_health,
 )

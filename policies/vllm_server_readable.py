@@ -4,13 +4,9 @@ judge options it cannot see."""
 
 from __future__ import annotations
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from policies._config import resource_policy
 from policies._server import read_servers
 
 
@@ -25,9 +21,8 @@ def validate_vllm_server_readable(
         )
 
 
-vllm_server_readable = ResourceValidationPolicy(
-    name="vllm-server-readable",
-    description="Every vLLM server a resource starts can be read with certainty (fail closed).",
-    validate=validate_vllm_server_readable,
-    enforcement_level=EnforcementLevel.MANDATORY,
+vllm_server_readable = resource_policy(
+    "vllm-server-readable",
+    "Every vLLM server a resource starts can be read with certainty (fail closed).",
+    validate_vllm_server_readable,
 )

@@ -3,21 +3,16 @@ the fakes never coming back."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import re
 import shutil
-import sys
 from typing import Any
 
 import httpx
 import pytest
 
-from mcp_server._deployments import Deployments
-from mcp_server.google_apis import GoogleApis
 from mcp_server.server import MAX_RESULT_CHARS, _bounded_result
-from mcp_server.tools import ToolFailure, Tools
 from tests.bench._cells import cell, write_run
 from tests.mcp_server.conftest import API_KEY, PROJECT, ROOT, SECRETS, TPU_NODE, McpClient
 
@@ -494,19 +489,6 @@ def test_preview_calls_the_preview_package(action_client: McpClient, world: dict
 def test_preview_failure_is_reported(action_client: McpClient) -> None:
     message = action_client.error("start_preview", {"stack": "tpu-v6e1"})
     assert "preview of stack 'tpu-v6e1' failed: config key 'zone' is required" in message
-
-
-def test_preview_missing_package_is_a_clear_error(
-    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "preview.build", None)  # import fails as if absent
-    tools = Tools(Deployments(["l4"], root=world["root"]), GoogleApis(lambda: lambda: "unused"))
-    with pytest.raises(ToolFailure, match="offline preview is not available"):
-        asyncio.run(tools.preview("l4", _no_progress))
-
-
-async def _no_progress(progress: float, total: float | None, message: str) -> None:
-    return None
 
 
 # Secrets ---------------------------------------------------------------------------------
