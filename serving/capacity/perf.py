@@ -636,16 +636,6 @@ class StepModel:
     def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
         return [self.at_concurrency(c, w) for c in concurrencies]
 
-    def max_concurrency_meeting(self, slo: Slo, w: Workload, limit: int | None = None) -> int:
-        """The largest closed-loop concurrency whose predicted means meet ``slo`` (0: none)."""
-        top = limit if limit is not None else self.max_num_seqs
-        best = 0
-        for c in range(1, top + 1):  # latencies grow with c; stop at the first miss
-            if not slo.met_by(self.at_concurrency(c, w)):
-                break
-            best = c
-        return best
-
     def max_rate_meeting(self, slo: Slo, w: Workload) -> float:
         """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none)."""
         hi = self.capacity_rps(w)
