@@ -1,25 +1,14 @@
 """MTP acceptance a benchmark run measured: vLLM's spec-decode counters, cell by cell (pure).
 
-vLLM 0.27.1 counts speculative decoding in four Prometheus counters
-(``vllm/v1/spec_decode/metrics.py``, ``SpecDecodingProm``; the names are in the project's
-snapshot ``serving/data/vllm-0.27.1.json``), each exposed with a ``_total`` suffix:
-
-- ``vllm:spec_decode_num_drafts``: one per request and step that drafted;
-- ``vllm:spec_decode_num_draft_tokens``: the tokens drafted, at most
-  ``num_speculative_tokens`` per draft;
-- ``vllm:spec_decode_num_accepted_tokens``: the drafted tokens the target accepted;
-- ``vllm:spec_decode_num_accepted_tokens_per_pos{position=i}``: the drafts whose first
-  ``i + 1`` tokens were accepted (``i < num_speculative_tokens``), so it never grows with
-  ``i`` and sums to the accepted tokens.
-
-vLLM's own figures: acceptance rate = accepted / draft tokens; mean acceptance length (the
-bonus token included) = 1 + accepted / drafts. A benchmark cell stores the counters at the edges
-of its window (``spec_decode_counters``), their deltas (``spec_decode``) and the two figures
-(``spec_decode_acceptance_rate``, ``spec_decode_acceptance_length``). :func:`run_acceptance`
-derives the figures again from the counters, and refuses, naming the cell and the counter, a cell
-whose counters cannot come from vLLM serving the stack: accepted above drafted, a counter that
-went backwards (the server restarted in the window), drafts on a stack without MTP, none on a
-stack with MTP, and stored figures that disagree with the counters (the run was edited).
+The four ``vllm:spec_decode_*`` counters of vLLM 0.27.1 and the two figures derived from them
+(acceptance rate = accepted / draft tokens; mean acceptance length = 1 + accepted / drafts)
+are described in docs/performance-model.md. A benchmark cell stores the counters at the edges
+of its window (``spec_decode_counters``), their deltas (``spec_decode``) and the two figures.
+:func:`run_acceptance` derives the figures again from the counters, and refuses, naming the
+cell and the counter, a cell whose counters cannot come from vLLM serving the stack: accepted
+above drafted, a counter that went backwards (the server restarted in the window), drafts on a
+stack without MTP, none on a stack with MTP, and stored figures that disagree with the counters
+(the run was edited).
 """
 
 from __future__ import annotations

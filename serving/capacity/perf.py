@@ -1,38 +1,21 @@
-"""Performance model of one vLLM instance: latency, throughput and cost before deploying.
+"""Performance model of one vLLM instance: latency, throughput and cost before deploying
+(docs/performance-model.md says why each term is there and what checks it).
 
-Pure (no Pulumi, no I/O): the capacity planner, the preview, the benchmark report and the
-autoscaling bounds all call it. It is a step model bounded by the machine:
+Pure (no Pulumi, no I/O). A scheduler step runs every sequence in the batch together, as
+vLLM's chunked prefill schedules it (each decoding sequence's ``1 + k`` tokens, then prefill
+chunks in arrival order up to ``max_num_batched_tokens``), and costs::
 
-- **A scheduler step** runs every sequence in the batch together, as vLLM's chunked prefill
-  schedules it: each decoding sequence's ``1 + k`` tokens, then prefill chunks in arrival
-  order up to ``max_num_batched_tokens``. It costs::
+    step = compute + bytes + c_step
+    compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
+    bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
 
-      step = compute + bytes + c_step
-      compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
-      bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
-
-  The reads and the arithmetic add up (``StepModel.overlap`` 0): every token in the step costs
-  its compute on top of streaming the weights, so a step grows with its tokens from the first
-  one on, not only past the roofline's ridge. That is what the published MTP runs show: the
-  ``k + 1`` tokens MTP verifies per sequence eat its gain as the batch grows (Callstack, Gemma 4
-  31B on 2 x RTX PRO 6000: 2.48x at one stream, 1.92x at 10, 1.09x at 100; with the step at
-  ``max(compute, bytes)`` it stays 2.48x at 10). ``overlap`` 1 (the roofline, the physical
-  floor) is what the judge of published figures uses for "the most a chip can do".
-  Every efficiency is a share of the peak, refused above 1. In steady state the tokens a step
-  carries follow from Little's law, so the predicted compute per second never exceeds the
-  peak and no step reads the weights faster than the bandwidth allows (whatever the load).
-- **Speculative decoding** (MTP) verifies ``1 + k`` tokens per sequence and step, reads the
-  drafter ``k`` times, and advances each sequence by the mean accepted length ``L``.
-- **The API server** spends a serial time on each request; **the client** sees the
-  platform's front end (ingress, auth, network) on top: both are in TTFT and end-to-end.
-
-From these: TTFT, ITL, end-to-end latency, tokens/s and requests/s at a concurrency (closed
-loop; queueing beyond ``max_num_seqs``) or an arrival rate (open loop, an M/M/c wait for a
-slot), a burst of requests sent at once (:meth:`StepModel.burst`, step by step), the ceiling
-each point is closest to (compute, bandwidth, slots, KV cache, API server), the largest load
-meeting an SLO, and the cost per million tokens and requests. It predicts means, not
-percentiles; preemption and prefix-cache hits are left out (a burst can be told its cached
-prompt tokens).
+Reads and arithmetic add up (``StepModel.overlap`` 0), as the published fall of MTP's
+speed-up with the batch asks; ``overlap`` 1 is the roofline, the judge's physical floor. Every
+efficiency is a share of the peak, refused above 1; in steady state Little's law sets the
+tokens a step carries, so no prediction exceeds the peak. Speculative decoding (MTP) verifies
+``1 + k`` tokens per sequence and step and advances each by the mean accepted length; the API
+server's serial time and the platform's front end are in TTFT and end-to-end. It predicts
+means, not percentiles; preemption and prefix-cache hits are left out.
 """
 
 from __future__ import annotations
