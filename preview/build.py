@@ -1,23 +1,11 @@
 """What `pulumi up -s STACK` would declare, offline, with its verdicts (`gemma4 preview`).
 
-It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's mocks
-(:mod:`preview.harness`; no Pulumi CLI, no engine, no cloud), then:
-
-- the resource tree: type, name, parent and the inputs the program gave each resource;
-- the exact `vllm serve` command line (the program's `vllm_command_line` output);
-- the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
-  code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
-  `policies/config.json` (or a file of the same form) the way `--policy-pack-config`
-  configures it;
-- the capacity plan (`serving.capacity.plan`, the maths of the `gpu-memory-budget` policy);
-- the cost: the hardware catalog's hourly price (`serving.catalog.hardware`), per month and per
-  million requests (`serving.sizing.memory.cost_per_million_requests`).
-
-Programs call :func:`build_preview`; the result is a pydantic model whose ``model_dump()`` is
-what ``gemma4 preview --json`` prints. Bad input raises :class:`PreviewError`, whose message
-names the file, key or stack. The command line (`gemma4/preview.py`) prints the result and
-turns it into an exit status: 0 the stack would deploy (advisory findings allowed), 1 a
-mandatory policy is violated or the model does not fit, 2 bad input.
+It runs the real Pulumi program for a stack file under Pulumi's mocks (:mod:`preview.harness`),
+then judges the declared resources with every policy through pulumi-policy's own analyzer
+servicer and adds the capacity plan and the cost (docs/preview.md lists each part). Programs
+call :func:`build_preview`; its pydantic result's ``model_dump()`` is what ``gemma4 preview
+--json`` prints. Bad input raises :class:`PreviewError`, whose message names the file, key or
+stack.
 """
 
 from __future__ import annotations
