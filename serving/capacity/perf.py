@@ -24,7 +24,6 @@ import heapq
 import math
 import statistics
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -615,9 +614,6 @@ class StepModel:
         if not math.isfinite(wait):
             return _unstable(math.inf, top)
         return self._point(steady, w, rate * (wait + steady.e2e_s), wait)
-
-    def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
-        return [self.at_concurrency(c, w) for c in concurrencies]
 
     def max_rate_meeting(self, slo: Slo, w: Workload) -> float:
         """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none)."""

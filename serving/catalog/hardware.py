@@ -241,10 +241,6 @@ class HardwareProfile:
     #: Where the remaining figures come from, and why they are what they are.
     notes: tuple[str, ...] = ()
 
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_bytes / GIB
-
 
 def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: int) -> Price:
     """A Cloud Run GPU instance's hourly price: the GPU's rate (the zonal-redundancy SKU when

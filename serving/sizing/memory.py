@@ -97,7 +97,6 @@ class KvGroup:
 
     attention: Attention
     layers: int
-    bytes_per_token_per_layer: int
     block_size: int
 
 
@@ -159,9 +158,7 @@ def kv_layout(
         kind_block = page // bytes_per_token
         remaining = attention.layers
         while remaining > 0:
-            groups.append(
-                KvGroup(attention, min(group_size, remaining), bytes_per_token, kind_block)
-            )
+            groups.append(KvGroup(attention, min(group_size, remaining), kind_block))
             remaining -= group_size
     return KvLayout(groups=tuple(groups), group_size=group_size, page_bytes=page)
 
