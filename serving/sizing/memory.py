@@ -83,8 +83,6 @@ class RuntimeProfile:
 
 #: The default: the image this project pins is well past v0.21.
 DEFAULT_PROFILE = RuntimeProfile()
-#: vLLM's V0 engine (<= 0.7): CUDA graphs were captured after the KV cache was sized.
-V0_PROFILE = replace(DEFAULT_PROFILE, cuda_graph_bytes=0, label="vLLM V0 (graphs not profiled)")
 #: TPUs capture no CUDA graphs; the other constants are the GPU ones (not checked on TPU logs).
 TPU_PROFILE = replace(
     DEFAULT_PROFILE, cuda_graph_bytes=0, label="TPU: GPU constants without CUDA graphs (unverified)"
