@@ -10,7 +10,6 @@ stack.
 
 from __future__ import annotations
 
-import difflib
 import math
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from preview.harness import PROJECT, ROOT
+from serving.config.checks import closest_key
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -281,9 +281,8 @@ def threshold_problem(
     here (the file is read by serving.config.inputs.read_json)."""
     for key in thresholds:
         if key not in properties:
-            near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(properties)) or "none"
+            hint = closest_key(key, properties)
             return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
     schema = {"type": "object", "properties": {k: _bounded(v) for k, v in properties.items()}}
     error = jsonschema.exceptions.best_match(
@@ -313,11 +312,9 @@ def _levels_and_configure(
     request: dict[str, Any] = {}
     for name, entry in config.items():
         if name not in BY_NAME:
-            near = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise PreviewError(
-                f"policy config {source}: unknown policy {name!r}{hint}; policies: "
-                + ", ".join(sorted(BY_NAME))
+                f"policy config {source}: unknown policy {name!r}{closest_key(name, BY_NAME)}; "
+                "policies: " + ", ".join(sorted(BY_NAME))
             )
         properties = struct_pb2.Struct()
         if isinstance(entry, str):
