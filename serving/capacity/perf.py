@@ -639,31 +639,22 @@ class StepModel:
         send_gap_s: float = 0.0,
         instance_slots: int | None = None,
     ) -> tuple[float, float]:
-        """``requests`` sent by one client, none after: (mean latency of a request from when
-        the client started its timer, the front end left out; time from the first arrival
-        until the last answer),
-        simulating vLLM's scheduler step by step (decodes first, then prefill chunks in arrival
-        order within max_num_batched_tokens, at most the engine's slots running).
+        """``requests`` sent by one client, none after, simulated step by step as vLLM schedules
+        them (decodes first, then prefill chunks in arrival order within
+        max_num_batched_tokens, at most the engine's slots running): (mean latency from when
+        the client started each timer, the front end left out; time from the first arrival
+        until the last answer).
 
-        ``client_slots``: the client keeps at most this many requests out (a semaphore; None:
-        all at once); when one is answered the next arrives ``return_gap_s`` later (the answer's
-        way back and the next request's way in). ``send_gap_s``: the client's own serial time
-        per request (one thread opens each connection and writes each request in turn): the
-        requests of a wave leave ``send_gap_s`` apart, each timed from the start of the wave,
-        so its wait for the client is in its latency. ``cached_prompt_tokens`` of each prompt
-        come from vLLM's prefix cache (computed by no step; their KV is still read).
-
-        ``instance_slots``: the platform lets at most this many requests into the instance at
-        once (Cloud Run's container concurrency; None: no such limit); the others wait in the
-        platform's queue, in arrival order. A request holds its slot from when it is let in
-        until its answer has left the API server (the engine's last step plus the per-request
-        overhead), so the next one enters the engine at the step after: below the engine's
-        slots, that limit, not the engine alone, sets the rate.
-
-        Each request passes the API server (:meth:`server_time_s`, one at a time, in sending
-        order) before the engine sees it. That stage is taken as the request is sent, before
-        the instance limit; inside a container it comes after, a simplification of a few
-        milliseconds against the limit's waits."""
+        ``client_slots``: at most this many out at once (a semaphore; None: all at once); an
+        answered request's successor arrives ``return_gap_s`` later. ``send_gap_s``: the
+        client's serial time per request (one thread writes each in turn), each timed from the
+        start of its wave. ``cached_prompt_tokens`` of each prompt come from the prefix cache
+        (no step computes them; their KV is still read). ``instance_slots``: the platform lets
+        at most this many into the instance (Cloud Run's container concurrency), each holding
+        its slot until its answer has left the API server, so below the engine's slots that
+        limit sets the rate. Each request passes the API server (:meth:`server_time_s`, one at
+        a time, in sending order) before the instance limit; inside a container it comes
+        after, a few milliseconds against the limit's waits."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")
