@@ -71,8 +71,8 @@ def image_repository(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
-def check_pinned_image(image: str) -> None:
-    """Raise ValueError unless `image` names a fixed tag or a sha256 digest of 64 hex digits."""
+def check_pinned_image(image: str) -> str:
+    """`image`, or ValueError unless it names a fixed tag or a sha256 digest of 64 hex digits."""
     if not _IMAGE_CHARS.fullmatch(image):
         raise ValueError(
             f"image {image!r} is not an image reference (letters, digits, . _ / : @ - only)"
@@ -83,7 +83,7 @@ def check_pinned_image(image: str) -> None:
             raise ValueError(
                 f"image {image!r} has a malformed digest: only sha256: and 64 lowercase hex digits"
             )
-        return
+        return image
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:
         raise ValueError(f"image {image!r} has no tag: pin a version tag or a @sha256: digest")
@@ -96,6 +96,7 @@ def check_pinned_image(image: str) -> None:
             f"image {image!r} uses {tag!r}, a major or major.minor tag that moves with each "
             "release (llm-d's guides use `v0`); pin a full version tag or a @sha256: digest"
         )
+    return image
 
 
 #: Keys whose values reach a shell script (the TPU startup script) or an argument vector
