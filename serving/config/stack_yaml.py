@@ -20,17 +20,6 @@ from typing import Any
 
 import yaml
 
-__all__ = [
-    "MAX_BYTES",
-    "MAX_DEPTH",
-    "MAX_VALUES",
-    "Secure",
-    "StackYamlError",
-    "cli_text",
-    "config_of",
-    "load_document",
-]
-
 MAX_BYTES = 1 << 20
 """Largest stack file read (the shipped ones are about 2 KiB)."""
 MAX_DEPTH = 32
