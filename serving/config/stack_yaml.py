@@ -139,9 +139,7 @@ def _tree(text: str) -> _Node | None:
                 event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
             ):
                 tag = getattr(event, "tag", None)
-                if tag is None:
-                    pass
-                elif not (isinstance(event, yaml.ScalarEvent) and tag == _STR):
+                if tag is not None and not (isinstance(event, yaml.ScalarEvent) and tag == _STR):
                     raise StackYamlError(
                         f"line {line}: the YAML tag {tag} is not accepted in a stack file "
                         "(only !!str); write the value plainly"
