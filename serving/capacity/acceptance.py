@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The record's key for each counter, and vLLM's metric name.
@@ -38,36 +38,10 @@ class AcceptanceError(ValueError):
 
 
 @dataclass(frozen=True)
-class CellCounts:
-    """One cell's counter deltas over its measured window."""
-
-    cell: str
+class _Counts:
     drafts: int
     draft_tokens: int
     accepted: int
-    #: Drafts with position ``i`` accepted (empty when the server did not expose it).
-    per_position: tuple[int, ...] = ()
-
-    @property
-    def rate(self) -> float:
-        return self.accepted / self.draft_tokens
-
-    @property
-    def mean_accepted_length(self) -> float:
-        return 1.0 + self.accepted / self.drafts
-
-
-@dataclass(frozen=True)
-class MeasuredAcceptance:
-    """Acceptance pooled over a run's cells (counts summed, then divided: vLLM's figures)."""
-
-    drafts: int
-    draft_tokens: int
-    accepted: int
-    per_position: tuple[int, ...]
-    cells: tuple[str, ...]
-    num_speculative_tokens: int
-    run: str = ""
 
     @property
     def rate(self) -> float:
@@ -78,6 +52,25 @@ class MeasuredAcceptance:
     def mean_accepted_length(self) -> float:
         """vLLM's mean acceptance length: 1 + accepted / drafts."""
         return 1.0 + self.accepted / self.drafts
+
+
+@dataclass(frozen=True)
+class CellCounts(_Counts):
+    """One cell's counter deltas over its measured window."""
+
+    cell: str
+    #: Drafts with position ``i`` accepted (empty when the server did not expose it).
+    per_position: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MeasuredAcceptance(_Counts):
+    """Acceptance pooled over a run's cells (counts summed, then divided: vLLM's figures)."""
+
+    per_position: tuple[int, ...]
+    cells: tuple[str, ...]
+    num_speculative_tokens: int
+    run: str = ""
 
     @property
     def per_draft_token(self) -> float:
@@ -241,10 +234,10 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
             "no speculative decoding: a run of another configuration"
         )
     c = CellCounts(
-        str(cell.get("id", "")),
         int(drafts),
         int(deltas["num_draft_tokens"]),
         int(deltas["num_accepted_tokens"]),
+        str(cell.get("id", "")),
     )
     if c.drafts <= 0 or c.draft_tokens <= 0:
         raise AcceptanceError(
@@ -288,7 +281,7 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
             )
     if per:
         _check_positions(c, per, k, where)
-        c = CellCounts(c.cell, c.drafts, c.draft_tokens, c.accepted, tuple(int(v) for v in per))
+        c = replace(c, per_position=tuple(int(v) for v in per))
     _check_summary(cell, c, where)
     return c
 
