@@ -1,28 +1,15 @@
 """What `pulumi up -s STACK` would declare, offline, with its verdicts (`gemma4 preview`).
 
-It runs the real Pulumi program (`__main__.py`) for a stack file under Pulumi's mocks
-(:mod:`preview.harness`; no Pulumi CLI, no engine, no cloud), then:
-
-- the resource tree: type, name, parent and the inputs the program gave each resource;
-- the exact `vllm serve` command line (the program's `vllm_command_line` output);
-- the verdict of every policy of the pack, through pulumi-policy's own analyzer servicer (the
-  code path `pulumi preview --policy-pack policies` drives over gRPC), configured with
-  `policies/config.json` (or a file of the same form) the way `--policy-pack-config`
-  configures it;
-- the capacity plan (`serving.capacity.plan`, the maths of the `gpu-memory-budget` policy);
-- the cost: the hardware catalog's hourly price (`serving.catalog.hardware`), per month and per
-  million requests (`serving.sizing.memory.cost_per_million_requests`).
-
-Programs call :func:`build_preview`; the result is a pydantic model whose ``model_dump()`` is
-what ``gemma4 preview --json`` prints. Bad input raises :class:`PreviewError`, whose message
-names the file, key or stack. The command line (`gemma4/preview.py`) prints the result and
-turns it into an exit status: 0 the stack would deploy (advisory findings allowed), 1 a
-mandatory policy is violated or the model does not fit, 2 bad input.
+It runs the real Pulumi program for a stack file under Pulumi's mocks (:mod:`preview.harness`),
+then judges the declared resources with every policy through pulumi-policy's own analyzer
+servicer and adds the capacity plan and the cost (docs/preview.md lists each part). Programs
+call :func:`build_preview`; its pydantic result's ``model_dump()`` is what ``gemma4 preview
+--json`` prints. Bad input raises :class:`PreviewError`, whose message names the file, key or
+stack.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import typing
 from collections.abc import Mapping, Sequence
@@ -34,6 +21,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from preview.harness import PROJECT, ROOT
+from serving.config.checks import closest_key
 
 #: Inputs never shown: the dynamic provider's pickled code.
 HIDDEN_INPUTS = frozenset({"__provider"})
@@ -78,7 +66,8 @@ class PolicyVerdict(BaseModel):
 
 class CostItem(BaseModel):
     item: str
-    usd_per_hour: float | None = Field(description="None: not priced here.")
+    #: None: not priced here.
+    usd_per_hour: float | None
     source: str
     status: Literal["confirmed", "estimate", "lower_bound"]
 
@@ -87,44 +76,32 @@ class Cost(BaseModel):
     hardware: str
     usd_per_hour: float
     price_source: str
-    price_status: Literal["confirmed", "estimate", "lower_bound"] = Field(
-        description="The weakest rate's status (serving.catalog.hardware): confirmed on "
-        "Google's page, an estimate at a named source's quote, or a lower bound (counted 0)."
-    )
-    price_is_lower_bound: bool = Field(description="price_status is lower_bound.")
-    instances_min: int = Field(description="Instances billed while idle (Cloud Run minInstances).")
-    instances_max: int = Field(description="Instances at most (maxInstances, or TPU replicas).")
-    usd_per_month_per_instance: float = Field(
-        description="One instance for a month as billed: 730 h, or a flex-start TPU node's "
-        "maxRunHours (it is deleted after)."
-    )
-    usd_per_month_idle: float = Field(description="instances_min, billed as above.")
-    usd_per_month_max: float = Field(description="instances_max, billed as above.")
-    requests_per_second: float = Field(
-        description="The offered load: requests/s to the whole endpoint (all replicas)."
-    )
+    #: The weakest rate's status (serving.catalog.hardware).
+    price_status: Literal["confirmed", "estimate", "lower_bound"]
+    price_is_lower_bound: bool
+    #: Instances billed while idle (Cloud Run minInstances), and at most.
+    instances_min: int
+    instances_max: int
+    #: One instance for a month as billed: 730 h, or a flex-start TPU node's maxRunHours.
+    usd_per_month_per_instance: float
+    usd_per_month_idle: float
+    usd_per_month_max: float
+    #: The offered load: requests/s to the whole endpoint (all replicas).
+    requests_per_second: float
     requests_per_second_source: str
-    replicas: int | None = Field(
-        description="Replicas the replica plan needs for the load (replicas_source says why, "
-        "or why no count can serve it: None)."
-    )
+    #: Replicas the replica plan needs for the load (None: no count serves it, the source says
+    #: why).
+    replicas: int | None
     replicas_source: str
-    requests_per_second_per_replica: float | None = Field(
-        description="requests_per_second / replicas: what each replica serves."
-    )
-    usd_per_hour_at_rate: float | None = Field(
-        description="replicas x the instance price + the fixed costs (serving.capacity.plan_perf."
-        "endpoint_cost, as gemma4 plan and gemma4 plan search)."
-    )
-    usd_per_million_requests: float | None = Field(
-        description="usd_per_hour_at_rate over the load (requests_per_second)."
-    )
+    requests_per_second_per_replica: float | None
+    #: replicas x the instance price + the fixed costs (plan_perf.endpoint_cost, as `gemma4
+    #: plan`), and that over the load.
+    usd_per_hour_at_rate: float | None
+    usd_per_million_requests: float | None
     note: str = ""
-    fixed: list[CostItem] = Field(
-        default_factory=list,
-        description="What is billed at any instance count (GKE: cluster fee, system node, "
-        "load balancer); included in usd_per_month_idle and usd_per_month_max.",
-    )
+    #: What is billed at any instance count (GKE: cluster fee, system node, load balancer);
+    #: included in usd_per_month_idle and usd_per_month_max.
+    fixed: list[CostItem] = Field(default_factory=list)
 
 
 class Preview(BaseModel):
@@ -136,19 +113,20 @@ class Preview(BaseModel):
     resources: list[Resource]
     outputs: dict[str, Any]
     vllm_command_line: str | None
-    messages: list[str] = Field(description="Warnings the program logged.")
+    #: Warnings the program logged.
+    messages: list[str]
     policies: list[PolicyVerdict]
-    plan: dict[str, Any] = Field(description="`python -m gemma4.plan_cli --json` figures.")
+    #: `gemma4 plan --json`'s figures.
+    plan: dict[str, Any]
     fits: bool
     cost: Cost
-    performance: dict[str, Any] = Field(
-        default_factory=dict,
-        description="The performance model's PREDICTED means (serving.capacity.perf): at the "
-        "cost's request rate and at the instance's concurrency; never measured figures.",
-    )
+    #: The performance model's PREDICTED means at the cost's request rate and at the
+    #: instance's concurrency; never measured figures.
+    performance: dict[str, Any] = Field(default_factory=dict)
     mandatory_violations: int
     advisory_violations: int
-    ok: bool = Field(description="No mandatory violation and the model fits (exit status 0).")
+    #: No mandatory violation and the model fits (exit status 0).
+    ok: bool
 
     @property
     def exit_status(self) -> int:
@@ -293,9 +271,8 @@ def threshold_problem(
     here (the file is read by serving.config.inputs.read_json)."""
     for key in thresholds:
         if key not in properties:
-            near = difflib.get_close_matches(key, list(properties), n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
             known = ", ".join(sorted(properties)) or "none"
+            hint = closest_key(key, properties)
             return f"{policy}: unknown threshold {key!r}{hint}; its thresholds: {known}"
     schema = {"type": "object", "properties": {k: _bounded(v) for k, v in properties.items()}}
     error = jsonschema.exceptions.best_match(
@@ -325,11 +302,9 @@ def _levels_and_configure(
     request: dict[str, Any] = {}
     for name, entry in config.items():
         if name not in BY_NAME:
-            near = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise PreviewError(
-                f"policy config {source}: unknown policy {name!r}{hint}; policies: "
-                + ", ".join(sorted(BY_NAME))
+                f"policy config {source}: unknown policy {name!r}{closest_key(name, BY_NAME)}; "
+                "policies: " + ", ".join(sorted(BY_NAME))
             )
         properties = struct_pb2.Struct()
         if isinstance(entry, str):

@@ -39,6 +39,11 @@ def _cell(text: object) -> str:
     return "`".join(parts).replace("|", "\\|").strip()
 
 
+def _row(*cells: object) -> str:
+    """One Markdown table row of ``cells``, each made safe by :func:`_cell`."""
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
 def _code(value: object) -> str:
     if isinstance(value, str):
         return f"`{value}`" if value else '`""`'
@@ -143,17 +148,9 @@ def configuration_page() -> str:
             if part
         )
         groups.setdefault(group or "stack", []).append(
-            "| "
-            + " | ".join(
-                _cell(c)
-                for c in (
-                    f"`{key}`",
-                    f"{pulumi_type(info)}, {shown}",
-                    _allowed(key, info) or "-",
-                    description,
-                )
+            _row(
+                f"`{key}`", f"{pulumi_type(info)}, {shown}", _allowed(key, info) or "-", description
             )
-            + " |"
         )
     for group, rows in groups.items():
         lines += [
@@ -210,14 +207,9 @@ def _parser_section(parser: argparse.ArgumentParser, level: int) -> list[str]:
             continue
         names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}`"
         help_text = formatter._expand_help(action) if action.help else ""
-        rows.append(
-            "| "
-            + " | ".join(_cell(c) for c in (names, _value(action), _default(action), help_text))
-        )
+        rows.append(_row(names, _value(action), _default(action), help_text))
     if rows:
-        lines += ["| option | value | default | description |", "|---|---|---|---|"]
-        lines += [r + " |" for r in rows]
-        lines.append("")
+        lines += ["| option | value | default | description |", "|---|---|---|---|", *rows, ""]
     if parser.epilog:
         lines += [_cell(parser.epilog), ""]
     for sub in subparsers:
@@ -320,18 +312,9 @@ def policies_page() -> str:
             bounds = [
                 f"{s} {prop[k]}" for k, s in (("minimum", ">="), ("maximum", "<=")) if k in prop
             ]
+            default = _code(prop.get("default")) if "default" in prop else "-"
             lines.append(
-                "| "
-                + " | ".join(
-                    _cell(c)
-                    for c in (
-                        f"`{name}`",
-                        ", ".join([kind, *bounds]),
-                        _code(prop.get("default")) if "default" in prop else "-",
-                        prop.get("description", ""),
-                    )
-                )
-                + " |"
+                _row(f"`{name}`", ", ".join([kind, *bounds]), default, prop.get("description", ""))
             )
         example = {policy.name: {name: prop.get("default") for name, prop in schema.items()}}
         lines += [

@@ -106,10 +106,8 @@ def test_erlang_c_matches_the_single_server_queue() -> None:
     assert erlang_c_wait(64, 1.0, 1.0) < 1e-12
 
 
-def test_the_largest_load_meeting_an_slo_meets_it_and_one_more_does_not() -> None:
+def test_the_largest_rate_meeting_an_slo_meets_it_and_one_more_does_not() -> None:
     m = model(coefficients=Coefficients())
-    slo = Slo(itl_ms=m.at_concurrency(8, W).itl_s * 1000 * 1.0001)
-    assert m.max_concurrency_meeting(slo, W) == 8
     rate = m.max_rate_meeting(Slo(ttft_ms=2000), W)
     assert Slo(ttft_ms=2000).met_by(m.at_rate(rate, W))
     assert not Slo(ttft_ms=2000).met_by(m.at_rate(rate * 1.01, W))

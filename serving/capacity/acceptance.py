@@ -1,25 +1,14 @@
 """MTP acceptance a benchmark run measured: vLLM's spec-decode counters, cell by cell (pure).
 
-vLLM 0.27.1 counts speculative decoding in four Prometheus counters
-(``vllm/v1/spec_decode/metrics.py``, ``SpecDecodingProm``; the names are in the project's
-snapshot ``serving/data/vllm-0.27.1.json``), each exposed with a ``_total`` suffix:
-
-- ``vllm:spec_decode_num_drafts``: one per request and step that drafted;
-- ``vllm:spec_decode_num_draft_tokens``: the tokens drafted, at most
-  ``num_speculative_tokens`` per draft;
-- ``vllm:spec_decode_num_accepted_tokens``: the drafted tokens the target accepted;
-- ``vllm:spec_decode_num_accepted_tokens_per_pos{position=i}``: the drafts whose first
-  ``i + 1`` tokens were accepted (``i < num_speculative_tokens``), so it never grows with
-  ``i`` and sums to the accepted tokens.
-
-vLLM's own figures: acceptance rate = accepted / draft tokens; mean acceptance length (the
-bonus token included) = 1 + accepted / drafts. A benchmark cell stores the counters at the edges
-of its window (``spec_decode_counters``), their deltas (``spec_decode``) and the two figures
-(``spec_decode_acceptance_rate``, ``spec_decode_acceptance_length``). :func:`run_acceptance`
-derives the figures again from the counters, and refuses, naming the cell and the counter, a cell
-whose counters cannot come from vLLM serving the stack: accepted above drafted, a counter that
-went backwards (the server restarted in the window), drafts on a stack without MTP, none on a
-stack with MTP, and stored figures that disagree with the counters (the run was edited).
+The four ``vllm:spec_decode_*`` counters of vLLM 0.27.1 and the two figures derived from them
+(acceptance rate = accepted / draft tokens; mean acceptance length = 1 + accepted / drafts)
+are described in docs/performance-model.md. A benchmark cell stores the counters at the edges
+of its window (``spec_decode_counters``), their deltas (``spec_decode``) and the two figures.
+:func:`run_acceptance` derives the figures again from the counters, and refuses, naming the
+cell and the counter, a cell whose counters cannot come from vLLM serving the stack: accepted
+above drafted, a counter that went backwards (the server restarted in the window), drafts on a
+stack without MTP, none on a stack with MTP, and stored figures that disagree with the counters
+(the run was edited).
 """
 
 from __future__ import annotations
@@ -27,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The record's key for each counter, and vLLM's metric name.
@@ -49,36 +38,10 @@ class AcceptanceError(ValueError):
 
 
 @dataclass(frozen=True)
-class CellCounts:
-    """One cell's counter deltas over its measured window."""
-
-    cell: str
+class _Counts:
     drafts: int
     draft_tokens: int
     accepted: int
-    #: Drafts with position ``i`` accepted (empty when the server did not expose it).
-    per_position: tuple[int, ...] = ()
-
-    @property
-    def rate(self) -> float:
-        return self.accepted / self.draft_tokens
-
-    @property
-    def mean_accepted_length(self) -> float:
-        return 1.0 + self.accepted / self.drafts
-
-
-@dataclass(frozen=True)
-class MeasuredAcceptance:
-    """Acceptance pooled over a run's cells (counts summed, then divided: vLLM's figures)."""
-
-    drafts: int
-    draft_tokens: int
-    accepted: int
-    per_position: tuple[int, ...]
-    cells: tuple[str, ...]
-    num_speculative_tokens: int
-    run: str = ""
 
     @property
     def rate(self) -> float:
@@ -89,6 +52,25 @@ class MeasuredAcceptance:
     def mean_accepted_length(self) -> float:
         """vLLM's mean acceptance length: 1 + accepted / drafts."""
         return 1.0 + self.accepted / self.drafts
+
+
+@dataclass(frozen=True)
+class CellCounts(_Counts):
+    """One cell's counter deltas over its measured window."""
+
+    cell: str
+    #: Drafts with position ``i`` accepted (empty when the server did not expose it).
+    per_position: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MeasuredAcceptance(_Counts):
+    """Acceptance pooled over a run's cells (counts summed, then divided: vLLM's figures)."""
+
+    per_position: tuple[int, ...]
+    cells: tuple[str, ...]
+    num_speculative_tokens: int
+    run: str = ""
 
     @property
     def per_draft_token(self) -> float:
@@ -252,10 +234,10 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
             "no speculative decoding: a run of another configuration"
         )
     c = CellCounts(
-        str(cell.get("id", "")),
         int(drafts),
         int(deltas["num_draft_tokens"]),
         int(deltas["num_accepted_tokens"]),
+        str(cell.get("id", "")),
     )
     if c.drafts <= 0 or c.draft_tokens <= 0:
         raise AcceptanceError(
@@ -299,7 +281,7 @@ def cell_counts(cell: Mapping[str, Any], num_speculative_tokens: int | None) -> 
             )
     if per:
         _check_positions(c, per, k, where)
-        c = CellCounts(c.cell, c.drafts, c.draft_tokens, c.accepted, tuple(int(v) for v in per))
+        c = replace(c, per_position=tuple(int(v) for v in per))
     _check_summary(cell, c, where)
     return c
 

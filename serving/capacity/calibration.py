@@ -180,14 +180,10 @@ def _physical(base: StepModel, obs: Sequence[Observation]) -> None:
 
 def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
-    bounded pattern search over the three efficiencies (0, 1] (log scale) and the two
-    constants [0, 10] s, minimising :func:`_loss` (every cell's step, the TTFT below ~70 % of
-    the slots, where no request queues) through the full step model. A run faster than
-    reading the weights at peak bandwidth, or one only an efficiency above 1 fits, is refused.
-
-    A pure function of its arguments (frozen values), so a process asked the same fit twice
-    (scripts/synthetic_calibration.py fits, then calibrates the same cells) computes it once;
-    a refusal is raised each time."""
+    bounded pattern search (:func:`_search`) minimising :func:`_loss` through the full step
+    model. A run faster than reading the weights at peak bandwidth, or one only an efficiency
+    above 1 fits, is refused. Cached: scripts/synthetic_calibration.py fits, then calibrates
+    the same cells."""
     return _cached_fit(base, tuple(obs))
 
 

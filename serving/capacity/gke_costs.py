@@ -36,10 +36,8 @@ class FixedCost(NamedTuple):
 
 
 def fixed_costs(settings: Settings) -> list[FixedCost]:
-    """What runs at any replica count: the cluster fee, one system node (the autoscaler may
-    add two more), the Gateway's forwarding rule. A rate not confirmed on Google's page counts
-    at the figure a named source quotes (status estimate; its source says UNCONFIRMED and who
-    quotes it); with no figure anywhere it is None (not priced, status lower_bound), said so."""
+    """What runs at any replica count, priced as the module text says (one system node: the
+    autoscaler may add two more)."""
     out: list[FixedCost] = []
     for item, rate in _fixed_rates(settings):
         if rate is None:

@@ -1,38 +1,21 @@
-"""Performance model of one vLLM instance: latency, throughput and cost before deploying.
+"""Performance model of one vLLM instance: latency, throughput and cost before deploying
+(docs/performance-model.md says why each term is there and what checks it).
 
-Pure (no Pulumi, no I/O): the capacity planner, the preview, the benchmark report and the
-autoscaling bounds all call it. It is a step model bounded by the machine:
+Pure (no Pulumi, no I/O). A scheduler step runs every sequence in the batch together, as
+vLLM's chunked prefill schedules it (each decoding sequence's ``1 + k`` tokens, then prefill
+chunks in arrival order up to ``max_num_batched_tokens``), and costs::
 
-- **A scheduler step** runs every sequence in the batch together, as vLLM's chunked prefill
-  schedules it: each decoding sequence's ``1 + k`` tokens, then prefill chunks in arrival
-  order up to ``max_num_batched_tokens``. It costs::
+    step = compute + bytes + c_step
+    compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
+    bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
 
-      step = compute + bytes + c_step
-      compute = (decode tokens / ec + prefill tokens / ep) x 2 x parameters / dense peak
-      bytes   = (weights + k x drafter + every running sequence's KV) / (eb x peak bandwidth)
-
-  The reads and the arithmetic add up (``StepModel.overlap`` 0): every token in the step costs
-  its compute on top of streaming the weights, so a step grows with its tokens from the first
-  one on, not only past the roofline's ridge. That is what the published MTP runs show: the
-  ``k + 1`` tokens MTP verifies per sequence eat its gain as the batch grows (Callstack, Gemma 4
-  31B on 2 x RTX PRO 6000: 2.48x at one stream, 1.92x at 10, 1.09x at 100; with the step at
-  ``max(compute, bytes)`` it stays 2.48x at 10). ``overlap`` 1 (the roofline, the physical
-  floor) is what the judge of published figures uses for "the most a chip can do".
-  Every efficiency is a share of the peak, refused above 1. In steady state the tokens a step
-  carries follow from Little's law, so the predicted compute per second never exceeds the
-  peak and no step reads the weights faster than the bandwidth allows (whatever the load).
-- **Speculative decoding** (MTP) verifies ``1 + k`` tokens per sequence and step, reads the
-  drafter ``k`` times, and advances each sequence by the mean accepted length ``L``.
-- **The API server** spends a serial time on each request; **the client** sees the
-  platform's front end (ingress, auth, network) on top: both are in TTFT and end-to-end.
-
-From these: TTFT, ITL, end-to-end latency, tokens/s and requests/s at a concurrency (closed
-loop; queueing beyond ``max_num_seqs``) or an arrival rate (open loop, an M/M/c wait for a
-slot), a burst of requests sent at once (:meth:`StepModel.burst`, step by step), the ceiling
-each point is closest to (compute, bandwidth, slots, KV cache, API server), the largest load
-meeting an SLO, and the cost per million tokens and requests. It predicts means, not
-percentiles; preemption and prefix-cache hits are left out (a burst can be told its cached
-prompt tokens).
+Reads and arithmetic add up (``StepModel.overlap`` 0), as the published fall of MTP's
+speed-up with the batch asks; ``overlap`` 1 is the roofline, the judge's physical floor. Every
+efficiency is a share of the peak, refused above 1; in steady state Little's law sets the
+tokens a step carries, so no prediction exceeds the peak. Speculative decoding (MTP) verifies
+``1 + k`` tokens per sequence and step and advances each by the mean accepted length; the API
+server's serial time and the platform's front end are in TTFT and end-to-end. It predicts
+means, not percentiles; preemption and prefix-cache hits are left out.
 """
 
 from __future__ import annotations
@@ -41,7 +24,6 @@ import heapq
 import math
 import statistics
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -633,19 +615,6 @@ class StepModel:
             return _unstable(math.inf, top)
         return self._point(steady, w, rate * (wait + steady.e2e_s), wait)
 
-    def curve(self, concurrencies: Sequence[int], w: Workload) -> list[Point]:
-        return [self.at_concurrency(c, w) for c in concurrencies]
-
-    def max_concurrency_meeting(self, slo: Slo, w: Workload, limit: int | None = None) -> int:
-        """The largest closed-loop concurrency whose predicted means meet ``slo`` (0: none)."""
-        top = limit if limit is not None else self.max_num_seqs
-        best = 0
-        for c in range(1, top + 1):  # latencies grow with c; stop at the first miss
-            if not slo.met_by(self.at_concurrency(c, w)):
-                break
-            best = c
-        return best
-
     def max_rate_meeting(self, slo: Slo, w: Workload) -> float:
         """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none)."""
         hi = self.capacity_rps(w)
@@ -670,31 +639,22 @@ class StepModel:
         send_gap_s: float = 0.0,
         instance_slots: int | None = None,
     ) -> tuple[float, float]:
-        """``requests`` sent by one client, none after: (mean latency of a request from when
-        the client started its timer, the front end left out; time from the first arrival
-        until the last answer),
-        simulating vLLM's scheduler step by step (decodes first, then prefill chunks in arrival
-        order within max_num_batched_tokens, at most the engine's slots running).
+        """``requests`` sent by one client, none after, simulated step by step as vLLM schedules
+        them (decodes first, then prefill chunks in arrival order within
+        max_num_batched_tokens, at most the engine's slots running): (mean latency from when
+        the client started each timer, the front end left out; time from the first arrival
+        until the last answer).
 
-        ``client_slots``: the client keeps at most this many requests out (a semaphore; None:
-        all at once); when one is answered the next arrives ``return_gap_s`` later (the answer's
-        way back and the next request's way in). ``send_gap_s``: the client's own serial time
-        per request (one thread opens each connection and writes each request in turn): the
-        requests of a wave leave ``send_gap_s`` apart, each timed from the start of the wave,
-        so its wait for the client is in its latency. ``cached_prompt_tokens`` of each prompt
-        come from vLLM's prefix cache (computed by no step; their KV is still read).
-
-        ``instance_slots``: the platform lets at most this many requests into the instance at
-        once (Cloud Run's container concurrency; None: no such limit); the others wait in the
-        platform's queue, in arrival order. A request holds its slot from when it is let in
-        until its answer has left the API server (the engine's last step plus the per-request
-        overhead), so the next one enters the engine at the step after: below the engine's
-        slots, that limit, not the engine alone, sets the rate.
-
-        Each request passes the API server (:meth:`server_time_s`, one at a time, in sending
-        order) before the engine sees it. That stage is taken as the request is sent, before
-        the instance limit; inside a container it comes after, a simplification of a few
-        milliseconds against the limit's waits."""
+        ``client_slots``: at most this many out at once (a semaphore; None: all at once); an
+        answered request's successor arrives ``return_gap_s`` later. ``send_gap_s``: the
+        client's serial time per request (one thread writes each in turn), each timed from the
+        start of its wave. ``cached_prompt_tokens`` of each prompt come from the prefix cache
+        (no step computes them; their KV is still read). ``instance_slots``: the platform lets
+        at most this many into the instance (Cloud Run's container concurrency), each holding
+        its slot until its answer has left the API server, so below the engine's slots that
+        limit sets the rate. Each request passes the API server (:meth:`server_time_s`, one at
+        a time, in sending order) before the instance limit; inside a container it comes
+        after, a few milliseconds against the limit's waits."""
         self.check_shape(w)
         if requests < 1:
             raise ValueError(f"requests must be at least 1, got {requests}")

@@ -1,20 +1,12 @@
 """The performance model against published measurements of Gemma 4 12B on these stacks.
 
-Pure arithmetic over ``serving/data/performance-evidence.json`` (its ``validation`` part):
-each row is a figure someone else measured at the client, through the platform, with its exact
-conditions and source. :func:`check_rows` predicts each row with the **uncalibrated priors**
-(the evidence file's efficiency by kernel path and front-end latency) run as the source's client
-ran: the requests it sent in the cell, the output tokens it asked for, how many it kept in
-flight and where its timer started (conditions of the row, not of the product's predictions).
-:func:`summary` reports, per hardware, the median error and how many figures the band covers.
-
-Terms only the published rows can give are **derived** from *fit* rows only: a platform's
-front end (:func:`derived_front_end`), a client's in-flight cap (:func:`derived_in_flight_cap`),
-and, fitted together, a client's serial time per request and the extra step of a setup whose
-server settings were not recorded (:func:`fit_client_terms`, stored in the evidence file); the
-*holdout* rows set nothing and are reported apart. Each setup runs behind its recorded Cloud
-Run concurrency (``instance_concurrency``). The band of a hardware (:func:`derived_band`) is
-the smallest relative half-width covering 80 % of all its figures (docs/performance-model.md).
+Pure arithmetic over ``serving/data/performance-evidence.json`` (its ``validation`` part),
+rendered into docs/performance-model.md, which states the rules: :func:`check_rows` predicts
+each published row with the uncalibrated priors, run as the source's client ran it; the terms
+only published rows can give (a platform's front end, a client's in-flight cap, its serial
+time per request and the extra step of a setup whose settings were not recorded) are DERIVED
+from the *fit* rows only, the *holdout* rows set nothing; a hardware's band
+(:func:`derived_band`) is the smallest relative half-width covering 80 % of its figures.
 """
 
 from __future__ import annotations

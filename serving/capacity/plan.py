@@ -120,12 +120,9 @@ def report(
     mtp_source: str | None = None,
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
-    performance is for ``workload`` (default: the stack's benchmark request shape).
-    ``requests_per_second`` is the load offered to the whole endpoint (default: the stack's
-    sloMinRequestsPerSecond, else what its fewest replicas serve as planned, said so;
-    ``flag`` names where a given one came from): the replica plan sizes the replicas for it,
-    and the cost per million requests is priced on those replicas plus the stack's fixed
-    costs (:func:`endpoint_cost`)."""
+    performance is for ``workload`` (default: the stack's benchmark request shape), the
+    replicas and their cost for ``requests_per_second`` (:func:`offered_load`; ``flag`` names
+    where a given one came from)."""
     plan = plan_settings(settings)
     # The shape first: a request longer than max-model-len is refused, not predicted.
     performance_figures = performance(

@@ -28,14 +28,10 @@ from serving.config.settings import Settings
 from serving.sizing.memory import cost_per_million_requests
 
 
-# Concurrency levels shown besides the benchmark grid's: powers of two up to max-num-seqs.
 def _levels(model: StepModel) -> list[int]:
-    levels = {1, model.max_num_seqs}
-    c = 2
-    while c < model.max_num_seqs:
-        levels.add(c)
-        c *= 2
-    return sorted(levels)
+    """Concurrency levels shown besides the benchmark grid's: 1, powers of two, max-num-seqs."""
+    top = model.max_num_seqs
+    return sorted({1, top, *(2**i for i in range(1, top.bit_length()) if 2**i < top)})
 
 
 def workload_for(settings: Settings, prompt: int | None, output: int | None) -> Workload:
@@ -168,13 +164,16 @@ def search(
                 f"({settings.tpu.max_run_hours:g} h): not offered for sustained load "
                 "(--allow-flex-start to include it)"
             )
+        who = {
+            "stack": name,
+            "hardware": settings.hardware,
+            "platform": settings.deploy_platform,
+            "model": settings.model.model,
+        }
         if excluded is not None:
             rows.append(
                 {
-                    "stack": name,
-                    "hardware": settings.hardware,
-                    "platform": settings.deploy_platform,
-                    "model": settings.model.model,
+                    **who,
                     "excluded": excluded,
                     "flex_start": flex,
                     "replicas": None,
@@ -193,10 +192,7 @@ def search(
             replicas = None
         usd_per_hour, usd_per_million = endpoint_cost(settings, rate, replicas)
         row: dict[str, Any] = {
-            "stack": name,
-            "hardware": settings.hardware,
-            "platform": settings.deploy_platform,
-            "model": settings.model.model,
+            **who,
             "per_replica_requests_per_s": per_replica,
             "replicas": replicas,
             "stack_replicas": [low, high],

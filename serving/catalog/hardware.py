@@ -1,14 +1,9 @@
 """Hardware catalog: the accelerators this project deploys to, with the figures the rest needs.
 
-The figures are data: `serving/data/hardware.json` (profiles and GKE node shapes) and
-`serving/data/prices.json` (Google's rates), each figure with its source, loaded and checked
-here. Prices are list prices in USD, for cost estimates only (capacity planner, benchmark
-comparisons), never for billing. Every price is built from :class:`Rate` s of Google's own
-price pages, each with its region, URL and the date it was read. A rate confirmed there counts
-at its figure; a rate not confirmed there but quoted by a named public source counts at that
-figure, marked UNCONFIRMED with who quotes it, and the price is an ESTIMATE (``~$X``); only a
-rate with no figure anywhere counts 0 and makes the price a LOWER BOUND. A price's status is
-its weakest rate's.
+The figures are data, each with its source, loaded and checked here: `serving/data/hardware.json`
+(profiles and GKE node shapes) and `serving/data/prices.json` (the rates of Google's own price
+pages). Prices are list prices in USD, for estimates only, never for billing; a price's status
+(confirmed, estimate, lower bound) is its weakest rate's, as docs/deploy/cost.md explains.
 """
 
 from __future__ import annotations
@@ -245,10 +240,6 @@ class HardwareProfile:
     spot_price: Price | None = None
     #: Where the remaining figures come from, and why they are what they are.
     notes: tuple[str, ...] = ()
-
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_bytes / GIB
 
 
 def cloud_run_price(gpu: CloudRunGpuRates, zonal: bool, cpu: int, memory_gib: int) -> Price:

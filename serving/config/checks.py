@@ -5,11 +5,12 @@ not keys, the project id, and the closest key to a misspelled one.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import unicodedata
 from typing import Any
+
+from serving.config.stack_config import closest
 
 FLOATING_TAGS = frozenset(
     {"latest", "nightly", "main", "master", "dev", "stable", "edge", "canary", "head"}
@@ -70,8 +71,8 @@ def image_repository(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
-def check_pinned_image(image: str) -> None:
-    """Raise ValueError unless `image` names a fixed tag or a sha256 digest of 64 hex digits."""
+def check_pinned_image(image: str) -> str:
+    """`image`, or ValueError unless it names a fixed tag or a sha256 digest of 64 hex digits."""
     if not _IMAGE_CHARS.fullmatch(image):
         raise ValueError(
             f"image {image!r} is not an image reference (letters, digits, . _ / : @ - only)"
@@ -82,7 +83,7 @@ def check_pinned_image(image: str) -> None:
             raise ValueError(
                 f"image {image!r} has a malformed digest: only sha256: and 64 lowercase hex digits"
             )
-        return
+        return image
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:
         raise ValueError(f"image {image!r} has no tag: pin a version tag or a @sha256: digest")
@@ -95,6 +96,7 @@ def check_pinned_image(image: str) -> None:
             f"image {image!r} uses {tag!r}, a major or major.minor tag that moves with each "
             "release (llm-d's guides use `v0`); pin a full version tag or a @sha256: digest"
         )
+    return image
 
 
 #: Keys whose values reach a shell script (the TPU startup script) or an argument vector
@@ -118,7 +120,6 @@ SCRIPT_KEYS = frozenset(
         "hfTokenSecret",
     }
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: Unicode categories no config value may hold: controls, invisible format characters
 #: (zero-width space, bidirectional overrides, BOM), line/paragraph separators, surrogates and
 #: private use. A value that looks like `main` must be `main`.
@@ -129,9 +130,6 @@ _PROJECT_ID = re.compile(r"(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}
 
 
 def _invisible(text: str) -> str | None:
-    match = _CONTROL.search(text)
-    if match:
-        return match.group()
     return next((ch for ch in text if unicodedata.category(ch) in _INVISIBLE), None)
 
 
@@ -181,10 +179,6 @@ def check_text(key: str, value: Any) -> None:
 
 
 def closest_key(key: str, known: Any) -> str:
-    """`; did you mean 'maxNumSeqs'?` for a misspelled key, or ''."""
-    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    if not match:
-        lowered = {k.lower(): k for k in known}
-        if key.lower() in lowered:
-            match = [lowered[key.lower()]]
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    """` (did you mean 'maxNumSeqs'?)` for a misspelled key, or ''."""
+    match = closest(key, list(known))
+    return f" (did you mean {match!r}?)" if match else ""

@@ -8,7 +8,16 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from serving.catalog.models import MODELS, ModelCard, Role
@@ -44,6 +53,15 @@ def _label_map(value: Any) -> Any:
 JsonList = Annotated[list[str], BeforeValidator(_json_list)]
 JsonIntList = Annotated[list[int], BeforeValidator(_json_list)]
 Labels = Annotated[dict[str, str], BeforeValidator(_label_map)]
+PinnedImage = Annotated[str, AfterValidator(check_pinned_image)]
+
+
+def _secret_id(value: str, info: ValidationInfo) -> str:
+    return check_secret_name(value, to_camel(str(info.field_name)))
+
+
+#: A Secret Manager secret id (never the secret itself: see check_secret_name).
+SecretId = Annotated[str, AfterValidator(_secret_id)]
 
 
 #: Upper bounds the platforms accept (see docs/inputs.md, "Numbers").
@@ -233,7 +251,7 @@ class MonitoringSettings(Group):
     monitoring_max_kv_cache_usage: float = Field(
         0.95, gt=0, le=1, description="Saturation alert: KV cache usage (0-1] above this."
     )
-    monitoring_sidecar_image: str = Field(
+    monitoring_sidecar_image: PinnedImage = Field(
         "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/"
         "cloud-run-gmp-sidecar:1.2.0",
         description="Managed Service for Prometheus collector image run beside vLLM on Cloud "
@@ -257,12 +275,6 @@ class MonitoringSettings(Group):
         if len(set(channels)) != len(channels):
             raise ValueError("notification channels are listed more than once")
         return channels
-
-    @field_validator("monitoring_sidecar_image")
-    @classmethod
-    def _pinned_sidecar(cls, value: str) -> str:
-        check_pinned_image(value)
-        return value
 
 
 class HealthSettings(Group):
@@ -339,13 +351,8 @@ class BenchmarkSettings(Group):
 class WeightsSettings(Group):
     """The token the checkpoint is downloaded with (the download job, or a TPU node at boot)."""
 
-    hf_token_secret: str = Field(
+    hf_token_secret: SecretId = Field(
         "hf-token",
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
         description="Secret Manager secret id holding the Hugging Face token.",
     )
-
-    @field_validator("hf_token_secret")
-    @classmethod
-    def _names_the_token(cls, value: str) -> str:
-        return check_secret_name(value, "hfTokenSecret")

@@ -18,14 +18,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "MAX_BYTES",
-    "MAX_DEPTH",
-    "JsonInputError",
-    "parse_json",
-    "read_json",
-]
-
 MAX_BYTES = 16 << 20
 """Largest JSON input (a preview JSON of a large stack is well under 1 MiB)."""
 MAX_DEPTH = 64

@@ -14,8 +14,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from serving.config.checks import check_pinned_image, check_secret_name
-from serving.config.groups import Group, JsonList
+from serving.config.groups import Group, JsonList, PinnedImage, SecretId
 from serving.config.netrange import (
     DEFAULT_MIN_PREFIX_V4,
     DEFAULT_MIN_PREFIX_V6,
@@ -54,16 +53,11 @@ class NetworkSettings(Group):
         le=128,
         description="Widest public IPv6 range sourceRanges may hold, as a prefix length.",
     )
-    api_key_secret: str = Field(
+    api_key_secret: SecretId = Field(
         "vllm-api-key",
         pattern=r"^[A-Za-z0-9_-]{1,255}$",
         description="Secret Manager secret id holding the vLLM API key clients must send.",
     )
-
-    @field_validator("api_key_secret")
-    @classmethod
-    def _names_the_api_key(cls, value: str) -> str:
-        return check_secret_name(value, "apiKeySecret")
 
     @model_validator(mode="after")
     def _no_open_world(self) -> NetworkSettings:
@@ -277,7 +271,7 @@ class GkeSettings(NetworkSettings, BucketSettings, PublicSettings):
         "larger; Google recommends /23), or `existing`: the one the region and network "
         "already have (one per region and network).",
     )
-    picker_image: str = Field(
+    picker_image: PinnedImage = Field(
         DEFAULT_PICKER_IMAGE,
         description="Endpoint picker image (llm-d-router), pinned by release tag or digest.",
     )
@@ -335,12 +329,6 @@ class GkeSettings(NetworkSettings, BucketSettings, PublicSettings):
                 "labels of letters, digits and hyphens separated by dots, at least two labels, "
                 "at most 253 characters, no wildcard, no trailing dot (e.g. llm.example.com)"
             )
-        return value
-
-    @field_validator("picker_image")
-    @classmethod
-    def _pinned_picker(cls, value: str) -> str:
-        check_pinned_image(value)
         return value
 
     @field_validator("namespace")

@@ -37,7 +37,6 @@ from serving.catalog.hardware import (
 from serving.config.checks import (
     DEFAULT_REGISTRIES,
     SettingsError,
-    check_pinned_image,
     check_text,
     closest_key,
     image_registry,
@@ -51,6 +50,7 @@ from serving.config.groups import (
     Labels,
     ModelSettings,
     MonitoringSettings,
+    PinnedImage,
     SloSettings,
     VllmSettings,
     WeightsSettings,
@@ -105,7 +105,7 @@ class Settings(BaseModel):
     )
 
     hardware: str = Field(description="Hardware profile (see the hardware catalog).")
-    image: str = Field(
+    image: PinnedImage = Field(
         description="vLLM container image, pinned by version tag or @sha256 digest "
         "(no latest/nightly)."
     )
@@ -132,12 +132,6 @@ class Settings(BaseModel):
     def _known_hardware(cls, value: str) -> str:
         if value not in HARDWARE:
             raise ValueError(f"unknown hardware {value!r}; allowed: {', '.join(sorted(HARDWARE))}")
-        return value
-
-    @field_validator("image")
-    @classmethod
-    def _pinned_image(cls, value: str) -> str:
-        check_pinned_image(value)
         return value
 
     @model_validator(mode="after")

@@ -18,7 +18,9 @@ class ConfigKeyError(ValueError):
     """A config key in a namespace or with a name nothing reads."""
 
 
-def _closest(word: str, candidates: Collection[str]) -> str | None:
+def closest(word: str, candidates: Collection[str]) -> str | None:
+    """The candidate a misspelled ``word`` means (difflib's closest, else the one equal but
+    for case, `-` and `_`), or None."""
     match = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     if match:
         return match[0]
@@ -44,7 +46,7 @@ def project_config(
             out[key] = config[full]
             continue
         if namespace not in known:
-            near = _closest(namespace, list(known))
+            near = closest(namespace, list(known))
             hint = f"; did you mean '{near}:{key}'?" if near else ""
             problems.append(
                 f"config key '{full}' is in namespace '{namespace}', which nothing in this "
@@ -53,7 +55,7 @@ def project_config(
             continue
         keys = known[namespace]
         if keys is not None and key not in keys:
-            near = _closest(key, keys)
+            near = closest(key, keys)
             hint = f"; did you mean '{namespace}:{near}'?" if near else ""
             problems.append(f"config key '{full}' is not a {namespace} setting{hint}")
     if problems:

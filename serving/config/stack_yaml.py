@@ -1,27 +1,12 @@
 """Read a Pulumi stack file the way the Pulumi CLI reads it, within bounds.
 
-The CLI (`sdk/go/common/workspace/loaders.go`, `LoadProjectStackBytes`) strips a UTF-8 byte
-order mark, decodes the file with gopkg.in/yaml.v3 into untyped values, namespaces keys without
-a `:` under the project's name, and hands each config value to the program as text
-(`sdk/go/common/resource/config/object.go`, `MarshalString`): a string as written, a boolean as
-`true`/`false`, a number as Go's JSON encoding of the value yaml.v3 resolved, a list or mapping as
-JSON text, and `{secure: <ciphertext>}` as a secret. yaml.v3 resolves plain scalars by the YAML
-1.2 core schema with its own additions (`resolve.go`): `0100000` is the octal 32768, `0x10` is
-16, `1_000` is 1000, `yes`/`on` are strings, `.inf` is infinity (which the CLI then cannot
-encode), a date is a timestamp. Duplicate keys are an error.
-
-What this reader refuses, naming the construct and its line (exit 2 in every command):
-
-- files over :data:`MAX_BYTES`, text that is not UTF-8, more than one YAML document;
-- nesting deeper than :data:`MAX_DEPTH` and more than :data:`MAX_VALUES` values, counted while
-  parsing and again once aliases are expanded (an alias bomb stops there);
-- duplicate mapping keys (as the CLI) and keys that become one key once read (`1`, `01`),
-  merge keys (`<<`), explicit tags other than `!!str` (the non-specific `!` and `%TAG`
-  shorthands included), non-scalar keys, timestamps, `null` and non-finite config values (the
-  CLI cannot encode them).
-
-Anchors and aliases are followed as yaml.v3 follows them (an anchor may be redefined; an alias
-names the latest definition). Pure: only the YAML event parser; no Pulumi.
+docs/inputs.md is the reference: how the CLI (`LoadProjectStackBytes`, `MarshalString`) and
+gopkg.in/yaml.v3 turn each value into the text the program receives, and what this reader
+refuses, naming the construct and its line (exit 2 in every command): oversized or non-UTF-8
+files, several documents, deep nesting, too many values (counted again once aliases are
+expanded: an alias bomb stops there), duplicate keys, merge keys, tags other than `!!str`,
+non-scalar keys, timestamps, `null` and non-finite config values. Anchors and aliases are
+followed as yaml.v3 follows them. Pure: only the YAML event parser; no Pulumi.
 """
 
 from __future__ import annotations
@@ -34,17 +19,6 @@ from decimal import Decimal
 from typing import Any
 
 import yaml
-
-__all__ = [
-    "MAX_BYTES",
-    "MAX_DEPTH",
-    "MAX_VALUES",
-    "Secure",
-    "StackYamlError",
-    "cli_text",
-    "config_of",
-    "load_document",
-]
 
 MAX_BYTES = 1 << 20
 """Largest stack file read (the shipped ones are about 2 KiB)."""
@@ -165,9 +139,7 @@ def _tree(text: str) -> _Node | None:
                 event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)
             ):
                 tag = getattr(event, "tag", None)
-                if tag is None:
-                    pass
-                elif not (isinstance(event, yaml.ScalarEvent) and tag == _STR):
+                if tag is not None and not (isinstance(event, yaml.ScalarEvent) and tag == _STR):
                     raise StackYamlError(
                         f"line {line}: the YAML tag {tag} is not accepted in a stack file "
                         "(only !!str); write the value plainly"

@@ -1,19 +1,12 @@
 """Read the `vllm serve` a container or a TPU launch document starts, in the one shape the
 package renders, and vLLM's arguments with a real `argparse` parser built from vLLM's own.
 
-Pure: no Pulumi import. The package renders one shape (docs/accepted-shapes.md): the command
-`["vllm", "serve"]` with an argument list (Cloud Run, GKE), or the same two lists in the TPU
-launch document (:mod:`serving.render.tpu_startup`). Every other shape (a shell, a wrapper such
-as `env` or `sudo`, `python -m vllm.entrypoints...`, the image's own entrypoint, `$(...)` in
-the arguments) is refused by :func:`serve_args`, naming the shape found and the accepted one.
-
-The arguments go through an `argparse.ArgumentParser` whose options (strings, destinations,
-nargs, choices, flags, `--no-` negations, append) come from the snapshot of vLLM 0.27.1's
-`vllm serve` parser (`serving/data/vllm-0.27.1.json`, written by scripts/vllm_contract.py),
-with argparse's own abbreviation rule (vLLM's FlexibleArgumentParser keeps the default). vLLM's
-preprocessing (moving `--model` to the front, dotted options, `_` in names, `-O3`) is not
-applied: the rendered arguments need none of it, so such spellings are refused as unknown.
-An option given twice is refused too: argparse would keep the last one silently.
+Pure: no Pulumi import. docs/accepted-shapes.md is the reference: the one accepted shape
+(`["vllm", "serve"]` with an argument list, or the same two lists in the TPU launch document),
+every other shape refused by :func:`serve_args` naming it, and the arguments read by a parser
+built from the snapshot of vLLM 0.27.1's `vllm serve` parser (`serving/data/vllm-0.27.1.json`,
+written by scripts/vllm_contract.py), refusing what argparse refuses, an option given twice
+(argparse would keep the last one silently) and spellings the package never renders.
 """
 
 from __future__ import annotations

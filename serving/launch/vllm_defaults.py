@@ -62,15 +62,8 @@ def start_up_batch_defaults(
 ) -> tuple[int | None, int | None]:
     """(max_num_batched_tokens, max_num_seqs) as vLLM 0.27.1 sets them at start-up for a
     `vllm serve` with these options (a given value is kept), or None where it cannot be
-    known here: not a GPU of the catalogue, or a model whose context length is unknown.
-
-    The rule (`_set_default_max_num_seqs_and_batched_tokens_args`): 8192 tokens and 1024
-    sequences on a device of 70 GiB or more that is not an A100, else 2048 and 256; doubled
-    with `--performance-mode throughput`; then, for a left-out `--max-num-batched-tokens`,
-    at least `--max-model-len` with chunked prefill off, at least one multimodal item for a
-    multimodal prefix-LM model (Gemma 4), and at most `max_num_seqs x max_model_len`; a
-    left-out `--max-num-seqs` is at most `max_num_batched_tokens`.
-    """
+    known here: not a GPU of the catalogue, or a model whose context length is unknown. The
+    rule is vLLM's `_set_default_max_num_seqs_and_batched_tokens_args`, step for step."""
     gave_batched, batched = _given_int(options, "max-num-batched-tokens")
     gave_seqs, seqs = _given_int(options, "max-num-seqs")
     if gave_batched and gave_seqs:

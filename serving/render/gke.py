@@ -1,29 +1,12 @@
 """The Kubernetes objects of a GKE stack, as plain manifests rendered from typed settings.
 
-Pure: no Pulumi. Every function returns one manifest (`apiVersion`, `kind`, `metadata`,
-`spec`/`data`/...) as a dict, exactly what `kubectl apply` would take; the Pulumi component
-(`components/gke_serving.py`) declares each with pulumi-kubernetes, so the props a policy or a
-test sees are these fields. What only the cloud knows (a bucket, an account, an address) is
-a parameter, placed as given: the component passes its Pulumi Outputs.
-
-What serves what (GKE Inference Gateway, "powered by llm-d"):
-
-- a regional Gateway (`gke-l7-rilb`, internal, one HTTP listener inside the VPC;
-  `gke-l7-regional-external-managed` only with `public: true`, then one HTTPS listener for
-  `gatewayDomain` with a Certificate Manager certificate and no HTTP listener) and an
-  HTTPRoute whose only backend is the InferencePool;
-- the InferencePool (`inference.networking.k8s.io/v1`, GA; its CRD is installed by GKE itself
-  from 1.34.0-gke.1626000, so it is not declared here) selects the vLLM Pods by label and names
-  the endpoint picker Service in `endpointPickerRef`;
-- the endpoint picker is llm-d-router's EPP at a pinned release; its Deployment, Service,
-  ServiceAccount, RBAC and ConfigMap follow the shapes of that release's Helm chart
-  (`config/charts/routerlib/templates/*` at tag v0.10.0) for two replicas with leader election.
-  The chart is not rendered by Helm here: the objects are written out below, field by field;
-- GKE's HealthCheckPolicy and GCPBackendPolicy attach to the pool (GKE's controller needs the
-  health check to send traffic; the backend timeout is long enough for long generations);
-- PodMonitoring (Managed Service for Prometheus) scrapes vLLM's and the picker's `/metrics`;
-- a HorizontalPodAutoscaler scales the vLLM Deployment on `vllm:num_requests_waiting` through
-  the Custom Metrics Stackdriver Adapter, the path Google's TPU vLLM tutorial documents.
+Pure: no Pulumi. Every function returns one manifest as a dict, exactly what `kubectl apply`
+would take; the Pulumi component (`components/gke_serving.py`) declares each with
+pulumi-kubernetes, so the props a policy or a test sees are these fields. What only the cloud
+knows (a bucket, an account, an address) is a parameter, placed as given. docs/deploy/gke.md
+says what serves what: the Gateway and its HTTPRoute, the InferencePool, llm-d-router's
+endpoint picker (written out field by field after its v0.10.0 Helm chart, not rendered by
+Helm), GKE's backend policies, PodMonitoring and the autoscaler.
 """
 
 from __future__ import annotations

@@ -272,12 +272,12 @@ def _filter_set(
 
 def _chart(
     title: str,
-    data_sets: list[dict[str, Any]],
     y_label: str,
+    *data_sets: dict[str, Any],
     thresholds: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     chart: dict[str, Any] = {
-        "dataSets": data_sets,
+        "dataSets": list(data_sets),
         "yAxis": {"label": y_label, "scale": "LINEAR"},
         "chartOptions": {"mode": "COLOR"},
     }
@@ -294,7 +294,7 @@ def _percentiles(q: Queries, title: str, histogram: str, slo_ms: float | None) -
     """p50 and p95 of a latency histogram, with the stack's p95 SLO as a line when set."""
     data_sets = [_promql_set(q.quantile(p, histogram), f"p{p * 100:g}", "s") for p in (0.5, 0.95)]
     line = [_threshold(slo_ms / 1000, "SLO p95")] if slo_ms else None
-    return _chart(title, data_sets, "seconds", line)
+    return _chart(title, "seconds", *data_sets, thresholds=line)
 
 
 def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) -> dict[str, Any]:
@@ -310,60 +310,52 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
         _percentiles(q, "End-to-end request latency", Vllm.E2E, slo.slo_p95_e2e_ms),
         _chart(
             "Finished requests per second",
-            [_promql_set(q.requests_per_second(), "requests/s", "1/s")],
             "requests/s",
+            _promql_set(q.requests_per_second(), "requests/s", "1/s"),
         ),
         _chart(
             "Tokens per second",
-            [
-                _promql_set(q.rate(Vllm.PROMPT_TOKENS), "prompt", "1/s"),
-                _promql_set(q.rate(Vllm.GENERATION_TOKENS), "generated", "1/s"),
-            ],
             "tokens/s",
+            _promql_set(q.rate(Vllm.PROMPT_TOKENS), "prompt", "1/s"),
+            _promql_set(q.rate(Vllm.GENERATION_TOKENS), "generated", "1/s"),
         ),
         _chart(
             "Requests running and waiting",
-            [
-                _promql_set(q.gauge(Vllm.RUNNING), "running", "1"),
-                _promql_set(q.gauge(Vllm.WAITING), "waiting", "1"),
-            ],
             "requests",
-            [_threshold(settings.monitoring_max_waiting_requests, "waiting alert")],
+            _promql_set(q.gauge(Vllm.RUNNING), "running", "1"),
+            _promql_set(q.gauge(Vllm.WAITING), "waiting", "1"),
+            thresholds=[_threshold(settings.monitoring_max_waiting_requests, "waiting alert")],
         ),
         _chart(
             "KV cache usage",
-            [_promql_set(f"100 * {q.gauge(Vllm.KV_CACHE_USAGE, 'max')}", "busiest engine", "%")],
             "percent",
-            [_threshold(100 * settings.monitoring_max_kv_cache_usage, "alert")],
+            _promql_set(f"100 * {q.gauge(Vllm.KV_CACHE_USAGE, 'max')}", "busiest engine", "%"),
+            thresholds=[_threshold(100 * settings.monitoring_max_kv_cache_usage, "alert")],
         ),
         _chart(
             "Finished requests by reason",
-            [
-                _promql_set(
-                    q.rate(Vllm.REQUEST_SUCCESS, by=("finished_reason",)),
-                    "${finished_reason}",
-                    "1/s",
-                )
-            ],
             "requests/s",
+            _promql_set(
+                q.rate(Vllm.REQUEST_SUCCESS, by=("finished_reason",)), "${finished_reason}", "1/s"
+            ),
         ),
     ]
     if target.mtp:
         widgets += [
             _chart(
                 "Speculative decoding: acceptance rate",
-                [_promql_set(q.acceptance_rate(), "accepted / drafted tokens", "1")],
                 "fraction",
+                _promql_set(q.acceptance_rate(), "accepted / drafted tokens", "1"),
             ),
             _chart(
                 "Speculative decoding: tokens per draft",
-                [_promql_set(q.acceptance_length(), "mean acceptance length", "1")],
                 "tokens",
+                _promql_set(q.acceptance_length(), "mean acceptance length", "1"),
             ),
             _chart(
                 "Speculative decoding: acceptance by draft position",
-                [_promql_set(q.acceptance_by_position(), "position ${position}", "1")],
                 "fraction",
+                _promql_set(q.acceptance_by_position(), "position ${position}", "1"),
             ),
         ]
     if target.cloud_run_service is not None:
@@ -371,43 +363,37 @@ def dashboard(target: Target, settings: MonitoringSettings, slo: SloSettings) ->
         widgets += [
             _chart(
                 "Cloud Run responses by status class",
-                [
-                    _filter_set(
-                        RUN_REQUEST_COUNT,
-                        service,
-                        "ALIGN_RATE",
-                        "REDUCE_SUM",
-                        "${metric.labels.response_code_class}",
-                        ('metric.label."response_code_class"',),
-                    )
-                ],
                 "requests/s",
+                _filter_set(
+                    RUN_REQUEST_COUNT,
+                    service,
+                    "ALIGN_RATE",
+                    "REDUCE_SUM",
+                    "${metric.labels.response_code_class}",
+                    ('metric.label."response_code_class"',),
+                ),
             ),
             _chart(
                 "Cloud Run instances",
-                [
-                    _filter_set(
-                        RUN_INSTANCE_COUNT,
-                        service,
-                        "ALIGN_MAX",
-                        "REDUCE_SUM",
-                        "${metric.labels.state}",
-                        ('metric.label."state"',),
-                    )
-                ],
                 "instances",
+                _filter_set(
+                    RUN_INSTANCE_COUNT,
+                    service,
+                    "ALIGN_MAX",
+                    "REDUCE_SUM",
+                    "${metric.labels.state}",
+                    ('metric.label."state"',),
+                ),
             ),
             _chart(
                 "GPU utilization (Cloud Run)",
-                [
-                    _filter_set(
-                        RUN_GPU_UTILIZATIONS, service, "ALIGN_PERCENTILE_50", "REDUCE_MEAN", "p50"
-                    ),
-                    _filter_set(
-                        RUN_GPU_UTILIZATIONS, service, "ALIGN_PERCENTILE_95", "REDUCE_MAX", "p95"
-                    ),
-                ],
                 "utilization",
+                _filter_set(
+                    RUN_GPU_UTILIZATIONS, service, "ALIGN_PERCENTILE_50", "REDUCE_MEAN", "p50"
+                ),
+                _filter_set(
+                    RUN_GPU_UTILIZATIONS, service, "ALIGN_PERCENTILE_95", "REDUCE_MAX", "p95"
+                ),
             ),
         ]
     if target.gke_namespace is not None:
@@ -433,49 +419,41 @@ def _gke_widgets(target: Target, q: Queries) -> list[dict[str, Any]]:
     return [
         _chart(
             "Gateway responses by status class",
-            [
-                _promql_set(
-                    f"sum by (response_code_class) (rate({lb}[{q.window}]))",
-                    "${response_code_class}",
-                    "1/s",
-                )
-            ],
             "requests/s",
+            _promql_set(
+                f"sum by (response_code_class) (rate({lb}[{q.window}]))",
+                "${response_code_class}",
+                "1/s",
+            ),
         ),
         _chart(
             "Endpoint picker: ready replicas",
-            [_promql_set(picker.gauge(Picker.READY_ENDPOINTS, "max"), "ready", "1")],
             "replicas",
+            _promql_set(picker.gauge(Picker.READY_ENDPOINTS, "max"), "ready", "1"),
         ),
         _chart(
             "Endpoint picker: pool queue and KV cache",
-            [
-                _promql_set(picker.gauge(Picker.AVERAGE_QUEUE, "max"), "average queue", "1"),
-                _promql_set(
-                    f"100 * {picker.gauge(Picker.AVERAGE_KV_CACHE, 'max')}",
-                    "average KV cache %",
-                    "1",
-                ),
-            ],
             "requests / percent",
+            _promql_set(picker.gauge(Picker.AVERAGE_QUEUE, "max"), "average queue", "1"),
+            _promql_set(
+                f"100 * {picker.gauge(Picker.AVERAGE_KV_CACHE, 'max')}", "average KV cache %", "1"
+            ),
         ),
         _chart(
             "Endpoint picker: requests and errors",
-            [
-                _promql_set(picker.rate(Picker.REQUESTS), "picked", "1/s"),
-                _promql_set(picker.rate(Picker.REQUEST_ERRORS), "errors", "1/s"),
-            ],
             "requests/s",
+            _promql_set(picker.rate(Picker.REQUESTS), "picked", "1/s"),
+            _promql_set(picker.rate(Picker.REQUEST_ERRORS), "errors", "1/s"),
         ),
         _chart(
             "Endpoint picker: scheduling latency",
-            [_promql_set(picker.quantile(0.95, Picker.SCHEDULER_E2E), "p95", "s")],
             "seconds",
+            _promql_set(picker.quantile(0.95, Picker.SCHEDULER_E2E), "p95", "s"),
         ),
         _chart(
             "vLLM replicas reporting",
-            [_promql_set(f"count ({Vllm.RUNNING}{q.sel()})", "replicas", "1")],
             "replicas",
+            _promql_set(f"count ({Vllm.RUNNING}{q.sel()})", "replicas", "1"),
         ),
     ]
 

@@ -3,17 +3,10 @@
 A node's metadata carries two keys (:func:`render_metadata`): `startup-script` is
 :data:`LAUNCHER`, the same text for every stack, and `vllm-launch` is a JSON document with the
 image, the command and argument lists, the project, the Secret Manager secret ids (not values)
-and the Ops Agent to install. At boot the launcher reads the document from the metadata server
-and runs `docker` with argument lists (Python's `subprocess`, no shell), so no value of the
-document is ever read by a shell. It holds no secret: it reads the Hugging Face token and the
-vLLM API key from Secret Manager with the node's own service account, hands them to the
-container as environment variables by name only (`--env=NAME`), and never prints them. An API
-key that is empty (or only whitespace) stops the boot before the container starts: vLLM would
-otherwise serve without authentication (vLLM 0.27.1, entrypoints/openai/api_server.py keeps
-`[key for key in (...[envs.VLLM_API_KEY]) if key]`). The Ops Agent is installed after vLLM has
-started; a failure there is reported on the serial console and vLLM goes on serving.
-
-:func:`read_launch` checks a document's shape (the policy pack reads nodes with it).
+and the Ops Agent to install. The launcher runs it with argument lists, so no shell reads a
+value of the document, and reads the secrets at boot (docs/deploy/tpu.md: an empty API key
+stops the boot). :func:`read_launch` checks a document's shape (the policy pack reads nodes
+with it).
 """
 
 from __future__ import annotations

@@ -83,8 +83,6 @@ class RuntimeProfile:
 
 #: The default: the image this project pins is well past v0.21.
 DEFAULT_PROFILE = RuntimeProfile()
-#: vLLM's V0 engine (<= 0.7): CUDA graphs were captured after the KV cache was sized.
-V0_PROFILE = replace(DEFAULT_PROFILE, cuda_graph_bytes=0, label="vLLM V0 (graphs not profiled)")
 #: TPUs capture no CUDA graphs; the other constants are the GPU ones (not checked on TPU logs).
 TPU_PROFILE = replace(
     DEFAULT_PROFILE, cuda_graph_bytes=0, label="TPU: GPU constants without CUDA graphs (unverified)"
@@ -97,7 +95,6 @@ class KvGroup:
 
     attention: Attention
     layers: int
-    bytes_per_token_per_layer: int
     block_size: int
 
 
@@ -159,9 +156,7 @@ def kv_layout(
         kind_block = page // bytes_per_token
         remaining = attention.layers
         while remaining > 0:
-            groups.append(
-                KvGroup(attention, min(group_size, remaining), bytes_per_token, kind_block)
-            )
+            groups.append(KvGroup(attention, min(group_size, remaining), kind_block))
             remaining -= group_size
     return KvLayout(groups=tuple(groups), group_size=group_size, page_bytes=page)
 

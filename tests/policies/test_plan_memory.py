@@ -6,13 +6,15 @@ models' published `config.json` values (not in the project catalog, which holds 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from serving.catalog.hardware import HARDWARE
 from serving.catalog.models import MODELS, Architecture, Attention
 from serving.sizing.memory import (
+    DEFAULT_PROFILE,
     GIB,
-    V0_PROFILE,
     cost_per_million_requests,
     decode_ceiling_tokens_per_s,
     kv_capacity,
@@ -21,6 +23,10 @@ from serving.sizing.memory import (
     monthly_cost,
     plan_memory,
 )
+
+#: vLLM's V0 engine (<= 0.7), which these logs come from: CUDA graphs were captured after the
+#: KV cache was sized.
+V0_PROFILE = replace(DEFAULT_PROFILE, cuda_graph_bytes=0, label="vLLM V0 (graphs not profiled)")
 
 # config.json: 32 layers, 8 KV heads, head_dim 128, hidden 4096.
 LLAMA_3_1_8B = Architecture(
