@@ -108,31 +108,24 @@ class CpuCapabilities:
     def from_report(cls, report: object) -> CpuCapabilities:
         """From the JSON the ``capabilities`` command prints; any other shape is refused by
         name (it comes from another process)."""
-        keys = ("avx512", "amx", "library", "operators")
-        if not isinstance(report, dict) or set(report) != set(keys):
-            raise TransformError(
-                "the engine's capability report is not {avx512, amx, library, operators}"
-            )
-        avx512, amx, library, operators = (report[key] for key in keys)
-        if not isinstance(avx512, bool) or not isinstance(amx, bool):
-            raise TransformError(
-                "the engine's capability report: avx512 and amx must be true/false"
-            )
-        if library not in LIBRARIES:
-            raise TransformError(
-                f"the engine's capability report: library {str(library)[:40]!r} is not one of "
-                f"{', '.join(LIBRARIES)}"
-            )
-        if (
-            not isinstance(operators, list)
-            or len(operators) > MAX_OPERATORS
-            or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in operators)
+        keys = {"avx512", "amx", "library", "operators"}
+        if not (
+            isinstance(report, dict)
+            and set(report) == keys
+            and isinstance(report["avx512"], bool)
+            and isinstance(report["amx"], bool)
+            and report["library"] in LIBRARIES
+            and isinstance(report["operators"], list)
+            and len(report["operators"]) <= MAX_OPERATORS
+            and all(isinstance(o, str) and 0 < len(o) <= 200 for o in report["operators"])
         ):
             raise TransformError(
-                f"the engine's capability report: operators must be a list of at most "
-                f"{MAX_OPERATORS} names"
+                "the engine's capability report is not {avx512: bool, amx: bool, library: one "
+                f"of {', '.join(LIBRARIES)}, operators: at most {MAX_OPERATORS} names}}"
             )
-        return cls(avx512, amx, library, frozenset(operators))
+        return cls(
+            report["avx512"], report["amx"], report["library"], frozenset(report["operators"])
+        )
 
 
 #: What vLLM 0.27.1 reports on an x86 CPU with AVX2 and neither AVX-512 nor AMX (an AMD EPYC of
