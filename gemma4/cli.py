@@ -23,8 +23,11 @@ class Command:
     #: Module with ``main(argv: Sequence[str] | None) -> int``.
     module: str
     summary: str
-    #: The equivalent ``python -m`` form (shown in the help).
-    legacy: str
+
+    @property
+    def legacy(self) -> str:
+        """The equivalent ``python -m`` form (shown in the help)."""
+        return f"python -m {self.module.removesuffix('.cli')}"
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -33,38 +36,32 @@ COMMANDS: tuple[Command, ...] = (
         "gemma4.preview",
         "what `pulumi up -s STACK` would declare, offline: resources, vllm command line, "
         "policy verdicts, capacity plan, cost (exit 1 blocks a deploy)",
-        "python -m gemma4.preview",
     ),
     Command(
         "plan",
         "gemma4.plan_cli",
         "a stack's vLLM memory budget, KV cache, cost and predicted latency/throughput; "
         "search (cheapest stack for an SLO), calibrate (fit the model to a run)",
-        "python -m gemma4.plan_cli",
     ),
     Command(
         "health",
         "healthchecks.cli",
         "check a deployed endpoint: readiness, models, chat, metrics",
-        "python -m healthchecks",
     ),
     Command(
         "bench",
         "bench.cli",
         "benchmark an endpoint (run), compare runs (compare), gate a run on SLOs (gate)",
-        "python -m bench",
     ),
     Command(
         "promote",
         "gemma4.promote_cli",
         "carry what one stack verified (image digest, revisions) to the next",
-        "python -m gemma4.promote_cli",
     ),
     Command(
         "mcp",
         "mcp_server.cli",
         "an MCP server (stdio or streamable HTTP) for operating the deployments from an agent CLI",
-        "python -m mcp_server",
     ),
 )
 
