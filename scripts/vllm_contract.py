@@ -206,9 +206,6 @@ class RefusalCase:
 def _replace_flags(argv: Sequence[str], flags: dict[str, str | None]) -> tuple[str, ...]:
     """`argv` with each `--name[=value]` of `flags` replaced (None: a bare flag)."""
     names = {f.partition("=")[0] for f in flags}
-    names |= {"--enable-chunked-prefill", "--no-enable-chunked-prefill"} & {
-        f for f in flags if "chunked-prefill" in f
-    }
     kept = [a for a in argv if a.partition("=")[0] not in names]
     added = [f if value is None else f"{f}={value}" for f, value in flags.items()]
     return (*kept, *added)
