@@ -273,9 +273,11 @@ def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
 
 
 def test_the_benchmark_charts_say_they_come_from_a_fake_server() -> None:
-    from scripts.figures.bench_run import label
+    from bench.results.store import load_run
+    from scripts.figures.bench_run import RUN
 
-    assert "fake server" in label() and "not a GPU" in label()
+    label = load_run(RUN).run["label"]
+    assert "fake server" in label and "not a GPU" in label
     text = (DOCS / "benchmark.md").read_text()
     assert "fake server" in text.split("figures/bench-")[0].rsplit("##", 1)[-1]
 
