@@ -60,8 +60,6 @@ class CommandCase:
     name: str
     image: str
     argv: tuple[str, ...]
-    #: The settings values vLLM's config checks need (max_model_len is not derived from args).
-    hardware: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +186,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
             if key in seen:
                 continue
             seen.add(key)
-            cases.append(CommandCase(name, settings.image, tuple(argv), settings.hardware))
+            cases.append(CommandCase(name, settings.image, tuple(argv)))
     return cases, refused
 
 
