@@ -12,6 +12,7 @@ parser.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,26 +29,11 @@ _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 FALLBACKS = frozenset({"vllm:gpu_cache_usage_perc"})
 
 
-def _walk(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield str(key)
-            yield from _walk(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _walk(item)
-
-
 def used_names(document: Any) -> set[str]:
     """Every ``vllm:...`` name in a JSON document (strings and keys, at any depth; a name may
     be written with ``_`` for ``:`` as Cloud Monitoring's Prometheus names are not, so only the
     ``vllm:`` spelling counts)."""
-    names: set[str] = set()
-    for text in _walk(document):
-        names.update(_NAME.findall(text))
-    return names
+    return set(_NAME.findall(json.dumps(document, default=str)))
 
 
 def exported(exposition: str) -> dict[str, set[str]]:
