@@ -1,28 +1,11 @@
-"""The one transform from a stack's rendered `vllm serve` argv to one a CPU can run.
+"""The one transform from a stack's rendered `vllm serve` argv to one a CPU can run. Pure.
 
-Pure. Everything a stack renders is kept as rendered except what a CPU cannot honour, and each
-replacement is returned as a :class:`Change` (printed by engine-check):
-
-- the model path (a bucket mount or a Hub id) becomes a tiny local checkpoint of the same
-  architecture, and the drafter in ``--speculative-config`` a local drafter (its Hub
-  ``revision`` goes: a local path has none);
-- device memory: ``--gpu-memory-utilization`` (a fraction of host memory on a CPU) becomes
-  ``--kv-cache-memory-bytes``, which sizes the KV cache directly;
-- device count: ``--tensor-parallel-size`` above 1 becomes 1 (one CPU process);
-- ``--revision`` / ``--tokenizer-revision`` (TPU nodes download from the Hub) go, for the same
-  reason as the drafter's revision;
-- ``--host`` / ``--port``: loopback and a free port (tests talk to 127.0.0.0/8 only);
-- what this CPU cannot run, decided from the engine's own report of it
-  (:class:`CpuCapabilities`, never from a guess about the CPU): a quantized KV cache
-  (``--kv-cache-dtype=fp8``) becomes ``auto`` where vLLM's CPU attention refuses it, and the
-  w4a16 checkpoint (``--quantization=compressed-tensors``) the bf16 stand-in of the same model,
-  without ``--quantization``, where vLLM's CPU kernel library has no w4a16 kernel.
-
-Every rendered flag, those replaced included, is first read by vLLM's real parser unchanged
-(``enginecheck.cli parse``, run by engine-check). Every other token is passed on as rendered,
-an option the pinned vLLM does not know included (the real engine must be the one to refuse
-it). An argv it cannot read (not ``vllm serve``, a
-second positional argument, no model) is a :class:`TransformError` naming the token.
+Everything is kept as rendered except what a CPU cannot honour (docs/engine-check.md, "The
+command line", lists each replacement); each replacement is returned as a :class:`Change`.
+What this CPU cannot run is decided from the engine's own report (:class:`CpuCapabilities`),
+never from a guess about the CPU. An option the pinned vLLM does not know is passed on as
+rendered: the real engine must be the one to refuse it. An argv it cannot read (not ``vllm
+serve``, a second positional argument, no model) is a :class:`TransformError` naming the token.
 """
 
 from __future__ import annotations

