@@ -1,13 +1,9 @@
 """Every vLLM metric this package uses, against what a real server exports. Pure.
 
-The names used are read from what the package deploys, not from a list kept by hand: the
-inputs of every resource ``gemma4 preview --json`` shows for a stack (Cloud Monitoring
-dashboards and alert policies, the GKE HorizontalPodAutoscaler's metric, the endpoint
-picker's configuration, the monitoring sidecar's config) hold them as text, and
-:func:`used_names` finds every ``vllm:...`` name there. The labels each family carries come
-from the repository's extraction from vLLM's source (``tests/data/vllm-<version>-metrics.json``);
-:func:`problems` checks both against a real ``/metrics`` body parsed by prometheus-client's
-parser.
+The names used are read from what the package deploys (the resources ``gemma4 preview --json``
+shows: dashboards, alert policies, the HPA, the endpoint picker's and the sidecar's configs),
+not from a list kept by hand; the labels each family carries come from the extraction from
+vLLM's source (``tests/data/vllm-<version>-metrics.json``).
 """
 
 from __future__ import annotations

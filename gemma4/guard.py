@@ -1,8 +1,6 @@
-"""The edges every `gemma4` command shares (docs/commands.md), in one place: output that
-cannot be written (exit 1, one line; a reader that left, 141; a closed stdout refused before
-the command runs), Ctrl-C (130, one line), arguments or environment variables that are not
-UTF-8 (refused with 2, naming them), a stderr that cannot be written given up quietly, and
-a last resort for any other exception (one line; ``GEMMA4_DEBUG=1`` shows the traceback).
+"""The edges every `gemma4` command shares, in one place (docs/commands.md, "At the edges"):
+unwritable output, Ctrl-C, input that is not UTF-8, an unwritable stderr, and a last resort
+for any other exception (one line; ``GEMMA4_DEBUG=1`` shows the traceback).
 :class:`OutputError` is a ``BaseException`` so that no command's ``except OSError`` mistakes
 it for its own failure."""
 
