@@ -239,23 +239,14 @@ def section_pages() -> dict[str, str]:
     """The front page and the first page of each navigation section (for screenshots)."""
     import yaml
 
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    # mkdocs.yml may hold !!python/name tags: read them as plain strings.
-    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
-    nav = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_Loader)["nav"]
-
     def first(item: Any) -> str:
         value = next(iter(item.values())) if isinstance(item, dict) else item
         return first(value[0]) if isinstance(value, list) else str(value)
 
     shots = {}
-    for item in nav:
-        title = next(iter(item)) if isinstance(item, dict) else str(item)
+    for item in yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]:
         page = first(item).removesuffix(".md")
-        page = "" if page == "index" else page + "/"
-        shots[title] = page
+        shots[next(iter(item))] = "" if page == "index" else page + "/"
     return shots
 
 
