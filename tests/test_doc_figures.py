@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from preview.harness import ROOT
-from scripts.figures import GKE_STACK, names
+from scripts.figures import DIAGRAMS, GKE_STACK
+from scripts.figures.bench_run import SHOWN
 from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
@@ -260,7 +261,7 @@ def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
     for path, text in _pages().items():
         for target in re.findall(r"!\[[^\]]*\]\(((?:\.\./)*figures/[^)\s]+)\)", text):
             shown.setdefault(target.rsplit("/", 1)[-1], []).append(str(path.relative_to(DOCS)))
-    assert sorted(shown) == sorted(names())
+    assert sorted(shown) == sorted([f.name for f in DIAGRAMS] + list(SHOWN))
     pages = {page for pages in shown.values() for page in pages}
     assert {
         "deploy/gke.md",

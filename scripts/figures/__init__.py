@@ -1,8 +1,7 @@
 """The documentation's figures, drawn from the code when the site is built (by
 ``scripts/mkdocs_hooks.py``, into ``figures/<name>``); nothing drawn is committed, so a figure
 cannot be older than the code it shows.
-
-    .venv/bin/python -m scripts.figures OUT_DIR   # draw every figure into OUT_DIR"""
+"""
 
 from __future__ import annotations
 
@@ -70,13 +69,6 @@ DIAGRAMS = (
     Figure("import-graph.svg", import_graph),
     Figure("promotion.svg", promotion),
 )
-
-
-def names() -> list[str]:
-    """Every file :func:`write_all` writes."""
-    from scripts.figures.bench_run import SHOWN
-
-    return [f.name for f in DIAGRAMS] + list(SHOWN)
 
 
 def write_all(out: Path) -> list[Path]:
