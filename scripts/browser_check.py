@@ -1,15 +1,10 @@
 #!/usr/bin/env python3
 """Open every page of the built documentation site in headless Chromium and check what a
-reader sees.
+reader sees (docs/development.md, "The browser check").
 
     .venv/bin/python scripts/browser_check.py /tmp/site [--screenshots DIR]
 
-Per page (docs/development.md, "The browser check"): raw Markdown or diagram source outside
-code, a table, code block or figure wider than the column that cannot be scrolled, an image
-that did not load, an error on the console. It first checks itself on a page with each fault
-and one with none. Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or
-no browser (Debian's ``chromium`` with ``chromium-driver``, or Chrome with
-``$CHROMEWEBDRIVER``)."""
+Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or no browser."""
 
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
-"""Check every rendered `vllm serve` command line and every request body against vLLM itself
-(docs/contracts.md), and write the snapshot `serving/data/vllm-<version>.json` that the CI
-tests and the policies validate against without vLLM.
-
-vLLM's real argument parser, serve-argument, scheduler and cache checks and OpenAI request
-models run in a separate virtual environment holding the pinned release (CPU torch, no CUDA):
+"""Check every rendered `vllm serve` command line and every request body against vLLM itself,
+and write the snapshot `serving/data/<package>-<version>.json` that the CI tests and the
+policies validate against without vLLM (docs/contracts.md, "With vLLM, by hand"):
 
     python scripts/vllm_contract.py run --vllm 0.27.1=/work/vllm-0.27.1-venv/bin/python
     python scripts/vllm_contract.py run --vllm 0.27.1=... --write-snapshot
     python scripts/vllm_contract.py cases   # the command lines and bodies, as JSON
 
-`run` exits 1 when vLLM refuses a command line or a body, or an image's vLLM version has no
-environment given. `_inside_vllm` is the part run by the vLLM interpreter (JSON on stdin); it
-imports nothing from this project."""
+`_inside_vllm` is the part run by the vLLM interpreter (JSON on stdin); it imports nothing
+from this project."""
 
 from __future__ import annotations
 
