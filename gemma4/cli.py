@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from gemma4.guard import EXIT_INTERRUPTED, EXIT_PIPE, run_guarded, shown
+from gemma4.guard import EXIT_INTERRUPTED, run_guarded, shown
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,6 @@ def run(command: Command, argv: Sequence[str]) -> int:
     return int(code or 0)
 
 
-def did_you_mean(word: str) -> str:
-    """`; did you mean 'preview'?` for a mistyped command (difflib's closest), else ''."""
-    close = difflib.get_close_matches(word, list(BY_NAME), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def dispatch(args: list[str]) -> int:
     """Run the command ``args`` names (``args[0]``) with the rest; the exit status."""
     parser = build_parser()
@@ -139,9 +133,11 @@ def dispatch(args: list[str]) -> int:
         return 0 if args else 2
     command = BY_NAME.get(args[0])
     if command is None:
+        close = difflib.get_close_matches(args[0], list(BY_NAME), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         parser.print_usage(sys.stderr)
         print(
-            f"gemma4: error: unknown command {shown(args[0])}{did_you_mean(args[0])} "
+            f"gemma4: error: unknown command {shown(args[0])}{hint} "
             f"(commands: {', '.join(BY_NAME)})",
             file=sys.stderr,
         )
@@ -170,7 +166,7 @@ def process_main(args: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script (``argv`` None: this process, guarded), or one command run in this
-    process with ``argv`` (tests): Ctrl-C is 130 and a reader that left 141 there too."""
+    process with ``argv`` (tests): Ctrl-C is 130 there too."""
     if argv is None:
         return process_main(sys.argv[1:])
     args = list(argv)
@@ -179,10 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C wherever it lands (preflight, compare, a preview)
         print(f"gemma4 {args[0]}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `gemma4 preview -s l4 | head`: the reader left
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_PIPE
 
 
 if __name__ == "__main__":
