@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from serving.launch.vllm_args import OPTIONS
 
 __all__ = [
-    "AVX2_ONLY",
     "Change",
     "CpuCapabilities",
     "CpuTarget",
@@ -109,11 +108,6 @@ class CpuCapabilities:
         return cls(
             report["avx512"], report["amx"], report["library"], frozenset(report["operators"])
         )
-
-
-#: What vLLM 0.27.1 reports on an x86 CPU with AVX2 and neither AVX-512 nor AMX (an AMD EPYC of
-#: the Zen 2/3 generations, say), for the decision's tests and the docs.
-AVX2_ONLY = CpuCapabilities(False, False, "_C_AVX2", frozenset({"onednn_mm"}))
 
 
 @dataclass(frozen=True)
