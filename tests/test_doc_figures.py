@@ -236,9 +236,10 @@ def test_layered_rows_put_a_box_above_what_it_points_to() -> None:
 
 
 def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
-    from scripts.figures.flow import command_lines, diagram, preview
+    from preview.build import build_preview
+    from scripts.figures.flow import command_lines, diagram
 
-    p = preview("l4")
+    p = build_preview("l4")
     d = diagram(p)
     argv = next(b for b in d.boxes if b.key == "argv")
     assert shlex.split(" ".join(argv.lines)) == shlex.split(p.vllm_command_line)

@@ -20,9 +20,9 @@ CLOUD_RUN_STACK = "l4"
 
 @functools.cache
 def _preview(stack: str) -> Any:
-    from scripts.figures.flow import preview
+    from preview.build import build_preview
 
-    return preview(stack)
+    return build_preview(stack)
 
 
 def gke_topology() -> Diagram:
