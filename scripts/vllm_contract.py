@@ -136,7 +136,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
     from serving.render.tpu_startup import StartupSecrets, render_metadata
-    from serving.render.vllm import MODEL_MOUNT_PATH, render
+    from serving.render.vllm import mounted, render
 
     cases: list[CommandCase] = []
     refused: list[str] = []
@@ -170,14 +170,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
                 argv = tpu_launch_argv(metadata)
             else:
                 # As components/cloud_run_service.py renders it: folders under the bucket mount.
-                drafter = settings.model.drafter_card
-                command = render(
-                    settings,
-                    model_path=f"{MODEL_MOUNT_PATH}/{settings.model.card.folder}",
-                    drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
-                    port=8080,
-                )
-                argv = list(command.args)
+                argv = list(mounted(settings, port=8080).args)
             key = (settings.image, tuple(argv))
             if key in seen:
                 continue
