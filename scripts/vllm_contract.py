@@ -44,9 +44,7 @@ SOURCES = {
 }
 
 
-# --------------------------------------------------------------------------------------------
 # Project side: the command lines and request bodies this package really produces.
-# --------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,9 +295,7 @@ def request_cases() -> list[RequestCase]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
 # vLLM side: runs in the vLLM environment (`_inside`), imports nothing from this project.
-# --------------------------------------------------------------------------------------------
 
 #: Which request model vLLM validates each path's body with.
 REQUEST_MODELS = {
@@ -613,9 +609,7 @@ _LOOSE_KINDS = {
 }
 
 
-# --------------------------------------------------------------------------------------------
 # Driver
-# --------------------------------------------------------------------------------------------
 
 
 def _run_inside(python: str, payload: dict[str, Any]) -> dict[str, Any]:
