@@ -38,15 +38,10 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 def _sources_changed_at() -> float:
     """The newest modification time among what the figures are drawn from."""
-    patterns = ("*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*")
-    newest = 0.0
-    for pattern in patterns:
-        for path in ROOT.glob(pattern):
-            newest = max(newest, path.stat().st_mtime)
-    for package in ("serving", "components", "gemma4", "bench", "policies", "endpoint"):
-        for path in (ROOT / package).rglob("*.py"):
-            newest = max(newest, path.stat().st_mtime)
-    return newest
+    packages = ("serving", "components", "gemma4", "bench", "policies", "endpoint")
+    patterns = ["*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*"]
+    patterns += [f"{package}/**/*.py" for package in packages]
+    return max((p.stat().st_mtime for pattern in patterns for p in ROOT.glob(pattern)), default=0.0)
 
 
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
