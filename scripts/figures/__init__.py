@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scripts.figures import imports, promotion
 from scripts.figures.draw import Diagram, write_svg
 
 #: The stacks drawn: one GKE stack, one Cloud Run stack.
@@ -43,18 +44,6 @@ def preview_path() -> Diagram:
     return diagram(_preview(CLOUD_RUN_STACK))
 
 
-def import_graph() -> Diagram:
-    from scripts.figures.imports import diagram
-
-    return diagram()
-
-
-def promotion() -> Diagram:
-    from scripts.figures.promotion import diagram
-
-    return diagram()
-
-
 @dataclass(frozen=True)
 class Figure:
     #: The file under the site's ``figures/``.
@@ -66,8 +55,8 @@ DIAGRAMS = (
     Figure("gke-topology.svg", gke_topology),
     Figure("cloud-run-topology.svg", cloud_run_topology),
     Figure("preview-path.svg", preview_path),
-    Figure("import-graph.svg", import_graph),
-    Figure("promotion.svg", promotion),
+    Figure("import-graph.svg", imports.diagram),
+    Figure("promotion.svg", promotion.diagram),
 )
 
 
