@@ -268,7 +268,8 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             out.append(f"--host={target.host}")
             continue
         if name == "port":
-            changes.append(Change("--port", value, _port(target), "a free local port"))
+            port = str(target.port) if target.port else "(a free port, chosen at start)"
+            changes.append(Change("--port", value, port, "a free local port"))
             out.append(f"--port={target.port}")
             continue
         out.append(token if value is None or "=" in token else f"--{name}={value}")
@@ -332,10 +333,6 @@ def _takes_value(name: str) -> bool:
     does not know is passed on as written: the real engine is the judge of it."""
     option = OPTIONS.get(f"--{name}")
     return option is not None and option.takes_value
-
-
-def _port(target: CpuTarget) -> str:
-    return str(target.port) if target.port else "(a free port, chosen at start)"
 
 
 def describe(changes: Sequence[Change]) -> list[str]:

@@ -68,16 +68,13 @@ COMMANDS: tuple[Command, ...] = (
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
 
-DISTRIBUTION = "gemma4-vllm-gcp"
-
-
 def version() -> str:
     """The installed package's version (its metadata, so it is the one pip installed)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed_version
 
     try:
-        return installed_version(DISTRIBUTION)
+        return installed_version("gemma4-vllm-gcp")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed; run scripts/setup)"
 
