@@ -26,11 +26,9 @@ __all__ = [
     "quantized_kv_cache",
 ]
 
-#: Options whose value is replaced (or which are dropped), by canonical name.
-_DROPPED = {
-    "revision": "a local checkpoint has no Hub revision",
-    "tokenizer-revision": "a local checkpoint has no Hub revision",
-}
+#: Why the options of :data:`_DROPPED` (canonical names) and the drafter's revision go.
+NO_REVISION = "a local checkpoint has no Hub revision"
+_DROPPED = ("revision", "tokenizer-revision")
 
 
 #: The operator vLLM 0.27.1's CPU path for a compressed-tensors w4a16 checkpoint calls
@@ -173,7 +171,7 @@ def _speculative(value: str, target: CpuTarget) -> tuple[str, list[Change]]:
                 "--speculative-config revision",
                 str(config.pop("revision")),
                 None,
-                "a local checkpoint has no Hub revision",
+                NO_REVISION,
             )
         )
     return json.dumps(config, separators=(",", ":")), changes
@@ -235,7 +233,7 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             out.append("--kv-cache-dtype=auto")
             continue
         if name in _DROPPED:
-            changes.append(Change(f"--{name}", value, None, _DROPPED[name]))
+            changes.append(Change(f"--{name}", value, None, NO_REVISION))
             continue
         if name in ("gpu-memory-utilization", "kv-cache-memory-bytes"):
             runs = f"--kv-cache-memory-bytes={target.kv_cache_bytes}"
