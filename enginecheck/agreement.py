@@ -34,10 +34,8 @@ def cell_summary(record: Mapping[str, Any]) -> str:
     """One line: the cell, the client's and the server's TTFT and ITL means."""
     parts = [str(record.get("id"))]
     for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
-        client, server = (
-            _num(record, f"client_mean_{key}_ms"),
-            _num(record, f"server_mean_{key}_ms"),
-        )
+        client = _num(record, f"client_mean_{key}_ms")
+        server = _num(record, f"server_mean_{key}_ms")
         if client is not None and server is not None:
             parts.append(f"{name} client {client:.2f} ms / server {server:.2f} ms")
     prompt = record.get("median_prompt_tokens")

@@ -169,8 +169,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _say(prog: str, text: str) -> None:
-    if sys.stderr is not None:
-        print(f"{prog}: {text}", file=sys.stderr)
+    print(f"{prog}: {text}", file=sys.stderr)  # never None once _install ran
 
 
 @contextlib.contextmanager

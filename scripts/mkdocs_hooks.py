@@ -18,8 +18,6 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Where the figures go in the site.
-FIGURES = "figures"
 #: The figures drawn for one state of the sources (``mkdocs serve`` rebuilds on every edit).
 _drawn: dict[float, Path] = {}
 
@@ -66,5 +64,5 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
         _drawn.clear()
         _drawn[stamp] = out
     for path in sorted(_drawn[stamp].iterdir()):
-        files.append(File.generated(config, f"{FIGURES}/{path.name}", abs_src_path=str(path)))
+        files.append(File.generated(config, f"figures/{path.name}", abs_src_path=str(path)))
     return files
