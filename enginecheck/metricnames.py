@@ -1,17 +1,14 @@
 """Every vLLM metric this package uses, against what a real server exports. Pure.
 
-The names used are read from what the package deploys, not from a list kept by hand: the
-inputs of every resource ``gemma4 preview --json`` shows for a stack (Cloud Monitoring
-dashboards and alert policies, the GKE HorizontalPodAutoscaler's metric, the endpoint
-picker's configuration, the monitoring sidecar's config) hold them as text, and
-:func:`used_names` finds every ``vllm:...`` name there. The labels each family carries come
-from the repository's extraction from vLLM's source (``tests/data/vllm-<version>-metrics.json``);
-:func:`problems` checks both against a real ``/metrics`` body parsed by prometheus-client's
-parser.
+The names used are read from what the package deploys (the resources ``gemma4 preview --json``
+shows: dashboards, alert policies, the HPA, the endpoint picker's and the sidecar's configs),
+not from a list kept by hand; the labels each family carries come from the extraction from
+vLLM's source (``tests/data/vllm-<version>-metrics.json``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,26 +25,11 @@ _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 FALLBACKS = frozenset({"vllm:gpu_cache_usage_perc"})
 
 
-def _walk(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield str(key)
-            yield from _walk(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _walk(item)
-
-
 def used_names(document: Any) -> set[str]:
     """Every ``vllm:...`` name in a JSON document (strings and keys, at any depth; a name may
     be written with ``_`` for ``:`` as Cloud Monitoring's Prometheus names are not, so only the
     ``vllm:`` spelling counts)."""
-    names: set[str] = set()
-    for text in _walk(document):
-        names.update(_NAME.findall(text))
-    return names
+    return set(_NAME.findall(json.dumps(document, default=str)))
 
 
 def exported(exposition: str) -> dict[str, set[str]]:

@@ -1,28 +1,11 @@
-"""The one transform from a stack's rendered `vllm serve` argv to one a CPU can run.
+"""The one transform from a stack's rendered `vllm serve` argv to one a CPU can run. Pure.
 
-Pure. Everything a stack renders is kept as rendered except what a CPU cannot honour, and each
-replacement is returned as a :class:`Change` (printed by engine-check):
-
-- the model path (a bucket mount or a Hub id) becomes a tiny local checkpoint of the same
-  architecture, and the drafter in ``--speculative-config`` a local drafter (its Hub
-  ``revision`` goes: a local path has none);
-- device memory: ``--gpu-memory-utilization`` (a fraction of host memory on a CPU) becomes
-  ``--kv-cache-memory-bytes``, which sizes the KV cache directly;
-- device count: ``--tensor-parallel-size`` above 1 becomes 1 (one CPU process);
-- ``--revision`` / ``--tokenizer-revision`` (TPU nodes download from the Hub) go, for the same
-  reason as the drafter's revision;
-- ``--host`` / ``--port``: loopback and a free port (tests talk to 127.0.0.0/8 only);
-- what this CPU cannot run, decided from the engine's own report of it
-  (:class:`CpuCapabilities`, never from a guess about the CPU): a quantized KV cache
-  (``--kv-cache-dtype=fp8``) becomes ``auto`` where vLLM's CPU attention refuses it, and the
-  w4a16 checkpoint (``--quantization=compressed-tensors``) the bf16 stand-in of the same model,
-  without ``--quantization``, where vLLM's CPU kernel library has no w4a16 kernel.
-
-Every rendered flag, those replaced included, is first read by vLLM's real parser unchanged
-(``enginecheck.cli parse``, run by engine-check). Every other token is passed on as rendered,
-an option the pinned vLLM does not know included (the real engine must be the one to refuse
-it). An argv it cannot read (not ``vllm serve``, a
-second positional argument, no model) is a :class:`TransformError` naming the token.
+Everything is kept as rendered except what a CPU cannot honour (docs/engine-check.md, "The
+command line", lists each replacement); each replacement is returned as a :class:`Change`.
+What this CPU cannot run is decided from the engine's own report (:class:`CpuCapabilities`),
+never from a guess about the CPU. An option the pinned vLLM does not know is passed on as
+rendered: the real engine must be the one to refuse it. An argv it cannot read (not ``vllm
+serve``, a second positional argument, no model) is a :class:`TransformError` naming the token.
 """
 
 from __future__ import annotations
@@ -34,7 +17,6 @@ from dataclasses import dataclass
 from serving.launch.vllm_args import OPTIONS
 
 __all__ = [
-    "AVX2_ONLY",
     "Change",
     "CpuCapabilities",
     "CpuTarget",
@@ -44,11 +26,9 @@ __all__ = [
     "quantized_kv_cache",
 ]
 
-#: Options whose value is replaced (or which are dropped), by canonical name.
-_DROPPED = {
-    "revision": "a local checkpoint has no Hub revision",
-    "tokenizer-revision": "a local checkpoint has no Hub revision",
-}
+#: Why the options of :data:`_DROPPED` (canonical names) and the drafter's revision go.
+NO_REVISION = "a local checkpoint has no Hub revision"
+_DROPPED = ("revision", "tokenizer-revision")
 
 
 #: The operator vLLM 0.27.1's CPU path for a compressed-tensors w4a16 checkpoint calls
@@ -108,36 +88,24 @@ class CpuCapabilities:
     def from_report(cls, report: object) -> CpuCapabilities:
         """From the JSON the ``capabilities`` command prints; any other shape is refused by
         name (it comes from another process)."""
-        keys = ("avx512", "amx", "library", "operators")
-        if not isinstance(report, dict) or set(report) != set(keys):
-            raise TransformError(
-                "the engine's capability report is not {avx512, amx, library, operators}"
-            )
-        avx512, amx, library, operators = (report[key] for key in keys)
-        if not isinstance(avx512, bool) or not isinstance(amx, bool):
-            raise TransformError(
-                "the engine's capability report: avx512 and amx must be true/false"
-            )
-        if library not in LIBRARIES:
-            raise TransformError(
-                f"the engine's capability report: library {str(library)[:40]!r} is not one of "
-                f"{', '.join(LIBRARIES)}"
-            )
-        if (
-            not isinstance(operators, list)
-            or len(operators) > MAX_OPERATORS
-            or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in operators)
+        keys = {"avx512", "amx", "library", "operators"}
+        if not (
+            isinstance(report, dict)
+            and set(report) == keys
+            and isinstance(report["avx512"], bool)
+            and isinstance(report["amx"], bool)
+            and report["library"] in LIBRARIES
+            and isinstance(report["operators"], list)
+            and len(report["operators"]) <= MAX_OPERATORS
+            and all(isinstance(o, str) and 0 < len(o) <= 200 for o in report["operators"])
         ):
             raise TransformError(
-                f"the engine's capability report: operators must be a list of at most "
-                f"{MAX_OPERATORS} names"
+                "the engine's capability report is not {avx512: bool, amx: bool, library: one "
+                f"of {', '.join(LIBRARIES)}, operators: at most {MAX_OPERATORS} names}}"
             )
-        return cls(avx512, amx, library, frozenset(operators))
-
-
-#: What vLLM 0.27.1 reports on an x86 CPU with AVX2 and neither AVX-512 nor AMX (an AMD EPYC of
-#: the Zen 2/3 generations, say), for the decision's tests and the docs.
-AVX2_ONLY = CpuCapabilities(False, False, "_C_AVX2", frozenset({"onednn_mm"}))
+        return cls(
+            report["avx512"], report["amx"], report["library"], frozenset(report["operators"])
+        )
 
 
 @dataclass(frozen=True)
@@ -203,7 +171,7 @@ def _speculative(value: str, target: CpuTarget) -> tuple[str, list[Change]]:
                 "--speculative-config revision",
                 str(config.pop("revision")),
                 None,
-                "a local checkpoint has no Hub revision",
+                NO_REVISION,
             )
         )
     return json.dumps(config, separators=(",", ":")), changes
@@ -265,7 +233,7 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             out.append("--kv-cache-dtype=auto")
             continue
         if name in _DROPPED:
-            changes.append(Change(f"--{name}", value, None, _DROPPED[name]))
+            changes.append(Change(f"--{name}", value, None, NO_REVISION))
             continue
         if name in ("gpu-memory-utilization", "kv-cache-memory-bytes"):
             runs = f"--kv-cache-memory-bytes={target.kv_cache_bytes}"
@@ -298,7 +266,8 @@ def cpu_argv(argv: Sequence[str], target: CpuTarget) -> tuple[list[str], list[Ch
             out.append(f"--host={target.host}")
             continue
         if name == "port":
-            changes.append(Change("--port", value, _port(target), "a free local port"))
+            port = str(target.port) if target.port else "(a free port, chosen at start)"
+            changes.append(Change("--port", value, port, "a free local port"))
             out.append(f"--port={target.port}")
             continue
         out.append(token if value is None or "=" in token else f"--{name}={value}")
@@ -362,10 +331,6 @@ def _takes_value(name: str) -> bool:
     does not know is passed on as written: the real engine is the judge of it."""
     option = OPTIONS.get(f"--{name}")
     return option is not None and option.takes_value
-
-
-def _port(target: CpuTarget) -> str:
-    return str(target.port) if target.port else "(a free port, chosen at start)"
 
 
 def describe(changes: Sequence[Change]) -> list[str]:

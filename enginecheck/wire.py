@@ -1,15 +1,10 @@
 """The wire format of a server, reduced to its shape, so a fake can be compared with vLLM. Pure.
 
-A *shape* keeps what a client depends on and drops what differs between any two answers:
-JSON object keys and the type of every value (``"str"``, ``"int"``, ``"float"`` where a number
-is not whole, ``"null"``, ``"bool"``), lists as the union of their items' shapes, the HTTP
-status, and, for errors, vLLM's ``type``, ``param`` and ``code``. A streamed answer is the
-sequence of its ``data:`` events reduced to distinct kinds (role chunk, content chunk, finish
-chunk, usage chunk, ``[DONE]``) in the order they first appear, each with its shape.
-
-:func:`differences` names every path where a fake's shape is not the real server's. Fields
-the real server has and the fake lacks are differences; fields a fake adds are too (a client
-may come to depend on them).
+A *shape* keeps what a client depends on and drops what differs between any two answers: JSON
+keys and value types (a whole float is ``"int"``), lists as the union of their items' shapes,
+the HTTP status, vLLM's error ``type``, ``param`` and ``code``, and a stream's distinct event
+kinds in order of first appearance. A field only one side sends is a difference either way (a
+client may come to depend on it).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from gemma4.guard import EXIT_INTERRUPTED, EXIT_PIPE, run_guarded, shown
+from gemma4.guard import EXIT_INTERRUPTED, run_guarded, shown
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,11 @@ class Command:
     #: Module with ``main(argv: Sequence[str] | None) -> int``.
     module: str
     summary: str
-    #: The equivalent ``python -m`` form (shown in the help).
-    legacy: str
+
+    @property
+    def legacy(self) -> str:
+        """The equivalent ``python -m`` form (shown in the help)."""
+        return f"python -m {self.module.removesuffix('.cli')}"
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -33,45 +36,36 @@ COMMANDS: tuple[Command, ...] = (
         "gemma4.preview",
         "what `pulumi up -s STACK` would declare, offline: resources, vllm command line, "
         "policy verdicts, capacity plan, cost (exit 1 blocks a deploy)",
-        "python -m gemma4.preview",
     ),
     Command(
         "plan",
         "gemma4.plan_cli",
         "a stack's vLLM memory budget, KV cache, cost and predicted latency/throughput; "
         "search (cheapest stack for an SLO), calibrate (fit the model to a run)",
-        "python -m gemma4.plan_cli",
     ),
     Command(
         "health",
         "healthchecks.cli",
         "check a deployed endpoint: readiness, models, chat, metrics",
-        "python -m healthchecks",
     ),
     Command(
         "bench",
         "bench.cli",
         "benchmark an endpoint (run), compare runs (compare), gate a run on SLOs (gate)",
-        "python -m bench",
     ),
     Command(
         "promote",
         "gemma4.promote_cli",
         "carry what one stack verified (image digest, revisions) to the next",
-        "python -m gemma4.promote_cli",
     ),
     Command(
         "mcp",
         "mcp_server.cli",
         "an MCP server (stdio or streamable HTTP) for operating the deployments from an agent CLI",
-        "python -m mcp_server",
     ),
 )
 
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
-
-
-DISTRIBUTION = "gemma4-vllm-gcp"
 
 
 def version() -> str:
@@ -80,7 +74,7 @@ def version() -> str:
     from importlib.metadata import version as installed_version
 
     try:
-        return installed_version(DISTRIBUTION)
+        return installed_version("gemma4-vllm-gcp")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed; run scripts/setup)"
 
@@ -123,12 +117,6 @@ def run(command: Command, argv: Sequence[str]) -> int:
     return int(code or 0)
 
 
-def did_you_mean(word: str) -> str:
-    """`; did you mean 'preview'?` for a mistyped command (difflib's closest), else ''."""
-    close = difflib.get_close_matches(word, list(BY_NAME), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def dispatch(args: list[str]) -> int:
     """Run the command ``args`` names (``args[0]``) with the rest; the exit status."""
     parser = build_parser()
@@ -142,9 +130,11 @@ def dispatch(args: list[str]) -> int:
         return 0 if args else 2
     command = BY_NAME.get(args[0])
     if command is None:
+        close = difflib.get_close_matches(args[0], list(BY_NAME), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         parser.print_usage(sys.stderr)
         print(
-            f"gemma4: error: unknown command {shown(args[0])}{did_you_mean(args[0])} "
+            f"gemma4: error: unknown command {shown(args[0])}{hint} "
             f"(commands: {', '.join(BY_NAME)})",
             file=sys.stderr,
         )
@@ -173,7 +163,7 @@ def process_main(args: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script (``argv`` None: this process, guarded), or one command run in this
-    process with ``argv`` (tests): Ctrl-C is 130 and a reader that left 141 there too."""
+    process with ``argv`` (tests): Ctrl-C is 130 there too."""
     if argv is None:
         return process_main(sys.argv[1:])
     args = list(argv)
@@ -182,10 +172,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C wherever it lands (preflight, compare, a preview)
         print(f"gemma4 {args[0]}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `gemma4 preview -s l4 | head`: the reader left
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_PIPE
 
 
 if __name__ == "__main__":

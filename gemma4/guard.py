@@ -1,8 +1,6 @@
-"""The edges every `gemma4` command shares (docs/commands.md), in one place: output that
-cannot be written (exit 1, one line; a reader that left, 141; a closed stdout refused before
-the command runs), Ctrl-C (130, one line), arguments or environment variables that are not
-UTF-8 (refused with 2, naming them), a stderr that cannot be written given up quietly, and
-a last resort for any other exception (one line; ``GEMMA4_DEBUG=1`` shows the traceback).
+"""The edges every `gemma4` command shares, in one place (docs/commands.md, "At the edges"):
+unwritable output, Ctrl-C, input that is not UTF-8, an unwritable stderr, and a last resort
+for any other exception (one line; ``GEMMA4_DEBUG=1`` shows the traceback).
 :class:`OutputError` is a ``BaseException`` so that no command's ``except OSError`` mistakes
 it for its own failure."""
 
@@ -41,11 +39,6 @@ class OutputError(BaseException):
 
 class ReaderGone(OutputError):
     """The reader of standard output left (EPIPE): not an error the user needs told."""
-
-
-def interrupted() -> bool:
-    """Whether Ctrl-C (SIGINT) reached this process since the command started."""
-    return _interrupted.is_set()
 
 
 def shown(value: str, limit: int = MAX_SHOWN_CHARS) -> str:
@@ -176,43 +169,33 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _say(prog: str, text: str) -> None:
-    if sys.stderr is not None:
-        print(f"{prog}: {text}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def noting_interrupts() -> Iterator[None]:
-    """Within: Ctrl-C is noted (:func:`interrupted`) as well as raised, for code that may
-    swallow a KeyboardInterrupt and fail another way. Only Python's default handler is replaced
-    (asyncio's runner and an ignored SIGINT are kept)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, _on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    print(f"{prog}: {text}", file=sys.stderr)  # never None once _install ran
 
 
 @contextlib.contextmanager
 def interrupts_win() -> Iterator[None]:
-    """Within: Ctrl-C is noted (:func:`noting_interrupts`), and when it came, the block ends in
-    ``KeyboardInterrupt`` whatever it did after: raised another exception (the Pulumi program's
-    import cut short fails as "has no attribute", then as a refused stack) or returned a
-    result built on the cut-short work. The input is not to blame; the command exits 130."""
-    before = interrupted()
+    """Within: Ctrl-C is noted as well as raised, for code that may swallow a KeyboardInterrupt
+    and fail another way (only Python's default handler is replaced: asyncio's runner and an
+    ignored SIGINT are kept). When it came, the block ends in ``KeyboardInterrupt`` whatever it
+    did after: raised another exception (the Pulumi program's import cut short fails as "has no
+    attribute", then as a refused stack) or returned a result built on the cut-short work. The
+    input is not to blame; the command exits 130."""
+    before = _interrupted.is_set()
+    replace = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    previous = signal.signal(signal.SIGINT, _on_sigint) if replace else None
     try:
-        with noting_interrupts():
-            yield
+        yield
     except Exception:
-        if interrupted() and not before:
+        if _interrupted.is_set() and not before:
             raise KeyboardInterrupt from None
         raise
-    if interrupted() and not before:
+    finally:
+        if replace:
+            signal.signal(signal.SIGINT, previous)
+    if _interrupted.is_set() and not before:
         raise KeyboardInterrupt
 
 

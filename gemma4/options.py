@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from gemma4.guard import shown
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 from serving.config.project import ProjectError, find_project_file
 
@@ -78,7 +79,6 @@ def project_dir(text: str) -> Path:
     """argparse type of ``--project-dir``: a folder that holds a Pulumi project file
     (``Pulumi.yaml`` or ``Pulumi.yml``), as every command reads one there; ``''`` is refused (it
     would silently mean the current folder)."""
-    shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text)} characters)"
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "an empty path; name the Pulumi project folder (. for the current one)"
@@ -87,12 +87,12 @@ def project_dir(text: str) -> Path:
     try:
         is_dir = path.is_dir()
     except OSError as exc:  # a name too long for the file system, a loop of links
-        raise argparse.ArgumentTypeError(f"{shown}: {exc.strerror}") from None
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc.strerror}") from None
     if not is_dir:
-        raise argparse.ArgumentTypeError(f"{shown} is not a folder")
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a folder")
     if not any((path / name).is_file() for name in ("Pulumi.yaml", "Pulumi.yml")):
         raise argparse.ArgumentTypeError(
-            f"{shown} holds no Pulumi.yaml (or Pulumi.yml): not a Pulumi project folder"
+            f"{shown(text)} holds no Pulumi.yaml (or Pulumi.yml): not a Pulumi project folder"
         )
     return path
 

@@ -1,15 +1,10 @@
 #!/usr/bin/env python3
 """Open every page of the built documentation site in headless Chromium and check what a
-reader sees.
+reader sees (docs/development.md, "The browser check").
 
     .venv/bin/python scripts/browser_check.py /tmp/site [--screenshots DIR]
 
-Per page (docs/development.md, "The browser check"): raw Markdown or diagram source outside
-code, a table, code block or figure wider than the column that cannot be scrolled, an image
-that did not load, an error on the console. It first checks itself on a page with each fault
-and one with none. Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or
-no browser (Debian's ``chromium`` with ``chromium-driver``, or Chrome with
-``$CHROMEWEBDRIVER``)."""
+Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or no browser."""
 
 from __future__ import annotations
 
@@ -239,23 +234,14 @@ def section_pages() -> dict[str, str]:
     """The front page and the first page of each navigation section (for screenshots)."""
     import yaml
 
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    # mkdocs.yml may hold !!python/name tags: read them as plain strings.
-    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
-    nav = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_Loader)["nav"]
-
     def first(item: Any) -> str:
         value = next(iter(item.values())) if isinstance(item, dict) else item
         return first(value[0]) if isinstance(value, list) else str(value)
 
     shots = {}
-    for item in nav:
-        title = next(iter(item)) if isinstance(item, dict) else str(item)
+    for item in yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]:
         page = first(item).removesuffix(".md")
-        page = "" if page == "index" else page + "/"
-        shots[title] = page
+        shots[next(iter(item))] = "" if page == "index" else page + "/"
     return shots
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from serving.catalog.hardware import HARDWARE
 from serving.config.settings import config_keys
@@ -23,19 +22,13 @@ from serving.config.settings import config_keys
 
 def pulumi_type(info: FieldInfo) -> str:
     annotation = info.annotation
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        annotation = args[0]
-    origin = typing.get_origin(annotation) or annotation
-    if origin is typing.Annotated:
-        origin = typing.get_origin(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):  # X | None
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     if annotation is bool:
         return "boolean"
     if annotation is int:
         return "integer"
-    if origin in (list, dict):
-        return "array"
-    return "string"
+    return "array" if typing.get_origin(annotation) in (list, dict) else "string"
 
 
 def allowed(info: FieldInfo) -> list[str]:
@@ -46,11 +39,7 @@ def allowed(info: FieldInfo) -> list[str]:
 
 
 def default(info: FieldInfo) -> Any:
-    if info.default is PydanticUndefined and info.default_factory is None:
-        return None
-    if info.default_factory is not None:
-        return info.default_factory()  # type: ignore[call-arg]
-    return info.default
+    return None if info.is_required() else info.get_default(call_default_factory=True)
 
 
 def description(key: str, info: FieldInfo) -> str:
@@ -60,8 +49,7 @@ def description(key: str, info: FieldInfo) -> str:
     if allowed(info):
         text += f" One of: {', '.join(allowed(info))}."
     value = default(info)
-    required = info.default is PydanticUndefined and info.default_factory is None
-    if required:
+    if info.is_required():
         text += " Required."
     elif value not in (None, [], {}):
         text += f" Default: {value}."

@@ -18,8 +18,6 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Where the figures go in the site.
-FIGURES = "figures"
 #: The figures drawn for one state of the sources (``mkdocs serve`` rebuilds on every edit).
 _drawn: dict[float, Path] = {}
 
@@ -38,15 +36,10 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 def _sources_changed_at() -> float:
     """The newest modification time among what the figures are drawn from."""
-    patterns = ("*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*")
-    newest = 0.0
-    for pattern in patterns:
-        for path in ROOT.glob(pattern):
-            newest = max(newest, path.stat().st_mtime)
-    for package in ("serving", "components", "gemma4", "bench", "policies", "endpoint"):
-        for path in (ROOT / package).rglob("*.py"):
-            newest = max(newest, path.stat().st_mtime)
-    return newest
+    packages = ("serving", "components", "gemma4", "bench", "policies", "endpoint")
+    patterns = ["*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*"]
+    patterns += [f"{package}/**/*.py" for package in packages]
+    return max((p.stat().st_mtime for pattern in patterns for p in ROOT.glob(pattern)), default=0.0)
 
 
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
@@ -71,5 +64,5 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
         _drawn.clear()
         _drawn[stamp] = out
     for path in sorted(_drawn[stamp].iterdir()):
-        files.append(File.generated(config, f"{FIGURES}/{path.name}", abs_src_path=str(path)))
+        files.append(File.generated(config, f"figures/{path.name}", abs_src_path=str(path)))
     return files

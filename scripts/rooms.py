@@ -6,6 +6,7 @@ its folder."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,26 +64,19 @@ def room(module: str, path: Path) -> str:
 _Statement = tuple[int | None, str | None, tuple[str, ...], int]
 """An import statement: (level, module, names, line); level None for `import`."""
 
-#: Source text -> its import statements, in `ast.walk` order. Tests copy the tree with one file
-#: changed and read every file again: each text is parsed once (bounded: cleared when full).
-_IMPORTS: dict[str, tuple[_Statement, ...]] = {}
 
-
-def _import_statements(path: Path) -> tuple[_Statement, ...]:
-    text = path.read_text()
-    found = _IMPORTS.get(text)
-    if found is None:
-        statements: list[_Statement] = []
-        for node in ast.walk(ast.parse(text, str(path))):
-            if isinstance(node, ast.Import):
-                statements.append((None, None, tuple(a.name for a in node.names), node.lineno))
-            elif isinstance(node, ast.ImportFrom):
-                names = tuple(a.name for a in node.names)
-                statements.append((node.level, node.module, names, node.lineno))
-        if len(_IMPORTS) >= 4096:
-            _IMPORTS.clear()
-        found = _IMPORTS[text] = tuple(statements)
-    return found
+@functools.lru_cache(maxsize=4096)
+def _parsed_imports(text: str) -> tuple[_Statement, ...]:
+    """The import statements of a source text, in `ast.walk` order. Cached by text: tests copy
+    the tree with one file changed and read every file again."""
+    statements: list[_Statement] = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            statements.append((None, None, tuple(a.name for a in node.names), node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names)
+            statements.append((node.level, node.module, names, node.lineno))
+    return tuple(statements)
 
 
 def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
@@ -90,7 +84,7 @@ def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
     function level, under `if TYPE_CHECKING:` alike), absolute, with its line; for `from X
     import y`, X too (its `__init__` runs)."""
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for level, name, names, line in _import_statements(path):
+    for level, name, names, line in _parsed_imports(path.read_text()):
         if level is None:
             for alias in names:
                 yield alias, line

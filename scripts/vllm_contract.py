@@ -1,17 +1,13 @@
-"""Check every rendered `vllm serve` command line and every request body against vLLM itself
-(docs/contracts.md), and write the snapshot `serving/data/vllm-<version>.json` that the CI
-tests and the policies validate against without vLLM.
-
-vLLM's real argument parser, serve-argument, scheduler and cache checks and OpenAI request
-models run in a separate virtual environment holding the pinned release (CPU torch, no CUDA):
+"""Check every rendered `vllm serve` command line and every request body against vLLM itself,
+and write the snapshot `serving/data/<package>-<version>.json` that the CI tests and the
+policies validate against without vLLM (docs/contracts.md, "With vLLM, by hand"):
 
     python scripts/vllm_contract.py run --vllm 0.27.1=/work/vllm-0.27.1-venv/bin/python
     python scripts/vllm_contract.py run --vllm 0.27.1=... --write-snapshot
     python scripts/vllm_contract.py cases   # the command lines and bodies, as JSON
 
-`run` exits 1 when vLLM refuses a command line or a body, or an image's vLLM version has no
-environment given. `_inside_vllm` is the part run by the vLLM interpreter (JSON on stdin); it
-imports nothing from this project."""
+`_inside_vllm` is the part run by the vLLM interpreter (JSON on stdin); it imports nothing
+from this project."""
 
 from __future__ import annotations
 
@@ -48,9 +44,7 @@ SOURCES = {
 }
 
 
-# --------------------------------------------------------------------------------------------
 # Project side: the command lines and request bodies this package really produces.
-# --------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +54,6 @@ class CommandCase:
     name: str
     image: str
     argv: tuple[str, ...]
-    #: The settings values vLLM's config checks need (max_model_len is not derived from args).
-    hardware: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +134,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
     from serving.render.tpu_startup import StartupSecrets, render_metadata
-    from serving.render.vllm import MODEL_MOUNT_PATH, render
+    from serving.render.vllm import mounted, render
 
     cases: list[CommandCase] = []
     refused: list[str] = []
@@ -176,19 +168,12 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
                 argv = tpu_launch_argv(metadata)
             else:
                 # As components/cloud_run_service.py renders it: folders under the bucket mount.
-                drafter = settings.model.drafter_card
-                command = render(
-                    settings,
-                    model_path=f"{MODEL_MOUNT_PATH}/{settings.model.card.folder}",
-                    drafter_path=f"{MODEL_MOUNT_PATH}/{drafter.folder}" if drafter else None,
-                    port=8080,
-                )
-                argv = list(command.args)
+                argv = list(mounted(settings, port=8080).args)
             key = (settings.image, tuple(argv))
             if key in seen:
                 continue
             seen.add(key)
-            cases.append(CommandCase(name, settings.image, tuple(argv), settings.hardware))
+            cases.append(CommandCase(name, settings.image, tuple(argv)))
     return cases, refused
 
 
@@ -206,9 +191,6 @@ class RefusalCase:
 def _replace_flags(argv: Sequence[str], flags: dict[str, str | None]) -> tuple[str, ...]:
     """`argv` with each `--name[=value]` of `flags` replaced (None: a bare flag)."""
     names = {f.partition("=")[0] for f in flags}
-    names |= {"--enable-chunked-prefill", "--no-enable-chunked-prefill"} & {
-        f for f in flags if "chunked-prefill" in f
-    }
     kept = [a for a in argv if a.partition("=")[0] not in names]
     added = [f if value is None else f"{f}={value}" for f, value in flags.items()]
     return (*kept, *added)
@@ -313,9 +295,7 @@ def request_cases() -> list[RequestCase]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
 # vLLM side: runs in the vLLM environment (`_inside`), imports nothing from this project.
-# --------------------------------------------------------------------------------------------
 
 #: Which request model vLLM validates each path's body with.
 REQUEST_MODELS = {
@@ -629,9 +609,7 @@ _LOOSE_KINDS = {
 }
 
 
-# --------------------------------------------------------------------------------------------
 # Driver
-# --------------------------------------------------------------------------------------------
 
 
 def _run_inside(python: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -18,17 +18,11 @@ KINDS = {"_counter_cls": "counter", "_gauge_cls": "gauge", "_histogram_cls": "hi
 
 
 def _kind(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Attribute):
-        return KINDS.get(func.attr)
-    return None
+    return KINDS.get(call.func.attr) if isinstance(call.func, ast.Attribute) else None
 
 
 def _name_argument(call: ast.Call) -> ast.expr | None:
-    for keyword in call.keywords:
-        if keyword.arg == "name":
-            return keyword.value
-    return None
+    return next((k.value for k in call.keywords if k.arg == "name"), None)
 
 
 def _strings(node: ast.expr | None) -> list[str]:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from preview.harness import ROOT
-from scripts.figures import GKE_STACK, names
+from scripts.figures import DIAGRAMS, GKE_STACK
+from scripts.figures.bench_run import SHOWN
 from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
@@ -235,9 +236,10 @@ def test_layered_rows_put_a_box_above_what_it_points_to() -> None:
 
 
 def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
-    from scripts.figures.flow import command_lines, diagram, preview
+    from preview.build import build_preview
+    from scripts.figures.flow import command_lines, diagram
 
-    p = preview("l4")
+    p = build_preview("l4")
     d = diagram(p)
     argv = next(b for b in d.boxes if b.key == "argv")
     assert shlex.split(" ".join(argv.lines)) == shlex.split(p.vllm_command_line)
@@ -260,7 +262,7 @@ def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
     for path, text in _pages().items():
         for target in re.findall(r"!\[[^\]]*\]\(((?:\.\./)*figures/[^)\s]+)\)", text):
             shown.setdefault(target.rsplit("/", 1)[-1], []).append(str(path.relative_to(DOCS)))
-    assert sorted(shown) == sorted(names())
+    assert sorted(shown) == sorted([f.name for f in DIAGRAMS] + list(SHOWN))
     pages = {page for pages in shown.values() for page in pages}
     assert {
         "deploy/gke.md",
@@ -273,9 +275,11 @@ def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
 
 
 def test_the_benchmark_charts_say_they_come_from_a_fake_server() -> None:
-    from scripts.figures.bench_run import label
+    from bench.results.store import load_run
+    from scripts.figures.bench_run import RUN
 
-    assert "fake server" in label() and "not a GPU" in label()
+    label = load_run(RUN).run["label"]
+    assert "fake server" in label and "not a GPU" in label
     text = (DOCS / "benchmark.md").read_text()
     assert "fake server" in text.split("figures/bench-")[0].rsplit("##", 1)[-1]
 

@@ -1,16 +1,9 @@
 """Loaded at start-up by every Python process of the engine when `scripts/engine-check --isa
-avx2` runs (this folder first on ``PYTHONPATH``, ``GEMMA4_ENGINE_ISA=avx2``): the engine then
-sees this CPU as one without AVX-512 and AMX, so a machine that has them runs the path an
-AVX2-only machine takes.
-
-vLLM 0.27.1 decides its CPU paths from torch's report of the CPU
-(``torch.cpu._is_avx512_supported``, ``_is_avx512_bf16_supported``, ``_is_amx_tile_supported``,
-all read from
-``torch.cpu.get_capabilities()``): which kernel library it loads (``vllm/platforms/cpu.py``:
-``_C`` / ``_C_AVX512`` / ``_C_AVX2``) and whether its CPU attention takes an FP8 KV cache
-(``vllm/v1/attention/backends/cpu_attn.py``). This wraps ``get_capabilities`` once torch.cpu
-is loaded so that every ``avx512*`` and ``amx*`` entry reads False; torch's own kernels are held
-to AVX2 by ``ATEN_CPU_CAPABILITY=avx2``, which engine-check sets beside this.
+avx2` runs (this folder first on ``PYTHONPATH``, ``GEMMA4_ENGINE_ISA=avx2``): wraps
+``torch.cpu.get_capabilities()``, from which vLLM 0.27.1 picks its kernel library and its CPU
+attention's KV cache formats, so that every ``avx512*`` and ``amx*`` entry reads False and a
+machine that has them takes the path of an AVX2-only one (docs/engine-check.md).
+``ATEN_CPU_CAPABILITY=avx2``, set beside this, holds torch's own kernels to AVX2.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The documentation's figures, drawn from the code when the site is built (by
 ``scripts/mkdocs_hooks.py``, into ``figures/<name>``); nothing drawn is committed, so a figure
 cannot be older than the code it shows.
-
-    .venv/bin/python -m scripts.figures OUT_DIR   # draw every figure into OUT_DIR"""
+"""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scripts.figures import imports, promotion
 from scripts.figures.draw import Diagram, write_svg
 
 #: The stacks drawn: one GKE stack, one Cloud Run stack.
@@ -21,9 +21,9 @@ CLOUD_RUN_STACK = "l4"
 
 @functools.cache
 def _preview(stack: str) -> Any:
-    from scripts.figures.flow import preview
+    from preview.build import build_preview
 
-    return preview(stack)
+    return build_preview(stack)
 
 
 def gke_topology() -> Diagram:
@@ -44,18 +44,6 @@ def preview_path() -> Diagram:
     return diagram(_preview(CLOUD_RUN_STACK))
 
 
-def import_graph() -> Diagram:
-    from scripts.figures.imports import diagram
-
-    return diagram()
-
-
-def promotion() -> Diagram:
-    from scripts.figures.promotion import diagram
-
-    return diagram()
-
-
 @dataclass(frozen=True)
 class Figure:
     #: The file under the site's ``figures/``.
@@ -67,16 +55,9 @@ DIAGRAMS = (
     Figure("gke-topology.svg", gke_topology),
     Figure("cloud-run-topology.svg", cloud_run_topology),
     Figure("preview-path.svg", preview_path),
-    Figure("import-graph.svg", import_graph),
-    Figure("promotion.svg", promotion),
+    Figure("import-graph.svg", imports.diagram),
+    Figure("promotion.svg", promotion.diagram),
 )
-
-
-def names() -> list[str]:
-    """Every file :func:`write_all` writes."""
-    from scripts.figures.bench_run import SHOWN
-
-    return [f.name for f in DIAGRAMS] + list(SHOWN)
 
 
 def write_all(out: Path) -> list[Path]:

@@ -15,7 +15,9 @@ functions (:mod:`bench.reports.charts`, :mod:`bench.reports.latency_charts`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RUN = Path(__file__).resolve().parent / "data" / "paced-run"
 #: The charts shown on the benchmark page: (file written, chart file name prefix in the run).
@@ -26,12 +28,6 @@ SHOWN = {
 }
 
 
-def label() -> str:
-    from bench.results.store import load_run
-
-    return str(load_run(RUN).run.get("label") or "")
-
-
 def write(out: Path) -> list[Path]:
     """Draw the shown charts of the recorded run into ``out``; returns the files written."""
     from bench.reports.charts import plan_charts, render_chart
@@ -40,21 +36,15 @@ def write(out: Path) -> list[Path]:
 
     run = load_run(RUN)
     name = str(run.run.get("label") or "")
-    written: list[Path] = []
-    plans = {p.filename: p for p in plan_charts(run.cells, label=name)}
-    latency = {
-        p.filename: p for p in latency_plans([(name, run.cells)], slo_ms=slo_ttft_ms(run.run))
+    charts: dict[str, tuple[Callable[[Any, Path], object], Any]] = {
+        p.filename: (render_chart, p) for p in plan_charts(run.cells, label=name)
     }
+    for p in latency_plans([(name, run.cells)], slo_ms=slo_ttft_ms(run.run)):
+        charts[p.filename] = (render_latency, p)
     for target, prefix in SHOWN.items():
-        path = out / target
-        chart = next((p for f, p in plans.items() if f.startswith(prefix)), None)
-        if chart is not None:
-            render_chart(chart, path)
-            written.append(path)
-            continue
-        curve = next((p for f, p in latency.items() if f.startswith(prefix)), None)
-        if curve is None:
+        found = next((c for f, c in charts.items() if f.startswith(prefix)), None)
+        if found is None:
             raise RuntimeError(f"the recorded run in {RUN} has no chart {prefix}*")
-        render_latency(curve, path)
-        written.append(path)
-    return written
+        render, chart = found
+        render(chart, out / target)
+    return [out / target for target in SHOWN]

@@ -13,12 +13,6 @@ from scripts.figures.draw import Arrow, Box, Diagram
 MAX_KEYS = 8
 
 
-def preview(stack: str) -> Any:
-    from preview.build import build_preview
-
-    return build_preview(stack)
-
-
 def command_lines(command: str) -> tuple[str, ...]:
     """``vllm serve MODEL --flag value ...`` one flag per line, as a reader scans it."""
     words = shlex.split(command)

@@ -53,9 +53,8 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Imp
             there = room(target, modules[target])
             if there != here:
                 edges.setdefault((here, there), []).append(f"{module} -> {target}")
-    linked = {r for edge in edges for r in edge}
+    rooms = tuple(sorted({r for edge in edges for r in edge}))
     counts = Counter(room(m, p) for m, p in modules.items())
-    rooms = tuple(sorted(r for r in counts if r in linked))
     below = room_graph(graph, modules)
     # Rooms in a circle share one height: the longest chain of rooms below the circle.
     together = {r: frozenset(c) for c in cycles(below) for r in c}
@@ -70,12 +69,11 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Imp
             )
         return memo[group]
 
-    heights = {r: height(r) for r in rooms}
     return ImportGraph(
         rooms=rooms,
         edges={k: tuple(v) for k, v in sorted(edges.items())},
         modules={r: counts[r] for r in rooms},
-        heights=heights,
+        heights={r: height(r) for r in rooms},
     )
 
 
