@@ -46,14 +46,7 @@ from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
-from endpoint.targets import (
-    AUTH_MODES,
-    AuthOptions,
-    TargetError,
-    read_stack_outputs,
-    target_from_url,
-    targets_from_outputs,
-)
+from endpoint.targets import TargetError, add_auth_options, targets_from_args
 from gemma4.options import add_project_options, say_outputs, say_read
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
@@ -177,19 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-s", "--stack", help="read URL, model and auth from this stack's outputs")
     run.add_argument("--model", help="served model name (default: the stack's output)")
     add_project_options(run, stack_file=False)
-    run.add_argument(
-        "--auth",
-        choices=list(AUTH_MODES),
-        default="auto",
-        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud "
-        "Run stacks, none otherwise",
-    )
-    run.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
-    run.add_argument(
-        "--impersonate-service-account",
-        metavar="SA",
-        help="mint the ID token by impersonating this service account",
-    )
+    add_auth_options(run)
     grid = DEFAULT_GRID
     run.add_argument(
         "--concurrency",
@@ -384,14 +365,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ----- run ---------------------------------------------------------------------------------
 
 
-def _auth_options(args: argparse.Namespace) -> AuthOptions:
-    return AuthOptions(
-        mode=args.auth,
-        api_key_env=args.api_key_env,
-        impersonate_service_account=args.impersonate_service_account,
-    )
-
-
 def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str] | None:
     """The image and checkpoint stack `stack`'s file declares (recorded with a run made with
     `-s`, checked by `bench gate`); None when the stack file cannot be read here."""
@@ -404,12 +377,12 @@ def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str]
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
+    if not args.url and not args.stack:
+        raise UsageError("pass --url URL --model NAME, or -s STACK")
     if args.stack:
         say_outputs("gemma4 bench run", args.stack, args.project_dir)
-        outputs = read_stack_outputs(
-            args.stack, None if args.project_dir is None else str(args.project_dir)
-        )
-        targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
+    targets = targets_from_args(args)
+    if args.stack:
         extra["stack"] = args.stack
         identity = stack_identity(args.stack, args.project_dir)
         if identity is not None:
@@ -417,11 +390,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
         if len(targets) > 1:
             extra["endpoints"] = [redact(t.url) for t in targets]
             extra["note"] = "several endpoints; the benchmark ran against the first"
-        t = targets[0]
-        return t.url, t.served_model_name, t.auth, extra
-    if not args.url:
-        raise UsageError("pass --url URL --model NAME, or -s STACK")
-    t = target_from_url(args.url, args.model, _auth_options(args))
+    t = targets[0]
     return t.url, t.served_model_name, t.auth, extra
 
 

@@ -19,15 +19,7 @@ from rich.text import Text
 
 from endpoint.limits import READY_DEADLINE_S
 from endpoint.redact import redact
-from endpoint.targets import (
-    AUTH_MODES,
-    AuthOptions,
-    Target,
-    TargetError,
-    read_stack_outputs,
-    target_from_url,
-    targets_from_outputs,
-)
+from endpoint.targets import Target, TargetError, add_auth_options, targets_from_args
 from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
 
@@ -76,19 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-s", "--stack", help="read the endpoint from this Pulumi stack's outputs")
     parser.add_argument("--model", help="served model name (default: the stack's output)")
     add_project_options(parser, stack_file=False)
-    parser.add_argument(
-        "--auth",
-        choices=list(AUTH_MODES),
-        default="auto",
-        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud Run "
-        "stacks, none otherwise",
-    )
-    parser.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
-    parser.add_argument(
-        "--impersonate-service-account",
-        metavar="SA",
-        help="mint the ID token by impersonating this service account",
-    )
+    add_auth_options(parser)
     parser.add_argument(
         "--deadline-seconds",
         dest="timeout_seconds",
@@ -125,22 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def auth_options(args: argparse.Namespace) -> AuthOptions:
-    """The :class:`~endpoint.targets.AuthOptions` of parsed ``--auth`` flags."""
-    return AuthOptions(
-        mode=args.auth,
-        api_key_env=args.api_key_env,
-        impersonate_service_account=args.impersonate_service_account,
-    )
-
-
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
         say_outputs("gemma4 health", args.stack, args.project_dir)
-        # --project-dir, else here (pulumi looks upward).
-        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
-        return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
-    return [target_from_url(args.url, args.model, auth_options(args))]
+    return targets_from_args(args)
 
 
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:
