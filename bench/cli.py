@@ -29,7 +29,7 @@ from bench.load.hotload import new_event_loop
 from bench.load.prompts import PromptError
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.load.window import ClientLimits
-from bench.reports.charts import render_chart
+from bench.reports.charts import render_plans
 from bench.reports.compare import compare_runs
 from bench.reports.predicted import Overlay, overlay
 from bench.results.gate import (
@@ -651,9 +651,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if args.out:
         comparison.write(args.out)
-        for item in overlays:
-            for plan in item.chart_plans():
-                render_chart(plan, Path(args.out) / "charts" / plan.filename)
+        render_plans(Path(args.out) / "charts", [p for o in overlays for p in o.chart_plans()])
         if overlays:
             md = Path(args.out) / "compare.md"
             md.write_text(
@@ -675,11 +673,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
     """One run and --predict: the prediction beside it, nothing to compare with."""
     if args.out:
-        out = Path(args.out)
-        (out / "charts").mkdir(parents=True, exist_ok=True)
-        (out / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
-        for plan in overlays[0].chart_plans():
-            render_chart(plan, out / "charts" / plan.filename)
+        render_plans(Path(args.out) / "charts", overlays[0].chart_plans())
+        (Path(args.out) / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
     if args.json:
         sys.stdout.write(json.dumps({"predicted": [o.as_dict() for o in overlays]}, indent=2))
         sys.stdout.write("\n")

@@ -1,27 +1,12 @@
 """A sweep: every cell of a grid against one endpoint, written cell by cell.
 
-For each cell (concurrency x prompt tokens x output tokens x request rate):
-
-1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
-   the model's context (``max_model_len``: given, or read from ``/v1/models``);
-2. build its prompts (:mod:`bench.load.prompts`), untimed;
-3. run the load on the hot path (:mod:`bench.load.hotload`: aiohttp directly, in this process or
-   spread over worker processes, :mod:`bench.load.workers`): that many connections opened and the
-   warm-up requests sent, untimed; closed loop, the streams started one after another over
-   a ramp that is not measured; the measured window watched by the event-loop lag monitor,
-   with ``/metrics`` read at its start and end: the server's own latency histograms over the
-   window give the client's share (:mod:`bench.load.window`) and the speculative-decoding counters
-   their acceptance;
-4. summarise (:func:`bench.results.stats.summarize`), judge (``ok``; ``failed`` when the
-   success rate is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter
-   than the cell's output length) and append the record to ``cells.jsonl``
-   (:class:`bench.results.store.RunStore`) before the next cell starts. The progress bar
-   advances per cell, never during one.
-
-Before the first cell, with the run directory locked and (on resume) checked to be the same
-experiment, :func:`preflight` sends one short request: a wrong model name, rejected credentials,
-a URL that is not the server's root or nothing listening fail the sweep there
-(:class:`PreflightError`, with the reason and what to check), before anything is written.
+Each cell is skipped (recorded ``skipped``, never a 0 % cell) when prompt + output exceed the
+model's context; else its prompts are built untimed, its load runs on the hot path
+(:mod:`bench.load.hotload`) and its record (``ok``, ``failed`` under ``min_success_rate``,
+``short`` when responses were shorter than asked) is appended to ``cells.jsonl`` before the
+next cell starts. Before the first cell, :func:`preflight` sends one short request so that a
+wrong model, rejected credentials, a URL that is not the server's root or nothing listening
+fail the sweep there (:class:`PreflightError`), before anything is written.
 """
 
 from __future__ import annotations
@@ -570,6 +555,22 @@ def _progress_bar(enabled: bool) -> Any:
     )
 
 
+_RECORDED_OPTIONS = (
+    "num_requests",
+    "min_requests",
+    "requests_per_slot",
+    "warmup",
+    "timeout_s",
+    "max_cell_seconds",
+    "distinct_prompts",
+    "seed",
+    "min_success_rate",
+    "use_tokenize",
+    "max_model_len",
+)
+"""The options stored in ``run.json``: those a resumed run must repeat (one experiment)."""
+
+
 async def run_sweep_async(
     url: str,
     model: str,
@@ -604,18 +605,8 @@ async def run_sweep_async(
         "auth": auth.description,
         "endpoint": "/v1/completions (stream, include_usage, continuous_usage_stats)",
         "options": {
-            "num_requests": options.num_requests,
-            "min_requests": options.min_requests,
-            "requests_per_slot": options.requests_per_slot,
-            "warmup": options.warmup,
-            "timeout_s": options.timeout_s,
-            "max_cell_seconds": options.max_cell_seconds,
-            "distinct_prompts": options.distinct_prompts,
-            "seed": options.seed,
+            **{name: getattr(options, name) for name in _RECORDED_OPTIONS},
             "goodput_slo": options.goodput_slo.as_dict() if options.goodput_slo else None,
-            "min_success_rate": options.min_success_rate,
-            "use_tokenize": options.use_tokenize,
-            "max_model_len": options.max_model_len,
         },
         "client": {
             "hot_path": "aiohttp" + (" + uvloop" if _uvloop_running() else ""),

@@ -266,25 +266,27 @@ def heatmap_labels(plan: ChartPlan, cmap: Any, norm: Any) -> list[HeatmapLabel]:
     return labels
 
 
+def render_plans(out: Path, plans: Sequence[Any], latency: Sequence[Any] = ()) -> list[Path]:
+    """Draw chart plans and latency plans (:mod:`bench.reports.latency_charts`) into ``out``
+    (made if missing); returns the files written."""
+    from bench.reports.latency_charts import render_latency
+
+    out.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        render_chart(plan, out / plan.filename)
+    for lplan in latency:
+        render_latency(lplan, out / lplan.filename)
+    return [out / plan.filename for plan in (*plans, *latency)]
+
+
 def write_charts(run: RunData) -> list[Path]:
     """Render every chart of ``run`` into ``<run>/charts/``, latency against throughput
-    included (:mod:`bench.reports.latency_charts`); returns the files written."""
-    from bench.reports.latency_charts import latency_plans, render_latency, slo_ttft_ms
+    included; returns the files written."""
+    from bench.reports.latency_charts import latency_plans, slo_ttft_ms
 
     label = str(run.run.get("label") or "")
     plans = plan_charts(run.cells, label=label)
     latency = latency_plans([(label, run.cells)], slo_ms=slo_ttft_ms(run.run))
     if not plans and not latency:
         return []
-    out = run.path / CHARTS_DIR
-    out.mkdir(exist_ok=True)
-    written = []
-    for plan in plans:
-        path = out / plan.filename
-        render_chart(plan, path)
-        written.append(path)
-    for lplan in latency:
-        path = out / lplan.filename
-        render_latency(lplan, path)
-        written.append(path)
-    return written
+    return render_plans(run.path / CHARTS_DIR, plans, latency)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.reports.charts import ChartPlan, Series, render_chart
-from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
+from bench.reports.charts import ChartPlan, Series, render_plans
+from bench.reports.latency_charts import LatencyPlan, latency_plans, slo_ttft_ms
 from bench.reports.tables import CLIENT_LIMITED_MARK
 from bench.results.store import CellKey, RunData
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
@@ -257,19 +257,11 @@ class Comparison:
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write ``compare.md``, ``compare.json`` and the charts into ``out_dir``."""
         out = Path(out_dir)
-        (out / "charts").mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         written = [out / "compare.md", out / "compare.json"]
         written[0].write_text(self.markdown() + "\n", encoding="utf-8")
         written[1].write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
-        for plan in self.chart_plans():
-            path = out / "charts" / plan.filename
-            render_chart(plan, path)
-            written.append(path)
-        for lplan in self.latency_plans():
-            path = out / "charts" / lplan.filename
-            render_latency(lplan, path)
-            written.append(path)
-        return written
+        return written + render_plans(out / "charts", self.chart_plans(), self.latency_plans())
 
     def latency_plans(self) -> list[LatencyPlan]:
         """Latency against throughput, one curve per run (per prompt length when the runs
