@@ -1,21 +1,12 @@
 """The one catalogue of credential shapes: each as its issuer issues it.
 
-:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
-(the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
-so the two cannot drift. Each shape states its whole-token pattern (a PEM block to its END
-line), so masking a match removes the secret, not its first characters, and its prefix form
-(the format's start and a few characters), which redaction also masks, so a token cut short
-by some other bound still goes. A shape may add a test of a match (`whole_check`,
-`prefix_check`): a JWT's header must be JSON with `alg`; the prefix forms of `hf_` and `sk-`
-must read as a token's random part, not as an identifier (`hf_transfer`).
-
-Values are judged as written: a value is decoded only where its destination decodes it (a
-Kubernetes Secret's `data` is base64: `policies/no_plaintext_secrets.py`). A credential of no
-issuer's shape, such as a key made with `openssl rand -hex 32`, is found by where it goes
-(`policies/_sinks.py`): under a credential's name, in an `Authorization` header, in
-`VLLM_API_KEY`; :func:`high_entropy` says whether such a value reads as generated.
-
-Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
+:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact`) and detection (the
+`no-plaintext-secrets` policy, :func:`find_secret`), so the two cannot drift. Each shape has its
+whole-token pattern (masking removes the secret, not its first characters) and its prefix form
+(a token cut short still goes), with optional checks (a JWT's header must be JSON with `alg`;
+``hf_``/``sk-`` prefixes must read as random, not as `hf_transfer`). A credential of no issuer's
+shape is found by where it goes (`policies/_sinks.py`); :func:`high_entropy` says whether such a
+value reads as generated. Pure, bounded work (inputs cut to :data:`MAX_SCAN_CHARS`).
 """
 
 from __future__ import annotations

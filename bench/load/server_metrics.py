@@ -1,22 +1,11 @@
 """The server's own latency histograms, as deltas over a cell, and the client's share.
 
-vLLM exports per-request latency histograms in ``/metrics`` (``vllm/v1/metrics/loggers.py``):
-
-- ``vllm:time_to_first_token_seconds``: from the request's arrival in the API server to its
-  first token;
-- ``vllm:inter_token_latency_seconds``: the interval between engine outputs of a request (one
-  observation per decode step; with speculative decoding a step can bring several tokens);
-- ``vllm:e2e_request_latency_seconds``: arrival to finish.
-
-Each is cumulative (``_sum``, ``_count``, ``_bucket{le=...}``), labelled ``model_name`` and
-``engine``. Two scrapes, one just before a cell's measured window and one after it, give the
-histogram of exactly the requests that finished in between: ``after - before`` for every
-series, summed over engines. The mean is exact (``sum / count``); quantiles from buckets are
-only as fine as vLLM's buckets (0.1 then 0.25 s for TTFT) and are not used for shares.
-
-The client's share of a latency is ``(client mean - server mean) / client mean``: what the
-client (and the network between it and the server) adds to what the server itself measured.
-Parsing is prometheus-client's own text parser.
+vLLM's ``vllm:time_to_first_token_seconds`` (arrival to first token),
+``vllm:inter_token_latency_seconds`` (one observation per decode step) and
+``vllm:e2e_request_latency_seconds`` are cumulative; two scrapes around a cell's measured
+window give exactly the requests that finished in between (``after - before``, summed over
+engines). Means are exact; bucket quantiles are too coarse (0.1 then 0.25 s) for shares. The
+client's share of a latency is ``(client mean - server mean) / client mean``.
 """
 
 from __future__ import annotations

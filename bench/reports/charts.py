@@ -1,17 +1,8 @@
-"""PNG charts of a run, drawn only from cells that were measured.
-
-For each output length and request rate of a run:
-
-- heatmaps (rows concurrency, columns prompt tokens) of request throughput, p95 time to first
-  token and p95 end-to-end latency; a row or column appears only when at least one of its cells
-  was measured, a cell skipped or never run is left blank (skipped ones say "skipped");
-- line charts against concurrency of request throughput, output throughput and p95 end-to-end
-  latency, one line per prompt length that has measured cells, with a point only where a cell
-  was measured (no line is drawn through a context that was never measured).
-
-:func:`plan_charts` decides what is drawn (pure data, what the tests inspect);
-:func:`render_chart` draws one plan with matplotlib's Agg backend and returns what it plotted,
-read back from the axes.
+"""PNG charts of a run, drawn only from cells that were measured: per output length and request
+rate, heatmaps (concurrency x prompt tokens; skipped cells say so, cells never run are blank)
+and line charts against concurrency, one line per prompt length, with points only where a cell
+was measured (no line through a context never measured). :func:`plan_charts` decides what is
+drawn (pure data, what the tests inspect); :func:`render_chart` draws it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Runs side by side: MTP on vs off, L4 vs RTX PRO 6000 vs TPU.
-
-The first run is the baseline. Cells are matched by key (concurrency, prompt tokens, output
-tokens, request rate); for each metric a table shows every run's value and its change against
-the baseline in percent. A cell one run measured and another skipped or never ran shows
-"skipped" or is left empty, and has no delta.
-
-Cost per million requests = hourly price / (3600 x request_throughput) x 1e6, with the price
-from the hardware catalog (:data:`serving.catalog.hardware.HARDWARE`) for the ``hardware`` recorded
-in
-the run's ``run.json`` (``--hardware`` at run time, or the stack's), or a price given
-explicitly. It is a list-price estimate for one instance kept busy at that cell's load.
+"""Runs side by side (MTP on vs off, L4 vs TPU), the first the baseline: cells matched by key,
+each metric's value per run and its change against the baseline; a cell skipped or never run
+has no delta. Cost per million requests uses the price given, the one the run recorded, or the
+hardware catalog's list price for one instance kept busy at that cell's load.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Percentiles and per-cell summaries, named as ``vllm bench serve`` names its results.
 
-Percentiles use linear interpolation between closest ranks: for sorted values ``x[0..n-1]`` and
-``p`` in [0, 100], ``h = (n - 1) * p / 100`` and the result is
-``x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])``. That is Hyndman and Fan's
-type 7, numpy's default ``method="linear"`` and ``statistics.quantiles(method="inclusive")``.
-The p95 of 20 values is therefore ``x[18] + 0.05 * (x[19] - x[18])``, never ``x[19]`` (the
-off-by-one of the reference recipes).
+Percentiles interpolate linearly between closest ranks (Hyndman and Fan's type 7, numpy's
+default): the p95 of 20 values is ``x[18] + 0.05 * (x[19] - x[18])``, never ``x[19]``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """The run directory: what a sweep writes, cell by cell, and how it is read back.
 
-Layout of ``OUT/``:
-
-- ``run.json``: the run's metadata (``schema_version``, tool, creation time, URL, model,
-  hardware, label, the grid, the options, how prompts were sized); rewritten when the run ends.
-- ``cells.jsonl``: one JSON object per finished cell, appended, flushed and fsynced as the cell
-  ends, so an interrupted sweep keeps every finished cell and ``--resume`` runs only the rest.
-  A last line cut short by a crash is ignored when read back, and removed (so the cell is run
-  again, never merged with the next record) when the run is resumed; a damaged line before the
-  last one, or a record without its key fields, makes the run unreadable (:class:`StoreError`
-  naming the line).
-- ``.lock``: held (``fcntl.flock``, exclusive) by the one process writing the run; a second
-  writer is refused. The kernel releases the lock when that process ends, however it ends, so
-  a lock file left behind by a killed run is not stale: it is reused by the next writer.
-- ``results.csv``, ``report.md``: see :mod:`bench.reports.tables`; ``charts/*.png``: see
-  :mod:`bench.reports.charts`.
-
-A cell record (:data:`CellRecord`) carries the cell's key (``request_rate`` None for closed
-loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success rate under the run's
-``min_success_rate``; ``"short"``: responses shorter than the cell's output length;
-``"skipped"`` with a ``skip_reason``), ``problems`` (why a cell is not ``ok``) and the figures
-of :func:`bench.results.stats.summarize` and :func:`bench.load.window.window_figures`.
+- ``run.json``: the run's metadata; rewritten when the run ends.
+- ``cells.jsonl``: one record per finished cell, appended and fsynced as the cell ends, so an
+  interrupted sweep keeps every finished cell and ``--resume`` runs only the rest. A torn last
+  line is ignored when read and removed on resume (its cell runs again); a damaged line before
+  it, or a record out of shape, is a :class:`StoreError` naming the line.
+- ``.lock``: ``flock``-ed by the one writer; the kernel releases it however that process ends,
+  so a lock file left behind is never stale.
+- ``preflight.json``: why a run stopped before its first cell.
 """
 
 from __future__ import annotations
