@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.results.store import CellKey, RunData
+from bench.results.store import CellKey, RunData, slice_name, slices
 
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
 
@@ -62,10 +62,6 @@ class ChartPlan:
     """Heatmap cell notes ("skipped" or "")."""
 
 
-def _slice_name(output_tokens: int, rate: float | None) -> str:
-    return f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, int | float) and math.isfinite(value):
         return float(value)
@@ -75,11 +71,7 @@ def _number(value: Any) -> float | None:
 def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[ChartPlan]:
     """The charts for a run's cells (see the module docstring)."""
     plans: list[ChartPlan] = []
-    slices = sorted(
-        {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells},
-        key=lambda s: (s[0], -1.0 if s[1] is None else s[1]),
-    )
-    for output_tokens, rate in slices:
+    for output_tokens, rate in slices(cells):
         mine = {
             CellKey.of(c): c
             for c in cells
@@ -88,7 +80,7 @@ def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[Cha
         measured = {k: c for k, c in mine.items() if c.get("status") == "ok"}
         if not measured:
             continue
-        name = _slice_name(output_tokens, rate)
+        name = slice_name(output_tokens, rate)
         load = "closed loop" if rate is None else f"{rate:g} req/s"
         context = f"{output_tokens} output tokens, {load}" + (f", {label}" if label else "")
         rows = tuple(sorted({k.concurrency for k in measured}))

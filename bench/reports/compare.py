@@ -16,11 +16,11 @@ from typing import Any
 from bench.reports.charts import ChartPlan, Series, render_plans
 from bench.reports.latency_charts import LatencyPlan, latency_plans, slo_ttft_ms
 from bench.reports.tables import CLIENT_LIMITED_MARK
-from bench.results.store import CellKey, RunData
+from bench.results.store import CellKey, RunData, slice_name
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
 from serving.sizing import memory
 
-__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price", "priced"]
+__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "priced"]
 
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("request_throughput", "Request throughput (requests/s)", "{:.2f}", True),
@@ -77,11 +77,6 @@ def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[flo
             return None, LOWER_BOUND
         return price.usd_per_hour, price.status
     return None, "unknown"
-
-
-def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
-    """The run's hourly price (:func:`priced`): None where only a lower bound is known."""
-    return priced(run, prices)[0]
 
 
 @dataclass
@@ -233,7 +228,7 @@ class Comparison:
                         series.append(Series.of(run.label, points))
                 if not series:
                     continue
-                name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")
+                name = f"p{prompt}-{slice_name(output, rate)}"
                 plans.append(
                     ChartPlan(
                         filename=f"compare-{metric}-{name}.png",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.results.store import CellKey
+from bench.results.store import CellKey, slice_name, slices
 
 __all__ = [
     "LATENCY_METRICS",
@@ -94,18 +94,10 @@ def latency_plans(
 ) -> list[LatencyPlan]:
     """Charts for ``groups`` (label, cells): a run's cells (``by_prompt``: one curve per prompt
     length) or several runs (one curve per run and prompt length)."""
-    slices = sorted(
-        {
-            (CellKey.of(c).output_tokens, CellKey.of(c).request_rate)
-            for _, cells in groups
-            for c in cells
-        },
-        key=lambda s: (s[0], -1.0 if s[1] is None else s[1]),
-    )
     prompts = sorted({int(c["prompt_tokens"]) for _, cells in groups for c in cells})
     plans = []
-    for output_tokens, rate in slices:
-        name = f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
+    for output_tokens, rate in slices(c for _, cells in groups for c in cells):
+        name = slice_name(output_tokens, rate)
         load = "closed loop" if rate is None else f"{rate:g} req/s"
         for metric, title, applies in LATENCY_METRICS:
             series = []

@@ -14,6 +14,7 @@ from bench.results.store import (
     CellKey,
     RunData,
     cell_order,
+    slices,
     write_atomic,
 )
 from endpoint.redact import redact
@@ -191,11 +192,6 @@ def _num(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "?"
 
 
-def _slices(cells: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
-    keys = {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells}
-    return sorted(keys, key=lambda k: (k[0], -1.0 if k[1] is None else k[1]))
-
-
 def matrix_markdown(
     cells: Sequence[dict[str, Any]], metric: str, fmt: str, output_tokens: int, rate: float | None
 ) -> str:
@@ -260,7 +256,7 @@ def render_report(data: RunData) -> str:
             "",
         ]
     skipped = [c for c in data.cells if c.get("status") == "skipped"]
-    for output_tokens, rate in _slices(data.cells):
+    for output_tokens, rate in slices(data.cells):
         load = "closed loop" if rate is None else f"open loop, {rate:g} requests/s (Poisson)"
         lines += [f"## {output_tokens} output tokens, {load}", ""]
         for metric, title, fmt in _MATRICES:

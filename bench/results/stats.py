@@ -25,8 +25,6 @@ __all__ = [
 PERCENTILES = (90, 95, 99)
 """The percentiles every latency metric reports (plus mean, median and std)."""
 
-_METRICS = ("ttft", "tpot", "itl", "e2el")
-
 
 def percentile(values: Sequence[float], p: float) -> float:
     """The ``p``-th percentile (0-100) by linear interpolation between closest ranks (type 7).

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -57,6 +58,18 @@ STATS = ("mean", "median", "std", "p90", "p95", "p99")
 def cell_order(record: dict[str, Any]) -> tuple[int, int, int, float]:
     """Sort key of a cell record (see :meth:`CellKey.order`)."""
     return CellKey.of(record).order()
+
+
+def slices(cells: Iterable[dict[str, Any]]) -> list[tuple[int, float | None]]:
+    """The (output tokens, request rate) pairs of ``cells``, closed loop first: a report's
+    sections and a chart's files, one per pair."""
+    keys = {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells}
+    return sorted(keys, key=lambda k: (k[0], -1.0 if k[1] is None else k[1]))
+
+
+def slice_name(output_tokens: int, rate: float | None) -> str:
+    """``o128`` (closed loop) or ``o128-r5``: a slice in a chart's file name."""
+    return f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
 
 
 class StoreError(Exception):
