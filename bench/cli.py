@@ -48,6 +48,7 @@ from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError, add_auth_options, targets_from_args
 from gemma4.options import add_project_options, say_outputs, say_read
+from healthchecks.cli import SMALLEST, number_type
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
@@ -100,31 +101,8 @@ def _int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-SMALLEST = 0.001
-"""The smallest positive value an option bounded open at zero takes (a millisecond, a request
-per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
-
-
-def _number(high: float, *, zero_ok: bool = False) -> Callable[[str], float]:
-    """A finite number from :data:`SMALLEST` (0 with ``zero_ok``) to ``high``."""
-    low = 0.0 if zero_ok else SMALLEST
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(
-                f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"
-            )
-        return value
-
-    return parse
-
-
 def _rates(text: str) -> tuple[float, ...]:
-    one = _number(1e6)
+    one = number_type(1e6)
     try:
         values = tuple(one(v) for v in text.split(",") if v.strip())
     except argparse.ArgumentTypeError:
@@ -137,7 +115,7 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
-_SECONDS = _number(7 * 24 * 3600.0)
+_SECONDS = number_type(7 * 24 * 3600.0)
 
 
 class _Renamed(argparse.Action):
@@ -247,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--min-success-rate",
-        type=_number(1.0, zero_ok=True),
+        type=number_type(1.0, zero_ok=True),
         metavar="F",
         help="a cell under this success rate fails the run (0..1; default 1: any failed "
         "request fails its cell)",
@@ -260,13 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--label", help="name of this run in reports and comparisons")
     run.add_argument(
         "--goodput-ttft-ms",
-        type=_number(1e9),
+        type=number_type(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
     run.add_argument(
         "--goodput-e2el-ms",
-        type=_number(1e9),
+        type=number_type(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
@@ -286,14 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--ramp-seconds",
-        type=_number(600.0, zero_ok=True),
+        type=number_type(600.0, zero_ok=True),
         metavar="S",
         help="closed loop: spread of the streams' starts, not measured (default: one "
         "request's duration, from the warm-up)",
     )
     run.add_argument(
         "--client-share-limit",
-        type=_number(1.0, zero_ok=True),
+        type=number_type(1.0, zero_ok=True),
         metavar="F",
         help="mark a cell client-limited when the client's share of mean TTFT or ITL "
         f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g}) and "
@@ -301,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--client-gap-limit-ms",
-        type=_number(1e6, zero_ok=True),
+        type=number_type(1e6, zero_ok=True),
         metavar="MS",
         help="the client's mean TTFT or ITL must also exceed the server's by more than this "
         "to mark a cell client-limited "
@@ -309,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-loop-lag-ms",
-        type=_number(1e6),
+        type=number_type(1e6),
         metavar="MS",
         help="mark a cell client-limited when the event loop's p99 lag exceeds this "
         f"(default {_DEFAULT_OPTIONS.client_limits.max_loop_lag_ms:g})",

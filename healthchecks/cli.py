@@ -9,7 +9,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -32,29 +32,35 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-SMALLEST_SECONDS = 0.001
-"""A millisecond: a positive deadline below it is no setting anyone means."""
+SMALLEST = 0.001
+"""The smallest positive value an option bounded open at zero takes (a millisecond, a request
+per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above zero, at most :data:`MAX_DEADLINE_S`."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < SMALLEST_SECONDS or value > MAX_DEADLINE_S:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds at least {SMALLEST_SECONDS:g} and at most "
-            f"{MAX_DEADLINE_S:g}, got {text!r}"
-        )
-    return value
+def number_type(high: float, *, zero_ok: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number from :data:`SMALLEST` (0 with ``zero_ok``) to ``high``."""
+    low = 0.0 if zero_ok else SMALLEST
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+positive_seconds = number_type(MAX_DEADLINE_S)
 
 
 def non_negative_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds, zero allowed."""
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return positive_seconds(text)
+    """Seconds, zero allowed (no grace), else as :data:`positive_seconds`."""
+    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
