@@ -97,6 +97,15 @@ E2E_BUCKETS = (
     40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
 MODEL = "google/gemma-4-12B-it"
+_CHOICE = {
+    "index": 0,
+    "text": "tok ",
+    "logprobs": None,
+    "stop_reason": None,
+    "prompt_token_ids": None,
+    "token_ids": None,
+}
+"""A token's choice as vLLM streams it (the chunks weigh what vLLM's do)."""
 
 
 def _chunked(payload: bytes) -> bytes:
@@ -146,45 +155,24 @@ class PacedServer:
         cached = self._chunks.get(key)
         if cached is not None:
             return cached
-        out = []
-        for i in range(n):
-            event = {
-                "id": "cmpl-paced",
-                "object": "text_completion",
-                "created": 0,
-                "model": self.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "text": "tok ",
-                        "logprobs": None,
-                        "finish_reason": "length" if i == n - 1 else None,
-                        "stop_reason": None,
-                        "prompt_token_ids": None,
-                        "token_ids": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "total_tokens": prompt_tokens + i + 1,
-                    "completion_tokens": i + 1,
-                },
-            }
-            out.append(_chunked(b"data: " + orjson.dumps(event) + b"\n\n"))
-        usage = {
-            "id": "cmpl-paced",
-            "object": "text_completion",
-            "created": 0,
-            "model": self.model,
-            "choices": [],
-            "usage": {
+
+        def event(choices: list[dict[str, Any]], completion_tokens: int) -> bytes:
+            usage = {
                 "prompt_tokens": prompt_tokens,
-                "total_tokens": prompt_tokens + n,
-                "completion_tokens": n,
-            },
-            "system_fingerprint": "vllm-0.27.1-paced",
-        }
-        tail = _chunked(b"data: " + orjson.dumps(usage) + b"\n\n")
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+            }
+            body = {"id": "cmpl-paced", "object": "text_completion", "created": 0}
+            body |= {"model": self.model, "choices": choices, "usage": usage}
+            if not choices:
+                body["system_fingerprint"] = "vllm-0.27.1-paced"
+            return _chunked(b"data: " + orjson.dumps(body) + b"\n\n")
+
+        out = [
+            event([{**_CHOICE, "finish_reason": "length" if i == n - 1 else None}], i + 1)
+            for i in range(n)
+        ]
+        tail = event([], n)
         tail += _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         out.append(tail)
         self._chunks[key] = out
