@@ -527,15 +527,10 @@ def run_load_in_workers(
     stop: threading.Event | None = None,
     started: Workers | None = None,
 ) -> WindowLoad:
-    """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
-
-    Blocking (call it from a thread when inside an event loop). Each process imports, opens
-    its connections and sends its warm-up requests first; when every one is warm they get one
-    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
-    measured and their staggered starts interleave. Setting ``stop`` (the caller was
-    cancelled) ends the wait at once and terminates the workers. ``started``: workers
-    already started with :func:`start_workers` (on the main thread), which this then owns.
-    """
+    """Run ``plan`` in ``workers`` processes (or ``started`` ones, which this then owns); the
+    merged load. Blocking. Every process warms up first, then all get one start time and the
+    largest ramp, so neither start-up nor warm-up is measured. Setting ``stop`` ends the wait and
+    terminates the workers."""
     shares = split_plan(plan, workers)
     procs: Workers = started if started is not None else []
     try:

@@ -250,27 +250,18 @@ async def preflight(
         await asyncio.sleep(wait)
     if result.ok:
         return result
-    url = redact(str(client.base_url))
     error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
-    try:
-        await _raise_preflight(client, model, result, url, error, auth.description)
-    except PreflightError as exc:
-        exc.status, exc.body = result.status, error
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    why = await _preflight_problem(client, model, result, error, auth.description)
+    raise PreflightError(why, status=result.status, body=error)
 
 
-async def _raise_preflight(
-    client: httpx.AsyncClient,
-    model: str,
-    result: RequestResult,
-    url: str,
-    error: str,
-    auth_description: str,
-) -> None:
+async def _preflight_problem(
+    client: httpx.AsyncClient, model: str, result: RequestResult, error: str, auth: str
+) -> str:
+    url = redact(str(client.base_url))
     if result.status in (401, 403):
-        raise PreflightError(
-            f"{url} rejected the credentials (HTTP {result.status}) sent as {auth_description}; "
+        return (
+            f"{url} rejected the credentials (HTTP {result.status}) sent as {auth}; "
             f"check the key or the caller's roles/run.invoker: {error}"
         )
     if result.status == 404:
@@ -279,24 +270,20 @@ async def _raise_preflight(
         except _READ_ERRORS:
             ids = []
         if ids and model not in ids:
-            raise PreflightError(
+            return (
                 f"model {redact(model, limit=120)!r} is not served at {url}; it serves "
                 f"{_ids_text(ids)} (pass --model with one of them): {error}"
             )
-        raise PreflightError(
+        return (
             f"{url} answered HTTP 404 to /v1/completions: is the URL the server's root (no /v1, "
             f"no path)? {error}"
         )
     if result.error_kind == "auth":
-        raise PreflightError(f"no credentials ({auth_description}): {error}")
+        return f"no credentials ({auth}): {error}"
     if result.error_kind in ("connection", "timeout") and result.status is None:
-        hint = await _connection_hint(client)
-        raise PreflightError(f"cannot reach {url}: {hint or error}")
-    raise PreflightError(
-        f"the first request to {url} failed ({result.error_kind}"
-        + (f", HTTP {result.status}" if result.status else "")
-        + f"): {error}"
-    )
+        return f"cannot reach {url}: {await _connection_hint(client) or error}"
+    status = f", HTTP {result.status}" if result.status else ""
+    return f"the first request to {url} failed ({result.error_kind}{status}): {error}"
 
 
 async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: bool) -> None:
@@ -370,14 +357,11 @@ def _spec_decode(
 
     def counters(snapshot: MetricsSnapshot) -> dict[str, Any] | None:
         c = snapshot.spec_decode
-        if c is None:
-            return None
-        return {
-            "num_drafts": c.num_drafts,
-            "num_draft_tokens": c.num_draft_tokens,
-            "num_accepted_tokens": c.num_accepted_tokens,
-            "accepted_per_position": list(c.accepted_per_position),
-        }
+        return (
+            None
+            if c is None
+            else {**asdict(c), "accepted_per_position": list(c.accepted_per_position)}
+        )
 
     raw = {"before": counters(before), "after": counters(after)}
     return spec_decode_acceptance(before, after), raw
@@ -582,16 +566,10 @@ async def run_sweep_async(
     resume: bool = False,
     on_cell: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunData:
-    """Run ``grid`` against ``url`` into ``out_dir``; returns the run (every finished cell).
-
-    ``resume`` continues a run already in ``out_dir`` with the same URL, model, grid and
-    options (else :class:`~bench.results.store.StoreError`): finished cells are kept and not run
-    again, a torn last record is run again. The directory is locked for the whole sweep (a
-    second writer gets :class:`~bench.results.store.StoreError`). A failed preflight raises
-    :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is
-    called with each record right after it is written (an exception from it stops the sweep;
-    finished cells stay written).
-    """
+    """Run ``grid`` against ``url`` into ``out_dir`` (locked for the whole sweep); returns the
+    run. ``resume`` continues the same experiment there, running only the cells not finished; a
+    failed preflight raises :class:`PreflightError` having written only ``preflight.json``.
+    ``on_cell`` gets each record once written (an exception from it stops the sweep)."""
     auth = auth or NoAuth()
     options = options or SweepOptions()
     meta: dict[str, Any] = {

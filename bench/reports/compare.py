@@ -46,14 +46,10 @@ MAX_RECORDED_USD_PER_HOUR = 10_000.0
 
 
 def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[float | None, str]:
-    """The run's hourly price and what it is: ``prices[label]`` or ``prices[hardware]``
-    ("given"), else the price the run recorded for its instance (``usd_per_hour``: the
-    post-deploy benchmark writes its stack's `Settings.price`, e.g. a GKE node's, a flex-start
-    TPU's, with ``usd_per_hour_status``; "recorded" when a run says no status), else the
-    catalog's ("confirmed" or "estimate"). An estimate (a rate not confirmed on Google's page,
-    counted at a named source's quote) costs a run, said so; a price that is only a lower bound
-    (a rate with no figure anywhere, counted 0) does not: (None, "lower_bound"), pass
-    ``--price``."""
+    """The run's hourly price and what it is: given (by label or hardware), recorded by the run
+    (the post-deploy benchmark records its stack's price), or the catalog's ("confirmed" or
+    "estimate"). A price that is only a lower bound (a rate counted 0) is
+    ``(None, "lower_bound")``: pass ``--price``."""
     prices = prices or {}
     hardware = run.run.get("hardware")
     for key in (run.label, hardware):

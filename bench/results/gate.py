@@ -160,13 +160,8 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
 
 
 def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
-    """The project keys of ``Pulumi.<stack>.yaml`` in the project directory ``cwd`` (default:
-    the Pulumi project found from the current directory upward), without the project prefix.
-
-    Raises ValueError (:class:`serving.config.project.ProjectError`) when there is no such stack
-    file
-    or it is not a Pulumi stack file.
-    """
+    """The ``gemma4-vllm:`` keys of ``Pulumi.<stack>.yaml`` in ``cwd`` (default: the project found
+    upward), unprefixed; ValueError when there is no such stack file or it is not one."""
     from serving.config.project import stack_file
     from serving.config.stack_config import stack_name_problem
     from serving.config.stack_file import config_block

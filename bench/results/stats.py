@@ -93,17 +93,9 @@ def summarize(
     *,
     goodput_slo: GoodputSlo | None = None,
 ) -> Summary:
-    """Figures for one cell from its requests and its duration (first send to last answer).
-
-    Keys (``vllm bench serve`` names where they exist): ``completed``, ``failed``,
-    ``success_rate``, ``errors`` (count per error kind), ``duration``, ``total_input_tokens``,
-    ``total_output_tokens``, ``request_throughput``, ``output_throughput``,
-    ``total_token_throughput``, ``request_goodput``, ``goodput_slo``, and for each of ``ttft``,
-    ``tpot``, ``itl``, ``e2el``: ``mean_``, ``median_``, ``std_``, ``p90_``, ``p95_``, ``p99_``
-    ``<metric>_ms``. Latencies are over successful requests only; ITL is per output token (a
-    chunk's gap divided by the tokens it carried). Token counts come from the usage the server
-    reported, never from counting chunks.
-    """
+    """Figures for one cell from its requests and its duration (first send to last answer), named
+    as ``vllm bench serve`` names them (docs/benchmark.md lists them). Latencies are over
+    successful requests; token counts come from the server's usage, never from counting chunks."""
     results = list(results)
     ok = [r for r in results if r.ok]
     errors = dict.fromkeys(ERROR_KINDS, 0)

@@ -477,14 +477,10 @@ class RunStore:
     def open(
         cls, path: str | Path, run: dict[str, Any], *, resume: bool, write: bool = True
     ) -> RunStore:
-        """Start a run in ``path``, or continue the one there with ``resume``; takes the lock.
-
-        A fresh run refuses a directory that already holds one. A resumed run must be the same
-        experiment: every :data:`IDENTITY_KEYS` field given in ``run`` must equal the stored one
-        (else :class:`StoreError` listing the differences); a torn last record is removed so
-        that its cell runs again. ``write=False`` defers writing run.json to
-        :meth:`write_run` (after a preflight, so a failed start leaves no run behind).
-        """
+        """Start a run in ``path``, or continue the one there with ``resume`` (the same experiment:
+        every :data:`IDENTITY_KEYS` field given must equal the stored one; a torn last record is
+        removed); takes the lock. ``write=False`` defers run.json to :meth:`write_run` (after a
+        preflight, so a failed start leaves no run behind)."""
         root = Path(path)
         fd = cls._lock(root)
         try:
