@@ -562,25 +562,16 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
         err.print(f"[dim]kept in {out}/{PREFLIGHT_FILE}[/dim]")
         return EXIT_FAILED
-    except OSError as exc:
-        if exc.filename is not None:
+    except (OSError, httpx.HTTPError, LimitExceeded) as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
             # The run folder (or a file in it) cannot be written: a read-only folder, a full
             # disk. Said as such, with what was kept, never as a server problem.
-            err.print(
-                f"[red]error:[/red] cannot write {escape(str(exc.filename))}: "
-                f"{escape(exc.strerror or str(exc))}; {_kept(args.out)}"
-            )
-            return EXIT_FAILED
-        err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
-        )
-        return EXIT_FAILED
-    except (httpx.HTTPError, LimitExceeded) as exc:
-        # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
-        # fail during a cell are recorded, not raised.
-        err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
-        )
+            what = f"cannot write {exc.filename}: {exc.strerror or exc}"
+        else:
+            # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests
+            # that fail during a cell are recorded, not raised.
+            what = redact(f"{type(exc).__name__}: {exc}")
+        err.print(f"[red]error:[/red] {escape(what)}; {_kept(args.out)}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         err.print(f"[red]interrupted[/red]: {_kept(args.out)}")

@@ -160,26 +160,18 @@ async def run_health_checks(
             )
         else:
             # Every check honours a 429's (or 503's) Retry-After within the deadline.
-            results.append(
-                await _honouring_retry_after(
-                    "models", deadline, lambda: check_models(client, served_model_name), progress
-                )
-            )
-            results.append(
-                await _honouring_retry_after(
+            checks: tuple[tuple[str, Callable[[], Awaitable[CheckResult]]], ...] = (
+                ("models", lambda: check_models(client, served_model_name)),
+                (
                     "chat",
-                    deadline,
                     lambda: check_chat(
                         client, served_model_name, prompt=prompt, max_tokens=max_tokens
                     ),
-                    progress,
-                )
+                ),
+                ("metrics", lambda: check_metrics(client)),
             )
-            results.append(
-                await _honouring_retry_after(
-                    "metrics", deadline, lambda: check_metrics(client), progress
-                )
-            )
+            for name, make in checks:
+                results.append(await _honouring_retry_after(name, deadline, make, progress))
     description = auth.description if auth is not None else "none"
     return HealthReport(
         redact(url), redact(served_model_name, limit=300), description, tuple(results)

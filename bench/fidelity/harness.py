@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 __all__ = [
     "CellResult",
     "Pacing",
@@ -125,24 +123,12 @@ def _server_log(url: str) -> list[float]:
 # ----- the two clients (each in its own process) -------------------------------------------
 
 
-def _body(output_tokens: int) -> bytes:
-    return orjson.dumps(
-        {
-            "model": MODEL,
-            "prompt": PROMPT,
-            "max_tokens": output_tokens,
-            "temperature": 0.0,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            "ignore_eos": True,
-        }
-    )
-
-
 async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
     import aiohttp
 
-    body = _body(output_tokens)
+    from bench.load.hotpath import RequestSpec
+
+    body = RequestSpec(MODEL, PROMPT, output_tokens).encoded_body
     headers = {"Content-Type": "application/json"}
     ttfts: list[float] = []
     itls: list[float] = []

@@ -36,7 +36,6 @@ __all__ = [
     "HotResult",
     "InFlight",
     "RequestSpec",
-    "auth_headers",
     "make_session",
     "send_one",
     "stream_completion",
@@ -249,22 +248,13 @@ def completions_url(base_url: str, path: str = COMPLETIONS_PATH) -> str:
     return base_url.rstrip("/") + path
 
 
-async def auth_headers(auth: AuthStrategy) -> dict[str, str]:
-    """The credentials' headers (raises :class:`~endpoint.auth.AuthError`)."""
-    headers = auth.cached_headers()
-    if headers is None:
-        # A token fetch blocks on the network: keep it off the event loop.
-        headers = await asyncio.to_thread(auth.headers)
-    return dict(headers)
-
-
 async def send_one(
     base_url: str, spec: RequestSpec, auth: AuthStrategy, *, timeout_s: float
 ) -> HotResult:
     """One streamed completion in a session of its own (the preflight, the probe); never
     raises for a failed request."""
     try:
-        headers = await auth_headers(auth)
+        headers = await auth.headers_async()
     except AuthError as exc:
         message = redact(f"AuthError: {exc}", limit=MAX_ECHO_CHARS)
         return _result(StreamParser(time.perf_counter()), time.monotonic(), None, "auth", message)

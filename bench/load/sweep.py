@@ -33,7 +33,7 @@ from bench.load.hotload import (
     split_plan,
     start_workers,
 )
-from bench.load.hotpath import HotResult, RequestSpec, auth_headers, completions_url, send_one
+from bench.load.hotpath import HotResult, RequestSpec, completions_url, send_one
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
 from bench.load.window import ClientLimits, window_figures
@@ -388,7 +388,7 @@ async def run_cell(
     )
     load: WindowLoad
     try:
-        headers = await auth_headers(auth)
+        headers = await auth.headers_async()
     except AuthError as exc:
         load = _auth_failed(n, exc)
     else:
