@@ -87,31 +87,30 @@ def _b64url(text: str) -> bytes:
         return b""
 
 
-def _jwt(match: str) -> bool:
-    """A whole JSON Web Token: three dot-separated parts, the first a JSON object with `alg`
-    (RFC 7515 section 4.1.1: the one member every JOSE header has)."""
-    parts = match.split(".")
-    if len(parts) < 3:
-        return False
+def _jose_header(part: str) -> bool:
+    """Whether ``part`` decodes to a JSON object with `alg` (RFC 7515 section 4.1.1: the one
+    member every JOSE header has)."""
     try:
-        header = json.loads(_b64url(parts[0]).decode("utf-8"))
+        header = json.loads(_b64url(part).decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return False
     return isinstance(header, dict) and "alg" in header
 
 
+def _jwt(match: str) -> bool:
+    """A whole JSON Web Token: three dot-separated parts, the first a JOSE header."""
+    parts = match.split(".")
+    return len(parts) >= 3 and _jose_header(parts[0])
+
+
 def _jwt_cut(match: str) -> bool:
-    """A JSON Web Token cut short: its header, when whole (a `.` follows), is a JSON object
-    with `alg`; when itself cut, it decodes as far as it goes to the start of a JSON object
-    naming `alg` (or `typ`/`kid`, which may precede it); base64 of any other JSON
+    """A JSON Web Token cut short: its header, when whole (a `.` follows), is a JOSE header;
+    when itself cut, it decodes as far as it goes to the start of a JSON object naming `alg`
+    (or `typ`/`kid`, which may precede it); base64 of any other JSON
     (`eyJsb2dfbGV2ZWwi...`: `{"log_level"...`) is not a token."""
     header = match.split(".")[0]
-    if "." in match:  # the header is whole: it must be one with `alg`
-        try:
-            decoded = json.loads(_b64url(header).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return False
-        return isinstance(decoded, dict) and "alg" in decoded
+    if "." in match:
+        return _jose_header(header)
     data = _b64url(header[: len(header) - len(header) % 4])
     text = data.decode("utf-8", "ignore")
     return text.startswith("{") and re.search(r'"(?:alg|typ|kid)"', text) is not None

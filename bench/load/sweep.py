@@ -436,17 +436,16 @@ async def run_cell(
         )
     )
     acceptance, counters = _spec_decode(load, model)
-    record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
-    record["spec_decode_acceptance_length"] = (
-        acceptance.mean_acceptance_length if acceptance else None
-    )
-    record["spec_decode"] = acceptance.as_dict() if acceptance else None
-    record["spec_decode_counters"] = counters
-    record["prompt_tokens_method"] = prompts.method
-    record["prompt_tokens_exact"] = prompts.exact
-    record["started_at"] = started_at
-    record["finished_at"] = _now()
-    return record
+    return record | {
+        "spec_decode_acceptance_rate": acceptance.acceptance_rate if acceptance else None,
+        "spec_decode_acceptance_length": acceptance.mean_acceptance_length if acceptance else None,
+        "spec_decode": acceptance.as_dict() if acceptance else None,
+        "spec_decode_counters": counters,
+        "prompt_tokens_method": prompts.method,
+        "prompt_tokens_exact": prompts.exact,
+        "started_at": started_at,
+        "finished_at": _now(),
+    }
 
 
 def judge(

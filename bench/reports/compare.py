@@ -183,11 +183,8 @@ class Comparison:
                 texts = []
                 for r in range(len(self.runs)):
                     value = self.values[metric][row][r]
-                    if value is None:
-                        texts.append("")
-                        continue
-                    if value == "skipped":
-                        texts.append("skipped")
+                    if value is None or value == "skipped":
+                        texts.append(value or "")
                         continue
                     text = fmt.format(value)
                     if (keyed[r].get(key) or {}).get("client_limited"):
