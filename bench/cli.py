@@ -46,9 +46,9 @@ from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
-from endpoint.targets import TargetError, add_auth_options, targets_from_args
+from endpoint.targets import TargetError
 from gemma4.options import add_project_options, say_outputs, say_read
-from healthchecks.cli import SMALLEST, number_type
+from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_from_args
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings

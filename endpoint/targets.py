@@ -3,7 +3,6 @@ stack's outputs. Every problem is a :class:`TargetError` saying what to pass ins
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -95,33 +94,6 @@ def auth_for(url: str, options: AuthOptions, default: AuthMode) -> AuthStrategy:
             url, impersonate_service_account=options.impersonate_service_account
         )
     return NoAuth()
-
-
-def add_auth_options(parser: argparse.ArgumentParser) -> None:
-    """The ``--auth``, ``--api-key-env`` and ``--impersonate-service-account`` flags."""
-    parser.add_argument(
-        "--auth",
-        choices=list(AUTH_MODES),
-        default="auto",
-        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud Run "
-        "stacks, none otherwise",
-    )
-    parser.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
-    parser.add_argument(
-        "--impersonate-service-account",
-        metavar="SA",
-        help="mint the ID token by impersonating this service account",
-    )
-
-
-def targets_from_args(args: argparse.Namespace) -> list[Target]:
-    """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``) or ``--url``, with
-    the flags of :func:`add_auth_options`."""
-    options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
-    if args.stack:
-        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
-        return targets_from_outputs(outputs, args.stack, options, args.model)
-    return [target_from_url(args.url, args.model, options)]
 
 
 def read_stack_outputs(stack: str, cwd: str | None = None) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from rich.text import Text
 
 from endpoint.limits import READY_DEADLINE_S
 from endpoint.redact import redact
-from endpoint.targets import Target, TargetError, add_auth_options, targets_from_args
+from endpoint.targets import (
+    AUTH_MODES,
+    AuthOptions,
+    Target,
+    TargetError,
+    read_stack_outputs,
+    target_from_url,
+    targets_from_outputs,
+)
 from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
 
@@ -61,6 +69,33 @@ positive_seconds = number_type(MAX_DEADLINE_S)
 def non_negative_seconds(text: str) -> float:
     """Seconds, zero allowed (no grace), else as :data:`positive_seconds`."""
     return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
+
+
+def add_auth_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--auth``, ``--api-key-env`` and ``--impersonate-service-account`` flags."""
+    parser.add_argument(
+        "--auth",
+        choices=list(AUTH_MODES),
+        default="auto",
+        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud Run "
+        "stacks, none otherwise",
+    )
+    parser.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
+    parser.add_argument(
+        "--impersonate-service-account",
+        metavar="SA",
+        help="mint the ID token by impersonating this service account",
+    )
+
+
+def targets_from_args(args: argparse.Namespace) -> list[Target]:
+    """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``) or ``--url``, with
+    the flags of :func:`add_auth_options`."""
+    options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
+    if args.stack:
+        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
+        return targets_from_outputs(outputs, args.stack, options, args.model)
+    return [target_from_url(args.url, args.model, options)]
 
 
 def build_parser() -> argparse.ArgumentParser:
