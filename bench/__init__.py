@@ -29,30 +29,17 @@ if TYPE_CHECKING:
 # Imported on first use: a worker process of the load (bench.load.hotload) imports this package and
 # should not pay for matplotlib, httpx or the sweep before its cell starts.
 _EXPORTS = {
-    "Comparison": "reports.compare",
-    "compare_runs": "reports.compare",
-    "cost_per_million_requests": "reports.compare",
-    "GateCheck": "results.gate",
-    "GateResult": "results.gate",
-    "evaluate": "results.gate",
-    "slo_for_stack": "results.gate",
-    "stack_config": "results.gate",
-    "ERROR_KINDS": "results.record",
-    "RequestResult": "results.record",
-    "RequestSpec": "load.hotpath",
-    "GoodputSlo": "results.stats",
-    "percentile": "results.stats",
-    "summarize": "results.stats",
-    "SCHEMA_VERSION": "results.store",
-    "CellKey": "results.store",
-    "RunData": "results.store",
-    "StoreError": "results.store",
-    "load_run": "results.store",
-    "Grid": "load.sweep",
-    "PreflightError": "load.sweep",
-    "SweepOptions": "load.sweep",
-    "run_sweep": "load.sweep",
-    "run_sweep_async": "load.sweep",
+    name: module
+    for module, names in {
+        "reports.compare": ("Comparison", "compare_runs", "cost_per_million_requests"),
+        "results.gate": ("GateCheck", "GateResult", "evaluate", "slo_for_stack", "stack_config"),
+        "results.record": ("ERROR_KINDS", "RequestResult"),
+        "load.hotpath": ("RequestSpec",),
+        "results.stats": ("GoodputSlo", "percentile", "summarize"),
+        "results.store": ("SCHEMA_VERSION", "CellKey", "RunData", "StoreError", "load_run"),
+        "load.sweep": ("Grid", "PreflightError", "SweepOptions", "run_sweep", "run_sweep_async"),
+    }.items()
+    for name in names
 }
 
 

@@ -29,7 +29,7 @@ from bench.load.hotload import new_event_loop
 from bench.load.prompts import PromptError
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.load.window import ClientLimits
-from bench.reports.charts import render_chart
+from bench.reports.charts import render_plans
 from bench.reports.compare import compare_runs
 from bench.reports.predicted import Overlay, overlay
 from bench.results.gate import (
@@ -46,15 +46,9 @@ from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
-from endpoint.targets import (
-    AUTH_MODES,
-    AuthOptions,
-    TargetError,
-    read_stack_outputs,
-    target_from_url,
-    targets_from_outputs,
-)
+from endpoint.targets import TargetError
 from gemma4.options import add_project_options, say_outputs, say_read
+from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_from_args
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
@@ -107,31 +101,8 @@ def _int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-SMALLEST = 0.001
-"""The smallest positive value an option bounded open at zero takes (a millisecond, a request
-per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
-
-
-def _number(high: float, *, zero_ok: bool = False) -> Callable[[str], float]:
-    """A finite number from :data:`SMALLEST` (0 with ``zero_ok``) to ``high``."""
-    low = 0.0 if zero_ok else SMALLEST
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(
-                f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"
-            )
-        return value
-
-    return parse
-
-
 def _rates(text: str) -> tuple[float, ...]:
-    one = _number(1e6)
+    one = number_type(1e6)
     try:
         values = tuple(one(v) for v in text.split(",") if v.strip())
     except argparse.ArgumentTypeError:
@@ -144,7 +115,7 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
-_SECONDS = _number(7 * 24 * 3600.0)
+_SECONDS = number_type(7 * 24 * 3600.0)
 
 
 class _Renamed(argparse.Action):
@@ -177,19 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-s", "--stack", help="read URL, model and auth from this stack's outputs")
     run.add_argument("--model", help="served model name (default: the stack's output)")
     add_project_options(run, stack_file=False)
-    run.add_argument(
-        "--auth",
-        choices=list(AUTH_MODES),
-        default="auto",
-        help="auto: api-key with --api-key-env, a Google ID token for *.run.app URLs and Cloud "
-        "Run stacks, none otherwise",
-    )
-    run.add_argument("--api-key-env", metavar="VAR", help="env var holding the vLLM API key")
-    run.add_argument(
-        "--impersonate-service-account",
-        metavar="SA",
-        help="mint the ID token by impersonating this service account",
-    )
+    add_auth_options(run)
     grid = DEFAULT_GRID
     run.add_argument(
         "--concurrency",
@@ -266,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--min-success-rate",
-        type=_number(1.0, zero_ok=True),
+        type=number_type(1.0, zero_ok=True),
         metavar="F",
         help="a cell under this success rate fails the run (0..1; default 1: any failed "
         "request fails its cell)",
@@ -279,13 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--label", help="name of this run in reports and comparisons")
     run.add_argument(
         "--goodput-ttft-ms",
-        type=_number(1e9),
+        type=number_type(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
     run.add_argument(
         "--goodput-e2el-ms",
-        type=_number(1e9),
+        type=number_type(1e9),
         metavar="MS",
         help="goodput SLO (default: stack SLO)",
     )
@@ -305,14 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--ramp-seconds",
-        type=_number(600.0, zero_ok=True),
+        type=number_type(600.0, zero_ok=True),
         metavar="S",
         help="closed loop: spread of the streams' starts, not measured (default: one "
         "request's duration, from the warm-up)",
     )
     run.add_argument(
         "--client-share-limit",
-        type=_number(1.0, zero_ok=True),
+        type=number_type(1.0, zero_ok=True),
         metavar="F",
         help="mark a cell client-limited when the client's share of mean TTFT or ITL "
         f"exceeds this (0..1; default {_DEFAULT_OPTIONS.client_limits.max_client_share:g}) and "
@@ -320,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--client-gap-limit-ms",
-        type=_number(1e6, zero_ok=True),
+        type=number_type(1e6, zero_ok=True),
         metavar="MS",
         help="the client's mean TTFT or ITL must also exceed the server's by more than this "
         "to mark a cell client-limited "
@@ -328,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-loop-lag-ms",
-        type=_number(1e6),
+        type=number_type(1e6),
         metavar="MS",
         help="mark a cell client-limited when the event loop's p99 lag exceeds this "
         f"(default {_DEFAULT_OPTIONS.client_limits.max_loop_lag_ms:g})",
@@ -389,14 +348,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ----- run ---------------------------------------------------------------------------------
 
 
-def _auth_options(args: argparse.Namespace) -> AuthOptions:
-    return AuthOptions(
-        mode=args.auth,
-        api_key_env=args.api_key_env,
-        impersonate_service_account=args.impersonate_service_account,
-    )
-
-
 def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str] | None:
     """The image and checkpoint stack `stack`'s file declares (recorded with a run made with
     `-s`, checked by `bench gate`); None when the stack file cannot be read here."""
@@ -409,12 +360,12 @@ def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str]
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
+    if not args.url and not args.stack:
+        raise UsageError("pass --url URL --model NAME, or -s STACK")
     if args.stack:
         say_outputs("gemma4 bench run", args.stack, args.project_dir)
-        outputs = read_stack_outputs(
-            args.stack, None if args.project_dir is None else str(args.project_dir)
-        )
-        targets = targets_from_outputs(outputs, args.stack, _auth_options(args), args.model)
+    targets = targets_from_args(args)
+    if args.stack:
         extra["stack"] = args.stack
         identity = stack_identity(args.stack, args.project_dir)
         if identity is not None:
@@ -422,11 +373,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
         if len(targets) > 1:
             extra["endpoints"] = [redact(t.url) for t in targets]
             extra["note"] = "several endpoints; the benchmark ran against the first"
-        t = targets[0]
-        return t.url, t.served_model_name, t.auth, extra
-    if not args.url:
-        raise UsageError("pass --url URL --model NAME, or -s STACK")
-    t = target_from_url(args.url, args.model, _auth_options(args))
+    t = targets[0]
     return t.url, t.served_model_name, t.auth, extra
 
 
@@ -621,25 +568,16 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         err.print(f"[red]preflight failed:[/red] {escape(redact(exc))}")
         err.print(f"[dim]kept in {out}/{PREFLIGHT_FILE}[/dim]")
         return EXIT_FAILED
-    except OSError as exc:
-        if exc.filename is not None:
+    except (OSError, httpx.HTTPError, LimitExceeded) as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
             # The run folder (or a file in it) cannot be written: a read-only folder, a full
             # disk. Said as such, with what was kept, never as a server problem.
-            err.print(
-                f"[red]error:[/red] cannot write {escape(str(exc.filename))}: "
-                f"{escape(exc.strerror or str(exc))}; {_kept(args.out)}"
-            )
-            return EXIT_FAILED
-        err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
-        )
-        return EXIT_FAILED
-    except (httpx.HTTPError, LimitExceeded) as exc:
-        # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests that
-        # fail during a cell are recorded, not raised.
-        err.print(
-            f"[red]error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}; {_kept(args.out)}"
-        )
+            what = f"cannot write {exc.filename}: {exc.strerror or exc}"
+        else:
+            # Preparing a cell needs the server (/v1/models, /tokenize, /metrics); requests
+            # that fail during a cell are recorded, not raised.
+            what = redact(f"{type(exc).__name__}: {exc}")
+        err.print(f"[red]error:[/red] {escape(what)}; {_kept(args.out)}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         err.print(f"[red]interrupted[/red]: {_kept(args.out)}")
@@ -688,9 +626,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if args.out:
         comparison.write(args.out)
-        for item in overlays:
-            for plan in item.chart_plans():
-                render_chart(plan, Path(args.out) / "charts" / plan.filename)
+        render_plans(Path(args.out) / "charts", [p for o in overlays for p in o.chart_plans()])
         if overlays:
             md = Path(args.out) / "compare.md"
             md.write_text(
@@ -712,11 +648,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
     """One run and --predict: the prediction beside it, nothing to compare with."""
     if args.out:
-        out = Path(args.out)
-        (out / "charts").mkdir(parents=True, exist_ok=True)
-        (out / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
-        for plan in overlays[0].chart_plans():
-            render_chart(plan, out / "charts" / plan.filename)
+        render_plans(Path(args.out) / "charts", overlays[0].chart_plans())
+        (Path(args.out) / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
     if args.json:
         sys.stdout.write(json.dumps({"predicted": [o.as_dict() for o in overlays]}, indent=2))
         sys.stdout.write("\n")

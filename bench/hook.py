@@ -1,12 +1,8 @@
-"""A Pulumi resource hook that ends `pulumi up` with a short benchmark of what it deployed.
-
-Bound after the health check on each stack's serving resource, it runs a few cells through the
-same sweep code as ``python -m bench run``, prints a compact summary into the `pulumi up`
-output, writes the full run (JSON, CSV, markdown, charts) to
-``<results>/<stack>/<timestamp>-<resource>`` and says where, then holds the run to the stack's
-SLOs: a miss is a warning unless the stack sets ``benchmarkFailOnSlo``, which makes it fail
-`pulumi up`. An endpoint that cannot be
-reached fails the hook with the reason, and the whole hook never runs past its budget.
+"""A Pulumi resource hook that ends `pulumi up` with a short benchmark of what it deployed: a few
+cells through the sweep of ``python -m bench run``, a summary in the `pulumi up` output, the
+full run in ``<results>/<stack>/<timestamp>-<resource>``, then the stack's SLOs: a miss is a
+warning unless ``benchmarkFailOnSlo``. An unreachable endpoint fails the hook; the hook never
+runs past its budget.
 """
 
 from __future__ import annotations

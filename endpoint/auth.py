@@ -46,14 +46,15 @@ class AuthStrategy(httpx.Auth):
         """The headers if they are at hand without blocking, else None."""
         return self.headers()
 
+    async def headers_async(self) -> dict[str, str]:
+        """:meth:`headers`, with a token fetch (it blocks on the network) off the event loop."""
+        headers = self.cached_headers()
+        return dict(headers if headers is not None else await asyncio.to_thread(self.headers))
+
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        headers = self.cached_headers()
-        if headers is None:
-            # A token fetch blocks on the network: keep it off the event loop.
-            headers = await asyncio.to_thread(self.headers)
-        request.headers.update(headers)
+        request.headers.update(await self.headers_async())
         yield request
 
 

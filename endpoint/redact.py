@@ -1,32 +1,17 @@
 """The one redaction step: every server body, error message or URL that reaches a screen, a log,
 a Pulumi hook message or a file passes through :func:`redact` first.
 
-It replaces with ``[REDACTED]``:
+It masks the credentials this process sends (registered with :func:`register_secret`), also
+percent-encoded, JSON-escaped or inside a base64 run, so a server that reflects the key does
+not get it printed; ``Bearer``/``Basic`` and ``Authorization`` values (not ``Bearer ${token}``);
+named query and JSON values (``key=``, ``token=``, ``"password": ...``); every credential shape
+of :data:`endpoint.secret_shapes.SHAPES`, whole or cut short; URL user-info; secret options of a
+command line (``--api-key KEY``); AWS secret keys after their name.
 
-- the value of any credential the process itself sends (registered by the auth strategies with
-  :func:`register_secret` before a request goes out), wherever it appears, so a server or proxy
-  that reflects the key verbatim (with or without ``Bearer``) does not get it printed, nor
-  percent-encoded, JSON-escaped (Python's or Go's escapes) or inside a base64 run (an HTTP
-  ``Basic`` credential echoed back: the whole run is masked);
-- ``Bearer``/``Basic`` credentials and ``Authorization``/``Proxy-Authorization`` header values
-  (not a shell or Cloud Run reference: ``Bearer ${token}``, ``$(TOKEN)`` stay);
-- ``key=``, ``api_key=``, ``apikey=``, ``token=``, ``access_token=``, ``id_token=``,
-  ``secret=``, ``password=`` and ``sig``/``signature=`` values, as query parameters
-  (``name=value``) or JSON string members (``"name": "value"``);
-- whatever the `no-plaintext-secrets` policy would find
-  (:func:`endpoint.secret_shapes.secret_spans`): every credential shape of
-  :data:`endpoint.secret_shapes.SHAPES` (the one catalogue: JWTs, Google, GitHub, Slack, AWS,
-  PEM blocks, ...), whole or by its prefix form, so a token cut short is still recognised;
-- the user-info part of URLs with a host (``http://user:pass@host`` becomes
-  ``http://[REDACTED]@host``; ``image:v1@sha256:...`` is no URL user-info);
-- the value of a secret option in a command line (``--api-key KEY``, ``--api-key=KEY``,
-  ``--hf-token``, ``--token``, ``--password``, ``--passphrase``, ``--client-secret``);
-- AWS secret access keys after their name (``aws_secret_access_key=...``).
-
-The text is redacted whole, *then* cut to ``limit`` characters, so no cut can reveal part of a
-secret; control characters are replaced, so a hostile server cannot flood the output or move
-the cursor. Work per call is bounded: past ``limit x 4`` characters the input is not scanned;
-the scanned part then ends before any trailing token or start of a known secret it cuts.
+The text is redacted whole, *then* cut to ``limit`` characters, so no cut reveals part of a
+secret; control characters are replaced, so a hostile server cannot move the cursor. Work is
+bounded: past ``limit x 4`` characters the input is not scanned, and the scanned part ends
+before any token or start of a known secret it cuts.
 """
 
 from __future__ import annotations

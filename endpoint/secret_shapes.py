@@ -1,21 +1,12 @@
 """The one catalogue of credential shapes: each as its issuer issues it.
 
-:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact` masks every match) and detection
-(the `no-plaintext-secrets` policy reports every value in which :func:`find_secret` finds one),
-so the two cannot drift. Each shape states its whole-token pattern (a PEM block to its END
-line), so masking a match removes the secret, not its first characters, and its prefix form
-(the format's start and a few characters), which redaction also masks, so a token cut short
-by some other bound still goes. A shape may add a test of a match (`whole_check`,
-`prefix_check`): a JWT's header must be JSON with `alg`; the prefix forms of `hf_` and `sk-`
-must read as a token's random part, not as an identifier (`hf_transfer`).
-
-Values are judged as written: a value is decoded only where its destination decodes it (a
-Kubernetes Secret's `data` is base64: `policies/no_plaintext_secrets.py`). A credential of no
-issuer's shape, such as a key made with `openssl rand -hex 32`, is found by where it goes
-(`policies/_sinks.py`): under a credential's name, in an `Authorization` header, in
-`VLLM_API_KEY`; :func:`high_entropy` says whether such a value reads as generated.
-
-Pure: no I/O, bounded work (every input is cut to :data:`MAX_SCAN_CHARS`).
+:data:`SHAPES` is shared by redaction (:mod:`endpoint.redact`) and detection (the
+`no-plaintext-secrets` policy, :func:`find_secret`), so the two cannot drift. Each shape has its
+whole-token pattern (masking removes the secret, not its first characters) and its prefix form
+(a token cut short still goes), with optional checks (a JWT's header must be JSON with `alg`;
+``hf_``/``sk-`` prefixes must read as random, not as `hf_transfer`). A credential of no issuer's
+shape is found by where it goes (`policies/_sinks.py`); :func:`high_entropy` says whether such a
+value reads as generated. Pure, bounded work (inputs cut to :data:`MAX_SCAN_CHARS`).
 """
 
 from __future__ import annotations
@@ -96,31 +87,30 @@ def _b64url(text: str) -> bytes:
         return b""
 
 
-def _jwt(match: str) -> bool:
-    """A whole JSON Web Token: three dot-separated parts, the first a JSON object with `alg`
-    (RFC 7515 section 4.1.1: the one member every JOSE header has)."""
-    parts = match.split(".")
-    if len(parts) < 3:
-        return False
+def _jose_header(part: str) -> bool:
+    """Whether ``part`` decodes to a JSON object with `alg` (RFC 7515 section 4.1.1: the one
+    member every JOSE header has)."""
     try:
-        header = json.loads(_b64url(parts[0]).decode("utf-8"))
+        header = json.loads(_b64url(part).decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return False
     return isinstance(header, dict) and "alg" in header
 
 
+def _jwt(match: str) -> bool:
+    """A whole JSON Web Token: three dot-separated parts, the first a JOSE header."""
+    parts = match.split(".")
+    return len(parts) >= 3 and _jose_header(parts[0])
+
+
 def _jwt_cut(match: str) -> bool:
-    """A JSON Web Token cut short: its header, when whole (a `.` follows), is a JSON object
-    with `alg`; when itself cut, it decodes as far as it goes to the start of a JSON object
-    naming `alg` (or `typ`/`kid`, which may precede it); base64 of any other JSON
+    """A JSON Web Token cut short: its header, when whole (a `.` follows), is a JOSE header;
+    when itself cut, it decodes as far as it goes to the start of a JSON object naming `alg`
+    (or `typ`/`kid`, which may precede it); base64 of any other JSON
     (`eyJsb2dfbGV2ZWwi...`: `{"log_level"...`) is not a token."""
     header = match.split(".")[0]
-    if "." in match:  # the header is whole: it must be one with `alg`
-        try:
-            decoded = json.loads(_b64url(header).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return False
-        return isinstance(decoded, dict) and "alg" in decoded
+    if "." in match:
+        return _jose_header(header)
     data = _b64url(header[: len(header) - len(header) % 4])
     text = data.decode("utf-8", "ignore")
     return text.startswith("{") and re.search(r'"(?:alg|typ|kid)"', text) is not None

@@ -9,7 +9,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -40,42 +40,39 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-SMALLEST_SECONDS = 0.001
-"""A millisecond: a positive deadline below it is no setting anyone means."""
+SMALLEST = 0.001
+"""The smallest positive value an option bounded open at zero takes (a millisecond, a request
+per 1000 s): below it a number is no setting anyone means, and its reciprocal may overflow."""
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above zero, at most :data:`MAX_DEADLINE_S`."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < SMALLEST_SECONDS or value > MAX_DEADLINE_S:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds at least {SMALLEST_SECONDS:g} and at most "
-            f"{MAX_DEADLINE_S:g}, got {text!r}"
-        )
-    return value
+def number_type(high: float, *, zero_ok: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number from :data:`SMALLEST` (0 with ``zero_ok``) to ``high``."""
+    low = 0.0 if zero_ok else SMALLEST
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+positive_seconds = number_type(MAX_DEADLINE_S)
 
 
 def non_negative_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds, zero allowed."""
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return positive_seconds(text)
+    """Seconds, zero allowed (no grace), else as :data:`positive_seconds`."""
+    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gemma4 health",
-        description="Check that a deployed vLLM endpoint is ready and serving the model.",
-        epilog="Exit status: 0 all checks passed, 1 a check failed, 2 usage error.",
-    )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--url", help="base URL of the endpoint, e.g. https://svc-abc.a.run.app")
-    where.add_argument("-s", "--stack", help="read the endpoint from this Pulumi stack's outputs")
-    parser.add_argument("--model", help="served model name (default: the stack's output)")
-    add_project_options(parser, stack_file=False)
+def add_auth_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--auth``, ``--api-key-env`` and ``--impersonate-service-account`` flags."""
     parser.add_argument(
         "--auth",
         choices=list(AUTH_MODES),
@@ -89,6 +86,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SA",
         help="mint the ID token by impersonating this service account",
     )
+
+
+def targets_from_args(args: argparse.Namespace) -> list[Target]:
+    """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``) or ``--url``, with
+    the flags of :func:`add_auth_options`."""
+    options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
+    if args.stack:
+        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
+        return targets_from_outputs(outputs, args.stack, options, args.model)
+    return [target_from_url(args.url, args.model, options)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma4 health",
+        description="Check that a deployed vLLM endpoint is ready and serving the model.",
+        epilog="Exit status: 0 all checks passed, 1 a check failed, 2 usage error.",
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="base URL of the endpoint, e.g. https://svc-abc.a.run.app")
+    where.add_argument("-s", "--stack", help="read the endpoint from this Pulumi stack's outputs")
+    parser.add_argument("--model", help="served model name (default: the stack's output)")
+    add_project_options(parser, stack_file=False)
+    add_auth_options(parser)
     parser.add_argument(
         "--deadline-seconds",
         dest="timeout_seconds",
@@ -125,22 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def auth_options(args: argparse.Namespace) -> AuthOptions:
-    """The :class:`~endpoint.targets.AuthOptions` of parsed ``--auth`` flags."""
-    return AuthOptions(
-        mode=args.auth,
-        api_key_env=args.api_key_env,
-        impersonate_service_account=args.impersonate_service_account,
-    )
-
-
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.stack:
         say_outputs("gemma4 health", args.stack, args.project_dir)
-        # --project-dir, else here (pulumi looks upward).
-        outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
-        return targets_from_outputs(outputs, args.stack, auth_options(args), args.model)
-    return [target_from_url(args.url, args.model, auth_options(args))]
+    return targets_from_args(args)
 
 
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:

@@ -25,8 +25,6 @@ from .checks import (
     check_ready,
 )
 
-CHECK_NAMES = ("readiness", "models", "chat", "metrics")
-
 
 @dataclass(frozen=True)
 class HealthReport:
@@ -154,32 +152,20 @@ async def run_health_checks(
             grace_s=1.0,  # readiness watches the deadline itself and reports its last status
         )
         results.append(ready)
-        if not ready.ok:
-            results.extend(
-                CheckResult(n, False, "not reached: readiness failed", 0.0) for n in CHECK_NAMES[1:]
-            )
-        else:
-            # Every check honours a 429's (or 503's) Retry-After within the deadline.
-            results.append(
-                await _honouring_retry_after(
-                    "models", deadline, lambda: check_models(client, served_model_name), progress
-                )
-            )
-            results.append(
-                await _honouring_retry_after(
-                    "chat",
-                    deadline,
-                    lambda: check_chat(
-                        client, served_model_name, prompt=prompt, max_tokens=max_tokens
-                    ),
-                    progress,
-                )
-            )
-            results.append(
-                await _honouring_retry_after(
-                    "metrics", deadline, lambda: check_metrics(client), progress
-                )
-            )
+        # Every check honours a 429's (or 503's) Retry-After within the deadline.
+        checks: tuple[tuple[str, Callable[[], Awaitable[CheckResult]]], ...] = (
+            ("models", lambda: check_models(client, served_model_name)),
+            (
+                "chat",
+                lambda: check_chat(client, served_model_name, prompt=prompt, max_tokens=max_tokens),
+            ),
+            ("metrics", lambda: check_metrics(client)),
+        )
+        for name, make in checks:
+            if not ready.ok:
+                results.append(CheckResult(name, False, "not reached: readiness failed", 0.0))
+            else:
+                results.append(await _honouring_retry_after(name, deadline, make, progress))
     description = auth.description if auth is not None else "none"
     return HealthReport(
         redact(url), redact(served_model_name, limit=300), description, tuple(results)

@@ -1,24 +1,13 @@
 """Does the client distort what it measures? ``python -m bench.fidelity [--runs N]``.
 
-Starts a paced server (:mod:`bench.fidelity.pacedserver`) as its own process: a known time to first
-token and interval between tokens, every request timed from the moment the server received it
-(never from a stamp the client sets), its own TTFT logged per request. Then, for each pacing
-(default ``100/20`` and ``200/50`` ms) and each number of streams (default 1, 64, 512, 1024),
-in the same run and against the same server, two clients each in a fresh process:
-
-- **this bench**: one closed-loop cell through ``python -m bench run`` itself (hot path on
-  aiohttp, uvloop, staggered start kept out of the measured window, worker processes as it
-  chooses them, the lag monitor, ``/metrics`` deltas), its record read from ``cells.jsonl``;
-- **a bare aiohttp loop**: one session, all streams started at once, each reading lines and
-  timing the first ``data:`` line, nothing else.
-
-With two or more CPUs the server is pinned to the last one and the clients to the others.
-Printed per cell, as medians over ``--runs`` runs: the server's own median TTFT, each client's
-median TTFT and its excess over the server's, this bench's mean ITL against the server's (its
-histogram over the window), the tokens that arrived coalesced, this bench's client share of
-TTFT from ``/metrics``, its loop lag and the requests the server saw in flight; and whether the
-targets are met: TTFT within 5 % of the server's up to 512 streams and within 10 % at 1024, ITL
-within 2 %, never worse than the bare loop.
+Starts a paced server (:mod:`bench.fidelity.pacedserver`) that times every request from the
+moment it received it, then for each pacing and number of streams runs two clients, each in a
+fresh process: one closed-loop cell through ``python -m bench run`` itself, and a bare aiohttp
+loop (all streams at once, timing the first ``data:`` line). With two or more CPUs the server
+is pinned to the last one. Printed per cell, as medians over ``--runs``: the server's own TTFT,
+each client's excess over it, this bench's ITL against the server's, coalesced tokens, client
+share, loop lag and in-flight requests; and whether the targets are met: TTFT within 5 % up to
+512 streams and 10 % at 1024, ITL within 2 %, never worse than the bare loop.
 """
 
 from __future__ import annotations
@@ -36,8 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 __all__ = [
     "CellResult",
@@ -136,24 +123,12 @@ def _server_log(url: str) -> list[float]:
 # ----- the two clients (each in its own process) -------------------------------------------
 
 
-def _body(output_tokens: int) -> bytes:
-    return orjson.dumps(
-        {
-            "model": MODEL,
-            "prompt": PROMPT,
-            "max_tokens": output_tokens,
-            "temperature": 0.0,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            "ignore_eos": True,
-        }
-    )
-
-
 async def _bare(url: str, streams: int, requests: int, output_tokens: int) -> dict[str, Any]:
     import aiohttp
 
-    body = _body(output_tokens)
+    from bench.load.hotpath import RequestSpec
+
+    body = RequestSpec(MODEL, PROMPT, output_tokens).encoded_body
     headers = {"Content-Type": "application/json"}
     ttfts: list[float] = []
     itls: list[float] = []

@@ -1,30 +1,16 @@
 """A cell's load on the hot path, in this process or spread over worker processes.
 
-:func:`run_load` drives one cell on the running event loop:
+:func:`run_load`: untimed warm-up requests (their median E2E sets the ramp when ``ramp_s`` is
+None); closed loop, the streams start one after another over the ramp, not in one burst (a
+burst keeps the client busy building requests while the first answers are due, and keeps the
+streams in lockstep waves), and the measured window starts when every stream runs; open loop,
+Poisson arrivals, at most ``concurrency`` in flight. The window is watched by a
+:class:`~bench.load.monitor.LoopMonitor` with ``gc.freeze`` (collections stay short) and
+``/metrics`` is read at its edges.
 
-1. ``warmup`` untimed requests; their median end-to-end time sets the ramp when ``ramp_s`` is
-   None (auto);
-2. closed loop: the ``concurrency`` streams start one after another over the ramp (stream i at
-   ``i x ramp / concurrency``), not in one burst: a burst of hundreds of requests keeps the
-   client busy building them while the first answers are already due, and equal request
-   lengths would keep the streams in lockstep waves. Requests sent before the ramp ends are
-   untimed; the measured window starts when every stream is running and ends when the
-   ``num_requests``-th measured request has been answered. Open loop: Poisson arrivals from
-   the start (no ramp), at most ``concurrency`` in flight;
-3. during the window a :class:`~bench.load.monitor.LoopMonitor` samples the loop's lag and the
-   requests in flight (in-flight samples stop when the last request has been sent: the drain
-   is not a shortfall); the garbage collector's existing objects are frozen (``gc.freeze``)
-   so collections stay short;
-4. with ``metrics_url``, ``/metrics`` is read at the window's start and after its end (the
-   server's histograms over the window: :mod:`bench.load.server_metrics`).
-
-:func:`run_load_in_workers` runs the same plan in ``workers`` processes that start together
-(each on its own event loop, uvloop where installed): the streams are dealt round-robin
-(worker w runs streams w, w + W, ...) so their staggered starts interleave, requests are split
-in proportion, open-loop rates are split (the sum of independent Poisson processes is one
-Poisson process). Their raw samples are merged exactly (:func:`merge_loads`): every request's
-result is kept (percentiles are computed over the union, never averaged), times are on the
-machine's monotonic clock that all processes share, in-flight samples add up slot by slot.
+:func:`run_load_in_workers` runs the plan in processes that start together: streams dealt
+round-robin so their starts interleave, requests and open-loop rates split in proportion. Their
+raw samples merge exactly (:func:`merge_loads`): percentiles over the union, never averaged.
 """
 
 from __future__ import annotations
@@ -541,15 +527,10 @@ def run_load_in_workers(
     stop: threading.Event | None = None,
     started: Workers | None = None,
 ) -> WindowLoad:
-    """Run ``plan`` in ``workers`` fresh processes that start together; the merged load.
-
-    Blocking (call it from a thread when inside an event loop). Each process imports, opens
-    its connections and sends its warm-up requests first; when every one is warm they get one
-    start time and one ramp (the largest estimate), so neither start-up nor warm-up is
-    measured and their staggered starts interleave. Setting ``stop`` (the caller was
-    cancelled) ends the wait at once and terminates the workers. ``started``: workers
-    already started with :func:`start_workers` (on the main thread), which this then owns.
-    """
+    """Run ``plan`` in ``workers`` processes (or ``started`` ones, which this then owns); the
+    merged load. Blocking. Every process warms up first, then all get one start time and the
+    largest ramp, so neither start-up nor warm-up is measured. Setting ``stop`` ends the wait and
+    terminates the workers."""
     shares = split_plan(plan, workers)
     procs: Workers = started if started is not None else []
     try:

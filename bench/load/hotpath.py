@@ -1,37 +1,16 @@
 """The load generator's hot path: one streamed completion on aiohttp directly.
 
 Everything the client does between sending a request and reading its last byte is paid for in
-the figures it reports, so this path is kept short:
+the figures it reports, so this path is kept short: aiohttp's own client (the httpx-over-aiohttp
+transport cost about 30 ms of median TTFT at 512 streams on 2 cores), one session per cell
+sized to its streams and warmed before the timed part, bodies serialised and headers resolved
+before the cell, one clock reading per network read (not per event; coalesced reads:
+:mod:`bench.load.sse`).
 
-- aiohttp's own client (no httpx layer: the httpx-over-aiohttp transport cost about 30 ms of
-  median TTFT at 512 streams on a 2-core machine), one :class:`aiohttp.ClientSession` per cell
-  whose connector is sized to the cell's streams and warmed before the timed part;
-- request bodies serialised before the cell (:attr:`RequestSpec.encoded_body`),
-  headers (credentials included) resolved once per cell;
-- bookkeeping per network read, not per server-sent event: one clock reading per read; the
-  events in it are parsed with orjson and their tokens counted from continuous usage.
-
-Inter-token latency when reads coalesce: when the event loop falls behind, one read can bring
-several chunks. They are not given zero gaps: the tokens that arrived in a read share the gap
-since the previous read that carried content, ``gap / tokens`` each, so the per-token intervals
-of a request always add up to the time between its first and its last token (the mean is exact
-whatever the read pattern; only the spread is smoothed). Tokens in the first content read after
-the first token have no interval before them and give no ITL sample. The result counts
-``coalesced_tokens``: tokens carried by a chunk that shared its read with an earlier content
-chunk (several tokens in one chunk, as with speculative decoding, are not coalescing: the
-server sent them at once).
-
-Each request asks for ``stream_options: {"include_usage": true, "continuous_usage_stats":
-true}``, so every chunk carries the running ``usage``: output tokens come from the final usage,
-never from the number of chunks. TTFT: send to the first chunk with text; TPOT: ``(e2e - ttft) /
-(output_tokens - 1)``; E2EL: send to ``data: [DONE]``. Errors are sorted into
-:data:`~bench.results.record.ERROR_KINDS`: ``timeout``, ``http_status`` (the code kept; an error
-vLLM reports inside the stream counts with the code it carries), ``connection`` (refused, reset
-or closed mid-response), ``truncated`` (no ``data: [DONE]``), ``protocol`` (a chunk that is not
-JSON, a line over :data:`~endpoint.limits.MAX_SSE_LINE_BYTES`, no usage) and ``auth`` (no
-credentials; nothing sent). An error body is read up to
-:data:`~endpoint.limits.MAX_ERROR_BODY_BYTES`, redacted and cut to
-:data:`~endpoint.limits.MAX_ECHO_CHARS`.
+Each request asks for ``continuous_usage_stats``, so output tokens come from the server's usage,
+never from the number of chunks. TTFT: send to the first chunk with text; TPOT: ``(e2e - ttft)
+/ (output_tokens - 1)``; E2EL: send to ``data: [DONE]``. Errors are sorted into
+:data:`~bench.results.record.ERROR_KINDS`; an error body is read up to a cap, redacted and cut.
 """
 
 from __future__ import annotations
@@ -57,7 +36,6 @@ __all__ = [
     "HotResult",
     "InFlight",
     "RequestSpec",
-    "auth_headers",
     "make_session",
     "send_one",
     "stream_completion",
@@ -270,22 +248,13 @@ def completions_url(base_url: str, path: str = COMPLETIONS_PATH) -> str:
     return base_url.rstrip("/") + path
 
 
-async def auth_headers(auth: AuthStrategy) -> dict[str, str]:
-    """The credentials' headers (raises :class:`~endpoint.auth.AuthError`)."""
-    headers = auth.cached_headers()
-    if headers is None:
-        # A token fetch blocks on the network: keep it off the event loop.
-        headers = await asyncio.to_thread(auth.headers)
-    return dict(headers)
-
-
 async def send_one(
     base_url: str, spec: RequestSpec, auth: AuthStrategy, *, timeout_s: float
 ) -> HotResult:
     """One streamed completion in a session of its own (the preflight, the probe); never
     raises for a failed request."""
     try:
-        headers = await auth_headers(auth)
+        headers = await auth.headers_async()
     except AuthError as exc:
         message = redact(f"AuthError: {exc}", limit=MAX_ECHO_CHARS)
         return _result(StreamParser(time.perf_counter()), time.monotonic(), None, "auth", message)

@@ -37,26 +37,19 @@ class MonitorStats:
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready figures: lag mean/p50/p99/max in ms, in-flight mean/min/max, samples."""
-        out: dict[str, Any] = {
-            "loop_lag_samples": len(self.lag_s),
+        lag = [x * 1000.0 for x in self.lag_s]
+        flight = self.in_flight
+        return {
+            "loop_lag_samples": len(lag),
             "loop_lag_interval_ms": self.interval_s * 1000.0,
+            "mean_loop_lag_ms": statistics.fmean(lag) if lag else None,
+            "median_loop_lag_ms": percentile(lag, 50) if lag else None,
+            "p99_loop_lag_ms": percentile(lag, 99) if lag else None,
+            "max_loop_lag_ms": max(lag, default=None),
+            "mean_in_flight": statistics.fmean(flight) if flight else None,
+            "min_in_flight": min(flight, default=None),
+            "max_in_flight": max(flight, default=None),
         }
-        if self.lag_s:
-            lag_ms = [x * 1000.0 for x in self.lag_s]
-            out["mean_loop_lag_ms"] = statistics.fmean(lag_ms)
-            out["median_loop_lag_ms"] = percentile(lag_ms, 50)
-            out["p99_loop_lag_ms"] = percentile(lag_ms, 99)
-            out["max_loop_lag_ms"] = max(lag_ms)
-        else:
-            for key in ("mean", "median", "p99", "max"):
-                out[f"{key}_loop_lag_ms"] = None
-        if self.in_flight:
-            out["mean_in_flight"] = statistics.fmean(self.in_flight)
-            out["min_in_flight"] = min(self.in_flight)
-            out["max_in_flight"] = max(self.in_flight)
-        else:
-            out["mean_in_flight"] = out["min_in_flight"] = out["max_in_flight"] = None
-        return out
 
 
 class LoopMonitor:

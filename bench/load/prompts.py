@@ -1,27 +1,18 @@
 """Prompts of an exact token count.
 
-With the server's ``POST /tokenize`` (vLLM has it): a prompt is a run of common English words
-drawn from a seeded random sequence (each prompt of a cell starts differently, so prefix caching
-cannot share blocks between them); its length in words is adjusted until the server's tokenizer
-counts exactly the requested number of tokens, special tokens (BOS) included, as
-``/v1/completions`` counts them. The adjustment scales the word count by the tokens per word
-the server's tokenizer showed so far (one token a word in Gemma's 262k vocabulary, two or more
-in a small one), bracketing the target and bisecting when a step repeats; when the target falls
-inside a word of several tokens, a few short last words are tried. A count it cannot hit
-exactly ends at the nearest count within :data:`TOLERANCE` (2 %) of the target, and the result
-says so (``exact`` is false); nothing that near is a :class:`PromptError` naming the nearest
-length it could build.
+With the server's ``POST /tokenize``: a prompt is a run of common English words from a seeded
+random sequence (each prompt starts differently, so prefix caching cannot share blocks); its
+word count is adjusted (scaled by the tokens per word seen so far, then bisected) until the
+server counts exactly the target, BOS included, as ``/v1/completions`` counts it. A count it
+cannot hit ends within :data:`TOLERANCE` of the target with ``exact`` false; nothing that near
+is a :class:`PromptError` naming the nearest length.
 
-Without ``/tokenize`` (a 404 or 405, e.g. a proxy that only forwards ``/v1``): the estimate is
-one token per word plus one for BOS (the words are short and frequent, one token each in
-Gemma's 262k vocabulary and in most others), and every prompt is flagged ``exact=False``;
-the server's own count is still recorded per request from the usage it returns.
+Without ``/tokenize`` (a 404 or 405, e.g. a proxy that only forwards ``/v1``): one token per
+word plus BOS, flagged ``exact=False``; the server's own count is still recorded per request.
 
 Bounded against any server: a target over :data:`~endpoint.limits.MAX_PROMPT_TOKENS` is
-refused, a prompt never grows past ``2 x target + 16`` words whatever ``/tokenize`` answers, an
-answer that is not JSON, larger than :data:`~endpoint.limits.MAX_RESPONSE_BYTES`, or whose count
-is implausible for the words sent (negative, or over 64 tokens a word) is a
-:class:`PromptError` with the reason, and so is a target no word count reaches.
+refused, a prompt never grows past ``2 x target + 16`` words, and an answer that is not JSON,
+too large, or implausible for the words sent is a :class:`PromptError`.
 """
 
 from __future__ import annotations

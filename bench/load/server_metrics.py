@@ -1,22 +1,11 @@
 """The server's own latency histograms, as deltas over a cell, and the client's share.
 
-vLLM exports per-request latency histograms in ``/metrics`` (``vllm/v1/metrics/loggers.py``):
-
-- ``vllm:time_to_first_token_seconds``: from the request's arrival in the API server to its
-  first token;
-- ``vllm:inter_token_latency_seconds``: the interval between engine outputs of a request (one
-  observation per decode step; with speculative decoding a step can bring several tokens);
-- ``vllm:e2e_request_latency_seconds``: arrival to finish.
-
-Each is cumulative (``_sum``, ``_count``, ``_bucket{le=...}``), labelled ``model_name`` and
-``engine``. Two scrapes, one just before a cell's measured window and one after it, give the
-histogram of exactly the requests that finished in between: ``after - before`` for every
-series, summed over engines. The mean is exact (``sum / count``); quantiles from buckets are
-only as fine as vLLM's buckets (0.1 then 0.25 s for TTFT) and are not used for shares.
-
-The client's share of a latency is ``(client mean - server mean) / client mean``: what the
-client (and the network between it and the server) adds to what the server itself measured.
-Parsing is prometheus-client's own text parser.
+vLLM's ``vllm:time_to_first_token_seconds`` (arrival to first token),
+``vllm:inter_token_latency_seconds`` (one observation per decode step) and
+``vllm:e2e_request_latency_seconds`` are cumulative; two scrapes around a cell's measured
+window give exactly the requests that finished in between (``after - before``, summed over
+engines). Means are exact; bucket quantiles are too coarse (0.1 then 0.25 s) for shares. The
+client's share of a latency is ``(client mean - server mean) / client mean``.
 """
 
 from __future__ import annotations
@@ -25,14 +14,12 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = [
     "HISTOGRAMS",
-    "HistogramDelta",
-    "HistogramSnapshot",
+    "Histogram",
     "ServerHistogramsError",
     "client_share",
     "histogram_deltas",
@@ -52,58 +39,20 @@ class ServerHistogramsError(ValueError):
 
 
 @dataclass(frozen=True)
-class HistogramSnapshot:
-    """One cumulative histogram, summed over the label sets kept."""
+class Histogram:
+    """One cumulative histogram summed over the label sets kept, or the difference of two."""
 
     sum: float
     count: float
     buckets: tuple[tuple[float, float], ...]
     """(upper bound ``le``, cumulative count), ascending, ``+Inf`` last."""
 
-
-@dataclass(frozen=True)
-class HistogramDelta:
-    """A histogram over a window: ``after - before``."""
-
-    sum: float
-    count: float
-    buckets: tuple[tuple[float, float], ...]
-
     @property
     def mean(self) -> float | None:
         return self.sum / self.count if self.count > 0 else None
 
-    def quantile(self, q: float) -> float | None:
-        """Prometheus's ``histogram_quantile``: linear within the bucket holding rank
-        ``q x count`` (the lower bound of the first bucket is 0); None without observations or
-        when the rank falls in the ``+Inf`` bucket beyond the last finite bound."""
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"quantile must be within [0, 1], got {q}")
-        if self.count <= 0 or not self.buckets:
-            return None
-        rank = q * self.count
-        lower_bound, lower_count = 0.0, 0.0
-        for bound, cumulative in self.buckets:
-            if cumulative >= rank:
-                if math.isinf(bound):
-                    return None
-                inside = cumulative - lower_count
-                if inside <= 0:
-                    return bound
-                return lower_bound + (bound - lower_bound) * (rank - lower_count) / inside
-            lower_bound, lower_count = bound, cumulative
-        return None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "sum": self.sum,
-            "count": self.count,
-            "mean": self.mean,
-            "buckets": [["+Inf" if math.isinf(b) else b, c] for b, c in self.buckets],
-        }
-
-
-def parse_histograms(text: str, *, model_name: str | None = None) -> dict[str, HistogramSnapshot]:
+def parse_histograms(text: str, *, model_name: str | None = None) -> dict[str, Histogram]:
     """The histograms of :data:`HISTOGRAMS` found in ``text`` (keys ``ttft``, ``itl``,
     ``e2el``; absent ones are left out), summed over label sets; with ``model_name`` only the
     samples labelled with it. Raises :class:`ServerHistogramsError` for unparsable text."""
@@ -133,18 +82,17 @@ def parse_histograms(text: str, *, model_name: str | None = None) -> dict[str, H
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise ServerHistogramsError(f"/metrics is not Prometheus text: {exc}") from exc
     return {
-        key: HistogramSnapshot(sums[key], counts[key], tuple(sorted(buckets[key].items())))
-        for key in seen
+        key: Histogram(sums[key], counts[key], tuple(sorted(buckets[key].items()))) for key in seen
     }
 
 
 def histogram_deltas(
-    before: Mapping[str, HistogramSnapshot], after: Mapping[str, HistogramSnapshot]
-) -> dict[str, HistogramDelta | None]:
+    before: Mapping[str, Histogram], after: Mapping[str, Histogram]
+) -> dict[str, Histogram | None]:
     """Per metric, ``after - before``; None where either scrape lacks it, where a series went
     down (the server restarted between the scrapes: its counters began again) or is not a
     finite number."""
-    out: dict[str, HistogramDelta | None] = {}
+    out: dict[str, Histogram | None] = {}
     for key in HISTOGRAMS:
         b, a = before.get(key), after.get(key)
         if b is None or a is None:
@@ -158,7 +106,7 @@ def histogram_deltas(
             # A restart (counters went down) or a server exporting NaN/inf: no figure.
             out[key] = None
             continue
-        out[key] = HistogramDelta(total, count, deltas)
+        out[key] = Histogram(total, count, deltas)
     return out
 
 

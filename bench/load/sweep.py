@@ -1,27 +1,12 @@
 """A sweep: every cell of a grid against one endpoint, written cell by cell.
 
-For each cell (concurrency x prompt tokens x output tokens x request rate):
-
-1. skip it, recorded as ``skipped`` (never as a 0 % cell), when prompt + output tokens exceed
-   the model's context (``max_model_len``: given, or read from ``/v1/models``);
-2. build its prompts (:mod:`bench.load.prompts`), untimed;
-3. run the load on the hot path (:mod:`bench.load.hotload`: aiohttp directly, in this process or
-   spread over worker processes, :mod:`bench.load.workers`): that many connections opened and the
-   warm-up requests sent, untimed; closed loop, the streams started one after another over
-   a ramp that is not measured; the measured window watched by the event-loop lag monitor,
-   with ``/metrics`` read at its start and end: the server's own latency histograms over the
-   window give the client's share (:mod:`bench.load.window`) and the speculative-decoding counters
-   their acceptance;
-4. summarise (:func:`bench.results.stats.summarize`), judge (``ok``; ``failed`` when the
-   success rate is under ``SweepOptions.min_success_rate``; ``short`` when responses were shorter
-   than the cell's output length) and append the record to ``cells.jsonl``
-   (:class:`bench.results.store.RunStore`) before the next cell starts. The progress bar
-   advances per cell, never during one.
-
-Before the first cell, with the run directory locked and (on resume) checked to be the same
-experiment, :func:`preflight` sends one short request: a wrong model name, rejected credentials,
-a URL that is not the server's root or nothing listening fail the sweep there
-(:class:`PreflightError`, with the reason and what to check), before anything is written.
+Each cell is skipped (recorded ``skipped``, never a 0 % cell) when prompt + output exceed the
+model's context; else its prompts are built untimed, its load runs on the hot path
+(:mod:`bench.load.hotload`) and its record (``ok``, ``failed`` under ``min_success_rate``,
+``short`` when responses were shorter than asked) is appended to ``cells.jsonl`` before the
+next cell starts. Before the first cell, :func:`preflight` sends one short request so that a
+wrong model, rejected credentials, a URL that is not the server's root or nothing listening
+fail the sweep there (:class:`PreflightError`), before anything is written.
 """
 
 from __future__ import annotations
@@ -48,7 +33,7 @@ from bench.load.hotload import (
     split_plan,
     start_workers,
 )
-from bench.load.hotpath import HotResult, RequestSpec, auth_headers, completions_url, send_one
+from bench.load.hotpath import HotResult, RequestSpec, completions_url, send_one
 from bench.load.monitor import MonitorStats
 from bench.load.prompts import TOLERANCE, PromptSet, build_prompts, within_tolerance
 from bench.load.window import ClientLimits, window_figures
@@ -267,27 +252,18 @@ async def preflight(
         await asyncio.sleep(wait)
     if result.ok:
         return result
-    url = redact(str(client.base_url))
     error = redact(result.error or "no detail", limit=MAX_ECHO_CHARS)
-    try:
-        await _raise_preflight(client, model, result, url, error, auth.description)
-    except PreflightError as exc:
-        exc.status, exc.body = result.status, error
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    why = await _preflight_problem(client, model, result, error, auth.description)
+    raise PreflightError(why, status=result.status, body=error)
 
 
-async def _raise_preflight(
-    client: httpx.AsyncClient,
-    model: str,
-    result: RequestResult,
-    url: str,
-    error: str,
-    auth_description: str,
-) -> None:
+async def _preflight_problem(
+    client: httpx.AsyncClient, model: str, result: RequestResult, error: str, auth: str
+) -> str:
+    url = redact(str(client.base_url))
     if result.status in (401, 403):
-        raise PreflightError(
-            f"{url} rejected the credentials (HTTP {result.status}) sent as {auth_description}; "
+        return (
+            f"{url} rejected the credentials (HTTP {result.status}) sent as {auth}; "
             f"check the key or the caller's roles/run.invoker: {error}"
         )
     if result.status == 404:
@@ -296,24 +272,20 @@ async def _raise_preflight(
         except _READ_ERRORS:
             ids = []
         if ids and model not in ids:
-            raise PreflightError(
+            return (
                 f"model {redact(model, limit=120)!r} is not served at {url}; it serves "
                 f"{_ids_text(ids)} (pass --model with one of them): {error}"
             )
-        raise PreflightError(
+        return (
             f"{url} answered HTTP 404 to /v1/completions: is the URL the server's root (no /v1, "
             f"no path)? {error}"
         )
     if result.error_kind == "auth":
-        raise PreflightError(f"no credentials ({auth_description}): {error}")
+        return f"no credentials ({auth}): {error}"
     if result.error_kind in ("connection", "timeout") and result.status is None:
-        hint = await _connection_hint(client)
-        raise PreflightError(f"cannot reach {url}: {hint or error}")
-    raise PreflightError(
-        f"the first request to {url} failed ({result.error_kind}"
-        + (f", HTTP {result.status}" if result.status else "")
-        + f"): {error}"
-    )
+        return f"cannot reach {url}: {await _connection_hint(client) or error}"
+    status = f", HTTP {result.status}" if result.status else ""
+    return f"the first request to {url} failed ({result.error_kind}{status}): {error}"
 
 
 async def wait_ready(client: httpx.AsyncClient, timeout_s: float, *, progress: bool) -> None:
@@ -387,14 +359,11 @@ def _spec_decode(
 
     def counters(snapshot: MetricsSnapshot) -> dict[str, Any] | None:
         c = snapshot.spec_decode
-        if c is None:
-            return None
-        return {
-            "num_drafts": c.num_drafts,
-            "num_draft_tokens": c.num_draft_tokens,
-            "num_accepted_tokens": c.num_accepted_tokens,
-            "accepted_per_position": list(c.accepted_per_position),
-        }
+        return (
+            None
+            if c is None
+            else {**asdict(c), "accepted_per_position": list(c.accepted_per_position)}
+        )
 
     raw = {"before": counters(before), "after": counters(after)}
     return spec_decode_acceptance(before, after), raw
@@ -421,7 +390,7 @@ async def run_cell(
     )
     load: WindowLoad
     try:
-        headers = await auth_headers(auth)
+        headers = await auth.headers_async()
     except AuthError as exc:
         load = _auth_failed(n, exc)
     else:
@@ -469,17 +438,16 @@ async def run_cell(
         )
     )
     acceptance, counters = _spec_decode(load, model)
-    record["spec_decode_acceptance_rate"] = acceptance.acceptance_rate if acceptance else None
-    record["spec_decode_acceptance_length"] = (
-        acceptance.mean_acceptance_length if acceptance else None
-    )
-    record["spec_decode"] = acceptance.as_dict() if acceptance else None
-    record["spec_decode_counters"] = counters
-    record["prompt_tokens_method"] = prompts.method
-    record["prompt_tokens_exact"] = prompts.exact
-    record["started_at"] = started_at
-    record["finished_at"] = _now()
-    return record
+    return record | {
+        "spec_decode_acceptance_rate": acceptance.acceptance_rate if acceptance else None,
+        "spec_decode_acceptance_length": acceptance.mean_acceptance_length if acceptance else None,
+        "spec_decode": acceptance.as_dict() if acceptance else None,
+        "spec_decode_counters": counters,
+        "prompt_tokens_method": prompts.method,
+        "prompt_tokens_exact": prompts.exact,
+        "started_at": started_at,
+        "finished_at": _now(),
+    }
 
 
 def judge(
@@ -572,6 +540,22 @@ def _progress_bar(enabled: bool) -> Any:
     )
 
 
+_RECORDED_OPTIONS = (
+    "num_requests",
+    "min_requests",
+    "requests_per_slot",
+    "warmup",
+    "timeout_s",
+    "max_cell_seconds",
+    "distinct_prompts",
+    "seed",
+    "min_success_rate",
+    "use_tokenize",
+    "max_model_len",
+)
+"""The options stored in ``run.json``: those a resumed run must repeat (one experiment)."""
+
+
 async def run_sweep_async(
     url: str,
     model: str,
@@ -583,16 +567,10 @@ async def run_sweep_async(
     resume: bool = False,
     on_cell: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunData:
-    """Run ``grid`` against ``url`` into ``out_dir``; returns the run (every finished cell).
-
-    ``resume`` continues a run already in ``out_dir`` with the same URL, model, grid and
-    options (else :class:`~bench.results.store.StoreError`): finished cells are kept and not run
-    again, a torn last record is run again. The directory is locked for the whole sweep (a
-    second writer gets :class:`~bench.results.store.StoreError`). A failed preflight raises
-    :class:`PreflightError` after writing only ``preflight.json`` (why). ``on_cell`` is
-    called with each record right after it is written (an exception from it stops the sweep;
-    finished cells stay written).
-    """
+    """Run ``grid`` against ``url`` into ``out_dir`` (locked for the whole sweep); returns the
+    run. ``resume`` continues the same experiment there, running only the cells not finished; a
+    failed preflight raises :class:`PreflightError` having written only ``preflight.json``.
+    ``on_cell`` gets each record once written (an exception from it stops the sweep)."""
     auth = auth or NoAuth()
     options = options or SweepOptions()
     meta: dict[str, Any] = {
@@ -606,18 +584,8 @@ async def run_sweep_async(
         "auth": auth.description,
         "endpoint": "/v1/completions (stream, include_usage, continuous_usage_stats)",
         "options": {
-            "num_requests": options.num_requests,
-            "min_requests": options.min_requests,
-            "requests_per_slot": options.requests_per_slot,
-            "warmup": options.warmup,
-            "timeout_s": options.timeout_s,
-            "max_cell_seconds": options.max_cell_seconds,
-            "distinct_prompts": options.distinct_prompts,
-            "seed": options.seed,
+            **{name: getattr(options, name) for name in _RECORDED_OPTIONS},
             "goodput_slo": options.goodput_slo.as_dict() if options.goodput_slo else None,
-            "min_success_rate": options.min_success_rate,
-            "use_tokenize": options.use_tokenize,
-            "max_model_len": options.max_model_len,
         },
         "client": {
             "hot_path": "aiohttp" + (" + uvloop" if _uvloop_running() else ""),

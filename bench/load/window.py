@@ -1,30 +1,17 @@
 """A cell's figures from its measured window: the client's view, the server's, and the gap.
 
-:func:`window_figures` turns a :class:`~bench.load.hotload.WindowLoad` into the fields a cell record
-carries besides :func:`bench.results.stats.summarize`'s:
+:func:`window_figures` adds to :func:`bench.results.stats.summarize`'s fields the coalesced
+tokens, the server's own means over the window from its ``/metrics`` histograms and the
+client's share of each (``(client mean - server mean) / client mean``), requests in the server
+by Little's law, the client's own limits (event-loop lag, requests in flight, ramp, workers),
+and ``client_limited`` with its ``warnings``: the client's share of TTFT or ITL over
+:attr:`ClientLimits.max_client_share` *and* a gap over :attr:`ClientLimits.min_client_gap_ms`
+(a few milliseconds on a fast server are not what limits a cell), a p99 loop lag over
+:attr:`ClientLimits.max_loop_lag_ms`, or fewer requests in flight or sent than asked. Such a
+cell's figures are the client's, not the server's.
 
-- ``coalesced_tokens`` / ``coalesced_share``: tokens that arrived in one network read with an
-  earlier content chunk (:mod:`bench.load.hotpath`), and their share of the output tokens;
-- the server's own means over the window from its ``/metrics`` histograms
-  (``server_mean_ttft_ms``, ``server_mean_itl_ms``, ``server_mean_e2el_ms``, with the
-  observation counts), the client's share of each (``client_share_ttft`` ...:
-  ``(client mean - server mean) / client mean``), and ``server_in_flight``: requests in the
-  server on average over the window, by Little's law (the e2e histogram's sum over the window
-  divided by the window);
-- the client's own limits: event-loop lag (``mean_loop_lag_ms``, ``p99_loop_lag_ms``,
-  ``max_loop_lag_ms``), requests in flight as the client counted them (``mean_in_flight``,
-  ``min_in_flight``), ``ramp_s``, ``untimed_requests``, ``workers``;
-- ``warnings`` (sentences) and ``client_limited``: true when the client's share of TTFT or ITL
-  exceeds :attr:`ClientLimits.max_client_share` and the difference itself exceeds
-  :attr:`ClientLimits.min_client_gap_ms` (both: a few milliseconds on a fast server are not
-  what limits a cell), the loop's p99 lag exceeds
-  :attr:`ClientLimits.max_loop_lag_ms`, or fewer requests than asked were in flight (closed
-  loop: the server's count when it exports histograms, else the client's) or sent (open loop:
-  the achieved rate). The figures of such a cell are the client's, not the server's.
-
-Against a remote endpoint the "client share" also holds the network between client and
-server (a round trip or two of TTFT, nothing of ITL): that is what users feel too, but it is
-not the server's.
+Against a remote endpoint the "client share" also holds the network (a round trip or two of
+TTFT, nothing of ITL): what users feel too, but not the server's.
 """
 
 from __future__ import annotations

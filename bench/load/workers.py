@@ -1,10 +1,7 @@
-"""How many worker processes a cell's load gets.
-
-One Python process on one event loop can keep only so many streams honest (the fidelity
-script measures where: :mod:`bench.fidelity.harness`). Above ``streams_per_worker`` streams the load
-is spread over more processes (:func:`bench.load.hotload.run_load_in_workers`), at most one per
-CPU this process may run on; when the endpoint is on this machine (a loopback address), one
-CPU is left to the server. Extra processes on CPUs the server needs only move the bottleneck.
+"""How many worker processes a cell's load gets: one per ``streams_per_worker`` streams (one
+event loop keeps only so many honest: :mod:`bench.fidelity.harness` measures where), at most one
+per usable CPU, one CPU left to a server on this machine (extra processes on its CPUs only move
+the bottleneck).
 """
 
 from __future__ import annotations

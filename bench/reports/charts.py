@@ -1,17 +1,8 @@
-"""PNG charts of a run, drawn only from cells that were measured.
-
-For each output length and request rate of a run:
-
-- heatmaps (rows concurrency, columns prompt tokens) of request throughput, p95 time to first
-  token and p95 end-to-end latency; a row or column appears only when at least one of its cells
-  was measured, a cell skipped or never run is left blank (skipped ones say "skipped");
-- line charts against concurrency of request throughput, output throughput and p95 end-to-end
-  latency, one line per prompt length that has measured cells, with a point only where a cell
-  was measured (no line is drawn through a context that was never measured).
-
-:func:`plan_charts` decides what is drawn (pure data, what the tests inspect);
-:func:`render_chart` draws one plan with matplotlib's Agg backend and returns what it plotted,
-read back from the axes.
+"""PNG charts of a run, drawn only from cells that were measured: per output length and request
+rate, heatmaps (concurrency x prompt tokens; skipped cells say so, cells never run are blank)
+and line charts against concurrency, one line per prompt length, with points only where a cell
+was measured (no line through a context never measured). :func:`plan_charts` decides what is
+drawn (pure data, what the tests inspect); :func:`render_chart` draws it.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.results.store import CellKey, RunData
+from bench.results.store import CellKey, RunData, slice_name, slices
 
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
 
@@ -71,10 +62,6 @@ class ChartPlan:
     """Heatmap cell notes ("skipped" or "")."""
 
 
-def _slice_name(output_tokens: int, rate: float | None) -> str:
-    return f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, int | float) and math.isfinite(value):
         return float(value)
@@ -84,11 +71,7 @@ def _number(value: Any) -> float | None:
 def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[ChartPlan]:
     """The charts for a run's cells (see the module docstring)."""
     plans: list[ChartPlan] = []
-    slices = sorted(
-        {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells},
-        key=lambda s: (s[0], -1.0 if s[1] is None else s[1]),
-    )
-    for output_tokens, rate in slices:
+    for output_tokens, rate in slices(cells):
         mine = {
             CellKey.of(c): c
             for c in cells
@@ -97,7 +80,7 @@ def plan_charts(cells: Sequence[dict[str, Any]], *, label: str = "") -> list[Cha
         measured = {k: c for k, c in mine.items() if c.get("status") == "ok"}
         if not measured:
             continue
-        name = _slice_name(output_tokens, rate)
+        name = slice_name(output_tokens, rate)
         load = "closed loop" if rate is None else f"{rate:g} req/s"
         context = f"{output_tokens} output tokens, {load}" + (f", {label}" if label else "")
         rows = tuple(sorted({k.concurrency for k in measured}))
@@ -266,25 +249,27 @@ def heatmap_labels(plan: ChartPlan, cmap: Any, norm: Any) -> list[HeatmapLabel]:
     return labels
 
 
+def render_plans(out: Path, plans: Sequence[Any], latency: Sequence[Any] = ()) -> list[Path]:
+    """Draw chart plans and latency plans (:mod:`bench.reports.latency_charts`) into ``out``
+    (made if missing); returns the files written."""
+    from bench.reports.latency_charts import render_latency
+
+    out.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        render_chart(plan, out / plan.filename)
+    for lplan in latency:
+        render_latency(lplan, out / lplan.filename)
+    return [out / plan.filename for plan in (*plans, *latency)]
+
+
 def write_charts(run: RunData) -> list[Path]:
     """Render every chart of ``run`` into ``<run>/charts/``, latency against throughput
-    included (:mod:`bench.reports.latency_charts`); returns the files written."""
-    from bench.reports.latency_charts import latency_plans, render_latency, slo_ttft_ms
+    included; returns the files written."""
+    from bench.reports.latency_charts import latency_plans, slo_ttft_ms
 
     label = str(run.run.get("label") or "")
     plans = plan_charts(run.cells, label=label)
     latency = latency_plans([(label, run.cells)], slo_ms=slo_ttft_ms(run.run))
     if not plans and not latency:
         return []
-    out = run.path / CHARTS_DIR
-    out.mkdir(exist_ok=True)
-    written = []
-    for plan in plans:
-        path = out / plan.filename
-        render_chart(plan, path)
-        written.append(path)
-    for lplan in latency:
-        path = out / lplan.filename
-        render_latency(lplan, path)
-        written.append(path)
-    return written
+    return render_plans(run.path / CHARTS_DIR, plans, latency)

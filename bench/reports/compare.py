@@ -1,15 +1,7 @@
-"""Runs side by side: MTP on vs off, L4 vs RTX PRO 6000 vs TPU.
-
-The first run is the baseline. Cells are matched by key (concurrency, prompt tokens, output
-tokens, request rate); for each metric a table shows every run's value and its change against
-the baseline in percent. A cell one run measured and another skipped or never ran shows
-"skipped" or is left empty, and has no delta.
-
-Cost per million requests = hourly price / (3600 x request_throughput) x 1e6, with the price
-from the hardware catalog (:data:`serving.catalog.hardware.HARDWARE`) for the ``hardware`` recorded
-in
-the run's ``run.json`` (``--hardware`` at run time, or the stack's), or a price given
-explicitly. It is a list-price estimate for one instance kept busy at that cell's load.
+"""Runs side by side (MTP on vs off, L4 vs TPU), the first the baseline: cells matched by key,
+each metric's value per run and its change against the baseline; a cell skipped or never run
+has no delta. Cost per million requests uses the price given, the one the run recorded, or the
+hardware catalog's list price for one instance kept busy at that cell's load.
 """
 
 from __future__ import annotations
@@ -21,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.reports.charts import ChartPlan, Series, render_chart
-from bench.reports.latency_charts import LatencyPlan, latency_plans, render_latency, slo_ttft_ms
+from bench.reports.charts import ChartPlan, Series, render_plans
+from bench.reports.latency_charts import LatencyPlan, latency_plans, slo_ttft_ms
 from bench.reports.tables import CLIENT_LIMITED_MARK
-from bench.results.store import CellKey, RunData
+from bench.results.store import CellKey, RunData, slice_name
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, HARDWARE, LOWER_BOUND
 from serving.sizing import memory
 
-__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "hourly_price", "priced"]
+__all__ = ["Comparison", "compare_runs", "cost_per_million_requests", "priced"]
 
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("request_throughput", "Request throughput (requests/s)", "{:.2f}", True),
@@ -54,14 +46,10 @@ MAX_RECORDED_USD_PER_HOUR = 10_000.0
 
 
 def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[float | None, str]:
-    """The run's hourly price and what it is: ``prices[label]`` or ``prices[hardware]``
-    ("given"), else the price the run recorded for its instance (``usd_per_hour``: the
-    post-deploy benchmark writes its stack's `Settings.price`, e.g. a GKE node's, a flex-start
-    TPU's, with ``usd_per_hour_status``; "recorded" when a run says no status), else the
-    catalog's ("confirmed" or "estimate"). An estimate (a rate not confirmed on Google's page,
-    counted at a named source's quote) costs a run, said so; a price that is only a lower bound
-    (a rate with no figure anywhere, counted 0) does not: (None, "lower_bound"), pass
-    ``--price``."""
+    """The run's hourly price and what it is: given (by label or hardware), recorded by the run
+    (the post-deploy benchmark records its stack's price), or the catalog's ("confirmed" or
+    "estimate"). A price that is only a lower bound (a rate counted 0) is
+    ``(None, "lower_bound")``: pass ``--price``."""
     prices = prices or {}
     hardware = run.run.get("hardware")
     for key in (run.label, hardware):
@@ -85,11 +73,6 @@ def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[flo
             return None, LOWER_BOUND
         return price.usd_per_hour, price.status
     return None, "unknown"
-
-
-def hourly_price(run: RunData, prices: Mapping[str, float] | None = None) -> float | None:
-    """The run's hourly price (:func:`priced`): None where only a lower bound is known."""
-    return priced(run, prices)[0]
 
 
 @dataclass
@@ -200,11 +183,8 @@ class Comparison:
                 texts = []
                 for r in range(len(self.runs)):
                     value = self.values[metric][row][r]
-                    if value is None:
-                        texts.append("")
-                        continue
-                    if value == "skipped":
-                        texts.append("skipped")
+                    if value is None or value == "skipped":
+                        texts.append(value or "")
                         continue
                     text = fmt.format(value)
                     if (keyed[r].get(key) or {}).get("client_limited"):
@@ -241,7 +221,7 @@ class Comparison:
                         series.append(Series.of(run.label, points))
                 if not series:
                     continue
-                name = f"p{prompt}-o{output}" + ("" if rate is None else f"-r{rate:g}")
+                name = f"p{prompt}-{slice_name(output, rate)}"
                 plans.append(
                     ChartPlan(
                         filename=f"compare-{metric}-{name}.png",
@@ -257,19 +237,11 @@ class Comparison:
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write ``compare.md``, ``compare.json`` and the charts into ``out_dir``."""
         out = Path(out_dir)
-        (out / "charts").mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         written = [out / "compare.md", out / "compare.json"]
         written[0].write_text(self.markdown() + "\n", encoding="utf-8")
         written[1].write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
-        for plan in self.chart_plans():
-            path = out / "charts" / plan.filename
-            render_chart(plan, path)
-            written.append(path)
-        for lplan in self.latency_plans():
-            path = out / "charts" / lplan.filename
-            render_latency(lplan, path)
-            written.append(path)
-        return written
+        return written + render_plans(out / "charts", self.chart_plans(), self.latency_plans())
 
     def latency_plans(self) -> list[LatencyPlan]:
         """Latency against throughput, one curve per run (per prompt length when the runs

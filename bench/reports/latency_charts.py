@@ -1,15 +1,8 @@
-"""Latency against throughput: what deployments are compared by.
-
-For p50 and p95 time to first token and p50 and p95 inter-token latency, one chart per output
-length and load kind (closed loop, or each request rate): x is the output token throughput
-(tokens/s), y the latency in ms, one curve per series (a run's prompt lengths in a run's
-report, one curve per run in ``compare``), points in order of concurrency. The stack's SLO
-(p95 TTFT) is drawn as a horizontal line on the TTFT charts; cells the client limited
-(``client_limited`` in the record: :mod:`bench.load.window`) are circled in red and named in the
-legend, so a point that is the client's and not the server's is never read as capacity.
-
-:func:`latency_plans` decides what is drawn (pure data, what the tests inspect);
-:func:`render_latency` draws it with matplotlib's Agg backend and returns what the axes hold.
+"""Latency against throughput, what deployments are compared by: p50/p95 TTFT and ITL against
+output throughput, one curve per series, points in concurrency order, the stack's p95 TTFT SLO
+as a line, and client-limited cells circled in red and named in the legend, so a point that is
+the client's is never read as capacity. :func:`latency_plans` decides (pure data);
+:func:`render_latency` draws and returns what the axes hold.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.results.store import CellKey
+from bench.results.store import CellKey, slice_name, slices
 
 __all__ = [
     "LATENCY_METRICS",
@@ -101,18 +94,10 @@ def latency_plans(
 ) -> list[LatencyPlan]:
     """Charts for ``groups`` (label, cells): a run's cells (``by_prompt``: one curve per prompt
     length) or several runs (one curve per run and prompt length)."""
-    slices = sorted(
-        {
-            (CellKey.of(c).output_tokens, CellKey.of(c).request_rate)
-            for _, cells in groups
-            for c in cells
-        },
-        key=lambda s: (s[0], -1.0 if s[1] is None else s[1]),
-    )
     prompts = sorted({int(c["prompt_tokens"]) for _, cells in groups for c in cells})
     plans = []
-    for output_tokens, rate in slices:
-        name = f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
+    for output_tokens, rate in slices(c for _, cells in groups for c in cells):
+        name = slice_name(output_tokens, rate)
         load = "closed loop" if rate is None else f"{rate:g} req/s"
         for metric, title, applies in LATENCY_METRICS:
             series = []

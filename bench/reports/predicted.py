@@ -1,13 +1,9 @@
 """Predicted against measured: the performance model's figures beside a run's, cell by cell.
 
-``gemma4 bench compare RUN... --predict STACK`` adds, for each run, a table of the model's
-prediction for every measured closed-loop cell next to what the cell measured (the same reading
-of a cell as the calibration's, :func:`serving.capacity.calibration.observations`: the client's
-per-step ITL, the server's TTFT and E2E, throughput by Little's law over the window), the
-relative error, and a flag on each figure off by more than a factor of 1 + the model's band
-either way (uncalibrated: the stack's band; calibrated: its held-out error, at least 20 %).
-Charts overlay the two curves (throughput and TTFT against concurrency, per prompt/output
-length).
+``gemma4 bench compare RUN... --predict STACK``: for each measured closed-loop cell, read as the
+calibration reads it (:func:`serving.capacity.calibration.observations`), the model's
+prediction, the relative error and a flag on figures off by more than the model's band either
+way; charts overlay the two curves.
 """
 
 from __future__ import annotations

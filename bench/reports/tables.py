@@ -8,12 +8,14 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench.results.record import ERROR_KINDS
 from bench.results.store import (
     MEASURED_STATUSES,
     STATS,
     CellKey,
     RunData,
     cell_order,
+    slices,
     write_atomic,
 )
 from endpoint.redact import redact
@@ -39,33 +41,22 @@ CSV_COLUMNS = (
     "total_token_throughput",
     "request_goodput",
     *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el") for stat in STATS),
-    "errors_timeout",
-    "errors_http_status",
-    "errors_connection",
-    "errors_truncated",
-    "errors_protocol",
-    "errors_auth",
+    *(f"errors_{kind}" for kind in ERROR_KINDS),
     "total_input_tokens",
     "total_output_tokens",
     "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length",
     "prompt_tokens_method",
     "prompt_tokens_exact",
-    "client_mean_ttft_ms",
-    "server_mean_ttft_ms",
-    "client_share_ttft",
-    "client_mean_itl_ms",
-    "server_mean_itl_ms",
-    "client_share_itl",
-    "client_mean_e2el_ms",
-    "server_mean_e2el_ms",
-    "client_share_e2el",
+    *(
+        name
+        for m in ("ttft", "itl", "e2el")
+        for name in (f"client_mean_{m}_ms", f"server_mean_{m}_ms", f"client_share_{m}")
+    ),
     "server_in_flight",
     "mean_in_flight",
     "min_in_flight",
-    "mean_loop_lag_ms",
-    "p99_loop_lag_ms",
-    "max_loop_lag_ms",
+    *(f"{stat}_loop_lag_ms" for stat in ("mean", "p99", "max")),
     "coalesced_tokens",
     "coalesced_share",
     "client_cpu_ms_per_request",
@@ -191,11 +182,6 @@ def _num(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "?"
 
 
-def _slices(cells: Sequence[dict[str, Any]]) -> list[tuple[int, float | None]]:
-    keys = {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells}
-    return sorted(keys, key=lambda k: (k[0], -1.0 if k[1] is None else k[1]))
-
-
 def matrix_markdown(
     cells: Sequence[dict[str, Any]], metric: str, fmt: str, output_tokens: int, rate: float | None
 ) -> str:
@@ -260,7 +246,7 @@ def render_report(data: RunData) -> str:
             "",
         ]
     skipped = [c for c in data.cells if c.get("status") == "skipped"]
-    for output_tokens, rate in _slices(data.cells):
+    for output_tokens, rate in slices(data.cells):
         load = "closed loop" if rate is None else f"open loop, {rate:g} requests/s (Poisson)"
         lines += [f"## {output_tokens} output tokens, {load}", ""]
         for metric, title, fmt in _MATRICES:

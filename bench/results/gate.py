@@ -1,23 +1,12 @@
 """The SLO gate: does a run meet the stack's service-level objectives?
 
-Thresholds come from the stack's config (``Pulumi.<stack>.yaml``, keys of
-:class:`serving.config.settings.SloSettings`, defaults where a key is absent):
-
-- ``sloP95TtftMs``: every measured cell's ``p95_ttft_ms`` at most this;
-- ``sloP95E2EMs``: every measured cell's ``p95_e2el_ms`` at most this;
-- ``sloMinSuccessRate``: every measured cell's ``success_rate`` at least this;
-- ``sloMinRequestsPerSecond``: the run's best cell's ``request_throughput`` at least this (the
-  capacity the deployment reached; a concurrency-1 cell is not expected to reach it).
-
-Skipped cells are not judged. The gate also fails, whatever the figures, a run with no measured
-cell, a run whose stored grid is not complete (cells never run: a sweep killed part-way or a
-torn last record), and a run holding a ``failed`` or ``short`` cell (see
-:mod:`bench.results.store`); each such reason is in :attr:`GateResult.problems`. A run made
-against another model or hardware than the stack's (:func:`target_differences`: the run's
-recorded served model name, hardware and stack against the stack file's) fails too, naming
-both, unless the caller allows it (``--allow-other-target``). :func:`evaluate` is the library
-entry (the post-deploy hook); ``gemma4 bench gate`` exits 0 when the gate passes, 1 when it
-fails, 2 on a usage error.
+Thresholds are the stack's ``slo*`` keys (:class:`serving.config.groups.SloSettings`): every
+measured cell's p95 TTFT and p95 E2E at most, success rate at least, and the best cell's
+request throughput at least ``sloMinRequestsPerSecond`` (a concurrency-1 cell is not expected
+to reach it). Skipped cells are not judged. Whatever the figures, the gate fails a run with no
+measured cell, an incomplete grid, a ``failed`` or ``short`` cell, or (unless the caller
+allows it: ``--allow-other-target``) one made against another model or hardware than the
+stack's (:func:`target_differences`); each reason is in :attr:`GateResult.problems`.
 """
 
 from __future__ import annotations
@@ -171,13 +160,8 @@ def evaluate(run: RunData | Sequence[Mapping[str, Any]], slo: SloSettings) -> Ga
 
 
 def stack_config(stack: str, cwd: str | Path | None = None) -> dict[str, Any]:
-    """The project keys of ``Pulumi.<stack>.yaml`` in the project directory ``cwd`` (default:
-    the Pulumi project found from the current directory upward), without the project prefix.
-
-    Raises ValueError (:class:`serving.config.project.ProjectError`) when there is no such stack
-    file
-    or it is not a Pulumi stack file.
-    """
+    """The ``gemma4-vllm:`` keys of ``Pulumi.<stack>.yaml`` in ``cwd`` (default: the project found
+    upward), unprefixed; ValueError when there is no such stack file or it is not one."""
     from serving.config.project import stack_file
     from serving.config.stack_config import stack_name_problem
     from serving.config.stack_file import config_block

@@ -5,19 +5,12 @@ records; the statistics (:mod:`bench.results.stats`) read them."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = ["ERROR_KINDS", "ErrorKind", "RequestResult"]
 
 ErrorKind = Literal["timeout", "http_status", "connection", "truncated", "protocol", "auth"]
-ERROR_KINDS: tuple[ErrorKind, ...] = (
-    "timeout",
-    "http_status",
-    "connection",
-    "truncated",
-    "protocol",
-    "auth",
-)
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 
 
 @dataclass

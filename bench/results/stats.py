@@ -1,11 +1,7 @@
 """Percentiles and per-cell summaries, named as ``vllm bench serve`` names its results.
 
-Percentiles use linear interpolation between closest ranks: for sorted values ``x[0..n-1]`` and
-``p`` in [0, 100], ``h = (n - 1) * p / 100`` and the result is
-``x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])``. That is Hyndman and Fan's
-type 7, numpy's default ``method="linear"`` and ``statistics.quantiles(method="inclusive")``.
-The p95 of 20 values is therefore ``x[18] + 0.05 * (x[19] - x[18])``, never ``x[19]`` (the
-off-by-one of the reference recipes).
+Percentiles interpolate linearly between closest ranks (Hyndman and Fan's type 7, numpy's
+default): the p95 of 20 values is ``x[18] + 0.05 * (x[19] - x[18])``, never ``x[19]``.
 """
 
 from __future__ import annotations
@@ -28,8 +24,6 @@ __all__ = [
 
 PERCENTILES = (90, 95, 99)
 """The percentiles every latency metric reports (plus mean, median and std)."""
-
-_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -99,17 +93,9 @@ def summarize(
     *,
     goodput_slo: GoodputSlo | None = None,
 ) -> Summary:
-    """Figures for one cell from its requests and its duration (first send to last answer).
-
-    Keys (``vllm bench serve`` names where they exist): ``completed``, ``failed``,
-    ``success_rate``, ``errors`` (count per error kind), ``duration``, ``total_input_tokens``,
-    ``total_output_tokens``, ``request_throughput``, ``output_throughput``,
-    ``total_token_throughput``, ``request_goodput``, ``goodput_slo``, and for each of ``ttft``,
-    ``tpot``, ``itl``, ``e2el``: ``mean_``, ``median_``, ``std_``, ``p90_``, ``p95_``, ``p99_``
-    ``<metric>_ms``. Latencies are over successful requests only; ITL is per output token (a
-    chunk's gap divided by the tokens it carried). Token counts come from the usage the server
-    reported, never from counting chunks.
-    """
+    """Figures for one cell from its requests and its duration (first send to last answer), named
+    as ``vllm bench serve`` names them (docs/benchmark.md lists them). Latencies are over
+    successful requests; token counts come from the server's usage, never from counting chunks."""
     results = list(results)
     ok = [r for r in results if r.ok]
     errors = dict.fromkeys(ERROR_KINDS, 0)

@@ -1,26 +1,13 @@
 """The run directory: what a sweep writes, cell by cell, and how it is read back.
 
-Layout of ``OUT/``:
-
-- ``run.json``: the run's metadata (``schema_version``, tool, creation time, URL, model,
-  hardware, label, the grid, the options, how prompts were sized); rewritten when the run ends.
-- ``cells.jsonl``: one JSON object per finished cell, appended, flushed and fsynced as the cell
-  ends, so an interrupted sweep keeps every finished cell and ``--resume`` runs only the rest.
-  A last line cut short by a crash is ignored when read back, and removed (so the cell is run
-  again, never merged with the next record) when the run is resumed; a damaged line before the
-  last one, or a record without its key fields, makes the run unreadable (:class:`StoreError`
-  naming the line).
-- ``.lock``: held (``fcntl.flock``, exclusive) by the one process writing the run; a second
-  writer is refused. The kernel releases the lock when that process ends, however it ends, so
-  a lock file left behind by a killed run is not stale: it is reused by the next writer.
-- ``results.csv``, ``report.md``: see :mod:`bench.reports.tables`; ``charts/*.png``: see
-  :mod:`bench.reports.charts`.
-
-A cell record (:data:`CellRecord`) carries the cell's key (``request_rate`` None for closed
-loop), ``id``, ``status`` (``"ok"``; ``"failed"``: success rate under the run's
-``min_success_rate``; ``"short"``: responses shorter than the cell's output length;
-``"skipped"`` with a ``skip_reason``), ``problems`` (why a cell is not ``ok``) and the figures
-of :func:`bench.results.stats.summarize` and :func:`bench.load.window.window_figures`.
+- ``run.json``: the run's metadata; rewritten when the run ends.
+- ``cells.jsonl``: one record per finished cell, appended and fsynced as the cell ends, so an
+  interrupted sweep keeps every finished cell and ``--resume`` runs only the rest. A torn last
+  line is ignored when read and removed on resume (its cell runs again); a damaged line before
+  it, or a record out of shape, is a :class:`StoreError` naming the line.
+- ``.lock``: ``flock``-ed by the one writer; the kernel releases it however that process ends,
+  so a lock file left behind is never stale.
+- ``preflight.json``: why a run stopped before its first cell.
 """
 
 from __future__ import annotations
@@ -30,6 +17,7 @@ import fcntl
 import json
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -70,6 +58,18 @@ STATS = ("mean", "median", "std", "p90", "p95", "p99")
 def cell_order(record: dict[str, Any]) -> tuple[int, int, int, float]:
     """Sort key of a cell record (see :meth:`CellKey.order`)."""
     return CellKey.of(record).order()
+
+
+def slices(cells: Iterable[dict[str, Any]]) -> list[tuple[int, float | None]]:
+    """The (output tokens, request rate) pairs of ``cells``, closed loop first: a report's
+    sections and a chart's files, one per pair."""
+    keys = {(CellKey.of(c).output_tokens, CellKey.of(c).request_rate) for c in cells}
+    return sorted(keys, key=lambda k: (k[0], -1.0 if k[1] is None else k[1]))
+
+
+def slice_name(output_tokens: int, rate: float | None) -> str:
+    """``o128`` (closed loop) or ``o128-r5``: a slice in a chart's file name."""
+    return f"o{output_tokens}" + ("" if rate is None else f"-r{rate:g}")
 
 
 class StoreError(Exception):
@@ -477,14 +477,10 @@ class RunStore:
     def open(
         cls, path: str | Path, run: dict[str, Any], *, resume: bool, write: bool = True
     ) -> RunStore:
-        """Start a run in ``path``, or continue the one there with ``resume``; takes the lock.
-
-        A fresh run refuses a directory that already holds one. A resumed run must be the same
-        experiment: every :data:`IDENTITY_KEYS` field given in ``run`` must equal the stored one
-        (else :class:`StoreError` listing the differences); a torn last record is removed so
-        that its cell runs again. ``write=False`` defers writing run.json to
-        :meth:`write_run` (after a preflight, so a failed start leaves no run behind).
-        """
+        """Start a run in ``path``, or continue the one there with ``resume`` (the same experiment:
+        every :data:`IDENTITY_KEYS` field given must equal the stored one; a torn last record is
+        removed); takes the lock. ``write=False`` defers run.json to :meth:`write_run` (after a
+        preflight, so a failed start leaves no run behind)."""
         root = Path(path)
         fd = cls._lock(root)
         try:

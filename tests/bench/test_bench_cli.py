@@ -191,7 +191,7 @@ def test_run_from_stack_outputs(
 ) -> None:
     server = fake_vllm(output_tokens=2)
     outputs = {"service_url": server.url, "served_model_name": MODEL}
-    monkeypatch.setattr("bench.cli.read_stack_outputs", lambda stack, cwd: outputs)
+    monkeypatch.setattr("healthchecks.cli.read_stack_outputs", lambda stack, cwd: outputs)
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "run"
     argv = [

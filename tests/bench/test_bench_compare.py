@@ -10,7 +10,7 @@ import pytest
 
 from bench import compare_runs, cost_per_million_requests, load_run
 from bench.cli import main
-from bench.reports.compare import hourly_price, priced
+from bench.reports.compare import priced
 from bench.results.store import StoreError
 from serving.catalog.hardware import HARDWARE
 from tests.bench._cells import cell, write_run
@@ -116,8 +116,8 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(
     node = 0.85
     assert node != HARDWARE["l4"].price.usd_per_hour
     gke = load_run(_run_recording(tmp_path, "gke", node))
-    assert hourly_price(gke) == node
-    assert hourly_price(gke, {"gke": 2.0}) == 2.0  # an explicit price wins
+    assert priced(gke)[0] == node
+    assert priced(gke, {"gke": 2.0})[0] == 2.0  # an explicit price wins
     # The catalog's L4 price is an estimate (its GPU rate counted at a quoted figure): used.
     estimate = HARDWARE["l4"].price
     assert estimate.is_estimate
@@ -127,7 +127,7 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(
     # A recorded figure that is no price is ignored: the catalog's estimate is used.
     for i, bad in enumerate((True, -1, 0, 1e9, "0.85")):
         run = load_run(_run_recording(tmp_path, f"bad{i}", bad))
-        assert hourly_price(run) == estimate.usd_per_hour
+        assert priced(run)[0] == estimate.usd_per_hour
         assert priced(run, {"l4": 1.5}) == (1.5, "given")
     # A recorded lower bound (either spelling) is no price, and neither is the catalog's
     # lower bound: a run is not costed at one without --price.
@@ -143,7 +143,7 @@ def test_a_run_that_recorded_its_instance_price_is_costed_at_it(
         assert tpu.spot_price is not None and tpu.spot_price.is_lower_bound
         monkeypatch.setitem(HARDWARE, "tpu-v6e-1", replace(tpu, price=tpu.spot_price))
         assert priced(load_run(bound)) == (None, "lower_bound")
-        assert hourly_price(load_run(bound), {"tpu-v6e-1": 2.0}) == 2.0
+        assert priced(load_run(bound), {"tpu-v6e-1": 2.0})[0] == 2.0
     recorded = _run_recording(tmp_path, "recorded-estimate", node)
     meta = json.loads((recorded / "run.json").read_text())
     (recorded / "run.json").write_text(json.dumps({**meta, "usd_per_hour_status": "estimate"}))

@@ -6,7 +6,6 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from bench.load.server_metrics import (
-    HistogramDelta,
     ServerHistogramsError,
     client_share,
     histogram_deltas,
@@ -108,13 +107,6 @@ def test_fake_vllm_exposition_parses(fake_vllm: ServerFactory) -> None:
     d = histogram_deltas(before, after)
     assert d["ttft"] is not None and d["ttft"].count == 1
     assert d["e2el"] is not None and d["e2el"].count == 1
-
-
-def test_quantile_interpolates_within_a_bucket() -> None:
-    d = HistogramDelta(1.0, 4.0, ((0.1, 0.0), (0.2, 4.0), (float("inf"), 4.0)))
-    assert d.quantile(0.5) == pytest.approx(0.15)
-    assert HistogramDelta(0.0, 0.0, ()).quantile(0.5) is None
-    assert HistogramDelta(9.0, 1.0, ((0.1, 0.0), (float("inf"), 1.0))).quantile(0.5) is None
 
 
 def test_client_share() -> None:

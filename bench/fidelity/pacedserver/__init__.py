@@ -1,35 +1,20 @@
 """A paced completions server that times every request from the moment it received it.
 
-For ``python -m bench.fidelity``: a vLLM-compatible streaming ``POST /v1/completions`` whose
-time to first token and interval between tokens are known, cheap enough to pace 1024
-concurrent streams at 20 ms per token from one core, and honest about its own lateness:
+For ``python -m bench.fidelity``: a streaming ``POST /v1/completions`` whose time to first token
+and interval between tokens are known, cheap enough to pace 1024 streams at 20 ms a token from
+one core, and honest about its own lateness: a request's clock starts when its first bytes
+arrive (never from a stamp the client sets); its own TTFT and E2E are logged (``GET /timings``,
+``?clear=1`` empties it) and exported as vLLM does in ``GET /metrics``. A bare
+:class:`asyncio.Protocol` (keep-alive, chunked events pre-encoded, one timer per token).
 
-- a request's clock starts when its first bytes reach the server (``data_received``), never
-  from a stamp the client sets; token i is due at ``received + ttft + i x itl``;
-- the server logs, per request, its own time to first token (received to the first token's
-  write; in step-model mode, to the time the model produced it) and end-to-end time, served at
-  ``GET /timings`` (``?clear=1`` empties the log), and
-  exports them as vLLM does in ``GET /metrics`` (``vllm:time_to_first_token_seconds``,
-  ``vllm:inter_token_latency_seconds`` per token, ``vllm:e2e_request_latency_seconds``, with
-  ``model_name`` and ``engine`` labels and vLLM's buckets, written by prometheus-client);
-- it is a bare :class:`asyncio.Protocol` (HTTP/1.1 keep-alive, chunked server-sent events,
-  chunks pre-encoded, one timer per token), on uvloop where installed, optionally pinned to
-  one CPU (``--cpu``).
+``python -m bench.fidelity.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``
+prints ``listening on http://127.0.0.1:PORT``.
 
-Run: ``python -m bench.fidelity.pacedserver --ttft-ms 100 --itl-ms 20 --output-tokens 16 --cpu 1``;
-it prints ``listening on http://127.0.0.1:PORT``.
-
-**Step-model mode** (``--step-model``, or ``PacedServer(step_model=...)``): the pacing follows
-:class:`serving.capacity.perf.StepModel` with known coefficients instead of fixed times, so that a
-calibration fitted on a sweep against it can be checked against the truth. A request arriving
-with ``B - 1`` others in flight gets its first token after the model's engine TTFT at
-concurrency ``B`` and then one token every mean step there (``StepModel.at_concurrency``;
-the prompt is the request's word count + 1, as the usage reports it). The statistics
-(histograms, log) then record the times the model gave each token, as vLLM records its
-engine's timestamps, so a loaded machine that fires a token's timer late delays what the
-client reads but never the record. :data:`SYNTHETIC_SHAPE` and :data:`SYNTHETIC_DEVICE` are
-a small made-up model and device whose terms are all measurable in milliseconds. Not a vLLM
-stand-in for anything else: no chat, no tokenizer, no errors beyond 404/400.
+**Step-model mode** (``--step-model``): the pacing follows :class:`serving.capacity.perf.StepModel`
+with known coefficients, so a calibration fitted on a sweep against it can be checked against
+the truth: a request arriving with ``B - 1`` others in flight gets the model's TTFT and step at
+concurrency ``B``. The statistics record the times the model gave each token, as vLLM records
+its engine's, so a late timer delays what the client reads but never the record.
 """
 
 from __future__ import annotations
@@ -112,6 +97,15 @@ E2E_BUCKETS = (
     40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
 MODEL = "google/gemma-4-12B-it"
+_CHOICE = {
+    "index": 0,
+    "text": "tok ",
+    "logprobs": None,
+    "stop_reason": None,
+    "prompt_token_ids": None,
+    "token_ids": None,
+}
+"""A token's choice as vLLM streams it (the chunks weigh what vLLM's do)."""
 
 
 def _chunked(payload: bytes) -> bytes:
@@ -161,45 +155,24 @@ class PacedServer:
         cached = self._chunks.get(key)
         if cached is not None:
             return cached
-        out = []
-        for i in range(n):
-            event = {
-                "id": "cmpl-paced",
-                "object": "text_completion",
-                "created": 0,
-                "model": self.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "text": "tok ",
-                        "logprobs": None,
-                        "finish_reason": "length" if i == n - 1 else None,
-                        "stop_reason": None,
-                        "prompt_token_ids": None,
-                        "token_ids": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "total_tokens": prompt_tokens + i + 1,
-                    "completion_tokens": i + 1,
-                },
-            }
-            out.append(_chunked(b"data: " + orjson.dumps(event) + b"\n\n"))
-        usage = {
-            "id": "cmpl-paced",
-            "object": "text_completion",
-            "created": 0,
-            "model": self.model,
-            "choices": [],
-            "usage": {
+
+        def event(choices: list[dict[str, Any]], completion_tokens: int) -> bytes:
+            usage = {
                 "prompt_tokens": prompt_tokens,
-                "total_tokens": prompt_tokens + n,
-                "completion_tokens": n,
-            },
-            "system_fingerprint": "vllm-0.27.1-paced",
-        }
-        tail = _chunked(b"data: " + orjson.dumps(usage) + b"\n\n")
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+            }
+            body = {"id": "cmpl-paced", "object": "text_completion", "created": 0}
+            body |= {"model": self.model, "choices": choices, "usage": usage}
+            if not choices:
+                body["system_fingerprint"] = "vllm-0.27.1-paced"
+            return _chunked(b"data: " + orjson.dumps(body) + b"\n\n")
+
+        out = [
+            event([{**_CHOICE, "finish_reason": "length" if i == n - 1 else None}], i + 1)
+            for i in range(n)
+        ]
+        tail = event([], n)
         tail += _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         out.append(tail)
         self._chunks[key] = out
