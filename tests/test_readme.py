@@ -247,6 +247,7 @@ def test_there_are_offline_blocks_and_the_first_shows_its_output() -> None:
 
 
 # One test per block, so that pytest-xdist spreads them over its workers.
+@pytest.mark.long  # with every block, the module takes half a minute
 @pytest.mark.parametrize(
     "block", OFFLINE, ids=[f"{b.path.relative_to(ROOT)}:{b.line}" for b in OFFLINE]
 )

@@ -28,7 +28,8 @@ from bench.results.store import load_run
 from serving.capacity.calibration import Calibration, calibrate, observations
 from serving.capacity.perf import Coefficients, Workload
 
-#: One worker runs the sweep the module's tests share (scripts/check: --dist loadgroup).
+#: One worker runs the sweep the module's tests share (scripts/check: --dist loadscope;
+#: the group for a run with --dist loadgroup).
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("synthetic-sweep")]
 
 TRUTH = SYNTHETIC_TRUTH
