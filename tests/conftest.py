@@ -29,8 +29,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The long tests first, in their order (a stable sort): with scripts/check's
-    ``--dist loadscope`` the modules holding them are handed out first, one to each worker, so
-    none is started last and keeps a worker busy after the others have finished."""
+    ``--dist loadscope --no-loadscope-reorder`` the modules holding them are handed out first,
+    one to each worker, so none is started last and keeps a worker busy after the others have
+    finished."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
