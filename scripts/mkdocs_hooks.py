@@ -23,7 +23,7 @@ _drawn: dict[float, Path] = {}
 
 #: A fence opening with one of the test markers (the markers tests/test_readme.py defines).
 MARKED_FENCE = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<fence>`{3,})bash[ \t]+(?:ci|cloud|heavy|serve|script|script-refused)"
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,})bash[ \t]+(?:ci|cloud|heavy|serve)"
     r"[ \t]*$",
     re.MULTILINE,
 )

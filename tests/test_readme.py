@@ -19,9 +19,6 @@ you add commands):
   parsed like the cloud blocks'.
 - ```` ```bash ci ````: the two-command start (`scripts/setup`, `scripts/check`); not run here
   (it would run this test); it must be exactly what `.ci/run` runs.
-- ```` ```bash script ```` / ```` ```bash script-refused ````: an example startup script that the
-  policy reader accepts / refuses (docs/reader-grammar.md); not run, not parsed here, read by
-  the reader in tests/policies/test_reader_grammar_docs.py.
 - Any other info string (`text`, `json`, `python`, `mermaid`, none) is not a shell command.
   GitHub highlights by the first word only, so `bash cloud` renders as bash; the docs site
   drops the marker before rendering (scripts/mkdocs_hooks.py).
@@ -59,11 +56,6 @@ KINDS = {
     "ci": "ci",
     "heavy": "heavy",
     "serve": "serve",
-    # An example startup script the policy reader accepts or refuses (docs/reader-grammar.md):
-    # neither run nor parsed here; tests/policies/test_reader_grammar_docs.py reads each one
-    # with the reader and holds it to what the page says.
-    "script": "script",
-    "script-refused": "script",
 }
 #: `python -m MODULE` forms and the module holding each one's `build_parser()`.
 PYTHON_M_PARSERS = {
@@ -143,7 +135,7 @@ def commands(block: Block) -> list[list[str]]:
 
 
 def all_commands() -> list[tuple[Block, list[str]]]:
-    return [(b, c) for b in blocks() if b.kind != "script" for c in commands(b)]
+    return [(b, c) for b in blocks() for c in commands(b)]
 
 
 def test_the_readme_has_blocks_of_every_kind() -> None:
