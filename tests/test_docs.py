@@ -125,9 +125,11 @@ def test_the_site_builds_with_every_fence_rendered(tmp_path: Path) -> None:
     site = Path(os.environ.get("GEMMA4_SITE_DIR") or tmp_path / "site")
     command = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
     assert "--quiet" not in _check_mkdocs_step()
+    # From another folder, as `mkdocs build -f <repo>/mkdocs.yml` in a user's script: the
+    # figures are drawn from this project, not from whatever folder the build started in.
     done = subprocess.run(
-        [*command, "--site-dir", str(site)],
-        cwd=ROOT,
+        [*command, "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=540,  # against a hang: 8-14 s idle, about a minute under load

@@ -21,9 +21,10 @@ CLOUD_RUN_STACK = "l4"
 
 @functools.cache
 def _preview(stack: str) -> Any:
-    from preview.build import build_preview
+    """This project's own stack, wherever the site is built from (``mkdocs build -f``)."""
+    from preview.build import ROOT, build_preview
 
-    return build_preview(stack)
+    return build_preview(stack, project_dir=ROOT)
 
 
 def gke_topology() -> Diagram:
