@@ -6,15 +6,18 @@ nothing usable listens there (not a server still loading); ``timeout``, ``droppe
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import ssl
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
 
+from .limits import MAX_ECHO_CHARS
 from .redact import redact
 
 ProblemKind = Literal["refused", "dns", "tls", "timeout", "dropped", "other"]
@@ -158,3 +161,76 @@ def classify_connection_error(exc: BaseException, url: str | None = None) -> Con
     }[kind]
     detail = f"{label} ({name}{': ' + message if message else ''})"
     return ConnectionProblem(kind, redact(detail, limit=300), _hint(kind, url))
+
+
+class _PageText(HTMLParser):
+    """An HTML error page's title and visible text (scripts and styles left out); every tag but
+    the inline ones starts a new line."""
+
+    _INLINE = frozenset(
+        {"a", "abbr", "b", "code", "em", "font", "i", "ins", "small", "span", "strong", "u"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.text: list[str] = []
+        self._hidden = 0
+        self._in_title = False
+
+    def _tag(self, tag: str) -> None:
+        if tag not in self._INLINE:
+            self.text.append("\n")
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag in ("script", "style"):
+            self._hidden += 1
+        elif tag == "title":
+            self._in_title = True
+        self._tag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._hidden = max(0, self._hidden - 1)
+        elif tag == "title":
+            self._in_title = False
+        self._tag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            (self.title if self._in_title else self.text).append(data)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _said(body: str) -> str:
+    """What the body says, before redaction: see :func:`error_line`."""
+    text = body.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data.get("message", data.get("detail")))
+        if isinstance(error, dict):
+            error = error.get("message")
+        if isinstance(error, str):
+            return _first_line(error)
+    if text.startswith("<"):
+        page = _PageText()
+        page.feed(text[: 64 << 10])
+        page.close()
+        return _first_line("".join(page.title)) or _first_line("".join(page.text))
+    return _first_line(text)
+
+
+def error_line(body: str | bytes, limit: int = MAX_ECHO_CHARS) -> str:
+    """A server's error body as one line: an OpenAI/vLLM error's message (``{"error":
+    {"message": ...}}``, ``{"message": ...}``, ``{"detail": ...}``), an HTML page's title or
+    first text (a load balancer's or Google's front end's page), else the first non-blank
+    line; whitespace collapsed, redacted, then cut to ``limit`` characters. Empty when the body
+    says nothing."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return redact(" ".join(_said(text).split()), limit=limit)

@@ -12,6 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from .client import request_capped
+from .errors import error_line
 from .limits import MAX_ECHO_CHARS, MAX_METRICS_BYTES
 from .redact import redact
 
@@ -211,7 +212,5 @@ async def fetch_metrics(
         client, "GET", "/metrics", max_bytes=max_bytes, timeout=timeout, what="/metrics"
     )
     if reply.status != 200:
-        raise MetricsParseError(
-            f"/metrics answered HTTP {reply.status}: {redact(reply.text, limit=MAX_ECHO_CHARS)}"
-        )
+        raise MetricsParseError(f"/metrics answered HTTP {reply.status}: {error_line(reply.text)}")
     return parse_metrics(reply.text, model_name=model_name)

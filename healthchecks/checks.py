@@ -17,7 +17,7 @@ import httpx
 from endpoint.auth import AuthError
 from endpoint.client import LimitExceeded, Reply, iter_lines_capped, read_capped, request_capped
 from endpoint.client import retry_after_seconds as _retry_after
-from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error
+from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error, error_line
 from endpoint.limits import (
     MAX_ECHO_CHARS,
     MAX_ERROR_BODY_BYTES,
@@ -82,20 +82,8 @@ def _echo(text: object) -> str:
 
 
 def _error_message(reply: Reply) -> str:
-    """The server's error text: OpenAI/vLLM ``{"error": {"message": ...}}`` or the body,
-    redacted and cut."""
-    text = reply.text.strip()
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return _echo(text) or f"HTTP {reply.status}"
-    if isinstance(body, dict):
-        error = body.get("error", body.get("message", body.get("detail")))
-        if isinstance(error, dict) and error.get("message"):
-            return _echo(error["message"])
-        if isinstance(error, str):
-            return _echo(error)
-    return _echo(text)
+    """The server's error, one line (:func:`endpoint.errors.error_line`)."""
+    return error_line(reply.text) or f"HTTP {reply.status}"
 
 
 def _auth_failure(name: str, started: float, reply: Reply, auth: str | None) -> CheckResult:

@@ -23,6 +23,7 @@ from components.tpu_api import TpuApi, TpuApiError
 from components.tpu_queued_resource import api_version
 from endpoint.auth import AuthError
 from endpoint.client import make_client, request_capped
+from endpoint.errors import error_line
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.metrics import (
     MetricsParseError,
@@ -390,7 +391,7 @@ class Tools:
         if response.status != 200:
             raise ToolFailure(
                 f"{target.url}/v1/models answered HTTP {response.status}: "
-                f"{redact_cut(response.text, MAX_ECHO_CHARS)}"
+                f"{error_line(response.text)}"
             )
         try:
             cards = response.json()["data"]

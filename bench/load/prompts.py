@@ -25,7 +25,8 @@ from typing import Literal
 import httpx
 
 from endpoint.client import LimitExceeded, request_capped
-from endpoint.limits import MAX_ECHO_CHARS, MAX_PROMPT_TOKENS
+from endpoint.errors import error_line
+from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 
 __all__ = ["PromptError", "PromptSet", "TokenizeUnavailable", "build_prompts", "count_tokens"]
@@ -99,9 +100,7 @@ async def count_tokens(client: httpx.AsyncClient, model: str, text: str) -> int:
     if reply.status in (404, 405):
         raise TokenizeUnavailable(f"/tokenize answered {reply.status}")
     if reply.status != 200:
-        raise PromptError(
-            f"/tokenize answered HTTP {reply.status}: {redact(reply.text, limit=MAX_ECHO_CHARS)}"
-        )
+        raise PromptError(f"/tokenize answered HTTP {reply.status}: {error_line(reply.text)}")
     try:
         data = reply.json()
     except (ValueError, UnicodeDecodeError):

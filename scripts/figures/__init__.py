@@ -22,7 +22,8 @@ CLOUD_RUN_STACK = "l4"
 @functools.cache
 def _preview(stack: str) -> Any:
     """This project's own stack, wherever the site is built from (``mkdocs build -f``)."""
-    from preview.build import ROOT, build_preview
+    from preview.build import build_preview
+    from preview.harness import ROOT
 
     return build_preview(stack, project_dir=ROOT)
 

@@ -378,3 +378,16 @@ def test_a_cell_record_with_a_key_twice_is_refused(tmp_path: Path, capsys) -> No
     code = main(["compare", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "'status' twice" in err, err
+
+
+def test_a_front_end_error_page_is_one_line(capsys, tmp_path: Path) -> None:
+    """The preflight's failure against a front end's HTML 502 page: the status and the page's
+    title on one line, not the page."""
+    from tests.support.front_end import front_end_502
+
+    with front_end_502() as url:
+        code, out, err, _ = _run(capsys, url, tmp_path / "r", "--model", MODEL, "--no-tokenize")
+    assert code == 1
+    assert "HTTP 502: Error 502 (Server Error)!!1" in " ".join(err.split())
+    assert "<" not in out + err and "an error." not in out + err
+    assert len([line for line in err.splitlines() if "502" in line]) == 1

@@ -297,3 +297,18 @@ def test_a_retry_after_past_the_deadline_ends_the_check_and_says_so(
             "metrics_throttle": "/metrics"}[throttle]  # fmt: skip
     assert [q.path for q in server.requests].count(path) == 1  # one try, no second
     assert took < 30  # at once, not after the day the server asked for (nor the hour's deadline)
+
+
+def test_a_front_end_error_page_is_one_line_per_check(capsys) -> None:
+    """A front end in front of vLLM (Google's, on Cloud Run) answers 502 with an HTML page: each
+    failed check says the status and the page's title on one line, not the page."""
+    from tests.support.front_end import front_end_502
+
+    with front_end_502() as url:
+        code, out, _, _ = _run(capsys, "--url", url, "--model", MODEL)
+    assert code == 1
+    failed = [line for line in out.splitlines() if " FAIL " in line]
+    assert len(failed) == 3  # models, chat, metrics; readiness passed
+    for line in failed:
+        assert "answered HTTP 502: Error 502 (Server Error)!!1" in line
+    assert "<" not in out and "an error." not in out
