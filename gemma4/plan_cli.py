@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests in flight to predict at, comma-separated (default: 1, powers of two "
         "and max-num-seqs)",
     )
-    add_mtp_option(parser)
+    add_mtp_option(parser, calibration_run=True)
     parser.add_argument(
         "--plot",
         type=Path,
@@ -498,17 +498,20 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def add_mtp_option(parser: argparse.ArgumentParser) -> None:
-    """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with."""
-
+def add_mtp_option(parser: argparse.ArgumentParser, *, calibration_run: bool = False) -> None:
+    """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with;
+    ``calibration_run``: the command also takes ``--calibration-run``, whose counters come first."""
+    measured = (
+        "what --calibration-run's spec-decode counters measured, else " if calibration_run else ""
+    )
     parser.add_argument(
         "--mtp-acceptance",
         type=bounded_number("--mtp-acceptance", 0.0, 1.0),
         default=None,
         metavar="F",
         help="per-draft-token MTP acceptance in [0, 1] for stacks with speculative decoding "
-        "(default: what --calibration-run's spec-decode counters measured, else a "
-        "calibration's measured figure, else the median of published Gemma 4 MTP figures)",
+        f"(default: {measured}a calibration's measured figure, else the median of published "
+        "Gemma 4 MTP figures)",
     )
 
 

@@ -316,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--policy-config",
         type=Path,
-        help="pack config as for --policy-pack-config (default: policies/config.json)",
+        help="the policy pack's config, as `pulumi preview --policy-pack-config` takes it "
+        "(default: policies/config.json)",
     )
     add_rate_option(
         parser,

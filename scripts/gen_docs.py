@@ -181,7 +181,7 @@ def _default(action: argparse.Action) -> str:
     if action.nargs == 0 or action.required:
         return "required" if action.required else "-"
     value = action.default
-    if value is None or value == argparse.SUPPRESS or value == []:
+    if value is None or value == argparse.SUPPRESS or value in ([], ""):
         return "-"
     if isinstance(value, Path):
         # A default inside the repository is shown relative to it, so the page does not depend

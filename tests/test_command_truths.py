@@ -125,6 +125,32 @@ def test_the_rate_has_one_set_of_names_wherever_it_is_taken() -> None:
             assert len({options(parser)[n].dest for n in names}) == 1
 
 
+#: An option in backticks after another command's name is that command's (`pulumi preview
+#: --policy-pack-config`, `gemma4 bench run --out`), not one this command takes.
+_ANOTHER_COMMANDS = re.compile(r"`(?:pulumi|gemma4|vllm|gcloud)\b[^`]*`")
+
+
+def test_option_help_names_only_options_of_its_own_command() -> None:
+    """A help text that sends the reader to an option the command lacks is a lie on screen (and
+    in the commands reference, generated from the same parsers)."""
+    wrong = []
+    for path, parser in parsers().items():
+        own = {o for a in parser._actions for o in a.option_strings}
+        for action in parser._actions:
+            text = _ANOTHER_COMMANDS.sub("", action.help or "")
+            for named in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text):
+                if named not in own:
+                    wrong.append(
+                        f"gemma4 {' '.join(path)} {'/'.join(action.option_strings)}: {named}"
+                    )
+    assert wrong == []
+
+
+def test_no_option_shows_an_empty_default_in_the_reference() -> None:
+    reference = (ROOT / "docs" / "reference" / "commands.md").read_text()
+    assert '| `""` |' not in reference
+
+
 def test_timeout_seconds_means_one_thing() -> None:
     """`--timeout-seconds` is health's overall deadline (its old name, hidden); bench run's
     per-request timeout is `--request-timeout-seconds`, as health's."""
