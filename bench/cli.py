@@ -47,7 +47,7 @@ from endpoint.client import LimitExceeded
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError
-from gemma4.options import add_project_options, say_outputs, say_read
+from gemma4.options import add_project_options, say_read
 from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_from_args
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
@@ -362,9 +362,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str,
     extra: dict[str, Any] = {}
     if not args.url and not args.stack:
         raise UsageError("pass --url URL --model NAME, or -s STACK")
-    if args.stack:
-        say_outputs("gemma4 bench run", args.stack, args.project_dir)
-    targets = targets_from_args(args)
+    targets = targets_from_args(args, "gemma4 bench run")
     if args.stack:
         extra["stack"] = args.stack
         identity = stack_identity(args.stack, args.project_dir)

@@ -30,6 +30,7 @@ from endpoint.targets import (
 )
 from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
+from serving.config.stack_config import stack_name_problem
 
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
@@ -88,11 +89,15 @@ def add_auth_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def targets_from_args(args: argparse.Namespace) -> list[Target]:
-    """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``) or ``--url``, with
-    the flags of :func:`add_auth_options`."""
+def targets_from_args(args: argparse.Namespace, command: str) -> list[Target]:
+    """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``; ``command`` says
+    where) or ``--url``, with the flags of :func:`add_auth_options`."""
     options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
     if args.stack:
+        problem = stack_name_problem(args.stack)  # before the pulumi CLI is asked anything
+        if problem:
+            raise TargetError(problem)
+        say_outputs(command, args.stack, args.project_dir)
         outputs = read_stack_outputs(args.stack, args.project_dir and str(args.project_dir))
         return targets_from_outputs(outputs, args.stack, options, args.model)
     return [target_from_url(args.url, args.model, options)]
@@ -147,9 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _targets(args: argparse.Namespace) -> list[Target]:
-    if args.stack:
-        say_outputs("gemma4 health", args.stack, args.project_dir)
-    return targets_from_args(args)
+    return targets_from_args(args, "gemma4 health")
 
 
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:

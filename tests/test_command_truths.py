@@ -217,3 +217,45 @@ def test_a_refused_connection_is_told_in_words(
     assert main([*argv, "--refused-grace-seconds", "0", "--deadline-seconds", "3600"]) == 1
     out = capsys.readouterr().out
     assert f"cannot connect to 127.0.0.1:{port}" in out and "ssl:default" not in out
+
+
+#: Every command that takes one stack by name, the name's place marked `{}`.
+STACK_COMMANDS = [
+    ["preview", "-s", "{}"],
+    ["plan", "-s", "{}"],
+    ["health", "-s", "{}"],
+    ["bench", "run", "--out", "never-written", "-s", "{}"],
+    ["promote", "--to", "rtx6000", "--from", "{}"],
+]
+
+
+@pytest.mark.parametrize("command", STACK_COMMANDS, ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize(
+    ("stack", "meant"),
+    [
+        ("L4", "did you mean 'l4'? (stack names are lowercase)"),
+        ("Gke-L4", "did you mean 'gke-l4'?"),
+        (
+            "Pulumi.l4.yaml",
+            "is a file, not a stack name: did you mean the stack 'l4', or --stack-file",
+        ),
+        ("./Pulumi.gke-l4.yml", "the stack 'gke-l4', or --stack-file ./Pulumi.gke-l4.yml"),
+        ("stacks/mine.yaml", "is a file, not a stack name: did you mean --stack-file"),
+    ],
+)
+def test_a_stack_name_that_is_a_file_or_in_capitals_gets_did_you_mean(
+    command: list[str], stack: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before anything is read or asked of the pulumi CLI (exit 2), saying which stack
+    (or option) the user likely meant."""
+    argv = [stack if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    err = " ".join(capsys.readouterr().err.split())
+    assert meant in err, err
+    assert "Traceback" not in err and not Path("never-written").exists()
+
+
+def test_a_name_no_fix_makes_valid_gets_no_guess(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-s", "l4_x"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot become resource names" in err and "did you mean" not in err

@@ -70,14 +70,37 @@ MAX_STACK_NAME = 49 - len("gemma-") - len("-vllm-service") - 8
 _STACK_NAME = re.compile(r"[a-z](?:[a-z0-9-]*[a-z0-9])?")
 
 
+def _is_name(stack: str) -> bool:
+    return bool(_STACK_NAME.fullmatch(stack)) and len(stack) <= MAX_STACK_NAME
+
+
+def stack_name_hint(stack: str) -> str:
+    """What a name that cannot be a stack's likely meant, as the tail of a message: the stack
+    a file name names (`Pulumi.l4.yaml`, a path) or the name in lower case (`L4`); empty when
+    nothing fits."""
+    base = stack.replace("\\", "/").rsplit("/", 1)[-1]
+    file = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", base)
+    if file or base.endswith((".yaml", ".yml")) or "/" in stack:
+        named = file.group(1).lower() if file else ""
+        guess = f"the stack {named!r}, or " if named and _is_name(named) else ""
+        return (
+            f"; {stack!r} is a file, not a stack name: did you mean {guess}--stack-file "
+            f"{stack} (preview and plan take one)?"
+        )
+    if _is_name(stack.lower()):
+        return f"; did you mean {stack.lower()!r}? (stack names are lowercase)"
+    return ""
+
+
 def stack_name_problem(stack: str) -> str | None:
     """Why `stack` cannot name this project's resources (None when it can): resource names are
     `gemma-<stack>-...`, and Cloud Run service ids take lowercase letters, digits and hyphens,
     begin with a letter, do not end with a hyphen and have fewer than 50 characters."""
-    if _STACK_NAME.fullmatch(stack) and len(stack) <= MAX_STACK_NAME:
+    if _is_name(stack):
         return None
     return (
         f"stack name {stack!r} cannot become resource names (gemma-{stack}-...): use lowercase "
         f"letters, digits and hyphens, starting with a letter, not ending with a hyphen, at "
         f"most {MAX_STACK_NAME} characters (a Cloud Run service id has fewer than 50)"
+        + stack_name_hint(stack)
     )
