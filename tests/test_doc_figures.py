@@ -243,6 +243,14 @@ def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
     d = diagram(p)
     argv = next(b for b in d.boxes if b.key == "argv")
     assert shlex.split(" ".join(argv.lines)) == shlex.split(p.vllm_command_line)
+    # The count the preview prints ("Resources (N):"), split as the preview marks them.
+    program = next(b for b in d.boxes if b.key == "program")
+    custom = sum(r.custom for r in p.resources)
+    components = len(p.resources) - custom
+    assert (
+        program.lines[0]
+        == f"{len(p.resources)} resources: {custom} in the cloud, {components} components"
+    )
     policies = next(b for b in d.boxes if b.key == "policies")
     passed = sum(v.verdict == "pass" for v in p.policies)
     assert policies.title == f"policy pack: {len(p.policies)} policies"

@@ -47,7 +47,11 @@ def diagram(p: Any) -> Diagram:
         Box(
             "program",
             "Pulumi program under mocks",
-            (f"{custom} cloud resources declared", "no CLI, no cloud, no credentials"),
+            (
+                f"{len(p.resources)} resources: {custom} in the cloud, "
+                f"{len(p.resources) - custom} components",
+                "no CLI, no cloud, no credentials",
+            ),
             "network",
         ),
         Box("argv", "vllm serve command line", command_lines(p.vllm_command_line or ""), "compute"),
