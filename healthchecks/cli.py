@@ -151,10 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _targets(args: argparse.Namespace) -> list[Target]:
-    return targets_from_args(args, "gemma4 health")
-
-
 async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[HealthReport]:
     progress_console = Console(stderr=True, highlight=False)
 
@@ -221,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     error_console = Console(stderr=True, highlight=False)
     try:
-        targets = _targets(args)
+        targets = targets_from_args(args, "gemma4 health")
     except TargetError as exc:
         error_console.print(f"gemma4 health: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import html
 import re
 import shlex
 from pathlib import Path
@@ -20,12 +21,17 @@ import pytest
 from preview.harness import ROOT
 from scripts.figures import DIAGRAMS, GKE_STACK
 from scripts.figures.bench_run import SHOWN
-from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, texts_in_svg, write_svg
+from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, write_svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
 from scripts.rooms import room
 
 DOCS = ROOT / "docs"
+
+
+def texts_in_svg(svg: str) -> list[str]:
+    """The text elements of an SVG matplotlib wrote with ``svg.fonttype: none``."""
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
 
 
 @functools.cache

@@ -280,14 +280,6 @@ def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
         plt.close(fig)
 
 
-def texts_in_svg(svg: str) -> list[str]:
-    """The text elements of an SVG matplotlib wrote with ``svg.fonttype: none``."""
-    import html
-    import re
-
-    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
-
-
 def legend(roles: Mapping[str, str]) -> str:
     """A one-line key of the colours used: 'blue: network, ...' (for a figure's caption)."""
     return ", ".join(f"{name}: {what}" for name, what in roles.items())
