@@ -295,11 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, metavar="DIR", help="run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (for logs and CI)")
-    run.add_argument(
-        "--no-charts",
-        action="store_true",
-        help="draw no charts/*.png (the records, results.csv and report.md are still written)",
-    )
+    run.add_argument("--no-charts", action="store_true", help="draw no charts/*.png (for CI gates)")
 
     cmp_ = sub.add_parser(
         "compare",

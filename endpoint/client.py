@@ -87,6 +87,15 @@ async def read_capped(response: httpx.Response, max_bytes: int, *, what: str = "
     return bytes(body)
 
 
+def loads_json(data: str | bytes) -> Any:
+    """A server's JSON; raises ValueError when it is not JSON, or is nested past what Python's
+    parser can follow (``[[[[...`` would raise RecursionError, which no caller expects)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
 @dataclass(frozen=True)
 class Reply:
     """A whole (capped) answer."""
@@ -100,8 +109,8 @@ class Reply:
         return self.body.decode("utf-8", "replace")
 
     def json(self) -> Any:
-        """The body as JSON; raises ValueError when it is not."""
-        return json.loads(self.body)
+        """The body as JSON (:func:`loads_json`)."""
+        return loads_json(self.body)
 
 
 async def request_capped(

@@ -6,7 +6,6 @@ nothing usable listens there (not a server still loading); ``timeout``, ``droppe
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import ssl
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import httpx
 
-from .limits import MAX_ECHO_CHARS
+from .client import loads_json
+from .limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from .redact import redact
 
 ProblemKind = Literal["refused", "dns", "tls", "timeout", "dropped", "other"]
@@ -178,23 +178,19 @@ class _PageText(HTMLParser):
         self._hidden = 0
         self._in_title = False
 
-    def _tag(self, tag: str) -> None:
-        if tag not in self._INLINE:
-            self.text.append("\n")
-
     def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in ("script", "style"):
-            self._hidden += 1
-        elif tag == "title":
-            self._in_title = True
-        self._tag(tag)
+        self._tag(tag, opening=True)
 
     def handle_endtag(self, tag: str) -> None:
+        self._tag(tag, opening=False)
+
+    def _tag(self, tag: str, *, opening: bool) -> None:
         if tag in ("script", "style"):
-            self._hidden = max(0, self._hidden - 1)
+            self._hidden = max(0, self._hidden + (1 if opening else -1))
         elif tag == "title":
-            self._in_title = False
-        self._tag(tag)
+            self._in_title = opening
+        if tag not in self._INLINE:
+            self.text.append("\n")
 
     def handle_data(self, data: str) -> None:
         if not self._hidden:
@@ -206,10 +202,11 @@ def _first_line(text: str) -> str:
 
 
 def _said(body: str) -> str:
-    """What the body says, before redaction: see :func:`error_line`."""
+    """What the body says, before redaction (:func:`error_line`): ``{"error": {"message"}}``,
+    ``{"message"}``, ``{"detail"}``, an HTML page or text."""
     text = body.strip()
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -220,17 +217,21 @@ def _said(body: str) -> str:
             return _first_line(error)
     if text.startswith("<"):
         page = _PageText()
-        page.feed(text[: 64 << 10])
+        page.feed(text[:MAX_ERROR_BODY_BYTES])
         page.close()
         return _first_line("".join(page.title)) or _first_line("".join(page.text))
     return _first_line(text)
 
 
 def error_line(body: str | bytes, limit: int = MAX_ECHO_CHARS) -> str:
-    """A server's error body as one line: an OpenAI/vLLM error's message (``{"error":
-    {"message": ...}}``, ``{"message": ...}``, ``{"detail": ...}``), an HTML page's title or
-    first text (a load balancer's or Google's front end's page), else the first non-blank
-    line; whitespace collapsed, redacted, then cut to ``limit`` characters. Empty when the body
-    says nothing."""
+    """A server's error body as one line: an OpenAI/vLLM or FastAPI error's message, an HTML
+    page's title or first text (a front end's page), else the first non-blank line; whitespace
+    collapsed, redacted, then cut to ``limit`` characters. Empty when the body says nothing."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return redact(" ".join(_said(text).split()), limit=limit)
+
+
+def status_line(status: int, body: str | bytes) -> str:
+    """``HTTP <status>``, then what the body says (:func:`error_line`) when it says anything."""
+    said = error_line(body)
+    return f"HTTP {status}: {said}" if said else f"HTTP {status}"

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from .client import request_capped
-from .errors import error_line
+from .errors import status_line
 from .limits import MAX_ECHO_CHARS, MAX_METRICS_BYTES
 from .redact import redact
 
@@ -212,5 +212,5 @@ async def fetch_metrics(
         client, "GET", "/metrics", max_bytes=max_bytes, timeout=timeout, what="/metrics"
     )
     if reply.status != 200:
-        raise MetricsParseError(f"/metrics answered HTTP {reply.status}: {error_line(reply.text)}")
+        raise MetricsParseError(f"/metrics answered {status_line(reply.status, reply.text)}")
     return parse_metrics(reply.text, model_name=model_name)

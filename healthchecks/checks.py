@@ -6,7 +6,6 @@ result is redacted."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -15,9 +14,16 @@ from typing import Any
 import httpx
 
 from endpoint.auth import AuthError
-from endpoint.client import LimitExceeded, Reply, iter_lines_capped, read_capped, request_capped
+from endpoint.client import (
+    LimitExceeded,
+    Reply,
+    iter_lines_capped,
+    loads_json,
+    read_capped,
+    request_capped,
+)
 from endpoint.client import retry_after_seconds as _retry_after
-from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error, error_line
+from endpoint.errors import TRANSPORT_ERRORS, classify_connection_error, error_line, status_line
 from endpoint.limits import (
     MAX_ECHO_CHARS,
     MAX_ERROR_BODY_BYTES,
@@ -81,17 +87,13 @@ def _echo(text: object) -> str:
     return redact(text, limit=MAX_ECHO_CHARS)
 
 
-def _error_message(reply: Reply) -> str:
-    """The server's error, one line (:func:`endpoint.errors.error_line`)."""
-    return error_line(reply.text) or f"HTTP {reply.status}"
-
-
 def _auth_failure(name: str, started: float, reply: Reply, auth: str | None) -> CheckResult:
     used = f" using {auth}" if auth else ""
     return CheckResult(
         name,
         False,
-        f"credentials rejected (HTTP {reply.status}){used}: {_error_message(reply)}",
+        f"credentials rejected (HTTP {reply.status}){used}: "
+        f"{error_line(reply.text) or 'the body says nothing'}",
         time.perf_counter() - started,
         {"status": reply.status},
     )
@@ -198,7 +200,7 @@ async def check_ready(
                 return CheckResult(
                     name,
                     False,
-                    f"/health answered HTTP {status}: {_error_message(reply)}",
+                    f"/health answered {status_line(status, reply.text)}",
                     time.perf_counter() - started,
                     {"attempts": attempts, "status": status},
                 )
@@ -282,7 +284,7 @@ async def _get_ok(
         return CheckResult(
             name,
             False,
-            f"{path} answered HTTP {reply.status}: {_error_message(reply)}",
+            f"{path} answered {status_line(reply.status, reply.text)}",
             time.perf_counter() - started,
             _busy(reply),
         )
@@ -364,7 +366,7 @@ async def check_chat(
                 return CheckResult(
                     name,
                     False,
-                    f"chat completion answered HTTP {reply.status}: {_error_message(reply)}",
+                    f"chat completion answered {status_line(reply.status, reply.text)}",
                     time.perf_counter() - started,
                     {"chunks": chunks, **_busy(reply)},
                 )
@@ -379,7 +381,7 @@ async def check_chat(
                         break
                     chunks += 1
                     try:
-                        chunk = json.loads(payload)
+                        chunk = loads_json(payload)
                     except ValueError:
                         return failed(
                             f"malformed stream chunk {chunks}: {redact(payload, limit=100)!r}"

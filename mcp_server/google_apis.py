@@ -8,7 +8,6 @@ import asyncio
 import base64
 import binascii
 import ipaddress
-import json
 import re
 import ssl
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from endpoint.client import LimitExceeded, read_capped
+from endpoint.client import LimitExceeded, loads_json, read_capped
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import register_secret
 
@@ -178,7 +177,7 @@ class GoogleApis:
         except httpx.HTTPError as exc:
             raise GoogleApiError(f"{what}: the {api} is unreachable ({exc})") from None
         try:
-            data = json.loads(content) if content else {}
+            data = loads_json(content) if content else {}
         except ValueError:
             data = None
         if response.is_success:

@@ -23,7 +23,7 @@ from components.tpu_api import TpuApi, TpuApiError
 from components.tpu_queued_resource import api_version
 from endpoint.auth import AuthError
 from endpoint.client import make_client, request_capped
-from endpoint.errors import error_line
+from endpoint.errors import status_line
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.metrics import (
     MetricsParseError,
@@ -390,8 +390,7 @@ class Tools:
                 raise ToolFailure(f"{target.url}/v1/models: {type(exc).__name__}: {exc}") from None
         if response.status != 200:
             raise ToolFailure(
-                f"{target.url}/v1/models answered HTTP {response.status}: "
-                f"{error_line(response.text)}"
+                f"{target.url}/v1/models answered {status_line(response.status, response.text)}"
             )
         try:
             cards = response.json()["data"]

@@ -237,10 +237,10 @@ STACK_COMMANDS = [
         ("Gke-L4", "did you mean 'gke-l4'?"),
         (
             "Pulumi.l4.yaml",
-            "is a file, not a stack name: did you mean the stack 'l4', or --stack-file",
+            "a file, not a stack name: did you mean the stack 'l4', or --stack-file PATH",
         ),
-        ("./Pulumi.gke-l4.yml", "the stack 'gke-l4', or --stack-file ./Pulumi.gke-l4.yml"),
-        ("stacks/mine.yaml", "is a file, not a stack name: did you mean --stack-file"),
+        ("./Pulumi.gke-l4.yml", "the stack 'gke-l4', or --stack-file PATH (preview, plan)?"),
+        ("stacks/mine.yaml", "a file, not a stack name: did you mean --stack-file PATH"),
     ],
 )
 def test_a_stack_name_that_is_a_file_or_in_capitals_gets_did_you_mean(
@@ -259,3 +259,14 @@ def test_a_name_no_fix_makes_valid_gets_no_guess(capsys: pytest.CaptureFixture[s
     assert main(["plan", "-s", "l4_x"]) == 2
     err = capsys.readouterr().err
     assert "cannot become resource names" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    "stack", ["A" * 100_000, "Pulumi." + "a" * 100_000 + ".yaml", "x/" * 50_000]
+)
+def test_a_huge_stack_name_gets_a_short_message(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "-s", stack]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 1000 and "characters)" in err

@@ -29,7 +29,7 @@ from bench.load.sse import StreamedError, StreamParser, StreamProtocolError
 from bench.results.record import ErrorKind, RequestResult
 from endpoint.auth import AuthError, AuthStrategy
 from endpoint.client import retry_after_seconds
-from endpoint.errors import error_line
+from endpoint.errors import status_line
 from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from endpoint.redact import redact
 
@@ -211,8 +211,7 @@ async def stream_completion(
                 status = response.status
                 if status >= 400:
                     raw = await response.content.read(MAX_ERROR_BODY_BYTES)
-                    said = error_line(raw)
-                    text = f"HTTP {status}: {said}" if said else f"HTTP {status}"
+                    text = status_line(status, raw)
                     failed = _result(parser, sent_at, status, "http_status", text)
                     failed.retry_after_s = retry_after_seconds(response.headers)
                     return failed

@@ -25,7 +25,7 @@ from typing import Literal
 import httpx
 
 from endpoint.client import LimitExceeded, request_capped
-from endpoint.errors import error_line
+from endpoint.errors import status_line
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 
@@ -100,7 +100,7 @@ async def count_tokens(client: httpx.AsyncClient, model: str, text: str) -> int:
     if reply.status in (404, 405):
         raise TokenizeUnavailable(f"/tokenize answered {reply.status}")
     if reply.status != 200:
-        raise PromptError(f"/tokenize answered HTTP {reply.status}: {error_line(reply.text)}")
+        raise PromptError(f"/tokenize answered {status_line(reply.status, reply.text)}")
     try:
         data = reply.json()
     except (ValueError, UnicodeDecodeError):

@@ -116,9 +116,9 @@ def stack_file(
     when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
-        from serving.config.stack_config import stack_name_hint
+        from serving.config.stack_config import shown_stack, stack_name_hint
 
-        raise ProjectError(f"invalid stack name {stack!r}{stack_name_hint(stack)}")
+        raise ProjectError(f"invalid stack name {shown_stack(stack)}{stack_name_hint(stack)}")
     from serving.config.stack_config import stack_name_problem
 
     problem = stack_name_problem(stack)

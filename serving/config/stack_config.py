@@ -74,6 +74,11 @@ def _is_name(stack: str) -> bool:
     return bool(_STACK_NAME.fullmatch(stack)) and len(stack) <= MAX_STACK_NAME
 
 
+def shown_stack(stack: str) -> str:
+    """`stack` quoted, or its start and length when it is longer than any stack name."""
+    return repr(stack) if len(stack) <= 64 else f"{stack[:40]!r}... ({len(stack)} characters)"
+
+
 def stack_name_hint(stack: str) -> str:
     """What a name that cannot be a stack's likely meant, as the tail of a message: the stack
     a file name names (`Pulumi.l4.yaml`, a path) or the name in lower case (`L4`); empty when
@@ -83,10 +88,7 @@ def stack_name_hint(stack: str) -> str:
     if file or base.endswith((".yaml", ".yml")) or "/" in stack:
         named = file.group(1).lower() if file else ""
         guess = f"the stack {named!r}, or " if named and _is_name(named) else ""
-        return (
-            f"; {stack!r} is a file, not a stack name: did you mean {guess}--stack-file "
-            f"{stack} (preview and plan take one)?"
-        )
+        return f"; a file, not a stack name: did you mean {guess}--stack-file PATH (preview, plan)?"
     if _is_name(stack.lower()):
         return f"; did you mean {stack.lower()!r}? (stack names are lowercase)"
     return ""
@@ -99,8 +101,8 @@ def stack_name_problem(stack: str) -> str | None:
     if _is_name(stack):
         return None
     return (
-        f"stack name {stack!r} cannot become resource names (gemma-{stack}-...): use lowercase "
-        f"letters, digits and hyphens, starting with a letter, not ending with a hyphen, at "
-        f"most {MAX_STACK_NAME} characters (a Cloud Run service id has fewer than 50)"
+        f"stack name {shown_stack(stack)} cannot become resource names (gemma-<stack>-...): use "
+        "lowercase letters, digits and hyphens, starting with a letter, not ending with a "
+        f"hyphen, at most {MAX_STACK_NAME} characters (a Cloud Run service id has fewer than 50)"
         + stack_name_hint(stack)
     )

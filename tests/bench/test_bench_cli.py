@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from tests.bench.conftest import MODEL, ServerFactory
+from tests.bench.conftest import MODEL, ServerFactory, quick_run
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
-SMALL = [
-    "--num-requests",
-    "3",
-    "--warmup",
-    "0",
-    "--no-progress",
-    "--no-charts",
-    "--request-timeout-seconds",
-    "5",
-]
+SMALL = quick_run(3)
 
 
 def test_run_then_gate(

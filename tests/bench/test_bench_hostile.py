@@ -12,20 +12,11 @@ import pytest
 
 from bench.cli import main
 from bench.results.store import RunStore
-from tests.bench.conftest import MODEL, ServerFactory
+from tests.bench.conftest import MODEL, ServerFactory, quick_run
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
 KEY = "bench-hostile-key-5c2e91"
-SMALL = [
-    "--num-requests",
-    "4",
-    "--warmup",
-    "0",
-    "--no-progress",
-    "--no-charts",
-    "--request-timeout-seconds",
-    "5",
-]
+SMALL = quick_run(4)
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -13,19 +13,10 @@ import pytest
 
 from bench.cli import main
 from tests.bench._cells import cell, write_run
-from tests.bench.conftest import MODEL, ServerFactory
+from tests.bench.conftest import MODEL, ServerFactory, quick_run
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
-SMALL = [
-    "--num-requests",
-    "2",
-    "--warmup",
-    "0",
-    "--no-progress",
-    "--no-charts",
-    "--request-timeout-seconds",
-    "5",
-]
+SMALL = quick_run(2)
 GRID = ["--concurrency", "1", "--prompt-tokens", "8", "--output-tokens", "2"]
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -165,3 +165,13 @@ def test_retry_after(value: str, expected: float | None) -> None:
     now = dt.datetime(2015, 10, 21, 7, 28, 0, tzinfo=dt.UTC)
     assert retry_after_seconds(httpx.Headers({"Retry-After": value}), now=now) == expected
     assert retry_after_seconds(httpx.Headers({})) is None
+
+
+def test_json_nested_past_the_parsers_depth_is_a_value_error() -> None:
+    """Callers catch ValueError for a body that is not JSON; a body nested past Python's parser
+    depth is one of those, not a RecursionError that escapes them."""
+    from endpoint.client import Reply
+
+    reply = Reply(200, httpx.Headers(), b"[" * 200_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        reply.json()

@@ -107,3 +107,19 @@ def test_the_line_is_bounded() -> None:
     assert len(error_line("x" * 100_000)) <= MAX_ECHO_CHARS
     assert len(error_line("<title>" + "y " * 100_000 + "</title>")) == MAX_ECHO_CHARS
     assert len(error_line("z " * 1000, limit=40)) == 40
+
+
+@pytest.mark.parametrize("body", ["[" * 200_000, '{"error": ' * 50_000])
+def test_json_nested_past_the_parsers_depth_is_shown_as_text(body: str) -> None:
+    """A hostile body that makes Python's JSON parser recurse past its limit is text: its first
+    line, cut, and no RecursionError."""
+    line = error_line(body)
+    assert 0 < len(line) <= MAX_ECHO_CHARS and body.startswith(line[:50])
+
+
+def test_a_status_with_an_empty_body_is_the_status_alone() -> None:
+    from endpoint.errors import status_line
+
+    assert status_line(502, GOOGLE_502) == "HTTP 502: Error 502 (Server Error)!!1"
+    assert status_line(500, b"") == "HTTP 500"
+    assert status_line(503, "<html></html>") == "HTTP 503"
