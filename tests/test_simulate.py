@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from serving.capacity.perf import Speculation, Workload
+from serving.capacity.perf import Speculation, StepModel, Workload
 from serving.capacity.perf_stack import model_for_settings
 from serving.capacity.plan import ROOT, load_stack_settings, stack_names
 from serving.capacity.simulate import TraceRequest, Traffic, simulate
@@ -18,7 +18,7 @@ from serving.capacity.simulate import TraceRequest, Traffic, simulate
 W = Workload(512, 128)
 
 
-def _model(stack: str):  # type: ignore[no-untyped-def]
+def _model(stack: str) -> StepModel:
     return model_for_settings(load_stack_settings(stack), calibrations=None)[0]
 
 
