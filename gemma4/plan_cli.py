@@ -26,18 +26,18 @@ from gemma4.options import (
     found_project_dir,
     say_read,
 )
+from gemma4.search_cli import build_search_parser, search_main
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
-from serving.capacity.perf import MAX_CONCURRENCY, Slo
+from serving.capacity.perf import MAX_CONCURRENCY
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
     PlanError,
     load_stack_file_settings,
     load_stack_settings,
     report,
-    stack_names,
 )
-from serving.capacity.plan_perf import run_target, search, validated_tokens, workload_for
+from serving.capacity.plan_perf import run_target, validated_tokens, workload_for
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
@@ -461,43 +461,6 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
     return t
 
 
-def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gemma4 plan search",
-        add_help=add_help,
-        description="The cheapest stack (hardware, checkpoint, settings) and replica count "
-        "that serves RATE requests/s within an SLO on the predicted means, each replica "
-        f"planned as `gemma4 plan --rate` plans it ({HEADROOM * 100:g} % headroom, the band's "
-        "slow side).",
-    )
-
-    add_rate_option(
-        parser,
-        dest="rate",
-        required=True,
-        help="requests/s offered to the whole endpoint (all replicas; the same figure as "
-        "`gemma4 plan -r` and `gemma4 preview -r`)",
-    )
-    parser.add_argument("--ttft-ms", type=float, help="mean time to first token at most")
-    parser.add_argument("--itl-ms", type=float, help="mean inter-token latency at most")
-    parser.add_argument("--e2e-ms", type=float, help="mean end-to-end latency at most")
-    parser.add_argument(
-        "--prompt-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
-    )
-    parser.add_argument(
-        "--output-tokens", type=int, metavar="N", help="default: each stack's benchmark's"
-    )
-    add_mtp_option(parser)
-    parser.add_argument(
-        "--allow-flex-start",
-        action="store_true",
-        help="also offer flex-start TPU nodes (deleted after maxRunHours; marked in the answer)",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    add_project_options(parser, stack_file=False)
-    return parser
-
-
 def add_mtp_option(parser: argparse.ArgumentParser, *, calibration_run: bool = False) -> None:
     """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with;
     ``calibration_run``: the command also takes ``--calibration-run``, whose counters come first."""
@@ -540,110 +503,6 @@ def concurrency_list(text: str) -> list[int]:
             )
         out.add(value)
     return sorted(out)
-
-
-def search_main(argv: Sequence[str]) -> int:
-    o = build_search_parser().parse_args(list(argv))
-    try:
-        rate = float(o.rate)
-        slo = Slo(
-            _bounded("--ttft-ms", o.ttft_ms, 3_600_000),
-            _bounded("--itl-ms", o.itl_ms, 3_600_000),
-            _bounded("--e2e-ms", o.e2e_ms, 3_600_000),
-        )
-        if slo.ttft_ms is None and slo.itl_ms is None and slo.e2e_ms is None:
-            raise ValueError("give at least one of --ttft-ms, --itl-ms, --e2e-ms")
-        prompt = validated_tokens("--prompt-tokens", o.prompt_tokens)
-        output = validated_tokens("--output-tokens", o.output_tokens)
-        root = found_project_dir(o.project_dir)
-        names = stack_names(root)
-        if not names:
-            raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
-        print(
-            f"gemma4 plan search: reading {', '.join(f'Pulumi.{n}.yaml' for n in names)} "
-            f"in {root.resolve()}",
-            file=sys.stderr,
-        )
-        stacks = {name: load_stack_settings(name, root) for name in names}
-        rows = search(
-            stacks,
-            rate,
-            slo,
-            prompt,
-            output,
-            None if o.mtp_acceptance is None else float(o.mtp_acceptance),
-            bool(o.allow_flex_start),
-        )
-    except (ValueError, PlanError) as exc:
-        print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
-        return 2
-    if o.json:
-        print(json.dumps({"rate": rate, "slo": slo.describe(), "stacks": rows}, indent=2))
-    else:
-        t = Table(
-            title=f"Cheapest stack for {rate:g} req/s within {slo.describe()} "
-            "(PREDICTED means, not measured)"
-        )
-        excluded = [r for r in rows if r["excluded"]]
-        cells = [
-            (
-                r["stack"] + (" (flex-start)" if r["flex_start"] else ""),
-                r["hardware"],
-                f"{r['per_replica_requests_per_s']:,.2f}",
-                str(r["replicas"]) if r["replicas"] else "cannot meet",
-                f"{r['stack_replicas'][0]}-{r['stack_replicas'][1]}"
-                + ("" if r["within_bounds"] or not r["replicas"] else " (raise)"),
-                f"{_least(r, '>=')}${r['usd_per_hour']:,.2f}"
-                if r["usd_per_hour"] is not None
-                else "-",
-                f"{_least(r, '>=')}${r['usd_per_million_requests']:,.2f}"
-                if r["usd_per_million_requests"] is not None
-                else "-",
-                f"+/-{r['band']:.0%} ({'calibrated' if r['calibrated'] else 'uncalibrated'})",
-            )
-            for r in rows
-            if not r["excluded"]
-        ]
-        headers = (
-            "stack",
-            "hardware",
-            "per replica req/s",
-            "replicas",
-            "stack's bounds",
-            "$/h",
-            "$/M req",
-            "band",
-        )
-        # Stack names stay whole at any width; in a narrow terminal the other columns wrap.
-        for i, name in enumerate(headers):
-            t.add_column(
-                name,
-                justify="left" if i in (0, 1, 7) else "right",
-                no_wrap=i == 0,
-                min_width=max([len(name), *(len(row[0]) for row in cells)]) if i == 0 else None,
-                overflow="fold",
-            )
-        for row in cells:
-            t.add_row(*row)
-        left_out = "".join(f" Left out: {r['stack']}: {r['excluded']}." for r in excluded)
-        t.caption = (
-            f"Per replica: the largest arrival rate whose predicted means at the client (the "
-            f"platform's front end included) meet the SLO x {1 - HEADROOM:g} "
-            f"({HEADROOM * 100:g} % headroom) / (1 + band), as `gemma4 plan --rate` plans "
-            "replicas (serving/capacity/perf_stack.py). $/h: at least the stack's fewest "
-            "replicas, plus a GKE cluster's fixed costs (fee, system node, forwarding rule); "
-            "~ marks an estimate (a rate not confirmed on Google's price page, counted at the "
-            "figure a named source quotes), ranked with confirmed prices by value; >= marks a "
-            "lower bound (a rate with no figure anywhere, counted 0), ranked after every "
-            "priced stack (`gemma4 plan -s STACK` names each rate). "
-            f"Bands: each stack's own (uncalibrated, unmeasured paths wider).{left_out}"
-        )
-        console = Console()
-        if not console.is_terminal:  # a pipe, a CI log: the table whole, however wide
-            natural = console.measure(t, options=console.options.update_width(1000)).maximum
-            console = Console(width=max(console.width, natural))
-        console.print(t)
-    return 0 if rows and rows[0]["replicas"] and not rows[0]["excluded"] else 1
 
 
 def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:

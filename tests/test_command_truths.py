@@ -164,39 +164,6 @@ def test_timeout_seconds_means_one_thing() -> None:
         }
 
 
-@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
-@pytest.mark.parametrize("columns", ["60", "80", "200"])
-def test_search_tables_keep_stack_names_whole(
-    columns: str,
-    terminal: bool,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """At any width, every stack name is printed whole, on one line: in a pipe (a CI log) the
-    table is as wide as it needs; in a terminal the other columns wrap."""
-    from rich.console import Console
-
-    monkeypatch.setattr(Console, "is_terminal", property(lambda self: terminal))
-    monkeypatch.setenv("COLUMNS", columns)
-    monkeypatch.chdir(ROOT)
-    main(["plan", "search", "--rate", "1", "--ttft-ms", "500"])
-    # A terminal's styling codes are not text: a caption line may end in one.
-    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
-    stacks = sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")
-    )
-    # A stack the search leaves out (a shape it cannot hold, flex-start nodes) is named, whole,
-    # in the caption with the reason; every other stack is a row.
-    left_out = set(re.findall(r"Left out: ([\w-]+):", " ".join(out.split())))
-    assert left_out <= set(stacks)
-    rows = [stack for stack in stacks if stack not in left_out]
-    for stack in rows:
-        assert re.search(rf"(^|[\s│|]){re.escape(stack)}([\s│|]|$)", out, re.M), (stack, out)
-    assert "…" not in out.split("Per replica")[0]
-    if not terminal:  # nothing wrapped: one line per stack, its figures whole
-        assert len(re.findall(r"\+/-\d+% \((?:un)?calibrated\)", out)) == len(rows)
-
-
 @pytest.mark.parametrize(
     ("typed", "meant"), [("previwe", "preview"), ("bnech", "bench"), ("mpc", "mcp")]
 )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -61,12 +62,16 @@ def test_promote_outside_any_project_is_refused(
 def test_plan_search_reads_that_projects_stacks(
     other: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gemma4.plan_cli import search_main
+    from gemma4.search_cli import search_main
 
-    assert search_main(["--rate", "1", "--ttft-ms", "60000", "--json"]) == 0
+    assert search_main(["--rate", "1", "--ttft-p95-ms", "60000", "--json"]) == 0
     captured = capsys.readouterr()
-    assert captured.err == f"gemma4 plan search: reading Pulumi.l4.yaml in {other}\n"
-    assert '"l4"' in captured.out and '"rtx6000"' not in captured.out
+    assert captured.err == f"gemma4 plan search: starting from Pulumi.l4.yaml in {other}\n"
+    answers = json.loads(captured.out)["answers"]
+    # Every answer starts from that project's one stack file (Cloud Run, the only platform it
+    # has a stack of); nothing of this checkout's other stacks.
+    assert answers and {a["template"] for a in answers} == {"l4"}
+    assert {a["platform"] for a in answers} == {"cloud-run"}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ from gemma4.plan_cli import main
 from serving.capacity.perf import StepModel, Workload
 from serving.capacity.perf_stack import model_for_settings
 from serving.capacity.plan import ROOT, load_stack_settings, stack_names
-from serving.capacity.plan_perf import search
 
 STACKS = stack_names(ROOT)
 PROMPTS = (1, 16, 128, 1000, 2048, 4000, 8192, 30000)
@@ -173,21 +172,6 @@ def test_mtp_bounds_bracket_the_prediction(capsys: pytest.CaptureFixture[str]) -
     assert bounds["none_accepted"]["mean_accepted_length"] == 1.0
     assert bounds["all_accepted"]["mean_accepted_length"] == 4.0
     assert "median of published" in perf["mtp"]["acceptance_source"]
-
-
-def test_search_leaves_out_what_cannot_serve_and_flex_start_unless_asked() -> None:
-    from serving.capacity.perf import Slo
-
-    stacks = {name: load_stack_settings(name) for name in STACKS}
-    rows = search(stacks, 2.0, Slo(e2e_ms=60_000), 8000, 256)
-    by_name = {r["stack"]: r for r in rows}
-    assert "max-model-len (4096)" in by_name["tpu-v6e1"]["excluded"]
-    assert rows[0]["excluded"] is None and rows[0]["replicas"]
-    short = {r["stack"]: r for r in search(stacks, 2.0, Slo(e2e_ms=60_000), 128, 64)}
-    assert "flex-start" in short["tpu-v6e1"]["excluded"]
-    asked = {r["stack"]: r for r in search(stacks, 2.0, Slo(e2e_ms=60_000), 128, 64, None, True)}
-    assert asked["tpu-v6e1"]["excluded"] is None and asked["tpu-v6e1"]["flex_start"] is True
-    assert "client" in asked["l4"]["latency_view"]
 
 
 def test_the_slo_is_held_to_the_client_latency() -> None:

@@ -612,12 +612,13 @@ class StepModel:
         self.check_shape(w)
         return self._closed(self._slots_for(w), w).rate
 
-    def at_rate(self, rate: float, w: Workload) -> Point:
-        """Open loop: Poisson arrivals at ``rate`` requests/s."""
+    def at_rate(self, rate: float, w: Workload, capacity: float | None = None) -> Point:
+        """Open loop: Poisson arrivals at ``rate`` requests/s (``capacity``: the caller's
+        :meth:`capacity_rps` for ``w``, when it has it)."""
         _positive("rate", rate, MAX_RATE)
         self.check_shape(w)
         top = self._slots_for(w)
-        if rate >= self.capacity_rps(w):
+        if rate >= (self.capacity_rps(w) if capacity is None else capacity):
             return _unstable(math.inf, top)
         batch = 1.0
         for _ in range(60):  # running = rate x engine e2e (Little), at least the request itself
@@ -644,15 +645,16 @@ class StepModel:
         )
         return self._point(floor, w, rate * (wait + floor.e2e_s), wait)
 
-    def max_rate_meeting(self, slo: Slo, w: Workload) -> float:
-        """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none)."""
-        hi = self.capacity_rps(w)
-        if not slo.met_by(self.at_rate(hi * 1e-6, w)):
+    def max_rate_meeting(self, slo: Slo, w: Workload, rel_tol: float = 0.0) -> float:
+        """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none),
+        found to ``rel_tol`` of the capacity (0: to the float's precision, 40 halvings)."""
+        hi = capacity = self.capacity_rps(w)
+        if not slo.met_by(self.at_rate(hi * 1e-6, w, hi)):
             return 0.0
         lo = hi * 1e-6
-        for _ in range(40):
+        for _ in range(40 if rel_tol <= 0 else max(1, math.ceil(-math.log2(rel_tol)))):
             mid = (lo + hi) / 2.0
-            if slo.met_by(self.at_rate(mid, w)):
+            if slo.met_by(self.at_rate(mid, w, capacity)):
                 lo = mid
             else:
                 hi = mid

@@ -554,20 +554,23 @@ class _Run:
         warm = self.warm
         extra = (steps - 1) * tps * len(decoding)
         rep.kv_used += extra
-        counted = 0
+        uniform = 0  # gaps of one step, the usual case, counted together
         finished: list[_Req] = []
         for req in decoding:
             req.kv += (steps - 1) * tps
             req.decode_left -= steps
             if req.index >= warm:
                 first_gap = start + step - req.last
-                self.itl.append((first_gap / tps, tps))
-                counted += 1
+                if abs(first_gap - step) > 1e-9:  # it sat out a step, or was preempted
+                    self.itl.append((first_gap / tps, tps))
+                    uniform += steps - 1
+                else:
+                    uniform += steps
             req.last = t
             if req.decode_left <= 1e-9:
                 finished.append(req)
-        if counted and steps > 1:
-            self.itl.append((step / tps, (steps - 1) * tps * counted))
+        if uniform:
+            self.itl.append((step / tps, uniform * tps))
         for req, n in chunks:
             req.prefill_left -= n
             if req.prefill_left <= 1e-9:

@@ -1,0 +1,687 @@
+"""The cheapest deployment that meets a workload's SLO (`gemma4 plan search`).
+
+Pure: the stack templates come in as flat settings (the shipped stack files' own keys); nothing
+is read or written here. The space is every platform and hardware the program deploys (a
+template per platform, its hardware swapped for each the platform offers) x checkpoint x the
+engine settings that change the answer: max-model-len fitted to the workload's longest
+request, KV cache dtype, MTP off or on with its draft count, max-num-batched-tokens, and
+max-num-seqs as many as the KV cache holds at the workload's mean length (at most
+:data:`MOST_SEQS`) x capacity type (on-demand, spot, flex-start when asked). A candidate is
+answered only when the settings validate (the rules the program holds every stack to) and the
+memory plan fits.
+
+A fast screen (the step model's closed-form means, each percentile target held as a bound on
+the mean: necessary, not sufficient) ranks candidates by cost; the cheapest are then sized by
+the scheduler simulation (:mod:`serving.capacity.simulate`) behind their platform's balancer:
+the fewest replicas whose simulated percentiles meet every target at the planned load (the
+offered rate x (1 + band) / (1 - headroom), as every replica count of the planner is planned).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from serving.capacity.perf import Slo, StepModel, Workload
+from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
+from serving.capacity.plan_perf import endpoint_cost
+from serving.capacity.simulate import SimResult, Traffic, simulate
+from serving.catalog.hardware import GKE_SHAPES, HARDWARE, LOWER_BOUND, Platform
+from serving.catalog.models import MODELS, Quantization, Role
+from serving.config.checks import SettingsError
+from serving.config.settings import Settings, load_settings, stack_platform
+
+METRICS = ("ttft", "itl", "e2e")
+STATS = ("mean", "p50", "p95", "p99")
+CAPACITY_TYPES = ("on-demand", "spot", "flex-start")
+PLATFORMS = ("cloud-run", "gke", "tpu-vm")
+#: The balancer in front of each platform's replicas (:data:`serving.capacity.simulate.BALANCERS`).
+BALANCER = {"cloud-run": "cloud-run", "gke": "endpoint-picker", "tpu-vm": "random"}
+#: vLLM's default max-num-seqs: the most a candidate is given.
+MOST_SEQS = 256
+#: Chunk budgets tried (vLLM's default for online serving is 8192 on GPUs; a smaller one cuts
+#: the pause a long prompt puts in every decoding sequence's tokens; below ~2,500 one image of
+#: Gemma 4 no longer fits a step, which the settings refuse).
+BATCHED_TOKENS = (4096, 8192)
+#: Draft counts tried where the checkpoint has an MTP assistant (0: MTP off).
+DRAFTS = (0, 2, 4)
+KV_DTYPES = ("auto", "fp8")
+#: Candidates simulated after the screen (the cheapest by the screen's cost).
+FINALISTS = 4
+#: Hours in a month, for $/month (Google's price pages count 730).
+HOURS_PER_MONTH = 730.0
+#: The workload's longest request is rounded up to this for max-model-len.
+LEN_STEP = 256
+
+
+@dataclass(frozen=True)
+class Target:
+    """One latency objective: ``metric`` (ttft, itl, e2e) at ``stat`` (mean, p50, p95, p99)."""
+
+    metric: str
+    stat: str
+    ms: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS or self.stat not in STATS:
+            raise ValueError(f"unknown target {self.metric} {self.stat}")
+        if not (math.isfinite(self.ms) and 0 < self.ms <= 3_600_000):
+            raise ValueError(f"{self.flag} must be a number in (0, 3600000], got {self.ms!r}")
+
+    @property
+    def flag(self) -> str:
+        middle = "" if self.stat == "mean" else f"-{self.stat}"
+        return f"--{self.metric}{middle}-ms"
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric.upper()} {self.stat} <= {self.ms:g} ms"
+
+    def value(self, result: SimResult) -> float:
+        return result.latency_ms[self.metric][self.stat]
+
+
+def mean_slo(targets: tuple[Target, ...]) -> Slo:
+    """The closed forms' objective: each target's bound held by the mean (a mean above a
+    percentile's bound cannot meet it; the converse needs the simulation)."""
+    bound: dict[str, float] = {}
+    for t in targets:
+        bound[t.metric] = min(bound.get(t.metric, math.inf), t.ms)
+    return Slo(bound.get("ttft"), bound.get("itl"), bound.get("e2e"))
+
+
+def describe(targets: tuple[Target, ...]) -> str:
+    return ", ".join(t.label for t in targets) or "none"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the user asks: the traffic, the targets and the limits of the search."""
+
+    traffic: Traffic
+    targets: tuple[Target, ...]
+    max_replicas: int | None = None
+    platforms: tuple[str, ...] = PLATFORMS
+    capacity: tuple[str, ...] = ("on-demand", "spot")
+    budget_usd_per_hour: float | None = None
+    #: Simulated requests per sizing run, and the seed.
+    requests: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ValueError("give at least one latency target (e.g. --ttft-p95-ms 2000)")
+        for name, values, allowed in (
+            ("--platforms", self.platforms, PLATFORMS),
+            ("--capacity", self.capacity, CAPACITY_TYPES),
+        ):
+            bad = [v for v in values if v not in allowed]
+            if bad or not values:
+                raise ValueError(
+                    f"{name}: {', '.join(bad) or 'nothing'} is not one of {', '.join(allowed)}"
+                )
+
+
+@dataclass
+class Sizing:
+    """A candidate sized: its replicas, their cost and what the simulation predicts."""
+
+    replicas: int | None
+    #: At the offered rate (what a user sees), and at the planned load (what was checked).
+    at_rate: SimResult | None
+    planned: SimResult | None
+    meets: bool
+    why: str
+    binding: str | None = None
+    quota_capped: bool = False
+
+
+@dataclass
+class Candidate:
+    """One configuration: the settings a stack file would hold, validated."""
+
+    platform: str
+    hardware: str
+    capacity: str
+    raw: dict[str, Any]
+    settings: Settings
+    model: StepModel
+    #: The screen's replicas and cost (None: the screen says it cannot meet the targets).
+    screen_replicas: int | None = None
+    screen_usd_per_hour: float | None = None
+    sizing: Sizing | None = None
+    calibrated: bool = False
+    #: The stack file its settings start from.
+    template: str = ""
+
+    @property
+    def most_replicas(self) -> int:
+        from serving.capacity.plan_perf import _replica_key
+
+        return _replica_key(self.settings)[1]
+
+    @property
+    def key(self) -> str:
+        v = self.settings.vllm
+        m = self.settings.model
+        mtp = f"mtp{m.num_speculative_tokens}" if m.speculative_method == "mtp" else "no-mtp"
+        return (
+            f"{self.platform}/{self.hardware}/{self.capacity}/{m.card.folder}/{v.kv_cache_dtype}/"
+            f"{mtp}/seqs{v.max_num_seqs}/mbt{v.max_num_batched_tokens}/len{v.max_model_len}"
+        )
+
+
+def _unknown_price(settings: Settings) -> bool:
+    return settings.price.status == LOWER_BOUND
+
+
+def cost(settings: Settings, rate: float, replicas: int | None) -> float | None:
+    """USD per hour of ``replicas`` serving ``rate`` (fixed costs included); None when the
+    instance's own rate has no published figure or no count serves it."""
+    if replicas is None or _unknown_price(settings):
+        return None
+    return endpoint_cost(settings, rate, replicas)[0]
+
+
+def fitted_len(traffic: Traffic) -> int:
+    """max-model-len for the workload: its longest request, rounded up to :data:`LEN_STEP`."""
+    return max(LEN_STEP, math.ceil(traffic.longest_request() / LEN_STEP) * LEN_STEP)
+
+
+def _coerce(value: Any) -> Any:
+    """A template's value as Pulumi hands it over (text) back to its YAML type."""
+    if isinstance(value, str):
+        if value in ("true", "false"):
+            return value == "true"
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                return float(value)
+            except ValueError:
+                return value
+    return value
+
+
+def _platform_keys(
+    platform: str, capacity: str, replicas: int, base: Mapping[str, Any]
+) -> dict[str, Any]:
+    if platform == "cloud-run":
+        return {"maxInstances": replicas}
+    if platform == "gke":
+        low = min(int(_coerce(base.get("minReplicas", 1))), replicas)
+        return {"minReplicas": max(1, low), "maxReplicas": replicas, "nodeProvisioning": capacity}
+    out: dict[str, Any] = {"replicas": replicas, "provisioning": capacity}
+    if capacity != "flex-start":
+        out.update({"maxRunHours": None, "validUntilHours": None})
+    return out
+
+
+def with_replicas(c: Candidate, replicas: int) -> dict[str, Any]:
+    """The candidate's settings with ``replicas`` (None values removed)."""
+    raw = {**c.raw, **_platform_keys(c.platform, c.capacity, replicas, c.raw)}
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def _hardware_for(platform: str) -> list[str]:
+    if platform == "gke":
+        return sorted(GKE_SHAPES)
+    want = Platform.TPU if platform == "tpu-vm" else Platform.CLOUD_RUN
+    return sorted(k for k, v in HARDWARE.items() if v.platform is want)
+
+
+def _capacities(platform: str, goal: Goal) -> list[str]:
+    offered = ("on-demand",) if platform == "cloud-run" else CAPACITY_TYPES
+    return [c for c in offered if c in goal.capacity]
+
+
+def templates_for(
+    stacks: Mapping[str, Mapping[str, Any]], platforms: tuple[str, ...]
+) -> tuple[dict[tuple[str, str], tuple[str, dict[str, Any]]], list[str]]:
+    """The settings each (platform, hardware) starts from: the stack file of exactly that
+    target, else one of the same platform and accelerator kind (GPU or TPU) with its hardware
+    swapped and its location moved to one the hardware is offered in; and the targets with
+    no stack file to start from."""
+    by_target: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for name, raw in sorted(stacks.items()):
+        try:
+            platform = stack_platform(raw)
+        except SettingsError:
+            continue
+        if platform is not None:
+            by_target.setdefault((platform, str(raw["hardware"])), (name, dict(raw)))
+    out: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    missing = []
+    for platform in platforms:
+        for hardware in _hardware_for(platform):
+            kind = HARDWARE[hardware].platform
+            found = by_target.get((platform, hardware))
+            if found is None:
+                same = [
+                    (name, raw)
+                    for (p, h), (name, raw) in sorted(by_target.items())
+                    if p == platform and HARDWARE[h].platform is kind
+                ]
+                if not same:
+                    missing.append(f"{platform}/{hardware}")
+                    continue
+                name, raw = same[0]
+                raw = {**raw, "hardware": hardware}
+                key = "region" if platform == "cloud-run" else "zone"
+                offered = HARDWARE[hardware].locations
+                if key == "region" and raw.get(key) not in offered and offered:
+                    raw[key] = offered[0]
+                found = (name, raw)
+            out[(platform, hardware)] = found
+    return out, missing
+
+
+def candidates(
+    stacks: Mapping[str, Mapping[str, Any]], goal: Goal
+) -> tuple[list[Candidate], dict[str, int]]:
+    """Every configuration of the space that validates and fits, and why the others were left
+    out (counts by reason). ``stacks``: each stack file's flat settings, by stack name."""
+    traffic = goal.traffic
+    mean_tokens = traffic.prompt_tokens + traffic.output_tokens
+    length = fitted_len(traffic)
+    checkpoints = [k for k, v in MODELS.items() if v.role is Role.TARGET]
+    out: list[Candidate] = []
+    refused: dict[str, int] = {}
+
+    def refuse(reason: str) -> None:
+        refused[reason] = refused.get(reason, 0) + 1
+
+    templates, missing = templates_for(stacks, goal.platforms)
+    for target in missing:
+        refuse(f"{target}: no stack file of its platform and accelerator kind to start from")
+    for (platform, hardware), (source, template) in templates.items():
+        for checkpoint, kv, drafts, mbt in _grid(checkpoints):
+            raw: dict[str, Any] = {k: _coerce(v) for k, v in template.items()}
+            raw.update(
+                {
+                    "model": checkpoint,
+                    "kvCacheDtype": kv,
+                    "maxModelLen": length,
+                    "maxNumBatchedTokens": mbt,
+                    "labels": [
+                        x if not str(x).startswith("hardware=") else f"hardware={hardware}"
+                        for x in raw.get("labels", [])
+                    ],
+                }
+            )
+            assistant = MODELS[checkpoint].assistant
+            if drafts:
+                if not assistant:
+                    continue
+                raw.update(speculativeMethod="mtp", drafter=assistant, numSpeculativeTokens=drafts)
+            else:
+                raw.update(speculativeMethod="none")
+                raw.pop("drafter", None)
+                raw.pop("numSpeculativeTokens", None)
+            try:
+                settings = load_settings(raw)
+            except SettingsError as exc:
+                refuse(f"{platform}/{hardware}: {_first_line(exc)}")
+                continue
+            plan = settings.memory_plan()
+            if plan is None or not plan.fits:
+                refuse(f"{platform}/{hardware}: {checkpoint} does not fit its memory")
+                continue
+            seqs = max(1, min(MOST_SEQS, int(plan.capacity.reported_tokens // mean_tokens)))
+            raw["maxNumSeqs"] = seqs
+            shared: tuple[StepModel, bool] | None = None  # the engine is the same on any capacity
+            for capacity in _capacities(platform, goal):
+                c_raw = {**raw, **_platform_keys(platform, capacity, 1, raw)}
+                c_raw = {k: v for k, v in c_raw.items() if v is not None}
+                try:
+                    c_settings = load_settings(c_raw)
+                except SettingsError as exc:
+                    refuse(f"{platform}/{hardware}/{capacity}: {_first_line(exc)}")
+                    continue
+                if shared is None:
+                    model, calibration = model_for_settings(c_settings)
+                    shared = (model, calibration is not None)
+                out.append(
+                    Candidate(
+                        platform,
+                        hardware,
+                        capacity,
+                        c_raw,
+                        c_settings,
+                        shared[0],
+                        calibrated=shared[1],
+                        template=source,
+                    )
+                )
+    return out, refused
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0])[:200]
+
+
+def _grid(checkpoints: list[str]) -> Iterator[tuple[str, str, int, int]]:
+    for checkpoint in checkpoints:
+        for kv in KV_DTYPES:
+            for drafts in DRAFTS:
+                for mbt in BATCHED_TOKENS:
+                    yield checkpoint, kv, drafts, mbt
+
+
+def planned_factor(model: StepModel) -> float:
+    """How much more load than offered each replica is planned for: the band's slow side and
+    the headroom (:data:`serving.capacity.perf_stack.HEADROOM`)."""
+    return (1 + model.band) / (1 - HEADROOM)
+
+
+def screen(c: Candidate, goal: Goal, seen: dict[int, float] | None = None) -> None:
+    """The closed forms' replicas and cost for ``c`` (means within each target's bound);
+    ``seen``: the best rate of models already screened (by identity)."""
+    traffic = goal.traffic
+    w = Workload(traffic.prompt_tokens, traffic.output_tokens)
+    seen = {} if seen is None else seen
+    if id(c.model) not in seen:
+        seen[id(c.model)] = c.model.max_rate_meeting(mean_slo(goal.targets), w, rel_tol=1e-3)
+    best = seen[id(c.model)]
+    if best <= 0:
+        return
+    need = math.ceil(traffic.rate * planned_factor(c.model) / best)
+    c.screen_replicas = need
+    c.screen_usd_per_hour = cost(c.settings, traffic.rate, need)
+
+
+def _run(c: Candidate, goal: Goal, replicas: int, rate: float) -> SimResult:
+    return simulate(
+        c.model,
+        replace(goal.traffic, rate=rate),
+        replicas=replicas,
+        balancer=BALANCER[c.platform] if replicas > 1 or c.platform != "tpu-vm" else "engine",
+        requests=goal.requests,
+        seed=goal.seed,
+    )
+
+
+def _meets(result: SimResult, targets: tuple[Target, ...]) -> tuple[bool, str]:
+    """(every target met and the queue stable, the target closest to its bound)."""
+    worst = max(targets, key=lambda t: t.value(result) / t.ms)
+    ok = not result.saturated and all(t.value(result) <= t.ms for t in targets)
+    return ok, f"{worst.metric}_{worst.stat}"
+
+
+def size(c: Candidate, goal: Goal) -> Sizing:
+    """The fewest replicas (from the screen's count up) whose simulated percentiles meet every
+    target at the planned load, within the platform's and the user's most replicas."""
+    assert c.screen_replicas is not None
+    most = min(c.most_replicas, goal.max_replicas or MAX_REPLICAS, MAX_REPLICAS)
+    planned_rate = goal.traffic.rate * planned_factor(c.model)
+    checked: dict[int, tuple[bool, str, SimResult]] = {}
+
+    def check(n: int) -> bool:
+        if n not in checked:
+            result = _run(c, goal, n, planned_rate)
+            ok, binding = _meets(result, goal.targets)
+            checked[n] = (ok, binding, result)
+        return checked[n][0]
+
+    low = max(1, min(c.screen_replicas, most))
+    if check(low):
+        # The screen's count is met; fewer may be too (the simulation's tail can be kinder
+        # than the closed forms' means near capacity): two probes below it, not a bisection.
+        n = low
+        for share in (0.85, 0.7):
+            probe = max(1, math.ceil(low * share))
+            if probe < n and check(probe):
+                n = probe
+            else:
+                break
+    else:
+        n, bad = low, low
+        while not check(n):
+            bad = n
+            if n >= most:
+                break
+            n = min(most, max(n + 1, math.ceil(n * 1.3)))
+        if not checked[n][0]:
+            _, binding, result = checked[n]
+            capped = n == c.most_replicas and n < (goal.max_replicas or MAX_REPLICAS)
+            why = (
+                f"{n} replicas (the most {'the platform takes' if capped else 'allowed'}) "
+                f"miss {binding.replace('_', ' ')}"
+            )
+            return Sizing(None, None, result, False, why, binding, quota_capped=capped)
+        while n - bad > 1:  # the fewest between the last miss and the first hit
+            mid = (n + bad) // 2
+            if check(mid):
+                n = mid
+            else:
+                bad = mid
+    ok, binding, planned = checked[n]
+    at_rate = _run(c, goal, n, goal.traffic.rate)
+    return Sizing(n, at_rate, planned, ok, "meets every target", binding)
+
+
+@dataclass
+class SearchResult:
+    goal: Goal
+    answers: list[Candidate]
+    #: The closest candidate when none meets the targets.
+    closest: Candidate | None
+    considered: int
+    refused: dict[str, int]
+    screened_out: int
+    #: Sized candidates the settings refuse at their replica count, and why (cheaper than the
+    #: answers: a stack file change, e.g. a pinned revision, would let them in).
+    set_aside: list[str]
+
+
+def search(templates: Mapping[str, Mapping[str, Any]], goal: Goal) -> SearchResult:
+    """Screen every candidate, size the cheapest :data:`FINALISTS` (per price kind) by
+    simulation, and answer those that meet the targets, cheapest first (unknown prices last)."""
+    pool, refused = candidates(templates, goal)
+    seen: dict[int, float] = {}
+    for c in pool:
+        screen(c, goal, seen)
+    viable = [c for c in pool if c.screen_replicas is not None]
+    most = goal.max_replicas or MAX_REPLICAS
+    in_budget = [
+        c
+        for c in viable
+        if goal.budget_usd_per_hour is None
+        or c.screen_usd_per_hour is None
+        or c.screen_usd_per_hour <= goal.budget_usd_per_hour
+    ]
+    priced = sorted(
+        (c for c in in_budget if c.screen_usd_per_hour is not None),
+        key=lambda c: (c.screen_usd_per_hour or 0.0, c.key),
+    )
+    unpriced = sorted(
+        (c for c in in_budget if c.screen_usd_per_hour is None),
+        key=lambda c: (c.screen_replicas or 0, c.key),
+    )
+    finalists = _spread(priced, FINALISTS) + _spread(unpriced, 1)
+    answers = []
+    set_aside: list[str] = []
+    for c in finalists:
+        c.sizing = size(c, goal)
+        problem = _refused_at(c, goal)
+        if problem:
+            set_aside.append(problem)
+        elif c.sizing.replicas is not None and c.sizing.replicas <= most:
+            answers.append(c)
+    for c in answers:
+        assert c.sizing is not None
+        c.screen_usd_per_hour = cost(c.settings, goal.traffic.rate, c.sizing.replicas)
+    if goal.budget_usd_per_hour is not None:
+        answers = [
+            c
+            for c in answers
+            if c.screen_usd_per_hour is None or c.screen_usd_per_hour <= goal.budget_usd_per_hour
+        ]
+    answers.sort(key=lambda c: (c.screen_usd_per_hour is None, c.screen_usd_per_hour or 0.0, c.key))
+    closest = None
+    if not answers:
+        tried = [c for c in finalists if c.sizing is not None] or pool
+        closest = min(tried, key=lambda c: _shortfall(c, goal), default=None)
+    return SearchResult(
+        goal, answers, closest, len(pool), refused, len(pool) - len(viable), set_aside
+    )
+
+
+def _refused_at(c: Candidate, goal: Goal) -> str | None:
+    """Why the settings refuse the candidate at its sized replica count (a rule that depends
+    on the count, e.g. a pinned checkpoint revision for several TPU nodes), else None."""
+    if c.sizing is None or c.sizing.replicas is None:
+        return None
+    try:
+        load_settings(stack_settings(c, goal))
+    except SettingsError as exc:
+        return f"{c.platform}/{c.hardware} at {c.sizing.replicas} replicas: {_first_line(exc)}"
+    return None
+
+
+def _spread(ranked: list[Candidate], count: int) -> list[Candidate]:
+    """The cheapest ``count``, one per platform and hardware, so that an answer's
+    alternatives are other hardware, not the same one with another flag."""
+    out: list[Candidate] = []
+    seen: set[tuple[str, str]] = set()
+    for c in ranked:
+        key = (c.platform, c.hardware)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(c)
+        if len(out) == count:
+            break
+    return out
+
+
+def _shortfall(c: Candidate, goal: Goal) -> float:
+    """How far the candidate is from the targets (its worst ratio of predicted to bound)."""
+    result = c.sizing.planned if c.sizing is not None else None
+    if result is None:
+        return math.inf
+    return max(t.value(result) / t.ms for t in goal.targets)
+
+
+def traffic_text(traffic: Traffic) -> str:
+    """The workload in one line."""
+    if traffic.trace is not None:
+        return f"a trace of {len(traffic.trace)} requests at {traffic.rate:.3g} req/s"
+    lengths = []
+    for what, mean, p95 in (
+        ("prompt", traffic.prompt_tokens, traffic.prompt_p95),
+        ("output", traffic.output_tokens, traffic.output_p95),
+    ):
+        lengths.append(f"{mean} {what}" + (f" (p95 {p95})" if p95 else ""))
+    arrivals = "Poisson" if traffic.burstiness == 1 else f"burstiness {traffic.burstiness:g}"
+    shared = (
+        f", {traffic.shared_prefix_tokens} shared prefix" if traffic.shared_prefix_tokens else ""
+    )
+    return f"{traffic.rate:g} req/s, {' + '.join(lengths)} tokens{shared}, {arrivals}"
+
+
+def engine_text(c: Candidate) -> str:
+    """The engine settings that were searched, in one line."""
+    v, m = c.settings.vllm, c.settings.model
+    mtp = f"MTP {m.num_speculative_tokens}" if m.speculative_method == "mtp" else "no MTP"
+    weights = "QAT w4a16" if m.card.quantization is not Quantization.NONE else "bf16"
+    return (
+        f"{weights}, KV {v.kv_cache_dtype}, {mtp}, max-num-seqs {v.max_num_seqs}, "
+        f"batched tokens {v.max_num_batched_tokens}, max-model-len {v.max_model_len}"
+    )
+
+
+def stack_settings(c: Candidate, goal: Goal) -> dict[str, Any]:
+    """The flat settings an answer's stack file holds: the candidate's, its replicas, and the
+    SLO keys the stack can carry (sloP95TtftMs, sloP95E2EMs, sloMinRequestsPerSecond)."""
+    assert c.sizing is not None and c.sizing.replicas is not None
+    raw = with_replicas(c, c.sizing.replicas)
+    for t in goal.targets:
+        if t.stat == "p95" and t.metric in ("ttft", "e2e"):
+            raw["sloP95TtftMs" if t.metric == "ttft" else "sloP95E2EMs"] = t.ms
+    raw["sloMinRequestsPerSecond"] = goal.traffic.rate
+    return raw
+
+
+def stack_file_text(
+    c: Candidate, goal: Goal, result: SearchResult, project: str, name: str, today: str
+) -> str:
+    """``Pulumi.<name>.yaml`` for an answer: a header saying the workload, the SLO, what was
+    searched and why this one won, then the `config:` block in the project's namespace."""
+    import yaml
+
+    assert c.sizing is not None and c.sizing.at_rate is not None
+    others = [a for a in result.answers if a is not c]
+    runner = (
+        f"; next: {others[0].platform}/{others[0].hardware} at "
+        f"{_usd(others[0].screen_usd_per_hour)}/h"
+        if others
+        else ""
+    )
+    lat = c.sizing.at_rate.latency_ms
+    header = [
+        f"Written by `gemma4 plan search` ({today}): the cheapest configuration it found for",
+        f"  workload: {traffic_text(goal.traffic)}",
+        f"  SLO: {describe(goal.targets)}",
+        f"  searched: {result.considered} configurations (platform x hardware x checkpoint x KV "
+        "dtype x MTP x batched tokens x capacity type, max-model-len fitted to the longest "
+        f"request); {len([a for a in result.answers])} answered after simulation",
+        f"  why this one: {_usd(c.screen_usd_per_hour)}/h for {c.sizing.replicas} replica(s) "
+        f"on {c.platform}/{c.hardware} ({c.capacity}), the least of those meeting the SLO"
+        f"{runner}",
+        f"  engine: {engine_text(c)}",
+        "  predicted at that rate (simulated, not measured): "
+        + ", ".join(f"{m.upper()} p95 {lat[m]['p95']:,.0f} ms" for m in METRICS),
+        f"  started from Pulumi.{c.template}.yaml; set your project once:",
+        f"  `pulumi config set gcp:project <project-id> -s {name}`",
+    ]
+    raw = stack_settings(c, goal)
+    body = yaml.safe_dump(
+        {"config": {f"{project}:{k}": v for k, v in raw.items()}},
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+    )
+    return "".join(f"# {line}\n".replace("#  \n", "#\n") for line in header) + body
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def capacity_of(settings: Settings) -> str:
+    """A stack's capacity type: on-demand on Cloud Run, else its node or TPU provisioning."""
+    if settings.deploy_platform == "gke":
+        return settings.gke.node_provisioning
+    if settings.deploy_platform == "tpu-vm":
+        return settings.tpu.provisioning
+    return "on-demand"
+
+
+def size_stack(name: str, raw: Mapping[str, Any], goal: Goal) -> Candidate:
+    """A stack file's settings as they are, sized for ``goal`` as the search sizes its answers
+    (``sizing`` None: its predicted means already miss a target). SettingsError when the
+    settings do not validate."""
+    settings = load_settings(raw)
+    model, calibration = model_for_settings(settings)
+    c = Candidate(
+        settings.deploy_platform,
+        settings.hardware,
+        capacity_of(settings),
+        dict(raw),
+        settings,
+        model,
+        calibrated=calibration is not None,
+        template=name,
+    )
+    screen(c, goal)
+    if c.screen_replicas is not None:
+        c.sizing = size(c, goal)
+        problem = _refused_at(c, goal)
+        if problem:
+            c.sizing = replace(c.sizing, replicas=None, meets=False, why=problem)
+        c.screen_usd_per_hour = cost(settings, goal.traffic.rate, c.sizing.replicas)
+    return c
