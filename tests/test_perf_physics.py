@@ -194,3 +194,23 @@ def test_plan_draws_a_picture(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     code, _, err = run(capsys, "-s", "l4", "--plot", str(tmp_path / "missing" / "x.svg"))
     assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_simulation_needs_no_more_than_the_chip_has(stack: str) -> None:
+    """Past capacity every engine is always busy: what the simulation serves still computes
+    no faster than the dense peak, and no step reads the weights faster than peak bandwidth."""
+    from serving.capacity.simulate import Traffic, simulate
+
+    model, _ = model_for_settings(load_stack_settings(stack), calibrations=None)
+    device = model.device
+    for w in (Workload(2000, 16), Workload(128, 256)):
+        if model.max_model_len and w.prompt_tokens + w.output_tokens > model.max_model_len:
+            continue
+        rate = 1.5 * model.capacity_rps(w)
+        run = simulate(model, Traffic(rate, w.prompt_tokens, w.output_tokens), requests=400)
+        assert run.saturated
+        assert _flops_per_s(model, w, run.throughput_rps) <= device.dense_flops * (1 + 1e-9)
+        step = run.busy_s / run.steps
+        assert model.shape.weight_bytes / step <= device.memory_bandwidth_bytes_per_s
+

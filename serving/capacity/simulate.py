@@ -23,7 +23,7 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from serving.capacity.perf import MAX_RATE, MAX_TOKENS, StepModel
@@ -262,7 +262,9 @@ class SimResult:
     preemptions: int
     #: Requests that waited at the platform's front for an instance slot (Cloud Run).
     held_at_front: int = 0
-    notes: tuple[str, ...] = field(default=())
+    #: Engine steps run, and the seconds engines were busy running them (all replicas).
+    steps: int = 0
+    busy_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -376,6 +378,8 @@ class _Run:
         self.front: deque[_Req] = deque()
         self.held = 0
         self.preemptions = 0
+        self.steps = 0
+        self.busy = 0.0
         self.itl: list[tuple[float, float]] = []
         self.events: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
@@ -550,6 +554,8 @@ class _Run:
         assert rep.bulk is not None
         start, step, steps, decoding, chunks = rep.bulk
         rep.bulk = None
+        self.steps += steps
+        self.busy += steps * step
         tps = self.tps
         warm = self.warm
         extra = (steps - 1) * tps * len(decoding)
@@ -635,6 +641,8 @@ class _Run:
             output_tokens_per_s=out_tokens / span if span > 0 else math.inf,
             preemptions=self.preemptions,
             held_at_front=self.held,
+            steps=self.steps,
+            busy_s=self.busy,
         )
 
 
