@@ -79,6 +79,10 @@ def test_every_shipped_stack_previews_and_passes(
         assert heading in text
     assert data["vllm_command_line"] in text
     assert "Verdict: OK" in text
+    # Every cost in its four figures, none a bound (the GKE stacks: tests/test_gke_stacks.py).
+    assert ">=$" not in text.replace(" ", "") and "at least $" not in text
+    assert "/month, " in text and "per million requests, " in text
+    assert "per million output tokens" in text
 
 
 def test_l4_shows_the_inputs_that_matter() -> None:

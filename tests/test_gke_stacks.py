@@ -454,6 +454,7 @@ def test_preview_exits_0_and_shows_everything(
     assert ("LOWER BOUND" in cost["price_source"]) == unknown
     assert "ESTIMATE" in cost["price_source"] or unknown
     assert ("UNKNOWN" in text) == unknown and "LOWER BOUNDS" not in text
+    assert ">=$" not in text.replace(" ", "") and "at least $" not in text
     assert ("~ ESTIMATES" in text) == (expected == "estimate")
     if unknown:
         assert cost["usd_per_month_idle"] is cost["usd_per_month_max"] is None
