@@ -376,7 +376,7 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         "not measured)"
     )
     for name in (
-        "in flight",
+        "concurrency",
         "TTFT ms",
         "ITL ms",
         "E2E ms",
@@ -386,8 +386,8 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         "$/M output tok",
         "ceiling",
     ):
-        # Numbers fold rather than lose digits in a narrow terminal.
-        t.add_column(name, justify="right", overflow="fold")
+        # Numbers fold rather than lose digits in a narrow terminal; the first header stays whole.
+        t.add_column(name, justify="right", overflow="fold", no_wrap=name == "concurrency")
     status = perf["price_status"]
     for p in perf["curve"]:
         t.add_row(
