@@ -29,6 +29,7 @@ from gemma4.options import (
 from gemma4.search_cli import build_search_parser, search_main
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
+from serving.capacity.costs import UNKNOWN, money
 from serving.capacity.perf import MAX_CONCURRENCY
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
@@ -117,36 +118,60 @@ def table(r: dict[str, Any]) -> Table:
             f"{r['memory_bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s / weights read per token",
         ),
         (
-            "price",
-            f"{_least(r)}${r['usd_per_hour']:,.2f}/h",
-            r["price_source"] + "".join(f" [{note}]" for note in r.get("price_unconfirmed", [])),
+            "price, one instance",
+            money(r["usd_per_hour"], r["price_status"], "/h"),
+            "how priced: [1] under the table",
         ),
         (
             "billed a month",
-            f"{_least(r)}${r['usd_per_month_billed']:,.0f}/month",
+            money(r["usd_per_month_billed"], r["price_status"], "/month"),
             f"{r['billed_hours_per_month']:g} h: {r['billing']}",
         ),
-        (
-            "cost per million requests",
-            "-"
-            if r["usd_per_million_requests"] is None
-            else f"{_least(r)}${r['usd_per_million_requests']:,.2f}",
-            f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
-            + (
-                f" over {r['serving_replicas']} replica(s) ({r['serving_replicas_source']}): "
-                f"{r['requests_per_second_per_replica']:.3g} req/s each, "
-                f"{_least(r)}${r['usd_per_hour_at_rate']:,.2f}/h"
-                if r["serving_replicas"]
-                else f": {r['serving_replicas_source']}"
-            ),
-        ),
     ]
+    load = f"{r['requests_per_second']:g} req/s ({r['requests_per_second_source']})"
+    if r["serving_replicas"]:
+        status = r["price_status_at_rate"]
+        rows += [
+            (
+                "serving the load",
+                money(r["usd_per_hour_at_rate"], status, "/h"),
+                f"{money(r['usd_per_month_at_rate'], status, '/month')}; {load} over "
+                f"{r['serving_replicas']} replica(s) ({r['serving_replicas_source']}), "
+                f"{r['requests_per_second_per_replica']:.3g} req/s each",
+            ),
+            (
+                "cost per million requests",
+                money(r["usd_per_million_requests"], status),
+                "at the load above",
+            ),
+            (
+                "cost per million output tokens",
+                money(r["usd_per_million_output_tokens"], status),
+                f"at the load above ({r['performance']['output_tokens']} output tokens a request)",
+            ),
+        ]
+    else:
+        rows.append(("serving the load", "-", f"{load}: {r['serving_replicas_source']}"))
     for row in rows:
         t.add_row(*row)
+    notes = "".join(f" [{note}]" for note in r["price_unconfirmed"])
     t.caption = (
-        f"Runtime constants: {r['runtime_profile']}; see serving/sizing/memory.py for sources."
+        f"Runtime constants: {r['runtime_profile']}; see serving/sizing/memory.py for sources.\n"
+        f"[1] {_STATUS_NOTE[r['price_status']]}{r['price_source']}{notes}"
     )
+    t.caption_justify = "left"
     return t
+
+
+#: What the footnote of a price says first, by the price's status.
+_STATUS_NOTE = {
+    CONFIRMED: "",
+    ESTIMATE: "~ : an estimate (a rate not confirmed on Google's price page, counted at a named "
+    "source's quote). ",
+    LOWER_BOUND: ">= : a lower bound (an item with no figure anywhere is left out). ",
+    UNKNOWN: "unknown: a rate has no figure anywhere (LOWER BOUND below: not counted), so the "
+    "price and every figure built from it are unknown. ",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -357,12 +382,14 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         "E2E ms",
         "output tok/s",
         "req/s",
-        "$/M output tokens",
-        "closest ceiling",
+        "$/M req",
+        "$/M output tok",
+        "ceiling",
     ):
-        t.add_column(name, justify="right")
+        # Numbers fold rather than lose digits in a narrow terminal; the first header stays whole.
+        t.add_column(name, justify="right", overflow="fold", no_wrap=name == "concurrency")
+    status = perf["price_status"]
     for p in perf["curve"]:
-        cost = p["usd_per_million_output_tokens"]
         t.add_row(
             str(p["concurrency"]),
             _ms(p["ttft_ms"]),
@@ -370,7 +397,8 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
             _ms(p["e2e_ms"]),
             f"{p['output_tokens_per_s']:,.0f}",
             f"{p['requests_per_s']:,.2f}",
-            "-" if cost is None else f"{_least(perf, '>=')}${cost:,.2f}",
+            money(p["usd_per_million_requests"], status),
+            money(p["usd_per_million_output_tokens"], status),
             p["ceiling"],
         )
     spec = ""
@@ -392,14 +420,8 @@ def perf_table(stack: str, perf: dict[str, Any]) -> Table:
         f"Basis: {perf['basis']}. Band: +/-{perf['band']:.0%}. Capacity "
         f"{perf['capacity_requests_per_s']:,.2f} req/s with every sequence slot busy. "
         f"TTFT and E2E include the platform's front end, {perf['front_end_ms']:.0f} ms "
-        f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md."
-        + {
-            CONFIRMED: "",
-            ESTIMATE: " ~ : an estimate, the price is (a rate not confirmed on Google's price "
-            "page, counted at a named source's quote: `gemma4 plan` names it).",
-            LOWER_BOUND: " >= : a lower bound, the price is (a rate with no figure anywhere, "
-            "counted 0).",
-        }[perf.get("price_status", CONFIRMED)]
+        f"({measured}).{spec} Model: serving/capacity/perf.py; docs/performance-model.md. "
+        f"Costs: one instance at its price [1]."
     )
     return t
 
@@ -432,6 +454,9 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
             ),
         ]
     unpriced = f"; not priced: {', '.join(r['unpriced'])}" if r["unpriced"] else ""
+    status = r["price_status"]
+    each = money(r["usd_per_hour_per_replica"], status)
+    fixed = f" + fixed ${r['fixed_usd_per_hour']:,.2f}" if r["platform"] == "gke" else ""
     rows += [
         (
             "stack's replicas",
@@ -442,17 +467,14 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
             if r["platform"] == "tpu-vm"
             else "minInstances/maxInstances",
         ),
-        (
-            "cost at the fewest",
-            f"{_least(r)}${r['usd_per_hour_at_min']:,.2f}/h",
-            f"{r['stack_min_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
-            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
-        ),
-        (
-            "cost at the most",
-            f"{_least(r)}${r['usd_per_hour_at_max']:,.2f}/h",
-            f"{r['stack_max_replicas']} x ${r['usd_per_hour_per_replica']:,.2f} + fixed "
-            f"${r['fixed_usd_per_hour']:,.2f}{unpriced}",
+        *(
+            (
+                f"cost at the {which}",
+                money(r[f"usd_per_hour_at_{end}"], status, "/h"),
+                f"{money(r[f'usd_per_month_at_{end}'], status, '/month')}: "
+                f"{r[f'stack_{end}_replicas']} x {each}{fixed}{unpriced}",
+            )
+            for which, end in (("fewest", "min"), ("most", "max"))
         ),
     ]
     for row in rows:

@@ -67,10 +67,6 @@ def _tree(resources: Sequence[Resource]) -> list[tuple[int, Resource]]:
     return ordered
 
 
-def _money(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:,.2f}"
-
-
 def text_lines(p: Preview) -> list[str]:
     """The human-readable preview (also the body of the markdown one)."""
     plan = p.plan
@@ -93,9 +89,10 @@ def text_lines(p: Preview) -> list[str]:
     lines += ["", "vllm serve command line:", f"  {p.vllm_command_line or '(none exported)'}"]
     if p.messages:
         lines += ["", "Program warnings:", *(f"  {m}" for m in p.messages)]
-    from serving.catalog.hardware import status_prefix
+    from serving.capacity.costs import money
 
-    least = status_prefix(p.cost.price_status)
+    c = p.cost
+    status = c.price_status
     lines += ["", "Policies (pack gemma4-vllm, levels from the policy config):"]
     for v in p.policies:
         mark = {"pass": "pass", "fail": "FAIL", "disabled": "off "}[v.verdict]
@@ -118,36 +115,41 @@ def text_lines(p: Preview) -> list[str]:
             "confirmed": "",
             "estimate": "; ~ ESTIMATES: a rate not confirmed on Google's page is counted at "
             "the figure a named source quotes, see below",
-            "lower_bound": "; LOWER BOUNDS: a rate has no figure anywhere (counted 0), see below",
-        }[p.cost.price_status]
+            "lower_bound": "; LOWER BOUNDS: an item with no figure anywhere is left out, see below",
+            "unknown": "; UNKNOWN: a rate of the instance has no figure anywhere, so its price "
+            "and every figure built from it are unknown, see below",
+        }[status]
         + "):",
-        f"  {least}{_money(p.cost.usd_per_hour)}/h per instance ({p.cost.price_source})",
-        f"  per month: {least}{_money(p.cost.usd_per_month_per_instance)} per instance as billed; "
-        f"idle floor {least}{_money(p.cost.usd_per_month_idle)} ({p.cost.instances_min} "
-        f"instance(s)), at most {least}{_money(p.cost.usd_per_month_max)} "
-        f"({p.cost.instances_max})",
+        f"  {money(c.usd_per_hour, status, '/h')} per instance ({c.price_source})",
+        f"  per month: {money(c.usd_per_month_per_instance, status)} per instance as billed; "
+        f"idle floor {money(c.usd_per_month_idle, status)} ({c.instances_min} instance(s)), at "
+        f"most {money(c.usd_per_month_max, status)} ({c.instances_max})",
         *(
             f"  plus {item.item}: "
             + (
-                ("~" if item.status == "estimate" else "") + f"{_money(item.usd_per_hour)}/h"
+                money(item.usd_per_hour, item.status, "/h")
                 if item.usd_per_hour is not None
                 else "not priced"
             )
             + f" ({item.source})"
-            for item in p.cost.fixed
+            for item in c.fixed
         ),
-        "  per million requests: "
-        + (least if p.cost.usd_per_million_requests is not None else "")
-        + f"{_money(p.cost.usd_per_million_requests)} at "
-        f"{p.cost.requests_per_second:g} req/s to the stack ({p.cost.requests_per_second_source})"
+        f"  serving {c.requests_per_second:g} req/s to the stack ({c.requests_per_second_source})"
         + (
-            f" over {p.cost.replicas} replica(s) ({p.cost.replicas_source}), "
-            f"{_rate(p.cost.requests_per_second_per_replica or 0.0)} req/s each, "
-            f"{_money(p.cost.usd_per_hour_at_rate)}/h"
-            if p.cost.replicas
-            else f": {p.cost.replicas_source}"
+            f" over {c.replicas} replica(s) ({c.replicas_source}), "
+            f"{_rate(c.requests_per_second_per_replica or 0.0)} req/s each: "
+            + (
+                "cost unknown"
+                if c.usd_per_hour_at_rate is None
+                else f"{money(c.usd_per_hour_at_rate, status, '/h')}, "
+                f"{money(c.usd_per_month_at_rate, status, '/month')}, "
+                f"{money(c.usd_per_million_requests, status)} per million requests, "
+                f"{money(c.usd_per_million_output_tokens, status)} per million output tokens"
+            )
+            if c.replicas
+            else f": {c.replicas_source}"
         ),
-        f"  {p.cost.note}",
+        f"  {c.note}",
         *_performance_lines(p.performance),
         *_replica_lines(p.plan.get("replicas")),
         "",
@@ -189,8 +191,10 @@ def _performance_lines(perf: dict[str, Any]) -> list[str]:
             f"{point['e2e_ms']:,.0f} ms, {point['output_tokens_per_s']:,.0f} output tokens/s"
         )
 
+    from serving.capacity.costs import money
+
     rate, busy = perf["at_rate"], perf["at_concurrency"]
-    per_million = perf["usd_per_million_output_tokens"]
+    status = perf["price_status"]
     replicas = rate["replicas"] if rate else 1
     return [
         "",
@@ -205,8 +209,9 @@ def _performance_lines(perf: dict[str, Any]) -> list[str]:
             else "  at the offered rate: no replica count serves it (see the replica plan)"
         ),
         f"  at concurrency {busy['concurrency']} (one instance full): {figures(busy)}, "
-        f"{busy['requests_per_s']:,.2f} req/s"
-        + (f", {_money(per_million)} per million output tokens" if per_million else ""),
+        f"{busy['requests_per_s']:,.2f} req/s, "
+        f"{money(perf['usd_per_million_requests'], status)} per million requests, "
+        f"{money(perf['usd_per_million_output_tokens'], status)} per million output tokens",
         f"  capacity: {perf['capacity_requests_per_s']:,.2f} req/s per instance with every "
         f"sequence slot busy, {replicas * perf['capacity_requests_per_s']:,.2f} req/s "
         f"over {replicas} replica(s) (gemma4 plan -s STACK for the curve)",

@@ -27,12 +27,12 @@ from gemma4.workload_options import (
 )
 from serving.capacity.configsearch import (
     CAPACITY_TYPES,
-    HOURS_PER_MONTH,
     METRICS,
     PLATFORMS,
     Candidate,
     Goal,
     SearchResult,
+    cost,
     describe,
     engine_text,
     search,
@@ -40,10 +40,10 @@ from serving.capacity.configsearch import (
     stack_settings,
     traffic_text,
 )
+from serving.capacity.costs import money
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS
 from serving.capacity.plan import PlanError, project_name, raw_stack_settings, stack_names
 from serving.capacity.simulate import DEFAULT_REQUESTS, MAX_REQUESTS
-from serving.catalog.hardware import ESTIMATE
 from serving.config.groups import BenchmarkSettings
 from serving.config.project import ProjectError
 from serving.config.stack_config import stack_name_problem
@@ -293,19 +293,13 @@ def _write(result: SearchResult, name: str, root: Path) -> tuple[Path | None, li
     return None, refusals
 
 
-def _money(value: float | None, status: str) -> str:
-    if value is None:
-        return "unknown"
-    return f"{'~' if status == ESTIMATE else ''}${value:,.2f}"
-
-
 def answer_json(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
     """One answer, as `--json` prints it (and `gemma4 plan -s STACK --json` as `answer`)."""
     s = c.sizing
     assert s is not None and s.at_rate is not None and s.planned is not None
-    usd = c.screen_usd_per_hour
     rate = goal.traffic.rate
-    tokens_per_s = rate * goal.traffic.output_tokens
+    money_ = c.cost or cost(c.settings, goal.traffic, s.replicas)
+    assert money_ is not None
     sim = s.at_rate
     point = c.model.at_rate(rate / s.replicas, _workload(goal)) if s.replicas else None
     return {
@@ -317,11 +311,7 @@ def answer_json(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
         "checkpoint": c.settings.model.model,
         "engine": engine_text(c),
         "replicas": s.replicas,
-        "usd_per_hour": usd,
-        "usd_per_month": None if usd is None else usd * HOURS_PER_MONTH,
-        "usd_per_million_requests": None if usd is None else usd / (rate * 3600) * 1e6,
-        "usd_per_million_output_tokens": None if usd is None else usd / (tokens_per_s * 3600) * 1e6,
-        "price_status": "unknown" if usd is None else c.settings.price.status,
+        **money_.as_dict(),
         "price_source": f"{c.settings.price.source} ({c.settings.price.as_of})",
         "latency_ms": {
             m: {q: sim.latency_ms[m][q] for q in ("p50", "p95", "p99")} for m in METRICS
@@ -411,10 +401,10 @@ def _print(result: SearchResult) -> None:
             .replace("max-model-len", "len")
             .replace("batched tokens", "batch"),
             str(a["replicas"]),
-            _money(a["usd_per_hour"], status),
-            _money(a["usd_per_month"], status).split(".")[0],
-            _money(a["usd_per_million_requests"], status),
-            _money(a["usd_per_million_output_tokens"], status),
+            money(a["usd_per_hour"], status),
+            money(a["usd_per_month"], status).split(".")[0],
+            money(a["usd_per_million_requests"], status),
+            money(a["usd_per_million_output_tokens"], status),
         )
     cost.caption = " ".join(f"[{n}] {source}." for source, n in notes.items()) + (
         " ~: an estimate (a rate not confirmed on Google's page); unknown: no published "

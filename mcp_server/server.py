@@ -402,7 +402,8 @@ def build_server(
     @tool(
         _LOCAL_READ_ONLY,
         "The stack's capacity plan and cost (vLLM memory budget, KV cache tokens, full-length "
-        "sequences, decode ceiling, $/hour, $/month, $ per million requests); optionally for a "
+        "sequences, decode ceiling, $/hour, $/month, $ per million requests and output tokens; "
+        "null with price_status unknown where no rate is published); optionally for a "
         "what-if change of one config key (with what_if_also, several), with the figures that "
         "change. Nothing is written.",
     )

@@ -74,18 +74,19 @@ class CostItem(BaseModel):
 
 class Cost(BaseModel):
     hardware: str
-    usd_per_hour: float
+    #: One instance; None (and every figure built from it None) when the price is unknown.
+    usd_per_hour: float | None
     price_source: str
-    #: The weakest rate's status (serving.catalog.hardware).
-    price_status: Literal["confirmed", "estimate", "lower_bound"]
-    price_is_lower_bound: bool
+    #: The stack's status (serving.capacity.gke_costs.stack_price_status): unknown when the
+    #: instance's own rate has no figure anywhere.
+    price_status: Literal["confirmed", "estimate", "lower_bound", "unknown"]
     #: Instances billed while idle (Cloud Run minInstances), and at most.
     instances_min: int
     instances_max: int
     #: One instance for a month as billed: 730 h, or a flex-start TPU node's maxRunHours.
-    usd_per_month_per_instance: float
-    usd_per_month_idle: float
-    usd_per_month_max: float
+    usd_per_month_per_instance: float | None
+    usd_per_month_idle: float | None
+    usd_per_month_max: float | None
     #: The offered load: requests/s to the whole endpoint (all replicas).
     requests_per_second: float
     requests_per_second_source: str
@@ -97,7 +98,9 @@ class Cost(BaseModel):
     #: replicas x the instance price + the fixed costs (plan_perf.endpoint_cost, as `gemma4
     #: plan`), and that over the load.
     usd_per_hour_at_rate: float | None
+    usd_per_month_at_rate: float | None
     usd_per_million_requests: float | None
+    usd_per_million_output_tokens: float | None
     note: str = ""
     #: What is billed at any instance count (GKE: cluster fee, system node, load balancer);
     #: included in usd_per_month_idle and usd_per_month_max.
@@ -414,12 +417,13 @@ def run_policies(
 
 
 def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) -> Cost:
+    from serving.capacity.costs import instance_price
     from serving.capacity.gke_costs import stack_price_status
-    from serving.catalog.hardware import LOWER_BOUND, Platform
+    from serving.catalog.hardware import Platform
     from serving.sizing.memory import monthly_cost
 
     hw = settings.profile
-    price = settings.price.usd_per_hour
+    price, _ = instance_price(settings)
     price_source = f"{settings.price.source} ({settings.price.as_of})" + "".join(
         f" [{note}]" for note in settings.price.unconfirmed
     )
@@ -448,18 +452,20 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
     else:
         note = "Cloud Run GPU, CPU always allocated: billed per instance while it runs"
     base = monthly_cost(sum(item.usd_per_hour or 0.0 for item in fixed))
-    status = stack_price_status(settings)
+
+    def month(instances: int) -> float | None:
+        return None if price is None else base + monthly_cost(price, instances, hours=hours)
+
     return Cost(
         hardware=hw.key,
         usd_per_hour=price,
         price_source=price_source,
-        price_status=status,
-        price_is_lower_bound=status == LOWER_BOUND,
+        price_status=stack_price_status(settings),
         instances_min=low,
         instances_max=high,
-        usd_per_month_per_instance=monthly_cost(price, hours=hours),
-        usd_per_month_idle=base + monthly_cost(price, low, hours=hours),
-        usd_per_month_max=base + monthly_cost(price, high, hours=hours),
+        usd_per_month_per_instance=None if price is None else monthly_cost(price, hours=hours),
+        usd_per_month_idle=month(low),
+        usd_per_month_max=month(high),
         fixed=fixed,
         requests_per_second=rate,
         requests_per_second_source=rate_source,
@@ -467,7 +473,9 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
         replicas_source=plan["serving_replicas_source"],
         requests_per_second_per_replica=plan["requests_per_second_per_replica"],
         usd_per_hour_at_rate=plan["usd_per_hour_at_rate"],
+        usd_per_month_at_rate=plan["usd_per_month_at_rate"],
         usd_per_million_requests=plan["usd_per_million_requests"],
+        usd_per_million_output_tokens=plan["usd_per_million_output_tokens"],
         note=f"{note} ({hours:g} h/month: {settings.billing})",
     )
 
@@ -478,7 +486,7 @@ def _performance(
     """Predicted TTFT, ITL and throughput beside the cost (serving.capacity.perf; means at the
     client, predicted): each of `replicas` serving its share of `rate` req/s, and one instance
     full."""
-    from serving.capacity.perf import cost_per_million_tokens
+    from serving.capacity.costs import instance_price, per_million
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan_perf import workload_for
     from serving.catalog.hardware import Platform
@@ -491,6 +499,7 @@ def _performance(
         concurrency = settings.instance_concurrency
     busy = model.at_concurrency(concurrency, w)
     at_rate = model.at_rate(rate / replicas, w) if replicas else None
+    price, status = instance_price(settings)
     return {
         "measured": False,
         "basis": model.basis,
@@ -510,9 +519,10 @@ def _performance(
         else None,
         "at_concurrency": {"concurrency": concurrency, **busy.as_dict()},
         "capacity_requests_per_s": model.capacity_rps(w),
-        "usd_per_million_output_tokens": cost_per_million_tokens(
-            settings.price.usd_per_hour, busy.output_tokens_per_s
-        ),
+        # One instance full: its price over its throughput (None: unknown price).
+        "price_status": status,
+        "usd_per_million_requests": per_million(price, busy.requests_per_s),
+        "usd_per_million_output_tokens": per_million(price, busy.output_tokens_per_s),
     }
 
 

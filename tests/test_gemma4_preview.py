@@ -79,6 +79,10 @@ def test_every_shipped_stack_previews_and_passes(
         assert heading in text
     assert data["vllm_command_line"] in text
     assert "Verdict: OK" in text
+    # Every cost in its four figures, none a bound (the GKE stacks: tests/test_gke_stacks.py).
+    assert ">=$" not in text.replace(" ", "") and "at least $" not in text
+    assert "/month, " in text and "per million requests, " in text
+    assert "per million output tokens" in text
 
 
 def test_l4_shows_the_inputs_that_matter() -> None:
@@ -421,7 +425,7 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     # A rate no replica count serves (above the cap) says so instead of printing figures.
     code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "100000")
     assert "at the offered rate: no replica count serves it (see the replica plan)" in text
-    assert "per million requests: n/a at 100000 req/s to the stack" in text
+    assert "serving 100000 req/s to the stack (--requests-per-second): " in text
     assert "needs" in text and "above the cap 1000" in text
 
 
@@ -465,7 +469,9 @@ def test_the_rate_is_the_whole_endpoints_load_in_every_figure(
         assert (
             f"at {share} req/s per replica ({r:g} req/s to the stack over {n} replica(s))" in text
         )
-        assert f"at {r:g} req/s to the stack (--requests-per-second) over {n} replica(s)" in text
+        assert (
+            f"serving {r:g} req/s to the stack (--requests-per-second) over {n} replica(s)" in text
+        )
         capacity = data["performance"]["capacity_requests_per_s"]
         assert f"{n * capacity:,.2f} req/s over {n} replica(s)" in text
         assert f"replicas serve {r:g} req/s" in text or f"{r:g} req/s needs" in text

@@ -424,12 +424,16 @@ def test_preview_exits_0_and_shows_everything(
     # One node a replica, at the node pool's own rate (on-demand, spot or flex-start).
     provisioning = settings.gke.node_provisioning
     node_price = {"spot": settings.gke_shape.spot_price}.get(provisioning, settings.gke_shape.price)
+    unknown = node_price.is_lower_bound  # a rate with no figure anywhere: no price at all
     if provisioning in ("on-demand", "spot"):
-        assert cost["usd_per_hour"] == node_price.usd_per_hour
+        assert cost["usd_per_hour"] == (None if unknown else node_price.usd_per_hour)
     replicas = data["plan"]["replicas"]
     assert replicas["stack_max_replicas"] == int(config["maxReplicas"])
-    assert replicas["usd_per_hour_at_max"] * 730 == pytest.approx(cost["usd_per_month_max"])
-    assert replicas["usd_per_hour_at_min"] * 730 == pytest.approx(cost["usd_per_month_idle"])
+    for end, month in (("max", "usd_per_month_max"), ("min", "usd_per_month_idle")):
+        assert replicas[f"usd_per_month_at_{end}"] == pytest.approx(cost[month])
+        assert replicas[f"usd_per_month_at_{end}"] == (
+            None if unknown else pytest.approx(replicas[f"usd_per_hour_at_{end}"] * 730)
+        )
     assert (cost["instances_min"], cost["instances_max"]) == (
         int(config["minReplicas"]),
         int(config["maxReplicas"]),
@@ -437,7 +441,7 @@ def test_preview_exits_0_and_shows_everything(
     # The system node's rate is not confirmed on Google's page: counted at the figure the
     # catalogue recorded earlier, its source says so. The node's own rate decides the rest:
     # gke-l4's on-demand g2 node is quoted (an estimate); gke-tpu-v6e's spot v6e has no figure
-    # anywhere (a lower bound), and the text says which.
+    # anywhere (its price unknown, every figure from it null), and the text says which.
     (node,) = [item for item in cost["fixed"] if item["item"].startswith("system node")]
     assert node["usd_per_hour"] and "UNCONFIRMED (quoted by " in node["source"]
     assert node["status"] == "estimate"
@@ -445,13 +449,17 @@ def test_preview_exits_0_and_shows_everything(
     assert f"plus {node['item']}: ~${node['usd_per_hour']:,.2f}/h" in text
     assert "plus GKE cluster management fee: ~" not in text
     assert all(item["usd_per_hour"] is not None for item in cost["fixed"])
-    expected = "lower_bound" if stack_name == "gke-tpu-v6e" else "estimate"
-    assert cost["price_status"] == expected
-    assert cost["price_is_lower_bound"] == (expected == "lower_bound")
-    assert ("LOWER BOUND" in cost["price_source"]) == (expected == "lower_bound")
-    assert "ESTIMATE" in cost["price_source"] or expected == "lower_bound"
-    assert ("LOWER BOUNDS" in text) == (expected == "lower_bound")
+    expected = "unknown" if stack_name == "gke-tpu-v6e" else "estimate"
+    assert cost["price_status"] == expected and unknown == (expected == "unknown")
+    assert ("LOWER BOUND" in cost["price_source"]) == unknown
+    assert "ESTIMATE" in cost["price_source"] or unknown
+    assert ("UNKNOWN" in text) == unknown and "LOWER BOUNDS" not in text
+    assert ">=$" not in text.replace(" ", "") and "at least $" not in text
     assert ("~ ESTIMATES" in text) == (expected == "estimate")
+    if unknown:
+        assert cost["usd_per_month_idle"] is cost["usd_per_month_max"] is None
+        assert cost["usd_per_million_output_tokens"] is None and "cost unknown" in text
+        return
     fixed = sum(item["usd_per_hour"] or 0.0 for item in cost["fixed"])
     hours = 730
     assert cost["usd_per_month_idle"] == pytest.approx(

@@ -16,7 +16,6 @@ from serving.capacity.perf import (
     Speculation,
     StepModel,
     Workload,
-    cost_per_million_tokens,
     erlang_c_wait,
 )
 from serving.capacity.perf_stack import autoscaling_bounds, benchmark_grid, model_for_settings
@@ -112,11 +111,6 @@ def test_the_largest_rate_meeting_an_slo_meets_it_and_one_more_does_not() -> Non
     assert Slo(ttft_ms=2000).met_by(m.at_rate(rate, W))
     assert not Slo(ttft_ms=2000).met_by(m.at_rate(rate * 1.01, W))
     assert m.max_rate_meeting(Slo(ttft_ms=1), W) == 0.0
-
-
-def test_cost_per_million_tokens() -> None:
-    assert cost_per_million_tokens(3.6, 1000.0) == pytest.approx(1.0)
-    assert cost_per_million_tokens(3.6, 0.0) is None
 
 
 @pytest.mark.parametrize(

@@ -213,4 +213,3 @@ def test_the_simulation_needs_no_more_than_the_chip_has(stack: str) -> None:
         assert _flops_per_s(model, w, run.throughput_rps) <= device.dense_flops * (1 + 1e-9)
         step = run.busy_s / run.steps
         assert model.shape.weight_bytes / step <= device.memory_bandwidth_bytes_per_s
-

@@ -15,11 +15,11 @@ from rich.console import Console
 
 from gemma4.search_cli import search_main
 from serving.capacity.configsearch import (
-    HOURS_PER_MONTH,
     Goal,
     Target,
     size_stack,
 )
+from serving.capacity.costs import HOURS_PER_MONTH
 from serving.capacity.perf import Workload
 from serving.capacity.plan import ROOT, raw_stack_settings, stack_names
 from serving.capacity.simulate import Traffic

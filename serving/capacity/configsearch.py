@@ -24,11 +24,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from serving.capacity.costs import Cost
 from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
 from serving.capacity.plan_perf import endpoint_cost
 from serving.capacity.simulate import SimResult, Traffic, simulate
-from serving.catalog.hardware import GKE_SHAPES, HARDWARE, LOWER_BOUND, Platform
+from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Platform
 from serving.catalog.models import MODELS, Quantization, Role
 from serving.config.checks import SettingsError
 from serving.config.settings import Settings, load_settings, stack_platform
@@ -50,8 +51,6 @@ DRAFTS = (0, 2, 4)
 KV_DTYPES = ("auto", "fp8")
 #: Candidates simulated after the screen (the cheapest by the screen's cost).
 FINALISTS = 4
-#: Hours in a month, for $/month (Google's price pages count 730).
-HOURS_PER_MONTH = 730.0
 #: The workload's longest request is rounded up to this for max-model-len.
 LEN_STEP = 256
 
@@ -155,6 +154,8 @@ class Candidate:
     calibrated: bool = False
     #: The stack file its settings start from.
     template: str = ""
+    #: The sized answer's cost in the four figures (None until sized).
+    cost: Cost | None = None
 
     @property
     def most_replicas(self) -> int:
@@ -173,16 +174,16 @@ class Candidate:
         )
 
 
-def _unknown_price(settings: Settings) -> bool:
-    return settings.price.status == LOWER_BOUND
+def cost(settings: Settings, traffic: Traffic, replicas: int | None) -> Cost | None:
+    """What ``replicas`` serving the traffic cost, fixed costs included
+    (:func:`serving.capacity.plan_perf.endpoint_cost`: the planner's one cost figure); None
+    when no count serves it. An unknown instance price leaves every figure None."""
+    w = Workload(traffic.prompt_tokens, traffic.output_tokens)
+    return endpoint_cost(settings, traffic.rate, replicas, w)
 
 
-def cost(settings: Settings, rate: float, replicas: int | None) -> float | None:
-    """USD per hour of ``replicas`` serving ``rate`` (fixed costs included); None when the
-    instance's own rate has no published figure or no count serves it."""
-    if replicas is None or _unknown_price(settings):
-        return None
-    return endpoint_cost(settings, rate, replicas)[0]
+def _usd(c: Cost | None) -> float | None:
+    return None if c is None else c.usd_per_hour
 
 
 def fitted_len(traffic: Traffic) -> int:
@@ -390,7 +391,7 @@ def screen(c: Candidate, goal: Goal, seen: dict[int, float] | None = None) -> No
         return
     need = math.ceil(traffic.rate * planned_factor(c.model) / best)
     c.screen_replicas = need
-    c.screen_usd_per_hour = cost(c.settings, traffic.rate, need)
+    c.screen_usd_per_hour = _usd(cost(c.settings, traffic, need))
 
 
 def _run(c: Candidate, goal: Goal, replicas: int, rate: float) -> SimResult:
@@ -513,7 +514,8 @@ def search(templates: Mapping[str, Mapping[str, Any]], goal: Goal) -> SearchResu
             answers.append(c)
     for c in answers:
         assert c.sizing is not None
-        c.screen_usd_per_hour = cost(c.settings, goal.traffic.rate, c.sizing.replicas)
+        c.cost = cost(c.settings, goal.traffic, c.sizing.replicas)
+        c.screen_usd_per_hour = _usd(c.cost)
     if goal.budget_usd_per_hour is not None:
         answers = [
             c
@@ -617,7 +619,7 @@ def stack_file_text(
     others = [a for a in result.answers if a is not c]
     runner = (
         f"; next: {others[0].platform}/{others[0].hardware} at "
-        f"{_usd(others[0].screen_usd_per_hour)}/h"
+        f"{_dollars(others[0].screen_usd_per_hour)}/h"
         if others
         else ""
     )
@@ -629,7 +631,7 @@ def stack_file_text(
         f"  searched: {result.considered} configurations (platform x hardware x checkpoint x KV "
         "dtype x MTP x batched tokens x capacity type, max-model-len fitted to the longest "
         f"request); {len([a for a in result.answers])} answered after simulation",
-        f"  why this one: {_usd(c.screen_usd_per_hour)}/h for {c.sizing.replicas} replica(s) "
+        f"  why this one: {_dollars(c.screen_usd_per_hour)}/h for {c.sizing.replicas} replica(s) "
         f"on {c.platform}/{c.hardware} ({c.capacity}), the least of those meeting the SLO"
         f"{runner}",
         f"  engine: {engine_text(c)}",
@@ -648,7 +650,7 @@ def stack_file_text(
     return "".join(f"# {line}\n".replace("#  \n", "#\n") for line in header) + body
 
 
-def _usd(value: float | None) -> str:
+def _dollars(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
@@ -683,5 +685,6 @@ def size_stack(name: str, raw: Mapping[str, Any], goal: Goal) -> Candidate:
         problem = _refused_at(c, goal)
         if problem:
             c.sizing = replace(c.sizing, replicas=None, meets=False, why=problem)
-        c.screen_usd_per_hour = cost(settings, goal.traffic.rate, c.sizing.replicas)
+        c.cost = cost(settings, goal.traffic, c.sizing.replicas)
+        c.screen_usd_per_hour = _usd(c.cost)
     return c

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from serving.capacity.costs import UNKNOWN, instance_price
 from serving.catalog.hardware import CONFIRMED, LOWER_BOUND, RATES, SYSTEM_NODE, Rate, weakest
 from serving.config.settings import Settings
 
@@ -60,6 +61,8 @@ def fixed_status(settings: Settings) -> str:
 
 
 def stack_price_status(settings: Settings) -> str:
-    """What a stack's cost is: confirmed, estimate or lower_bound, the weakest of its instance
-    price and (on GKE) its fixed costs."""
-    return weakest(settings.price.status, fixed_status(settings))
+    """What a stack's cost is: unknown when its instance price is (no figure: no total either),
+    else confirmed, estimate or lower_bound, the weakest of that price and (on GKE) its fixed
+    costs."""
+    _, own = instance_price(settings)
+    return own if own == UNKNOWN else weakest(own, fixed_status(settings))

@@ -778,10 +778,3 @@ class _Steady:
     #: In the API server, before the engine: its own serial time and its wait behind others.
     #: No engine slot is held meanwhile, so Little's law and the slot wait leave it out.
     api_s: float = 0.0
-
-
-def cost_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float | None:
-    """USD per million output tokens at a sustained token rate (None at no throughput)."""
-    if tokens_per_s <= 0 or not math.isfinite(tokens_per_s):
-        return None
-    return usd_per_hour / (tokens_per_s * 3600.0) * 1e6

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from serving.capacity.costs import cost, instance_price
 from serving.capacity.perf import Workload
 from serving.capacity.plan_perf import (
     endpoint_cost,
@@ -16,6 +17,7 @@ from serving.capacity.plan_perf import (
     performance,
     replica_plan,
     serving_replicas,
+    workload_for,
 )
 from serving.config.checks import SettingsError
 from serving.config.settings import Settings, load_settings
@@ -131,10 +133,11 @@ def report(
     rate, rate_source = offered_load(settings, requests_per_second, flag, workload, mtp_acceptance)
     replicas = replica_plan(settings, rate, rate_source, workload, mtp_acceptance)
     count, count_source = serving_replicas(settings, replicas)
-    usd_per_hour_at_rate, usd_per_million = endpoint_cost(settings, rate, count)
+    at_rate = endpoint_cost(settings, rate, count, workload or workload_for(settings, None, None))
+    # One instance: a Cloud Run instance, a TPU node, or on GKE one replica's node.
+    price, status = instance_price(settings)
+    one = cost(price, status, None, None)
     hw = settings.profile
-    # One instance (settings.price): a Cloud Run instance, a TPU node, or on GKE one
-    # replica's node.
     arch = settings.model.card.architecture
     assert arch is not None
     streamed = plan.weight_bytes + plan.drafter_bytes
@@ -179,24 +182,27 @@ def report(
             hw.memory_bandwidth_bytes_per_s * hw.accelerator_count, streamed
         ),
         "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
-        "usd_per_hour": settings.price.usd_per_hour,
-        "usd_per_month_always_on": monthly_cost(settings.price.usd_per_hour),
+        "usd_per_hour": one.usd_per_hour,
+        "usd_per_month_always_on": one.usd_per_month,
         "billed_hours_per_month": settings.billed_hours_per_month,
-        "usd_per_month_billed": monthly_cost(
-            settings.price.usd_per_hour, hours=settings.billed_hours_per_month
-        ),
+        "usd_per_month_billed": None
+        if price is None
+        else monthly_cost(price, hours=settings.billed_hours_per_month),
         "billing": settings.billing,
         "price_source": f"{settings.price.source} ({settings.price.as_of})",
         "price_unconfirmed": list(settings.price.unconfirmed),
-        "price_status": settings.price.status,
-        "price_is_lower_bound": settings.price.is_lower_bound,
+        "price_status": one.status,
         "requests_per_second": rate,
         "requests_per_second_source": rate_source,
         "serving_replicas": count,
         "serving_replicas_source": count_source,
         "requests_per_second_per_replica": rate / count if count else None,
-        "usd_per_hour_at_rate": usd_per_hour_at_rate,
-        "usd_per_million_requests": usd_per_million,
+        # Serving the load (fixed costs included), null where unknown or no count serves it.
+        "usd_per_hour_at_rate": at_rate and at_rate.usd_per_hour,
+        "usd_per_month_at_rate": at_rate and at_rate.usd_per_month,
+        "usd_per_million_requests": at_rate and at_rate.usd_per_million_requests,
+        "usd_per_million_output_tokens": at_rate and at_rate.usd_per_million_output_tokens,
+        "price_status_at_rate": at_rate.status if at_rate else one.status,
         "runtime_profile": plan.profile.label,
         "performance": performance_figures,
         "replicas": replicas,

@@ -8,9 +8,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from serving.capacity.costs import Cost, cost, instance_price, per_million
 from serving.capacity.evidence import mtp_prior_acceptance
 from serving.capacity.gke_costs import fixed_costs, stack_price_status
-from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload, cost_per_million_tokens
+from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload
 from serving.capacity.perf_stack import (
     HEADROOM,
     MAX_REPLICAS,
@@ -22,10 +23,8 @@ from serving.capacity.perf_stack import (
     vllm_release,
 )
 from serving.capacity.perf_validation import front_end, front_end_basis
-from serving.catalog.hardware import LOWER_BOUND
 from serving.config.groups import MIN_REQUESTS_PER_SECOND
 from serving.config.settings import Settings
-from serving.sizing.memory import cost_per_million_requests
 
 
 def _levels(model: StepModel) -> list[int]:
@@ -55,7 +54,7 @@ def performance(
     model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     model.check_shape(w)
-    price = settings.price.usd_per_hour  # one instance: on GKE one replica's node
+    price, status = instance_price(settings)  # one instance: on GKE one replica's node
     front, front_measured, front_source = front_end(settings.deploy_platform)
     mtp: dict[str, Any] | None = None
     if model.speculation is not None:
@@ -89,10 +88,8 @@ def performance(
             {
                 "concurrency": c,
                 **p.as_dict(),
-                "usd_per_million_output_tokens": cost_per_million_tokens(
-                    price, p.output_tokens_per_s
-                ),
-                "usd_per_million_requests": cost_per_million_requests(price, p.requests_per_s),
+                "usd_per_million_output_tokens": per_million(price, p.output_tokens_per_s),
+                "usd_per_million_requests": per_million(price, p.requests_per_s),
             }
         )
     return {
@@ -114,9 +111,8 @@ def performance(
         "mtp": mtp,
         "curve": curve,
         # The per-token and per-request costs above are estimates (a rate counted at a named
-        # source's quote) or at least these (a rate with no figure anywhere counts 0).
-        "price_status": settings.price.status,
-        "price_is_lower_bound": settings.price.is_lower_bound,
+        # source's quote), or null with an unknown price (a rate with no figure anywhere).
+        "price_status": status,
         "measured": False,
     }
 
@@ -174,18 +170,31 @@ def offered_load(
 
 
 def endpoint_cost(
-    settings: Settings, rate: float, replicas: int | None
-) -> tuple[float | None, float | None]:
-    """(USD per hour, USD per million requests) of serving ``rate`` req/s on ``replicas``
-    (None: no count can serve it): at least the stack's fewest replicas billed, each at
-    `Settings.price`, plus what the stack bills at any count (a GKE cluster's fixed costs).
-    The one cost figure of `gemma4 plan`, `gemma4 plan search`, the preview and the MCP
-    capacity_plan tool."""
+    settings: Settings, rate: float, replicas: int | None, workload: Workload
+) -> Cost | None:
+    """What serving ``rate`` req/s of ``workload`` on ``replicas`` costs (None: no count can
+    serve it): at least the stack's fewest replicas billed, each at the instance price
+    (:func:`serving.capacity.costs.instance_price`; unknown: every figure None), plus what the
+    stack bills at any count (a GKE cluster's fixed costs). The one cost figure of `gemma4
+    plan`, `gemma4 plan search`, the preview and the MCP capacity_plan tool."""
     if not replicas:
-        return None, None
+        return None
+    count = max(replicas, settings.replica_bounds[0])
+    return replicas_cost(settings, count, rate, rate * workload.output_tokens)
+
+
+def replicas_cost(
+    settings: Settings,
+    replicas: int,
+    requests_per_s: float | None = None,
+    output_tokens_per_s: float | None = None,
+) -> Cost:
+    """``replicas`` instances plus the stack's fixed costs, in the four figures (the per-million
+    ones at the throughput given); an unknown instance price makes the whole unknown."""
+    price, _ = instance_price(settings)
     fixed, _ = fixed_usd_per_hour(settings)
-    per_hour = max(replicas, settings.replica_bounds[0]) * settings.price.usd_per_hour + fixed
-    return per_hour, cost_per_million_requests(per_hour, rate)
+    per_hour = None if price is None else replicas * price + fixed
+    return cost(per_hour, stack_price_status(settings), requests_per_s, output_tokens_per_s)
 
 
 def serving_replicas(settings: Settings, plan: dict[str, Any]) -> tuple[int | None, str]:
@@ -224,9 +233,9 @@ def replica_plan(
     model, _ = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     low, high = settings.replica_bounds
-    price = settings.price.usd_per_hour
+    price, _ = instance_price(settings)
     fixed, unpriced = fixed_usd_per_hour(settings)
-    status = stack_price_status(settings)
+    at_min, at_max = replicas_cost(settings, low), replicas_cost(settings, high)
     out: dict[str, Any] = {
         "platform": settings.deploy_platform,
         "requests_per_second": rate,
@@ -234,12 +243,13 @@ def replica_plan(
         "stack_min_replicas": low,
         "stack_max_replicas": high,
         "usd_per_hour_per_replica": price,
-        "price_status": status,
-        "price_is_lower_bound": status == LOWER_BOUND,
+        "price_status": at_min.status,
         "fixed_usd_per_hour": fixed,
         "unpriced": unpriced,
-        "usd_per_hour_at_min": low * price + fixed,
-        "usd_per_hour_at_max": high * price + fixed,
+        "usd_per_hour_at_min": at_min.usd_per_hour,
+        "usd_per_month_at_min": at_min.usd_per_month,
+        "usd_per_hour_at_max": at_max.usd_per_hour,
+        "usd_per_month_at_max": at_max.usd_per_month,
         "measured": False,
     }
     slo = slo_for(settings)

@@ -361,6 +361,20 @@ def test_capacity_plan_what_if(client: McpClient) -> None:
     assert plan["changes"]["kv_tokens"]["after"] < plan["changes"]["kv_tokens"]["before"]
 
 
+def test_capacity_plan_an_unknown_price_is_null_never_zero(client: McpClient) -> None:
+    """A TPU node on spot: no source quotes a v6e spot rate, so every cost built from it is
+    null with price_status unknown (it was a number before the change)."""
+    plan = client.ok(
+        "capacity_plan",
+        {"stack": "tpu-v6e1", "what_if_key": "provisioning", "what_if_value": "spot"},
+    )
+    after = plan["plan"]
+    assert after["price_status"] == after["price_status_at_rate"] == "unknown"
+    for key in ("usd_per_hour", "usd_per_month_billed", "usd_per_million_output_tokens"):
+        assert after[key] is None and plan["changes"][key]["before"] > 0, key
+    assert all(p["usd_per_million_output_tokens"] is None for p in after["performance"]["curve"])
+
+
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
