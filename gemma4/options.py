@@ -150,3 +150,20 @@ def add_rate_option(
         default=None,
         help=help,
     )
+
+
+def add_mtp_option(parser: argparse.ArgumentParser, *, calibration_run: bool = False) -> None:
+    """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with;
+    ``calibration_run``: the command also takes ``--calibration-run``, whose counters come first."""
+    measured = (
+        "what --calibration-run's spec-decode counters measured, else " if calibration_run else ""
+    )
+    parser.add_argument(
+        "--mtp-acceptance",
+        type=bounded_number("--mtp-acceptance", 0.0, 1.0),
+        default=None,
+        metavar="F",
+        help="per-draft-token MTP acceptance in [0, 1] for stacks with speculative decoding "
+        f"(default: {measured}a calibration's measured figure, else the median of published "
+        "Gemma 4 MTP figures)",
+    )

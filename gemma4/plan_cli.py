@@ -20,13 +20,19 @@ from rich.table import Table
 
 from bench.results.store import RunData, StoreError, load_run
 from gemma4.options import (
+    add_mtp_option,
     add_project_options,
     add_rate_option,
-    bounded_number,
     found_project_dir,
     say_read,
 )
 from gemma4.search_cli import build_search_parser, search_main
+from gemma4.workload_options import (
+    add_target_options,
+    add_workload_options,
+    targets_from,
+    traffic_from,
+)
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
 from serving.capacity.costs import UNKNOWN, money
@@ -34,11 +40,11 @@ from serving.capacity.perf import MAX_CONCURRENCY
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
 from serving.capacity.plan import (
     PlanError,
-    load_stack_file_settings,
+    load_stack_file,
     load_stack_settings,
     report,
 )
-from serving.capacity.plan_perf import run_target, validated_tokens, workload_for
+from serving.capacity.plan_perf import run_target, workload_for
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
@@ -193,18 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         "million requests (default: the stack's sloMinRequestsPerSecond, else what its "
         "fewest replicas serve as planned)",
     )
-    parser.add_argument(
-        "--prompt-tokens",
-        type=int,
-        metavar="N",
-        help="for the prediction (default: the stack's benchmark's)",
-    )
-    parser.add_argument(
-        "--output-tokens",
-        type=int,
-        metavar="N",
-        help="for the prediction (default: the stack's benchmark's)",
-    )
+    add_workload_options(parser, "default: the stack's benchmark's")
+    add_target_options(parser)
     parser.add_argument(
         "--concurrency",
         type=concurrency_list,
@@ -260,8 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give -s STACK or --stack-file PATH")
     console = Console()
     try:
-        prompt = validated_tokens("--prompt-tokens", options.prompt_tokens)
-        output = validated_tokens("--output-tokens", options.output_tokens)
         if options.stack_file is not None:
             path = options.stack_file
             if not path.exists() and not path.is_symlink():
@@ -277,8 +271,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack = options.stack
             say_read("gemma4 plan", path)  # found from -s: say which project's file
         root = options.project_dir if options.stack_file is None else None
-        settings = load_stack_file_settings(path, root)
-        workload = workload_for(settings, prompt, output)
+        settings, raw = load_stack_file(path, root)
+        bench = settings.benchmark
+        traffic = traffic_from(
+            options,
+            options.rate or 1.0,  # a placeholder: the plan's offered load replaces it
+            bench.benchmark_prompt_tokens,
+            bench.benchmark_output_tokens,
+        )
+        rate = options.rate
+        if options.trace is not None and rate is None:
+            rate = traffic_from(options, None, 1, 1).rate  # the trace's own mean rate
+        workload = workload_for(settings, traffic.prompt_tokens, traffic.output_tokens)
         acceptance = None if options.mtp_acceptance is None else float(options.mtp_acceptance)
         mtp_source = None
         run = None
@@ -293,11 +297,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = report(
             stack,
             settings,
-            options.rate,
+            rate,
             workload,
+            flag="--trace's mean rate" if rate != options.rate else "--requests-per-second",
             mtp_acceptance=acceptance,
             concurrencies=options.concurrency,
             mtp_source=mtp_source,
+            targets=targets_from(options),
+            traffic=traffic,
+            raw=raw,
         )
         if options.plot is not None:
             from serving.capacity.perf_plot import PlotError, measured_points, plot_stack
@@ -434,17 +442,27 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
     t.add_column("item")
     t.add_column("value", justify="right")
     t.add_column("how")
+    simulated = str(r.get("sized_on", "")).startswith("the SLO's percentiles")
     rows: list[tuple[str, str, str]] = [
-        ("SLO (on predicted means at the client)", r["slo"] or "-", "front end included")
+        (
+            "SLO (at the client)",
+            r["slo"] or "-",
+            "percentiles of the scheduler simulation" if simulated else "front end included",
+        )
     ]
     if r.get("per_replica_rps") is not None:
         on_slo = r["slo"] is not None
+        how = (
+            f"fewest replicas meeting it at the rate x (1 + band) / {1 - HEADROOM:g}"
+            if simulated
+            else f"{'largest rate meeting it' if on_slo else 'its capacity (every slot busy)'} "
+            f"x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band)"
+        )
         rows += [
             (
-                "one replica within the SLO" if on_slo else "one replica below capacity",
+                "each replica within the SLO" if on_slo else "one replica below capacity",
                 f"{r['per_replica_rps']:,.2f} req/s",
-                f"{'largest rate meeting it' if on_slo else 'its capacity (every slot busy)'} "
-                f"x {1 - HEADROOM:g} ({HEADROOM * 100:g} % headroom) / (1 + band)",
+                how,
             ),
             ("replicas needed", str(r["replicas_needed"]), "at the rate above"),
             (
@@ -481,23 +499,6 @@ def replica_table(stack: str, r: dict[str, Any]) -> Table:
         t.add_row(*row)
     t.caption = r["verdict"]
     return t
-
-
-def add_mtp_option(parser: argparse.ArgumentParser, *, calibration_run: bool = False) -> None:
-    """``--mtp-acceptance F``: the per-draft-token acceptance MTP stacks are predicted with;
-    ``calibration_run``: the command also takes ``--calibration-run``, whose counters come first."""
-    measured = (
-        "what --calibration-run's spec-decode counters measured, else " if calibration_run else ""
-    )
-    parser.add_argument(
-        "--mtp-acceptance",
-        type=bounded_number("--mtp-acceptance", 0.0, 1.0),
-        default=None,
-        metavar="F",
-        help="per-draft-token MTP acceptance in [0, 1] for stacks with speculative decoding "
-        f"(default: {measured}a calibration's measured figure, else the median of published "
-        "Gemma 4 MTP figures)",
-    )
 
 
 #: Most levels `--concurrency` takes.

@@ -152,6 +152,7 @@ def text_lines(p: Preview) -> list[str]:
         f"  {c.note}",
         *_performance_lines(p.performance),
         *_replica_lines(p.plan.get("replicas")),
+        *_percentile_lines(p.plan.get("answer")),
         "",
         verdict_line(p),
     ]
@@ -163,18 +164,31 @@ def _rate(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
+def _percentile_lines(answer: dict[str, Any] | None) -> list[str]:
+    """The scheduler simulation's percentiles at the offered load (`gemma4 plan search`'s)."""
+    if not answer:
+        return []
+    lat = answer["latency_ms"]
+    parts = ", ".join(
+        f"{m.upper()} {'/'.join(f'{lat[m][q]:,.0f}' for q in ('p50', 'p95', 'p99'))}"
+        for m in ("ttft", "itl", "e2e")
+    )
+    return [
+        f"  simulated over {answer['replicas']} replica(s) ({answer['balancer']}), p50/p95/p99 "
+        f"ms: {parts}"
+    ]
+
+
 def _replica_lines(r: dict[str, Any] | None) -> list[str]:
     """The replicas the stack's SLO needs at the rate (serving.capacity.plan_perf.replica_plan)."""
-    from serving.capacity.perf_stack import HEADROOM
 
     if not r:
         return []
     lines = [f"  replicas for the SLO ({r['slo'] or 'none set'}): {r['verdict']}"]
     if r.get("per_replica_rps") is not None:
         lines.append(
-            f"    one replica {r['per_replica_rps']:,.2f} req/s within it ({HEADROOM * 100:g} % "
-            f"headroom, the band's slow side); {r['stack_max_replicas']} replica(s) "
-            f"{r['rps_at_max_replicas']:,.2f} req/s"
+            f"    each replica {r['per_replica_rps']:,.2f} req/s, sized on {r['sized_on']}; "
+            f"{r['stack_max_replicas']} replica(s) about {r['rps_at_max_replicas']:,.2f} req/s"
         )
     return lines
 
@@ -333,9 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
         "replica's share (rate / replicas) gives the predicted figures (default: the stack's "
         "sloMinRequestsPerSecond, else what its fewest replicas serve as planned)",
     )
-    from gemma4.plan_cli import add_mtp_option
+    from gemma4.options import add_mtp_option
+    from gemma4.workload_options import add_target_options, add_workload_options
 
     add_mtp_option(parser)
+    add_workload_options(parser, "default: the stack's benchmark's")
+    add_target_options(parser)
     return parser
 
 
@@ -380,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 policy_config=options.policy_config,
                 requests_per_second=options.requests_per_second,
                 mtp_acceptance=options.mtp_acceptance,
+                **_workload(options),
             )
     except PreviewError as exc:
         _say(f"gemma4 preview: error: {exc}", sys.stderr)
@@ -394,6 +412,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         _say("\n".join(text_lines(preview)))
     return preview.exit_status
+
+
+def _workload(options: argparse.Namespace) -> dict[str, Any]:
+    """The workload and targets the options give (none: the stack's benchmark shape and SLO)."""
+    from gemma4.workload_options import targets_from, traffic_from
+    from serving.config.groups import BenchmarkSettings
+
+    named = [
+        options.prompt_tokens,
+        options.output_tokens,
+        options.prompt_p95,
+        options.output_p95,
+        options.trace,
+        options.shared_prefix_tokens or None,
+        None if options.burstiness == 1.0 else options.burstiness,
+    ]
+    traffic = None
+    if any(v is not None for v in named):
+        # Lengths not given are the benchmark's defaults; the offered load sets the rate.
+        b = BenchmarkSettings()
+        try:
+            traffic = traffic_from(
+                options,
+                options.requests_per_second or 1.0,
+                b.benchmark_prompt_tokens,
+                b.benchmark_output_tokens,
+            )
+        except ValueError as exc:
+            raise PreviewError(str(exc)) from None
+    return {"targets": targets_from(options), "traffic": traffic}
 
 
 def _say(text: str, file: TextIO | None = None, end: str = "\n") -> None:

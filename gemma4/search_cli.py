@@ -18,7 +18,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gemma4.options import add_project_options, add_rate_option, found_project_dir
+from gemma4.options import (
+    add_mtp_option,
+    add_project_options,
+    add_rate_option,
+    found_project_dir,
+)
 from gemma4.workload_options import (
     add_target_options,
     add_workload_options,
@@ -29,15 +34,13 @@ from serving.capacity.configsearch import (
     CAPACITY_TYPES,
     METRICS,
     PLATFORMS,
-    Candidate,
     Goal,
     SearchResult,
-    cost,
+    answer_dict,
     describe,
     engine_text,
     search,
     stack_file_text,
-    stack_settings,
     traffic_text,
 )
 from serving.capacity.costs import money
@@ -162,6 +165,7 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         help="write the best answer the offline preview accepts as Pulumi.NAME.yaml in the "
         "project (refused when it exists)",
     )
+    add_mtp_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_project_options(parser, stack_file=False)
     return parser
@@ -194,6 +198,7 @@ def _goal(o: argparse.Namespace) -> Goal:
         budget_usd_per_hour=o.budget,
         requests=o.requests,
         seed=o.seed,
+        mtp_acceptance=None if o.mtp_acceptance is None else float(o.mtp_acceptance),
     )
 
 
@@ -293,56 +298,6 @@ def _write(result: SearchResult, name: str, root: Path) -> tuple[Path | None, li
     return None, refusals
 
 
-def answer_json(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
-    """One answer, as `--json` prints it (and `gemma4 plan -s STACK --json` as `answer`)."""
-    s = c.sizing
-    assert s is not None and s.at_rate is not None and s.planned is not None
-    rate = goal.traffic.rate
-    money_ = c.cost or cost(c.settings, goal.traffic, s.replicas)
-    assert money_ is not None
-    sim = s.at_rate
-    point = c.model.at_rate(rate / s.replicas, _workload(goal)) if s.replicas else None
-    return {
-        "rank": rank,
-        "stack": stack_settings(c, goal),
-        "platform": c.platform,
-        "hardware": c.hardware,
-        "capacity": c.capacity,
-        "checkpoint": c.settings.model.model,
-        "engine": engine_text(c),
-        "replicas": s.replicas,
-        **money_.as_dict(),
-        "price_source": f"{c.settings.price.source} ({c.settings.price.as_of})",
-        "latency_ms": {
-            m: {q: sim.latency_ms[m][q] for q in ("p50", "p95", "p99")} for m in METRICS
-        },
-        "mean_latency_ms": {m: sim.latency_ms[m]["mean"] for m in METRICS},
-        "planned_load_latency_ms": {
-            m: {q: s.planned.latency_ms[m][q] for q in ("p50", "p95", "p99")} for m in METRICS
-        },
-        "error": sim.error,
-        "limits": {
-            "slo": s.binding,
-            "ceiling": point.ceiling if point is not None and point.stable else None,
-            "quota": s.quota_capped,
-        },
-        "band": c.model.band,
-        "basis": c.model.basis,
-        "calibrated": c.calibrated,
-        "meets_slo": s.meets,
-        "simulated_requests": sim.requests,
-        "balancer": sim.balancer,
-        "template": c.template,
-        "measured": False,
-    }
-
-
-def _workload(goal: Goal) -> Any:
-    from serving.capacity.perf import Workload
-
-    return Workload(goal.traffic.prompt_tokens, goal.traffic.output_tokens)
-
-
 def as_json(result: SearchResult) -> dict[str, Any]:
     goal = result.goal
     closest = result.closest
@@ -350,7 +305,7 @@ def as_json(result: SearchResult) -> dict[str, Any]:
         "workload": traffic_text(goal.traffic),
         "rate": goal.traffic.rate,
         "targets": [{"metric": t.metric, "stat": t.stat, "ms": t.ms} for t in goal.targets],
-        "answers": [answer_json(c, goal, i) for i, c in enumerate(result.answers, 1)],
+        "answers": [answer_dict(c, goal, i) for i, c in enumerate(result.answers, 1)],
         "considered": result.considered,
         "left_out": result.refused,
         "screened_out": result.screened_out,
@@ -381,7 +336,7 @@ def _print(result: SearchResult) -> None:
     if not result.answers:
         console.print(f"No answer: {none_meets(result)}")
         return
-    answers = [answer_json(c, goal, i) for i, c in enumerate(result.answers, 1)][:SHOWN]
+    answers = [answer_dict(c, goal, i) for i, c in enumerate(result.answers, 1)][:SHOWN]
     cost = Table(
         title=f"Cheapest for {traffic_text(goal.traffic)} within {describe(goal.targets)}",
         box=box.SIMPLE_HEAD,

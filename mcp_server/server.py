@@ -19,6 +19,7 @@ from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from serving.capacity.perf import MAX_TOKENS
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 
 from . import models
@@ -31,6 +32,7 @@ from .tools import (
     LIMITS,
     METRICS_MARGIN_S,
     Tools,
+    WorkloadAsk,
 )
 
 ACTIONS: dict[str, str] = {
@@ -439,9 +441,56 @@ def build_server(
                 '{"maxNumBatchedTokens": 16384} with maxNumSeqs 16',
             ),
         ] = None,
+        prompt_tokens: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=MAX_TOKENS,
+                description="Mean prompt tokens (default: the stack's "
+                "benchmark's), as `gemma4 plan --prompt-tokens`",
+            ),
+        ] = None,
+        output_tokens: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=MAX_TOKENS,
+                description="Mean output tokens (default: the stack's benchmark's)",
+            ),
+        ] = None,
+        prompt_p95: Annotated[
+            int | None, Field(ge=1, le=MAX_TOKENS, description="95th percentile of prompt tokens")
+        ] = None,
+        output_p95: Annotated[
+            int | None, Field(ge=1, le=MAX_TOKENS, description="95th percentile of output tokens")
+        ] = None,
+        burstiness: Annotated[
+            float,
+            Field(
+                gt=0, le=100, description="Gamma shape of arrivals (1 Poisson, below 1 burstier)"
+            ),
+        ] = 1.0,
+        targets: Annotated[
+            dict[str, float] | None,
+            Field(
+                max_length=12,
+                description="Latency targets in ms replacing the stack's SLO, keyed as the "
+                "options of `gemma4 plan` without dashes: ttft_p95_ms, itl_p99_ms, e2e_ms (a "
+                "mean), ...; checked on the scheduler simulation's percentiles",
+            ),
+        ] = None,
     ) -> models.PlanResult:
+        workload = WorkloadAsk(
+            prompt_tokens, output_tokens, prompt_p95, output_p95, burstiness, targets or {}
+        )
         return await asyncio.to_thread(
-            tools.plan, stack, requests_per_second, what_if_key, what_if_value, what_if_also
+            tools.plan,
+            stack,
+            requests_per_second,
+            what_if_key,
+            what_if_value,
+            what_if_also,
+            workload,
         )
 
     @tool(

@@ -13,6 +13,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from endpoint.metrics import (
 )
 from healthchecks.checks import Backoff, check_chat
 from healthchecks.runner import run_health_checks
-from serving.capacity.plan import report as plan_report
+from serving.capacity.plan import report
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
@@ -86,6 +87,55 @@ METRICS_MARGIN_S = 60.0
 """metrics_summary: window_seconds + this (the two scrapes)."""
 BENCH_MARGIN_S = 300.0
 """run_benchmark_cell: budget_seconds + this (the readiness wait and the last requests)."""
+
+
+@dataclass(frozen=True)
+class WorkloadAsk:
+    """The capacity tool's workload and targets, as `gemma4 plan` takes them."""
+
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    prompt_p95: int | None = None
+    output_p95: int | None = None
+    burstiness: float = 1.0
+    targets: dict[str, float] = field(default_factory=dict)
+
+    def arguments(self, settings: Any, rate: float | None) -> dict[str, Any]:
+        """report()'s workload, traffic and targets; ToolFailure naming a bad one."""
+        from serving.capacity.configsearch import METRICS, STATS, Target
+        from serving.capacity.perf import Workload
+        from serving.capacity.simulate import Traffic
+
+        known = {
+            f"{m}_ms" if q == "mean" else f"{m}_{q}_ms": (m, q) for m in METRICS for q in STATS
+        }
+        targets = []
+        for key, ms in sorted(self.targets.items()):
+            if key not in known:
+                raise ToolFailure(f"targets: unknown key {key[:40]!r}; allowed: {', '.join(known)}")
+            try:
+                targets.append(Target(*known[key], float(ms)))
+            except ValueError as exc:
+                raise ToolFailure(f"targets: {key}: {exc}") from None
+        b = settings.benchmark
+        prompt = self.prompt_tokens or b.benchmark_prompt_tokens
+        output = self.output_tokens or b.benchmark_output_tokens
+        try:
+            traffic = Traffic(
+                rate or 1.0,
+                prompt,
+                output,
+                prompt_p95=self.prompt_p95,
+                output_p95=self.output_p95,
+                burstiness=self.burstiness,
+            )
+        except ValueError as exc:
+            raise ToolFailure(str(exc)) from None
+        return {
+            "workload": Workload(prompt, output),
+            "targets": tuple(targets),
+            "traffic": traffic,
+        }
 
 
 class ToolFailure(Exception):
@@ -554,8 +604,14 @@ class Tools:
         what_if_key: str | None,
         what_if_value: str | int | float | bool | list[str | int | float] | None,
         what_if_also: dict[str, str | int | float | bool | list[str | int | float]] | None = None,
+        workload: WorkloadAsk | None = None,
     ) -> models.PlanResult:
         settings = self.deployments.settings(stack)
+        ask = (workload or WorkloadAsk()).arguments(settings, requests_per_second)
+
+        def plan_report(name: str, chosen: Any, rate: float | None) -> dict[str, Any]:
+            return report(name, chosen, rate, **ask)
+
         base = plan_report(stack, settings, requests_per_second)
         if what_if_key is None:
             if what_if_value is not None or what_if_also:

@@ -481,7 +481,11 @@ def _cost(settings: Any, rate: float, rate_source: str, plan: dict[str, Any]) ->
 
 
 def _performance(
-    settings: Any, rate: float, replicas: int | None, mtp_acceptance: float | None = None
+    settings: Any,
+    rate: float,
+    replicas: int | None,
+    mtp_acceptance: float | None = None,
+    workload: Any = None,
 ) -> dict[str, Any]:
     """Predicted TTFT, ITL and throughput beside the cost (serving.capacity.perf; means at the
     client, predicted): each of `replicas` serving its share of `rate` req/s, and one instance
@@ -492,7 +496,7 @@ def _performance(
     from serving.catalog.hardware import Platform
 
     model, calibration = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
-    w = workload_for(settings, None, None)
+    w = workload or workload_for(settings, None, None)
     if settings.profile.platform is Platform.TPU:
         concurrency = settings.vllm.max_num_seqs
     else:
@@ -567,6 +571,8 @@ def build_preview(
     root: Path = ROOT,
     project_dir: Path | None = None,
     mtp_acceptance: float | None = None,
+    targets: tuple[Any, ...] = (),
+    traffic: Any = None,
 ) -> Preview:
     """Render `stack` (or `stack_file`, previewed under the name `stack`) offline and judge it.
 
@@ -576,6 +582,7 @@ def build_preview(
 
     Raises :class:`PreviewError` on bad input (the message names the file, key or stack).
     """
+    from serving.capacity.perf import Workload
     from serving.capacity.plan import PlanError, report
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
@@ -632,18 +639,24 @@ def build_preview(
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
     try:
+        workload = (
+            None if traffic is None else Workload(traffic.prompt_tokens, traffic.output_tokens)
+        )
         plan = report(
             stack,
             settings,
             requests_per_second,
+            workload,
             flag="--requests-per-second",
             mtp_acceptance=mtp_acceptance,
+            targets=targets,
+            traffic=traffic,
         )
     except PlanError as exc:
         raise PreviewError(f"{path}: {exc}") from None
     rate, rate_source = plan["requests_per_second"], plan["requests_per_second_source"]
     cost = _cost(settings, rate, rate_source, plan)
-    performance = _performance(settings, rate, plan["serving_replicas"], mtp_acceptance)
+    performance = _performance(settings, rate, plan["serving_replicas"], mtp_acceptance, workload)
     mandatory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "mandatory")
     advisory = sum(1 for p in policies for v in p.violations if v.enforcement_level == "advisory")
     fits = bool(plan["fits"])

@@ -422,11 +422,11 @@ def test_the_preview_shows_predicted_performance_beside_the_cost(
     code, text, _ = run(capsys, "-s", "rtx6000", "--requests-per-second", "2")
     assert "Predicted performance (PREDICTED means, not measured" in text
     assert "at 2 req/s per replica (2 req/s to the stack over 1 replica(s)): TTFT" in text
-    # A rate no replica count serves (above the cap) says so instead of printing figures.
+    # A rate no replica count serves (above the platform's most) says so instead of figures.
     code, text, _ = run(capsys, "-s", "l4", "--requests-per-second", "100000")
     assert "at the offered rate: no replica count serves it (see the replica plan)" in text
     assert "serving 100000 req/s to the stack (--requests-per-second): " in text
-    assert "needs" in text and "above the cap 1000" in text
+    assert "needed" in text and "maxInstances allows at most 100" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("rate", [2.0, 5.0, 9.0])

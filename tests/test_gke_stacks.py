@@ -407,7 +407,7 @@ def test_preview_exits_0_and_shows_everything(
         "plus GKE cluster management fee: $0.10/h",
         "plus Gateway forwarding rule",
         "Predicted performance (PREDICTED means, not measured",
-        "replicas for the SLO (TTFT <= 2000 ms, E2E <= 60000 ms)",
+        "replicas for the SLO (TTFT p95 <= 2000 ms, E2E p95 <= 60000 ms)",
         "Verdict: OK",
     ):
         assert part in text, part

@@ -361,8 +361,11 @@ def test_the_curve_is_for_the_request_shape_asked(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("value", ["0", "-5", "10000001"])
 def test_plan_refuses_a_bad_request_shape(capsys: pytest.CaptureFixture[str], value: str) -> None:
-    code, _, err = run(capsys, "-s", "l4", "--output-tokens", value)
-    assert code == 2 and "--output-tokens must be in [1, 10000000]" in err
+    with pytest.raises(SystemExit) as exc:  # argparse refuses it before the command runs
+        run(capsys, "-s", "l4", "--output-tokens", value)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "--output-tokens must be an integer from 1 to 10000000" in err
 
 
 def test_an_mtp_stack_takes_the_accepted_length_its_run_measured(

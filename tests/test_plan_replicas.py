@@ -311,17 +311,18 @@ def test_without_a_latency_slo_replicas_are_sized_below_capacity() -> None:
 def test_a_load_beyond_every_count_has_no_cost_and_says_why(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Above the replica cap no count serves the load: no cost per million requests (not a
-    figure for an overloaded replica), the reason named, in plan and preview alike."""
+    """Above the most replicas the platform's settings take no count serves the load: no cost
+    per million requests (not a figure for an overloaded replica), the reason named, in plan
+    and preview alike."""
     from gemma4 import preview
 
     code, out, _ = run(capsys, "-s", "gke-l4", "-r", "100000", "--json")
     assert code == 0
     r = json.loads(out)
     assert r["serving_replicas"] is None and r["usd_per_million_requests"] is None
-    assert "above the cap 1000" in r["serving_replicas_source"]
+    assert "maxReplicas allows at most 64" in r["serving_replicas_source"]
     code, out, _ = run(capsys, "-s", "gke-l4", "-r", "100000")
-    assert "above the cap 1000" in out
+    assert "maxReplicas allows at most 64" in " ".join(out.split())
     assert preview.main(["-s", "gke-l4", "-r", "100000", "--json"]) == 0
     cost = json.loads(capsys.readouterr().out)["cost"]
     assert cost["replicas"] is None and cost["usd_per_million_requests"] is None

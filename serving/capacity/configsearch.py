@@ -108,6 +108,8 @@ class Goal:
     #: Simulated requests per sizing run, and the seed.
     requests: int = 2000
     seed: int = 0
+    #: Per-draft-token MTP acceptance to predict with (None: a calibration's, else the prior).
+    mtp_acceptance: float | None = None
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -135,6 +137,8 @@ class Sizing:
     why: str
     binding: str | None = None
     quota_capped: bool = False
+    #: Why the settings refuse this count (a rule that depends on it), when they do.
+    refused: str | None = None
 
 
 @dataclass
@@ -342,7 +346,9 @@ def candidates(
                     refuse(f"{platform}/{hardware}/{capacity}: {_first_line(exc)}")
                     continue
                 if shared is None:
-                    model, calibration = model_for_settings(c_settings)
+                    model, calibration = model_for_settings(
+                        c_settings, mtp_acceptance=goal.mtp_acceptance
+                    )
                     shared = (model, calibration is not None)
                 out.append(
                     Candidate(
@@ -448,10 +454,17 @@ def size(c: Candidate, goal: Goal) -> Sizing:
         if not checked[n][0]:
             _, binding, result = checked[n]
             capped = n == c.most_replicas and n < (goal.max_replicas or MAX_REPLICAS)
-            why = (
-                f"{n} replicas (the most {'the platform takes' if capped else 'allowed'}) "
-                f"miss {binding.replace('_', ' ')}"
+            from serving.capacity.plan_perf import _replica_key
+
+            bound = (
+                f"{_replica_key(c.settings)[0]} allows at most {n}: split the traffic over "
+                "more stacks, or a quota increase"
+                if capped
+                else f"--max-replicas is {n}"
+                if goal.max_replicas == n
+                else f"above the cap {MAX_REPLICAS}"
             )
+            why = f"more than {n} replicas needed ({bound}); {n} miss {binding.replace('_', ' ')}"
             return Sizing(None, None, result, False, why, binding, quota_capped=capped)
         while n - bad > 1:  # the fewest between the last miss and the first hit
             mid = (n + bad) // 2
@@ -663,28 +676,119 @@ def capacity_of(settings: Settings) -> str:
     return "on-demand"
 
 
-def size_stack(name: str, raw: Mapping[str, Any], goal: Goal) -> Candidate:
-    """A stack file's settings as they are, sized for ``goal`` as the search sizes its answers
-    (``sizing`` None: its predicted means already miss a target). SettingsError when the
-    settings do not validate."""
-    settings = load_settings(raw)
-    model, calibration = model_for_settings(settings)
-    c = Candidate(
+def stack_targets(settings: Settings) -> tuple[Target, ...]:
+    """The stack's own latency SLO as percentile targets: sloP95TtftMs and sloP95E2EMs are
+    p95s, checked on the simulated p95 (not on a mean)."""
+    slo = settings.slo
+    out = []
+    if slo.slo_p95_ttft_ms is not None:
+        out.append(Target("ttft", "p95", slo.slo_p95_ttft_ms))
+    if slo.slo_p95_e2e_ms is not None:
+        out.append(Target("e2e", "p95", slo.slo_p95_e2e_ms))
+    return tuple(out)
+
+
+def sized_stack(
+    name: str, settings: Settings, goal: Goal, raw: Mapping[str, Any] | None = None
+) -> Candidate:
+    """A stack's settings as they are, sized for ``goal`` as the search sizes its answers
+    (``sizing`` None: its predicted means already miss a target). With its flat settings
+    (``raw``), a count its settings refuse (a rule that depends on the count) is said so."""
+    c = _bare(name, settings, goal)
+    c.raw = dict(raw or {})
+    screen(c, goal)
+    if c.screen_replicas is None:
+        c.sizing = Sizing(None, None, None, False, "its predicted means already miss the SLO")
+        return c
+    c.sizing = size(c, goal)
+    problem = _refused_at(c, goal) if raw is not None else None
+    if problem:
+        c.sizing = replace(c.sizing, refused=problem)
+    c.cost = cost(settings, goal.traffic, c.sizing.replicas)
+    c.screen_usd_per_hour = _usd(c.cost)
+    return c
+
+
+def served_rate(name: str, settings: Settings, goal: Goal, replicas: int) -> float:
+    """The most requests/s ``replicas`` of the stack serve as planned: the largest rate whose
+    planned load meets every target in the simulation (``goal``'s rate is not used), to 1 %
+    of the screen's bound; 0 when none does."""
+    c = _bare(name, settings, goal)
+    w = Workload(goal.traffic.prompt_tokens, goal.traffic.output_tokens)
+    factor = planned_factor(c.model)
+    hi = c.model.max_rate_meeting(mean_slo(goal.targets), w, rel_tol=1e-3) * replicas / factor
+    lo = 0.0
+    for _ in range(7):
+        mid = (lo + hi) / 2.0
+        probe = replace(goal, traffic=replace(goal.traffic, rate=mid))
+        if _meets(_run(c, probe, replicas, mid * factor), goal.targets)[0]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _bare(name: str, settings: Settings, goal: Goal) -> Candidate:
+    model, calibration = model_for_settings(settings, mtp_acceptance=goal.mtp_acceptance)
+    return Candidate(
         settings.deploy_platform,
         settings.hardware,
         capacity_of(settings),
-        dict(raw),
+        {},
         settings,
         model,
         calibrated=calibration is not None,
         template=name,
     )
-    screen(c, goal)
-    if c.screen_replicas is not None:
-        c.sizing = size(c, goal)
-        problem = _refused_at(c, goal)
-        if problem:
-            c.sizing = replace(c.sizing, replicas=None, meets=False, why=problem)
-        c.cost = cost(settings, goal.traffic, c.sizing.replicas)
-        c.screen_usd_per_hour = _usd(c.cost)
-    return c
+
+
+def size_stack(name: str, raw: Mapping[str, Any], goal: Goal) -> Candidate:
+    """A stack file's flat settings, validated and sized (:func:`sized_stack`); SettingsError
+    when they do not validate."""
+    return sized_stack(name, load_settings(raw), goal, raw)
+
+
+def answer_dict(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
+    """One answer as `plan search --json` prints it (and `gemma4 plan -s STACK --json` as
+    ``answer``): the settings, the cost in the four figures, the simulated percentiles at the
+    offered rate and at the planned load, what binds, the band."""
+    s = c.sizing
+    assert s is not None and s.at_rate is not None and s.planned is not None
+    rate = goal.traffic.rate
+    figures = c.cost or cost(c.settings, goal.traffic, s.replicas)
+    assert figures is not None
+    sim = s.at_rate
+    w = Workload(goal.traffic.prompt_tokens, goal.traffic.output_tokens)
+    point = c.model.at_rate(rate / s.replicas, w) if s.replicas else None
+    quantiles = ("p50", "p95", "p99")
+    return {
+        "rank": rank,
+        "stack": stack_settings(c, goal) if c.raw else c.template,
+        "platform": c.platform,
+        "hardware": c.hardware,
+        "capacity": c.capacity,
+        "checkpoint": c.settings.model.model,
+        "engine": engine_text(c),
+        "replicas": s.replicas,
+        **figures.as_dict(),
+        "price_source": f"{c.settings.price.source} ({c.settings.price.as_of})",
+        "latency_ms": {m: {q: sim.latency_ms[m][q] for q in quantiles} for m in METRICS},
+        "mean_latency_ms": {m: sim.latency_ms[m]["mean"] for m in METRICS},
+        "planned_load_latency_ms": {
+            m: {q: s.planned.latency_ms[m][q] for q in quantiles} for m in METRICS
+        },
+        "error": sim.error,
+        "limits": {
+            "slo": s.binding,
+            "ceiling": point.ceiling if point is not None and point.stable else None,
+            "quota": s.quota_capped,
+        },
+        "band": c.model.band,
+        "basis": c.model.basis,
+        "calibrated": c.calibrated,
+        "meets_slo": s.meets,
+        "simulated_requests": sim.requests,
+        "balancer": sim.balancer,
+        "template": c.template,
+        "measured": False,
+    }

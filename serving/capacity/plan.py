@@ -5,10 +5,21 @@ policy enforces) with the predicted performance (`serving.capacity.plan_perf`)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from serving.capacity.configsearch import (
+    Goal,
+    Target,
+    answer_dict,
+    describe,
+    served_rate,
+    sized_stack,
+    stack_targets,
+)
 from serving.capacity.costs import cost, instance_price
 from serving.capacity.perf import Workload
 from serving.capacity.plan_perf import (
@@ -19,7 +30,9 @@ from serving.capacity.plan_perf import (
     serving_replicas,
     workload_for,
 )
+from serving.capacity.simulate import Traffic
 from serving.config.checks import SettingsError
+from serving.config.groups import MIN_REQUESTS_PER_SECOND
 from serving.config.settings import Settings, load_settings
 from serving.config.stack_config import stack_name_problem
 from serving.config.stack_yaml import StackYamlError, load_document
@@ -85,6 +98,11 @@ def load_stack_settings(stack: str, root: Path = ROOT) -> Settings:
 def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
     """Validate the stack file `path` the way the program does. Its keys are named for the
     project in `root` (default: the project file beside `path`, else this package's)."""
+    return load_stack_file(path, root)[0]
+
+
+def load_stack_file(path: Path, root: Path | None = None) -> tuple[Settings, dict[str, Any]]:
+    """:func:`load_stack_file_settings`, and the file's flat settings it validated."""
     # The stack file's provider namespaces are checked against the installed pulumi-gcp's own
     # key list (serving.config.stack_file reads its generated `config/vars.py` as text).
     from serving.config.stack_file import StackFileError, read_stack_file
@@ -95,7 +113,7 @@ def load_stack_file_settings(path: Path, root: Path | None = None) -> Settings:
         root = path.parent if project_file(path.parent) is not None else ROOT
     try:
         raw = read_stack_file(path, project_name(root))
-        return load_settings(raw)
+        return load_settings(raw), dict(raw)
     except StackFileError as exc:
         raise PlanError(str(exc)) from None
     except SettingsError as exc:
@@ -120,6 +138,9 @@ def report(
     mtp_acceptance: float | None = None,
     concurrencies: Sequence[int] | None = None,
     mtp_source: str | None = None,
+    targets: tuple[Target, ...] = (),
+    traffic: Traffic | None = None,
+    raw: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every figure the planner prints, as plain numbers (bytes, tokens, USD); the predicted
     performance is for ``workload`` (default: the stack's benchmark request shape), the
@@ -130,8 +151,40 @@ def report(
     performance_figures = performance(
         settings, workload, mtp_acceptance, concurrencies, mtp_source=mtp_source
     )
+    goal_targets = targets or stack_targets(settings)
+    w = workload or workload_for(settings, None, None)
+    flow = Traffic(1.0, w.prompt_tokens, w.output_tokens) if traffic is None else traffic
+    low = max(1, settings.replica_bounds[0])
+    if (
+        requests_per_second is None
+        and not settings.slo.slo_min_requests_per_second
+        and goal_targets
+    ):
+        # The default load is what the fewest replicas serve as planned, sized as below.
+        goal = Goal(flow, goal_targets, mtp_acceptance=mtp_acceptance)
+        served = math.floor(served_rate(stack, settings, goal, low) * 1000) / 1000
+        if served >= MIN_REQUESTS_PER_SECOND:
+            requests_per_second = served
+            flag = (
+                f"what {low} replica(s) serve as planned; set sloMinRequestsPerSecond or {flag} "
+                "for your load"
+            )
     rate, rate_source = offered_load(settings, requests_per_second, flag, workload, mtp_acceptance)
-    replicas = replica_plan(settings, rate, rate_source, workload, mtp_acceptance)
+    # Percentile targets (the command's, else the stack's sloP95* keys) are checked on the
+    # scheduler simulation, as `gemma4 plan search` sizes its answers: one count everywhere.
+    answer = None
+    simulated = None
+    if goal_targets:
+        goal = Goal(replace(flow, rate=rate), goal_targets, mtp_acceptance=mtp_acceptance)
+        sized = sized_stack(stack, settings, goal, raw)
+        assert sized.sizing is not None
+        if sized.sizing.replicas is not None:
+            answer = answer_dict(sized, goal, 1)
+        why = sized.sizing.why
+        if sized.sizing.refused:
+            why = f"at that count the settings refuse it: {sized.sizing.refused}"
+        simulated = (sized.sizing.replicas, why, describe(goal_targets))
+    replicas = replica_plan(settings, rate, rate_source, workload, mtp_acceptance, simulated)
     count, count_source = serving_replicas(settings, replicas)
     at_rate = endpoint_cost(settings, rate, count, workload or workload_for(settings, None, None))
     # One instance: a Cloud Run instance, a TPU node, or on GKE one replica's node.
@@ -206,4 +259,5 @@ def report(
         "runtime_profile": plan.profile.label,
         "performance": performance_figures,
         "replicas": replicas,
+        "answer": answer,
     }

@@ -224,12 +224,17 @@ def replica_plan(
     rate_source: str,
     workload: Workload | None = None,
     mtp_acceptance: float | None = None,
+    simulated: tuple[int | None, str, str] | None = None,
 ) -> dict[str, Any]:
-    """Replicas the model says serve ``rate`` req/s within the stack's SLO
-    (:func:`serving.capacity.perf_stack.autoscaling_bounds`: :data:`HEADROOM` left free, the band's
-    pessimistic side), against the stack's own bounds (`Settings.replica_bounds`), with the
-    cost at the fewest and most replicas (fixed costs included). Latencies are the client's
-    (the platform's front end included)."""
+    """Replicas that serve ``rate`` req/s within the stack's SLO, against the stack's own
+    bounds (`Settings.replica_bounds`), with the cost at the fewest and most replicas (fixed
+    costs included). Latencies are the client's (the platform's front end included).
+
+    ``simulated``: (replicas, why, targets) the scheduler simulation sized for percentile
+    targets (:func:`serving.capacity.configsearch.sized_stack`, the one count `gemma4 plan`,
+    `plan search`, the preview and the MCP tool give); without it the step model's means
+    (:func:`serving.capacity.perf_stack.autoscaling_bounds`: :data:`HEADROOM` left free, the
+    band's pessimistic side)."""
     model, _ = model_for_settings(settings, mtp_acceptance=mtp_acceptance)
     w = workload or workload_for(settings, None, None)
     low, high = settings.replica_bounds
@@ -253,7 +258,20 @@ def replica_plan(
         "measured": False,
     }
     slo = slo_for(settings)
-    if slo is None:
+    refusal = None
+    if simulated is not None:
+        need_or_none, why, targets = simulated
+        if need_or_none is None:
+            return {**out, "slo": targets, "replicas_needed": None, "verdict": why}
+        need, per_replica = need_or_none, rate / need_or_none
+        refusal = why if why.startswith("at that count") else None
+        sized: dict[str, Any] = {
+            "per_replica_rps": per_replica,
+            "sized_on": "the SLO's percentiles, simulated at the planned load "
+            f"({HEADROOM * 100:g} % headroom, the band's slow side)",
+        }
+        slo_text: str | None = targets
+    elif slo is None:
         # No latency SLO: each replica is planned below its capacity (the same headroom), so
         # the count still says what the load needs to be served at all.
         per_replica = capacity_replica_rate(model, w)
@@ -279,7 +297,8 @@ def replica_plan(
         need, per_replica = bounds.max_replicas, bounds.per_replica_rps
         sized = {**bounds.as_dict(), "sized_on": "the SLO"}
         slo_text = slo.describe()
-    within = "within the SLO" if slo is not None else "below capacity"
+    on_slo = slo is not None or simulated is not None
+    within = "within the SLO" if on_slo else "below capacity"
     if need > high:
         key, most = _replica_key(settings)
         raise_it = (
@@ -287,15 +306,17 @@ def replica_plan(
             if need <= most
             else f"{key} allows at most {most}: split the traffic over more stacks"
         )
-        missed = "the SLO missed" if slo is not None else "queues to grow"
+        missed = "the SLO missed" if on_slo else "queues to grow"
         verdict = (
             f"{rate:g} req/s needs {need} replicas, above the stack's most ({high}): "
             f"{raise_it}, or expect {missed} above {high * per_replica:.2f} req/s"
         )
     else:
         verdict = f"{need} of at most {high} replicas serve {rate:g} req/s {within}"
-    if slo is None:
+    if not on_slo:
         verdict += "; no latency SLO set (sloP95TtftMs, sloP95E2EMs)"
+    if simulated is not None and refusal:
+        verdict += f"; {refusal}"
     return {
         **out,
         **sized,

@@ -344,6 +344,34 @@ def test_capacity_plan_and_cost(client: McpClient) -> None:
     )
 
 
+def test_capacity_plan_takes_the_workload_and_targets_of_gemma4_plan(client: McpClient) -> None:
+    """The same workload and percentile targets as `gemma4 plan -s l4 -r 0.5 --prompt-tokens
+    1000 --output-tokens 200 --prompt-p95 2500 --ttft-p95-ms 3000`: the same answer."""
+    from serving.capacity.configsearch import Target
+    from serving.capacity.perf import Workload
+    from serving.capacity.plan import load_stack_settings, report
+    from serving.capacity.simulate import Traffic
+
+    ask = {"prompt_tokens": 1000, "output_tokens": 200, "prompt_p95": 2500}
+    plan = client.ok(
+        "capacity_plan",
+        {"stack": "l4", "requests_per_second": 0.5, **ask, "targets": {"ttft_p95_ms": 3000}},
+    )["plan"]
+    local = report(
+        "l4",
+        load_stack_settings("l4"),
+        0.5,
+        Workload(1000, 200),
+        targets=(Target("ttft", "p95", 3000),),
+        traffic=Traffic(0.5, 1000, 200, prompt_p95=2500),
+    )
+    assert plan["answer"]["replicas"] == local["answer"]["replicas"]
+    assert plan["answer"]["latency_ms"] == local["answer"]["latency_ms"]
+    assert plan["replicas"]["slo"] == "TTFT p95 <= 3000 ms"
+    bad = client.error("capacity_plan", {"stack": "l4", "targets": {"ttft_p97_ms": 9}})
+    assert "unknown key 'ttft_p97_ms'" in bad and "ttft_p95_ms" in bad
+
+
 def test_capacity_plan_what_if_list_value(client: McpClient) -> None:
     plan = client.ok(
         "capacity_plan",
