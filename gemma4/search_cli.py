@@ -280,17 +280,30 @@ def _write(result: SearchResult, name: str, root: Path) -> tuple[Path | None, li
     for c in result.answers:
         text = stack_file_text(c, result.goal, result, project, name, today)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        created = placed = False
         try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
+            # Written beside (never through a link), then linked into place: a file that
+            # appeared meanwhile (a second writer) makes the link fail rather than be replaced.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(tmp, flags, 0o644)
+            created = True
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.link(tmp, path)
+            placed = True
             preview = build_preview(name, path, project_dir=root)
         except (OSError, PreviewError) as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            with contextlib.suppress(OSError):
-                path.unlink()
+            if placed:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             refusals.append(f"{c.platform}/{c.hardware}: {exc}")
+            if isinstance(exc, FileExistsError) and not placed:
+                break  # another writer took the name: nothing of ours to place
             continue
+        finally:
+            if created:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
         if preview.ok:
             return path, refusals
         path.unlink()

@@ -136,6 +136,14 @@ def test_the_answer_is_written_and_the_preview_accepts_it_with_the_same_figures(
     preview = build_preview("chat", project / "Pulumi.chat.yaml", root=ROOT, project_dir=project)
     assert preview.ok and preview.mandatory_violations == 0
     best = doc["answers"][0]
+    # The preview sizes the written stack as the search did: the same figures.
+    assert preview.plan["answer"]["replicas"] == best["replicas"]
+    for metric in ("ttft", "itl", "e2e"):
+        assert preview.plan["answer"]["latency_ms"][metric] == pytest.approx(
+            best["latency_ms"][metric]
+        )
+    assert preview.cost.replicas == best["replicas"]
+    assert preview.cost.usd_per_hour_at_rate == pytest.approx(best["usd_per_hour"])
     # The written stack, sized as a shipped stack is: the same replicas and cost.
     again = size_stack("chat", raw_stack_settings("chat", project), _goal_of(doc))
     assert again.sizing is not None and again.sizing.replicas == best["replicas"]
@@ -408,3 +416,27 @@ def test_the_closed_form_screen_agrees_with_the_answer(answered: dict[str, Any])
         model, _ = model_for_settings(settings)
         point = model.at_rate(20 / a["replicas"], Workload(1000, 200))
         assert point.stable
+
+
+def test_a_second_writer_of_the_same_name_never_replaces_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The name is taken between the check and the write (another `--write-stack` of the same
+    name): the search fails to place its file and leaves the other writer's whole."""
+    import gemma4.search_cli as cli
+
+    project = tmp_path / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "docs", "tests", "site"))
+    theirs = "# the other writer's\nconfig: {}\n"
+    real = cli.stack_file_text  # type: ignore[attr-defined]
+
+    def racing(*args: Any, **kwargs: Any) -> str:
+        (project / "Pulumi.chat.yaml").write_text(theirs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "stack_file_text", racing)
+    code = search_main(["--project-dir", str(project), *GOAL, "--write-stack", "chat"])
+    err = capsys.readouterr().err
+    assert code == 1 and "no answer was written" in err and "File exists" in err
+    assert (project / "Pulumi.chat.yaml").read_text() == theirs
+    assert not list(project.glob(".Pulumi.chat.yaml.*.tmp"))

@@ -201,3 +201,19 @@ def test_a_request_longer_than_max_model_len_is_refused() -> None:
         simulate(model, Traffic(0.1, 4000, 200))
     longest = Traffic(0.1, 1000, 200, prompt_p95=2500).longest_request()
     assert 2500 < longest - 200 < 10_000
+
+
+@pytest.mark.parametrize("stack", stack_names(ROOT))
+def test_the_closed_forms_never_get_faster_as_the_rate_rises(stack: str) -> None:
+    model = _model(stack)
+    for w in (Workload(512, 128), Workload(2000, 64), Workload(64, 512)):
+        if model.max_model_len and w.prompt_tokens + w.output_tokens > model.max_model_len:
+            continue
+        cap = model.capacity_rps(w)
+        alone = model.single_stream(w)
+        previous = (alone.ttft_s, alone.itl_s, alone.e2e_s)
+        for i in range(1, 60):
+            p = model.at_rate(cap * i / 60 * 0.999, w)
+            now = (p.ttft_s, p.itl_s, p.e2e_s)
+            assert all(a >= b * (1 - 1e-9) for a, b in zip(now, previous, strict=True)), (w, i)
+            previous = now

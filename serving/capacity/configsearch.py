@@ -610,14 +610,19 @@ def engine_text(c: Candidate) -> str:
 
 
 def stack_settings(c: Candidate, goal: Goal) -> dict[str, Any]:
-    """The flat settings an answer's stack file holds: the candidate's, its replicas, and the
-    SLO keys the stack can carry (sloP95TtftMs, sloP95E2EMs, sloMinRequestsPerSecond)."""
+    """The flat settings an answer's stack file holds: the candidate's, its replicas, the SLO
+    keys the stack can carry (sloP95TtftMs, sloP95E2EMs, sloMinRequestsPerSecond) and the
+    workload's mean lengths as its benchmark shape. Length tails, bursts, a shared prefix and
+    targets on ITL or other percentiles have no key: the header says them."""
     assert c.sizing is not None and c.sizing.replicas is not None
     raw = with_replicas(c, c.sizing.replicas)
     for t in goal.targets:
         if t.stat == "p95" and t.metric in ("ttft", "e2e"):
             raw["sloP95TtftMs" if t.metric == "ttft" else "sloP95E2EMs"] = t.ms
     raw["sloMinRequestsPerSecond"] = goal.traffic.rate
+    # The request shape the preview and the post-deploy benchmark predict and measure at.
+    raw["benchmarkPromptTokens"] = goal.traffic.prompt_tokens
+    raw["benchmarkOutputTokens"] = goal.traffic.output_tokens
     return raw
 
 
