@@ -24,7 +24,7 @@ import heapq
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 #: Relative band of an uncalibrated prediction (each side). The independent study of the
@@ -580,12 +580,32 @@ class StepModel:
         throughput stays the full batch's (Little's law)."""
         _positive("concurrency", concurrency, MAX_CONCURRENCY)
         self.check_shape(w)
+        if concurrency <= 1:
+            return self.single_stream(w)
         top = self._slots_for(w)
         if concurrency <= top:
             return self._point(self._closed(concurrency, w), w, concurrency, 0.0)
         full = self._closed(top, w)
         queue = concurrency / full.rate - full.e2e_s
         return self._point(full, w, concurrency, max(0.0, queue))
+
+    def single_stream(self, w: Workload) -> Point:
+        """One request alone: its prompt's chunks with nothing else running, then its decode
+        steps at batch 1 (no other prompt's compute in them). The floor of every load: no
+        request is faster than this, and the open-loop figures converge to it as the rate
+        falls to zero (the scheduler simulation does too)."""
+        self.check_shape(w)
+        return self._point(self._alone(w), w, 1.0, 0.0)
+
+    def _alone(self, w: Workload) -> _Steady:
+        # Its prompt's steps read the prompt's KV; its decode steps, the mean context.
+        p = float(w.prompt_tokens)
+        step = self.decode_step_s(1.0, p + w.output_tokens / 2.0)
+        ttft = self.prefill_s(p, 0.0, p)
+        e2e = ttft + self.decode_steps(w.output_tokens) * step
+        share = self._decode_flops_s(1.0) / step
+        # Alone, nothing queues at the API server either: its own serial time only.
+        return _Steady(1.0 / e2e, 1.0, step, ttft, e2e, share, self.server_time_s(w))
 
     def capacity_rps(self, w: Workload) -> float:
         """Requests/s with every sequence slot busy: the most one instance sustains."""
@@ -613,7 +633,16 @@ class StepModel:
         wait = erlang_c_wait(max(1, int(top)), rate, steady.e2e_s) if batch > 0.5 * top else 0.0
         if not math.isfinite(wait):
             return _unstable(math.inf, top)
-        return self._point(steady, w, rate * (wait + steady.e2e_s), wait)
+        # No request is faster than alone (the closed form's shared steps carry a share of the
+        # others' prefill, which at low load a request alone does not wait for: the floor).
+        one = self._alone(w)
+        floor = replace(
+            steady,
+            step_s=max(steady.step_s, one.step_s),
+            ttft_s=max(steady.ttft_s, one.ttft_s),
+            e2e_s=max(steady.e2e_s, one.e2e_s),
+        )
+        return self._point(floor, w, rate * (wait + floor.e2e_s), wait)
 
     def max_rate_meeting(self, slo: Slo, w: Workload) -> float:
         """The largest arrival rate (requests/s) one instance serves within ``slo`` (0: none)."""
