@@ -11,6 +11,7 @@ simulation. The targets compare the simulation with the benchmark: p95 within 20
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -122,6 +123,21 @@ def queue_grew(samples: Sequence[float], requests: int) -> bool:
     first = sum(samples[:third]) / third
     last = sum(samples[-third:]) / third
     return last - first > max(2.0, QUEUE_GROWTH * requests)
+
+
+def while_sending(
+    samples: Sequence[tuple[float, float]], cell: Mapping[str, Any], requests: int
+) -> list[float]:
+    """The (epoch time, queue) samples taken while a cell sent: from its start to its last send,
+    ``(requests - 1) / the rate it sent at`` later. After the last send the queue drains whether
+    or not the engine kept up, so the drain says nothing of saturation."""
+    start = dt.datetime.fromisoformat(cell["started_at"]).timestamp()
+    achieved = _number(cell.get("achieved_request_rate"))
+    if achieved:
+        end = start + (requests - 1) / achieved + 1.0
+    else:
+        end = dt.datetime.fromisoformat(cell["finished_at"]).timestamp() + 1.0
+    return [w for t, w in samples if start <= t <= end]
 
 
 def scheduled_rate(rate: float, burstiness: float, seed: int, requests: int) -> float:

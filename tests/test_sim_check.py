@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import random
 from typing import Any
@@ -86,6 +87,23 @@ def test_waiting_gauge() -> None:
 )
 def test_queue_growth(samples: list[float], grew: bool) -> None:
     assert simcheck.queue_grew(samples, requests=200) is grew
+
+
+def test_queue_samples_while_sending() -> None:
+    """A saturated cell's queue climbs while it sends, then drains: only the climb counts."""
+    start = dt.datetime(2026, 11, 29, 6, 0, 0, tzinfo=dt.UTC)
+    cell = {"started_at": start.isoformat(), "finished_at": (start + dt.timedelta(seconds=40))
+            .isoformat(), "achieved_request_rate": 10.0}  # fmt: skip
+    t0 = start.timestamp()
+    climb = [(t0 + 0.5 * i, float(i)) for i in range(40)]  # 20 s of sending (200 at 10/s)
+    drain = [(t0 + 20 + 0.5 * i, float(40 - i)) for i in range(1, 40)]
+    samples = [(t0 - 5, 0.0), *climb, *drain]
+    queue = simcheck.while_sending(samples, cell, requests=200)
+    assert queue == [w for _, w in climb] + [39.0]  # to the last send (19.9 s), 1 s of slack
+    assert simcheck.queue_grew(queue, 200)
+    assert not simcheck.queue_grew([w for _, w in samples], 200)  # the drain hides the climb
+    unsent = {**cell, "achieved_request_rate": None}
+    assert len(simcheck.while_sending(samples, unsent, requests=200)) == 40 + 39  # to the end
 
 
 def test_scheduled_rate_is_the_benchmarks_schedule() -> None:
