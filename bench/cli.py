@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="open loop: Poisson arrivals at these rates (req/s); --concurrency caps in-flight",
     )
     run.add_argument(
+        "--burstiness",
+        type=number_type(100.0),
+        metavar="F",
+        help="with --request-rate: the gamma shape of the arrival gaps, as vLLM's bench serve "
+        "(default 1: Poisson; under 1 burstier, over 1 more even; at most 100)",
+    )
+    run.add_argument(
         "--num-requests",
         type=_int(1, _MAX_REQUESTS),
         metavar="N",
@@ -390,6 +397,8 @@ def _fill_from_stored(args: argparse.Namespace, stored: dict[str, Any]) -> None:
     if args.request_rate is None and isinstance(rates, list) and rates != [None]:
         args.request_rate = tuple(float(r) for r in rates)
     options = _mapping(stored.get("options"))
+    if args.burstiness is None and args.request_rate and options.get("burstiness") is not None:
+        args.burstiness = options["burstiness"]
     for flag, name in (
         ("num_requests", "num_requests"),
         ("warmup", "warmup"),
@@ -505,6 +514,8 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             raise UsageError(
                 f"--resume: {args.out}/run.json has a damaged grid or options ({exc})"
             ) from None
+    if args.burstiness is not None and not args.request_rate:
+        raise UsageError("--burstiness shapes open-loop arrivals: it needs --request-rate R,...")
     url, model, auth, extra = _target(args)
     slo, stack_hardware = _stack_slo(args)
     slo = slo or SloSettings()
@@ -532,6 +543,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         goodput_slo=goodput,
         use_tokenize=not args.no_tokenize,
         seed=_pick(args.seed, d.seed),
+        burstiness=_pick(args.burstiness, d.burstiness),
         hardware=args.hardware or stack_hardware,
         label=args.label,
         progress=not args.no_progress,

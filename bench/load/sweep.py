@@ -152,6 +152,9 @@ class SweepOptions:
     distinct_prompts: int = 256
     """Prompts sized per cell (requests cycle through them)."""
     seed: int = 0
+    burstiness: float = 1.0
+    """Open-loop cells: the gamma shape of the arrival gaps (1 Poisson, under 1 burstier;
+    :func:`bench.load.hotload.arrival_gap`)."""
     hardware: str | None = None
     label: str | None = None
     progress: bool = True
@@ -401,6 +404,7 @@ async def run_cell(
             n,
             key.concurrency,
             request_rate=key.request_rate,
+            burstiness=options.burstiness,
             headers=tuple(headers.items()),
             timeout_s=options.timeout_s,
             max_duration_s=options.max_cell_seconds,
@@ -549,6 +553,7 @@ _RECORDED_OPTIONS = (
     "max_cell_seconds",
     "distinct_prompts",
     "seed",
+    "burstiness",
     "min_success_rate",
     "use_tokenize",
     "max_model_len",

@@ -81,6 +81,41 @@ def test_resume_takes_url_and_model_from_the_run(fake_vllm: ServerFactory, tmp_p
     assert ids == ["c1-p8-o2", "c2-p8-o2"]
 
 
+def test_burstiness_is_recorded_and_resumed(fake_vllm: ServerFactory, tmp_path: Path) -> None:
+    server = fake_vllm(output_tokens=2)
+    out = tmp_path / "run"
+    grid = ["--prompt-tokens", "8", "--output-tokens", "2", "--concurrency", "4"]
+    base = ["run", "--url", server.url, "--model", MODEL, "--out", str(out), *grid, *SMALL]
+    assert main([*base, "--request-rate", "20,40", "--burstiness", "0.25"]) == 0
+    assert json.loads((out / "run.json").read_text())["options"]["burstiness"] == 0.25
+    cells = out / "cells.jsonl"
+    cells.write_text(cells.read_text().splitlines(keepends=True)[0])  # killed after one cell
+    # The stored rates and burstiness are used; another burstiness is another experiment.
+    resume = ["run", "--resume", "--out", str(out), "--no-progress", "--no-charts"]
+    assert main([*resume, "--burstiness", "1"]) == 2
+    assert main(resume) == 0
+    assert len(cells.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "101", "nan", "inf", "x"])
+def test_burstiness_out_of_range_is_refused(value: str, tmp_path: Path, capsys) -> None:
+    argv = ["run", "--url", "http://h", "--model", "m", "--request-rate", "1"]
+    assert main([*argv, "--burstiness", value, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "argument --burstiness" in err
+    assert "at most 100" in err or "expected a number" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_burstiness_needs_an_open_loop(tmp_path: Path, capsys) -> None:
+    argv = ["run", "--url", "http://h", "--model", "m", "--burstiness", "0.5"]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    assert "--burstiness shapes open-loop arrivals: it needs --request-rate" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished run (two cells against a fake server), the same for every test that

@@ -9,6 +9,7 @@ import json
 import random
 import re
 import shutil
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,7 +20,7 @@ import pytest
 
 import bench.load.sweep
 from bench import Grid, SweepOptions, load_run, run_sweep
-from bench.load.hotload import LoadPlan, WindowLoad, run_load
+from bench.load.hotload import LoadPlan, WindowLoad, arrival_gap, run_load
 from bench.load.sweep import probe
 from bench.results.store import StoreError
 from tests.bench.conftest import MODEL, ServerFactory
@@ -361,6 +362,24 @@ def test_open_loop_sends_at_the_poisson_rate(
     # gap at least the 50 ms of pacing, against a 20 ms mean) reads 0.42 of the schedule's
     # rate here; half would need the last send 0.8 s late.
     assert cell["achieved_request_rate"] >= 0.5 * 39 / due[-1]
+
+
+@pytest.mark.parametrize(("burstiness", "cv"), [(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)])
+def test_arrival_gaps_have_the_rate_and_the_burstiness(burstiness: float, cv: float) -> None:
+    """Gamma gaps of shape k and mean 1/rate: the mean is the rate's, the coefficient of
+    variation 1/sqrt(k) (vLLM's --burstiness); seeded, so the sample is fixed."""
+    rng = random.Random(7)
+    gaps = [arrival_gap(rng, 4.0, burstiness) for _ in range(40_000)]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(0.25, rel=0.03)
+    assert statistics.pstdev(gaps) / mean == pytest.approx(cv, rel=0.05)
+
+
+def test_poisson_gaps_are_the_exponential_draws() -> None:
+    """Burstiness 1 draws what ``expovariate`` drew: a seeded Poisson run keeps its schedule."""
+    a, b = random.Random(3), random.Random(3)
+    gaps = [arrival_gap(a, 50.0, 1.0) for _ in range(100)]
+    assert gaps == pytest.approx([b.expovariate(50.0) for _ in range(100)], rel=1e-12)
 
 
 def test_failures_are_counted_per_kind(fake_vllm: ServerFactory, tmp_path: Path) -> None:

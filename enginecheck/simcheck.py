@@ -1,0 +1,243 @@
+"""The pure parts of ``scripts/sim-check``: the scheduler simulation
+(:mod:`serving.capacity.simulate`) against the real vLLM engine on this CPU (docs/sim-check.md).
+
+Figures are milliseconds, per metric (``ttft``, ``itl``) and percentile (``p50``, ``p95``,
+``p99``), from three sources per offered rate: the benchmark's records (the client's raw
+samples, :mod:`bench.results.stats`), the server's own histograms (deltas over the cell,
+quantiles interpolated inside a bucket as Prometheus' ``histogram_quantile`` does), and the
+simulation. The targets compare the simulation with the benchmark: p95 within 20 %, p99 within
+30 % at every rate the engine kept up with, and the saturation rate within 10 %.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.load.hotload import arrival_gap
+from bench.load.server_metrics import Histogram, histogram_deltas, parse_histograms
+from serving.capacity.perf import KvLayer, Shape
+
+METRICS = ("ttft", "itl")
+PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: Largest relative error of the simulation against the benchmark, per percentile.
+TARGETS = {"p95": 0.20, "p99": 0.30}
+SATURATION_TARGET = 0.10
+#: The client kept the offered schedule when it sent at least this share of its rate.
+KEPT_SCHEDULE = 0.95
+#: vLLM's waiting queue grew through a cell when its mean over the cell's last third exceeds
+#: its mean over the first third by this share of the cell's requests (and by 2 at least): a
+#: queue that only fluctuates comes back down, one past saturation climbs the whole cell.
+QUEUE_GROWTH = 0.03
+MAX_RATE = 1000.0
+WAITING = "vllm:num_requests_waiting"
+
+Figures = dict[str, dict[str, float | None]]
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """``--rates R1,R2,...``: ascending-free positive finite req/s, at most :data:`MAX_RATE`;
+    ValueError naming the option otherwise."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--rates: expected comma-separated numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(v) and 0 < v <= MAX_RATE for v in values):
+        raise ValueError(
+            f"--rates: expected request rates above 0 and at most {MAX_RATE:g} req/s, got {text!r}"
+        )
+    return values
+
+
+def histogram_quantile(h: Histogram, q: float) -> float | None:
+    """The ``q`` quantile of a histogram (seconds): linear inside the bucket that holds it, as
+    Prometheus' ``histogram_quantile``; the highest finite bound when it falls in ``+Inf``;
+    None for an empty histogram."""
+    if h.count <= 0 or not h.buckets:
+        return None
+    rank = q * h.count
+    lower, below = 0.0, 0.0
+    for le, cumulative in h.buckets:
+        if cumulative >= rank:
+            if math.isinf(le):
+                return lower
+            inside = cumulative - below
+            return lower + (le - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = le, cumulative
+    return lower
+
+
+def server_percentiles(before: str, after: str, model: str) -> Figures:
+    """p50/p95/p99 (ms) of the server's TTFT and ITL histograms over what it served between two
+    ``/metrics`` texts; None where a histogram is missing or empty."""
+    deltas = histogram_deltas(
+        parse_histograms(before, model_name=model), parse_histograms(after, model_name=model)
+    )
+    out: Figures = {}
+    for metric in METRICS:
+        h = deltas.get(metric)
+        out[metric] = {}
+        for name, q in PERCENTILES.items():
+            value = histogram_quantile(h, q) if h is not None else None
+            out[metric][name] = None if value is None else value * 1000.0
+    return out
+
+
+def measured_percentiles(cell: Mapping[str, Any]) -> Figures:
+    """p50/p95/p99 (ms) of TTFT and ITL from a benchmark cell record."""
+    keys = {"p50": "median", "p95": "p95", "p99": "p99"}
+    return {m: {p: _number(cell.get(f"{keys[p]}_{m}_ms")) for p in PERCENTILES} for m in METRICS}
+
+
+def simulated_percentiles(latency_ms: Mapping[str, Mapping[str, float]]) -> Figures:
+    """p50/p95/p99 (ms) of TTFT and ITL from :attr:`SimResult.latency_ms`."""
+    return {m: {p: _number(latency_ms[m].get(p)) for p in PERCENTILES} for m in METRICS}
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def waiting(text: str) -> float:
+    """vLLM's waiting-queue gauge in a ``/metrics`` text, summed over engines (0 if absent)."""
+    return sum(
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == WAITING
+        for s in family.samples
+        if s.name == WAITING
+    )
+
+
+def queue_grew(samples: Sequence[float], requests: int) -> bool:
+    """Whether the waiting queue, sampled evenly through a cell, climbed through it."""
+    third = len(samples) // 3
+    if third == 0:
+        return False
+    first = sum(samples[:third]) / third
+    last = sum(samples[-third:]) / third
+    return last - first > max(2.0, QUEUE_GROWTH * requests)
+
+
+def while_sending(
+    samples: Sequence[tuple[float, float]], cell: Mapping[str, Any], requests: int
+) -> list[float]:
+    """The (epoch time, queue) samples taken while a cell sent: from its start to its last send,
+    ``(requests - 1) / the rate it sent at`` later. After the last send the queue drains whether
+    or not the engine kept up, so the drain says nothing of saturation."""
+    start = dt.datetime.fromisoformat(cell["started_at"]).timestamp()
+    achieved = _number(cell.get("achieved_request_rate"))
+    if achieved:
+        end = start + (requests - 1) / achieved + 1.0
+    else:
+        end = dt.datetime.fromisoformat(cell["finished_at"]).timestamp() + 1.0
+    return [w for t, w in samples if start <= t <= end]
+
+
+def scheduled_rate(rate: float, burstiness: float, seed: int, requests: int) -> float:
+    """The rate the benchmark's seeded schedule offers over ``requests`` sends (one client
+    process draws it so: :func:`bench.load.hotload.arrival_gap`), which a short cell's draw
+    moves away from ``rate`` by several percent."""
+    rng = random.Random(seed)
+    span = sum(arrival_gap(rng, rate, burstiness) for _ in range(requests - 1))
+    return (requests - 1) / span if span > 0 else rate
+
+
+def measured_saturated(achieved: float | None, scheduled: float, queue: bool) -> bool:
+    """Saturated: the client could not send at the schedule's rate (under
+    :data:`KEPT_SCHEDULE` of it), or the server's waiting queue grew through the cell."""
+    return achieved is None or achieved < KEPT_SCHEDULE * scheduled or queue
+
+
+def saturation_measured(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None]:
+    """(highest Poisson rate the engine kept up with, lowest saturated Poisson rate above it):
+    the measured saturation rate lies between them (None: the rates did not reach that side)."""
+    poisson = sorted((r for r in rows if r["burstiness"] == 1.0), key=lambda r: r["rate"])
+    kept = [r["rate"] for r in poisson if not r["saturated"]]
+    low = max(kept) if kept else None
+    high = next(
+        (r["rate"] for r in poisson if r["saturated"] and (low is None or r["rate"] > low)),
+        None,
+    )
+    return low, high
+
+
+def saturation_within(low: float | None, high: float | None, simulated: float | None) -> bool:
+    """The simulation's saturation rate within :data:`SATURATION_TARGET` of the measured
+    bracket ``[low, high]`` (a side not measured bounds nothing); no measured side: False."""
+    if simulated is None or (low is None and high is None):
+        return False
+    above = low is None or simulated >= low * (1 - SATURATION_TARGET)
+    below = high is None or simulated <= high * (1 + SATURATION_TARGET)
+    return above and below
+
+
+def missed(measured: Figures, simulated: Figures) -> list[str]:
+    """The targets the simulation misses against the benchmark, as ``ttft p95 +34%``."""
+    out = []
+    for metric in METRICS:
+        for name, limit in TARGETS.items():
+            m, s = measured[metric][name], simulated[metric][name]
+            if m is None or s is None or m <= 0:
+                out.append(f"{metric} {name} not measured")
+                continue
+            error = (s - m) / m
+            if abs(error) > limit:
+                out.append(f"{metric} {name} {error:+.0%}")
+    return out
+
+
+def row_misses(row: Mapping[str, Any], simulated_saturated: bool) -> list[str]:
+    """One rate's missed targets: below saturation the percentile targets; past it, the
+    simulation must say saturated too."""
+    if row["saturated"]:
+        return [] if simulated_saturated else ["the simulation kept up where the engine did not"]
+    misses = missed(row["measured"], row["simulated"])
+    if simulated_saturated:
+        misses.append("the simulation saturated where the engine kept up")
+    return misses
+
+
+def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None) -> dict[str, Any]:
+    """The JSON document: the CPU, the saturation rates (measured: the highest Poisson rate
+    the engine kept up with) and every rate's comparison."""
+    return {
+        "cpu": cpu,
+        "saturation_rps": {"measured": saturation_measured(rows)[0], "simulated": simulated_rps},
+        "rates": list(rows),
+    }
+
+
+def exit_status(doc: Mapping[str, Any]) -> int:
+    """0 when every target held, 1 when one was missed."""
+    low, high = saturation_measured(doc["rates"])
+    held = saturation_within(low, high, doc["saturation_rps"]["simulated"])
+    return 0 if held and all(r["within_target"] for r in doc["rates"]) else 1
+
+
+def tiny_shape(
+    text_config: Mapping[str, Any], weight_bytes: float, params: float, kv_dtype_bytes: int
+) -> Shape:
+    """What a step of the tiny Gemma 4 reads and computes, from its ``config.json`` text
+    config and its weights: the stacks' 12B shape does not describe it."""
+    c = text_config
+    sliding = sum(1 for t in c["layer_types"] if t == "sliding_attention")
+    full = len(c["layer_types"]) - sliding
+    kv_sliding = 2 * c["num_key_value_heads"] * c["head_dim"] * kv_dtype_bytes
+    shared = 1 if c.get("attention_k_eq_v") else 2
+    kv_full = shared * c["num_global_key_value_heads"] * c["global_head_dim"] * kv_dtype_bytes
+    return Shape(
+        name="tiny Gemma 4 (engine-check)",
+        weight_bytes=weight_bytes,
+        params=params,
+        kv_layers=(
+            KvLayer(sliding, kv_sliding, c["sliding_window"]),
+            KvLayer(full, kv_full, None),
+        ),
+    )
