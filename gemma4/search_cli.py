@@ -225,7 +225,9 @@ def search_main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         stacks = {name: raw_stack_settings(name, root) for name in names}
-        result = search(stacks, goal)
+        result = search(
+            stacks, goal, lambda line: print(f"gemma4 plan search: {line}", file=sys.stderr)
+        )
     except (ValueError, PlanError, ProjectError) as exc:
         print(f"gemma4 plan search: error: {exc}", file=sys.stderr)
         return 2
@@ -261,7 +263,16 @@ def none_meets(result: SearchResult) -> str:
     head = f"no configuration meets {describe(goal.targets)} at {goal.traffic.rate:g} req/s"
     c = result.closest
     if c is None:
-        return f"{head}: nothing to size ({result.considered} configurations considered)"
+        why = "; ".join(result.refused)[:600] or "nothing in the space asked"
+        budget = goal.budget_usd_per_hour
+        within = f" within --budget ${budget:g}/h (an unknown price cannot be)" if budget else ""
+        return (
+            f"{head}{within}: nothing to size ({result.considered} configurations considered"
+            f"; left out: {why})"
+        )
+    over = [n for n in result.set_aside if n.startswith("nothing within --budget")]
+    if over:
+        return f"{head}: {over[0]}"
     why = c.sizing.why if c.sizing is not None else "the predicted means already miss it"
     if c.sizing is not None and c.sizing.quota_capped:
         why += "; a quota increase (more replicas than the platform's settings allow) is needed"

@@ -440,3 +440,31 @@ def test_a_second_writer_of_the_same_name_never_replaces_the_first(
     assert code == 1 and "no answer was written" in err and "File exists" in err
     assert (project / "Pulumi.chat.yaml").read_text() == theirs
     assert not list(project.glob(".Pulumi.chat.yaml.*.tmp"))
+
+
+def test_a_budget_holds_only_priced_answers_and_says_the_cheapest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, doc, err = _search(capsys, "--rate", "5", "--ttft-p95-ms", "2000", "--budget", "0.5")
+    assert code == 1 and doc["answers"] == []
+    assert "nothing within --budget $0.5/h: the cheapest the screen finds is" in err
+    code, doc, _ = _search(capsys, "--rate", "5", "--ttft-p95-ms", "2000", "--budget", "100")
+    assert code == 0 and all(0 < a["usd_per_hour"] <= 100 for a in doc["answers"])
+
+
+def test_a_capacity_type_a_platform_does_not_offer_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _doc, err = _search(
+        capsys,
+        "--rate",
+        "1",
+        "--ttft-p95-ms",
+        "2000",
+        "--capacity",
+        "flex-start",
+        "--platforms",
+        "cloud-run",
+    )
+    assert code == 1 and "cloud-run: offers on-demand, not flex-start" in err
+    assert "screening 0 configurations" in err

@@ -20,7 +20,7 @@ offered rate x (1 + band) / (1 - headroom), as every replica count of the planne
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -301,6 +301,10 @@ def candidates(
     templates, missing = templates_for(stacks, goal.platforms)
     for target in missing:
         refuse(f"{target}: no stack file of its platform and accelerator kind to start from")
+    for platform in goal.platforms:
+        if not _capacities(platform, goal):
+            offered = "on-demand" if platform == "cloud-run" else ", ".join(CAPACITY_TYPES)
+            refuse(f"{platform}: offers {offered}, not {', '.join(goal.capacity)}")
     for (platform, hardware), (source, template) in templates.items():
         for checkpoint, kv, drafts, mbt in _grid(checkpoints):
             raw: dict[str, Any] = {k: _coerce(v) for k, v in template.items()}
@@ -491,21 +495,27 @@ class SearchResult:
     set_aside: list[str]
 
 
-def search(templates: Mapping[str, Mapping[str, Any]], goal: Goal) -> SearchResult:
+def search(
+    templates: Mapping[str, Mapping[str, Any]],
+    goal: Goal,
+    progress: Callable[[str], None] | None = None,
+) -> SearchResult:
     """Screen every candidate, size the cheapest :data:`FINALISTS` (per price kind) by
     simulation, and answer those that meet the targets, cheapest first (unknown prices last)."""
     pool, refused = candidates(templates, goal)
+    if progress is not None:
+        progress(f"screening {len(pool)} configurations")
     seen: dict[int, float] = {}
     for c in pool:
         screen(c, goal, seen)
     viable = [c for c in pool if c.screen_replicas is not None]
     most = goal.max_replicas or MAX_REPLICAS
+    # A budget holds only what has a price: an unknown one cannot be shown to be within it.
     in_budget = [
         c
         for c in viable
         if goal.budget_usd_per_hour is None
-        or c.screen_usd_per_hour is None
-        or c.screen_usd_per_hour <= goal.budget_usd_per_hour
+        or (c.screen_usd_per_hour is not None and c.screen_usd_per_hour <= goal.budget_usd_per_hour)
     ]
     priced = sorted(
         (c for c in in_budget if c.screen_usd_per_hour is not None),
@@ -518,7 +528,9 @@ def search(templates: Mapping[str, Mapping[str, Any]], goal: Goal) -> SearchResu
     finalists = _spread(priced, FINALISTS) + _spread(unpriced, 1)
     answers = []
     set_aside: list[str] = []
-    for c in finalists:
+    for i, c in enumerate(finalists, 1):
+        if progress is not None:
+            progress(f"simulating {i}/{len(finalists)}: {c.platform}/{c.hardware} ({c.capacity})")
         c.sizing = size(c, goal)
         problem = _refused_at(c, goal)
         if problem:
@@ -533,9 +545,23 @@ def search(templates: Mapping[str, Mapping[str, Any]], goal: Goal) -> SearchResu
         answers = [
             c
             for c in answers
-            if c.screen_usd_per_hour is None or c.screen_usd_per_hour <= goal.budget_usd_per_hour
+            if c.screen_usd_per_hour is not None
+            and c.screen_usd_per_hour <= goal.budget_usd_per_hour
         ]
     answers.sort(key=lambda c: (c.screen_usd_per_hour is None, c.screen_usd_per_hour or 0.0, c.key))
+    if goal.budget_usd_per_hour is not None and not answers:
+        priced_all = sorted(
+            (c for c in viable if c.screen_usd_per_hour is not None),
+            key=lambda c: c.screen_usd_per_hour or 0.0,
+        )
+        if priced_all and not in_budget:
+            cheap = priced_all[0]
+            set_aside.append(
+                f"nothing within --budget ${goal.budget_usd_per_hour:g}/h: the cheapest the "
+                f"screen finds is {cheap.platform}/{cheap.hardware} at about "
+                f"${cheap.screen_usd_per_hour:,.2f}/h ({cheap.screen_replicas} replicas; "
+                "unknown prices cannot be held to a budget)"
+            )
     closest = None
     if not answers:
         tried = [c for c in finalists if c.sizing is not None] or pool
