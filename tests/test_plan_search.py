@@ -468,3 +468,37 @@ def test_a_capacity_type_a_platform_does_not_offer_is_said(
     )
     assert code == 1 and "cloud-run: offers on-demand, not flex-start" in err
     assert "screening 0 configurations" in err
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("search") / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "docs", "tests", "site"))
+    return project
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("batch", ["--rate", "2", "--prompt-tokens", "6000", "--output-tokens", "800",
+                   "--e2e-p95-ms", "120000", "--platforms", "cloud-run,tpu-vm"]),
+        ("chat", ["--rate", "40", "--prompt-tokens", "300", "--output-tokens", "150",
+                  "--ttft-p95-ms", "1000", "--e2e-p95-ms", "15000", "--capacity", "on-demand"]),
+    ],
+)  # fmt: skip
+def test_the_top_answers_of_other_workloads_preview_ok_with_the_same_figures(
+    project_copy: Path, capsys: pytest.CaptureFixture[str], name: str, argv: list[str]
+) -> None:
+    from preview.build import build_preview
+
+    code = search_main(["--project-dir", str(project_copy), *argv, "--write-stack", name, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["written"] == str(project_copy / f"Pulumi.{name}.yaml")
+    # The answers before the written one were refused by the preview, each said so.
+    written = doc["answers"][len(doc["write_refusals"])]
+    preview = build_preview(name, Path(doc["written"]), root=ROOT, project_dir=project_copy)
+    assert preview.ok and written["meets_slo"]
+    assert preview.plan["answer"]["replicas"] == written["replicas"]
+    assert preview.plan["answer"]["latency_ms"]["e2e"] == pytest.approx(
+        written["latency_ms"]["e2e"]
+    )

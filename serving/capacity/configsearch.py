@@ -437,19 +437,21 @@ def size(c: Candidate, goal: Goal) -> Sizing:
             checked[n] = (ok, binding, result)
         return checked[n][0]
 
-    low = max(1, min(c.screen_replicas, most))
-    if check(low):
-        # The screen's count is met; fewer may be too (the simulation's tail can be kinder
-        # than the closed forms' means near capacity): two probes below it, not a bisection.
-        n = low
-        for share in (0.85, 0.7):
-            probe = max(1, math.ceil(low * share))
-            if probe < n and check(probe):
-                n = probe
-            else:
+    # The fewest count that meets the targets, whatever count the search starts from: down
+    # from the screen's count by 30 % steps while it still meets them (the simulation's tail
+    # can be kinder than the closed forms' means), else up by 30 % steps, then a bisection
+    # between the last miss and the first hit.
+    n = max(1, min(c.screen_replicas, most))
+    bad = 0
+    if check(n):
+        while n > 1:
+            probe = max(1, min(n - 1, math.floor(n * 0.7)))
+            if not check(probe):
+                bad = probe
                 break
+            n = probe
     else:
-        n, bad = low, low
+        bad = n
         while not check(n):
             bad = n
             if n >= most:
@@ -470,12 +472,12 @@ def size(c: Candidate, goal: Goal) -> Sizing:
             )
             why = f"more than {n} replicas needed ({bound}); {n} miss {binding.replace('_', ' ')}"
             return Sizing(None, None, result, False, why, binding, quota_capped=capped)
-        while n - bad > 1:  # the fewest between the last miss and the first hit
-            mid = (n + bad) // 2
-            if check(mid):
-                n = mid
-            else:
-                bad = mid
+    while n - bad > 1:  # the fewest between the last miss and the first hit
+        mid = (n + bad) // 2
+        if check(mid):
+            n = mid
+        else:
+            bad = mid
     ok, binding, planned = checked[n]
     at_rate = _run(c, goal, n, goal.traffic.rate)
     return Sizing(n, at_rate, planned, ok, "meets every target", binding)
@@ -642,14 +644,29 @@ def stack_settings(c: Candidate, goal: Goal) -> dict[str, Any]:
     targets on ITL or other percentiles have no key: the header says them."""
     assert c.sizing is not None and c.sizing.replicas is not None
     raw = with_replicas(c, c.sizing.replicas)
-    for t in goal.targets:
-        if t.stat == "p95" and t.metric in ("ttft", "e2e"):
-            raw["sloP95TtftMs" if t.metric == "ttft" else "sloP95E2EMs"] = t.ms
+    planned = c.sizing.planned
+    for metric, key in (("ttft", "sloP95TtftMs"), ("e2e", "sloP95E2EMs")):
+        asked = [t.ms for t in goal.targets if t.metric == metric and t.stat == "p95"]
+        if asked:
+            raw[key] = min(asked)
+        elif planned is not None:
+            # Not asked: what the answer holds at the planned load, rounded up to two
+            # significant figures, so that the stack's post-deploy gate and the preview hold
+            # it to something true instead of the settings' default.
+            raw[key] = _round_up(planned.latency_ms[metric]["p95"])
     raw["sloMinRequestsPerSecond"] = goal.traffic.rate
     # The request shape the preview and the post-deploy benchmark predict and measure at.
     raw["benchmarkPromptTokens"] = goal.traffic.prompt_tokens
     raw["benchmarkOutputTokens"] = goal.traffic.output_tokens
     return raw
+
+
+def _round_up(ms: float) -> float:
+    """``ms`` rounded up to two significant figures (1,234 -> 1,300)."""
+    if ms <= 0:
+        return 1.0
+    step = 10 ** max(0, math.floor(math.log10(ms)) - 1)
+    return float(math.ceil(ms / step) * step)
 
 
 def stack_file_text(
@@ -685,6 +702,13 @@ def stack_file_text(
         f"  `pulumi config set gcp:project <project-id> -s {name}`",
     ]
     raw = stack_settings(c, goal)
+    for metric, key in (("ttft", "sloP95TtftMs"), ("e2e", "sloP95E2EMs")):
+        if not any(t.metric == metric and t.stat == "p95" for t in goal.targets):
+            header.insert(
+                3,
+                f"  {key} {raw[key]:g} ms was not asked: it is what this answer holds at the "
+                "planned load (the post-deploy gate checks it)",
+            )
     body = yaml.safe_dump(
         {"config": {f"{project}:{k}": v for k, v in raw.items()}},
         sort_keys=False,
