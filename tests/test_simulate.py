@@ -217,3 +217,18 @@ def test_the_closed_forms_never_get_faster_as_the_rate_rises(stack: str) -> None
             now = (p.ttft_s, p.itl_s, p.e2e_s)
             assert all(a >= b * (1 - 1e-9) for a, b in zip(now, previous, strict=True)), (w, i)
             previous = now
+
+
+def test_a_queue_growing_behind_many_slots_is_saturation() -> None:
+    """64 replicas of 256 slots hold more requests than a run sends: a queue that grows
+    without bound is still said, by the requests in flight growing through the run."""
+    model = dataclasses.replace(_model("gke-l4"), max_num_seqs=256)
+    rate = 64 * 2 * model.capacity_rps(W)
+    run = simulate(
+        model, Traffic(rate, 512, 128), replicas=64, balancer="endpoint-picker", requests=3000
+    )
+    assert run.saturated
+    calm = simulate(
+        model, Traffic(rate / 4, 512, 128), replicas=64, balancer="endpoint-picker", requests=3000
+    )
+    assert not calm.saturated

@@ -19,6 +19,7 @@ acceptance, KV block rounding (16 tokens), and the time a response spends after 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -624,7 +625,21 @@ class _Run:
         arrived = len(counted)
         answered = sum(1 for r in counted if r.done <= last + 1e-9)
         slots = len(self.reps) * self.m.max_num_seqs
-        saturated = arrived - answered > max(2 * slots, 0.05 * arrived)
+        # Saturated: more left unanswered when the last request arrives than the slots hold,
+        # or requests in flight growing through the second half of the arrivals (many
+        # replicas' slots can hide a queue that grows without bound).
+        mid = counted[len(counted) // 2].sent
+        done = sorted(r.done for r in counted)
+
+        def in_flight(t: float) -> int:
+            return sum(1 for r in counted if r.sent <= t) - bisect.bisect_right(done, t)
+
+        # Bursts make the number in flight swing: the growth that counts scales with them.
+        swing = 0.1 / min(1.0, self.traffic.burstiness)
+        growth = in_flight(last) - in_flight(mid)
+        saturated = arrived - answered > max(2 * slots, 0.05 * arrived) or growth > (
+            3 + swing * (arrived - arrived // 2)
+        )
         span = max(r.done for r in counted) - first
         out_tokens = sum(r.output for r in counted)
         return SimResult(
