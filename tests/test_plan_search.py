@@ -502,3 +502,25 @@ def test_the_top_answers_of_other_workloads_preview_ok_with_the_same_figures(
     assert preview.plan["answer"]["latency_ms"]["e2e"] == pytest.approx(
         written["latency_ms"]["e2e"]
     )
+
+
+def test_the_pages_example_and_claims_are_what_the_command_says(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/plan-search.md shows the search's output for the issue's goal and what the
+    shipped stacks need for it: both as the code computes them today (the search is seeded)."""
+    page = (ROOT / "docs" / "plan-search.md").read_text()
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: False))
+    assert search_main(["--project-dir", str(ROOT), *GOAL]) == 0
+    out = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    block = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    shown = [line for line in block if line.strip() and " ..." not in line]
+    assert shown and all(line in out for line in shown), set(shown) - set(out)
+    goal = Goal(Traffic(20, 1000, 200), (Target("ttft", "p95", 2000),))
+    prose = " ".join(page.split())
+    for stack in ("rtx6000", "l4"):
+        c = size_stack(stack, raw_stack_settings(stack), goal)
+        assert c.sizing is not None and c.screen_usd_per_hour is not None
+        n, usd = c.sizing.replicas, c.screen_usd_per_hour
+        said = f"`{stack}` needs {n}" if stack == "rtx6000" else f"`{stack}` {n} (~${usd:,.2f}/h)"
+        assert said in prose, said
