@@ -45,7 +45,7 @@ from serving.capacity.configsearch import (
 )
 from serving.capacity.costs import money
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS
-from serving.capacity.plan import PlanError, project_name, raw_stack_settings, stack_names
+from serving.capacity.plan import ROOT, PlanError, project_name, raw_stack_settings, stack_names
 from serving.capacity.simulate import DEFAULT_REQUESTS, MAX_REQUESTS
 from serving.config.groups import BenchmarkSettings
 from serving.config.project import ProjectError
@@ -199,6 +199,7 @@ def _goal(o: argparse.Namespace) -> Goal:
         requests=o.requests,
         seed=o.seed,
         mtp_acceptance=None if o.mtp_acceptance is None else float(o.mtp_acceptance),
+        preferred=tuple(stack_names(ROOT)),
     )
 
 
@@ -224,7 +225,14 @@ def search_main(argv: Sequence[str]) -> int:
             f" in {root.resolve()}",
             file=sys.stderr,
         )
-        stacks = {name: raw_stack_settings(name, root) for name in names}
+        stacks = {}
+        for name in names:  # a stack file that cannot be read is skipped, said so
+            try:
+                stacks[name] = raw_stack_settings(name, root)
+            except PlanError as exc:
+                print(f"gemma4 plan search: skipping Pulumi.{name}.yaml: {exc}", file=sys.stderr)
+        if not stacks:
+            raise ValueError(f"no readable Pulumi.<stack>.yaml in {root}")
         result = search(
             stacks, goal, lambda line: print(f"gemma4 plan search: {line}", file=sys.stderr)
         )
@@ -270,9 +278,8 @@ def none_meets(result: SearchResult) -> str:
             f"{head}{within}: nothing to size ({result.considered} configurations considered"
             f"; left out: {why})"
         )
-    over = [n for n in result.set_aside if n.startswith("nothing within --budget")]
-    if over:
-        return f"{head}: {over[0]}"
+    if result.set_aside:  # candidates that met the targets, set aside for a named reason
+        return f"{head} that can be answered: " + "; ".join(result.set_aside)
     why = c.sizing.why if c.sizing is not None else "the predicted means already miss it"
     if c.sizing is not None and c.sizing.quota_capped:
         why += "; a quota increase (more replicas than the platform's settings allow) is needed"

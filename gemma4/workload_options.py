@@ -128,7 +128,8 @@ def read_trace(path: Path) -> tuple[TraceRequest, ...]:
     except UnicodeDecodeError:
         raise ValueError(f"--trace {path}: not UTF-8 text") from None
     out: list[TraceRequest] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):  # JSON lines end in \n only
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         where = f"--trace {path}, line {number}"
@@ -144,7 +145,7 @@ def read_trace(path: Path) -> tuple[TraceRequest, ...]:
 
 def _trace_line(line: str, where: str) -> TraceRequest:
     try:
-        record = json.loads(line, parse_constant=_refuse_constant)
+        record = json.loads(line, parse_constant=_refuse_constant, object_pairs_hook=_unique)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
     if not isinstance(record, dict):
@@ -171,6 +172,14 @@ def _trace_line(line: str, where: str) -> TraceRequest:
     return TraceRequest(float(start), lengths[0], lengths[1])
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"the key {twice[0][:40]!r} is given twice")
+    return dict(pairs)
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -182,6 +191,19 @@ def traffic_from(
     ValueError naming the option otherwise."""
     trace = read_trace(options.trace) if options.trace is not None else None
     if trace is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--prompt-tokens", options.prompt_tokens),
+                ("--output-tokens", options.output_tokens),
+                ("--prompt-p95", options.prompt_p95),
+                ("--output-p95", options.output_p95),
+                ("--burstiness", None if options.burstiness == 1.0 else options.burstiness),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ValueError(f"--trace gives the arrivals and the lengths: drop {', '.join(given)}")
         span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
         if rate is None:
             if span <= 0:
@@ -193,8 +215,9 @@ def traffic_from(
         output = round(sum(r.output_tokens for r in trace) / len(trace))
     if rate is None:
         raise ValueError("give --rate (or a --trace, whose mean rate is used)")
-    prompt = options.prompt_tokens or prompt
-    output = options.output_tokens or output
+    if trace is None:
+        prompt = options.prompt_tokens or prompt
+        output = options.output_tokens or output
     if options.shared_prefix_tokens and not 0 <= options.shared_prefix_tokens <= prompt:
         raise ValueError(
             f"--shared-prefix-tokens must be an integer in [0, {prompt}] (the mean prompt), "

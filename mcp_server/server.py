@@ -467,9 +467,18 @@ def build_server(
         burstiness: Annotated[
             float,
             Field(
-                gt=0, le=100, description="Gamma shape of arrivals (1 Poisson, below 1 burstier)"
+                ge=0.01, le=100, description="Gamma shape of arrivals: 1 Poisson, below 1 burstier"
             ),
         ] = 1.0,
+        shared_prefix_tokens: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_TOKENS,
+                description="Prompt tokens every request shares at its start (a system prompt "
+                "the prefix cache holds)",
+            ),
+        ] = 0,
         targets: Annotated[
             dict[str, float] | None,
             Field(
@@ -481,7 +490,13 @@ def build_server(
         ] = None,
     ) -> models.PlanResult:
         workload = WorkloadAsk(
-            prompt_tokens, output_tokens, prompt_p95, output_p95, burstiness, targets or {}
+            prompt_tokens,
+            output_tokens,
+            prompt_p95,
+            output_p95,
+            burstiness,
+            targets or {},
+            shared_prefix_tokens,
         )
         return await asyncio.to_thread(
             tools.plan,

@@ -34,7 +34,7 @@ from endpoint.metrics import (
 )
 from healthchecks.checks import Backoff, check_chat
 from healthchecks.runner import run_health_checks
-from serving.capacity.plan import report
+from serving.capacity.plan import PlanError, report
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render.gke import POOL_LABELS as GKE_POOL_LABELS
@@ -99,6 +99,7 @@ class WorkloadAsk:
     output_p95: int | None = None
     burstiness: float = 1.0
     targets: dict[str, float] = field(default_factory=dict)
+    shared_prefix_tokens: int = 0
 
     def arguments(self, settings: Any, rate: float | None) -> dict[str, Any]:
         """report()'s workload, traffic and targets; ToolFailure naming a bad one."""
@@ -128,6 +129,7 @@ class WorkloadAsk:
                 prompt_p95=self.prompt_p95,
                 output_p95=self.output_p95,
                 burstiness=self.burstiness,
+                shared_prefix_tokens=self.shared_prefix_tokens,
             )
         except ValueError as exc:
             raise ToolFailure(str(exc)) from None
@@ -610,7 +612,10 @@ class Tools:
         ask = (workload or WorkloadAsk()).arguments(settings, requests_per_second)
 
         def plan_report(name: str, chosen: Any, rate: float | None) -> dict[str, Any]:
-            return report(name, chosen, rate, **ask)
+            try:
+                return report(name, chosen, rate, **ask)
+            except PlanError as exc:
+                raise ToolFailure(str(exc)) from None
 
         base = plan_report(stack, settings, requests_per_second)
         if what_if_key is None:

@@ -480,12 +480,40 @@ def project_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("name", "argv"),
     [
-        ("batch", ["--rate", "2", "--prompt-tokens", "6000", "--output-tokens", "800",
-                   "--e2e-p95-ms", "120000", "--platforms", "cloud-run,tpu-vm"]),
-        ("chat", ["--rate", "40", "--prompt-tokens", "300", "--output-tokens", "150",
-                  "--ttft-p95-ms", "1000", "--e2e-p95-ms", "15000", "--capacity", "on-demand"]),
+        (
+            "batch",
+            [
+                "--rate",
+                "2",
+                "--prompt-tokens",
+                "6000",
+                "--output-tokens",
+                "800",
+                "--e2e-p95-ms",
+                "120000",
+                "--platforms",
+                "cloud-run,tpu-vm",
+            ],
+        ),
+        (
+            "chat",
+            [
+                "--rate",
+                "40",
+                "--prompt-tokens",
+                "300",
+                "--output-tokens",
+                "150",
+                "--ttft-p95-ms",
+                "1000",
+                "--e2e-p95-ms",
+                "15000",
+                "--capacity",
+                "on-demand",
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_top_answers_of_other_workloads_preview_ok_with_the_same_figures(
     project_copy: Path, capsys: pytest.CaptureFixture[str], name: str, argv: list[str]
 ) -> None:
@@ -524,3 +552,84 @@ def test_the_pages_example_and_claims_are_what_the_command_says(
         n, usd = c.sizing.replicas, c.screen_usd_per_hour
         said = f"`{stack}` needs {n}" if stack == "rtx6000" else f"`{stack}` {n} (~${usd:,.2f}/h)"
         assert said in prose, said
+
+
+def test_the_attacks_that_once_walked_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Near variants found by attacking the search: a shared prefix longer than some prompts,
+    a target nothing meets given without a rate, a trace at one instant, a trace with lengths
+    given beside it, a duplicated key, a U+2028 inside a record, an unreadable stack file, a
+    project stack file that cannot start the platform's candidates."""
+    from gemma4.plan_cli import main as plan_main
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    # 1. Prompts shorter than the shared prefix compute their last token: never faster than
+    # a request alone.
+    code = plan_main(
+        [
+            "-s",
+            "rtx6000",
+            "-r",
+            "20",
+            "--prompt-tokens",
+            "1000",
+            "--output-tokens",
+            "100",
+            "--prompt-p95",
+            "3800",
+            "--shared-prefix-tokens",
+            "1000",
+            "--ttft-p95-ms",
+            "1000",
+            "--json",
+        ]
+    )
+    answer = json.loads(capsys.readouterr().out)["answer"]
+    model, _ = model_for_settings(load_stack_settings("rtx6000"))
+    alone = model.single_stream(Workload(1, 100))
+    assert code == 0 and answer["latency_ms"]["ttft"]["p50"] >= alone.ttft_s * 1000
+    # 2. A target nothing meets, no rate: said, not a crash about a rate of 0.
+    assert plan_main(["-s", "rtx6000", "--ttft-p95-ms", "100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["answer"] is None and "miss" in doc["replicas"]["verdict"]
+    # 3-5. Traces.
+    instant = tmp_path / "instant.jsonl"
+    instant.write_text('{"start_s": 1, "prompt_tokens": 5, "output_tokens": 5}\n' * 3)
+    code = search_main(["--trace", str(instant), "--rate", "5", "--ttft-p95-ms", "9"])
+    assert code == 2 and "at one instant" in capsys.readouterr().err
+    spread = tmp_path / "spread.jsonl"
+    spread.write_text(
+        '{"start_s": 0, "prompt_tokens": 5, "output_tokens": 5}\n'
+        '{"start_s": 1, "prompt_tokens": 5, "output_tokens": 5}\n'
+    )
+    code = search_main(["--trace", str(spread), "--prompt-tokens", "900", "--ttft-p95-ms", "9"])
+    assert code == 2 and "drop --prompt-tokens" in capsys.readouterr().err
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text('{"start_s": 0, "start_s": 1, "prompt_tokens": 5, "output_tokens": 5}\n')
+    code = search_main(["--trace", str(twice), "--ttft-p95-ms", "9"])
+    assert code == 2 and "'start_s' is given twice" in capsys.readouterr().err
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(
+        '{"start_s": 0, "prompt_tokens": 5, "output_tokens": 5, "error": "a\u2028b"}\n'
+        '{"start_s": 1, "prompt_tokens": 5, "output_tokens": 5}\n',
+        encoding="utf-8",
+    )
+    code = search_main(["--project-dir", str(ROOT), "--trace", str(odd), "--ttft-p95-ms", "900"])
+    capsys.readouterr()
+    assert code in (0, 1)  # read as the JSON it is
+    # 6-7. A project with an unreadable stack file and one that cannot start Cloud Run's RTX.
+    project = tmp_path / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "docs", "tests", "site"))
+    (project / "Pulumi.dang.yaml").symlink_to(project / "nowhere")
+    rtx = (project / "Pulumi.rtx6000.yaml").read_text()
+    (project / "Pulumi.a-rtx.yaml").write_text(
+        rtx.replace("gemma4-vllm:minInstances: 0", "gemma4-vllm:minInstances: 3")
+    )
+    code = search_main(["--project-dir", str(project), *GOAL, "--platforms", "cloud-run", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and "skipping Pulumi.dang.yaml" in captured.err
+    answers = json.loads(captured.out)["answers"]
+    assert {a["template"] for a in answers} <= {"l4", "rtx6000"}
+    assert any(a["hardware"] == "rtx-pro-6000" for a in answers)

@@ -110,6 +110,8 @@ class Goal:
     seed: int = 0
     #: Per-draft-token MTP acceptance to predict with (None: a calibration's, else the prior).
     mtp_acceptance: float | None = None
+    #: Stack names whose settings are preferred as a platform's starting point (the shipped).
+    preferred: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -214,7 +216,8 @@ def _platform_keys(
     platform: str, capacity: str, replicas: int, base: Mapping[str, Any]
 ) -> dict[str, Any]:
     if platform == "cloud-run":
-        return {"maxInstances": replicas}
+        low = min(int(_coerce(base.get("minInstances", 0))), replicas)
+        return {"maxInstances": replicas, "minInstances": low}
     if platform == "gke":
         low = min(int(_coerce(base.get("minReplicas", 1))), replicas)
         return {"minReplicas": max(1, low), "maxReplicas": replicas, "nodeProvisioning": capacity}
@@ -243,14 +246,18 @@ def _capacities(platform: str, goal: Goal) -> list[str]:
 
 
 def templates_for(
-    stacks: Mapping[str, Mapping[str, Any]], platforms: tuple[str, ...]
+    stacks: Mapping[str, Mapping[str, Any]],
+    platforms: tuple[str, ...],
+    preferred: tuple[str, ...] = (),
 ) -> tuple[dict[tuple[str, str], tuple[str, dict[str, Any]]], list[str]]:
     """The settings each (platform, hardware) starts from: the stack file of exactly that
-    target, else one of the same platform and accelerator kind (GPU or TPU) with its hardware
-    swapped and its location moved to one the hardware is offered in; and the targets with
-    no stack file to start from."""
+    target (the ``preferred`` names first, the package's shipped stacks; then by name), else
+    one of the same platform and accelerator kind (GPU or TPU) with its hardware swapped and
+    its location moved to one the hardware is offered in; and the targets with no stack file
+    to start from."""
     by_target: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-    for name, raw in sorted(stacks.items()):
+    order = sorted(stacks.items(), key=lambda item: (item[0] not in preferred, item[0]))
+    for name, raw in order:
         try:
             platform = stack_platform(raw)
         except SettingsError:
@@ -264,11 +271,14 @@ def templates_for(
             kind = HARDWARE[hardware].platform
             found = by_target.get((platform, hardware))
             if found is None:
-                same = [
-                    (name, raw)
-                    for (p, h), (name, raw) in sorted(by_target.items())
-                    if p == platform and HARDWARE[h].platform is kind
-                ]
+                same = sorted(
+                    (
+                        (name, raw)
+                        for (p, h), (name, raw) in by_target.items()
+                        if p == platform and HARDWARE[h].platform is kind
+                    ),
+                    key=lambda item: (item[0] not in preferred, item[0]),
+                )
                 if not same:
                     missing.append(f"{platform}/{hardware}")
                     continue
@@ -298,7 +308,7 @@ def candidates(
     def refuse(reason: str) -> None:
         refused[reason] = refused.get(reason, 0) + 1
 
-    templates, missing = templates_for(stacks, goal.platforms)
+    templates, missing = templates_for(stacks, goal.platforms, goal.preferred)
     for target in missing:
         refuse(f"{target}: no stack file of its platform and accelerator kind to start from")
     for platform in goal.platforms:
@@ -371,7 +381,7 @@ def candidates(
 
 def _first_line(exc: Exception) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0])[:200]
+    return (lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0])[:300]
 
 
 def _grid(checkpoints: list[str]) -> Iterator[tuple[str, str, int, int]]:
@@ -536,7 +546,8 @@ def search(
         c.sizing = size(c, goal)
         problem = _refused_at(c, goal)
         if problem:
-            set_aside.append(problem)
+            if problem not in set_aside:
+                set_aside.append(problem)
         elif c.sizing.replicas is not None and c.sizing.replicas <= most:
             answers.append(c)
     for c in answers:
@@ -544,12 +555,17 @@ def search(
         c.cost = cost(c.settings, goal.traffic, c.sizing.replicas)
         c.screen_usd_per_hour = _usd(c.cost)
     if goal.budget_usd_per_hour is not None:
-        answers = [
+        over = [
             c
             for c in answers
-            if c.screen_usd_per_hour is not None
-            and c.screen_usd_per_hour <= goal.budget_usd_per_hour
+            if c.screen_usd_per_hour is None or c.screen_usd_per_hour > goal.budget_usd_per_hour
         ]
+        for c in over:
+            set_aside.append(
+                f"{c.platform}/{c.hardware} over --budget ${goal.budget_usd_per_hour:g}/h: "
+                f"{_dollars(c.screen_usd_per_hour)}/h as sized"
+            )
+        answers = [c for c in answers if c not in over]
     answers.sort(key=lambda c: (c.screen_usd_per_hour is None, c.screen_usd_per_hour or 0.0, c.key))
     if goal.budget_usd_per_hour is not None and not answers:
         priced_all = sorted(
@@ -773,6 +789,8 @@ def served_rate(name: str, settings: Settings, goal: Goal, replicas: int) -> flo
     factor = planned_factor(c.model)
     hi = c.model.max_rate_meeting(mean_slo(goal.targets), w, rel_tol=1e-3) * replicas / factor
     lo = 0.0
+    if hi <= 0:
+        return 0.0  # the predicted means already miss a target at any load
     for _ in range(7):
         mid = (lo + hi) / 2.0
         probe = replace(goal, traffic=replace(goal.traffic, rate=mid))

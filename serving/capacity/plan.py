@@ -162,7 +162,7 @@ def report(
     ):
         # The default load is what the fewest replicas serve as planned, sized as below.
         goal = Goal(flow, goal_targets, mtp_acceptance=mtp_acceptance)
-        served = math.floor(served_rate(stack, settings, goal, low) * 1000) / 1000
+        served = math.floor(_sized(served_rate, stack, settings, goal, low) * 1000) / 1000
         if served >= MIN_REQUESTS_PER_SECOND:
             requests_per_second = served
             flag = (
@@ -176,7 +176,7 @@ def report(
     simulated = None
     if goal_targets:
         goal = Goal(replace(flow, rate=rate), goal_targets, mtp_acceptance=mtp_acceptance)
-        sized = sized_stack(stack, settings, goal, raw)
+        sized = _sized(sized_stack, stack, settings, goal, raw)
         assert sized.sizing is not None
         if sized.sizing.replicas is not None:
             answer = answer_dict(sized, goal, 1)
@@ -261,3 +261,15 @@ def report(
         "replicas": replicas,
         "answer": answer,
     }
+
+
+def _sized(how: Any, *args: Any) -> Any:
+    """``how(*args)``, a workload the stack cannot take (a request longer than its
+    max-model-len, with tails: the lengths' 99.9th percentile) a PlanError naming the options."""
+    try:
+        return how(*args)
+    except ValueError as exc:
+        raise PlanError(
+            f"{exc} (the workload's longest request: --prompt-tokens/--output-tokens, with "
+            "--prompt-p95/--output-p95 their 99.9th percentile; or raise maxModelLen)"
+        ) from None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import random
 from collections import deque
@@ -141,8 +142,14 @@ class Traffic:
         _check_int("shared_prefix_tokens", self.shared_prefix_tokens, 0, self.prompt_tokens)
         self.prompt_lengths.sigma("prompt tokens")
         self.output_lengths.sigma("output tokens")
-        if self.trace is not None and len(self.trace) < 2:
-            raise ValueError("a trace needs at least 2 requests")
+        if self.trace is not None:
+            if len(self.trace) < 2:
+                raise ValueError("a trace needs at least 2 requests")
+            times = [r.arrival_s for r in self.trace]
+            if max(times) <= min(times):
+                raise ValueError(
+                    "every request of the trace arrives at one instant: no rate can rescale it"
+                )
 
     @property
     def prompt_lengths(self) -> Lengths:
@@ -168,7 +175,12 @@ class Traffic:
         if self.trace is not None:
             trace = sorted(self.trace, key=lambda r: r.arrival_s)[:count]
             start, span = trace[0].arrival_s, trace[-1].arrival_s - trace[0].arrival_s
-            scale = 1.0 if span <= 0 else (len(trace) - 1) / span / self.rate
+            if span <= 0:
+                raise ValueError(
+                    f"the trace's first {len(trace)} requests arrive at one instant: no rate "
+                    "can rescale them"
+                )
+            scale = (len(trace) - 1) / span / self.rate
             return [
                 ((r.arrival_s - start) * scale, r.prompt_tokens, r.output_tokens) for r in trace
             ]
@@ -446,7 +458,9 @@ class _Run:
         rep.arriving -= 1
         shared = self.traffic.shared_prefix_tokens
         if shared and rep.prefix_cached:
-            req.cached = shared
+            # A prompt no longer than the prefix still computes its last token (vLLM never
+            # serves a whole prompt from the cache).
+            req.cached = min(shared, req.prompt - 1)
         rep.prefix_cached = rep.prefix_cached or shared > 0
         req.prefill_left = float(req.prompt - req.cached)
         req.decode_left = self.m.decode_steps(req.output)
@@ -634,12 +648,23 @@ class _Run:
         def in_flight(t: float) -> int:
             return sum(1 for r in counted if r.sent <= t) - bisect.bisect_right(done, t)
 
-        # Bursts make the number in flight swing: the growth that counts scales with them.
-        swing = 0.1 / min(1.0, self.traffic.burstiness)
-        growth = in_flight(last) - in_flight(mid)
-        saturated = arrived - answered > max(2 * slots, 0.05 * arrived) or growth > (
-            3 + swing * (arrived - arrived // 2)
+        # Bursts make the number in flight swing: the growth that counts scales with the
+        # arrivals' own squared coefficient of variation (1 for Poisson, 1/b for gamma b, a
+        # trace's own), and the first token must come later through the run too (a queue that
+        # grows), not only the batch (a run still filling its replicas).
+        gaps = [b.sent - a.sent for a, b in itertools.pairwise(counted)]
+        mean_gap = sum(gaps) / len(gaps) if gaps else 0.0
+        cv2 = (
+            sum((g - mean_gap) ** 2 for g in gaps) / len(gaps) / mean_gap**2
+            if mean_gap > 0
+            else 1.0
         )
+        growth = in_flight(last) - in_flight(mid)
+        quarter = max(1, len(counted) // 4)
+        early = sum(r.first - r.sent for r in counted[quarter : 2 * quarter]) / quarter
+        late = sum(r.first - r.sent for r in counted[-quarter:]) / quarter
+        grows = growth > 3 + 0.1 * max(1.0, cv2) * (arrived - arrived // 2) and late > 1.5 * early
+        saturated = arrived - answered > max(2 * slots, 0.05 * arrived) or grows
         span = max(r.done for r in counted) - first
         out_tokens = sum(r.output for r in counted)
         return SimResult(

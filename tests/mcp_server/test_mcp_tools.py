@@ -44,7 +44,16 @@ def test_read_only_tools_listed_with_output_schemas_and_no_actions(client: McpCl
         for argument in tool.inputSchema.get("properties", {}):
             assert not any(
                 w in argument.lower() for w in ("key", "token", "secret", "password")
-            ) or (argument in ("what_if_key", "max_tokens", "prompt_tokens", "output_tokens")), (
+            ) or (
+                argument
+                in (
+                    "what_if_key",
+                    "max_tokens",
+                    "prompt_tokens",
+                    "output_tokens",
+                    "shared_prefix_tokens",
+                )
+            ), (
                 tool.name,
                 argument,
             )
