@@ -140,6 +140,17 @@ def while_sending(
     return [w for t, w in samples if start <= t <= end]
 
 
+def schedule(rate: float, burstiness: float, seed: int, requests: int) -> list[float]:
+    """The send times the benchmark's seeded schedule holds for ``requests`` sends, from 0
+    (one client process draws them so: :func:`bench.load.hotload.arrival_gap`)."""
+    rng = random.Random(seed)
+    out, t = [0.0], 0.0
+    for _ in range(requests - 1):
+        t += arrival_gap(rng, rate, burstiness)
+        out.append(t)
+    return out
+
+
 def scheduled_rate(rate: float, burstiness: float, seed: int, requests: int) -> float:
     """The rate the benchmark's seeded schedule offers over ``requests`` sends (one client
     process draws it so: :func:`bench.load.hotload.arrival_gap`), which a short cell's draw

@@ -335,11 +335,15 @@ def simulate(
     instance_concurrency: int | None = None,
     requests: int = DEFAULT_REQUESTS,
     seed: int = 0,
+    warmup: float = WARMUP,
 ) -> SimResult:
     """Run ``requests`` requests of ``traffic`` through ``replicas`` copies of ``model`` behind
     ``balancer`` (:data:`BALANCERS`); ``instance_concurrency`` is Cloud Run's per-instance limit
-    (default the engine's max_num_seqs, as the stacks derive it). The first
-    :data:`WARMUP` share of requests is left out of the figures."""
+    (default the engine's max_num_seqs, as the stacks derive it). The first ``warmup`` share
+    of requests (default :data:`WARMUP`) is left out of the figures; 0 counts every request,
+    as a benchmark without warm-up does (a trace replayed against a measured run)."""
+    if not (isinstance(warmup, int | float) and 0 <= warmup <= 0.5):
+        raise ValueError(f"warmup must be a share in [0, 0.5], got {warmup!r}")
     if balancer not in BALANCERS:
         raise ValueError(f"balancer must be one of {', '.join(BALANCERS)}, got {balancer!r}")
     _check_int("replicas", replicas, 1, 1000)
@@ -355,7 +359,7 @@ def simulate(
             f"a request of {longest} tokens is longer than max-model-len ({model.max_model_len}):"
             " vLLM refuses it"
         )
-    return _Run(model, traffic, replicas, balancer, limit, drawn, seed).result()
+    return _Run(model, traffic, replicas, balancer, limit, drawn, seed, warmup).result()
 
 
 _END, _ENGINE, _ARRIVE = 0, 1, 2
@@ -374,6 +378,7 @@ class _Run:
         limit: int,
         drawn: list[tuple[float, int, int]],
         seed: int,
+        warmup: float = WARMUP,
     ) -> None:
         self.m = model
         self.traffic = traffic
@@ -386,7 +391,7 @@ class _Run:
         self.overhead = model.coefficients.prefill_overhead_s
         self.reps = [_Replica() for _ in range(replicas)]
         self.reqs = [_Req(i, t, p, o) for i, (t, p, o) in enumerate(drawn)]
-        self.warm = int(len(self.reqs) * WARMUP)
+        self.warm = int(len(self.reqs) * warmup)
         self.pick = random.Random(f"{seed}/balancer")
         self.front: deque[_Req] = deque()
         self.held = 0
