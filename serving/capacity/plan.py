@@ -20,6 +20,7 @@ from serving.capacity.configsearch import (
     sized_stack,
     stack_targets,
 )
+from serving.capacity.configsearch import cost as configsearch_cost
 from serving.capacity.costs import cost, instance_price
 from serving.capacity.perf import Workload
 from serving.capacity.plan_perf import (
@@ -178,6 +179,10 @@ def report(
         goal = Goal(replace(flow, rate=rate), goal_targets, mtp_acceptance=mtp_acceptance)
         sized = _sized(sized_stack, stack, settings, goal, raw)
         assert sized.sizing is not None
+        # The price is read now, never remembered with the sizing.
+        sized.cost = configsearch_cost(settings, goal.traffic, sized.sizing.replicas)
+        sized.screen_usd_per_hour = None if sized.cost is None else sized.cost.usd_per_hour
+        assert sized.sizing is not None
         if sized.sizing.replicas is not None:
             answer = answer_dict(sized, goal, 1)
         why = sized.sizing.why
@@ -263,13 +268,34 @@ def report(
     }
 
 
-def _sized(how: Any, *args: Any) -> Any:
-    """``how(*args)``, a workload the stack cannot take (a request longer than its
-    max-model-len, with tails: the lengths' 99.9th percentile) a PlanError naming the options."""
+#: Sizings already run in this process, by what decides them (the settings as JSON, the goal,
+#: the count or the flat settings): the simulation is deterministic, so a second plan, preview
+#: or MCP call for the same stack and load reuses it. Bounded: the oldest goes first.
+_SIZED: dict[tuple[Any, ...], Any] = {}
+_SIZED_MAX = 64
+
+
+def _sized(how: Any, stack: str, settings: Settings, goal: Any, extra: Any) -> Any:
+    """``how(stack, settings, goal, extra)``, remembered (:data:`_SIZED`); a workload the
+    stack cannot take (a request longer than its max-model-len, with tails: the lengths'
+    99.9th percentile) is a PlanError naming the options."""
+    key = (
+        how.__name__,
+        stack,
+        settings.model_dump_json(),
+        goal,
+        tuple(sorted((k, repr(v)) for k, v in extra.items())) if isinstance(extra, dict) else extra,
+    )
+    if key in _SIZED:
+        return _SIZED[key]
     try:
-        return how(*args)
+        result = how(stack, settings, goal, extra)
     except ValueError as exc:
         raise PlanError(
             f"{exc} (the workload's longest request: --prompt-tokens/--output-tokens, with "
             "--prompt-p95/--output-p95 their 99.9th percentile; or raise maxModelLen)"
         ) from None
+    if len(_SIZED) >= _SIZED_MAX:
+        _SIZED.pop(next(iter(_SIZED)))
+    _SIZED[key] = result
+    return result
