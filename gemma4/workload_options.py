@@ -137,19 +137,25 @@ def read_trace(path: Path) -> tuple[TraceRequest, ...]:
             raise ValueError(f"{where}: longer than {MAX_TRACE_LINE} characters")
         if len(out) >= MAX_REQUESTS:
             raise ValueError(f"{where}: more than {MAX_REQUESTS} requests")
-        out.append(_trace_line(line, where))
+        request = _trace_line(line, where)
+        if request is not None:
+            out.append(request)
     if len(out) < 2:
         raise ValueError(f"--trace {path}: needs at least 2 requests, has {len(out)}")
     return tuple(out)
 
 
-def _trace_line(line: str, where: str) -> TraceRequest:
+def _trace_line(line: str, where: str) -> TraceRequest | None:
+    """One trace line as a request; None for a benchmark record of a failed request
+    (``"ok": false``: its lengths are not what a served request holds)."""
     try:
         record = json.loads(line, parse_constant=_refuse_constant, object_pairs_hook=_unique)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
     if not isinstance(record, dict):
         raise ValueError(f"{where}: a JSON object is expected, got {type(record).__name__}")
+    if record.get("ok") is False:
+        return None
     unknown = sorted(set(record) - TRACE_KEYS)
     if unknown:
         raise ValueError(

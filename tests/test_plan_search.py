@@ -289,7 +289,15 @@ def test_a_trace_of_benchmark_records_is_a_workload(
         }
         for i in range(300)
     ]
-    trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    failed = {
+        "ok": False,
+        "start_s": 5.0,
+        "e2e_s": 0.1,
+        "prompt_tokens": None,
+        "output_tokens": None,
+        "error_kind": "timeout",
+    }
+    trace.write_text("\n".join(json.dumps(x) for x in [*lines, failed]) + "\n")
     code, doc, err = _search(capsys, "--trace", str(trace), "--ttft-p95-ms", "3000")
     assert code == 0, err
     assert doc["rate"] == pytest.approx(299 / 29.9)
