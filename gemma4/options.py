@@ -15,6 +15,24 @@ from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECO
 from serving.config.project import ProjectError, find_project_file
 
 
+def bounded_int(option: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse `type` taking an integer from `low` to `high`, refused naming the option
+    and the range otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{option} must be an integer from {low} to {high}, got {text[:40]!r}"
+            )
+        return value
+
+    return parse
+
+
 def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
     """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
     other values outside the range are refused naming the option and the range)."""

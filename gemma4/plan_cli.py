@@ -643,14 +643,6 @@ def calibrate_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _bounded(name: str, value: float | None, upper: float) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or not 0 < value <= upper:
-        raise ValueError(f"{name} must be a number in (0, {upper:g}], got {value!r}")
-    return value
-
-
 SUBCOMMANDS = {"search": search_main, "calibrate": calibrate_main}
 
 

@@ -415,9 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _workload(options: argparse.Namespace) -> dict[str, Any]:
-    """The workload and targets the options give (none: the stack's benchmark shape and SLO)."""
+    """The targets the options give, and their workload as a function of the stack's settings
+    (lengths not given are the stack's benchmark shape; the offered load, or a trace's own mean
+    rate, sets the rate); none given: the stack's benchmark shape and SLO."""
     from gemma4.workload_options import targets_from, traffic_from
-    from serving.config.groups import BenchmarkSettings
 
     named = [
         options.prompt_tokens,
@@ -428,19 +429,14 @@ def _workload(options: argparse.Namespace) -> dict[str, Any]:
         options.shared_prefix_tokens or None,
         None if options.burstiness == 1.0 else options.burstiness,
     ]
-    traffic = None
-    if any(v is not None for v in named):
-        # Lengths not given are the benchmark's defaults; the offered load sets the rate.
-        b = BenchmarkSettings()
-        try:
-            traffic = traffic_from(
-                options,
-                options.requests_per_second or 1.0,
-                b.benchmark_prompt_tokens,
-                b.benchmark_output_tokens,
-            )
-        except ValueError as exc:
-            raise PreviewError(str(exc)) from None
+    if not any(v is not None for v in named):
+        return {"targets": targets_from(options), "traffic": None}
+
+    def traffic(settings: Any) -> Any:
+        b = settings.benchmark
+        rate = options.requests_per_second or (None if options.trace else 1.0)
+        return traffic_from(options, rate, b.benchmark_prompt_tokens, b.benchmark_output_tokens)
+
     return {"targets": targets_from(options), "traffic": traffic}
 
 

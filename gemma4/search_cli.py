@@ -22,6 +22,7 @@ from gemma4.options import (
     add_mtp_option,
     add_project_options,
     add_rate_option,
+    bounded_int,
     found_project_dir,
 )
 from gemma4.workload_options import (
@@ -34,6 +35,7 @@ from serving.capacity.configsearch import (
     CAPACITY_TYPES,
     METRICS,
     PLATFORMS,
+    SIZING_REQUESTS,
     Goal,
     SearchResult,
     answer_dict,
@@ -46,7 +48,7 @@ from serving.capacity.configsearch import (
 from serving.capacity.costs import money
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS
 from serving.capacity.plan import ROOT, PlanError, project_name, raw_stack_settings, stack_names
-from serving.capacity.simulate import DEFAULT_REQUESTS, MAX_REQUESTS
+from serving.capacity.simulate import MAX_REQUESTS
 from serving.config.groups import BenchmarkSettings
 from serving.config.project import ProjectError
 from serving.config.stack_config import stack_name_problem
@@ -66,21 +68,6 @@ def _csv(option: str, allowed: Sequence[str]) -> Any:
                 f"{option}: {(bad or [text])[0][:40]!r} is not one of {', '.join(allowed)}"
             )
         return values
-
-    return parse
-
-
-def _int(option: str, low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(
-                f"{option} must be an integer from {low} to {high}, got {text[:40]!r}"
-            )
-        return value
 
     return parse
 
@@ -113,7 +100,7 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     limits = parser.add_argument_group("limits")
     limits.add_argument(
         "--max-replicas",
-        type=_int("--max-replicas", 1, MAX_REPLICAS),
+        type=bounded_int("--max-replicas", 1, MAX_REPLICAS),
         metavar="N",
         help="most replicas (default: what each platform's settings allow)",
     )
@@ -146,15 +133,15 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     sim = parser.add_argument_group("simulation")
     sim.add_argument(
         "--requests",
-        type=_int("--requests", 100, MAX_REQUESTS),
-        default=DEFAULT_REQUESTS // 2,
+        type=bounded_int("--requests", 100, MAX_REQUESTS),
+        default=SIZING_REQUESTS,
         metavar="N",
-        help=f"requests simulated per sizing run (default {DEFAULT_REQUESTS // 2}; more: "
+        help=f"requests simulated per sizing run (default {SIZING_REQUESTS}; more: "
         "a smaller error on p99, slower)",
     )
     sim.add_argument(
         "--seed",
-        type=_int("--seed", 0, 2**31 - 1),
+        type=bounded_int("--seed", 0, 2**31 - 1),
         default=0,
         metavar="SEED",
         help="seed of the simulated arrivals and lengths (default 0): one seed, one answer",

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.results.record import RequestResult
-from gemma4.options import bounded_number
+from gemma4.options import bounded_int, bounded_number
 from serving.capacity.configsearch import METRICS, STATS, Target
 from serving.capacity.perf import MAX_TOKENS
 from serving.capacity.simulate import MAX_REQUESTS, TraceRequest, Traffic
-from serving.config.inputs import NotRegularFileError, read_regular
+from serving.config.inputs import JsonInputError, read_text
 
 #: Largest trace file read, and its longest line.
 MAX_TRACE_BYTES = 32 << 20
@@ -26,34 +26,19 @@ MAX_TRACE_LINE = 4096
 TRACE_KEYS = frozenset(f.name for f in fields(RequestResult)) | {"sent_at"}
 
 
-def _tokens(option: str) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if not 1 <= value <= MAX_TOKENS:
-            raise argparse.ArgumentTypeError(
-                f"{option} must be an integer from 1 to {MAX_TOKENS}, got {text[:40]!r}"
-            )
-        return value
-
-    return parse
-
-
 def add_workload_options(parser: argparse.ArgumentParser, default_note: str) -> None:
     """Lengths, their tails, burstiness, a shared prefix and a trace."""
     group = parser.add_argument_group("workload")
     for name, what in (("prompt", "prompt"), ("output", "output")):
         group.add_argument(
             f"--{name}-tokens",
-            type=_tokens(f"--{name}-tokens"),
+            type=bounded_int(f"--{name}-tokens", 1, MAX_TOKENS),
             metavar="N",
             help=f"mean {what} tokens per request ({default_note})",
         )
         group.add_argument(
             f"--{name}-p95",
-            type=_tokens(f"--{name}-p95"),
+            type=bounded_int(f"--{name}-p95", 1, MAX_TOKENS),
             metavar="N",
             help=f"95th percentile of {what} tokens: lengths then vary (a lognormal with "
             f"that mean and p95); default: every request the mean",
@@ -116,17 +101,9 @@ def targets_from(options: argparse.Namespace) -> tuple[Target, ...]:
 def read_trace(path: Path) -> tuple[TraceRequest, ...]:
     """The requests of a trace file; ValueError naming the file and the line otherwise."""
     try:
-        data = read_regular(path, MAX_TRACE_BYTES)
-    except NotRegularFileError:
-        raise ValueError(f"--trace {path}: not a regular file") from None
-    except OSError as exc:
-        raise ValueError(f"--trace {path}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise ValueError(f"--trace {path}: larger than {MAX_TRACE_BYTES >> 20} MiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"--trace {path}: not UTF-8 text") from None
+        text = read_text(path, MAX_TRACE_BYTES)
+    except JsonInputError as exc:
+        raise ValueError(f"--trace {path}: {exc}") from None
     out: list[TraceRequest] = []
     for number, line in enumerate(text.split("\n"), 1):  # JSON lines end in \n only
         line = line.removesuffix("\r")

@@ -639,6 +639,10 @@ def build_preview(
     # the replicas for it; each replica serves its share (the capacity plan's one instance,
     # the cost per million requests and the predicted figures at that rate).
     try:
+        if callable(traffic):  # the command's workload options, lengths defaulting to the stack's
+            traffic = traffic(settings)
+        if traffic is not None and traffic.trace is not None and requests_per_second is None:
+            requests_per_second = traffic.rate  # a trace's own mean rate
         workload = (
             None if traffic is None else Workload(traffic.prompt_tokens, traffic.output_tokens)
         )
@@ -652,7 +656,7 @@ def build_preview(
             targets=targets,
             traffic=traffic,
         )
-    except PlanError as exc:
+    except (PlanError, ValueError) as exc:
         raise PreviewError(f"{path}: {exc}") from None
     rate, rate_source = plan["requests_per_second"], plan["requests_per_second_source"]
     cost = _cost(settings, rate, rate_source, plan)

@@ -12,11 +12,18 @@ import pytest
 
 from gemma4 import preview
 from gemma4.plan_cli import main as plan_main
-from serving.capacity.configsearch import Goal, Target, size_stack, stack_targets
+from serving.capacity.configsearch import Candidate, Goal, Target, sized_stack, stack_targets
 from serving.capacity.plan import load_stack_settings, raw_stack_settings
 from serving.capacity.simulate import Traffic
 
 WORKLOAD = ["--prompt-tokens", "1000", "--output-tokens", "200", "--prompt-p95", "1500"]
+
+
+def sized_stack_file(name: str, raw: dict[str, Any], goal: Goal) -> Candidate:
+    """A stack file's flat settings sized as the search sizes its answers."""
+    from serving.config.settings import load_settings
+
+    return sized_stack(name, load_settings(raw), goal, raw)
 
 
 def _json(capsys: pytest.CaptureFixture[str], command: Any, argv: list[str]) -> dict[str, Any]:
@@ -36,7 +43,7 @@ def test_plan_preview_and_the_search_give_one_answer(
     assert planned["replicas"]["replicas_needed"] == answer["replicas"]
     assert "simulated" in planned["replicas"]["sized_on"]
     goal = Goal(Traffic(rate, 1000, 200, prompt_p95=1500), (Target("ttft", "p95", 1500),))
-    searched = size_stack(stack, raw_stack_settings(stack), goal)
+    searched = sized_stack_file(stack, raw_stack_settings(stack), goal)
     assert searched.sizing is not None and searched.sizing.replicas == answer["replicas"]
     assert searched.sizing.at_rate is not None
     assert searched.sizing.at_rate.latency_ms["ttft"]["p95"] == pytest.approx(

@@ -15,9 +15,10 @@ from rich.console import Console
 
 from gemma4.search_cli import search_main
 from serving.capacity.configsearch import (
+    Candidate,
     Goal,
     Target,
-    size_stack,
+    sized_stack,
 )
 from serving.capacity.costs import HOURS_PER_MONTH
 from serving.capacity.perf import Workload
@@ -36,6 +37,13 @@ GOAL = [
     "--ttft-p95-ms",
     "2000",
 ]
+
+
+def sized_stack_file(name: str, raw: dict[str, Any], goal: Goal) -> Candidate:
+    """A stack file's flat settings sized as the search sizes its answers."""
+    from serving.config.settings import load_settings
+
+    return sized_stack(name, load_settings(raw), goal, raw)
 
 
 def _search(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -59,7 +67,7 @@ def answered() -> dict[str, Any]:
 def _shipped_cheapest(goal: Goal) -> float:
     costs = []
     for name in STACKS:
-        c = size_stack(name, raw_stack_settings(name), goal)
+        c = sized_stack_file(name, raw_stack_settings(name), goal)
         if c.sizing is not None and c.sizing.meets and c.screen_usd_per_hour is not None:
             costs.append(c.screen_usd_per_hour)
     assert costs, "some shipped stack meets the target"
@@ -145,9 +153,18 @@ def test_the_answer_is_written_and_the_preview_accepts_it_with_the_same_figures(
     assert preview.cost.replicas == best["replicas"]
     assert preview.cost.usd_per_hour_at_rate == pytest.approx(best["usd_per_hour"])
     # The written stack, sized as a shipped stack is: the same replicas and cost.
-    again = size_stack("chat", raw_stack_settings("chat", project), _goal_of(doc))
+    again = sized_stack_file("chat", raw_stack_settings("chat", project), _goal_of(doc))
     assert again.sizing is not None and again.sizing.replicas == best["replicas"]
     assert again.screen_usd_per_hour == pytest.approx(best["usd_per_hour"])
+    # Workload options on the preview default to the written stack's own lengths (1000 + 200),
+    # not the settings' defaults (512 + 128).
+    from gemma4 import preview as preview_cli
+
+    argv = ["--project-dir", str(project), "-s", "chat", "--burstiness", "0.5", "--json"]
+    assert preview_cli.main(argv) == 0
+    bursty = json.loads(capsys.readouterr().out)
+    assert bursty["performance"]["prompt_tokens"] == 1000
+    assert bursty["plan"]["answer"]["replicas"] >= best["replicas"]
     # A second write of the same name is refused, and leaves the first alone.
     code = search_main(["--project-dir", str(project), *GOAL, "--write-stack", "chat"])
     assert code == 2 and "exists" in capsys.readouterr().err
@@ -230,7 +247,7 @@ def test_other_workloads_are_answered_no_dearer_than_the_shipped_stacks(
     for name in STACKS:
         raw = raw_stack_settings(name)
         try:
-            c = size_stack(name, raw, goal)
+            c = sized_stack_file(name, raw, goal)
         except ValueError:
             continue  # the workload is longer than the stack's max-model-len
         if c.sizing and c.sizing.meets and c.screen_usd_per_hour is not None:
@@ -555,7 +572,7 @@ def test_the_pages_example_and_claims_are_what_the_command_says(
     goal = Goal(Traffic(20, 1000, 200), (Target("ttft", "p95", 2000),))
     prose = " ".join(page.split())
     for stack in ("rtx6000", "l4"):
-        c = size_stack(stack, raw_stack_settings(stack), goal)
+        c = sized_stack_file(stack, raw_stack_settings(stack), goal)
         assert c.sizing is not None and c.screen_usd_per_hour is not None
         n, usd = c.sizing.replicas, c.screen_usd_per_hour
         said = f"`{stack}` needs {n}" if stack == "rtx6000" else f"`{stack}` {n} (~${usd:,.2f}/h)"

@@ -27,7 +27,7 @@ def test_a_seed_gives_the_same_run_and_another_seed_another() -> None:
     cap = model.capacity_rps(W)
     traffic = Traffic(0.6 * cap, 512, 128, prompt_p95=1500, output_p95=300)
     one, two = simulate(model, traffic, seed=3), simulate(model, traffic, seed=3)
-    assert one.as_dict() == two.as_dict()
+    assert one == two
     assert simulate(model, traffic, seed=4).latency_ms != one.latency_ms
 
 

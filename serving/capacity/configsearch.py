@@ -27,8 +27,8 @@ from typing import Any
 from serving.capacity.costs import Cost
 from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
-from serving.capacity.plan_perf import endpoint_cost
-from serving.capacity.simulate import SimResult, Traffic, simulate
+from serving.capacity.plan_perf import endpoint_cost, replica_key
+from serving.capacity.simulate import DEFAULT_REQUESTS, SimResult, Traffic, simulate
 from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Platform
 from serving.catalog.models import MODELS, Quantization, Role
 from serving.config.checks import SettingsError
@@ -49,6 +49,8 @@ BATCHED_TOKENS = (4096, 8192)
 #: Draft counts tried where the checkpoint has an MTP assistant (0: MTP off).
 DRAFTS = (0, 2, 4)
 KV_DTYPES = ("auto", "fp8")
+#: Requests simulated per sizing run unless told otherwise (`--requests`).
+SIZING_REQUESTS = DEFAULT_REQUESTS // 2
 #: Candidates simulated after the screen (the cheapest by the screen's cost).
 FINALISTS = 4
 #: The workload's longest request is rounded up to this for max-model-len.
@@ -106,7 +108,7 @@ class Goal:
     capacity: tuple[str, ...] = ("on-demand", "spot")
     budget_usd_per_hour: float | None = None
     #: Simulated requests per sizing run, and the seed.
-    requests: int = 2000
+    requests: int = SIZING_REQUESTS
     seed: int = 0
     #: Per-draft-token MTP acceptance to predict with (None: a calibration's, else the prior).
     mtp_acceptance: float | None = None
@@ -165,9 +167,7 @@ class Candidate:
 
     @property
     def most_replicas(self) -> int:
-        from serving.capacity.plan_perf import _replica_key
-
-        return _replica_key(self.settings)[1]
+        return replica_key(self.settings)[1]
 
     @property
     def key(self) -> str:
@@ -470,10 +470,8 @@ def size(c: Candidate, goal: Goal) -> Sizing:
         if not checked[n][0]:
             _, binding, result = checked[n]
             capped = n == c.most_replicas and n < (goal.max_replicas or MAX_REPLICAS)
-            from serving.capacity.plan_perf import _replica_key
-
             bound = (
-                f"{_replica_key(c.settings)[0]} allows at most {n}: split the traffic over "
+                f"{replica_key(c.settings)[0]} allows at most {n}: split the traffic over "
                 "more stacks, or a quota increase"
                 if capped
                 else f"--max-replicas is {n}"
@@ -813,12 +811,6 @@ def _bare(name: str, settings: Settings, goal: Goal) -> Candidate:
         calibrated=calibration is not None,
         template=name,
     )
-
-
-def size_stack(name: str, raw: Mapping[str, Any], goal: Goal) -> Candidate:
-    """A stack file's flat settings, validated and sized (:func:`sized_stack`); SettingsError
-    when they do not validate."""
-    return sized_stack(name, load_settings(raw), goal, raw)
 
 
 def answer_dict(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:

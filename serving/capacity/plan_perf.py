@@ -11,7 +11,7 @@ from typing import Any
 from serving.capacity.costs import Cost, cost, instance_price, per_million
 from serving.capacity.evidence import mtp_prior_acceptance
 from serving.capacity.gke_costs import fixed_costs, stack_price_status
-from serving.capacity.perf import MAX_TOKENS, Slo, StepModel, Workload
+from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import (
     HEADROOM,
     MAX_REPLICAS,
@@ -300,7 +300,7 @@ def replica_plan(
     on_slo = slo is not None or simulated is not None
     within = "within the SLO" if on_slo else "below capacity"
     if need > high:
-        key, most = _replica_key(settings)
+        key, most = replica_key(settings)
         raise_it = (
             f"raise {key} to {need}"
             if need <= most
@@ -328,7 +328,7 @@ def replica_plan(
     }
 
 
-def _replica_key(settings: Settings) -> tuple[str, int]:
+def replica_key(settings: Settings) -> tuple[str, int]:
     """The key bounding the stack's replicas and the most it accepts (the settings' own
     bound)."""
     from pydantic import BaseModel
@@ -344,14 +344,6 @@ def _replica_key(settings: Settings) -> tuple[str, int]:
     )
     bounds = [m.le for m in group.model_fields[field].metadata if getattr(m, "le", None)]
     return key, int(bounds[0]) if bounds else MAX_REPLICAS
-
-
-def validated_tokens(name: str, value: int | None) -> int | None:
-    """A token count from the command line: None, or within [1, MAX_TOKENS] (else ValueError
-    naming the option)."""
-    if value is not None and not 1 <= value <= MAX_TOKENS:
-        raise ValueError(f"{name} must be in [1, {MAX_TOKENS}], got {value}")
-    return value
 
 
 def run_target(

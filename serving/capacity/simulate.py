@@ -279,23 +279,6 @@ class SimResult:
     steps: int = 0
     busy_s: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "warmup": self.warmup,
-            "rate": self.rate,
-            "replicas": self.replicas,
-            "balancer": self.balancer,
-            "seed": self.seed,
-            "latency_ms": self.latency_ms,
-            "error": self.error,
-            "saturated": self.saturated,
-            "throughput_rps": self.throughput_rps,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "preemptions": self.preemptions,
-            "held_at_front": self.held_at_front,
-        }
-
 
 def _quantile(values: list[float], q: float) -> float:
     """Linear interpolation between order statistics (numpy's default, the benchmark's)."""

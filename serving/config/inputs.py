@@ -114,6 +114,12 @@ def read_regular(path: Path, limit: int) -> bytes:
 
 def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
     """The JSON document in the regular file `path` (at most `limit` bytes)."""
+    return parse_json(read_text(path, limit))
+
+
+def read_text(path: Path, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of the regular file `path` (at most `limit` bytes; a leading BOM
+    dropped); JsonInputError saying why not."""
     try:
         data = read_regular(path, limit)
     except NotRegularFileError:
@@ -124,7 +130,6 @@ def read_json(path: Path, limit: int = MAX_BYTES) -> Any:
         size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
         raise JsonInputError(f"larger than {size}")
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise JsonInputError("not UTF-8 text") from None
-    return parse_json(text)
