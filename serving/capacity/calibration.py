@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from serving.capacity import itl_spread
 from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 
@@ -348,6 +349,9 @@ class Calibration:
     #: The measured acceptance in full (:meth:`MeasuredAcceptance.as_dict`: per-draft-token
     #: acceptance, vLLM's rate, the counts and where they come from); None without MTP.
     mtp_acceptance: Mapping[str, Any] | None = None
+    #: A token gap's spread around its step's mean, from the run's concurrency-1 cell
+    #: (:func:`serving.capacity.itl_spread.from_cells`); empty when the run had none.
+    itl_spread: tuple[float, ...] = ()
 
     @property
     def name(self) -> str:
@@ -374,6 +378,7 @@ class Calibration:
             "provenance": dict(self.provenance),
             "mean_accepted_length": self.mean_accepted_length,
             "mtp_acceptance": dict(self.mtp_acceptance) if self.mtp_acceptance else None,
+            "itl_spread": list(self.itl_spread),
         }
 
     @classmethod
@@ -409,6 +414,10 @@ class Calibration:
             ):
                 raise TypeError("mean_accepted_length must be a number in [1, 17] or null")
             mtp = _mtp_acceptance(data.get("mtp_acceptance"), accepted)
+            raw_spread = data.get("itl_spread", [])  # absent in files written before it
+            if not isinstance(raw_spread, list):
+                raise TypeError("itl_spread must be a list of numbers")
+            spread = itl_spread.check(raw_spread)
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
         return cls(
@@ -420,6 +429,7 @@ class Calibration:
             provenance,
             float(accepted) if accepted is not None else None,
             mtp,
+            spread,
         )
 
     @property
@@ -534,4 +544,5 @@ def calibrate(
         {**provenance, "cells": len(obs), "levels": sorted({o.concurrency for o in obs})},
         measured_acceptance.mean_accepted_length if measured_acceptance else None,
         measured_acceptance.as_dict() if measured_acceptance else None,
+        itl_spread.from_cells(cells),
     )

@@ -27,6 +27,8 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from serving.capacity import itl_spread
+
 #: Relative band of an uncalibrated prediction (each side). The independent study of the
 #: published predictors found analytical models without calibration 40 %+ off; calibrated step
 #: models reach ~10 % (docs/performance-model.md). A calibration replaces it with its own
@@ -287,10 +289,15 @@ class StepModel:
     #: default) adds them, which the published fall of MTP's speed-up with the batch asks for
     #: (module docstring); 1 is the roofline, the physical floor of a step.
     overlap: float = 0.0
+    #: A token gap's spread around its step's mean, measured by a calibration run
+    #: (:mod:`serving.capacity.itl_spread`); empty: none measured, none assumed. Mean 1: it moves
+    #: the simulation's ITL percentiles, never a mean.
+    itl_spread: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.overlap, int | float) and 0.0 <= self.overlap <= 1.0):
             raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+        object.__setattr__(self, "itl_spread", itl_spread.check(self.itl_spread))
 
     def combine(self, compute_s: float, bytes_s: float) -> float:
         """A step's compute and reads together (without its constant)."""

@@ -113,6 +113,7 @@ def model_for_settings(
             f"{settings.hardware} / {card.repo_id} / {vllm_release(settings)})"
         ),
         front_end_s=front,
+        itl_spread=calibration.itl_spread if calibration else (),
         server_request_s=server_request,
         server_prompt_token_s=server_prompt_token,
         kv_capacity_tokens=(

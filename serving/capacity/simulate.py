@@ -13,8 +13,11 @@ closed forms share every coefficient; MTP advances a sequence by the mean accept
 
 Steps that change nothing but the sequences' lengths (decoding only, nothing admissible) run
 as one block up to the next completion, arrival or KV limit, which keeps a run of thousands of
-requests within a fraction of a second. Left out, and said so: per-step variance of MTP
-acceptance, KV block rounding (16 tokens), and the time a response spends after the engine.
+requests within a fraction of a second. A token gap spreads around its step's mean as the
+model's measured ``itl_spread`` says (:mod:`serving.capacity.itl_spread`; none when none was
+measured); the time it moves is not fed back into the schedule (mean 1: every mean holds). Left
+out, and said so: per-step variance of MTP acceptance, KV block rounding (16 tokens), and the
+time a response spends after the engine.
 """
 
 from __future__ import annotations
@@ -604,7 +607,12 @@ class _Run:
         front = self.m.front_end_s
         ttft = sorted((r.first - r.sent + front) * 1000.0 for r in counted)
         e2e = sorted((r.done - r.sent + front) * 1000.0 for r in counted)
-        itl_pairs = sorted((v * 1000.0, w) for v, w in self.itl)
+        token_gaps = [(v * 1000.0, w) for v, w in self.itl]
+        spread = self.m.itl_spread
+        if spread:  # each gap spread around its step's mean as the calibration measured
+            share = 1.0 / len(spread)
+            token_gaps = [(v * m, w * share) for v, w in token_gaps for m in spread]
+        itl_pairs = sorted(token_gaps)
         itl_total = sum(w for _, w in itl_pairs)
         n = len(counted)
         latency: dict[str, dict[str, float]] = {}

@@ -1,0 +1,118 @@
+"""The spread of a token gap around its step's mean: measured, never assumed.
+
+The step model prices a step by its batch (:mod:`serving.capacity.perf`), which gives each gap
+between two tokens its mean. A real engine's gaps spread around that mean even where nothing
+else shares the step: the API server streaming between steps, the host's scheduler, a Python
+collection. On the CPU engine of ``scripts/sim-check`` a single stream's p95 gap is 1.6 to 1.7
+times its mean (docs/sim-check.md).
+
+A spread is the quantile function of a gap's multiplier, mean 1, at :data:`POINTS` evenly
+spaced probabilities (``(j + 0.5) / POINTS``). It comes from a benchmark cell at concurrency 1
+(no other request's prefill in any step: what the simulation models itself stays out of it):
+the piecewise-linear quantile function through the cell's p50, p90, p95 and p99 over its mean,
+extended past p99 by the p95-p99 slope, its lowest value chosen so the mean is 1. The
+simulation multiplies each gap by it (:mod:`serving.capacity.simulate`); a mean of 1 leaves
+every mean, and so every closed form, as it was. Without a measured spread there is none: the
+tail then comes only from the steps the simulation builds, and the docs say so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+POINTS = 100
+#: The percentiles a benchmark cell reports (``bench/results/stats.py``), as probabilities.
+_KNOTS = (("median", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+#: A multiplier above this is no spread but a stall: refused.
+MAX_MULTIPLIER = 100.0
+
+
+def check(spread: Sequence[float]) -> tuple[float, ...]:
+    """A spread as the model holds it: empty (none), or :data:`POINTS` finite multipliers in
+    [0, :data:`MAX_MULTIPLIER`], non-decreasing, mean 1 (within 1e-6); ValueError naming the
+    rule otherwise."""
+    values = tuple(spread)
+    if not values:
+        return values
+    if len(values) != POINTS:
+        raise ValueError(f"itl_spread must hold {POINTS} multipliers, got {len(values)}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"itl_spread: multipliers must be finite numbers, got {v!r}")
+        if not 0.0 <= v <= MAX_MULTIPLIER:
+            raise ValueError(f"itl_spread: multipliers must be in [0, {MAX_MULTIPLIER:g}], got {v}")
+    if any(b < a for a, b in itertools.pairwise(values)):
+        raise ValueError("itl_spread: multipliers must be non-decreasing (a quantile function)")
+    mean = sum(values) / len(values)
+    if abs(mean - 1.0) > 1e-6:
+        raise ValueError(f"itl_spread: multipliers must have mean 1, got {mean:.6f}")
+    return tuple(float(v) for v in values)
+
+
+def from_percentiles(
+    mean: float, p50: float, p90: float, p95: float, p99: float
+) -> tuple[float, ...]:
+    """The spread of gaps with these mean and percentiles (ms or s, one unit); ValueError when
+    they are not a distribution (not positive, not ordered, or a mean no distribution of
+    non-negative gaps with those percentiles has)."""
+    knots = (p50, p90, p95, p99)
+    if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (mean, *knots)):
+        raise ValueError("a spread needs a positive mean and positive p50, p90, p95 and p99")
+    if any(b < a for a, b in itertools.pairwise(knots)):
+        raise ValueError("a spread needs p50 <= p90 <= p95 <= p99")
+    r50, r90, r95, r99 = (v / mean for v in knots)
+    top = r99 + (r99 - r95) / 4.0  # the p95-p99 slope carried to q = 1
+    upper = [(0.5, r50), (0.9, r90), (0.95, r95), (0.99, r99), (1.0, top)]
+    above = sum((q1 - q0) * (a + b) / 2.0 for (q0, a), (q1, b) in itertools.pairwise(upper))
+    bottom = 2.0 * (1.0 - above) / 0.5 - r50  # the mean of the lower half makes the mean 1
+    if bottom < 0.0 or bottom > r50:
+        raise ValueError(
+            f"a mean of {mean:g} does not fit p50 {p50:g} to p99 {p99:g}: no distribution of "
+            "non-negative gaps has them"
+        )
+    knots_q = [(0.0, bottom), *upper]
+
+    def at(q: float) -> float:
+        for (q0, a), (q1, b) in itertools.pairwise(knots_q):
+            if q <= q1:
+                return a + (b - a) * (q - q0) / (q1 - q0)
+        return top
+
+    values = [at((j + 0.5) / POINTS) for j in range(POINTS)]
+    scale = sum(values) / POINTS  # midpoints of a piecewise-linear function: exact but for
+    return check([v / scale for v in values])  # the segment ends falling between two points
+
+
+def from_cells(cells: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
+    """The spread measured by a benchmark run: from its closed-loop cells at concurrency 1
+    (the one with the most tokens when several), each cell's ``mean_itl_ms``, ``median_itl_ms``,
+    ``p90_itl_ms``, ``p95_itl_ms`` and ``p99_itl_ms``; empty when no such cell was measured or
+    its figures are not a distribution."""
+    best: tuple[float, tuple[float, ...]] | None = None
+    for cell in cells:
+        if cell.get("status", "ok") != "ok" or cell.get("concurrency") != 1:
+            continue
+        if cell.get("request_rate") is not None:
+            continue  # an open-loop cell: other requests' prefills share its steps
+        figures = [cell.get(f"{name}_itl_ms") for name, _ in (("mean", 0), *_KNOTS)]
+        tokens = cell.get("total_output_tokens")
+        if not isinstance(tokens, int | float) or isinstance(tokens, bool):
+            continue
+        try:
+            spread = from_percentiles(*figures)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if best is None or tokens > best[0]:
+            best = (float(tokens), spread)
+    return best[1] if best else ()
+
+
+def quantile(spread: Sequence[float], q: float) -> float:
+    """The multiplier at probability ``q`` (1 without a spread)."""
+    if not spread:
+        return 1.0
+    j = min(len(spread) - 1, max(0, math.floor(q * len(spread))))
+    return float(spread[j])

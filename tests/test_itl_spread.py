@@ -1,0 +1,160 @@
+"""A token gap's measured spread: built from a benchmark cell's percentiles, refused when it is
+not a distribution, carried by a calibration file, and what it does (and does not do) to the
+simulation's figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+from serving.capacity import itl_spread
+from serving.capacity.calibration import Calibration, CalibrationError, calibrate
+from serving.capacity.perf import Coefficients, StepModel, Workload
+from serving.capacity.perf_stack import model_for_settings
+from serving.capacity.plan import load_stack_settings
+from serving.capacity.simulate import Traffic, simulate
+
+W = Workload(512, 128)
+#: The figures of a concurrency-1 closed-loop cell on the sim-check engine (2026-11-29 07:34).
+CELL_1: dict[str, Any] = {
+    "id": "c1-p512-o128",
+    "status": "ok",
+    "concurrency": 1,
+    "request_rate": None,
+    "total_output_tokens": 4096,
+    "mean_itl_ms": 3.34,
+    "median_itl_ms": 3.11,
+    "p90_itl_ms": 4.98,
+    "p95_itl_ms": 5.51,
+    "p99_itl_ms": 6.98,
+}
+
+
+def _model() -> StepModel:
+    return model_for_settings(load_stack_settings("l4"), calibrations=None)[0]
+
+
+def test_a_spread_has_the_cells_percentiles_and_mean_one() -> None:
+    spread = itl_spread.from_cells([CELL_1])
+    assert len(spread) == itl_spread.POINTS
+    assert math.fsum(spread) / len(spread) == pytest.approx(1.0, abs=1e-9)
+    mean = CELL_1["mean_itl_ms"]
+    for q, key in ((0.5, "median"), (0.95, "p95"), (0.99, "p99")):
+        assert itl_spread.quantile(spread, q) * mean == pytest.approx(
+            CELL_1[f"{key}_itl_ms"], rel=0.06
+        ), key
+    assert list(spread) == sorted(spread)
+    assert itl_spread.quantile((), 0.99) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("figures", "says"),
+    [
+        ((3.0, 3.0, 2.0, 4.0, 5.0), "p50 <= p90"),  # not ordered
+        ((3.0, 0.0, 4.0, 5.0, 6.0), "positive"),
+        ((math.nan, 3.0, 4.0, 5.0, 6.0), "positive"),
+        ((1.0, 5.0, 6.0, 7.0, 8.0), "does not fit"),  # a mean below half the median
+        ((30.0, 1.0, 1.1, 1.2, 1.3), "does not fit"),  # a mean far above every percentile
+    ],
+)
+def test_figures_that_are_no_distribution_are_refused(
+    figures: tuple[float, ...], says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        itl_spread.from_percentiles(*figures)
+
+
+def test_only_a_measured_closed_loop_cell_at_concurrency_one_gives_a_spread() -> None:
+    open_loop = {**CELL_1, "request_rate": 2.0}  # other requests' prefills share its steps
+    failed = {**CELL_1, "status": "failed"}
+    busier = {**CELL_1, "concurrency": 4}
+    broken = {**CELL_1, "p95_itl_ms": None}
+    assert itl_spread.from_cells([open_loop, failed, busier, broken]) == ()
+    wider = {**CELL_1, "total_output_tokens": 9000, "p99_itl_ms": 9.0}
+    assert itl_spread.from_cells([CELL_1, wider]) == itl_spread.from_cells([wider])
+
+
+@pytest.mark.parametrize(
+    ("spread", "says"),
+    [
+        ([1.0] * 10, "hold 100"),
+        ([0.5] * 50 + [1.5] * 49 + [math.inf], "finite"),
+        ([-0.5] * 50 + [2.5] * 50, r"in \[0, 100\]"),
+        ([1.5] * 50 + [0.5] * 50, "non-decreasing"),
+        ([1.1] * 100, "mean 1"),
+        ([True] * 100, "finite numbers"),
+    ],
+)
+def test_a_model_refuses_a_spread_that_is_not_one(spread: list[Any], says: str) -> None:
+    with pytest.raises(ValueError, match=f"itl_spread.*{says}|{says}"):
+        dataclasses.replace(_model(), itl_spread=tuple(spread))
+
+
+def test_the_simulation_spreads_token_gaps_and_keeps_every_mean() -> None:
+    """A request alone: each gap is a step, so the gaps' percentiles are the spread's times the
+    step; the means (ITL, TTFT, E2E) and TTFT/E2E percentiles do not move."""
+    plain = _model()
+    spread = itl_spread.from_cells([CELL_1])
+    spread_model = dataclasses.replace(plain, itl_spread=spread)
+    traffic = Traffic(plain.capacity_rps(W) * 1e-4, 512, 128)
+    a = simulate(plain, traffic, requests=100)
+    b = simulate(spread_model, traffic, requests=100)
+    step = plain.single_stream(W).itl_s * 1000
+    assert a.latency_ms["itl"]["p95"] == pytest.approx(step, rel=1e-6)
+    assert b.latency_ms["itl"]["p95"] == pytest.approx(
+        step * itl_spread.quantile(spread, 0.95), rel=0.02
+    )
+    assert b.latency_ms["itl"]["p99"] > 1.8 * step
+    assert b.latency_ms["itl"]["mean"] == pytest.approx(a.latency_ms["itl"]["mean"], rel=1e-9)
+    assert b.latency_ms["ttft"] == a.latency_ms["ttft"]
+    assert b.latency_ms["e2e"] == a.latency_ms["e2e"]
+
+
+def _calibration(**extra: Any) -> dict[str, Any]:
+    c = Calibration(
+        "nvidia-l4",
+        "google/gemma-4-12B-it-qat-w4a16-ct",
+        "0.27.1",
+        Coefficients(),
+        {"ttft": 0.1, "itl": 0.1, "e2e": 0.1},
+        {"run": "test"},
+        itl_spread=itl_spread.from_cells([CELL_1]),
+    )
+    return {**c.as_dict(), **extra}
+
+
+def test_a_calibration_file_carries_its_spread() -> None:
+    data = _calibration()
+    assert Calibration.from_dict(data, "c.json").itl_spread == itl_spread.from_cells([CELL_1])
+    old = {k: v for k, v in data.items() if k != "itl_spread"}  # written before it existed
+    assert Calibration.from_dict(old, "c.json").itl_spread == ()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"x": 1}, "1.0", [1.0] * 3, [0.5] * 50 + [1.5] * 49 + [2.0], [None] * 100],
+)
+def test_a_calibration_file_with_a_bad_spread_is_refused_by_name(bad: Any) -> None:
+    with pytest.raises(CalibrationError, match=r"c\.json: itl_spread"):
+        Calibration.from_dict(_calibration(itl_spread=bad), "c.json")
+
+
+def test_calibrate_measures_the_spread_of_its_concurrency_one_cell() -> None:
+    base = _model()
+    cells = []
+    for c in (1, 2, 4, 6):
+        point = base.at_concurrency(c, W)
+        itl = point.itl_s * 1000
+        cells.append({
+            **CELL_1, "id": f"c{c}", "concurrency": c, "completed": 32, "failed": 0,
+            "mean_itl_ms": itl, "median_itl_ms": itl * 0.93, "p90_itl_ms": itl * 1.49,
+            "p95_itl_ms": itl * 1.65, "p99_itl_ms": itl * 2.09,
+            "mean_ttft_ms": point.ttft_s * 1000, "mean_e2el_ms": point.e2e_s * 1000,
+            "mean_output_tokens": 128.0, "median_prompt_tokens": 512, "prompt_tokens": 512,
+            "output_tokens": 128, "mean_in_flight": float(c), "server_in_flight": float(c),
+        })  # fmt: skip
+    fitted = calibrate(base, cells, hardware="h", checkpoint="c", vllm="v", provenance={})
+    assert itl_spread.quantile(fitted.itl_spread, 0.95) == pytest.approx(1.65, rel=0.05)
