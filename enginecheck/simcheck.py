@@ -15,13 +15,14 @@ import datetime as dt
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.load.hotload import arrival_gap
 from bench.load.server_metrics import Histogram, histogram_deltas, parse_histograms
-from serving.capacity.perf import KvLayer, Shape
+from serving.capacity.perf import Coefficients, KvLayer, Shape, StepModel
 
 METRICS = ("ttft", "itl")
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
@@ -213,6 +214,42 @@ def row_misses(row: Mapping[str, Any], simulated_saturated: bool) -> list[str]:
     if simulated_saturated:
         misses.append("the simulation saturated where the engine kept up")
     return misses
+
+
+def scaled(model: StepModel, factor: float) -> StepModel:
+    """The model with every time it spends on the engine's core multiplied by ``factor``:
+    each efficiency divided by it, each constant and the API server's times multiplied. A
+    step's cost is linear in all of them, so every step, and every closed form, scales by
+    ``factor`` exactly: the fit at the far sides of its own held-out error."""
+    if not (math.isfinite(factor) and 0.5 <= factor <= 2.0):
+        raise ValueError(f"a speed factor must be in [0.5, 2], got {factor!r}")
+    c = model.coefficients
+    return replace(
+        model,
+        coefficients=Coefficients(
+            bandwidth_efficiency=min(1.0, c.bandwidth_efficiency / factor),
+            decode_compute_efficiency=min(1.0, c.decode_compute_efficiency / factor),
+            step_overhead_s=c.step_overhead_s * factor,
+            prefill_compute_efficiency=min(1.0, c.prefill_compute_efficiency / factor),
+            prefill_overhead_s=c.prefill_overhead_s * factor,
+        ),
+        server_request_s=model.server_request_s * factor,
+        server_prompt_token_s=model.server_prompt_token_s * factor,
+    )
+
+
+def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
+    """Whether every measured p95 and p99 lies within its target of the range the simulation
+    spans between the fit's faster and slower side (``low`` and ``high``): a miss the fit's
+    own error explains, which a closer check needs a closer fit for."""
+    for metric in METRICS:
+        for name, limit in TARGETS.items():
+            m, lo, hi = measured[metric][name], low[metric][name], high[metric][name]
+            if m is None or lo is None or hi is None:
+                return False
+            if not min(lo, hi) * (1 - limit) <= m <= max(lo, hi) * (1 + limit):
+                return False
+    return True
 
 
 def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None) -> dict[str, Any]:

@@ -226,3 +226,36 @@ def test_tiny_shape_reads_the_config() -> None:
     assert (sliding.layers, sliding.bytes_per_token, sliding.window) == (5, 128, 1024)
     assert (full.layers, full.bytes_per_token, full.window) == (1, 64, None)
     assert shape.kv_bytes_read(2048) == 5 * 128 * 1024 + 64 * 2048
+
+
+def test_the_fits_far_sides_scale_every_step() -> None:
+    from dataclasses import replace as _replace
+
+    from serving.capacity.perf import Coefficients, Workload
+    from serving.capacity.perf_stack import model_for_settings
+    from serving.capacity.plan import load_stack_settings
+
+    base = model_for_settings(load_stack_settings("l4"), calibrations=None)[0]
+    coefficients = Coefficients(0.03, 0.04, 0.0016, 0.09, 0.0024)
+    model = _replace(base, coefficients=coefficients, front_end_s=0.0)  # as sim-check has it
+    w = Workload(512, 128)
+    for factor in (0.94, 1.06):
+        side = simcheck.scaled(model, factor)
+        for c in (1, 4, 6):
+            assert side.at_concurrency(c, w).e2e_s == pytest.approx(
+                factor * model.at_concurrency(c, w).e2e_s, rel=1e-9
+            )
+    for wrong in (0.3, 2.5, float("nan")):
+        with pytest.raises(ValueError, match="speed factor"):
+            simcheck.scaled(model, wrong)
+
+
+def test_within_the_fits_band() -> None:
+    measured = _figures(100.0, 4.0)
+    # The fit's faster side under-predicts by 30 %, its slower side over-predicts by 10 %.
+    assert simcheck.within_band(measured, _figures(70.0, 4.0), _figures(110.0, 4.0))
+    # Both sides 40 % under the measured TTFT: beyond the 20 % target of either side.
+    assert not simcheck.within_band(measured, _figures(55.0, 4.0), _figures(60.0, 4.0))
+    assert not simcheck.within_band(measured, _figures(90.0, 2.0), _figures(110.0, 2.5))
+    missing = {"ttft": {"p50": 1.0, "p95": None, "p99": 3.0}, "itl": measured["itl"]}
+    assert not simcheck.within_band(missing, measured, measured)
