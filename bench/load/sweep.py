@@ -380,10 +380,11 @@ async def run_cell(
     *,
     auth: AuthStrategy,
     options: SweepOptions,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[RequestResult]]:
     """Run one cell on the hot path (:mod:`bench.load.hotload`: connections warmed, warm-up
     requests, staggered start, measured window with the loop monitor and ``/metrics`` read
-    at its edges), in this process or in worker processes; its record."""
+    at its edges), in this process or in worker processes; its record and its measured
+    requests."""
     n = options.requests_for(key)
     distinct = [RequestSpec(model, prompt, key.output_tokens) for prompt in prompts.prompts]
     bodies = tuple(spec.encoded_body for spec in distinct[: max(1, min(n, len(distinct)))])
@@ -451,7 +452,7 @@ async def run_cell(
         "prompt_tokens_exact": prompts.exact,
         "started_at": started_at,
         "finished_at": _now(),
-    }
+    }, results
 
 
 def judge(
@@ -651,6 +652,7 @@ async def _sweep(
         bar = progress.add_task("sweep", total=sum(options.requests_for(k) for k in todo))
         progress.start()
         prompt_cache: dict[int, PromptSet] = {}
+        results: list[RequestResult]
         try:
             for key in todo:
                 progress.update(bar, description=f"cell {key.id}", refresh=True)
@@ -659,7 +661,7 @@ async def _sweep(
                         f"prompt {key.prompt_tokens} + output {key.output_tokens} tokens exceed "
                         f"max_model_len {max_len}"
                     )
-                    record = _skipped(key, reason)
+                    record, results = _skipped(key, reason), []
                 else:
                     prompts = prompt_cache.get(key.prompt_tokens)
                     if prompts is None:
@@ -680,8 +682,11 @@ async def _sweep(
                             use_tokenize=options.use_tokenize,
                         )
                         prompt_cache[key.prompt_tokens] = prompts
-                    record = await run_cell(url, model, key, prompts, auth=auth, options=options)
+                    record, results = await run_cell(
+                        url, model, key, prompts, auth=auth, options=options
+                    )
                 progress.update(bar, advance=options.requests_for(key), refresh=True)
+                store.write_requests(record["id"], results)  # before the cell counts as done
                 store.append_cell(record)
                 write_tables(store.data())
                 if on_cell is not None:

@@ -8,6 +8,11 @@
 - ``.lock``: ``flock``-ed by the one writer; the kernel releases it however that process ends,
   so a lock file left behind is never stale.
 - ``preflight.json``: why a run stopped before its first cell.
+- ``requests/<cell id>.jsonl``: the cell's measured requests, one line each, in the order they
+  were sent: ``start_s`` (from the cell's first send), ``ttft_s``, ``e2e_s``, the token counts,
+  ``ok``, the HTTP ``status`` and ``error_kind``; a trace ``gemma4 plan search --trace`` reads.
+  No prompt, answer or error text is kept (an error's text may hold what the server echoed).
+  Written whole before the cell's record, so a finished cell always has it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from bench.results.record import RequestResult
 from endpoint.limits import MAX_ECHO_CHARS
 from endpoint.redact import redact
 from serving.config.inputs import JsonInputError, parse_json
@@ -51,6 +57,11 @@ RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
 PREFLIGHT_FILE = "preflight.json"
 CELLS_FILE = "cells.jsonl"
+REQUESTS_DIR = "requests"
+#: The fields of a measured request kept in ``requests/<cell id>.jsonl``.
+REQUEST_FIELDS = (
+    "ok", "start_s", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens", "status", "error_kind",
+)  # fmt: skip
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 
@@ -546,6 +557,24 @@ class RunStore:
     def write_run(self) -> None:
         self.run["schema_version"] = SCHEMA_VERSION
         write_atomic(self.path / RUN_FILE, json.dumps(self.run, indent=2, sort_keys=True) + "\n")
+
+    def write_requests(self, cell_id: str, results: Iterable[RequestResult]) -> None:
+        """Write a cell's measured requests (:data:`REQUEST_FIELDS`, ``start_s`` from its first
+        send) to ``requests/<cell_id>.jsonl``, whole or not at all; nothing for no requests."""
+        rows = sorted(results, key=lambda r: r.start_s)
+        if not rows:
+            return
+        if not cell_id or "/" in cell_id or cell_id.startswith("."):
+            raise StoreError(f"cell id {cell_id[:80]!r} cannot name a file")
+        first = rows[0].start_s
+        lines = []
+        for r in rows:
+            row = {name: getattr(r, name) for name in REQUEST_FIELDS}
+            row["start_s"] = round(r.start_s - first, 6)
+            lines.append(json.dumps(row, allow_nan=False))
+        folder = self.path / REQUESTS_DIR
+        folder.mkdir(exist_ok=True)
+        write_atomic(folder / f"{cell_id}.jsonl", "\n".join(lines) + "\n")
 
     def append_cell(self, record: dict[str, Any]) -> None:
         """Append one finished cell to ``cells.jsonl`` and make it durable before returning."""

@@ -23,6 +23,7 @@ from bench import Grid, SweepOptions, load_run, run_sweep
 from bench.load.hotload import LoadPlan, WindowLoad, arrival_gap, run_load
 from bench.load.sweep import probe
 from bench.results.store import StoreError
+from gemma4.workload_options import read_trace
 from tests.bench.conftest import MODEL, ServerFactory
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 
@@ -64,6 +65,17 @@ def test_sweep_writes_every_output(fake_vllm: ServerFactory, tmp_path: Path) -> 
     assert "| concurrency | 16 prompt tokens |" in report
     assert sorted(p.name for p in (out / "charts").iterdir())
     assert load_run(out).cells == run.cells
+    # Each cell's requests, as a trace the configuration search reads.
+    for cell in run.cells:
+        lines = (out / "requests" / f"{cell['id']}.jsonl").read_text().splitlines()
+        rows = [json.loads(x) for x in lines]
+        assert len(rows) == cell["completed"]
+        assert rows[0]["start_s"] == 0.0
+        assert [r["start_s"] for r in rows] == sorted(r["start_s"] for r in rows)
+        assert all(r["ok"] and r["output_tokens"] == 8 and r["prompt_tokens"] == 16 for r in rows)
+        assert all(0 < r["ttft_s"] <= r["e2e_s"] for r in rows)
+        trace = read_trace(out / "requests" / f"{cell['id']}.jsonl")
+        assert [(t.prompt_tokens, t.output_tokens) for t in trace] == [(16, 8)] * len(rows)
 
 
 class _Generations(FakeVllmServer):
@@ -470,3 +482,18 @@ def test_a_bench_run_of_the_stacks_engine_reaches_calibration(
         assert "does not record" not in err
         if answer.endswith("+cpu"):
             assert code == 2 and "0.27.1+cpu" in err and "--allow-other-target" in err
+
+
+@pytest.mark.parametrize("cell_id", ["", "../c1", "a/b", ".hidden"])
+def test_a_cell_id_that_cannot_name_its_requests_file_is_refused(
+    tmp_path: Path, cell_id: str
+) -> None:
+    from bench.results.record import RequestResult
+    from bench.results.store import RunStore
+
+    store = RunStore(tmp_path, {}, [])
+    with pytest.raises(StoreError, match="cannot name a file"):
+        store.write_requests(cell_id, [RequestResult(ok=True, start_s=1.0, e2e_s=0.5)])
+    assert not (tmp_path / "requests").exists() or not any((tmp_path / "requests").iterdir())
+    store.write_requests("c1-p8-o8", [])  # a cell with no measured request writes nothing
+    assert not (tmp_path / "requests" / "c1-p8-o8.jsonl").exists()
