@@ -142,7 +142,14 @@ def test_a_calibration_file_with_a_bad_spread_is_refused_by_name(bad: Any) -> No
         Calibration.from_dict(_calibration(itl_spread=bad), "c.json")
 
 
-def test_calibrate_measures_the_spread_of_its_concurrency_one_cell() -> None:
+def test_calibrate_measures_the_spread_of_its_concurrency_one_cell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from serving.capacity import calibration
+
+    # The coefficients' fit is tested elsewhere (tests/bench/test_calibration_synthetic.py).
+    monkeypatch.setattr(calibration, "fit", lambda base, obs: base.coefficients)
+    monkeypatch.setattr(calibration, "held_out", lambda base, obs: {"itl": 0.05})
     base = _model()
     cells = []
     for c in (1, 2, 4, 6):
