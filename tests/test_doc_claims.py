@@ -1,0 +1,419 @@
+"""What README.md and the hand-written documentation pages state as a number, a count or a
+command is what the program computes.
+
+Fenced shell blocks are held by tests/test_readme.py (each `gemma4 ...` call parses with the
+real parser); the preview figure's resource and policy counts are drawn from the preview
+(tests/test_doc_figures.py); docs/reference/ is generated from the code. Here, each claim
+below with the function it is checked against:
+
+- the stack tables (README, docs/index.md): the shipped stacks (`stack_names`); a README row's
+  context, speculative tokens, KV cache and replica bounds: that stack's `Settings`;
+- "one stack per hardware and platform": each stack's `Settings.hardware` and
+  `Settings.deploy_platform`;
+- every count in :data:`COUNTS` ("Two stacks run vLLM as a private Cloud Run GPU service", "the
+  two action tools", "about 340 tests", ...): the function named beside it;
+- when the post-deploy health check and benchmark run (README, docs/index.md,
+  docs/health-checks.md): the hooks the program binds, rendered under Pulumi's mocks for each
+  shipped stack, and the warning it logs where it binds none;
+- the hook deadlines per hardware: the catalog's `cold_start_deadline_seconds`;
+- the health checks' table: the order `run_health_checks` reports them in;
+- the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands;
+- every `| key | default |` table: the key's default in the settings models;
+- every `gemma4 ...` code span in prose: its command, subcommand and options exist;
+- a heading, or a sentence ending in a colon, that counts (in words) the list or the commands
+  below it: the items there.
+
+A new count of stacks, stack files, policies, resources, commands, tools, checks, hooks or
+objects in prose fails :func:`test_every_count_in_prose_is_checked` until it is added to
+:data:`COUNTS` (or, a dated record or no count of the program's, to :data:`NOT_CHECKED`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pytest
+
+from gemma4.cli import BY_NAME, COMMANDS, subcommand_parser
+from healthchecks.runner import run_health_checks
+from mcp_server.google_apis import ApiUrls
+from mcp_server.server import ACTIONS
+from preview.harness import ROOT, Rendered, render, stack_config
+from scripts.config_schema import default
+from serving.capacity.perf_stack import benchmark_concurrency
+from serving.capacity.plan import load_stack_settings, stack_names
+from serving.catalog.hardware import HARDWARE
+from serving.config.settings import Settings, config_keys
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: The hand-written pages: docs/reference/ is generated from the code.
+PAGES = [README, *sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)]
+STACKS = stack_names()
+WORDS = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+NUMBERS = {**{w: i for i, w in enumerate(WORDS, 2)}, "twenty": 20, "thirty": 30}
+NUMBER = rf"(?<![\w.,-])(?:{'|'.join(NUMBERS)}|\d[\d,]*)\b"
+COUNTED = r"stacks|stack files|policies|resources|commands|tools|checks|hooks|objects|APIs"
+
+
+def count(word: str) -> int:
+    """A number as a page writes it: a word or digits (with thousands commas)."""
+    return NUMBERS.get(word.lower()) or int(word.replace(",", ""))
+
+
+def page(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+def prose(text: str) -> str:
+    """The text without its fenced blocks, on one line: a claim may wrap anywhere."""
+    return " ".join(re.sub(r"^```.*?^```", " ", text, flags=re.M | re.S).split())
+
+
+def claim(name: str, pattern: str) -> re.Match[str]:
+    """The one match of ``pattern`` in page ``name``'s prose: a claim checked here is there."""
+    found = list(re.finditer(pattern, prose(page(name))))
+    assert len(found) == 1, f"{name}: {len(found)} matches of {pattern!r}, expected one"
+    return found[0]
+
+
+def stacks_named(text: str) -> set[str]:
+    return set(re.findall(r"`([\w-]+)`", text))
+
+
+def table(text: str, first: str) -> list[list[str]]:
+    """The rows of every table whose header's first cell is ``first``."""
+    rows: list[list[str]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+    return rows
+
+
+@functools.cache
+def settings(stack: str) -> Settings:
+    return load_stack_settings(stack)
+
+
+@functools.cache
+def rendered(stack: str) -> Rendered:
+    """The stack as shipped, under Pulumi's mocks (what `gemma4 preview` runs)."""
+    return render(stack_config(stack), stack)
+
+
+# --- counts --------------------------------------------------------------------------------
+
+
+def collected_tests(*paths: str) -> int:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(re.search(r"(\d+) tests? collected", done.stdout)[1])  # type: ignore[index]
+
+
+def kubernetes_objects() -> tuple[int, ...]:
+    """The Kubernetes objects each GKE stack declares."""
+    gke = [s for s in STACKS if settings(s).deploy_platform == "gke"]
+    return tuple(sum(r.type.startswith("kubernetes:") for r in rendered(s).resources) for s in gke)
+
+
+@dataclass(frozen=True)
+class Count:
+    page: str
+    #: The claim as the page's prose words it; its first number is the count stated.
+    phrase: str
+    #: What the program counts (a tuple: one count for each of the things the phrase counts).
+    truth: Callable[[], int | tuple[int, ...]]
+
+    @property
+    def stated(self) -> int:
+        return count(re.search(NUMBER, self.phrase, re.I)[0])  # type: ignore[index]
+
+
+#: Each count stated in prose, with what it counts. "about N" holds within 15 %.
+COUNTS = [
+    Count(
+        "docs/deploy/cloud-run.md",
+        "Two stacks run vLLM as a private Cloud Run GPU service",
+        lambda: sum(settings(s).deploy_platform == "cloud-run" for s in STACKS),
+    ),
+    Count("docs/verification.md", "all five stack files render", lambda: len(STACKS)),
+    Count("docs/mcp.md", "The two action tools", lambda: len(ACTIONS)),
+    Count("docs/threat-model.md", "the two action tools", lambda: len(ACTIONS)),
+    Count(
+        "docs/verification.md",
+        "the GKE stacks declare about thirty Kubernetes objects each",
+        kubernetes_objects,
+    ),
+    Count(
+        "docs/contracts-kubernetes.md",
+        "about thirty Kubernetes objects",
+        kubernetes_objects,
+    ),
+    Count(
+        "docs/mcp.md",
+        "four Google APIs",
+        lambda: sum(str(f.default).endswith(".googleapis.com") for f in fields(ApiUrls)),
+    ),
+    Count(
+        "docs/health-checks.md",
+        "tests/healthchecks tests/endpoint` (about 340 tests",
+        lambda: collected_tests("tests/healthchecks", "tests/endpoint"),
+    ),
+]
+
+#: Counts in prose that are no count of what the program holds now (a dated record of a run, or
+#: words that count no thing of the program), and lead-ins that count part of what follows.
+NOT_CHECKED = [
+    ("docs/threat-model.md", "two commands writing at once"),  # any two processes
+    ("docs/development.md", "four other checks"),  # a run of 2026-11-26
+    ("docs/development.md", "five stack files"),  # the search of 2026-11-28
+    ("docs/benchmark-method.md", "The server and the two clients"),  # three items: 1 + 2
+]
+
+
+@pytest.mark.parametrize("c", COUNTS, ids=[f"{c.page}:{c.phrase[:30]}" for c in COUNTS])
+def test_each_count_is_what_the_program_counts(c: Count) -> None:
+    assert c.phrase in prose(page(c.page)), f"{c.page} no longer says {c.phrase!r}"
+    found = c.truth()
+    for truth in found if isinstance(found, tuple) else (found,):
+        if "about" in c.phrase:
+            assert abs(truth - c.stated) <= 0.15 * c.stated, f"{c.page}: {c.phrase!r}: {found}"
+        else:
+            assert truth == c.stated, f"{c.page}: {c.phrase!r}, but the program counts {truth}"
+
+
+def test_every_count_in_prose_is_checked() -> None:
+    known = [(c.page, c.phrase) for c in COUNTS] + NOT_CHECKED
+    unchecked = []
+    for path in PAGES:
+        name = str(path.relative_to(ROOT))
+        text = prose(path.read_text())
+        pattern = rf"{NUMBER}\s+(?:[\w`-]+\s+){{0,2}}?(?:{COUNTED})\b"
+        for m in re.finditer(pattern, text, re.I):
+            if not any(p == name and m[0] in phrase for p, phrase in known):
+                unchecked.append(f"{name}: {m[0]!r}")
+    assert unchecked == [], "add to COUNTS with what each counts (or to NOT_CHECKED):\n" + (
+        "\n".join(unchecked)
+    )
+
+
+def items_below(lines: list[str]) -> list[str] | None:
+    """The commands of the fenced block, or the items of the list, that ``lines`` start with
+    (blank lines first skipped); None when they start with neither."""
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    if lines and lines[0].startswith("```"):
+        block = lines[1 : lines.index("```", 1)]
+        return [ln for ln in block if ln.strip() and not ln.lstrip().startswith("#")]
+    item = re.compile(r"[-*] |\d+\. ")
+    if not lines or not item.match(lines[0]):
+        return None
+    end = next((i for i, ln in enumerate(lines) if not ln.strip()), len(lines))
+    return [ln for ln in lines[:end] if item.match(ln)]
+
+
+def test_counting_headings_and_lead_ins_match_the_items_below() -> None:
+    """A heading or a line ending in a colon that counts in words, above a list or a block:
+    "Three figures use that one split:" above three items, "## Two commands" above a block of
+    two."""
+    words = "|".join(WORDS)
+    lead_in = re.compile(rf"^#+ .*\b({words})\b|\b({words})\b[^.:]*:$", re.I)
+    checked = 0
+    for path in PAGES:
+        lines = path.read_text().splitlines()
+        fenced = False
+        for i, line in enumerate(lines):
+            fenced ^= line.startswith("```")
+            m = None if fenced or line.startswith("|") else lead_in.search(line)
+            items = items_below(lines[i + 1 :]) if m else None
+            name = str(path.relative_to(ROOT))
+            if m and items is not None and (name, line.strip("# ")) not in NOT_CHECKED:
+                where = f"{name} line {i + 1}: {line.strip()!r}"
+                assert len(items) == count(m[1] or m[2]), f"{where}: {len(items)} below"
+                checked += 1
+    assert checked
+
+
+# --- stacks --------------------------------------------------------------------------------
+
+
+def test_the_stack_tables_list_the_shipped_stacks_as_their_settings_say() -> None:
+    for name in ("README.md", "docs/index.md"):
+        rows = table(page(name), "stack")
+        assert sorted(r[0].strip("`") for r in rows) == STACKS, name
+        for stack, *cells in rows:
+            s, row = settings(stack.strip("`")), " ".join(cells)
+            where = f"{name}, {stack}: {row!r}"
+            if m := re.search(r"(\d+)K context", row):
+                assert int(m[1]) * 1024 == s.vllm.max_model_len, where
+            if m := re.search(r"(\d+) speculative tokens", row):
+                assert s.model.speculative_method == "mtp", where
+                assert int(m[1]) == s.model.num_speculative_tokens, where
+            if "MTP off" in row:
+                assert s.model.speculative_method == "none", where
+            if "fp8 KV cache" in row:
+                assert s.vllm.kv_cache_dtype.startswith("fp8"), where
+            if m := re.search(r"(\d+)-(\d+) replicas", row):
+                assert (int(m[1]), int(m[2])) == s.replica_bounds, where
+    for name in ("README.md", "docs/index.md"):
+        claim(name, r"one stack per hardware and platform")
+    pairs = {(settings(s).hardware, settings(s).deploy_platform) for s in STACKS}
+    assert len(pairs) == len(STACKS)
+
+
+# --- the post-deploy checks ----------------------------------------------------------------
+
+SKIPPED = "the post-deploy health check and benchmark are skipped"
+#: The platform column of docs/health-checks.md's table of where the hooks are bound.
+PLATFORM_ROWS = {"cloud-run": "Cloud Run", "tpu-vm": "TPU", "gke": "GKE"}
+
+
+def test_where_the_post_deploy_checks_run_is_where_the_program_binds_them() -> None:
+    """README, the front page and the health checks page name the shipped stacks the hooks
+    run on and those they are skipped on, and the health checks page quotes the warning the
+    program logs for each of those."""
+    bound = {s: [r.hooks for r in rendered(s).resources if r.hooks] for s in STACKS}
+    run = {s for s, hooks in bound.items() if hooks}
+    assert {tuple(h) for s in run for h in bound[s]} == {("after_create", "after_update")}
+    for name in ("README.md", "docs/index.md", "docs/health-checks.md"):
+        m = claim(name, r"[Aa]s shipped, they run on ([^.;]+?) and are skipped on ([^.;(]+)")
+        assert (stacks_named(m[1]), stacks_named(m[2])) == (run, set(STACKS) - run), name
+        claim(name, r"a `pulumi up` that creates or updates the serving resource")
+    rows = {r[0]: r for r in table(page("docs/health-checks.md"), "platform")}
+    for stack in STACKS:
+        platform = PLATFORM_ROWS[settings(stack).deploy_platform]
+        warnings = [m for m in rendered(stack).messages if SKIPPED in m]
+        if stack in run:
+            assert warnings == []
+            continue
+        (warning,) = warnings
+        assert warning.startswith(rows[platform][2].strip("`")), (stack, warning)
+
+
+def test_hook_deadlines_are_the_catalogs() -> None:
+    m = claim("docs/health-checks.md", r"\(L4 (\d+) s, RTX PRO 6000 (\d+) s, TPU v6e-1 (\d+) s\)")
+    stated = [int(m[i]) for i in (1, 2, 3)]
+    keys = ("l4", "rtx-pro-6000", "tpu-v6e-1")
+    assert stated == [HARDWARE[k].cold_start_deadline_seconds for k in keys]
+
+
+def test_the_health_checks_table_is_in_the_order_they_run(closed_port: int) -> None:
+    report = asyncio.run(
+        run_health_checks(
+            f"http://127.0.0.1:{closed_port}", "m", deadline_s=5.0, refused_grace_s=0.01
+        )
+    )
+    shown = [r[0].strip("`") for r in table(page("docs/health-checks.md"), "check")]
+    assert shown == [r.name for r in report.results]
+
+
+# --- commands and keys ---------------------------------------------------------------------
+
+
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {
+        name: sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
+
+
+def test_the_readme_command_table_is_the_cli() -> None:
+    rows = table(page("README.md"), "command")
+    assert [r[0].strip("`") for r in rows] == [f"gemma4 {c.name}" for c in COMMANDS]
+    (bench,) = [r[1] for r in rows if r[0] == "`gemma4 bench`"]
+    assert re.findall(r"`(\w+)`", bench) == list(subparsers(subcommand_parser(BY_NAME["bench"])))
+
+
+def test_every_gemma4_code_span_names_a_command_and_options_that_exist() -> None:
+    """`gemma4 plan search --rate R` in prose: `plan` is a command, `search` its subcommand,
+    `--rate` an option of one of them. Spans showing output (`gemma4 plan: error: ...`) are
+    not command lines."""
+    checked = 0
+    for path in PAGES:
+        for span in re.findall(r"`(?:\.venv/bin/)?gemma4 ([^`]*)`", prose(path.read_text())):
+            if ": " in span:
+                continue
+            words = span.replace("[", " ").replace("]", " ").split()
+            where = f"{path.relative_to(ROOT)}: `gemma4 {span}`"
+            if words[0] in ("--version", "-h", "--help"):
+                continue
+            assert words[0] in BY_NAME, f"{where}: no such command"
+            parsers = [subcommand_parser(BY_NAME[words[0]])]
+            for word in words[1:]:
+                if word in subparsers(parsers[-1]):
+                    parsers.append(subparsers(parsers[-1])[word])
+                elif word.startswith("-"):
+                    option = word.split("=")[0]
+                    assert any(option in p._option_string_actions for p in parsers), (
+                        f"{where}: no option {option}"
+                    )
+            checked += 1
+    assert checked > 40
+
+
+def shown(value: Any) -> str:
+    """A default as the docs' tables write it."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+def test_key_tables_show_the_settings_defaults() -> None:
+    """Every `| key | default |` table: a row's default (`a / b` for two keys) is the key's."""
+    keys = config_keys()
+    checked = 0
+    for path in PAGES:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if not re.match(r"\| (stack )?key \| default \|", line):
+                continue
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                key_cell, default_cell = row.strip("|").split("|")[:2]
+                names = re.findall(r"`(\w+)`", key_cell)
+                stated = [d.split(" = ")[0].strip().strip("`") for d in default_cell.split(" / ")]
+                assert len(stated) == len(names), f"{path.name}: {row}"
+                for name, value in zip(names, stated, strict=True):
+                    assert value == shown(default(keys[name][1])), f"{path.name}: {row}"
+                    checked += 1
+    assert checked >= 8
+
+
+def test_the_post_deploy_benchmark_defaults_are_the_programs() -> None:
+    m = claim(
+        "docs/benchmark.md",
+        r"so two closed-loop cells, concurrency 1 and the stack's `maxNumSeqs`, at (\d+) prompt "
+        r"tokens and (\d+) output tokens, within `benchmarkBudgetSeconds` \((\d+)\)",
+    )
+    for stack in STACKS:
+        s = settings(stack)
+        assert benchmark_concurrency(s) == [1, s.vllm.max_num_seqs], stack
+        b = s.benchmark
+        shape = (b.benchmark_prompt_tokens, b.benchmark_output_tokens, b.benchmark_budget_seconds)
+        assert tuple(int(m[i]) for i in (1, 2, 3)) == shape, stack
