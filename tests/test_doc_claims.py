@@ -17,14 +17,17 @@ below with the function it is checked against:
   shipped stack, and the warning it logs where it binds none;
 - the hook deadlines per hardware: the catalog's `cold_start_deadline_seconds`;
 - the health checks' table: the order `run_health_checks` reports them in;
-- the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands;
+- the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands; its
+  exit status of Ctrl-C: `gemma4.guard.EXIT_INTERRUPTED`;
 - every `| key | default |` table: the key's default in the settings models;
+- the post-deploy benchmark's default cells and request shape (docs/benchmark.md):
+  `benchmark_concurrency` and each shipped stack's settings;
 - every `gemma4 ...` code span in prose: its command, subcommand and options exist;
 - a heading, or a sentence ending in a colon, that counts (in words) the list or the commands
   below it: the items there.
 
-A new count of stacks, stack files, policies, resources, commands, tools, checks, hooks or
-objects in prose fails :func:`test_every_count_in_prose_is_checked` until it is added to
+A new count of stacks, stack files, policies, resources, commands, tools, checks, hooks,
+objects or APIs in prose fails :func:`test_every_count_in_prose_is_checked` until it is added to
 :data:`COUNTS` (or, a dated record or no count of the program's, to :data:`NOT_CHECKED`).
 """
 
@@ -44,6 +47,7 @@ from typing import Any
 import pytest
 
 from gemma4.cli import BY_NAME, COMMANDS, subcommand_parser
+from gemma4.guard import EXIT_INTERRUPTED
 from healthchecks.runner import run_health_checks
 from mcp_server.google_apis import ApiUrls
 from mcp_server.server import ACTIONS
@@ -343,6 +347,10 @@ def test_the_readme_command_table_is_the_cli() -> None:
     assert [r[0].strip("`") for r in rows] == [f"gemma4 {c.name}" for c in COMMANDS]
     (bench,) = [r[1] for r in rows if r[0] == "`gemma4 bench`"]
     assert re.findall(r"`(\w+)`", bench) == list(subparsers(subcommand_parser(BY_NAME["bench"])))
+
+
+def test_the_readme_exit_status_of_ctrl_c_is_the_guards() -> None:
+    assert int(claim("README.md", r"2 bad input \([^)]*\), (\d+) Ctrl-C")[1]) == EXIT_INTERRUPTED
 
 
 def test_every_gemma4_code_span_names_a_command_and_options_that_exist() -> None:
