@@ -318,7 +318,7 @@ def test_where_the_post_deploy_checks_run_is_where_the_program_binds_them() -> N
 
 
 def test_hook_deadlines_are_the_catalogs() -> None:
-    m = claim("docs/health-checks.md", r"\(L4 (\d+) s, RTX PRO 6000 (\d+) s, TPU v6e-1 (\d+) s\)")
+    m = claim("docs/health-checks.md", r"\(L4 (\d+) s, RTX PRO 6000 (\d+) s, TPU v6e-1 (\d+) s[;)]")
     stated = [int(m[i]) for i in (1, 2, 3)]
     keys = ("l4", "rtx-pro-6000", "tpu-v6e-1")
     assert stated == [HARDWARE[k].cold_start_deadline_seconds for k in keys]
