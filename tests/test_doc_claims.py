@@ -6,8 +6,9 @@ real parser); the preview figure's resource and policy counts are drawn from the
 (tests/test_doc_figures.py); docs/reference/ is generated from the code. Here, each claim
 below with the function it is checked against:
 
-- the stack tables (README, docs/index.md): the shipped stacks (`stack_names`); a README row's
-  context, speculative tokens, KV cache and replica bounds: that stack's `Settings`;
+- the stack tables (README, docs/index.md, docs/deploy/gke.md): the shipped stacks
+  (`stack_names`); a row's context, speculative tokens, KV cache and replica bounds, and the
+  same said of a stack on docs/deploy/cloud-run.md and tpu.md: that stack's `Settings`;
 - "one stack per hardware and platform": each stack's `Settings.hardware` and
   `Settings.deploy_platform`;
 - every count in :data:`COUNTS` ("Two stacks run vLLM as a private Cloud Run GPU service", "the
@@ -264,24 +265,38 @@ def test_counting_headings_and_lead_ins_match_the_items_below() -> None:
 # --- stacks --------------------------------------------------------------------------------
 
 
-def test_the_stack_tables_list_the_shipped_stacks_as_their_settings_say() -> None:
-    for name in ("README.md", "docs/index.md"):
+def check_row(stack: str, row: str, where: str) -> None:
+    """The settings a stack table's row (or a sentence about one stack) names are the stack's."""
+    s = settings(stack)
+    if m := re.search(r"(\d+)K context", row):
+        assert int(m[1]) * 1024 == s.vllm.max_model_len, where
+    if m := re.search(r"(\d+)-token context, (\d+) sequences", row):
+        assert (int(m[1]), int(m[2])) == (s.vllm.max_model_len, s.vllm.max_num_seqs), where
+    if m := re.search(r"(\d+) speculative tokens", row):
+        assert s.model.speculative_method == "mtp", where
+        assert int(m[1]) == s.model.num_speculative_tokens, where
+    if "MTP off" in row:
+        assert s.model.speculative_method == "none", where
+    if "fp8 KV cache" in row:
+        assert s.vllm.kv_cache_dtype.startswith("fp8"), where
+    if m := re.search(r"(\d+)-(\d+)(?: replicas|$)", row):
+        assert (int(m[1]), int(m[2])) == s.replica_bounds, where
+
+
+def test_the_stack_tables_and_pages_say_what_the_settings_say() -> None:
+    for name, shown in (
+        ("README.md", STACKS),
+        ("docs/index.md", STACKS),
+        ("docs/deploy/gke.md", [s for s in STACKS if settings(s).deploy_platform == "gke"]),
+    ):
         rows = table(page(name), "stack")
-        assert sorted(r[0].strip("`") for r in rows) == STACKS, name
+        assert sorted({r[0].strip("`") for r in rows}) == shown, name
         for stack, *cells in rows:
-            s, row = settings(stack.strip("`")), " ".join(cells)
-            where = f"{name}, {stack}: {row!r}"
-            if m := re.search(r"(\d+)K context", row):
-                assert int(m[1]) * 1024 == s.vllm.max_model_len, where
-            if m := re.search(r"(\d+) speculative tokens", row):
-                assert s.model.speculative_method == "mtp", where
-                assert int(m[1]) == s.model.num_speculative_tokens, where
-            if "MTP off" in row:
-                assert s.model.speculative_method == "none", where
-            if "fp8 KV cache" in row:
-                assert s.vllm.kv_cache_dtype.startswith("fp8"), where
-            if m := re.search(r"(\d+)-(\d+) replicas", row):
-                assert (int(m[1]), int(m[2])) == s.replica_bounds, where
+            check_row(stack.strip("`"), " ".join(cells), f"{name}, {stack}: {cells}")
+    m = claim("docs/deploy/cloud-run.md", r"`l4` (\([^)]*\)) and `rtx6000` (\([^)]*\))")
+    check_row("l4", m[1], "docs/deploy/cloud-run.md")
+    check_row("rtx6000", m[2], "docs/deploy/cloud-run.md")
+    check_row("tpu-v6e1", claim("docs/deploy/tpu.md", r"4096-token context[^)]*")[0], "tpu.md")
     for name in ("README.md", "docs/index.md"):
         claim(name, r"one stack per hardware and platform")
     pairs = {(settings(s).hardware, settings(s).deploy_platform) for s in STACKS}
