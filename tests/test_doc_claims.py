@@ -16,6 +16,9 @@ below with the function it is checked against:
 - when the post-deploy health check and benchmark run (README, docs/index.md,
   docs/health-checks.md): the hooks the program binds, rendered under Pulumi's mocks for each
   shipped stack, and the warning it logs where it binds none;
+- each stack's hourly price and the GKE stacks' fixed costs and monthly totals
+  (docs/deploy/cost.md, docs/deploy/gke.md): `instance_price`, `fixed_usd_per_hour`, formatted
+  by `money` as `gemma4 plan` prints them;
 - the hook deadlines per hardware, and the README's "allow 20 minutes on an L4": the catalog's
   `cold_start_deadline_seconds`;
 - the Python versions named: pyproject's `requires-python`; the engine check's vLLM release:
@@ -58,8 +61,11 @@ from mcp_server.google_apis import ApiUrls
 from mcp_server.server import ACTIONS
 from preview.harness import ROOT, Rendered, render, stack_config
 from scripts.config_schema import default
+from serving.capacity.costs import HOURS_PER_MONTH, UNKNOWN, instance_price, money
+from serving.capacity.gke_costs import fixed_status
 from serving.capacity.perf_stack import benchmark_concurrency
 from serving.capacity.plan import load_stack_settings, stack_names
+from serving.capacity.plan_perf import fixed_usd_per_hour
 from serving.catalog.hardware import HARDWARE, Platform
 from serving.config.settings import Settings, config_keys
 
@@ -301,6 +307,44 @@ def test_the_stack_tables_and_pages_say_what_the_settings_say() -> None:
         claim(name, r"one stack per hardware and platform")
     pairs = {(settings(s).hardware, settings(s).deploy_platform) for s in STACKS}
     assert len(pairs) == len(STACKS)
+
+
+# --- prices --------------------------------------------------------------------------------
+
+
+def hourly(stack: str, unit: str = "/h") -> str:
+    """A stack's instance price as `gemma4 plan` prints it."""
+    return money(*instance_price(settings(stack)), unit)
+
+
+def test_the_stacks_prices_are_the_catalogs() -> None:
+    cost = "docs/deploy/cost.md"
+    assert claim(cost, r"(\S+/h) for the `l4` stack")[1] == hourly("l4")
+    assert claim(cost, r"(\S+) for `rtx6000`")[1] == hourly("rtx6000")
+    assert claim(cost, r"(\S+) a chip flex-start \(the shipped setting\)")[1] == hourly("tpu-v6e1")
+    assert settings("tpu-v6e1").tpu.provisioning == "flex-start"
+    assert claim(cost, r"(\S+) for `gke-l4`'s on-demand")[1] == hourly("gke-l4")
+    claim(cost, r"`gke-tpu-v6e` ships spot nodes, whose rate has no figure anywhere")
+    assert hourly("gke-tpu-v6e") == UNKNOWN
+    gke = [s for s in STACKS if settings(s).deploy_platform == "gke"]
+    fixed = {s: money(fixed_usd_per_hour(settings(s))[0], fixed_status(settings(s))) for s in gke}
+    assert {claim(cost, r"forwarding rule bill every hour: (\S+)/h")[1]} == set(fixed.values())
+    # The GKE page's table: per hour, and per month (730 h) at the fewest and most replicas.
+    rows = [r for r in table(page("docs/deploy/gke.md"), "stack") if "$" in r[2]]
+    assert sorted(r[0].strip("`") for r in rows) == gke
+    header = next(ln for ln in page("docs/deploy/gke.md").splitlines() if "replica (min)" in ln)
+    bounds = tuple(int(n) for n in re.findall(r"(\d+) replicas? \((?:min|max)\)", header))
+    for stack, node, fixed_cell, *months in rows:
+        s = settings(stack.strip("`"))
+        assert bounds == s.replica_bounds and fixed_cell == fixed[stack.strip("`")], stack
+        price, status = instance_price(s)
+        if price is None:
+            assert "no figure anywhere" in node and months == [UNKNOWN, UNKNOWN], stack
+            continue
+        assert node.startswith(hourly(stack.strip("`"))), stack
+        total = [(price * n + fixed_usd_per_hour(s)[0]) * HOURS_PER_MONTH for n in bounds]
+        prefix = money(price, status).split("$")[0]
+        assert months == [f"{prefix}${usd:,.0f}/month" for usd in total], stack
 
 
 # --- the post-deploy checks ----------------------------------------------------------------
