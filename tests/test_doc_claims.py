@@ -21,6 +21,8 @@ below with the function it is checked against:
   by `money` as `gemma4 plan` prints them;
 - the hook deadlines per hardware, and the README's "allow 20 minutes on an L4": the catalog's
   `cold_start_deadline_seconds`;
+- the read caps (docs/health-checks.md, docs/threat-model.md): `endpoint.limits` and the
+  MCP server's `MAX_API_BODY_BYTES`;
 - the Python versions named: pyproject's `requires-python`; the engine check's vLLM release:
   its lock file and the GPU stacks' image;
 - the health checks' table: the order `run_health_checks` reports them in;
@@ -54,10 +56,18 @@ from typing import Any
 
 import pytest
 
+from endpoint.limits import (
+    MAX_ECHO_CHARS,
+    MAX_ERROR_BODY_BYTES,
+    MAX_METRICS_BYTES,
+    MAX_MODEL_IDS_SHOWN,
+    MAX_RESPONSE_BYTES,
+    MAX_SSE_LINE_BYTES,
+)
 from gemma4.cli import BY_NAME, COMMANDS, subcommand_parser
 from gemma4.guard import EXIT_INTERRUPTED
 from healthchecks.runner import run_health_checks
-from mcp_server.google_apis import ApiUrls
+from mcp_server.google_apis import MAX_API_BODY_BYTES, ApiUrls
 from mcp_server.server import ACTIONS
 from preview.harness import ROOT, Rendered, render, stack_config
 from scripts.config_schema import default
@@ -383,6 +393,35 @@ def test_hook_deadlines_are_the_catalogs() -> None:
     assert stated == [HARDWARE[k].cold_start_deadline_seconds for k in keys]
     minutes = int(claim("README.md", r"allow (\d+) minutes on an L4")[1])
     assert minutes * 60 == HARDWARE["l4"].cold_start_deadline_seconds
+
+
+# --- read caps -----------------------------------------------------------------------------
+
+SIZE = r"(\d+ [KM]iB)"
+
+
+def size(text: str) -> int:
+    number, unit = text.split()
+    return int(number) << {"KiB": 10, "MiB": 20}[unit]
+
+
+def test_the_read_caps_are_the_clients() -> None:
+    m = claim(
+        "docs/health-checks.md",
+        rf"answers are read up to {SIZE} \(error bodies {SIZE}\), `/metrics` up to {SIZE} "
+        rf"\*after\* decompression .*? one streamed line up to {SIZE}.*? at most (\d+) listed\) "
+        r"is cut to "
+        r"(\d+) characters",
+    )
+    caps = (MAX_RESPONSE_BYTES, MAX_ERROR_BODY_BYTES, MAX_METRICS_BYTES, MAX_SSE_LINE_BYTES)
+    assert tuple(size(m[i]) for i in (1, 2, 3, 4)) == caps
+    assert (int(m[5]), int(m[6])) == (MAX_MODEL_IDS_SHOWN, MAX_ECHO_CHARS)
+    m = claim(
+        "docs/threat-model.md",
+        rf"response bodies {SIZE}, error bodies {SIZE}, `/metrics` {SIZE}, SSE lines {SIZE}, a "
+        rf"Google API answer {SIZE}",
+    )
+    assert tuple(size(m[i]) for i in (1, 2, 3, 4, 5)) == (*caps, MAX_API_BODY_BYTES)
 
 
 # --- versions ------------------------------------------------------------------------------
