@@ -28,7 +28,8 @@ below with the function it is checked against:
 - the health checks' table: the order `run_health_checks` reports them in;
 - the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands; its
   exit status of Ctrl-C: `gemma4.guard.EXIT_INTERRUPTED`;
-- every `| key | default |` table: the key's default in the settings models;
+- every `| key | default |` table: the key's default in the settings models; the ranges on
+  docs/inputs.md: each key's field bounds;
 - the post-deploy benchmark's default cells and request shape (docs/benchmark.md):
   `benchmark_concurrency` and each shipped stack's settings;
 - every `gemma4 ...` code span in prose: its command, subcommand and options exist;
@@ -535,6 +536,39 @@ def test_key_tables_show_the_settings_defaults() -> None:
                     assert value == shown(default(keys[name][1])), f"{path.name}: {row}"
                     checked += 1
     assert checked >= 8
+
+
+def limits(key: str) -> dict[str, float]:
+    """A stack key's bounds: {"ge": ..., "gt": ..., "le": ...} as its field declares them."""
+    found: dict[str, float] = {}
+    for item in config_keys()[key][1].metadata:
+        found |= {k: getattr(item, k) for k in ("ge", "gt", "le", "lt") if hasattr(item, k)}
+    return found
+
+
+def test_the_bounds_table_is_the_settings() -> None:
+    """docs/inputs.md's table of ranges: "up to N", "above 0, up to N", "A to B" are each
+    key's field bounds (rows worded otherwise are checked by the settings' own tests)."""
+    keys = config_keys()
+    checked = 0
+    for key_cell, allowed, _ in table(page("docs/inputs.md"), "key"):
+        number = r"([\d.,]+)"
+        for form, names in (
+            (rf"up to {number}\b", ("le",)),
+            (rf"above 0, up to {number}\b", ("gt", "le")),
+            (rf"{number} to {number}", ("ge", "le")),
+        ):
+            if m := re.fullmatch(form + r"(?: [a-z]+)?(?: \(.*\))?", allowed):
+                stated = [float(v.replace(",", "")) for v in m.groups()]
+                if names[0] == "gt":
+                    stated = [0.0, *stated]
+                for key in (k for k in re.findall(r"`(\w+)`", key_cell) if k in keys):
+                    assert [limits(key)[n] for n in names] == stated, f"{key}: {allowed}"
+                    checked += 1
+    assert checked >= 8
+    m = claim("docs/inputs.md", r"three times the longest cold start \((\d+) s\)")
+    assert int(m[1]) == max(h.cold_start_deadline_seconds for h in HARDWARE.values())
+    assert limits("healthCheckDeadlineSeconds")["le"] == 3 * int(m[1])
 
 
 def test_the_post_deploy_benchmark_defaults_are_the_programs() -> None:
