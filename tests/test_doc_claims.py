@@ -29,7 +29,7 @@ below with the function it is checked against:
 - the README's command table: `gemma4.cli.COMMANDS` and `gemma4 bench`'s subcommands; its
   exit status of Ctrl-C: `gemma4.guard.EXIT_INTERRUPTED`;
 - every `| key | default |` table: the key's default in the settings models; the ranges on
-  docs/inputs.md: each key's field bounds;
+  docs/inputs.md: each key's field bounds; its longest stack name: `MAX_STACK_NAME`;
 - the post-deploy benchmark's default cells and request shape (docs/benchmark.md):
   `benchmark_concurrency` and each shipped stack's settings;
 - every `gemma4 ...` code span in prose: its command, subcommand and options exist;
@@ -79,6 +79,7 @@ from serving.capacity.plan import load_stack_settings, stack_names
 from serving.capacity.plan_perf import fixed_usd_per_hour
 from serving.catalog.hardware import HARDWARE, Platform
 from serving.config.settings import Settings, config_keys
+from serving.config.stack_config import MAX_STACK_NAME
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -569,6 +570,15 @@ def test_the_bounds_table_is_the_settings() -> None:
     m = claim("docs/inputs.md", r"three times the longest cold start \((\d+) s\)")
     assert int(m[1]) == max(h.cold_start_deadline_seconds for h in HARDWARE.values())
     assert limits("healthCheckDeadlineSeconds")["le"] == 3 * int(m[1])
+
+
+def test_the_stack_name_limit_is_the_programs() -> None:
+    m = claim(
+        "docs/inputs.md", r"Pulumi's (\d+)-character suffix.*?be at most (\d+) characters long"
+    )
+    assert int(m[2]) == MAX_STACK_NAME
+    # A service id "must contain fewer than 50 characters": `gemma-<stack>-vllm-service-` + suffix.
+    assert len(f"gemma-{'x' * MAX_STACK_NAME}-vllm-service-") + int(m[1]) == 49
 
 
 def test_the_post_deploy_benchmark_defaults_are_the_programs() -> None:
