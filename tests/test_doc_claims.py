@@ -19,6 +19,7 @@ below with the function it is checked against:
 - each stack's hourly price and the GKE stacks' fixed costs and monthly totals
   (docs/deploy/cost.md, docs/deploy/gke.md): `instance_price`, `fixed_usd_per_hour`, formatted
   by `money` as `gemma4 plan` prints them;
+- the policies table (docs/policies.md): the pack's policies and their thresholds' defaults;
 - the hook deadlines per hardware, and the README's "allow 20 minutes on an L4": the catalog's
   `cold_start_deadline_seconds`;
 - the read caps (docs/health-checks.md, docs/threat-model.md): `endpoint.limits` and the
@@ -357,6 +358,29 @@ def test_the_stacks_prices_are_the_catalogs() -> None:
         total = [(price * n + fixed_usd_per_hour(s)[0]) * HOURS_PER_MONTH for n in bounds]
         prefix = money(price, status).split("$")[0]
         assert months == [f"{prefix}${usd:,.0f}/month" for usd in total], stack
+
+
+# --- policies ------------------------------------------------------------------------------
+
+
+def test_the_policies_table_is_the_pack_with_its_defaults() -> None:
+    """docs/policies.md: one row per policy of the pack, and each `threshold` (default) its
+    config schema's default (tests/policies/test_policy_pack.py checks the levels)."""
+    from policies.registry import ALL
+
+    rows = {r[0].strip("`"): r[-1] for r in table(page("docs/policies.md"), "policy")}
+    assert sorted(rows) == sorted(p.name for p in ALL)
+    checked = 0
+    for policy in ALL:
+        schema = policy.config_schema.properties if policy.config_schema else {}
+        for name, prop in schema.items():
+            m = re.search(rf"`{name}` \(([^)]*)\)", rows[policy.name])
+            if m is None or m[1].startswith("no longer read"):
+                continue
+            stated = json.loads(m[1].strip("`"))
+            assert stated == prop["default"], f"{policy.name}: {name} ({m[1]})"
+            checked += 1
+    assert checked >= 20
 
 
 # --- the post-deploy checks ----------------------------------------------------------------
