@@ -33,7 +33,8 @@ below with the function it is checked against:
   docs/inputs.md: each key's field bounds; its longest stack name: `MAX_STACK_NAME`;
 - the post-deploy benchmark's default cells and request shape (docs/benchmark.md):
   `benchmark_concurrency` and each shipped stack's settings;
-- every `gemma4 ...` code span in prose: its command, subcommand and options exist;
+- every `gemma4 ...` and `python -m ...` code span in prose: its command or module,
+  subcommand and options exist;
 - a heading, or a sentence ending in a colon, that counts (in words) the list or the commands
   below it: the items there.
 
@@ -47,6 +48,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib
+import importlib.util
 import json
 import re
 import subprocess
@@ -81,6 +84,7 @@ from serving.capacity.plan_perf import fixed_usd_per_hour
 from serving.catalog.hardware import HARDWARE, Platform
 from serving.config.settings import Settings, config_keys
 from serving.config.stack_config import MAX_STACK_NAME
+from tests.test_readme import PYTHON_M_PARSERS
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -503,31 +507,43 @@ def test_the_readme_exit_status_of_ctrl_c_is_the_guards() -> None:
     assert int(claim("README.md", r"2 bad input \([^)]*\), (\d+) Ctrl-C")[1]) == EXIT_INTERRUPTED
 
 
-def test_every_gemma4_code_span_names_a_command_and_options_that_exist() -> None:
+def check_options(parser: argparse.ArgumentParser, words: list[str], where: str) -> None:
+    """Each subcommand in ``words`` is one of the parser's, each option one of the parsers'
+    on the way (placeholders, `[`, `]` and `...` are not checked)."""
+    parsers = [parser]
+    for word in words:
+        if word in subparsers(parsers[-1]):
+            parsers.append(subparsers(parsers[-1])[word])
+        elif word.startswith("-"):
+            option = word.split("=")[0]
+            assert any(option in p._option_string_actions for p in parsers), (
+                f"{where}: no option {option}"
+            )
+
+
+def test_every_command_span_names_a_command_and_options_that_exist() -> None:
     """`gemma4 plan search --rate R` in prose: `plan` is a command, `search` its subcommand,
-    `--rate` an option of one of them. Spans showing output (`gemma4 plan: error: ...`) are
-    not command lines."""
+    `--rate` an option of one of them; `python -m MODULE ...`: the project's module exists,
+    and the options of one with a parser are its own. Spans showing output (`gemma4 plan:
+    error: ...`) are not command lines."""
     checked = 0
     for path in PAGES:
-        for span in re.findall(r"`(?:\.venv/bin/)?gemma4 ([^`]*)`", prose(path.read_text())):
-            if ": " in span:
-                continue
+        text = prose(path.read_text())
+        for span in re.findall(r"`(?:\.venv/bin/)?(gemma4 [^`]*|python -m [^`]*)`", text):
             words = span.replace("[", " ").replace("]", " ").split()
-            where = f"{path.relative_to(ROOT)}: `gemma4 {span}`"
-            if words[0] in ("--version", "-h", "--help"):
+            where = f"{path.relative_to(ROOT)}: `{span}`"
+            if ": " in span or words[1] in ("--version", "-h", "--help"):
                 continue
-            assert words[0] in BY_NAME, f"{where}: no such command"
-            parsers = [subcommand_parser(BY_NAME[words[0]])]
-            for word in words[1:]:
-                if word in subparsers(parsers[-1]):
-                    parsers.append(subparsers(parsers[-1])[word])
-                elif word.startswith("-"):
-                    option = word.split("=")[0]
-                    assert any(option in p._option_string_actions for p in parsers), (
-                        f"{where}: no option {option}"
-                    )
+            if words[0] == "gemma4":
+                assert words[1] in BY_NAME, f"{where}: no such command"
+                check_options(subcommand_parser(BY_NAME[words[1]]), words[2:], where)
+            elif words[2] in PYTHON_M_PARSERS:
+                module = importlib.import_module(PYTHON_M_PARSERS[words[2]])
+                check_options(module.build_parser(), words[3:], where)
+            elif words[2].split(".")[0] not in ("pip", "pytest", "vllm"):
+                assert importlib.util.find_spec(words[2]), f"{where}: no module {words[2]}"
             checked += 1
-    assert checked > 40
+    assert checked > 60
 
 
 def shown(value: Any) -> str:
