@@ -17,8 +17,9 @@ you add commands):
   `python scripts/NAME.py` calls are parsed like the cloud blocks'.
 - ```` ```bash serve ````: starts a long-running server (the MCP server); not run; its calls are
   parsed like the cloud blocks'.
-- ```` ```bash ci ````: the two-command start (`scripts/setup`, `scripts/check`); not run here
-  (it would run this test); it must be exactly what `.ci/run` runs.
+- ```` ```bash ci ````: the start (`scripts/machine`, `scripts/setup`, `scripts/check`,
+  `scripts/engine-check`); not run here (it would run this test); it must be exactly what
+  `.ci/run` runs.
 - Any other info string (`text`, `json`, `python`, `mermaid`, none) is not a shell command.
   GitHub highlights by the first word only, so `bash cloud` renders as bash; the docs site
   drops the marker before rendering (scripts/mkdocs_hooks.py).
@@ -142,7 +143,7 @@ def test_the_readme_has_blocks_of_every_kind() -> None:
     kinds = {b.kind for b in blocks()}
     assert {"run", "cloud", "ci", "heavy", "serve"} <= kinds <= set(KINDS.values())
     first = blocks([README])
-    # The Quickstart: the two-command start, then the offline preview of l4, then the cloud.
+    # The start (set up and check), then the offline preview of l4, then the cloud.
     assert [b.kind for b in first[:3]] == ["ci", "run", "cloud"]
     assert "gemma4 preview -s l4" in first[1].text
     assert "pulumi up -s l4" in first[2].text
