@@ -54,6 +54,7 @@ from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
 from serving.config.project import ProjectError
 from serving.config.project import stack_file as find_stack_file
+from serving.config.stack_config import stack_name_problem
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -316,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--predict",
         metavar="STACK",
         help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml, found "
-        "as -s finds it) on each run, cell by cell, and flag cells far off it",
+        "as `pulumi -s` finds it) on each run, cell by cell, and flag cells far off it",
     )
     cmp_.add_argument(
         "--price",
@@ -670,6 +671,9 @@ def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan import PlanError, load_stack_file_settings
 
+    problem = stack_name_problem(stack, "--predict")
+    if problem:
+        raise ValueError(problem)
     try:
         path = find_stack_file(stack, project_dir, offers_stack_file=False)
         settings = load_stack_file_settings(path)
@@ -687,6 +691,9 @@ def _fmt(value: float | None, slo: str) -> str:
 
 
 def _gate(args: argparse.Namespace) -> int:
+    problem = stack_name_problem(args.stack, "-s")  # a usage error, before the run is read
+    if problem:
+        raise UsageError(problem)
     try:
         run = load_run(args.run)
     except PreflightFailedError as exc:
