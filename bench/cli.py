@@ -44,6 +44,7 @@ from bench.results.stats import GoodputSlo
 from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
 from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
+from endpoint.errors import error_line
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError
@@ -483,17 +484,10 @@ def _verdict(run: RunData, err: Console) -> int:
             + escape(redact("; ".join(cell.get("problems") or [])))
         )
         for sample in (cell.get("failure_samples") or [])[:3]:
-            status = sample.get("status")
-            err.print(
-                "  "
-                + escape(
-                    redact(
-                        f"{sample.get('kind')}"
-                        + (f" HTTP {status}" if status is not None else "")
-                        + f": {sample.get('error')}"
-                    )
-                )
-            )
+            status, said = sample.get("status"), error_line(str(sample.get("error") or ""))
+            if status is not None and not said.startswith(f"HTTP {status}"):
+                said = f"HTTP {status}: {said}" if said else f"HTTP {status}"
+            err.print(f"  {escape(str(sample.get('kind')))}: {escape(said)}")
     if missing:
         err.print(f"[red]{len(missing)} cells were not run[/red]")
         return EXIT_FAILED
@@ -761,7 +755,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
-    err = Console(stderr=True, highlight=False)
+    # One line per message, however wide: a message is not a paragraph to fill (and logs are
+    # greppable).
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         if args.command == "run":
             return _run(args, err)
@@ -769,14 +765,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        # One line, however wide: a message is not a paragraph to fill (and logs are greppable).
-        err.print(
-            f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}", soft_wrap=True
-        )
+        err.print(f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     except Exception as exc:  # last resort: one line, never a traceback
         what = escape(redact(f"{type(exc).__name__}: {exc}"))
-        err.print(
-            f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}", soft_wrap=True
-        )
+        err.print(f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}")
         return EXIT_FAILED
