@@ -46,7 +46,7 @@ def preview_path(root: Path) -> Diagram:
     return diagram(_preview(CLOUD_RUN_STACK, root), root)
 
 
-def import_graph(root: Path) -> Diagram:
+def import_graph_figure(root: Path) -> Diagram:
     return imports.diagram(imports.import_graph(root), root)
 
 
@@ -62,7 +62,7 @@ DIAGRAMS = (
     Figure("gke-topology.svg", gke_topology),
     Figure("cloud-run-topology.svg", cloud_run_topology),
     Figure("preview-path.svg", preview_path),
-    Figure("import-graph.svg", import_graph),
+    Figure("import-graph.svg", import_graph_figure),
     Figure("promotion.svg", promotion.diagram),
 )
 
