@@ -44,6 +44,7 @@ from bench.results.stats import GoodputSlo
 from bench.results.store import PREFLIGHT_FILE, PreflightFailedError, RunData, StoreError, load_run
 from endpoint.auth import AuthStrategy
 from endpoint.client import LimitExceeded
+from endpoint.errors import error_line
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError
@@ -54,6 +55,7 @@ from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
 from serving.config.project import ProjectError
 from serving.config.project import stack_file as find_stack_file
+from serving.config.stack_config import stack_name_problem
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -316,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--predict",
         metavar="STACK",
         help="overlay the performance model's prediction for STACK (Pulumi.STACK.yaml, found "
-        "as -s finds it) on each run, cell by cell, and flag cells far off it",
+        "as `pulumi -s` finds it) on each run, cell by cell, and flag cells far off it",
     )
     cmp_.add_argument(
         "--price",
@@ -482,17 +484,10 @@ def _verdict(run: RunData, err: Console) -> int:
             + escape(redact("; ".join(cell.get("problems") or [])))
         )
         for sample in (cell.get("failure_samples") or [])[:3]:
-            status = sample.get("status")
-            err.print(
-                "  "
-                + escape(
-                    redact(
-                        f"{sample.get('kind')}"
-                        + (f" HTTP {status}" if status is not None else "")
-                        + f": {sample.get('error')}"
-                    )
-                )
-            )
+            status, said = sample.get("status"), error_line(str(sample.get("error") or ""))
+            if status is not None and not said.startswith(f"HTTP {status}"):
+                said = f"HTTP {status}: {said}" if said else f"HTTP {status}"
+            err.print(f"  {escape(str(sample.get('kind')))}: {escape(said)}")
     if missing:
         err.print(f"[red]{len(missing)} cells were not run[/red]")
         return EXIT_FAILED
@@ -670,6 +665,9 @@ def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan import PlanError, load_stack_file_settings
 
+    problem = stack_name_problem(stack, "--predict")
+    if problem:
+        raise ValueError(problem)
     try:
         path = find_stack_file(stack, project_dir, offers_stack_file=False)
         settings = load_stack_file_settings(path)
@@ -687,6 +685,9 @@ def _fmt(value: float | None, slo: str) -> str:
 
 
 def _gate(args: argparse.Namespace) -> int:
+    problem = stack_name_problem(args.stack, "-s")  # a usage error, before the run is read
+    if problem:
+        raise UsageError(problem)
     try:
         run = load_run(args.run)
     except PreflightFailedError as exc:
@@ -754,7 +755,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
-    err = Console(stderr=True, highlight=False)
+    # One line per message, however wide: a message is not a paragraph to fill (and logs are
+    # greppable).
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         if args.command == "run":
             return _run(args, err)
@@ -762,14 +765,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         return _gate(args)
     except UsageError as exc:
-        # One line, however wide: a message is not a paragraph to fill (and logs are greppable).
-        err.print(
-            f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}", soft_wrap=True
-        )
+        err.print(f"gemma4 bench {args.command}: [red]error:[/red] {escape(redact(exc))}")
         return EXIT_USAGE
     except Exception as exc:  # last resort: one line, never a traceback
         what = escape(redact(f"{type(exc).__name__}: {exc}"))
-        err.print(
-            f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}", soft_wrap=True
-        )
+        err.print(f"gemma4 bench {args.command}: [red]unexpected error:[/red] {what}")
         return EXIT_FAILED

@@ -203,8 +203,8 @@ def _first_line(text: str) -> str:
 
 def _said(body: str) -> str:
     """What the body says, before redaction (:func:`error_line`): ``{"error": {"message"}}``,
-    ``{"message"}``, ``{"detail"}``, an HTML page or text."""
-    text = body.strip()
+    ``{"message"}``, ``{"detail"}``, an HTML page (a byte order mark before it too) or text."""
+    text = body.strip().removeprefix("\ufeff").lstrip()
     try:
         data = loads_json(text)
     except ValueError:

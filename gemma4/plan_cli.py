@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not path.is_file():
                 raise PlanError(f"--stack-file {path}: not a regular file")
             stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-            problem = stack_name_problem(stack)
+            problem = stack_name_problem(stack, "-s" if options.stack else None)
             if problem:
                 raise PlanError(problem)
         else:
@@ -583,10 +583,9 @@ def calibrate_main(argv: Sequence[str]) -> int:
         if o.where is not None and not 0 < len(o.where) <= 200:
             raise ValueError("--where must be 1 to 200 characters")
         root = found_project_dir(o.project_dir)
+        source = stack_file(o.stack, root, offers_stack_file=False)  # -s checked before any read
         settings = load_stack_settings(o.stack, root)
-        say_read(
-            "gemma4 plan calibrate", stack_file(o.stack, root, offers_stack_file=False).resolve()
-        )
+        say_read("gemma4 plan calibrate", source.resolve())
         if not o.run_dir.is_dir():
             raise ValueError(f"{o.run_dir}: no such run folder")
         out: Path = CALIBRATIONS_DIR if o.out is None else o.out

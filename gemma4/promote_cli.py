@@ -13,6 +13,7 @@ from gemma4.options import add_project_options, found_project_dir
 from serving.config.checks import SettingsError, check_text
 from serving.config.project import ProjectError
 from serving.config.settings import load_settings
+from serving.config.stack_config import stack_name_problem
 from serving.promotion import (
     PromotionError,
     Validator,
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for option, stack in (("--from", args.source), ("--to", args.target)):
+            problem = stack_name_problem(stack, option)
+            if problem:
+                raise PromotionError(problem)
         args.root = found_project_dir(args.project_dir)
         check_distinct(args.source, args.target, args.root)
         source = load_settings(read_stack(args.source, args.root))

@@ -199,9 +199,9 @@ def search_main(argv: Sequence[str]) -> int:
         if not names:
             raise ValueError(f"no Pulumi.<stack>.yaml in {root}")
         if o.write_stack is not None:
-            problem = stack_name_problem(o.write_stack)
+            problem = stack_name_problem(o.write_stack, "--write-stack")
             if problem:
-                raise ValueError(f"--write-stack: {problem}")
+                raise ValueError(problem)
             target = root / f"Pulumi.{o.write_stack}.yaml"
             if target.exists() or target.is_symlink():
                 raise ValueError(

@@ -94,7 +94,7 @@ def targets_from_args(args: argparse.Namespace, command: str) -> list[Target]:
     where) or ``--url``, with the flags of :func:`add_auth_options`."""
     options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
     if args.stack:
-        problem = stack_name_problem(args.stack)  # before the pulumi CLI is asked anything
+        problem = stack_name_problem(args.stack, "-s")  # before the pulumi CLI is asked anything
         if problem:
             raise TargetError(problem)
         say_outputs(command, args.stack, args.project_dir)
@@ -219,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         targets = targets_from_args(args, "gemma4 health")
     except TargetError as exc:
-        error_console.print(f"gemma4 health: [red]error:[/red] {escape(redact(exc))}")
+        error_console.print(
+            f"gemma4 health: [red]error:[/red] {escape(redact(exc))}", soft_wrap=True
+        )
         return EXIT_USAGE
     # Ctrl-C propagates: the command line ends every command with exit 130 and one line.
     reports = asyncio.run(_run(targets, args))

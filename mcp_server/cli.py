@@ -14,6 +14,7 @@ from components.tpu_api import adc_token_source
 from gemma4.options import add_project_options
 from serving.capacity.plan import ROOT
 from serving.config.project import ProjectError, find_project_file, stack_names
+from serving.config.stack_config import stack_name_problem
 
 from . import _deployments as d
 from ._redaction import redact, register_environment_secrets
@@ -124,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.port <= 65535:
         print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
+    for stack in args.stack:
+        problem = stack_name_problem(stack, "-s")
+        if problem:
+            print(f"gemma4 mcp: error: {redact(problem)}", file=sys.stderr)
+            return EXIT_USAGE
     register_environment_secrets()
     urls = ApiUrls(run=args.run_api_url, tpu=args.tpu_api_url, logging=args.logging_api_url)
     if args.project_dir is None:  # as `pulumi -s`: here or the nearest parent with a Pulumi.yaml

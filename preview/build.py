@@ -593,13 +593,14 @@ def build_preview(
             "from a checkout of the repository (scripts/setup, or pip install -e .)"
         )
     path = stack_file_path(stack, stack_file, project_dir)
-    if stack_file is not None and not stack:
+    named_by_file = stack_file is not None and not stack
+    if named_by_file:
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml") or "preview"
     from serving.config.stack_config import stack_name_problem
 
-    problem = stack_name_problem(stack)
+    problem = stack_name_problem(stack, None if named_by_file else "-s", stack_file=True)
     if problem:
-        hint = " (pass -s NAME to preview the file under another name)" if stack_file else ""
+        hint = " (pass -s NAME to preview the file under another name)" if named_by_file else ""
         raise PreviewError(f"{problem}{hint}")
     project_config, other_config = read_stack_file(path)
     unreadable = secure_keys_read(project_config, other_config)

@@ -181,9 +181,11 @@ def _default(action: argparse.Action) -> str:
     if action.nargs == 0 or action.required:
         return "required" if action.required else "-"
     value = action.default
-    if value is None or value == argparse.SUPPRESS or value in ([], ""):
+    if value is None or value == argparse.SUPPRESS or value in ([], (), ""):
         return "-"
-    if isinstance(value, Path):
+    if isinstance(value, list | tuple):  # as typed: `--platforms a,b`
+        value = ",".join(str(v) for v in value)
+    elif isinstance(value, Path):
         # A default inside the repository is shown relative to it, so the page does not depend
         # on where the repository was cloned.
         value = str(value.relative_to(ROOT) if value.is_relative_to(ROOT) else value)

@@ -16,10 +16,9 @@ from typing import Any
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-ROOT = Path(__file__).resolve().parent.parent
-
-#: The figures drawn for one state of the sources (``mkdocs serve`` rebuilds on every edit).
-_drawn: dict[float, Path] = {}
+#: The figures drawn for one project and state of its sources (``mkdocs serve`` rebuilds on
+#: every edit).
+_drawn: dict[tuple[Path, float], Path] = {}
 
 #: A fence opening with one of the test markers (the markers tests/test_readme.py defines).
 MARKED_FENCE = re.compile(
@@ -34,21 +33,28 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     return MARKED_FENCE.sub(r"\g<indent>\g<fence>bash", markdown)
 
 
-def _sources_changed_at() -> float:
+def project_root(config: MkDocsConfig) -> Path:
+    """The project the site documents: the folder of its config file, wherever the build runs
+    from (`mkdocs build -f <repo>/mkdocs.yml`), never the current directory."""
+    return Path(config.config_file_path).resolve().parent
+
+
+def _sources_changed_at(root: Path) -> float:
     """The newest modification time among what the figures are drawn from."""
     packages = ("serving", "components", "gemma4", "bench", "policies", "endpoint")
     patterns = ["*.py", "Pulumi.*.yaml", ".github/workflows/*.yml", "scripts/figures/data/**/*"]
     patterns += [f"{package}/**/*.py" for package in packages]
-    return max((p.stat().st_mtime for pattern in patterns for p in ROOT.glob(pattern)), default=0.0)
+    return max((p.stat().st_mtime for pattern in patterns for p in root.glob(pattern)), default=0.0)
 
 
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
     """Draw every figure (once per state of the sources) and add it to the site."""
-    if str(ROOT) not in sys.path:  # MkDocs loads this file by path, and restores sys.path
-        sys.path.insert(0, str(ROOT))
+    root = project_root(config)
+    if str(root) not in sys.path:  # MkDocs loads this file by path, and restores sys.path
+        sys.path.insert(0, str(root))
     from scripts.figures import write_all
 
-    stamp = _sources_changed_at()
+    stamp = (root, _sources_changed_at(root))
     if stamp not in _drawn:
         # A new folder of this process's own: the figures of this build, never those of an
         # earlier one, and never emptied under a build running beside it (another checkout,
@@ -60,7 +66,7 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
         with warnings.catch_warnings():
             # pulumi-gcp warns about its own deprecated modules when the program imports it.
             warnings.simplefilter("ignore", DeprecationWarning)
-            write_all(out)
+            write_all(out, root)
         _drawn.clear()
         _drawn[stamp] = out
     for path in sorted(_drawn[stamp].iterdir()):

@@ -36,7 +36,7 @@ def texts_in_svg(svg: str) -> list[str]:
 
 @functools.cache
 def _rendered(stack: str) -> list[Any]:
-    return render(stack)
+    return render(stack, ROOT)
 
 
 def _arrows(d: Diagram) -> set[tuple[str, str]]:
@@ -246,7 +246,7 @@ def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
     from scripts.figures.flow import command_lines, diagram
 
     p = build_preview("l4")
-    d = diagram(p)
+    d = diagram(p, ROOT)
     argv = next(b for b in d.boxes if b.key == "argv")
     assert shlex.split(" ".join(argv.lines)) == shlex.split(p.vllm_command_line)
     # The count the preview prints ("Resources (N):"), split as the preview marks them.

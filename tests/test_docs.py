@@ -125,8 +125,11 @@ def test_the_site_builds_with_every_fence_rendered(tmp_path: Path) -> None:
     site = Path(os.environ.get("GEMMA4_SITE_DIR") or tmp_path / "site")
     command = [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict"]
     assert "--quiet" not in _check_mkdocs_step()
-    # From another folder, as `mkdocs build -f <repo>/mkdocs.yml` in a user's script: the
-    # figures are drawn from this project, not from whatever folder the build started in.
+    # From another folder, as `mkdocs build -f <repo>/mkdocs.yml` in a user's script, one that
+    # holds another Pulumi project with a stack of the same name as a drawn one: the figures
+    # are drawn from the config file's project, never from the folder the build started in.
+    (tmp_path / "Pulumi.yaml").write_text("name: another\nruntime: python\n")
+    (tmp_path / "Pulumi.l4.yaml").write_text("config:\n  another:key: [unclosed\n")
     done = subprocess.run(
         [*command, "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
         cwd=tmp_path,

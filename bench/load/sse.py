@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from endpoint.limits import MAX_ECHO_CHARS, MAX_SSE_LINE_BYTES
+from endpoint.errors import error_line
+from endpoint.limits import MAX_SSE_LINE_BYTES
 from endpoint.redact import redact
 
 __all__ = ["MAX_TOKENS_PER_CHUNK", "StreamParser", "StreamProtocolError", "StreamedError"]
@@ -128,7 +129,7 @@ class StreamParser:
             detail: dict[str, Any] = error if isinstance(error, dict) else {"message": error}
             code = detail.get("code")
             raise StreamedError(
-                f"error in stream: {redact(detail.get('message'), limit=MAX_ECHO_CHARS)}",
+                f"error in stream: {error_line(str(detail.get('message')))}",
                 code if isinstance(code, int) else None,
             )
         usage = chunk.get("usage")

@@ -287,7 +287,8 @@ async def _preflight_problem(
         return f"no credentials ({auth}): {error}"
     if result.error_kind in ("connection", "timeout") and result.status is None:
         return f"cannot reach {url}: {await _connection_hint(client) or error}"
-    status = f", HTTP {result.status}" if result.status else ""
+    status_told = result.status is None or error.startswith(f"HTTP {result.status}")
+    status = "" if status_told else f", HTTP {result.status}"
     return f"the first request to {url} failed ({result.error_kind}{status}): {error}"
 
 

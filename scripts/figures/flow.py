@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from scripts.figures.draw import Arrow, Box, Diagram
@@ -25,11 +26,12 @@ def command_lines(command: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def diagram(p: Any) -> Diagram:
-    """The preview ``p`` (a :class:`preview.build.Preview`) as a path of boxes."""
+def diagram(p: Any, root: Path) -> Diagram:
+    """The preview ``p`` (a :class:`preview.build.Preview`) of a stack of the project in
+    ``root`` as a path of boxes."""
     from preview.harness import stack_config
 
-    config = stack_config(p.stack)
+    config = stack_config(p.stack, root)
     shown = [f"{k}: {v}" for k, v in list(config.items())[:MAX_KEYS]]
     if len(config) > MAX_KEYS:
         shown.append(f"... {len(config) - MAX_KEYS} more keys")

@@ -88,12 +88,12 @@ def _title(name: str, root: Path = ROOT) -> str:
     return f"{path}.py" if (root / f"{path}.py").is_file() else f"{path}/"
 
 
-def diagram(graph: ImportGraph | None = None) -> Diagram:
-    graph = graph or import_graph()
+def diagram(graph: ImportGraph | None = None, root: Path = ROOT) -> Diagram:
+    graph = graph or import_graph(root)
     boxes = [
         Box(
             room,
-            _title(room),
+            _title(room, root),
             (
                 *(("gemma4/, scripts/, cli.py, __main__.py",) if room == COMMAND_LINE else ()),
                 f"{graph.modules.get(room, 0)} module"

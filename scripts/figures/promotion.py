@@ -11,13 +11,12 @@ import yaml
 
 from scripts.figures.draw import Arrow, Box, Diagram
 
-WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 #: Steps of a deploy shown in each stack's box (set-up steps are left out).
 SHOWN_STEPS = ("Promote", "pulumi up", "Health gate", "Benchmark")
 
 
-def _load(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+def _load(root: Path, name: str) -> dict[str, Any]:
+    data = yaml.safe_load((root / ".github" / "workflows" / name).read_text(encoding="utf-8"))
     return data if isinstance(data, dict) else {}
 
 
@@ -26,10 +25,11 @@ def _needs(job: dict[str, Any]) -> list[str]:
     return [needs] if isinstance(needs, str) else list(needs)
 
 
-def diagram() -> Diagram:
-    pr = _load("pull-request.yml").get("jobs") or {}
-    deploy = _load("deploy.yml").get("jobs") or {}
-    stack_jobs = _load("deploy-stack.yml").get("jobs") or {}
+def diagram(root: Path) -> Diagram:
+    """The workflows of the project in ``root``."""
+    pr = _load(root, "pull-request.yml").get("jobs") or {}
+    deploy = _load(root, "deploy.yml").get("jobs") or {}
+    stack_jobs = _load(root, "deploy-stack.yml").get("jobs") or {}
     steps = [
         str(s.get("name"))
         for job in stack_jobs.values()

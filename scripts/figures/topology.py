@@ -5,6 +5,7 @@ another, resolved the way the cluster or Cloud Run resolves it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from scripts.figures.draw import Arrow, Box, Diagram
@@ -20,12 +21,12 @@ DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 
 
-def render(stack: str) -> list[Resource]:
-    """The resources the program declares for ``stack`` (its shipped stack file)."""
+def render(stack: str, root: Path) -> list[Resource]:
+    """The resources the program in ``root`` declares for ``stack`` (its stack file there)."""
     from preview.harness import render as run_program
     from preview.harness import stack_config
 
-    return list(run_program(stack_config(stack), stack).resources)
+    return list(run_program(stack_config(stack, root), stack, root=root).resources)
 
 
 def _kind(r: Resource) -> str:

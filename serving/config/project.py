@@ -115,13 +115,12 @@ def stack_file(
     the current directory) upward. Raises :class:`ProjectError` with what was looked for (and,
     when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
+    from serving.config.stack_config import shown_stack, stack_name_meant, stack_name_problem
+
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
-        from serving.config.stack_config import shown_stack, stack_name_hint
-
-        raise ProjectError(f"invalid stack name {shown_stack(stack)}{stack_name_hint(stack)}")
-    from serving.config.stack_config import stack_name_problem
-
-    problem = stack_name_problem(stack)
+        meant = stack_name_meant(stack, "-s", stack_file=offers_stack_file)
+        raise ProjectError(meant or f"invalid stack name {shown_stack(stack)}")
+    problem = stack_name_problem(stack, "-s", stack_file=offers_stack_file)
     if problem:
         raise ProjectError(problem)
     if project_dir is not None:

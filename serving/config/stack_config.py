@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -79,30 +80,45 @@ def shown_stack(stack: str) -> str:
     return repr(stack) if len(stack) <= 64 else f"{stack[:40]!r}... ({len(stack)} characters)"
 
 
-def stack_name_hint(stack: str) -> str:
-    """What a name that cannot be a stack's likely meant, as the tail of a message: the stack
-    a file name names (`Pulumi.l4.yaml`, a path) or the name in lower case (`L4`); empty when
-    nothing fits."""
+def stack_name_meant(stack: str, option: str, *, stack_file: bool = False) -> str | None:
+    """What `option`'s `stack`, which cannot be a stack's name, likely meant, as one line: a
+    stack file's name (`Pulumi.l4.yaml`, with or without a path: that stack, or `--stack-file`
+    where the command has it, `stack_file`) or a stack in capitals (`L4`); None when nothing
+    fits."""
+    shown = shown_stack(stack)
     base = stack.replace("\\", "/").rsplit("/", 1)[-1]
-    file = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", base)
-    if file or base.endswith((".yaml", ".yml")) or "/" in stack:
+    if base.endswith((".yaml", ".yml")):
+        file = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", base)
         named = file.group(1).lower() if file else ""
-        guess = f"the stack {named!r}, or " if named and _is_name(named) else ""
-        return f"; a file, not a stack name: did you mean {guess}--stack-file PATH (preview, plan)?"
+        path = shlex.quote(stack) if len(stack) <= 64 and stack.isprintable() else "PATH"
+        ways = [f"{option} {named}"] if _is_name(named) else []
+        if stack_file and base not in ("Pulumi.yaml", "Pulumi.yml"):
+            ways.append(f"--stack-file {path}")
+        if not ways:
+            takes = f"{option} takes a stack's name (Pulumi.<stack>.yaml)"
+            return f"{option}: {shown} names a file; {takes}"
+        also = f" (or {ways[1]})" if len(ways) > 1 else ""
+        return f"{option}: {shown} names a file: did you mean {ways[0]}{also}?"
     if _is_name(stack.lower()):
-        return f"; did you mean {stack.lower()!r}? (stack names are lowercase)"
-    return ""
+        return f"{option}: no stack {shown}; did you mean {stack.lower()!r}?"
+    return None
 
 
-def stack_name_problem(stack: str) -> str | None:
+def stack_name_problem(
+    stack: str, option: str | None = None, *, stack_file: bool = False
+) -> str | None:
     """Why `stack` cannot name this project's resources (None when it can): resource names are
     `gemma-<stack>-...`, and Cloud Run service ids take lowercase letters, digits and hyphens,
-    begin with a letter, do not end with a hyphen and have fewer than 50 characters."""
+    begin with a letter, do not end with a hyphen and have fewer than 50 characters.
+
+    Given by a command's `option` (`-s`, `--from`), a name that is likely a slip (a file's
+    name, capitals) is answered with what it meant (:func:`stack_name_meant`)."""
     if _is_name(stack):
         return None
-    return (
-        f"stack name {shown_stack(stack)} cannot become resource names (gemma-<stack>-...): use "
-        "lowercase letters, digits and hyphens, starting with a letter, not ending with a "
-        f"hyphen, at most {MAX_STACK_NAME} characters (a Cloud Run service id has fewer than 50)"
-        + stack_name_hint(stack)
+    meant = stack_name_meant(stack, option, stack_file=stack_file) if option else None
+    return meant or (
+        f"{option + ': ' if option else ''}stack name {shown_stack(stack)} cannot become "
+        "resource names (gemma-<stack>-...): use lowercase letters, digits and hyphens, starting "
+        f"with a letter, not ending with a hyphen, at most {MAX_STACK_NAME} characters (a Cloud "
+        "Run service id has fewer than 50)"
     )

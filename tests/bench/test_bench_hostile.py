@@ -12,8 +12,11 @@ import pytest
 
 from bench.cli import main
 from bench.results.store import RunStore
+from endpoint.limits import MAX_ECHO_CHARS
 from tests.bench.conftest import MODEL, ServerFactory, quick_run
+from tests.endpoint.test_error_line import TOKEN
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
+from tests.support.front_end import ERROR_ANSWERS, GOOGLE_503, front_end
 
 KEY = "bench-hostile-key-5c2e91"
 SMALL = quick_run(4)
@@ -93,7 +96,7 @@ def test_failed_requests_fail_the_cell_and_are_kept(
     assert code == 1
     assert "0 cells passed, 1 failed or short" in stdout
     assert "cell c1-p8-o2 failed: success rate 50.0% is under 100.0%" in err
-    assert "http_status HTTP 503: HTTP 503:" in err and "injected failure" in err
+    assert "  http_status: HTTP 503: injected failure (HTTP 503)" in err  # the status once
     (record,) = [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
     assert record["status"] == "failed"
     assert record["failure_statuses"] == {"503": 2}
@@ -371,14 +374,30 @@ def test_a_cell_record_with_a_key_twice_is_refused(tmp_path: Path, capsys) -> No
     assert code == 2 and "'status' twice" in err, err
 
 
-def test_a_front_end_error_page_is_one_line(capsys, tmp_path: Path) -> None:
-    """The preflight's failure against a front end's HTML 502 page: the status and the page's
-    title on one line, not the page."""
-    from tests.support.front_end import front_end_502
-
-    with front_end_502() as url:
+@pytest.mark.parametrize("answer", list(ERROR_ANSWERS))
+def test_an_error_answer_to_the_preflight_is_one_line(answer: str, capsys, tmp_path: Path) -> None:
+    """The preflight's failure against a front end's (or vLLM's) error answer: a multi-line
+    HTML page, JSON, a reflected credential, megabytes. The status once and what the body says
+    on one line, redacted and bounded, never the body."""
+    status, body, content_type, said = ERROR_ANSWERS[answer]
+    with front_end(status, body, content_type) as url:
         code, out, err, _ = _run(capsys, url, tmp_path / "r", "--model", MODEL, "--no-tokenize")
     assert code == 1
-    assert "HTTP 502: Error 502 (Server Error)!!1" in " ".join(err.split())
-    assert "<" not in out + err and "an error." not in out + err
-    assert len([line for line in err.splitlines() if "502" in line]) == 1
+    (line,) = [line for line in err.splitlines() if "preflight failed" in line]
+    assert f"failed (http_status): HTTP {status}: {said}" in line, line  # the status once
+    assert len(line) < MAX_ECHO_CHARS + 120
+    shown = out + err + _files_text(tmp_path / "r")
+    assert "<" not in out + err and "an error." not in shown and TOKEN[3:] not in shown
+
+
+def test_error_pages_of_failed_requests_are_one_line_each(
+    fake_vllm: ServerFactory, tmp_path: Path, capsys
+) -> None:
+    """A cell's failure samples, as the console shows them, against a front end that answers
+    every second request with its HTML 503 page: one line each, the status once."""
+    server = fake_vllm(output_tokens=2, fail_every=2, fail_status=503, fail_page=GOOGLE_503)
+    code, _, err, _ = _run(capsys, server.url, tmp_path / "r", "--model", MODEL, *_grid())
+    assert code == 1
+    samples = [line for line in err.splitlines() if line.startswith("  http_status")]
+    assert samples == ["  http_status: HTTP 503: Error 503 (Server Error)!!1"] * 2
+    assert "<" not in err

@@ -120,6 +120,9 @@ def test_errors_inside_the_stream_and_bad_chunks_raise() -> None:
     with pytest.raises(StreamedError) as caught:
         p.feed(b'data: {"error": {"message": "boom", "code": 500}}\n\n', 0.1)
     assert caught.value.status == 500
+    # A message over several lines (a traceback) is shown as its first line.
+    with pytest.raises(StreamedError, match=r"^error in stream: Engine died\.$"):
+        StreamParser(0.0).feed(b'data: {"error": {"message": "Engine died.\\nTraceback"}}\n', 0.1)
     with pytest.raises(StreamProtocolError):
         StreamParser(0.0).feed(b"data: {not json\n\n", 0.1)
     with pytest.raises(StreamProtocolError):

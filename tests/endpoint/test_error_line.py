@@ -58,6 +58,7 @@ def test_json_errors_show_their_message(body: dict[str, object], line: str) -> N
             "Service & more",
         ),
         ("<html></html>", ""),
+        ("\ufeff\n<html><title>Service Unavailable</title></html>", "Service Unavailable"),
     ],
 )
 def test_an_html_page_shows_its_title_or_first_text(body: str, line: str) -> None:

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 
 from endpoint.auth import ApiKeyAuth
+from endpoint.limits import MAX_ECHO_CHARS, MAX_ERROR_BODY_BYTES
 from healthchecks.cli import main
 from healthchecks.runner import run_health_checks
+from tests.endpoint.test_error_line import TOKEN
 from tests.healthchecks._helpers import MODEL, ServerFactory
+from tests.support.front_end import ERROR_ANSWERS, front_end
 
 KEY = "hc-hostile-key-93f1c2"
 
@@ -299,16 +302,24 @@ def test_a_retry_after_past_the_deadline_ends_the_check_and_says_so(
     assert took < 30  # at once, not after the day the server asked for (nor the hour's deadline)
 
 
-def test_a_front_end_error_page_is_one_line_per_check(capsys) -> None:
-    """A front end in front of vLLM (Google's, on Cloud Run) answers 502 with an HTML page: each
-    failed check says the status and the page's title on one line, not the page."""
-    from tests.support.front_end import front_end_502
-
-    with front_end_502() as url:
-        code, out, _, _ = _run(capsys, "--url", url, "--model", MODEL)
+@pytest.mark.parametrize("answer", list(ERROR_ANSWERS))
+def test_an_error_answer_is_one_line_per_check(answer: str, capsys) -> None:
+    """A front end in front of vLLM (Google's, on Cloud Run) or vLLM itself answers every request
+    but /health with an error: a multi-line HTML page, JSON, a reflected credential, megabytes.
+    Each failed check says the status and what the body says in one line, redacted and
+    bounded, never the body."""
+    status, body, content_type, said = ERROR_ANSWERS[answer]
+    with front_end(status, body, content_type) as url:
+        code, table, _, _ = _run(capsys, "--url", url, "--model", MODEL)
+        assert code == 1
+        assert len([line for line in table.splitlines() if " FAIL " in line]) == 3
+        code, out, _, _ = _run(capsys, "--url", url, "--model", MODEL, "--json")
     assert code == 1
-    failed = [line for line in out.splitlines() if " FAIL " in line]
-    assert len(failed) == 3  # models, chat, metrics; readiness passed
-    for line in failed:
-        assert "answered HTTP 502: Error 502 (Server Error)!!1" in line
-    assert "<" not in out and "an error." not in out
+    failed = {name: c["detail"] for name, c in _checks(out).items() if not c["ok"]}
+    assert list(failed) == ["models", "chat", "metrics"]  # readiness passed
+    for detail in failed.values():
+        assert "\n" not in detail and len(detail) < MAX_ECHO_CHARS + 60, detail
+        capped = len(body) > MAX_ERROR_BODY_BYTES and "larger than" in detail
+        assert capped or f"answered HTTP {status}: {said}" in detail, detail
+    for shown in (table, out):
+        assert "<" not in shown and "an error." not in shown and TOKEN[3:] not in shown

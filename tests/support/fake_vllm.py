@@ -44,7 +44,8 @@ Knobs (:class:`FakeVllmConfig`; command-line flags in brackets):
   usage rises by the tokens the chunk carried.
 - ``omit_done``: streams end cleanly (end of body) without ``data: [DONE]``.
 - ``fail_every`` and ``fail_status`` [``--fail-every``, ``--fail-status``]: every N-th
-  completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON.
+  completion request (1-based count) answers HTTP ``fail_status`` with vLLM's error JSON, or
+  with ``fail_page`` (an HTML page, as a front end answers) when one is given.
 
 - ``stream_error_after``: streams send this many content chunks, then vLLM's in-stream error
   ``data: {"error": {"message", "type", "param", "code": 500}}`` and ``data: [DONE]``.
@@ -164,6 +165,7 @@ class FakeVllmConfig:
     omit_done: bool = False
     fail_every: int = 0
     fail_status: int = 500
+    fail_page: str | None = None
     missing_paths: tuple[str, ...] = ()
     stream_error_after: int | None = None
     reflect_authorization: bool = False
@@ -592,6 +594,10 @@ class FakeVllmServer:
         every = self.config.fail_every
         if every > 0 and self._generate_calls % every == 0:
             status = self.config.fail_status
+            if self.config.fail_page is not None:
+                return web.Response(
+                    text=self.config.fail_page, status=status, content_type="text/html"
+                )
             return self._error(f"injected failure (HTTP {status})", status, "InternalServerError")
         n_out = self._output_count(body)
         m, labels = self._metrics, self._metrics.values
