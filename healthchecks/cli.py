@@ -30,6 +30,7 @@ from endpoint.targets import (
 )
 from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
+from serving.config.project import project_stacks
 from serving.config.stack_config import stack_name_problem
 
 from .checks import Backoff
@@ -94,7 +95,9 @@ def targets_from_args(args: argparse.Namespace, command: str) -> list[Target]:
     where) or ``--url``, with the flags of :func:`add_auth_options`."""
     options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
     if args.stack:
-        problem = stack_name_problem(args.stack, "-s")  # before the pulumi CLI is asked anything
+        # Before the pulumi CLI is asked anything; a slip in capitals offered only as a stack
+        # the project has.
+        problem = stack_name_problem(args.stack, "-s", known=project_stacks(args.project_dir))
         if problem:
             raise TargetError(problem)
         say_outputs(command, args.stack, args.project_dir)

@@ -13,6 +13,7 @@ import pytest
 
 from gemma4.cli import COMMANDS, build_parser, main, subcommand_parser
 from preview.harness import ROOT
+from serving.config.project import stack_names
 
 
 def parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
@@ -300,3 +301,26 @@ def test_a_huge_stack_name_gets_a_short_message(
     assert main(["plan", "-s", stack]) == 2
     err = capsys.readouterr().err
     assert len(err) < 1000 and "characters)" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "stack_file"),
+    STACK_COMMANDS,
+    ids=[" ".join(c[:-2] if c[-2].startswith("-") else c) for c, _, _ in STACK_COMMANDS],
+)
+def test_capitals_of_no_stack_here_get_the_stacks_not_a_guess(
+    command: list[str], option: str, stack_file: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`FOO` lowercased is no stack of this project either: the line names the stacks there
+    instead of offering one that does not exist (a stack to write, `--write-stack`, is new:
+    its lowercase is the name offered)."""
+    if option == "--write-stack":
+        assert main([w if w != "{}" else "FOO" for w in command]) == 2
+        assert "did you mean 'foo'?" in capsys.readouterr().err
+        return
+    argv = ["FOO" if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert "did you mean" not in err, err
+    assert f"{option}: no stack 'FOO' (stack names are lowercase); stacks here: " in err, err
+    assert ", ".join(stack_names(ROOT)) in err

@@ -120,7 +120,9 @@ def stack_file(
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
         meant = stack_name_meant(stack, "-s", stack_file=offers_stack_file)
         raise ProjectError(meant or f"invalid stack name {shown_stack(stack)}")
-    problem = stack_name_problem(stack, "-s", stack_file=offers_stack_file)
+    where = project_dir if project_dir is not None else _folder(find_project_file(start))
+    known = stack_names(where) if where is not None and where.is_dir() else None
+    problem = stack_name_problem(stack, "-s", stack_file=offers_stack_file, known=known)
     if problem:
         raise ProjectError(problem)
     if project_dir is not None:
@@ -139,12 +141,27 @@ def stack_file(
     suffix = found.suffix if found is not None else ".yaml"
     path = directory / f"Pulumi.{stack}{suffix}"
     if not path.is_file():
-        known = ", ".join(stack_names(directory)) or "none"
+        there = ", ".join(stack_names(directory)) or "none"
         raise ProjectError(
-            f"unknown stack {stack!r}: no {path.name} in {directory}; stacks there: {known}"
+            f"unknown stack {stack!r}: no {path.name} in {directory}; stacks there: {there}"
             + (" (or pass --stack-file PATH)" if offers_stack_file else "")
         )
     return path
+
+
+def _folder(project: Path | None) -> Path | None:
+    return project.parent if project is not None else None
+
+
+def project_stacks(project_dir: str | Path | None = None) -> list[str] | None:
+    """The stacks of the project in `project_dir` or found from the current directory up;
+    None when there is none, or it is another program's (a name is then judged on its own;
+    the command names that project when it reads it)."""
+    try:
+        where = Path(project_dir) if project_dir is not None else _folder(find_project_file())
+        return stack_names(where) if where is not None and where.is_dir() else None
+    except (ProjectError, OSError):
+        return None
 
 
 def stack_names(directory: Path) -> list[str]:

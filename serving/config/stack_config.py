@@ -80,11 +80,14 @@ def shown_stack(stack: str) -> str:
     return repr(stack) if len(stack) <= 64 else f"{stack[:40]!r}... ({len(stack)} characters)"
 
 
-def stack_name_meant(stack: str, option: str, *, stack_file: bool = False) -> str | None:
+def stack_name_meant(
+    stack: str, option: str, *, stack_file: bool = False, known: Collection[str] | None = None
+) -> str | None:
     """What `option`'s `stack`, which cannot be a stack's name, likely meant, as one line: a
     stack file's name (`Pulumi.l4.yaml`, with or without a path: that stack, or `--stack-file`
-    where the command has it, `stack_file`) or a stack in capitals (`L4`); None when nothing
-    fits."""
+    where the command has it, `stack_file`) or a stack in capitals (`L4`: offered only when
+    it is among the project's stacks, `known`, where the caller knows them); None when
+    nothing fits."""
     shown = shown_stack(stack)
     base = stack.replace("\\", "/").rsplit("/", 1)[-1]
     if base.endswith((".yaml", ".yml")):
@@ -100,12 +103,19 @@ def stack_name_meant(stack: str, option: str, *, stack_file: bool = False) -> st
         also = f" (or {ways[1]})" if len(ways) > 1 else ""
         return f"{option}: {shown} names a file: did you mean {ways[0]}{also}?"
     if _is_name(stack.lower()):
+        if known is not None and stack.lower() not in known:
+            there = ", ".join(sorted(known)) or "none"
+            return f"{option}: no stack {shown} (stack names are lowercase); stacks here: {there}"
         return f"{option}: no stack {shown}; did you mean {stack.lower()!r}?"
     return None
 
 
 def stack_name_problem(
-    stack: str, option: str | None = None, *, stack_file: bool = False
+    stack: str,
+    option: str | None = None,
+    *,
+    stack_file: bool = False,
+    known: Collection[str] | None = None,
 ) -> str | None:
     """Why `stack` cannot name this project's resources (None when it can): resource names are
     `gemma-<stack>-...`, and Cloud Run service ids take lowercase letters, digits and hyphens,
@@ -115,7 +125,7 @@ def stack_name_problem(
     name, capitals) is answered with what it meant (:func:`stack_name_meant`)."""
     if _is_name(stack):
         return None
-    meant = stack_name_meant(stack, option, stack_file=stack_file) if option else None
+    meant = stack_name_meant(stack, option, stack_file=stack_file, known=known) if option else None
     return meant or (
         f"{option + ': ' if option else ''}stack name {shown_stack(stack)} cannot become "
         "resource names (gemma-<stack>-...): use lowercase letters, digits and hyphens, starting "
