@@ -62,7 +62,8 @@ def _kib(value: float) -> str:
 
 def _least(r: dict[str, Any], mark: str = "at least ") -> str:
     """What a figure says first: ``~`` when its price is an estimate (a rate counted at a named
-    source's quote), ``mark`` when a lower bound (a rate with no figure anywhere counts 0)."""
+    source's quote), ``mark`` when a lower bound (a total leaving out an item with no figure
+    anywhere)."""
     return status_prefix(r.get("price_status", CONFIRMED), mark)
 
 
@@ -175,7 +176,7 @@ _STATUS_NOTE = {
     ESTIMATE: "~ : an estimate (a rate not confirmed on Google's price page, counted at a named "
     "source's quote). ",
     LOWER_BOUND: ">= : a lower bound (an item with no figure anywhere is left out). ",
-    UNKNOWN: "unknown: a rate has no figure anywhere (LOWER BOUND below: not counted), so the "
+    UNKNOWN: "unknown: a rate has no figure anywhere (UNKNOWN below: never counted as 0), so the "
     "price and every figure built from it are unknown. ",
 }
 

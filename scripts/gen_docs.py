@@ -354,9 +354,10 @@ def hardware_page() -> str:
         "[Rates](#rates), for estimates",
         "only. A rate not confirmed there counts at the figure a named public source quotes "
         "(UNCONFIRMED, with who",
-        "quotes it) and makes the price an ESTIMATE (`~$X`); only a rate with no figure "
-        "anywhere counts 0 and makes",
-        f'the price a LOWER BOUND ("at least"). A month is {HOURS_PER_MONTH:g} hours.',
+        "quotes it) and makes the price an ESTIMATE (`~$X`); a rate with no figure anywhere "
+        "makes the price unknown",
+        '(`null` in JSON, "unknown" in tables, never counted as 0). A month is '
+        f"{HOURS_PER_MONTH:g} hours.",
         "[Cost at a glance](../deploy/cost.md) explains what bills.",
         "",
         "## At a glance",
@@ -429,8 +430,8 @@ def _rates_section() -> list[str]:
         "counts at the figure",
         "the named source quotes (`~$X ... UNCONFIRMED (quoted by ...)`) and every price built "
         "from it is an estimate.",
-        "`lower_bound`: no figure anywhere; the rate counts 0 and every price built from it is "
-        "a lower bound.",
+        "`lower_bound`: no figure anywhere; every price built from the rate is unknown (`null`, "
+        '"unknown"), never a sum that counts it as 0.',
         "",
         "| rate | status | figure | region | page | read | note |",
         "|---|---|---|---|---|---|---|",

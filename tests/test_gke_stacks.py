@@ -451,7 +451,7 @@ def test_preview_exits_0_and_shows_everything(
     assert all(item["usd_per_hour"] is not None for item in cost["fixed"])
     expected = "unknown" if stack_name == "gke-tpu-v6e" else "estimate"
     assert cost["price_status"] == expected and unknown == (expected == "unknown")
-    assert ("LOWER BOUND" in cost["price_source"]) == unknown
+    assert ("UNKNOWN, no figure anywhere" in cost["price_source"]) == unknown
     assert "ESTIMATE" in cost["price_source"] or unknown
     assert ("UNKNOWN" in text) == unknown and "LOWER BOUNDS" not in text
     assert ">=$" not in text.replace(" ", "") and "at least $" not in text

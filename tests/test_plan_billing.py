@@ -75,9 +75,9 @@ def test_a_tpu_stack_is_priced_at_its_provisioning_rate(provisioning: str, rate:
     assert part[0].what.endswith(rate) or f"{rate} (" in part[0].what
     # None of the three v6e rates is on the stored copies of Google's pages: each says so.
     # On-demand and flex-start are counted at a quoted figure (estimates); no source quotes
-    # the spot rate, so a spot price is a lower bound.
+    # the spot rate, so a spot price is unknown.
     if rate == "spot":
-        assert price.is_lower_bound and price.unconfirmed[0].startswith("LOWER BOUND")
+        assert price.is_lower_bound and price.unconfirmed[0].startswith("UNKNOWN")
         assert price.usd_per_hour == 0.0
     else:
         assert price.is_estimate and price.unconfirmed[0].startswith("ESTIMATE")

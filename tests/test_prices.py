@@ -2,8 +2,8 @@
 each rate with its figure, unit, region, URL and the date it was read; the hourly price is the
 arithmetic of those rates over the units the instance holds (a Cloud Run GPU instance at least the
 host Google requires with its GPU). A rate not confirmed on Google's page counts at the figure a
-named public source quotes (UNCONFIRMED, with who quotes it) and the price is an ESTIMATE; only a
-rate with no figure anywhere counts 0 and makes the price a LOWER BOUND. A price's status is its
+named public source quotes (UNCONFIRMED, with who quotes it) and the price is an ESTIMATE; a rate
+with no figure anywhere makes the price UNKNOWN, never counted as 0. A price's status is its
 weakest rate's."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_an_hourly_price_is_the_arithmetic_of_its_rates(name: str, price: Price)
             assert note.startswith("ESTIMATE") and rate.quoted_by in note
             assert f"${rate.quoted:.8f}".rstrip("0").rstrip(".") in note
         else:
-            assert note.startswith("LOWER BOUND") and "no figure anywhere" in note
+            assert note.startswith("UNKNOWN") and "no figure anywhere" in note
 
 
 @pytest.mark.parametrize(("name", "price"), PRICES, ids=[name for name, _ in PRICES])

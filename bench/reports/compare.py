@@ -48,7 +48,7 @@ MAX_RECORDED_USD_PER_HOUR = 10_000.0
 def priced(run: RunData, prices: Mapping[str, float] | None = None) -> tuple[float | None, str]:
     """The run's hourly price and what it is: given (by label or hardware), recorded by the run
     (the post-deploy benchmark records its stack's price), or the catalog's ("confirmed" or
-    "estimate"). A price that is only a lower bound (a rate counted 0) is
+    "estimate"). A price the catalog cannot give (a rate with no figure anywhere) is
     ``(None, "lower_bound")``: pass ``--price``."""
     prices = prices or {}
     hardware = run.run.get("hardware")
@@ -171,7 +171,7 @@ class Comparison:
             lines += [
                 "",
                 "USD/hour n/a: no price for that run's instance (the hardware catalog's is a "
-                "lower bound, a rate with no figure anywhere counted 0); "
+                "unknown: a rate with no figure anywhere); "
                 "pass `--price LABEL=USD`.",
             ]
         lines.append("")

@@ -181,27 +181,25 @@ def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     unpriced = []
     for name, settings in sorted(stacks.items()):
         price = settings.price
-        if price.usd_per_hour <= 0:  # no figure for any rate: nothing to draw
+        if price.usd_per_hour <= 0 or price.is_lower_bound:  # a rate with no figure: unknown
             unpriced.append(name)
             continue
         model, _ = model_for_settings(settings)
         w = workload_for(settings, None, None)
         pts = cost_points(model, w, price.usd_per_hour)
-        bound = " at least" if price.is_lower_bound else ""
         tilde = "~" if price.is_estimate else ""
-        kind = ", LOWER BOUND" if bound else ", ESTIMATE" if tilde else ""
+        kind = ", ESTIMATE" if tilde else ""
         ax.plot(
             [p["requests_per_s"] for p in pts],
             [p["usd_per_million_requests"] for p in pts],
-            linestyle="--" if price.is_lower_bound else "-",
-            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens,{bound} "
+            label=f"{name} ({w.prompt_tokens}+{w.output_tokens} tokens, "
             f"{tilde}${price.usd_per_hour:.2f}/h{kind})",
         )
     if unpriced:
         ax.text(
             0.01,
             0.01,
-            f"Not drawn (no figure for any rate): {', '.join(unpriced)}",
+            f"Not drawn (price unknown: a rate with no figure anywhere): {', '.join(unpriced)}",
             transform=ax.transAxes,
             fontsize=7,
         )

@@ -154,7 +154,8 @@ def unconfirmed_note(rate: Rate) -> str:
     if rate.status == ESTIMATE:
         return f"ESTIMATE, counted at {rate.figure}: {rate.what} ({rate.region}): {rate.note}"
     return (
-        f"LOWER BOUND, not counted (no figure anywhere): {rate.what} ({rate.region}): {rate.note}"
+        f"UNKNOWN, no figure anywhere (never counted as 0): {rate.what} ({rate.region}): "
+        f"{rate.note}"
     )
 
 
