@@ -169,12 +169,18 @@ def measured_saturated(achieved: float | None, scheduled: float, queue: bool) ->
 
 def saturation_measured(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None]:
     """(highest Poisson rate the engine kept up with, lowest saturated Poisson rate above it):
-    the measured saturation rate lies between them (None: the rates did not reach that side)."""
-    poisson = sorted((r for r in rows if r["burstiness"] == 1.0), key=lambda r: r["rate"])
-    kept = [r["rate"] for r in poisson if not r["saturated"]]
+    the measured saturation rate lies between them (None: the rates did not reach that side).
+    Each rate is the one its cell's seeded schedule offered (``scheduled_rate``: what the
+    engine was sent, several percent off the asked rate over 200 requests), else the asked."""
+
+    def sent(r: Mapping[str, Any]) -> float:
+        return float(r.get("scheduled_rate") or r["rate"])
+
+    poisson = sorted((r for r in rows if r["burstiness"] == 1.0), key=sent)
+    kept = [sent(r) for r in poisson if not r["saturated"]]
     low = max(kept) if kept else None
     high = next(
-        (r["rate"] for r in poisson if r["saturated"] and (low is None or r["rate"] > low)),
+        (sent(r) for r in poisson if r["saturated"] and (low is None or sent(r) > low)),
         None,
     )
     return low, high
@@ -206,10 +212,11 @@ def missed(measured: Figures, simulated: Figures) -> list[str]:
 
 
 def row_misses(row: Mapping[str, Any], simulated_saturated: bool) -> list[str]:
-    """One rate's missed targets: below saturation the percentile targets; past it, the
-    simulation must say saturated too."""
+    """One rate's missed targets: below saturation the percentile targets (and the simulation
+    keeping up too). Past it none: the saturation rate's own target judges where each side
+    saturates, on one rule each (a single 200-request replay near capacity is no verdict)."""
     if row["saturated"]:
-        return [] if simulated_saturated else ["the simulation kept up where the engine did not"]
+        return []
     misses = missed(row["measured"], row["simulated"])
     if simulated_saturated:
         misses.append("the simulation saturated where the engine kept up")
