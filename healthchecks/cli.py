@@ -179,8 +179,7 @@ async def _run(targets: Sequence[Target], args: argparse.Namespace) -> list[Heal
 
 
 def print_table(report: HealthReport, console: Console) -> None:
-    """One row per check, one line each: name, PASS/FAIL, time, detail (cut with an ellipsis
-    where the terminal is narrower; ``--json`` holds it whole)."""
+    """One row per check: name, PASS/FAIL, time, detail."""
     verdict = "[green]healthy[/green]" if report.ok else "[red]NOT healthy[/red]"
     table = Table(
         title=(
@@ -193,7 +192,7 @@ def print_table(report: HealthReport, console: Console) -> None:
     table.add_column("check")
     table.add_column("result")
     table.add_column("time", justify="right")
-    table.add_column("detail", no_wrap=True, overflow="ellipsis")
+    table.add_column("detail", overflow="fold")
     for result in report.results:
         if not result.ok:
             mark = "[red]FAIL[/red]"

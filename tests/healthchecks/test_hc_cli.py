@@ -272,29 +272,3 @@ def test_check_logic_does_not_import_pulumi() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "False"
-
-
-def test_each_check_is_one_table_line_in_a_narrow_terminal() -> None:
-    """A long failure detail is cut with an ellipsis in an 80-column table, never folded over
-    several lines; the JSON holds it whole."""
-    import io
-
-    from rich.console import Console
-
-    from healthchecks.checks import CheckResult
-    from healthchecks.cli import print_table
-    from healthchecks.runner import HealthReport
-
-    long = "/v1/models answered HTTP 503: " + "Service Unavailable, retry later " * 8
-    results = (
-        CheckResult("readiness", False, long, 1.5),
-        CheckResult("models", True, "served: " + MODEL, 0.1),
-    )
-    buffer = io.StringIO()
-    print_table(HealthReport("http://x", MODEL, "none", results), Console(file=buffer, width=80))
-    rows = [
-        line for line in buffer.getvalue().splitlines() if "readiness" in line or "models" in line
-    ]
-    assert len(rows) == 2, buffer.getvalue()
-    assert "…" in rows[0] and "HTTP 503" in rows[0]
-    assert all(len(line) <= 80 for line in buffer.getvalue().splitlines())
