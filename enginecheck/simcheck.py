@@ -264,9 +264,16 @@ def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None
     the engine kept up with) and every rate's comparison."""
     return {
         "cpu": cpu,
-        "saturation_rps": {"measured": saturation_measured(rows)[0], "simulated": simulated_rps},
+        "saturation_rps": {
+            "measured": _rounded(saturation_measured(rows)[0]),
+            "simulated": simulated_rps,
+        },
         "rates": list(rows),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def exit_status(doc: Mapping[str, Any]) -> int:
