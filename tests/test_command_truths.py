@@ -172,7 +172,7 @@ def test_the_reference_shows_each_default_as_the_parser_reads_it() -> None:
                 typed = shown.removeprefix("`").removesuffix("`")
                 value = action.type(typed) if callable(action.type) else typed
                 if isinstance(action.default, Path):
-                    value = ROOT / value
+                    value = ROOT / str(value)
                 assert value == action.default, (where, typed)
 
 

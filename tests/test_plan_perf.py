@@ -247,7 +247,7 @@ def test_calibrate_refuses_bad_arguments(
     code, _, err = run(capsys, "calibrate", str(tmp_path), "-s", "l4", "--where", "x" * 201)
     assert code == 2 and "--where must be 1 to 200 characters" in err
     code, _, err = run(capsys, "calibrate", str(tmp_path), "-s", "nostack")
-    assert code == 2 and "no stack file Pulumi.nostack.yaml" in err
+    assert code == 2 and "unknown stack 'nostack': no Pulumi.nostack.yaml in" in err
 
 
 def test_calibration_files_are_read_strictly(tmp_path: Path) -> None:
