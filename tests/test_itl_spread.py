@@ -165,3 +165,27 @@ def test_calibrate_measures_the_spread_of_its_concurrency_one_cell(
         })  # fmt: skip
     fitted = calibrate(base, cells, hardware="h", checkpoint="c", vllm="v", provenance={})
     assert itl_spread.quantile(fitted.itl_spread, 0.95) == pytest.approx(1.65, rel=0.05)
+
+
+def test_a_fit_at_full_efficiency_is_refused_on_a_chip_not_on_a_stand_in() -> None:
+    """Steps that do not grow with the batch or the context: only an efficiency of 1 (reads
+    that cost nothing) fits. On the stack's chip that is refused as not physical; on a device
+    whose figures are only ceilings (sim-check's CPU core) it is the fit."""
+    from serving.capacity.calibration import Observation, fit
+    from serving.capacity.perf import Device
+
+    base = _model()
+    floor = base.shape.weight_bytes / base.device.memory_bandwidth_bytes_per_s
+    obs = [
+        Observation(f"c{c}-p{p}", c, float(c), float(p), 64.0, 1.05 * floor, None, None, None, None)
+        for c in (1, 6)
+        for p in (256, 4096)
+    ]
+    with pytest.raises(CalibrationError, match="not physical"):
+        fit(base, obs)
+    stand_in = dataclasses.replace(
+        base, device=Device("ceilings", 10 * base.device.memory_bandwidth_bytes_per_s,
+                            10 * base.device.dense_flops, ceilings_only=True)
+    )  # fmt: skip
+    fitted = fit(stand_in, obs)
+    assert fitted.bandwidth_efficiency <= 1.0

@@ -57,6 +57,10 @@ class Device:
     memory_bandwidth_bytes_per_s: float
     dense_flops: float
     source: str = ""
+    #: True for a stand-in whose figures are ceilings set above the hardware, not its peaks
+    #: (``scripts/sim-check``'s CPU core): a fitted efficiency of 1 there says nothing of
+    #: physics, so a calibration does not refuse it.
+    ceilings_only: bool = False
 
 
 @dataclass(frozen=True)
