@@ -53,9 +53,8 @@ from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_fr
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
-from serving.config.project import ProjectError, project_stacks
+from serving.config.project import ProjectError, named_stack_problem
 from serving.config.project import stack_file as find_stack_file
-from serving.config.stack_config import stack_name_problem
 
 __all__ = ["DEFAULT_GRID", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -665,7 +664,7 @@ def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list
     from serving.capacity.perf_stack import model_for_settings
     from serving.capacity.plan import PlanError, load_stack_file_settings
 
-    problem = stack_name_problem(stack, "--predict", known=project_stacks(project_dir))
+    problem = named_stack_problem(stack, "--predict", project_dir)
     if problem:
         raise ValueError(problem)
     try:
@@ -686,7 +685,7 @@ def _fmt(value: float | None, slo: str) -> str:
 
 def _gate(args: argparse.Namespace) -> int:
     # A usage error, before the run is read; capitals offered only as a stack the project has.
-    problem = stack_name_problem(args.stack, "-s", known=project_stacks(args.project_dir))
+    problem = named_stack_problem(args.stack, "-s", args.project_dir)
     if problem:
         raise UsageError(problem)
     try:

@@ -141,17 +141,6 @@ def while_sending(
     return [w for t, w in samples if start <= t <= end]
 
 
-def schedule(rate: float, burstiness: float, seed: int, requests: int) -> list[float]:
-    """The send times the benchmark's seeded schedule holds for ``requests`` sends, from 0
-    (one client process draws them so: :func:`bench.load.hotload.arrival_gap`)."""
-    rng = random.Random(seed)
-    out, t = [0.0], 0.0
-    for _ in range(requests - 1):
-        t += arrival_gap(rng, rate, burstiness)
-        out.append(t)
-    return out
-
-
 def scheduled_rate(rate: float, burstiness: float, seed: int, requests: int) -> float:
     """The rate the benchmark's seeded schedule offers over ``requests`` sends (one client
     process draws it so: :func:`bench.load.hotload.arrival_gap`), which a short cell's draw
@@ -227,7 +216,8 @@ def scaled(model: StepModel, factor: float) -> StepModel:
     """The model with every time it spends on the engine's core multiplied by ``factor``:
     each efficiency divided by it, each constant and the API server's times multiplied. A
     step's cost is linear in all of them, so every step, and every closed form, scales by
-    ``factor`` exactly: the fit at the far sides of its own held-out error."""
+    ``factor`` exactly (but a term whose efficiency is already 1, which stays): the fit at the
+    far sides of its own held-out error."""
     if not (math.isfinite(factor) and 0.5 <= factor <= 2.0):
         raise ValueError(f"a speed factor must be in [0.5, 2], got {factor!r}")
     c = model.coefficients

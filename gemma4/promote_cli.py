@@ -11,9 +11,8 @@ import serving.promotion
 from endpoint.redact import redact
 from gemma4.options import add_project_options, found_project_dir
 from serving.config.checks import SettingsError, check_text
-from serving.config.project import ProjectError, project_stacks
+from serving.config.project import ProjectError, named_stack_problem
 from serving.config.settings import load_settings
-from serving.config.stack_config import stack_name_problem
 from serving.promotion import (
     PromotionError,
     Validator,
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None, validator: Validator | None = None) -> i
     args = parser.parse_args(argv)
     try:
         for option, stack in (("--from", args.source), ("--to", args.target)):
-            problem = stack_name_problem(stack, option, known=project_stacks(args.project_dir))
+            problem = named_stack_problem(stack, option, args.project_dir)
             if problem:
                 raise PromotionError(problem)
         args.root = found_project_dir(args.project_dir)

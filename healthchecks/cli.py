@@ -30,8 +30,7 @@ from endpoint.targets import (
 )
 from gemma4.options import add_project_options, say_outputs
 from serving.config.inputs import MAX_DEADLINE_S
-from serving.config.project import project_stacks
-from serving.config.stack_config import stack_name_problem
+from serving.config.project import named_stack_problem
 
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
@@ -97,7 +96,7 @@ def targets_from_args(args: argparse.Namespace, command: str) -> list[Target]:
     if args.stack:
         # Before the pulumi CLI is asked anything; a slip in capitals offered only as a stack
         # the project has.
-        problem = stack_name_problem(args.stack, "-s", known=project_stacks(args.project_dir))
+        problem = named_stack_problem(args.stack, "-s", args.project_dir)
         if problem:
             raise TargetError(problem)
         say_outputs(command, args.stack, args.project_dir)

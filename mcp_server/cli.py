@@ -13,8 +13,7 @@ import anyio
 from components.tpu_api import adc_token_source
 from gemma4.options import add_project_options
 from serving.capacity.plan import ROOT
-from serving.config.project import ProjectError, find_project_file, project_stacks, stack_names
-from serving.config.stack_config import stack_name_problem
+from serving.config.project import ProjectError, find_project_file, named_stack_problem, stack_names
 
 from . import _deployments as d
 from ._redaction import redact, register_environment_secrets
@@ -126,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
     for stack in args.stack:
-        problem = stack_name_problem(stack, "-s", known=project_stacks(args.project_dir))
+        problem = named_stack_problem(stack, "-s", args.project_dir)
         if problem:
             print(f"gemma4 mcp: error: {redact(problem)}", file=sys.stderr)
             return EXIT_USAGE

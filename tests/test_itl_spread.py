@@ -72,7 +72,8 @@ def test_only_a_measured_closed_loop_cell_at_concurrency_one_gives_a_spread() ->
     failed = {**CELL_1, "status": "failed"}
     busier = {**CELL_1, "concurrency": 4}
     broken = {**CELL_1, "p95_itl_ms": None}
-    assert itl_spread.from_cells([open_loop, failed, busier, broken]) == ()
+    unsaid = {k: v for k, v in CELL_1.items() if k != "status"}  # not a cell the bench wrote
+    assert itl_spread.from_cells([open_loop, failed, busier, broken, unsaid]) == ()
     wider = {**CELL_1, "total_output_tokens": 9000, "p99_itl_ms": 9.0}
     assert itl_spread.from_cells([CELL_1, wider]) == itl_spread.from_cells([wider])
 

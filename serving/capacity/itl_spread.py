@@ -3,7 +3,7 @@
 The step model prices a step by its batch (:mod:`serving.capacity.perf`), which gives each gap
 between two tokens its mean. A real engine's gaps spread around that mean even where nothing
 else shares the step: the API server streaming between steps, the host's scheduler, a Python
-collection. On the CPU engine of ``scripts/sim-check`` a single stream's p95 gap is 1.6 to 1.7
+collection. On the CPU engine of ``scripts/sim-check`` a single stream's p95 gap is 1.7 to 1.9
 times its mean (docs/sim-check.md).
 
 A spread is the quantile function of a gap's multiplier, mean 1, at :data:`POINTS` evenly
@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 POINTS = 100
-#: The percentiles a benchmark cell reports (``bench/results/stats.py``), as probabilities.
-_KNOTS = (("median", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+#: The ITL statistics of a benchmark cell (``bench/results/stats.py``) a spread is built from:
+#: its mean, then the percentiles at 0.5, 0.9, 0.95 and 0.99.
+_CELL_KEYS = ("mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p95_itl_ms", "p99_itl_ms")
 #: A multiplier above this is no spread but a stall: refused.
 MAX_MULTIPLIER = 100.0
 
@@ -93,11 +94,11 @@ def from_cells(cells: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
     its figures are not a distribution."""
     best: tuple[float, tuple[float, ...]] | None = None
     for cell in cells:
-        if cell.get("status", "ok") != "ok" or cell.get("concurrency") != 1:
+        if cell.get("status") != "ok" or cell.get("concurrency") != 1:
             continue
         if cell.get("request_rate") is not None:
             continue  # an open-loop cell: other requests' prefills share its steps
-        figures = [cell.get(f"{name}_itl_ms") for name, _ in (("mean", 0), *_KNOTS)]
+        figures = [cell.get(key) for key in _CELL_KEYS]
         tokens = cell.get("total_output_tokens")
         if not isinstance(tokens, int | float) or isinstance(tokens, bool):
             continue

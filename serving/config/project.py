@@ -115,14 +115,14 @@ def stack_file(
     the current directory) upward. Raises :class:`ProjectError` with what was looked for (and,
     when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
-    from serving.config.stack_config import shown_stack, stack_name_meant, stack_name_problem
+    from serving.config.stack_config import shown_stack, stack_name_meant
 
     if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
         meant = stack_name_meant(stack, "-s", stack_file=offers_stack_file)
         raise ProjectError(meant or f"invalid stack name {shown_stack(stack)}")
-    where = project_dir if project_dir is not None else _folder(find_project_file(start))
-    known = stack_names(where) if where is not None and where.is_dir() else None
-    problem = stack_name_problem(stack, "-s", stack_file=offers_stack_file, known=known)
+    problem = named_stack_problem(
+        stack, "-s", project_dir, stack_file=offers_stack_file, start=start
+    )
     if problem:
         raise ProjectError(problem)
     if project_dir is not None:
@@ -153,15 +153,28 @@ def _folder(project: Path | None) -> Path | None:
     return project.parent if project is not None else None
 
 
-def project_stacks(project_dir: str | Path | None = None) -> list[str] | None:
-    """The stacks of the project in `project_dir` or found from the current directory up;
-    None when there is none, or it is another program's (a name is then judged on its own;
-    the command names that project when it reads it)."""
-    try:
-        where = Path(project_dir) if project_dir is not None else _folder(find_project_file())
-        return stack_names(where) if where is not None and where.is_dir() else None
-    except (ProjectError, OSError):
+def named_stack_problem(
+    stack: str,
+    option: str,
+    project_dir: str | Path | None = None,
+    *,
+    stack_file: bool = False,
+    start: Path | None = None,
+) -> str | None:
+    """Why `option`'s `stack` cannot be a stack's name (None when it can), a slip in capitals
+    offered as a stack only when the project has it: the project's stacks are read only for a
+    name already refused, from `project_dir` or the project found from `start` (default: here)
+    upward; none found, or another program's, and the name is judged on its own."""
+    from serving.config.stack_config import stack_name_problem
+
+    if stack_name_problem(stack) is None:
         return None
+    try:
+        where = Path(project_dir) if project_dir is not None else _folder(find_project_file(start))
+        known = stack_names(where) if where is not None and where.is_dir() else None
+    except (ProjectError, OSError):
+        known = None
+    return stack_name_problem(stack, option, stack_file=stack_file, known=known)
 
 
 def stack_names(directory: Path) -> list[str]:
