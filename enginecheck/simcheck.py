@@ -37,6 +37,9 @@ KEPT_SCHEDULE = 0.95
 QUEUE_GROWTH = 0.03
 MAX_RATE = 1000.0
 WAITING = "vllm:num_requests_waiting"
+#: vLLM's histogram of tokens per engine iteration: its count is the number of engine steps
+#: whose outputs the server processed (vllm/v1/metrics/loggers.py, one observation per step).
+ITERATIONS = "vllm:iteration_tokens_total"
 
 Figures = dict[str, dict[str, float | None]]
 
@@ -114,6 +117,27 @@ def waiting(text: str) -> float:
         for s in family.samples
         if s.name == WAITING
     )
+
+
+def engine_steps(before: str, after: str, model: str) -> int | None:
+    """The engine steps run between two ``/metrics`` texts (the count of
+    :data:`ITERATIONS` for ``model``, summed over engines); None when the histogram is absent
+    or went backwards (a restarted server)."""
+
+    def count(text: str) -> float | None:
+        values = [
+            float(s.value)
+            for family in text_string_to_metric_families(text)
+            if family.name == ITERATIONS
+            for s in family.samples
+            if s.name == f"{ITERATIONS}_count" and s.labels.get("model_name") == model
+        ]
+        return sum(values) if values else None
+
+    first, last = count(before), count(after)
+    if first is None or last is None or last < first:
+        return None
+    return round(last - first)
 
 
 def queue_grew(samples: Sequence[float], requests: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -262,3 +263,16 @@ def test_within_the_fits_band() -> None:
     assert not simcheck.within_band(measured, _figures(90.0, 2.0), _figures(110.0, 2.5))
     missing = {"ttft": {"p50": 1.0, "p95": None, "p99": 3.0}, "itl": measured["itl"]}
     assert not simcheck.within_band(missing, measured, measured)
+
+
+def test_engine_steps_from_the_real_engines_counter() -> None:
+    """The steps the engine ran over a cell: the count of vLLM's tokens-per-iteration histogram
+    between two /metrics texts the real CPU engine served (tests/data/engine-metrics)."""
+    data = Path(__file__).parent / "data" / "engine-metrics"
+    before = (data / "iteration-tokens-before.txt").read_text()
+    after = (data / "iteration-tokens-after.txt").read_text()
+    served = "google/gemma-4-12B-it-qat-w4a16-ct"
+    assert simcheck.engine_steps(before, after, served) == 23494 - 19138
+    assert simcheck.engine_steps(before, after, "another-model") is None
+    assert simcheck.engine_steps(after, before, served) is None  # a restarted server
+    assert simcheck.engine_steps(_metrics({1.0: 1}), after, served) is None  # no histogram
