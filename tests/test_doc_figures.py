@@ -400,6 +400,8 @@ def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
     passed = sum(v.verdict == "pass" for v in p.policies)
     assert policies.title == f"policy pack: {len(p.policies)} policies"
     assert policies.lines[0].startswith(f"{passed} pass, ")
+    refusing = next(a.label for a in d.arrows if (a.src, a.dst) == ("policies", "verdict"))
+    assert refusing.startswith(f"{p.mandatory_violations} mandatory violation")
     assert command_lines("vllm serve m --a 1 --b") == ("vllm serve m", "--a 1", "--b")
     # The drawing shows these very lines (the figure is drawn from this stack's preview).
     root = ET.fromstring(_drawn("preview-path.svg"))
