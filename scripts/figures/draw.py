@@ -75,7 +75,7 @@ class Diagram:
     levels: dict[str, int] | None = None
 
     def labels(self) -> list[str]:
-        """Every text the figure shows, in drawing order (what a test reads back)."""
+        """Every text the figure shows (what a test reads back)."""
         out = [self.title, *textwrap.wrap(self.caption, CAPTION_WIDTH)]
         for box in self.boxes:
             out.append(box.title)
@@ -117,8 +117,9 @@ def dot_source(diagram: Diagram) -> str:
     for box in diagram.boxes:
         fill = COLOURS.get(box.role, "#ffffff")
         out.append(f'  {_id(box.key)} [label={_box_label(box)}, fillcolor="{fill}"];')
-    for level in sorted(set((diagram.levels or {}).values())):
-        same = [k for k, v in (diagram.levels or {}).items() if v == level]
+    levels = diagram.levels or {}
+    for level in sorted(set(levels.values())):
+        same = [k for k, v in levels.items() if v == level]
         out.append("  { rank=same; " + " ".join(_id(k) for k in same) + " }")
     for a in diagram.arrows:
         attrs = [f"label={_id(a.label)}"] if a.label else []
