@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 #: The figures drawn for one project and state of its sources (``mkdocs serve`` rebuilds on
@@ -53,6 +54,7 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
     if str(root) not in sys.path:  # MkDocs loads this file by path, and restores sys.path
         sys.path.insert(0, str(root))
     from scripts.figures import write_all
+    from scripts.figures.draw import DotError
 
     stamp = (root, _sources_changed_at(root))
     if stamp not in _drawn:
@@ -66,7 +68,10 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
         with warnings.catch_warnings():
             # pulumi-gcp warns about its own deprecated modules when the program imports it.
             warnings.simplefilter("ignore", DeprecationWarning)
-            write_all(out, root)
+            try:
+                write_all(out, root)
+            except DotError as exc:  # one line (MkDocs prints a PluginError's message alone)
+                raise PluginError(str(exc)) from None
         _drawn.clear()
         _drawn[stamp] = out
     for path in sorted(_drawn[stamp].iterdir()):

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import copy
 import functools
-import html
+import itertools
 import re
 import shlex
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mkdocs.structure.files import Files
 
 from preview.harness import ROOT
-from scripts.figures import DIAGRAMS, GKE_STACK
+from scripts.figures import DIAGRAMS, GKE_STACK, Figure
 from scripts.figures.bench_run import SHOWN
-from scripts.figures.draw import Arrow, Box, Diagram, layered_rows, write_svg
+from scripts.figures.draw import Arrow, Box, Diagram, DotError, svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
 from scripts.rooms import room
@@ -29,9 +32,80 @@ from scripts.rooms import room
 DOCS = ROOT / "docs"
 
 
-def texts_in_svg(svg: str) -> list[str]:
-    """The text elements of an SVG matplotlib wrote with ``svg.fonttype: none``."""
-    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+SVG = "{http://www.w3.org/2000/svg}"
+#: The docs' content column, CSS px: a wider figure is scaled down to it.
+CONTENT_PX = 750
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+    x: float
+    y: float
+    size: float
+    anchor: str
+
+    def box(self) -> tuple[float, float, float, float]:
+        """Left, top, right, bottom: about 0.6 x the font size per character, the baseline
+        at 80% of the font size down."""
+        width = 0.6 * self.size * len(self.text)
+        left = {"start": self.x, "end": self.x - width}.get(self.anchor, self.x - width / 2)
+        return left, self.y - 0.8 * self.size, left + width, self.y + 0.2 * self.size
+
+
+def _texts(group: ET.Element) -> list[Text]:
+    return [
+        Text(
+            t.text or "",
+            float(t.get("x", 0)),
+            float(t.get("y", 0)),
+            float(t.get("font-size", 14)),
+            t.get("text-anchor", "start"),
+        )
+        for t in group.iter(f"{SVG}text")
+    ]
+
+
+def _groups(root: ET.Element, kind: str) -> dict[str, ET.Element]:
+    """Graphviz's ``g.node`` or ``g.edge`` groups by their ``title`` (a box's key, ``a->b``)."""
+    return {
+        g.findtext(f"{SVG}title") or "": g for g in root.iter(f"{SVG}g") if g.get("class") == kind
+    }
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
+
+
+def _outline(node: ET.Element) -> tuple[float, float, float, float]:
+    """A box's left, top, right, bottom: its shape's points (a rounded box is a path)."""
+    shape = next(e for e in node if e.tag in (f"{SVG}path", f"{SVG}polygon"))
+    numbers = _numbers(shape.get("d") or shape.get("points") or "")
+    xs, ys = numbers[0::2], numbers[1::2]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _route(edge: ET.Element) -> list[tuple[float, float]]:
+    """Points along an arrow's line (Graphviz's ``M p C p p p ...`` cubic Bezier path)."""
+    line = next(e for e in edge if e.tag == f"{SVG}path")
+    numbers = _numbers(line.get("d") or "")
+    points = list(zip(numbers[0::2], numbers[1::2], strict=True))
+    out = [points[0]]
+    for i in range(0, len(points) - 3, 3):
+        p0, p1, p2, p3 = points[i : i + 4]
+        for step in range(1, 21):
+            t = step / 20
+            out.append(
+                tuple(  # type: ignore[arg-type]
+                    (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t**2 * c + t**3 * d
+                    for a, b, c, d in zip(p0, p1, p2, p3, strict=True)
+                )
+            )
+    return out
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 @functools.cache
@@ -109,6 +183,10 @@ def test_the_cloud_run_topology_shows_bucket_job_service_sidecar_and_monitoring(
     labels = {(a.src, a.dst): a.label for a in d.arrows}
     assert "reads weights (ro)" in labels.values()  # the service mounts the bucket read-only
     assert "writes weights" in labels.values()
+    # The sidecar gets no requests: its arrow says what the service declares for it instead.
+    titles = {b.key: b.title for b in d.boxes}
+    shown = {(titles[a.src], titles[a.dst]): a.label for a in d.arrows}
+    assert shown["Cloud Run service", "sidecar collector"] == "starts after vllm"
 
 
 # --- the import graph -------------------------------------------------------------------
@@ -214,28 +292,89 @@ def test_the_product_import_graph_is_the_architecture_pages_room_graph() -> None
     )
 
 
-# --- drawing ----------------------------------------------------------------------------
+# --- drawing ---------------------------------------------------------------------------
 
 
-def test_a_drawn_figure_shows_every_label_as_text(tmp_path: Path) -> None:
+@functools.cache
+def _drawn(name: str) -> str:
+    figure = next(f for f in DIAGRAMS if f.name == name)
+    return svg(figure.draw(ROOT))
+
+
+@pytest.mark.parametrize("name", [f.name for f in DIAGRAMS])
+def test_every_diagram_is_laid_out_so_a_reader_can_read_it(name: str) -> None:
+    """What dot laid out: no arrow through a box, no text on another, every arrow labelled
+    where the figure labels arrows, and no text below 12 pt, or below 9 px once the page
+    scales the figure to its content column."""
+    root = ET.fromstring(_drawn(name))
+    nodes, edges = _groups(root, "node"), _groups(root, "edge")
+    assert nodes and edges
+    labelled = [title for title, g in edges.items() if _texts(g)]
+    assert labelled == [] or labelled == list(edges), (name, set(edges) - set(labelled))
+    outlines = {key: _outline(g) for key, g in nodes.items()}
+    for title, g in edges.items():
+        src, dst = title.split("->")
+        for key, (left, top, right, bottom) in outlines.items():
+            inside = (left + 2, top + 2, right - 2, bottom - 2)
+            through = [p for p in _route(g) if _overlap((*p, *p), inside)]
+            assert key in (src, dst) or through == [], f"{name}: {title} runs through {key}"
+    texts = _texts(root)
+    for a, b in itertools.combinations(texts, 2):
+        assert not _overlap(a.box(), b.box()), f"{name}: {a.text!r} on {b.text!r}"
+    width = float(root.get("width", "").removesuffix("pt"))
+    smallest = min(t.size for t in texts)
+    assert smallest >= 12
+    assert smallest * min(1.0, CONTENT_PX / width) >= 9, f"{name} is {width} pt wide"
+
+
+def test_a_drawn_figure_shows_every_label_as_text_the_same_on_every_build() -> None:
     d = Diagram(
         "A & B",
-        [Box("a", "first <box>", ("--flag=1",)), Box("b", "second", ())],
-        [Arrow("a", "b", "calls")],
+        [Box("a", "first <box>", ("--flag=1",)), Box("b:c", 'second "quoted"', ())],
+        [Arrow("a", "b:c", "calls"), Arrow("b:c", "a", "answers", dashed=True)],
         caption="a caption",
     )
-    path = tmp_path / "x.svg"
-    write_svg(d, path)
-    assert texts_in_svg(path.read_text()) == d.labels()
-    write_svg(d, tmp_path / "y.svg")
-    assert (tmp_path / "y.svg").read_text() == path.read_text()  # the same on every build
+    drawn = svg(d)
+    root = ET.fromstring(drawn)
+    assert sorted(t.text for t in _texts(root)) == sorted(d.labels())
+    assert set(_groups(root, "edge")) == {"a->b:c", "b:c->a"}
+    assert "graphviz version" not in drawn
+    assert svg(d) == drawn
 
 
-def test_layered_rows_put_a_box_above_what_it_points_to() -> None:
-    arrows = [Arrow("a", "b"), Arrow("b", "c"), Arrow("a", "c"), Arrow("d", "c")]
-    rows = layered_rows(["c", "b", "a", "d"], arrows)
-    row = {k: i for i, r in enumerate(rows) for k in r}
-    assert row["a"] < row["b"] < row["c"] and row["d"] < row["c"]
+def _fake_dot(tmp_path: Path, script: str | None) -> Path:
+    if script is not None:
+        (tmp_path / "dot").write_text(script)
+        (tmp_path / "dot").chmod(0o755)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        (None, "Graphviz's dot is not on PATH; install Graphviz: apt-get install graphviz"),
+        ("#!/bin/sh\necho 'Error: syntax error' >&2\nexit 3\n", "dot exited 3: Error: syntax"),
+    ],
+)
+def test_without_a_working_dot_the_build_stops_with_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str | None, says: str
+) -> None:
+    from mkdocs.exceptions import PluginError
+
+    import scripts.mkdocs_hooks as hooks
+
+    monkeypatch.setenv("PATH", str(_fake_dot(tmp_path, script)))
+    d = Diagram("Some figure", [Box("a", "a")], [])
+    with pytest.raises(DotError) as raised:
+        svg(d)
+    assert str(raised.value).startswith("the figure 'Some figure' cannot be drawn: ")
+    assert says in str(raised.value) and "\n" not in str(raised.value)
+    # The docs build: MkDocs prints a hook's PluginError as its message alone, no traceback.
+    monkeypatch.setattr(hooks, "_drawn", {})
+    monkeypatch.setattr("scripts.figures.DIAGRAMS", (Figure("x.svg", lambda _: d),))
+    config = type("Config", (), {"config_file_path": str(ROOT / "mkdocs.yml")})()
+    with pytest.raises(PluginError, match=r"^the figure 'Some figure' cannot be drawn: "):
+        hooks.on_files(Files([]), config)
 
 
 # --- the path from a stack file to the verdicts -------------------------------------------
@@ -261,7 +400,15 @@ def test_the_preview_path_shows_the_exact_command_line_and_verdicts() -> None:
     passed = sum(v.verdict == "pass" for v in p.policies)
     assert policies.title == f"policy pack: {len(p.policies)} policies"
     assert policies.lines[0].startswith(f"{passed} pass, ")
+    refusing = next(a.label for a in d.arrows if (a.src, a.dst) == ("policies", "verdict"))
+    assert refusing.startswith(f"{p.mandatory_violations} mandatory violation")
     assert command_lines("vllm serve m --a 1 --b") == ("vllm serve m", "--a 1", "--b")
+    # The drawing shows these very lines (the figure is drawn from this stack's preview).
+    root = ET.fromstring(_drawn("preview-path.svg"))
+    texts = {key: [t.text for t in _texts(g)] for key, g in _groups(root, "node").items()}
+    assert texts["argv"][1:] == list(argv.lines)
+    assert texts["program"][1] == program.lines[0]
+    assert texts["policies"][:2] == [policies.title, policies.lines[0]]
 
 
 # --- the pages ---------------------------------------------------------------------------

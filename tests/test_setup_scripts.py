@@ -30,7 +30,7 @@ def test_ci_runs_the_readme_commands_without_root() -> None:
         assert "sudo" not in body
         assert os.access(script, os.X_OK)
     assert "apt-get" not in text
-    # The one system package setup installs (Chromium, for the browser check) is installed
+    # The system packages setup installs (Chromium for the browser check, Graphviz) are installed
     # only when it already runs as root; every other user gets the venv and a NOT RUN.
     lines = (ROOT / "scripts" / "setup").read_text().splitlines()
     code = [(i, line) for i, line in enumerate(lines) if not line.lstrip().startswith("#")]

@@ -1,24 +1,22 @@
-"""Boxes and arrows drawn with matplotlib into SVG: the documentation's diagrams.
+"""Boxes and arrows laid out by Graphviz's ``dot`` into SVG: the documentation's diagrams.
 
-A diagram is data first (:class:`Diagram`: boxes, arrows, a layout), drawn second
-(:func:`write_svg`). The text stays text in the SVG (``svg.fonttype: none``), so a test can
-read back every label a figure shows, and the file is the same on every build (no date, a
-fixed id salt).
+A diagram is data first (:class:`Diagram`: boxes, arrows, which boxes share a row), laid out
+and drawn second (:func:`svg`). dot places the boxes in rows, routes every arrow around the
+boxes and gives every arrow's label a place of its own, so no arrow runs through a box and no
+label sits on another. The text stays text in the SVG (Graphviz's ``g.node`` and ``g.edge``
+groups, each with its ``title`` and ``text``), so a test can read back every label a figure
+shows; the file is the same on every build with the same Graphviz and fonts (no date, and the
+version comment, which differs between machines, is dropped).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import html
+import re
+import subprocess
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 #: Colours by role, shared by every diagram (a reader learns them once).
 COLOURS = {
@@ -31,9 +29,20 @@ COLOURS = {
     "verdict": "#ffedd5",
 }
 EDGE = "#334155"
-#: Width of one character of the diagrams' font, in layout units (a box grows with its text).
-CHAR = 0.105
-LINE = 0.28
+ALARM = "#dc2626"
+#: Points. The docs' content column is about 750 CSS px wide: a figure at most 1,000 pt wide
+#: shows 12 pt text at 9 px or more when the page scales it down.
+FONT = 12
+TITLE_FONT = 14
+#: Characters of a caption line (a longer caption would widen the figure).
+CAPTION_WIDTH = 80
+#: Seconds: dot lays out these figures in well under one.
+DOT_TIMEOUT_S = 60
+INSTALL_HINT = "install Graphviz: apt-get install graphviz (scripts/setup does, run as root)"
+
+
+class DotError(RuntimeError):
+    """dot is missing or failed: the message names the figure and what to do."""
 
 
 @dataclass(frozen=True)
@@ -60,17 +69,14 @@ class Diagram:
     title: str
     boxes: list[Box]
     arrows: list[Arrow]
-    #: Rows top to bottom, each a list of box keys left to right.
-    rows: list[list[str]] = field(default_factory=list)
     caption: str = ""
-    #: Rows are a grid: the i-th key of every row shares a column ("" leaves a cell empty).
-    grid: bool = False
-    #: Without rows: each box's height above the bottom row, when the figure decides it.
+    #: Each box's height above the bottom row, when the figure decides it: boxes of one height
+    #: share a row. Otherwise dot puts a box above the boxes it points to.
     levels: dict[str, int] | None = None
 
     def labels(self) -> list[str]:
-        """Every text the figure shows, in drawing order (what a test reads back)."""
-        out = [self.title, *([self.caption] if self.caption else [])]
+        """Every text the figure shows (what a test reads back)."""
+        out = [self.title, *textwrap.wrap(self.caption, CAPTION_WIDTH)]
         for box in self.boxes:
             out.append(box.title)
             out.extend(box.lines)
@@ -78,208 +84,90 @@ class Diagram:
         return out
 
 
-def _size(box: Box) -> tuple[float, float]:
-    longest = max(len(t) for t in (box.title, *box.lines))
-    return max(1.6, longest * CHAR + 0.4), (1 + len(box.lines)) * LINE + 0.3
+def _id(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-#: Waypoint keys start with this character (never in a box's key).
-WAYPOINT = "\x1f"
+def _text(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
-def waypoint(src: str, dst: str, row: int) -> str:
-    return f"{WAYPOINT}{src}{WAYPOINT}{dst}{WAYPOINT}{row}"
+def _box_label(box: Box) -> str:
+    lines = [f'<FONT POINT-SIZE="{FONT + 1}"><B>{_text(box.title)}</B></FONT>']
+    for line in box.lines:
+        mono = line.startswith("--")
+        lines.append(f'<FONT FACE="Courier">{_text(line)}</FONT>' if mono else _text(line))
+    return "<" + "<BR/>".join(lines) + ">"
 
 
-def layered_rows(
-    keys: Sequence[str], arrows: Iterable[Arrow], levels: dict[str, int] | None = None
-) -> list[list[str]]:
-    """Rows for a layered drawing: a box sits above everything it points to (longest path to
-    a box that points nowhere), or at its height in ``levels``. Within a row, boxes follow the
-    mean position of the boxes pointing at them, so arrows cross less."""
-    keys = list(keys)
-    out: dict[str, set[str]] = {k: set() for k in keys}
-    for a in arrows:
-        if a.src in out and a.dst in out and a.src != a.dst:
-            out[a.src].add(a.dst)
-    depth: dict[str, int] = {}
-
-    def height(key: str, path: tuple[str, ...]) -> int:
-        if key in depth:
-            return depth[key]
-        below = [height(d, (*path, key)) + 1 for d in sorted(out[key]) if d not in path]
-        # A box in a circle is placed by the part of the graph outside the circle.
-        depth[key] = max(below, default=0)
-        return depth[key]
-
-    if levels is not None:
-        depth.update({k: levels.get(k, 0) for k in keys})
-    for key in keys:
-        height(key, ())
-    top = max(depth.values(), default=0)
-    rows: list[list[str]] = [[] for _ in range(top + 1)]
-    for key in keys:
-        rows[top - depth[key]].append(key)
-    rows = [r for r in rows if r]
-    # An arrow that spans rows passes through a waypoint in each row between, which takes part
-    # in the ordering like a narrow box: the arrow then goes between boxes, not through them.
-    row_of = {k: i for i, r in enumerate(rows) for k in r}
-    for src in list(out):
-        for dst in sorted(out[src]):
-            if row_of[dst] - row_of[src] > 1 and not any(
-                a.src == src and a.dst == dst and a.alarm for a in arrows
-            ):
-                chain = [waypoint(src, dst, r) for r in range(row_of[src] + 1, row_of[dst])]
-                out[src].discard(dst)
-                for here, there in itertools.pairwise([src, *chain, dst]):
-                    out.setdefault(here, set()).add(there)
-                for r, key in zip(range(row_of[src] + 1, row_of[dst]), chain, strict=True):
-                    rows[r].append(key)
-                keys += chain
-    into: dict[str, set[str]] = {k: {s for s, ds in out.items() if k in ds} for k in keys}
-    placed = {k: (i + 0.5) / len(row) for row in rows for i, k in enumerate(row)}
-
-    def mean(group: set[str], fallback: set[str], own: float) -> float:
-        near = [placed[k] for k in group] or [placed[k] for k in fallback]
-        return sum(near) / len(near) if near else own
-
-    # Barycentre sweeps: down (by the boxes pointing in), up (by the boxes pointed to), down.
-    for sweep in (rows, rows[::-1], rows):
-        upward = sweep is not rows
-        for row in sweep:
-            row.sort(
-                key=lambda k: (
-                    mean(out[k], into[k], placed[k])
-                    if upward
-                    else mean(into[k], out[k], placed[k]),
-                    k,
-                )
-            )
-            for i, k in enumerate(row):
-                placed[k] = (i + 0.5) / len(row)
-    return [r for r in rows if r]
+def dot_source(diagram: Diagram) -> str:
+    """The diagram in Graphviz's language: top to bottom, boxes in rows, labelled arrows."""
+    caption = [f"<I>{_text(line)}</I>" for line in textwrap.wrap(diagram.caption, CAPTION_WIDTH)]
+    title = f'<FONT POINT-SIZE="{TITLE_FONT}"><B>{_text(diagram.title)}</B></FONT>'
+    font = f'fontname="Helvetica", fontsize={FONT}, fontcolor="{EDGE}"'
+    out = [
+        f"digraph {_id(diagram.title)} {{",
+        f"  graph [{font}, labelloc=t, nodesep=0.4, ranksep=0.45, pad=0.1,",
+        f"         label=<{'<BR/>'.join([title, *caption])}>];",
+        f'  node [{font}, shape=box, style="rounded,filled", color="{EDGE}", margin="0.15,0.06"];',
+        # An arrow's label in a fixed-width font: the room dot keeps for it is the room a
+        # browser draws it in (dot overestimates a proportional font's width, unevenly).
+        f'  edge [{font.replace("Helvetica", "Courier")}, color="{EDGE}", arrowsize=0.8];',
+    ]
+    for box in diagram.boxes:
+        fill = COLOURS.get(box.role, "#ffffff")
+        out.append(f'  {_id(box.key)} [label={_box_label(box)}, fillcolor="{fill}"];')
+    levels = diagram.levels or {}
+    for level in sorted(set(levels.values())):
+        same = [k for k, v in levels.items() if v == level]
+        out.append("  { rank=same; " + " ".join(_id(k) for k in same) + " }")
+    for a in diagram.arrows:
+        attrs = [f"label={_id(a.label)}"] if a.label else []
+        attrs += ["style=dashed"] * a.dashed
+        attrs += [f'color="{ALARM}", fontcolor="{ALARM}"'] * a.alarm
+        out.append(f"  {_id(a.src)} -> {_id(a.dst)} [{', '.join(attrs)}];")
+    return "\n".join([*out, "}", ""])
 
 
-def _anchor(
-    centre: tuple[float, float], size: tuple[float, float], toward: tuple[float, float]
-) -> tuple[float, float]:
-    """Where the line from a box's centre toward a point leaves the box."""
-    (x, y), (w, h) = centre, size
-    dx, dy = toward[0] - x, toward[1] - y
-    if dx == 0 and dy == 0:
-        return x, y
-    scale = min(
-        (w / 2) / abs(dx) if dx else float("inf"),
-        (h / 2) / abs(dy) if dy else float("inf"),
-    )
-    return x + dx * scale, y + dy * scale
-
-
-def write_svg(diagram: Diagram, path: Path, *, gap: float = 0.6) -> None:
-    """Draw ``diagram`` into ``path`` (SVG)."""
-    boxes = {b.key: b for b in diagram.boxes}
-    rows = diagram.rows or layered_rows(list(boxes), diagram.arrows, diagram.levels)
-    sizes = {k: _size(b) for k, b in boxes.items()}
-    sizes[""] = (0.0, 0.0)
-    sizes.update({k: (0.3, 0.0) for row in rows for k in row if k.startswith(WAYPOINT)})
-    widths = [sum(sizes[k][0] for k in row) + gap * (len(row) - 1) for row in rows]
-    total_w = max(widths, default=1.0)
-    heights = [max(sizes[k][1] for k in row) for row in rows]
-    row_gap = 1.0
-    total_h = sum(heights) + row_gap * (len(rows) - 1)
-    centres: dict[str, tuple[float, float]] = {}
-    y = total_h
-    if diagram.grid:
-        ncols = max(len(r) for r in rows)
-        col_w = [
-            max((sizes[r[j]][0] for r in rows if j < len(r) and r[j]), default=0)
-            for j in range(ncols)
-        ]
-        total_w = sum(col_w) + gap * (ncols - 1)
-    for row, width, height in zip(rows, widths, heights, strict=True):
-        x = (total_w - width) / 2
-        for j, k in enumerate(row):
-            if diagram.grid:
-                x = sum(col_w[:j]) + gap * j
-                w = col_w[j]
-            else:
-                w = sizes[k][0]
-            if k:
-                centres[k] = (x + w / 2, y - height / 2)
-            x += w + gap
-        y -= height + row_gap
-    margin = 0.3
-    total_w = max(total_w, len(diagram.title) * CHAR * 1.2, len(diagram.caption) * CHAR * 0.9)
-    title_h = 0.5 + (0.35 if diagram.caption else 0)
-    fig_w, fig_h = total_w + 2 * margin, total_h + 2 * margin + title_h
-    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "gemma4-docs", "font.size": 10}):
-        fig = plt.figure(figsize=(fig_w * 0.9, fig_h * 0.9))
-        ax = fig.add_axes((0, 0, 1, 1))
-        ax.set_xlim(-margin, total_w + margin)
-        ax.set_ylim(-margin, total_h + margin + title_h)
-        ax.axis("off")
-        ax.text(
-            total_w / 2, total_h + margin + title_h - 0.25, diagram.title,
-            ha="center", va="center", fontsize=12, fontweight="bold",
-        )  # fmt: skip
-        if diagram.caption:
-            ax.text(
-                total_w / 2, total_h + margin + title_h - 0.6, diagram.caption,
-                ha="center", va="center", fontsize=9, style="italic", color="#475569",
-            )  # fmt: skip
-        for k, box in boxes.items():
-            (cx, cy), (w, h) = centres[k], sizes[k]
-            ax.add_patch(
-                FancyBboxPatch(
-                    (cx - w / 2, cy - h / 2), w, h,
-                    boxstyle="round,pad=0,rounding_size=0.12",
-                    facecolor=COLOURS.get(box.role, "#ffffff"), edgecolor=EDGE, linewidth=1,
-                )
-            )  # fmt: skip
-            top = cy + h / 2 - 0.15 - LINE / 2
-            ax.text(cx, top, box.title, ha="center", va="center", fontweight="bold")
-            for i, line in enumerate(box.lines, start=1):
-                ax.text(
-                    cx, top - i * LINE, line, ha="center", va="center", fontsize=9,
-                    family="monospace" if line.startswith("--") else None,
-                )  # fmt: skip
-        for arrow in diagram.arrows:
-            if arrow.src not in centres or arrow.dst not in centres:
-                continue
-            via = sorted(
-                (k for k in centres if k.startswith(waypoint(arrow.src, arrow.dst, 0)[:-1])),
-                key=lambda k: int(k.rsplit(WAYPOINT, 1)[1]),
-            )
-            points = [centres[arrow.src], *(centres[k] for k in via), centres[arrow.dst]]
-            start = _anchor(points[0], sizes[arrow.src], points[1])
-            end = _anchor(points[-1], sizes[arrow.dst], points[-2])
-            colour = "#dc2626" if arrow.alarm else EDGE
-            dash = "--" if arrow.dashed else "-"
-            route = [start, *points[1:-1], end]
-            for p, q in itertools.pairwise(route[:-1]):
-                ax.plot([p[0], q[0]], [p[1], q[1]], color=colour, linestyle=dash, linewidth=1.1)
-            ax.add_patch(
-                FancyArrowPatch(
-                    route[-2], end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                    linestyle=dash, linewidth=1.1,
-                )
-            )  # fmt: skip
-            if arrow.label:
-                p, q = route[-2], end
-                ax.text(
-                    (p[0] + q[0]) / 2, (p[1] + q[1]) / 2, arrow.label,
-                    ha="center", va="center", fontsize=8, color=colour,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
-                )  # fmt: skip
-        fig.savefig(
-            path,
-            format=path.suffix.lstrip(".") or "svg",
-            metadata={"Date": None} if path.suffix == ".svg" else None,
-            dpi=80,
+def svg(diagram: Diagram) -> str:
+    """The diagram laid out and drawn by ``dot -Tsvg``; :class:`DotError` naming the figure
+    when dot is missing or fails."""
+    where = f"the figure {diagram.title!r}"
+    try:
+        done = subprocess.run(
+            ["dot", "-Tsvg"],
+            input=dot_source(diagram),
+            capture_output=True,
+            text=True,
+            timeout=DOT_TIMEOUT_S,
+            check=False,
         )
-        plt.close(fig)
+    except FileNotFoundError:
+        raise DotError(
+            f"{where} cannot be drawn: Graphviz's dot is not on PATH; {INSTALL_HINT}"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise DotError(f"{where} cannot be drawn: dot ran longer than {DOT_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[:1] or ["no message"]
+        raise DotError(f"{where} cannot be drawn: dot exited {done.returncode}: {reason[0]}")
+    return _centred(re.sub(r"<!-- Generated by graphviz.*?-->\n", "", done.stdout, flags=re.DOTALL))
 
 
-def legend(roles: Mapping[str, str]) -> str:
-    """A one-line key of the colours used: 'blue: network, ...' (for a figure's caption)."""
-    return ", ".join(f"{name}: {what}" for name, what in roles.items())
+def _centred(drawn: str) -> str:
+    """Each line of a box's (or the title's) label in the middle of the box. Graphviz starts
+    such a line where its own estimate of the line's width would centre it, an estimate wider
+    than a browser draws the text; an arrow's label is centred by Graphviz itself."""
+    parts = re.split(r'(?=<g id=")', drawn)
+    for i, part in enumerate(parts):
+        shape = re.search(r'<(?:polygon|path) [^>]*?(?:points|d)="([^"]*)"', part)
+        if shape and 'text-anchor="start"' in part:
+            xs = [float(x) for x in re.findall(r"(-?[\d.]+),", shape[1])]
+            middle = f'text-anchor="middle" x="{(min(xs) + max(xs)) / 2:g}"'
+            parts[i] = re.sub(r'text-anchor="start" x="[^"]*"', middle, part)
+    return "".join(parts)
+
+
+def write_svg(diagram: Diagram, path: Path) -> None:
+    """Draw ``diagram`` into ``path`` (SVG)."""
+    path.write_text(svg(diagram), encoding="utf-8")

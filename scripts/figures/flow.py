@@ -79,29 +79,19 @@ def diagram(p: Any, root: Path) -> Diagram:
             "verdict",
         ),
     ]
+    mandatory = p.mandatory_violations
     arrows = [
         Arrow("file", "settings", "read as the Pulumi CLI reads it"),
         Arrow("settings", "argv", "rendered"),
         Arrow("argv", "program", "container args", dashed=True),
         Arrow("program", "policies", "resource inputs"),
-        Arrow("settings", "plan"),
-        Arrow("policies", "verdict"),
-        Arrow("plan", "verdict"),
-    ]
-    # Two columns: the path on the left, the capacity plan beside the command line.
-    rows = [
-        ["file", ""],
-        ["settings", ""],
-        ["argv", "plan"],
-        ["program", ""],
-        ["policies", ""],
-        ["verdict", ""],
+        Arrow("settings", "plan", "weights + KV cache in memory?"),
+        Arrow("policies", "verdict", f"{mandatory} mandatory violation" + "s" * (mandatory != 1)),
+        Arrow("plan", "verdict", "must fit"),
     ]
     return Diagram(
         f"Stack {p.stack}: from the stack file to the command line and the verdicts",
         boxes,
         arrows,
-        rows=rows,
-        grid=True,
         caption="every box is what `gemma4 preview -s " + p.stack + "` computes offline",
     )

@@ -3,7 +3,6 @@ their ``needs``, the deploy steps): edit a workflow and the figure follows."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +43,9 @@ def diagram(root: Path) -> Diagram:
         boxes.append(Box(f"pr:{name}", f"{name} (pull-request.yml)", stacks, "control"))
         needs = _needs(job)
         for n in needs:
-            arrows.append(Arrow(f"pr:{n}", f"pr:{name}"))
+            arrows.append(Arrow(f"pr:{n}", f"pr:{name}", f"after {n} passed"))
         if not needs:
-            arrows.append(Arrow("pr", f"pr:{name}"))
+            arrows.append(Arrow("pr", f"pr:{name}", "triggers"))
     for name, job in deploy.items():
         inputs = job.get("with") or {}
         source = inputs.get("promote-from")
@@ -55,19 +54,13 @@ def diagram(root: Path) -> Diagram:
         boxes.append(Box(f"deploy:{name}", f"{name} (deploy.yml)", tuple(lines), "compute"))
         needs = _needs(job)
         for n in needs:
-            label = f"promotes what {source} verified" if source else ""
+            label = f"promotes what {source} verified" if source else f"after {n} passed"
             arrows.append(Arrow(f"deploy:{n}", f"deploy:{name}", label))
         if not needs:
-            arrows.append(Arrow("main", f"deploy:{name}"))
-    # Two columns: the pull request's jobs on the left, the deploy chain on the right.
-    left = ["pr", *(f"pr:{n}" for n in pr)]
-    right = ["main", *(f"deploy:{n}" for n in deploy)]
-    rows = [list(pair) for pair in itertools.zip_longest(left, right, fillvalue="")]
+            arrows.append(Arrow("main", f"deploy:{name}", "triggers"))
     return Diagram(
         "Pull requests and promotion: the workflows' jobs",
         boxes,
         arrows,
         caption="a job runs after the job pointing to it succeeded; a failed gate stops the chain",
-        rows=rows,
-        grid=True,
     )

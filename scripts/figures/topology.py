@@ -131,24 +131,32 @@ def gke_diagram(stack: str, resources: Sequence[Resource]) -> Diagram:
             (str(_meta(gw).get("name")), f"class {spec.get('gatewayClassName')}"),
             "network",
         )
-        boxes["client"] = Box("client", "clients", ("OpenAI API over HTTP",), "input")
-        arrows.append(Arrow("client", gw.name))
+        boxes["client"] = Box("client", "clients", ("OpenAI API",), "input")
+        listeners = [
+            f"{x.get('protocol')} :{int(x.get('port', 0))}" for x in spec.get("listeners", [])
+        ]
+        arrows.append(Arrow("client", gw.name, ", ".join(listeners)))
     for route in k8s.get("HTTPRoute", []):
         spec = _spec(route)
         boxes[route.name] = Box(
             route.name, "HTTPRoute", (str(_meta(route).get("name")),), "network"
         )
+        paths = [
+            f"{(m.get('path') or {}).get('type')} {(m.get('path') or {}).get('value')}"
+            for rule in spec.get("rules", [])
+            for m in rule.get("matches", [])
+        ]
         for ref in spec.get("parentRefs", []):
             for gw in k8s.get("Gateway", []):
                 if _meta(gw).get("name") == ref.get("name"):
-                    arrows.append(Arrow(gw.name, route.name))
+                    arrows.append(Arrow(gw.name, route.name, ", ".join(paths) or "every path"))
         for rule in spec.get("rules", []):
             for ref in rule.get("backendRefs", []):
                 for pool in k8s.get("InferencePool", []):
                     if ref.get("kind") == "InferencePool" and _meta(pool).get("name") == ref.get(
                         "name"
                     ):
-                        arrows.append(Arrow(route.name, pool.name))
+                        arrows.append(Arrow(route.name, pool.name, "backend"))
     for pool in k8s.get("InferencePool", []):
         spec = _spec(pool)
         ports = ", ".join(str(int(p["number"])) for p in spec.get("targetPorts", []))
@@ -271,7 +279,9 @@ def cloud_run_diagram(stack: str, resources: Sequence[Resource]) -> Diagram:
             sidecar = bool(c.get("ports")) is False
             title = "sidecar " + str(c.get("name")) if sidecar else f"container {c.get('name')}"
             boxes[key] = Box(key, title, (image,), "watch" if sidecar else "compute")
-            arrows.append(Arrow(svc.name, key, "" if sidecar else "port " + _port(c)))
+            after = ", ".join(c.get("dependsOns") or [])
+            label = (f"starts after {after}" if after else "no port") if sidecar else _port(c)
+            arrows.append(Arrow(svc.name, key, label))
             for dep in c.get("dependsOns") or []:
                 arrows.append(Arrow(f"{svc.name}/{dep}", key, "/metrics", dashed=True))
             for mount in c.get("volumeMounts") or []:
@@ -296,4 +306,4 @@ def _port(container: Mapping[str, Any]) -> str:
     ports = container.get("ports") or {}
     if isinstance(ports, list):
         ports = ports[0] if ports else {}
-    return str(int(ports.get("containerPort", 0)))
+    return f"port {int(ports.get('containerPort', 0))}"
