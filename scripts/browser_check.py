@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Open every page of the built documentation site in headless Chromium and check what a
-reader sees (docs/development.md, "The browser check").
+"""Open every page and every SVG figure of the built documentation site in headless Chromium
+and check what a reader sees (docs/development.md, "The browser check").
 
     .venv/bin/python scripts/browser_check.py /tmp/site [--screenshots DIR]
 
-Exit 0 every page passed, 1 a page or the self-check failed, 2 bad usage or no browser."""
+Exit 0 every page and figure passed, 1 a page, a figure or the self-check failed, 2 bad usage
+or no browser."""
 
 from __future__ import annotations
 
