@@ -102,7 +102,7 @@ def _pairs(texts: Sequence[Text]) -> Iterable[tuple[Text, Text]]:
     are not compared each with each)."""
     ordered = sorted(texts, key=lambda t: t.box.left)
     for i, a in enumerate(ordered):
-        for b in ordered[i + 1 :]:
+        for b in (ordered[j] for j in range(i + 1, len(ordered))):
             if b.box.left >= a.box.right:
                 break
             if a.box.overlaps(b.box):
