@@ -30,8 +30,8 @@ COLOURS = {
 }
 EDGE = "#334155"
 ALARM = "#dc2626"
-#: Points. The docs' content column is about 750 CSS px wide: a figure at most 1,000 pt wide
-#: shows 12 pt text at 9 px or more when the page scales it down.
+#: Points. The docs' content column is about 690 CSS px wide in a 1,280 px window: a figure at
+#: most 920 pt wide shows 12 pt text at 9 px or more when the page scales it down.
 FONT = 12
 TITLE_FONT = 14
 #: Characters of a caption line (a longer caption would widen the figure).
@@ -107,7 +107,7 @@ def dot_source(diagram: Diagram) -> str:
     font = f'fontname="Helvetica", fontsize={FONT}, fontcolor="{EDGE}"'
     out = [
         f"digraph {_id(diagram.title)} {{",
-        f"  graph [{font}, labelloc=t, nodesep=0.4, ranksep=0.45, pad=0.1,",
+        f"  graph [{font}, labelloc=t, nodesep=0.3, ranksep=0.45, pad=0.1,",
         f"         label=<{'<BR/>'.join([title, *caption])}>];",
         f'  node [{font}, shape=box, style="rounded,filled", color="{EDGE}", margin="0.15,0.06"];',
         # An arrow's label in a fixed-width font: the room dot keeps for it is the room a
