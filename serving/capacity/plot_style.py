@@ -54,7 +54,7 @@ def style_axes(ax: Any, xlabel: str, ylabel: str, title: str = "") -> None:
     linear axis; on a log axis plain numbers (``0.5``, ``20``, not ``10^1``) at 1-2-5 steps
     over a decade or so, fewer over more decades, evenly spaced ones over less than half a
     decade. Call it once the data and limits are set."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    from matplotlib.ticker import LogLocator, MaxNLocator
 
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -70,10 +70,17 @@ def style_axes(ax: Any, xlabel: str, ylabel: str, title: str = "") -> None:
         decades = math.log10(hi / lo)
         subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
         axis.set_major_locator(MaxNLocator(MAX_TICKS) if decades < 0.5 else LogLocator(subs=subs))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(NullFormatter())
+        plain_numbers(axis)
     ax.tick_params(labelsize=7)
     ax.grid(True, alpha=0.3)
+
+
+def plain_numbers(axis: Any) -> None:
+    """Tick labels of a log axis as plain numbers (``16``, not ``2^4``), none on minor ticks."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def fit_to_data(ax: Any, values: Iterable[float], *, log: bool = False) -> float:
