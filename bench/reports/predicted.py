@@ -16,7 +16,6 @@ from bench.results.store import RunData
 from serving.capacity.calibration import measured, observations, predict
 from serving.capacity.perf import StepModel
 from serving.capacity.simulate import Traffic
-from serving.config.settings import Settings
 
 __all__ = ["FAR_OFF_FLOOR", "Overlay", "overlay"]
 
@@ -36,9 +35,10 @@ class Overlay:
     basis: str
     threshold: float
     rows: list[dict[str, Any]]
-    #: The stack predicted and the run's measured cells, for the pictures.
+    #: The stack predicted (its name and ``serving.config.settings.Settings``, which this room
+    #: does not import: docs/architecture.md) and the run's measured cells, for the pictures.
     stack: str
-    settings: Settings
+    settings: Any
     cells: list[dict[str, Any]]
 
     @property
@@ -115,7 +115,7 @@ def _far_off(predicted: float | None, measured: float | None, threshold: float) 
     return ratio > 1.0 + threshold or 1.0 / ratio > 1.0 + threshold
 
 
-def overlay(run: RunData, model: StepModel, stack: str, settings: Settings) -> Overlay:
+def overlay(run: RunData, model: StepModel, stack: str, settings: Any) -> Overlay:
     """The model's prediction (``model``: ``stack``'s, of ``settings``) for each measured
     closed-loop cell of ``run`` beside it."""
     threshold = max(model.band, FAR_OFF_FLOOR)
