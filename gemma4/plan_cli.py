@@ -315,11 +315,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             measured = None
             if run is not None:
-                measured = measured_points(run.cells)
+                measured = measured_points(run.cells, workload)
                 if not measured:
                     raise PlanError(
                         f"--calibration-run {options.calibration_run}: no measured cell with "
-                        "a request rate"
+                        f"a request rate at {workload.prompt_tokens} prompt + "
+                        f"{workload.output_tokens} output tokens (--prompt-tokens, "
+                        "--output-tokens)"
                     )
             try:
                 plot_stack(

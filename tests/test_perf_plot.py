@@ -88,6 +88,9 @@ def test_a_runs_cells_are_read_as_the_pictures_draw_them() -> None:
             "tokens_per_s_per_user": None,
         },
     ]
+    # A picture of one request shape draws only the cells of that shape.
+    shaped = [{**cells[0], "prompt_tokens": 512, "output_tokens": p} for p in (128, 64)]
+    assert measured_points(shaped, W) == measured_points(shaped[:1]) != []
 
 
 def test_an_slo_far_above_the_data_is_said_not_drawn() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.results.store import RunData
 from serving.capacity.calibration import measured, observations, predict
-from serving.capacity.perf import StepModel
+from serving.capacity.perf import StepModel, Workload
 from serving.capacity.simulate import Traffic
 
 __all__ = ["FAR_OFF_FLOOR", "Overlay", "overlay"]
@@ -91,15 +91,10 @@ class Overlay:
         shapes = sorted({(int(c["prompt_tokens"]), int(c["output_tokens"])) for c in self.cells})
         written = []
         for prompt, output in shapes:
-            mine = [
-                c
-                for c in self.cells
-                if (int(c["prompt_tokens"]), int(c["output_tokens"])) == (prompt, output)
-            ]
             path = folder / f"predicted-{safe}-p{prompt}-o{output}.png"
             plot_stack(
                 path, self.stack, self.settings, Traffic(1.0, prompt, output),
-                measured=measured_points(mine), flag="--out",
+                measured=measured_points(self.cells, Workload(prompt, output)), flag="--out",
             )  # fmt: skip
             written.append(path)
         return written

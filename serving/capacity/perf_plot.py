@@ -111,14 +111,18 @@ def throughput_points(
     return out
 
 
-def measured_points(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measured_points(cells: list[dict[str, Any]], w: Workload | None = None) -> list[dict[str, Any]]:
     """A benchmark run's measured cells (``cells`` as the run store reads them) as the pictures
     draw them: requests/s, each percentile of TTFT and E2E it recorded (ms), output tokens/s
-    and per user (1000 / mean ITL ms) where recorded; cells without a request rate are left out."""
+    and per user (1000 / mean ITL ms) where recorded; cells without a request rate, or (given
+    ``w``) of another request shape than the picture's, are left out."""
     points = []
     for cell in cells:
         rate = _number(cell.get("request_throughput"))
         if cell.get("status") != "ok" or rate is None:
+            continue
+        shape = (cell.get("prompt_tokens"), cell.get("output_tokens"))
+        if w is not None and shape != (w.prompt_tokens, w.output_tokens):
             continue
         itl = _number(cell.get("mean_itl_ms") or cell.get("client_mean_itl_ms"))
         points.append(
