@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from serving.capacity.costs import UNKNOWN, instance_price
+from serving.capacity.costs import instance_price
 from serving.capacity.perf import StepModel, Workload
 from serving.capacity.plot_style import (
     fit_to_data,
@@ -146,11 +146,11 @@ def measured_points(cells: list[dict[str, Any]], w: Workload | None = None) -> l
 def _price_text(settings: Settings) -> tuple[float | None, str]:
     """One instance's hourly price and how a legend says it (``~`` for an estimate)."""
     price, status = instance_price(settings)
-    if price is None or status == UNKNOWN:
+    if price is None:
         return None, "price unknown"
-    return price, f"{'~' if status == 'estimate' else ''}${price:.2f}/h" + (
-        ", estimate" if status == "estimate" else ""
-    )
+    if status == "estimate":
+        return price, f"~${price:.2f}/h, estimate"
+    return price, f"${price:.2f}/h"
 
 
 def _latency_axes(
