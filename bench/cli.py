@@ -29,7 +29,6 @@ from bench.load.hotload import new_event_loop
 from bench.load.prompts import PromptError
 from bench.load.sweep import Grid, PreflightError, SweepOptions, run_sweep_async
 from bench.load.window import ClientLimits
-from bench.reports.charts import render_plans
 from bench.reports.compare import compare_runs
 from bench.reports.predicted import Overlay, overlay
 from bench.results.gate import (
@@ -626,7 +625,8 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if args.out:
         comparison.write(args.out)
-        render_plans(Path(args.out) / "charts", [p for o in overlays for p in o.chart_plans()])
+        for o in overlays:
+            o.write_charts(Path(args.out) / "charts")
         if overlays:
             md = Path(args.out) / "compare.md"
             md.write_text(
@@ -648,7 +648,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _predicted_only(overlays: list[Overlay], args: argparse.Namespace) -> int:
     """One run and --predict: the prediction beside it, nothing to compare with."""
     if args.out:
-        render_plans(Path(args.out) / "charts", overlays[0].chart_plans())
+        overlays[0].write_charts(Path(args.out) / "charts")
         (Path(args.out) / "predicted.md").write_text(overlays[0].markdown(), encoding="utf-8")
     if args.json:
         sys.stdout.write(json.dumps({"predicted": [o.as_dict() for o in overlays]}, indent=2))
@@ -674,7 +674,7 @@ def _overlays(runs: list[RunData], stack: str, project_dir: Path | None) -> list
         raise ValueError(f"--predict: {exc}") from None
     say_read("gemma4 bench compare", path)
     model, _ = model_for_settings(settings)
-    return [overlay(run, model) for run in runs]
+    return [overlay(run, model, stack, settings) for run in runs]
 
 
 def _fmt(value: float | None, slo: str) -> str:

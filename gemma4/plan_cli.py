@@ -216,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FILE",
-        help="also draw latency against throughput (band, ceilings, the SLO line) to FILE "
-        "(.png or .svg)",
+        help="also draw the simulated p50/p95/p99 TTFT and E2E against requests/s (the SLO "
+        "lines) and output tokens/s per chip and per USD against tokens/s per user (the "
+        "band) to FILE (.png or .svg)",
     )
     parser.add_argument(
         "--calibration-run",
@@ -309,22 +310,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raw=raw,
         )
         if options.plot is not None:
-            from serving.capacity.perf_plot import PlotError, measured_points, plot_stack
+            from serving.capacity.perf_plot import measured_points, plot_stack
+            from serving.capacity.plot_style import PlotError
 
             measured = None
             if run is not None:
-                measured = measured_points(run.cells)
+                measured = measured_points(run.cells, workload)
                 if not measured:
                     raise PlanError(
                         f"--calibration-run {options.calibration_run}: no measured cell with "
-                        "a request rate and a mean E2E"
+                        f"a request rate at {workload.prompt_tokens} prompt + "
+                        f"{workload.output_tokens} output tokens (--prompt-tokens, "
+                        "--output-tokens)"
                     )
             try:
                 plot_stack(
                     options.plot,
                     stack,
                     settings,
-                    workload,
+                    traffic,
                     mtp_acceptance=acceptance,
                     measured=measured,
                 )

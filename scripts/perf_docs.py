@@ -92,16 +92,18 @@ def _replace(text: str, begin: str, end: str, block: str) -> str:
 def draw(folder: Path) -> list[tuple[str, str]]:
     """Every shipped stack's latency/throughput figure and the cost figure into ``folder``;
     (caption, path relative to the page) for each."""
-    from serving.capacity.perf_plot import plot_cost, plot_stack
+    from serving.capacity.perf_plot import plot_cost, plot_stack, plot_throughput
     from serving.capacity.plan import load_stack_settings, stack_names
     from serving.capacity.plan_perf import workload_for
+    from serving.capacity.simulate import Traffic
 
     folder.mkdir(parents=True, exist_ok=True)
     stacks = {name: load_stack_settings(name, ROOT) for name in stack_names(ROOT)}
     out = []
     for name, settings in stacks.items():
         w = workload_for(settings, None, None)
-        plot_stack(folder / f"{name}.svg", name, settings, w)
+        traffic = Traffic(1.0, w.prompt_tokens, w.output_tokens)
+        plot_stack(folder / f"{name}.svg", name, settings, traffic, throughput=False)
         out.append(
             (
                 f"{name}: mean end-to-end latency at the client against requests/s, "
@@ -110,6 +112,7 @@ def draw(folder: Path) -> list[tuple[str, str]]:
             )
         )
     plot_cost(folder / "cost.svg", stacks)
+    plot_throughput(folder / "throughput.svg", stacks)
     out.append(("Cost per million requests against load, every stack", "img/perf/cost.svg"))
     return out
 

@@ -147,21 +147,21 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
     where blank)."""
     # Imported here, not with the module: the commands that only read or compare runs (and
     # their --help) start without loading matplotlib.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    from serving.capacity.plot_style import legend_below, plain_numbers, pyplot, style_axes
+
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     drawn: list[tuple[str, list[float], list[float]]] = []
     try:
         if plan.kind == "lines":
             for s in plan.series:
                 ax.plot(s.x, s.y, marker="o", label=s.label)
-            ax.set_xscale("log", base=2)
-            ax.legend()
-            ax.grid(True, alpha=0.3)
+            style_axes(ax, plan.xlabel, plan.ylabel)
+            ax.set_xscale("log", base=2)  # concurrency: 1, 2, 4, ...
+            plain_numbers(ax.xaxis)
+            legend_below(ax)
             for line in ax.get_lines():
                 xs = [float(v) for v in np.asarray(line.get_xdata(), dtype=float)]
                 ys = [float(v) for v in np.asarray(line.get_ydata(), dtype=float)]
@@ -191,7 +191,7 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
         ax.set_ylabel(plan.ylabel)
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path)
+            fig.savefig(path, bbox_inches="tight")
     finally:
         plt.close(fig)
     return drawn

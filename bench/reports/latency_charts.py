@@ -135,12 +135,11 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
     (label, x, y), ``limited`` (x, y of the circled points), ``slo`` (the line's y or None)."""
     # Imported here, not with the module: the commands that only read or compare runs (and
     # their --help) start without loading matplotlib.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    from serving.capacity.plot_style import legend_below, pyplot, style_axes
+
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     drawn: dict[str, Any] = {"lines": [], "limited": [], "slo": None}
     try:
@@ -166,10 +165,8 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
                 label=f"SLO p95 TTFT {plan.slo_ms:g} ms",
             )  # fmt: skip
         ax.set_title(plan.title, fontsize=10)
-        ax.set_xlabel("output throughput (tokens/s)")
-        ax.set_ylabel(plan.ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        style_axes(ax, "output throughput (tokens/s)", plan.ylabel)
+        legend_below(ax)
         fig.tight_layout()
         for line in ax.get_lines():
             xs = [float(v) for v in np.asarray(line.get_xdata(), dtype=float)]
@@ -183,7 +180,7 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
             offsets = np.asarray(collection.get_offsets(), dtype=float)
             drawn["limited"] += [(float(x), float(y)) for x, y in offsets]
         if path is not None:
-            fig.savefig(path)
+            fig.savefig(path, bbox_inches="tight")
     finally:
         plt.close(fig)
     return drawn

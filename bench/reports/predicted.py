@@ -3,18 +3,19 @@
 ``gemma4 bench compare RUN... --predict STACK``: for each measured closed-loop cell, read as the
 calibration reads it (:func:`serving.capacity.calibration.observations`), the model's
 prediction, the relative error and a flag on figures off by more than the model's band either
-way; charts overlay the two curves.
+way; the pictures are `gemma4 plan --plot`'s with the run's cells as markers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bench.reports.charts import ChartPlan, Series
 from bench.results.store import RunData
 from serving.capacity.calibration import measured, observations, predict
-from serving.capacity.perf import StepModel
+from serving.capacity.perf import StepModel, Workload
+from serving.capacity.simulate import Traffic
 
 __all__ = ["FAR_OFF_FLOOR", "Overlay", "overlay"]
 
@@ -34,6 +35,11 @@ class Overlay:
     basis: str
     threshold: float
     rows: list[dict[str, Any]]
+    #: The stack predicted (its name and ``serving.config.settings.Settings``, which this room
+    #: does not import: docs/architecture.md) and the run's measured cells, for the pictures.
+    stack: str
+    settings: Any
+    cells: list[dict[str, Any]]
 
     @property
     def flagged(self) -> list[str]:
@@ -74,39 +80,24 @@ class Overlay:
         lines.append("")
         return "\n".join(lines)
 
-    def chart_plans(self) -> list[ChartPlan]:
-        plans = []
-        slices = sorted({(r["prompt_tokens"], r["output_tokens"]) for r in self.rows})
+    def write_charts(self, folder: Path) -> list[Path]:
+        """`gemma4 plan --plot`'s pictures of the stack (:func:`serving.capacity.perf_plot.
+        plot_stack`) with the run's measured cells on them, one per request shape it ran,
+        into ``folder`` (made if missing); returns the files written."""
+        from serving.capacity.perf_plot import measured_points, plot_stack
+
+        folder.mkdir(parents=True, exist_ok=True)
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.run)[:60]
-        for key, title, scale in (_FIGURES[3], _FIGURES[0]):
-            for prompt, output in slices:
-                rows = sorted(
-                    (
-                        r
-                        for r in self.rows
-                        if (r["prompt_tokens"], r["output_tokens"]) == (prompt, output)
-                    ),
-                    key=lambda r: r["concurrency"],
-                )
-                xs = tuple(float(r["concurrency"]) for r in rows)
-                pred = tuple(r["predicted"][key] * scale for r in rows)
-                pairs = [(x, r["measured"][key]) for x, r in zip(xs, rows, strict=True)]
-                meas = [(x, v * scale) for x, v in pairs if v is not None]
-                series = [Series("predicted", xs, pred)]
-                if meas:
-                    series.insert(0, Series.of("measured", meas))
-                plans.append(
-                    ChartPlan(
-                        filename=f"predicted-{safe}-{key}-p{prompt}-o{output}.png",
-                        kind="lines",
-                        title=f"{self.run}: {title}, predicted vs measured, "
-                        f"{prompt}/{output} tokens",
-                        xlabel="concurrency",
-                        ylabel=title,
-                        series=tuple(series),
-                    )
-                )
-        return plans
+        shapes = sorted({(int(c["prompt_tokens"]), int(c["output_tokens"])) for c in self.cells})
+        written = []
+        for prompt, output in shapes:
+            path = folder / f"predicted-{safe}-p{prompt}-o{output}.png"
+            plot_stack(
+                path, self.stack, self.settings, Traffic(1.0, prompt, output),
+                measured=measured_points(self.cells, Workload(prompt, output)), flag="--out",
+            )  # fmt: skip
+            written.append(path)
+        return written
 
 
 def _far_off(predicted: float | None, measured: float | None, threshold: float) -> bool:
@@ -119,8 +110,9 @@ def _far_off(predicted: float | None, measured: float | None, threshold: float) 
     return ratio > 1.0 + threshold or 1.0 / ratio > 1.0 + threshold
 
 
-def overlay(run: RunData, model: StepModel) -> Overlay:
-    """The model's prediction for each measured closed-loop cell of ``run`` beside it."""
+def overlay(run: RunData, model: StepModel, stack: str, settings: Any) -> Overlay:
+    """The model's prediction (``model``: ``stack``'s, of ``settings``) for each measured
+    closed-loop cell of ``run`` beside it."""
     threshold = max(model.band, FAR_OFF_FLOOR)
     rows = []
     # Every measured cell is shown beside the prediction, however few its requests.
@@ -140,4 +132,5 @@ def overlay(run: RunData, model: StepModel) -> Overlay:
                 "far_off": any(_far_off(p[k], v, threshold) for k, v in m.items()),
             }
         )
-    return Overlay(run.label, model.basis, threshold, rows)
+    cells = [c for c in run.cells if c.get("status") == "ok"]
+    return Overlay(run.label, model.basis, threshold, rows, stack, settings, cells)

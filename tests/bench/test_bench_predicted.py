@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.cli import main
-from bench.reports.predicted import FAR_OFF_FLOOR, overlay
+from bench.reports.predicted import FAR_OFF_FLOOR, Overlay, overlay
 from bench.results.store import RunStore, load_run
 from serving.capacity.perf import StepModel, Workload
 from serving.capacity.perf_stack import model_for_settings
@@ -69,13 +69,17 @@ def _run(path: Path, label: str, cells: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _overlay(path: Path, model: StepModel) -> Overlay:
+    return overlay(load_run(path), model, "l4", load_stack_settings("l4"))
+
+
 @pytest.fixture
 def model() -> StepModel:
     return model_for_settings(load_stack_settings("l4"))[0]
 
 
 def test_a_run_the_model_explains_has_no_flag(tmp_path: Path, model: StepModel) -> None:
-    item = overlay(load_run(_run(tmp_path / "a", "a", _cells(model))), model)
+    item = _overlay(_run(tmp_path / "a", "a", _cells(model)), model)
     assert len(item.rows) == len(LEVELS) and item.flagged == []
     for row in item.rows:
         assert row["error"]["itl"] == pytest.approx(0.0, abs=1e-9)
@@ -83,7 +87,7 @@ def test_a_run_the_model_explains_has_no_flag(tmp_path: Path, model: StepModel) 
 
 
 def test_a_cell_far_off_the_prediction_is_flagged(tmp_path: Path, model: StepModel) -> None:
-    item = overlay(load_run(_run(tmp_path / "a", "a", _cells(model, slow="c4-p512-o128"))), model)
+    item = _overlay(_run(tmp_path / "a", "a", _cells(model, slow="c4-p512-o128")), model)
     assert item.flagged == ["c4-p512-o128"]
     (row,) = [r for r in item.rows if r["far_off"]]
     # Predicted 1 / factor of the measured.
@@ -95,7 +99,7 @@ def test_a_cell_just_within_the_factor_is_not_flagged(tmp_path: Path, model: Ste
     cells = _cells(model)
     factor = 0.95 * (1.0 + max(model.band, FAR_OFF_FLOOR))
     cells[2]["client_mean_itl_ms"] *= factor
-    item = overlay(load_run(_run(tmp_path / "a", "a", cells)), model)
+    item = _overlay(_run(tmp_path / "a", "a", cells), model)
     assert item.flagged == []
 
 
@@ -112,7 +116,7 @@ def test_compare_overlays_the_prediction(
     assert flag_line.startswith("| c2-p512-o128 |")
     assert "## Predicted vs measured" in (out / "compare.md").read_text()
     charts = sorted(p.name for p in (out / "charts").glob("predicted-*.png"))
-    assert "predicted-b-tokens_per_s-p512-o128.png" in charts
+    assert charts == ["predicted-a-p512-o128.png", "predicted-b-p512-o128.png"]
     assert main(["compare", str(a), str(b), "--predict", "l4", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [o["far_off"] for o in data["predicted"]] == [[], ["c2-p512-o128"]]
