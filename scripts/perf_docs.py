@@ -1,7 +1,9 @@
-"""Regenerate the generated parts of docs/performance-model.md and its pictures.
+"""Regenerate the generated parts of the performance and cost pages and their pictures: the
+stack table (docs/performance-model.md, docs/deploy/cost.md), the evidence
+(docs/performance-evidence.md) and docs/img/perf/*.svg.
 
     .venv/bin/python scripts/perf_docs.py           # rewrite the blocks and docs/img/perf/*.svg
-    .venv/bin/python scripts/perf_docs.py --check   # exit 1 when the page or a picture is stale
+    .venv/bin/python scripts/perf_docs.py --check   # exit 1 when a page or a picture is stale
 
 The check compares token by token, every number within a tolerance (:func:`differences`):
 CPUs and math libraries differ in the last bits (an AVX2-only AMD prints 258.938438 where an
@@ -18,9 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from serving.capacity import stack_table  # noqa: E402
 from serving.capacity.perf_checks import BEGIN, END, render_markdown  # noqa: E402
 
-PAGE = ROOT / "docs" / "performance-model.md"
+GUIDE = ROOT / "docs" / "performance-model.md"
+EVIDENCE = ROOT / "docs" / "performance-evidence.md"
+COST = ROOT / "docs" / "deploy" / "cost.md"
 IMAGES = ROOT / "docs" / "img" / "perf"
 VALIDATION_BEGIN = (
     "<!-- BEGIN GENERATED VALIDATION by scripts/perf_docs.py: do not edit by hand -->"
@@ -79,11 +84,11 @@ def same_figure(new: str, old: str) -> bool:
     return not differences(_named_in_order(new), _named_in_order(old), tolerance=SVG_TOLERANCE_PT)
 
 
-def _replace(text: str, begin: str, end: str, block: str) -> str:
-    """``text`` with everything from ``begin`` to ``end`` (both included) replaced by
-    ``block`` (which carries the markers again)."""
+def _replace(page: Path, text: str, begin: str, end: str, block: str) -> str:
+    """``text`` of ``page`` with everything from ``begin`` to ``end`` (both included) replaced
+    by ``block`` (which carries the markers again)."""
     if begin not in text or end not in text:
-        raise SystemExit(f"{PAGE}: no generated block ({begin} ... {end})")
+        raise SystemExit(f"{page}: no generated block ({begin} ... {end})")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return head + block + tail
@@ -117,17 +122,36 @@ def draw(folder: Path) -> list[tuple[str, str]]:
     return out
 
 
-def updated(text: str, figures: list[tuple[str, str]]) -> str:
-    """``text`` with both generated blocks replaced by fresh ones."""
+def updated(figures: list[tuple[str, str]]) -> dict[Path, tuple[str, str]]:
+    """Every page with generated blocks: (its text, its text with fresh blocks)."""
     from serving.capacity.perf_validation import render_markdown as render_validation
 
-    text = _replace(text, BEGIN, END, render_markdown())
-    body = VALIDATION_BEGIN + "\n" + render_validation(figures) + "\n" + VALIDATION_END
-    return _replace(text, VALIDATION_BEGIN, VALIDATION_END, body)
+    stacks = stack_table.plans(ROOT)
+    validation = VALIDATION_BEGIN + "\n" + render_validation(figures) + "\n" + VALIDATION_END
+    blocks = {
+        GUIDE: [(stack_table.BEGIN, stack_table.END, stack_table.render_markdown(stacks))],
+        COST: [
+            (
+                stack_table.BEGIN,
+                stack_table.END,
+                stack_table.render_markdown(stacks, stack_table.COST_ROWS),
+            )
+        ],
+        EVIDENCE: [
+            (BEGIN, END, render_markdown()),
+            (VALIDATION_BEGIN, VALIDATION_END, validation),
+        ],
+    }
+    out = {}
+    for page, fresh in blocks.items():
+        text = new = page.read_text(encoding="utf-8")
+        for begin, end, block in fresh:
+            new = _replace(page, new, begin, end, block)
+        out[page] = text, new
+    return out
 
 
 def main(argv: list[str]) -> int:
-    text = PAGE.read_text(encoding="utf-8")
     if "--check" in argv:
         with tempfile.TemporaryDirectory() as tmp:
             figures = draw(Path(tmp))
@@ -137,8 +161,12 @@ def main(argv: list[str]) -> int:
                 if not (IMAGES / f.name).is_file()
                 or not same_figure(f.read_text(), (IMAGES / f.name).read_text())
             ]
-        if differences(updated(text, figures), text):
-            stale.insert(0, f"{PAGE} ({'; '.join(differences(updated(text, figures), text))})")
+        pages = [
+            f"{page} ({'; '.join(found)})"
+            for page, (text, new) in updated(figures).items()
+            if (found := differences(new, text))
+        ]
+        stale = pages + stale
         if stale:
             print(
                 f"stale: {', '.join(stale)}: run .venv/bin/python scripts/perf_docs.py",
@@ -146,8 +174,8 @@ def main(argv: list[str]) -> int:
             )
             return 1
         return 0
-    figures = draw(IMAGES)
-    PAGE.write_text(updated(text, figures), encoding="utf-8")
+    for page, (_, new) in updated(draw(IMAGES)).items():
+        page.write_text(new, encoding="utf-8")
     return 0
 
 

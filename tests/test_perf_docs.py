@@ -1,18 +1,23 @@
-"""docs/performance-model.md and the checks behind it: the page cannot drift from the model, and
-the model explains the published measurements and judges the seed figures."""
+"""The performance and cost pages and the checks behind them: their generated parts (the stack
+table of docs/performance-model.md and docs/deploy/cost.md, docs/performance-evidence.md)
+cannot drift from the program, and the model explains the published measurements and judges
+the seed figures."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from serving.capacity import stack_table
 from serving.capacity.perf_checks import PUBLISHED, SEEDS, check, judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +134,7 @@ def test_a_figure_beyond_physics_is_called_impossible() -> None:
 def test_every_shipped_stack_has_its_pictures_on_the_page() -> None:
     from serving.capacity.plan import stack_names
 
-    page = (ROOT / "docs" / "performance-model.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "performance-evidence.md").read_text(encoding="utf-8")
     for name in [*stack_names(ROOT), "cost"]:
         image = ROOT / "docs" / "img" / "perf" / f"{name}.svg"
         assert image.read_bytes().startswith(b"<?xml"), name
@@ -147,3 +152,60 @@ def test_the_validation_rows_carry_their_conditions_and_sources() -> None:
     for s in summary():
         # The band is what it takes to cover 80 % of the figures, never narrower.
         assert s["all"]["coverage"] >= 0.8
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, tuple[Any, dict[str, Any]]]:
+    return stack_table.plans(ROOT)
+
+
+def test_the_stack_table_holds_what_gemma4_plan_prints(
+    plans: dict[str, tuple[Any, dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The figures on the pages are `gemma4 plan -s STACK --json`'s, for every shipped stack."""
+    from gemma4.plan_cli import main
+
+    for name, (_, figures) in plans.items():
+        assert main(["-s", name, "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        for key in ("replicas", "usd_per_hour_at_rate", "usd_per_month_at_rate"):
+            assert printed[key] == figures[key], (name, key)
+        assert printed["usd_per_million_requests"] == figures["usd_per_million_requests"]
+        assert printed["performance"]["band"] == figures["performance"]["band"]
+    table = stack_table.render_markdown(plans)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
+    _, l4 = plans["l4"]
+    assert f" ${l4['usd_per_hour_at_rate']:,.2f} " in rows["$/h"]
+    assert f" {l4['replicas']['per_replica_rps']:.3g} " in rows["req/s per replica"]
+
+
+def test_an_unknown_price_is_unknown_in_every_cost_cell_never_zero(
+    plans: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    settings, figures = plans["l4"]
+    unpriced = {
+        **figures,
+        "usd_per_hour_at_rate": None,
+        "usd_per_month_at_rate": None,
+        "usd_per_million_requests": None,
+        "usd_per_million_output_tokens": None,
+        "price_status_at_rate": "unknown",
+    }
+    table = stack_table.render_markdown({"l4": (settings, unpriced)})
+    cost_rows = [ln for ln in table.splitlines() if ln.startswith("| $")]
+    assert [row.split(" | ")[1].rstrip(" |") for row in cost_rows] == ["unknown"] * 4
+    assert "$0" not in table
+    assert "- `l4`: **unknown**." in table
+    # The cost page's rows: the prices alone, with the same notes on where they come from.
+    cost = stack_table.render_markdown(plans, stack_table.COST_ROWS)
+    assert "req/s" not in cost and "Quoted by a named source" in cost
+
+
+def test_a_price_says_which_rates_make_it_an_estimate_or_unknown(
+    plans: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    for name, (settings, figures) in plans.items():
+        said = stack_table.provenance(settings, figures["price_status_at_rate"])
+        for rate, _ in settings.price.parts:
+            named = stack_table._short(rate.what)
+            assert (named in said) is (not rate.confirmed), (name, named)

@@ -2,7 +2,7 @@
 
 The four ``vllm:spec_decode_*`` counters of vLLM 0.27.1 and the two figures derived from them
 (acceptance rate = accepted / draft tokens; mean acceptance length = 1 + accepted / drafts)
-are described in docs/performance-model.md. A benchmark cell stores the counters at the edges
+are described in docs/performance-calibration.md. A benchmark cell stores the counters at the edges
 of its window (``spec_decode_counters``), their deltas (``spec_decode``) and the two figures.
 :func:`run_acceptance` derives the figures again from the counters, and refuses, naming the
 cell and the counter, a cell whose counters cannot come from vLLM serving the stack: accepted

@@ -19,7 +19,7 @@ from serving.catalog.hardware import HardwareProfile, Platform
 from serving.catalog.models import ModelCard, Quantization
 
 #: The evidence the priors come from (front-end latency, efficiency by kernel path, MTP
-#: acceptance), each figure with its source: docs/performance-model.md renders it.
+#: acceptance), each figure with its source: docs/performance-evidence.md renders it.
 EVIDENCE_FILE = Path(__file__).resolve().parent.parent / "data" / "performance-evidence.json"
 
 

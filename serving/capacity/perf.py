@@ -1,5 +1,5 @@
 """Performance model of one vLLM instance: latency, throughput and cost before deploying
-(docs/performance-model.md says why each term is there and what checks it).
+(docs/performance-derivation.md says why each term is there and what checks it).
 
 Pure (no Pulumi, no I/O). A scheduler step runs every sequence in the batch together, as
 vLLM's chunked prefill schedules it (each decoding sequence's ``1 + k`` tokens, then prefill
@@ -31,7 +31,7 @@ from serving.capacity import itl_spread
 
 #: Relative band of an uncalibrated prediction (each side). The independent study of the
 #: published predictors found analytical models without calibration 40 %+ off; calibrated step
-#: models reach ~10 % (docs/performance-model.md). A calibration replaces it with its own
+#: models reach ~10 % (docs/performance-evidence.md). A calibration replaces it with its own
 #: measured error.
 UNCALIBRATED_BAND = 0.5
 
@@ -117,7 +117,7 @@ class Speculation:
 class Coefficients:
     """The fitted part of the model. The defaults are priors, not measurements: 75 % of peak
     bandwidth and 1.5 ms a step reproduce the published L4 and A100 single-stream figures to
-    within ~15 % (docs/performance-model.md); compute efficiencies and the prefill constant are
+    within ~15 % (docs/performance-evidence.md); compute efficiencies and the prefill constant are
     typical of dense bf16 GEMMs and unchecked until a calibration fits them."""
 
     bandwidth_efficiency: float = 0.75

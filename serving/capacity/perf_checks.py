@@ -1,6 +1,6 @@
 """The performance model against the world: published measurements and the seed articles' figures.
 
-Pure data and arithmetic, rendered into docs/performance-model.md by ``scripts/perf_docs.py``.
+Pure data and arithmetic, rendered into docs/performance-evidence.md by ``scripts/perf_docs.py``.
 Every prediction uses the **uncalibrated priors** (no calibration exists for these setups);
 each published figure carries its source, and any assumption (a loaded size, a context length)
 is written beside its row.
@@ -379,7 +379,7 @@ def _num(value: float) -> str:
 
 
 def render_markdown() -> str:
-    """The generated part of docs/performance-model.md."""
+    """The generated part of docs/performance-evidence.md."""
     lines = [
         BEGIN,
         "",

@@ -1,7 +1,7 @@
 """The performance model against published measurements of Gemma 4 12B on these stacks.
 
 Pure arithmetic over ``serving/data/performance-evidence.json`` (its ``validation`` part),
-rendered into docs/performance-model.md, which states the rules: :func:`check_rows` predicts
+rendered into docs/performance-evidence.md, which states the rules: :func:`check_rows` predicts
 each published row with the uncalibrated priors, run as the source's client ran it; the terms
 only published rows can give (a platform's front end, a client's in-flight cap, its serial
 time per request and the extra step of a setup whose settings were not recorded) are DERIVED
@@ -443,7 +443,7 @@ def _pct(value: float | None) -> str:
 
 
 def render_markdown(figures: list[tuple[str, str]]) -> str:
-    """The validation part of docs/performance-model.md: the evidence behind the priors, every
+    """The validation part of docs/performance-evidence.md: the evidence behind the priors, every
     published figure against the prediction, the summary per hardware, and ``figures``
     ((caption, relative image path)) drawn by scripts/perf_docs.py."""
     api = api_server_time()
