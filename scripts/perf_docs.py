@@ -111,14 +111,29 @@ def draw(folder: Path) -> list[tuple[str, str]]:
         plot_stack(folder / f"{name}.svg", name, settings, traffic, throughput=False)
         out.append(
             (
-                f"{name}: mean end-to-end latency at the client against requests/s, "
-                f"{w.prompt_tokens} prompt + {w.output_tokens} output tokens",
+                f"{name}: simulated p50, p95 and p99 TTFT and end-to-end latency at the "
+                f"client against requests/s offered to one instance, {w.prompt_tokens} prompt "
+                f"+ {w.output_tokens} output tokens, with the stack's p95 SLOs",
                 f"img/perf/{name}.svg",
             )
         )
     plot_cost(folder / "cost.svg", stacks)
     plot_throughput(folder / "throughput.svg", stacks)
-    out.append(("Cost per million requests against load, every stack", "img/perf/cost.svg"))
+    out.append(
+        (
+            "Every stack: predicted output tokens/s per chip and million output tokens per USD "
+            "against output tokens/s per user (1 / ITL), a point per concurrency, the model's "
+            "error band shaded",
+            "img/perf/throughput.svg",
+        )
+    )
+    out.append(
+        (
+            "Cost per million requests against load, one instance of every stack; a stack at an "
+            "unknown price named in the legend, not drawn",
+            "img/perf/cost.svg",
+        )
+    )
     return out
 
 
