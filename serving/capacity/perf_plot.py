@@ -23,6 +23,8 @@ from typing import Any
 from serving.capacity.costs import instance_price
 from serving.capacity.perf import StepModel, Workload
 from serving.capacity.plot_style import (
+    PANEL_IN,
+    WIDTH_IN,
     fit_to_data,
     legend_below,
     legend_note,
@@ -312,18 +314,20 @@ def plot_stack(
     measured = measured or []
     points = percentile_points(model, settings.deploy_platform, traffic)
     plt = pyplot()
-    rows = 2 if throughput else 1
-    fig, axes = plt.subplots(rows, 2, figsize=(10, 5.2 * rows), squeeze=False)
+    # One column no wider than the docs' content (WIDTH_IN): shown unscaled, its text readable.
+    panels = 4 if throughput else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(WIDTH_IN, PANEL_IN * panels), squeeze=False)
+    axes = [[a] for (a,) in axes]
     slo = settings.slo
     capacity = model.capacity_rps(w)
     for ax, metric, slo_ms in (
         (axes[0][0], "ttft", slo.slo_p95_ttft_ms),
-        (axes[0][1], "e2e", slo.slo_p95_e2e_ms),
+        (axes[1][0], "e2e", slo.slo_p95_e2e_ms),
     ):
         _latency_axes(ax, metric, points, measured, slo_ms, capacity)
     if throughput:
         _throughput_axes(
-            axes[1][0], axes[1][1], {stack: settings}, w=w, mtp_acceptance=mtp_acceptance,
+            axes[2][0], axes[3][0], {stack: settings}, w=w, mtp_acceptance=mtp_acceptance,
             measured=measured,
         )  # fmt: skip
     front = model.front_end_s * 1000.0
@@ -341,7 +345,7 @@ def plot_throughput(path: Path, stacks: dict[str, Settings]) -> None:
     """Every stack's throughput per chip and per USD against tokens/s per user, each at its
     benchmark's request shape (PREDICTED)."""
     plt = pyplot()
-    fig, (chip_ax, usd_ax) = plt.subplots(1, 2, figsize=(11, 5.5))
+    fig, (chip_ax, usd_ax) = plt.subplots(2, 1, figsize=(WIDTH_IN, 2 * PANEL_IN))
     _throughput_axes(chip_ax, usd_ax, stacks)
     fig.suptitle(
         "Output throughput against interactivity, one instance, a point per concurrency "
@@ -374,7 +378,7 @@ def plot_cost(path: Path, stacks: dict[str, Settings]) -> None:
     from serving.capacity.plan_perf import workload_for
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, PANEL_IN + 1.0))
     for i, (name, settings) in enumerate(sorted(stacks.items())):
         price, price_text = _price_text(settings)
         if price is None:

@@ -14,6 +14,12 @@ from typing import Any
 MAX_TICKS = 6
 #: Room left above the highest point drawn (a share of it).
 HEADROOM = 0.15
+#: Inches: a figure as wide as this (about 615 CSS px) fits the docs' content column (about
+#: 690 px in a 1,280 px window) unscaled, so 8 pt text shows at 10.7 px (the browser check
+#: wants 9 at least).
+WIDTH_IN = 6.4
+#: Inches of height a panel of a one-column figure takes (its legend below it included).
+PANEL_IN = 4.6
 
 
 class PlotError(ValueError):
@@ -56,10 +62,10 @@ def style_axes(ax: Any, xlabel: str, ylabel: str, title: str = "") -> None:
     decade. Call it once the data and limits are set."""
     from matplotlib.ticker import LogLocator, MaxNLocator
 
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=10)
     for axis, scale, (lo, hi) in (
         (ax.xaxis, ax.get_xscale(), ax.get_xlim()),
         (ax.yaxis, ax.get_yscale(), ax.get_ylim()),
@@ -71,7 +77,7 @@ def style_axes(ax: Any, xlabel: str, ylabel: str, title: str = "") -> None:
         subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
         axis.set_major_locator(MaxNLocator(MAX_TICKS) if decades < 0.5 else LogLocator(subs=subs))
         plain_numbers(axis)
-    ax.tick_params(labelsize=7)
+    ax.tick_params(labelsize=8)
     ax.grid(True, alpha=0.3)
 
 
@@ -116,6 +122,6 @@ def legend_note(ax: Any, text: str) -> None:
 def legend_below(ax: Any, columns: int = 2) -> None:
     """The legend under the axes, never on the data."""
     ax.legend(
-        loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns, fontsize=7,
+        loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns, fontsize=8,
         frameon=False,
     )  # fmt: skip
