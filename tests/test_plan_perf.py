@@ -456,3 +456,79 @@ def test_the_table_says_how_its_front_end_was_had(
     perf = json.loads(out)["performance"]
     assert perf["front_end_basis"] == ("stand-in" if "stand-in" in says else "derived")
     assert perf["front_end_measured"] is False
+
+
+def _open_loop_cell(run_dir: Path, records: list[str], step_ms: float) -> dict[str, Any]:
+    """An open-loop cell of 40 requests at 1 req/s as the benchmark stores it: its record and
+    its request records (``requests/<id>.jsonl``, the benchmark's own fields)."""
+    cid = "c512-p128-o64-r1"
+    (run_dir / "requests").mkdir(exist_ok=True)
+    (run_dir / "requests" / f"{cid}.jsonl").write_text("".join(r + "\n" for r in records))
+    return {
+        "id": cid, "status": "ok", "concurrency": 512, "prompt_tokens": 128,
+        "output_tokens": 64, "request_rate": 1.0, "completed": 40,
+        "mean_output_tokens": 64.0, "client_mean_itl_ms": step_ms,
+    }  # fmt: skip
+
+
+def _records(n: int) -> list[str]:
+    return [
+        json.dumps(
+            {
+                "ok": True,
+                "start_s": i * 1.0,
+                "ttft_s": 0.2,
+                "e2e_s": 1.0,
+                "prompt_tokens": 128,
+                "output_tokens": 64,
+                "status": 200,
+                "error_kind": None,
+            }
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.long
+def test_calibrate_fits_an_open_loop_cell_through_its_arrivals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    truth = replace(prior, coefficients=TRUTH)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    step_ms = truth.at_concurrency(1, Workload(128, 64)).step_s * 1000
+    cells = [*_cells(truth), _open_loop_cell(run_dir, _records(40), step_ms)]
+    _write_run(run_dir, cells, settings.model.model, "l4")
+    out = tmp_path / "calibrations"
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(out))
+    assert code == 0, err
+    assert "fitting 1 open-loop cell(s) through the simulation" in err
+    (path,) = out.glob("*.json")
+    assert load_calibration(path).provenance["open_loop_cells"] == ["c512-p128-o64-r1"]
+
+
+def test_calibrate_names_a_broken_request_record_and_leaves_out_a_cell_without_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_stack_settings("l4")
+    truth = replace(model_for_settings(settings, calibrations=None)[0], coefficients=TRUTH)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    records = _records(40)
+    records[6] = records[6][:30]  # a torn line
+    cells = [*_cells(truth), _open_loop_cell(run_dir, records, 20.0)]
+    _write_run(run_dir, cells, settings.model.model, "l4")
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "open-loop cell c512-p128-o64-r1:" in err and "line 7: not JSON" in err
+    assert "Traceback" not in err
+    # Without its request records (a run from before the benchmark wrote them) the cell is
+    # said and left out; the closed loop still calibrates.
+    (run_dir / "requests" / "c512-p128-o64-r1.jsonl").unlink()
+    code, _, err = run(capsys, "calibrate", str(run_dir), "-s", "l4", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    assert "open-loop cell 'c512-p128-o64-r1' has no request records" in err
+    (path,) = (tmp_path / "o").glob("*.json")
+    assert "open_loop_cells" not in load_calibration(path).provenance

@@ -15,7 +15,9 @@ Steps that change nothing but the sequences' lengths (decoding only, nothing adm
 as one block up to the next completion, arrival or KV limit, which keeps a run of thousands of
 requests within a fraction of a second. A token gap spreads around its step's mean as the
 model's measured ``itl_spread`` says (:mod:`serving.capacity.itl_spread`; none when none was
-measured); the time it moves is not fed back into the schedule (mean 1: every mean holds). Left
+measured), by at most what a full batch's decode step spreads by (the jitter of a gap that
+held a prefill does not grow with the prefill); the time it moves is not fed back into the
+schedule (the spread's mean is 1: every mean holds). Left
 out, and said so: per-step variance of MTP acceptance, KV block rounding (16 tokens), and the
 time a response spends after the engine.
 """
@@ -609,9 +611,19 @@ class _Run:
         e2e = sorted((r.done - r.sent + front) * 1000.0 for r in counted)
         token_gaps = [(v * 1000.0, w) for v, w in self.itl]
         spread = self.m.itl_spread
-        if spread:  # each gap spread around its step's mean as the calibration measured
+        if spread:
+            # Each gap spread around its step's mean as the calibration measured, by at most
+            # what a decode step at a full batch spreads by: the jitter a long gap carries (a
+            # prefill in its step, a step sat out) does not grow with the work it waited for.
             share = 1.0 / len(spread)
-            token_gaps = [(v * m, w * share) for v, w in token_gaps for m in spread]
+            m = self.m
+            context = self.traffic.prompt_tokens + self.traffic.output_tokens / 2.0
+            full = 1000.0 * m.step_s(m.max_num_seqs, 0.0, m.max_num_seqs, context)
+            token_gaps = [
+                (v + (f - 1.0) * min(v, full), w * share)
+                for v, w in token_gaps
+                for f in spread
+            ]
         itl_pairs = sorted(token_gaps)
         itl_total = sum(w for _, w in itl_pairs)
         n = len(counted)
