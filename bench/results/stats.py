@@ -94,7 +94,7 @@ def summarize(
     goodput_slo: GoodputSlo | None = None,
 ) -> Summary:
     """Figures for one cell from its requests and its duration (first send to last answer), named
-    as ``vllm bench serve`` names them (docs/benchmark.md lists them). Latencies are over
+    as ``vllm bench serve`` names them (docs/benchmark-method.md lists them). Latencies are over
     successful requests; token counts come from the server's usage, never from counting chunks."""
     results = list(results)
     ok = [r for r in results if r.ok]

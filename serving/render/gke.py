@@ -3,10 +3,10 @@
 Pure: no Pulumi. Every function returns one manifest as a dict, exactly what `kubectl apply`
 would take; the Pulumi component (`components/gke_serving.py`) declares each with
 pulumi-kubernetes, so the props a policy or a test sees are these fields. What only the cloud
-knows (a bucket, an account, an address) is a parameter, placed as given. docs/deploy/gke.md
-says what serves what: the Gateway and its HTTPRoute, the InferencePool, llm-d-router's
-endpoint picker (written out field by field after its v0.10.0 Helm chart, not rendered by
-Helm), GKE's backend policies, PodMonitoring and the autoscaler.
+knows (a bucket, an account, an address) is a parameter, placed as given.
+docs/deploy/gke-reference.md says what serves what: the Gateway and its HTTPRoute, the
+InferencePool, llm-d-router's endpoint picker (written out field by field after its v0.10.0
+Helm chart, not rendered by Helm), GKE's backend policies, PodMonitoring and the autoscaler.
 """
 
 from __future__ import annotations
@@ -241,8 +241,8 @@ def inference_pool(settings: Settings) -> Manifest:
             "endpointPickerRef": {
                 "name": PICKER_NAME,
                 "port": {"number": PICKER_EXT_PROC_PORT},
-                # Chosen on purpose (docs/deploy/gke.md): with both picker replicas down the
-                # Gateway keeps serving, load-unaware, instead of refusing every request.
+                # Chosen on purpose (docs/deploy/gke-reference.md): with both picker replicas
+                # down the Gateway keeps serving, load-unaware, instead of refusing every request.
                 "failureMode": settings.gke.picker_failure_mode,
             },
         },
