@@ -273,15 +273,11 @@ def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
     return True
 
 
-def report(
-    cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None, calibration_rps: float
-) -> dict[str, Any]:
-    """The JSON document: the CPU, the open-loop rate the fit saw, the saturation rates
-    (measured: the highest Poisson rate the engine kept up with) and every rate's
-    comparison."""
+def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None) -> dict[str, Any]:
+    """The JSON document: the CPU, the saturation rates (measured: the highest Poisson rate
+    the engine kept up with) and every rate's comparison."""
     return {
         "cpu": cpu,
-        "calibration_rps": calibration_rps,
         "saturation_rps": {
             "measured": _rounded(saturation_measured(rows)[0]),
             "simulated": simulated_rps,

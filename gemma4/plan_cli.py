@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.results.store import REQUESTS_DIR, RunData, StoreError, load_run
+from bench.results.store import RunData, StoreError, load_run
 from gemma4.options import (
     add_mtp_option,
     add_project_options,
@@ -30,7 +30,6 @@ from gemma4.search_cli import build_search_parser, search_main
 from gemma4.workload_options import (
     add_target_options,
     add_workload_options,
-    read_trace,
     targets_from,
     traffic_from,
 )
@@ -583,30 +582,6 @@ def _cannot_write(folder: Path) -> str | None:
     return None
 
 
-def open_loop_traces(run_dir: Path, cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The request records of the run's measured open-loop cells (``requests/<id>.jsonl``,
-    read as a trace is: bounded, refused by file and line), by cell id; a cell without them
-    (a run from before the benchmark wrote them) is said and left out of the fit."""
-    out: dict[str, Any] = {}
-    for cell in cells:
-        if cell.get("status") != "ok" or cell.get("request_rate") is None:
-            continue
-        cid = str(cell.get("id", ""))
-        path = run_dir / REQUESTS_DIR / f"{cid}.jsonl"
-        if not cid or "/" in cid or cid.startswith(".") or not path.is_file():
-            print(
-                f"gemma4 plan calibrate: open-loop cell {cid[:80]!r} has no request records "
-                f"({REQUESTS_DIR}/<id>.jsonl): left out of the fit",
-                file=sys.stderr,
-            )
-            continue
-        try:
-            out[cid] = read_trace(path)
-        except ValueError as exc:
-            raise ValueError(f"open-loop cell {cid}: {str(exc).removeprefix('--trace ')}") from None
-    return out
-
-
 def calibrate_main(argv: Sequence[str]) -> int:
     o = build_calibrate_parser().parse_args(list(argv))
     try:
@@ -626,17 +601,9 @@ def calibrate_main(argv: Sequence[str]) -> int:
         release = vllm_release(settings)
         measured_hw, measured_vllm = run_target(data.run, settings, o.stack, o.allow_other_target)
         base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
-        traces = open_loop_traces(o.run_dir, data.cells)
-        if traces:  # each point the fit tries simulates them: seconds, not milliseconds
-            print(
-                f"gemma4 plan calibrate: fitting {len(traces)} open-loop cell(s) through the "
-                "simulation of their arrivals (about a minute)",
-                file=sys.stderr,
-            )
         calibration = calibrate(
             base,
             data.cells,
-            traces=traces,
             hardware=measured_hw,
             checkpoint=settings.model.model,
             vllm=measured_vllm,

@@ -149,8 +149,8 @@ def test_calibrate_measures_the_spread_of_its_concurrency_one_cell(
     from serving.capacity import calibration
 
     # The coefficients' fit is tested elsewhere (tests/bench/test_calibration_synthetic.py).
-    monkeypatch.setattr(calibration, "fit", lambda base, obs, open_obs=(): base.coefficients)
-    monkeypatch.setattr(calibration, "held_out", lambda base, obs, open_obs=(): {"itl": 0.05})
+    monkeypatch.setattr(calibration, "fit", lambda base, obs: base.coefficients)
+    monkeypatch.setattr(calibration, "held_out", lambda base, obs: {"itl": 0.05})
     base = _model()
     cells = []
     for c in (1, 2, 4, 6):

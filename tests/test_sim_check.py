@@ -168,8 +168,8 @@ def test_row_targets() -> None:
 def test_report_shape_and_exit_status() -> None:
     rows = [_row(1.0, False, 110.0)[0], _row(2.0, False, 105.0)[0], _row(3.0, True, 900.0, True)[0]]
     bursty = {**_row(1.5, False, 100.0)[0], "burstiness": 0.25}
-    doc = simcheck.report("AMD EPYC", [*rows, bursty], 2.1, 1.2)
-    assert set(doc) == {"cpu", "calibration_rps", "saturation_rps", "rates"}
+    doc = simcheck.report("AMD EPYC", [*rows, bursty], 2.1)
+    assert set(doc) == {"cpu", "saturation_rps", "rates"}
     assert doc["saturation_rps"] == {"measured": 2.0, "simulated": 2.1}
     for r in doc["rates"]:
         assert set(r) == {"rate", "burstiness", "saturated", "measured", "server", "simulated",
@@ -179,11 +179,10 @@ def test_report_shape_and_exit_status() -> None:
             assert set(r[source]["ttft"]) == {"p50", "p95", "p99"}
     assert simcheck.exit_status(doc) == 0
     # The simulation saturating 20 % past the first saturated rate misses the target.
-    assert simcheck.exit_status(simcheck.report("cpu", rows, 3.7, 1.2)) == 1
+    assert simcheck.exit_status(simcheck.report("cpu", rows, 3.7)) == 1
     # One rate missing its percentile target fails the run.
     assert (
-        simcheck.exit_status(simcheck.report("cpu", [*rows, _row(0.5, False, 200.0)[0]], 2.1, 1.2))
-        == 1
+        simcheck.exit_status(simcheck.report("cpu", [*rows, _row(0.5, False, 200.0)[0]], 2.1)) == 1
     )
 
 

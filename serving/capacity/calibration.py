@@ -23,7 +23,6 @@ from typing import Any
 from serving.capacity import itl_spread
 from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
-from serving.capacity.simulate import TraceRequest, Traffic, simulate
 
 CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
@@ -141,46 +140,6 @@ def observations(
     return out
 
 
-@dataclass(frozen=True)
-class OpenObservation:
-    """One measured open-loop cell: the arrivals the benchmark sent (its request records) and
-    the mean token gap they met (seconds)."""
-
-    cell: str
-    trace: tuple[TraceRequest, ...]
-    step_s: float
-
-
-def open_observations(
-    cells: Iterable[Mapping[str, Any]],
-    traces: Mapping[str, tuple[TraceRequest, ...]],
-    min_requests: int = MIN_CELL_REQUESTS,
-) -> list[OpenObservation]:
-    """The measured open-loop cells (a request rate) with their request records in ``traces``
-    (by cell id), a mean token gap and at least ``min_requests`` completed requests."""
-    out: list[OpenObservation] = []
-    for r in cells:
-        if r.get("status") != "ok" or r.get("request_rate") is None:
-            continue
-        done = r.get("completed")
-        if not isinstance(done, int) or isinstance(done, bool) or done < min_requests:
-            continue
-        trace = traces.get(str(r.get("id", "")))
-        step_ms = _num(r, "client_mean_itl_ms") or _num(r, "server_mean_itl_ms")
-        if trace is None or len(trace) < 2 or step_ms is None:
-            continue
-        out.append(OpenObservation(str(r["id"]), tuple(trace), step_ms / 1000.0))
-    return out
-
-
-def _open_step_s(model: StepModel, o: OpenObservation) -> float:
-    """The simulation's mean token gap for the cell's own arrivals (seconds)."""
-    first = o.trace[0]
-    traffic = Traffic(1.0, first.prompt_tokens, first.output_tokens, trace=o.trace)
-    result = simulate(model, traffic, requests=len(o.trace), seed=0, warmup=0.0)
-    return result.latency_ms["itl"]["mean"] / 1000.0
-
-
 def _model_for(base: StepModel, obs: Observation) -> StepModel:
     spec = base.speculation
     if spec is not None and obs.accepted_length is not None:
@@ -194,17 +153,11 @@ _LOG = ("bandwidth_efficiency", "decode_compute_efficiency", "prefill_compute_ef
 _LIN = ("step_overhead_s", "prefill_overhead_s")
 
 
-def _loss(
-    base: StepModel,
-    obs: Sequence[Observation],
-    coefficients: Coefficients,
-    open_obs: Sequence[OpenObservation] = (),
-) -> float:
-    """Sum of squared log ratios, predicted over measured: every cell's step, the TTFT of the
-    cells below ~70 % of the slots (above that a request also queues), and each open-loop
-    cell's mean token gap as the simulation of its own arrivals gives it."""
+def _loss(base: StepModel, obs: Sequence[Observation], coefficients: Coefficients) -> float:
+    """Sum of squared log ratios, predicted over measured: every cell's step, and the TTFT
+    of the cells below ~70 % of the slots (above that a request also queues)."""
     model = replace(base, coefficients=coefficients, front_end_s=0.0)
-    total = sum(math.log(_open_step_s(model, o) / o.step_s) ** 2 for o in open_obs)
+    total = 0.0
     for o in obs:
         p = predict(model, o)
         total += math.log(p["itl"] / o.step_s) ** 2
@@ -226,21 +179,17 @@ def _physical(base: StepModel, obs: Sequence[Observation]) -> None:
         )
 
 
-def fit(
-    base: StepModel, obs: Sequence[Observation], open_obs: Sequence[OpenObservation] = ()
-) -> Coefficients:
-    """The coefficients that best explain ``obs`` (and ``open_obs``) for ``base``'s hardware
-    and checkpoint: a bounded pattern search (:func:`_search`) minimising :func:`_loss`
-    through the full step model. A run faster than reading the weights at peak bandwidth, or
-    one only an efficiency above 1 fits, is refused. Cached: scripts/synthetic_calibration.py
-    fits, then calibrates the same cells."""
-    return _cached_fit(base, tuple(obs), tuple(open_obs))
+def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
+    """The coefficients that best explain ``obs`` for ``base``'s hardware and checkpoint: a
+    bounded pattern search (:func:`_search`) minimising :func:`_loss` through the full step
+    model. A run faster than reading the weights at peak bandwidth, or one only an efficiency
+    above 1 fits, is refused. Cached: scripts/synthetic_calibration.py fits, then calibrates
+    the same cells."""
+    return _cached_fit(base, tuple(obs))
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_fit(
-    base: StepModel, obs: tuple[Observation, ...], open_obs: tuple[OpenObservation, ...] = ()
-) -> Coefficients:
+def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
@@ -263,19 +212,14 @@ def _cached_fit(
     # has tried (a step back from where it moved, each stage's start), and the loss is a pure
     # function of the coefficients for this base and these cells.
     losses: dict[tuple[tuple[str, float], ...], float] = {}
-    # Open-loop cells count in every stage: under arrivals that come as they come the batch
-    # changes from step to step, which no closed loop shows (a CPU engine ran 10-15 % slower
-    # steps there, docs/sim-check.md), and a fit that meets them only at the end stays in the
-    # closed loop's minimum. Each is simulated at each point tried (milliseconds a cell).
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
-        values = _search(base, obs, open_obs, values, names, make, losses)
+        values = _search(base, obs, values, names, make, losses)
     return _checked(base, obs, values, make)
 
 
 def _search(
     base: StepModel,
     obs: Sequence[Observation],
-    open_obs: Sequence[OpenObservation],
     start: Mapping[str, float],
     names: Sequence[str],
     make: Any,
@@ -287,7 +231,7 @@ def _search(
     def loss(v: Mapping[str, float], c: Coefficients) -> float:
         key = tuple(sorted(v.items()))
         if key not in losses:
-            losses[key] = _loss(base, obs, c, open_obs)
+            losses[key] = _loss(base, obs, c)
         return losses[key]
 
     values = dict(start)
@@ -551,11 +495,9 @@ def find_calibration(
     return None
 
 
-def held_out(
-    base: StepModel, obs: Sequence[Observation], open_obs: Sequence[OpenObservation] = ()
-) -> dict[str, float | None]:
-    """Two-fold by concurrency level: fit on alternate levels (and every open-loop cell),
-    predict the others; the median of both folds' relative errors per metric."""
+def held_out(base: StepModel, obs: Sequence[Observation]) -> dict[str, float | None]:
+    """Two-fold by concurrency level: fit on alternate levels, predict the others; the median
+    of both folds' relative errors per metric."""
     even = set(sorted({o.concurrency for o in obs})[::2])
     a = [o for o in obs if o.concurrency in even]
     b = [o for o in obs if o.concurrency not in even]
@@ -565,7 +507,7 @@ def held_out(
         )
     per: dict[str, list[float]] = {m: [] for m in METRICS}
     for train, test in ((a, b), (b, a)):
-        _relative_errors(replace(base, coefficients=fit(base, train, open_obs)), test, per)
+        _relative_errors(replace(base, coefficients=fit(base, train)), test, per)
     return _medians(per)
 
 
@@ -577,10 +519,7 @@ def calibrate(
     checkpoint: str,
     vllm: str,
     provenance: Mapping[str, Any],
-    traces: Mapping[str, tuple[TraceRequest, ...]] | None = None,
 ) -> Calibration:
-    """The run's calibration: its closed-loop cells, and its open-loop cells whose request
-    records ``traces`` holds (by cell id), fitted through the simulation of their arrivals."""
     cells = list(cells)
     k = base.speculation.num_speculative_tokens if base.speculation else None
     try:
@@ -594,22 +533,15 @@ def calibrate(
             f"client_mean_itl_ms or mean_itl_ms), token counts and at least {MIN_CELL_REQUESTS} "
             "completed requests"
         )
-    open_obs = open_observations(cells, traces or {})
-    error = held_out(base, obs, open_obs)
-    coefficients = fit(base, obs, open_obs)
-    opened = {"open_loop_cells": [o.cell for o in open_obs]} if open_obs else {}
+    error = held_out(base, obs)
+    coefficients = fit(base, obs)
     return Calibration(
         hardware,
         checkpoint,
         vllm,
         coefficients,
         error,
-        {
-            **provenance,
-            "cells": len(obs),
-            "levels": sorted({o.concurrency for o in obs}),
-            **opened,
-        },
+        {**provenance, "cells": len(obs), "levels": sorted({o.concurrency for o in obs})},
         measured_acceptance.mean_accepted_length if measured_acceptance else None,
         measured_acceptance.as_dict() if measured_acceptance else None,
         itl_spread.from_cells(cells),
