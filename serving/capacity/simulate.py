@@ -620,9 +620,7 @@ class _Run:
             context = self.traffic.prompt_tokens + self.traffic.output_tokens / 2.0
             full = 1000.0 * m.step_s(m.max_num_seqs, 0.0, m.max_num_seqs, context)
             token_gaps = [
-                (v + (f - 1.0) * min(v, full), w * share)
-                for v, w in token_gaps
-                for f in spread
+                (v + (f - 1.0) * min(v, full), w * share) for v, w in token_gaps for f in spread
             ]
         itl_pairs = sorted(token_gaps)
         itl_total = sum(w for _, w in itl_pairs)
