@@ -344,7 +344,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(table(result))
         console.print(perf_table(result["stack"], result["performance"]))
         console.print(replica_table(result["stack"], result["replicas"]))
+        console.print(
+            cold_start_text(result["stack"], result["cold_start"]),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     return 0 if result["fits"] else 1
+
+
+def cold_start_text(stack: str, block: dict[str, Any]) -> str:
+    """The cold start block, under 100 columns: a line a phase (p50, p90, basis and the data
+    file's figure, whose source `--json` and docs/cold-start.md give), the totals, the weights."""
+    lines = [
+        f"Cold start: stack {stack}, scale-out to first token (PREDICTED, compile cache "
+        f"{block['cache']})"
+    ]
+    for p in block["phases"]:
+        lines.append(
+            f"  {p['name']:<13}{p['seconds']:>7,.0f} s  p90 {p['p90_s']:>6,.0f} s  "
+            f"{p['basis']:<11}{p['figure']}"
+        )
+    hit = block["cache_hit"]
+    lines += [
+        f"  total: p50 {block['p50_s']:,} s, p90 {block['p90_s']:,} s; with a compile cache hit "
+        f"p50 {hit['p50_s']:,} s, p90 {hit['p90_s']:,} s",
+        f"  weights: {block['weight_bytes'] / 1e9:.1f} GB at {block['loader_gb_per_s']:g} GB/s "
+        f"({block['loader']}); sources and method: docs/cold-start.md",
+    ]
+    return "\n".join(lines)
 
 
 def run_mtp_acceptance(

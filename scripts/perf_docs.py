@@ -1,6 +1,7 @@
 """Regenerate the generated parts of the performance and cost pages and their pictures: the
 stack table (docs/performance-model.md, docs/deploy/cost.md), the evidence
-(docs/performance-evidence.md) and docs/img/perf/*.svg.
+(docs/performance-evidence.md), the cold start tables (docs/cold-start.md) and
+docs/img/perf/*.svg.
 
     .venv/bin/python scripts/perf_docs.py           # rewrite the blocks and docs/img/perf/*.svg
     .venv/bin/python scripts/perf_docs.py --check   # exit 1 when a page or a picture is stale
@@ -20,12 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serving.capacity import stack_table  # noqa: E402
+from serving.capacity import coldstart, stack_table  # noqa: E402
 from serving.capacity.perf_checks import BEGIN, END, render_markdown  # noqa: E402
 
 GUIDE = ROOT / "docs" / "performance-model.md"
 EVIDENCE = ROOT / "docs" / "performance-evidence.md"
 COST = ROOT / "docs" / "deploy" / "cost.md"
+COLD_START = ROOT / "docs" / "cold-start.md"
 IMAGES = ROOT / "docs" / "img" / "perf"
 VALIDATION_BEGIN = (
     "<!-- BEGIN GENERATED VALIDATION by scripts/perf_docs.py: do not edit by hand -->"
@@ -155,6 +157,14 @@ def updated(figures: list[tuple[str, str]]) -> dict[Path, tuple[str, str]]:
         EVIDENCE: [
             (BEGIN, END, render_markdown()),
             (VALIDATION_BEGIN, VALIDATION_END, validation),
+        ],
+        COLD_START: [
+            (
+                coldstart.BEGIN,
+                coldstart.END,
+                coldstart.render_markdown({name: s for name, (s, _) in stacks.items()}),
+            ),
+            (coldstart.FIGURES_BEGIN, coldstart.FIGURES_END, coldstart.render_figures()),
         ],
     }
     out = {}

@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from gemma4.search_cli import search_main
+from serving.capacity.coldstart import cold_start
 from serving.capacity.configsearch import (
     Candidate,
     Goal,
@@ -24,6 +25,7 @@ from serving.capacity.costs import HOURS_PER_MONTH
 from serving.capacity.perf import Workload
 from serving.capacity.plan import ROOT, raw_stack_settings, stack_names
 from serving.capacity.simulate import Traffic
+from serving.config.settings import load_settings
 
 STACKS = stack_names(ROOT)
 #: The issue's goal: a chat service of 20 req/s, 1,000-token prompts, 200-token answers.
@@ -123,6 +125,9 @@ def test_each_answer_carries_the_contract_fields(answered: dict[str, Any]) -> No
         assert set(a["limits"]) == {"slo", "ceiling", "quota"}
         assert a["stack"]["maxModelLen"] >= 1200  # fitted to the longest request
         assert a["measured"] is False
+        # The cold start of the configuration answered, not of the template it started from.
+        block = cold_start(load_settings(a["stack"]))
+        assert a["cold_start"] == json.loads(json.dumps(block))
     assert answered["written"] is None and answered["considered"] > 50
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from serving.capacity.coldstart import cold_start
 from serving.capacity.costs import Cost
 from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
@@ -856,4 +857,5 @@ def answer_dict(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
         "balancer": sim.balancer,
         "template": c.template,
         "measured": False,
+        "cold_start": cold_start(c.settings),
     }

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from serving.capacity.coldstart import cold_start
 from serving.capacity.configsearch import (
     Goal,
     Target,
@@ -265,6 +266,7 @@ def report(
         "performance": performance_figures,
         "replicas": replicas,
         "answer": answer,
+        "cold_start": cold_start(settings),
     }
 
 

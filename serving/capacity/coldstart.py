@@ -1,0 +1,261 @@
+"""Cold start, phase by phase: from a scale-out decision to the first token a new instance
+serves (pure; reads one package data file).
+
+Nothing here was timed on this project's stacks. ``serving/data/coldstart.json`` holds every
+figure with its basis (measured, documented, derived or prior), its source and the conditions
+it was taken under; a phase with no published figure is a prior that says its reasoning. The
+phases run one after another, so the total is their sum. Each phase is lognormal: its value is
+the median and its p90 is the median times the spread of its basis (a measurement narrower
+than a prior). The total's p50 and p90 are read from :data:`DRAWS` draws of the sum with a
+fixed seed, so a prediction never changes between runs. docs/cold-start.md explains each phase.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from serving.catalog.hardware import Platform
+from serving.config.inputs import read_json
+from serving.config.settings import Settings
+
+DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "coldstart.json"
+BASES = ("measured", "documented", "derived", "prior")
+_FIELDS = {"value", "unit", "basis", "source", "conditions"}
+#: Draws of the summed phases, and their seed.
+DRAWS, SEED = 4000, 0
+#: The standard normal's 90th percentile: a p90/p50 ratio r is a lognormal's exp(1.2816 sigma).
+_Z90 = 1.2815515655446004
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the data file. ``spread`` (p90 / p50) widens its basis's own, never
+    narrows it."""
+
+    key: str
+    value: float
+    unit: str
+    basis: str
+    source: str
+    conditions: str
+    spread: float | None = None
+
+
+def check_figures(data: Any) -> dict[str, Figure]:
+    """The data file's figures; a ValueError naming the figure and the field otherwise."""
+    if not isinstance(data, dict) or not isinstance(data.get("figures"), dict):
+        raise ValueError("coldstart.json: an object with 'figures': {key: figure}")
+    out = {}
+    for key, entry in data["figures"].items():
+        where = f"coldstart.json figure {key!r}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: an object with {sorted(_FIELDS)}")
+        missing, extra = _FIELDS - set(entry), set(entry) - _FIELDS - {"spread"}
+        if missing or extra:
+            raise ValueError(
+                f"{where}: missing {sorted(missing)}, unknown {sorted(extra)}; "
+                f"a figure has {sorted(_FIELDS)} and may have 'spread'"
+            )
+        for name, least in (("value", 0.0), ("spread", 1.0)):
+            number = entry.get(name, least + 1)
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= least:
+                raise ValueError(f"{where}: {name} is a number above {least:g}, not {number!r}")
+        if entry["basis"] not in BASES:
+            raise ValueError(f"{where}: basis {entry['basis']!r} is not one of {', '.join(BASES)}")
+        for name in ("unit", "source", "conditions"):
+            if not isinstance(entry[name], str) or not entry[name].strip():
+                raise ValueError(f"{where}: {name} is a non-empty text")
+        out[key] = Figure(key, **entry)
+    for basis in BASES:
+        if f"spread-{basis}" not in out:
+            raise ValueError(
+                f"coldstart.json: no figure 'spread-{basis}' (p90/p50 of a {basis} phase)"
+            )
+    return out
+
+
+@cache
+def figures() -> dict[str, Figure]:
+    return check_figures(read_json(DATA_FILE))
+
+
+def spread(f: Figure) -> float:
+    """p90 / p50 of a phase taken from ``f``: its basis's, or its own when wider."""
+    return max(figures()[f"spread-{f.basis}"].value, f.spread or 1.0)
+
+
+@dataclass(frozen=True)
+class StartPath:
+    """What a new instance goes through, as figure keys of the data file."""
+
+    capacity: str
+    image: str
+    engine_init: str
+    #: The loader's throughput (GB/s) and the bandwidth ceilings its path cannot exceed.
+    loader: str
+    ceilings: tuple[str, ...]
+    #: Compile, cold and with a cache hit, and the GPU-only phases after it.
+    compile_cold: str
+    compile_warm: str
+    after_compile: tuple[str, ...]
+
+
+def start_path(settings: Settings) -> StartPath:
+    """The path of a stack's new instance: its platform, hardware, and how the rendered command
+    line loads the weights (serving.render.vllm: the bucket's FUSE mount on Cloud Run and GKE
+    with ``--load-format`` and ``--safetensors-load-strategy``; the Hub on a TPU VM)."""
+    platform, hw, v = settings.deploy_platform, settings.hardware, settings.vllm
+    tpu = settings.profile.platform is Platform.TPU
+    fuse = platform != "tpu-vm"
+    if not fuse:
+        loader = "load-hf-hub"
+    elif v.load_format == "runai_streamer":
+        loader = "load-runai-fuse"
+    elif v.safetensors_load_strategy in ("prefetch", "eager"):
+        loader = "load-fuse-prefetch"
+    else:
+        loader = "load-fuse-lazy"
+    # The links the weights cross: the GPU's PCIe, a gcsfuse mount, a node's documented NIC.
+    ceilings = [f"pcie-{hw}"] if f"pcie-{hw}" in figures() else []
+    if fuse:
+        ceilings.append("gcsfuse-max")
+    if platform != "cloud-run":
+        ceilings.append("nic-tpu-v6e-host" if tpu else "nic-g2")
+    return StartPath(
+        capacity={
+            "cloud-run": "instance-start-l4" if hw == "l4" else "instance-start-other",
+            "gke": "gke-node",
+            "tpu-vm": "tpu-queued-resource",
+        }[platform],
+        image="image-streaming"
+        if platform == "cloud-run"
+        else f"image-pull-{'tpu' if tpu else 'cuda'}",
+        engine_init="engine-init-streamed" if platform == "cloud-run" else "engine-init-pulled",
+        loader=loader,
+        ceilings=tuple(ceilings),
+        compile_cold="xla-compile-cold" if tpu else "torch-compile-cold",
+        compile_warm="xla-compile-warm" if tpu else "torch-compile-warm",
+        after_compile=() if tpu else ("cuda-graphs", "kv-profiling"),
+    )
+
+
+#: The engine's phases after the weights: their names by figure.
+ENGINE_PHASES = {
+    "torch-compile-cold": "torch.compile",
+    "torch-compile-warm": "torch.compile",
+    "xla-compile-cold": "XLA compile",
+    "xla-compile-warm": "XLA compile",
+    "cuda-graphs": "CUDA graphs",
+    "kv-profiling": "KV profiling",
+}
+
+
+@cache
+def _totals(phases: tuple[tuple[float, float], ...]) -> tuple[int, int]:
+    """p50 and p90 of the sum of lognormal phases, each (median, p90 / p50); the same draws
+    for every call, so a phase made shorter never makes a total longer."""
+    rng = random.Random(SEED)
+    sigmas = [(median, math.log(ratio) / _Z90) for median, ratio in phases]
+    draws = sorted(
+        sum(median * math.exp(sigma * rng.gauss()) for median, sigma in sigmas)
+        for _ in range(DRAWS)
+    )
+    return round(draws[DRAWS // 2]), round(draws[int(DRAWS * 0.9)])
+
+
+def predict(path: StartPath, weight_bytes: int, cache_hit: bool = False) -> dict[str, Any]:
+    """The phases (name, p50 ``seconds``, ``p90_s``, basis, source, figure) and the total's
+    ``p50_s`` and ``p90_s`` of a new instance on ``path`` loading ``weight_bytes``."""
+    f = figures()
+    compile_key = path.compile_warm if cache_hit else path.compile_cold
+    steps = [
+        ("capacity", f[path.capacity], f[path.capacity].value),
+        ("image", f[path.image], f[path.image].value),
+        ("engine init", f[path.engine_init], f[path.engine_init].value),
+        ("weights", f[path.loader], weight_bytes / 1e9 / f[path.loader].value),
+        *((ENGINE_PHASES[k], f[k], f[k].value) for k in (compile_key, *path.after_compile)),
+    ]
+    p50, p90 = _totals(tuple((seconds, spread(figure)) for _, figure, seconds in steps))
+    return {
+        "phases": [
+            {
+                "name": name,
+                "seconds": round(seconds, 1),
+                "p90_s": round(seconds * spread(figure), 1),
+                "basis": figure.basis,
+                "source": figure.source,
+                "figure": figure.key,
+            }
+            for name, figure, seconds in steps
+        ],
+        "p50_s": p50,
+        "p90_s": p90,
+    }
+
+
+def checkpoint_bytes(settings: Settings) -> int:
+    """What a new instance reads: the checkpoint's weights and its drafter's (model catalog)."""
+    drafter = settings.model.drafter_card
+    return settings.model.card.weight_bytes + (drafter.weight_bytes if drafter else 0)
+
+
+def cold_start(settings: Settings) -> dict[str, Any]:
+    """The ``cold_start`` block of `gemma4 plan --json` and of each `plan search` answer. No
+    shipped stack keeps a compile cache a new instance can read (vLLM writes it inside the
+    container), so the prediction is cold; ``cache_hit`` says what a hit would give."""
+    path, size = start_path(settings), checkpoint_bytes(settings)
+    cold, warm = predict(path, size), predict(path, size, True)
+    loader = figures()[path.loader]
+    return {
+        **cold,
+        "cache": "cold",
+        "cache_hit": {"p50_s": warm["p50_s"], "p90_s": warm["p90_s"]},
+        "weight_bytes": size,
+        "loader": loader.key,
+        "loader_gb_per_s": loader.value,
+        "path_ceiling_gb_per_s": min((figures()[k].value for k in path.ceilings), default=None),
+        "method": f"phases in sequence, each lognormal (p90 = p50 x its basis's spread); the "
+        f"total's p50 and p90 from {DRAWS:,} draws, seed {SEED}",
+    }
+
+
+BEGIN = "<!-- BEGIN GENERATED COLD START TABLE by scripts/perf_docs.py: do not edit by hand -->"
+END = "<!-- END GENERATED COLD START TABLE -->"
+
+
+def render_markdown(stacks: dict[str, Settings]) -> str:
+    """docs/cold-start.md's table: each stack's predicted p50, p90 and longest phase."""
+    rows = [
+        "| stack | p50 | p90 | longest phase (p50) | with a compile cache hit (p50 / p90) |",
+        "| --- | ---: | ---: | --- | ---: |",
+    ]
+    for name, settings in stacks.items():
+        block = cold_start(settings)
+        longest = max(block["phases"], key=lambda p: p["seconds"])
+        hit = block["cache_hit"]
+        rows.append(
+            f"| `{name}` | {block['p50_s']:,} s | {block['p90_s']:,} s | {longest['name']}, "
+            f"{longest['seconds']:,.0f} s ({longest['basis']}) | {hit['p50_s']:,} / "
+            f"{hit['p90_s']:,} s |"
+        )
+    return "\n".join([BEGIN, *rows, END])
+
+
+FIGURES_BEGIN = (
+    "<!-- BEGIN GENERATED COLD START FIGURES by scripts/perf_docs.py: do not edit by hand -->"
+)
+FIGURES_END = "<!-- END GENERATED COLD START FIGURES -->"
+
+
+def render_figures() -> str:
+    """docs/cold-start.md's sources: every figure of the data file, its basis and source."""
+    rows = ["| figure | value | basis | source |", "| --- | ---: | --- | --- |"]
+    for f in figures().values():
+        links = "; ".join(f"<{s}>" if s.startswith("https://") else s for s in f.source.split("; "))
+        rows.append(f"| `{f.key}` | {f.value:g} {f.unit} | {f.basis} | {links} |")
+    return "\n".join([FIGURES_BEGIN, *rows, FIGURES_END])

@@ -1,0 +1,152 @@
+"""The cold start prediction: every phase sourced, its totals ordered, monotone in what it
+reads and in the compile cache, within the bandwidth its path has, refused data named, and
+carried by `gemma4 plan` for every shipped stack."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from gemma4.plan_cli import main
+from serving.capacity.coldstart import (
+    BASES,
+    DATA_FILE,
+    check_figures,
+    checkpoint_bytes,
+    cold_start,
+    figures,
+    predict,
+    spread,
+    start_path,
+)
+from serving.capacity.plan import ROOT, load_stack_settings, stack_names
+from serving.config.inputs import read_json
+
+STACKS = stack_names(ROOT)
+GB = 10**9
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_phase_of_every_stack_has_a_basis_a_source_and_ordered_figures(stack: str) -> None:
+    block = cold_start(load_stack_settings(stack))
+    names = [p["name"] for p in block["phases"]]
+    assert names[:4] == ["capacity", "image", "engine init", "weights"]
+    for p in block["phases"]:
+        assert p["basis"] in BASES and p["source"].strip(), p
+        assert 0 < p["seconds"] <= p["p90_s"], p
+    # Each phase's median is less than the total's; the total's p90 is no more than every
+    # phase at its p90 at once (the phases are drawn independently).
+    assert sum(p["seconds"] for p in block["phases"]) <= block["p50_s"] + 1
+    assert block["p50_s"] <= block["p90_s"] <= sum(p["p90_s"] for p in block["phases"]) + 1
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_bigger_checkpoint_never_loads_faster(stack: str) -> None:
+    path = start_path(load_stack_settings(stack))
+    runs = [predict(path, size) for size in (1 * GB, 8 * GB, 9 * GB, 24 * GB, 60 * GB)]
+    weights = [next(p["seconds"] for p in r["phases"] if p["name"] == "weights") for r in runs]
+    assert weights == sorted(weights) and weights[0] < weights[-1]
+    for figure in ("p50_s", "p90_s"):
+        totals = [r[figure] for r in runs]
+        assert totals == sorted(totals), figure
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_compile_cache_hit_is_never_slower_than_cold(stack: str) -> None:
+    settings = load_stack_settings(stack)
+    path, size = start_path(settings), checkpoint_bytes(settings)
+    cold, warm = predict(path, size), predict(path, size, cache_hit=True)
+    assert warm["p50_s"] < cold["p50_s"] and warm["p90_s"] <= cold["p90_s"]
+    for before, after in zip(cold["phases"], warm["phases"], strict=True):
+        assert after["name"] == before["name"] and after["seconds"] <= before["seconds"]
+    block = cold_start(settings)
+    assert block["cache"] == "cold"
+    assert block["cache_hit"] == {"p50_s": warm["p50_s"], "p90_s": warm["p90_s"]}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_stack_loads_its_weights_faster_than_its_path_carries(stack: str) -> None:
+    """Physics: the weights at the fast end of their phase (its p10, the median / the spread)
+    cross every link of the path (PCIe, the node's NIC, a gcsfuse mount) within its sourced
+    ceiling."""
+    settings = load_stack_settings(stack)
+    path, block = start_path(settings), cold_start(settings)
+    assert path.ceilings, "every path has a sourced ceiling"
+    weights = next(p for p in block["phases"] if p["name"] == "weights")
+    fastest_gb_per_s = (
+        block["weight_bytes"] / GB / (weights["seconds"] / spread(figures()[path.loader]))
+    )
+    for key in path.ceilings:
+        ceiling = figures()[key]
+        assert ceiling.unit == "GB/s"
+        assert fastest_gb_per_s <= ceiling.value, (key, fastest_gb_per_s)
+    assert block["path_ceiling_gb_per_s"] == min(figures()[k].value for k in path.ceilings)
+
+
+def test_every_figure_the_prediction_uses_is_in_the_data_file_with_its_conditions() -> None:
+    used = set()
+    for stack in STACKS:
+        path = start_path(load_stack_settings(stack))
+        used |= {path.capacity, path.image, path.engine_init, path.loader, *path.ceilings}
+        used |= {path.compile_cold, path.compile_warm, *path.after_compile}
+    f = figures()
+    assert used <= set(f)
+    for key in used:
+        assert f[key].conditions.strip() and f[key].unit in ("s", "GB/s"), key
+        if f[key].basis == "prior":
+            assert "NOT FOUND" in f[key].conditions or "Prior" in f[key].conditions, key
+
+
+def _data() -> dict[str, Any]:
+    data: dict[str, Any] = copy.deepcopy(read_json(DATA_FILE))
+    return data
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda e: e.pop("source"), "figure 'cuda-graphs': missing ['source']"),
+        (lambda e: e.update(source=" "), "figure 'cuda-graphs': source is a non-empty text"),
+        (lambda e: e.update(value=-17.0), "figure 'cuda-graphs': value is a number above 0"),
+        (lambda e: e.update(value="17"), "figure 'cuda-graphs': value is a number above 0"),
+        (lambda e: e.update(spread=0.5), "figure 'cuda-graphs': spread is a number above 1"),
+        (lambda e: e.update(basis="guessed"), "basis 'guessed' is not one of measured, docum"),
+        (lambda e: e.update(sourse="x"), "figure 'cuda-graphs': missing [], unknown ['sourse']"),
+    ],
+)
+def test_the_data_file_refuses_a_bad_figure_by_name(edit: Any, said: str) -> None:
+    data = _data()
+    edit(data["figures"]["cuda-graphs"])
+    with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        check_figures(data)
+
+
+def test_the_data_file_refuses_a_missing_spread_and_a_bad_shape() -> None:
+    data = _data()
+    del data["figures"]["spread-prior"]
+    with pytest.raises(ValueError, match="no figure 'spread-prior'"):
+        check_figures(data)
+    with pytest.raises(ValueError, match="an object with 'figures'"):
+        check_figures({"figures": []})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_carries_the_block_in_json_and_prints_it_within_100_columns(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-s", stack, "--json"]) in (0, 1)
+    block = json.loads(capsys.readouterr().out)["cold_start"]
+    assert block == json.loads(json.dumps(cold_start(load_stack_settings(stack))))
+    assert main(["-s", stack]) in (0, 1)
+    out = capsys.readouterr().out
+    text = out[out.index("Cold start: stack") :].splitlines()
+    assert all(len(line) <= 100 for line in text), text
+    for p in block["phases"]:
+        assert any(
+            line.split()[: len(p["name"].split())] == p["name"].split() and p["basis"] in line
+            for line in text
+        ), p
+    assert f"p50 {block['p50_s']:,} s, p90 {block['p90_s']:,} s" in out
