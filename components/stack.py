@@ -242,6 +242,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             "sourceRanges is empty, so the serving port is closed: the post-deploy health "
             "check and benchmark are skipped. Add your CIDR to sourceRanges to run them."
         )
+    pulumi.log.warn(f"vLLM's compile cache is {TPU_NODE_CACHE}.")
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
         TpuVllmNodesArgs(

@@ -127,7 +127,9 @@ def test_cloud_run_mounts_its_own_folder_writable_and_points_vllm_at_it(stack: s
 
 
 def test_the_tpu_node_stack_says_why_it_keeps_no_cache() -> None:
-    assert rendered("tpu-v6e1").outputs["compile_cache"].startswith("not kept: a TPU node has no")
+    tpu = rendered("tpu-v6e1")
+    assert tpu.outputs["compile_cache"].startswith("not kept: a TPU node has no model bucket")
+    assert f"vLLM's compile cache is {tpu.outputs['compile_cache']}." in tpu.messages
 
 
 @pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e"])
