@@ -13,6 +13,7 @@ from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
+from serving.render import compile_cache
 from serving.render.vllm import CLOUD_RUN_PORT, FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, mounted
 
 
@@ -39,6 +40,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
     vllm_command_line: pulumi.Output[str]
     """The rendered vLLM command line, for review in `pulumi preview`."""
+    compile_cache_key: pulumi.Output[str]
+    """The key of the compile cache folder (`compile-cache/<key>/` in the model bucket)."""
 
     def __init__(
         self, name: str, args: CloudRunGpuServiceArgs, opts: pulumi.ResourceOptions | None = None
@@ -48,6 +51,17 @@ class CloudRunGpuService(pulumi.ComponentResource):
         if settings.profile.platform is not Platform.CLOUD_RUN:
             raise ValueError(f"hardware {settings.hardware!r} is not a Cloud Run GPU")
         self._command = mounted(settings, port=CLOUD_RUN_PORT)
+        self._env = {**self._command.env, **compile_cache.cache_env(tpu=False)}
+        hw = settings.profile
+        self.compile_cache_key = pulumi.Output.from_input(args.image).apply(
+            lambda image: compile_cache.cache_key(
+                image=image,
+                argv=self._command.argv,
+                env=self._env,
+                accelerator=hw.accelerator,
+                count=hw.accelerator_count,
+            )
+        )
 
         account = serviceaccount.Account(
             f"{name}-sa",
@@ -55,8 +69,10 @@ class CloudRunGpuService(pulumi.ComponentResource):
             display_name=f"vLLM server {name}",
             opts=pulumi.ResourceOptions(parent=self),
         )
-        reader = args.bucket.grant_read(
-            f"{name}-sa-read-models", account.email.apply(lambda e: f"serviceAccount:{e}")
+        member = account.email.apply(lambda e: f"serviceAccount:{e}")
+        reader = args.bucket.grant_read(f"{name}-sa-read-models", member)
+        cache_writer = args.bucket.grant_cache_write(
+            f"{name}-sa-write-cache", member, self.compile_cache_key
         )
         collector = None
         if settings.monitoring.monitoring and args.monitoring_project is not None:
@@ -74,7 +90,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
             name,
             args,
             account,
-            [reader, *(collector.depends_on if collector else []), *args.depends_on],
+            [reader, cache_writer, *(collector.depends_on if collector else []), *args.depends_on],
             collector,
         )
         self._create_invokers(name, settings, service)
@@ -136,6 +152,14 @@ class CloudRunGpuService(pulumi.ComponentResource):
                             mount_options=list(FUSE_MOUNT_OPTIONS),
                         ),
                     ),
+                    cloudrunv2.ServiceTemplateVolumeArgs(
+                        name=compile_cache.CACHE_VOLUME,
+                        gcs=cloudrunv2.ServiceTemplateVolumeGcsArgs(
+                            bucket=args.bucket.bucket_name,
+                            read_only=False,
+                            mount_options=self.compile_cache_key.apply(compile_cache.mount_options),
+                        ),
+                    ),
                     *([collector.volume] if collector else []),
                 ],
                 containers=[
@@ -146,7 +170,7 @@ class CloudRunGpuService(pulumi.ComponentResource):
                         args=list(self._command.args),
                         envs=[
                             cloudrunv2.ServiceTemplateContainerEnvArgs(name=k, value=v)
-                            for k, v in self._command.env.items()
+                            for k, v in self._env.items()
                         ],
                         ports=cloudrunv2.ServiceTemplateContainerPortsArgs(
                             name="http1", container_port=CLOUD_RUN_PORT
@@ -164,7 +188,11 @@ class CloudRunGpuService(pulumi.ComponentResource):
                         volume_mounts=[
                             cloudrunv2.ServiceTemplateContainerVolumeMountArgs(
                                 name="models", mount_path=MODEL_MOUNT_PATH
-                            )
+                            ),
+                            cloudrunv2.ServiceTemplateContainerVolumeMountArgs(
+                                name=compile_cache.CACHE_VOLUME,
+                                mount_path=compile_cache.CACHE_MOUNT_PATH,
+                            ),
                         ],
                         startup_probe=cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
                             http_get=cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(

@@ -97,9 +97,10 @@ class GkeServing(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         vllm_account = self._workload_account(name, args, "vllm", gke.VLLM_NAME)
-        reader = args.bucket.grant_read(
-            f"{name}-vllm-read-models",
-            vllm_account.email.apply(lambda e: f"serviceAccount:{e}"),
+        member = vllm_account.email.apply(lambda e: f"serviceAccount:{e}")
+        reader = args.bucket.grant_read(f"{name}-vllm-read-models", member)
+        cache_writer = args.bucket.grant_cache_write(
+            f"{name}-vllm-write-cache", member, gke.compile_cache_key(s)
         )
         adapter_account = self._workload_account(
             name, args, "metrics", gke.ADAPTER_NAME, namespace=gke.ADAPTER_NAMESPACE
@@ -155,6 +156,7 @@ class GkeServing(pulumi.ComponentResource):
                 ns,
                 vllm_sa,
                 reader,
+                cache_writer,
                 *args.depends_on,
                 # pulumi-kubernetes waits for the rollout: allow the whole startup probe.
                 custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),

@@ -13,6 +13,7 @@ from pulumi_gcp import cloudrunv2, secretmanager, serviceaccount, storage
 
 from components.naming import account_id, token
 from serving.config.settings import Settings
+from serving.render.compile_cache import cache_folder
 from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH
 
 
@@ -71,6 +72,27 @@ class ModelBucket(pulumi.ComponentResource):
             bucket=self._bucket.name,
             role="roles/storage.objectViewer",
             member=member,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def grant_cache_write(
+        self, name: str, member: pulumi.Input[str], key: pulumi.Input[str]
+    ) -> storage.BucketIAMMember:
+        """Write access to one compile cache folder (`compile-cache/<key>/`) and nothing else
+        of the bucket: an IAM condition on the object's name, so the server can change neither
+        the weights nor another key's cache (reading stays :meth:`grant_read`'s)."""
+        folder = pulumi.Output.all(self._bucket.name, key).apply(
+            lambda v: f"projects/_/buckets/{v[0]}/objects/{cache_folder(str(v[1]))}/"
+        )
+        return storage.BucketIAMMember(
+            name,
+            bucket=self._bucket.name,
+            role="roles/storage.objectUser",
+            member=member,
+            condition=storage.BucketIAMMemberConditionArgs(
+                title="compile cache of one key",
+                expression=folder.apply(lambda f: f'resource.name.startsWith("{f}")'),
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

@@ -25,6 +25,7 @@ from serving.config.settings import Settings, load_settings
 from serving.config.stack_config import ConfigKeyError, project_config, stack_name_problem
 from serving.config.stack_file import namespaces
 from serving.render import monitoring as monitoring_spec
+from serving.render.compile_cache import cache_folder
 
 CLOUD_RUN_APIS = (
     "run.googleapis.com",
@@ -195,6 +196,20 @@ def watch(
     return {"dashboard_id": board.dashboard_id}
 
 
+#: The TPU node stack's `compile_cache` output: why its cache is not kept.
+TPU_NODE_CACHE = (
+    "not kept: a TPU node has no model bucket (vLLM downloads the checkpoint from Hugging "
+    "Face at boot), so each new node compiles again (docs/deploy/tpu.md)"
+)
+
+
+def cache_url(bucket: ModelBucket, key: pulumi.Input[str]) -> pulumi.Output[str]:
+    """Where the serving resource keeps vLLM's compile cache: its key's folder of the bucket."""
+    return pulumi.Output.all(bucket.bucket_name, key).apply(
+        lambda v: f"gs://{v[0]}/{cache_folder(str(v[1]))}/"
+    )
+
+
 def build(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
     """Declare the stack's resources; returns the stack outputs."""
     if settings.deploy_platform == "gke":
@@ -227,6 +242,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             "sourceRanges is empty, so the serving port is closed: the post-deploy health "
             "check and benchmark are skipped. Add your CIDR to sourceRanges to run them."
         )
+    pulumi.log.warn(f"vLLM's compile cache is {TPU_NODE_CACHE}.")
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
         TpuVllmNodesArgs(
@@ -248,6 +264,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "states": nodes.states,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": nodes.vllm_command_line,
+        "compile_cache": TPU_NODE_CACHE,
         "api_key_secret": settings.tpu.api_key_secret,
     }
 
@@ -301,6 +318,7 @@ def build_cloud_run(settings: Settings, prefix: str) -> dict[str, pulumi.Input[A
         "service_name": service.service_name,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": service.vllm_command_line,
+        "compile_cache": cache_url(bucket, service.compile_cache_key),
         "bucket_name": bucket.bucket_name,
         "model_prefix": bucket.model_prefix,
     }
@@ -396,6 +414,7 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "max_replicas": g.max_replicas,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": gke_objects.vllm_command(settings).command_line(),
+        "compile_cache": cache_url(bucket, gke_objects.compile_cache_key(settings)),
         "api_key_secret": settings.gke.api_key_secret,
         # The vLLM Pods read the key from a Kubernetes Secret made from Secret Manager's.
         "api_key_setup": gke_objects.api_key_secret_command(settings),

@@ -45,6 +45,7 @@ from serving.launch.vllm_args import (
     parse_serve_args,
     serve_args,
 )
+from serving.render.compile_cache import CACHE_ENVS, CACHE_PREFIX
 from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
 
 #: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
@@ -86,10 +87,10 @@ class ContainerSpec:
 SHARED_MEMORY = "/dev/shm"
 
 
-def remaps_root(volume: Any) -> bool:
-    """A Cloud Storage volume mounted with gcsfuse's `only-dir` option (Cloud Run's
-    `gcs.mountOptions` list, or a CSI volume's comma-separated `mountOptions`): its mount
-    shows a folder of the bucket, not the bucket's root."""
+def only_dir(volume: Any) -> str | None:
+    """The folder a Cloud Storage volume shows with gcsfuse's `only-dir` option (Cloud Run's
+    `gcs.mountOptions` list, or a CSI volume's comma-separated `mountOptions`), without
+    surrounding slashes; None without the option."""
     raws = [
         get(volume, "gcs", "mountOptions"),
         get(volume, "csi", "volumeAttributes", "mountOptions"),
@@ -98,10 +99,23 @@ def remaps_root(volume: Any) -> bool:
         parts = [raw] if isinstance(raw, str) else [p for p in items(raw) if isinstance(p, str)]
         for part in parts:
             for option in re.split(r"[,;\s]+", part):
-                name = option.split("=", 1)[0].lstrip("-").replace("_", "-").lower()
-                if name == "only-dir":
-                    return True
-    return False
+                name, _, value = option.partition("=")
+                if name.lstrip("-").replace("_", "-").lower() == "only-dir":
+                    return value.strip("/")
+    return None
+
+
+def remaps_root(volume: Any) -> bool:
+    """A Cloud Storage volume mounted with `only-dir`: its mount shows a folder of the
+    bucket, not the bucket's root."""
+    return only_dir(volume) is not None
+
+
+def is_cache_volume(volume: Any) -> bool:
+    """A Cloud Storage volume showing a folder under `compile-cache/` (the package's compile
+    cache; `compile-cache-keyed` holds it to the server's own key)."""
+    folder = only_dir(volume)
+    return folder is not None and folder.startswith(CACHE_PREFIX + "/")
 
 
 def _mounts(
@@ -136,6 +150,8 @@ class Workload:
     runs_accelerator: bool = False
     #: Volume name -> True when it is a Cloud Storage volume (the model bucket kind).
     gcs_volumes: frozenset[str] = frozenset()
+    #: The Cloud Storage volumes that show a compile cache folder (:func:`is_cache_volume`).
+    cache_volumes: frozenset[str] = frozenset()
     #: Problems found while building the workload (unknown metadata, a script URL).
     problems: tuple[str, ...] = ()
     #: The server may download its checkpoint from Hugging Face at boot (TPU nodes).
@@ -329,6 +345,7 @@ def _kubernetes_workload(resource_type: str, props: Mapping[str, Any]) -> Worklo
         containers=specs,
         runs_accelerator=runs_accelerator,
         gcs_volumes=gcs,
+        cache_volumes=_cache_volumes(_k8s.volumes(resource_type, props), gcs),
         problems=tuple(problems),
     )
 
@@ -365,6 +382,12 @@ def _pod_reach_problems(spec: Any, raw_containers: list[Any]) -> list[str]:
     return problems
 
 
+def _cache_volumes(declared: list[Mapping[str, Any]], gcs: frozenset[str]) -> frozenset[str]:
+    return frozenset(
+        str(get(v, "name")) for v in declared if str(get(v, "name")) in gcs and is_cache_volume(v)
+    )
+
+
 def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
     """The Workload of any resource (an empty one for resources that run nothing)."""
     problems: list[str] = []
@@ -388,6 +411,7 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
             containers=specs,
             runs_accelerator=gpu,
             gcs_volumes=gcs,
+            cache_volumes=_cache_volumes(volumes(resource_type, props), gcs),
             problems=tuple(problems),
         )
     if resource_type == V1_SERVICE:
@@ -718,16 +742,21 @@ def _add(
             problems.append(f"the drafter: {why}")
     problems += checkpoint_option_problems(args, checkpoint, drafter_checkpoint)
     served_from = {c.mount for c in (checkpoint, drafter_checkpoint) if c and c.mount}
+    # The compile cache: written only by servers of the same key (compile-cache-keyed).
+    cache_dirs = {env[n] for n in CACHE_ENVS if env.get(n)}
     for name, path in mounts:
-        if path.rstrip("/") == SHARED_MEMORY or (
-            name in workload.gcs_volumes and path in served_from
+        if (
+            path.rstrip("/") == SHARED_MEMORY
+            or (name in workload.gcs_volumes and path in served_from)
+            or (name in workload.cache_volumes and path in cache_dirs)
         ):
             continue
         problems.append(
             f"it mounts volume {name!r} at {path!r}, whose files (written by another "
             "container, a job or the host) may be code or data vLLM and Python load, which the "
             "policies cannot see; a vLLM container mounts only the model bucket folder it "
-            f"serves from and {SHARED_MEMORY}"
+            f"serves from, its compile cache folder (compile-cache/<key>, at "
+            f"{' or '.join(CACHE_ENVS)}) and {SHARED_MEMORY}"
         )
     reading.problems += [f"{where}: {p}" for p in dict.fromkeys(problems)]
     reading.servers.append(

@@ -18,7 +18,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 from policies._config import stack_policy
 from policies._props import get, items, strings
 from policies._resources import JOB, SERVICE, WORKER_POOL, containers, volumes
-from policies._server import read_servers, remaps_root
+from policies._server import is_cache_volume, read_servers, remaps_root
 from serving.catalog.checkpoints import revision_problem
 
 
@@ -108,7 +108,10 @@ def bucket_writers(resources: list[tuple[str, Mapping[str, Any]]]) -> list[tuple
         writable = {
             str(get(v, "name")): get(v, "gcs", "bucket")
             for v in volumes(resource_type, props)
-            if get(v, "gcs") is not None and get(v, "gcs", "readOnly") is not True
+            if get(v, "gcs") is not None
+            and get(v, "gcs", "readOnly") is not True
+            # A compile cache shows only its compile-cache/ folder: no checkpoint's.
+            and not is_cache_volume(v)
         }
         for index, container in enumerate(containers(resource_type, props)):
             mounted = [

@@ -29,6 +29,7 @@ from policies._resources import (
     is_gpu_service,
     volumes,
 )
+from policies._server import is_cache_volume
 from serving.render.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
@@ -137,6 +138,8 @@ def _bucket_volumes(
     found: list[tuple[object, bool, set[str], str]] = []
     for volume in volumes(resource_type, props):
         name = get(volume, "name")
+        if is_cache_volume(volume):
+            continue  # the compile cache, written by the server: compile-cache-keyed judges it
         if get(volume, "gcs") is not None:
             read_only = as_bool(get(volume, "gcs", "readOnly")) is True
             options = _mount_options(get(volume, "gcs", "mountOptions"))
@@ -227,7 +230,8 @@ model_volume_read_only = resource_policy(
     "model-volume-read-only",
     "GPU services and accelerator Pods mount Cloud Storage volumes (Cloud Run "
     "gcs, GKE's GCS FUSE CSI driver) read-only, with the package's uid/gid contract (1001) on "
-    "vLLM images, readable by the user each image runs as.",
+    "vLLM images, readable by the user each image runs as; a compile cache folder "
+    "(only-dir=compile-cache/...) is compile-cache-keyed's.",
     validate_model_volume_read_only,
     config=CONFIG,
 )

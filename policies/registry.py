@@ -12,6 +12,7 @@ from policies.accelerator_pool_match import accelerator_pool_match
 from policies.accelerators_match_parallelism import accelerators_match_parallelism
 from policies.autoscaler_vllm_metrics import autoscaler_vllm_metrics
 from policies.checkpoint_from_download_job import checkpoint_from_download_job
+from policies.compile_cache_keyed import compile_cache_keyed
 from policies.cpu_always_allocated import cpu_always_allocated
 from policies.gpu_host_minimums import gpu_host_minimums
 from policies.gpu_memory_budget import gpu_memory_budget
@@ -57,6 +58,7 @@ ALL: list[Policy] = [
     # every GPU service
     cpu_always_allocated,
     model_volume_read_only,
+    compile_cache_keyed,
     gpu_host_minimums,
     multimodal_batched_tokens,
     speculative_config_valid,

@@ -221,7 +221,7 @@ def test_monitoring_false_declares_none_of_it(stack: str) -> None:
     rendered = render({**stack_config(stack), "monitoring": False}, stack)
     assert list(containers(rendered)) == ["vllm"]
     template = rendered.one(SERVICE).inputs["template"]
-    assert [v["name"] for v in template["volumes"]] == ["models"]
+    assert [v["name"] for v in template["volumes"]] == ["models", "compile-cache"]
     for type_ in (SECRET, SECRET_VERSION, PROJECT_IAM, DASHBOARD, ALERT):
         assert rendered.of_type(type_) == [], type_
     assert "monitoring.googleapis.com" not in [r.inputs["service"] for r in rendered.of_type(API)]

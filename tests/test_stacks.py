@@ -74,11 +74,11 @@ def test_gpu_shape(stack: tuple[str, Rendered]) -> None:
 def test_model_bucket_mounted_read_only_as_the_vllm_user(stack: tuple[str, Rendered]) -> None:
     _, rendered = stack
     template = rendered.one(SERVICE).inputs["template"]
-    (volume,) = [v for v in template["volumes"] if "gcs" in v]
+    (volume,) = [v for v in template["volumes"] if v["name"] == "models"]
     assert volume["gcs"]["readOnly"] is True
     assert volume["gcs"]["mountOptions"] == ["uid=1001", "gid=1001"]
     assert volume["gcs"]["bucket"].startswith("gemma-")
-    (mount,) = container(rendered)["volumeMounts"]
+    mount, _cache = container(rendered)["volumeMounts"]  # the compile cache: test_compile_cache
     assert mount == {"name": volume["name"], "mountPath": "/mnt/models"}
 
 
@@ -130,7 +130,9 @@ def test_iam_limited_to_the_bucket_and_private_by_default(stack: tuple[str, Rend
     bucket = rendered.one(BUCKET)
     grants = [r for r in rendered.of_type(BUCKET_IAM) if service_account in r.inputs["member"]]
     assert [(g.inputs["role"], g.inputs["bucket"]) for g in grants] == [
-        ("roles/storage.objectViewer", bucket.name + "-5678")
+        ("roles/storage.objectViewer", bucket.name + "-5678"),
+        # Its compile cache folder only (an IAM condition: tests/test_compile_cache.py).
+        ("roles/storage.objectUser", bucket.name + "-5678"),
     ]
     # One project-wide role, the metrics collector's; nobody but configured members may invoke.
     project_roles = [r.inputs for r in rendered.resources if "iAMMember" in r.type]

@@ -29,6 +29,13 @@ def render(stack: str, root: Path) -> list[Resource]:
     return list(run_program(stack_config(stack, root), stack, root=root).resources)
 
 
+def _compile_cache(volume: Mapping[str, Any]) -> bool:
+    """The server's compile cache folder of the bucket (not drawn: the weights' path is)."""
+    from policies._server import is_cache_volume
+
+    return is_cache_volume(volume)
+
+
 def _kind(r: Resource) -> str:
     return str(r.type).rsplit(":", 1)[-1] if str(r.type).startswith(K8S) else ""
 
@@ -114,6 +121,8 @@ def gke_diagram(stack: str, resources: Sequence[Resource]) -> Diagram:
                 boxes.setdefault(pool.name, _pool_box(pool))
                 arrows.append(Arrow(d.name, pool.name, "runs on"))
         for volume in pod.get("volumes", []):
+            if _compile_cache(volume):
+                continue
             attrs = (volume.get("csi") or {}).get("volumeAttributes") or {}
             bucket = _bucket_for(str(attrs.get("bucketName", "")), buckets)
             if bucket is not None:
@@ -286,6 +295,8 @@ def cloud_run_diagram(stack: str, resources: Sequence[Resource]) -> Diagram:
                 arrows.append(Arrow(f"{svc.name}/{dep}", key, "/metrics", dashed=True))
             for mount in c.get("volumeMounts") or []:
                 volume = volumes.get(mount.get("name")) or {}
+                if _compile_cache(volume):
+                    continue
                 bucket = _bucket_for(str((volume.get("gcs") or {}).get("bucket", "")), buckets)
                 if bucket is not None:
                     boxes.setdefault(bucket.name, Box(bucket.name, "model bucket", (), "storage"))

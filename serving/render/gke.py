@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from serving.capacity.perf_stack import scale_up_waiting_requests
+from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
+from serving.render import compile_cache
 from serving.render.monitoring import Vllm
 from serving.render.vllm import FUSE_MOUNT_OPTIONS, MODEL_MOUNT_PATH, VllmCommand, mounted
 
@@ -88,6 +90,26 @@ def vllm_command(settings: Settings) -> VllmCommand:
     return mounted(settings, port=settings.gke.serving_port)
 
 
+def vllm_env(settings: Settings) -> dict[str, str]:
+    """The vLLM container's literal environment (the API key comes from a Secret besides)."""
+    return {
+        **vllm_command(settings).env,
+        "HF_HUB_OFFLINE": "1",
+        **compile_cache.cache_env(settings.profile.platform is Platform.TPU),
+    }
+
+
+def compile_cache_key(settings: Settings) -> str:
+    """The key of the vLLM Pods' compile cache, from what they run and where."""
+    return compile_cache.cache_key(
+        image=settings.image,
+        argv=vllm_command(settings).argv,
+        env=vllm_env(settings),
+        accelerator=settings.profile.accelerator,
+        count=settings.profile.accelerator_count,
+    )
+
+
 def namespace(settings: Settings) -> Manifest:
     return {
         "apiVersion": "v1",
@@ -117,9 +139,7 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
     port = settings.gke.serving_port
     command = vllm_command(settings)
     probe = shape.startup_probe
-    env: list[dict[str, Any]] = [
-        {"name": k, "value": v} for k, v in {**command.env, "HF_HUB_OFFLINE": "1"}.items()
-    ]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in vllm_env(settings).items()]
     env.append(
         {
             "name": "VLLM_API_KEY",
@@ -174,8 +194,10 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
         "volumeMounts": [
             {"name": "models", "mountPath": MODEL_MOUNT_PATH, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": compile_cache.CACHE_VOLUME, "mountPath": compile_cache.CACHE_MOUNT_PATH},
         ],
     }
+    key = compile_cache_key(settings)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -221,6 +243,17 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
                             },
                         },
                         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                        {
+                            # Writable, and only this key's folder of the bucket (only-dir).
+                            "name": compile_cache.CACHE_VOLUME,
+                            "csi": {
+                                "driver": GCSFUSE_DRIVER,
+                                "volumeAttributes": {
+                                    "bucketName": bucket,
+                                    "mountOptions": ",".join(compile_cache.mount_options(key)),
+                                },
+                            },
+                        },
                     ],
                 },
             },

@@ -85,8 +85,8 @@ def test_levels_match_the_issue() -> None:
     # inference-pool-wiring (GKE); vllm-port-probed (Cloud Run); vllm-api-key-from-secret,
     # no-host-network, accelerators-match-parallelism, vllm-readiness-health,
     # autoscaler-vllm-metrics, max-replicas-node-pool, public-gateway-https-only,
-    # vllm-only-through-pool, hooks-endpoint-own-gateway
-    assert len(MANDATORY) == 28
+    # vllm-only-through-pool, hooks-endpoint-own-gateway, compile-cache-keyed
+    assert len(MANDATORY) == 29
 
 
 def test_config_file_lists_every_policy_with_its_defaults() -> None:
@@ -230,6 +230,8 @@ def test_analyze_reports_with_enforcement_levels_and_configure(
         "max-model-len-cap": analyzer_pb2.MANDATORY,
         "multimodal-batched-tokens": analyzer_pb2.MANDATORY,
         "min-instances-cost": analyzer_pb2.ADVISORY,
+        # The edited command line no longer has the key of the cache folder it mounts.
+        "compile-cache-keyed": analyzer_pb2.MANDATORY,
     }
     # The pack config (what --policy-pack-config sends): raise a threshold, demote and disable.
     properties = struct_pb2.Struct()
@@ -244,6 +246,9 @@ def test_analyze_reports_with_enforcement_levels_and_configure(
                     enforcementLevel=analyzer_pb2.ADVISORY
                 ),
                 "min-instances-cost": analyzer_pb2.PolicyConfig(
+                    enforcementLevel=analyzer_pb2.DISABLED
+                ),
+                "compile-cache-keyed": analyzer_pb2.PolicyConfig(
                     enforcementLevel=analyzer_pb2.DISABLED
                 ),
             }

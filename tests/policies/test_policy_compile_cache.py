@@ -1,0 +1,130 @@
+"""compile-cache-keyed: a compile cache on a bucket shows only its own key's folder, writable."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from policies.compile_cache_keyed import compile_cache_keyed
+from policies.model_volume_read_only import model_volume_read_only
+from policies.vllm_server_readable import vllm_server_readable
+from serving.render.compile_cache import CACHE_MOUNT_PATH, GPU_CACHE_ENV, TPU_CACHE_ENV
+from tests.policies._fixtures import SERVICE, STACKS, container, edit_args, service, violations
+from tests.policies._gke_stack import resources, vllm
+
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def _cache_volume(props: dict[str, Any]) -> dict[str, Any]:
+    volumes: list[dict[str, Any]] = props["template"]["volumes"]
+    (volume,) = [v for v in volumes if v["name"] == "compile-cache"]
+    return volume
+
+
+def _set_env(props: dict[str, Any], name: str, value: str) -> None:
+    envs = container(props)["envs"]
+    envs[:] = [e for e in envs if e["name"] != name] + [{"name": name, "value": value}]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_cloud_run_stacks_comply(stack: str) -> None:
+    props = service(stack)
+    for policy in (compile_cache_keyed, model_volume_read_only, vllm_server_readable):
+        assert violations(policy, SERVICE, props) == []
+
+
+@pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e"])
+def test_shipped_gke_stacks_comply(variant: str) -> None:
+    props = vllm(resources(variant))
+    env = {
+        e["name"]: e.get("value") for e in props["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    expected = TPU_CACHE_ENV if "tpu" in variant else GPU_CACHE_ENV
+    assert env[expected] == CACHE_MOUNT_PATH
+    assert ({GPU_CACHE_ENV, TPU_CACHE_ENV} - {expected}).isdisjoint(env)
+    for policy in (compile_cache_keyed, model_volume_read_only, vllm_server_readable):
+        assert violations(policy, DEPLOYMENT, props) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: edit_args(p, set_={"max-model-len": "16384"}),
+        lambda p: container(p).update(image="vllm/vllm-openai:v0.27.2"),
+        lambda p: _set_env(p, "VLLM_USE_FLASHINFER_SAMPLER", "0"),
+        lambda p: p["template"]["nodeSelector"].update(accelerator="nvidia-rtx-pro-6000"),
+    ],
+)
+def test_a_server_unlike_the_folder_it_mounts_is_refused(change: Any) -> None:
+    """Another command line, image, environment or GPU in the same folder: the key differs."""
+    props = service("l4")
+    change(props)
+    (message,) = violations(compile_cache_keyed, SERVICE, props)
+    assert (
+        f"{GPU_CACHE_ENV}={CACHE_MOUNT_PATH} is on Cloud Storage volume 'compile-cache'" in message
+    )
+    assert "load each other's compiled code" in message
+    assert "Mount it with only-dir=compile-cache/" in message
+
+
+def test_two_resources_with_different_keys_cannot_share_one_folder() -> None:
+    first = service("l4")
+    second = edit_args(copy.deepcopy(first), set_={"max-num-seqs": "4"})
+    assert _cache_volume(second) == _cache_volume(first)
+    assert violations(compile_cache_keyed, SERVICE, first) == []
+    assert len(violations(compile_cache_keyed, SERVICE, second, name="other")) == 1
+
+
+def test_the_whole_bucket_as_a_cache_is_refused() -> None:
+    props = service("l4")
+    _cache_volume(props)["gcs"]["mountOptions"] = ["uid=1001", "gid=1001"]
+    (message,) = violations(compile_cache_keyed, SERVICE, props)
+    assert "which shows the whole bucket" in message
+
+
+def test_a_cache_on_a_read_only_mount_is_refused() -> None:
+    props = service("l4")
+    _cache_volume(props)["gcs"]["readOnly"] = True
+    (message,) = violations(compile_cache_keyed, SERVICE, props)
+    assert "mounted read-only; vLLM 0.27.1 writes into its cache directory" in message
+
+
+def test_a_cache_inside_the_read_only_model_mount_is_refused() -> None:
+    props = service("l4")
+    _set_env(props, GPU_CACHE_ENV, "/mnt/models/cache")
+    (message,) = violations(compile_cache_keyed, SERVICE, props)
+    assert "is on volume 'models', mounted read-only" in message
+
+
+def test_a_read_only_kubernetes_mount_is_refused() -> None:
+    props = vllm(resources("gke-tpu-v6e"))
+    mounts = props["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    (mount,) = [m for m in mounts if m["name"] == "compile-cache"]
+    mount["readOnly"] = True
+    (message,) = violations(compile_cache_keyed, DEPLOYMENT, props)
+    assert f"{TPU_CACHE_ENV}={CACHE_MOUNT_PATH} is on volume 'compile-cache'" in message
+
+
+def test_the_container_filesystem_is_not_judged() -> None:
+    """vLLM's default: neither shared nor kept."""
+    props = service("l4")
+    _set_env(props, GPU_CACHE_ENV, "/root/.cache/vllm")
+    assert violations(compile_cache_keyed, SERVICE, props) == []
+
+
+def test_a_cache_volume_no_cache_variable_names_is_an_unread_mount() -> None:
+    """The reader admits the cache folder only where vLLM is told to keep its cache."""
+    props = service("l4")
+    envs = container(props)["envs"]
+    envs[:] = [e for e in envs if e["name"] != GPU_CACHE_ENV]
+    (message,) = violations(vllm_server_readable, SERVICE, props)
+    assert f"it mounts volume 'compile-cache' at '{CACHE_MOUNT_PATH}'" in message
+
+
+def test_only_the_cache_folder_may_be_writable() -> None:
+    props = service("l4")
+    _cache_volume(props)["gcs"]["mountOptions"] = ["uid=1001", "gid=1001", "only-dir=weights"]
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "volume 'compile-cache' is not read-only" in message
