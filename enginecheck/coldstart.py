@@ -37,6 +37,9 @@ class Phase:
 
 
 _CONFIG = r"non-default args:"
+#: After vLLM's registry inspected the model's class: in a subprocess, unless its answer is in
+#: VLLM_CACHE_ROOT/modelinfos (vllm/model_executor/models/registry.py).
+_RESOLVED = r"Resolved architecture: "
 _ENGINE = r"Initializing a V1 LLM engine"
 _LOAD = r"Starting to load model "
 _WARMUP = r"Warming up model for the compilation\.\.\."
@@ -53,7 +56,8 @@ COMPILE = "torch.compile"
 
 PHASES = (
     Phase("imports and arguments (API server)", _CONFIG),
-    Phase("engine core process", _ENGINE, start=_CONFIG),
+    Phase("model class inspection", _RESOLVED, start=_CONFIG),
+    Phase("engine core process", _ENGINE, start=_RESOLVED),
     Phase("worker process", _LOAD, start=_ENGINE),
     Phase("model loading", _WARMUP, start=_LOAD),
     Phase(
