@@ -146,7 +146,7 @@ def test_the_table_and_the_stack_option() -> None:
     text = script.table(doc)
     for phase in coldstart.PHASES:
         assert phase.name in text
-    assert "saved by the kept cache" in text and "load failure" in text
+    assert "the kept cache saved" in text and "load failure" in text
     with pytest.raises(SystemExit) as exit_:
         script.parse_args(["--stack", "nope"])
     assert exit_.value.code == 2
