@@ -367,10 +367,9 @@ def cold_start_text(stack: str, block: dict[str, Any]) -> str:
         )
     cold, hit = block["cold"], block["cache_hit"]
     other = (
-        f"the first start of a configuration (compiling) p50 {cold['p50_s']:,} s, "
-        f"p90 {cold['p90_s']:,} s"
+        f"first start of a configuration p50 {cold['p50_s']:,} s, p90 {cold['p90_s']:,} s"
         if block["cache"] == "kept"
-        else f"with a compile cache hit p50 {hit['p50_s']:,} s, p90 {hit['p90_s']:,} s"
+        else f"with a cache hit p50 {hit['p50_s']:,} s, p90 {hit['p90_s']:,} s"
     )
     lines += [
         f"  total: p50 {block['p50_s']:,} s, p90 {block['p90_s']:,} s; {other}",
