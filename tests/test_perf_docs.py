@@ -172,11 +172,14 @@ def test_the_stack_table_holds_what_gemma4_plan_prints(
             assert printed[key] == figures[key], (name, key)
         assert printed["usd_per_million_requests"] == figures["usd_per_million_requests"]
         assert printed["performance"]["band"] == figures["performance"]["band"]
+        assert printed["cold_start"]["p50_s"] == figures["cold_start"]["p50_s"], name
     table = stack_table.render_markdown(plans)
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
     _, l4 = plans["l4"]
     assert f" ${l4['usd_per_hour_at_rate']:,.2f} " in rows["$/h"]
     assert f" {l4['replicas']['per_replica_rps']:.3g} " in rows["req/s per replica"]
+    start = l4["cold_start"]
+    assert f" {start['p50_s']:,.0f} / {start['p90_s']:,.0f} s " in rows["cold start"]
 
 
 def test_an_unknown_price_is_unknown_in_every_cost_cell_never_zero(

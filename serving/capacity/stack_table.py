@@ -37,6 +37,8 @@ NOTES = {
     "$/month": f"the same for {HOURS_PER_MONTH:g} h (`usd_per_month_at_rate`)",
     "$/M requests": "per million requests at that load (`usd_per_million_requests`)",
     "$/M output tokens": "per million output tokens at that load (`usd_per_million_output_tokens`)",
+    "cold start": "a new replica's start to its first token, p50 / p90, with the stack's "
+    "compile cache (`cold_start.p50_s`, `cold_start.p90_s`; [cold start](cold-start.md))",
 }
 #: The rows of the cost page: what the stacks cost, without the capacity.
 COST_ROWS = ("$/h", "$/month", "$/M requests", "$/M output tokens")
@@ -73,6 +75,7 @@ def _figures(r: dict[str, Any]) -> dict[str, str]:
         "$/month": _usd(r["usd_per_month_at_rate"]),
         "$/M requests": _usd(r["usd_per_million_requests"]),
         "$/M output tokens": _usd(r["usd_per_million_output_tokens"]),
+        "cold start": f"{r['cold_start']['p50_s']:,.0f} / {r['cold_start']['p90_s']:,.0f} s",
     }
 
 
