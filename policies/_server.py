@@ -87,22 +87,41 @@ class ContainerSpec:
 SHARED_MEMORY = "/dev/shm"
 
 
-def only_dir(volume: Any) -> str | None:
-    """The folder a Cloud Storage volume shows with gcsfuse's `only-dir` option (Cloud Run's
-    `gcs.mountOptions` list, or a CSI volume's comma-separated `mountOptions`), without
-    surrounding slashes; None without the option."""
+def _only_dir_options(volume: Any) -> list[tuple[str, str]]:
+    """Each `only-dir` option of a Cloud Storage volume (Cloud Run's `gcs.mountOptions` list, or
+    a CSI volume's comma-separated `mountOptions`), in any spelling: (as written, its value)."""
     raws = [
         get(volume, "gcs", "mountOptions"),
         get(volume, "csi", "volumeAttributes", "mountOptions"),
     ]
+    found = []
     for raw in raws:
         parts = [raw] if isinstance(raw, str) else [p for p in items(raw) if isinstance(p, str)]
         for part in parts:
             for option in re.split(r"[,;\s]+", part):
                 name, _, value = option.partition("=")
                 if name.lstrip("-").replace("_", "-").lower() == "only-dir":
-                    return value.strip("/")
-    return None
+                    found.append((name, value))
+    return found
+
+
+def only_dir(volume: Any) -> str | None:
+    """The folder a Cloud Storage volume shows with gcsfuse's `only-dir` option, read leniently
+    (any spelling: a remapped root is refused wherever the weights must be the bucket's), without
+    surrounding slashes; None without the option."""
+    options = _only_dir_options(volume)
+    return options[0][1].strip("/") if options else None
+
+
+def cache_only_dir(volume: Any) -> str | None:
+    """The folder a volume shows, read strictly, for a claim that it is a compile cache: one
+    `only-dir=FOLDER` as the package writes it; None for no option, another spelling (which
+    gcsfuse may not read as this) or two values (which one gcsfuse keeps is not ours to guess)."""
+    options = _only_dir_options(volume)
+    if not options or any(name != "only-dir" for name, _ in options):
+        return None
+    folders = {value.strip("/") for _, value in options}
+    return folders.pop() if len(folders) == 1 else None
 
 
 def remaps_root(volume: Any) -> bool:
@@ -114,7 +133,7 @@ def remaps_root(volume: Any) -> bool:
 def is_cache_volume(volume: Any) -> bool:
     """A Cloud Storage volume showing a folder under `compile-cache/` (the package's compile
     cache; `compile-cache-keyed` holds it to the server's own key)."""
-    folder = only_dir(volume)
+    folder = cache_only_dir(volume)
     return folder is not None and folder.startswith(CACHE_PREFIX + "/")
 
 

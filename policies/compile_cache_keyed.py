@@ -14,6 +14,7 @@ neither shared nor kept: not judged.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from policies._config import resource_policy
 from policies._props import get, items
 from policies._resources import as_bool, containers, volumes
-from policies._server import ContainerSpec, only_dir, workload_of
+from policies._server import ContainerSpec, cache_only_dir, workload_of
 from serving.render.compile_cache import CACHE_ENVS, cache_folder, cache_key
 
 
@@ -70,11 +71,13 @@ def cache_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     problems = []
     for spec in workload.containers:
         for variable in CACHE_ENVS:
-            path = spec.env.get(variable)
+            raw = spec.env.get(variable)
+            # As the kernel resolves it: /mnt/compile-cache/../models is the weights' mount.
+            path = posixpath.normpath(raw) if raw else None
             mount = _mount_of(spec, path) if path else None
             if mount is None:
                 continue
-            what, where = f"container {spec.name!r}: {variable}={path}", mount[0]
+            what, where = f"container {spec.name!r}: {variable}={raw}", mount[0]
             volume = declared.get(where)
             if _read_only(where, volume, raw_containers):
                 problems.append(
@@ -86,7 +89,7 @@ def cache_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
             if where not in workload.gcs_volumes:
                 continue
             key = _key(spec, workload.accelerator)
-            folder = only_dir(volume)
+            folder = cache_only_dir(volume)
             if key is not None and folder != cache_folder(key):
                 shown = f"folder {folder!r}" if folder else "the whole bucket"
                 problems.append(

@@ -418,8 +418,11 @@ def check_figures(
 ) -> dict[str, list[str]]:
     """What is wrong with each figure of the site: on its own, and where ``shown`` (figure:
     [(page, scale)]) shows it."""
-    found = {}
-    for figure in site_figures(site):
+    found: dict[str, list[str]] = {}
+    figures = site_figures(site)
+    for figure in sorted(set(shown) - set(figures)):  # shown, but not where figures are kept
+        found[figure] = ["shown by a page but not under figures/ or img/: not checked"]
+    for figure in figures:
         picture = measure(driver, site, base, figure)
         if isinstance(picture, str):
             found[figure] = [picture]

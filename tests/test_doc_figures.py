@@ -24,9 +24,10 @@ from mkdocs.structure.files import Files
 from preview.harness import ROOT
 from scripts.figures import DIAGRAMS, GKE_STACK, Figure
 from scripts.figures.bench_run import SHOWN
-from scripts.figures.draw import Arrow, Box, Diagram, DotError, svg
+from scripts.figures.draw import FONT, Arrow, Box, Diagram, DotError, svg
 from scripts.figures.imports import import_graph
 from scripts.figures.topology import cloud_run_diagram, gke_diagram, render
+from scripts.picture_checks import MIN_FONT_PX
 from scripts.rooms import room
 
 DOCS = ROOT / "docs"
@@ -325,8 +326,9 @@ def test_every_diagram_is_laid_out_so_a_reader_can_read_it(name: str) -> None:
         assert not _overlap(a.box(), b.box()), f"{name}: {a.text!r} on {b.text!r}"
     width = float(root.get("width", "").removesuffix("pt"))
     smallest = min(t.size for t in texts)
-    assert smallest >= 12
-    assert smallest * min(1.0, CONTENT_PX / width) >= 9, f"{name} is {width} pt wide"
+    assert smallest >= FONT
+    # The width and the font sizes share one unit: the page's scale-down applies to both.
+    assert smallest * min(1.0, CONTENT_PX / width) >= MIN_FONT_PX, f"{name} is {width} pt wide"
 
 
 def test_a_drawn_figure_shows_every_label_as_text_the_same_on_every_build() -> None:

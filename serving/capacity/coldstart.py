@@ -111,7 +111,7 @@ def start_path(settings: Settings) -> StartPath:
     with ``--load-format`` and ``--safetensors-load-strategy``; the Hub on a TPU VM)."""
     platform, hw, v = settings.deploy_platform, settings.hardware, settings.vllm
     tpu = settings.profile.platform is Platform.TPU
-    fuse = platform != "tpu-vm"
+    fuse = has_model_bucket(settings)
     if not fuse:
         loader = "load-hf-hub"
     elif v.load_format == "runai_streamer":
@@ -204,10 +204,10 @@ def checkpoint_bytes(settings: Settings) -> int:
     return settings.model.card.weight_bytes + (drafter.weight_bytes if drafter else 0)
 
 
-def keeps_compile_cache(settings: Settings) -> bool:
-    """Whether a new instance finds the compile cache an earlier one of its key wrote: Cloud
-    Run and GKE stacks keep it in the model bucket (serving/render/compile_cache.py); the TPU
-    VM stack has no bucket (its checkpoint comes from the Hub at boot) and keeps none."""
+def has_model_bucket(settings: Settings) -> bool:
+    """Cloud Run and GKE stacks read the weights from the model bucket's FUSE mount and keep
+    the compile cache in it (serving/render/compile_cache.py); the TPU VM stack has no bucket:
+    its checkpoint comes from the Hub at boot, and it keeps no cache."""
     return settings.deploy_platform != "tpu-vm"
 
 
@@ -217,7 +217,7 @@ def cold_start(settings: Settings) -> dict[str, Any]:
     hit: the first instance of a configuration compiled), and both totals beside them."""
     path, size = start_path(settings), checkpoint_bytes(settings)
     cold, warm = predict(path, size), predict(path, size, True)
-    kept = keeps_compile_cache(settings)
+    kept = has_model_bucket(settings)
     loader = figures()[path.loader]
     return {
         **(warm if kept else cold),

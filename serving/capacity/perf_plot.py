@@ -317,7 +317,6 @@ def plot_stack(
     # One column no wider than the docs' content (WIDTH_IN): shown unscaled, its text readable.
     panels = 4 if throughput else 2
     fig, axes = plt.subplots(panels, 1, figsize=(WIDTH_IN, PANEL_IN * panels), squeeze=False)
-    axes = [[a] for (a,) in axes]
     slo = settings.slo
     capacity = model.capacity_rps(w)
     for ax, metric, slo_ms in (

@@ -128,3 +128,36 @@ def test_only_the_cache_folder_may_be_writable() -> None:
     _cache_volume(props)["gcs"]["mountOptions"] = ["uid=1001", "gid=1001", "only-dir=weights"]
     (message,) = violations(model_volume_read_only, SERVICE, props)
     assert "volume 'compile-cache' is not read-only" in message
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        "only_dir={folder}",  # gcsfuse's flag is only-dir; another spelling is not read as it
+        "ONLY-DIR={folder}",
+        "--only-dir={folder}",
+        "only-dir={folder},only-dir=weights",  # two values: which one gcsfuse keeps is a guess
+    ],
+)
+def test_a_cache_folder_claimed_in_another_spelling_or_twice_is_refused(spelled: str) -> None:
+    props = service("l4")
+    volume = _cache_volume(props)
+    (folder,) = [o.split("=", 1)[1] for o in volume["gcs"]["mountOptions"] if "only-dir" in o]
+    others = [o for o in volume["gcs"]["mountOptions"] if "only-dir" not in o]
+    volume["gcs"]["mountOptions"] = [*others, *spelled.format(folder=folder).split(",")]
+    (message,) = violations(compile_cache_keyed, SERVICE, props)
+    assert "which shows the whole bucket" in message
+    # ... and it is no cache volume to the policies that let a cache be writable.
+    (message,) = violations(model_volume_read_only, SERVICE, props)
+    assert "volume 'compile-cache' is not read-only" in message
+
+
+def test_a_cache_path_that_leaves_its_mount_is_judged_where_it_lands() -> None:
+    """/mnt/compile-cache/../models is the weights' read-only mount, as the kernel resolves it."""
+    props = service("l4")
+    weights = next(m["mountPath"] for m in container(props)["volumeMounts"]
+                   if m["mountPath"] != CACHE_MOUNT_PATH)  # fmt: skip
+    up = "/.." * CACHE_MOUNT_PATH.count("/")  # back to the root, then down to the weights
+    _set_env(props, GPU_CACHE_ENV, f"{CACHE_MOUNT_PATH}{up}{weights}")
+    messages = violations(compile_cache_keyed, SERVICE, props)
+    assert any("mounted read-only" in m for m in messages), messages
