@@ -227,12 +227,6 @@ def _hold_connections() -> tuple[str, Callable[[], None]]:
     return f"http://127.0.0.1:{listener.getsockname()[1]}", close
 
 
-def _refused_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("every")
@@ -249,7 +243,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             hardware="l4",
         )
     hang, close = _hold_connections()
-    yield {"project": project, "runs": runs, "hang": hang, "refused": _refused_url(), "tmp": tmp}
+    # Bound and never listening for the whole module: refused, and no other process can take
+    # the port and answer (a port probed and released could be).
+    with socket.socket() as refused:
+        refused.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{refused.getsockname()[1]}"
+        yield {"project": project, "runs": runs, "hang": hang, "refused": url, "tmp": tmp}
     close()
 
 

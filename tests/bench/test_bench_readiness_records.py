@@ -87,18 +87,32 @@ def test_a_server_whose_port_opens_late_is_benchmarked(
 ) -> None:
     """The port stays closed for 4 s (a loading vLLM), then a server answers: the run waits
     and succeeds."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    server = FakeVllmServer(FakeVllmConfig(served_model_name=MODEL), port=port)
+    # The port is bound (so connections are refused, as on a closed port) and held the whole
+    # time: a port probed and released could be taken by another test before the server binds.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = FakeVllmServer(FakeVllmConfig(served_model_name=MODEL), sock=sock)
     timer = threading.Timer(4.0, server.start)
     timer.start()
     try:
-        assert _run(f"http://127.0.0.1:{port}", tmp_path / "run") == 0
+        assert _run(server.url, tmp_path / "run") == 0
     finally:
         timer.join()
         server.stop()
+        sock.close()
     assert (tmp_path / "run" / "run.json").is_file()
+
+
+def test_a_fake_server_whose_port_is_taken_fails_to_start_and_stops_cleanly() -> None:
+    """The late-start test above depends on it: a server that cannot bind raises at start, and
+    stopping it afterwards leaves no coroutine unawaited for a later test to trip over."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        server = FakeVllmServer(port=int(other.getsockname()[1]))
+        with pytest.raises(RuntimeError, match="failed to start"):
+            server.start()
+        server.stop()
 
 
 @pytest.mark.parametrize(

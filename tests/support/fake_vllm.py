@@ -109,6 +109,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 import uuid
@@ -280,11 +281,19 @@ class FakeVllmServer:
     """The fake server, run in a background thread with its own event loop (a context manager)."""
 
     def __init__(
-        self, config: FakeVllmConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        config: FakeVllmConfig | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a socket the caller bound (and kept from other processes) to serve on,
+        so a port chosen before the server starts cannot be taken in between."""
         self.config = config or FakeVllmConfig()
         self.host = host
-        self.port = port
+        self.port = int(sock.getsockname()[1]) if sock is not None else port
+        self._sock = sock
         self.requests: list[RecordedRequest] = []
         self.timings: list[tuple[float, float]] = []
         self.in_flight = 0
@@ -329,7 +338,11 @@ class FakeVllmServer:
         self._stop = asyncio.Event()
         self._runner = web.AppRunner(self.make_app(), access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, port, backlog=4096)
+        site: web.BaseSite
+        if self._sock is not None:
+            site = web.SockSite(self._runner, self._sock, backlog=4096)
+        else:
+            site = web.TCPSite(self._runner, self.host, port, backlog=4096)
         await site.start()
         server = site._server
         assert server is not None
@@ -357,6 +370,10 @@ class FakeVllmServer:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
+        if loop.is_closed():  # the start failed: nothing is serving, and no loop to stop it on
+            thread.join(10)
+            self._thread = None
+            return
         future = asyncio.run_coroutine_threadsafe(self.stop_async(), loop)
         future.result(10)
         loop.call_soon_threadsafe(loop.stop)
@@ -378,8 +395,8 @@ class FakeVllmServer:
             loop.run_until_complete(self.start_async(self.port))
         except BaseException as exc:
             self._start_error = exc
+            loop.close()  # before start() returns, so stop() sees a closed loop
             self._started.set()
-            loop.close()
             return
         self._started.set()
         try:
