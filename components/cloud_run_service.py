@@ -11,6 +11,7 @@ from pulumi_gcp import cloudrunv2, serviceaccount
 from components.model_bucket import ModelBucket
 from components.monitoring import CollectorSidecar, cloud_run_collector
 from components.naming import account_id
+from serving.capacity.start_budget import startup_probe
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import compile_cache
@@ -116,7 +117,8 @@ class CloudRunGpuService(pulumi.ComponentResource):
     ) -> cloudrunv2.Service:
         s = args.settings
         hw = s.profile
-        probe = hw.startup_probe
+        probe = startup_probe(s)
+        assert probe is not None  # Cloud Run probes every service
         deploy_timeout = f"{probe.budget_seconds + 600}s"
         return cloudrunv2.Service(
             f"{name}-service",

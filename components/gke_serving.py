@@ -15,6 +15,7 @@ from pulumi_gcp import certificatemanager, compute, projects, serviceaccount
 
 from components.model_bucket import ModelBucket
 from components.naming import account_id, token
+from serving.capacity.start_budget import startup_probe
 from serving.config.settings import Settings
 from serving.render import gke
 from serving.render.gke import Manifest
@@ -147,7 +148,8 @@ class GkeServing(pulumi.ComponentResource):
             f"{name}-vllm-ksa", gke.vllm_service_account(s, vllm_account.email), kube(ns)
         )
         picker = [declare(f"{name}-{_ident(p)}", p, kube(ns)) for p in gke.picker(s)]
-        probe = s.gke_shape.startup_probe
+        probe = startup_probe(s)
+        assert probe is not None  # GKE probes every Pod
         rollout = f"{(probe.budget_seconds + 900) // 60}m"
         deployment = declare(
             f"{name}-vllm",

@@ -19,6 +19,7 @@ from components.monitoring import VllmMonitoring, VllmMonitoringArgs
 from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAuth
 from healthchecks.hook import AuthFactory, health_hook
 from serving.capacity.perf_stack import benchmark_concurrency
+from serving.capacity.start_budget import health_deadline_s
 from serving.catalog.hardware import Platform
 from serving.config.checks import SettingsError, check_project_id
 from serving.config.settings import Settings, load_settings
@@ -121,13 +122,14 @@ def post_deploy_binding(
     auth: AuthStrategy | AuthFactory,
     url_keys: tuple[str, ...],
     refused_grace_s: float = 10.0,
-    cold_start_s: float | None = None,
     url: str | None = None,
 ) -> pulumi.ResourceHookBinding | None:
     """Hooks run after the serving resource is created or updated: the health check, then a
     short benchmark held to the stack's SLOs. Either can be switched off in stack config.
     `url`: the endpoint the hooks call (and send the API key to) whatever the resource's
-    outputs hold; otherwise the first of `url_keys` in them."""
+    outputs hold; otherwise the first of `url_keys` in them. The health check waits
+    `healthCheckDeadlineSeconds`, by default what the cold start prediction derives
+    (serving/capacity/start_budget.py)."""
     hooks: list[pulumi.ResourceHook | pulumi.ResourceHookFunction] = []
     if settings.health.health_check:
         hooks.append(
@@ -135,8 +137,7 @@ def post_deploy_binding(
                 f"{prefix}-health",
                 served_model_name=settings.model.served_name,
                 deadline_s=settings.health.health_check_deadline_seconds
-                or cold_start_s
-                or settings.profile.cold_start_deadline_seconds,
+                or health_deadline_s(settings),
                 auth=auth,
                 url=url,
                 url_keys=url_keys,
@@ -234,7 +235,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             SecretManagerApiKeyAuth(project, settings.tpu.api_key_secret),
             url_keys=("endpointUrl",),
             # vLLM opens its port only once the model has loaded: refused means "loading" here.
-            refused_grace_s=float(settings.profile.cold_start_deadline_seconds),
+            refused_grace_s=float(health_deadline_s(settings)),
         )
     elif settings.health.health_check or settings.benchmark.post_deploy_benchmark:
         # Nothing outside the VPC can reach a closed port: checks would only time out.
@@ -350,16 +351,10 @@ def build_gke(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             # The stack's own Gateway, over HTTPS, by the name its certificate is for: the key
             # goes there and nowhere else, whatever the endpoint ConfigMap says.
             url=gke_objects.endpoint_url(settings, ""),
-            # The load balancer answers before any replica is ready: wait out the start-up.
-            refused_grace_s=float(settings.gke_shape.startup_probe.budget_seconds),
-            # A node to provision, the image to pull, the weights to read, and (TPU) the
-            # engine to compile: the whole startup probe, plus the node's provisioning.
-            cold_start_s=float(
-                max(
-                    settings.profile.cold_start_deadline_seconds,
-                    settings.gke_shape.startup_probe.budget_seconds + 900,
-                )
-            ),
+            # The load balancer answers before any replica is ready: wait out the start-up
+            # (a node to provision, the image to pull, the weights to read, the engine to
+            # compile), as long as the health check's own deadline.
+            refused_grace_s=float(health_deadline_s(settings)),
         )
     else:
         # A legitimate choice, said with what it costs.

@@ -45,6 +45,7 @@ from serving.capacity.plan import (
     report,
 )
 from serving.capacity.plan_perf import run_target, workload_for
+from serving.capacity.start_budget import waits_text
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
@@ -345,7 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(perf_table(result["stack"], result["performance"]))
         console.print(replica_table(result["stack"], result["replicas"]))
         console.print(
-            cold_start_text(result["stack"], result["cold_start"]),
+            cold_start_text(result["stack"], result["cold_start"])
+            + "\n"
+            + waits_text(result["cold_start"]["waits"]),
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -390,10 +390,10 @@ def hardware_page() -> str:
             f"- Device memory: {hw.memory_bytes:,} bytes ({_cell(hw.memory_source)}).",
             f"- {where.capitalize()}: {', '.join(f'`{x}`' for x in hw.locations)} "
             f"(source: {hw.locations_source}).",
-            f"- Startup probe: {probe.initial_delay_seconds} s delay, every "
-            f"{probe.period_seconds} s, {probe.timeout_seconds} s timeout, "
-            f"{probe.failure_threshold} failures; post-deploy health check deadline "
-            f"{hw.cold_start_deadline_seconds} s.",
+            f"- Startup probe cadence: {probe.initial_delay_seconds} s delay, every "
+            f"{probe.period_seconds} s, {probe.timeout_seconds} s timeout; the failures and "
+            "the post-deploy health check's deadline come from each stack's cold start "
+            "prediction ([cold start](../cold-start.md#probe-and-health-check-waits)).",
             f"- Price ({hw.price.status}): {status_prefix(hw.price.status)}"
             f"${hw.price.usd_per_hour:g} per hour, {hw.price.as_of} "
             f"(source: {_cell(hw.price.source)})"

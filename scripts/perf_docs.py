@@ -1,6 +1,6 @@
 """Regenerate the generated parts of the performance and cost pages and their pictures: the
 stack table (docs/performance-model.md, docs/deploy/cost.md), the evidence
-(docs/performance-evidence.md), the cold start tables (docs/cold-start.md) and
+(docs/performance-evidence.md), the cold start tables (docs/cold-start.md, docs/cold-start-evidence.md) and
 docs/img/perf/*.svg.
 
     .venv/bin/python scripts/perf_docs.py           # rewrite the blocks and docs/img/perf/*.svg
@@ -21,13 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serving.capacity import coldstart, stack_table  # noqa: E402
+from serving.capacity import coldstart, stack_table, start_budget  # noqa: E402
 from serving.capacity.perf_checks import BEGIN, END, render_markdown  # noqa: E402
 
 GUIDE = ROOT / "docs" / "performance-model.md"
 EVIDENCE = ROOT / "docs" / "performance-evidence.md"
 COST = ROOT / "docs" / "deploy" / "cost.md"
 COLD_START = ROOT / "docs" / "cold-start.md"
+COLD_START_EVIDENCE = ROOT / "docs" / "cold-start-evidence.md"
 IMAGES = ROOT / "docs" / "img" / "perf"
 VALIDATION_BEGIN = (
     "<!-- BEGIN GENERATED VALIDATION by scripts/perf_docs.py: do not edit by hand -->"
@@ -164,6 +165,13 @@ def updated(figures: list[tuple[str, str]]) -> dict[Path, tuple[str, str]]:
                 coldstart.END,
                 coldstart.render_markdown({name: s for name, (s, _) in stacks.items()}),
             ),
+            (
+                start_budget.BEGIN,
+                start_budget.END,
+                start_budget.render_markdown({name: s for name, (s, _) in stacks.items()}),
+            ),
+        ],
+        COLD_START_EVIDENCE: [
             (coldstart.FIGURES_BEGIN, coldstart.FIGURES_END, coldstart.render_figures()),
         ],
     }

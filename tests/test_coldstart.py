@@ -23,6 +23,7 @@ from serving.capacity.coldstart import (
     start_path,
 )
 from serving.capacity.plan import ROOT, load_stack_settings, stack_names
+from serving.capacity.start_budget import waits, waits_text
 from serving.config.inputs import read_json
 
 STACKS = stack_names(ROOT)
@@ -144,7 +145,8 @@ def test_plan_carries_the_block_in_json_and_prints_it_within_100_columns(
 ) -> None:
     assert main(["-s", stack, "--json"]) in (0, 1)
     block = json.loads(capsys.readouterr().out)["cold_start"]
-    assert block == json.loads(json.dumps(cold_start(load_stack_settings(stack))))
+    settings = load_stack_settings(stack)
+    assert block == json.loads(json.dumps({**cold_start(settings), "waits": waits(settings)}))
     assert main(["-s", stack]) in (0, 1)
     out = capsys.readouterr().out
     text = out[out.index("Cold start: stack") :].splitlines()
@@ -155,3 +157,4 @@ def test_plan_carries_the_block_in_json_and_prints_it_within_100_columns(
             for line in text
         ), p
     assert f"p50 {block['p50_s']:,} s, p90 {block['p90_s']:,} s" in out
+    assert waits_text(block["waits"]) in text

@@ -20,8 +20,8 @@ below with the function it is checked against:
   (docs/deploy/cost.md, docs/deploy/gke.md): `instance_price`, `fixed_usd_per_hour`, formatted
   by `money` as `gemma4 plan` prints them;
 - the policies table (docs/policies.md): the pack's policies and their thresholds' defaults;
-- the hook deadlines per hardware, and the README's "allow 20 minutes on an L4": the catalog's
-  `cold_start_deadline_seconds`;
+- the hook deadlines per stack, and the README's "waits 9 minutes on an L4":
+  `start_budget.health_deadline_s`;
 - the read caps (docs/health-checks.md, docs/threat-model.md): `endpoint.limits` and the
   MCP server's `MAX_API_BODY_BYTES`;
 - the Python versions named: pyproject's `requires-python`; the engine check's vLLM release:
@@ -81,6 +81,7 @@ from serving.capacity.gke_costs import fixed_status
 from serving.capacity.perf_stack import benchmark_concurrency
 from serving.capacity.plan import load_stack_settings, stack_names
 from serving.capacity.plan_perf import fixed_usd_per_hour
+from serving.capacity.start_budget import health_deadline_s
 from serving.catalog.hardware import HARDWARE, Platform
 from serving.config.settings import Settings, config_keys
 from serving.config.stack_config import MAX_STACK_NAME
@@ -416,13 +417,12 @@ def test_where_the_post_deploy_checks_run_is_where_the_program_binds_them() -> N
         assert warning.startswith(rows[platform][2].strip("`")), (stack, warning)
 
 
-def test_hook_deadlines_are_the_catalogs() -> None:
-    m = claim("docs/health-checks.md", r"\(L4 (\d+) s, RTX PRO 6000 (\d+) s, TPU v6e-1 (\d+) s[;)]")
-    stated = [int(m[i]) for i in (1, 2, 3)]
-    keys = ("l4", "rtx-pro-6000", "tpu-v6e-1")
-    assert stated == [HARDWARE[k].cold_start_deadline_seconds for k in keys]
-    minutes = int(claim("README.md", r"allow (\d+) minutes on an L4")[1])
-    assert minutes * 60 == HARDWARE["l4"].cold_start_deadline_seconds
+def test_hook_deadlines_are_the_derived_ones() -> None:
+    m = claim("docs/health-checks.md", r"L4 (\d+) s, RTX PRO 6000 (\d+) s,\s+TPU v6e-1 ([\d,]+) s;")
+    stated = [int(m[i].replace(",", "")) for i in (1, 2, 3)]
+    assert stated == [health_deadline_s(settings(s)) for s in ("l4", "rtx6000", "tpu-v6e1")]
+    minutes = int(claim("README.md", r"the check waits (\d+) minutes on an\s+L4")[1])
+    assert (minutes - 1) * 60 < health_deadline_s(settings("l4")) <= minutes * 60
 
 
 # --- read caps -----------------------------------------------------------------------------
@@ -607,9 +607,9 @@ def test_the_bounds_table_is_the_settings() -> None:
                     assert [limits(key)[n] for n in names] == stated, f"{key}: {allowed}"
                     checked += 1
     assert checked >= 8
-    m = claim("docs/inputs.md", r"three times the longest cold start \((\d+) s\)")
-    assert int(m[1]) == max(h.cold_start_deadline_seconds for h in HARDWARE.values())
-    assert limits("healthCheckDeadlineSeconds")["le"] == 3 * int(m[1])
+    claim("docs/inputs.md", r"two hours: the longest default wait \(TPU VM\) fits")
+    assert limits("healthCheckDeadlineSeconds")["le"] == 7200
+    assert max(health_deadline_s(settings(s)) for s in STACKS) <= 7200
 
 
 def test_the_stack_name_limit_is_the_programs() -> None:

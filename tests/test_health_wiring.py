@@ -103,16 +103,6 @@ def test_tpu_hook_reads_the_endpoint_url_output() -> None:
         )
 
 
-def test_hook_deadline_defaults_to_the_hardware_cold_start() -> None:
-    from serving.catalog.hardware import HARDWARE
-
-    for stack in SERVING:
-        settings = load_settings(stack_config(stack))
-        budget = settings.profile.startup_probe.budget_seconds
-        assert settings.profile.cold_start_deadline_seconds >= budget
-    assert HARDWARE["l4"].cold_start_deadline_seconds == 1200
-
-
 class _FakeSecretManager(BaseHTTPRequestHandler):
     secrets = {"vllm-api-key": "key-123"}
 

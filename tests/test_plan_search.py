@@ -25,6 +25,7 @@ from serving.capacity.costs import HOURS_PER_MONTH
 from serving.capacity.perf import Workload
 from serving.capacity.plan import ROOT, raw_stack_settings, stack_names
 from serving.capacity.simulate import Traffic
+from serving.capacity.start_budget import waits
 from serving.config.settings import load_settings
 
 STACKS = stack_names(ROOT)
@@ -126,7 +127,8 @@ def test_each_answer_carries_the_contract_fields(answered: dict[str, Any]) -> No
         assert a["stack"]["maxModelLen"] >= 1200  # fitted to the longest request
         assert a["measured"] is False
         # The cold start of the configuration answered, not of the template it started from.
-        block = cold_start(load_settings(a["stack"]))
+        settings = load_settings(a["stack"])
+        block = {**cold_start(settings), "waits": waits(settings)}
         assert a["cold_start"] == json.loads(json.dumps(block))
     assert answered["written"] is None and answered["considered"] > 50
 

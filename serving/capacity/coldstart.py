@@ -168,6 +168,12 @@ def _totals(phases: tuple[tuple[float, float], ...]) -> tuple[int, int]:
     return round(draws[DRAWS // 2]), round(draws[int(DRAWS * 0.9)])
 
 
+def totals(phases: list[dict[str, Any]]) -> tuple[int, int]:
+    """p50 and p90 of the sum of some of :func:`predict`'s phases (drawn as it draws them)."""
+    f = figures()
+    return _totals(tuple((p["seconds"], spread(f[p["figure"]])) for p in phases))
+
+
 def predict(path: StartPath, weight_bytes: int, cache_hit: bool = False) -> dict[str, Any]:
     """The phases (name, p50 ``seconds``, ``p90_s``, basis, source, figure) and the total's
     ``p50_s`` and ``p90_s`` of a new instance on ``path`` loading ``weight_bytes``."""

@@ -30,6 +30,7 @@ from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
 from serving.capacity.plan_perf import endpoint_cost, replica_key
 from serving.capacity.simulate import DEFAULT_REQUESTS, SimResult, Traffic, simulate
+from serving.capacity.start_budget import waits
 from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Platform
 from serving.catalog.models import MODELS, Quantization, Role
 from serving.config.checks import SettingsError
@@ -857,5 +858,5 @@ def answer_dict(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
         "balancer": sim.balancer,
         "template": c.template,
         "measured": False,
-        "cold_start": cold_start(c.settings),
+        "cold_start": {**cold_start(c.settings), "waits": waits(c.settings)},
     }

@@ -33,6 +33,7 @@ from serving.capacity.plan_perf import (
     workload_for,
 )
 from serving.capacity.simulate import Traffic
+from serving.capacity.start_budget import waits
 from serving.config.checks import SettingsError
 from serving.config.groups import MIN_REQUESTS_PER_SECOND
 from serving.config.settings import Settings, load_settings
@@ -266,7 +267,7 @@ def report(
         "performance": performance_figures,
         "replicas": replicas,
         "answer": answer,
-        "cold_start": cold_start(settings),
+        "cold_start": {**cold_start(settings), "waits": waits(settings)},
     }
 
 

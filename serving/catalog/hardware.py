@@ -191,7 +191,9 @@ class Probe:
     initial_delay_seconds: int
     period_seconds: int
     timeout_seconds: int
-    failure_threshold: int
+    #: The catalog holds a probe's cadence; a stack's failures come from its cold start
+    #: prediction (serving/capacity/start_budget.py).
+    failure_threshold: int = 1
     #: Why these figures (the deployment they come from, what the budget covers).
     source: str = ""
 
@@ -223,8 +225,6 @@ class HardwareProfile:
     locations: tuple[str, ...]
     locations_source: str
     startup_probe: Probe
-    #: How long a post-deploy health check may wait for a cold start to serve.
-    cold_start_deadline_seconds: int
     price: Price
     #: Where the bandwidth figure above comes from.
     memory_bandwidth_source: str

@@ -23,8 +23,8 @@ MAX_BYTES = 16 << 20
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects."""
 MAX_DEADLINE_S = 7200.0
-"""Longest deadline a health check takes (the longest cold start, 2400 s, three times over);
-the stack key healthCheckDeadlineSeconds has the same bound."""
+"""Longest deadline a health check takes (two hours; serving/capacity/start_budget.py's derived
+waits are capped at it); the stack key healthCheckDeadlineSeconds has the same bound."""
 
 
 class JsonInputError(ValueError):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from serving.capacity.perf_stack import scale_up_waiting_requests
+from serving.capacity.start_budget import startup_probe
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import compile_cache
@@ -138,7 +139,8 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
     hw = settings.profile
     port = settings.gke.serving_port
     command = vllm_command(settings)
-    probe = shape.startup_probe
+    probe = startup_probe(settings)
+    assert probe is not None  # a GKE stack
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in vllm_env(settings).items()]
     env.append(
         {
