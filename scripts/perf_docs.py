@@ -1,7 +1,7 @@
 """Regenerate the generated parts of the performance and cost pages and their pictures: the
 stack table (docs/performance-model.md, docs/deploy/cost.md), the evidence
-(docs/performance-evidence.md), the cold start tables (docs/cold-start.md, docs/cold-start-evidence.md) and
-docs/img/perf/*.svg.
+(docs/performance-evidence.md), the cold start tables (docs/cold-start.md,
+docs/cold-start-evidence.md) and docs/img/perf/*.svg.
 
     .venv/bin/python scripts/perf_docs.py           # rewrite the blocks and docs/img/perf/*.svg
     .venv/bin/python scripts/perf_docs.py --check   # exit 1 when a page or a picture is stale
@@ -164,6 +164,11 @@ def updated(figures: list[tuple[str, str]]) -> dict[Path, tuple[str, str]]:
                 coldstart.BEGIN,
                 coldstart.END,
                 coldstart.render_markdown({name: s for name, (s, _) in stacks.items()}),
+            ),
+            (
+                coldstart.SAVINGS_BEGIN,
+                coldstart.SAVINGS_END,
+                coldstart.render_savings({name: s for name, (s, _) in stacks.items()}),
             ),
             (
                 start_budget.BEGIN,

@@ -18,13 +18,17 @@ from serving.capacity.coldstart import (
     checkpoint_bytes,
     cold_start,
     figures,
+    has_model_bucket,
     predict,
+    savings,
     spread,
     start_path,
 )
 from serving.capacity.plan import ROOT, load_stack_settings, stack_names
 from serving.capacity.start_budget import waits, waits_text
 from serving.config.inputs import read_json
+from serving.config.settings import load_settings
+from tests.pulumi_harness import stack_config
 
 STACKS = stack_names(ROOT)
 GB = 10**9
@@ -158,3 +162,16 @@ def test_plan_carries_the_block_in_json_and_prints_it_within_100_columns(
         ), p
     assert f"p50 {block['p50_s']:,} s, p90 {block['p90_s']:,} s" in out
     assert waits_text(block["waits"]) in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_default_saves_time_against_the_stack_without_it(stack: str) -> None:
+    settings = load_stack_settings(stack)
+    listed = savings(settings)
+    assert all(with_ == cold_start(settings)["p50_s"] < without for _, without, with_ in listed)
+    assert any("compile cache" in what for what, _, _ in listed) == has_model_bucket(settings)
+
+
+def test_a_memory_mapped_read_is_no_default_to_credit() -> None:
+    lazy = load_settings({**stack_config("l4"), "safetensorsLoadStrategy": "lazy"})
+    assert [what for what, _, _ in savings(lazy)] == ["compile cache kept in the bucket"]
