@@ -42,7 +42,7 @@ DAY_S = 86_400.0
 HOUR_S = 3_600.0
 #: Cloud Run keeps an idle instance "up to 15 minutes" before it scales in
 #: (https://cloud.google.com/run/docs/about-instance-autoscaling, "Idle instances"): the
-#: longest wait, so the fewest cold starts a user can count on is no fewer than this predicts.
+#: longest it keeps one, so a shorter wait means more cold starts than predicted, never fewer.
 CLOUD_RUN_IDLE_S = 900.0
 #: GKE: the HorizontalPodAutoscaler's scale-down window the stack renders (serving/render/gke.py;
 #: Kubernetes' default is 300 s). minReplicas is at least 1: GKE stacks never scale to zero.
