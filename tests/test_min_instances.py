@@ -27,6 +27,7 @@ from serving.capacity.idle import (
     cold_share,
     for_stack,
     min_instances,
+    needs,
     parse_shape,
     periods,
 )
@@ -37,12 +38,13 @@ START = {"p50_s": 60, "p90_s": 120}
 
 
 def _share(shape: Shape, rate: float, warm: int, per_instance: float = 10.0) -> float:
-    return cold_share(periods(shape, rate, T), warm, T, START["p50_s"], per_instance)
+    spans = periods(shape, rate, T)
+    return cold_share(spans, needs(spans, per_instance, 1000), warm, T, START["p50_s"])
 
 
-def _rows(shape: Shape, rate: float, targets: Any = (), per_instance: float = 1.0) -> Any:
+def _rows(shape: Shape, rate: float, targets: Any = (), replicas: int = 1) -> Any:
     block = min_instances(
-        shape, rate, "cloud-run", START, per_instance, (2.0, "confirmed"), targets, 50
+        shape, rate, replicas, "cloud-run", START, (2.0, "confirmed"), targets, 50
     )
     return block["rows"]
 
@@ -68,6 +70,11 @@ def test_a_request_every_30_minutes_is_always_cold_without_a_warm_instance() -> 
     # first request, and the 60 s / 600 s expected to arrive while it starts).
     often = Shape("trace").with_trace([i * 600.0 for i in range(48)])
     assert _rows(often, 1 / 600)[0]["cold_share"] == pytest.approx((1 + 60 / 600) / 48)
+    # A burst well above the trace's mean rate needs no more instances than the sizing found
+    # for the whole trace (the simulation replays the burst): one kept warm, none cold.
+    times = [i / 10 for i in range(50)] + [5000.0 * i for i in range(1, 18)]
+    burst = _rows(Shape("trace").with_trace(times), 66 / 85_000)
+    assert [r["min_instances"] for r in burst] == [0, 1] and burst[1]["cold_share"] == 0
 
 
 def test_idle_gaps_start_one_instance_each() -> None:
@@ -103,7 +110,7 @@ def test_a_profile_scales_out_at_the_busy_hour() -> None:
     ],
 )
 def test_more_min_instances_never_more_cold_starts_never_cheaper(shape: str, rate: float) -> None:
-    rows = _rows(parse_shape(shape), rate, per_instance=0.7)
+    rows = _rows(parse_shape(shape), rate, replicas=6)
     assert len(rows) >= 2
     for fewer, more in itertools.pairwise(rows):
         assert more["cold_share"] <= fewer["cold_share"]
@@ -124,7 +131,7 @@ def test_a_percentile_breaks_when_the_cold_share_passes_its_tail() -> None:
 
 
 def test_an_unknown_price_stays_unknown() -> None:
-    block = min_instances(Shape("steady"), 1.0, "cloud-run", START, 1.0, (None, "unknown"), (), 5)
+    block = min_instances(Shape("steady"), 1.0, 1, "cloud-run", START, (None, "unknown"), (), 5)
     assert [r["usd_per_month"] for r in block["rows"]] == [None, None]
     assert {r["price_status"] for r in block["rows"]} == {"unknown"}
 

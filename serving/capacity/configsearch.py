@@ -555,13 +555,9 @@ def search(
                 set_aside.append(problem)
         elif c.sizing.replicas is not None and c.sizing.replicas <= most:
             answers.append(c)
-    for c in list(answers):
+    for c in answers:
         assert c.sizing is not None
-        problem = keep_warm(c, goal)
-        if problem:
-            set_aside.append(problem)
-            answers.remove(c)
-            continue
+        keep_warm(c, goal)
         c.cost = cost(c.settings, goal.traffic, c.sizing.replicas)
         c.screen_usd_per_hour = _usd(c.cost)
     if goal.budget_usd_per_hour is not None:
@@ -603,24 +599,19 @@ def search(
 MIN_KEY = {"cloud-run": "minInstances", "gke": "minReplicas"}
 
 
-def keep_warm(c: Candidate, goal: Goal) -> str | None:
+def keep_warm(c: Candidate, goal: Goal) -> None:
     """With a traffic shape, the fewest min instances whose cold starts break no percentile
-    target goes into the answer's settings (what `--write-stack` writes; at most its replicas,
-    which its cost already bills); why no count does, otherwise."""
+    target go into the answer's settings (what `--write-stack` writes). Its replicas are the
+    most it takes (they serve the busiest period), and its cost already bills them all."""
     if goal.shape is None:
-        return None
+        return
     assert c.sizing is not None and c.sizing.replicas is not None
     n = c.sizing.replicas
     targets = [(t.metric, t.stat, t.ms) for t in goal.targets]
     c.min_instances = for_stack(c.settings, goal.shape, goal.traffic.rate, n, targets, n)
     warm = chosen(c.min_instances)
-    rows = c.min_instances["rows"]
-    if rows and warm is None:
-        broken = ", ".join(rows[-1]["slo_broken"]).replace("_", " ")
-        return f"{c.platform}/{c.hardware}: cold starts break {broken} even with {n} kept warm"
     if warm is not None:
         c.raw = {**c.raw, MIN_KEY[c.platform]: warm}
-    return None
 
 
 def _refused_at(c: Candidate, goal: Goal) -> str | None:

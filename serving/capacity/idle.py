@@ -15,9 +15,9 @@ A request meets a cold start when fewer instances are warm than it needs:
   period T with probability exp(-r T); each such gap starts an instance, and the request that
   starts it and the r x D arriving during its start (D the cold start's p50) wait for it;
 - scaled out: a period needs ceil(r / c) instances (c: the requests/s one instance serves as
-  planned). It starts with the instances the last period needed, or only the minimum after an
-  idle stretch of at least T; of the requests arriving in its first D seconds, the share the
-  missing instances would serve waits for them.
+  planned), at most the replicas sized for the traffic. It starts with the instances the last
+  period needed, or only the minimum after an idle stretch of at least T; of the requests
+  arriving in its first D seconds, the share the missing instances would serve waits for them.
 
 Boundary effects of about one request per period are left out (the period's first gap is
 taken from its own rate). A percentile q of TTFT or E2E breaks when the share of requests
@@ -178,23 +178,28 @@ def _piece(times: list[float], after_idle: bool) -> Period:
     return Period(float(len(times)), rate, after_idle, False)
 
 
-def _needs(spans: Sequence[Period], per_instance: float) -> list[int]:
-    """Instances each period needs: ceil(rate / per instance), one for any request."""
-    return [max(1, math.ceil(p.rate / per_instance - 1e-9)) if p.requests else 0 for p in spans]
+def needs(spans: Sequence[Period], per_instance: float, most: int) -> list[int]:
+    """Instances each period needs: ceil(rate / per instance), one for any request, at most
+    ``most`` (the replicas sized for the whole traffic: a trace's busy hour above its mean
+    rate needs no more than the simulation, which replays the trace, found)."""
+    return [
+        min(most, max(1, math.ceil(p.rate / per_instance - 1e-9))) if p.requests else 0
+        for p in spans
+    ]
 
 
 def cold_share(
-    spans: Sequence[Period], warm: int, idle_s: float, start_s: float, per_instance: float
+    spans: Sequence[Period], need: Sequence[int], warm: int, idle_s: float, start_s: float
 ) -> float:
-    """The share of requests meeting a cold start with ``warm`` instances kept (module doc)."""
-    needs = _needs(spans, per_instance)
+    """The share of requests meeting a cold start with ``warm`` instances kept, each period
+    needing ``need`` (:func:`needs`; module doc)."""
     total = cold = 0.0
     for i, p in enumerate(spans):
         if not p.requests:
             continue
-        kept = max(warm, 0 if p.after_idle else needs[i - 1])
-        starting = max(0, needs[i] - kept)
-        n = starting / needs[i] * p.rate * start_s + (1.0 if kept == 0 else 0.0)
+        kept = max(warm, 0 if p.after_idle else need[i - 1])
+        starting = max(0, need[i] - kept)
+        n = starting / need[i] * p.rate * start_s + (1.0 if kept == 0 else 0.0)
         if p.poisson and warm == 0:
             n += p.requests * math.exp(-p.rate * idle_s) * (1 + p.rate * start_s)
         total += p.requests
@@ -213,36 +218,37 @@ def scaling(platform: str) -> tuple[float | None, int]:
 def min_instances(
     shape: Shape,
     rate: float,
+    replicas: int,
     platform: str,
     start: dict[str, Any],
-    per_instance: float,
     price: tuple[float | None, str],
     targets: Sequence[tuple[str, str, float]],
     most: int,
 ) -> dict[str, Any]:
     """The table for each min-instance setting from the platform's fewest to what the busiest
-    period needs (at most ``most``): its cost, the share of requests meeting a cold start,
-    their added latency (``start``: :func:`serving.capacity.coldstart.cold_start`'s p50_s and
-    p90_s) and which percentile ``targets`` (metric, stat, ms) still hold. A TPU VM stack has
-    no row: its nodes never scale to zero, so no request meets a cold start in service."""
+    period needs (at most ``most``), ``replicas`` serving ``rate`` as planned: its cost, the
+    share of requests meeting a cold start, their added latency (``start``:
+    :func:`serving.capacity.coldstart.cold_start`'s p50_s and p90_s) and which percentile
+    ``targets`` (metric, stat, ms) still hold. A TPU VM stack has no row: its nodes never
+    scale to zero, so no request meets a cold start in service."""
     idle_s, floor = scaling(platform)
     out: dict[str, Any] = {
         "shape": shape.as_dict(rate),
         "platform": platform,
         "idle_s": idle_s,
         "cold_start_s": {"p50": start["p50_s"], "p90": start["p90_s"]},
-        "requests_per_second_per_instance": per_instance,
+        "requests_per_second_per_instance": rate / replicas,
         "rows": [],
     }
     if idle_s is None:
         out["note"] = "a TPU VM stack's nodes never scale to zero: no cold start in service"
         return out
     spans = periods(shape, rate, idle_s)
-    peak = max(_needs(spans, per_instance))
+    need = needs(spans, rate / replicas, replicas)
     usd, status = price
     percentiles = [t for t in targets if t[1] in QUANTILES]
-    for warm in range(floor, max(floor, min(peak, most)) + 1):
-        share = cold_share(spans, warm, idle_s, start["p50_s"], per_instance)
+    for warm in range(floor, max(floor, min(max(need), most)) + 1):
+        share = cold_share(spans, need, warm, idle_s, start["p50_s"])
         reached = [q for q, f in QUANTILES.items() if share > 1 - f + 1e-12]
         broken = [
             f"{m}_{q}" for m, q, ms in percentiles if q in reached and start["p50_s"] * 1000 > ms
@@ -265,7 +271,8 @@ def min_instances(
 
 
 def chosen(block: dict[str, Any]) -> int | None:
-    """The fewest min instances whose row breaks no percentile target (None: no row)."""
+    """The fewest min instances whose row breaks no percentile target (None: no row, or
+    none up to the ``most`` asked)."""
     return next((r["min_instances"] for r in block["rows"] if not r["slo_broken"]), None)
 
 
@@ -277,14 +284,14 @@ def for_stack(
     targets: Sequence[tuple[str, str, float]],
     most: int,
 ) -> dict[str, Any]:
-    """:func:`min_instances` for a stack whose ``replicas`` serve ``rate`` as planned (so one
-    instance serves rate / replicas), at its instance price and predicted cold start."""
+    """:func:`min_instances` for a stack whose ``replicas`` serve ``rate`` as planned, at its
+    instance price and predicted cold start."""
     return min_instances(
         shape,
         rate,
+        replicas,
         settings.deploy_platform,
         cold_start(settings),
-        rate / replicas,
         instance_price(settings),
         targets,
         most,
