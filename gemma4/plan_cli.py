@@ -26,7 +26,13 @@ from gemma4.options import (
     found_project_dir,
     say_read,
 )
-from gemma4.search_cli import build_search_parser, search_main
+from gemma4.search_cli import (
+    add_traffic_option,
+    arrivals,
+    build_search_parser,
+    search_main,
+    traffic_shape,
+)
 from gemma4.workload_options import (
     add_target_options,
     add_workload_options,
@@ -42,6 +48,7 @@ from serving.capacity.plan import (
     PlanError,
     load_stack_file,
     load_stack_settings,
+    min_instances_report,
     report,
 )
 from serving.capacity.plan_perf import run_target, workload_for
@@ -212,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and max-num-seqs)",
     )
     add_mtp_option(parser, calibration_run=True)
+    add_traffic_option(parser)
     parser.add_argument(
         "--plot",
         type=Path,
@@ -282,9 +290,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.benchmark_prompt_tokens,
             bench.benchmark_output_tokens,
         )
-        rate = options.rate
+        shape, rate = traffic_shape(options)
         if options.trace is not None and rate is None:
             rate = traffic_from(options, None, 1, 1).rate  # the trace's own mean rate
+        flag = "--trace's mean rate" if rate != options.rate else "--requests-per-second"
+        if shape is not None:
+            flag = "--traffic profile's busiest hour" if shape.peak else flag
+            shape = shape.with_trace(arrivals(traffic))
         workload = workload_for(settings, traffic.prompt_tokens, traffic.output_tokens)
         acceptance = None if options.mtp_acceptance is None else float(options.mtp_acceptance)
         mtp_source = None
@@ -302,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings,
             rate,
             workload,
-            flag="--trace's mean rate" if rate != options.rate else "--requests-per-second",
+            flag=flag,
             mtp_acceptance=acceptance,
             concurrencies=options.concurrency,
             mtp_source=mtp_source,
@@ -310,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traffic=traffic,
             raw=raw,
         )
+        if shape is not None:
+            result |= min_instances_report(settings, shape, result, targets_from(options))
         if options.plot is not None:
             from serving.capacity.perf_plot import measured_points, plot_stack
             from serving.capacity.plot_style import PlotError
@@ -353,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             highlight=False,
             soft_wrap=True,
         )
+        if shape is not None:
+            print(min_instances_text(result["stack"], result))
     return 0 if result["fits"] else 1
 
 
@@ -380,6 +396,47 @@ def cold_start_text(stack: str, block: dict[str, Any]) -> str:
         f"({block['loader']}); sources and method: docs/cold-start.md",
     ]
     return "\n".join(lines)
+
+
+def min_instances_text(stack: str, r: dict[str, Any]) -> str:
+    """``--traffic``'s table, under 100 columns: a line per min-instance setting."""
+    basis = r["traffic_shape"]
+    shape = basis.get("shape", basis)
+    head = f"Min instances: stack {stack}, traffic {_shape_words(shape)} (PREDICTED)"
+    if not r["min_instances"]:
+        return f"{head}\n  {basis['note']}"
+    lines = [
+        head,
+        "  min  kept warm $/month  meet a cold start  added p50 / p90  percentiles reached  SLO",
+    ]
+    for row in r["min_instances"]:
+        slo = {None: "-", True: "holds"}.get(row["slo_holds"], "breaks")
+        broken = ", ".join(f"{m.upper()} {q}" for m, q in (b.split("_") for b in row["slo_broken"]))
+        added = f"{row['added_latency_s']['p50']:,} / {row['added_latency_s']['p90']:,} s"
+        lines.append(
+            f"  {row['min_instances']:>3}  "
+            f"{money(row['usd_per_month'], row['price_status']).split('.')[0]:>17}  "
+            f"{row['cold_share']:>17.2%}  {added:>15}  "
+            f"{', '.join(row['percentiles_reached']) or '-':<19}  {slo} {broken}".rstrip()
+        )
+    who = {"cloud-run": "Cloud Run", "gke": "GKE's autoscaler"}[basis["platform"]]
+    lines.append(
+        f"  {who} scales an idle instance in after {basis['idle_s']:g} s; one instance serves "
+        f"{basis['requests_per_second_per_instance']:.3g} req/s\n  as planned; method and "
+        "sources: docs/min-instances.md"
+    )
+    return "\n".join(lines)
+
+
+def _shape_words(shape: dict[str, Any]) -> str:
+    rate = f"{shape['requests_per_second']:g} req/s"
+    if shape["kind"] == "gaps":
+        return f"{rate} with {shape['gaps_per_day']} idle gap(s) of {shape['idle_gap_s']:g} s a day"
+    if shape["kind"] == "profile":
+        return f"a daily profile, busiest hour {rate}"
+    if shape["kind"] == "trace":
+        return f"a trace of {shape['requests']} requests at {rate}"
+    return f"steady at {rate}"
 
 
 def run_mtp_acceptance(

@@ -46,9 +46,10 @@ from serving.capacity.configsearch import (
     traffic_text,
 )
 from serving.capacity.costs import money
+from serving.capacity.idle import SHAPE_HELP, Shape, parse_shape
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS
 from serving.capacity.plan import ROOT, PlanError, project_name, raw_stack_settings, stack_names
-from serving.capacity.simulate import MAX_REQUESTS
+from serving.capacity.simulate import MAX_REQUESTS, Traffic
 from serving.config.groups import BenchmarkSettings
 from serving.config.project import ProjectError
 from serving.config.stack_config import stack_name_problem
@@ -152,10 +153,41 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
         help="write the best answer the offline preview accepts as Pulumi.NAME.yaml in the "
         "project (refused when it exists)",
     )
+    add_traffic_option(parser)
     add_mtp_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_project_options(parser, stack_file=False)
     return parser
+
+
+def add_traffic_option(parser: argparse.ArgumentParser) -> None:
+    """``--traffic SHAPE``: the traffic over a day, to price min instances against cold starts."""
+    parser.add_argument(
+        "--traffic",
+        metavar="SHAPE",
+        help=f"the traffic's shape over a day: {SHAPE_HELP} (the --trace's arrivals); prices "
+        "each min-instance setting against the requests that meet a cold start "
+        "(docs/min-instances.md). A profile's busiest hour is the rate",
+    )
+
+
+def traffic_shape(o: argparse.Namespace) -> tuple[Shape | None, float | None]:
+    """``--traffic``'s shape (a trace's arrivals are added from the traffic) and the rate: a
+    profile's busiest hour, else ``--rate``."""
+    if o.traffic is None:
+        return None, o.rate
+    shape = parse_shape(o.traffic)
+    if shape.peak is None:
+        return shape, o.rate
+    if o.rate is not None:
+        raise ValueError(
+            "--traffic profile gives the rates (its busiest hour is the rate): drop --rate"
+        )
+    return shape, shape.peak
+
+
+def arrivals(traffic: Traffic) -> list[float] | None:
+    return None if traffic.trace is None else [r.arrival_s for r in traffic.trace]
 
 
 def _goal(o: argparse.Namespace) -> Goal:
@@ -166,8 +198,9 @@ def _goal(o: argparse.Namespace) -> Goal:
             "--{ttft,itl,e2e}-{p50,p95,p99}-ms; means: --ttft-ms, --itl-ms, --e2e-ms)"
         )
     defaults = BenchmarkSettings()
+    shape, rate = traffic_shape(o)
     traffic = traffic_from(
-        o, o.rate, defaults.benchmark_prompt_tokens, defaults.benchmark_output_tokens
+        o, rate, defaults.benchmark_prompt_tokens, defaults.benchmark_output_tokens
     )
     capacity = tuple(o.capacity or ("on-demand", "spot"))
     if o.allow_flex_start and "flex-start" not in capacity:
@@ -187,6 +220,7 @@ def _goal(o: argparse.Namespace) -> Goal:
         seed=o.seed,
         mtp_acceptance=None if o.mtp_acceptance is None else float(o.mtp_acceptance),
         preferred=tuple(stack_names(ROOT)),
+        shape=None if shape is None else shape.with_trace(arrivals(traffic)),
     )
 
 
@@ -341,6 +375,22 @@ def as_json(result: SearchResult) -> dict[str, Any]:
     }
 
 
+def warm_line(a: dict[str, Any]) -> str:
+    """An answer's min instances against cold starts, and what fewer would break."""
+    rows = {r["min_instances"]: r for r in a["min_instances_rows"]}
+    row, fewest = rows[a["min_instances"]], a["min_instances_rows"][0]
+    line = (
+        f"#{a['rank']} min instances {row['min_instances']} "
+        f"({money(row['usd_per_month'], row['price_status']).split('.')[0]}/month): "
+        f"{row['cold_share']:.2%} meet a cold start (+{row['added_latency_s']['p50']:,} s)"
+    )
+    if fewest is not row:
+        line += f"; {fewest['min_instances']}: {fewest['cold_share']:.2%}, breaks " + ", ".join(
+            f"{m.upper()} {q}" for m, q in (b.split("_") for b in fewest["slo_broken"])
+        )
+    return line
+
+
 def _console() -> Console:
     console = Console()
     if not console.is_terminal or console.width > WIDTH:
@@ -407,5 +457,8 @@ def _print(result: SearchResult) -> None:
         f"{result.considered} configurations considered. `--write-stack NAME` writes #1."
     )
     console.print(lat)
+    for a in answers:
+        if a.get("min_instances_rows"):
+            console.print(warm_line(a))
     for problem in result.set_aside:
         console.print(f"Set aside (the settings refuse it as sized): {problem}")

@@ -26,6 +26,7 @@ from typing import Any
 
 from serving.capacity.coldstart import cold_start
 from serving.capacity.costs import Cost
+from serving.capacity.idle import Shape, chosen, for_stack
 from serving.capacity.perf import Slo, StepModel, Workload
 from serving.capacity.perf_stack import HEADROOM, MAX_REPLICAS, model_for_settings
 from serving.capacity.plan_perf import endpoint_cost, replica_key
@@ -116,6 +117,9 @@ class Goal:
     mtp_acceptance: float | None = None
     #: Stack names whose settings are preferred as a platform's starting point (the shipped).
     preferred: tuple[str, ...] = ()
+    #: The traffic over a day (`--traffic`): each answer then keeps the fewest min instances
+    #: whose cold starts break no percentile target (serving.capacity.idle).
+    shape: Shape | None = None
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -166,6 +170,8 @@ class Candidate:
     template: str = ""
     #: The sized answer's cost in the four figures (None until sized).
     cost: Cost | None = None
+    #: With a traffic shape: each min-instance setting priced against its cold starts.
+    min_instances: dict[str, Any] | None = None
 
     @property
     def most_replicas(self) -> int:
@@ -552,6 +558,7 @@ def search(
             answers.append(c)
     for c in answers:
         assert c.sizing is not None
+        keep_warm(c, goal)
         c.cost = cost(c.settings, goal.traffic, c.sizing.replicas)
         c.screen_usd_per_hour = _usd(c.cost)
     if goal.budget_usd_per_hour is not None:
@@ -587,6 +594,25 @@ def search(
     return SearchResult(
         goal, answers, closest, len(pool), refused, len(pool) - len(viable), set_aside
     )
+
+
+#: Each platform's min-instances key (a TPU VM stack's nodes are all always on).
+MIN_KEY = {"cloud-run": "minInstances", "gke": "minReplicas"}
+
+
+def keep_warm(c: Candidate, goal: Goal) -> None:
+    """With a traffic shape, the fewest min instances whose cold starts break no percentile
+    target go into the answer's settings (what `--write-stack` writes). Its replicas are the
+    most it takes (they serve the busiest period), and its cost already bills them all."""
+    if goal.shape is None:
+        return
+    assert c.sizing is not None and c.sizing.replicas is not None
+    n = c.sizing.replicas
+    targets = [(t.metric, t.stat, t.ms) for t in goal.targets]
+    c.min_instances = for_stack(c.settings, goal.shape, goal.traffic.rate, n, targets, n)
+    warm = chosen(c.min_instances)
+    if warm is not None:
+        c.raw = {**c.raw, MIN_KEY[c.platform]: warm}
 
 
 def _refused_at(c: Candidate, goal: Goal) -> str | None:
@@ -712,6 +738,7 @@ def stack_file_text(
         f"on {c.platform}/{c.hardware} ({c.capacity}), the least of those meeting the SLO"
         f"{runner}",
         f"  engine: {engine_text(c)}",
+        *_warm_header(c),
         "  predicted at that rate (simulated, not measured): "
         + ", ".join(f"{m.upper()} p95 {lat[m]['p95']:,.0f} ms" for m in METRICS),
         f"  started from Pulumi.{c.template}.yaml; set your project once:",
@@ -732,6 +759,20 @@ def stack_file_text(
         width=100,
     )
     return "".join(f"# {line}\n".replace("#  \n", "#\n") for line in header) + body
+
+
+def _warm_header(c: Candidate) -> list[str]:
+    """The stack file's line on its min instances, when a traffic shape chose them."""
+    warm = None if c.min_instances is None else chosen(c.min_instances)
+    if c.min_instances is None or warm is None:
+        return []
+    rows = c.min_instances["rows"]
+    row = next(r for r in rows if r["min_instances"] == warm)
+    fewer = "" if row is rows[0] else f"; {rows[0]['min_instances']}: {rows[0]['cold_share']:.2%}"
+    return [
+        f"  min instances {warm}: {row['cold_share']:.2%} of requests meet a cold start "
+        f"(p50 {row['added_latency_s']['p50']:,} s){fewer} (docs/min-instances.md)"
+    ]
 
 
 def _dollars(value: float | None) -> str:
@@ -859,4 +900,15 @@ def answer_dict(c: Candidate, goal: Goal, rank: int) -> dict[str, Any]:
         "template": c.template,
         "measured": False,
         "cold_start": {**cold_start(c.settings), "waits": waits(c.settings)},
+        **({} if c.min_instances is None else _warm_dict(c.min_instances)),
+    }
+
+
+def _warm_dict(block: dict[str, Any]) -> dict[str, Any]:
+    """An answer's ``min_instances`` (the count kept warm, None on a TPU VM), each setting's
+    row, and what they assume."""
+    return {
+        "min_instances": chosen(block),
+        "min_instances_rows": block["rows"],
+        "min_instances_basis": {k: v for k, v in block.items() if k != "rows"},
     }

@@ -23,6 +23,7 @@ from serving.capacity.configsearch import (
 )
 from serving.capacity.configsearch import cost as configsearch_cost
 from serving.capacity.costs import cost, instance_price
+from serving.capacity.idle import Shape, for_stack
 from serving.capacity.perf import Workload
 from serving.capacity.plan_perf import (
     endpoint_cost,
@@ -269,6 +270,29 @@ def report(
         "answer": answer,
         "cold_start": {**cold_start(settings), "waits": waits(settings)},
     }
+
+
+def min_instances_report(
+    settings: Settings, shape: Shape, figures: dict[str, Any], targets: tuple[Target, ...]
+) -> dict[str, Any]:
+    """`gemma4 plan --traffic`'s ``min_instances`` rows and ``traffic_shape`` (what they
+    assume), for the plan's rate and replicas (``figures``: :func:`report`'s) and its targets
+    (the command's, else the stack's)."""
+    rate, count = figures["requests_per_second"], figures["serving_replicas"]
+    if not count:
+        return {
+            "min_instances": [],
+            "traffic_shape": {**shape.as_dict(rate), "note": figures["serving_replicas_source"]},
+        }
+    block = for_stack(
+        settings,
+        shape,
+        rate,
+        count,
+        [(t.metric, t.stat, t.ms) for t in targets or stack_targets(settings)],
+        settings.replica_bounds[1],
+    )
+    return {"min_instances": block.pop("rows"), "traffic_shape": block}
 
 
 #: Sizings already run in this process, by what decides them (the settings as JSON, the goal,
