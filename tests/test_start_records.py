@@ -30,6 +30,7 @@ from serving.capacity.start_records import (
     observed_times,
     parse_time,
     start_block,
+    start_line,
     summary,
 )
 from serving.config.settings import load_settings
@@ -100,6 +101,7 @@ def test_a_new_service_gives_its_figures_from_its_outputs() -> None:
     assert block["sources"]["created_at"] == "the service's createTime (revision svc-00001)"
     assert block["sources"]["first_token_at"] == "the hook's clock"
     assert check_block(block, "run") == {"ready_s": 95.5, "first_token_s": 101.25}
+    assert start_line(block, why).startswith("start: ready 95.5 s, first token 101.")
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,7 @@ def start_block(
 
 def start_line(block: Mapping[str, Any], why: Mapping[str, str]) -> str:
     """The hook's one line: the figures recorded, and why each missing one is not."""
-    shown = [f"{k.removesuffix('_s')} {block[k]:,.1f} s" for k in FIGURES if k in block]
+    shown = [f"{k[:-2].replace('_', ' ')} {block[k]:,.1f} s" for k in FIGURES if k in block]
     head = "start: " + (", ".join(shown) + " after creation" if shown else "no figure recorded")
     return head + "".join(f"; {name} not recorded: {reason}" for name, reason in why.items())
 
