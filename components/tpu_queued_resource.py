@@ -236,7 +236,8 @@ def failure_reason(state_info: dict[str, Any]) -> str:
 
 
 class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedResource"):
-    """One TPU queued resource (one node). Outputs: state, nodeName, endpointUrl, IPs."""
+    """One TPU queued resource (one node). Outputs: state, nodeName, endpointUrl, IPs, createTime
+    (when the request was made)."""
 
     # Output attributes carry the provider's property names.
     state: pulumi.Output[str]

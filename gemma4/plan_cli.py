@@ -375,7 +375,8 @@ def measured_start(stack: str, settings: Settings) -> dict[str, Any]:
 
 def cold_start_text(stack: str, block: dict[str, Any]) -> str:
     """The cold start block, under 100 columns: a line a phase (p50, p90, basis and the data
-    file's figure, whose source `--json` and docs/cold-start.md give), the totals, the weights."""
+    file's figure, whose source `--json` and docs/cold-start.md give), the totals, the weights,
+    and the starts deploys of this stack measured (:func:`measured_start`), when kept."""
     lines = [
         f"Cold start: stack {stack}, scale-out to first token (PREDICTED, compile cache "
         f"{block['cache']})"

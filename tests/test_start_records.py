@@ -20,6 +20,7 @@ from bench.results.store import RunStore, load_run
 from components.stack import post_deploy_binding
 from endpoint.auth import NoAuth
 from gemma4.plan_cli import main
+from preview.harness import PROJECT, RecordingMocks, stack_config
 from serving.capacity.calibration import load_calibration
 from serving.capacity.plan import load_stack_settings
 from serving.capacity.start_records import (
@@ -34,7 +35,6 @@ from serving.capacity.start_records import (
     summary,
 )
 from serving.config.settings import load_settings
-from tests.pulumi_harness import PROJECT, RecordingMocks, stack_config
 from tests.support.fake_vllm import FakeVllmConfig, FakeVllmServer
 from tests.test_plan_perf import TRUTH, _cells, _write_run
 
@@ -42,7 +42,9 @@ SERVICE = "gcp:cloudrunv2/service:Service"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def service_outputs(created: datetime, ready: datetime, revision: str = "svc-00001") -> dict:
+def service_outputs(
+    created: datetime, ready: datetime, revision: str = "svc-00001"
+) -> dict[str, Any]:
     """A Cloud Run service's outputs as pulumi-gcp's cloudrunv2.Service gives them."""
     return {
         "createTime": google_time(created),
@@ -168,7 +170,7 @@ def _run_binding(
 
         async def call() -> None:
             for hook in binding.after_create or []:
-                await hook(args)  # type: ignore[operator]
+                await hook(args)  # type: ignore[misc]
 
         return asyncio.ensure_future(call())
 
