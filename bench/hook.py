@@ -28,7 +28,7 @@ __all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "sum
 
 Log = Callable[[str], None]
 #: Given when the first token came (None: not timed), the run record's ``start`` block and the
-#: hook's line about it (docs/cold-start.md, "Measured after deploy").
+#: hook's line about it (docs/benchmark-reference.md, "Measured starts").
 StartRecord = Callable[[dt.datetime | None], tuple[dict[str, Any], str]]
 #: A :data:`StartRecord` for the resource a hook runs after.
 StartRecorder = Callable[[pulumi.ResourceHookArgs, dt.datetime | None], tuple[dict[str, Any], str]]

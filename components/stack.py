@@ -118,8 +118,8 @@ def project_id() -> str:
 
 
 class StartClock:
-    """The start of the instance the post-deploy hooks run after (docs/cold-start.md, "Measured
-    after deploy"): created and ready from the resource's outputs, the first token from the
+    """The start of the instance the post-deploy hooks run after (docs/benchmark-reference.md,
+    "Measured starts"): created and ready from the resource's outputs, the first token from the
     health check's chat (else the benchmark's first request) by the hook's clock, kept in the
     benchmark's run record (``recorded``: a benchmark runs)."""
 

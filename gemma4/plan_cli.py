@@ -683,17 +683,18 @@ def start_figures(
         what = f"--start-run {path}" if path is not None else f"the run {run.path.name}"
         if run.path.name in figures:
             raise ValueError(f"{what}: run {run.path.name} is given twice")
-        refusal = "it records no start" if "start" not in run.run else None
-        refusal = refusal or start_refusal(run, stack, settings)
-        if refusal is not None:
-            if path is not None:
-                raise ValueError(f"{what}: {refusal}")
-            notes.append(f"{what}'s start is not used: {refusal}")
-            continue
         try:
-            figures[run.path.name] = check_block(run.run["start"], str(run.path.name))
+            found = check_block(run.run.get("start", {}), run.path.name)
         except StartError as exc:
             raise ValueError(f"{what}: {exc}") from None
+        refusal = None if found else "it records no start figure (ready_s, first_token_s)"
+        refusal = refusal or start_refusal(run, stack, settings)
+        if refusal is None:
+            figures[run.path.name] = found
+        elif path is not None:
+            raise ValueError(f"{what}: {refusal}")
+        else:
+            notes.append(f"{what}'s start is not used: {refusal}")
     return figures, notes
 
 
@@ -715,6 +716,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
         data = load_run(o.run_dir)
         release = vllm_release(settings)
         measured_hw, measured_vllm = run_target(data.run, settings, o.stack, o.allow_other_target)
+        starts, notes = start_figures(data, o.start_run, o.stack, settings)  # before the fit
         base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
         calibration = calibrate(
             base,
@@ -736,7 +738,6 @@ def calibrate_main(argv: Sequence[str]) -> int:
                 "other_target": (measured_hw, measured_vllm) != (settings.hardware, release),
             },
         )
-        starts, notes = start_figures(data, o.start_run, o.stack, settings)
         if starts:
             calibration = replace(calibration, start=start_summary(o.stack, settings.image, starts))
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
@@ -768,8 +769,8 @@ def calibrate_main(argv: Sequence[str]) -> int:
         print(f"measured start after deploy ({len(calibration.start['runs'])} runs):")
         for figure in FIGURES:
             got = calibration.start[figure]
-            shown = f"p50 {got['p50_s']:,.1f} s, p90 {got['p90_s']:,.1f} s (n {got['n']})"
-            print(f"  {figure}: {shown if got else '-'}")
+            shown = "-" if got is None else f"p50 {got['p50_s']:,.1f} s, p90 {got['p90_s']:,.1f} s"
+            print(f"  {figure}: {shown}" + (f" (n {got['n']})" if got else ""))
     return 0
 
 

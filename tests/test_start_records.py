@@ -273,14 +273,20 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     other = _start_run(tmp_path / "other", "rtx6000", 1.0, 2.0)
     out = tmp_path / "calibrations"
     argv = ["calibrate", str(run_dir), "-s", "l4", "--out", str(out)]
-    # A run of another stack says nothing of this one: refused, naming it.
-    assert main([*argv, "--start-run", str(other)]) == 2
-    assert "--start-run" in capsys.readouterr().err
+    # A run of another stack says nothing of this one, and an edited figure is not a
+    # measurement: each refused, naming it.
+    edited = _start_run(tmp_path / "edited", "l4", 60.0, 80.0)
+    record = json.loads((edited / "run.json").read_text())
+    record["start"]["first_token_s"] = 8.0
+    (edited / "run.json").write_text(json.dumps(record))
+    for bad, why in ((other, "not made against stack 'l4'"), (edited, "its times say 80.0")):
+        assert main([*argv, "--start-run", str(bad)]) == 2
+        assert f"--start-run {bad}: " in (err := capsys.readouterr().err) and why in err
     extra = [arg for s in starts for arg in ("--start-run", str(s))]
     assert main([*argv, *extra]) == 0, capsys.readouterr().err
     text = capsys.readouterr().out
     # The fitted run itself records no start: said, not counted.
-    assert "the run run's start is not used: it records no start" in text
+    assert "the run run's start is not used: it records no start figure" in text
     (path,) = out.glob("*.json")
     start = load_calibration(path).start
     assert start is not None and start["runs"] == ["s0", "s1", "s2"]

@@ -3,11 +3,10 @@
 The post-deploy hook reads when the new Cloud Run revision or TPU queued resource was created
 (and, on Cloud Run, became ready) from the resource's own outputs, and when the first token
 came from its own clock; :func:`start_block` turns them into the run record's ``start`` block
-(docs/benchmark-reference.md). :func:`summary` pools the blocks of a stack's runs into what a
-calibration file keeps, and :func:`check_summary` reads it back (docs/cold-start.md, "Measured
-after deploy"). A time in another shape than Google's APIs write, in the future, or more than a
-day from the creation is refused by name and never recorded: nothing is claimed measured that
-was not.
+(docs/benchmark-reference.md, "Measured starts"). :func:`summary` pools the blocks of a stack's
+runs into what a calibration file keeps, and :func:`check_summary` reads it back. A time in
+another shape than Google's APIs write, in the future, or more than a day from the creation is
+refused by name and never recorded: nothing is claimed measured that was not.
 """
 
 from __future__ import annotations
