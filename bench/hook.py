@@ -27,6 +27,11 @@ from serving.config.groups import SloSettings
 __all__ = ["BenchmarkFailedError", "BenchmarkHookConfig", "benchmark_hook", "summary_lines"]
 
 Log = Callable[[str], None]
+#: Given when the first token came (None: not timed), the run record's ``start`` block and the
+#: hook's line about it (docs/benchmark-reference.md, "Measured starts").
+StartRecord = Callable[[dt.datetime | None], tuple[dict[str, Any], str]]
+#: A :data:`StartRecord` for the resource a hook runs after.
+StartRecorder = Callable[[pulumi.ResourceHookArgs, dt.datetime | None], tuple[dict[str, Any], str]]
 
 
 class BenchmarkFailedError(Exception):
@@ -101,10 +106,13 @@ async def run_post_deploy_benchmark(
     log: Log,
     warn: Log,
     resource: str = "serving",
+    start: StartRecord | None = None,
 ) -> tuple[RunData, GateResult]:
-    """Probe, sweep and gate within ``config.budget_s``; raise BenchmarkFailedError on failure."""
+    """Probe, sweep and gate within ``config.budget_s``; raise BenchmarkFailedError on failure.
+    ``start``: the instance's start, given the probe's first token, goes into the run record."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + config.budget_s
+    sent = dt.datetime.now(dt.UTC)
     try:
         first = await asyncio.wait_for(
             probe(url, config.served_model_name, auth=auth), timeout=min(60.0, config.budget_s)
@@ -117,6 +125,13 @@ async def run_post_deploy_benchmark(
         raise BenchmarkFailedError(
             redact(f"cannot benchmark {url}: {first.error_kind}: {first.error or 'no detail'}")
         )
+    extra = {"stack": config.stack, "trigger": "pulumi up", **config.extra}
+    if start is not None:
+        ttft = first.ttft_s
+        block, line = start(None if ttft is None else sent + dt.timedelta(seconds=ttft))
+        log(line)
+        if block:
+            extra["start"] = block
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = config.results_dir / config.stack / f"{stamp}-{resource}"
     cells = len(config.grid.cells())
@@ -131,7 +146,7 @@ async def run_post_deploy_benchmark(
         label=f"{config.stack} post-deploy",
         progress=False,
         preflight=False,  # the probe above was the preflight
-        extra={"stack": config.stack, "trigger": "pulumi up", **config.extra},
+        extra=extra,
     )
     try:
         run = await asyncio.wait_for(
@@ -178,9 +193,11 @@ def benchmark_hook(
     log: Log | None = None,
     warn: Log | None = None,
     fixed_url: str | None = None,
+    start: StartRecorder | None = None,
 ) -> pulumi.ResourceHook:
     """A named :class:`pulumi.ResourceHook` running the post-deploy benchmark; `fixed_url`:
-    the endpoint, whatever the resource's outputs say (the stack knows where it serves)."""
+    the endpoint, whatever the resource's outputs say (the stack knows where it serves);
+    `start`: the resource's start, recorded in the run."""
 
     async def post_deploy_benchmark(args: pulumi.ResourceHookArgs) -> None:
         url = fixed_url or url_from_outputs(args.new_outputs, url_keys)
@@ -197,6 +214,7 @@ def benchmark_hook(
             warn or (lambda m: pulumi.log.warn(f"{args.name}: {m}")),
             # Each TPU replica runs this hook: one folder per resource.
             resource=args.name,
+            start=None if start is None else lambda first: start(args, first),
         )
 
     return pulumi.ResourceHook(name, post_deploy_benchmark)

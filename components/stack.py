@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from endpoint.auth import AuthStrategy, GoogleIdTokenAuth, SecretManagerApiKeyAu
 from healthchecks.hook import AuthFactory, health_hook
 from serving.capacity.perf_stack import benchmark_concurrency
 from serving.capacity.start_budget import health_deadline_s
+from serving.capacity.start_records import observed_times, start_block, start_line
 from serving.catalog.hardware import Platform
 from serving.config.checks import SettingsError, check_project_id
 from serving.config.settings import Settings, load_settings
@@ -116,6 +118,39 @@ def project_id() -> str:
     return check_project_id(pulumi.Config("gcp").get("project"))
 
 
+class StartClock:
+    """The start of the instance the post-deploy hooks run after (docs/benchmark-reference.md,
+    "Measured starts"): created and ready from the resource's outputs, the first token from the
+    health check's chat (else the benchmark's first request) by the hook's clock, kept in the
+    benchmark's run record (``recorded``: a benchmark runs)."""
+
+    def __init__(self, platform: str, recorded: bool) -> None:
+        self.platform = platform
+        self.recorded = recorded
+        self.first_tokens: dict[str, datetime] = {}  # by resource URN: TPU replicas share hooks
+
+    def first_token(self, args: pulumi.ResourceHookArgs, at: datetime) -> None:
+        self.first_tokens[args.urn] = at
+        if not self.recorded:
+            _, line = self.record(args, None)
+            pulumi.log.info(f"{args.name}: {line} (in no run record: postDeployBenchmark is off)")
+
+    def record(
+        self, args: pulumi.ResourceHookArgs, probed: datetime | None
+    ) -> tuple[dict[str, Any], str]:
+        checked = self.first_tokens.pop(args.urn, None)
+        first = (
+            (checked, "the health check's streamed chat completion, by the hook's clock")
+            if checked is not None
+            else (probed, "the benchmark's first streamed completion, by the hook's clock")
+            if probed is not None
+            else None
+        )
+        found, missing = observed_times(self.platform, args.new_outputs, args.old_outputs)
+        block, why = start_block(found, missing, first, datetime.now(UTC))
+        return block, start_line(block, why)
+
+
 def post_deploy_binding(
     settings: Settings,
     prefix: str,
@@ -131,6 +166,7 @@ def post_deploy_binding(
     `healthCheckDeadlineSeconds`, by default what the cold start prediction derives
     (serving/capacity/start_budget.py)."""
     hooks: list[pulumi.ResourceHook | pulumi.ResourceHookFunction] = []
+    clock = StartClock(settings.deploy_platform, settings.benchmark.post_deploy_benchmark)
     if settings.health.health_check:
         hooks.append(
             health_hook(
@@ -142,6 +178,7 @@ def post_deploy_binding(
                 url=url,
                 url_keys=url_keys,
                 refused_grace_s=refused_grace_s,
+                on_first_token=clock.first_token,
             )
         )
     b = settings.benchmark
@@ -175,7 +212,12 @@ def post_deploy_binding(
         )
         hooks.append(
             benchmark_hook(
-                f"{prefix}-benchmark", config, auth=auth, url_keys=url_keys, fixed_url=url
+                f"{prefix}-benchmark",
+                config,
+                auth=auth,
+                url_keys=url_keys,
+                fixed_url=url,
+                start=clock.record,
             )
         )
     if not hooks:

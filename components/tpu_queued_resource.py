@@ -141,7 +141,7 @@ class QueuedResourceProvider(ResourceProvider):
             api.close()
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        outputs = ("state", "nodeName", "externalIp", "internalIp", "endpointUrl")
+        outputs = ("state", "nodeName", "externalIp", "internalIp", "endpointUrl", "createTime")
         # A key present on either side counts: removing a setting (e.g. validUntilSeconds) is a
         # change too, never silently ignored.
         changed = sorted(
@@ -219,6 +219,8 @@ class QueuedResourceProvider(ResourceProvider):
             "internalIp": internal_ip,
             "externalIp": external_ip,
             "endpointUrl": f"http://{host}:{props['servingPort']}" if host else "",
+            # When the request was queued: the post-deploy hook's start (components/stack.py).
+            "createTime": resource.get("createTime"),
         }
 
 
@@ -234,7 +236,8 @@ def failure_reason(state_info: dict[str, Any]) -> str:
 
 
 class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedResource"):
-    """One TPU queued resource (one node). Outputs: state, nodeName, endpointUrl, IPs."""
+    """One TPU queued resource (one node). Outputs: state, nodeName, endpointUrl, IPs, createTime
+    (when the request was made)."""
 
     # Output attributes carry the provider's property names.
     state: pulumi.Output[str]
@@ -253,5 +256,6 @@ class QueuedResource(pulumi.dynamic.Resource, module="gemma4", name="TpuQueuedRe
             "endpointUrl": None,
             "internalIp": None,
             "externalIp": None,
+            "createTime": None,
         }
         super().__init__(QueuedResourceProvider(), name, {**props, **outputs}, opts)

@@ -11,6 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.results.gate import target_differences
 from bench.results.store import RunData, StoreError, load_run
 from gemma4.options import (
     add_mtp_option,
@@ -40,7 +42,12 @@ from gemma4.workload_options import (
     traffic_from,
 )
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
-from serving.capacity.calibration import CALIBRATIONS_DIR, CalibrationError, calibrate
+from serving.capacity.calibration import (
+    CALIBRATIONS_DIR,
+    CalibrationError,
+    calibrate,
+    find_start,
+)
 from serving.capacity.costs import UNKNOWN, money
 from serving.capacity.perf import MAX_CONCURRENCY
 from serving.capacity.perf_stack import HEADROOM, model_for_settings, vllm_release
@@ -53,6 +60,8 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, workload_for
 from serving.capacity.start_budget import waits_text
+from serving.capacity.start_records import FIGURES, StartError, check_block
+from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
@@ -324,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if shape is not None:
             result |= min_instances_report(settings, shape, result, targets_from(options))
+        result["cold_start"] = {**result["cold_start"], **measured_start(stack, settings)}
         if options.plot is not None:
             from serving.capacity.perf_plot import measured_points, plot_stack
             from serving.capacity.plot_style import PlotError
@@ -372,9 +382,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if result["fits"] else 1
 
 
+def measured_start(stack: str, settings: Settings) -> dict[str, Any]:
+    """``{"measured": {p50_s, p90_s, n, source}}``: the stack's starts to the first token as
+    `plan calibrate` kept them from its post-deploy runs (empty when none is kept)."""
+    found = find_start(stack, settings.image, CALIBRATIONS_DIR)
+    if found is None or found[1]["first_token_s"] is None:
+        return {}
+    path, start = found
+    return {"measured": {**start["first_token_s"], "source": f"calibration {path.name}"}}
+
+
 def cold_start_text(stack: str, block: dict[str, Any]) -> str:
     """The cold start block, under 100 columns: a line a phase (p50, p90, basis and the data
-    file's figure, whose source `--json` and docs/cold-start.md give), the totals, the weights."""
+    file's figure, whose source `--json` and docs/cold-start.md give), the totals, the weights,
+    and the starts deploys of this stack measured (:func:`measured_start`), when kept."""
     lines = [
         f"Cold start: stack {stack}, scale-out to first token (PREDICTED, compile cache "
         f"{block['cache']})"
@@ -395,6 +416,13 @@ def cold_start_text(stack: str, block: dict[str, Any]) -> str:
         f"  weights: {block['weight_bytes'] / 1e9:.1f} GB at {block['loader_gb_per_s']:g} GB/s "
         f"({block['loader']}); sources and method: docs/cold-start.md",
     ]
+    if "measured" in block:
+        m = block["measured"]
+        lines += [
+            f"  MEASURED after deploy: p50 {m['p50_s']:,.0f} s, p90 {m['p90_s']:,.0f} s to first "
+            f"token over {m['n']} start{'s' if m['n'] != 1 else ''}",
+            f"    ({m['source'][:90]})",
+        ]
     return "\n".join(lines)
 
 
@@ -650,6 +678,15 @@ def build_calibrate_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "calibration is labelled with what was measured and applies to that target only",
     )
     parser.add_argument(
+        "--start-run",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a post-deploy run of this stack whose measured start (run.json's `start`) joins "
+        "the run's own in the calibration's cold-start figures; repeatable",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -674,6 +711,53 @@ def _cannot_write(folder: Path) -> str | None:
     return None
 
 
+def start_refusal(run: RunData, stack: str, settings: Settings) -> str | None:
+    """Why ``run``'s measured start says nothing of ``stack`` as it is declared (None: it
+    does): the rules of a calibration (model, hardware, vLLM release as the stack pins them)
+    and of `bench gate` (the run's stack and target), and the image recorded and the same."""
+    try:
+        run_target(run.run, settings, stack, allow_other=False)
+    except ValueError as exc:
+        return str(exc)
+    if run.run.get("stack") != stack:
+        return (
+            f"the run was not made against stack {stack!r} (its `stack`: {run.run.get('stack')!r})"
+        )
+    target = run.run.get("target")
+    if not isinstance(target, dict) or target.get("image") != settings.image:
+        return f"the run does not record stack {stack!r}'s image {settings.image!r} as its target"
+    differences = target_differences(run, stack, settings)
+    return "; ".join(differences) if differences else None
+
+
+def start_figures(
+    data: RunData, extra: Sequence[Path], stack: str, settings: Settings
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """(run id -> its start figures, notes): the calibrated run's own start when it is one of
+    this stack (a note says why not otherwise), and each ``--start-run``'s (refused, naming
+    it, when it records none or is not this stack's)."""
+    figures: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    runs = [(data, None), *((load_run(path), path) for path in extra)]
+    for run, path in runs:
+        what = f"--start-run {path}" if path is not None else f"the run {run.path.name}"
+        if run.path.name in figures:
+            raise ValueError(f"{what}: run {run.path.name} is given twice")
+        try:
+            found = check_block(run.run.get("start", {}), run.path.name)
+        except StartError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        refusal = None if found else "it records no start figure (ready_s, first_token_s)"
+        refusal = refusal or start_refusal(run, stack, settings)
+        if refusal is None:
+            figures[run.path.name] = found
+        elif path is not None:
+            raise ValueError(f"{what}: {refusal}")
+        else:
+            notes.append(f"{what}'s start is not used: {refusal}")
+    return figures, notes
+
+
 def calibrate_main(argv: Sequence[str]) -> int:
     o = build_calibrate_parser().parse_args(list(argv))
     try:
@@ -692,6 +776,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
         data = load_run(o.run_dir)
         release = vllm_release(settings)
         measured_hw, measured_vllm = run_target(data.run, settings, o.stack, o.allow_other_target)
+        starts, notes = start_figures(data, o.start_run, o.stack, settings)  # before the fit
         base, _ = model_for_settings(settings, calibrations=None)  # fit from the priors
         calibration = calibrate(
             base,
@@ -713,6 +798,8 @@ def calibrate_main(argv: Sequence[str]) -> int:
                 "other_target": (measured_hw, measured_vllm) != (settings.hardware, release),
             },
         )
+        if starts:
+            calibration = replace(calibration, start=start_summary(o.stack, settings.image, starts))
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
         print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
         return 2
@@ -736,6 +823,14 @@ def calibrate_main(argv: Sequence[str]) -> int:
     print("held-out median error (fit on alternate concurrencies, predict the others):")
     for metric, error in calibration.held_out_error.items():
         print(f"  {metric}: {'-' if error is None else f'{error:.1%}'}")
+    for note in notes:
+        print(note)
+    if calibration.start:
+        print(f"measured start after deploy ({len(calibration.start['runs'])} runs):")
+        for figure in FIGURES:
+            got = calibration.start[figure]
+            shown = "-" if got is None else f"p50 {got['p50_s']:,.1f} s, p90 {got['p90_s']:,.1f} s"
+            print(f"  {figure}: {shown}" + (f" (n {got['n']})" if got else ""))
     return 0
 
 

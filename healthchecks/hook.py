@@ -5,7 +5,8 @@ Hooks do not run during ``pulumi preview``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 import pulumi
 
@@ -16,9 +17,11 @@ from endpoint.targets import AuthFactory, resolve_auth, url_from_outputs
 from .checks import Backoff
 from .runner import HealthReport, run_health_checks
 
-__all__ = ["AuthFactory", "HealthCheckFailedError", "health_hook"]
+__all__ = ["AuthFactory", "HealthCheckFailedError", "first_token_at", "health_hook"]
 
 _URL_KEYS = ("uri", "url")
+#: Told the time of the first token of a passed check (the cold start's end, docs/cold-start.md).
+FirstToken = Callable[[pulumi.ResourceHookArgs, datetime], None]
 
 
 class HealthCheckFailedError(Exception):
@@ -39,10 +42,12 @@ def health_hook(
     url_keys: Sequence[str] = _URL_KEYS,
     backoff: Backoff | None = None,
     refused_grace_s: float | None = None,
+    on_first_token: FirstToken | None = None,
 ) -> pulumi.ResourceHook:
     """``auth``: a strategy, or a factory given the URL (default: a Google ID token for it).
     ``url``: a fixed endpoint, else the first of ``url_keys`` in the resource's outputs.
-    ``deadline_s``: the whole budget, cold start included."""
+    ``deadline_s``: the whole budget, cold start included. ``on_first_token``: told when the
+    chat check's first token came, once every check passed."""
 
     async def post_deploy_health_check(args: pulumi.ResourceHookArgs) -> None:
         target = url or url_from_outputs(args.new_outputs, url_keys)
@@ -71,6 +76,9 @@ def health_hook(
                 report,
             )
         chat = next((r for r in report.results if r.name == "chat"), None)
+        first = first_token_at(report, datetime.now(UTC))
+        if on_first_token is not None and first is not None:
+            on_first_token(args, first)
         pulumi.log.info(
             redact(
                 f"{args.name}: {served_model_name} is serving at {target}"
@@ -79,3 +87,17 @@ def health_hook(
         )
 
     return pulumi.ResourceHook(name, post_deploy_health_check)
+
+
+def first_token_at(report: HealthReport, ended: datetime) -> datetime | None:
+    """When the chat check's first token came, by the hook's clock: ``ended`` (the checks' end)
+    less the checks after the chat and the chat's own time after its first token."""
+    names = [r.name for r in report.results]
+    if "chat" not in names:
+        return None
+    chat = report.results[names.index("chat")]
+    ttft = chat.data.get("ttft_s")
+    if not chat.ok or not isinstance(ttft, int | float):
+        return None
+    after = sum(r.duration_s for r in report.results[names.index("chat") + 1 :])
+    return ended - timedelta(seconds=after + chat.duration_s - ttft)

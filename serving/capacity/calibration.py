@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from serving.capacity import itl_spread
+from serving.capacity import itl_spread, start_records
 from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
 
@@ -352,6 +352,9 @@ class Calibration:
     #: A token gap's spread around its step's mean, from the run's concurrency-1 cell
     #: (:func:`serving.capacity.itl_spread.from_cells`); empty when the run had none.
     itl_spread: tuple[float, ...] = ()
+    #: The measured starts of one stack's new instances after deploy
+    #: (:func:`serving.capacity.start_records.summary`); None when no run recorded one.
+    start: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -379,6 +382,7 @@ class Calibration:
             "mean_accepted_length": self.mean_accepted_length,
             "mtp_acceptance": dict(self.mtp_acceptance) if self.mtp_acceptance else None,
             "itl_spread": list(self.itl_spread),
+            "start": dict(self.start) if self.start else None,
         }
 
     @classmethod
@@ -418,6 +422,7 @@ class Calibration:
             if not isinstance(raw_spread, list):
                 raise TypeError("itl_spread must be a list of numbers")
             spread = itl_spread.check(raw_spread)
+            start = start_records.check_summary(data.get("start"))  # absent in older files
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
         return cls(
@@ -430,6 +435,7 @@ class Calibration:
             float(accepted) if accepted is not None else None,
             mtp,
             spread,
+            start,
         )
 
     @property
@@ -492,6 +498,17 @@ def find_calibration(
         if platform is not None and c.provenance.get("platform") != platform:
             continue
         return c
+    return None
+
+
+def find_start(stack: str, image: str, folder: Path = CALIBRATIONS_DIR) -> tuple[Path, Any] | None:
+    """(file, its ``start``) of the calibration holding the measured starts of ``stack`` running
+    ``image``: another stack's, or this stack's before its image changed, never stands in;
+    nor does a synthetic one."""
+    for path in sorted(folder.glob("*.json")):
+        c = load_calibration(path)
+        if c.start and not c.synthetic and (c.start["stack"], c.start["image"]) == (stack, image):
+            return path, c.start
     return None
 
 
