@@ -88,6 +88,9 @@ def read_settings() -> Settings:
 TPU_APIS = (
     "tpu.googleapis.com",
     "compute.googleapis.com",
+    # The model bucket and its download job (a Cloud Run job), as on the other stacks.
+    "run.googleapis.com",
+    "storage.googleapis.com",
     "secretmanager.googleapis.com",
     "iam.googleapis.com",
 )
@@ -239,13 +242,6 @@ def watch(
     return {"dashboard_id": board.dashboard_id}
 
 
-#: The TPU node stack's `compile_cache` output: why its cache is not kept.
-TPU_NODE_CACHE = (
-    "not kept: a TPU node has no model bucket (vLLM downloads the checkpoint from Hugging "
-    "Face at boot), so each new node compiles again (docs/deploy/tpu.md)"
-)
-
-
 def cache_url(bucket: ModelBucket, key: pulumi.Input[str]) -> pulumi.Output[str]:
     """Where the serving resource keeps vLLM's compile cache: its key's folder of the bucket."""
     return pulumi.Output.all(bucket.bucket_name, key).apply(
@@ -285,7 +281,7 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             "sourceRanges is empty, so the serving port is closed: the post-deploy health "
             "check and benchmark are skipped. Add your CIDR to sourceRanges to run them."
         )
-    pulumi.log.warn(f"vLLM's compile cache is {TPU_NODE_CACHE}.")
+    bucket = ModelBucket(f"{prefix}-models", settings, pulumi.ResourceOptions(depends_on=[apis]))
     nodes = TpuVllmNodes(
         f"{prefix}-tpu",
         TpuVllmNodesArgs(
@@ -294,6 +290,8 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
             tag=f"{prefix}-vllm",
             hooks=hooks,
             scrape_job=job,
+            bucket=bucket,
+            depends_on=list(bucket.download_jobs),
         ),
         opts=pulumi.ResourceOptions(depends_on=[apis]),
     )
@@ -307,8 +305,10 @@ def build_tpu(settings: Settings, prefix: str) -> dict[str, pulumi.Input[Any]]:
         "states": nodes.states,
         "served_model_name": settings.model.served_name,
         "vllm_command_line": nodes.vllm_command_line,
-        "compile_cache": TPU_NODE_CACHE,
+        "compile_cache": cache_url(bucket, nodes.compile_cache_key),
         "api_key_secret": settings.tpu.api_key_secret,
+        "bucket_name": bucket.bucket_name,
+        "model_prefix": bucket.model_prefix,
     }
 
 

@@ -1,23 +1,31 @@
-"""vLLM on TPU v6e-1 nodes: queued resources, the nodes' own identity, and a narrow firewall."""
+"""vLLM on TPU v6e-1 nodes: queued resources, the nodes' own identity, and a narrow firewall.
+
+Each node copies the checkpoint from the stack's model bucket to its disk and keeps its XLA
+cache in the bucket under its key (serving/render/tpu_startup.py)."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import pulumi
 from pulumi_gcp import compute, projects, secretmanager, serviceaccount
 
+from components.model_bucket import ModelBucket, checkpoints
 from components.naming import account_id
 from components.tpu_queued_resource import QueuedResource
 from serving.catalog.hardware import Platform
 from serving.config.settings import Settings
 from serving.render import monitoring as monitoring_spec
-from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_metadata
-from serving.render.vllm import render
-
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+from serving.render.tpu_startup import (
+    BUCKET_KEY,
+    FromBucket,
+    OpsAgent,
+    StartupSecrets,
+    node_cache_key,
+    render_metadata,
+)
+from serving.render.vllm import mounted
 
 
 @dataclass
@@ -30,6 +38,10 @@ class TpuVllmNodesArgs:
     hooks: pulumi.ResourceHookBinding | None
     #: With a job name, each node runs the Ops Agent scraping vLLM's /metrics under it.
     scrape_job: str | None
+    #: The model bucket the nodes copy the weights from and keep their XLA cache in.
+    bucket: ModelBucket
+    #: What must exist before a node boots (the bucket's download jobs).
+    depends_on: list[pulumi.Resource]
 
 
 class TpuVllmNodes(pulumi.ComponentResource):
@@ -43,6 +55,8 @@ class TpuVllmNodes(pulumi.ComponentResource):
     """Queued-resource state of each node (ACTIVE once serving hardware is up)."""
     vllm_command_line: pulumi.Output[str]
     """The vLLM command line every node runs."""
+    compile_cache_key: str
+    """The key of the nodes' XLA cache folder (`compile-cache/<key>/` in the model bucket)."""
 
     def __init__(
         self, name: str, args: TpuVllmNodesArgs, opts: pulumi.ResourceOptions | None = None
@@ -52,26 +66,16 @@ class TpuVllmNodes(pulumi.ComponentResource):
         if s.profile.platform is not Platform.TPU:
             raise ValueError(f"hardware {s.hardware!r} is not a TPU")
         tpu = s.tpu
-        # The node downloads the checkpoint from Hugging Face at boot: pin its revision.
-        command = render(s, model_path=s.model.model, port=tpu.serving_port, from_hub=True)
-        floating = [
-            f"{key}={value!r}"
-            for key, value in (
-                ("modelRevision", s.model.model_revision),
-                ("drafterRevision", s.model.drafter_revision if s.model.drafter else None),
-            )
-            if value is not None and not _COMMIT.match(value)
-        ]
-        if floating:
-            pulumi.log.warn(
-                f"{', '.join(floating)}: a branch or tag is resolved again at every node boot, "
-                "so a reboot or another replica can load newer weights; set a 40-character "
-                "commit sha to pin them."
-            )
-        metadata = render_metadata(
+        # The weights are the bucket's folders, copied to the node's disk at the mount path.
+        command = mounted(s, port=tpu.serving_port)
+        self.compile_cache_key = node_cache_key(
+            command, s.image, s.profile.accelerator, s.profile.accelerator_count
+        )
+        launch = render_metadata(
             command,
             s.image,
-            StartupSecrets(args.project, s.weights.hf_token_secret, tpu.api_key_secret),
+            StartupSecrets(args.project, tpu.api_key_secret),
+            FromBucket(tuple(c.folder for c in checkpoints(s)), self.compile_cache_key),
             OpsAgent(
                 version=s.monitoring.monitoring_ops_agent_version,
                 config_yaml=monitoring_spec.ops_agent_config(
@@ -81,6 +85,7 @@ class TpuVllmNodes(pulumi.ComponentResource):
             if args.scrape_job is not None
             else None,
         )
+        metadata = {**launch, BUCKET_KEY: args.bucket.bucket_name}
 
         account = serviceaccount.Account(
             f"{name}-sa",
@@ -91,16 +96,14 @@ class TpuVllmNodes(pulumi.ComponentResource):
         member = account.email.apply(lambda e: f"serviceAccount:{e}")
         grants: list[pulumi.Resource] = [
             secretmanager.SecretIamMember(
-                f"{name}-sa-{role}",
-                secret_id=secret,
+                f"{name}-sa-api-key",
+                secret_id=tpu.api_key_secret,
                 role="roles/secretmanager.secretAccessor",
                 member=member,
                 opts=pulumi.ResourceOptions(parent=self),
-            )
-            for role, secret in (
-                ("hf-token", s.weights.hf_token_secret),
-                ("api-key", tpu.api_key_secret),
-            )
+            ),
+            args.bucket.grant_read(f"{name}-sa-read-models", member),
+            args.bucket.grant_cache_write(f"{name}-sa-write-cache", member, self.compile_cache_key),
         ]
         if args.scrape_job is not None:
             # The Ops Agent writes vLLM's metrics as the node's identity (a project-level role).
@@ -150,8 +153,10 @@ class TpuVllmNodes(pulumi.ComponentResource):
                     "createTimeoutSeconds": tpu.create_timeout_minutes * 60,
                     "pollSeconds": 15,
                 },
-                # The node reads both secrets at boot: grant access before it exists.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=grants, hooks=args.hooks),
+                # The node reads the secret and the bucket at boot: grants and weights first.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*grants, *args.depends_on], hooks=args.hooks
+                ),
             )
             for index in range(tpu.replicas)
         ]

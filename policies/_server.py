@@ -46,7 +46,14 @@ from serving.launch.vllm_args import (
     serve_args,
 )
 from serving.render.compile_cache import CACHE_ENVS, CACHE_PREFIX
-from serving.render.tpu_startup import LAUNCH_KEY, LAUNCHER, SECRET_ENV, read_launch
+from serving.render.tpu_startup import (
+    CONTAINER_ENV,
+    LAUNCH_KEY,
+    LAUNCHER,
+    SECRET_ENV,
+    read_launch,
+)
+from serving.render.vllm import MODEL_MOUNT_PATH
 
 #: Machine families that come with accelerators attached (A2/A3/A4 and G2/G4 GPUs, CT TPUs).
 ACCELERATOR_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4|ct\d+[a-z]*)-", re.I)
@@ -173,8 +180,6 @@ class Workload:
     cache_volumes: frozenset[str] = frozenset()
     #: Problems found while building the workload (unknown metadata, a script URL).
     problems: tuple[str, ...] = ()
-    #: The server may download its checkpoint from Hugging Face at boot (TPU nodes).
-    serves_from_hub: bool = False
     #: Accelerator devices the machine declares (None: not known) and where that was read.
     devices: _devices.Count = (None, "")
 
@@ -493,7 +498,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any]) -> Workload:
         launch=launch if isinstance(launch, str) else None,
         runs_accelerator=runs_accelerator,
         problems=tuple(problems),
-        serves_from_hub=True,  # the TPU launcher's vLLM downloads at boot
         devices=_devices.machine_count(resource_type, props, accelerator(resource_type, props)),
     )
 
@@ -691,7 +695,7 @@ def _read_script(
     except ValueError as exc:
         reading.problems.append(f"{where}: {exc}")
         return
-    env = dict.fromkeys(SECRET_ENV)
+    env = {**dict.fromkeys(SECRET_ENV), **CONTAINER_ENV}
     _add(args, launch["image"], where, workload, hardware, reading, env, None)
 
 
@@ -732,9 +736,12 @@ def _add(
         )
     mounts = spec.volume_mounts if spec is not None else ()
     remapped = spec.remapped_mounts if spec is not None else ()
-    model_mounts = {
-        path for name, path in mounts if name in workload.gcs_volumes and path not in remapped
-    }
+    model_mounts = (
+        {path for name, path in mounts if name in workload.gcs_volumes and path not in remapped}
+        if spec is not None
+        # The TPU launcher copies the bucket's folders to this path on the node's disk.
+        else {MODEL_MOUNT_PATH}
+    )
     for path in remapped:
         for served in (args.get("model"), _drafter(args)):
             if isinstance(served, str) and served.startswith(path.rstrip("/") + "/"):
@@ -743,20 +750,13 @@ def _add(
                     "the bucket's root (a subPath, subPathExpr or only-dir), so the folder is "
                     "not the one the download job writes; mount the bucket itself"
                 )
-    checkpoint, why = resolve_checkpoint(
-        args.get("model"), args.get("revision"), model_mounts, on_hub=workload.serves_from_hub
-    )
+    checkpoint, why = resolve_checkpoint(args.get("model"), model_mounts)
     if why is not None:
         problems.append(why)
     drafter = _drafter(args)
     drafter_checkpoint: Checkpoint | None = None
     if drafter is not None:
-        drafter_checkpoint, why = resolve_checkpoint(
-            drafter,
-            _speculative_field(args, "revision"),
-            model_mounts,
-            on_hub=workload.serves_from_hub,
-        )
+        drafter_checkpoint, why = resolve_checkpoint(drafter, model_mounts)
         if why is not None:
             problems.append(f"the drafter: {why}")
     problems += checkpoint_option_problems(args, checkpoint, drafter_checkpoint)

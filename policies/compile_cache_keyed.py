@@ -9,7 +9,9 @@ compiled for another, so a cache on a bucket mount must show exactly `compile-ca
 fail the same way: at most one of them matches it. vLLM 0.27.1 writes into its cache
 directory at start-up (Inductor's cache dir points inside it), so a read-only mount there
 fails the start: refused too. A cache in the container's own filesystem is vLLM's default,
-neither shared nor kept: not judged.
+neither shared nor kept: not judged. A TPU node running the package's launcher restores and
+saves its XLA cache at the launch document's `cacheKey` (serving/render/tpu_startup.py): that
+key must be the one recomputed from the document's image and command line and the node's TPU.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from policies._config import resource_policy
 from policies._props import get, items
 from policies._resources import as_bool, containers, volumes
-from policies._server import ContainerSpec, cache_only_dir, workload_of
+from policies._server import ContainerSpec, Workload, cache_only_dir, workload_of
 from serving.render.compile_cache import CACHE_ENVS, cache_folder, cache_key
+from serving.render.tpu_startup import LAUNCHER, node_cache_key, read_launch
+from serving.render.vllm import VllmCommand
 
 
 def _mount_of(spec: ContainerSpec, path: str) -> tuple[str, str] | None:
@@ -63,12 +67,36 @@ def _key(spec: ContainerSpec, accelerator: str | None) -> str | None:
     )
 
 
+def launch_problems(workload: Workload) -> list[str]:
+    """A TPU launch document whose `cacheKey` is not its own node's key (a document the
+    launcher cannot read is the reading policies' to refuse)."""
+    count = workload.devices[0]
+    if workload.launch is None or workload.accelerator is None or count is None:
+        return []
+    if not any(script == LAUNCHER for _, script in workload.startup_scripts):
+        return []
+    try:
+        launch = read_launch(workload.launch)
+    except ValueError:
+        return []
+    command = VllmCommand(tuple(launch["command"]), tuple(launch["args"]))
+    key = node_cache_key(command, launch["image"], workload.accelerator, count)
+    if launch["cacheKey"] == key:
+        return []
+    return [
+        f"its launch keeps the XLA cache at {cache_folder(launch['cacheKey'])}, but this node's "
+        f"key (its image, command line and {workload.accelerator}) is {key}: nodes of other "
+        f"configurations may share that folder and load each other's compiled code. Use "
+        f"cacheKey {key}"
+    ]
+
+
 def cache_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """What is wrong with where each container of the resource keeps its compile cache."""
     workload = workload_of(resource_type, props)
+    problems = launch_problems(workload)
     declared = {str(get(v, "name")): v for v in volumes(resource_type, props)}
     raw_containers = containers(resource_type, props)
-    problems = []
     for spec in workload.containers:
         for variable in CACHE_ENVS:
             raw = spec.env.get(variable)
@@ -112,6 +140,7 @@ compile_cache_keyed = resource_policy(
     "compile-cache-keyed",
     "vLLM's compile cache (VLLM_CACHE_ROOT, VLLM_XLA_CACHE_PATH) on a Cloud Storage mount "
     "shows only its own key's folder (compile-cache/<key>, from the container's image, command "
-    "line, environment and accelerator), and is never on a read-only mount.",
+    "line, environment and accelerator), and is never on a read-only mount; a TPU node's "
+    "launch keeps its XLA cache at its own key.",
     validate_compile_cache_keyed,
 )

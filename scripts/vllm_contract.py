@@ -133,8 +133,7 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
     from serving.catalog.hardware import Platform
     from serving.config.checks import SettingsError
     from serving.config.settings import load_settings
-    from serving.render.tpu_startup import StartupSecrets, render_metadata
-    from serving.render.vllm import mounted, render
+    from serving.render.vllm import mounted
 
     cases: list[CommandCase] = []
     refused: list[str] = []
@@ -158,14 +157,8 @@ def command_cases(images: Sequence[str] = ()) -> tuple[list[CommandCase], list[s
 
                 argv = list(vllm_command(settings).args)
             elif settings.profile.platform is Platform.TPU:
-                # As components/tpu_nodes.py renders it: the Hub id, read back from the launch.
-                command = render(
-                    settings, model_path=settings.model.model, port=8000, from_hub=True
-                )
-                metadata = render_metadata(
-                    command, settings.image, StartupSecrets("project", "hf-token", "api-key")
-                )
-                argv = tpu_launch_argv(metadata)
+                # As components/tpu_nodes.py renders it: the bucket's folders copied to the node.
+                argv = list(mounted(settings, port=settings.tpu.serving_port).args)
             else:
                 # As components/cloud_run_service.py renders it: folders under the bucket mount.
                 argv = list(mounted(settings, port=8080).args)

@@ -126,12 +126,6 @@ def test_cloud_run_mounts_its_own_folder_writable_and_points_vllm_at_it(stack: s
     )
 
 
-def test_the_tpu_node_stack_says_why_it_keeps_no_cache() -> None:
-    tpu = rendered("tpu-v6e1")
-    assert tpu.outputs["compile_cache"].startswith("not kept: a TPU node has no model bucket")
-    assert f"vLLM's compile cache is {tpu.outputs['compile_cache']}." in tpu.messages
-
-
 @pytest.mark.parametrize("variant", ["gke-l4", "gke-tpu-v6e"])
 def test_gke_pods_mount_their_own_folder_writable(variant: str) -> None:
     render_ = rendered(variant)

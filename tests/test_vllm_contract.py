@@ -186,7 +186,9 @@ def test_snapshots_say_where_they_come_from() -> None:
 def test_every_rendered_command_line_is_accepted() -> None:
     commands, _ = cases()
     rendered = {c.name.split("/")[0] for c in commands}
-    assert rendered == set(stack_names())
+    # A line is checked once, under the first stack that renders it (tpu-v6e1 renders the
+    # lines of gke-tpu-v6e); every stack's declared lines are covered (the test below).
+    assert rendered <= set(stack_names())
     for case in commands:
         snapshot = contract.for_image(case.image)
         assert check_argv(case.argv, snapshot) == [], case.name

@@ -21,6 +21,7 @@ from typing import Any
 
 from serving.catalog.hardware import Platform
 from serving.config.inputs import read_json
+from serving.config.platforms import BucketSettings
 from serving.config.settings import Settings
 
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "coldstart.json"
@@ -108,12 +109,14 @@ class StartPath:
 def start_path(settings: Settings) -> StartPath:
     """The path of a stack's new instance: its platform, hardware, and how the rendered command
     line loads the weights (serving.render.vllm: the bucket's FUSE mount on Cloud Run and GKE
-    with ``--load-format`` and ``--safetensors-load-strategy``; the Hub on a TPU VM)."""
+    with ``--load-format`` and ``--safetensors-load-strategy``; a copy to local disk on a TPU
+    VM)."""
     platform, hw, v = settings.deploy_platform, settings.hardware, settings.vllm
     tpu = settings.profile.platform is Platform.TPU
-    fuse = has_model_bucket(settings)
+    # The TPU VM copies the bucket's folders to its disk; the others mount the bucket.
+    fuse = platform != "tpu-vm"
     if not fuse:
-        loader = "load-hf-hub"
+        loader = "load-gcs-copy"
     elif v.load_format == "runai_streamer":
         loader = "load-runai-fuse"
     elif v.safetensors_load_strategy in ("prefetch", "eager"):
@@ -211,10 +214,10 @@ def checkpoint_bytes(settings: Settings) -> int:
 
 
 def has_model_bucket(settings: Settings) -> bool:
-    """Cloud Run and GKE stacks read the weights from the model bucket's FUSE mount and keep
-    the compile cache in it (serving/render/compile_cache.py); the TPU VM stack has no bucket:
-    its checkpoint comes from the Hub at boot, and it keeps no cache."""
-    return settings.deploy_platform != "tpu-vm"
+    """The stack's platform has a model bucket (every platform's settings include one): the
+    weights come from it and the compile cache is kept in it under its key
+    (serving/render/compile_cache.py; on a TPU VM copied to and from the node's disk)."""
+    return isinstance(settings.platform_settings, BucketSettings)
 
 
 def cold_start(settings: Settings) -> dict[str, Any]:
@@ -289,6 +292,9 @@ def savings(settings: Settings) -> list[tuple[str, int, int]]:
     if path.loader in _READ_AHEAD:
         plain = predict(replace(path, loader="load-fuse-lazy"), size, hit)["p50_s"]
         out.append((f"{_READ_AHEAD[path.loader]}, not vLLM's memory map", plain, now))
+    if path.loader == "load-gcs-copy":
+        hub = predict(replace(path, loader="load-hf-hub"), size, hit)["p50_s"]
+        out.append(("weights copied from the bucket, not downloaded from the Hub", hub, now))
     return out
 
 

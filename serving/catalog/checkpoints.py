@@ -5,8 +5,8 @@ Pure: no Pulumi import. The model bucket holds exactly what the stack's download
 one folder per catalogue checkpoint (:mod:`serving.catalog.models`), folder = the repository's own
 name.
 A path vLLM is given resolves to such a checkpoint only when it is, exactly, a Cloud Storage
-mount of the container followed by one catalogue folder; a TPU node (which downloads at boot)
-serves a catalogue repository id. Anything else (another case, `..`, `.`, `//`, globs, `~`,
+mount of the container (or the TPU node's copy of the bucket) followed by one catalogue
+folder. Anything else (another case, `..`, `.`, `//`, globs, `~`,
 variables, a Hugging Face cache snapshot, another folder) is refused with the reason, and the
 identity (repository, quantisation, QAT) comes from the catalogue, not from the spelling.
 """
@@ -50,7 +50,7 @@ def revision_problem(revision: str) -> str | None:
 
 
 def resolve_checkpoint(
-    model: object, revision: object, mount_paths: Iterable[str], *, on_hub: bool
+    model: object, mount_paths: Iterable[str]
 ) -> tuple[Checkpoint | None, str | None]:
     """(checkpoint, None), or (None, why the served model is not a known checkpoint)."""
     if not isinstance(model, str) or not model:
@@ -65,14 +65,7 @@ def resolve_checkpoint(
             "is not a path the reader can resolve"
         )
     if not model.startswith("/"):
-        card = MODELS.get(model)
-        if card is not None and on_hub:
-            given = revision if isinstance(revision, str) else "main"
-            problem = revision_problem(given)
-            if problem is not None:
-                return None, f"the served model {shown}: {problem}"
-            return Checkpoint(card, model, "Hugging Face", given), None
-        if card is not None:
+        if model in MODELS:
             return None, (
                 f"the served model {shown} is a Hugging Face id: a Cloud Run service serves "
                 f"the folder the download job writes to its model mount ({', '.join(expected)})"

@@ -1,7 +1,7 @@
 """One settings model per platform (Cloud Run, TPU VM, GKE), selected by the `platform` key.
 
 Keys two platforms read are declared once, in a block both models include: the nodes' network
-(TPU VM and GKE), the model bucket (Cloud Run and GKE) and `public` (Cloud Run and GKE:
+(TPU VM and GKE), the model bucket (every platform) and `public` (Cloud Run and GKE:
 reachable from the internet). A stack's keys go to its platform's model only; a key of another
 platform is refused by name (`serving.config.settings.load_settings`).
 """
@@ -79,8 +79,7 @@ class NetworkSettings(Group):
 
 
 class BucketSettings(Group):
-    """The model bucket a download job fills: the block the Cloud Run and GKE models share (a
-    TPU node downloads the checkpoint itself at boot)."""
+    """The model bucket a download job fills: the block every platform's model includes."""
 
     bucket_location: str | None = Field(
         None, description="Bucket location; defaults to the serving region."
@@ -161,7 +160,7 @@ class CloudRunSettings(BucketSettings, PublicSettings):
         return self
 
 
-class TpuSettings(NetworkSettings):
+class TpuSettings(NetworkSettings, BucketSettings):
     """TPU queued resources: how they are provisioned and how many."""
 
     platform: Literal["tpu-vm"] = "tpu-vm"

@@ -210,21 +210,6 @@ class Settings(BaseModel):
             raise ValueError(
                 f"config key 'zone' {what} for {hw.key}; allowed: {', '.join(hw.locations)}"
             )
-        if isinstance(on, TpuSettings) and on.replicas > 1:
-            # Every node downloads the weights at boot: a branch name can resolve to other
-            # weights on each node (and after each reboot).
-            for key, revision in (
-                ("modelRevision", self.model.model_revision),
-                ("drafterRevision", self.model.drafter_revision if self.model.drafter else None),
-            ):
-                if revision is not None and not re.fullmatch(r"[0-9a-f]{40}", revision):
-                    raise ValueError(
-                        f"config key {key!r}: {revision!r} is not a 40-character commit "
-                        f"sha; with replicas {on.replicas} each node downloads the "
-                        "weights at boot, so a branch can serve different weights on "
-                        "different nodes. Pin the commit (the Hugging Face model page's "
-                        "history lists them)"
-                    )
         if isinstance(on, CloudRunSettings):
             self._cloud_run_checks(on, hw)
         if isinstance(on, BucketSettings) and on.bucket_location is not None:
@@ -384,7 +369,7 @@ class Settings(BaseModel):
 
     @property
     def bucket(self) -> BucketSettings:
-        """The model bucket's keys (cloud-run and gke)."""
+        """The model bucket's keys."""
         return self._on(BucketSettings)
 
     @property

@@ -1,11 +1,17 @@
 """The TPU node's launch: one fixed launcher script and a JSON launch document beside it.
 
-A node's metadata carries two keys (:func:`render_metadata`): `startup-script` is
-:data:`LAUNCHER`, the same text for every stack, and `vllm-launch` is a JSON document with the
-image, the command and argument lists, the project, the Secret Manager secret ids (not values)
-and the Ops Agent to install. The launcher runs it with argument lists, so no shell reads a
-value of the document, and reads the secrets at boot (docs/deploy/tpu.md: an empty API key
-stops the boot). :func:`read_launch` checks a document's shape (the policy pack reads nodes
+A node's metadata carries three keys (:func:`render_metadata`, and :data:`BUCKET_KEY` from the
+stack): `startup-script` is :data:`LAUNCHER`, the same text for every stack; `vllm-launch` is
+a JSON document with the image, the command and argument lists, the project, the Secret
+Manager secret id (not its value), the checkpoint folders to copy from the model bucket, the
+compile cache key and the Ops Agent to install; `model-bucket` names the bucket (known only
+once it exists, so kept out of the document the policy pack reads at preview). The launcher
+runs everything with argument lists, so no shell reads a value. Before vLLM starts it copies
+the checkpoint folders with `gcloud storage rsync` (parallel, and a reboot copies only what is
+missing) to :data:`MODEL_MOUNT_PATH` on the node's disk, and restores the XLA cache from the
+bucket's `compile-cache/<key>/` into a local directory (JAX got no cache hits from a `gs://`
+path: marin-community/marin #2318). A cache the bucket did not hold is copied up once vLLM's
+`/health` answers. :func:`read_launch` checks a document's shape (the policy pack reads nodes
 with it).
 """
 
@@ -17,29 +23,51 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from serving.render.compile_cache import (
+    CACHE_MOUNT_PATH,
+    CACHE_PREFIX,
+    KEY_LENGTH,
+    TPU_CACHE_ENV,
+    cache_key,
+)
 from serving.render.monitoring import OPS_AGENT_CONFIG, OPS_AGENT_REPO_SCRIPT
-from serving.render.vllm import VllmCommand
+from serving.render.vllm import MODEL_MOUNT_PATH, VllmCommand
 
 CONTAINER_NAME = "vllm"
 LAUNCH_KEY = "vllm-launch"
+#: The metadata key naming the model bucket the node copies from.
+BUCKET_KEY = "model-bucket"
+#: The container's literal environment (the cache key reads it): weights and tokenizer are the
+#: local copy, so vLLM never reaches the Hub; the JAX cache is the restored local directory.
+CONTAINER_ENV = {"HF_HUB_OFFLINE": "1", TPU_CACHE_ENV: CACHE_MOUNT_PATH}
+#: The node's copies, mounted at the same paths in the container (weights read-only).
+VOLUMES = (
+    f"--volume={MODEL_MOUNT_PATH}:{MODEL_MOUNT_PATH}:ro",
+    f"--volume={CACHE_MOUNT_PATH}:{CACHE_MOUNT_PATH}",
+)
+#: How long the launcher waits for vLLM's /health before it gives up saving the cache.
+SAVE_WAIT_S = 3600
 #: `docker run` options of every node: the TPU devices need --privileged (vLLM's TPU guide:
 #: `docker run --privileged --net host --shm-size=16G`).
 DOCKER_OPTIONS = (
     "--detach", f"--name={CONTAINER_NAME}", "--restart=unless-stopped", "--privileged",
     "--net=host", "--shm-size=10gb",
 )  # fmt: skip
-SECRET_ENV = ("HF_TOKEN", "VLLM_API_KEY")
+SECRET_ENV = ("VLLM_API_KEY",)
 _VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 _SECRET_ID = r"[A-Za-z0-9_-]{1,255}"
 _PROJECT = r"[a-z][a-z0-9.:-]{4,61}[a-z0-9]"
+#: A Cloud Storage bucket name; a checkpoint folder (one path segment, no dot first).
+_BUCKET = r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]"
+_FOLDER = r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}"
 
 #: The node's startup script: fixed text, so the policy pack compares it whole.
 LAUNCHER = rf"""#!/bin/bash
 # gemma4-vllm's TPU launcher (serving/render/tpu_startup.py): the same text on every node.
 # It runs the launch in the metadata key {LAUNCH_KEY} with argument lists, through no shell.
-# Holds no secret: tokens are read from Secret Manager at boot and never printed.
+# Holds no secret: the API key is read from Secret Manager at boot and never printed.
 exec python3 -I - <<'LAUNCHER'
-import base64, json, os, re, subprocess, sys, tempfile
+import base64, json, os, re, shutil, subprocess, sys, tempfile, time
 
 METADATA = "http://metadata.google.internal/computeMetadata/v1/instance/"
 CREDENTIAL_HEADER = "Authorization"  # named apart: the preview's redactor masks header values
@@ -51,11 +79,21 @@ def curl(url, *options):
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
+def attribute(key):
+    return curl(METADATA + "attributes/" + key, "-H", "Metadata-Flavor: Google")
+
+
 def read_secret(project, secret):
     token = curl(METADATA + "service-accounts/default/token", "-H", "Metadata-Flavor: Google")
     header = CREDENTIAL_HEADER + ": Bearer " + json.loads(token)["access_token"]
     body = json.loads(curl(ACCESS.format(project, secret), "-H", header))
     return base64.b64decode(body["payload"]["data"]).decode()
+
+
+def sync(source, destination, check=True):
+    # Parallel transfers; a reboot copies only what is missing.
+    argv = ["gcloud", "storage", "rsync", "--recursive", source, destination]
+    return subprocess.run(argv, check=check).returncode == 0
 
 
 def ops_agent(version, config):
@@ -73,8 +111,25 @@ def ops_agent(version, config):
     subprocess.run(["systemctl", "restart", "google-cloud-ops-agent"], check=True)
 
 
-launch = json.loads(curl(METADATA + "attributes/{LAUNCH_KEY}", "-H", "Metadata-Flavor: Google"))
+launch = json.loads(attribute("{LAUNCH_KEY}"))
 image, command, secrets = launch["image"], launch["command"], launch["secrets"]
+bucket = attribute("{BUCKET_KEY}").strip()
+if not re.fullmatch(r"{_BUCKET}", bucket):
+    sys.exit("metadata {BUCKET_KEY} is not a Cloud Storage bucket name")
+if shutil.which("gcloud") is None:
+    sys.exit("gcloud is not on this node's PATH: it copies the weights from gs://" + bucket)
+for folder in launch["weights"]:
+    if not re.fullmatch(r"{_FOLDER}", folder):
+        sys.exit("weights folder " + repr(folder) + " is not one path segment")
+    os.makedirs("{MODEL_MOUNT_PATH}/" + folder, exist_ok=True)
+    sync("gs://" + bucket + "/" + folder, "{MODEL_MOUNT_PATH}/" + folder)
+if not re.fullmatch(r"[0-9a-f]{{{KEY_LENGTH}}}", launch["cacheKey"]):
+    sys.exit("cacheKey is not {KEY_LENGTH} hex digits")
+cache = "gs://" + bucket + "/{CACHE_PREFIX}/" + launch["cacheKey"]
+os.makedirs("{CACHE_MOUNT_PATH}", exist_ok=True)
+listed = subprocess.run(["gcloud", "storage", "ls", cache + "/"], capture_output=True)
+kept = listed.returncode == 0 and sync(cache, "{CACHE_MOUNT_PATH}", check=False)
+print("XLA cache " + ("restored from " if kept else "not in the bucket yet: ") + cache, flush=True)
 if subprocess.run(["docker", "inspect", "{CONTAINER_NAME}"], capture_output=True).returncode == 0:
     subprocess.run(["docker", "rm", "--force", "{CONTAINER_NAME}"], capture_output=True, check=True)
 subprocess.run(["docker", "pull", "--quiet", image], capture_output=True, check=True)
@@ -89,7 +144,8 @@ if not env["VLLM_API_KEY"].strip():
         "without authentication. Add a non-empty version (gcloud secrets versions add "
         + secrets["VLLM_API_KEY"] + " --data-file=-) and reboot the node."
     )
-options = {list(DOCKER_OPTIONS)!r} + ["--env=" + name for name in secrets]
+options = {[*DOCKER_OPTIONS, *VOLUMES]!r} + ["--env=" + name for name in secrets]
+options += ["--env=" + name + "=" + value for name, value in {CONTAINER_ENV!r}.items()]
 run = ["docker", "run", *options, "--entrypoint=" + command[0], image, *command[1:]]
 subprocess.run([*run, *launch["args"]], env=env, check=True)
 print("vLLM container {CONTAINER_NAME} started from " + image, flush=True)
@@ -99,17 +155,45 @@ if launch["opsAgent"] is not None:
         print("Ops Agent " + launch["opsAgent"]["version"] + " scrapes vLLM's metrics")
     except Exception:
         print("Ops Agent setup failed: vLLM serves, its metrics are not collected", file=sys.stderr)
+if not kept:
+    # Saved once vLLM serves: by then it has compiled (and written) every XLA program.
+    ports = [a.split("=", 1)[1] for a in launch["args"] if a.startswith("--port=")]
+    port = ports[-1] if ports else "8000"  # vLLM's default
+    health = ["curl", "--silent", "--fail", "http://localhost:" + port + "/health"]
+    deadline = time.monotonic() + {SAVE_WAIT_S}
+    while subprocess.run(health, capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            sys.exit("vLLM did not answer /health in {SAVE_WAIT_S} s: the XLA cache is not saved")
+        time.sleep(10)
+    saved = sync("{CACHE_MOUNT_PATH}", cache, check=False)
+    print("XLA cache " + ("saved to " if saved else "not saved to ") + cache, flush=True)
 LAUNCHER
 """
 
 
 @dataclass(frozen=True)
 class StartupSecrets:
-    """Secret Manager secret ids (not values) the node reads at boot."""
+    """The Secret Manager secret id (not its value) the node reads at boot: the vLLM API key
+    (the weights come from the model bucket, so the node needs no Hugging Face token)."""
 
     project: str
-    hf_token_secret: str
     api_key_secret: str
+
+
+@dataclass(frozen=True)
+class FromBucket:
+    """What the node copies from the model bucket before vLLM starts: the checkpoint folders
+    (:data:`MODEL_MOUNT_PATH`/<folder>, the path vLLM is given) and its compile cache key."""
+
+    folders: tuple[str, ...]
+    cache_key: str
+
+
+def node_cache_key(command: VllmCommand, image: str, accelerator: str, count: int) -> str:
+    """The key of a node's XLA cache: its image, command line, :data:`CONTAINER_ENV` and TPU."""
+    return cache_key(
+        image=image, argv=command.argv, env=CONTAINER_ENV, accelerator=accelerator, count=count
+    )
 
 
 @dataclass(frozen=True)
@@ -121,18 +205,23 @@ class OpsAgent:
 
 
 def render_metadata(
-    command: VllmCommand, image: str, secrets: StartupSecrets, ops_agent: OpsAgent | None = None
+    command: VllmCommand,
+    image: str,
+    secrets: StartupSecrets,
+    weights: FromBucket,
+    ops_agent: OpsAgent | None = None,
 ) -> dict[str, str]:
     """The node metadata: the fixed launcher and the launch document (checked by
-    :func:`read_launch`, so what is rendered is what the policy pack accepts)."""
+    :func:`read_launch`, so what is rendered is what the policy pack accepts); the stack adds
+    :data:`BUCKET_KEY`."""
     document = {
         "image": image,
         "command": list(command.command),
         "args": list(command.args),
         "project": secrets.project,
-        "secrets": dict(
-            zip(SECRET_ENV, (secrets.hf_token_secret, secrets.api_key_secret), strict=True)
-        ),
+        "secrets": dict(zip(SECRET_ENV, (secrets.api_key_secret,), strict=True)),
+        "weights": list(weights.folders),
+        "cacheKey": weights.cache_key,
         "opsAgent": None
         if ops_agent is None
         else {"version": ops_agent.version, "config": ops_agent.config_yaml},
@@ -149,6 +238,8 @@ _KEYS: dict[str, str] = {
     "args": "a list of strings",
     "project": f"a project id ({_PROJECT})",
     "secrets": f"an object of exactly {', '.join(SECRET_ENV)} to Secret Manager ids",
+    "weights": "a non-empty list of bucket folders (one path segment each)",
+    "cacheKey": f"{KEY_LENGTH} lowercase hex digits",
     "opsAgent": 'null or an object of exactly "version" (MAJOR.MINOR.PATCH) and "config" text',
 }
 
@@ -167,6 +258,16 @@ def _valid(key: str, value: Any) -> bool:
             isinstance(value, Mapping)
             and sorted(value) == sorted(SECRET_ENV)
             and all(isinstance(v, str) and re.fullmatch(_SECRET_ID, v) for v in value.values())
+        )
+    if key == "weights":
+        return (
+            isinstance(value, list)
+            and bool(value)
+            and all(isinstance(v, str) and re.fullmatch(_FOLDER, v) for v in value)
+        )
+    if key == "cacheKey":
+        return (
+            isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", value) is not None
         )
     return value is None or (
         isinstance(value, Mapping)

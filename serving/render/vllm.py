@@ -63,15 +63,8 @@ class VllmCommand:
         return shlex.join(self.argv)
 
 
-def speculative_config(
-    settings: Settings, drafter_path: str | None, *, from_hub: bool = False
-) -> dict[str, Any] | None:
-    """The `--speculative-config` object, or None when speculative decoding is off.
-
-    `from_hub`: the drafter is fetched from Hugging Face by vLLM itself (TPU nodes), so its
-    revision is pinned with SpeculativeConfig's `revision` field (vLLM 0.27's
-    `vllm/config/speculative.py`).
-    """
+def speculative_config(settings: Settings, drafter_path: str | None) -> dict[str, Any] | None:
+    """The `--speculative-config` object, or None when speculative decoding is off."""
     m = settings.model
     if m.speculative_method == "none":
         return None
@@ -80,8 +73,6 @@ def speculative_config(
         "model": drafter_path or m.drafter,
         "num_speculative_tokens": m.num_speculative_tokens,
     }
-    if from_hub and drafter_path is None:
-        config["revision"] = m.drafter_revision
     return config
 
 
@@ -91,26 +82,15 @@ def render(
     model_path: str,
     drafter_path: str | None = None,
     port: int,
-    from_hub: bool = False,
 ) -> VllmCommand:
-    """Turn settings into the `vllm serve` argument list and environment.
-
-    `from_hub=True` when vLLM downloads the checkpoint itself (TPU nodes, no bucket): the
-    model, tokenizer and drafter are then pinned to `modelRevision` / `drafterRevision`, so a
-    reboot or a second replica fetches the same revision as the first. (On Cloud Run the
-    download job fetches that revision into the bucket and vLLM reads the local copy.)
-    """
+    """Turn settings into the `vllm serve` argument list and environment (the download job
+    fetches `modelRevision` / `drafterRevision` into the bucket; vLLM reads that copy)."""
     v = settings.vllm
     card = settings.model.card
     args: list[str] = [
         model_path,
         f"--served-model-name={settings.model.served_name}",
     ]
-    if from_hub:
-        args += [
-            f"--revision={settings.model.model_revision}",
-            f"--tokenizer-revision={settings.model.model_revision}",
-        ]
     if card.quantization is Quantization.W4A16_COMPRESSED_TENSORS:
         args.append("--quantization=compressed-tensors")
     args += [
@@ -139,7 +119,7 @@ def render(
         args.append(f"--reasoning-parser={v.reasoning_parser}")
     if v.async_scheduling:
         args.append("--async-scheduling")
-    spec = speculative_config(settings, drafter_path, from_hub=from_hub)
+    spec = speculative_config(settings, drafter_path)
     if spec is not None:
         args.append("--speculative-config=" + json.dumps(spec, separators=(",", ":")))
     args += ["--host=0.0.0.0", f"--port={port}"]

@@ -18,7 +18,13 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from serving.render.tpu_startup import StartupSecrets, render_metadata
+from serving.render.tpu_startup import (
+    BUCKET_KEY,
+    FromBucket,
+    StartupSecrets,
+    node_cache_key,
+    render_metadata,
+)
 from serving.render.vllm import VllmCommand
 from tests.pulumi_harness import Rendered, render, stack_config
 
@@ -32,7 +38,7 @@ TPU_QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 INSTANCE = "gcp:compute/instance:Instance"
 #: The arguments of a plain TPU launch (the Hub id, as TPU nodes download at boot).
-TPU_ARGS = ("google/gemma-4-12B-it", "--max-model-len=4096", "--port=8000")
+TPU_ARGS = ("/mnt/models/gemma-4-12B-it", "--max-model-len=4096", "--port=8000")
 #: Shipped Cloud Run GPU stacks, and every shipped stack.
 STACKS = ("l4", "rtx6000")
 ALL_STACKS = ("l4", "rtx6000", "tpu-v6e1")
@@ -161,6 +167,9 @@ def with_mtp(props: dict[str, Any], tokens: int = 3) -> dict[str, Any]:
 def tpu_vm(*args: str, accelerator: str = "v6e-1") -> dict[str, Any]:
     """A TPU VM running the package's launcher with these vLLM arguments (TPU_ARGS if none)."""
     command = VllmCommand(command=("vllm", "serve"), args=tuple(args or TPU_ARGS))
-    secrets = StartupSecrets("my-project", "hf-token", "vllm-api-key")
-    metadata = render_metadata(command, "vllm/vllm-tpu:v0.27.0", secrets)
-    return {"acceleratorType": accelerator, "metadata": metadata}
+    image = "vllm/vllm-tpu:v0.27.0"
+    weights = FromBucket(("gemma-4-12B-it",), node_cache_key(command, image, accelerator, 1))
+    metadata = render_metadata(
+        command, image, StartupSecrets("my-project", "vllm-api-key"), weights
+    )
+    return {"acceleratorType": accelerator, "metadata": {**metadata, BUCKET_KEY: "models-5678"}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -11,7 +12,16 @@ from policies.compile_cache_keyed import compile_cache_keyed
 from policies.model_volume_read_only import model_volume_read_only
 from policies.vllm_server_readable import vllm_server_readable
 from serving.render.compile_cache import CACHE_MOUNT_PATH, GPU_CACHE_ENV, TPU_CACHE_ENV
-from tests.policies._fixtures import SERVICE, STACKS, container, edit_args, service, violations
+from serving.render.tpu_startup import LAUNCH_KEY
+from tests.policies._fixtures import (
+    SERVICE,
+    STACKS,
+    TPU_DYNAMIC,
+    container,
+    edit_args,
+    service,
+    violations,
+)
 from tests.policies._gke_stack import resources, vllm
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -161,3 +171,39 @@ def test_a_cache_path_that_leaves_its_mount_is_judged_where_it_lands() -> None:
     _set_env(props, GPU_CACHE_ENV, f"{CACHE_MOUNT_PATH}{up}{weights}")
     messages = violations(compile_cache_keyed, SERVICE, props)
     assert any("mounted read-only" in m for m in messages), messages
+
+
+def _tpu_node() -> dict[str, Any]:
+    """The shipped tpu-v6e1 stack's queued resource, as the program declares it."""
+    from tests.pulumi_harness import render, stack_config
+
+    return render(stack_config("tpu-v6e1"), "tpu-v6e1").one(TPU_DYNAMIC).inputs
+
+
+def _relaunch(props: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """The node with its launch document changed (`cacheKey`, `image` or `args`)."""
+    node = copy.deepcopy(props)
+    launch = json.loads(node["metadata"][LAUNCH_KEY])
+    launch.update(changes)
+    node["metadata"][LAUNCH_KEY] = json.dumps(launch)
+    return node
+
+
+def test_the_shipped_tpu_node_keeps_its_xla_cache_at_its_own_key() -> None:
+    assert violations(compile_cache_keyed, TPU_DYNAMIC, _tpu_node()) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cacheKey": "0" * 16},
+        {"image": "vllm/vllm-tpu:v0.28.0"},
+        {"args": ["/mnt/models/gemma-4-12B-it", "--max-model-len=2048", "--port=8000"]},
+    ],
+)
+def test_a_tpu_launch_whose_cache_key_is_not_its_own_is_refused(change: dict[str, Any]) -> None:
+    node = _tpu_node()
+    (message,) = violations(compile_cache_keyed, TPU_DYNAMIC, _relaunch(node, **change))
+    launch = json.loads(_relaunch(node, **change)["metadata"][LAUNCH_KEY])
+    assert f"keeps the XLA cache at compile-cache/{launch['cacheKey']}" in message
+    assert "may share that folder" in message

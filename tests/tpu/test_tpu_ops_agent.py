@@ -19,8 +19,8 @@ import yaml
 
 from serving.config.settings import load_settings
 from serving.render import monitoring as spec
-from serving.render.tpu_startup import OpsAgent, StartupSecrets, render_metadata
-from serving.render.vllm import render
+from serving.render.tpu_startup import FromBucket, OpsAgent, StartupSecrets, render_metadata
+from serving.render.vllm import mounted
 
 TPU = {"hardware": "tpu-v6e-1", "image": "vllm/vllm-tpu:v0.27.0", "zone": "us-east5-b"}
 
@@ -30,6 +30,10 @@ args = sys.argv[1:]
 url = [a for a in args if a.startswith("http")][0]
 if url.endswith("/attributes/vllm-launch"):
     print(open(os.environ["LAUNCH"]).read())
+elif url.endswith("/attributes/model-bucket"):
+    print("models-bucket")
+elif url.endswith("/health"):
+    pass
 elif "metadata.google.internal" in url:
     print(json.dumps({"access_token": "ya29.node-token"}))
 elif "secretmanager.googleapis.com" in url:
@@ -47,6 +51,9 @@ DOCKER = """#!/bin/bash
 if [[ "$1" == inspect ]]; then exit 1; fi
 if [[ "$1" == run ]]; then echo "docker-run" >> "$STEPS"; fi
 """
+GCLOUD = """#!/bin/bash
+if [[ "$2" == ls ]]; then exit 1; fi
+"""
 DPKG_QUERY = """#!/bin/bash
 if [[ -n "${INSTALLED:-}" ]]; then printf '%s' "$INSTALLED"; else exit 1; fi
 """
@@ -57,13 +64,16 @@ echo "systemctl $*" >> "$STEPS"
 
 def settings_and_metadata(config_path: Path) -> tuple[str, dict[str, str]]:
     s = load_settings(TPU)
-    command = render(s, model_path=s.model.model, port=s.tpu.serving_port)
+    command = mounted(s, port=s.tpu.serving_port)
     config = spec.ops_agent_config(s.tpu.serving_port, "gemma-tpu-vllm", s.monitoring)
     agent = OpsAgent(version=s.monitoring.monitoring_ops_agent_version, config_yaml=config)
+    weights = FromBucket(("gemma-4-12B-it",), "0" * 16)
     metadata = render_metadata(
-        command, s.image, StartupSecrets("my-project", "hf-token", "vllm-api-key"), agent
+        command, s.image, StartupSecrets("my-project", "vllm-api-key"), weights, agent
     )
     script = metadata["startup-script"].replace(spec.OPS_AGENT_CONFIG, str(config_path))
+    # The node's local directories, moved into the test's folder.
+    script = script.replace('"/mnt/', f'"{config_path.parent.parent}/mnt/')
     return config, {**metadata, "startup-script": script}
 
 
@@ -73,6 +83,7 @@ def run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], l
     for name, body in {
         "curl": CURL,
         "docker": DOCKER,
+        "gcloud": GCLOUD,
         "dpkg-query": DPKG_QUERY,
         "systemctl": SYSTEMCTL,
     }.items():
@@ -153,8 +164,9 @@ def test_a_failed_install_leaves_vllm_serving(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", ["2.*.*", "latest", "2.70", "2.70.0; rm -rf /"])
 def test_only_an_exact_version_is_rendered(version: str) -> None:
     s = load_settings(TPU)
-    command = render(s, model_path=s.model.model, port=s.tpu.serving_port)
+    command = mounted(s, port=s.tpu.serving_port)
+    weights = FromBucket(("gemma-4-12B-it",), "0" * 16)
     with pytest.raises(ValueError, match=r"MAJOR\.MINOR\.PATCH"):
         render_metadata(
-            command, s.image, StartupSecrets("my-project", "a", "b"), OpsAgent(version, "x")
+            command, s.image, StartupSecrets("my-project", "b"), weights, OpsAgent(version, "x")
         )

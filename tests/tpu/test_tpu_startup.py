@@ -1,9 +1,10 @@
 """The TPU launcher: shellcheck-clean, one text for every stack, no secret in it, and it really
 works when run.
 
-The launcher is executed with stub `curl` and `docker` on PATH that play the metadata server
-(which serves the launch document), Secret Manager and the Docker engine, so the test sees
-exactly what a node would do.
+The launcher is executed with stub `curl`, `gcloud` and `docker` on PATH that play the metadata
+server (which serves the launch document and the bucket name), Secret Manager, vLLM's /health,
+Cloud Storage and the Docker engine, so the test sees exactly what a node would do. The node's
+local directories (/mnt/...) are moved into the test's folder by editing the launcher's text.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from serving.config.settings import load_settings
-from serving.render.tpu_startup import LAUNCHER, StartupSecrets, read_launch, render_metadata
-from serving.render.vllm import render
+from serving.render.tpu_startup import (
+    LAUNCHER,
+    FromBucket,
+    StartupSecrets,
+    node_cache_key,
+    read_launch,
+    render_metadata,
+)
+from serving.render.vllm import mounted
 from tests.support import discovery
 
-HF_TOKEN = "hf_" + "T" * 34  # what the fake Secret Manager returns; never in the script
-API_KEY = "key-" + "k" * 28
+API_KEY = "key-" + "k" * 28  # what the fake Secret Manager returns; never in the script
+BUCKET = "gemma-tpu-v6e1-models-bucket-5678"
+FOLDERS = ("gemma-4-12B-it", "gemma-4-12B-it-assistant")
 TPU = {
     "hardware": "tpu-v6e-1",
     "image": "vllm/vllm-tpu:v0.27.0",
@@ -48,13 +57,18 @@ if os.environ.get("CURL_LOG"):
 if url.endswith("/attributes/vllm-launch"):
     assert "Metadata-Flavor: Google" in headers, headers
     print(open(os.environ["LAUNCH"]).read())
+elif url.endswith("/attributes/model-bucket"):
+    assert "Metadata-Flavor: Google" in headers, headers
+    print(os.environ.get("BUCKET_NAME", "BUCKET_VALUE"))
+elif url == "http://localhost:8000/health":
+    pass
 elif "metadata.google.internal" in url:
     assert "Metadata-Flavor: Google" in headers, headers
     print(json.dumps({"access_token": "ya29.node-token", "expires_in": 3599}))
 elif "secretmanager.googleapis.com" in url:
     assert "Authorization: Bearer ya29.node-token" in headers, headers
     assert "/projects/my-project/secrets/" in url, url
-    values = {"hf-token": "HF_TOKEN_VALUE", "vllm-api-key": "API_KEY_VALUE"}
+    values = {"vllm-api-key": "API_KEY_VALUE"}
     name = url.split("/secrets/")[1].split("/")[0]
     data = base64.b64encode(values[name].encode()).decode()
     print(json.dumps({"name": name, "payload": {"data": data}}))
@@ -68,16 +82,29 @@ if sys.argv[1] == "inspect":
     sys.exit(1)
 if sys.argv[1] == "run":
     with open(os.environ["DOCKER_LOG"], "w") as f:
-        json.dump({"argv": sys.argv[1:], "HF_TOKEN": os.environ.get("HF_TOKEN"),
-                   "VLLM_API_KEY": os.environ.get("VLLM_API_KEY")}, f)
+        json.dump({"argv": sys.argv[1:], "VLLM_API_KEY": os.environ.get("VLLM_API_KEY")}, f)
+    with open(os.environ["GCLOUD_LOG"], "a") as log:
+        log.write(json.dumps(["docker-run"]) + "\n")
+"""
+#: Cloud Storage: `ls` of the cache folder succeeds only when CACHE_KEPT is set.
+GCLOUD = r"""#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["GCLOUD_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\n")
+if sys.argv[1:3] == ["storage", "ls"] and not os.environ.get("CACHE_KEPT"):
+    sys.exit(1)
 """
 
 
 def metadata() -> dict[str, str]:
     settings = load_settings(TPU)
-    command = render(settings, model_path=settings.model.model, port=8000)
+    command = mounted(settings, port=8000)
+    key = node_cache_key(command, settings.image, "v6e-1", 1)
     return render_metadata(
-        command, settings.image, StartupSecrets("my-project", "hf-token", "vllm-api-key")
+        command,
+        settings.image,
+        StartupSecrets("my-project", "vllm-api-key"),
+        FromBucket(FOLDERS, key),
     )
 
 
@@ -86,17 +113,27 @@ def script() -> str:
 
 
 def _write(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """The launcher and its launch document on disk, and the stub environment."""
+    """The launcher (its /mnt directories moved under `tmp_path`) and its launch document on
+    disk, and the stub environment."""
     (tmp_path / "launch.json").write_text(metadata()["vllm-launch"])
     path = tmp_path / "startup.sh"
-    path.write_text(script())
+    path.write_text(script().replace('"/mnt/', f'"{tmp_path}/mnt/'))
+    _stub(tmp_path, "gcloud", GCLOUD)
     env = {
         **os.environ,
         "PATH": f"{tmp_path}:{os.environ['PATH']}",
         "DOCKER_LOG": str(tmp_path / "docker.json"),
+        "GCLOUD_LOG": str(tmp_path / "gcloud.log"),
         "LAUNCH": str(tmp_path / "launch.json"),
+        "BUCKET_NAME": BUCKET,
     }
     return path, env
+
+
+def _calls(tmp_path: Path) -> list[list[str]]:
+    """The gcloud calls (and `docker run`, in order) the boot made."""
+    lines = (tmp_path / "gcloud.log").read_text().splitlines()
+    return [json.loads(line) for line in lines]
 
 
 def test_shellcheck_passes(tmp_path: Path) -> None:
@@ -112,13 +149,15 @@ def test_shellcheck_passes(tmp_path: Path) -> None:
 
 def test_one_launcher_for_every_stack_and_the_launch_beside_it() -> None:
     """The script is the module's constant; the stack's values are in the launch document,
-    which names the secrets but holds no value."""
+    which names the one secret the node reads (the API key: no Hugging Face token) but holds
+    no value."""
     data = metadata()
     assert data["startup-script"] == LAUNCHER and set(data) == {"startup-script", "vllm-launch"}
     launch = read_launch(data["vllm-launch"])
-    assert launch["secrets"] == {"HF_TOKEN": "hf-token", "VLLM_API_KEY": "vllm-api-key"}
+    assert launch["secrets"] == {"VLLM_API_KEY": "vllm-api-key"}
     assert launch["command"] == ["vllm", "serve"] and launch["image"] == "vllm/vllm-tpu:v0.27.0"
-    assert "hf_" not in data["vllm-launch"] and "hf_" not in LAUNCHER
+    assert launch["weights"] == list(FOLDERS) and len(launch["cacheKey"]) == 16
+    assert API_KEY not in data["vllm-launch"] and API_KEY not in LAUNCHER
 
 
 @pytest.mark.parametrize(
@@ -126,7 +165,12 @@ def test_one_launcher_for_every_stack_and_the_launch_beside_it() -> None:
     [
         (lambda d: d.update(command=["sh", "-c", "vllm serve"]), "'command'"),
         (lambda d: d.update(args="--port=1"), "'args'"),
-        (lambda d: d["secrets"].update(HF_TOKEN="a/b"), "'secrets'"),
+        (lambda d: d["secrets"].update(VLLM_API_KEY="a/b"), "'secrets'"),
+        (lambda d: d["secrets"].update(HF_TOKEN="hf-token"), "'secrets'"),
+        (lambda d: d.update(weights=["../etc"]), "'weights'"),
+        (lambda d: d.update(weights=["a b; rm -rf /"]), "'weights'"),
+        (lambda d: d.update(weights=[]), "'weights'"),
+        (lambda d: d.update(cacheKey="../other-key"), "'cacheKey'"),
         (lambda d: d.update(extra=1), "has keys"),
         (lambda d: d.update(opsAgent={"version": "latest", "config": ""}), "'opsAgent'"),
     ],
@@ -140,33 +184,100 @@ def test_a_launch_of_another_shape_is_refused_by_key(edit: Any, named: str) -> N
 
 def _stub(directory: Path, name: str, body: str) -> None:
     path = directory / name
-    path.write_text(body.replace("HF_TOKEN_VALUE", HF_TOKEN).replace("API_KEY_VALUE", API_KEY))
+    path.write_text(body.replace("API_KEY_VALUE", API_KEY))
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def test_boot_reads_secrets_and_starts_vllm_without_leaking_them(tmp_path: Path) -> None:
+def _run(tmp_path: Path, **extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     _stub(tmp_path, "curl", CURL)
     _stub(tmp_path, "docker", DOCKER)
-    log = tmp_path / "docker.json"
     path, env = _write(tmp_path)
     result = subprocess.run(
-        ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30
+        ["bash", str(path)], capture_output=True, text=True, env={**env, **extra}, timeout=30
     )
+    return result, tmp_path / "docker.json"
+
+
+def test_boot_reads_secrets_and_starts_vllm_without_leaking_them(tmp_path: Path) -> None:
+    result, log = _run(tmp_path, CACHE_KEPT="1")
     assert result.returncode == 0, result.stderr
     run = json.loads(log.read_text())
-    # Secrets reach the container by environment, never by argument or output.
-    assert run["HF_TOKEN"] == HF_TOKEN and run["VLLM_API_KEY"] == API_KEY
-    assert "--env=HF_TOKEN" in run["argv"] and "--env=VLLM_API_KEY" in run["argv"]
+    # The key reaches the container by environment, never by argument or output.
+    assert run["VLLM_API_KEY"] == API_KEY and "--env=VLLM_API_KEY" in run["argv"]
+    assert not [a for a in run["argv"] if a.startswith("--env=HF_TOKEN")]
     everything = result.stdout + result.stderr + json.dumps(run["argv"])
-    assert HF_TOKEN not in everything and API_KEY not in everything
-    # The arguments arrive intact: the image, then `serve`, and the JSON in one argument.
+    assert API_KEY not in everything
+    # The arguments arrive intact: the image, then `serve` and the local copy's path, and the
+    # JSON in one argument.
     argv = run["argv"]
     assert argv[
         argv.index("vllm/vllm-tpu:v0.27.0") + 1 : argv.index("vllm/vllm-tpu:v0.27.0") + 3
-    ] == ["serve", "google/gemma-4-12B-it"]
+    ] == ["serve", "/mnt/models/gemma-4-12B-it"]
     spec = [a for a in argv if a.startswith("--speculative-config=")]
-    assert json.loads(spec[0].split("=", 1)[1])["num_speculative_tokens"] == 3
+    assert json.loads(spec[0].split("=", 1)[1]) == {
+        "method": "mtp",
+        "model": "/mnt/models/gemma-4-12B-it-assistant",
+        "num_speculative_tokens": 3,
+    }
     assert "--tensor-parallel-size=1" in argv
+
+
+def test_boot_copies_the_weights_from_the_bucket_and_serves_the_local_copy(
+    tmp_path: Path,
+) -> None:
+    """Each checkpoint folder is copied from the model bucket to the node's disk before vLLM
+    starts; the container reads it read-only at the path vLLM is given, offline."""
+    result, log = _run(tmp_path, CACHE_KEPT="1")
+    assert result.returncode == 0, result.stderr
+    calls = _calls(tmp_path)
+    copies = [c for c in calls if c[:2] == ["storage", "rsync"] and c[3].startswith("gs://")]
+    local = f"{tmp_path}/mnt/models"
+    assert copies[:2] == [
+        ["storage", "rsync", "--recursive", f"gs://{BUCKET}/{f}", f"{local}/{f}"] for f in FOLDERS
+    ]
+    assert calls.index(copies[0]) < calls.index(["docker-run"])
+    argv = json.loads(log.read_text())["argv"]
+    # The node's copy (moved here only for the test) at the same path in the container.
+    assert "--volume=/mnt/models:/mnt/models:ro" in argv
+    assert "--env=HF_HUB_OFFLINE=1" in argv
+    assert not [a for a in argv if "huggingface.co" in a or a.startswith("--revision")]
+
+
+def test_a_kept_xla_cache_is_restored_at_its_key_and_not_saved_again(tmp_path: Path) -> None:
+    result, log = _run(tmp_path, CACHE_KEPT="1")
+    assert result.returncode == 0, result.stderr
+    key = read_launch(metadata()["vllm-launch"])["cacheKey"]
+    cache, local = f"gs://{BUCKET}/compile-cache/{key}", f"{tmp_path}/mnt/compile-cache"
+    calls = _calls(tmp_path)
+    assert ["storage", "ls", cache + "/"] in calls
+    restore = ["storage", "rsync", "--recursive", cache, local]
+    assert calls.index(restore) < calls.index(["docker-run"])
+    assert ["storage", "rsync", "--recursive", local, cache] not in calls
+    argv = json.loads(log.read_text())["argv"]
+    assert "--volume=/mnt/compile-cache:/mnt/compile-cache" in argv
+    assert "--env=VLLM_XLA_CACHE_PATH=/mnt/compile-cache" in argv
+    assert "XLA cache restored from " + cache in result.stdout
+
+
+def test_a_new_xla_cache_is_saved_to_its_key_once_vllm_is_healthy(tmp_path: Path) -> None:
+    result, _ = _run(tmp_path, CURL_LOG=str(tmp_path / "curl.log"))
+    assert result.returncode == 0, result.stderr
+    key = read_launch(metadata()["vllm-launch"])["cacheKey"]
+    cache, local = f"gs://{BUCKET}/compile-cache/{key}", f"{tmp_path}/mnt/compile-cache"
+    calls = _calls(tmp_path)
+    assert ["storage", "rsync", "--recursive", cache, local] not in calls
+    assert calls[-2:] == [["docker-run"], ["storage", "rsync", "--recursive", local, cache]]
+    assert "http://localhost:8000/health" in (tmp_path / "curl.log").read_text().split()
+    assert "XLA cache saved to " + cache in result.stdout
+
+
+@pytest.mark.parametrize("name", ["", "Bad_Bucket", "b; rm -rf /", "a"])
+def test_a_bucket_name_of_another_shape_stops_the_boot(tmp_path: Path, name: str) -> None:
+    result, log = _run(tmp_path, BUCKET_NAME=name)
+    assert result.returncode == 1
+    assert "metadata model-bucket is not a Cloud Storage bucket name" in result.stderr
+    assert not log.exists()
+    assert not (tmp_path / "gcloud.log").exists()
 
 
 def _boot(tmp_path: Path, api_key: str) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -189,7 +300,6 @@ def test_an_empty_api_key_never_starts_vllm(tmp_path: Path, api_key: str) -> Non
     assert not log.exists(), "docker run was called"
     assert "vLLM API key secret 'vllm-api-key' is empty" in result.stderr
     assert "refusing to start vLLM without authentication" in result.stderr
-    assert HF_TOKEN not in result.stdout + result.stderr
     assert "started from" not in result.stdout
 
 
@@ -211,7 +321,7 @@ def test_secret_manager_calls_match_the_discovery_document(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     doc = discovery.load("secretmanager", "v1")
     urls = [u for u in calls.read_text().split() if "secretmanager" in u]
-    assert len(urls) == 2
+    assert len(urls) == 1
     for url in urls:
         parsed = urlparse(url)
         assert f"{parsed.scheme}://{parsed.netloc}/" == doc["rootUrl"]
