@@ -22,6 +22,7 @@ from serving.capacity.idle import (
     CLOUD_RUN_IDLE_S,
     DAY_S,
     GKE_SCALE_DOWN_S,
+    SHAPE_HELP,
     Shape,
     chosen,
     cold_share,
@@ -34,6 +35,7 @@ from serving.capacity.idle import (
 from serving.capacity.plan import ROOT, load_stack_settings
 
 T = CLOUD_RUN_IDLE_S
+SEARCH = ["--rate", "1", "--ttft-p95-ms", "9"]
 START = {"p50_s": 60, "p90_s": 120}
 
 
@@ -75,6 +77,29 @@ def test_a_request_every_30_minutes_is_always_cold_without_a_warm_instance() -> 
     times = [i / 10 for i in range(50)] + [5000.0 * i for i in range(1, 18)]
     burst = _rows(Shape("trace").with_trace(times), 66 / 85_000)
     assert [r["min_instances"] for r in burst] == [0, 1] and burst[1]["cold_share"] == 0
+
+
+def test_a_trace_far_from_time_zero_is_priced_as_the_same_trace_at_zero() -> None:
+    """Rescaling keeps the gaps of a trace whose times are near the 1e9 s the reader allows
+    (a float's step there is 2^-23 s); and the table ends at the first setting no request
+    meets a cold start at."""
+    step = 2.0**-23
+    offsets = (0.0, step, 3 * step, 4 * step)
+    at_zero, far = (
+        _rows(Shape("trace").with_trace([start + x for x in offsets]), 0.01)
+        for start in (0.0, 1e9 - 4 * step)
+    )
+    assert [r["cold_share"] for r in far] == [r["cold_share"] for r in at_zero]
+    # 4 requests 100 s apart: the first is cold, and the 60 s x 0.01 req/s of its start.
+    assert at_zero[0]["cold_share"] == pytest.approx((1 + 0.6) / 4)
+
+
+def test_the_table_ends_where_no_request_meets_a_cold_start() -> None:
+    """30 req/s all day on 10 instances never idles: more than none kept warm only costs."""
+    rows = _rows(Shape("steady"), 30.0, replicas=10)
+    assert [(r["min_instances"], r["cold_share"]) for r in rows] == [(0, 0.0)]
+    idle = _rows(parse_shape("gaps:3600,4"), 30.0, replicas=10)
+    assert len(idle) == 11 and [r["cold_share"] == 0 for r in idle].index(True) == 10
 
 
 def test_idle_gaps_start_one_instance_each() -> None:
@@ -131,7 +156,7 @@ def test_a_percentile_breaks_when_the_cold_share_passes_its_tail() -> None:
 
 
 def test_an_unknown_price_stays_unknown() -> None:
-    block = min_instances(Shape("steady"), 1.0, 1, "cloud-run", START, (None, "unknown"), (), 5)
+    block = min_instances(Shape("steady"), 0.01, 1, "cloud-run", START, (None, "unknown"), (), 5)
     assert [r["usd_per_month"] for r in block["rows"]] == [None, None]
     assert {r["price_status"] for r in block["rows"]} == {"unknown"}
 
@@ -164,6 +189,19 @@ def test_the_gke_idle_period_is_the_autoscaler_window_the_stack_renders() -> Non
         ("gaps:60,5000", "gaps PER_DAY"),
         ("steady:3", "--traffic takes"),
         ("bursty", "--traffic takes"),
+        # An empty argument, spaces, and numbers float() reads but the docs never write.
+        ("steady:", "--traffic takes"),
+        ("trace:", "--traffic takes"),
+        (" steady", "--traffic takes"),
+        ("steady\n", "--traffic takes"),
+        ("gaps: 3600,8", "gaps SECONDS must be a number in [1, 10800], got ' 3600'"),
+        ("gaps:\u0663\u0666\u0660\u0660,8", "gaps SECONDS"),
+        ("gaps:3_600,8", "gaps SECONDS"),
+        ("gaps:3600,8.0", "PER_DAY must be an integer in [1, 1440]"),
+        ("gaps:3600,8e0", "PER_DAY must be an integer"),
+        ("profile:" + ",".join(["1"] * 23 + ["\u0661"]), "profile hour 23"),
+        ("profile:" + ",".join(["1"] * 23 + ["+1"]), "profile hour 23"),
+        ("profile:" + ",".join(["1"] * 23 + ["1e999"]), "profile hour 23"),
     ],
 )
 def test_a_bad_shape_is_refused_naming_the_option(text: str, said: str) -> None:
@@ -182,6 +220,14 @@ def test_the_commands_refuse_a_bad_shape_with_exit_2(
     assert "give --trace" in capsys.readouterr().err
     assert search_main(["--traffic", "gaps:1", "--rate", "1", "--ttft-p95-ms", "9"]) == 2
     assert "--traffic gaps takes" in capsys.readouterr().err
+    # Two shapes are refused, not the last one taken, by both commands, in one line.
+    twice = ["--traffic", "steady", "--traffic", "gaps:3600,8", "--json"]
+    for main, argv in ((plan_main, ["-s", "l4", "-r", "1"]), (search_main, SEARCH)):
+        assert main([*argv, *twice]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines()[-1].endswith(
+            "error: --traffic is given 2 times: give one of " + SHAPE_HELP
+        )
     big = tmp_path / "big.jsonl"
     big.write_text('{"start_s": 0, "prompt_tokens": 5, "output_tokens": 5}\n' * 100_001)
     assert plan_main(["-s", "l4", "--trace", str(big), "--traffic", "trace"]) == 2

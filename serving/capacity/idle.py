@@ -27,6 +27,7 @@ meeting a cold start exceeds 1 - q and the cold start's p50 exceeds the target.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,6 +51,10 @@ GKE_SCALE_DOWN_S = 600.0
 #: The percentiles a target may name, as fractions.
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 MAX_GAPS_PER_DAY = 1440
+#: A number as the docs write one: ASCII digits, no sign, no spaces (``float`` alone would take
+#: " 8 ", "1_0", "٣" and "nan").
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_INTEGER = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -86,21 +91,21 @@ class Shape:
         return out
 
 
-def _number(text: str, what: str, low: float, high: float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+def _number(text: str, what: str, low: float, high: float, integer: bool = False) -> float:
+    value = float(text) if (_INTEGER if integer else _NUMBER).fullmatch(text) else math.nan
     if not (math.isfinite(value) and low <= value <= high):
-        raise ValueError(f"--traffic {what} must be a number in [{low:g}, {high:g}], got {text!r}")
+        kind = "an integer" if integer else "a number"
+        raise ValueError(
+            f"--traffic {what} must be {kind} in [{low:g}, {high:g}], got {text[:40]!r}"
+        )
     return value
 
 
 def parse_shape(text: str) -> Shape:
     """``--traffic``'s value (:data:`SHAPE_HELP`; a trace's arrivals come with
     :meth:`Shape.with_trace`). ValueError naming the option and what it takes otherwise."""
-    kind, _, args = text.strip().partition(":")
-    if kind not in SHAPES or (kind in ("steady", "trace")) == bool(args):
+    kind, colon, args = text.partition(":")
+    if kind not in SHAPES or (kind in ("steady", "trace")) == bool(colon):
         raise ValueError(f"--traffic takes {SHAPE_HELP}, got {text[:60]!r}")
     if kind == "profile":
         parts = args.split(",")
@@ -121,9 +126,7 @@ def parse_shape(text: str) -> Shape:
             raise ValueError(
                 "--traffic gaps takes SECONDS,PER_DAY (an idle gap's length, how many)"
             )
-        per_day = _number(parts[1], "gaps PER_DAY", 1, MAX_GAPS_PER_DAY)
-        if per_day != int(per_day):
-            raise ValueError(f"--traffic gaps PER_DAY must be an integer, got {parts[1]!r}")
+        per_day = _number(parts[1], "gaps PER_DAY", 1, MAX_GAPS_PER_DAY, integer=True)
         gap = _number(parts[0], "gaps SECONDS", 1, DAY_S / per_day)
         if gap * per_day >= DAY_S:
             raise ValueError("--traffic gaps: the gaps fill the whole day; leave some busy time")
@@ -157,12 +160,14 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
         # A gap shorter than the idle period keeps every instance: one busy stretch repeats.
         return [Period(rate * busy, rate, shape.gap_s >= idle_s, True)]
     times = shape.arrivals
-    span = times[-1] - times[0]
-    scale = (len(times) - 1) / span / rate if span > 0 else 1.0
+    first, span, rescaled = times[0], times[-1] - times[0], (len(times) - 1) / rate
+    # Each arrival as a share of the span from the first: a trace far from time 0 keeps its
+    # gaps' precision, and a tiny span cannot overflow the scale.
+    scaled = [(x - first) / span * rescaled if span > 0 else 0.0 for x in times]
     out: list[Period] = []
-    piece = [times[0] * scale]
+    piece = scaled[:1]
     after_idle = True
-    for t in (x * scale for x in times[1:]):
+    for t in scaled[1:]:
         gap = t - piece[-1]
         if gap > idle_s or t - piece[0] >= HOUR_S:
             out.append(_piece(piece, after_idle))
@@ -226,8 +231,9 @@ def min_instances(
     most: int,
 ) -> dict[str, Any]:
     """The table for each min-instance setting from the platform's fewest to what the busiest
-    period needs (at most ``most``), ``replicas`` serving ``rate`` as planned: its cost, the
-    share of requests meeting a cold start, their added latency (``start``:
+    period needs (at most ``most``; the first with no cold start ends it: more only cost
+    more), ``replicas`` serving ``rate`` as planned: its cost, the share of requests
+    meeting a cold start, their added latency (``start``:
     :func:`serving.capacity.coldstart.cold_start`'s p50_s and p90_s) and which percentile
     ``targets`` (metric, stat, ms) still hold. A TPU VM stack has no row: its nodes never
     scale to zero, so no request meets a cold start in service."""
@@ -267,6 +273,8 @@ def min_instances(
                 "slo_holds": not broken if percentiles else None,
             }
         )
+        if share == 0:
+            break
     return out
 
 
