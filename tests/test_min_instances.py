@@ -41,7 +41,7 @@ START = {"p50_s": 60, "p90_s": 120}
 
 def _share(shape: Shape, rate: float, warm: int, per_instance: float = 10.0) -> float:
     spans = periods(shape, rate, T)
-    return cold_share(spans, needs(spans, per_instance, 1000), warm, T, START["p50_s"])
+    return cold_share(spans, needs(spans, per_instance, 1000), warm, START["p50_s"])
 
 
 def _rows(shape: Shape, rate: float, targets: Any = (), replicas: int = 1) -> Any:
@@ -110,9 +110,22 @@ def test_idle_gaps_start_one_instance_each() -> None:
     expected = (1 + r * 60) / busy + math.exp(-r * T) * (1 + r * 60)
     assert _share(parse_shape(f"gaps:{gap:g},{n}"), r, 0) == pytest.approx(expected)
     assert _share(parse_shape(f"gaps:{gap:g},{n}"), r, 1) == 0
-    # A gap shorter than the idle period keeps the instance.
-    short = _share(parse_shape("gaps:600,8"), r, 0)
-    assert short == pytest.approx(math.exp(-r * T) * (1 + r * 60))
+
+
+def test_a_gap_shorter_than_the_idle_period_adds_to_the_wait_around_it() -> None:
+    """8 gaps of 600 s at 0.01 req/s: the first request after a gap waited the gap plus the
+    busy time since the last request and since the stretch began, two exponential waits; it
+    is cold when they outlast the other s = 900 - 600 s: probability exp(-r s) (1 + r s).
+    The other requests of the stretch are cold with exp(-r T). Each brings r x D riders."""
+    r, s = 0.01, 300.0
+    per_stretch = r * (DAY_S - 8 * 600) / 8
+    first = math.exp(-r * s) * (1 + r * s)
+    expected = (first + (per_stretch - 1) * math.exp(-r * T)) / per_stretch * (1 + r * 60)
+    assert _share(parse_shape("gaps:600,8"), r, 0) == pytest.approx(expected, rel=0.01)
+    assert _share(parse_shape("gaps:600,8"), r, 1) == 0
+    # One second short of the idle period is about as cold as a gap that outlasts it.
+    shares = [_share(parse_shape(f"gaps:{gap},8"), r, 0) for gap in (899, 900)]
+    assert shares[0] == pytest.approx(shares[1], rel=0.01)
 
 
 def test_a_profile_scales_out_at_the_busy_hour() -> None:

@@ -13,7 +13,9 @@ A request meets a cold start when fewer instances are warm than it needs:
 - scaled to zero: with no instance kept warm, one left idle longer than the platform's idle
   period is gone. Within a Poisson period at rate r the gap before an arrival exceeds the idle
   period T with probability exp(-r T); each such gap starts an instance, and the request that
-  starts it and the r x D arriving during its start (D the cold start's p50) wait for it;
+  starts it and the r x D arriving during its start (D the cold start's p50) wait for it.
+  An idle gap g < T of the shape adds to the busy-time wait X it falls in (cold when
+  X + g > T);
 - scaled out: a period needs ceil(r / c) instances (c: the requests/s one instance serves as
   planned), at most the replicas sized for the traffic. It starts with the instances the last
   period needed, or only the minimum after an idle stretch of at least T; of the requests
@@ -137,12 +139,14 @@ def parse_shape(text: str) -> Shape:
 @dataclass(frozen=True)
 class Period:
     """Requests at one rate; ``after_idle``: an idle stretch of at least the idle period came
-    first (every instance above the minimum is gone); ``poisson``: its gaps are modelled."""
+    first (every instance above the minimum is gone); ``gap_cold``: the chance that the wait
+    before one of its requests outlasts the idle period (its modelled Poisson gaps; 0 for a
+    trace's own arrivals, cut at each such wait)."""
 
     requests: float
     rate: float
     after_idle: bool
-    poisson: bool
+    gap_cold: float
 
 
 def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
@@ -151,14 +155,19 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
     each gap longer than ``idle_s`` and every hour (its first period follows an idle stretch:
     nothing is known before it)."""
     if shape.kind == "steady":
-        return [Period(rate * DAY_S, rate, False, True)]
+        return [Period(rate * DAY_S, rate, False, math.exp(-rate * idle_s))]
     if shape.kind == "profile":
         p = shape.profile
-        return [Period(r * HOUR_S, r, p[h - 1] == 0, True) for h, r in enumerate(p)]
+        return [
+            Period(r * HOUR_S, r, p[h - 1] == 0, math.exp(-r * idle_s)) for h, r in enumerate(p)
+        ]
     if shape.kind == "gaps":
         busy = (DAY_S - shape.gap_s * shape.gaps_per_day) / shape.gaps_per_day
-        # A gap shorter than the idle period keeps every instance: one busy stretch repeats.
-        return [Period(rate * busy, rate, shape.gap_s >= idle_s, True)]
+        if shape.gap_s >= idle_s:
+            return [Period(rate * busy, rate, True, math.exp(-rate * idle_s))]
+        # A gap shorter than the idle period keeps the instances, unless the wait around it
+        # outlasts the idle period: one busy stretch repeats.
+        return [Period(rate * busy, rate, False, _straddled(rate, busy, shape.gap_s, idle_s))]
     times = shape.arrivals
     first, span, rescaled = times[0], times[-1] - times[0], (len(times) - 1) / rate
     # Each arrival as a share of the span from the first: a trace far from time 0 keeps its
@@ -180,7 +189,20 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
 def _piece(times: list[float], after_idle: bool) -> Period:
     span = times[-1] - times[0]
     rate = (len(times) - 1) / span if span > 0 else float(len(times) - 1)
-    return Period(float(len(times)), rate, after_idle, False)
+    return Period(float(len(times)), rate, after_idle, 0.0)
+
+
+def _straddled(r: float, busy: float, gap: float, idle: float) -> float:
+    """The chance that a request's wait since the one before outlasts ``idle``, in busy
+    stretches of ``busy`` seconds at ``r`` req/s between idle gaps of ``gap`` < ``idle``
+    seconds. A request ``u`` seconds into its stretch waited X ~ Exp(r) seconds of busy time:
+    within the stretch (X <= u) it is cold when X > idle; across the gap (X > u) when
+    X + gap > idle. The mean over u uniform in [0, busy]; a wait across two gaps or more is
+    counted as one (exact when ``busy`` >= ``idle - gap``, fewer cold starts otherwise)."""
+    s, e = idle - gap, math.exp
+    across = min(busy, s) * e(-r * s) + max(0.0, e(-r * s) - e(-r * busy)) / r
+    within = max(0.0, (busy - idle) * e(-r * idle) - (e(-r * idle) - e(-r * busy)) / r)
+    return (across + within) / busy
 
 
 def needs(spans: Sequence[Period], per_instance: float, most: int) -> list[int]:
@@ -193,9 +215,7 @@ def needs(spans: Sequence[Period], per_instance: float, most: int) -> list[int]:
     ]
 
 
-def cold_share(
-    spans: Sequence[Period], need: Sequence[int], warm: int, idle_s: float, start_s: float
-) -> float:
+def cold_share(spans: Sequence[Period], need: Sequence[int], warm: int, start_s: float) -> float:
     """The share of requests meeting a cold start with ``warm`` instances kept, each period
     needing ``need`` (:func:`needs`; module doc)."""
     total = cold = 0.0
@@ -205,8 +225,8 @@ def cold_share(
         kept = max(warm, 0 if p.after_idle else need[i - 1])
         starting = max(0, need[i] - kept)
         n = starting / need[i] * p.rate * start_s + (1.0 if kept == 0 else 0.0)
-        if p.poisson and warm == 0:
-            n += p.requests * math.exp(-p.rate * idle_s) * (1 + p.rate * start_s)
+        if warm == 0:
+            n += p.requests * p.gap_cold * (1 + p.rate * start_s)
         total += p.requests
         cold += min(p.requests, n)
     return cold / total
@@ -254,7 +274,7 @@ def min_instances(
     usd, status = price
     percentiles = [t for t in targets if t[1] in QUANTILES]
     for warm in range(floor, max(floor, min(max(need), most)) + 1):
-        share = cold_share(spans, need, warm, idle_s, start["p50_s"])
+        share = cold_share(spans, need, warm, start["p50_s"])
         reached = [q for q, f in QUANTILES.items() if share > 1 - f + 1e-12]
         broken = [
             f"{m}_{q}" for m, q, ms in percentiles if q in reached and start["p50_s"] * 1000 > ms
