@@ -336,11 +336,23 @@ def test_the_written_stack_keeps_the_chosen_min_instances(
     project_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--rate", "0.005", *IDLE, "--platforms", "cloud-run", "--requests", "200"]
-    code = search_main(["--project-dir", str(project_copy), *argv, "--write-stack", "idle"])
-    assert code == 0, capsys.readouterr().err
+    code = search_main(
+        ["--project-dir", str(project_copy), *argv, "--write-stack", "idle", "--json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    best = json.loads(out)["answers"][0]
     text = (project_copy / "Pulumi.idle.yaml").read_text()
     assert "gemma4-vllm:minInstances: 1\n" in text
     assert "#   min instances 1: 0.00% of requests meet a cold start" in text
+    # The preview accepts it, and a plan of it prices min instances as the search did.
+    from preview.build import build_preview
+
+    preview = build_preview("idle", project_copy / "Pulumi.idle.yaml", project_dir=project_copy)
+    assert preview.ok and preview.mandatory_violations == 0
+    plan = ["--project-dir", str(project_copy), "-s", "idle", "-r", "0.005", *IDLE, "--json"]
+    assert plan_main(plan) == 0
+    assert json.loads(capsys.readouterr().out)["min_instances"] == best["min_instances_rows"]
 
 
 def test_the_pages_example_is_what_the_commands_print(

@@ -198,7 +198,8 @@ def _straddled(r: float, busy: float, gap: float, idle: float) -> float:
     seconds. A request ``u`` seconds into its stretch waited X ~ Exp(r) seconds of busy time:
     within the stretch (X <= u) it is cold when X > idle; across the gap (X > u) when
     X + gap > idle. The mean over u uniform in [0, busy]; a wait across two gaps or more is
-    counted as one (exact when ``busy`` >= ``idle - gap``, fewer cold starts otherwise)."""
+    counted as one (exact when ``busy`` >= ``idle - gap``; fewer cold starts than happen
+    otherwise)."""
     s, e = idle - gap, math.exp
     across = min(busy, s) * e(-r * s) + max(0.0, e(-r * s) - e(-r * busy)) / r
     within = max(0.0, (busy - idle) * e(-r * idle) - (e(-r * idle) - e(-r * busy)) / r)
