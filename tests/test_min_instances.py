@@ -81,8 +81,7 @@ def test_a_request_every_30_minutes_is_always_cold_without_a_warm_instance() -> 
 
 def test_a_trace_far_from_time_zero_is_priced_as_the_same_trace_at_zero() -> None:
     """Rescaling keeps the gaps of a trace whose times are near the 1e9 s the reader allows
-    (a float's step there is 2^-23 s); and the table ends at the first setting no request
-    meets a cold start at."""
+    (a float's step there is 2^-23 s)."""
     step = 2.0**-23
     offsets = (0.0, step, 3 * step, 4 * step)
     at_zero, far = (
