@@ -165,6 +165,10 @@ def test_a_percentile_breaks_when_the_cold_share_passes_its_tail() -> None:
     rows = _rows(Shape("steady"), 0.02, [("ttft", "p99", 2000)])
     assert 0.01 > rows[0]["cold_share"] > 0.0 and rows[0]["percentiles_reached"] == []
     assert chosen({"rows": rows}) == 0
+    # A cold start waits before the first token: the gaps between tokens keep their target.
+    (row, _) = _rows(Shape("steady"), r, [("itl", "p99", 50)])
+    assert row["percentiles_reached"] == ["p95", "p99"] and row["slo_broken"] == []
+    assert row["slo_holds"] is None
 
 
 def test_an_unknown_price_stays_unknown() -> None:
@@ -280,6 +284,25 @@ def test_the_plan_prints_the_rows_only_when_asked(
     assert len(table) == 6 and max(map(len, table)) <= 100
     assert "with 8 idle gap(s) of 3600 s a day" in table[0]
     assert table[2].split()[:1] == ["0"] and table[3].split()[:1] == ["1"]
+
+
+def test_the_table_stays_within_100_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row breaking four targets, and a note, go on below rather than past 100 columns."""
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: False))
+    targets = ["--ttft-p95-ms", "5000", "--ttft-p99-ms", "6000", "--e2e-p95-ms", "60000"]
+    argv = ["-s", "l4", "-r", "0.001", "--traffic", "steady", *targets, "--e2e-p99-ms", "70000"]
+    assert plan_main(argv) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Min instances: stack l4") :].splitlines()
+    assert max(map(len, table)) <= 100 and len(table) == 7
+    said = " ".join(" ".join(table).split())
+    assert "breaks TTFT p95, TTFT p99, E2E p95, E2E p99" in said
+    assert plan_main(["-s", "l4", "-r", "99999", "--traffic", "steady"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Min instances: stack l4") :].splitlines()
+    assert max(map(len, table)) <= 100 and "more than 100 replicas" in table[1]
 
 
 def test_a_profile_is_planned_at_its_busiest_hour(capsys: pytest.CaptureFixture[str]) -> None:

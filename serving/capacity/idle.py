@@ -273,7 +273,9 @@ def min_instances(
     spans = periods(shape, rate, idle_s)
     need = needs(spans, rate / replicas, replicas)
     usd, status = price
-    percentiles = [t for t in targets if t[1] in QUANTILES]
+    # A cold start delays the first token and so the whole request, not the gaps between
+    # tokens: ITL targets are not judged here.
+    percentiles = [t for t in targets if t[0] in ("ttft", "e2e") and t[1] in QUANTILES]
     for warm in range(floor, max(floor, min(max(need), most)) + 1):
         share = cold_share(spans, need, warm, start["p50_s"])
         reached = [q for q, f in QUANTILES.items() if share > 1 - f + 1e-12]
