@@ -138,6 +138,19 @@ def test_a_profile_scales_out_at_the_busy_hour() -> None:
     assert shares[3] == 0 and shares[0] >= shares[1]
 
 
+def test_a_quiet_hour_is_about_as_cold_as_an_idle_one_before_a_busy_hour() -> None:
+    """The first requests after 12 hours at 1e-9 req/s find no instance, as after 12 idle
+    hours; and 24 equal hours are the steady rate (the wait into an hour is as likely to
+    outlast the idle period as any other)."""
+    quiet, idle = (
+        _share(parse_shape("profile:" + ",".join([lo] * 12 + ["0.05"] * 12)), 0.05, 0)
+        for lo in ("0.000000001", "0")
+    )
+    assert quiet == pytest.approx(idle, rel=0.01) and idle > 0
+    flat = _share(parse_shape("profile:" + ",".join(["0.002"] * 24)), 0.002, 0)
+    assert flat == pytest.approx(_share(Shape("steady"), 0.002, 0), rel=1e-9)
+
+
 @pytest.mark.parametrize(
     ("shape", "rate"),
     [

@@ -15,7 +15,7 @@ A request meets a cold start when fewer instances are warm than it needs:
   period T with probability exp(-r T); each such gap starts an instance, and the request that
   starts it and the r x D arriving during its start (D the cold start's p50) wait for it.
   An idle gap g < T of the shape adds to the busy-time wait X it falls in (cold when
-  X + g > T);
+  X + g > T); a profile hour's first requests wait partly in the hour before;
 - scaled out: a period needs ceil(r / c) instances (c: the requests/s one instance serves as
   planned), at most the replicas sized for the traffic. It starts with the instances the last
   period needed, or only the minimum after an idle stretch of at least T; of the requests
@@ -159,7 +159,8 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
     if shape.kind == "profile":
         p = shape.profile
         return [
-            Period(r * HOUR_S, r, p[h - 1] == 0, math.exp(-r * idle_s)) for h, r in enumerate(p)
+            Period(r * HOUR_S, r, p[h - 1] == 0, _hourly(p[h - 1], r, idle_s))
+            for h, r in enumerate(p)
         ]
     if shape.kind == "gaps":
         busy = (DAY_S - shape.gap_s * shape.gaps_per_day) / shape.gaps_per_day
@@ -190,6 +191,19 @@ def _piece(times: list[float], after_idle: bool) -> Period:
     span = times[-1] - times[0]
     rate = (len(times) - 1) / span if span > 0 else float(len(times) - 1)
     return Period(float(len(times)), rate, after_idle, 0.0)
+
+
+def _hourly(before: float, r: float, idle: float) -> float:
+    """The chance that a request's wait outlasts ``idle`` in an hour at ``r`` req/s after one
+    at ``before``. A Poisson request t seconds into the hour finds none in the ``idle``
+    seconds before it with probability exp(-(r t + before (idle - t))) for t < idle, exp(-r
+    idle) after: its mean over the hour. After an idle hour (``before`` 0) the period's
+    ``after_idle`` counts its first request instead."""
+    own, d = math.exp(-r * idle), r - before
+    if before == 0:
+        return own
+    early = (math.exp(-before * idle) - own) / d if abs(d * idle) > 1e-6 else idle * own
+    return own + (early - idle * own) / HOUR_S
 
 
 def _straddled(r: float, busy: float, gap: float, idle: float) -> float:
