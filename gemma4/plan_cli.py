@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from textwrap import wrap
 from typing import Any
 
 from rich.console import Console
@@ -432,7 +433,7 @@ def min_instances_text(stack: str, r: dict[str, Any]) -> str:
     shape = basis.get("shape", basis)
     head = f"Min instances: stack {stack}, traffic {_shape_words(shape)} (PREDICTED)"
     if not r["min_instances"]:
-        return f"{head}\n  {basis['note']}"
+        return _within_100([head, f"  {basis['note']}"])
     lines = [
         head,
         "  min  kept warm $/month  meet a cold start  added p50 / p90  percentiles reached  SLO",
@@ -445,15 +446,21 @@ def min_instances_text(stack: str, r: dict[str, Any]) -> str:
             f"  {row['min_instances']:>3}  "
             f"{money(row['usd_per_month'], row['price_status']).split('.')[0]:>17}  "
             f"{row['cold_share']:>17.2%}  {added:>15}  "
-            f"{', '.join(row['percentiles_reached']) or '-':<19}  {slo} {broken}".rstrip()
+            f"{', '.join(row['percentiles_reached']) or '-':<19}  {slo} {broken}"
         )
     who = {"cloud-run": "Cloud Run", "gke": "GKE's autoscaler"}[basis["platform"]]
-    lines.append(
+    lines += [
         f"  {who} scales an idle instance in after {basis['idle_s']:g} s; one instance serves "
-        f"{basis['requests_per_second_per_instance']:.3g} req/s\n  as planned; method and "
-        "sources: docs/min-instances.md"
-    )
-    return "\n".join(lines)
+        f"{basis['requests_per_second_per_instance']:.3g} req/s",
+        "  as planned; method and sources: docs/min-instances.md",
+    ]
+    return _within_100(lines)
+
+
+def _within_100(lines: list[str]) -> str:
+    """The lines; one longer than 100 columns (a long stack name, the targets a row breaks, a
+    note) goes on below, indented past the table's first column."""
+    return "\n".join(part for line in lines for part in wrap(line, 100, subsequent_indent=" " * 7))
 
 
 def _shape_words(shape: dict[str, Any]) -> str:

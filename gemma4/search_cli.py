@@ -164,6 +164,7 @@ def add_traffic_option(parser: argparse.ArgumentParser) -> None:
     """``--traffic SHAPE``: the traffic over a day, to price min instances against cold starts."""
     parser.add_argument(
         "--traffic",
+        action="append",
         metavar="SHAPE",
         help=f"the traffic's shape over a day: {SHAPE_HELP} (the --trace's arrivals); prices "
         "each min-instance setting against the requests that meet a cold start "
@@ -176,7 +177,9 @@ def traffic_shape(o: argparse.Namespace) -> tuple[Shape | None, float | None]:
     profile's busiest hour, else ``--rate``."""
     if o.traffic is None:
         return None, o.rate
-    shape = parse_shape(o.traffic)
+    if len(o.traffic) > 1:
+        raise ValueError(f"--traffic is given {len(o.traffic)} times: give one of {SHAPE_HELP}")
+    shape = parse_shape(o.traffic[0])
     if shape.peak is None:
         return shape, o.rate
     if o.rate is not None:

@@ -22,6 +22,7 @@ from serving.capacity.idle import (
     CLOUD_RUN_IDLE_S,
     DAY_S,
     GKE_SCALE_DOWN_S,
+    SHAPE_HELP,
     Shape,
     chosen,
     cold_share,
@@ -34,12 +35,13 @@ from serving.capacity.idle import (
 from serving.capacity.plan import ROOT, load_stack_settings
 
 T = CLOUD_RUN_IDLE_S
+SEARCH = ["--rate", "1", "--ttft-p95-ms", "9"]
 START = {"p50_s": 60, "p90_s": 120}
 
 
 def _share(shape: Shape, rate: float, warm: int, per_instance: float = 10.0) -> float:
     spans = periods(shape, rate, T)
-    return cold_share(spans, needs(spans, per_instance, 1000), warm, T, START["p50_s"])
+    return cold_share(spans, needs(spans, per_instance, 1000), warm, START["p50_s"])
 
 
 def _rows(shape: Shape, rate: float, targets: Any = (), replicas: int = 1) -> Any:
@@ -77,6 +79,28 @@ def test_a_request_every_30_minutes_is_always_cold_without_a_warm_instance() -> 
     assert [r["min_instances"] for r in burst] == [0, 1] and burst[1]["cold_share"] == 0
 
 
+def test_a_trace_far_from_time_zero_is_priced_as_the_same_trace_at_zero() -> None:
+    """Rescaling keeps the gaps of a trace whose times are near the 1e9 s the reader allows
+    (a float's step there is 2^-23 s)."""
+    step = 2.0**-23
+    offsets = (0.0, step, 3 * step, 4 * step)
+    at_zero, far = (
+        _rows(Shape("trace").with_trace([start + x for x in offsets]), 0.01)
+        for start in (0.0, 1e9 - 4 * step)
+    )
+    assert [r["cold_share"] for r in far] == [r["cold_share"] for r in at_zero]
+    # 4 requests 100 s apart: the first is cold, and the 60 s x 0.01 req/s of its start.
+    assert at_zero[0]["cold_share"] == pytest.approx((1 + 0.6) / 4)
+
+
+def test_the_table_ends_where_no_request_meets_a_cold_start() -> None:
+    """30 req/s all day on 10 instances never idles: more than none kept warm only costs."""
+    rows = _rows(Shape("steady"), 30.0, replicas=10)
+    assert [(r["min_instances"], r["cold_share"]) for r in rows] == [(0, 0.0)]
+    idle = _rows(parse_shape("gaps:3600,4"), 30.0, replicas=10)
+    assert len(idle) == 11 and [r["cold_share"] == 0 for r in idle].index(True) == 10
+
+
 def test_idle_gaps_start_one_instance_each() -> None:
     """n gaps of an hour a day at r req/s while busy: each gap's end is cold for its first
     request and the r x D arriving during the start; within the busy stretches, exp(-r T)."""
@@ -85,9 +109,22 @@ def test_idle_gaps_start_one_instance_each() -> None:
     expected = (1 + r * 60) / busy + math.exp(-r * T) * (1 + r * 60)
     assert _share(parse_shape(f"gaps:{gap:g},{n}"), r, 0) == pytest.approx(expected)
     assert _share(parse_shape(f"gaps:{gap:g},{n}"), r, 1) == 0
-    # A gap shorter than the idle period keeps the instance.
-    short = _share(parse_shape("gaps:600,8"), r, 0)
-    assert short == pytest.approx(math.exp(-r * T) * (1 + r * 60))
+
+
+def test_a_gap_shorter_than_the_idle_period_adds_to_the_wait_around_it() -> None:
+    """8 gaps of 600 s at 0.01 req/s: the first request after a gap waited the gap plus the
+    busy time since the last request and since the stretch began, two exponential waits; it
+    is cold when they outlast the other s = 900 - 600 s: probability exp(-r s) (1 + r s).
+    The other requests of the stretch are cold with exp(-r T). Each brings r x D riders."""
+    r, s = 0.01, 300.0
+    per_stretch = r * (DAY_S - 8 * 600) / 8
+    first = math.exp(-r * s) * (1 + r * s)
+    expected = (first + (per_stretch - 1) * math.exp(-r * T)) / per_stretch * (1 + r * 60)
+    assert _share(parse_shape("gaps:600,8"), r, 0) == pytest.approx(expected, rel=0.01)
+    assert _share(parse_shape("gaps:600,8"), r, 1) == 0
+    # One second short of the idle period is about as cold as a gap that outlasts it.
+    shares = [_share(parse_shape(f"gaps:{gap},8"), r, 0) for gap in (899, 900)]
+    assert shares[0] == pytest.approx(shares[1], rel=0.01)
 
 
 def test_a_profile_scales_out_at_the_busy_hour() -> None:
@@ -99,6 +136,19 @@ def test_a_profile_scales_out_at_the_busy_hour() -> None:
     assert shares[1] == pytest.approx(2 * 60 / total)
     assert shares[2] == pytest.approx(60 / total)
     assert shares[3] == 0 and shares[0] >= shares[1]
+
+
+def test_a_quiet_hour_is_about_as_cold_as_an_idle_one_before_a_busy_hour() -> None:
+    """The first requests after 12 hours at 1e-9 req/s find no instance, as after 12 idle
+    hours; and 24 equal hours are the steady rate (the wait into an hour is as likely to
+    outlast the idle period as any other)."""
+    quiet, idle = (
+        _share(parse_shape("profile:" + ",".join([lo] * 12 + ["0.05"] * 12)), 0.05, 0)
+        for lo in ("0.000000001", "0")
+    )
+    assert quiet == pytest.approx(idle, rel=0.01) and idle > 0
+    flat = _share(parse_shape("profile:" + ",".join(["0.002"] * 24)), 0.002, 0)
+    assert flat == pytest.approx(_share(Shape("steady"), 0.002, 0), rel=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -128,10 +178,14 @@ def test_a_percentile_breaks_when_the_cold_share_passes_its_tail() -> None:
     rows = _rows(Shape("steady"), 0.02, [("ttft", "p99", 2000)])
     assert 0.01 > rows[0]["cold_share"] > 0.0 and rows[0]["percentiles_reached"] == []
     assert chosen({"rows": rows}) == 0
+    # A cold start waits before the first token: the gaps between tokens keep their target.
+    (row, _) = _rows(Shape("steady"), r, [("itl", "p99", 50)])
+    assert row["percentiles_reached"] == ["p95", "p99"] and row["slo_broken"] == []
+    assert row["slo_holds"] is None
 
 
 def test_an_unknown_price_stays_unknown() -> None:
-    block = min_instances(Shape("steady"), 1.0, 1, "cloud-run", START, (None, "unknown"), (), 5)
+    block = min_instances(Shape("steady"), 0.01, 1, "cloud-run", START, (None, "unknown"), (), 5)
     assert [r["usd_per_month"] for r in block["rows"]] == [None, None]
     assert {r["price_status"] for r in block["rows"]} == {"unknown"}
 
@@ -164,6 +218,19 @@ def test_the_gke_idle_period_is_the_autoscaler_window_the_stack_renders() -> Non
         ("gaps:60,5000", "gaps PER_DAY"),
         ("steady:3", "--traffic takes"),
         ("bursty", "--traffic takes"),
+        # An empty argument, spaces, and numbers float() reads but the docs never write.
+        ("steady:", "--traffic takes"),
+        ("trace:", "--traffic takes"),
+        (" steady", "--traffic takes"),
+        ("steady\n", "--traffic takes"),
+        ("gaps: 3600,8", "gaps SECONDS must be a number in [1, 10800], got ' 3600'"),
+        ("gaps:\u0663\u0666\u0660\u0660,8", "gaps SECONDS"),
+        ("gaps:3_600,8", "gaps SECONDS"),
+        ("gaps:3600,8.0", "PER_DAY must be an integer in [1, 1440]"),
+        ("gaps:3600,8e0", "PER_DAY must be an integer"),
+        ("profile:" + ",".join(["1"] * 23 + ["\u0661"]), "profile hour 23"),
+        ("profile:" + ",".join(["1"] * 23 + ["+1"]), "profile hour 23"),
+        ("profile:" + ",".join(["1"] * 23 + ["1e999"]), "profile hour 23"),
     ],
 )
 def test_a_bad_shape_is_refused_naming_the_option(text: str, said: str) -> None:
@@ -182,6 +249,14 @@ def test_the_commands_refuse_a_bad_shape_with_exit_2(
     assert "give --trace" in capsys.readouterr().err
     assert search_main(["--traffic", "gaps:1", "--rate", "1", "--ttft-p95-ms", "9"]) == 2
     assert "--traffic gaps takes" in capsys.readouterr().err
+    # Two shapes are refused, not the last one taken, by both commands, in one line.
+    twice = ["--traffic", "steady", "--traffic", "gaps:3600,8", "--json"]
+    for main, argv in ((plan_main, ["-s", "l4", "-r", "1"]), (search_main, SEARCH)):
+        assert main([*argv, *twice]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines()[-1].endswith(
+            "error: --traffic is given 2 times: give one of " + SHAPE_HELP
+        )
     big = tmp_path / "big.jsonl"
     big.write_text('{"start_s": 0, "prompt_tokens": 5, "output_tokens": 5}\n' * 100_001)
     assert plan_main(["-s", "l4", "--trace", str(big), "--traffic", "trace"]) == 2
@@ -222,6 +297,25 @@ def test_the_plan_prints_the_rows_only_when_asked(
     assert len(table) == 6 and max(map(len, table)) <= 100
     assert "with 8 idle gap(s) of 3600 s a day" in table[0]
     assert table[2].split()[:1] == ["0"] and table[3].split()[:1] == ["1"]
+
+
+def test_the_table_stays_within_100_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row breaking four targets, and a note, go on below rather than past 100 columns."""
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: False))
+    targets = ["--ttft-p95-ms", "5000", "--ttft-p99-ms", "6000", "--e2e-p95-ms", "60000"]
+    argv = ["-s", "l4", "-r", "0.001", "--traffic", "steady", *targets, "--e2e-p99-ms", "70000"]
+    assert plan_main(argv) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Min instances: stack l4") :].splitlines()
+    assert max(map(len, table)) <= 100 and len(table) == 7
+    said = " ".join(" ".join(table).split())
+    assert "breaks TTFT p95, TTFT p99, E2E p95, E2E p99" in said
+    assert plan_main(["-s", "l4", "-r", "99999", "--traffic", "steady"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Min instances: stack l4") :].splitlines()
+    assert max(map(len, table)) <= 100 and "more than 100 replicas" in table[1]
 
 
 def test_a_profile_is_planned_at_its_busiest_hour(capsys: pytest.CaptureFixture[str]) -> None:
@@ -277,11 +371,23 @@ def test_the_written_stack_keeps_the_chosen_min_instances(
     project_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--rate", "0.005", *IDLE, "--platforms", "cloud-run", "--requests", "200"]
-    code = search_main(["--project-dir", str(project_copy), *argv, "--write-stack", "idle"])
-    assert code == 0, capsys.readouterr().err
+    code = search_main(
+        ["--project-dir", str(project_copy), *argv, "--write-stack", "idle", "--json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    best = json.loads(out)["answers"][0]
     text = (project_copy / "Pulumi.idle.yaml").read_text()
     assert "gemma4-vllm:minInstances: 1\n" in text
     assert "#   min instances 1: 0.00% of requests meet a cold start" in text
+    # The preview accepts it, and a plan of it prices min instances as the search did.
+    from preview.build import build_preview
+
+    preview = build_preview("idle", project_copy / "Pulumi.idle.yaml", project_dir=project_copy)
+    assert preview.ok and preview.mandatory_violations == 0
+    plan = ["--project-dir", str(project_copy), "-s", "idle", "-r", "0.005", *IDLE, "--json"]
+    assert plan_main(plan) == 0
+    assert json.loads(capsys.readouterr().out)["min_instances"] == best["min_instances_rows"]
 
 
 def test_the_pages_example_is_what_the_commands_print(

@@ -13,7 +13,9 @@ A request meets a cold start when fewer instances are warm than it needs:
 - scaled to zero: with no instance kept warm, one left idle longer than the platform's idle
   period is gone. Within a Poisson period at rate r the gap before an arrival exceeds the idle
   period T with probability exp(-r T); each such gap starts an instance, and the request that
-  starts it and the r x D arriving during its start (D the cold start's p50) wait for it;
+  starts it and the r x D arriving during its start (D the cold start's p50) wait for it.
+  An idle gap g < T of the shape adds to the busy-time wait X it falls in (cold when
+  X + g > T); a profile hour's first requests wait partly in the hour before;
 - scaled out: a period needs ceil(r / c) instances (c: the requests/s one instance serves as
   planned), at most the replicas sized for the traffic. It starts with the instances the last
   period needed, or only the minimum after an idle stretch of at least T; of the requests
@@ -27,6 +29,7 @@ meeting a cold start exceeds 1 - q and the cold start's p50 exceeds the target.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,6 +53,10 @@ GKE_SCALE_DOWN_S = 600.0
 #: The percentiles a target may name, as fractions.
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 MAX_GAPS_PER_DAY = 1440
+#: A number as the docs write one: ASCII digits, no sign, no spaces (``float`` alone would take
+#: " 8 ", "1_0", "٣" and "nan").
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_INTEGER = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -86,21 +93,21 @@ class Shape:
         return out
 
 
-def _number(text: str, what: str, low: float, high: float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+def _number(text: str, what: str, low: float, high: float, integer: bool = False) -> float:
+    value = float(text) if (_INTEGER if integer else _NUMBER).fullmatch(text) else math.nan
     if not (math.isfinite(value) and low <= value <= high):
-        raise ValueError(f"--traffic {what} must be a number in [{low:g}, {high:g}], got {text!r}")
+        kind = "an integer" if integer else "a number"
+        raise ValueError(
+            f"--traffic {what} must be {kind} in [{low:g}, {high:g}], got {text[:40]!r}"
+        )
     return value
 
 
 def parse_shape(text: str) -> Shape:
     """``--traffic``'s value (:data:`SHAPE_HELP`; a trace's arrivals come with
     :meth:`Shape.with_trace`). ValueError naming the option and what it takes otherwise."""
-    kind, _, args = text.strip().partition(":")
-    if kind not in SHAPES or (kind in ("steady", "trace")) == bool(args):
+    kind, colon, args = text.partition(":")
+    if kind not in SHAPES or (kind in ("steady", "trace")) == bool(colon):
         raise ValueError(f"--traffic takes {SHAPE_HELP}, got {text[:60]!r}")
     if kind == "profile":
         parts = args.split(",")
@@ -121,9 +128,7 @@ def parse_shape(text: str) -> Shape:
             raise ValueError(
                 "--traffic gaps takes SECONDS,PER_DAY (an idle gap's length, how many)"
             )
-        per_day = _number(parts[1], "gaps PER_DAY", 1, MAX_GAPS_PER_DAY)
-        if per_day != int(per_day):
-            raise ValueError(f"--traffic gaps PER_DAY must be an integer, got {parts[1]!r}")
+        per_day = _number(parts[1], "gaps PER_DAY", 1, MAX_GAPS_PER_DAY, integer=True)
         gap = _number(parts[0], "gaps SECONDS", 1, DAY_S / per_day)
         if gap * per_day >= DAY_S:
             raise ValueError("--traffic gaps: the gaps fill the whole day; leave some busy time")
@@ -134,12 +139,14 @@ def parse_shape(text: str) -> Shape:
 @dataclass(frozen=True)
 class Period:
     """Requests at one rate; ``after_idle``: an idle stretch of at least the idle period came
-    first (every instance above the minimum is gone); ``poisson``: its gaps are modelled."""
+    first (every instance above the minimum is gone); ``gap_cold``: the chance that the wait
+    before one of its requests outlasts the idle period (its modelled Poisson gaps; 0 for a
+    trace's own arrivals, cut at each such wait)."""
 
     requests: float
     rate: float
     after_idle: bool
-    poisson: bool
+    gap_cold: float
 
 
 def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
@@ -148,21 +155,29 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
     each gap longer than ``idle_s`` and every hour (its first period follows an idle stretch:
     nothing is known before it)."""
     if shape.kind == "steady":
-        return [Period(rate * DAY_S, rate, False, True)]
+        return [Period(rate * DAY_S, rate, False, math.exp(-rate * idle_s))]
     if shape.kind == "profile":
         p = shape.profile
-        return [Period(r * HOUR_S, r, p[h - 1] == 0, True) for h, r in enumerate(p)]
+        return [
+            Period(r * HOUR_S, r, p[h - 1] == 0, _hourly(p[h - 1], r, idle_s))
+            for h, r in enumerate(p)
+        ]
     if shape.kind == "gaps":
         busy = (DAY_S - shape.gap_s * shape.gaps_per_day) / shape.gaps_per_day
-        # A gap shorter than the idle period keeps every instance: one busy stretch repeats.
-        return [Period(rate * busy, rate, shape.gap_s >= idle_s, True)]
+        if shape.gap_s >= idle_s:
+            return [Period(rate * busy, rate, True, math.exp(-rate * idle_s))]
+        # A gap shorter than the idle period keeps the instances, unless the wait around it
+        # outlasts the idle period: one busy stretch repeats.
+        return [Period(rate * busy, rate, False, _straddled(rate, busy, shape.gap_s, idle_s))]
     times = shape.arrivals
-    span = times[-1] - times[0]
-    scale = (len(times) - 1) / span / rate if span > 0 else 1.0
+    first, span, rescaled = times[0], times[-1] - times[0], (len(times) - 1) / rate
+    # Each arrival as a share of the span from the first: a trace far from time 0 keeps its
+    # gaps' precision, and a tiny span cannot overflow the scale.
+    scaled = [(x - first) / span * rescaled if span > 0 else 0.0 for x in times]
     out: list[Period] = []
-    piece = [times[0] * scale]
+    piece = scaled[:1]
     after_idle = True
-    for t in (x * scale for x in times[1:]):
+    for t in scaled[1:]:
         gap = t - piece[-1]
         if gap > idle_s or t - piece[0] >= HOUR_S:
             out.append(_piece(piece, after_idle))
@@ -175,7 +190,34 @@ def periods(shape: Shape, rate: float, idle_s: float) -> list[Period]:
 def _piece(times: list[float], after_idle: bool) -> Period:
     span = times[-1] - times[0]
     rate = (len(times) - 1) / span if span > 0 else float(len(times) - 1)
-    return Period(float(len(times)), rate, after_idle, False)
+    return Period(float(len(times)), rate, after_idle, 0.0)
+
+
+def _hourly(before: float, r: float, idle: float) -> float:
+    """The chance that a request's wait outlasts ``idle`` in an hour at ``r`` req/s after one
+    at ``before``. A Poisson request t seconds into the hour finds none in the ``idle``
+    seconds before it with probability exp(-(r t + before (idle - t))) for t < idle, exp(-r
+    idle) after: its mean over the hour. After an idle hour (``before`` 0) the period's
+    ``after_idle`` counts its first request instead."""
+    own, d = math.exp(-r * idle), r - before
+    if before == 0:
+        return own
+    early = (math.exp(-before * idle) - own) / d if abs(d * idle) > 1e-6 else idle * own
+    return own + (early - idle * own) / HOUR_S
+
+
+def _straddled(r: float, busy: float, gap: float, idle: float) -> float:
+    """The chance that a request's wait since the one before outlasts ``idle``, in busy
+    stretches of ``busy`` seconds at ``r`` req/s between idle gaps of ``gap`` < ``idle``
+    seconds. A request ``u`` seconds into its stretch waited X ~ Exp(r) seconds of busy time:
+    within the stretch (X <= u) it is cold when X > idle; across the gap (X > u) when
+    X + gap > idle. The mean over u uniform in [0, busy]; a wait across two gaps or more is
+    counted as one (exact when ``busy`` >= ``idle - gap``; fewer cold starts than happen
+    otherwise)."""
+    s, e = idle - gap, math.exp
+    across = min(busy, s) * e(-r * s) + max(0.0, e(-r * s) - e(-r * busy)) / r
+    within = max(0.0, (busy - idle) * e(-r * idle) - (e(-r * idle) - e(-r * busy)) / r)
+    return (across + within) / busy
 
 
 def needs(spans: Sequence[Period], per_instance: float, most: int) -> list[int]:
@@ -188,9 +230,7 @@ def needs(spans: Sequence[Period], per_instance: float, most: int) -> list[int]:
     ]
 
 
-def cold_share(
-    spans: Sequence[Period], need: Sequence[int], warm: int, idle_s: float, start_s: float
-) -> float:
+def cold_share(spans: Sequence[Period], need: Sequence[int], warm: int, start_s: float) -> float:
     """The share of requests meeting a cold start with ``warm`` instances kept, each period
     needing ``need`` (:func:`needs`; module doc)."""
     total = cold = 0.0
@@ -200,8 +240,8 @@ def cold_share(
         kept = max(warm, 0 if p.after_idle else need[i - 1])
         starting = max(0, need[i] - kept)
         n = starting / need[i] * p.rate * start_s + (1.0 if kept == 0 else 0.0)
-        if p.poisson and warm == 0:
-            n += p.requests * math.exp(-p.rate * idle_s) * (1 + p.rate * start_s)
+        if warm == 0:
+            n += p.requests * p.gap_cold * (1 + p.rate * start_s)
         total += p.requests
         cold += min(p.requests, n)
     return cold / total
@@ -226,8 +266,9 @@ def min_instances(
     most: int,
 ) -> dict[str, Any]:
     """The table for each min-instance setting from the platform's fewest to what the busiest
-    period needs (at most ``most``), ``replicas`` serving ``rate`` as planned: its cost, the
-    share of requests meeting a cold start, their added latency (``start``:
+    period needs (at most ``most``; the first with no cold start ends it: more only cost
+    more), ``replicas`` serving ``rate`` as planned: its cost, the share of requests
+    meeting a cold start, their added latency (``start``:
     :func:`serving.capacity.coldstart.cold_start`'s p50_s and p90_s) and which percentile
     ``targets`` (metric, stat, ms) still hold. A TPU VM stack has no row: its nodes never
     scale to zero, so no request meets a cold start in service."""
@@ -246,9 +287,11 @@ def min_instances(
     spans = periods(shape, rate, idle_s)
     need = needs(spans, rate / replicas, replicas)
     usd, status = price
-    percentiles = [t for t in targets if t[1] in QUANTILES]
+    # A cold start delays the first token and so the whole request, not the gaps between
+    # tokens: ITL targets are not judged here.
+    percentiles = [t for t in targets if t[0] in ("ttft", "e2e") and t[1] in QUANTILES]
     for warm in range(floor, max(floor, min(max(need), most)) + 1):
-        share = cold_share(spans, need, warm, idle_s, start["p50_s"])
+        share = cold_share(spans, need, warm, start["p50_s"])
         reached = [q for q, f in QUANTILES.items() if share > 1 - f + 1e-12]
         broken = [
             f"{m}_{q}" for m, q, ms in percentiles if q in reached and start["p50_s"] * 1000 > ms
@@ -267,6 +310,8 @@ def min_instances(
                 "slo_holds": not broken if percentiles else None,
             }
         )
+        if share == 0:
+            break
     return out
 
 
