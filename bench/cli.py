@@ -52,6 +52,7 @@ from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_fr
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
 from serving.config.groups import SloSettings
+from serving.config.inputs import INTEGER
 from serving.config.project import ProjectError, named_stack_problem
 from serving.config.project import stack_file as find_stack_file
 
@@ -73,12 +74,12 @@ _MAX_REQUESTS = 10_000_000
 
 def _ints(low: int, high: int, what: str) -> Callable[[str], tuple[int, ...]]:
     def parse(text: str) -> tuple[int, ...]:
-        try:
-            values = tuple(int(v) for v in text.split(",") if v.strip())
-        except ValueError:
+        parts = text.split(",")
+        if any(not INTEGER.fullmatch(v) or len(v) > 18 for v in parts):
             raise argparse.ArgumentTypeError(
-                f"expected comma-separated integers, got {text!r}"
-            ) from None
+                f"expected comma-separated integers, got {text[:40]!r}"
+            )
+        values = tuple(int(v) for v in parts)
         if not values or any(not low <= v <= high for v in values):
             raise argparse.ArgumentTypeError(
                 f"{what} must be integers from {low} to {high}, got {text!r}"
@@ -90,10 +91,9 @@ def _ints(low: int, high: int, what: str) -> Callable[[str], tuple[int, ...]]:
 
 def _int(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not INTEGER.fullmatch(text) or len(text) > 18:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}")
+        value = int(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"expected {low} to {high}, got {value}")
         return value

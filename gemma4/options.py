@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gemma4.guard import shown
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.inputs import INTEGER, NUMBER
 from serving.config.project import ProjectError, find_project_file
 
 
@@ -20,10 +21,7 @@ def bounded_int(option: str, low: int, high: int) -> Callable[[str], int]:
     and the range otherwise."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
+        value = int(text) if INTEGER.fullmatch(text) and len(text) <= 18 else low - 1
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(
                 f"{option} must be an integer from {low} to {high}, got {text[:40]!r}"
@@ -34,14 +32,12 @@ def bounded_int(option: str, low: int, high: int) -> Callable[[str], int]:
 
 
 def bounded_number(option: str, low: float, high: float) -> Callable[[str], float]:
-    """An argparse `type` taking a finite number from `low` to `high` (nan, inf, `1e-320` and
-    other values outside the range are refused naming the option and the range)."""
+    """An argparse `type` taking a finite number from `low` to `high` written as the docs write
+    one (nan, inf, `1e-320`, " 1 ", "1_0", non-ASCII digits and values outside the range are
+    refused naming the option and the range)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = float(text) if NUMBER.fullmatch(text) else math.nan
         if not (math.isfinite(value) and low <= value <= high):
             raise argparse.ArgumentTypeError(
                 f"{option} must be a number from {low:g} to {high:g}, got {text[:40]!r}"

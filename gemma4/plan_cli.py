@@ -64,6 +64,7 @@ from serving.capacity.start_budget import waits_text
 from serving.capacity.start_records import FIGURES, StartError, check_block
 from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
+from serving.config.inputs import INTEGER
 from serving.config.project import ProjectError, stack_file
 from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
@@ -647,10 +648,7 @@ def concurrency_list(text: str) -> list[int]:
         )
     out = set()
     for part in parts:
-        try:
-            value = int(part.strip())
-        except ValueError:
-            value = 0
+        value = int(part) if INTEGER.fullmatch(part) and len(part) <= 18 else 0
         if not 1 <= value <= MAX_CONCURRENCY:
             raise argparse.ArgumentTypeError(
                 f"--concurrency values must be integers from 1 to {MAX_CONCURRENCY}, "

@@ -23,6 +23,7 @@ from gemma4.options import (
     add_project_options,
     add_rate_option,
     bounded_int,
+    bounded_number,
     found_project_dir,
 )
 from gemma4.workload_options import (
@@ -127,7 +128,7 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     )
     limits.add_argument(
         "--budget",
-        type=float,
+        type=bounded_number("--budget", 0.0, 1e6),
         metavar="USD_PER_HOUR",
         help="most dollars an hour (answers above it are left out)",
     )

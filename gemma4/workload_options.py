@@ -53,7 +53,7 @@ def add_workload_options(parser: argparse.ArgumentParser, default_note: str) -> 
     )
     group.add_argument(
         "--shared-prefix-tokens",
-        type=int,
+        type=bounded_int("--shared-prefix-tokens", 0, 10_000_000),
         default=0,
         metavar="N",
         help="prompt tokens every request shares at its start (a system prompt the prefix "

@@ -29,7 +29,7 @@ from endpoint.targets import (
     targets_from_outputs,
 )
 from gemma4.options import add_project_options, say_outputs
-from serving.config.inputs import MAX_DEADLINE_S
+from serving.config.inputs import MAX_DEADLINE_S, NUMBER
 from serving.config.project import named_stack_problem
 
 from .checks import Backoff
@@ -51,10 +51,7 @@ def number_type(high: float, *, zero_ok: bool = False) -> Callable[[str], float]
     low = 0.0 if zero_ok else SMALLEST
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        value = float(text) if NUMBER.fullmatch(text) else math.nan
         if not (math.isfinite(value) and low <= value <= high):
             raise argparse.ArgumentTypeError(
                 f"expected a finite number at least {low:g} and at most {high:g}, got {text!r}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 
 from components.tpu_api import adc_token_source
-from gemma4.options import add_project_options
+from gemma4.options import add_project_options, bounded_int
 from serving.capacity.plan import ROOT
 from serving.config.project import ProjectError, find_project_file, named_stack_problem, stack_names
 
@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--host", default="127.0.0.1", help="HTTP bind address, loopback only (127.0.0.1)"
     )
-    parser.add_argument("--port", type=int, default=8765, help="HTTP port (8765)")
+    parser.add_argument(
+        "--port", type=bounded_int("--port", 1, 65535), default=8765, help="HTTP port (8765)"
+    )
     parser.add_argument(
         "--enable-action",
         action="append",
@@ -120,9 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.host!r}: the HTTP transport has no authentication of its own",
             file=sys.stderr,
         )
-        return EXIT_USAGE
-    if not 1 <= args.port <= 65535:
-        print(f"gemma4 mcp: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
     for stack in args.stack:
         problem = named_stack_problem(stack, "-s", args.project_dir)

@@ -295,3 +295,39 @@ def test_tiny_positive_numbers_are_refused_with_the_smallest_allowed(argv: list[
     )
     assert done.returncode == 2, done.stderr
     assert "at least 0.001" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+NOT_WRITTEN_AS_DOCS_WRITE = [" 1", "1 ", "1_0", "\u0661", "+1", "0x10", "1e", "", "\uff11"]
+
+
+@pytest.mark.parametrize("text", NOT_WRITTEN_AS_DOCS_WRITE)
+def test_every_number_option_takes_ascii_digits_only(text: str) -> None:
+    """Python's float and int take spaces, underscores and other scripts' digits; no option
+    does: the numbers the docs and the package write are ASCII digits."""
+    import argparse
+
+    from bench.cli import _int, _ints
+    from gemma4.options import bounded_int, bounded_number
+    from healthchecks.cli import number_type
+
+    for parse in (
+        bounded_number("--rate", 0.0, 1e6),
+        bounded_int("--max-replicas", 0, 1000),
+        plan.concurrency_list,
+        _int(0, 1000),
+        _ints(0, 1000, "--concurrency"),
+        number_type(1e6),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
+    assert bounded_number("--rate", 0.0, 1e6)("1.5") == 1.5
+    assert bounded_int("--max-replicas", 0, 1000)("12") == 12
+    assert plan.concurrency_list("4,1") == [1, 4]
+
+
+def test_a_rate_with_a_space_exits_2_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        plan.main(["-s", "l4", "-r", " 1"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--rate must be a number from 0.001" in err and "Traceback" not in err

@@ -29,7 +29,6 @@ meeting a cold start exceeds 1 - q and the cold start's p50 exceeds the target.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 from serving.capacity.coldstart import cold_start
 from serving.capacity.costs import cost, instance_price
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
+from serving.config.inputs import INTEGER, NUMBER
 from serving.config.settings import Settings
 
 SHAPES = ("steady", "profile", "gaps", "trace")
@@ -53,10 +53,6 @@ GKE_SCALE_DOWN_S = 600.0
 #: The percentiles a target may name, as fractions.
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 MAX_GAPS_PER_DAY = 1440
-#: A number as the docs write one: ASCII digits, no sign, no spaces (``float`` alone would take
-#: " 8 ", "1_0", "٣" and "nan").
-_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_INTEGER = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -94,7 +90,7 @@ class Shape:
 
 
 def _number(text: str, what: str, low: float, high: float, integer: bool = False) -> float:
-    value = float(text) if (_INTEGER if integer else _NUMBER).fullmatch(text) else math.nan
+    value = float(text) if (INTEGER if integer else NUMBER).fullmatch(text) else math.nan
     if not (math.isfinite(value) and low <= value <= high):
         kind = "an integer" if integer else "a number"
         raise ValueError(

@@ -14,9 +14,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
+
+#: A number as the docs and the command lines write one: ASCII digits, no sign, no spaces
+#: (``float`` alone would take " 8 ", "1_0", "٣", "+1" and "nan").
+NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+#: A whole number the same way: ASCII digits only (``int`` would take " 8", "1_0" and "٨").
+INTEGER = re.compile(r"[0-9]+")
 
 MAX_BYTES = 16 << 20
 """Largest JSON input (a preview JSON of a large stack is well under 1 MiB)."""

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
         (["-s", "h100"], "unknown stack(s) h100"),
         (["--enable-action", "deploy"], "invalid choice: 'deploy'"),
         (["--transport", "sse"], "invalid choice: 'sse'"),
-        (["--port", "0"], "--port must be 1..65535"),
+        (["--port", "0"], "--port must be an integer from 1 to 65535"),
+        (["--port", " 8765"], "--port must be an integer from 1 to 65535"),
         (["--transport", "http", "--host", "0.0.0.0"], "--host must be a loopback address"),
     ],
 )
