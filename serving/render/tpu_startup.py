@@ -295,6 +295,18 @@ def render_metadata(
     return {"startup-script": LAUNCHER, LAUNCH_KEY: text}
 
 
+def read_bucket(value: Any) -> str:
+    """The :data:`BUCKET_KEY` metadata value, or ValueError naming it (the launcher stops with
+    any other before it copies anything)."""
+    if not isinstance(value, str) or re.fullmatch(_BUCKET, value) is None:
+        raise ValueError(
+            f"metadata {BUCKET_KEY} is {json.dumps(value)[:80]}; accepted: a Cloud Storage "
+            "bucket name (3 to 222 characters: dot-separated parts of 1 to 63 lowercase "
+            "letters, digits, - and _, each with a letter or digit at both ends)"
+        )
+    return value
+
+
 def read_launch(text: str) -> dict[str, Any]:
     """The launch document, or ValueError naming the key that is not of the accepted shape."""
     try:
