@@ -228,8 +228,10 @@ if not kept:
         if time.monotonic() > deadline:
             sys.exit("vLLM did not answer /health in {SAVE_WAIT_S} s: the XLA cache is not saved")
         time.sleep(10)
+    # Nothing written (the cache off in this image): no marker, which would stop later saves.
+    written = any(names for _, _, names in os.walk("{CACHE_MOUNT_PATH}"))
     done = tempfile.mkstemp()[1]  # the marker: an empty object, copied up last
-    saved = sync("{CACHE_MOUNT_PATH}", files) and gcloud("cp", done, marker)
+    saved = written and sync("{CACHE_MOUNT_PATH}", files) and gcloud("cp", done, marker)
     print("XLA cache " + ("saved to " if saved else "not saved to ") + cache, flush=True)
 LAUNCHER
 """

@@ -86,6 +86,9 @@ if sys.argv[1] == "run":
         json.dump({"argv": sys.argv[1:], "VLLM_API_KEY": os.environ.get("VLLM_API_KEY")}, f)
     with open(os.environ["GCLOUD_LOG"], "a") as log:
         log.write(json.dumps(["docker-run"]) + "\n")
+    if not os.environ.get("NOTHING_COMPILED"):  # vLLM writes its XLA programs to the cache
+        with open(os.path.join(os.environ["XLA_CACHE"], "program"), "w") as f:
+            f.write("compiled")
 """
 #: Cloud Storage: `ls` (of the cache's marker) succeeds only when CACHE_KEPT is set; an upload
 #: fails with UPLOAD_FAILS, or when a parallel composite upload could stage its parts outside the
@@ -133,6 +136,7 @@ def _write(tmp_path: Path, launch: str | None = None) -> tuple[Path, dict[str, s
         "GCLOUD_LOG": str(tmp_path / "gcloud.log"),
         "LAUNCH": str(tmp_path / "launch.json"),
         "BUCKET_NAME": BUCKET,
+        "XLA_CACHE": str(tmp_path / "mnt" / "compile-cache"),
     }
     return path, env
 
@@ -339,6 +343,15 @@ def test_a_failed_upload_writes_no_marker(tmp_path: Path) -> None:
     result, _ = _run(tmp_path, UPLOAD_FAILS="1")
     assert result.returncode == 0, result.stderr
     assert not [c for c in _calls(tmp_path) if c[:2] == ["storage", "cp"]]
+    assert "XLA cache not saved to " + _cache(tmp_path)[0] in result.stdout
+
+
+def test_an_empty_cache_is_never_marked_whole(tmp_path: Path) -> None:
+    """vLLM wrote nothing to the cache directory: a marker would keep every later node from
+    saving the cache it compiles."""
+    result, _ = _run(tmp_path, NOTHING_COMPILED="1")
+    assert result.returncode == 0, result.stderr
+    assert _calls(tmp_path)[-1] == ["docker-run"]
     assert "XLA cache not saved to " + _cache(tmp_path)[0] in result.stdout
 
 
