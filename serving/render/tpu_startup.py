@@ -147,7 +147,8 @@ def gcloud(*argv, check=False):
 
 def sync(source, destination, check=False):
     # Parallel transfers; a reboot copies only what is missing (`gcloud storage rsync`,
-    # cloud.google.com/sdk/gcloud/reference/storage/rsync: --recursive walks the folders).
+    # cloud.google.com/sdk/gcloud/reference/storage/rsync: --recursive walks the folders; no
+    # --delete-unmatched-destination-objects: a new revision replaces the node, disk and all).
     return gcloud("rsync", "--recursive", source, destination, check=check)
 
 
@@ -230,7 +231,7 @@ if not kept:
         time.sleep(10)
     # Nothing written (the cache off in this image): no marker, which would stop later saves.
     written = any(names for _, _, names in os.walk("{CACHE_MOUNT_PATH}"))
-    done = tempfile.mkstemp()[1]  # the marker: an empty object, copied up last
+    done = tempfile.mkstemp()[1]  # the marker: an empty file, `gcloud storage cp`'d up last
     saved = written and sync("{CACHE_MOUNT_PATH}", files) and gcloud("cp", done, marker)
     print("XLA cache " + ("saved to " if saved else "not saved to ") + cache, flush=True)
 LAUNCHER
