@@ -1,7 +1,8 @@
 """vLLM on TPU v6e-1 nodes: queued resources, the nodes' own identity, and a narrow firewall.
 
 Each node copies the checkpoint from the stack's model bucket to its disk and keeps its XLA
-cache in the bucket under its key (serving/render/tpu_startup.py)."""
+cache in the bucket under its key (serving/render/tpu_startup.py); a new checkpoint revision
+replaces the nodes."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from serving.render.tpu_startup import (
     render_metadata,
 )
 from serving.render.vllm import mounted
+
+#: The node metadata key naming the checkpoint revisions its bucket folders hold.
+REVISIONS_KEY = "model-revisions"
 
 
 @dataclass
@@ -85,7 +89,11 @@ class TpuVllmNodes(pulumi.ComponentResource):
             if args.scrape_job is not None
             else None,
         )
-        metadata = {**launch, BUCKET_KEY: args.bucket.bucket_name}
+        # The revisions are read by no one on the node: a new one (downloaded into the same
+        # folders) changes the node, so every node is replaced and copies it, instead of each
+        # serving whichever copy it made at its last boot.
+        revisions = " ".join(f"{c.folder}@{c.revision}" for c in checkpoints(s))
+        metadata = {**launch, BUCKET_KEY: args.bucket.bucket_name, REVISIONS_KEY: revisions}
 
         account = serviceaccount.Account(
             f"{name}-sa",

@@ -11,7 +11,8 @@ directory at start-up (Inductor's cache dir points inside it), so a read-only mo
 fails the start: refused too. A cache in the container's own filesystem is vLLM's default,
 neither shared nor kept: not judged. A TPU node running the package's launcher restores and
 saves its XLA cache at the launch document's `cacheKey` (serving/render/tpu_startup.py): that
-key must be the one recomputed from the document's image and command line and the node's TPU.
+key must be the one recomputed from the document's image and command line and the node's TPU,
+and the bucket it names in `model-bucket` one the launcher accepts.
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from policies._config import resource_policy
-from policies._props import get, items
+from policies._props import get, items, read_field
 from policies._resources import as_bool, containers, volumes
 from policies._server import ContainerSpec, Workload, cache_only_dir, workload_of
 from serving.render.compile_cache import CACHE_ENVS, cache_folder, cache_key
-from serving.render.tpu_startup import LAUNCHER, node_cache_key, read_launch
+from serving.render.tpu_startup import (
+    BUCKET_KEY,
+    LAUNCHER,
+    node_cache_key,
+    read_bucket,
+    read_launch,
+)
 from serving.render.vllm import VllmCommand
 
 
@@ -67,34 +74,42 @@ def _key(spec: ContainerSpec, accelerator: str | None) -> str | None:
     )
 
 
-def launch_problems(workload: Workload) -> list[str]:
-    """A TPU launch document whose `cacheKey` is not its own node's key (a document the
-    launcher cannot read is the reading policies' to refuse)."""
-    count = workload.devices[0]
-    if workload.launch is None or workload.accelerator is None or count is None:
-        return []
+def launch_problems(workload: Workload, bucket: tuple[Any, bool]) -> list[str]:
+    """A TPU launch whose `model-bucket` (value, unknown) the launcher refuses, or whose
+    `cacheKey` is not its own node's key (a document the launcher cannot read is the reading
+    policies' to refuse)."""
     if not any(script == LAUNCHER for _, script in workload.startup_scripts):
         return []
+    problems = []
+    name, unknown = bucket
+    if not unknown:
+        try:
+            read_bucket(name)
+        except ValueError as exc:
+            problems.append(f"{exc}: the node's launcher stops before it copies the weights")
+    count = workload.devices[0]
+    if workload.launch is None or workload.accelerator is None or count is None:
+        return problems
     try:
         launch = read_launch(workload.launch)
     except ValueError:
-        return []
+        return problems
     command = VllmCommand(tuple(launch["command"]), tuple(launch["args"]))
     key = node_cache_key(command, launch["image"], workload.accelerator, count)
-    if launch["cacheKey"] == key:
-        return []
-    return [
-        f"its launch keeps the XLA cache at {cache_folder(launch['cacheKey'])}, but this node's "
-        f"key (its image, command line and {workload.accelerator}) is {key}: nodes of other "
-        f"configurations may share that folder and load each other's compiled code. Use "
-        f"cacheKey {key}"
-    ]
+    if launch["cacheKey"] != key:
+        problems.append(
+            f"its launch keeps the XLA cache at {cache_folder(launch['cacheKey'])}, but this "
+            f"node's key (its image, command line and {workload.accelerator}) is {key}: nodes "
+            "of other configurations may share that folder and load each other's compiled "
+            f"code. Use cacheKey {key}"
+        )
+    return problems
 
 
 def cache_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """What is wrong with where each container of the resource keeps its compile cache."""
     workload = workload_of(resource_type, props)
-    problems = launch_problems(workload)
+    problems = launch_problems(workload, read_field(get(props, "metadata"), BUCKET_KEY))
     declared = {str(get(v, "name")): v for v in volumes(resource_type, props)}
     raw_containers = containers(resource_type, props)
     for spec in workload.containers:

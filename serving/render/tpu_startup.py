@@ -6,20 +6,20 @@ a JSON document with the image, the command and argument lists, the project, the
 Manager secret id (not its value), the checkpoint folders to copy from the model bucket, the
 compile cache key and the Ops Agent to install; `model-bucket` names the bucket (known only
 once it exists, so kept out of the document the policy pack reads at preview). The launcher
-runs everything with argument lists, so no shell reads a value. Before vLLM starts it copies
-the checkpoint folders with `gcloud storage rsync` (parallel, and a reboot copies only what is
-missing) to :data:`MODEL_MOUNT_PATH` on the node's disk, and restores the XLA cache from the
-bucket's `compile-cache/<key>/` into a local directory (JAX got no cache hits from a `gs://`
-path: marin-community/marin #2318). A cache the bucket did not hold is copied up once vLLM's
-`/health` answers. :func:`read_launch` checks a document's shape (the policy pack reads nodes
-with it).
+runs everything with argument lists, so no shell reads a value, and checks every value first
+against the same table as :func:`read_launch` (the policy pack reads nodes with it), so no
+value it refuses reaches a command. Before vLLM starts it copies the checkpoint folders with
+`gcloud storage rsync` (parallel, and a reboot copies only what is missing) to
+:data:`MODEL_MOUNT_PATH` on the node's disk, and restores the XLA cache from the bucket's
+`compile-cache/<key>/` into a local directory (JAX got no cache hits from a `gs://` path:
+marin-community/marin #2318) when its :data:`CACHE_MARKER` says it is whole. A cache the bucket
+did not hold whole is copied up once vLLM's `/health` answers, the marker last.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,12 +54,58 @@ DOCKER_OPTIONS = (
     "--net=host", "--shm-size=10gb",
 )  # fmt: skip
 SECRET_ENV = ("VLLM_API_KEY",)
+#: The object written after the last file of a saved XLA cache (`compile-cache/<key>/`, files
+#: under `xla/`): a node killed while copying up leaves none, so its partial copy is never
+#: restored and the next node saves the cache again. Objects appear only once their upload is
+#: complete, so what a marker vouches for is whole.
+CACHE_FILES, CACHE_MARKER = "xla", "complete"
 _VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 _SECRET_ID = r"[A-Za-z0-9_-]{1,255}"
 _PROJECT = r"[a-z][a-z0-9.:-]{4,61}[a-z0-9]"
-#: A Cloud Storage bucket name; a checkpoint folder (one path segment, no dot first).
-_BUCKET = r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]"
+#: A Cloud Storage bucket name (cloud.google.com/storage/docs/buckets#naming): dot-separated
+#: parts of 1 to 63 lowercase letters, digits, `-` and `_`, each starting and ending with a
+#: letter or digit; 3 to 222 characters in all.
+_PART = r"[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?"
+_BUCKET = rf"(?=.{{3,222}}$)(?:{_PART}\.)*{_PART}"
+#: A checkpoint folder (one path segment, no dot first) and an image reference: neither can
+#: start with `-`, so neither is ever read as an option of gcloud or docker.
 _FOLDER = r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}"
+_IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}"
+#: Any JSON string; a vLLM argument, whose port (the launcher probes it) is `--port=N`.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_ARG = rf'(?!"--port){_STRING}|"--port=[0-9]{{1,5}}"'
+
+
+def _list(item: str) -> str:
+    return rf"\[(?:{item})(?:, (?:{item}))*\]"
+
+
+#: Each key of the launch document: the pattern its canonical JSON (`json.dumps(value,
+#: sort_keys=True)`) must match whole, and what that is in words. One table for both readers:
+#: :func:`read_launch` (so the policy pack) and the launcher, which checks every value before
+#: anything runs (each reaches a path, a URL or an argument list).
+_SHAPES: dict[str, tuple[str, str]] = {
+    "image": (
+        f'"{_IMAGE}"',
+        "an image reference (a letter or digit, then letters, digits, ._/:@-)",
+    ),
+    "command": (r'\["vllm", "serve"\]', 'the list ["vllm", "serve"]'),
+    "args": (rf"\[\]|{_list(_ARG)}", "a list of strings, the port as --port=N"),
+    "project": (f'"{_PROJECT}"', f"a project id ({_PROJECT})"),
+    "secrets": (
+        r"\{" + ", ".join(f'"{n}": "{_SECRET_ID}"' for n in sorted(SECRET_ENV)) + r"\}",
+        f"an object of exactly {', '.join(SECRET_ENV)} to Secret Manager ids",
+    ),
+    "weights": (
+        _list(f'"{_FOLDER}"'),
+        "a non-empty list of bucket folders (one path segment each)",
+    ),
+    "cacheKey": (f'"[0-9a-f]{{{KEY_LENGTH}}}"', f"{KEY_LENGTH} lowercase hex digits"),
+    "opsAgent": (
+        rf'null|\{{"config": {_STRING}, "version": "{_VERSION}"\}}',
+        'null or an object of exactly "version" (MAJOR.MINOR.PATCH) and "config" text',
+    ),
+}
 
 #: The node's startup script: fixed text, so the policy pack compares it whole.
 LAUNCHER = rf"""#!/bin/bash
@@ -90,15 +136,28 @@ def read_secret(project, secret):
     return base64.b64decode(body["payload"]["data"]).decode()
 
 
-def sync(source, destination, check=True):
-    # Parallel transfers; a reboot copies only what is missing.
-    argv = ["gcloud", "storage", "rsync", "--recursive", source, destination]
-    return subprocess.run(argv, check=check).returncode == 0
+def gcloud(*argv, check=False):
+    # Every path in argv starts with gs:// or /, so none is read as a flag. Parallel composite
+    # uploads stage parts under the bucket's root (gcloud/tmp/parallel_composite_uploads/),
+    # outside the one folder this node may write: off, by the property's environment variable
+    # (cloud.google.com/sdk/docs/properties; .../storage/docs/parallel-composite-uploads).
+    env = dict(os.environ, CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED="False")
+    return subprocess.run(["gcloud", "storage", *argv], env=env, check=check).returncode == 0
+
+
+def sync(source, destination, check=False):
+    # Parallel transfers; a reboot copies only what is missing (`gcloud storage rsync`,
+    # cloud.google.com/sdk/gcloud/reference/storage/rsync: --recursive walks the folders; no
+    # --delete-unmatched-destination-objects: a new revision replaces the node, disk and all).
+    return gcloud("rsync", "--recursive", source, destination, check=check)
+
+
+def exists(url):
+    # `gcloud storage ls URL` fails when no object matches (.../reference/storage/ls).
+    return subprocess.run(["gcloud", "storage", "ls", url], capture_output=True).returncode == 0
 
 
 def ops_agent(version, config):
-    if not re.fullmatch(r"{_VERSION}", version):
-        raise ValueError("Ops Agent version is not MAJOR.MINOR.PATCH")
     query = ["dpkg-query", "-W", "-f=${{Version}}", "google-cloud-ops-agent"]
     installed = subprocess.run(query, capture_output=True, text=True).stdout
     if not installed.startswith(version):
@@ -111,32 +170,37 @@ def ops_agent(version, config):
     subprocess.run(["systemctl", "restart", "google-cloud-ops-agent"], check=True)
 
 
-launch = json.loads(attribute("{LAUNCH_KEY}"))
-image, command, secrets = launch["image"], launch["command"], launch["secrets"]
+try:
+    launch = json.loads(attribute("{LAUNCH_KEY}"))
+except ValueError:
+    sys.exit("metadata {LAUNCH_KEY} is not JSON")
 bucket = attribute("{BUCKET_KEY}").strip()
+# Every value reaches a path, a URL or an argument list: all are checked before anything runs.
 if not re.fullmatch(r"{_BUCKET}", bucket):
     sys.exit("metadata {BUCKET_KEY} is not a Cloud Storage bucket name")
+shapes = {_SHAPES!r}
+if not isinstance(launch, dict) or sorted(launch) != sorted(shapes):
+    sys.exit("metadata {LAUNCH_KEY} has keys other than exactly " + ", ".join(sorted(shapes)))
+for key, (pattern, accepted) in shapes.items():
+    if not re.fullmatch(pattern, json.dumps(launch[key], sort_keys=True)):
+        sys.exit("metadata {LAUNCH_KEY} key " + key + " is not " + accepted)
+image, command, secrets = launch["image"], launch["command"], launch["secrets"]
 if shutil.which("gcloud") is None:
     sys.exit("gcloud is not on this node's PATH: it copies the weights from gs://" + bucket)
 for folder in launch["weights"]:
-    if not re.fullmatch(r"{_FOLDER}", folder):
-        sys.exit("weights folder " + repr(folder) + " is not one path segment")
     os.makedirs("{MODEL_MOUNT_PATH}/" + folder, exist_ok=True)
-    sync("gs://" + bucket + "/" + folder, "{MODEL_MOUNT_PATH}/" + folder)
-if not re.fullmatch(r"[0-9a-f]{{{KEY_LENGTH}}}", launch["cacheKey"]):
-    sys.exit("cacheKey is not {KEY_LENGTH} hex digits")
+    sync("gs://" + bucket + "/" + folder, "{MODEL_MOUNT_PATH}/" + folder, check=True)
+# Restored only once the marker, written after the last file, says the copy is whole.
 cache = "gs://" + bucket + "/{CACHE_PREFIX}/" + launch["cacheKey"]
+files, marker = cache + "/{CACHE_FILES}", cache + "/{CACHE_MARKER}"
 os.makedirs("{CACHE_MOUNT_PATH}", exist_ok=True)
-listed = subprocess.run(["gcloud", "storage", "ls", cache + "/"], capture_output=True)
-kept = listed.returncode == 0 and sync(cache, "{CACHE_MOUNT_PATH}", check=False)
+kept = exists(marker) and sync(files, "{CACHE_MOUNT_PATH}")
 print("XLA cache " + ("restored from " if kept else "not in the bucket yet: ") + cache, flush=True)
 if subprocess.run(["docker", "inspect", "{CONTAINER_NAME}"], capture_output=True).returncode == 0:
     subprocess.run(["docker", "rm", "--force", "{CONTAINER_NAME}"], capture_output=True, check=True)
 subprocess.run(["docker", "pull", "--quiet", image], capture_output=True, check=True)
 env = dict(os.environ)
 for name, secret in secrets.items():
-    if not re.fullmatch(r"{_SECRET_ID}", secret):
-        sys.exit("secret id of " + name + " is not a Secret Manager id")
     env[name] = read_secret(launch["project"], secret)
 if not env["VLLM_API_KEY"].strip():
     sys.exit(
@@ -165,7 +229,10 @@ if not kept:
         if time.monotonic() > deadline:
             sys.exit("vLLM did not answer /health in {SAVE_WAIT_S} s: the XLA cache is not saved")
         time.sleep(10)
-    saved = sync("{CACHE_MOUNT_PATH}", cache, check=False)
+    # Nothing written (the cache off in this image): no marker, which would stop later saves.
+    written = any(names for _, _, names in os.walk("{CACHE_MOUNT_PATH}"))
+    done = tempfile.mkstemp()[1]  # the marker: an empty file, `gcloud storage cp`'d up last
+    saved = written and sync("{CACHE_MOUNT_PATH}", files) and gcloud("cp", done, marker)
     print("XLA cache " + ("saved to " if saved else "not saved to ") + cache, flush=True)
 LAUNCHER
 """
@@ -231,51 +298,16 @@ def render_metadata(
     return {"startup-script": LAUNCHER, LAUNCH_KEY: text}
 
 
-#: Each key of the launch document and what it must be.
-_KEYS: dict[str, str] = {
-    "image": "a string",
-    "command": 'the list ["vllm", "serve"]',
-    "args": "a list of strings",
-    "project": f"a project id ({_PROJECT})",
-    "secrets": f"an object of exactly {', '.join(SECRET_ENV)} to Secret Manager ids",
-    "weights": "a non-empty list of bucket folders (one path segment each)",
-    "cacheKey": f"{KEY_LENGTH} lowercase hex digits",
-    "opsAgent": 'null or an object of exactly "version" (MAJOR.MINOR.PATCH) and "config" text',
-}
-
-
-def _valid(key: str, value: Any) -> bool:
-    if key == "image":
-        return isinstance(value, str) and bool(value)
-    if key == "command":
-        return bool(value == ["vllm", "serve"])
-    if key == "args":
-        return isinstance(value, list) and all(isinstance(a, str) for a in value)
-    if key == "project":
-        return isinstance(value, str) and re.fullmatch(_PROJECT, value) is not None
-    if key == "secrets":
-        return (
-            isinstance(value, Mapping)
-            and sorted(value) == sorted(SECRET_ENV)
-            and all(isinstance(v, str) and re.fullmatch(_SECRET_ID, v) for v in value.values())
+def read_bucket(value: Any) -> str:
+    """The :data:`BUCKET_KEY` metadata value, or ValueError naming it (the launcher stops with
+    any other before it copies anything)."""
+    if not isinstance(value, str) or re.fullmatch(_BUCKET, value) is None:
+        raise ValueError(
+            f"metadata {BUCKET_KEY} is {json.dumps(value)[:80]}; accepted: a Cloud Storage "
+            "bucket name (3 to 222 characters: dot-separated parts of 1 to 63 lowercase "
+            "letters, digits, - and _, each with a letter or digit at both ends)"
         )
-    if key == "weights":
-        return (
-            isinstance(value, list)
-            and bool(value)
-            and all(isinstance(v, str) and re.fullmatch(_FOLDER, v) for v in value)
-        )
-    if key == "cacheKey":
-        return (
-            isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", value) is not None
-        )
-    return value is None or (
-        isinstance(value, Mapping)
-        and sorted(value) == ["config", "version"]
-        and isinstance(value["version"], str)
-        and re.fullmatch(_VERSION, value["version"]) is not None
-        and isinstance(value["config"], str)
-    )
+    return value
 
 
 def read_launch(text: str) -> dict[str, Any]:
@@ -284,11 +316,11 @@ def read_launch(text: str) -> dict[str, Any]:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{LAUNCH_KEY} is not JSON ({exc})") from None
-    if not isinstance(document, dict) or sorted(document) != sorted(_KEYS):
+    if not isinstance(document, dict) or sorted(document) != sorted(_SHAPES):
         found = sorted(document) if isinstance(document, dict) else type(document).__name__
-        raise ValueError(f"{LAUNCH_KEY} has keys {found}; accepted: exactly {sorted(_KEYS)}")
-    for key, accepted in _KEYS.items():
-        if not _valid(key, document[key]):
+        raise ValueError(f"{LAUNCH_KEY} has keys {found}; accepted: exactly {sorted(_SHAPES)}")
+    for key, (pattern, accepted) in _SHAPES.items():
+        if re.fullmatch(pattern, json.dumps(document[key], sort_keys=True)) is None:
             raise ValueError(
                 f"{LAUNCH_KEY} key {key!r} is {json.dumps(document[key])[:80]}; accepted: "
                 f"{accepted}"

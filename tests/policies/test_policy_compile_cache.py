@@ -12,7 +12,7 @@ from policies.compile_cache_keyed import compile_cache_keyed
 from policies.model_volume_read_only import model_volume_read_only
 from policies.vllm_server_readable import vllm_server_readable
 from serving.render.compile_cache import CACHE_MOUNT_PATH, GPU_CACHE_ENV, TPU_CACHE_ENV
-from serving.render.tpu_startup import LAUNCH_KEY
+from serving.render.tpu_startup import BUCKET_KEY, LAUNCH_KEY
 from tests.policies._fixtures import (
     SERVICE,
     STACKS,
@@ -207,3 +207,29 @@ def test_a_tpu_launch_whose_cache_key_is_not_its_own_is_refused(change: dict[str
     launch = json.loads(_relaunch(node, **change)["metadata"][LAUNCH_KEY])
     assert f"keeps the XLA cache at compile-cache/{launch['cacheKey']}" in message
     assert "may share that folder" in message
+
+
+def test_two_nodes_of_other_tpus_cannot_share_one_cache_folder() -> None:
+    """The same launch on a bigger TPU compiles other programs: its key is not the folder's."""
+    node = _tpu_node()
+    other = copy.deepcopy(node)
+    other["acceleratorType"] = "v6e-8"
+    assert violations(compile_cache_keyed, TPU_DYNAMIC, node) == []
+    (message,) = violations(compile_cache_keyed, TPU_DYNAMIC, other, name="other")
+    assert "this node's key (its image, command line and v6e-8)" in message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [None, "", "Models", "models bucket", "-models", "models/other", "models;reboot",
+     "a" * 64, "models..bucket", "bücket"],
+)  # fmt: skip
+def test_a_tpu_node_whose_model_bucket_its_launcher_refuses_is_refused(name: str | None) -> None:
+    node = _tpu_node()
+    if name is None:
+        del node["metadata"][BUCKET_KEY]
+    else:
+        node["metadata"][BUCKET_KEY] = name
+    (message,) = violations(compile_cache_keyed, TPU_DYNAMIC, node)
+    assert f"metadata {BUCKET_KEY} is {json.dumps(name)}; accepted: a Cloud Storage" in message
+    assert "launcher stops before it copies the weights" in message

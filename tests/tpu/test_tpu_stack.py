@@ -49,7 +49,7 @@ def test_queued_resource_shape(rendered: Rendered) -> None:
 
 def test_node_runs_the_package_launcher_with_no_secret(rendered: Rendered) -> None:
     metadata = rendered.one(QUEUED).inputs["metadata"]
-    assert set(metadata) == {"startup-script", "vllm-launch", "model-bucket"}
+    assert set(metadata) == {"startup-script", "vllm-launch", "model-bucket", "model-revisions"}
     assert metadata["startup-script"] == LAUNCHER
     launch = read_launch(metadata["vllm-launch"])
     assert "--tensor-parallel-size=1" in launch["args"]
@@ -275,3 +275,16 @@ def test_the_preview_shows_the_bucket_copy_its_grants_and_the_kept_cache(
     }
     cold_start = data["plan"]["cold_start"]
     assert cold_start["loader"] == "load-gcs-copy" and cold_start["cache"] == "kept"
+
+
+def test_a_new_checkpoint_revision_replaces_every_node(rendered: Rendered) -> None:
+    """The download job writes a new revision into the same bucket folders; a node copies them
+    only at boot, so its definition changes with the revision and every node is replaced (one
+    rebooting alone would serve other weights than its replicas)."""
+    from components.tpu_queued_resource import REPLACE_KEYS
+
+    changed = tpu(modelRevision=SHA)
+    old, new = rendered.one(QUEUED).inputs, changed.one(QUEUED).inputs
+    assert new["metadata"]["model-revisions"] == f"gemma-4-12B-it@{SHA}"
+    assert old["metadata"]["vllm-launch"] == new["metadata"]["vllm-launch"]
+    assert [k for k in REPLACE_KEYS if old.get(k) != new.get(k)] == ["metadata"]

@@ -23,6 +23,7 @@ import pytest
 from serving.config.settings import load_settings
 from serving.render.tpu_startup import (
     LAUNCHER,
+    SAVE_WAIT_S,
     FromBucket,
     StartupSecrets,
     node_cache_key,
@@ -61,7 +62,7 @@ elif url.endswith("/attributes/model-bucket"):
     assert "Metadata-Flavor: Google" in headers, headers
     print(os.environ.get("BUCKET_NAME", "BUCKET_VALUE"))
 elif url == "http://localhost:8000/health":
-    pass
+    sys.exit(22 if os.environ.get("HEALTH_DOWN") else 0)
 elif "metadata.google.internal" in url:
     assert "Metadata-Flavor: Google" in headers, headers
     print(json.dumps({"access_token": "ya29.node-token", "expires_in": 3599}))
@@ -85,14 +86,22 @@ if sys.argv[1] == "run":
         json.dump({"argv": sys.argv[1:], "VLLM_API_KEY": os.environ.get("VLLM_API_KEY")}, f)
     with open(os.environ["GCLOUD_LOG"], "a") as log:
         log.write(json.dumps(["docker-run"]) + "\n")
+    if not os.environ.get("NOTHING_COMPILED"):  # vLLM writes its XLA programs to the cache
+        with open(os.path.join(os.environ["XLA_CACHE"], "program"), "w") as f:
+            f.write("compiled")
 """
-#: Cloud Storage: `ls` of the cache folder succeeds only when CACHE_KEPT is set.
+#: Cloud Storage: `ls` (of the cache's marker) succeeds only when CACHE_KEPT is set; an upload
+#: fails with UPLOAD_FAILS, or when a parallel composite upload could stage its parts outside the
+#: node's folder.
 GCLOUD = r"""#!/usr/bin/env python3
 import json, os, sys
 with open(os.environ["GCLOUD_LOG"], "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\n")
 if sys.argv[1:3] == ["storage", "ls"] and not os.environ.get("CACHE_KEPT"):
     sys.exit(1)
+if sys.argv[2] in ("rsync", "cp") and sys.argv[-1].startswith("gs://"):
+    pcu = os.environ.get("CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED")
+    sys.exit(1 if os.environ.get("UPLOAD_FAILS") or pcu != "False" else 0)
 """
 
 
@@ -112,12 +121,13 @@ def script() -> str:
     return metadata()["startup-script"]
 
 
-def _write(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """The launcher (its /mnt directories moved under `tmp_path`) and its launch document on
-    disk, and the stub environment."""
-    (tmp_path / "launch.json").write_text(metadata()["vllm-launch"])
+def _write(tmp_path: Path, launch: str | None = None) -> tuple[Path, dict[str, str]]:
+    """The launcher (its /mnt directories moved under `tmp_path`, its wait for /health cut to
+    none) and its launch document on disk, and the stub environment."""
+    (tmp_path / "launch.json").write_text(launch or metadata()["vllm-launch"])
     path = tmp_path / "startup.sh"
-    path.write_text(script().replace('"/mnt/', f'"{tmp_path}/mnt/'))
+    text = script().replace('"/mnt/', f'"{tmp_path}/mnt/')
+    path.write_text(text.replace(f"time.monotonic() + {SAVE_WAIT_S}", "time.monotonic()"))
     _stub(tmp_path, "gcloud", GCLOUD)
     env = {
         **os.environ,
@@ -126,6 +136,7 @@ def _write(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         "GCLOUD_LOG": str(tmp_path / "gcloud.log"),
         "LAUNCH": str(tmp_path / "launch.json"),
         "BUCKET_NAME": BUCKET,
+        "XLA_CACHE": str(tmp_path / "mnt" / "compile-cache"),
     }
     return path, env
 
@@ -160,26 +171,67 @@ def test_one_launcher_for_every_stack_and_the_launch_beside_it() -> None:
     assert API_KEY not in data["vllm-launch"] and API_KEY not in LAUNCHER
 
 
-@pytest.mark.parametrize(
-    ("edit", "named"),
-    [
-        (lambda d: d.update(command=["sh", "-c", "vllm serve"]), "'command'"),
-        (lambda d: d.update(args="--port=1"), "'args'"),
-        (lambda d: d["secrets"].update(VLLM_API_KEY="a/b"), "'secrets'"),
-        (lambda d: d["secrets"].update(HF_TOKEN="hf-token"), "'secrets'"),
-        (lambda d: d.update(weights=["../etc"]), "'weights'"),
-        (lambda d: d.update(weights=["a b; rm -rf /"]), "'weights'"),
-        (lambda d: d.update(weights=[]), "'weights'"),
-        (lambda d: d.update(cacheKey="../other-key"), "'cacheKey'"),
-        (lambda d: d.update(extra=1), "has keys"),
-        (lambda d: d.update(opsAgent={"version": "latest", "config": ""}), "'opsAgent'"),
-    ],
-)
-def test_a_launch_of_another_shape_is_refused_by_key(edit: Any, named: str) -> None:
+#: Launch documents the package never renders, and the key each is refused by (None: the keys).
+REFUSED: list[tuple[Any, str | None]] = [
+    (lambda d: d.update(command=["sh", "-c", "vllm serve"]), "command"),
+    (lambda d: d.update(args="--port=1"), "args"),
+    # The port reaches the /health URL: `localhost:8000@host` would ask another host.
+    (lambda d: d["args"].append("--port=8000@evil.example"), "args"),
+    (lambda d: d["args"].extend(["--port", "9000"]), "args"),
+    (lambda d: d.update(image="--privileged"), "image"),
+    (lambda d: d.update(image="vllm/vllm-tpu:v0.27.0 --privileged"), "image"),
+    (lambda d: d.update(image="vllm/vllm-tpü:v0.27.0"), "image"),
+    (lambda d: d.update(project="my-project/secrets/other"), "project"),
+    (lambda d: d["secrets"].update(VLLM_API_KEY="a/b"), "secrets"),
+    (lambda d: d["secrets"].update(HF_TOKEN="hf-token"), "secrets"),
+    (lambda d: d.update(weights=["../etc"]), "weights"),
+    (lambda d: d.update(weights=["a b; rm -rf /"]), "weights"),
+    (lambda d: d.update(weights=["$(reboot)"]), "weights"),
+    (lambda d: d.update(weights=["-rf"]), "weights"),
+    (lambda d: d.update(weights=["gemma/../../etc"]), "weights"),
+    (lambda d: d.update(weights=["gemma\n"]), "weights"),
+    (lambda d: d.update(weights=["gemmä"]), "weights"),
+    (lambda d: d.update(weights="gemma-4-12B-it"), "weights"),
+    (lambda d: d.update(weights=[]), "weights"),
+    (lambda d: d["weights"].append("b" * 256), "weights"),  # the second folder, too long
+    (lambda d: d.update(cacheKey="../other-key"), "cacheKey"),
+    (lambda d: d.update(cacheKey="0" * 15), "cacheKey"),
+    (lambda d: d.update(cacheKey="A" * 16), "cacheKey"),
+    (lambda d: d.update(cacheKey="-" + "0" * 15), "cacheKey"),
+    (lambda d: d.update(opsAgent={"version": "latest", "config": ""}), "opsAgent"),
+    (lambda d: d.update(opsAgent={"version": "1.2.3"}), "opsAgent"),
+    (lambda d: d.update(extra=1), None),
+]
+
+
+def _refused(edit: Any) -> str:
     document = json.loads(metadata()["vllm-launch"])
     edit(document)
-    with pytest.raises(ValueError, match=named):
-        read_launch(json.dumps(document))
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize(("edit", "key"), REFUSED)
+def test_a_launch_of_another_shape_is_refused_by_key(edit: Any, key: str | None) -> None:
+    with pytest.raises(ValueError, match=f"key '{key}'" if key else "has keys"):
+        read_launch(_refused(edit))
+
+
+@pytest.mark.parametrize(("edit", "key"), REFUSED)
+def test_the_launcher_refuses_the_same_launch_before_it_runs_anything(
+    tmp_path: Path, edit: Any, key: str | None
+) -> None:
+    """The node checks every value as the policy pack does, and stops before its first copy,
+    container or secret read: no value reaches gcloud or docker, as an option or otherwise."""
+    _stub(tmp_path, "curl", CURL)
+    _stub(tmp_path, "docker", DOCKER)
+    path, env = _write(tmp_path, _refused(edit))
+    env["CURL_LOG"] = str(tmp_path / "curl.log")
+    result = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env)
+    assert result.returncode == 1
+    named = f"vllm-launch key {key} is not " if key else "vllm-launch has keys other than"
+    assert named in result.stderr
+    assert not (tmp_path / "gcloud.log").exists() and not (tmp_path / "docker.json").exists()
+    assert "secretmanager" not in (tmp_path / "curl.log").read_text()
 
 
 def _stub(directory: Path, name: str, body: str) -> None:
@@ -243,35 +295,90 @@ def test_boot_copies_the_weights_from_the_bucket_and_serves_the_local_copy(
     assert not [a for a in argv if "huggingface.co" in a or a.startswith("--revision")]
 
 
+def _cache(tmp_path: Path) -> tuple[str, str]:
+    """The key's folder in the bucket and the node's local cache directory."""
+    key = read_launch(metadata()["vllm-launch"])["cacheKey"]
+    return f"gs://{BUCKET}/compile-cache/{key}", f"{tmp_path}/mnt/compile-cache"
+
+
 def test_a_kept_xla_cache_is_restored_at_its_key_and_not_saved_again(tmp_path: Path) -> None:
     result, log = _run(tmp_path, CACHE_KEPT="1")
     assert result.returncode == 0, result.stderr
-    key = read_launch(metadata()["vllm-launch"])["cacheKey"]
-    cache, local = f"gs://{BUCKET}/compile-cache/{key}", f"{tmp_path}/mnt/compile-cache"
+    cache, local = _cache(tmp_path)
     calls = _calls(tmp_path)
-    assert ["storage", "ls", cache + "/"] in calls
-    restore = ["storage", "rsync", "--recursive", cache, local]
+    assert ["storage", "ls", cache + "/complete"] in calls
+    restore = ["storage", "rsync", "--recursive", cache + "/xla", local]
     assert calls.index(restore) < calls.index(["docker-run"])
-    assert ["storage", "rsync", "--recursive", local, cache] not in calls
+    assert not [c for c in calls if c[1:2] in (["rsync"], ["cp"]) and c[-1].startswith(cache)]
     argv = json.loads(log.read_text())["argv"]
     assert "--volume=/mnt/compile-cache:/mnt/compile-cache" in argv
     assert "--env=VLLM_XLA_CACHE_PATH=/mnt/compile-cache" in argv
     assert "XLA cache restored from " + cache in result.stdout
 
 
-def test_a_new_xla_cache_is_saved_to_its_key_once_vllm_is_healthy(tmp_path: Path) -> None:
+def test_a_cache_without_its_marker_is_never_restored_and_is_saved_marker_last(
+    tmp_path: Path,
+) -> None:
+    """A node killed while copying up leaves files but no marker: the next node restores
+    nothing, saves once vLLM is healthy (no parallel composite upload, whose parts the node
+    could not write) and writes the marker after the last file."""
     result, _ = _run(tmp_path, CURL_LOG=str(tmp_path / "curl.log"))
     assert result.returncode == 0, result.stderr
-    key = read_launch(metadata()["vllm-launch"])["cacheKey"]
-    cache, local = f"gs://{BUCKET}/compile-cache/{key}", f"{tmp_path}/mnt/compile-cache"
+    cache, local = _cache(tmp_path)
     calls = _calls(tmp_path)
-    assert ["storage", "rsync", "--recursive", cache, local] not in calls
-    assert calls[-2:] == [["docker-run"], ["storage", "rsync", "--recursive", local, cache]]
+    assert ["storage", "ls", cache + "/complete"] in calls
+    assert not [c for c in calls if c[1:2] == ["rsync"] and c[3].startswith(cache)]
+    assert calls[-3:-1] == [
+        ["docker-run"],
+        ["storage", "rsync", "--recursive", local, cache + "/xla"],
+    ]
+    marker = calls[-1]
+    assert marker[:2] == ["storage", "cp"] and marker[3] == cache + "/complete"
+    assert Path(marker[2]).read_bytes() == b""
     assert "http://localhost:8000/health" in (tmp_path / "curl.log").read_text().split()
     assert "XLA cache saved to " + cache in result.stdout
 
 
-@pytest.mark.parametrize("name", ["", "Bad_Bucket", "b; rm -rf /", "a"])
+def test_a_failed_upload_writes_no_marker(tmp_path: Path) -> None:
+    result, _ = _run(tmp_path, UPLOAD_FAILS="1")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in _calls(tmp_path) if c[:2] == ["storage", "cp"]]
+    assert "XLA cache not saved to " + _cache(tmp_path)[0] in result.stdout
+
+
+def test_an_empty_cache_is_never_marked_whole(tmp_path: Path) -> None:
+    """vLLM wrote nothing to the cache directory: a marker would keep every later node from
+    saving the cache it compiles."""
+    result, _ = _run(tmp_path, NOTHING_COMPILED="1")
+    assert result.returncode == 0, result.stderr
+    assert _calls(tmp_path)[-1] == ["docker-run"]
+    assert "XLA cache not saved to " + _cache(tmp_path)[0] in result.stdout
+
+
+def test_no_cache_is_saved_while_vllm_is_not_healthy(tmp_path: Path) -> None:
+    """vLLM never answered /health (the wait is cut to none here): nothing is copied up."""
+    result, _ = _run(tmp_path, HEALTH_DOWN="1")
+    assert result.returncode == 1
+    assert "vLLM did not answer /health" in result.stderr
+    assert _calls(tmp_path)[-1] == ["docker-run"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "Bad_Bucket",
+        "b; rm -rf /",
+        "a",
+        "-models",
+        "models/../other",
+        "models\nother",
+        "a" * 64,
+        "models..bucket",
+        "bücket",
+        "$(reboot)",
+    ],
+)
 def test_a_bucket_name_of_another_shape_stops_the_boot(tmp_path: Path, name: str) -> None:
     result, log = _run(tmp_path, BUCKET_NAME=name)
     assert result.returncode == 1
