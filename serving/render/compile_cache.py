@@ -2,14 +2,14 @@
 
 vLLM 0.27.1 writes its torch.compile artefacts under `VLLM_CACHE_ROOT` (GPU) and the TPU image's
 JAX compile cache under `VLLM_XLA_CACHE_PATH`, both in the container's filesystem by default, so
-every new instance compiles again. A stack with a model bucket keeps them in it, under `compile-
-cache/<key>/`: a second, writable mount of the bucket that gcsfuse's `only-dir` restricts to
-that folder (a TPU VM copies that folder to and from a local directory instead, restoring only a
-copy its completion marker vouches for: serving/render/tpu_startup.py). The key is a digest of
-what decides the compiled artefacts: the image, the `vllm serve` command line (in order), its
-environment and the hardware. Servers with different keys never read each other's artefacts,
-which are code vLLM loads; inside the folder vLLM's own keys (its version, config, code and
-compiler hashes) still decide reuse.
+every new instance compiles again. A stack with a model bucket keeps them in it, under
+`compile-cache/<key>/`: a second, writable mount of the bucket that gcsfuse's `only-dir`
+restricts to that folder (a TPU VM copies that folder to and from a local directory instead,
+restoring only a copy its completion marker vouches for: serving/render/tpu_startup.py). The key
+is a digest of what decides the compiled artefacts: the image, the `vllm serve` command line (in
+order), its environment and the hardware. Servers with different keys never read each other's
+artefacts, which are code vLLM loads; inside the folder vLLM's own keys (its version, config,
+code and compiler hashes) still decide reuse.
 """
 
 from __future__ import annotations
