@@ -69,6 +69,14 @@ def test_floating_or_missing_image_tag(image: str) -> None:
     assert "config key 'image'" in message and "pin a version tag or a @sha256: digest" in message
 
 
+@pytest.mark.parametrize(
+    "image", ["--privileged:v0.27.0", "-v/host:v1", ".vllm:v1", "a" * 256 + ":v1"]
+)
+def test_an_image_that_a_command_could_read_as_an_option_is_refused(image: str) -> None:
+    message = refused(image=image)
+    assert "config key 'image'" in message and "a letter or digit first" in message
+
+
 def test_digest_pinned_image_is_accepted() -> None:
     check_pinned_image("vllm/vllm-openai@sha256:" + "a" * 64)
     with pytest.raises(ValueError, match="malformed"):

@@ -55,7 +55,7 @@ def check_secret_name(value: str, key: str) -> str:
 
 #: Where images may come from unless a stack says otherwise (the official vLLM images).
 DEFAULT_REGISTRIES: tuple[str, ...] = ("docker.io",)
-_IMAGE_CHARS = re.compile(r"[A-Za-z0-9._/:@-]+")
+_IMAGE_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 
 
 def image_registry(image: str) -> str:
@@ -75,7 +75,8 @@ def check_pinned_image(image: str) -> str:
     """`image`, or ValueError unless it names a fixed tag or a sha256 digest of 64 hex digits."""
     if not _IMAGE_CHARS.fullmatch(image):
         raise ValueError(
-            f"image {image!r} is not an image reference (letters, digits, . _ / : @ - only)"
+            f"image {image!r} is not an image reference (a letter or digit first, then letters, "
+            "digits, . _ / : @ - only, at most 255)"
         )
     if "@" in image:
         digest = image.split("@", 1)[1]
@@ -126,7 +127,7 @@ SCRIPT_KEYS = frozenset(
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 #: A Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, starting with a
 #: letter, not ending with a hyphen), optionally domain-scoped (`example.com:my-project`).
-_PROJECT_ID = re.compile(r"(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+PROJECT_ID = re.compile(r"(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 
 
 def _invisible(text: str) -> str | None:
@@ -137,7 +138,7 @@ def check_project_id(value: Any) -> str:
     """`gcp:project` as Google allows it; it reaches REST paths and resource names."""
     if not isinstance(value, str) or not value:
         raise SettingsError("gcp:project is not set: `pulumi config set gcp:project <id>`")
-    if not _PROJECT_ID.fullmatch(value):
+    if not PROJECT_ID.fullmatch(value):
         raise SettingsError(
             f"gcp:project {value!r} is not a Google Cloud project id: 6 to 30 lowercase "
             "letters, digits and hyphens, starting with a letter and not ending with a hyphen "

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from serving.config.checks import PROJECT_ID
 from serving.render.compile_cache import (
     CACHE_MOUNT_PATH,
     CACHE_PREFIX,
@@ -61,7 +62,8 @@ SECRET_ENV = ("VLLM_API_KEY",)
 CACHE_FILES, CACHE_MARKER = "xla", "complete"
 _VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 _SECRET_ID = r"[A-Za-z0-9_-]{1,255}"
-_PROJECT = r"[a-z][a-z0-9.:-]{4,61}[a-z0-9]"
+#: The project id as the settings accept it (serving/config/checks.py), domain-scoped too.
+_PROJECT = PROJECT_ID.pattern
 #: A Cloud Storage bucket name (cloud.google.com/storage/docs/buckets#naming): dot-separated
 #: parts of 1 to 63 lowercase letters, digits, `-` and `_`, each starting and ending with a
 #: letter or digit; 3 to 222 characters in all.
