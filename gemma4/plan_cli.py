@@ -44,6 +44,7 @@ from gemma4.workload_options import (
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import (
     CALIBRATIONS_DIR,
+    MAX_FILE_BYTES,
     CalibrationError,
     calibrate,
     find_start,
@@ -60,7 +61,7 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, workload_for
 from serving.capacity.start_budget import waits_text
-from serving.capacity.start_records import FIGURES, StartError, check_block
+from serving.capacity.start_records import FIGURES, StartError, check_block, parse_time
 from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.project import ProjectError, stack_file
@@ -735,9 +736,11 @@ def start_figures(
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
     """(run id -> its start figures, notes): the calibrated run's own start when it is one of
     this stack (a note says why not otherwise), and each ``--start-run``'s (refused, naming
-    it, when it records none or is not this stack's)."""
+    it, when it records none, is not this stack's, or is a start already counted: a copied or
+    linked run folder holds the same instance's creation)."""
     figures: dict[str, dict[str, float]] = {}
     notes: list[str] = []
+    counted: dict[datetime, str] = {}  # created_at -> the run that counted that start
     runs = [(data, None), *((load_run(path), path) for path in extra)]
     for run, path in runs:
         what = f"--start-run {path}" if path is not None else f"the run {run.path.name}"
@@ -749,9 +752,14 @@ def start_figures(
             raise ValueError(f"{what}: {exc}") from None
         refusal = None if found else "it records no start figure (ready_s, first_token_s)"
         refusal = refusal or start_refusal(run, stack, settings)
-        if refusal is None:
+        created = parse_time(run.run["start"]["created_at"], "created_at") if found else None
+        if refusal is None and created in counted:
+            refusal = f"its start (created_at {run.run['start']['created_at']}) is run "
+            refusal += f"{counted[created]}'s, counted once"
+        if refusal is None and created is not None:
+            counted[created] = run.path.name
             figures[run.path.name] = found
-        elif path is not None:
+        elif refusal is not None and path is not None:
             raise ValueError(f"{what}: {refusal}")
         else:
             notes.append(f"{what}'s start is not used: {refusal}")
@@ -800,6 +808,13 @@ def calibrate_main(argv: Sequence[str]) -> int:
         )
         if starts:
             calibration = replace(calibration, start=start_summary(o.stack, settings.image, starts))
+        text = json.dumps(calibration.as_dict(), indent=2) + "\n"
+        if len(text.encode()) > MAX_FILE_BYTES:  # plan would refuse the file: never write it
+            raise ValueError(
+                f"the calibration would be {len(text.encode()) >> 10} KiB, over the "
+                f"{MAX_FILE_BYTES >> 10} KiB a calibration is read at (start.runs lists "
+                f"{len(starts)} runs: give fewer --start-run)"
+            )
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
         print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
         return 2
@@ -808,9 +823,11 @@ def calibrate_main(argv: Sequence[str]) -> int:
         f"{measured_vllm.replace(' ', '-')}"
     )
     path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
-    try:
+    from serving.promotion import write_atomically
+
+    try:  # whole or not at all: a reader, or a second writer, never sees a torn or mixed file
         out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+        write_atomically(path, text.encode())
     except OSError as exc:
         print(
             f"gemma4 plan calibrate: error: --out {out}: cannot write ({exc.strerror or exc})",
