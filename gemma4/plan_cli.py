@@ -722,7 +722,8 @@ def start_refusal(run: RunData, stack: str, settings: Settings) -> str | None:
         return str(exc)
     if run.run.get("stack") != stack:
         return (
-            f"the run was not made against stack {stack!r} (its `stack`: {run.run.get('stack')!r})"
+            f"the run was not made against stack {stack!r} "
+            f"(its `stack`: {repr(run.run.get('stack'))[:80]})"
         )
     target = run.run.get("target")
     if not isinstance(target, dict) or target.get("image") != settings.image:

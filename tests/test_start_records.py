@@ -22,7 +22,7 @@ from bench.results.gate import target_identity
 from bench.results.store import RunStore, load_run
 from components.stack import post_deploy_binding
 from endpoint.auth import NoAuth
-from gemma4.plan_cli import main
+from gemma4.plan_cli import main, start_figures
 from preview.harness import PROJECT, RecordingMocks, stack_config
 from serving.capacity.calibration import Calibration, CalibrationError, load_calibration
 from serving.capacity.perf import Coefficients
@@ -505,3 +505,14 @@ def test_a_calibration_is_written_whole_or_not_at_all(
     assert main([*argv, *extra]) == 2
     assert "KiB a calibration is read at (start.runs lists 3 runs" in capsys.readouterr().err
     assert path.read_bytes() == before
+
+
+def test_a_start_run_of_another_stack_is_refused_in_a_bounded_line(tmp_path: Path) -> None:
+    base = _start_run(tmp_path / "base", "l4", 60.0, 80.0, hours_ago=2)
+    other = _start_run(tmp_path / "other", "l4", 60.0, 80.0)
+    record = json.loads((other / "run.json").read_text())
+    record["stack"] = ["l4"] * 10_000
+    (other / "run.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"not made against stack 'l4' \(its `stack`: \['l4'") as e:
+        start_figures(load_run(base), [other], "l4", load_stack_settings("l4"))
+    assert len(str(e.value)) < 300
