@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.results.gate import target_differences
+from bench.results.gate import target_differences, target_identity
 from bench.results.store import RunData, StoreError, load_run
 from gemma4.options import (
     add_mtp_option,
@@ -386,11 +386,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def measured_start(stack: str, settings: Settings) -> dict[str, Any]:
     """``{"measured": {p50_s, p90_s, n, source}}``: the stack's starts to the first token as
     `plan calibrate` kept them from its post-deploy runs (empty when none is kept)."""
-    found = find_start(stack, settings.image, CALIBRATIONS_DIR)
+    found = find_start(stack, start_target(settings), CALIBRATIONS_DIR)
     if found is None or found[1]["first_token_s"] is None:
         return {}
     path, start = found
     return {"measured": {**start["first_token_s"], "source": f"calibration {path.name}"}}
+
+
+def start_target(settings: Settings) -> dict[str, str]:
+    """What a measured start is of beyond the stack's name: what `bench gate` matches a run by
+    (image, checkpoint, speculative decoding), the hardware and the platform. A same-named
+    stack elsewhere, or this one once any of them changed, is shown none of its starts."""
+    return {
+        **target_identity(settings),
+        "hardware": settings.hardware,
+        "platform": settings.deploy_platform,
+    }
 
 
 def cold_start_text(stack: str, block: dict[str, Any]) -> str:
@@ -808,7 +819,9 @@ def calibrate_main(argv: Sequence[str]) -> int:
             },
         )
         if starts:
-            calibration = replace(calibration, start=start_summary(o.stack, settings.image, starts))
+            calibration = replace(
+                calibration, start=start_summary(o.stack, start_target(settings), starts)
+            )
         text = json.dumps(calibration.as_dict(), indent=2) + "\n"
         if len(text.encode()) > MAX_FILE_BYTES:  # plan would refuse the file: never write it
             raise ValueError(

@@ -308,10 +308,16 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     assert start is not None and start["runs"] == ["s0", "s1", "s2"]
     assert start["first_token_s"] == {"n": 3, "p50_s": 90.0, "p90_s": 98.0}
     assert start["ready_s"] == {"n": 3, "p50_s": 61.0, "p90_s": 61.8}
-    # Another stack's calibration in the same folder never changes l4's figures.
-    gke_start = summary("gke-l4", settings.image, {"g": {"first_token_s": 500.0}})
-    gke = replace(load_calibration(path), start=gke_start)
-    (out / "a-gke-l4.json").write_text(json.dumps(gke.as_dict()))
+    identity = start["target"]
+    assert identity["image"] == settings.image and identity["hardware"] == "l4"
+    # Another stack's calibration in the same folder never changes l4's figures, nor does a
+    # same-named stack's elsewhere (the same image on other hardware).
+    for name, stack, kept_target in (
+        ("a-gke-l4.json", "gke-l4", identity),
+        ("a-elsewhere.json", "l4", {**identity, "hardware": "rtx-pro-6000"}),
+    ):
+        kept = summary(stack, kept_target, {"g": {"first_token_s": 500.0}})
+        (out / name).write_text(json.dumps(replace(load_calibration(path), start=kept).as_dict()))
     monkeypatch.setattr("gemma4.plan_cli.CALIBRATIONS_DIR", out)
     assert main(["-s", "l4", "--json"]) == 0
     measured = json.loads(capsys.readouterr().out)["cold_start"]["measured"]
@@ -330,13 +336,19 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     [
         ({"stack": "l4"}, "start must be null or an object"),
         (
-            {"stack": "l4", "image": "i", "runs": [], "ready_s": None, "first_token_s": None},
+            {
+                "stack": "l4",
+                "target": {"image": "i"},
+                "runs": [],
+                "ready_s": None,
+                "first_token_s": None,
+            },
             "start.runs must be a non-empty list",
         ),
         (
             {
                 "stack": "l4",
-                "image": "i",
+                "target": {"image": "i"},
                 "runs": ["a"],
                 "ready_s": None,
                 "first_token_s": {"n": 2, "p50_s": 1, "p90_s": 2},
@@ -410,7 +422,7 @@ def test_a_figure_of_any_size_or_type_is_refused_by_name(value: Any) -> None:
 
 
 def test_a_calibration_s_start_keeps_no_other_key() -> None:
-    good = summary("l4", "img", {"a": {"first_token_s": 90.0}})
+    good = summary("l4", {"image": "img"}, {"a": {"first_token_s": 90.0}})
     assert check_summary(json.loads(json.dumps(good))) == good
     block = {"n": 1, "p50_s": 90.0, "p90_s": 90.0}
     for bad, why in (
@@ -418,6 +430,8 @@ def test_a_calibration_s_start_keeps_no_other_key() -> None:
         ({"runs": ["a", "a"]}, "start.runs must be a non-empty list of distinct run ids"),
         ({"runs": ["a" * 256]}, "start.runs must be a non-empty list of distinct run ids"),
         ({"first_token_s": None}, "start must hold at least one of"),
+        ({"target": "img"}, "start.target must be an object of 1 to 16 names"),
+        ({"target": {"image": ["img"]}}, "start.target must be an object of 1 to 16 names"),
         ({"first_token_s": {**block, "p50_s": 10**400}}, "start.first_token_s must be null or"),
     ):
         with pytest.raises(TypeError, match=why):

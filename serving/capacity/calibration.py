@@ -506,13 +506,17 @@ def find_calibration(
     return None
 
 
-def find_start(stack: str, image: str, folder: Path = CALIBRATIONS_DIR) -> tuple[Path, Any] | None:
+def find_start(
+    stack: str, target: Mapping[str, str], folder: Path = CALIBRATIONS_DIR
+) -> tuple[Path, Any] | None:
     """(file, its ``start``) of the calibration holding the measured starts of ``stack`` running
-    ``image``: another stack's, or this stack's before its image changed, never stands in;
-    nor does a synthetic one."""
+    ``target`` (:func:`serving.capacity.start_records.summary`): another stack's, a same-named
+    stack's elsewhere, or this stack's before its target changed, never stands in; nor does a
+    synthetic one."""
+    wanted = {"stack": stack, "target": dict(target)}
     for path in sorted(folder.glob("*.json")):
         c = load_calibration(path)
-        if c.start and not c.synthetic and (c.start["stack"], c.start["image"]) == (stack, image):
+        if c.start and not c.synthetic and {k: c.start[k] for k in wanted} == wanted:
             return path, c.start
     return None
 

@@ -90,10 +90,7 @@ def _cloud_run(
     revision = new.get("latestCreatedRevision")
     name = _label(revision)
     if old is not None and revision == old.get("latestCreatedRevision"):
-        why = (
-            "the update created no new revision "
-            f"(latestCreatedRevision {name} unchanged)"
-        )
+        why = f"the update created no new revision (latestCreatedRevision {name} unchanged)"
         return found, {"created_at": why, "ready_at": why}
     key = "createTime" if old is None else "updateTime"
     found["created_at"] = (new.get(key), f"the service's {key} (revision {name})")
@@ -240,10 +237,14 @@ def _p90(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def summary(stack: str, image: str, figures: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+def summary(
+    stack: str, target: Mapping[str, str], figures: Mapping[str, Mapping[str, float]]
+) -> dict[str, Any]:
     """What a calibration file keeps of its runs' starts (run id -> :func:`check_block`'s
-    figures): per figure n, p50 and p90, with the stack, image and run ids they measured."""
-    out: dict[str, Any] = {"stack": stack, "image": image, "runs": sorted(figures)}
+    figures): per figure n, p50 and p90, with the stack, its ``target`` (what the stack ran:
+    its image, checkpoint, hardware..., which a reader matches before showing them) and the
+    run ids they measured."""
+    out: dict[str, Any] = {"stack": stack, "target": dict(target), "runs": sorted(figures)}
     for figure in FIGURES:
         values = [f[figure] for f in figures.values() if figure in f]
         out[figure] = (
@@ -263,12 +264,21 @@ def check_summary(raw: Any) -> dict[str, Any] | None:
     is kept or shown); TypeError naming the field otherwise (the caller names the file)."""
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"stack", "image", "runs", *FIGURES}:
+    if not isinstance(raw, dict) or set(raw) != {"stack", "target", "runs", *FIGURES}:
         raise TypeError(
-            f"start must be null or an object of {sorted(['stack', 'image', 'runs', *FIGURES])}"
+            f"start must be null or an object of {sorted(['stack', 'target', 'runs', *FIGURES])}"
         )
-    if not all(isinstance(raw[k], str) and 0 < len(raw[k]) <= 300 for k in ("stack", "image")):
-        raise TypeError("start.stack and start.image must be strings of 1 to 300 characters")
+    if not (isinstance(raw["stack"], str) and 0 < len(raw["stack"]) <= 300):
+        raise TypeError("start.stack must be a string of 1 to 300 characters")
+    target = raw["target"]
+    if (
+        not isinstance(target, dict)
+        or not 0 < len(target) <= 16
+        or not all(isinstance(v, str) and len(v) <= 300 for v in (*target, *target.values()))
+    ):
+        raise TypeError(
+            "start.target must be an object of 1 to 16 names to strings of at most 300 characters"
+        )
     runs = raw["runs"]
     if (
         not isinstance(runs, list)
