@@ -45,6 +45,7 @@ from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import (
     CALIBRATIONS_DIR,
     MAX_FILE_BYTES,
+    Calibration,
     CalibrationError,
     calibrate,
     find_start,
@@ -755,11 +756,12 @@ def start_figures(
     counted: dict[datetime, str] = {}  # created_at -> the run that counted that start
     runs = [(data, None), *((load_run(path), path) for path in extra)]
     for run, path in runs:
-        what = f"--start-run {path}" if path is not None else f"the run {run.path.name}"
-        if run.path.name in figures:
-            raise ValueError(f"{what}: run {run.path.name} is given twice")
+        name = Path(os.path.abspath(run.path)).name  # the folder's own name, for `.` too
+        what = f"--start-run {path}" if path is not None else f"the run {name}"
+        if name in figures:
+            raise ValueError(f"{what}: run {name} is given twice")
         try:
-            found = check_block(run.run.get("start", {}), run.path.name)
+            found = check_block(run.run.get("start", {}), name)
         except StartError as exc:
             raise ValueError(f"{what}: {exc}") from None
         refusal = None if found else "it records no start figure (ready_s, first_token_s)"
@@ -769,8 +771,8 @@ def start_figures(
             refusal = f"its start (created_at {run.run['start']['created_at']}) is run "
             refusal += f"{counted[created]}'s, counted once"
         if refusal is None and created is not None:
-            counted[created] = run.path.name
-            figures[run.path.name] = found
+            counted[created] = name
+            figures[name] = found
         elif refusal is not None and path is not None:
             raise ValueError(f"{what}: {refusal}")
         else:
@@ -823,7 +825,9 @@ def calibrate_main(argv: Sequence[str]) -> int:
                 calibration, start=start_summary(o.stack, start_target(settings), starts)
             )
         text = json.dumps(calibration.as_dict(), indent=2) + "\n"
-        if len(text.encode()) > MAX_FILE_BYTES:  # plan would refuse the file: never write it
+        # Never a file `plan` would refuse (each stack's plan reads every calibration).
+        Calibration.from_dict(json.loads(text), "the calibration")
+        if len(text.encode()) > MAX_FILE_BYTES:
             raise ValueError(
                 f"the calibration would be {len(text.encode()) >> 10} KiB, over the "
                 f"{MAX_FILE_BYTES >> 10} KiB a calibration is read at (start.runs lists "

@@ -530,3 +530,15 @@ def test_a_start_run_of_another_stack_is_refused_in_a_bounded_line(tmp_path: Pat
     with pytest.raises(ValueError, match=r"not made against stack 'l4' \(its `stack`: \['l4'") as e:
         start_figures(load_run(base), [other], "l4", load_stack_settings("l4"))
     assert len(str(e.value)) < 300
+
+
+def test_a_run_folder_given_as_dot_is_named_by_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _start_run(tmp_path / "base", "l4", 60.0, 80.0, hours_ago=2)
+    s0 = _start_run(tmp_path / "s0", "l4", 61.0, 81.0)
+    monkeypatch.chdir(s0)  # `--start-run .` from inside the run folder
+    figures, _ = start_figures(load_run(base), [Path(".")], "l4", load_stack_settings("l4"))
+    assert sorted(figures) == ["base", "s0"]
+    # An empty run id would make a file that every stack's plan refuses.
+    assert check_summary(summary("l4", {"image": "i"}, figures)) is not None
