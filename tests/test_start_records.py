@@ -92,7 +92,8 @@ def test_times_are_read_as_google_writes_them(text: str, micro: int) -> None:
         # Other scripts' digits are \d to a regular expression and digits to int().
         ("\uff12\uff10\uff12\uff16-11-29T12:00:00Z", "not an RFC 3339 time in UTC"),
         ("2026-11-29T12:00:00.\u0661\u0662\u0663Z", "not an RFC 3339 time in UTC"),
-        ("9" * 100_000, r"'9{40}' is not an RFC 3339"),
+        ("9" * 100_000, "a string of 100,000 characters is not an RFC 3339"),
+        ("hf_" + "aB3x" * 9, r"'\[REDACTED\]' is not an RFC 3339"),
     ],
 )
 def test_other_shapes_are_refused_by_name(value: Any, why: str) -> None:

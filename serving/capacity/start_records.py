@@ -36,9 +36,15 @@ class StartError(ValueError):
 
 
 def _shown(value: Any) -> str:
-    """A value from a resource's outputs or a run record, bounded: a string's first 40
-    characters, else only its type (an output can be anything, of any length)."""
-    return repr(value[:40]) if isinstance(value, str) else type(value).__name__
+    """A value from a resource's outputs or a run record, bounded and redacted: a string of at
+    most 40 characters with secrets masked, else only a string's length or a value's type (an
+    output can be anything, of any length; a hand-edited record can hold a token where a time
+    belongs)."""
+    from endpoint.redact import redact
+
+    if not isinstance(value, str):
+        return type(value).__name__
+    return repr(redact(value)) if len(value) <= 40 else f"a string of {len(value):,} characters"
 
 
 def _label(value: Any) -> str:
