@@ -49,10 +49,12 @@ def _shown(value: Any) -> str:
 
 def _label(value: Any) -> str:
     """A name from a resource's outputs (a revision, a condition's type or state) as it is
-    when it is one printable line of at most 63 characters (a DNS label's most) or None; else
-    :func:`_shown`'s bounded form."""
+    (secrets masked) when it is one printable line of at most 63 characters (a DNS label's
+    most) or None; else :func:`_shown`'s bounded form."""
+    from endpoint.redact import redact
+
     ok = isinstance(value, str) and value.isprintable() and len(value) <= 63
-    return str(value) if ok or value is None else _shown(value)
+    return redact(value) if ok or value is None else _shown(value)
 
 
 def parse_time(value: Any, name: str) -> datetime:
