@@ -21,6 +21,7 @@ from rich.table import Table
 
 from bench.results.gate import target_differences, target_identity
 from bench.results.store import RunData, StoreError, load_run
+from endpoint.redact import redact
 from gemma4.options import (
     add_mtp_option,
     add_project_options,
@@ -834,7 +835,8 @@ def calibrate_main(argv: Sequence[str]) -> int:
                 f"{len(starts)} runs: give fewer --start-run)"
             )
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
-        print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
+        # A run record is read as written: a token where a time belongs is not shown.
+        print(f"gemma4 plan calibrate: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     name = (
         f"{settings.deploy_platform}--{measured_hw}--{settings.model.card.folder}--"

@@ -36,25 +36,21 @@ class StartError(ValueError):
 
 
 def _shown(value: Any) -> str:
-    """A value from a resource's outputs or a run record, bounded and redacted: a string of at
-    most 40 characters with secrets masked, else only a string's length or a value's type (an
-    output can be anything, of any length; a hand-edited record can hold a token where a time
-    belongs)."""
-    from endpoint.redact import redact
-
+    """A value from a resource's outputs or a run record, bounded: a string of at most 40
+    characters, else only a string's length or a value's type (an output can be anything, of
+    any length; a secret output is no string but a wrapped value). Where a line leaves the
+    process it is redacted too (bench/hook.py, `plan calibrate`)."""
     if not isinstance(value, str):
         return type(value).__name__
-    return repr(redact(value)) if len(value) <= 40 else f"a string of {len(value):,} characters"
+    return repr(value) if len(value) <= 40 else f"a string of {len(value):,} characters"
 
 
 def _label(value: Any) -> str:
     """A name from a resource's outputs (a revision, a condition's type or state) as it is
-    (secrets masked) when it is one printable line of at most 63 characters (a DNS label's
-    most) or None; else :func:`_shown`'s bounded form."""
-    from endpoint.redact import redact
-
+    when it is one printable line of at most 63 characters (a DNS label's most) or None; else
+    :func:`_shown`'s bounded form."""
     ok = isinstance(value, str) and value.isprintable() and len(value) <= 63
-    return redact(value) if ok or value is None else _shown(value)
+    return str(value) if ok or value is None else _shown(value)
 
 
 def parse_time(value: Any, name: str) -> datetime:
