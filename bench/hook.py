@@ -129,7 +129,7 @@ async def run_post_deploy_benchmark(
     if start is not None:
         ttft = first.ttft_s
         block, line = start(None if ttft is None else sent + dt.timedelta(seconds=ttft))
-        log(line)
+        log(redact(line))
         if block:
             extra["start"] = block
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

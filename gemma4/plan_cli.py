@@ -20,8 +20,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.results.gate import target_differences
+from bench.results.gate import target_differences, target_identity
 from bench.results.store import RunData, StoreError, load_run
+from endpoint.redact import redact
 from gemma4.options import (
     add_mtp_option,
     add_project_options,
@@ -45,6 +46,8 @@ from gemma4.workload_options import (
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import (
     CALIBRATIONS_DIR,
+    MAX_FILE_BYTES,
+    Calibration,
     CalibrationError,
     calibrate,
     find_start,
@@ -61,7 +64,7 @@ from serving.capacity.plan import (
 )
 from serving.capacity.plan_perf import run_target, workload_for
 from serving.capacity.start_budget import waits_text
-from serving.capacity.start_records import FIGURES, StartError, check_block
+from serving.capacity.start_records import FIGURES, StartError, check_block, parse_time
 from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.inputs import INTEGER
@@ -387,11 +390,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def measured_start(stack: str, settings: Settings) -> dict[str, Any]:
     """``{"measured": {p50_s, p90_s, n, source}}``: the stack's starts to the first token as
     `plan calibrate` kept them from its post-deploy runs (empty when none is kept)."""
-    found = find_start(stack, settings.image, CALIBRATIONS_DIR)
+    found = find_start(stack, start_target(settings), CALIBRATIONS_DIR)
     if found is None or found[1]["first_token_s"] is None:
         return {}
     path, start = found
     return {"measured": {**start["first_token_s"], "source": f"calibration {path.name}"}}
+
+
+def start_target(settings: Settings) -> dict[str, str]:
+    """What a measured start is of beyond the stack's name: what `bench gate` matches a run by
+    (image, checkpoint, speculative decoding), the hardware and the platform. A same-named
+    stack elsewhere, or this one once any of them changed, is shown none of its starts."""
+    return {
+        **target_identity(settings),
+        "hardware": settings.hardware,
+        "platform": settings.deploy_platform,
+    }
 
 
 def cold_start_text(stack: str, block: dict[str, Any]) -> str:
@@ -726,7 +740,8 @@ def start_refusal(run: RunData, stack: str, settings: Settings) -> str | None:
         return str(exc)
     if run.run.get("stack") != stack:
         return (
-            f"the run was not made against stack {stack!r} (its `stack`: {run.run.get('stack')!r})"
+            f"the run was not made against stack {stack!r} "
+            f"(its `stack`: {repr(run.run.get('stack'))[:80]})"
         )
     target = run.run.get("target")
     if not isinstance(target, dict) or target.get("image") != settings.image:
@@ -740,23 +755,31 @@ def start_figures(
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
     """(run id -> its start figures, notes): the calibrated run's own start when it is one of
     this stack (a note says why not otherwise), and each ``--start-run``'s (refused, naming
-    it, when it records none or is not this stack's)."""
+    it, when it records none, is not this stack's, or is a start already counted: a copied or
+    linked run folder holds the same instance's creation)."""
     figures: dict[str, dict[str, float]] = {}
     notes: list[str] = []
+    counted: dict[datetime, str] = {}  # created_at -> the run that counted that start
     runs = [(data, None), *((load_run(path), path) for path in extra)]
     for run, path in runs:
-        what = f"--start-run {path}" if path is not None else f"the run {run.path.name}"
-        if run.path.name in figures:
-            raise ValueError(f"{what}: run {run.path.name} is given twice")
+        name = Path(os.path.abspath(run.path)).name  # the folder's own name, for `.` too
+        what = f"--start-run {path}" if path is not None else f"the run {name}"
+        if name in figures:
+            raise ValueError(f"{what}: run {name} is given twice")
         try:
-            found = check_block(run.run.get("start", {}), run.path.name)
+            found = check_block(run.run.get("start", {}), name)
         except StartError as exc:
             raise ValueError(f"{what}: {exc}") from None
         refusal = None if found else "it records no start figure (ready_s, first_token_s)"
         refusal = refusal or start_refusal(run, stack, settings)
-        if refusal is None:
-            figures[run.path.name] = found
-        elif path is not None:
+        created = parse_time(run.run["start"]["created_at"], "created_at") if found else None
+        if refusal is None and created in counted:
+            refusal = f"its start (created_at {run.run['start']['created_at']}) is run "
+            refusal += f"{counted[created]}'s, counted once"
+        if refusal is None and created is not None:
+            counted[created] = name
+            figures[name] = found
+        elif refusal is not None and path is not None:
             raise ValueError(f"{what}: {refusal}")
         else:
             notes.append(f"{what}'s start is not used: {refusal}")
@@ -804,18 +827,32 @@ def calibrate_main(argv: Sequence[str]) -> int:
             },
         )
         if starts:
-            calibration = replace(calibration, start=start_summary(o.stack, settings.image, starts))
+            calibration = replace(
+                calibration, start=start_summary(o.stack, start_target(settings), starts)
+            )
+        text = json.dumps(calibration.as_dict(), indent=2) + "\n"
+        # Never a file `plan` would refuse (each stack's plan reads every calibration).
+        Calibration.from_dict(json.loads(text), "the calibration")
+        if len(text.encode()) > MAX_FILE_BYTES:
+            raise ValueError(
+                f"the calibration would be {len(text.encode()) >> 10} KiB, over the "
+                f"{MAX_FILE_BYTES >> 10} KiB a calibration is read at (start.runs lists "
+                f"{len(starts)} runs: give fewer --start-run)"
+            )
     except (ValueError, PlanError, StoreError, CalibrationError) as exc:
-        print(f"gemma4 plan calibrate: error: {exc}", file=sys.stderr)
+        # A run record is read as written: a token where a time belongs is not shown.
+        print(f"gemma4 plan calibrate: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     name = (
         f"{settings.deploy_platform}--{measured_hw}--{settings.model.card.folder}--"
         f"{measured_vllm.replace(' ', '-')}"
     )
     path = out / f"{name}{'--synthetic' if o.synthetic else ''}.json"
-    try:
+    from serving.promotion import write_atomically
+
+    try:  # whole or not at all: a reader, or a second writer, never sees a torn or mixed file
         out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(calibration.as_dict(), indent=2) + "\n", encoding="utf-8")
+        write_atomically(path, text.encode())
     except OSError as exc:
         print(
             f"gemma4 plan calibrate: error: --out {out}: cannot write ({exc.strerror or exc})",

@@ -5,8 +5,11 @@ calibrate` for that stack only, and shown by `plan` beside the prediction."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import os
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +22,10 @@ from bench.results.gate import target_identity
 from bench.results.store import RunStore, load_run
 from components.stack import post_deploy_binding
 from endpoint.auth import NoAuth
-from gemma4.plan_cli import main
+from gemma4.plan_cli import main, start_figures
 from preview.harness import PROJECT, RecordingMocks, stack_config
-from serving.capacity.calibration import load_calibration
+from serving.capacity.calibration import Calibration, CalibrationError, load_calibration
+from serving.capacity.perf import Coefficients
 from serving.capacity.plan import load_stack_settings
 from serving.capacity.start_records import (
     StartError,
@@ -83,6 +87,12 @@ def test_times_are_read_as_google_writes_them(text: str, micro: int) -> None:
         ("2026-11-29T12:00:00z", "not an RFC 3339 time in UTC"),
         (1764417600, "int is not an RFC 3339 time"),
         ("2026-02-30T12:00:00Z", "not a calendar time"),
+        ("2026-11-29T12:00:00+05:30", "not an RFC 3339 time in UTC"),
+        ("2026-12-31T23:59:60Z", "not a calendar time"),
+        # Other scripts' digits are \d to a regular expression and digits to int().
+        ("\uff12\uff10\uff12\uff16-11-29T12:00:00Z", "not an RFC 3339 time in UTC"),
+        ("2026-11-29T12:00:00.\u0661\u0662\u0663Z", "not an RFC 3339 time in UTC"),
+        ("9" * 100_000, "a string of 100,000 characters is not an RFC 3339"),
     ],
 )
 def test_other_shapes_are_refused_by_name(value: Any, why: str) -> None:
@@ -234,10 +244,13 @@ def test_an_update_that_made_no_revision_says_why_in_its_line(
     assert set(load_run(run_dir).run["start"]) == {"first_token_at", "sources"}
 
 
-def _start_run(path: Path, stack: str, ready_s: float, first_token_s: float) -> Path:
-    """A post-deploy run of ``stack`` (l4's model, hardware, engine and image) with a start."""
+def _start_run(
+    path: Path, stack: str, ready_s: float, first_token_s: float, hours_ago: int = 1
+) -> Path:
+    """A post-deploy run of ``stack`` (l4's model, hardware, engine and image) with a start:
+    the instance created ``hours_ago`` hours before NOW (one start, one creation time)."""
     settings = load_stack_settings("l4")
-    created = NOW - timedelta(hours=1)
+    created = NOW - timedelta(hours=hours_ago)
     meta = {
         "model": settings.model.served_name,
         "hardware": "l4",
@@ -269,7 +282,10 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     run_dir = _write_run(
         tmp_path / "run", _cells(replace(prior, coefficients=TRUTH)), settings.model.model, "l4"
     )
-    starts = [_start_run(tmp_path / f"s{i}", "l4", 60.0 + i, 80.0 + 10 * i) for i in range(3)]
+    starts = [
+        _start_run(tmp_path / f"s{i}", "l4", 60.0 + i, 80.0 + 10 * i, hours_ago=1 + i)
+        for i in range(3)
+    ]
     other = _start_run(tmp_path / "other", "rtx6000", 1.0, 2.0)
     out = tmp_path / "calibrations"
     argv = ["calibrate", str(run_dir), "-s", "l4", "--out", str(out)]
@@ -292,10 +308,16 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     assert start is not None and start["runs"] == ["s0", "s1", "s2"]
     assert start["first_token_s"] == {"n": 3, "p50_s": 90.0, "p90_s": 98.0}
     assert start["ready_s"] == {"n": 3, "p50_s": 61.0, "p90_s": 61.8}
-    # Another stack's calibration in the same folder never changes l4's figures.
-    gke_start = summary("gke-l4", settings.image, {"g": {"first_token_s": 500.0}})
-    gke = replace(load_calibration(path), start=gke_start)
-    (out / "a-gke-l4.json").write_text(json.dumps(gke.as_dict()))
+    identity = start["target"]
+    assert identity["image"] == settings.image and identity["hardware"] == "l4"
+    # Another stack's calibration in the same folder never changes l4's figures, nor does a
+    # same-named stack's elsewhere (the same image on other hardware).
+    for name, stack, kept_target in (
+        ("a-gke-l4.json", "gke-l4", identity),
+        ("a-elsewhere.json", "l4", {**identity, "hardware": "rtx-pro-6000"}),
+    ):
+        kept = summary(stack, kept_target, {"g": {"first_token_s": 500.0}})
+        (out / name).write_text(json.dumps(replace(load_calibration(path), start=kept).as_dict()))
     monkeypatch.setattr("gemma4.plan_cli.CALIBRATIONS_DIR", out)
     assert main(["-s", "l4", "--json"]) == 0
     measured = json.loads(capsys.readouterr().out)["cold_start"]["measured"]
@@ -314,13 +336,19 @@ def test_calibrate_keeps_the_stack_s_starts_and_plan_shows_them(
     [
         ({"stack": "l4"}, "start must be null or an object"),
         (
-            {"stack": "l4", "image": "i", "runs": [], "ready_s": None, "first_token_s": None},
+            {
+                "stack": "l4",
+                "target": {"image": "i"},
+                "runs": [],
+                "ready_s": None,
+                "first_token_s": None,
+            },
             "start.runs must be a non-empty list",
         ),
         (
             {
                 "stack": "l4",
-                "image": "i",
+                "target": {"image": "i"},
                 "runs": ["a"],
                 "ready_s": None,
                 "first_token_s": {"n": 2, "p50_s": 1, "p90_s": 2},
@@ -342,3 +370,190 @@ def test_an_edited_figure_is_refused() -> None:
     }
     with pytest.raises(StartError, match=r"start.ready_s is 30.0, its times say 60.0"):
         check_block(block, "s0")
+
+
+def test_a_time_before_the_year_1000_is_written_as_it_is_read() -> None:
+    # strftime("%Y") writes year 1 as "1": the record held a time its own reader refused.
+    outputs = {"createTime": "0001-01-01T00:00:00Z"}
+    found, missing = observed_times("tpu-vm", outputs, None)
+    block, _ = start_block(found, missing, None, NOW)
+    assert block["created_at"] == "0001-01-01T00:00:00.000000Z"
+    assert parse_time(block["created_at"], "created_at") == datetime(1, 1, 1, tzinfo=UTC)
+
+
+def test_outputs_of_any_shape_or_length_give_a_bounded_line() -> None:
+    revision = "r" * 100_000
+    outputs = {
+        "createTime": google_time(NOW - timedelta(seconds=60)),
+        "latestCreatedRevision": revision,
+        "latestReadyRevision": revision,
+        "terminalConditions": [{"type": ["x" * 100_000], "state": {"s": "y\nforged line"}}],
+    }
+    found, missing = observed_times("cloud-run", outputs, None)
+    block, why = start_block(found, missing, None, NOW)
+    line = start_line(block, why)
+    assert len(line) < 400 and "\n" not in line and "r" * 41 not in line
+    assert "the terminal condition is list dict, not Ready" in line
+    assert len(block["sources"]["created_at"]) < 100
+    _, why = observed_times("cloud-run", outputs, dict(outputs))
+    assert len(why["created_at"]) < 120
+
+
+def test_a_first_token_before_ready_is_neither_recorded_nor_read() -> None:
+    created = NOW - timedelta(seconds=300)
+    outputs = service_outputs(created, created + timedelta(seconds=120))
+    found, missing = observed_times("cloud-run", outputs, None)
+    token = (created + timedelta(seconds=100), "the hook's clock")
+    block, why = start_block(found, missing, token, NOW)
+    assert "first_token_s" not in block and block["ready_s"] == 120.0
+    assert why["first_token_s"] == (
+        "first_token_s: first_token_at is 20.000 s before ready_at (it must be at or after it)"
+    )
+    edited = {**block, "first_token_s": 100.0}
+    with pytest.raises(StartError, match=r"^s0: start.first_token_s: first_token_at is 20.000"):
+        check_block(edited, "s0")
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), 86_401.0, "60", True])
+def test_a_figure_of_any_size_or_type_is_refused_by_name(value: Any) -> None:
+    block = {"created_at": "2026-11-29T11:00:00Z", "ready_at": "2026-11-29T11:01:00Z"}
+    with pytest.raises(StartError, match=r"^s0: start.ready_s (is|must be)"):
+        check_block({**block, "ready_s": value}, "s0")
+
+
+def test_a_calibration_s_start_keeps_no_other_key() -> None:
+    good = summary("l4", {"image": "img"}, {"a": {"first_token_s": 90.0}})
+    assert check_summary(json.loads(json.dumps(good))) == good
+    block = {"n": 1, "p50_s": 90.0, "p90_s": 90.0}
+    for bad, why in (
+        ({"first_token_s": {**block, "note": "x" * 1000}}, "start.first_token_s must be null or"),
+        ({"runs": ["a", "a"]}, "start.runs must be a non-empty list of distinct run ids"),
+        ({"runs": ["a" * 256]}, "start.runs must be a non-empty list of distinct run ids"),
+        ({"first_token_s": None}, "start must hold at least one of"),
+        ({"target": "img"}, "start.target must be an object of 1 to 16 names"),
+        ({"target": {"image": ["img"]}}, "start.target must be an object of 1 to 16 names"),
+        ({"first_token_s": {**block, "p50_s": 10**400}}, "start.first_token_s must be null or"),
+    ):
+        with pytest.raises(TypeError, match=why):
+            check_summary({**good, **bad})
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        (("coefficients", "bandwidth_efficiency"), "coefficients must be numbers"),
+        (("held_out_error", "ttft"), "held_out_error values must be numbers"),
+        (("mean_accepted_length",), "mean_accepted_length must be a number"),
+    ],
+)
+def test_a_calibration_with_a_number_no_float_holds_is_refused_by_name(
+    tmp_path: Path, field: tuple[str, ...], why: str
+) -> None:
+    data = Calibration(
+        "l4", "m", "v", Coefficients(), {"ttft": 0.1}, {}, 2.0, None, (), None
+    ).as_dict()
+    *parents, key = field
+    target = data
+    for parent in parents:
+        target = target[parent]
+    target[key] = 10**400  # strict JSON still allows it; float() overflows
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=rf"^c.json: {why}"):
+        load_calibration(path)
+
+
+@pytest.fixture(scope="module")
+def fitted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A benchmark run of l4 that `plan calibrate` fits (once per module: the fit is cached)."""
+    from serving.capacity.perf_stack import model_for_settings
+
+    settings = load_stack_settings("l4")
+    prior, _ = model_for_settings(settings, calibrations=None)
+    cells = _cells(replace(prior, coefficients=TRUTH))
+    return _write_run(tmp_path_factory.mktemp("fit") / "run", cells, settings.model.model, "l4")
+
+
+@pytest.mark.long
+def test_one_start_counts_once_however_its_folder_is_given(
+    tmp_path: Path, fitted_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s0 = _start_run(tmp_path / "s0", "l4", 60.0, 80.0)
+    (tmp_path / "link").symlink_to(s0)
+    shutil.copytree(s0, tmp_path / "copy")
+    argv = ["calibrate", str(fitted_run), "-s", "l4", "--out", str(tmp_path / "out")]
+    for again in ("link", "copy"):
+        assert main([*argv, "--start-run", str(s0), "--start-run", str(tmp_path / again)]) == 2
+        err = capsys.readouterr().err
+        assert f"--start-run {tmp_path / again}: its start (created_at " in err
+        assert "is run s0's, counted once" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.long
+def test_a_calibration_is_written_whole_or_not_at_all(
+    tmp_path: Path,
+    fitted_run: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "out"
+    starts = [_start_run(tmp_path / f"s{i}", "l4", 60.0, 80.0, hours_ago=1 + i) for i in range(3)]
+    argv = ["calibrate", str(fitted_run), "-s", "l4", "--out", str(out)]
+    assert main([*argv, "--start-run", str(starts[0])]) == 0
+    (path,) = out.iterdir()
+    before = path.read_bytes()
+    extra = [arg for s in starts for arg in ("--start-run", str(s))]
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    # The disk fills during the write: the previous calibration stays, whole.
+    monkeypatch.setattr("os.fsync", full)
+    assert main([*argv, *extra]) == 2
+    assert "cannot write (No space left on device)" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert list(out.iterdir()) == [path] and path.read_bytes() == before
+    # A file its reader would refuse for its size is never written.
+    monkeypatch.setattr("gemma4.plan_cli.MAX_FILE_BYTES", len(before) + 10)
+    assert main([*argv, *extra]) == 2
+    assert "KiB a calibration is read at (start.runs lists 3 runs" in capsys.readouterr().err
+    assert path.read_bytes() == before
+
+
+def test_a_start_run_of_another_stack_is_refused_in_a_bounded_line(tmp_path: Path) -> None:
+    base = _start_run(tmp_path / "base", "l4", 60.0, 80.0, hours_ago=2)
+    other = _start_run(tmp_path / "other", "l4", 60.0, 80.0)
+    record = json.loads((other / "run.json").read_text())
+    record["stack"] = ["l4"] * 10_000
+    (other / "run.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"not made against stack 'l4' \(its `stack`: \['l4'") as e:
+        start_figures(load_run(base), [other], "l4", load_stack_settings("l4"))
+    assert len(str(e.value)) < 300
+
+
+def test_a_run_folder_given_as_dot_is_named_by_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _start_run(tmp_path / "base", "l4", 60.0, 80.0, hours_ago=2)
+    s0 = _start_run(tmp_path / "s0", "l4", 61.0, 81.0)
+    monkeypatch.chdir(s0)  # `--start-run .` from inside the run folder
+    figures, _ = start_figures(load_run(base), [Path(".")], "l4", load_stack_settings("l4"))
+    assert sorted(figures) == ["base", "s0"]
+    # An empty run id would make a file that every stack's plan refuses.
+    assert check_summary(summary("l4", {"image": "i"}, figures)) is not None
+
+
+def test_a_token_where_a_time_belongs_is_never_printed(
+    tmp_path: Path, fitted_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _start_run(tmp_path / "s0", "l4", 60.0, 80.0)
+    record = json.loads((run / "run.json").read_text())
+    token = "hf_" + "aB3x" * 9
+    record["start"]["created_at"] = token
+    (run / "run.json").write_text(json.dumps(record))
+    argv = ["calibrate", str(fitted_run), "-s", "l4", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--start-run", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "s0: start.created_at: '[REDACTED]' is not an RFC 3339 time" in err
+    assert token not in err

@@ -15,10 +15,11 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from serving.capacity import itl_spread, start_records
 from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
@@ -52,13 +53,17 @@ class Observation:
     accepted_length: float | None
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number a float holds: strict JSON still allows an integer of thousands of digits,
+    which ``float()`` and ``math`` refuse with OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, float) or abs(value) <= sys.float_info.max
 
 
 def _num(record: Mapping[str, Any], key: str) -> float | None:
     value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not _is_number(value):
         return None
     value = float(value)
     return value if math.isfinite(value) and value > 0 else None
@@ -423,7 +428,7 @@ class Calibration:
                 raise TypeError("itl_spread must be a list of numbers")
             spread = itl_spread.check(raw_spread)
             start = start_records.check_summary(data.get("start"))  # absent in older files
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
         return cls(
             strings["hardware"],
@@ -501,13 +506,17 @@ def find_calibration(
     return None
 
 
-def find_start(stack: str, image: str, folder: Path = CALIBRATIONS_DIR) -> tuple[Path, Any] | None:
+def find_start(
+    stack: str, target: Mapping[str, str], folder: Path = CALIBRATIONS_DIR
+) -> tuple[Path, Any] | None:
     """(file, its ``start``) of the calibration holding the measured starts of ``stack`` running
-    ``image``: another stack's, or this stack's before its image changed, never stands in;
-    nor does a synthetic one."""
+    ``target`` (:func:`serving.capacity.start_records.summary`): another stack's, a same-named
+    stack's elsewhere, or this stack's before its target changed, never stands in; nor does a
+    synthetic one."""
+    wanted = {"stack": stack, "target": dict(target)}
     for path in sorted(folder.glob("*.json")):
         c = load_calibration(path)
-        if c.start and not c.synthetic and (c.start["stack"], c.start["image"]) == (stack, image):
+        if c.start and not c.synthetic and {k: c.start[k] for k in wanted} == wanted:
             return path, c.start
     return None
 

@@ -26,7 +26,7 @@ FIGURES = {"ready_s": "ready_at", "first_token_s": "first_token_at"}
 #: RFC 3339 as Google's APIs write it (protobuf's JSON Timestamp): UTC, "Z", and 0, 3, 6 or 9
 #: fractional digits (Kubernetes writes none).
 _GOOGLE_TIME = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{3}|\d{6}|\d{9}))?Z"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{3}|\d{6}|\d{9}))?Z", re.ASCII
 )
 _SHAPE = "YYYY-MM-DDTHH:MM:SS, then 0, 3, 6 or 9 fractional digits, then Z"
 
@@ -35,24 +35,42 @@ class StartError(ValueError):
     """A start time or figure that cannot be recorded or read, naming the field."""
 
 
+def _shown(value: Any) -> str:
+    """A value from a resource's outputs or a run record, bounded: a string of at most 40
+    characters, else only a string's length or a value's type (an output can be anything, of
+    any length; a secret output is no string but a wrapped value). Where a line leaves the
+    process it is redacted too (bench/hook.py, `plan calibrate`)."""
+    if not isinstance(value, str):
+        return type(value).__name__
+    return repr(value) if len(value) <= 40 else f"a string of {len(value):,} characters"
+
+
+def _label(value: Any) -> str:
+    """A name from a resource's outputs (a revision, a condition's type or state) as it is
+    when it is one printable line of at most 63 characters (a DNS label's most) or None; else
+    :func:`_shown`'s bounded form."""
+    ok = isinstance(value, str) and value.isprintable() and len(value) <= 63
+    return str(value) if ok or value is None else _shown(value)
+
+
 def parse_time(value: Any, name: str) -> datetime:
     """``value`` as Google's APIs write a time, in UTC; StartError naming ``name`` otherwise."""
     match = _GOOGLE_TIME.fullmatch(value) if isinstance(value, str) else None
     if match is None:
-        shown = repr(value[:40]) if isinstance(value, str) else type(value).__name__
-        raise StartError(f"{name}: {shown} is not an RFC 3339 time in UTC ({_SHAPE})")
+        raise StartError(f"{name}: {_shown(value)} is not an RFC 3339 time in UTC ({_SHAPE})")
     *fields, fraction = match.groups()
     year, month, day, hour, minute, second = map(int, fields)
     micro = int((fraction or "0")[:6].ljust(6, "0"))
     try:
         return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
     except ValueError as exc:
-        raise StartError(f"{name}: {value!r} is not a calendar time ({exc})") from None
+        raise StartError(f"{name}: {_shown(value)} is not a calendar time ({exc})") from None
 
 
 def google_time(moment: datetime) -> str:
-    """``moment`` as Google's APIs write it (microseconds, UTC, Z)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``moment`` as Google's APIs write it (microseconds, UTC, Z; four-digit year, which
+    ``strftime("%Y")`` does not write before the year 1000)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _path(outputs: Mapping[str, Any] | None, *keys: str | int) -> Any:
@@ -74,17 +92,20 @@ def _cloud_run(
     found: dict[str, tuple[Any, str]] = {}
     missing: dict[str, str] = {}
     revision = new.get("latestCreatedRevision")
+    name = _label(revision)
     if old is not None and revision == old.get("latestCreatedRevision"):
-        why = f"the update created no new revision (latestCreatedRevision {revision!r} unchanged)"
+        why = f"the update created no new revision (latestCreatedRevision {name} unchanged)"
         return found, {"created_at": why, "ready_at": why}
     key = "createTime" if old is None else "updateTime"
-    found["created_at"] = (new.get(key), f"the service's {key} (revision {revision})")
+    found["created_at"] = (new.get(key), f"the service's {key} (revision {name})")
     condition = _path(new, "terminalConditions", 0)
     state = (_path(condition, "type"), _path(condition, "state"))
     if new.get("latestReadyRevision") != revision:
-        missing["ready_at"] = f"revision {revision} is not the latest ready one"
+        missing["ready_at"] = f"revision {name} is not the latest ready one"
     elif state != ("Ready", "CONDITION_SUCCEEDED"):
-        missing["ready_at"] = f"the terminal condition is {state[0]} {state[1]}, not Ready"
+        missing["ready_at"] = (
+            f"the terminal condition is {_label(state[0])} {_label(state[1])}, not Ready"
+        )
     else:
         found["ready_at"] = (
             _path(condition, "lastTransitionTime"),
@@ -117,11 +138,21 @@ def observed_times(
     return {}, {"created_at": why, "ready_at": why}
 
 
-def _figure(created: datetime, at: datetime, name: str) -> float:
-    seconds = (at - created).total_seconds()
+def _figure(times: Mapping[str, datetime], figure: str, name: str) -> float:
+    """``figure`` from ``times``: in [0, a day] from ``created_at``, and a first token no
+    earlier than ``ready_at`` when both are known (before it, the hook's clock is behind the
+    API's, or the block was edited: the figure would be too short)."""
+    at = times[FIGURES[figure]]
+    seconds = (at - times["created_at"]).total_seconds()
     if not 0 <= seconds <= MAX_START_S:
         raise StartError(
             f"{name}: {seconds:,.3f} s from created_at is outside [0, {MAX_START_S:,.0f}] s"
+        )
+    ready = times.get("ready_at")
+    if figure == "first_token_s" and ready is not None and at < ready:
+        raise StartError(
+            f"{name}: first_token_at is {(ready - at).total_seconds():,.3f} s before ready_at "
+            "(it must be at or after it)"
         )
     return round(seconds, 3)
 
@@ -160,7 +191,7 @@ def start_block(
         if "created_at" not in times or at not in times:
             continue
         try:
-            block[figure] = _figure(times["created_at"], times[at], figure)
+            block[figure] = _figure(times, figure, figure)
         except StartError as exc:
             why[figure] = str(exc)
     if block:
@@ -177,22 +208,27 @@ def start_line(block: Mapping[str, Any], why: Mapping[str, str]) -> str:
 
 def check_block(raw: Any, where: str) -> dict[str, float]:
     """A run record's ``start`` figures, each equal to its times' difference (so an edited
-    figure is refused); StartError naming ``where`` and the field otherwise."""
+    figure is refused) and held to the rules it was recorded by; StartError naming ``where``
+    and the field otherwise."""
     if not isinstance(raw, Mapping):
         raise StartError(f"{where}: start must be an object")
+    figures = [figure for figure in FIGURES if figure in raw]
+    needed = {"created_at", *(FIGURES[figure] for figure in figures)} if figures else set()
+    times = {
+        name: parse_time(raw.get(name), f"{where}: start.{name}")
+        for name in TIMES
+        if name in raw or name in needed
+    }
     out: dict[str, float] = {}
-    for figure, at in FIGURES.items():
-        if figure not in raw:
-            continue
+    for figure in figures:
         value = raw[figure]
-        created = parse_time(raw.get("created_at"), f"{where}: start.created_at")
-        moment = parse_time(raw.get(at), f"{where}: start.{at}")
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise StartError(f"{where}: start.{figure} must be a number of seconds")
-        expected = _figure(created, moment, f"{where}: start.{figure}")
-        if not math.isclose(value, expected, abs_tol=1e-3):
+        expected = _figure(times, figure, f"{where}: start.{figure}")
+        # Compared as numbers only once in range: an integer of hundreds of digits is no float.
+        if not (0 <= value <= MAX_START_S and math.isclose(value, expected, abs_tol=1e-3)):
             raise StartError(
-                f"{where}: start.{figure} is {value}, its times say {expected} (edited?)"
+                f"{where}: start.{figure} is {str(value)[:40]}, its times say {expected} (edited?)"
             )
         out[figure] = float(value)
     return out
@@ -205,10 +241,14 @@ def _p90(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def summary(stack: str, image: str, figures: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+def summary(
+    stack: str, target: Mapping[str, str], figures: Mapping[str, Mapping[str, float]]
+) -> dict[str, Any]:
     """What a calibration file keeps of its runs' starts (run id -> :func:`check_block`'s
-    figures): per figure n, p50 and p90, with the stack, image and run ids they measured."""
-    out: dict[str, Any] = {"stack": stack, "image": image, "runs": sorted(figures)}
+    figures): per figure n, p50 and p90, with the stack, its ``target`` (what the stack ran:
+    its image, checkpoint, hardware..., which a reader matches before showing them) and the
+    run ids they measured."""
+    out: dict[str, Any] = {"stack": stack, "target": dict(target), "runs": sorted(figures)}
     for figure in FIGURES:
         values = [f[figure] for f in figures.values() if figure in f]
         out[figure] = (
@@ -224,25 +264,41 @@ def summary(stack: str, image: str, figures: Mapping[str, Mapping[str, float]]) 
 
 
 def check_summary(raw: Any) -> dict[str, Any] | None:
-    """A calibration file's ``start`` (null, or :func:`summary`'s shape); TypeError naming the
-    field otherwise (the caller names the file)."""
+    """A calibration file's ``start`` (null, or :func:`summary`'s shape, exactly: no other key
+    is kept or shown); TypeError naming the field otherwise (the caller names the file)."""
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"stack", "image", "runs", *FIGURES}:
+    if not isinstance(raw, dict) or set(raw) != {"stack", "target", "runs", *FIGURES}:
         raise TypeError(
-            f"start must be null or an object of {sorted(['stack', 'image', 'runs', *FIGURES])}"
+            f"start must be null or an object of {sorted(['stack', 'target', 'runs', *FIGURES])}"
         )
-    if not all(isinstance(raw[k], str) and 0 < len(raw[k]) <= 300 for k in ("stack", "image")):
-        raise TypeError("start.stack and start.image must be strings of 1 to 300 characters")
+    if not (isinstance(raw["stack"], str) and 0 < len(raw["stack"]) <= 300):
+        raise TypeError("start.stack must be a string of 1 to 300 characters")
+    target = raw["target"]
+    if (
+        not isinstance(target, dict)
+        or not 0 < len(target) <= 16
+        or not all(isinstance(v, str) and len(v) <= 300 for v in (*target, *target.values()))
+    ):
+        raise TypeError(
+            "start.target must be an object of 1 to 16 names to strings of at most 300 characters"
+        )
     runs = raw["runs"]
-    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
-        raise TypeError("start.runs must be a non-empty list of run ids")
+    if (
+        not isinstance(runs, list)
+        or not runs
+        or not all(isinstance(r, str) and 0 < len(r) <= 255 for r in runs)
+        or len(set(runs)) != len(runs)
+    ):
+        raise TypeError("start.runs must be a non-empty list of distinct run ids (1 to 255 chars)")
+    shape = f"null or {{n: 1 to the runs' count, p50_s <= p90_s in [0, {MAX_START_S:.0f}]}}"
     for figure in FIGURES:
         block = raw[figure]
         if block is None:
             continue
-        n = block.get("n") if isinstance(block, dict) else None
-        ok = isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(runs)
+        ok = isinstance(block, dict) and set(block) == {"n", "p50_s", "p90_s"}
+        n = block["n"] if ok else None
+        ok = ok and isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(runs)
         pair = [block.get(k) for k in ("p50_s", "p90_s")] if ok else []
         if (
             not ok
@@ -252,8 +308,7 @@ def check_summary(raw: Any) -> dict[str, Any] | None:
             )
             or pair[0] > pair[1]
         ):
-            raise TypeError(
-                f"start.{figure} must be null or {{n: 1 to the runs' count, p50_s <= p90_s "
-                f"in [0, {MAX_START_S:.0f}]}}"
-            )
+            raise TypeError(f"start.{figure} must be {shape}")
+    if all(raw[figure] is None for figure in FIGURES):
+        raise TypeError(f"start must hold at least one of {list(FIGURES)} (not all null)")
     return dict(raw)
