@@ -401,3 +401,28 @@ def test_error_pages_of_failed_requests_are_one_line_each(
     samples = [line for line in err.splitlines() if line.startswith("  http_status")]
     assert samples == ["  http_status: HTTP 503: Error 503 (Server Error)!!1"] * 2
     assert "<" not in err
+
+
+def test_a_run_file_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers (two `bench report` of one run) each write a temporary file of their own:
+    another's half-written temporary is never renamed over the file; a failed write keeps the
+    old file and leaves no temporary behind."""
+    from bench.results import store
+
+    target = tmp_path / "report.md"
+    target.write_text("old\n")
+    other = tmp_path / "report.md.tmp"  # another writer's half-written file, by the old name
+    other.write_text("half")
+    store.write_atomic(target, "new\n")
+    assert target.read_text() == "new\n" and other.read_text() == "half"
+
+    def fail(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store.os, "fsync", fail)
+    with pytest.raises(OSError):
+        store.write_atomic(target, "newer\n")
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "report.md.tmp"]
