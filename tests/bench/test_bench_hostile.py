@@ -421,7 +421,7 @@ def test_a_run_file_is_replaced_whole_or_not_at_all(
     def fail(fd: int) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.os, "fsync", fail)
+    monkeypatch.setattr("bench.results.store.os.fsync", fail)
     with pytest.raises(OSError):
         store.write_atomic(target, "newer\n")
     assert target.read_text() == "new\n"
