@@ -55,7 +55,8 @@ def check_secret_name(value: str, key: str) -> str:
 
 #: Where images may come from unless a stack says otherwise (the official vLLM images).
 DEFAULT_REGISTRIES: tuple[str, ...] = ("docker.io",)
-_IMAGE_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
+#: An image reference: a letter or digit first, so no command ever reads one as an option.
+IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 
 
 def image_registry(image: str) -> str:
@@ -73,7 +74,7 @@ def image_repository(image: str) -> str:
 
 def check_pinned_image(image: str) -> str:
     """`image`, or ValueError unless it names a fixed tag or a sha256 digest of 64 hex digits."""
-    if not _IMAGE_CHARS.fullmatch(image):
+    if not IMAGE_REFERENCE.fullmatch(image):
         raise ValueError(
             f"image {image!r} is not an image reference (a letter or digit first, then letters, "
             "digits, . _ / : @ - only, at most 255)"

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from serving.config.checks import PROJECT_ID
+from serving.config.checks import IMAGE_REFERENCE, PROJECT_ID
 from serving.render.compile_cache import (
     CACHE_MOUNT_PATH,
     CACHE_PREFIX,
@@ -72,7 +72,7 @@ _BUCKET = rf"(?=.{{3,222}}$)(?:{_PART}\.)*{_PART}"
 #: A checkpoint folder (one path segment, no dot first) and an image reference: neither can
 #: start with `-`, so neither is ever read as an option of gcloud or docker.
 _FOLDER = r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}"
-_IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}"
+_IMAGE = IMAGE_REFERENCE.pattern
 #: Any JSON string; a vLLM argument, whose port (the launcher probes it) is `--port=N`.
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _ARG = rf'(?!"--port){_STRING}|"--port=[0-9]{{1,5}}"'
