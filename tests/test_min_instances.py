@@ -21,7 +21,6 @@ from serving.capacity.costs import instance_price
 from serving.capacity.idle import (
     CLOUD_RUN_IDLE_S,
     DAY_S,
-    GKE_SCALE_DOWN_S,
     SHAPE_HELP,
     Shape,
     chosen,
@@ -195,13 +194,6 @@ def test_a_tpu_vm_never_scales_to_zero_and_gke_keeps_one_replica() -> None:
     assert tpu["rows"] == [] and "never scale to zero" in tpu["note"]
     gke = for_stack(load_stack_settings("gke-l4"), Shape("steady"), 0.001, 1, (), 4)
     assert [r["min_instances"] for r in gke["rows"]] == [1]
-
-
-def test_the_gke_idle_period_is_the_autoscaler_window_the_stack_renders() -> None:
-    from serving.render.gke import autoscaler
-
-    hpa = autoscaler(load_stack_settings("gke-l4"))
-    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == GKE_SCALE_DOWN_S
 
 
 @pytest.mark.parametrize(

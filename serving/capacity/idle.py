@@ -47,9 +47,10 @@ HOUR_S = 3_600.0
 #: (https://cloud.google.com/run/docs/about-instance-autoscaling, "Idle instances"): the
 #: longest it keeps one, so a shorter wait means more cold starts than predicted, never fewer.
 CLOUD_RUN_IDLE_S = 900.0
-#: GKE: the HorizontalPodAutoscaler's scale-down window the stack renders (serving/render/gke.py;
+#: GKE: the HorizontalPodAutoscaler's scale-down window the stack renders (serving/render/gke.py
+#: reads it here;
 #: Kubernetes' default is 300 s). minReplicas is at least 1: GKE stacks never scale to zero.
-GKE_SCALE_DOWN_S = 600.0
+GKE_SCALE_DOWN_S = 600
 #: The percentiles a target may name, as fractions.
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 MAX_GAPS_PER_DAY = 1440

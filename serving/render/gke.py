@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from serving.capacity.idle import GKE_SCALE_DOWN_S
 from serving.capacity.perf_stack import scale_up_waiting_requests
 from serving.capacity.start_budget import startup_probe
 from serving.catalog.hardware import Platform
@@ -697,7 +698,7 @@ def autoscaler(settings: Settings) -> Manifest:
             # A new replica costs a node and minutes of start-up: scale down slowly.
             "behavior": {
                 "scaleUp": {"stabilizationWindowSeconds": 0},
-                "scaleDown": {"stabilizationWindowSeconds": 600},
+                "scaleDown": {"stabilizationWindowSeconds": GKE_SCALE_DOWN_S},
             },
         },
     }
