@@ -1,7 +1,8 @@
-"""PNG charts of a run, drawn only from cells that were measured: per output length and request
-rate, heatmaps (concurrency x prompt tokens; skipped cells say so, cells never run are blank)
-and line charts against concurrency, one line per prompt length, with points only where a cell
-was measured (no line through a context never measured). :func:`plan_charts` decides what is
+"""Charts of a run (``charts/*.png``; the file name's suffix chooses PNG or SVG), drawn only
+from cells that were measured: per output length and request rate, heatmaps (concurrency x
+prompt tokens; skipped cells say so, cells never run are blank) and line charts against
+concurrency, one line per prompt length, with points only where a cell was measured (no line
+through a context never measured). :func:`plan_charts` decides what is
 drawn (pure data, what the tests inspect); :func:`render_chart` draws it.
 """
 
@@ -18,6 +19,10 @@ from bench.results.store import CellKey, RunData, slice_name, slices
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
 
 CHARTS_DIR = "charts"
+#: Dots per inch of a PNG chart: as wide as the docs' content column (``WIDTH_IN``, the
+#: width the docs' SVG copies are drawn at), a ``charts/*.png`` is about 800 px wide. An SVG has no
+#: dots: the same figure is the same picture in either format.
+PNG_DPI = 125
 
 _HEATMAPS = (
     ("request_throughput", "request throughput (req/s)"),
@@ -149,10 +154,18 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
     # their --help) start without loading matplotlib.
     import numpy as np
 
-    from serving.capacity.plot_style import legend_below, plain_numbers, pyplot, style_axes
+    from serving.capacity.plot_style import (
+        PANEL_IN,
+        WIDTH_IN,
+        legend_below,
+        plain_numbers,
+        pyplot,
+        style_axes,
+        write_figure,
+    )
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, PANEL_IN), dpi=PNG_DPI)
     drawn: list[tuple[str, list[float], list[float]]] = []
     try:
         if plan.kind == "lines":
@@ -191,7 +204,7 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
         ax.set_ylabel(plan.ylabel)
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path, bbox_inches="tight")
+            write_figure(fig, path)
     finally:
         plt.close(fig)
     return drawn
@@ -228,13 +241,19 @@ _WHITE = (1.0, 1.0, 1.0)
 _BLACK = (0.0, 0.0, 0.0)
 
 
+def cell_number(value: float) -> str:
+    """A heatmap cell's number, never in exponent form: whole from 100 up (``1063``, not
+    ``1.06e+03``), three significant figures below (``12.5``, ``0.42``)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def heatmap_labels(plan: ChartPlan, cmap: Any, norm: Any) -> list[HeatmapLabel]:
     """Every heatmap cell's label with black or white, whichever contrasts more with the
     cell's colour (a blank cell shows the white axes)."""
     labels = []
     for i, row in enumerate(plan.values):
         for j, value in enumerate(row):
-            text = f"{value:.3g}" if value is not None else plan.notes[i][j]
+            text = cell_number(value) if value is not None else plan.notes[i][j]
             if not text:
                 continue
             background = (

@@ -93,12 +93,16 @@ def latency_plans(
     by_prompt: bool = True,
 ) -> list[LatencyPlan]:
     """Charts for ``groups`` (label, cells): a run's cells (``by_prompt``: one curve per prompt
-    length) or several runs (one curve per run and prompt length)."""
+    length, the run's label in the title) or several runs (one curve per run and prompt
+    length, each run's label in the legend)."""
     prompts = sorted({int(c["prompt_tokens"]) for _, cells in groups for c in cells})
     plans = []
     for output_tokens, rate in slices(c for _, cells in groups for c in cells):
         name = slice_name(output_tokens, rate)
         load = "closed loop" if rate is None else f"{rate:g} req/s"
+        context = f"{output_tokens} output tokens, {load}"
+        if by_prompt and len(groups) == 1 and groups[0][0]:
+            context += f", {groups[0][0]}"  # one run: its label (several: in the legend)
         for metric, title, applies in LATENCY_METRICS:
             series = []
             for label, cells in groups:
@@ -121,7 +125,7 @@ def latency_plans(
             plans.append(
                 LatencyPlan(
                     filename=f"{prefix}-{metric}-{name}.png",
-                    title=f"{title} vs output throughput, {output_tokens} output tokens, {load}",
+                    title=f"{title} vs output throughput\n{context}",
                     ylabel=title,
                     series=tuple(series),
                     slo_ms=slo_ms if applies and metric == "p95_ttft_ms" else None,
@@ -137,10 +141,18 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
     # their --help) start without loading matplotlib.
     import numpy as np
 
-    from serving.capacity.plot_style import legend_below, pyplot, style_axes
+    from bench.reports.charts import PNG_DPI
+    from serving.capacity.plot_style import (
+        PANEL_IN,
+        WIDTH_IN,
+        legend_below,
+        pyplot,
+        style_axes,
+        write_figure,
+    )
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, PANEL_IN), dpi=PNG_DPI)
     drawn: dict[str, Any] = {"lines": [], "limited": [], "slo": None}
     try:
         for s in plan.series:
@@ -180,7 +192,7 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
             offsets = np.asarray(collection.get_offsets(), dtype=float)
             drawn["limited"] += [(float(x), float(y)) for x, y in offsets]
         if path is not None:
-            fig.savefig(path, bbox_inches="tight")
+            write_figure(fig, path)
     finally:
         plt.close(fig)
     return drawn

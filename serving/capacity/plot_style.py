@@ -39,16 +39,24 @@ def pyplot() -> Any:
     return plt
 
 
+def write_figure(fig: Any, path: Path) -> None:
+    """Write ``fig`` to ``path`` in the format its suffix names (.png or .svg), with nothing
+    that differs between runs: an SVG has no date, a PNG no Matplotlib version, so a figure
+    drawn again from the same data is byte-identical."""
+    suffix = path.suffix.lower()
+    metadata: dict[str, Any] = {"Date": None} if suffix == ".svg" else {"Software": None}
+    fig.savefig(path, format=suffix[1:], metadata=metadata, bbox_inches="tight")
+
+
 def save(fig: Any, path: Path, flag: str = "--plot") -> None:
-    """Write ``fig`` to ``path`` (.png or .svg; an SVG has no date, so a regenerated one is
-    byte-identical) and close it; :class:`PlotError` naming ``flag`` otherwise."""
+    """Write ``fig`` to ``path`` (.png or .svg, :func:`write_figure`) and close it;
+    :class:`PlotError` naming ``flag`` otherwise."""
     suffix = path.suffix.lower()
     try:
         if suffix not in (".png", ".svg"):
             raise PlotError(f"{flag} {path}: the file must end in .png or .svg")
-        metadata: dict[str, Any] = {"Date": None} if suffix == ".svg" else {"Software": None}
         try:
-            fig.savefig(path, format=suffix[1:], metadata=metadata, bbox_inches="tight")
+            write_figure(fig, path)
         except OSError as exc:
             raise PlotError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
     finally:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.reports.charts import plan_charts, render_chart, write_charts
+import pytest
+
+from bench.reports.charts import cell_number, plan_charts, render_chart, write_charts
+from bench.reports.latency_charts import latency_plans, render_latency
 from tests.bench._cells import cell, write_run
 
 
@@ -57,3 +60,41 @@ def test_pngs_written(tmp_path: Path) -> None:
     assert len(written) == 10
     assert sum(1 for p in written if p.name.startswith("latency-")) == 4
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+
+
+@pytest.mark.parametrize(("suffix", "starts"), [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+def test_the_file_name_chooses_the_format_and_a_redraw_is_byte_identical(
+    tmp_path: Path, suffix: str, starts: bytes
+) -> None:
+    """``charts/*.png`` for a run; the docs draw the same charts as SVG (the browser check
+    reads an SVG's labels), identical on every build from the same run."""
+    cells = [cell(1, 128, p95_itl_ms=12.0), cell(8, 128, p95_itl_ms=14.0)]
+    chart = next(p for p in plan_charts(cells, label="x") if p.kind == "heatmap")
+    latency = latency_plans([("x", cells)])[0]
+    for n in (1, 2):
+        render_chart(chart, tmp_path / f"heatmap-{n}{suffix}")
+        render_latency(latency, tmp_path / f"latency-{n}{suffix}")
+    for name in ("heatmap", "latency"):
+        first = (tmp_path / f"{name}-1{suffix}").read_bytes()
+        assert first.startswith(starts)
+        assert (tmp_path / f"{name}-2{suffix}").read_bytes() == first
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(1063.4, "1063"), (100.0, "100"), (99.95, "100"), (12.46, "12.5"), (0.4213, "0.421")],
+)
+def test_a_heatmap_number_is_never_in_exponent_form(value: float, shown: str) -> None:
+    assert cell_number(value) == shown
+
+
+def test_a_runs_latency_chart_names_the_run_in_its_title() -> None:
+    """The run's label on each chart of a run, as on its heatmaps and lines (the docs' label
+    says the run was against a fake server); charts comparing runs name them in the legend."""
+    cells = [cell(1, 128), cell(8, 128)]
+    plans = latency_plans([("paced fake server", cells)])
+    assert plans and all(
+        p.title.endswith("16 output tokens, closed loop, paced fake server") for p in plans
+    )
+    compared = latency_plans([("l4", cells), ("rtx", cells)], by_prompt=False)
+    assert all(p.title.endswith("16 output tokens, closed loop") for p in compared)
