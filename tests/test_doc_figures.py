@@ -439,6 +439,60 @@ def test_every_figure_is_shown_and_every_figure_shown_is_drawn() -> None:
     } <= pages
 
 
+#: An image a page shows: Markdown's ``![alt](target)`` or an HTML ``<img src="target">``.
+IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)|<img\b[^>]*\bsrc=[\"']([^\"']+)", re.IGNORECASE)
+
+
+def test_every_image_a_page_shows_is_an_svg_the_browser_check_measures() -> None:
+    """The browser check measures every label of an SVG (scripts/browser_check.py); a PNG's
+    text is pixels it cannot read, so a raster chart on a page would go unchecked."""
+    shown = {
+        (str(path.relative_to(DOCS)), target)
+        for path, text in _pages().items()
+        for found in IMAGE.findall(text)
+        for target in found
+        if target
+    }
+    assert any(target.endswith("bench-heatmap-p95-ttft.svg") for _, target in shown)
+    assert {(page, t) for page, t in shown if not t.lower().endswith(".svg")} == set()
+    # Nor drawn at build time, nor committed beside the pages (docs/img/).
+    assert [f.name for f in DIAGRAMS if not f.name.endswith(".svg")] == []
+    assert [name for name in SHOWN if not name.endswith(".svg")] == []
+    committed = {p for p in DOCS.rglob("*") if p.is_file() and p.suffix not in (".md", ".css")}
+    assert committed and {p for p in committed if p.suffix != ".svg"} == set()
+
+
+def test_the_pages_image_pattern_finds_markdown_and_html_images() -> None:
+    text = '![a](figures/x.png) [![b](<img/y.jpg>)](img/y.jpg) <img alt="c" src="z.gif">'
+    assert [t for found in IMAGE.findall(text) for t in found if t] == [
+        "figures/x.png",
+        "img/y.jpg",
+        "z.gif",
+    ]
+
+
+def test_the_benchmark_charts_are_svgs_drawn_alike_on_every_build_and_fit_the_column(
+    tmp_path: Path,
+) -> None:
+    """Drawn by the benchmark's own chart code as SVG, byte-identical from the same run, each
+    no wider than the content column (shown at its own size, its 7 pt text at 9.3 px), each
+    title naming the fake server the run was recorded against."""
+    from scripts.figures.bench_run import write
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    first, again = write(tmp_path / "a"), write(tmp_path / "b")
+    assert [p.name for p in first] == list(SHOWN)
+    for a, b in zip(first, again, strict=True):
+        drawn = a.read_bytes()
+        assert drawn == b.read_bytes(), a.name
+        root = ET.fromstring(drawn)
+        assert root.tag == f"{SVG}svg", a.name
+        width_px = float(root.get("width", "").removesuffix("pt")) * 4 / 3
+        assert width_px <= CONTENT_PX, f"{a.name} is {width_px:.0f} px wide"
+        assert b"paced fake server (not a GPU)" in drawn, a.name
+
+
 def test_the_benchmark_charts_say_they_come_from_a_fake_server() -> None:
     from bench.results.store import load_run
     from scripts.figures.bench_run import RUN

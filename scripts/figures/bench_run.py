@@ -10,7 +10,9 @@ and not on a GPU; its label says so, and so does every chart's title:
       --num-requests 16 --label "paced fake server (not a GPU)" --out RUN
 
 The charts are the ones ``gemma4 bench run`` writes into ``RUN/charts/``, through the same
-functions (:mod:`bench.reports.charts`, :mod:`bench.reports.latency_charts`).
+functions (:mod:`bench.reports.charts`, :mod:`bench.reports.latency_charts`), drawn as SVG
+(the file name's suffix chooses the format) rather than PNG: the browser check measures an
+SVG's every label (docs/development.md, "The browser check"), a PNG's none.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from typing import Any
 RUN = Path(__file__).resolve().parent / "data" / "paced-run"
 #: The charts shown on the benchmark page: (file written, chart file name prefix in the run).
 SHOWN = {
-    "bench-latency-p95-ttft.png": "latency-p95_ttft_ms-",
-    "bench-output-throughput.png": "lines-output_throughput-",
-    "bench-heatmap-p95-ttft.png": "heatmap-p95_ttft_ms-",
+    "bench-latency-p95-ttft.svg": "latency-p95_ttft_ms-",
+    "bench-output-throughput.svg": "lines-output_throughput-",
+    "bench-heatmap-p95-ttft.svg": "heatmap-p95_ttft_ms-",
 }
 
 
