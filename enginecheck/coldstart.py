@@ -11,6 +11,7 @@ them (tests/data/cold-start-logs/).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -137,17 +138,118 @@ def phases(lines: Sequence[Timed]) -> tuple[list[dict[str, Any]], list[str]]:
     return found, missing
 
 
-def report(cpu: str, stack: str, starts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON document: ``{cpu, stack, starts: [{cache, phases, health_s, first_token_s}]}``."""
-    return {"cpu": cpu, "stack": stack, "starts": [dict(s) for s in starts]}
+def report(
+    cpu: str, stack: str, starts: Sequence[Mapping[str, Any]], weight_bytes: int, speed: float
+) -> dict[str, Any]:
+    """The JSON document: ``{cpu, stack, weight_bytes, speed, starts: [{cache, phases,
+    health_s, first_token_s, model}]}`` (``speed``: :func:`speed`; ``model``:
+    :func:`against_model`'s rows, the model scaled by it)."""
+    return {
+        "cpu": cpu,
+        "stack": stack,
+        "weight_bytes": weight_bytes,
+        "speed": round(speed, 3),
+        "starts": [dict(s) for s in starts],
+    }
 
 
 def compile_seconds(start: Mapping[str, Any]) -> float:
     return float(next(p["seconds"] for p in start["phases"] if p["name"] == COMPILE))
 
 
+#: A p10 to p90 band leaves out a fifth of what happens: a model right about every phase still
+#: sees that share of them outside their bands. More than that, or a whole start outside its
+#: total's band, and the model does not describe this engine.
+OUTSIDE_SHARE = 0.2
+
+
+def outside(doc: Mapping[str, Any]) -> tuple[list[str], int, list[str]]:
+    """The phases of both starts outside their band (``cache: name``; the speed probe,
+    :data:`IMPORTS`' model row, is not judged: the model was scaled by it), how many were
+    judged, and the totals outside theirs."""
+    phases, totals, judged = [], [], 0
+    for start in doc["starts"]:
+        for row in start["model"]:
+            if row["name"] == "total":
+                totals += [] if row["within"] else [f"{start['cache']}: total"]
+            elif row["name"] != "imports":
+                judged += 1
+                phases += [] if row["within"] else [f"{start['cache']}: {row['name']}"]
+    return phases, judged, totals
+
+
 def exit_status(doc: Mapping[str, Any]) -> int:
     """0 when the warm start's compile took at most :data:`WARM_COMPILE_SHARE` of the cold
-    start's, 1 otherwise."""
+    start's, both starts' totals are within the model's band, and at most
+    :data:`OUTSIDE_SHARE` of their phases are outside theirs (:func:`against_model`);
+    1 otherwise."""
     by_cache = {s["cache"]: compile_seconds(s) for s in doc["starts"]}
-    return 0 if by_cache["warm"] <= WARM_COMPILE_SHARE * by_cache["cold"] else 1
+    saved = by_cache["warm"] <= WARM_COMPILE_SHARE * by_cache["cold"]
+    phases, judged, totals = outside(doc)
+    return 0 if saved and not totals and len(phases) <= OUTSIDE_SHARE * judged else 1
+
+
+IMPORTS = "imports and arguments (API server)"
+
+
+def speed(starts: Sequence[Mapping[str, Any]], reference_s: float) -> float:
+    """How many times as long this machine takes as the one the model's CPU figures were
+    taken on: the geometric middle of the starts' imports (:data:`IMPORTS`: single-threaded
+    Python, the same work in every start, untouched by any cache) over ``reference_s``, the
+    reference machine's (the ``cpu-imports`` figure)."""
+    seconds = [next(p["seconds"] for p in s["phases"] if p["name"] == IMPORTS) for s in starts]
+    return float(math.prod(seconds) ** (1 / len(seconds)) / reference_s)
+
+
+#: A phase's seconds are read to within two stamps of the log follower (it reads every 0.05 s)
+#: or vLLM's own two-decimal figure: no band is judged more finely than this.
+RESOLUTION_S = 0.1
+
+
+def model_phases(start: Mapping[str, Any]) -> dict[str, float]:
+    """One start's measured seconds in the cold-start model's phases (serving/capacity/
+    coldstart.py, :func:`~serving.capacity.coldstart.cpu_path`), which partition the time from
+    the process's start to :data:`READY`: the API server's imports, engine init (the engine
+    core and worker processes, model loading less its weights), model class inspection, the
+    weights, torch.compile, and the warm-up and server start after it (the compiled model's
+    warm-up run, the KV cache, the API server)."""
+    p = {x["name"]: x for x in start["phases"]}
+    weights = p["of which weight loading (vLLM)"]["seconds"]
+    engine = sum(p[name]["seconds"] for name in ("engine core process", "worker process"))
+    ready = p["API server start"]["at_s"]
+    return {
+        "imports": p[IMPORTS]["seconds"],
+        "engine init": engine + p["model loading"]["seconds"] - weights,
+        "model class inspection": p["model class inspection"]["seconds"],
+        "weights": weights,
+        COMPILE: p[COMPILE]["seconds"],
+        "warm-up and server start": ready - p[COMPILE]["at_s"],
+        "total": ready,
+    }
+
+
+def against_model(
+    start: Mapping[str, Any], bands: Sequence[tuple[str, float, float, float]]
+) -> list[dict[str, Any]]:
+    """Each of the model's phases and its total (``bands``: name, p10, p50, p90, as
+    :func:`serving.capacity.coldstart.bands` gives them) beside what ``start`` measured:
+    ``{name, measured, p10, p50, p90, within}``, within the band widened by
+    :data:`RESOLUTION_S` each side. A model phase the start has no measure of, or a measured
+    one the model lacks, is a KeyError naming it: the two must partition the same time."""
+    measured = model_phases(start)
+    if {b[0] for b in bands} != set(measured):
+        raise KeyError(
+            f"the model's phases {sorted(b[0] for b in bands)} are not the measured "
+            f"{sorted(measured)}"
+        )
+    return [
+        {
+            "name": name,
+            "measured": round(measured[name], 2),
+            "p10": round(p10, 2),
+            "p50": round(p50, 2),
+            "p90": round(p90, 2),
+            "within": p10 - RESOLUTION_S <= measured[name] <= p90 + RESOLUTION_S,
+        }
+        for name, p10, p50, p90 in bands
+    ]

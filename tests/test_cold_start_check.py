@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 
 from enginecheck import coldstart
+from serving.capacity import coldstart as model
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "data" / "cold-start-logs"
 REQUIRED = [p.name for p in coldstart.PHASES if not p.optional]
+#: The bytes of the checkpoint the kept logs' starts served: model.safetensors of the w4a16
+#: tiny Gemma 4 that enginecheck/checkpoints.py writes (vLLM's log says only "0.00 GiB").
+TINY_BYTES = 3_842_124
 
 
 def _log(cache: str) -> list[coldstart.Timed]:
@@ -28,13 +32,29 @@ def _stamp(lines: list[coldstart.Timed], text: str) -> float:
     return next(at for at, line in lines if text in line)
 
 
-def _start(cache: str, compile_s: float | None = None) -> dict[str, Any]:
+def _start(cache: str, compile_s: float | None = None, scale: float = 1.0) -> dict[str, Any]:
+    """A start as the script records it, read from a kept log, beside the model scaled by
+    ``scale``; ``compile_s`` replaces its torch.compile (and moves every later line by the
+    difference, as a longer compile would)."""
     found, _ = coldstart.phases(_log(cache))
     if compile_s is not None:
+        compiled = next(p for p in found if p["name"] == coldstart.COMPILE)
+        shift = compile_s - compiled["seconds"]
         found = [
-            {**p, "seconds": compile_s} if p["name"] == coldstart.COMPILE else p for p in found
+            {**p, "seconds": compile_s, "at_s": p["at_s"] + shift}
+            if p is compiled
+            else {**p, "at_s": p["at_s"] + shift}
+            if p["at_s"] > compiled["at_s"]
+            else p
+            for p in found
         ]
-    return {"cache": cache, "phases": found, "health_s": 1.0, "first_token_s": 2.0}
+    start = {"cache": cache, "phases": found, "health_s": 1.0, "first_token_s": 2.0}
+    bands = model.bands(model.cpu_path(), TINY_BYTES, cache == "warm", scale)
+    return {**start, "model": coldstart.against_model(start, bands)}
+
+
+def _report(*starts: dict[str, Any]) -> dict[str, Any]:
+    return coldstart.report("cpu line", "l4", starts, TINY_BYTES, 1.0)
 
 
 @pytest.mark.parametrize("cache", ["cold", "warm"])
@@ -102,24 +122,129 @@ def test_a_missing_line_is_reported_by_its_phase() -> None:
 
 
 def test_warm_compile_must_be_clearly_shorter() -> None:
+    """Both compiles within the model's bands (cold 23 to 36 s, warm 14 to 22 s): only the
+    share decides."""
     share = coldstart.WARM_COMPILE_SHARE
-    held = coldstart.report("cpu", "l4", [_start("cold", 40.0), _start("warm", 40.0 * share)])
-    missed = coldstart.report(
-        "cpu", "l4", [_start("cold", 40.0), _start("warm", 40.0 * share + 0.5)]
-    )
+    held = _report(_start("cold", 26.0), _start("warm", 26.0 * share))
+    missed = _report(_start("cold", 26.0), _start("warm", 26.0 * share + 0.5))
+    assert all(row["within"] for s in (*held["starts"], *missed["starts"]) for row in s["model"])
     assert coldstart.exit_status(held) == 0
     assert coldstart.exit_status(missed) == 1
 
 
 def test_the_json_document() -> None:
-    doc = json.loads(
-        json.dumps(coldstart.report("cpu line", "l4", [_start("cold"), _start("warm")]))
-    )
-    assert set(doc) == {"cpu", "stack", "starts"}
+    doc = json.loads(json.dumps(_report(_start("cold"), _start("warm"))))
+    assert set(doc) == {"cpu", "stack", "weight_bytes", "speed", "starts"}
     assert [s["cache"] for s in doc["starts"]] == ["cold", "warm"]
     for start in doc["starts"]:
-        assert set(start) == {"cache", "phases", "health_s", "first_token_s"}
+        assert set(start) == {"cache", "phases", "health_s", "first_token_s", "model"}
         assert all(set(p) == {"name", "seconds", "at_s", "line"} for p in start["phases"])
+        assert [r["name"] for r in start["model"]] == [
+            "imports",
+            "engine init",
+            "model class inspection",
+            "weights",
+            "torch.compile",
+            "warm-up and server start",
+            "total",
+        ]
+        assert all(
+            set(r) == {"name", "measured", "p10", "p50", "p90", "within"} for r in start["model"]
+        )
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_the_models_phases_partition_the_start(cache: str) -> None:
+    """The model's CPU phases measured on a real start add up to the time to 'Application
+    startup complete.': nothing is counted twice or left out."""
+    measured = coldstart.model_phases(_start(cache))
+    total = measured.pop("total")
+    ready = _stamp(_log(cache), "Application startup complete.")
+    assert total == pytest.approx(ready, abs=0.001)
+    assert sum(measured.values()) == pytest.approx(total, abs=0.01)
+
+
+def test_the_cpu_figures_are_what_the_kept_starts_measured() -> None:
+    """Every figure of the model's CPU path is read from the kept logs its source names: the
+    phase's seconds (the geometric middle of both starts where the cache does not decide it),
+    the loader's throughput from the checkpoint's bytes and vLLM's seconds; every CPU figure
+    is checked here."""
+    f = model.figures()
+    cold, warm = (coldstart.model_phases(_start(c)) for c in ("cold", "warm"))
+    expected = {
+        "cpu-imports": (cold["imports"] * warm["imports"]) ** 0.5,
+        "cpu-engine-init": (cold["engine init"] * warm["engine init"]) ** 0.5,
+        "cpu-class-inspection-cold": cold["model class inspection"],
+        "cpu-class-inspection-warm": warm["model class inspection"],
+        "cpu-torch-compile-cold": cold["torch.compile"],
+        "cpu-torch-compile-warm": warm["torch.compile"],
+        "cpu-after-compile-cold": cold["warm-up and server start"],
+        "cpu-after-compile-warm": warm["warm-up and server start"],
+        "load-cpu-local": TINY_BYTES / 1e9 / cold["weights"],
+    }
+    assert {k for k in f if k.startswith("cpu-")} | {"load-cpu-local"} == set(expected)
+    for key, value in expected.items():
+        assert f[key].basis == "measured" and "cold-start-logs" in f[key].source, key
+        assert f[key].value == pytest.approx(value, rel=0.02), key
+
+
+def test_a_start_outside_its_total_band_fails_the_check() -> None:
+    """A warm start whose compile took as long as a cold one is outside the warm band, and the
+    total with it: exit 1 although every other phase is within."""
+    slow = _start("warm", 28.8)
+    by_name = {r["name"]: r for r in slow["model"]}
+    assert not by_name["torch.compile"]["within"] and not by_name["total"]["within"]
+    assert by_name["engine init"]["within"]
+    doc = _report(_start("cold"), slow)
+    assert coldstart.outside(doc) == (["warm: torch.compile"], 10, ["warm: total"])
+    assert coldstart.exit_status(doc) == 1
+
+
+def test_phases_outside_their_bands_beyond_a_fifth_fail_the_check() -> None:
+    """A p10 to p90 band leaves a fifth out: two of ten phases outside passes, three fails,
+    with the totals within."""
+
+    def moved(start: dict[str, Any], names: dict[str, float]) -> dict[str, Any]:
+        rows = [{**r, "within": r["within"] and r["name"] not in names} for r in start["model"]]
+        return {**start, "model": rows}
+
+    cold, warm = _start("cold"), _start("warm")
+    two = _report(moved(cold, {"weights": 0, "engine init": 0}), warm)
+    three = _report(moved(cold, {"weights": 0, "engine init": 0}), moved(warm, {"weights": 0}))
+    assert len(coldstart.outside(two)[0]) == 2 and coldstart.exit_status(two) == 0
+    assert len(coldstart.outside(three)[0]) == 3 and coldstart.exit_status(three) == 1
+
+
+def test_the_speed_probe_is_not_judged_and_scales_the_model() -> None:
+    """On a machine 1.3 times as slow, the figures scaled by its imports: the kept starts'
+    imports set the scale; a start as the reference machine ran it is then too fast for the
+    scaled bands, and within them at its own speed."""
+    cold, warm = _start("cold"), _start("warm")
+    assert coldstart.speed([cold, warm], model.figures()["cpu-imports"].value) == pytest.approx(
+        1.0, abs=0.01
+    )
+    slow_machine = _report(_start("cold", scale=1.3), _start("warm", scale=1.3))
+    _, _, totals = coldstart.outside(slow_machine)
+    assert totals == ["cold: total", "warm: total"]
+    with pytest.raises(ValueError, match=r"scale: a number from 0\.1 to 10"):
+        model.bands(model.cpu_path(), TINY_BYTES, scale=0.0)
+
+
+def test_the_model_and_a_start_must_name_the_same_phases() -> None:
+    bands = model.bands(model.cpu_path(), TINY_BYTES)
+    with pytest.raises(KeyError, match="not the measured"):
+        coldstart.against_model(_start("cold"), bands[1:])
+
+
+def test_a_phase_band_is_its_median_over_and_times_its_spread() -> None:
+    for cache_hit in (False, True):
+        rows = model.bands(model.cpu_path(), TINY_BYTES, cache_hit)
+        for band in rows:
+            assert band.p10 < band.p50 < band.p90, band
+        *phases, total = rows
+        for band in phases:
+            assert band.p10 * band.p90 == pytest.approx(band.p50**2)
+        assert total.p50 == pytest.approx(sum(b.p50 for b in phases), rel=0.05)
 
 
 def test_a_timed_log_reads_back_and_a_bad_line_is_named() -> None:
@@ -142,7 +267,7 @@ def _script() -> Any:
 
 def test_the_table_and_the_stack_option() -> None:
     script = _script()
-    doc = coldstart.report("cpu line", "l4", [_start("cold"), _start("warm")])
+    doc = _report(_start("cold"), _start("warm"))
     text = script.table(doc)
     for phase in coldstart.PHASES:
         assert phase.name in text

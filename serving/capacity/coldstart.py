@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from serving.catalog.hardware import Platform
 from serving.config.inputs import read_json
@@ -92,10 +92,11 @@ def spread(f: Figure) -> float:
 
 @dataclass(frozen=True)
 class StartPath:
-    """What a new instance goes through, as figure keys of the data file."""
+    """What a new instance goes through, as figure keys of the data file (None: a phase this
+    path does not have)."""
 
-    capacity: str
-    image: str
+    capacity: str | None
+    image: str | None
     engine_init: str
     #: The loader's throughput (GB/s) and the bandwidth ceilings its path cannot exceed.
     loader: str
@@ -104,6 +105,13 @@ class StartPath:
     compile_cold: str
     compile_warm: str
     after_compile: tuple[str, ...]
+    #: vLLM's registry inspecting the model's class in a subprocess, cold and with its answer
+    #: kept (VLLM_CACHE_ROOT/modelinfos); timed only on the CPU engine, so only its path has it.
+    class_inspection: tuple[str, str] | None = None
+    #: The API server's imports, timed apart from engine init only on the CPU engine.
+    imports: str | None = None
+    #: The phases after compile with a cache hit, where they differ (None: as cold).
+    after_compile_warm: tuple[str, ...] | None = None
 
 
 def start_path(settings: Settings) -> StartPath:
@@ -155,19 +163,53 @@ ENGINE_PHASES = {
     "xla-compile-warm": "XLA compile",
     "cuda-graphs": "CUDA graphs",
     "kv-profiling": "KV profiling",
+    "cpu-torch-compile-cold": "torch.compile",
+    "cpu-torch-compile-warm": "torch.compile",
+    "cpu-after-compile-cold": "warm-up and server start",
+    "cpu-after-compile-warm": "warm-up and server start",
 }
+#: The CPU engine's path's phases for vLLM's model class inspection and the API server's imports.
+CLASS_INSPECTION = "model class inspection"
+IMPORTS = "imports"
+
+
+def cpu_path() -> StartPath:
+    """The start scripts/cold-start-check times: vLLM's CPU engine on one core of this project's
+    CI machine serving engine-check's tiny Gemma 4 from local disk. No instance, image, CUDA
+    graphs or KV profiling (the CPU engine sizes its KV cache by ``--kv-cache-memory-bytes``);
+    the model class inspection, which a kept VLLM_CACHE_ROOT skips, is a phase of its own."""
+    return StartPath(
+        capacity=None,
+        image=None,
+        engine_init="cpu-engine-init",
+        loader="load-cpu-local",
+        ceilings=(),
+        compile_cold="cpu-torch-compile-cold",
+        compile_warm="cpu-torch-compile-warm",
+        after_compile=("cpu-after-compile-cold",),
+        after_compile_warm=("cpu-after-compile-warm",),
+        class_inspection=("cpu-class-inspection-cold", "cpu-class-inspection-warm"),
+        imports="cpu-imports",
+    )
 
 
 @cache
-def _totals(phases: tuple[tuple[float, float], ...]) -> tuple[int, int]:
-    """p50 and p90 of the sum of lognormal phases, each (median, p90 / p50); the same draws
-    for every call, so a phase made shorter never makes a total longer."""
+def _draws(phases: tuple[tuple[float, float], ...]) -> tuple[float, ...]:
+    """:data:`DRAWS` sorted draws of the sum of lognormal phases, each (median, p90 / p50);
+    the same draws for every call, so a phase made shorter never makes a total longer."""
     rng = random.Random(SEED)
     sigmas = [(median, math.log(ratio) / _Z90) for median, ratio in phases]
-    draws = sorted(
-        sum(median * math.exp(sigma * rng.gauss()) for median, sigma in sigmas)
-        for _ in range(DRAWS)
+    return tuple(
+        sorted(
+            sum(median * math.exp(sigma * rng.gauss()) for median, sigma in sigmas)
+            for _ in range(DRAWS)
+        )
     )
+
+
+def _totals(phases: tuple[tuple[float, float], ...]) -> tuple[int, int]:
+    """p50 and p90 of the sum of lognormal phases, each (median, p90 / p50)."""
+    draws = _draws(phases)
     return round(draws[DRAWS // 2]), round(draws[int(DRAWS * 0.9)])
 
 
@@ -177,19 +219,56 @@ def totals(phases: list[dict[str, Any]]) -> tuple[int, int]:
     return _totals(tuple((p["seconds"], spread(f[p["figure"]])) for p in phases))
 
 
+def _steps(path: StartPath, weight_bytes: int, cache_hit: bool) -> list[tuple[str, Figure, float]]:
+    """The phases of a start on ``path`` in order: (name, figure, p50 seconds)."""
+    f = figures()
+    keys = [("capacity", path.capacity), ("image", path.image), (IMPORTS, path.imports)]
+    steps = [(name, f[key], f[key].value) for name, key in keys if key is not None]
+    steps.append(("engine init", f[path.engine_init], f[path.engine_init].value))
+    if path.class_inspection is not None:
+        inspection = f[path.class_inspection[cache_hit]]
+        steps.append((CLASS_INSPECTION, inspection, inspection.value))
+    steps.append(("weights", f[path.loader], weight_bytes / 1e9 / f[path.loader].value))
+    compile_key = path.compile_warm if cache_hit else path.compile_cold
+    after = path.after_compile_warm if cache_hit and path.after_compile_warm else path.after_compile
+    steps += [(ENGINE_PHASES[k], f[k], f[k].value) for k in (compile_key, *after)]
+    return steps
+
+
+def _spreads(steps: list[tuple[str, Figure, float]]) -> tuple[tuple[float, float], ...]:
+    return tuple((seconds, spread(figure)) for _, figure, seconds in steps)
+
+
+class Band(NamedTuple):
+    """A phase's or a total's p10, p50 and p90 in seconds (a lognormal phase's p10 is its
+    median divided by its spread, as its p90 is the median times it)."""
+
+    name: str
+    p10: float
+    p50: float
+    p90: float
+
+
+def bands(
+    path: StartPath, weight_bytes: int, cache_hit: bool = False, scale: float = 1.0
+) -> list[Band]:
+    """Each phase's band on ``path``, unrounded, then the total's (named "total"; from the
+    draws :func:`predict` reads). ``scale`` multiplies every phase: a machine that runs the
+    same work ``scale`` times as long as the one the figures were taken on (the CPU path's
+    figures are one CPU's; scripts/cold-start-check reads another's from its imports)."""
+    if not (isinstance(scale, float | int) and 0.1 <= scale <= 10):
+        raise ValueError(f"scale: a number from 0.1 to 10, not {scale!r}")
+    steps = [(n, f, s * scale) for n, f, s in _steps(path, weight_bytes, cache_hit)]
+    out = [Band(name, s / spread(f), s, s * spread(f)) for name, f, s in steps]
+    draws = _draws(_spreads(steps))
+    return [*out, Band("total", *(draws[int(DRAWS * q)] for q in (0.1, 0.5, 0.9)))]
+
+
 def predict(path: StartPath, weight_bytes: int, cache_hit: bool = False) -> dict[str, Any]:
     """The phases (name, p50 ``seconds``, ``p90_s``, basis, source, figure) and the total's
     ``p50_s`` and ``p90_s`` of a new instance on ``path`` loading ``weight_bytes``."""
-    f = figures()
-    compile_key = path.compile_warm if cache_hit else path.compile_cold
-    steps = [
-        ("capacity", f[path.capacity], f[path.capacity].value),
-        ("image", f[path.image], f[path.image].value),
-        ("engine init", f[path.engine_init], f[path.engine_init].value),
-        ("weights", f[path.loader], weight_bytes / 1e9 / f[path.loader].value),
-        *((ENGINE_PHASES[k], f[k], f[k].value) for k in (compile_key, *path.after_compile)),
-    ]
-    p50, p90 = _totals(tuple((seconds, spread(figure)) for _, figure, seconds in steps))
+    steps = _steps(path, weight_bytes, cache_hit)
+    p50, p90 = _totals(_spreads(steps))
     return {
         "phases": [
             {
