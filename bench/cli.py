@@ -363,10 +363,10 @@ def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str]
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
-    if not args.url and not args.stack:
+    if not args.url and args.stack is None:
         raise UsageError("pass --url URL --model NAME, or -s STACK")
     targets = targets_from_args(args, "gemma4 bench run")
-    if args.stack:
+    if args.stack is not None:
         extra["stack"] = args.stack
         identity = stack_identity(args.stack, args.project_dir)
         if identity is not None:

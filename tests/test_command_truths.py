@@ -324,3 +324,70 @@ def test_capitals_of_no_stack_here_get_the_stacks_not_a_guess(
     assert "did you mean" not in err, err
     assert f"{option}: no stack 'FOO' (stack names are lowercase); stacks here: " in err, err
     assert ", ".join(stack_names(ROOT)) in err
+
+
+#: Slips a newline, a paste or a shell variable make: blanks around a name, `_` for `-`, both
+#: with capitals. Each is answered with the project's stack it meant.
+_NEAR_NAMES = {" l4": "l4", "l4 ": "l4", "l4\n": "l4", "gke_l4": "gke-l4", "GKE_L4 ": "gke-l4"}
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "stack_file"),
+    [c for c in STACK_COMMANDS if c[1] != "--write-stack"],
+    ids=[" ".join(c[:-2]) for c, o, _ in STACK_COMMANDS if o != "--write-stack"],
+)
+@pytest.mark.parametrize("typed", list(_NEAR_NAMES))
+def test_a_stack_name_with_blanks_or_underscores_gets_did_you_mean(
+    command: list[str], option: str, stack_file: bool, typed: str, capsys
+) -> None:
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.endswith(
+        f": error: {option}: no stack {typed!r}; did you mean {_NEAR_NAMES[typed]!r}?\n"
+    ), err
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "stack_file"),
+    [c for c in STACK_COMMANDS if c[1] != "--write-stack"],
+    ids=[" ".join(c[:-2]) for c, o, _ in STACK_COMMANDS if o != "--write-stack"],
+)
+@pytest.mark.parametrize("typed", ["Pulumi.nosuch.yaml", "./Pulumi.nosuch.yaml", " nosuch"])
+def test_a_slip_naming_no_stack_here_offers_none(
+    command: list[str], option: str, stack_file: bool, typed: str, capsys
+) -> None:
+    """A stack file's name, or a name with blanks, whose stack the project does not have is not
+    offered as `-s nosuch`: the line lists the stacks there (or offers the file itself where the
+    command takes --stack-file)."""
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert f"{option} nosuch" not in err and "'nosuch'" not in err, err
+    if stack_file and typed.endswith(".yaml"):
+        assert f"did you mean --stack-file {typed}?" in err, err
+    else:
+        assert f"stacks here: {', '.join(stack_names(ROOT))}\n" in err, err
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [(c, o) for c, o, _ in STACK_COMMANDS if c[0] not in ("preview", "plan") or len(c) > 3],
+)
+@pytest.mark.parametrize(("typed", "said"), [("", "is empty"), (" ", "' ' is blank")])
+def test_an_empty_stack_name_is_said_to_be_empty(
+    command: list[str], option: str, typed: str, said: str, capsys
+) -> None:
+    """`-s "$STACK"` with the variable unset: the name is empty, not a request for --url nor a
+    lecture on resource names."""
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    assert capsys.readouterr().err.endswith(f": error: {option}: the stack name {said}\n")
+
+
+@pytest.mark.parametrize("command", ["preview", "plan", "health"])
+def test_a_stack_name_with_a_slash_is_refused_naming_the_option(command: str, capsys) -> None:
+    assert main([command, "-s", "l4/"]) == 2
+    err = capsys.readouterr().err
+    assert f"gemma4 {command}: error: -s: stack name 'l4/' cannot become resource names" in err

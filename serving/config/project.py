@@ -115,11 +115,9 @@ def stack_file(
     the current directory) upward. Raises :class:`ProjectError` with what was looked for (and,
     when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
-    from serving.config.stack_config import shown_stack, stack_name_meant
-
-    if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
-        meant = stack_name_meant(stack, "-s", stack_file=offers_stack_file)
-        raise ProjectError(meant or f"invalid stack name {shown_stack(stack)}")
+    # A stack name is lowercase letters, digits and hyphens: no path, so the file found is
+    # Pulumi.<stack>.yaml in the project's folder; anything else is answered with what it likely
+    # meant (a file's name, capitals), as every command taking a stack answers it.
     problem = named_stack_problem(
         stack, "-s", project_dir, stack_file=offers_stack_file, start=start
     )
