@@ -615,6 +615,11 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}") from None
         if not sep or not key or not math.isfinite(prices[key]) or prices[key] < 0:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
+    if args.predict is not None:
+        # A usage error before any run is read, as every command taking a stack answers it.
+        problem = named_stack_problem(args.predict, "--predict", args.project_dir)
+        if problem:
+            raise UsageError(problem)
     try:
         runs = [load_run(path) for path in args.runs]
         overlays = _overlays(runs, args.predict, args.project_dir) if args.predict else []

@@ -225,6 +225,7 @@ STACK_COMMANDS = [
     (["health", "-s", "{}"], "-s", False),
     (["bench", "run", "--out", "never-written", "-s", "{}"], "-s", False),
     (["bench", "gate", "not-a-run", "-s", "{}"], "-s", False),
+    (["bench", "compare", "not-a-run", "--predict", "{}"], "--predict", False),
     (["promote", "--to", "rtx6000", "--from", "{}"], "--from", False),
     (["promote", "--from", "l4", "--to", "{}"], "--to", False),
     (["mcp", "-s", "{}"], "-s", False),
