@@ -68,7 +68,7 @@ from serving.capacity.start_records import FIGURES, StartError, check_block, par
 from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.inputs import INTEGER
-from serving.config.project import ProjectError, stack_file
+from serving.config.project import ProjectError, missing_stack_file_meant, stack_file
 from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
@@ -284,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.stack_file is not None:
             path = options.stack_file
             if not path.exists() and not path.is_symlink():
-                raise PlanError(f"--stack-file {path}: no such file")
+                meant = missing_stack_file_meant(path, options.project_dir)
+                raise PlanError(f"--stack-file {path}: no such file{meant}")
             if not path.is_file():
                 raise PlanError(f"--stack-file {path}: not a regular file")
             stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]

@@ -392,3 +392,28 @@ def test_a_stack_name_with_a_slash_is_refused_naming_the_option(command: str, ca
     assert main([command, "-s", "l4/"]) == 2
     err = capsys.readouterr().err
     assert f"gemma4 {command}: error: -s: stack name 'l4/' cannot become resource names" in err
+
+
+@pytest.mark.parametrize("command", ["preview", "plan"])
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("l4", "-s l4"),
+        ("GKE_L4", "-s gke-l4"),
+        ("Pulumi.L4.yaml", "--stack-file Pulumi.l4.yaml"),
+        ("nosuch", None),
+        ("stacks/Pulumi.l4.yaml", None),
+    ],
+)
+def test_a_stack_file_that_is_not_there_gets_what_was_meant(
+    command: str, typed: str, meant: str | None, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--stack-file l4` (a stack's name) or a file's name in the wrong case: the one line names
+    the stack or the file that is there; a name that fits nothing gets no guess."""
+    monkeypatch.chdir(ROOT)
+    if (ROOT / typed).exists():
+        pytest.skip("a file system that ignores case finds the file")
+    assert main([command, "--stack-file", typed]) == 2
+    err = capsys.readouterr().err
+    hint = f"; did you mean {meant}?" if meant else ""
+    assert err == f"gemma4 {command}: error: --stack-file {typed}: no such file{hint}\n"
