@@ -417,6 +417,20 @@ def test_where_the_post_deploy_checks_run_is_where_the_program_binds_them() -> N
         assert warning.startswith(rows[platform][2].strip("`")), (stack, warning)
 
 
+def test_every_sentence_that_ends_pulumi_up_with_the_checks_says_when() -> None:
+    """The hooks run after the serving resource is created or updated, not after every `pulumi
+    up` (one that changes nothing runs no hook): a page that says `pulumi up` ends with the
+    checks says which `pulumi up`."""
+    said = r"`pulumi up[^`]*`(?P<between>[^.]{0,80}?)(?:ends|end) with a health check"
+    wrong, seen = [], 0
+    for path in PAGES:
+        for m in re.finditer(said, prose(path.read_text())):
+            seen += 1
+            if "creates or updates" not in m["between"]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m[0]}")
+    assert seen >= 2 and wrong == []
+
+
 def test_hook_deadlines_are_the_derived_ones() -> None:
     m = claim("docs/health-checks.md", r"L4 (\d+) s, RTX PRO 6000 (\d+) s,\s+TPU v6e-1 ([\d,]+) s;")
     stated = [int(m[i].replace(",", "")) for i in (1, 2, 3)]
