@@ -111,6 +111,20 @@ def project_dir(text: str) -> Path:
     return path
 
 
+def stack_file_path(text: str) -> Path:
+    """argparse type of ``--stack-file``: a path the system can look up (a name too long or a
+    loop of links is refused here in one short line, not echoed whole by the error that would
+    follow); whether a file is there is the command's to say, with what was meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a stack file (Pulumi.<stack>.yaml)")
+    path = Path(text)
+    try:
+        path.exists()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc.strerror}") from None
+    return path
+
+
 def add_project_options(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, stack_file: bool = True
 ) -> None:
@@ -138,7 +152,7 @@ def add_project_options(
     if stack_file:
         parser.add_argument(
             "--stack-file",
-            type=Path,
+            type=stack_file_path,
             metavar="PATH",
             help="one stack file anywhere (your own), read instead of -s's "
             "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",

@@ -294,7 +294,7 @@ def test_a_name_no_fix_makes_valid_gets_no_guess(capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(
-    "stack", ["A" * 100_000, "Pulumi." + "a" * 100_000 + ".yaml", "x/" * 50_000]
+    "stack", ["A" * 100_000, "Pulumi." + "a" * 100_000 + ".yaml", "x/" * 50_000, " " * 100_000]
 )
 def test_a_huge_stack_name_gets_a_short_message(
     stack: str, capsys: pytest.CaptureFixture[str]
@@ -417,3 +417,21 @@ def test_a_stack_file_that_is_not_there_gets_what_was_meant(
     err = capsys.readouterr().err
     hint = f"; did you mean {meant}?" if meant else ""
     assert err == f"gemma4 {command}: error: --stack-file {typed}: no such file{hint}\n"
+
+
+@pytest.mark.parametrize("command", ["preview", "plan"])
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("a" * 5000, "(5000 characters)': File name too long"),
+        ("a/" * 3000, "(6000 characters)': File name too long"),
+        ("", "an empty path; name a stack file"),
+    ],
+)
+def test_a_stack_file_path_the_system_cannot_look_up_gets_a_short_line(
+    command: str, typed: str, said: str, capsys
+) -> None:
+    assert main([command, "--stack-file", typed]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]  # after the usage lines
+    assert line.startswith(f"gemma4 {command}: error: argument --stack-file: ") and said in line
+    assert len(line) < 200, line

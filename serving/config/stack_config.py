@@ -89,9 +89,9 @@ def stack_name_meant(
     (`L4`, `' l4'`), or one with `_` for `-` (`gke_l4`: offered only when the project has
     it). A stack is offered only when it is among the project's stacks, `known`, where the
     caller knows them; None when nothing fits."""
-    if not stack.strip():
-        return f"{option}: the stack name {repr(stack) + ' is blank' if stack else 'is empty'}"
     shown = shown_stack(stack)
+    if not stack.strip():
+        return f"{option}: the stack name {shown + ' is blank' if stack else 'is empty'}"
     here = f"; stacks here: {', '.join(sorted(known)) or 'none'}" if known is not None else ""
     base = stack.replace("\\", "/").rsplit("/", 1)[-1]
     if base.endswith((".yaml", ".yml")):
