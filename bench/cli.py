@@ -47,7 +47,7 @@ from endpoint.errors import error_line
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError
-from gemma4.options import add_project_options, say_read
+from gemma4.options import add_project_options, refuse_unknown_subcommand, say_read
 from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_from_args
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
@@ -757,7 +757,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        refuse_unknown_subcommand(parser, words, ["run", "compare", "gate"])
+        args = parser.parse_args(words)
     except SystemExit as exc:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     # One line per message, however wide: a message is not a paragraph to fill (and logs are

@@ -28,6 +28,7 @@ from gemma4.options import (
     add_project_options,
     add_rate_option,
     found_project_dir,
+    refuse_unknown_subcommand,
     say_read,
 )
 from gemma4.search_cli import (
@@ -271,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]](args[1:])
     parser = build_parser()
+    refuse_unknown_subcommand(parser, args, list(SUBCOMMANDS), stack_option="-s")
     options = parser.parse_args(args)
     if options.subcommand:  # `plan -s l4 search ...`: run or refused, never dropped
         parser.error(

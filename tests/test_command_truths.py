@@ -190,7 +190,16 @@ def test_timeout_seconds_means_one_thing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("typed", "meant"), [("previwe", "preview"), ("bnech", "bench"), ("mpc", "mcp")]
+    ("typed", "meant"),
+    [
+        ("previwe", "preview"),
+        ("bnech", "bench"),
+        ("mpc", "mcp"),
+        ("PREVIEW", "preview"),
+        ("Plan", "plan"),
+        (" health", "health"),
+        ("BNECH", "bench"),
+    ],
 )
 def test_a_mistyped_command_gets_a_suggestion(
     typed: str, meant: str, capsys: pytest.CaptureFixture[str]
@@ -435,3 +444,26 @@ def test_a_stack_file_path_the_system_cannot_look_up_gets_a_short_line(
     line = capsys.readouterr().err.splitlines()[-1]  # after the usage lines
     assert line.startswith(f"gemma4 {command}: error: argument --stack-file: ") and said in line
     assert len(line) < 200, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["bench", "RUN"], "unknown subcommand 'RUN'; did you mean 'run'?"),
+        (["bench", "comapre"], "unknown subcommand 'comapre'; did you mean 'compare'?"),
+        (["bench", "xyz"], "unknown subcommand 'xyz' (subcommands: run, compare, gate)"),
+        (["plan", "SEARCH"], "unknown subcommand 'SEARCH'; did you mean 'search'?"),
+        (["plan", "calibrat", "x"], "unknown subcommand 'calibrat'; did you mean 'calibrate'?"),
+        (["plan", "L4"], "unknown subcommand 'L4'; did you mean -s l4?"),
+        (["plan", "xyz"], "unknown subcommand 'xyz' (subcommands: search, calibrate)"),
+    ],
+)
+def test_a_mistyped_subcommand_gets_a_suggestion(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """As an unknown command: one line naming what was meant, not argparse's `invalid
+    choice`; `plan l4` (the stack without -s) gets -s."""
+    monkeypatch.chdir(ROOT)
+    assert main(argv) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith(f"gemma4 {argv[0]}: error: {said}"), line
