@@ -47,7 +47,7 @@ from endpoint.errors import error_line
 from endpoint.limits import MAX_PROMPT_TOKENS
 from endpoint.redact import redact
 from endpoint.targets import TargetError
-from gemma4.options import add_project_options, say_read
+from gemma4.options import add_project_options, refuse_unknown_subcommand, say_read
 from healthchecks.cli import SMALLEST, add_auth_options, number_type, targets_from_args
 from serving.catalog.hardware import HARDWARE
 from serving.config.checks import SettingsError
@@ -363,10 +363,10 @@ def stack_identity(stack: str, project_dir: str | Path | None) -> dict[str, str]
 def _target(args: argparse.Namespace) -> tuple[str, str, AuthStrategy, dict[str, Any]]:
     """URL, model, auth and extra run metadata from --url/--model or the stack."""
     extra: dict[str, Any] = {}
-    if not args.url and not args.stack:
+    if not args.url and args.stack is None:
         raise UsageError("pass --url URL --model NAME, or -s STACK")
     targets = targets_from_args(args, "gemma4 bench run")
-    if args.stack:
+    if args.stack is not None:
         extra["stack"] = args.stack
         identity = stack_identity(args.stack, args.project_dir)
         if identity is not None:
@@ -615,6 +615,11 @@ def _compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}") from None
         if not sep or not key or not math.isfinite(prices[key]) or prices[key] < 0:
             raise UsageError(f"--price expects LABEL=USD, got {item!r}")
+    if args.predict is not None:
+        # A usage error before any run is read, as every command taking a stack answers it.
+        problem = named_stack_problem(args.predict, "--predict", args.project_dir)
+        if problem:
+            raise UsageError(problem)
     try:
         runs = [load_run(path) for path in args.runs]
         overlays = _overlays(runs, args.predict, args.project_dir) if args.predict else []
@@ -752,7 +757,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        refuse_unknown_subcommand(parser, words, ["run", "compare", "gate"])
+        args = parser.parse_args(words)
     except SystemExit as exc:
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     # One line per message, however wide: a message is not a paragraph to fill (and logs are

@@ -130,7 +130,10 @@ def dispatch(args: list[str]) -> int:
         return 0 if args else 2
     command = BY_NAME.get(args[0])
     if command is None:
-        close = difflib.get_close_matches(args[0], list(BY_NAME), n=1, cutoff=0.6)
+        # Capitals or blanks (`PREVIEW`, `' plan'`) are slips as a misspelling is.
+        typed = args[0].strip().lower()
+        close = [typed] if typed in BY_NAME else []
+        close = close or difflib.get_close_matches(typed, list(BY_NAME), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         parser.print_usage(sys.stderr)
         print(

@@ -5,15 +5,16 @@ that say which stack file or stack outputs a command reads."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gemma4.guard import shown
 from serving.config.groups import MAX_REQUESTS_PER_SECOND, MIN_REQUESTS_PER_SECOND
 from serving.config.inputs import INTEGER, NUMBER
-from serving.config.project import ProjectError, find_project_file
+from serving.config.project import ProjectError, find_project_file, stack_names
 
 
 def bounded_int(option: str, low: int, high: int) -> Callable[[str], int]:
@@ -85,6 +86,35 @@ def say_outputs(command: str, stack: str, project_dir: Path | str | None) -> Non
     )
 
 
+def refuse_unknown_subcommand(
+    parser: argparse.ArgumentParser,
+    args: Sequence[str],
+    names: Sequence[str],
+    *,
+    stack_option: str | None = None,
+) -> None:
+    """Exit 2 with one line when ``args`` starts with a word that is none of the subcommands
+    ``names``, offering the one it likely meant (in capitals, with blanks, misspelt), as the
+    `gemma4` command itself answers an unknown command, or, for a command whose stack is an
+    option (``stack_option``), that option with a stack of the project here (`plan l4`: `-s
+    l4`); nothing when it is a subcommand or an option."""
+    if not args or args[0].startswith("-") or args[0] in names:
+        return
+    typed = args[0].strip().lower()
+    close = [typed] if typed in names else []
+    close = close or difflib.get_close_matches(typed, list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if not close and stack_option is not None:
+        try:
+            found = find_project_file()
+            known = stack_names(found.parent) if found is not None else []
+        except (ProjectError, OSError):
+            known = []
+        if typed in known:
+            hint = f"; did you mean {stack_option} {typed}?"
+    parser.error(f"unknown subcommand {shown(args[0])}{hint} (subcommands: {', '.join(names)})")
+
+
 #: The option names older versions used for the project directory; still accepted, not shown.
 OLD_PROJECT_DIR_OPTIONS = ("--root", "--cwd")
 
@@ -108,6 +138,20 @@ def project_dir(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             f"{shown(text)} holds no Pulumi.yaml (or Pulumi.yml): not a Pulumi project folder"
         )
+    return path
+
+
+def stack_file_path(text: str) -> Path:
+    """argparse type of ``--stack-file``: a path the system can look up (a name too long or a
+    loop of links is refused here in one short line, not echoed whole by the error that would
+    follow); whether a file is there is the command's to say, with what was meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a stack file (Pulumi.<stack>.yaml)")
+    path = Path(text)
+    try:
+        path.exists()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc.strerror}") from None
     return path
 
 
@@ -138,7 +182,7 @@ def add_project_options(
     if stack_file:
         parser.add_argument(
             "--stack-file",
-            type=Path,
+            type=stack_file_path,
             metavar="PATH",
             help="one stack file anywhere (your own), read instead of -s's "
             "Pulumi.<stack>.yaml; its stack name is -s, or taken from the file name",

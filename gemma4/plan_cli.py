@@ -28,6 +28,7 @@ from gemma4.options import (
     add_project_options,
     add_rate_option,
     found_project_dir,
+    refuse_unknown_subcommand,
     say_read,
 )
 from gemma4.search_cli import (
@@ -68,7 +69,7 @@ from serving.capacity.start_records import FIGURES, StartError, check_block, par
 from serving.capacity.start_records import summary as start_summary
 from serving.catalog.hardware import CONFIRMED, ESTIMATE, LOWER_BOUND, status_prefix
 from serving.config.inputs import INTEGER
-from serving.config.project import ProjectError, stack_file
+from serving.config.project import ProjectError, missing_stack_file_meant, stack_file
 from serving.config.settings import Settings
 from serving.config.stack_config import stack_name_problem
 from serving.sizing.memory import GIB
@@ -271,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]](args[1:])
     parser = build_parser()
+    refuse_unknown_subcommand(parser, args, list(SUBCOMMANDS), stack_option="-s")
     options = parser.parse_args(args)
     if options.subcommand:  # `plan -s l4 search ...`: run or refused, never dropped
         parser.error(
@@ -284,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.stack_file is not None:
             path = options.stack_file
             if not path.exists() and not path.is_symlink():
-                raise PlanError(f"--stack-file {path}: no such file")
+                meant = missing_stack_file_meant(path, options.project_dir)
+                raise PlanError(f"--stack-file {path}: no such file{meant}")
             if not path.is_file():
                 raise PlanError(f"--stack-file {path}: not a regular file")
             stack = options.stack or path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]

@@ -61,13 +61,18 @@ WIDTH = 100
 SHOWN = 5
 
 
-def _csv(option: str, allowed: Sequence[str]) -> Any:
+def _csv(allowed: Sequence[str]) -> Any:
     def parse(text: str) -> tuple[str, ...]:
         values = tuple(v.strip() for v in text.split(",") if v.strip())
         bad = [v for v in values if v not in allowed]
         if bad or not values:
+            # argparse names the option (`argument --platforms: ...`); a value in capitals or
+            # with `_` for `-` gets the one it meant.
+            first = (bad or [text])[0]
+            near = first.lower().replace("_", "-")
+            hint = f"; did you mean {near!r}?" if near in allowed else ""
             raise argparse.ArgumentTypeError(
-                f"{option}: {(bad or [text])[0][:40]!r} is not one of {', '.join(allowed)}"
+                f"{first[:40]!r} is not one of {', '.join(allowed)}{hint}"
             )
         return values
 
@@ -108,14 +113,14 @@ def build_search_parser(add_help: bool = True) -> argparse.ArgumentParser:
     )
     limits.add_argument(
         "--platforms",
-        type=_csv("--platforms", PLATFORMS),
+        type=_csv(PLATFORMS),
         default=PLATFORMS,
         metavar="P,...",
         help=f"platforms to search, of {', '.join(PLATFORMS)} (default: all)",
     )
     limits.add_argument(
         "--capacity",
-        type=_csv("--capacity", CAPACITY_TYPES),
+        type=_csv(CAPACITY_TYPES),
         default=None,
         metavar="C,...",
         help=f"capacity types, of {', '.join(CAPACITY_TYPES)} (default: on-demand,spot; "

@@ -43,6 +43,8 @@ DEFAULT_PROMPT = "Reply with one short sentence: is the model working?"
 #: drafter that does not match the model (a matching MTP drafter accepts most of them).
 MIN_USEFUL_ACCEPTANCE = 0.05
 _WAIT_STATUSES = frozenset({429, 502, 503, 504})
+#: How much of a server's body a readiness attempt still waited for echoes.
+_WAIT_ECHO_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ async def check_ready(
         except AuthError as exc:
             return _no_credentials(name, started, exc)
         except LimitExceeded as exc:
-            return CheckResult(name, False, f"/health: {exc}", time.perf_counter() - started)
+            return CheckResult(name, False, str(exc), time.perf_counter() - started)
         except TRANSPORT_ERRORS as exc:
             problem = classify_connection_error(exc, url)
             last = problem.detail
@@ -204,7 +206,11 @@ async def check_ready(
                     time.perf_counter() - started,
                     {"attempts": attempts, "status": status},
                 )
-            last = f"loading (HTTP {status})" if status in (502, 503, 504) else f"HTTP {status}"
+            # The status and what the body says (a front end's page title, vLLM's message):
+            # redacted, short enough for the progress line each attempt prints.
+            body = error_line(reply.text, limit=_WAIT_ECHO_CHARS)
+            said = f"HTTP {status}: {body}" if body else f"HTTP {status}"
+            last = f"loading ({said})" if status in (502, 503, 504) else said
             if status in (429, 503):
                 wait_for = _retry_after(reply.headers)
                 if wait_for is not None:

@@ -90,7 +90,7 @@ def targets_from_args(args: argparse.Namespace, command: str) -> list[Target]:
     """The targets of ``-s STACK`` (its outputs, read in ``--project-dir``; ``command`` says
     where) or ``--url``, with the flags of :func:`add_auth_options`."""
     options = AuthOptions(args.auth, args.api_key_env, args.impersonate_service_account)
-    if args.stack:
+    if args.stack is not None:
         # Before the pulumi CLI is asked anything; a slip in capitals offered only as a stack
         # the project has.
         problem = named_stack_problem(args.stack, "-s", args.project_dir)

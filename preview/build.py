@@ -145,12 +145,13 @@ def stack_file_path(
     """The stack file to read: `stack_file`, or the `Pulumi.<stack>.yaml` that `pulumi -s
     stack` would read (the project in `project_dir`, else the current directory or its nearest
     parent with a `Pulumi.yaml`)."""
-    from serving.config.project import ProjectError
+    from serving.config.project import ProjectError, missing_stack_file_meant
     from serving.config.project import stack_file as find_stack_file
 
     if stack_file is not None:
         if not stack_file.exists():
-            raise PreviewError(f"--stack-file {stack_file}: no such file")
+            meant = missing_stack_file_meant(stack_file, project_dir)
+            raise PreviewError(f"--stack-file {stack_file}: no such file{meant}")
         if not stack_file.is_file():
             raise PreviewError(f"--stack-file {stack_file}: not a regular file")
         return stack_file

@@ -190,7 +190,16 @@ def test_timeout_seconds_means_one_thing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("typed", "meant"), [("previwe", "preview"), ("bnech", "bench"), ("mpc", "mcp")]
+    ("typed", "meant"),
+    [
+        ("previwe", "preview"),
+        ("bnech", "bench"),
+        ("mpc", "mcp"),
+        ("PREVIEW", "preview"),
+        ("Plan", "plan"),
+        (" health", "health"),
+        ("BNECH", "bench"),
+    ],
 )
 def test_a_mistyped_command_gets_a_suggestion(
     typed: str, meant: str, capsys: pytest.CaptureFixture[str]
@@ -225,6 +234,7 @@ STACK_COMMANDS = [
     (["health", "-s", "{}"], "-s", False),
     (["bench", "run", "--out", "never-written", "-s", "{}"], "-s", False),
     (["bench", "gate", "not-a-run", "-s", "{}"], "-s", False),
+    (["bench", "compare", "not-a-run", "--predict", "{}"], "--predict", False),
     (["promote", "--to", "rtx6000", "--from", "{}"], "--from", False),
     (["promote", "--from", "l4", "--to", "{}"], "--to", False),
     (["mcp", "-s", "{}"], "-s", False),
@@ -293,7 +303,7 @@ def test_a_name_no_fix_makes_valid_gets_no_guess(capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(
-    "stack", ["A" * 100_000, "Pulumi." + "a" * 100_000 + ".yaml", "x/" * 50_000]
+    "stack", ["A" * 100_000, "Pulumi." + "a" * 100_000 + ".yaml", "x/" * 50_000, " " * 100_000]
 )
 def test_a_huge_stack_name_gets_a_short_message(
     stack: str, capsys: pytest.CaptureFixture[str]
@@ -324,3 +334,136 @@ def test_capitals_of_no_stack_here_get_the_stacks_not_a_guess(
     assert "did you mean" not in err, err
     assert f"{option}: no stack 'FOO' (stack names are lowercase); stacks here: " in err, err
     assert ", ".join(stack_names(ROOT)) in err
+
+
+#: Slips a newline, a paste or a shell variable make: blanks around a name, `_` for `-`, both
+#: with capitals. Each is answered with the project's stack it meant.
+_NEAR_NAMES = {" l4": "l4", "l4 ": "l4", "l4\n": "l4", "gke_l4": "gke-l4", "GKE_L4 ": "gke-l4"}
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "stack_file"),
+    [c for c in STACK_COMMANDS if c[1] != "--write-stack"],
+    ids=[" ".join(c[:-2]) for c, o, _ in STACK_COMMANDS if o != "--write-stack"],
+)
+@pytest.mark.parametrize("typed", list(_NEAR_NAMES))
+def test_a_stack_name_with_blanks_or_underscores_gets_did_you_mean(
+    command: list[str], option: str, stack_file: bool, typed: str, capsys
+) -> None:
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.endswith(
+        f": error: {option}: no stack {typed!r}; did you mean {_NEAR_NAMES[typed]!r}?\n"
+    ), err
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "stack_file"),
+    [c for c in STACK_COMMANDS if c[1] != "--write-stack"],
+    ids=[" ".join(c[:-2]) for c, o, _ in STACK_COMMANDS if o != "--write-stack"],
+)
+@pytest.mark.parametrize("typed", ["Pulumi.nosuch.yaml", "./Pulumi.nosuch.yaml", " nosuch"])
+def test_a_slip_naming_no_stack_here_offers_none(
+    command: list[str], option: str, stack_file: bool, typed: str, capsys
+) -> None:
+    """A stack file's name, or a name with blanks, whose stack the project does not have is not
+    offered as `-s nosuch`: the line lists the stacks there (or offers the file itself where the
+    command takes --stack-file)."""
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert f"{option} nosuch" not in err and "'nosuch'" not in err, err
+    if stack_file and typed.endswith(".yaml"):
+        assert f"did you mean --stack-file {typed}?" in err, err
+    else:
+        assert f"stacks here: {', '.join(stack_names(ROOT))}\n" in err, err
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [(c, o) for c, o, _ in STACK_COMMANDS if c[0] not in ("preview", "plan") or len(c) > 3],
+)
+@pytest.mark.parametrize(("typed", "said"), [("", "is empty"), (" ", "' ' is blank")])
+def test_an_empty_stack_name_is_said_to_be_empty(
+    command: list[str], option: str, typed: str, said: str, capsys
+) -> None:
+    """`-s "$STACK"` with the variable unset: the name is empty, not a request for --url nor a
+    lecture on resource names."""
+    argv = [typed if word == "{}" else word for word in command]
+    assert main(argv) == 2, argv
+    assert capsys.readouterr().err.endswith(f": error: {option}: the stack name {said}\n")
+
+
+@pytest.mark.parametrize("command", ["preview", "plan", "health"])
+def test_a_stack_name_with_a_slash_is_refused_naming_the_option(command: str, capsys) -> None:
+    assert main([command, "-s", "l4/"]) == 2
+    err = capsys.readouterr().err
+    assert f"gemma4 {command}: error: -s: stack name 'l4/' cannot become resource names" in err
+
+
+@pytest.mark.parametrize("command", ["preview", "plan"])
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("l4", "-s l4"),
+        ("GKE_L4", "-s gke-l4"),
+        ("Pulumi.L4.yaml", "--stack-file Pulumi.l4.yaml"),
+        ("nosuch", None),
+        ("stacks/Pulumi.l4.yaml", None),
+    ],
+)
+def test_a_stack_file_that_is_not_there_gets_what_was_meant(
+    command: str, typed: str, meant: str | None, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--stack-file l4` (a stack's name) or a file's name in the wrong case: the one line names
+    the stack or the file that is there; a name that fits nothing gets no guess."""
+    monkeypatch.chdir(ROOT)
+    if (ROOT / typed).exists():
+        pytest.skip("a file system that ignores case finds the file")
+    assert main([command, "--stack-file", typed]) == 2
+    err = capsys.readouterr().err
+    hint = f"; did you mean {meant}?" if meant else ""
+    assert err == f"gemma4 {command}: error: --stack-file {typed}: no such file{hint}\n"
+
+
+@pytest.mark.parametrize("command", ["preview", "plan"])
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("a" * 5000, "(5000 characters)': File name too long"),
+        ("a/" * 3000, "(6000 characters)': File name too long"),
+        ("", "an empty path; name a stack file"),
+    ],
+)
+def test_a_stack_file_path_the_system_cannot_look_up_gets_a_short_line(
+    command: str, typed: str, said: str, capsys
+) -> None:
+    assert main([command, "--stack-file", typed]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]  # after the usage lines
+    assert line.startswith(f"gemma4 {command}: error: argument --stack-file: ") and said in line
+    assert len(line) < 200, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["bench", "RUN"], "unknown subcommand 'RUN'; did you mean 'run'?"),
+        (["bench", "comapre"], "unknown subcommand 'comapre'; did you mean 'compare'?"),
+        (["bench", "xyz"], "unknown subcommand 'xyz' (subcommands: run, compare, gate)"),
+        (["plan", "SEARCH"], "unknown subcommand 'SEARCH'; did you mean 'search'?"),
+        (["plan", "calibrat", "x"], "unknown subcommand 'calibrat'; did you mean 'calibrate'?"),
+        (["plan", "L4"], "unknown subcommand 'L4'; did you mean -s l4?"),
+        (["plan", "xyz"], "unknown subcommand 'xyz' (subcommands: search, calibrate)"),
+    ],
+)
+def test_a_mistyped_subcommand_gets_a_suggestion(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """As an unknown command: one line naming what was meant, not argparse's `invalid
+    choice`; `plan l4` (the stack without -s) gets -s."""
+    monkeypatch.chdir(ROOT)
+    assert main(argv) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith(f"gemma4 {argv[0]}: error: {said}"), line

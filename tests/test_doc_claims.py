@@ -417,6 +417,53 @@ def test_where_the_post_deploy_checks_run_is_where_the_program_binds_them() -> N
         assert warning.startswith(rows[platform][2].strip("`")), (stack, warning)
 
 
+def test_every_sentence_that_ends_pulumi_up_with_the_checks_says_when() -> None:
+    """The hooks run after the serving resource is created or updated, not after every `pulumi
+    up` (one that changes nothing runs no hook): a page that says `pulumi up` ends with the
+    checks says which `pulumi up`."""
+    said = r"`pulumi up[^`]*`(?P<between>[^.]{0,80}?)(?:ends|end) with a health check"
+    wrong, seen = [], 0
+    for path in PAGES:
+        for m in re.finditer(said, prose(path.read_text())):
+            seen += 1
+            if "creates or updates" not in m["between"]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m[0]}")
+    assert seen >= 2 and wrong == []
+
+
+def test_the_statuses_readiness_waits_on_are_the_pages() -> None:
+    """The health checks page: "a 429, any 5xx answer and a timeout mean keep waiting (another
+    status fails at once)"; the readiness check is asked, each status answered by a transport
+    of its own, whether it polls again."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from healthchecks.checks import Backoff, check_ready
+
+    claim("docs/health-checks.md", r"a 429, any 5xx answer and a timeout mean \"keep waiting\" "
+          r"\(another status fails at once\)")  # fmt: skip
+
+    def attempts(status: int) -> int:
+        transport = httpx.MockTransport(
+            lambda request: httpx.Response(status, stream=httpx.ByteStream(b"x"))
+        )
+
+        async def ask() -> int:
+            async with httpx.AsyncClient(transport=transport, base_url="http://h") as client:
+                result = await check_ready(
+                    client, deadline=time.monotonic() + 0.3, backoff=Backoff(0.05, 0.05)
+                )
+            assert not result.ok
+            return int(result.data.get("attempts", 1))
+
+        return asyncio.run(ask())
+
+    waited = {s: attempts(s) > 1 for s in (400, 404, 409, 410, 422, 429, 500, 501, 502, 503, 599)}
+    assert waited == {s: s == 429 or s >= 500 for s in waited}
+
+
 def test_hook_deadlines_are_the_derived_ones() -> None:
     m = claim("docs/health-checks.md", r"L4 (\d+) s, RTX PRO 6000 (\d+) s,\s+TPU v6e-1 ([\d,]+) s;")
     stated = [int(m[i].replace(",", "")) for i in (1, 2, 3)]

@@ -185,7 +185,7 @@ BAD_INPUT = {
     "unknown stack": (["-s", "nope"], "unknown stack 'nope'"),
     "missing file": (["--stack-file", "/nonexistent/Pulumi.x.yaml"], "no such file"),
     "no stack": ([], "give -s STACK or --stack-file PATH"),
-    "stack name with a path": (["-s", "../etc"], "invalid stack name"),
+    "stack name with a path": (["-s", "../etc"], "-s: stack name '../etc' cannot become"),
 }
 
 

@@ -400,6 +400,16 @@ def test_an_oversized_trace_and_a_folder_are_refused(
             "--capacity: 'reserved' is not one of on-demand, spot, flex-start",
         ),
         (
+            ["--rate", "1", "--e2e-ms", "9", "--platforms", "gke,Cloud-Run"],
+            "argument --platforms: 'Cloud-Run' is not one of cloud-run, gke, tpu-vm; did you "
+            "mean 'cloud-run'?",
+        ),
+        (
+            ["--rate", "1", "--e2e-ms", "9", "--capacity", "on_demand"],
+            "argument --capacity: 'on_demand' is not one of on-demand, spot, flex-start; did you "
+            "mean 'on-demand'?",
+        ),
+        (
             ["--rate", "1", "--e2e-ms", "9", "--burstiness", "0"],
             "--burstiness must be a number from 0.01 to 100",
         ),

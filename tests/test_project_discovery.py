@@ -43,8 +43,10 @@ def test_project_dir_is_taken_as_given(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["", "../l4", "a/b", ".hidden", "a\\b", "x\0y"])
 def test_a_stack_name_that_is_a_path_is_refused(tmp_path: Path, name: str) -> None:
+    """Refused as every command refuses a name that is no stack's, naming the option."""
     make(tmp_path, "Pulumi.yaml", "dev")
-    with pytest.raises(project.ProjectError, match="invalid stack name"):
+    said = "the stack name is empty" if not name else "cannot become resource names"
+    with pytest.raises(project.ProjectError, match=f"^-s: .*{said}"):
         project.stack_file(name, tmp_path)
 
 

@@ -11,6 +11,7 @@ the package was installed from. A project file that moves its stack files elsewh
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 #: The project file names the Pulumi CLI looks for, in its order.
@@ -115,11 +116,9 @@ def stack_file(
     the current directory) upward. Raises :class:`ProjectError` with what was looked for (and,
     when the command has one, `offers_stack_file`, naming its `--stack-file` option).
     """
-    from serving.config.stack_config import shown_stack, stack_name_meant
-
-    if not stack or "/" in stack or "\\" in stack or stack.startswith(".") or "\0" in stack:
-        meant = stack_name_meant(stack, "-s", stack_file=offers_stack_file)
-        raise ProjectError(meant or f"invalid stack name {shown_stack(stack)}")
+    # A stack name is lowercase letters, digits and hyphens: no path, so the file found is
+    # Pulumi.<stack>.yaml in the project's folder; anything else is answered with what it likely
+    # meant (a file's name, capitals), as every command taking a stack answers it.
     problem = named_stack_problem(
         stack, "-s", project_dir, stack_file=offers_stack_file, start=start
     )
@@ -185,3 +184,27 @@ def stack_names(directory: Path) -> list[str]:
         for p in directory.glob(pattern)
     }
     return sorted(names)
+
+
+def missing_stack_file_meant(path: Path, project_dir: Path | None = None) -> str:
+    """For a `--stack-file PATH` that does not exist, what was likely meant, as `; did you mean
+    ...?` (or ''): a stack's name (`--stack-file l4`: `-s l4`, when the project, in
+    `project_dir` or found from here, has that stack) or a file that differs in case only
+    (`Pulumi.L4.yaml`: the `Pulumi.l4.yaml` beside it)."""
+    text = str(path)
+    if "/" not in text and "\\" not in text and "." not in text:
+        try:
+            where = project_dir if project_dir is not None else _folder(find_project_file())
+            known = stack_names(where) if where is not None and where.is_dir() else []
+        except (ProjectError, OSError):
+            known = []
+        for meant in (text.strip().lower(), text.strip().lower().replace("_", "-")):
+            if meant in known:
+                return f"; did you mean -s {meant}?"
+        return ""
+    try:
+        same = [p for p in path.parent.iterdir() if p.name.lower() == path.name.lower()]
+    except OSError:
+        return ""
+    files = [p for p in same if p.is_file()]
+    return f"; did you mean --stack-file {shlex.quote(str(files[0]))}?" if len(files) == 1 else ""

@@ -85,28 +85,37 @@ def stack_name_meant(
 ) -> str | None:
     """What `option`'s `stack`, which cannot be a stack's name, likely meant, as one line: a
     stack file's name (`Pulumi.l4.yaml`, with or without a path: that stack, or `--stack-file`
-    where the command has it, `stack_file`) or a stack in capitals (`L4`: offered only when
-    it is among the project's stacks, `known`, where the caller knows them); None when
-    nothing fits."""
+    where the command has it, `stack_file`), a stack in capitals or with blanks around it
+    (`L4`, `' l4'`), or one with `_` for `-` (`gke_l4`: offered only when the project has
+    it). A stack is offered only when it is among the project's stacks, `known`, where the
+    caller knows them; None when nothing fits."""
     shown = shown_stack(stack)
+    if not stack.strip():
+        return f"{option}: the stack name {shown + ' is blank' if stack else 'is empty'}"
+    here = f"; stacks here: {', '.join(sorted(known)) or 'none'}" if known is not None else ""
     base = stack.replace("\\", "/").rsplit("/", 1)[-1]
     if base.endswith((".yaml", ".yml")):
         file = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", base)
         named = file.group(1).lower() if file else ""
         path = shlex.quote(stack) if len(stack) <= 64 and stack.isprintable() else "PATH"
-        ways = [f"{option} {named}"] if _is_name(named) else []
+        unknown = _is_name(named) and known is not None and named not in known
+        ways = [f"{option} {named}"] if _is_name(named) and not unknown else []
         if stack_file and base not in ("Pulumi.yaml", "Pulumi.yml"):
             ways.append(f"--stack-file {path}")
         if not ways:
             takes = f"{option} takes a stack's name (Pulumi.<stack>.yaml)"
-            return f"{option}: {shown} names a file; {takes}"
+            return f"{option}: {shown} names a file; {takes}{here if unknown else ''}"
         also = f" (or {ways[1]})" if len(ways) > 1 else ""
         return f"{option}: {shown} names a file: did you mean {ways[0]}{also}?"
-    if _is_name(stack.lower()):
-        if known is not None and stack.lower() not in known:
-            there = ", ".join(sorted(known)) or "none"
-            return f"{option}: no stack {shown} (stack names are lowercase); stacks here: {there}"
-        return f"{option}: no stack {shown}; did you mean {stack.lower()!r}?"
+    plain = stack.strip().lower()
+    if _is_name(plain):
+        if known is not None and plain not in known:
+            why = "are lowercase" if stack != stack.lower() else "have no blanks"
+            return f"{option}: no stack {shown} (stack names {why}){here}"
+        return f"{option}: no stack {shown}; did you mean {plain!r}?"
+    hyphened = plain.replace("_", "-")
+    if _is_name(hyphened) and known is not None and hyphened in known:
+        return f"{option}: no stack {shown}; did you mean {hyphened!r}?"
     return None
 
 

@@ -58,7 +58,7 @@ def test_cold_start_waits_then_passes(fake_vllm: ServerFactory, capsys) -> None:
     code, out, err = _run(capsys, "--url", server.url, "--model", MODEL)
     assert code == 0
     assert "after 4 attempt(s)" in out
-    assert err.count("waiting for /health: loading (HTTP 503)") == 3
+    assert err.count("waiting for /health: loading (HTTP 503: Service Unavailable)") == 3
 
 
 def test_never_ready_fails_and_skips_the_rest(fake_vllm: ServerFactory, capsys) -> None:
@@ -80,7 +80,7 @@ def test_never_ready_fails_and_skips_the_rest(fake_vllm: ServerFactory, capsys) 
     checks = {c["name"]: c for c in document["targets"][0]["checks"]}
     assert code == 1
     assert checks["readiness"]["detail"].startswith("not ready after")
-    assert "last: loading (HTTP 503)" in checks["readiness"]["detail"]
+    assert "last: loading (HTTP 503: Service Unavailable)" in checks["readiness"]["detail"]
     for name in ("models", "chat", "metrics"):
         assert checks[name] == {
             **checks[name],

@@ -323,3 +323,31 @@ def test_an_error_answer_is_one_line_per_check(answer: str, capsys) -> None:
         assert capped or f"answered HTTP {status}: {said}" in detail, detail
     for shown in (table, out):
         assert "<" not in shown and "an error." not in shown and TOKEN[3:] not in shown
+
+
+@pytest.mark.parametrize("answer", list(ERROR_ANSWERS))
+def test_an_error_answer_to_health_is_one_line_while_waited_for_and_at_the_end(
+    answer: str, capsys
+) -> None:
+    """A front end with no backend yet answers /health itself with an error: each progress line
+    and the failed readiness check say the status and what the body says (not a bare `HTTP
+    503`), on one line, redacted and bounded, never the page."""
+    status, body, content_type, said = ERROR_ANSWERS[answer]
+    with front_end(status, body, content_type, health_too=True) as url:
+        code, out, err, _ = _run(
+            capsys, "--url", url, "--model", MODEL, "--json", "--deadline-seconds", "1.5"
+        )
+    assert code == 1
+    detail = _checks(out)["readiness"]["detail"]
+    assert "\n" not in detail and len(detail) < MAX_ECHO_CHARS + 60, detail
+    if len(body) > MAX_ERROR_BODY_BYTES:
+        assert (
+            detail == f"the answer to /health is larger than {MAX_ERROR_BODY_BYTES} bytes; refused"
+        )
+        return
+    assert f"HTTP {status}: {said}" in detail, detail
+    waits = err.splitlines()
+    assert waits and all(line.startswith("waiting for /health: ") for line in waits), err
+    assert all(f"HTTP {status}: {said}" in line and len(line) < 250 for line in waits), err
+    for shown in (out, err):
+        assert "<" not in shown and "an error." not in shown and TOKEN[3:] not in shown

@@ -47,14 +47,19 @@ ERROR_ANSWERS: dict[str, tuple[int, str, str, str]] = {
 
 @contextmanager
 def front_end(
-    status: int = 502, body: str = GOOGLE_502, content_type: str = "text/html; charset=UTF-8"
+    status: int = 502,
+    body: str = GOOGLE_502,
+    content_type: str = "text/html; charset=UTF-8",
+    *,
+    health_too: bool = False,
 ) -> Iterator[str]:
-    """The front end's URL, on a loopback port of its own, answering ``status`` and ``body``."""
+    """The front end's URL, on a loopback port of its own, answering ``status`` and ``body``
+    (to ``/health`` too with ``health_too``: no backend has come up yet)."""
     page = body.encode()
 
     class FrontEnd(http.server.BaseHTTPRequestHandler):
         def _answer(self) -> None:
-            health = self.path == "/health"
+            health = self.path == "/health" and not health_too
             self.send_response(200 if health else status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", "0" if health else str(len(page)))
