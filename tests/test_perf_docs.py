@@ -199,9 +199,12 @@ def test_an_unknown_price_is_unknown_in_every_cost_cell_never_zero(
     assert [row.split(" | ")[1].rstrip(" |") for row in cost_rows] == ["unknown"] * 4
     assert "$0" not in table
     assert "- `l4`: **unknown**." in table
-    # The cost page's rows: the prices alone, with the same notes on where they come from.
+    # The cost page's rows: what each stack serves at its SLO, then the prices, with the same
+    # notes on where they come from; not the band or the cold start (the performance page's).
     cost = stack_table.render_markdown(plans, stack_table.COST_ROWS)
-    assert "req/s" not in cost and "Quoted by a named source" in cost
+    rows = [ln.split(" | ")[0].lstrip("| ") for ln in cost.splitlines() if ln.startswith("| ")]
+    assert rows[3:] == list(stack_table.COST_ROWS), rows
+    assert "Quoted by a named source" in cost and "cold start" not in rows
 
 
 def test_a_price_says_which_rates_make_it_an_estimate_or_unknown(

@@ -40,8 +40,8 @@ NOTES = {
     "cold start": "a new replica's start to its first token, p50 / p90, with the stack's "
     "compile cache (`cold_start.p50_s`, `cold_start.p90_s`; [cold start](cold-start.md))",
 }
-#: The rows of the cost page: what the stacks cost, without the capacity.
-COST_ROWS = ("$/h", "$/month", "$/M requests", "$/M output tokens")
+#: The rows of the cost page: what each stack serves at its SLO, and what it costs.
+COST_ROWS = ("req/s per replica", "$/h", "$/month", "$/M requests", "$/M output tokens")
 
 
 def plans(root: Path) -> dict[str, tuple[Settings, dict[str, Any]]]:
