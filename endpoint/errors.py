@@ -10,7 +10,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -201,9 +201,25 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+#: The most of a validation error's ``loc`` shown: its path into the request, not the request.
+_MAX_LOC = 8
+
+
+def _validation(entry: dict[str, Any]) -> str | None:
+    """FastAPI's 422 entry ``{"loc": [...], "msg": ...}`` as ``loc.path: msg``; None when its
+    ``msg`` is no string. A ``loc`` of anything but names and indexes is left out."""
+    msg, loc = entry.get("msg"), entry.get("loc")
+    if not isinstance(msg, str):
+        return None
+    if isinstance(loc, list) and loc and all(isinstance(x, str | int) for x in loc[:_MAX_LOC]):
+        return f"{'.'.join(str(x) for x in loc[:_MAX_LOC])}: {msg}"
+    return msg
+
+
 def _said(body: str) -> str:
     """What the body says, before redaction (:func:`error_line`): ``{"error": {"message"}}``,
-    ``{"message"}``, ``{"detail"}``, an HTML page (a byte order mark before it too) or text."""
+    ``{"message"}``, ``{"detail"}`` (a string, or FastAPI's validation list: its first entry's
+    ``loc`` and ``msg``), an HTML page (a byte order mark before it too) or text."""
     text = body.strip().removeprefix("\ufeff").lstrip()
     try:
         data = loads_json(text)
@@ -213,6 +229,8 @@ def _said(body: str) -> str:
         error = data.get("error", data.get("message", data.get("detail")))
         if isinstance(error, dict):
             error = error.get("message")
+        if isinstance(error, list) and error and isinstance(error[0], dict):
+            error = _validation(error[0])
         if isinstance(error, str):
             return _first_line(error)
     if text.startswith("<"):

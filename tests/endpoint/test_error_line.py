@@ -36,6 +36,14 @@ GOOGLE_502 = """<!DOCTYPE html>
         ),
         ({"message": "Service Unavailable"}, "Service Unavailable"),
         ({"detail": "Not Found"}, "Not Found"),  # FastAPI's answer for an unknown route
+        # FastAPI's 422: the first entry's path into the request and its message
+        (
+            {"detail": [{"loc": ["body", "messages", 0], "msg": "field required", "type": "x"}]},
+            "body.messages.0: field required",
+        ),
+        ({"detail": [{"loc": [{"a": 1}], "msg": "bad"}]}, "bad"),  # a loc of other things
+        ({"detail": [{"loc": ["body"] * 50, "msg": "m"}]}, ".".join(["body"] * 8) + ": m"),
+        ({"detail": [{"msg": 3}]}, '{"detail": [{"msg": 3}]}'),  # no message: the body's line
         ({"error": {"message": "first line\nsecond line"}}, "first line"),
         ({"data": [1, 2]}, '{"data": [1, 2]}'),  # JSON that names no error: its first line
     ],
