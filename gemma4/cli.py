@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast
 
 from gemma4.guard import EXIT_INTERRUPTED, run_guarded, shown
@@ -142,7 +143,25 @@ def dispatch(args: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    meant = _stack_as_operand(command.name, args[1:])
+    if meant:
+        print(f"gemma4 {command.name}: error: unexpected {shown(args[1])}{meant}", file=sys.stderr)
+        return 2
     return run(command, args[1:])
+
+
+#: The commands that take a stack as ``-s STACK`` and no operand: a bare word first is a slip.
+_STACK_ONLY = ("preview", "health", "mcp")
+
+
+def _stack_as_operand(name: str, rest: list[str]) -> str:
+    """``; did you mean -s STACK?`` when ``rest`` starts with a bare word that names one of the
+    project's stacks (in any case, `_` for `-`) and the command takes no operand; else ''."""
+    if name not in _STACK_ONLY or not rest or rest[0].startswith("-") or len(rest[0]) > 100:
+        return ""
+    from serving.config.project import missing_stack_file_meant  # only on this path
+
+    return missing_stack_file_meant(Path(rest[0]))
 
 
 def process_main(args: list[str]) -> int:

@@ -467,3 +467,29 @@ def test_a_mistyped_subcommand_gets_a_suggestion(
     assert main(argv) == 2
     line = capsys.readouterr().err.splitlines()[-1]
     assert line.startswith(f"gemma4 {argv[0]}: error: {said}"), line
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["preview", "l4"], "unexpected 'l4'; did you mean -s l4?"),
+        (["health", "GKE_L4"], "unexpected 'GKE_L4'; did you mean -s gke-l4?"),
+        (["mcp", "L4"], "unexpected 'L4'; did you mean -s l4?"),
+    ],
+)
+def test_a_stack_given_without_s_gets_s(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """A command that takes the stack as `-s STACK` and no operand, given the stack bare: one
+    line naming `-s`, before anything is read or started."""
+    monkeypatch.chdir(ROOT)
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"gemma4 {argv[0]}: error: {said}"
+
+
+def test_a_bare_word_that_names_no_stack_is_left_to_the_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["preview", "nope"]) == 2
+    assert "unrecognized arguments: nope" in capsys.readouterr().err
