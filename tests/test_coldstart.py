@@ -1,6 +1,7 @@
 """The cold start prediction: every phase sourced, its totals ordered, monotone in what it
-reads and in the compile cache, within the bandwidth its path has, refused data named, and
-carried by `gemma4 plan` for every shipped stack."""
+reads and in the compile cache, within the bandwidth its path has, refused data named,
+carried by `gemma4 plan` for every shipped stack, and the weights levers the evidence page
+says are off, off in every rendered stack."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from serving.capacity.plan import ROOT, load_stack_settings, stack_names
 from serving.capacity.start_budget import waits, waits_text
 from serving.config.inputs import read_json
 from serving.config.settings import load_settings
+from serving.render.vllm import VLLM_GID, VLLM_UID
+from tests.contracts.variants import rendered
 from tests.pulumi_harness import stack_config
 
 STACKS = stack_names(ROOT)
@@ -174,3 +177,41 @@ def test_each_default_saves_time_against_the_stack_without_it(stack: str) -> Non
 def test_a_memory_mapped_read_is_no_default_to_credit() -> None:
     lazy = load_settings({**stack_config("l4"), "safetensorsLoadStrategy": "lazy"})
     assert [what for what, _, _ in savings(lazy)] == ["compile cache kept in the bucket"]
+
+
+#: The levers docs/cold-start-evidence.md ("Levers not taken, and why") says every stack leaves
+#: off, each by what would show it in a rendered stack.
+EVIDENCE = ROOT / "docs" / "cold-start-evidence.md"
+LEVERS_SECTION = "## Levers not taken, and why"
+
+
+@pytest.mark.parametrize("stack", ["l4", "gke-l4", "gke-tpu-v6e"])
+def test_the_levers_the_evidence_page_says_are_off_are_off(stack: str) -> None:
+    """The model volume of every stack that mounts the bucket carries the owner contract and
+    nothing else (no file cache, no parallel downloads, no buffered reads), a GKE Pod declares
+    no gcsfuse cache volume, and a Cloud Run service keeps Cloud Run's own egress. Turning one
+    on must come with its sources on the evidence page, which names each lever."""
+    text = EVIDENCE.read_text()
+    assert LEVERS_SECTION in text
+    levers = text.split(LEVERS_SECTION, 1)[1]
+    for lever in ("file cache with parallel downloads", "buffered reads", "Direct VPC egress"):
+        assert lever in levers
+    resources = rendered(stack).resources
+    if stack.startswith("gke-"):
+        (pod,) = [
+            r.inputs["spec"]["template"]["spec"]
+            for r in resources
+            if r.type == "kubernetes:apps/v1:Deployment" and r.inputs["metadata"]["name"] == "vllm"
+        ]
+        (models,) = [v for v in pod["volumes"] if v["name"] == "models"]
+        options = tuple(models["csi"]["volumeAttributes"]["mountOptions"].split(","))
+        assert set(models["csi"]["volumeAttributes"]) == {"bucketName", "mountOptions"}
+        assert "gke-gcsfuse-cache" not in {v["name"] for v in pod["volumes"]}
+    else:
+        (template,) = [
+            r.inputs["template"] for r in resources if r.type == "gcp:cloudrunv2/service:Service"
+        ]
+        (models,) = [v for v in template["volumes"] if v["name"] == "models"]
+        options = tuple(models["gcs"]["mountOptions"])
+        assert "vpcAccess" not in template
+    assert options == (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
