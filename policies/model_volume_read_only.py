@@ -6,6 +6,12 @@ container really runs as decides whether it can read: vLLM 0.27.1's `vllm/vllm-o
 gcsfuse shows files 0644 and directories 0755 unless `file-mode`/`dir-mode` say otherwise
 (gcsfuse docs/semantics.md). Images in `imageUsers` are checked against the mount's options;
 any other image may run as any user, so the mount must be readable by every user.
+
+A GCS FUSE CSI volume that turns on gcsfuse's file cache (`file-cache:max-size-mb` other than
+0, or the `fileCacheCapacity` attribute) needs the Pod's own `gke-gcsfuse-cache` volume: without
+one the driver's sidecar keeps the cache in its own ephemeral storage (its example requests
+5Gi), too small for a checkpoint, and a cache larger than that volume's `sizeLimit` fills it
+before gcsfuse evicts (docs/cold-start-evidence.md, "Levers not taken, and why").
 """
 
 from __future__ import annotations
@@ -57,6 +63,13 @@ CONFIG = schema(
 )
 #: gcsfuse's permission bits when the mount options set none (docs/semantics.md).
 GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
+#: The Pod volume the GCS FUSE CSI driver's sidecar keeps the file cache on.
+CACHE_VOLUME = "gke-gcsfuse-cache"
+#: gcsfuse's `file-cache.max-size-mb`, as a CSI option (`file-cache:max-size-mb:N`) or a flag
+#: (`file-cache-max-size-mb=N`).
+_MAX_SIZE = re.compile(r"-*file-cache[:-]max-size-mb[:=](-?\d+)")
+_QUANTITY = re.compile(r"(\d+)(Mi|Gi|Ti)")
+_MIB = {"Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
 
 
 def _mount_options(raw: object) -> set[str]:
@@ -70,6 +83,40 @@ def _option(options: set[str], key: str) -> str | None:
         name, _, value = option.partition("=")
         if name.replace("_", "-") == key:
             return value
+    return None
+
+
+def file_cache_mib(options: set[str], attributes: object) -> int | None:
+    """The file cache's `max-size-mb` a CSI volume asks for (-1: the cache volume's whole
+    capacity), from its mount options or its `fileCacheCapacity` attribute; None when off."""
+    for option in options:
+        found = _MAX_SIZE.fullmatch(option.replace("_", "-").lower())
+        if found and int(found[1]) != 0:
+            return int(found[1])
+    capacity = get(attributes, "fileCacheCapacity")
+    if isinstance(capacity, str) and capacity.strip() not in ("", "0"):
+        size = _QUANTITY.fullmatch(capacity.strip())
+        return int(size[1]) * _MIB[size[2]] if size else -1
+    return None
+
+
+def cache_volume_problem(resource_type: str, props: Mapping[str, Any], size_mib: int) -> str | None:
+    """Why a Pod cannot hold a file cache of ``size_mib`` MiB, or None when it can."""
+    declared = [v for v in volumes(resource_type, props) if get(v, "name") == CACHE_VOLUME]
+    if not declared:
+        return (
+            f"the Pod declares no {CACHE_VOLUME!r} volume, so the CSI driver's sidecar keeps the "
+            "cache in its own ephemeral storage (its example requests 5Gi), too small for a "
+            f"checkpoint. Declare {CACHE_VOLUME!r} (an emptyDir of medium Memory, with a "
+            "sizeLimit above the cache)"
+        )
+    limit = get(declared[0], "emptyDir", "sizeLimit")
+    size = _QUANTITY.fullmatch(limit.strip()) if isinstance(limit, str) else None
+    if size and size_mib > int(size[1]) * _MIB[size[2]]:
+        return (
+            f"file-cache:max-size-mb:{size_mib} is larger than {CACHE_VOLUME!r}'s sizeLimit "
+            f"{limit}, so the volume fills before gcsfuse evicts. Keep max-size-mb below it"
+        )
     return None
 
 
@@ -168,6 +215,23 @@ def validate_model_volume_read_only(
     uid = setting_int(args, CONFIG, "uid")
     gid = setting_int(args, CONFIG, "gid")
     all_containers = containers(args.resource_type, args.props)
+    if args.resource_type in POD_TEMPLATES:
+        for volume in volumes(args.resource_type, args.props):
+            if get(volume, "csi", "driver") != GCSFUSE_DRIVER or is_cache_volume(volume):
+                continue
+            attributes = get(volume, "csi", "volumeAttributes")
+            size_mib = file_cache_mib(_mount_options(get(attributes, "mountOptions")), attributes)
+            problem = (
+                None
+                if size_mib is None
+                else cache_volume_problem(args.resource_type, args.props, size_mib)
+            )
+            if problem is not None:
+                report_violation(
+                    f"{args.name}: Cloud Storage volume {get(volume, 'name')!r} turns on "
+                    f"gcsfuse's file cache, but {problem}.",
+                    None,
+                )
     for name, read_only, options, how in _bucket_volumes(args.resource_type, args.props):
         users = [
             c
@@ -230,7 +294,8 @@ model_volume_read_only = resource_policy(
     "model-volume-read-only",
     "GPU services and accelerator Pods mount Cloud Storage volumes (Cloud Run "
     "gcs, GKE's GCS FUSE CSI driver) read-only, with the package's uid/gid contract (1001) on "
-    "vLLM images, readable by the user each image runs as; a compile cache folder "
+    "vLLM images, readable by the user each image runs as, and a gcsfuse file cache on a "
+    "gke-gcsfuse-cache volume that holds it; a compile cache folder "
     "(only-dir=compile-cache/...) is compile-cache-keyed's.",
     validate_model_volume_read_only,
     config=CONFIG,

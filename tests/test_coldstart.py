@@ -1,6 +1,7 @@
 """The cold start prediction: every phase sourced, its totals ordered, monotone in what it
-reads and in the compile cache, within the bandwidth its path has, refused data named, and
-carried by `gemma4 plan` for every shipped stack."""
+reads and in the compile cache, within the bandwidth its path has, refused data named,
+carried by `gemma4 plan` for every shipped stack, and the weights levers the evidence page
+says are off, off in every rendered stack."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from gemma4.plan_cli import main
+from serving.capacity import coldstart
 from serving.capacity.coldstart import (
     BASES,
     DATA_FILE,
@@ -18,6 +20,8 @@ from serving.capacity.coldstart import (
     checkpoint_bytes,
     cold_start,
     figures,
+    file_cache,
+    gke_reserved_memory_gib,
     has_model_bucket,
     predict,
     savings,
@@ -28,6 +32,8 @@ from serving.capacity.plan import ROOT, load_stack_settings, stack_names
 from serving.capacity.start_budget import waits, waits_text
 from serving.config.inputs import read_json
 from serving.config.settings import load_settings
+from serving.render.vllm import VLLM_GID, VLLM_UID
+from tests.contracts.variants import rendered
 from tests.pulumi_harness import stack_config
 
 STACKS = stack_names(ROOT)
@@ -96,11 +102,12 @@ def test_no_stack_loads_its_weights_faster_than_its_path_carries(stack: str) -> 
 
 
 def test_every_figure_the_prediction_uses_is_in_the_data_file_with_its_conditions() -> None:
-    used = set()
+    used: set[str] = set()
     for stack in STACKS:
         path = start_path(load_stack_settings(stack))
-        used |= {path.capacity, path.image, path.engine_init, path.loader, *path.ceilings}
-        used |= {path.compile_cold, path.compile_warm, *path.after_compile}
+        keys = {path.capacity, path.image, path.engine_init, path.loader, *path.ceilings}
+        keys |= {path.compile_cold, path.compile_warm, *path.after_compile}
+        used |= {k for k in keys if k is not None}
     f = figures()
     assert used <= set(f)
     for key in used:
@@ -174,3 +181,119 @@ def test_each_default_saves_time_against_the_stack_without_it(stack: str) -> Non
 def test_a_memory_mapped_read_is_no_default_to_credit() -> None:
     lazy = load_settings({**stack_config("l4"), "safetensorsLoadStrategy": "lazy"})
     assert [what for what, _, _ in savings(lazy)] == ["compile cache kept in the bucket"]
+
+
+#: The levers docs/cold-start-evidence.md ("Levers not taken, and why") weighs, each by what
+#: would show it in a rendered stack.
+EVIDENCE = ROOT / "docs" / "cold-start-evidence.md"
+LEVERS_SECTION = "## Levers not taken, and why"
+OWNER = (f"uid={VLLM_UID}", f"gid={VLLM_GID}")
+
+
+def _vllm_pod(stack: str) -> dict[str, Any]:
+    (pod,) = [
+        r.inputs["spec"]["template"]
+        for r in rendered(stack).resources
+        if r.type == "kubernetes:apps/v1:Deployment" and r.inputs["metadata"]["name"] == "vllm"
+    ]
+    return dict(pod)
+
+
+def _model_volume(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    (models,) = [v for v in pod_spec["volumes"] if v["name"] == "models"]
+    return dict(models)
+
+
+def test_the_evidence_page_names_each_lever() -> None:
+    text = EVIDENCE.read_text()
+    assert LEVERS_SECTION in text
+    levers = text.split(LEVERS_SECTION, 1)[1]
+    for lever in ("file cache with parallel downloads", "buffered reads", "Direct VPC egress"):
+        assert lever in levers
+
+
+@pytest.mark.parametrize("stack", ["l4", "gke-l4"])
+def test_the_levers_the_evidence_page_says_are_off_are_off(stack: str) -> None:
+    """Where the evidence page leaves them off, the model volume carries the owner contract and
+    nothing else (no file cache, no parallel downloads, no buffered reads), a GKE Pod declares
+    no gcsfuse cache volume, a Cloud Run service keeps Cloud Run's own egress, and the
+    prediction reads the weights with the loader the command line asks for."""
+    if stack.startswith("gke-"):
+        spec = _vllm_pod(stack)["spec"]
+        models = _model_volume(spec)
+        options = tuple(models["csi"]["volumeAttributes"]["mountOptions"].split(","))
+        assert set(models["csi"]["volumeAttributes"]) == {"bucketName", "mountOptions"}
+        assert "gke-gcsfuse-cache" not in {v["name"] for v in spec["volumes"]}
+    else:
+        (template,) = [
+            r.inputs["template"]
+            for r in rendered(stack).resources
+            if r.type == "gcp:cloudrunv2/service:Service"
+        ]
+        (models,) = [v for v in template["volumes"] if v["name"] == "models"]
+        options = tuple(models["gcs"]["mountOptions"])
+        assert "vpcAccess" not in template
+    assert options == OWNER
+    settings = load_stack_settings(stack)
+    assert file_cache(settings) is None
+    assert start_path(settings).loader == "load-fuse-prefetch"
+
+
+def test_gke_tpu_reads_the_weights_through_gcsfuses_file_cache_in_memory() -> None:
+    """gke-tpu-v6e's node holds the checkpoint in memory beside vLLM: the model volume turns on
+    gcsfuse's file cache with parallel downloads, its size explicit and above the checkpoint,
+    on a memory-backed `gke-gcsfuse-cache` volume larger still, the sidecar asking for that
+    memory; the volume stays read-only with the owner contract, and the prediction uses the
+    loader figure of that path."""
+    settings = load_stack_settings("gke-tpu-v6e")
+    cache = file_cache(settings)
+    assert cache is not None
+    template = _vllm_pod("gke-tpu-v6e")
+    spec = template["spec"]
+    models = _model_volume(spec)
+    assert models["csi"]["readOnly"] is True
+    options = models["csi"]["volumeAttributes"]["mountOptions"].split(",")
+    assert options == [
+        *OWNER,
+        f"file-cache:max-size-mb:{cache.max_size_mib}",
+        "file-cache:enable-parallel-downloads:true",
+        "file-cache:cache-file-for-range-read:true",
+    ]
+    assert cache.max_size_mib * 2**20 >= checkpoint_bytes(settings)
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "gke-gcsfuse-cache"]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    size_gib = int(volume["emptyDir"]["sizeLimit"].removesuffix("Gi"))
+    assert size_gib * 1024 > cache.max_size_mib
+    annotations = template["metadata"]["annotations"]
+    memory = annotations["gke-gcsfuse/memory-request"]
+    assert annotations["gke-gcsfuse/memory-limit"] == memory
+    assert int(memory.removesuffix("Gi")) > size_gib
+    # The node holds the vLLM container, the sidecar and what GKE reserves.
+    shape = settings.gke_shape
+    (vllm,) = spec["containers"]
+    taken = int(vllm["resources"]["requests"]["memory"].removesuffix("Gi"))
+    taken += int(memory.removesuffix("Gi"))
+    assert taken + gke_reserved_memory_gib(shape.memory_gib) < shape.memory_gib
+    path = start_path(settings)
+    assert path.loader == "load-fuse-parallel"
+    assert figures()[path.loader].basis == "derived"
+    assert any(what.startswith("gcsfuse's parallel file cache") for what, _, _ in savings(settings))
+
+
+def test_gke_reserves_memory_as_its_node_sizing_page_says() -> None:
+    # 25 % of 4, 20 % of 4, 10 % of 8, 6 % of 112, 2 % of the rest, and 100 MiB for eviction.
+    assert gke_reserved_memory_gib(32) == pytest.approx(1 + 0.8 + 0.8 + 0.96 + 0.1)
+    assert gke_reserved_memory_gib(176) == pytest.approx(1 + 0.8 + 0.8 + 6.72 + 0.96 + 0.1)
+    assert gke_reserved_memory_gib(2) == pytest.approx(0.5 + 0.1)
+
+
+def test_no_file_cache_where_the_node_cannot_hold_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is the checkpoint and more, in memory: a checkpoint as large as what the node
+    has left beside vLLM gets none, and the memory map's loader is predicted again."""
+    settings = load_stack_settings("gke-tpu-v6e")
+    shape = settings.gke_shape
+    room = shape.memory_gib - gke_reserved_memory_gib(shape.memory_gib)
+    room -= int(shape.pod_memory.removesuffix("Gi"))
+    monkeypatch.setattr(coldstart, "checkpoint_bytes", lambda _: int(room * 2**30))
+    assert file_cache(settings) is None
+    assert start_path(settings).loader == "load-fuse-lazy"

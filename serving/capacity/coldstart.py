@@ -114,10 +114,77 @@ class StartPath:
     after_compile_warm: tuple[str, ...] | None = None
 
 
+#: Room left on the node beside the vLLM container, the sidecar and GKE's reservation, for the
+#: node's own DaemonSets (logging, metrics, the TPU or GPU device plugin). A judgement.
+DAEMONSET_ROOM_GIB = 2.0
+#: The cache's size over the checkpoint: gcsfuse will not cache a file that does not fit what
+#: is left of `max-size-mb` (gcsfuse 2.4.0 release notes).
+CACHE_MARGIN = 1.1
+
+
+@dataclass(frozen=True)
+class FileCache:
+    """gcsfuse's file cache with parallel downloads on a GKE Pod's model volume, held in the
+    Pod's memory (docs/cold-start-evidence.md, "Levers not taken, and why").
+
+    gcsfuse downloads each file with several workers into its cache directory and serves the
+    reads from there (`file-cache:enable-parallel-downloads`); the GCS FUSE CSI driver puts
+    that directory on the Pod's `gke-gcsfuse-cache` volume when the Pod declares one, here an
+    `emptyDir` of medium `Memory`. Its pages are charged to the sidecar that writes them, so
+    the sidecar asks for them (`gke-gcsfuse/memory-request` and `-limit`)."""
+
+    #: gcsfuse's `file-cache:max-size-mb`: the threshold it evicts against, above the checkpoint.
+    max_size_mib: int
+    #: The `gke-gcsfuse-cache` volume's `sizeLimit` (GiB): above `max_size_mib`, so gcsfuse
+    #: evicts before the tmpfs is full.
+    volume_gib: int
+    #: The sidecar's memory request and limit (GiB): the cache and gcsfuse's own 1 GiB.
+    sidecar_memory_gib: int
+
+
+def gke_reserved_memory_gib(memory_gib: float) -> float:
+    """What GKE keeps of a node's memory for the kubelet and the system: 25 % of the first 4
+    GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the next 112 and 2 % above 128, and
+    100 MiB for eviction (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes)."""
+    tiers = ((4.0, 0.25), (4.0, 0.20), (8.0, 0.10), (112.0, 0.06), (math.inf, 0.02))
+    left, kept = memory_gib, 0.1
+    for size, share in tiers:
+        kept += min(left, size) * share
+        left -= min(left, size)
+        if left <= 0:
+            break
+    return kept
+
+
+def file_cache(settings: Settings) -> FileCache | None:
+    """The model volume's file cache on GKE, where the node's memory holds it beside the vLLM
+    container: the checkpoint with a tenth more in gcsfuse's `max-size-mb`, a GiB more in the
+    volume, a GiB more for the sidecar, and the node's reservation and DaemonSets left over.
+    None elsewhere: Cloud Run has no disk but the instance's memory, a TPU VM copies the
+    weights to its disk, and a GKE node that cannot hold it would evict the Pod."""
+    if settings.deploy_platform != "gke":
+        return None
+    shape = settings.gke_shape
+    pod = shape.pod_memory
+    if not pod.endswith("Gi") or not pod[:-2].isdigit():
+        raise ValueError(
+            f"hardware.json gke_shapes {shape.hardware}: pod_memory {pod!r} is not 'NGi'"
+        )
+    # MiB and GiB, as gcsfuse's `max-size-mb` and Kubernetes quantities count them.
+    max_size_mib = math.ceil(checkpoint_bytes(settings) * CACHE_MARGIN / 2**20)
+    volume_gib = math.ceil(max_size_mib / 1024) + 1
+    sidecar_gib = volume_gib + 1
+    left = shape.memory_gib - gke_reserved_memory_gib(shape.memory_gib) - int(pod[:-2])
+    if left - sidecar_gib < DAEMONSET_ROOM_GIB:
+        return None
+    return FileCache(max_size_mib, volume_gib, sidecar_gib)
+
+
 def start_path(settings: Settings) -> StartPath:
     """The path of a stack's new instance: its platform, hardware, and how the rendered command
     line loads the weights (serving.render.vllm: the bucket's FUSE mount on Cloud Run and GKE
-    with ``--load-format`` and ``--safetensors-load-strategy``; a copy to local disk on a TPU
+    with ``--load-format`` and ``--safetensors-load-strategy``, through gcsfuse's file cache
+    where a GKE node's memory holds it (:func:`file_cache`); a copy to local disk on a TPU
     VM)."""
     platform, hw, v = settings.deploy_platform, settings.hardware, settings.vllm
     tpu = settings.profile.platform is Platform.TPU
@@ -125,6 +192,8 @@ def start_path(settings: Settings) -> StartPath:
     fuse = platform != "tpu-vm"
     if not fuse:
         loader = "load-gcs-copy"
+    elif file_cache(settings) is not None:
+        loader = "load-fuse-parallel"
     elif v.load_format == "runai_streamer":
         loader = "load-runai-fuse"
     elif v.safetensors_load_strategy in ("prefetch", "eager"):
@@ -379,6 +448,7 @@ def savings(settings: Settings) -> list[tuple[str, int, int]]:
 
 #: The loaders that read a FUSE mount ahead, as the rendered command line asks for them.
 _READ_AHEAD = {
+    "load-fuse-parallel": "gcsfuse's parallel file cache",
     "load-fuse-prefetch": "`--safetensors-load-strategy=prefetch`",
     "load-runai-fuse": "`--load-format=runai_streamer`",
 }

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from serving.capacity.coldstart import file_cache
 from serving.capacity.idle import GKE_SCALE_DOWN_S
 from serving.capacity.perf_stack import scale_up_waiting_requests
 from serving.capacity.start_budget import startup_probe
@@ -71,6 +72,15 @@ PICKER_CONFIG_FILE: Final = "default-plugins.yaml"
 #: Key, inside the Kubernetes Secret named after `apiKeySecret`, that holds the vLLM API key.
 API_KEY_SECRET_KEY: Final = "api-key"
 GCSFUSE_DRIVER: Final = "gcsfuse.csi.storage.gke.io"
+#: The volume the GCS FUSE CSI driver's sidecar keeps gcsfuse's file cache on when the Pod
+#: declares it (gcs-fuse-csi-driver pkg/webhook: SidecarContainerCacheVolumeName).
+GCSFUSE_CACHE_VOLUME: Final = "gke-gcsfuse-cache"
+#: gcsfuse's option that downloads each file with several workers into the file cache
+#: (cfg/params.yaml: `file-cache.enable-parallel-downloads`, default false), and the one that
+#: fetches a whole file on a first read at an offset (`file-cache.cache-file-for-range-read`,
+#: true in gcsfuse's own aiml-serving profile). The CSI form: "section:key:value".
+PARALLEL_DOWNLOADS: Final = "file-cache:enable-parallel-downloads:true"
+WHOLE_FILE_ON_RANGE_READ: Final = "file-cache:cache-file-for-range-read:true"
 #: The queue metric the autoscaler follows, as the Custom Metrics Stackdriver Adapter names a
 #: Managed Service for Prometheus metric (`prometheus.googleapis.com|<name>|<kind>`).
 HPA_METRIC: Final = f"prometheus.googleapis.com|{Vllm.WAITING}|gauge"
@@ -132,6 +142,21 @@ def vllm_service_account(settings: Settings, gcp_service_account: CloudValue) ->
             annotations={"iam.gke.io/gcp-service-account": gcp_service_account},
         ),
     }
+
+
+def model_mount_options(settings: Settings) -> list[str]:
+    """The model volume's gcsfuse options: the owner contract, and gcsfuse's file cache with
+    parallel downloads where the node's memory holds it (serving.capacity.coldstart.file_cache),
+    its size explicit and below the cache volume's, so gcsfuse evicts before the tmpfs fills."""
+    cache = file_cache(settings)
+    if cache is None:
+        return list(FUSE_MOUNT_OPTIONS)
+    return [
+        *FUSE_MOUNT_OPTIONS,
+        f"file-cache:max-size-mb:{cache.max_size_mib}",
+        PARALLEL_DOWNLOADS,
+        WHOLE_FILE_ON_RANGE_READ,
+    ]
 
 
 def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
@@ -201,6 +226,21 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
         ],
     }
     key = compile_cache_key(settings)
+    cache = file_cache(settings)
+    # The GCS FUSE CSI driver injects its sidecar into annotated Pods only; with the file
+    # cache, the sidecar asks for the memory its cache takes (pkg/webhook/config.go: a request
+    # or a limit alone sets both).
+    annotations = {"gke-gcsfuse/volumes": "true"}
+    cache_volumes: list[dict[str, Any]] = []
+    if cache is not None:
+        memory = f"{cache.sidecar_memory_gib}Gi"
+        annotations |= {"gke-gcsfuse/memory-request": memory, "gke-gcsfuse/memory-limit": memory}
+        cache_volumes.append(
+            {
+                "name": GCSFUSE_CACHE_VOLUME,
+                "emptyDir": {"medium": "Memory", "sizeLimit": f"{cache.volume_gib}Gi"},
+            }
+        )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -216,11 +256,7 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
                 "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
             },
             "template": {
-                "metadata": {
-                    "labels": dict(POOL_LABELS),
-                    # The GCS FUSE CSI driver injects its sidecar into annotated Pods only.
-                    "annotations": {"gke-gcsfuse/volumes": "true"},
-                },
+                "metadata": {"labels": dict(POOL_LABELS), "annotations": annotations},
                 "spec": {
                     "serviceAccountName": VLLM_NAME,
                     "terminationGracePeriodSeconds": 130,
@@ -241,10 +277,11 @@ def vllm_deployment(settings: Settings, *, bucket: CloudValue) -> Manifest:
                                 "readOnly": True,
                                 "volumeAttributes": {
                                     "bucketName": bucket,
-                                    "mountOptions": ",".join(FUSE_MOUNT_OPTIONS),
+                                    "mountOptions": ",".join(model_mount_options(settings)),
                                 },
                             },
                         },
+                        *cache_volumes,
                         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
                         {
                             # Writable, and only this key's folder of the bucket (only-dir).

@@ -231,6 +231,41 @@ def test_model_mount_keeps_the_uid_gid_contract() -> None:
     assert "uid=1001 and gid=1001" in message
 
 
+def with_file_cache(option: str, cache_volume: dict[str, Any] | None) -> dict[str, Any]:
+    d = vllm("tpu-v6e")
+    attributes = pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]
+    attributes["mountOptions"] += f",{option},file-cache:enable-parallel-downloads:true"
+    if cache_volume is not None:
+        pod_spec(d)["volumes"].append({"name": "gke-gcsfuse-cache", **cache_volume})
+    return d
+
+
+def test_a_file_cache_needs_the_pods_own_cache_volume() -> None:
+    """Without a `gke-gcsfuse-cache` volume the sidecar keeps the cache in its own small
+    ephemeral storage: refused, in the CSI option's form and the flag's."""
+    for option in ("file-cache:max-size-mb:25178", "file-cache-max-size-mb=25178"):
+        (message,) = violations(model_volume_read_only, DEPLOYMENT, with_file_cache(option, None))
+        assert "declares no 'gke-gcsfuse-cache' volume" in message
+    d = vllm("tpu-v6e")
+    pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = "30Gi"
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+    assert "declares no 'gke-gcsfuse-cache' volume" in message
+
+
+def test_a_file_cache_fits_its_cache_volume() -> None:
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": "26Gi"}}
+    fits = with_file_cache("file-cache:max-size-mb:25178", memory)
+    assert violations(model_volume_read_only, DEPLOYMENT, fits) == []
+    too_big = with_file_cache("file-cache:max-size-mb:30000", memory)
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, too_big)
+    assert "larger than 'gke-gcsfuse-cache''s sizeLimit 26Gi" in message
+    # -1 is the volume's whole capacity (GKE's volume attribute reference), and 0 is off.
+    whole = with_file_cache("file-cache:max-size-mb:-1", memory)
+    assert violations(model_volume_read_only, DEPLOYMENT, whole) == []
+    off = with_file_cache("file-cache:max-size-mb:0", None)
+    assert violations(model_volume_read_only, DEPLOYMENT, off) == []
+
+
 # --- no public Gateway -------------------------------------------------------------------
 
 
