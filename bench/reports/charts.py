@@ -19,10 +19,6 @@ from bench.results.store import CellKey, RunData, slice_name, slices
 __all__ = ["ChartPlan", "Series", "plan_charts", "render_chart", "write_charts"]
 
 CHARTS_DIR = "charts"
-#: Dots per inch of a PNG chart: as wide as the docs' content column (``WIDTH_IN``, the
-#: width the docs' SVG copies are drawn at), a ``charts/*.png`` is about 800 px wide. An SVG has no
-#: dots: the same figure is the same picture in either format.
-PNG_DPI = 125
 
 _HEATMAPS = (
     ("request_throughput", "request throughput (req/s)"),
@@ -156,6 +152,7 @@ def render_chart(plan: ChartPlan, path: Path | None) -> list[tuple[str, list[flo
 
     from serving.capacity.plot_style import (
         PANEL_IN,
+        PNG_DPI,
         WIDTH_IN,
         legend_below,
         plain_numbers,

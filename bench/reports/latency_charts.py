@@ -141,9 +141,9 @@ def render_latency(plan: LatencyPlan, path: Path | None) -> dict[str, Any]:
     # their --help) start without loading matplotlib.
     import numpy as np
 
-    from bench.reports.charts import PNG_DPI
     from serving.capacity.plot_style import (
         PANEL_IN,
+        PNG_DPI,
         WIDTH_IN,
         legend_below,
         pyplot,

@@ -20,6 +20,10 @@ HEADROOM = 0.15
 WIDTH_IN = 6.4
 #: Inches of height a panel of a one-column figure takes (its legend below it included).
 PANEL_IN = 4.6
+#: Dots per inch of `gemma4 bench`'s PNG charts (``charts/*.png``): at
+#: ``WIDTH_IN``, the width the docs' SVG copies are drawn at, about 800 px wide. An SVG has no
+#: dots: the same figure is the same picture in either format.
+PNG_DPI = 125
 
 
 class PlotError(ValueError):
