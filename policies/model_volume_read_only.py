@@ -7,11 +7,16 @@ gcsfuse shows files 0644 and directories 0755 unless `file-mode`/`dir-mode` say 
 (gcsfuse docs/semantics.md). Images in `imageUsers` are checked against the mount's options;
 any other image may run as any user, so the mount must be readable by every user.
 
-A GCS FUSE CSI volume that turns on gcsfuse's file cache (`file-cache:max-size-mb` other than
-0, or the `fileCacheCapacity` attribute) needs the Pod's own `gke-gcsfuse-cache` volume: without
-one the driver's sidecar keeps the cache in its own ephemeral storage (its example requests
-5Gi), too small for a checkpoint, and a cache larger than that volume's `sizeLimit` fills it
-before gcsfuse evicts (docs/cold-start-evidence.md, "Levers not taken, and why").
+A GCS FUSE CSI volume that turns on gcsfuse's file cache needs the Pod's own `gke-gcsfuse-cache`
+volume: without one the driver's sidecar keeps the cache in its own ephemeral storage (its
+example requests 5Gi), too small for a checkpoint, and a cache larger than that volume's
+`sizeLimit` fills it before gcsfuse evicts (docs/cold-start-evidence.md, "Levers not taken, and
+why"). As the driver reads a volume (gcs-fuse-csi-driver pkg/csi_driver/utils.go,
+pkg/sidecar_mounter/sidecar_mounter_config.go): the cache is on when a config option
+`file-cache:max-size-mb:N` other than 0 gives gcsfuse a cache directory, the `fileCacheCapacity`
+attribute being turned into that option (a binary quantity in MiB, a decimal one in MB); the
+flag `file-cache-max-size-mb=N` gives no directory, so alone it leaves the cache off, but it
+overrides the size. Every size given is judged, the largest against the volume's `sizeLimit`.
 """
 
 from __future__ import annotations
@@ -65,11 +70,29 @@ CONFIG = schema(
 GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
 #: The Pod volume the GCS FUSE CSI driver's sidecar keeps the file cache on.
 CACHE_VOLUME = "gke-gcsfuse-cache"
-#: gcsfuse's `file-cache.max-size-mb`, as a CSI option (`file-cache:max-size-mb:N`) or a flag
-#: (`file-cache-max-size-mb=N`).
-_MAX_SIZE = re.compile(r"-*file-cache[:-]max-size-mb[:=](-?\d+)")
-_QUANTITY = re.compile(r"(\d+)(Mi|Gi|Ti)")
-_MIB = {"Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+#: gcsfuse's `file-cache.max-size-mb` as a CSI config option (`file-cache:max-size-mb:N`), which
+#: turns the cache on, and as a flag (`file-cache-max-size-mb=N`), which only sizes it.
+_MAX_SIZE_OPTION = re.compile(r"file-cache:max-size-mb:(-?\d+)")
+_MAX_SIZE_FLAG = re.compile(r"-*file-cache-max-size-mb=(-?\d+)")
+#: A Kubernetes quantity: a decimal number, then a binary or decimal suffix or an exponent.
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def quantity_bytes(raw: object) -> tuple[float, bool] | None:
+    """A Kubernetes quantity in bytes, and whether its suffix is binary; None if not one."""
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        return None
+    found = _QUANTITY.fullmatch(str(raw).strip())
+    if not found:
+        return None
+    number, suffix = float(found[1]), found[2] or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix], True
+    if suffix in _DECIMAL or not suffix:
+        return number * _DECIMAL.get(suffix, 1), False
+    return number * 10 ** int(suffix[1:]), False  # an exponent: e3, E-2
 
 
 def _mount_options(raw: object) -> set[str]:
@@ -87,17 +110,32 @@ def _option(options: set[str], key: str) -> str | None:
 
 
 def file_cache_mib(options: set[str], attributes: object) -> int | None:
-    """The file cache's `max-size-mb` a CSI volume asks for (-1: the cache volume's whole
-    capacity), from its mount options or its `fileCacheCapacity` attribute; None when off."""
+    """The file cache's size a CSI volume asks for, in gcsfuse's MiB: the largest it gives
+    (-1: the cache volume's whole capacity, when that is all it gives); None when the cache is
+    off. An unreadable `fileCacheCapacity` counts as on (the driver refuses the volume)."""
+    sizes: list[int] = []
+    on = False
     for option in options:
-        found = _MAX_SIZE.fullmatch(option.replace("_", "-").lower())
-        if found and int(found[1]) != 0:
-            return int(found[1])
+        normal = option.replace("_", "-").lower()
+        if found := _MAX_SIZE_OPTION.fullmatch(normal):
+            sizes.append(int(found[1]))
+            on = on or int(found[1]) != 0
+        elif found := _MAX_SIZE_FLAG.fullmatch(normal):
+            sizes.append(int(found[1]))
     capacity = get(attributes, "fileCacheCapacity")
-    if isinstance(capacity, str) and capacity.strip() not in ("", "0"):
-        size = _QUANTITY.fullmatch(capacity.strip())
-        return int(size[1]) * _MIB[size[2]] if size else -1
-    return None
+    if capacity is not None:
+        size = quantity_bytes(capacity)
+        if size is None:
+            sizes.append(-1)
+            on = True
+        else:
+            count, binary = size
+            mib = -1 if count < 0 else int(count // (2**20 if binary else 10**6))
+            sizes.append(mib)
+            on = on or count != 0
+    if not on:
+        return None
+    return max(sizes) if any(s > 0 for s in sizes) else -1
 
 
 def cache_volume_problem(resource_type: str, props: Mapping[str, Any], size_mib: int) -> str | None:
@@ -110,12 +148,26 @@ def cache_volume_problem(resource_type: str, props: Mapping[str, Any], size_mib:
             f"checkpoint. Declare {CACHE_VOLUME!r} (an emptyDir of medium Memory, with a "
             "sizeLimit above the cache)"
         )
-    limit = get(declared[0], "emptyDir", "sizeLimit")
-    size = _QUANTITY.fullmatch(limit.strip()) if isinstance(limit, str) else None
-    if size and size_mib > int(size[1]) * _MIB[size[2]]:
+    empty_dir = get(declared[0], "emptyDir")
+    if empty_dir is None:
+        return None  # a disk the Pod claims: its size is the claim's
+    limit = get(empty_dir, "sizeLimit")
+    if limit is None:
+        if get(empty_dir, "medium") != "Memory":
+            return None  # the node's disk, bounded by its ephemeral storage
+        return (
+            f"{CACHE_VOLUME!r} is an emptyDir of medium Memory without a sizeLimit, so the "
+            "cache can take the Pod's memory until it is killed. Give it a sizeLimit above "
+            "file-cache:max-size-mb"
+        )
+    size = quantity_bytes(limit)
+    if size is None:
+        return f"{CACHE_VOLUME!r}'s sizeLimit {limit!r} is not a Kubernetes quantity"
+    if size_mib > size[0] / 2**20:
         return (
             f"file-cache:max-size-mb:{size_mib} is larger than {CACHE_VOLUME!r}'s sizeLimit "
-            f"{limit}, so the volume fills before gcsfuse evicts. Keep max-size-mb below it"
+            f"{limit} ({size[0] / 2**20:.0f} MiB), so the volume fills before gcsfuse evicts. "
+            "Keep max-size-mb below it"
         )
     return None
 

@@ -242,14 +242,26 @@ def with_file_cache(option: str, cache_volume: dict[str, Any] | None) -> dict[st
 
 def test_a_file_cache_needs_the_pods_own_cache_volume() -> None:
     """Without a `gke-gcsfuse-cache` volume the sidecar keeps the cache in its own small
-    ephemeral storage: refused, in the CSI option's form and the flag's."""
-    for option in ("file-cache:max-size-mb:25178", "file-cache-max-size-mb=25178"):
-        (message,) = violations(model_volume_read_only, DEPLOYMENT, with_file_cache(option, None))
-        assert "declares no 'gke-gcsfuse-cache' volume" in message
-    d = vllm("tpu-v6e")
-    pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = "30Gi"
-    (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+    ephemeral storage: refused, whether the option or the volume attribute turns it on."""
+    (message,) = violations(
+        model_volume_read_only, DEPLOYMENT, with_file_cache("file-cache:max-size-mb:25178", None)
+    )
     assert "declares no 'gke-gcsfuse-cache' volume" in message
+    for capacity in ("30Gi", "30G", "-1"):
+        d = vllm("tpu-v6e")
+        pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = capacity
+        (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+        assert "declares no 'gke-gcsfuse-cache' volume" in message
+
+
+def test_what_leaves_the_file_cache_off_needs_no_cache_volume() -> None:
+    """The driver gives gcsfuse a cache directory only for `file-cache:max-size-mb:N` other than
+    0 (sidecar_mounter_config.go): the flag form alone, 0, or a zero capacity leave it off."""
+    for option in ("file-cache-max-size-mb=25178", "file-cache:max-size-mb:0"):
+        assert violations(model_volume_read_only, DEPLOYMENT, with_file_cache(option, None)) == []
+    d = vllm("tpu-v6e")
+    pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = "0Gi"
+    assert violations(model_volume_read_only, DEPLOYMENT, d) == []
 
 
 def test_a_file_cache_fits_its_cache_volume() -> None:
@@ -259,11 +271,58 @@ def test_a_file_cache_fits_its_cache_volume() -> None:
     too_big = with_file_cache("file-cache:max-size-mb:30000", memory)
     (message,) = violations(model_volume_read_only, DEPLOYMENT, too_big)
     assert "larger than 'gke-gcsfuse-cache''s sizeLimit 26Gi" in message
-    # -1 is the volume's whole capacity (GKE's volume attribute reference), and 0 is off.
+    # -1 is the volume's whole capacity (GKE's volume attribute reference).
     whole = with_file_cache("file-cache:max-size-mb:-1", memory)
     assert violations(model_volume_read_only, DEPLOYMENT, whole) == []
-    off = with_file_cache("file-cache:max-size-mb:0", None)
-    assert violations(model_volume_read_only, DEPLOYMENT, off) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "limit", "fits"),
+    [
+        ("file-cache:max-size-mb:25178", "27000Mi", True),
+        ("file-cache:max-size-mb:25178", "26G", False),  # 24,796 MiB: decimal gigabytes
+        ("file-cache:max-size-mb:25178", "27917287424", True),  # 26Gi in bytes
+        ("file-cache:max-size-mb:25178", "24Gi", False),
+        # Duplicates: the largest is judged, whatever the order (the driver sorts the options).
+        ("file-cache:max-size-mb:100,file-cache:max-size-mb:40000", "26Gi", False),
+        ("file-cache:max-size-mb:40000,file-cache:max-size-mb:100", "26Gi", False),
+        # The flag overrides the config option's size: judged too.
+        ("file-cache:max-size-mb:-1,file-cache-max-size-mb=40000", "26Gi", False),
+    ],
+)
+def test_every_size_is_judged_against_the_sizelimit_in_its_units(
+    option: str, limit: str, fits: bool
+) -> None:
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": limit}}
+    found = violations(model_volume_read_only, DEPLOYMENT, with_file_cache(option, memory))
+    assert (found == []) is fits, found
+    if not fits:
+        assert f"sizeLimit {limit}" in found[0]
+
+
+def test_a_capacity_attribute_is_sized_as_the_driver_converts_it() -> None:
+    """`fileCacheCapacity` "30G" is 30,000 MB to the driver, over a 26Gi volume (26,624 MiB);
+    "25Gi" is 25,600 MiB, under it."""
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": "26Gi"}}
+    for capacity, fits in (("30G", False), ("25Gi", True)):
+        d = with_file_cache("file-cache:max-size-mb:0", memory)
+        pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = capacity
+        assert (violations(model_volume_read_only, DEPLOYMENT, d) == []) is fits
+
+
+def test_a_memory_cache_volume_needs_a_readable_size_limit() -> None:
+    """A memory-backed cache volume without a sizeLimit holds the cache only until the Pod is
+    killed; a disk-backed one is bounded by the node's ephemeral storage."""
+    bare = with_file_cache("file-cache:max-size-mb:-1", {"emptyDir": {"medium": "Memory"}})
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, bare)
+    assert "medium Memory without a sizeLimit" in message
+    disk = with_file_cache("file-cache:max-size-mb:-1", {"emptyDir": {}})
+    assert violations(model_volume_read_only, DEPLOYMENT, disk) == []
+    odd = {"emptyDir": {"medium": "Memory", "sizeLimit": "lots"}}
+    (message,) = violations(
+        model_volume_read_only, DEPLOYMENT, with_file_cache("file-cache:max-size-mb:1", odd)
+    )
+    assert "sizeLimit 'lots' is not a Kubernetes quantity" in message
 
 
 # --- no public Gateway -------------------------------------------------------------------
