@@ -153,8 +153,16 @@ def report(
     }
 
 
+def phase(start: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The phase ``name`` of one start; ValueError naming the start and the phase otherwise."""
+    for found in start.get("phases") or ():
+        if found.get("name") == name:
+            return dict(found)
+    raise ValueError(f"{start.get('cache', 'a')} start: no {name!r} phase in its log")
+
+
 def compile_seconds(start: Mapping[str, Any]) -> float:
-    return float(next(p["seconds"] for p in start["phases"] if p["name"] == COMPILE))
+    return float(phase(start, COMPILE)["seconds"])
 
 
 #: A p10 to p90 band leaves out a fifth of what happens: a model right about every phase still
@@ -197,7 +205,7 @@ def speed(starts: Sequence[Mapping[str, Any]], reference_s: float) -> float:
     taken on: the geometric middle of the starts' imports (:data:`IMPORTS`: single-threaded
     Python, the same work in every start, untouched by any cache) over ``reference_s``, the
     reference machine's (the ``cpu-imports`` figure)."""
-    seconds = [next(p["seconds"] for p in s["phases"] if p["name"] == IMPORTS) for s in starts]
+    seconds = [float(phase(s, IMPORTS)["seconds"]) for s in starts]
     return float(math.prod(seconds) ** (1 / len(seconds)) / reference_s)
 
 
@@ -213,7 +221,19 @@ def model_phases(start: Mapping[str, Any]) -> dict[str, float]:
     core and worker processes, model loading less its weights), model class inspection, the
     weights, torch.compile, and the warm-up and server start after it (the compiled model's
     warm-up run, the KV cache, the API server)."""
-    p = {x["name"]: x for x in start["phases"]}
+    p = {
+        name: phase(start, name)
+        for name in (
+            IMPORTS,
+            "model class inspection",
+            "engine core process",
+            "worker process",
+            "model loading",
+            "of which weight loading (vLLM)",
+            COMPILE,
+            "API server start",
+        )
+    }
     weights = p["of which weight loading (vLLM)"]["seconds"]
     engine = sum(p[name]["seconds"] for name in ("engine core process", "worker process"))
     ready = p["API server start"]["at_s"]

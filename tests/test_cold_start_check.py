@@ -236,6 +236,22 @@ def test_the_model_and_a_start_must_name_the_same_phases() -> None:
         coldstart.against_model(_start("cold"), bands[1:])
 
 
+def test_a_start_missing_a_phase_is_named_not_a_traceback() -> None:
+    """A start recorded without one of the phases the model or the speed probe reads (a JSON
+    edited by hand, an older run) is a ValueError naming the start and the phase."""
+    start = _start("warm")
+    for name in ("of which weight loading (vLLM)", coldstart.IMPORTS, coldstart.COMPILE):
+        lacking = {**start, "phases": [p for p in start["phases"] if p["name"] != name]}
+        with pytest.raises(ValueError, match=rf"warm start: no '{re.escape(name)}' phase"):
+            coldstart.model_phases(lacking)
+    lacking = {**start, "phases": [p for p in start["phases"] if p["name"] != coldstart.IMPORTS]}
+    with pytest.raises(ValueError, match="warm start: no 'imports"):
+        coldstart.speed([lacking], 6.68)
+    lacking = {**start, "phases": [p for p in start["phases"] if p["name"] != coldstart.COMPILE]}
+    with pytest.raises(ValueError, match=r"warm start: no 'torch\.compile' phase"):
+        coldstart.exit_status(_report(_start("cold"), lacking))
+
+
 def test_a_phase_band_is_its_median_over_and_times_its_spread() -> None:
     for cache_hit in (False, True):
         rows = model.bands(model.cpu_path(), TINY_BYTES, cache_hit)
