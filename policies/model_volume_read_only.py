@@ -8,8 +8,9 @@ gcsfuse shows files 0644 and directories 0755 unless `file-mode`/`dir-mode` say 
 any other image may run as any user, so the mount must be readable by every user.
 
 A GCS FUSE CSI volume that turns on gcsfuse's file cache needs the Pod's own `gke-gcsfuse-cache`
-volume: without one the driver's sidecar keeps the cache in its own ephemeral storage (its
-example requests 5Gi), too small for a checkpoint, and a cache larger than that volume's
+volume: without one the driver's webhook adds an emptyDir of that name on the node's disk,
+bounded by the sidecar's ephemeral storage (5Gi by the driver's default request and limit,
+cmd/webhook/main.go), too small for a checkpoint, and a cache larger than that volume's
 `sizeLimit` fills it before gcsfuse evicts (docs/cold-start-evidence.md, "Levers not taken, and
 why"). As the driver reads a volume (gcs-fuse-csi-driver pkg/csi_driver/utils.go,
 pkg/sidecar_mounter/sidecar_mounter_config.go): the cache is on when a config option
@@ -144,7 +145,7 @@ def cache_volume_problem(resource_type: str, props: Mapping[str, Any], size_mib:
     if not declared:
         return (
             f"the Pod declares no {CACHE_VOLUME!r} volume, so the CSI driver's sidecar keeps the "
-            "cache in its own ephemeral storage (its example requests 5Gi), too small for a "
+            "cache in its own ephemeral storage (5Gi by the driver's default), too small for a "
             f"checkpoint. Declare {CACHE_VOLUME!r} (an emptyDir of medium Memory, with a "
             "sizeLimit above the cache)"
         )
