@@ -17,7 +17,9 @@ pkg/sidecar_mounter/sidecar_mounter_config.go): the cache is on when a config op
 `file-cache:max-size-mb:N` other than 0 gives gcsfuse a cache directory, the `fileCacheCapacity`
 attribute being turned into that option (a binary quantity in MiB, a decimal one in MB); the
 flag `file-cache-max-size-mb=N` gives no directory, so alone it leaves the cache off, but it
-overrides the size. Every size given is judged, the largest against the volume's `sizeLimit`.
+overrides the size. Every size given is judged, the largest of each volume, and the Pod's
+volumes together (each keeps its cache in its own folder of the one cache volume) against its
+`sizeLimit`.
 """
 
 from __future__ import annotations
@@ -166,7 +168,8 @@ def cache_volume_problem(resource_type: str, props: Mapping[str, Any], size_mib:
         return f"{CACHE_VOLUME!r}'s sizeLimit {limit!r} is not a Kubernetes quantity"
     if size_mib > size[0] / 2**20:
         return (
-            f"file-cache:max-size-mb:{size_mib} is larger than {CACHE_VOLUME!r}'s sizeLimit "
+            f"{size_mib} MiB of file cache (file-cache:max-size-mb, every volume's together) "
+            f"is larger than {CACHE_VOLUME!r}'s sizeLimit "
             f"{limit} ({size[0] / 2**20:.0f} MiB), so the volume fills before gcsfuse evicts. "
             "Keep max-size-mb below it"
         )
@@ -269,22 +272,25 @@ def validate_model_volume_read_only(
     gid = setting_int(args, CONFIG, "gid")
     all_containers = containers(args.resource_type, args.props)
     if args.resource_type in POD_TEMPLATES:
+        # Every GCS FUSE volume of the Pod keeps its cache in its own folder of the one cache
+        # volume (the sidecar's CacheDir, .volumes/<name>): their sizes add up.
+        cached: dict[str, int] = {}
         for volume in volumes(args.resource_type, args.props):
-            if get(volume, "csi", "driver") != GCSFUSE_DRIVER or is_cache_volume(volume):
+            if get(volume, "csi", "driver") != GCSFUSE_DRIVER:
                 continue
             attributes = get(volume, "csi", "volumeAttributes")
             size_mib = file_cache_mib(_mount_options(get(attributes, "mountOptions")), attributes)
-            problem = (
-                None
-                if size_mib is None
-                else cache_volume_problem(args.resource_type, args.props, size_mib)
+            if size_mib is not None:
+                cached[str(get(volume, "name"))] = size_mib
+        total = sum(s for s in cached.values() if s > 0) or -1
+        problem = cache_volume_problem(args.resource_type, args.props, total) if cached else None
+        if problem is not None:
+            which = ", ".join(repr(n) for n in cached)
+            report_violation(
+                f"{args.name}: Cloud Storage volume{'s' * (len(cached) > 1)} {which} "
+                f"turn{'s' * (len(cached) == 1)} on gcsfuse's file cache, but {problem}.",
+                None,
             )
-            if problem is not None:
-                report_violation(
-                    f"{args.name}: Cloud Storage volume {get(volume, 'name')!r} turns on "
-                    f"gcsfuse's file cache, but {problem}.",
-                    None,
-                )
     for name, read_only, options, how in _bucket_volumes(args.resource_type, args.props):
         users = [
             c

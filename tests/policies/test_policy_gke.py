@@ -300,6 +300,20 @@ def test_every_size_is_judged_against_the_sizelimit_in_its_units(
         assert f"sizeLimit {limit}" in found[0]
 
 
+def test_the_pods_file_caches_share_one_cache_volume() -> None:
+    """The sidecar keeps each volume's cache in its own folder of `gke-gcsfuse-cache`: two
+    caches of 20,000 MiB each fit a 26Gi volume alone, not together."""
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": "26Gi"}}
+    d = with_file_cache("file-cache:max-size-mb:20000", memory)
+    assert violations(model_volume_read_only, DEPLOYMENT, d) == []
+    second = copy.deepcopy(pod_spec(d)["volumes"][0])
+    second["name"] = "more-models"
+    pod_spec(d)["volumes"].append(second)
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+    assert "volumes 'models', 'more-models' turn on gcsfuse's file cache" in message
+    assert "40000 MiB of file cache" in message
+
+
 def test_a_capacity_attribute_is_sized_as_the_driver_converts_it() -> None:
     """`fileCacheCapacity` "30G" is 30,000 MB to the driver, over a 26Gi volume (26,624 MiB);
     "25Gi" is 25,600 MiB, under it."""
