@@ -154,8 +154,8 @@ def test_tpu_probes_allow_minutes_of_compilation() -> None:
     rendered = render(stack_config("gke-tpu-v6e"), "gke-tpu-v6e")
     container = vllm(rendered)["spec"]["template"]["spec"]["containers"][0]
     probe = container["startupProbe"]
-    # vLLM TPU's Gemma 4 start-up timeout was raised to 1800 s (tpu-inference PR #2722): the
-    # probe derived from the cold start prediction must outlast it.
+    # tpu-inference's CI waits up to 1800 s for Gemma 4 to start (its PR #2722): the probe
+    # derived from the cold start prediction must outlast it.
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 1800
     assert probe["httpGet"] == {"path": "/health", "port": 8000}
 

@@ -40,7 +40,7 @@ def test_the_probe_allows_twice_the_first_starts_p90_and_no_more_than_one_period
     assert probe is not None
     want = 2 * _p90(settings, inside=True)
     if settings.profile.platform is Platform.TPU:
-        # Never shorter than vLLM TPU's own start-up timeout (tpu-inference PR #2722).
+        # Never shorter than tpu-inference CI's wait for Gemma 4's start (its PR #2722).
         want = max(want, start_budget.TPU_ENGINE_START_S)
     assert (
         want
