@@ -115,7 +115,8 @@ def _option(options: set[str], key: str) -> str | None:
 def file_cache_mib(options: set[str], attributes: object) -> int | None:
     """The file cache's size a CSI volume asks for, in gcsfuse's MiB: the largest it gives
     (-1: the cache volume's whole capacity, when that is all it gives); None when the cache is
-    off. An unreadable `fileCacheCapacity` counts as on (the driver refuses the volume)."""
+    off. ValueError for a `fileCacheCapacity` that is not a quantity (the driver refuses the
+    volume: gcs-fuse-csi-driver pkg/csi_driver/utils.go)."""
     sizes: list[int] = []
     on = False
     for option in options:
@@ -129,13 +130,13 @@ def file_cache_mib(options: set[str], attributes: object) -> int | None:
     if capacity is not None:
         size = quantity_bytes(capacity)
         if size is None:
-            sizes.append(-1)
-            on = True
-        else:
-            count, binary = size
-            mib = -1 if count < 0 else int(count // (2**20 if binary else 10**6))
-            sizes.append(mib)
-            on = on or count != 0
+            raise ValueError(
+                f"fileCacheCapacity {capacity!r} is not a Kubernetes quantity (500Mi, 10Gi, -1 "
+                "or 0), so the CSI driver refuses to mount the volume"
+            )
+        count, binary = size
+        sizes.append(-1 if count < 0 else int(count // (2**20 if binary else 10**6)))
+        on = on or count != 0
     if not on:
         return None
     return max(sizes) if any(s > 0 for s in sizes) else -1
@@ -279,7 +280,15 @@ def validate_model_volume_read_only(
             if get(volume, "csi", "driver") != GCSFUSE_DRIVER:
                 continue
             attributes = get(volume, "csi", "volumeAttributes")
-            size_mib = file_cache_mib(_mount_options(get(attributes, "mountOptions")), attributes)
+            try:
+                size_mib = file_cache_mib(
+                    _mount_options(get(attributes, "mountOptions")), attributes
+                )
+            except ValueError as exc:
+                report_violation(
+                    f"{args.name}: Cloud Storage volume {get(volume, 'name')!r}: {exc}.", None
+                )
+                continue
             if size_mib is not None:
                 cached[str(get(volume, "name"))] = size_mib
         total = sum(s for s in cached.values() if s > 0) or -1

@@ -300,6 +300,15 @@ def test_every_size_is_judged_against_the_sizelimit_in_its_units(
         assert f"sizeLimit {limit}" in found[0]
 
 
+def test_a_capacity_that_is_no_quantity_is_named() -> None:
+    # The driver refuses the volume ("only accepts a valid Quantity value"): the Pod never starts.
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": "26Gi"}}
+    d = with_file_cache("file-cache:max-size-mb:0", memory)
+    pod_spec(d)["volumes"][0]["csi"]["volumeAttributes"]["fileCacheCapacity"] = "lots"
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+    assert "fileCacheCapacity 'lots' is not a Kubernetes quantity" in message
+
+
 def test_the_pods_file_caches_share_one_cache_volume() -> None:
     """The sidecar keeps each volume's cache in its own folder of `gke-gcsfuse-cache`: two
     caches of 20,000 MiB each fit a 26Gi volume alone, not together."""
