@@ -254,8 +254,10 @@ def against_model(
     """Each of the model's phases and its total (``bands``: name, p10, p50, p90, as
     :func:`serving.capacity.coldstart.bands` gives them) beside what ``start`` measured:
     ``{name, measured, p10, p50, p90, within}``, within the band widened by
-    :data:`RESOLUTION_S` each side. A model phase the start has no measure of, or a measured
-    one the model lacks, is a KeyError naming it: the two must partition the same time."""
+    :data:`RESOLUTION_S` each side. A start missing a log phase the mapping reads is a
+    ValueError naming it (:func:`model_phases`); a model phase the mapping has no measure of,
+    or a measured one the model lacks, a KeyError naming both lists: the two must partition
+    the same time."""
     measured = model_phases(start)
     if {b[0] for b in bands} != set(measured):
         raise KeyError(
