@@ -77,6 +77,9 @@ CACHE_VOLUME = "gke-gcsfuse-cache"
 #: turns the cache on, and as a flag (`file-cache-max-size-mb=N`), which only sizes it.
 _MAX_SIZE_OPTION = re.compile(r"file-cache:max-size-mb:(-?\d+)")
 _MAX_SIZE_FLAG = re.compile(r"-*file-cache-max-size-mb=(-?\d+)")
+#: A config option written with a flag's '=' (`file-cache:max-size-mb=N`): the driver passes an
+#: option with '=' to gcsfuse as a flag (`--file-cache:max-size-mb=N`), one gcsfuse has not.
+_MIXED = re.compile(r"(file-cache:[a-z0-9-]+)=(.*)")
 #: A Kubernetes quantity: a decimal number, then a binary or decimal suffix or an exponent.
 _QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -280,10 +283,18 @@ def validate_model_volume_read_only(
             if get(volume, "csi", "driver") != GCSFUSE_DRIVER:
                 continue
             attributes = get(volume, "csi", "volumeAttributes")
+            options = _mount_options(get(attributes, "mountOptions"))
+            for option in sorted(options):
+                if mixed := _MIXED.fullmatch(option.lower()):
+                    report_violation(
+                        f"{args.name}: Cloud Storage volume {get(volume, 'name')!r}: mount option "
+                        f"{option!r} has a flag's '=' in gcsfuse's config form, so the CSI driver "
+                        f"passes it to gcsfuse as the flag --{mixed[1]}, which gcsfuse does not "
+                        f"know. Write {mixed[1]}:{mixed[2]}.",
+                        None,
+                    )
             try:
-                size_mib = file_cache_mib(
-                    _mount_options(get(attributes, "mountOptions")), attributes
-                )
+                size_mib = file_cache_mib(options, attributes)
             except ValueError as exc:
                 report_violation(
                     f"{args.name}: Cloud Storage volume {get(volume, 'name')!r}: {exc}.", None

@@ -309,6 +309,16 @@ def test_a_capacity_that_is_no_quantity_is_named() -> None:
     assert "fileCacheCapacity 'lots' is not a Kubernetes quantity" in message
 
 
+def test_a_config_option_written_with_equals_is_named() -> None:
+    """`file-cache:max-size-mb=N` has '=': the driver passes it to gcsfuse as a flag
+    (sidecar_mounter_config.go), `--file-cache:max-size-mb=N`, which gcsfuse has not."""
+    memory = {"emptyDir": {"medium": "Memory", "sizeLimit": "26Gi"}}
+    d = with_file_cache("file-cache:max-size-mb=25178", memory)
+    (message,) = violations(model_volume_read_only, DEPLOYMENT, d)
+    assert "'file-cache:max-size-mb=25178' has a flag's '='" in message
+    assert "Write file-cache:max-size-mb:25178." in message
+
+
 def test_the_pods_file_caches_share_one_cache_volume() -> None:
     """The sidecar keeps each volume's cache in its own folder of `gke-gcsfuse-cache`: two
     caches of 20,000 MiB each fit a 26Gi volume alone, not together."""
