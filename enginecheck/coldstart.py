@@ -172,15 +172,14 @@ OUTSIDE_SHARE = 0.2
 
 
 def outside(doc: Mapping[str, Any]) -> tuple[list[str], int, list[str]]:
-    """The phases of both starts outside their band (``cache: name``; the speed probe,
-    :data:`IMPORTS`' model row, is not judged: the model was scaled by it), how many were
-    judged, and the totals outside theirs."""
+    """The judged phases of both starts outside their band (``cache: name``; ``judged`` in
+    :func:`against_model`), how many were judged, and the totals outside theirs."""
     phases, totals, judged = [], [], 0
     for start in doc["starts"]:
         for row in start["model"]:
             if row["name"] == "total":
                 totals += [] if row["within"] else [f"{start['cache']}: total"]
-            elif row["name"] != "imports":
+            elif row["judged"]:
                 judged += 1
                 phases += [] if row["within"] else [f"{start['cache']}: {row['name']}"]
     return phases, judged, totals
@@ -253,8 +252,12 @@ def against_model(
 ) -> list[dict[str, Any]]:
     """Each of the model's phases and its total (``bands``: name, p10, p50, p90, as
     :func:`serving.capacity.coldstart.bands` gives them) beside what ``start`` measured:
-    ``{name, measured, p10, p50, p90, within}``, within the band widened by
-    :data:`RESOLUTION_S` each side. A start missing a log phase the mapping reads is a
+    ``{name, measured, p10, p50, p90, within, judged}``, within the band widened by
+    :data:`RESOLUTION_S` each side. ``judged``: the row counts in :func:`outside`: not the
+    speed probe (:data:`IMPORTS`' row: the model was scaled by it), not the total (judged on
+    its own), and not a phase whose band is narrower than the log resolves (twice
+    :data:`RESOLUTION_S`: the weights, a class inspection answered from the cache), which no
+    measurement could fall outside. A start missing a log phase the mapping reads is a
     ValueError naming it (:func:`model_phases`); a model phase the mapping has no measure of,
     or a measured one the model lacks, a KeyError naming both lists: the two must partition
     the same time."""
@@ -272,6 +275,7 @@ def against_model(
             "p50": round(p50, 2),
             "p90": round(p90, 2),
             "within": p10 - RESOLUTION_S <= measured[name] <= p90 + RESOLUTION_S,
+            "judged": name not in ("imports", "total") and p90 - p10 >= 2 * RESOLUTION_S,
         }
         for name, p10, p50, p90 in bands
     ]
