@@ -220,6 +220,18 @@ def test_replay_keeps_the_traces_order_and_its_own_times() -> None:
     later, first = replay(model, trace)
     assert first == pytest.approx(alone[0])  # alone: the other came after it ended
     assert later == pytest.approx(alone[0])
+    # A client's next request on its answer: sent after the first ended, it runs alone too,
+    # where the same two sent together share their steps.
+    together = [TraceRequest(0.0, 512, 64)] * 2
+    chained = replay(model, together, [None, (0, 0.5)])
+    assert [t for pair in chained for t in pair] == pytest.approx([*alone[0], *alone[0]])
+    assert replay(model, together)[0][1] > alone[0][1]
+    with pytest.raises(ValueError, match="cycle"):
+        replay(model, together, [(1, 0.0), (0, 0.0)])
+    with pytest.raises(ValueError, match="request 1 follows 1"):
+        replay(model, together, [None, (1, 0.0)])
+    with pytest.raises(ValueError, match="one entry per request"):
+        replay(model, together, [None])
     with pytest.raises(ValueError, match="at least one request"):
         replay(model, [])
     with pytest.raises(ValueError, match="output_tokens must be an integer"):
