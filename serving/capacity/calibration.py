@@ -24,6 +24,7 @@ from typing import Any, TypeGuard
 from serving.capacity import itl_spread, start_records
 from serving.capacity.acceptance import AcceptanceError, cell_counts, run_acceptance
 from serving.capacity.perf import Coefficients, Speculation, StepModel, Workload
+from serving.capacity.simulate import TraceRequest, replay
 
 CALIBRATIONS_DIR = Path(__file__).resolve().parent.parent / "data" / "calibrations"
 MAX_FILE_BYTES = 256 * 1024
@@ -51,6 +52,15 @@ class Observation:
     e2e_s: float | None
     output_tokens_per_s: float | None
     accepted_length: float | None
+    #: The cell's requests as its client sent them (seconds, lengths; :func:`replayed`), the
+    #: first ``lead`` of them the requests already in flight when its window opened: predicted
+    #: through the scheduler simulation replaying them, not the closed forms. Empty: the closed
+    #: forms (a steady state, every request's prefill spread evenly over the steps).
+    sent: tuple[TraceRequest, ...] = ()
+    #: For each of ``sent``: None (sent at its time), or (index, think): sent ``think`` seconds
+    #: after that request's answer (a closed loop's client; :func:`simulate.replay`).
+    after: tuple[tuple[int, float] | None, ...] = ()
+    lead: int = 0
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -78,11 +88,14 @@ def observations(
     max_num_seqs: int,
     min_requests: int = MIN_CELL_REQUESTS,
     num_speculative_tokens: int | None = None,
+    records: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> list[Observation]:
     """The measured, closed-loop cells with a step time and at least ``min_requests``
     completed requests; others are left out. Each cell's accepted length comes from its
     spec-decode counters, checked against the stack (``num_speculative_tokens`` None: no MTP;
-    :func:`serving.capacity.acceptance.cell_counts` refuses inconsistent ones)."""
+    :func:`serving.capacity.acceptance.cell_counts` refuses inconsistent ones). A cell whose
+    id has request records in ``records`` (the benchmark's ``requests/<cell id>.jsonl`` rows)
+    is observed through them: :func:`replayed`."""
     out: list[Observation] = []
     for r in cells:
         if r.get("status") != "ok" or r.get("request_rate") is not None:
@@ -128,20 +141,118 @@ def observations(
             if client_e2e
             else _num(r, "output_throughput")
         )
-        out.append(
-            Observation(
-                cell=str(r.get("id", "")),
-                concurrency=concurrency,
-                batch=batch,
-                prompt_tokens=prompt,
-                output_tokens=output,
-                step_s=step_ms / 1000.0,
-                ttft_s=ttft / 1000.0 if ttft else None,
-                e2e_s=e2e / 1000.0 if e2e else None,
-                output_tokens_per_s=rate,
-                accepted_length=accepted,
-            )
+        observation = Observation(
+            cell=str(r.get("id", "")),
+            concurrency=concurrency,
+            batch=batch,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            step_s=step_ms / 1000.0,
+            ttft_s=ttft / 1000.0 if ttft else None,
+            e2e_s=e2e / 1000.0 if e2e else None,
+            output_tokens_per_s=rate,
+            accepted_length=accepted,
         )
+        rows = records.get(observation.cell) if records else None
+        out.append(observation if rows is None else replayed(observation, rows, min_requests))
+    return out
+
+
+def _record_number(row: Mapping[str, Any], key: str, where: str, low: float = 0.0) -> float:
+    value = row.get(key)
+    if not _is_number(value) or not math.isfinite(value) or value < low:
+        raise CalibrationError(
+            f"{where}: {key} must be a number of at least {low:g}, got {value!r}"
+        )
+    return float(value)
+
+
+def replayed(
+    o: Observation, rows: Sequence[Mapping[str, Any]], min_requests: int = MIN_CELL_REQUESTS
+) -> Observation:
+    """A closed-loop cell observed through its request records (``start_s``, ``ttft_s``,
+    ``e2e_s``, ``prompt_tokens``, ``output_tokens``, ``ok``; the client's view): its measured
+    TTFT, step and E2E are the means over its answered requests, and it is predicted by
+    replaying their sends through the scheduler simulation (:func:`predict`), whatever the
+    client's sends were: waves of prompts sent together, a stagger, or a mix. The records hold
+    the measured requests only. Each send that came on a measured answer (a client's next
+    request, :func:`_closed_loop_links`) is replayed on the simulated answer, the same time
+    after it; the requests already in flight when the window opened are put back as the
+    ``lead``: one before each send no measured answer came before, with its lengths, sent so
+    that at the measured speed it ends there (the window's first requests meet the load they
+    met, and the simulated engine never holds more than the client had in flight). Failed
+    requests are left out. CalibrationError names a bad row."""
+    measured: list[tuple[TraceRequest, float, float]] = []
+    for n, row in enumerate(rows, 1):
+        where = f"cell {o.cell}, request record {n}"
+        if row.get("ok") is not True:
+            continue
+        prompt, output = row.get("prompt_tokens"), row.get("output_tokens")
+        if (
+            not (isinstance(prompt, int) and isinstance(output, int) and min(prompt, output) >= 1)
+            or isinstance(prompt, bool)
+            or isinstance(output, bool)
+        ):
+            raise CalibrationError(f"{where}: prompt_tokens and output_tokens must be counts")
+        sent = _record_number(row, "start_s", where)
+        ttft = _record_number(row, "ttft_s", where)
+        e2e = _record_number(row, "e2e_s", where, low=ttft)
+        if output < 2:
+            continue  # no token gap: says nothing of a step
+        measured.append((TraceRequest(sent, prompt, output), ttft, e2e))
+    if len(measured) < min_requests:
+        raise CalibrationError(
+            f"cell {o.cell}: {len(measured)} answered requests of at least 2 tokens in its "
+            f"records, at least {min_requests} needed"
+        )
+    measured.sort(key=lambda m: m[0].arrival_s)
+    links = _closed_loop_links([(r.arrival_s, r.arrival_s + e) for r, _, e in measured])
+    thinks = [think for link in links if link is not None for think in (link[1],)]
+    think = statistics.median(thinks) if thinks else 0.0
+    # One lead request before each send that follows no measured answer (the window's first,
+    # one per client): sent so that, at the measured speed, it ends where that client's first
+    # measured request is sent.
+    n = sum(1 for link in links if link is None)
+    lead: list[TraceRequest] = []
+    after: list[tuple[int, float] | None] = [None] * n
+    for (r, _, e2e), link in zip(measured, links, strict=True):
+        if link is None:
+            after.append((len(lead), think))
+            lead.append(TraceRequest(r.arrival_s - think - e2e, r.prompt_tokens, r.output_tokens))
+        else:
+            after.append((link[0] + n, link[1]))
+    per_step = o.accepted_length or 1.0
+    return replace(
+        o,
+        ttft_s=statistics.fmean(t for _, t, _ in measured),
+        e2e_s=statistics.fmean(e for _, _, e in measured),
+        step_s=per_step * statistics.fmean((e - t) / (r.output_tokens - 1) for r, t, e in measured),
+        output_tokens_per_s=None,
+        sent=(*lead, *(r for r, _, _ in measured)),
+        after=tuple(after),
+        lead=n,
+    )
+
+
+def _closed_loop_links(spans: Sequence[tuple[float, float]]) -> list[tuple[int, float] | None]:
+    """For each request (send, end), sends ascending, of a closed loop: the request whose
+    answer its client was waiting on, and how long after that answer it was sent, as
+    ``(index, seconds)``; None for a send no measured answer came before (its client's first
+    in the window). Each answer frees one client: a send follows the latest answer not yet
+    followed that ended before it."""
+    free: list[int] = []  # answers ended and not yet followed, by end
+    ends = sorted(range(len(spans)), key=lambda i: spans[i][1])
+    k = 0
+    out: list[tuple[int, float] | None] = []
+    for sent, _ in spans:
+        while k < len(ends) and spans[ends[k]][1] <= sent + 1e-9:
+            free.append(ends[k])
+            k += 1
+        if free:
+            j = free.pop()
+            out.append((j, max(0.0, sent - spans[j][1])))
+        else:
+            out.append(None)
     return out
 
 
@@ -166,7 +277,7 @@ def _loss(base: StepModel, obs: Sequence[Observation], coefficients: Coefficient
     for o in obs:
         p = predict(model, o)
         total += math.log(p["itl"] / o.step_s) ** 2
-        if o.ttft_s and o.batch <= TTFT_LOAD_LIMIT * base.max_num_seqs + 1:
+        if o.ttft_s and (o.sent or o.batch <= TTFT_LOAD_LIMIT * base.max_num_seqs + 1):
             total += math.log(p["ttft"] / o.ttft_s) ** 2
     return total
 
@@ -193,19 +304,36 @@ def fit(base: StepModel, obs: Sequence[Observation]) -> Coefficients:
     return _cached_fit(base, tuple(obs))
 
 
+def _make(v: Mapping[str, float]) -> Coefficients | None:
+    try:
+        return Coefficients(**v)
+    except ValueError:
+        return None
+
+
 @functools.lru_cache(maxsize=32)
 def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     if len(obs) < 2:
         raise CalibrationError(f"need at least 2 measured closed-loop cells, got {len(obs)}")
     _physical(base, obs)
-    values = dict(base.coefficients.as_dict())
+    # Cells replayed through the simulation cost a few hundred simulated requests a loss: the
+    # search stops at steps 10 times coarser (0.1 % of a step, ~1 % of an efficiency).
+    coarse = 10.0 if any(o.sent for o in obs) else 1.0
+    values = _staged(base, obs, dict(base.coefficients.as_dict()), {}, coarse)
+    return _checked(base, obs, values, _make)
 
-    def make(v: Mapping[str, float]) -> Coefficients | None:
-        try:
-            return Coefficients(**v)
-        except ValueError:
-            return None
 
+def _staged(
+    base: StepModel,
+    obs: Sequence[Observation],
+    values: dict[str, float],
+    losses: dict[tuple[tuple[str, float], ...], float],
+    coarse: float = 1.0,
+) -> dict[str, float]:
+    """The pattern search in stages from ``values``; ``losses`` holds each point tried (the
+    search comes back to points it has tried: a step back from where it moved, each stage's
+    start; the loss is a pure function of the coefficients for this base and these cells);
+    ``coarse`` multiplies the steps it stops at."""
     # First the decode terms alone (the steps pin bandwidth efficiency and the per-step
     # constant), then the prefill terms (the TTFTs), then the decode terms again (chunked
     # prefills ride in decode steps, so the steps of prompt-heavy cells depend on the prefill
@@ -213,13 +341,9 @@ def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     # a local minimum 100x worse than the truth on a synthetic run with known coefficients.
     decode = ("bandwidth_efficiency", "step_overhead_s")
     prefill = ("prefill_compute_efficiency", "prefill_overhead_s")
-    # The loss of each point tried, by its coefficients: the search comes back to points it
-    # has tried (a step back from where it moved, each stage's start), and the loss is a pure
-    # function of the coefficients for this base and these cells.
-    losses: dict[tuple[tuple[str, float], ...], float] = {}
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
-        values = _search(base, obs, values, names, make, losses)
-    return _checked(base, obs, values, make)
+        values = _search(base, obs, values, names, _make, losses, coarse)
+    return values
 
 
 def _search(
@@ -229,6 +353,7 @@ def _search(
     names: Sequence[str],
     make: Any,
     losses: dict[tuple[tuple[str, float], ...], float],
+    coarse: float = 1.0,
 ) -> dict[str, float]:
     """Pattern search over ``names`` from ``start`` (efficiencies in log steps within (0, 1],
     constants in [0, 10] s); ``losses`` holds the loss of each point already tried."""
@@ -265,7 +390,7 @@ def _search(
         if not improved:
             for name in steps:
                 steps[name] /= 2.0
-            if all(s < (1e-3 if n in _LOG else 1e-6) for n, s in steps.items()):
+            if all(s < coarse * (1e-3 if n in _LOG else 1e-6) for n, s in steps.items()):
                 break
     return values
 
@@ -290,8 +415,20 @@ def _checked(
 
 
 def predict(model: StepModel, o: Observation) -> dict[str, float]:
-    """The model's figures for one observed cell (same concurrency, lengths, acceptance)."""
+    """The model's figures for one observed cell (same concurrency, lengths, acceptance): its
+    requests replayed through the scheduler simulation when it has them (means over the
+    measured ones, the lead left out), else the closed forms."""
     m = _model_for(model, o)
+    if o.sent:
+        times = replay(m, o.sent, o.after or None)[o.lead :]
+        requests = o.sent[o.lead :]
+        gaps = [(d - f) / (r.output_tokens - 1) for (f, d), r in zip(times, requests, strict=True)]
+        return {
+            "ttft": statistics.fmean(f for f, _ in times),
+            "itl": statistics.fmean(gaps) * m.tokens_per_step,
+            "e2e": statistics.fmean(d for _, d in times),
+            "tokens_per_s": math.nan,  # not observed through records (measured: None)
+        }
     w = Workload(max(1, round(o.prompt_tokens)), max(1, round(o.output_tokens)))
     point = m.at_concurrency(o.batch if o.concurrency <= model.max_num_seqs else o.concurrency, w)
     # The engine's own figures: the measured TTFT and E2E are the server's histograms.
@@ -318,8 +455,12 @@ def _relative_errors(
     for o in obs:
         p = predict(model, o)
         for metric, value in measured(o).items():
-            if metric == "ttft" and o.batch > TTFT_LOAD_LIMIT * model.max_num_seqs + 1:
-                continue  # the target covers TTFT below ~70 % load only
+            if (
+                metric == "ttft"
+                and not o.sent
+                and o.batch > TTFT_LOAD_LIMIT * model.max_num_seqs + 1
+            ):
+                continue  # the closed forms' TTFT holds below ~70 % load only
             if value:
                 per[metric].append(abs(p[metric] - value) / value)
 
@@ -545,14 +686,21 @@ def calibrate(
     checkpoint: str,
     vllm: str,
     provenance: Mapping[str, Any],
+    records: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Calibration:
+    """The run's cells fitted (:func:`fit`), with their held-out error (:func:`held_out`),
+    measured MTP acceptance and token-gap spread. With ``records`` (cell id: the benchmark's
+    request records of that cell, ``requests/<cell id>.jsonl``), each closed-loop cell that
+    has them is fitted through the simulation replaying its requests as they were sent
+    (:func:`replayed`): the client's own figures, so only for a client beside the server (the
+    front end taken as 0), as sim-check's is."""
     cells = list(cells)
     k = base.speculation.num_speculative_tokens if base.speculation else None
     try:
         measured_acceptance = run_acceptance(cells, k, str(provenance.get("run", "")))
     except AcceptanceError as exc:
         raise CalibrationError(str(exc)) from None
-    obs = observations(cells, base.max_num_seqs, num_speculative_tokens=k)
+    obs = observations(cells, base.max_num_seqs, num_speculative_tokens=k, records=records)
     if not obs:
         raise CalibrationError(
             "the run has no measured closed-loop cell with a step time (server_mean_itl_ms, "
@@ -567,7 +715,13 @@ def calibrate(
         vllm,
         coefficients,
         error,
-        {**provenance, "cells": len(obs), "levels": sorted({o.concurrency for o in obs})},
+        {
+            **provenance,
+            "cells": len(obs),
+            "levels": sorted({o.concurrency for o in obs}),
+            # How many cells the simulation replayed (only when request records were given).
+            **({"replayed": sum(1 for o in obs if o.sent)} if records is not None else {}),
+        },
         measured_acceptance.mean_accepted_length if measured_acceptance else None,
         measured_acceptance.as_dict() if measured_acceptance else None,
         itl_spread.from_cells(cells),

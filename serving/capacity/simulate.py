@@ -30,6 +30,7 @@ import itertools
 import math
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -350,6 +351,84 @@ def simulate(
     return _Run(model, traffic, replicas, balancer, limit, drawn, seed, warmup).result()
 
 
+def replay(
+    model: StepModel,
+    trace: Sequence[TraceRequest],
+    after: Sequence[tuple[int, float] | None] | None = None,
+) -> list[tuple[float, float]]:
+    """Each request of ``trace`` through one engine (no rescaling, no warm-up): its (first
+    token, last token) in seconds after its send, at the client (the front end included), in
+    the trace's order. What a calibration compares request by request with what a benchmark
+    measured, whatever its client did. A request is sent at its ``arrival_s``, or, where
+    ``after[i]`` is ``(j, think)``, ``think`` seconds after request ``j``'s last token (a
+    closed loop's client sends its next request on an answer: replayed so, the simulated engine
+    never holds more requests than the client had in flight, and the waves or the stagger the
+    run had form or not as they do in the simulated engine)."""
+    if not trace:
+        raise ValueError("a replay needs at least one request")
+    if after is not None and len(after) != len(trace):
+        raise ValueError(f"after must have one entry per request ({len(trace)}), got {len(after)}")
+    for i, link in enumerate(after or ()):
+        if link is None:
+            continue
+        j, think = link
+        if not (0 <= j < len(trace) and j != i and math.isfinite(think) and think >= 0):
+            raise ValueError(f"request {i} follows {j} after {think!r} s: not a request or a wait")
+    for r in trace:
+        _check_int("prompt_tokens", r.prompt_tokens, 1, MAX_TOKENS)
+        _check_int("output_tokens", r.output_tokens, 1, MAX_TOKENS)
+        if not math.isfinite(r.arrival_s):
+            raise ValueError(f"a request's send time must be finite, got {r.arrival_s!r}")
+    longest = max(r.prompt_tokens + r.output_tokens for r in trace)
+    if model.max_model_len is not None and longest > model.max_model_len:
+        raise ValueError(
+            f"a request of {longest} tokens is longer than max-model-len ({model.max_model_len}):"
+            " vLLM refuses it"
+        )
+    order = sorted(range(len(trace)), key=lambda i: trace[i].arrival_s)
+    position = {i: n for n, i in enumerate(order)}
+    # From the first send (the engine starts idle at 0; a trace's times may start anywhere).
+    origin = trace[order[0]].arrival_s
+    drawn = [
+        (trace[i].arrival_s - origin, trace[i].prompt_tokens, trace[i].output_tokens) for i in order
+    ]
+    follow: dict[int, list[tuple[int, float]]] = {}
+    for i, link in enumerate(after or ()):
+        if link is not None:
+            follow.setdefault(position[link[0]], []).append((position[i], link[1]))
+    if follow and _cyclic(follow, len(trace)):
+        raise ValueError("the requests' order of sending is a cycle: none can be sent first")
+    first = trace[order[0]]
+    # The traffic only names what every request shares (nothing): the arrivals are the trace's.
+    traffic = Traffic(
+        rate=1.0, prompt_tokens=first.prompt_tokens, output_tokens=first.output_tokens
+    )
+    run = _Run(model, traffic, 1, "engine", model.max_num_seqs, drawn, 0, 0.0, follow)
+    front = model.front_end_s
+    out: list[tuple[float, float]] = [(0.0, 0.0)] * len(trace)
+    for req, i in zip(run.reqs, order, strict=True):
+        out[i] = (req.first - req.sent + front, req.done - req.sent + front)
+    return out
+
+
+def _cyclic(follow: dict[int, list[tuple[int, float]]], n: int) -> bool:
+    """Whether some request waits, through the chain of those it follows, on itself."""
+    indegree = [0] * n
+    for successors in follow.values():
+        for j, _ in successors:
+            indegree[j] += 1
+    ready = [i for i in range(n) if indegree[i] == 0]
+    seen = 0
+    while ready:
+        i = ready.pop()
+        seen += 1
+        for j, _ in follow.get(i, ()):
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                ready.append(j)
+    return seen < n
+
+
 _END, _ENGINE, _ARRIVE = 0, 1, 2
 
 
@@ -367,6 +446,7 @@ class _Run:
         drawn: list[tuple[float, int, int]],
         seed: int,
         warmup: float = WARMUP,
+        follow: dict[int, list[tuple[int, float]]] | None = None,
     ) -> None:
         self.m = model
         self.traffic = traffic
@@ -389,8 +469,12 @@ class _Run:
         self.itl: list[tuple[float, float]] = []
         self.events: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
+        #: Requests sent on another's answer (a closed loop's client): index -> (next, think s).
+        self.follow = follow or {}
+        followers = {j for successors in self.follow.values() for j, _ in successors}
         for r in self.reqs:
-            self._push(r.sent, _ARRIVE, r.index, 0)
+            if r.index not in followers:
+                self._push(r.sent, _ARRIVE, r.index, 0)
         self._loop()
 
     def _push(self, t: float, kind: int, a: int, b: int) -> None:
@@ -596,6 +680,10 @@ class _Run:
                     finished.append(req)
         for req in finished:
             req.done = t + self.overhead
+            for j, think in self.follow.get(req.index, ()):
+                nxt = self.reqs[j]
+                nxt.sent = req.done + self.m.front_end_s + think
+                self._push(nxt.sent, _ARRIVE, j, 0)
             rep.running.remove(req)
             rep.kv_used -= req.kv
             rep.in_flight -= 1
