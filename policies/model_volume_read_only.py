@@ -44,6 +44,7 @@ from policies._resources import (
     volumes,
 )
 from policies._server import is_cache_volume
+from serving.render.gke import GCSFUSE_CACHE_VOLUME as CACHE_VOLUME
 from serving.render.vllm import VLLM_GID, VLLM_UID
 
 CONFIG = schema(
@@ -71,8 +72,6 @@ CONFIG = schema(
 )
 #: gcsfuse's permission bits when the mount options set none (docs/semantics.md).
 GCSFUSE_FILE_MODE, GCSFUSE_DIR_MODE = 0o644, 0o755
-#: The Pod volume the GCS FUSE CSI driver's sidecar keeps the file cache on.
-CACHE_VOLUME = "gke-gcsfuse-cache"
 #: gcsfuse's `file-cache.max-size-mb` as a CSI config option (`file-cache:max-size-mb:N`), which
 #: turns the cache on, and as a flag (`file-cache-max-size-mb=N`), which only sizes it.
 _MAX_SIZE_OPTION = re.compile(r"file-cache:max-size-mb:(-?\d+)")

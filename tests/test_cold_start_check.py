@@ -229,16 +229,19 @@ def test_phases_outside_their_bands_beyond_a_fifth_fail_the_check() -> None:
 
 
 def test_the_speed_probe_is_not_judged_and_scales_the_model() -> None:
-    """On a machine 1.3 times as slow, the figures scaled by its imports: the kept starts'
-    imports set the scale; a start as the reference machine ran it is then too fast for the
-    scaled bands, and within them at its own speed."""
+    """The kept starts' imports give the reference machine's speed (1); bands scaled by 1.3 put
+    the reference starts' totals too fast, and the imports row, outside its scaled band too,
+    is never counted among the judged phases."""
     cold, warm = _start("cold"), _start("warm")
     assert coldstart.speed([cold, warm], model.figures()["cpu-imports"].value) == pytest.approx(
         1.0, abs=0.01
     )
     slow_machine = _report(_start("cold", scale=1.3), _start("warm", scale=1.3))
-    _, _, totals = coldstart.outside(slow_machine)
+    phases, judged, totals = coldstart.outside(slow_machine)
     assert totals == ["cold: total", "warm: total"]
+    imports = [r for s in slow_machine["starts"] for r in s["model"] if r["name"] == "imports"]
+    assert [r["judged"] for r in imports] == [False, False]
+    assert judged == 7 and not any("imports" in p for p in phases)
     with pytest.raises(ValueError, match=r"scale: a number from 0\.1 to 10"):
         model.bands(model.cpu_path(), TINY_BYTES, scale=0.0)
 
