@@ -1,6 +1,6 @@
-"""A token gap's measured spread: built from a benchmark cell's percentiles, refused when it is
-not a distribution, carried by a calibration file, and what it does (and does not do) to the
-simulation's figures."""
+"""A token gap's and a first token's measured spreads: built from a benchmark cell's
+percentiles, refused when they are not a distribution, carried by a calibration file, and what
+they do (and do not do) to the simulation's figures."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ CELL_1: dict[str, Any] = {
     "p90_itl_ms": 4.98,
     "p95_itl_ms": 5.51,
     "p99_itl_ms": 6.98,
+}
+#: Its first tokens, from the concurrency-1 cell at 512 prompt tokens of the 19:16 sim-check run
+#: on an Intel Xeon (2026-11-29): p95 1.9 times the mean.
+TTFT_1 = {
+    "prompt_tokens": 512,
+    "mean_ttft_ms": 33.17,
+    "median_ttft_ms": 30.68,
+    "p90_ttft_ms": 38.77,
+    "p95_ttft_ms": 61.99,
+    "p99_ttft_ms": 72.31,
 }
 
 
@@ -161,11 +171,16 @@ def test_calibrate_measures_the_spread_of_its_concurrency_one_cell(
             "mean_itl_ms": itl, "median_itl_ms": itl * 0.93, "p90_itl_ms": itl * 1.49,
             "p95_itl_ms": itl * 1.65, "p99_itl_ms": itl * 2.09,
             "mean_ttft_ms": point.ttft_s * 1000, "mean_e2el_ms": point.e2e_s * 1000,
+            "median_ttft_ms": point.ttft_s * 920, "p90_ttft_ms": point.ttft_s * 1170,
+            "p95_ttft_ms": point.ttft_s * 1870, "p99_ttft_ms": point.ttft_s * 2180,
             "mean_output_tokens": 128.0, "median_prompt_tokens": 512, "prompt_tokens": 512,
             "output_tokens": 128, "mean_in_flight": float(c), "server_in_flight": float(c),
         })  # fmt: skip
     fitted = calibrate(base, cells, hardware="h", checkpoint="c", vllm="v", provenance={})
     assert itl_spread.quantile(fitted.itl_spread, 0.95) == pytest.approx(1.65, rel=0.05)
+    assert itl_spread.quantile(fitted.ttft_spread, 0.95) == pytest.approx(1.87, rel=0.05)
+    again = Calibration.from_dict(fitted.as_dict(), "c.json")
+    assert (again.itl_spread, again.ttft_spread) == (fitted.itl_spread, fitted.ttft_spread)
 
 
 def test_a_fit_at_full_efficiency_is_refused_on_a_chip_not_on_a_stand_in() -> None:
@@ -190,3 +205,69 @@ def test_a_fit_at_full_efficiency_is_refused_on_a_chip_not_on_a_stand_in() -> No
     )  # fmt: skip
     fitted = fit(stand_in, obs)
     assert fitted.bandwidth_efficiency <= 1.0
+
+
+def test_a_first_token_spread_comes_from_the_cells_ttft_and_its_longest_prompt() -> None:
+    cell = {**CELL_1, **TTFT_1}
+    spread = itl_spread.from_cells([cell], "ttft")
+    assert sum(spread) / len(spread) == pytest.approx(1.0, abs=1e-6)
+    for q, key in ((0.5, "median_ttft_ms"), (0.95, "p95_ttft_ms"), (0.99, "p99_ttft_ms")):
+        assert itl_spread.quantile(spread, q) * 33.17 == pytest.approx(TTFT_1[key], rel=0.03)
+    # Two concurrency-1 cells with as many tokens out: the longer prompt's first tokens.
+    short = {**cell, "prompt_tokens": 128, "p95_ttft_ms": 40.0, "p99_ttft_ms": 41.0}
+    assert itl_spread.from_cells([cell, short], "ttft") == spread
+    assert itl_spread.from_cells([short, cell], "ttft") == spread
+    assert itl_spread.from_cells([CELL_1], "ttft") == ()  # no first-token figures: none
+    with pytest.raises(ValueError, match="metric must be one of itl, ttft"):
+        itl_spread.from_cells([cell], "e2e")
+
+
+def test_the_simulation_spreads_first_tokens_and_keeps_every_mean() -> None:
+    """A request alone: its first token's percentiles are the spread's times its time alone;
+    the means, the token gaps and E2E do not move."""
+    plain = _model()
+    spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
+    model = dataclasses.replace(plain, ttft_spread=spread)
+    traffic = Traffic(plain.capacity_rps(W) * 1e-4, 512, 128)
+    a = simulate(plain, traffic, requests=100)
+    b = simulate(model, traffic, requests=100)
+    alone = plain.single_stream(W).ttft_s * 1000
+    for j, p in ((50, "p50"), (95, "p95"), (99, "p99")):
+        # Between the spread's two points around the percentile (at (j - 0.5) / 100 and
+        # (j + 0.5) / 100), times the first token alone.
+        low, high = alone * spread[j - 1], alone * spread[j]
+        assert low * (1 - 1e-9) <= b.latency_ms["ttft"][p] <= high * (1 + 1e-9), p
+    assert b.latency_ms["ttft"]["p95"] > 1.7 * alone
+    assert b.latency_ms["ttft"]["mean"] == pytest.approx(a.latency_ms["ttft"]["mean"], rel=1e-9)
+    assert b.latency_ms["itl"] == a.latency_ms["itl"]
+    assert b.latency_ms["e2e"] == a.latency_ms["e2e"]
+    assert b.error["ttft"]["p95"] > 0
+
+
+def test_a_first_token_that_queued_spreads_by_its_own_work_not_by_the_queue() -> None:
+    """Past capacity first tokens wait seconds: each moves by at most what its first token
+    alone spreads by, so a percentile moves by no more than that, not by a multiple of the
+    wait."""
+    plain = _model()
+    spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
+    model = dataclasses.replace(plain, ttft_spread=spread)
+    traffic = Traffic(plain.capacity_rps(W) * 1.5, 512, 128)
+    a = simulate(plain, traffic, requests=400, seed=3)
+    b = simulate(model, traffic, requests=400, seed=3)
+    assert a.saturated and a.latency_ms["ttft"]["p95"] > 20 * plain.single_stream(W).ttft_s * 1e3
+    widest = (max(spread) - 1.0) * plain.single_stream(W).ttft_s * 1000
+    for p in ("p50", "p95", "p99"):
+        assert abs(b.latency_ms["ttft"][p] - a.latency_ms["ttft"][p]) <= widest * (1 + 1e-9)
+
+
+def test_a_calibration_file_carries_its_first_token_spread() -> None:
+    spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
+    data = _calibration(ttft_spread=list(spread))
+    assert Calibration.from_dict(data, "c.json").ttft_spread == spread
+    old = {k: v for k, v in data.items() if k != "ttft_spread"}  # written before it existed
+    assert Calibration.from_dict(old, "c.json").ttft_spread == ()
+    for bad in ({"x": 1}, [1.0] * 3, [0.5] * 50 + [1.5] * 49 + [2.0]):
+        with pytest.raises(CalibrationError, match=r"c\.json: ttft_spread"):
+            Calibration.from_dict(_calibration(ttft_spread=bad), "c.json")
+    with pytest.raises(ValueError, match="ttft_spread"):
+        dataclasses.replace(_model(), ttft_spread=(1.0,) * 3)

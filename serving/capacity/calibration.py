@@ -501,6 +501,9 @@ class Calibration:
     #: The measured starts of one stack's new instances after deploy
     #: (:func:`serving.capacity.start_records.summary`); None when no run recorded one.
     start: Mapping[str, Any] | None = None
+    #: A first token's spread around its mean, from the same concurrency-1 cell
+    #: (:func:`serving.capacity.itl_spread.from_cells` with ``"ttft"``); empty when none.
+    ttft_spread: tuple[float, ...] = ()
 
     @property
     def name(self) -> str:
@@ -529,6 +532,7 @@ class Calibration:
             "mtp_acceptance": dict(self.mtp_acceptance) if self.mtp_acceptance else None,
             "itl_spread": list(self.itl_spread),
             "start": dict(self.start) if self.start else None,
+            "ttft_spread": list(self.ttft_spread),
         }
 
     @classmethod
@@ -564,10 +568,12 @@ class Calibration:
             ):
                 raise TypeError("mean_accepted_length must be a number in [1, 17] or null")
             mtp = _mtp_acceptance(data.get("mtp_acceptance"), accepted)
-            raw_spread = data.get("itl_spread", [])  # absent in files written before it
-            if not isinstance(raw_spread, list):
-                raise TypeError("itl_spread must be a list of numbers")
-            spread = itl_spread.check(raw_spread)
+            spreads = []
+            for name in ("itl_spread", "ttft_spread"):
+                raw_spread = data.get(name, [])  # absent in files written before it
+                if not isinstance(raw_spread, list):
+                    raise TypeError(f"{name} must be a list of numbers")
+                spreads.append(itl_spread.check(raw_spread, name))
             start = start_records.check_summary(data.get("start"))  # absent in older files
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise CalibrationError(f"{where}: {exc}") from None
@@ -580,8 +586,9 @@ class Calibration:
             provenance,
             float(accepted) if accepted is not None else None,
             mtp,
-            spread,
+            spreads[0],
             start,
+            spreads[1],
         )
 
     @property
@@ -689,11 +696,11 @@ def calibrate(
     records: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Calibration:
     """The run's cells fitted (:func:`fit`), with their held-out error (:func:`held_out`),
-    measured MTP acceptance and token-gap spread. With ``records`` (cell id: the benchmark's
-    request records of that cell, ``requests/<cell id>.jsonl``), each closed-loop cell that
-    has them is fitted through the simulation replaying its requests as they were sent
-    (:func:`replayed`): the client's own figures, so only for a client beside the server (the
-    front end taken as 0), as sim-check's is."""
+    measured MTP acceptance, token-gap and first-token spreads. With ``records`` (cell id:
+    the benchmark's request records of that cell, ``requests/<cell id>.jsonl``), each
+    closed-loop cell that has them is fitted through the simulation replaying its requests as
+    they were sent (:func:`replayed`): the client's own figures, so only for a client beside
+    the server (the front end taken as 0), as sim-check's is."""
     cells = list(cells)
     k = base.speculation.num_speculative_tokens if base.speculation else None
     try:
@@ -725,4 +732,5 @@ def calibrate(
         measured_acceptance.mean_accepted_length if measured_acceptance else None,
         measured_acceptance.as_dict() if measured_acceptance else None,
         itl_spread.from_cells(cells),
+        ttft_spread=itl_spread.from_cells(cells, "ttft"),
     )

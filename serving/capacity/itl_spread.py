@@ -1,4 +1,4 @@
-"""The spread of a token gap around its step's mean: measured, never assumed.
+"""The spread of a token gap (and of a first token) around its mean: measured, never assumed.
 
 The step model prices a step by its batch (:mod:`serving.capacity.perf`), which gives each gap
 between two tokens its mean. A real engine's gaps spread around that mean even where nothing
@@ -14,6 +14,11 @@ extended past p99 by the p95-p99 slope, its lowest value chosen so the mean is 1
 simulation multiplies each gap by it (:mod:`serving.capacity.simulate`); a mean of 1 leaves
 every mean, and so every closed form, as it was. Without a measured spread there is none: the
 tail then comes only from the steps the simulation builds, and the docs say so.
+
+A first token spreads the same way: the same cell's TTFT percentiles over its mean (``metric``
+``"ttft"`` in :func:`from_cells`). Alone, a request's first token is its API-server time and
+its prompt's steps, nothing the simulation builds itself; on the sim-check engine on an Intel
+Xeon its p95 was 1.9 times its mean (docs/sim-check.md).
 """
 
 from __future__ import annotations
@@ -24,32 +29,34 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 POINTS = 100
-#: The ITL statistics of a benchmark cell (``bench/results/stats.py``) a spread is built from:
-#: its mean, then the percentiles at 0.5, 0.9, 0.95 and 0.99.
-_CELL_KEYS = ("mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p95_itl_ms", "p99_itl_ms")
+#: What a spread is measured on: a token gap, or a first token.
+METRICS = ("itl", "ttft")
+#: The statistics of a benchmark cell (``bench/results/stats.py``) a spread is built from: its
+#: mean, then the percentiles at 0.5, 0.9, 0.95 and 0.99.
+_STATS = ("mean", "median", "p90", "p95", "p99")
 #: A multiplier above this is no spread but a stall: refused.
 MAX_MULTIPLIER = 100.0
 
 
-def check(spread: Sequence[float]) -> tuple[float, ...]:
+def check(spread: Sequence[float], name: str = "itl_spread") -> tuple[float, ...]:
     """A spread as the model holds it: empty (none), or :data:`POINTS` finite multipliers in
     [0, :data:`MAX_MULTIPLIER`], non-decreasing, mean 1 (within 1e-6); ValueError naming the
-    rule otherwise."""
+    rule (and ``name``, the field) otherwise."""
     values = tuple(spread)
     if not values:
         return values
     if len(values) != POINTS:
-        raise ValueError(f"itl_spread must hold {POINTS} multipliers, got {len(values)}")
+        raise ValueError(f"{name} must hold {POINTS} multipliers, got {len(values)}")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ValueError(f"itl_spread: multipliers must be finite numbers, got {v!r}")
+            raise ValueError(f"{name}: multipliers must be finite numbers, got {v!r}")
         if not 0.0 <= v <= MAX_MULTIPLIER:
-            raise ValueError(f"itl_spread: multipliers must be in [0, {MAX_MULTIPLIER:g}], got {v}")
+            raise ValueError(f"{name}: multipliers must be in [0, {MAX_MULTIPLIER:g}], got {v}")
     if any(b < a for a, b in itertools.pairwise(values)):
-        raise ValueError("itl_spread: multipliers must be non-decreasing (a quantile function)")
+        raise ValueError(f"{name}: multipliers must be non-decreasing (a quantile function)")
     mean = sum(values) / len(values)
     if abs(mean - 1.0) > 1e-6:
-        raise ValueError(f"itl_spread: multipliers must have mean 1, got {mean:.6f}")
+        raise ValueError(f"{name}: multipliers must have mean 1, got {mean:.6f}")
     return tuple(float(v) for v in values)
 
 
@@ -87,27 +94,33 @@ def from_percentiles(
     return check([v / scale for v in values])  # the segment ends falling between two points
 
 
-def from_cells(cells: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
-    """The spread measured by a benchmark run: from its closed-loop cells at concurrency 1
-    (the one with the most tokens when several), each cell's ``mean_itl_ms``, ``median_itl_ms``,
-    ``p90_itl_ms``, ``p95_itl_ms`` and ``p99_itl_ms``; empty when no such cell was measured or
-    its figures are not a distribution."""
-    best: tuple[float, tuple[float, ...]] | None = None
+def from_cells(cells: Iterable[Mapping[str, Any]], metric: str = "itl") -> tuple[float, ...]:
+    """The spread of ``metric`` (:data:`METRICS`) measured by a benchmark run: from its
+    closed-loop cells at concurrency 1 (the one with the most tokens when several: output
+    tokens, then prompt tokens), each cell's ``mean_<metric>_ms``, ``median_<metric>_ms``,
+    ``p90_<metric>_ms``, ``p95_<metric>_ms`` and ``p99_<metric>_ms``; empty when no such cell
+    was measured or its figures are not a distribution."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    keys = [f"{stat}_{metric}_ms" for stat in _STATS]
+    best: tuple[tuple[float, float], tuple[float, ...]] | None = None
     for cell in cells:
         if cell.get("status") != "ok" or cell.get("concurrency") != 1:
             continue
         if cell.get("request_rate") is not None:
             continue  # an open-loop cell: other requests' prefills share its steps
-        figures = [cell.get(key) for key in _CELL_KEYS]
+        figures = [cell.get(key) for key in keys]
         tokens = cell.get("total_output_tokens")
         if not isinstance(tokens, int | float) or isinstance(tokens, bool):
             continue
+        prompt = cell.get("prompt_tokens")
+        size = (float(tokens), float(prompt) if isinstance(prompt, int | float) else 0.0)
         try:
             spread = from_percentiles(*figures)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             continue
-        if best is None or tokens > best[0]:
-            best = (float(tokens), spread)
+        if best is None or size > best[0]:
+            best = (size, spread)
     return best[1] if best else ()
 
 

@@ -297,11 +297,15 @@ class StepModel:
     #: (:mod:`serving.capacity.itl_spread`); empty: none measured, none assumed. Mean 1: it moves
     #: the simulation's ITL percentiles, never a mean.
     itl_spread: tuple[float, ...] = ()
+    #: A first token's spread around its mean, measured by the same run; empty: none. Mean 1:
+    #: it moves the simulation's TTFT percentiles, never a mean.
+    ttft_spread: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.overlap, int | float) and 0.0 <= self.overlap <= 1.0):
             raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
         object.__setattr__(self, "itl_spread", itl_spread.check(self.itl_spread))
+        object.__setattr__(self, "ttft_spread", itl_spread.check(self.ttft_spread, "ttft_spread"))
 
     def combine(self, compute_s: float, bytes_s: float) -> float:
         """A step's compute and reads together (without its constant)."""

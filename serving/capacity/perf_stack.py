@@ -114,6 +114,7 @@ def model_for_settings(
         ),
         front_end_s=front,
         itl_spread=calibration.itl_spread if calibration else (),
+        ttft_spread=calibration.ttft_spread if calibration else (),
         server_request_s=server_request,
         server_prompt_token_s=server_prompt_token,
         kv_capacity_tokens=(

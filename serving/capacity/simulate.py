@@ -17,7 +17,9 @@ requests within a fraction of a second. A token gap spreads around its step's me
 model's measured ``itl_spread`` says (:mod:`serving.capacity.itl_spread`; none when none was
 measured), by at most what a full batch's decode step spreads by (the jitter of a gap that
 held a prefill does not grow with the prefill); the time it moves is not fed back into the
-schedule (the spread's mean is 1: every mean holds). Left
+schedule (the spread's mean is 1: every mean holds). A first token spreads the same way by the
+model's ``ttft_spread``, by at most what the request's first token alone spreads by (the
+jitter of a first token that queued does not grow with the queue); E2E does not. Left
 out, and said so: per-step variance of MTP acceptance, KV block rounding (16 tokens), and the
 time a response spends after the engine.
 """
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving.capacity.perf import MAX_RATE, MAX_TOKENS, StepModel
+from serving.capacity.perf import MAX_RATE, MAX_TOKENS, StepModel, Workload
 
 #: How requests reach replicas. ``engine``: one replica, no balancer. ``cloud-run``: Cloud
 #: Run's per-instance concurrency: a request goes to the instance with the fewest in flight
@@ -692,11 +694,29 @@ class _Run:
         self._plan(i, t)
 
     # -- the figures ------------------------------------------------------------------
+    def _spread_first_tokens(self, counted: Sequence[_Req]) -> list[float]:
+        """Every first token at each of the spread's multipliers (sorted, ms): its time plus
+        the spread's deviation of what its first token takes alone (its API-server time and
+        its prompt's steps with nothing else running), never of the time it queued."""
+        m, front = self.m, self.m.front_end_s
+        alone: dict[int, float] = {}  # by prompt: a first token alone is its prompt's work
+        out: list[float] = []
+        for r in counted:
+            if r.prompt not in alone:
+                alone[r.prompt] = m.single_stream(Workload(r.prompt, 1)).ttft_s * 1000.0
+            ttft = (r.first - r.sent + front) * 1000.0
+            jitter = min(ttft, alone[r.prompt])
+            out.extend(ttft + (f - 1.0) * jitter for f in m.ttft_spread)
+        out.sort()
+        return out
+
     def result(self) -> SimResult:
         counted = self.reqs[self.warm :]
         front = self.m.front_end_s
         ttft = sorted((r.first - r.sent + front) * 1000.0 for r in counted)
         e2e = sorted((r.done - r.sent + front) * 1000.0 for r in counted)
+        if self.m.ttft_spread:
+            ttft = self._spread_first_tokens(counted)
         token_gaps = [(v * 1000.0, w) for v, w in self.itl]
         spread = self.m.itl_spread
         if spread:
@@ -717,7 +737,7 @@ class _Run:
         error: dict[str, dict[str, float]] = {}
         for name, values in (("ttft", ttft), ("e2e", e2e)):
             latency[name] = {k: _quantile(values, q) for k, q in PERCENTILES.items()}
-            latency[name]["mean"] = sum(values) / n
+            latency[name]["mean"] = sum(values) / len(values)
             error[name] = {k: _order_error(values, q, n) for k, q in PERCENTILES.items()}
         if itl_total > 0:
             latency["itl"] = {
