@@ -259,6 +259,75 @@ def scaled(model: StepModel, factor: float) -> StepModel:
     )
 
 
+#: The rate repeated, as a share of the fitted model's closed-form capacity: among the Poisson
+#: rates the engine kept up with, the one nearest it (docs/sim-check.md, "The engine against
+#: itself").
+REPEAT_AT = 0.85
+
+
+def repeat_choice(rows: Sequence[Mapping[str, Any]], capacity: float) -> int | None:
+    """The index of the row to run again with the same seed (the same arrivals): the Poisson
+    rate kept up with nearest :data:`REPEAT_AT` times ``capacity`` (the lower on a tie); None
+    when the engine kept up with none."""
+    kept = [
+        (abs(float(r["rate"]) - REPEAT_AT * capacity), float(r["rate"]), i)
+        for i, r in enumerate(rows)
+        if r["burstiness"] == 1.0 and not r["saturated"]
+    ]
+    return min(kept)[2] if kept else None
+
+
+def repeat_report(first: Mapping[str, Any], again: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine against itself: one cell's measured figures (``first``) beside the same
+    arrivals sent again (``again``), each percentile's difference as the targets measure a
+    simulation's (relative to the first), and whether the engine met the targets against
+    itself. A difference the engine has with itself is one no simulation of it can be judged
+    closer than."""
+    difference: dict[str, dict[str, float | None]] = {}
+    for metric in METRICS:
+        difference[metric] = {}
+        for name in PERCENTILES:
+            a, b = first["measured"][metric][name], again["measured"][metric][name]
+            difference[metric][name] = None if not a or b is None else round((b - a) / a, 4)
+    within = all(
+        difference[m][name] is not None and abs(difference[m][name] or 0.0) <= limit
+        for m in METRICS
+        for name, limit in TARGETS.items()
+    )
+    return {
+        "rate": first["rate"],
+        "seed": first["seed"],
+        "first": first["measured"],
+        "again": again["measured"],
+        "saturated_again": again["saturated"],
+        "difference": difference,
+        "within_targets": within and not again["saturated"],
+    }
+
+
+def repeat_line(repeat: Mapping[str, Any] | None) -> str:
+    """One line for the table and the progress: how far the engine moved from itself."""
+    if repeat is None:
+        return "the engine against itself: not run (it kept up with no Poisson rate)"
+    parts = [
+        f"{m.upper()} {name} {repeat['difference'][m][name]:+.0%}"
+        if repeat["difference"][m][name] is not None
+        else f"{m.upper()} {name} not measured"
+        for m in METRICS
+        for name in TARGETS
+    ]
+    verdict = (
+        "within the targets"
+        if repeat["within_targets"]
+        else "NOT within the targets: a miss of that size is not the simulation's alone"
+    )
+    again = "; saturated the second time" if repeat["saturated_again"] else ""
+    return (
+        f"the engine against itself at {repeat['rate']:g} req/s (seed {repeat['seed']}, the "
+        f"same arrivals sent again): {', '.join(parts)}{again}: {verdict}"
+    )
+
+
 def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
     """Whether every measured p95 and p99 lies within its target of the range the simulation
     spans between the fit's faster and slower side (``low`` and ``high``): a miss the fit's
@@ -273,9 +342,15 @@ def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
     return True
 
 
-def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None) -> dict[str, Any]:
+def report(
+    cpu: str,
+    rows: Sequence[dict[str, Any]],
+    simulated_rps: float | None,
+    repeat: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The JSON document: the CPU, the saturation rates (measured: the highest Poisson rate
-    the engine kept up with) and every rate's comparison."""
+    the engine kept up with), every rate's comparison and the engine against itself
+    (:func:`repeat_report`; None when not run)."""
     return {
         "cpu": cpu,
         "saturation_rps": {
@@ -283,6 +358,7 @@ def report(cpu: str, rows: Sequence[dict[str, Any]], simulated_rps: float | None
             "simulated": simulated_rps,
         },
         "rates": list(rows),
+        "repeat": dict(repeat) if repeat is not None else None,
     }
 
 

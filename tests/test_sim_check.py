@@ -169,7 +169,8 @@ def test_report_shape_and_exit_status() -> None:
     rows = [_row(1.0, False, 110.0)[0], _row(2.0, False, 105.0)[0], _row(3.0, True, 900.0, True)[0]]
     bursty = {**_row(1.5, False, 100.0)[0], "burstiness": 0.25}
     doc = simcheck.report("AMD EPYC", [*rows, bursty], 2.1)
-    assert set(doc) == {"cpu", "saturation_rps", "rates"}
+    assert set(doc) == {"cpu", "saturation_rps", "rates", "repeat"}
+    assert doc["repeat"] is None
     assert doc["saturation_rps"] == {"measured": 2.0, "simulated": 2.1}
     for r in doc["rates"]:
         assert set(r) == {"rate", "burstiness", "saturated", "measured", "server", "simulated",
@@ -276,3 +277,46 @@ def test_engine_steps_from_the_real_engines_counter() -> None:
     assert simcheck.engine_steps(before, after, "another-model") is None
     assert simcheck.engine_steps(after, before, served) is None  # a restarted server
     assert simcheck.engine_steps(_metrics({1.0: 1}), after, served) is None  # no histogram
+
+
+def _cell(rate: float, saturated: bool, ttft_p95: float, seed: int = 4) -> dict[str, Any]:
+    figures = {
+        "ttft": {"p50": 40.0, "p95": ttft_p95, "p99": ttft_p95 * 1.2},
+        "itl": {"p50": 4.0, "p95": 9.0, "p99": 20.0},
+    }
+    return {"rate": rate, "burstiness": 1.0, "seed": seed, "saturated": saturated,
+            "measured": figures}  # fmt: skip
+
+
+def test_the_repeated_rate_is_the_kept_up_poisson_rate_nearest_the_share_of_capacity() -> None:
+    rows = [_cell(1.0, False, 50), _cell(5.0, False, 90), _cell(6.5, False, 300),
+            {**_cell(5.2, False, 80), "burstiness": 0.25}, _cell(9.0, True, 4000)]  # fmt: skip
+    # 0.85 x 8 = 6.8: the 6.5 row; the bursty 5.2 and the saturated 9.0 are never repeated.
+    assert simcheck.repeat_choice(rows, 8.0) == 2
+    assert simcheck.repeat_choice(rows, 6.0) == 1  # 5.1: the 5.0 row, not the bursty 5.2
+    assert simcheck.repeat_choice(rows, 100.0) == 2  # the highest kept up with
+    assert simcheck.repeat_choice([rows[3], rows[4]], 8.0) is None
+
+
+def test_the_engine_against_itself() -> None:
+    first = _cell(6.5, False, 300.0)
+    same = simcheck.repeat_report(first, _cell(6.5, False, 330.0))
+    assert same["difference"]["ttft"]["p95"] == pytest.approx(0.10)
+    assert same["difference"]["itl"] == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    assert same["within_targets"] is True
+    assert "within the targets" in simcheck.repeat_line(same)
+    # The same arrivals, the first token's p95 half again as long: the engine missed the
+    # target against itself, and the line says what that means for the simulation's misses.
+    moved = simcheck.repeat_report(first, _cell(6.5, False, 450.0))
+    assert moved["difference"]["ttft"]["p95"] == pytest.approx(0.5)
+    assert moved["within_targets"] is False
+    line = simcheck.repeat_line(moved)
+    assert "TTFT p95 +50%" in line and "not the simulation's alone" in line
+    # Saturated the second time: not within, said.
+    again = simcheck.repeat_report(first, _cell(6.5, True, 330.0))
+    assert again["within_targets"] is False and "saturated the second time" in (
+        simcheck.repeat_line(again)
+    )
+    assert "not run" in simcheck.repeat_line(None)
+    doc = simcheck.report("cpu", [first], 7.0, moved)
+    assert doc["repeat"]["difference"]["ttft"]["p95"] == pytest.approx(0.5)
