@@ -269,8 +269,8 @@ def repeat_choice(rows: Sequence[Mapping[str, Any]], capacity: float) -> int | N
     """The index of the row to run again with the same seed (the same arrivals): the Poisson
     rate kept up with nearest :data:`REPEAT_AT` times ``capacity`` (the lower on a tie); None
     when the engine kept up with none."""
-    kept = [
-        (abs(float(r["rate"]) - REPEAT_AT * capacity), float(r["rate"]), i)
+    kept = [  # distances rounded: 0.57 and 1.13 are as near 0.85 (the lower is taken)
+        (round(abs(float(r["rate"]) - REPEAT_AT * capacity), 9), float(r["rate"]), i)
         for i, r in enumerate(rows)
         if r["burstiness"] == 1.0 and not r["saturated"]
     ]
@@ -281,34 +281,47 @@ def repeat_report(first: Mapping[str, Any], again: Mapping[str, Any]) -> dict[st
     """The engine against itself: one cell's measured figures (``first``) beside the same
     arrivals sent again (``again``), each percentile's difference as the targets measure a
     simulation's (relative to the first), and whether the engine met the targets against
-    itself. A difference the engine has with itself is one no simulation of it can be judged
-    closer than."""
+    itself (None when a figure was not measured: not judged). A difference the engine has
+    with itself is one no simulation of it can be judged closer than."""
     difference: dict[str, dict[str, float | None]] = {}
     for metric in METRICS:
         difference[metric] = {}
         for name in PERCENTILES:
             a, b = first["measured"][metric][name], again["measured"][metric][name]
-            difference[metric][name] = None if not a or b is None else round((b - a) / a, 4)
-    within = all(
-        difference[m][name] is not None and abs(difference[m][name] or 0.0) <= limit
-        for m in METRICS
-        for name, limit in TARGETS.items()
-    )
+            difference[metric][name] = None if not a or b is None else round((b - a) / a, 6)
+    judged = [difference[m][name] for m in METRICS for name in TARGETS]
+    within: bool | None = None
+    if all(d is not None for d in judged):
+        limits = [limit for _ in METRICS for limit in TARGETS.values()]
+        held = all(abs(d or 0.0) <= limit for d, limit in zip(judged, limits, strict=True))
+        within = held and not again["saturated"]
     return {
         "rate": first["rate"],
         "seed": first["seed"],
+        "scheduled_rate": first.get("scheduled_rate"),
         "first": first["measured"],
         "again": again["measured"],
+        "engine_steps": {
+            "first": _steps(first.get("engine_steps")),
+            "again": _steps(again.get("engine_steps")),
+        },
         "saturated_again": again["saturated"],
         "difference": difference,
-        "within_targets": within and not again["saturated"],
+        "within_targets": within,
     }
 
 
-def repeat_line(repeat: Mapping[str, Any] | None) -> str:
+def _steps(value: Any) -> int | None:
+    """A cell's engine step count (an int, or a compared row's ``{"measured": ...}``)."""
+    if isinstance(value, Mapping):
+        value = value.get("measured")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def repeat_line(repeat: Mapping[str, Any] | None, why: str | None = None) -> str:
     """One line for the table and the progress: how far the engine moved from itself."""
     if repeat is None:
-        return "the engine against itself: not run (it kept up with no Poisson rate)"
+        return f"the engine against itself: not run ({why or 'it kept up with no Poisson rate'})"
     parts = [
         f"{m.upper()} {name} {repeat['difference'][m][name]:+.0%}"
         if repeat["difference"][m][name] is not None
@@ -316,11 +329,12 @@ def repeat_line(repeat: Mapping[str, Any] | None) -> str:
         for m in METRICS
         for name in TARGETS
     ]
-    verdict = (
-        "within the targets"
-        if repeat["within_targets"]
-        else "NOT within the targets: a miss of that size is not the simulation's alone"
-    )
+    if repeat["within_targets"] is None:
+        verdict = "not judged: a figure was not measured"
+    elif repeat["within_targets"]:
+        verdict = "within the targets"
+    else:
+        verdict = "NOT within the targets: a miss of that size is not the simulation's alone"
     again = "; saturated the second time" if repeat["saturated_again"] else ""
     return (
         f"the engine against itself at {repeat['rate']:g} req/s (seed {repeat['seed']}, the "

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+import random
+import types
+from typing import Any, cast
 
 import pytest
 
@@ -224,7 +226,8 @@ def test_a_first_token_spread_comes_from_the_cells_ttft_and_its_longest_prompt()
 
 def test_the_simulation_spreads_first_tokens_and_keeps_every_mean() -> None:
     """A request alone: its first token's percentiles are the spread's times its time alone;
-    the means, the token gaps and E2E do not move."""
+    its answer ends as much later as its first token came (E2E moves with it); no mean moves,
+    and the token gaps do not."""
     plain = _model()
     spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
     model = dataclasses.replace(plain, ttft_spread=spread)
@@ -240,8 +243,72 @@ def test_the_simulation_spreads_first_tokens_and_keeps_every_mean() -> None:
     assert b.latency_ms["ttft"]["p95"] > 1.7 * alone
     assert b.latency_ms["ttft"]["mean"] == pytest.approx(a.latency_ms["ttft"]["mean"], rel=1e-9)
     assert b.latency_ms["itl"] == a.latency_ms["itl"]
-    assert b.latency_ms["e2e"] == a.latency_ms["e2e"]
+    assert b.latency_ms["e2e"]["mean"] == pytest.approx(a.latency_ms["e2e"]["mean"], rel=1e-9)
+    for p in ("p50", "p95", "p99"):  # alone, E2E is its first token plus the same decode
+        e2e_moved = b.latency_ms["e2e"][p] - a.latency_ms["e2e"][p]
+        ttft_moved = b.latency_ms["ttft"][p] - a.latency_ms["ttft"][p]
+        assert e2e_moved == pytest.approx(ttft_moved, abs=1e-6)
     assert b.error["ttft"]["p95"] > 0
+
+
+def test_a_first_token_is_never_later_than_its_answers_end() -> None:
+    """One-token answers: the first token is the answer, so TTFT and E2E are one figure, spread
+    or not; with longer answers no TTFT percentile passes E2E's."""
+    spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
+    model = dataclasses.replace(_model(), ttft_spread=spread)
+    cap = model.capacity_rps(W)
+    for rate, output in ((0.01, 1), (0.5, 1), (0.01, 2), (0.7, 16)):
+        run = simulate(model, Traffic(cap * rate, 512, output), requests=200)
+        for p in ("p50", "p95", "p99", "mean"):
+            if output == 1:
+                assert run.latency_ms["ttft"][p] == pytest.approx(run.latency_ms["e2e"][p])
+            assert run.latency_ms["ttft"][p] <= run.latency_ms["e2e"][p] * (1 + 1e-12)
+
+
+def test_a_first_tokens_jitter_is_its_own_work_alone_never_the_queue() -> None:
+    """What the spread moves of each first token: its time, but never more than its first
+    token alone takes, which for a request whose shared prefix is cached is its API-server
+    time and its uncached tokens' steps (what the simulation gives it alone), not the whole
+    prompt's."""
+    from serving.capacity import simulate as sim
+
+    spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
+    plain = _model()
+    model = dataclasses.replace(plain, ttft_spread=spread)
+    # Alone, as the simulation runs them: requests far apart, the prefix cached after the first.
+    far = Traffic(plain.capacity_rps(Workload(2000, 128)) * 1e-4, 2000, 128,
+                  shared_prefix_tokens=1900)  # fmt: skip
+    cached_alone = simulate(plain, far, requests=20).latency_ms["ttft"]["p50"]
+    full_alone = plain.single_stream(Workload(2000, 1)).ttft_s * 1000
+    assert cached_alone < full_alone / 2
+    reqs = [sim._Req(i, 0.0, 2000, 128) for i in range(4)]
+    reqs[1].cached = reqs[2].cached = reqs[3].cached = 1900
+    ttft = [5000.0, 5000.0, 100.0, cached_alone]  # queued (uncached, cached); quick; alone
+    jitter = sim._Run._first_token_jitter(cast(Any, types.SimpleNamespace(m=model)), reqs, ttft)
+    assert jitter[0] == pytest.approx(full_alone, rel=1e-9)
+    assert jitter[1] == pytest.approx(cached_alone, rel=0.01)  # the step model's closed form
+    assert jitter[2] == 100.0
+    assert jitter[3] == pytest.approx(cached_alone, rel=0.01)
+
+
+def test_the_spread_gaps_percentiles_are_the_weighted_quantiles_of_every_spread_gap() -> None:
+    """The token gaps' figures with a spread (computed in NumPy) are the weighted quantiles,
+    mean and evenly spread sample of every gap at every multiplier, written out in full."""
+    from serving.capacity import simulate as sim
+
+    rng = random.Random(7)
+    gaps = [(rng.uniform(2.0, 40.0), rng.choice((1.0, 2.0, 5.5))) for _ in range(300)]
+    gaps += [(10.0, 1.0)] * 20  # ties
+    spread = itl_spread.from_cells([CELL_1])
+    full, n = 12.0, 50
+    latency, error = sim._spread_gaps(gaps, spread, full, n)
+    pairs = sorted((v + (f - 1.0) * min(v, full), w / len(spread)) for v, w in gaps for f in spread)
+    total = sum(w for _, w in pairs)
+    for name, q in sim.PERCENTILES.items():
+        assert latency[name] == pytest.approx(sim._weighted_quantile(pairs, total, q), rel=1e-12)
+        expanded = sim._expand(pairs, total, n)
+        assert error[name] == pytest.approx(sim._order_error(expanded, q, n), rel=1e-9)
+    assert latency["mean"] == pytest.approx(sum(v * w for v, w in pairs) / total, rel=1e-12)
 
 
 def test_a_first_token_that_queued_spreads_by_its_own_work_not_by_the_queue() -> None:
@@ -252,7 +319,11 @@ def test_a_first_token_that_queued_spreads_by_its_own_work_not_by_the_queue() ->
     spread = itl_spread.from_cells([{**CELL_1, **TTFT_1}], "ttft")
     model = dataclasses.replace(plain, ttft_spread=spread)
     traffic = Traffic(plain.capacity_rps(W) * 1.5, 512, 128)
-    a = simulate(plain, traffic, requests=400, seed=3)
+    # A spread of ones: every first token at each of the 100 points, unmoved (the same
+    # percentiles' definition over the same count of values).
+    a = simulate(
+        dataclasses.replace(plain, ttft_spread=(1.0,) * 100), traffic, requests=400, seed=3
+    )
     b = simulate(model, traffic, requests=400, seed=3)
     assert a.saturated and a.latency_ms["ttft"]["p95"] > 20 * plain.single_stream(W).ttft_s * 1e3
     widest = (max(spread) - 1.0) * plain.single_stream(W).ttft_s * 1000

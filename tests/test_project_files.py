@@ -61,6 +61,7 @@ def test_lock_pins_the_direct_dependencies() -> None:
         "prometheus-client",
         "rich",
         "matplotlib",
+        "numpy",
     ]:
         assert name in pinned, name
 

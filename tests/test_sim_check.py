@@ -296,6 +296,9 @@ def test_the_repeated_rate_is_the_kept_up_poisson_rate_nearest_the_share_of_capa
     assert simcheck.repeat_choice(rows, 6.0) == 1  # 5.1: the 5.0 row, not the bursty 5.2
     assert simcheck.repeat_choice(rows, 100.0) == 2  # the highest kept up with
     assert simcheck.repeat_choice([rows[3], rows[4]], 8.0) is None
+    # Equally near in exact arithmetic (0.57 and 1.13 around 0.85): the lower, whatever the
+    # floating point makes of the two distances.
+    assert simcheck.repeat_choice([_cell(1.13, False, 90), _cell(0.57, False, 50)], 1.0) == 1
 
 
 def test_the_engine_against_itself() -> None:
@@ -317,6 +320,24 @@ def test_the_engine_against_itself() -> None:
     assert again["within_targets"] is False and "saturated the second time" in (
         simcheck.repeat_line(again)
     )
-    assert "not run" in simcheck.repeat_line(None)
+    assert "not run (it kept up with no Poisson rate)" in simcheck.repeat_line(None)
+    assert "not run (it failed: refused)" in simcheck.repeat_line(None, "it failed: refused")
     doc = simcheck.report("cpu", [first], 7.0, moved)
     assert doc["repeat"]["difference"]["ttft"]["p95"] == pytest.approx(0.5)
+    # The line's percentages come from the unrounded difference: 462.79 to 2,857.70 ms is
+    # +517 %, not the +518 % a difference rounded first to 5.175 prints.
+    wide = simcheck.repeat_report(_cell(4.42, False, 462.7868), _cell(4.42, False, 2857.701))
+    assert "TTFT p95 +517%" in simcheck.repeat_line(wide)
+    # A figure the first run did not measure: not judged, and said so (never "NOT within").
+    unmeasured = _cell(6.5, False, 300.0)
+    unmeasured["measured"]["itl"]["p99"] = None
+    blind = simcheck.repeat_report(unmeasured, _cell(6.5, False, 300.0))
+    assert blind["within_targets"] is None
+    assert "not judged" in simcheck.repeat_line(blind)
+    assert "ITL p99 not measured" in simcheck.repeat_line(blind)
+    # The engine's step counts of both runs are kept (an open cell's int, a compared row's).
+    steps = simcheck.repeat_report(
+        {**first, "engine_steps": {"measured": 3848, "simulated": 4630}},
+        {**_cell(6.5, False, 330.0), "engine_steps": 5140},
+    )
+    assert steps["engine_steps"] == {"first": 3848, "again": 5140}

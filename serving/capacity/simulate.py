@@ -19,7 +19,8 @@ measured), by at most what a full batch's decode step spreads by (the jitter of 
 held a prefill does not grow with the prefill); the time it moves is not fed back into the
 schedule (the spread's mean is 1: every mean holds). A first token spreads the same way by the
 model's ``ttft_spread``, by at most what the request's first token alone spreads by (the
-jitter of a first token that queued does not grow with the queue); E2E does not. Left
+jitter of a first token that queued does not grow with the queue), and its E2E moves with it
+(the answer ends as much later). Left
 out, and said so: per-step variance of MTP acceptance, KV block rounding (16 tokens), and the
 time a response spends after the engine.
 """
@@ -288,7 +289,7 @@ class SimResult:
     busy_s: float = 0.0
 
 
-def _quantile(values: list[float], q: float) -> float:
+def _quantile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between order statistics (numpy's default, the benchmark's)."""
     pos = (len(values) - 1) * q
     lo = math.floor(pos)
@@ -306,7 +307,7 @@ def _weighted_quantile(pairs: list[tuple[float, float]], total: float, q: float)
     return pairs[-1][0]
 
 
-def _order_error(values: list[float], q: float, n: int) -> float:
+def _order_error(values: Sequence[float], q: float, n: int) -> float:
     """Relative half-width of the distribution-free 95 % interval of the q-quantile of ``n``
     samples (``values`` sorted, possibly more of them, scaled to their count)."""
     half = _Z95 * math.sqrt(n * q * (1 - q))
@@ -694,61 +695,67 @@ class _Run:
         self._plan(i, t)
 
     # -- the figures ------------------------------------------------------------------
-    def _spread_first_tokens(self, counted: Sequence[_Req]) -> list[float]:
-        """Every first token at each of the spread's multipliers (sorted, ms): its time plus
-        the spread's deviation of what its first token takes alone (its API-server time and
-        its prompt's steps with nothing else running), never of the time it queued."""
-        m, front = self.m, self.m.front_end_s
-        alone: dict[int, float] = {}  # by prompt: a first token alone is its prompt's work
-        out: list[float] = []
-        for r in counted:
-            if r.prompt not in alone:
-                alone[r.prompt] = m.single_stream(Workload(r.prompt, 1)).ttft_s * 1000.0
-            ttft = (r.first - r.sent + front) * 1000.0
-            jitter = min(ttft, alone[r.prompt])
-            out.extend(ttft + (f - 1.0) * jitter for f in m.ttft_spread)
-        out.sort()
+    def _first_token_jitter(self, counted: Sequence[_Req], ttft: Sequence[float]) -> list[float]:
+        """How much of each first token (ms) the spread moves: its time, but never more than
+        its first token alone takes (its API-server time and its uncached prompt's steps with
+        nothing else running), never the time it queued."""
+        m = self.m
+        alone: dict[tuple[int, int], float] = {}
+        out = []
+        for r, t in zip(counted, ttft, strict=True):
+            key = (r.prompt, max(1, r.prompt - int(r.cached)))  # its prompt, its uncached part
+            if key not in alone:  # as StepModel.single_stream, its cached tokens not computed
+                api = m.server_time_s(Workload(r.prompt, 1))
+                alone[key] = (api + m.prefill_s(key[1], 0.0, r.prompt) + m.front_end_s) * 1e3
+            out.append(min(t, alone[key]))
         return out
 
     def result(self) -> SimResult:
         counted = self.reqs[self.warm :]
         front = self.m.front_end_s
-        ttft = sorted((r.first - r.sent + front) * 1000.0 for r in counted)
-        e2e = sorted((r.done - r.sent + front) * 1000.0 for r in counted)
+        n = len(counted)
+        ttft = [(r.first - r.sent + front) * 1000.0 for r in counted]
+        e2e = [(r.done - r.sent + front) * 1000.0 for r in counted]
+        values: dict[str, Sequence[float]]
         if self.m.ttft_spread:
-            ttft = self._spread_first_tokens(counted)
+            # Each first token at each of the spread's multipliers, and its E2E moved with it
+            # (the answer's last token comes as much later as its first): a first token is
+            # never later than its answer's end, and no mean moves.
+            jitter = self._first_token_jitter(counted, ttft)
+            values = {
+                "ttft": _spread(ttft, jitter, self.m.ttft_spread),
+                "e2e": _spread(e2e, jitter, self.m.ttft_spread),
+            }
+        else:
+            values = {"ttft": sorted(ttft), "e2e": sorted(e2e)}
+        latency: dict[str, dict[str, float]] = {}
+        error: dict[str, dict[str, float]] = {}
+        for name, sample in values.items():
+            latency[name] = {k: float(_quantile(sample, q)) for k, q in PERCENTILES.items()}
+            latency[name]["mean"] = float(sum(sample) / len(sample))
+            error[name] = {k: float(_order_error(sample, q, n)) for k, q in PERCENTILES.items()}
         token_gaps = [(v * 1000.0, w) for v, w in self.itl]
         spread = self.m.itl_spread
-        if spread:
+        if not token_gaps or sum(w for _, w in token_gaps) <= 0:  # one-token answers: no gaps
+            latency["itl"] = {k: 0.0 for k in (*PERCENTILES, "mean")}
+            error["itl"] = {k: 0.0 for k in PERCENTILES}
+        elif spread:
             # Each gap spread around its step's mean as the calibration measured, by at most
             # what a decode step at a full batch spreads by: the jitter a long gap carries (a
             # prefill in its step, a step sat out) does not grow with the work it waited for.
-            share = 1.0 / len(spread)
             m = self.m
             context = self.traffic.prompt_tokens + self.traffic.output_tokens / 2.0
             full = 1000.0 * m.step_s(m.max_num_seqs, 0.0, m.max_num_seqs, context)
-            token_gaps = [
-                (v + (f - 1.0) * min(v, full), w * share) for v, w in token_gaps for f in spread
-            ]
-        itl_pairs = sorted(token_gaps)
-        itl_total = sum(w for _, w in itl_pairs)
-        n = len(counted)
-        latency: dict[str, dict[str, float]] = {}
-        error: dict[str, dict[str, float]] = {}
-        for name, values in (("ttft", ttft), ("e2e", e2e)):
-            latency[name] = {k: _quantile(values, q) for k, q in PERCENTILES.items()}
-            latency[name]["mean"] = sum(values) / len(values)
-            error[name] = {k: _order_error(values, q, n) for k, q in PERCENTILES.items()}
-        if itl_total > 0:
+            latency["itl"], error["itl"] = _spread_gaps(token_gaps, spread, full, n)
+        else:
+            itl_pairs = sorted(token_gaps)
+            itl_total = sum(w for _, w in itl_pairs)
             latency["itl"] = {
                 k: _weighted_quantile(itl_pairs, itl_total, q) for k, q in PERCENTILES.items()
             }
             latency["itl"]["mean"] = sum(v * w for v, w in itl_pairs) / itl_total
             expanded = _expand(itl_pairs, itl_total, n)
             error["itl"] = {k: _order_error(expanded, q, n) for k, q in PERCENTILES.items()}
-        else:  # one-token answers: no gaps
-            latency["itl"] = {k: 0.0 for k in (*PERCENTILES, "mean")}
-            error["itl"] = {k: 0.0 for k in PERCENTILES}
         first, last = counted[0].sent, counted[-1].sent
         arrived = len(counted)
         answered = sum(1 for r in counted if r.done <= last + 1e-9)
@@ -798,6 +805,44 @@ class _Run:
             steps=self.steps,
             busy_s=self.busy,
         )
+
+
+def _spread(values: Sequence[float], jitter: Sequence[float], spread: Sequence[float]) -> Any:
+    """Each value at each of the spread's multipliers, ``value + (f - 1) * jitter``, sorted
+    (a NumPy array: a run's thousands of requests times the spread's points)."""
+    import numpy as np
+
+    out = np.asarray(values)[:, None] + np.asarray(jitter)[:, None] * (np.asarray(spread) - 1.0)
+    return np.sort(out, axis=None)
+
+
+def _spread_gaps(
+    gaps: Sequence[tuple[float, float]], spread: Sequence[float], full: float, n: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The token gaps' percentiles, mean and errors with each gap (ms, weight) at each of the
+    spread's multipliers, ``v + (f - 1) * min(v, full)``: :func:`_weighted_quantile` and
+    :func:`_expand` over the weighted values, in NumPy (a run has thousands of gap groups)."""
+    import numpy as np
+
+    v = np.array([g for g, _ in gaps])
+    w = np.array([x for _, x in gaps])
+    f = np.asarray(spread) - 1.0
+    values = (v[:, None] + np.minimum(v, full)[:, None] * f).ravel()
+    weights = np.repeat(w / len(spread), len(spread))
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    cumulative = np.cumsum(weights)
+    total = float(cumulative[-1])
+    last = len(values) - 1
+
+    def at(targets: Any) -> Any:  # the first value whose cumulative weight reaches each
+        return values[np.minimum(np.searchsorted(cumulative, targets, side="left"), last)]
+
+    latency = {k: float(at(q * total)) for k, q in PERCENTILES.items()}
+    latency["mean"] = float(np.dot(values, weights) / total)
+    expanded = at((np.arange(n) + 0.5) / n * total)
+    error = {k: float(_order_error(expanded, q, n)) for k, q in PERCENTILES.items()}
+    return latency, error
 
 
 def _expand(pairs: list[tuple[float, float]], total: float, n: int) -> list[float]:
