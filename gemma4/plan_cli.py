@@ -44,6 +44,7 @@ from gemma4.workload_options import (
     targets_from,
     traffic_from,
 )
+from serving.capacity import itl_spread
 from serving.capacity.acceptance import AcceptanceError, run_acceptance
 from serving.capacity.calibration import (
     CALIBRATIONS_DIR,
@@ -868,6 +869,14 @@ def calibrate_main(argv: Sequence[str]) -> int:
     print("held-out median error (fit on alternate concurrencies, predict the others):")
     for metric, error in calibration.held_out_error.items():
         print(f"  {metric}: {'-' if error is None else f'{error:.1%}'}")
+    print("spread around the mean at concurrency 1 (the simulation's tails; none: not measured):")
+    for label, spread in (("token gap", calibration.itl_spread),
+                          ("first token", calibration.ttft_spread)):  # fmt: skip
+        shown = ", ".join(
+            f"{name} {itl_spread.at(spread, q):.2f}"
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+        )
+        print(f"  {label}: {shown if spread else 'none'}")
     for note in notes:
         print(note)
     if calibration.start:

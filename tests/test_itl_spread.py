@@ -62,6 +62,15 @@ def test_a_spread_has_the_cells_percentiles_and_mean_one() -> None:
     assert itl_spread.quantile((), 0.99) == 1.0
 
 
+def test_a_spread_shows_the_cells_own_ratios() -> None:
+    spread = itl_spread.from_cells([CELL_1])
+    mean = CELL_1["mean_itl_ms"]
+    for q, key in ((0.5, "median_itl_ms"), (0.95, "p95_itl_ms"), (0.99, "p99_itl_ms")):
+        assert itl_spread.at(spread, q) * mean == pytest.approx(CELL_1[key], rel=0.02)
+    assert itl_spread.at((), 0.95) == 1.0
+    assert itl_spread.at(spread, 0.0) == spread[0] and itl_spread.at(spread, 1.0) == spread[-1]
+
+
 @pytest.mark.parametrize(
     ("figures", "says"),
     [

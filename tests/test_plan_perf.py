@@ -120,6 +120,15 @@ def _cells(model: StepModel) -> list[dict[str, Any]]:
                     "output_throughput": p.output_tokens_per_s * 0.9,
                 }
             )
+            if c == 1:  # alone: the spreads of its gaps and first tokens around their means
+                itl, ttft = p.step_s * 1000, p.ttft_s * 1000
+                out[-1] |= {"total_output_tokens": 8 * 64, "mean_itl_ms": itl,
+                            "mean_ttft_ms": ttft} | {
+                    f"{stat}_{metric}_ms": mean * ratio
+                    for metric, mean in (("itl", itl), ("ttft", ttft))
+                    for stat, ratio in (("median", 0.93), ("p90", 1.49), ("p95", 1.65),
+                                        ("p99", 2.09))
+                }  # fmt: skip
     return out
 
 
@@ -153,10 +162,16 @@ def test_calibrate_fits_a_run_and_the_stack_then_uses_it(
     truth = replace(prior, coefficients=TRUTH)
     run_dir = _write_run(tmp_path / "run", _cells(truth), settings.model.model, "l4")
     out = tmp_path / "calibrations"
-    code, _text, err = run(
+    code, text, err = run(
         capsys, "calibrate", str(run_dir), "-s", "l4", "--where", "test", "--out", str(out)
     )
     assert code == 0, err
+    # The run's concurrency-1 cells measured both spreads; the longer prompt's are kept.
+    assert "spread around the mean at concurrency 1" in text
+    for label in ("token gap", "first token"):
+        (line,) = [x for x in text.splitlines() if x.startswith(f"  {label}: ")]
+        shown = [float(part.split()[1]) for part in line.split(": ", 1)[1].split(", ")]
+        assert shown == pytest.approx([0.93, 1.65, 2.09], rel=0.02), line
     (path,) = out.glob("*.json")
     assert path.name == "cloud-run--l4--gemma-4-12B-it-qat-w4a16-ct--vllm-0.27.1.json"
     calibration = load_calibration(path)

@@ -130,3 +130,15 @@ def quantile(spread: Sequence[float], q: float) -> float:
         return 1.0
     j = min(len(spread) - 1, max(0, math.floor(q * len(spread))))
     return float(spread[j])
+
+
+def at(spread: Sequence[float], q: float) -> float:
+    """The multiplier at probability ``q`` read between the spread's points (each at
+    ``(j + 0.5) / POINTS``), for showing: the cell's own p50, p95 and p99 over its mean, within
+    the points' spacing (1 without a spread)."""
+    if not spread:
+        return 1.0
+    pos = min(len(spread) - 1.0, max(0.0, q * len(spread) - 0.5))
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(spread) - 1)
+    return float(spread[lo] + (pos - lo) * (spread[hi] - spread[lo]))
