@@ -301,21 +301,11 @@ def repeat_report(first: Mapping[str, Any], again: Mapping[str, Any]) -> dict[st
         "scheduled_rate": first.get("scheduled_rate"),
         "first": first["measured"],
         "again": again["measured"],
-        "engine_steps": {
-            "first": _steps(first.get("engine_steps")),
-            "again": _steps(again.get("engine_steps")),
-        },
+        "engine_steps": {"first": first.get("engine_steps"), "again": again.get("engine_steps")},
         "saturated_again": again["saturated"],
         "difference": difference,
         "within_targets": within,
     }
-
-
-def _steps(value: Any) -> int | None:
-    """A cell's engine step count (an int, or a compared row's ``{"measured": ...}``)."""
-    if isinstance(value, Mapping):
-        value = value.get("measured")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def repeat_line(repeat: Mapping[str, Any] | None, why: str | None = None) -> str:
@@ -361,10 +351,11 @@ def report(
     rows: Sequence[dict[str, Any]],
     simulated_rps: float | None,
     repeat: Mapping[str, Any] | None = None,
+    repeat_not_run: str | None = None,
 ) -> dict[str, Any]:
     """The JSON document: the CPU, the saturation rates (measured: the highest Poisson rate
     the engine kept up with), every rate's comparison and the engine against itself
-    (:func:`repeat_report`; None when not run)."""
+    (:func:`repeat_report`; None when not run, ``repeat_not_run`` saying why it failed)."""
     return {
         "cpu": cpu,
         "saturation_rps": {
@@ -373,6 +364,7 @@ def report(
         },
         "rates": list(rows),
         "repeat": dict(repeat) if repeat is not None else None,
+        "repeat_not_run": repeat_not_run,
     }
 
 

@@ -169,7 +169,7 @@ def test_report_shape_and_exit_status() -> None:
     rows = [_row(1.0, False, 110.0)[0], _row(2.0, False, 105.0)[0], _row(3.0, True, 900.0, True)[0]]
     bursty = {**_row(1.5, False, 100.0)[0], "burstiness": 0.25}
     doc = simcheck.report("AMD EPYC", [*rows, bursty], 2.1)
-    assert set(doc) == {"cpu", "saturation_rps", "rates", "repeat"}
+    assert set(doc) == {"cpu", "saturation_rps", "rates", "repeat", "repeat_not_run"}
     assert doc["repeat"] is None
     assert doc["saturation_rps"] == {"measured": 2.0, "simulated": 2.1}
     for r in doc["rates"]:
@@ -324,6 +324,9 @@ def test_the_engine_against_itself() -> None:
     assert "not run (it failed: refused)" in simcheck.repeat_line(None, "it failed: refused")
     doc = simcheck.report("cpu", [first], 7.0, moved)
     assert doc["repeat"]["difference"]["ttft"]["p95"] == pytest.approx(0.5)
+    assert doc["repeat_not_run"] is None
+    refused = simcheck.report("cpu", [first], 7.0, None, "it failed: refused")
+    assert refused["repeat"] is None and refused["repeat_not_run"] == "it failed: refused"
     # The line's percentages come from the unrounded difference: 462.79 to 2,857.70 ms is
     # +517 %, not the +518 % a difference rounded first to 5.175 prints.
     wide = simcheck.repeat_report(_cell(4.42, False, 462.7868), _cell(4.42, False, 2857.701))
@@ -335,9 +338,8 @@ def test_the_engine_against_itself() -> None:
     assert blind["within_targets"] is None
     assert "not judged" in simcheck.repeat_line(blind)
     assert "ITL p99 not measured" in simcheck.repeat_line(blind)
-    # The engine's step counts of both runs are kept (an open cell's int, a compared row's).
+    # The engine's step counts of both runs are kept (an open cell's count, or None).
     steps = simcheck.repeat_report(
-        {**first, "engine_steps": {"measured": 3848, "simulated": 4630}},
-        {**_cell(6.5, False, 330.0), "engine_steps": 5140},
+        {**first, "engine_steps": 3848}, {**_cell(6.5, False, 330.0), "engine_steps": None}
     )
-    assert steps["engine_steps"] == {"first": 3848, "again": 5140}
+    assert steps["engine_steps"] == {"first": 3848, "again": None}

@@ -319,21 +319,12 @@ def _cached_fit(base: StepModel, obs: tuple[Observation, ...]) -> Coefficients:
     # Cells replayed through the simulation cost a few hundred simulated requests a loss: the
     # search stops at steps 10 times coarser (0.1 % of a step, ~1 % of an efficiency).
     coarse = 10.0 if any(o.sent for o in obs) else 1.0
-    values = _staged(base, obs, dict(base.coefficients.as_dict()), {}, coarse)
-    return _checked(base, obs, values, _make)
+    return _checked(base, obs, _staged(base, obs, coarse))
 
 
-def _staged(
-    base: StepModel,
-    obs: Sequence[Observation],
-    values: dict[str, float],
-    losses: dict[tuple[tuple[str, float], ...], float],
-    coarse: float = 1.0,
-) -> dict[str, float]:
-    """The pattern search in stages from ``values``; ``losses`` holds each point tried (the
-    search comes back to points it has tried: a step back from where it moved, each stage's
-    start; the loss is a pure function of the coefficients for this base and these cells);
-    ``coarse`` multiplies the steps it stops at."""
+def _staged(base: StepModel, obs: Sequence[Observation], coarse: float) -> dict[str, float]:
+    """The pattern search in stages from the base's coefficients; ``coarse`` multiplies the
+    steps it stops at."""
     # First the decode terms alone (the steps pin bandwidth efficiency and the per-step
     # constant), then the prefill terms (the TTFTs), then the decode terms again (chunked
     # prefills ride in decode steps, so the steps of prompt-heavy cells depend on the prefill
@@ -341,8 +332,13 @@ def _staged(
     # a local minimum 100x worse than the truth on a synthetic run with known coefficients.
     decode = ("bandwidth_efficiency", "step_overhead_s")
     prefill = ("prefill_compute_efficiency", "prefill_overhead_s")
+    # The loss of each point tried, by its coefficients: the search comes back to points it
+    # has tried (a step back from where it moved, each stage's start), and the loss is a pure
+    # function of the coefficients for this base and these cells.
+    losses: dict[tuple[tuple[str, float], ...], float] = {}
+    values = dict(base.coefficients.as_dict())
     for names in (decode, prefill, decode, (*_LOG, *_LIN)):
-        values = _search(base, obs, values, names, _make, losses, coarse)
+        values = _search(base, obs, values, names, losses, coarse)
     return values
 
 
@@ -351,7 +347,6 @@ def _search(
     obs: Sequence[Observation],
     start: Mapping[str, float],
     names: Sequence[str],
-    make: Any,
     losses: dict[tuple[tuple[str, float], ...], float],
     coarse: float = 1.0,
 ) -> dict[str, float]:
@@ -366,7 +361,7 @@ def _search(
 
     values = dict(start)
     steps = {name: 0.5 if name in _LOG else 0.01 for name in names}
-    current = make(values)
+    current = _make(values)
     assert current is not None
     best = loss(values, current)
     for _ in range(400):
@@ -380,7 +375,7 @@ def _search(
                     trial[name] = min(10.0, max(0.0, values[name] + sign * steps[name]))
                 if trial[name] == values[name]:
                     continue
-                c = make(trial)
+                c = _make(trial)
                 if c is None:
                     continue
                 tried = loss(trial, c)
@@ -396,10 +391,10 @@ def _search(
 
 
 def _checked(
-    base: StepModel, obs: Sequence[Observation], values: Mapping[str, float], make: Any
+    base: StepModel, obs: Sequence[Observation], values: Mapping[str, float]
 ) -> Coefficients:
     """The fitted coefficients, or a refusal when only an efficiency above 1 would fit."""
-    fitted: Coefficients | None = make(values)
+    fitted = _make(values)
     assert fitted is not None
     model = replace(base, coefficients=fitted, front_end_s=0.0)
     ratios = [predict(model, o)["itl"] / o.step_s for o in obs]

@@ -110,11 +110,10 @@ def from_cells(cells: Iterable[Mapping[str, Any]], metric: str = "itl") -> tuple
         if cell.get("request_rate") is not None:
             continue  # an open-loop cell: other requests' prefills share its steps
         figures = [cell.get(key) for key in keys]
-        tokens = cell.get("total_output_tokens")
-        if not isinstance(tokens, int | float) or isinstance(tokens, bool):
+        tokens, prompt = _count(cell.get("total_output_tokens")), _count(cell.get("prompt_tokens"))
+        if tokens is None:
             continue
-        prompt = cell.get("prompt_tokens")
-        size = (float(tokens), float(prompt) if isinstance(prompt, int | float) else 0.0)
+        size = (tokens, prompt or 0.0)
         try:
             spread = from_percentiles(*figures)  # type: ignore[arg-type]
         except (TypeError, ValueError):
@@ -122,14 +121,6 @@ def from_cells(cells: Iterable[Mapping[str, Any]], metric: str = "itl") -> tuple
         if best is None or size > best[0]:
             best = (size, spread)
     return best[1] if best else ()
-
-
-def quantile(spread: Sequence[float], q: float) -> float:
-    """The multiplier at probability ``q`` (1 without a spread)."""
-    if not spread:
-        return 1.0
-    j = min(len(spread) - 1, max(0, math.floor(q * len(spread))))
-    return float(spread[j])
 
 
 def at(spread: Sequence[float], q: float) -> float:
@@ -142,3 +133,10 @@ def at(spread: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(spread) - 1)
     return float(spread[lo] + (pos - lo) * (spread[hi] - spread[lo]))
+
+
+def _count(value: Any) -> float | None:
+    """A cell's token count as a number, or None (absent, a bool, not finite)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

@@ -298,7 +298,7 @@ class StepModel:
     #: the simulation's ITL percentiles, never a mean.
     itl_spread: tuple[float, ...] = ()
     #: A first token's spread around its mean, measured by the same run; empty: none. Mean 1:
-    #: it moves the simulation's TTFT percentiles, never a mean.
+    #: it moves the simulation's TTFT (and with them E2E) percentiles, never a mean.
     ttft_spread: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:

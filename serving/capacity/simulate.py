@@ -297,16 +297,6 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return values[lo] + (pos - lo) * (values[hi] - values[lo])
 
 
-def _weighted_quantile(pairs: list[tuple[float, float]], total: float, q: float) -> float:
-    target = q * total
-    acc = 0.0
-    for value, weight in pairs:
-        acc += weight
-        if acc >= target:
-            return value
-    return pairs[-1][0]
-
-
 def _order_error(values: Sequence[float], q: float, n: int) -> float:
     """Relative half-width of the distribution-free 95 % interval of the q-quantile of ``n``
     samples (``values`` sorted, possibly more of them, scaled to their count)."""
@@ -704,9 +694,10 @@ class _Run:
         out = []
         for r, t in zip(counted, ttft, strict=True):
             key = (r.prompt, max(1, r.prompt - int(r.cached)))  # its prompt, its uncached part
-            if key not in alone:  # as StepModel.single_stream, its cached tokens not computed
-                api = m.server_time_s(Workload(r.prompt, 1))
-                alone[key] = (api + m.prefill_s(key[1], 0.0, r.prompt) + m.front_end_s) * 1e3
+            if key not in alone:  # StepModel.single_stream's, its cached tokens not computed
+                whole = m.single_stream(Workload(r.prompt, 1)).ttft_s
+                cached = m.prefill_s(r.prompt, 0.0, r.prompt) - m.prefill_s(key[1], 0.0, r.prompt)
+                alone[key] = (whole - cached) * 1e3
             out.append(min(t, alone[key]))
         return out
 
@@ -735,27 +726,19 @@ class _Run:
             latency[name]["mean"] = float(sum(sample) / len(sample))
             error[name] = {k: float(_order_error(sample, q, n)) for k, q in PERCENTILES.items()}
         token_gaps = [(v * 1000.0, w) for v, w in self.itl]
-        spread = self.m.itl_spread
         if not token_gaps or sum(w for _, w in token_gaps) <= 0:  # one-token answers: no gaps
             latency["itl"] = {k: 0.0 for k in (*PERCENTILES, "mean")}
             error["itl"] = {k: 0.0 for k in PERCENTILES}
-        elif spread:
-            # Each gap spread around its step's mean as the calibration measured, by at most
-            # what a decode step at a full batch spreads by: the jitter a long gap carries (a
-            # prefill in its step, a step sat out) does not grow with the work it waited for.
+        else:
+            # Each gap spread around its step's mean as the calibration measured (none: as it
+            # is), by at most what a decode step at a full batch spreads by: the jitter a long
+            # gap carries (a prefill in its step, a step sat out) does not grow with the work
+            # it waited for.
             m = self.m
             context = self.traffic.prompt_tokens + self.traffic.output_tokens / 2.0
             full = 1000.0 * m.step_s(m.max_num_seqs, 0.0, m.max_num_seqs, context)
-            latency["itl"], error["itl"] = _spread_gaps(token_gaps, spread, full, n)
-        else:
-            itl_pairs = sorted(token_gaps)
-            itl_total = sum(w for _, w in itl_pairs)
-            latency["itl"] = {
-                k: _weighted_quantile(itl_pairs, itl_total, q) for k, q in PERCENTILES.items()
-            }
-            latency["itl"]["mean"] = sum(v * w for v, w in itl_pairs) / itl_total
-            expanded = _expand(itl_pairs, itl_total, n)
-            error["itl"] = {k: _order_error(expanded, q, n) for k, q in PERCENTILES.items()}
+            spread = m.itl_spread or (1.0,)
+            latency["itl"], error["itl"] = _gap_figures(token_gaps, spread, full, n)
         first, last = counted[0].sent, counted[-1].sent
         arrived = len(counted)
         answered = sum(1 for r in counted if r.done <= last + 1e-9)
@@ -816,12 +799,14 @@ def _spread(values: Sequence[float], jitter: Sequence[float], spread: Sequence[f
     return np.sort(out, axis=None)
 
 
-def _spread_gaps(
+def _gap_figures(
     gaps: Sequence[tuple[float, float]], spread: Sequence[float], full: float, n: int
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The token gaps' percentiles, mean and errors with each gap (ms, weight) at each of the
-    spread's multipliers, ``v + (f - 1) * min(v, full)``: :func:`_weighted_quantile` and
-    :func:`_expand` over the weighted values, in NumPy (a run has thousands of gap groups)."""
+    spread's multipliers, ``v + (f - 1) * min(v, full)``: over the weighted values, each
+    percentile the first value whose cumulative weight reaches it, and the error from ``n``
+    values spread evenly through them. Without a spread, ``(1.0,)``. NumPy: a run has
+    thousands of gap groups, times a spread's 100 points."""
     import numpy as np
 
     v = np.array([g for g, _ in gaps])
@@ -843,16 +828,3 @@ def _spread_gaps(
     expanded = at((np.arange(n) + 0.5) / n * total)
     error = {k: float(_order_error(expanded, q, n)) for k, q in PERCENTILES.items()}
     return latency, error
-
-
-def _expand(pairs: list[tuple[float, float]], total: float, n: int) -> list[float]:
-    """``n`` values spread evenly through a weighted distribution (for its error estimate)."""
-    out: list[float] = []
-    acc, j = 0.0, 0
-    for value, weight in pairs:
-        acc += weight
-        while j < n and (j + 0.5) / n * total <= acc:
-            out.append(value)
-            j += 1
-    out.extend([pairs[-1][0]] * (n - len(out)))
-    return out
