@@ -334,9 +334,33 @@ def test_without_a_rate_the_stack_is_priced_at_what_its_fewest_replicas_serve() 
     its load; said so."""
     from serving.capacity.plan import report
 
-    for stack in ("l4", "gke-l4", "tpu-v6e1"):
+    for stack in ("l4", "rtx6000", "gke-l4", "tpu-v6e1", "gke-tpu-v6e"):
         r = report(stack, load_stack_settings(stack))
         assert "serve as planned" in r["requests_per_second_source"]
         low, _ = load_stack_settings(stack).replica_bounds
         assert r["serving_replicas"] == max(1, low)
         assert r["replicas"]["within_bounds"] is True
+
+
+def test_the_rate_a_stack_serves_is_the_edge_of_its_targets() -> None:
+    """served_rate answers a rate (whole thousandths, as printed) whose planned load the
+    simulation says meets every target, and a rate 2 % higher (past the search's 1/128 of the
+    bound) that does not: the edge, not merely a safe rate."""
+    from dataclasses import replace
+
+    from serving.capacity import configsearch as cs
+    from serving.capacity.plan import stack_targets, workload_for
+    from serving.capacity.simulate import Traffic
+
+    for stack in ("l4", "rtx6000", "tpu-v6e1"):
+        settings = load_stack_settings(stack)
+        w = workload_for(settings, None, None)
+        goal = cs.Goal(Traffic(1.0, w.prompt_tokens, w.output_tokens), stack_targets(settings))
+        rate = cs.served_rate(stack, settings, goal, 1)
+        assert rate > 0 and rate == round(rate, 3)
+        c = cs._bare(stack, settings, goal)
+        factor = cs.planned_factor(c.model)
+
+        for r, ok in ((rate, True), (rate * 1.02 + 0.001, False)):
+            probe = replace(goal, traffic=replace(goal.traffic, rate=r))
+            assert cs._meets(cs._run(c, probe, 1, r * factor), goal.targets)[0] is ok, (stack, r)
