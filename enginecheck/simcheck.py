@@ -12,8 +12,10 @@ simulation. The targets compare the simulation with the benchmark: p95 within 20
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -346,16 +348,86 @@ def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
     return True
 
 
+#: The machine itself, read on the engine's core while the engine is idle (before the closed
+#: loop, before every open-loop run and after the last): a fixed pure-Python loop timed
+#: :data:`PROBE_REPEATS` times, its median. Nothing of vLLM's: how far the host's own speed
+#: moved during the run (on a shared 2-core VM a fixed loop's minute-long medians moved by
+#: 42 % with nothing else running; docs/sim-check.md, "The machine itself").
+PROBE_REPEATS = 30
+PROBE_CODE = f"""
+import json, time
+out = []
+for _ in range({PROBE_REPEATS}):
+    t = time.perf_counter()
+    s = 0
+    for i in range(300_000):
+        s += i * i
+    out.append(time.perf_counter() - t)
+print(json.dumps(out))
+"""
+PROBE_WHAT = (
+    f"a fixed Python loop on the engine's core, the median of {PROBE_REPEATS}, read while "
+    "the engine was idle"
+)
+#: Longest a repetition may read (s): a reading beyond it is not a reading.
+PROBE_MAX_S = 10.0
+
+
+def probe_ms(stdout: str) -> float:
+    """The probe's median in ms from what :data:`PROBE_CODE` prints: one JSON list of
+    :data:`PROBE_REPEATS` durations (s), each above 0 and at most :data:`PROBE_MAX_S`;
+    ValueError naming what is wrong otherwise."""
+    text = stdout.strip()
+    if len(text) > 64 * PROBE_REPEATS:
+        raise ValueError(f"the machine probe printed {len(text)} characters, not its list")
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"the machine probe printed no JSON list: {text[:80]!r}") from None
+    if not isinstance(values, list) or len(values) != PROBE_REPEATS:
+        raise ValueError(f"the machine probe printed no list of {PROBE_REPEATS} durations")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"the machine probe printed a duration that is no number: {v!r}")
+        if not (math.isfinite(v) and 0 < v <= PROBE_MAX_S):
+            raise ValueError(f"the machine probe printed a duration out of (0, {PROBE_MAX_S:g}] s")
+    return round(float(statistics.median(values)) * 1000.0, 3)
+
+
+def machine_report(readings: Sequence[tuple[str, float | None]]) -> dict[str, Any]:
+    """The machine's readings (``(before what, ms or None when the probe failed)``) and how
+    far they moved: the slowest over the fastest (None under two readings)."""
+    read = [ms for _, ms in readings if ms is not None]
+    return {
+        "probe": PROBE_WHAT,
+        "readings": [{"before": what, "ms": ms} for what, ms in readings],
+        "slowest_over_fastest": round(max(read) / min(read), 3) if len(read) >= 2 else None,
+    }
+
+
+def machine_line(machine: Mapping[str, Any] | None) -> str:
+    """One line for the table and the progress: how far the machine itself moved."""
+    read = [r["ms"] for r in (machine or {}).get("readings", ()) if r["ms"] is not None]
+    if machine is None or len(read) < 2:
+        return "the machine itself: fewer than two readings"
+    return (
+        f"the machine itself ({machine['probe']}, {len(read)} readings): {min(read):.1f} to "
+        f"{max(read):.1f} ms, the slowest {machine['slowest_over_fastest']:.2f} times the fastest"
+    )
+
+
 def report(
     cpu: str,
     rows: Sequence[dict[str, Any]],
     simulated_rps: float | None,
     repeat: Mapping[str, Any] | None = None,
     repeat_not_run: str | None = None,
+    machine: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON document: the CPU, the saturation rates (measured: the highest Poisson rate
-    the engine kept up with), every rate's comparison and the engine against itself
-    (:func:`repeat_report`; None when not run, ``repeat_not_run`` saying why it failed)."""
+    the engine kept up with), every rate's comparison, the engine against itself
+    (:func:`repeat_report`; None when not run, ``repeat_not_run`` saying why it failed) and
+    the machine itself (:func:`machine_report`)."""
     return {
         "cpu": cpu,
         "saturation_rps": {
@@ -365,6 +437,7 @@ def report(
         "rates": list(rows),
         "repeat": dict(repeat) if repeat is not None else None,
         "repeat_not_run": repeat_not_run,
+        "machine": dict(machine) if machine is not None else None,
     }
 
 

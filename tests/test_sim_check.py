@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +171,8 @@ def test_report_shape_and_exit_status() -> None:
     rows = [_row(1.0, False, 110.0)[0], _row(2.0, False, 105.0)[0], _row(3.0, True, 900.0, True)[0]]
     bursty = {**_row(1.5, False, 100.0)[0], "burstiness": 0.25}
     doc = simcheck.report("AMD EPYC", [*rows, bursty], 2.1)
-    assert set(doc) == {"cpu", "saturation_rps", "rates", "repeat", "repeat_not_run"}
-    assert doc["repeat"] is None
+    assert set(doc) == {"cpu", "saturation_rps", "rates", "repeat", "repeat_not_run", "machine"}
+    assert doc["repeat"] is None and doc["machine"] is None
     assert doc["saturation_rps"] == {"measured": 2.0, "simulated": 2.1}
     for r in doc["rates"]:
         assert set(r) == {"rate", "burstiness", "saturated", "measured", "server", "simulated",
@@ -343,3 +345,58 @@ def test_the_engine_against_itself() -> None:
         {**first, "engine_steps": 3848}, {**_cell(6.5, False, 330.0), "engine_steps": None}
     )
     assert steps["engine_steps"] == {"first": 3848, "again": None}
+
+
+def test_the_machine_probe_reads_what_its_code_prints() -> None:
+    """The probe's own code, run here, prints what probe_ms reads: its median in ms."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", simcheck.PROBE_CODE], capture_output=True, text=True, check=True
+    )
+    values = json.loads(done.stdout)
+    ms = simcheck.probe_ms(done.stdout)
+    middle = sorted(values)[len(values) // 2 - 1 : len(values) // 2 + 1]  # 30: an even count
+    assert len(values) == simcheck.PROBE_REPEATS
+    assert ms == pytest.approx(sum(middle) / 2 * 1000, abs=1e-3)
+    assert 0 < ms < simcheck.PROBE_MAX_S * 1000
+
+
+@pytest.mark.parametrize(
+    ("printed", "says"),
+    [
+        ("", "no JSON list"),
+        ("Traceback (most recent call last):", "no JSON list"),
+        ("[0.01, 0.02]", "no list of 30"),
+        ('{"a": 1}', "no list of 30"),
+        (json.dumps([0.01] * 29 + ["0.01"]), "no number"),
+        (json.dumps([0.01] * 29 + [True]), "no number"),
+        (json.dumps([0.01] * 29 + [0]), "out of (0, 10]"),
+        (json.dumps([0.01] * 29 + [-0.01]), "out of (0, 10]"),
+        (json.dumps([0.01] * 29 + [11.0]), "out of (0, 10]"),
+        ("[" + ", ".join(["0.01"] * 29 + ["NaN"]) + "]", "out of (0, 10]"),
+        ("[" + ", ".join(["0.01"] * 29 + ["Infinity"]) + "]", "out of (0, 10]"),
+        ("[" + "0.0" * 2000 + "]", "characters"),
+    ],
+)
+def test_a_machine_probe_reading_of_another_shape_is_refused(printed: str, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        simcheck.probe_ms(printed)
+
+
+def test_the_machine_report_says_how_far_the_machine_moved() -> None:
+    readings = [("the closed loop", 16.5), ("rate 1, burstiness 1", None),
+                ("rate 2, burstiness 1", 22.9), ("the end", 18.0)]  # fmt: skip
+    machine = simcheck.machine_report(readings)
+    assert machine["readings"][1] == {"before": "rate 1, burstiness 1", "ms": None}
+    assert machine["slowest_over_fastest"] == pytest.approx(22.9 / 16.5, abs=1e-3)
+    line = simcheck.machine_line(machine)
+    assert "3 readings" in line and "16.5 to 22.9 ms" in line and "1.39 times" in line
+    doc = simcheck.report("cpu", [], None, machine=machine)
+    assert doc["machine"] == machine
+    # One reading (or none, or no report) says nothing of movement.
+    one = simcheck.machine_report([("the closed loop", 16.5), ("the end", None)])
+    assert one["slowest_over_fastest"] is None
+    for m in (one, simcheck.machine_report([]), None):
+        assert simcheck.machine_line(m) == "the machine itself: fewer than two readings"
