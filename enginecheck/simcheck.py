@@ -351,8 +351,8 @@ def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
 #: The machine itself, read on the engine's core while the engine is idle (before the closed
 #: loop, before every open-loop run and after the last): a fixed pure-Python loop timed
 #: :data:`PROBE_REPEATS` times, its median. Nothing of vLLM's: how far the host's own speed
-#: moved during the run (on a shared 2-core VM a fixed loop's minute-long medians moved by
-#: 42 % with nothing else running; docs/sim-check.md, "The machine itself").
+#: moved during the run (on a shared 2-core VM the slowest minute's median of a fixed loop was
+#: 1.39 times the fastest's; docs/sim-check.md, "The machine itself").
 PROBE_REPEATS = 30
 PROBE_CODE = f"""
 import json, time
@@ -369,35 +369,41 @@ PROBE_WHAT = (
     f"a fixed Python loop on the engine's core, the median of {PROBE_REPEATS}, read while "
     "the engine was idle"
 )
-#: Longest a repetition may read (s): a reading beyond it is not a reading.
+#: What a repetition may read (s): 300,000 interpreted multiply-adds take milliseconds on any
+#: CPU that runs vLLM; a reading outside is not a reading.
+PROBE_MIN_S = 0.001
 PROBE_MAX_S = 10.0
 
 
 def probe_ms(stdout: str) -> float:
     """The probe's median in ms from what :data:`PROBE_CODE` prints: one JSON list of
-    :data:`PROBE_REPEATS` durations (s), each above 0 and at most :data:`PROBE_MAX_S`;
-    ValueError naming what is wrong otherwise."""
+    :data:`PROBE_REPEATS` durations in seconds, each a float in [:data:`PROBE_MIN_S`,
+    :data:`PROBE_MAX_S`]; ValueError naming what is wrong otherwise."""
     text = stdout.strip()
     if len(text) > 64 * PROBE_REPEATS:
         raise ValueError(f"the machine probe printed {len(text)} characters, not its list")
     try:
         values = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise ValueError(f"the machine probe printed no JSON list: {text[:80]!r}") from None
     if not isinstance(values, list) or len(values) != PROBE_REPEATS:
-        raise ValueError(f"the machine probe printed no list of {PROBE_REPEATS} durations")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"the machine probe printed a duration that is no number: {v!r}")
-        if not (math.isfinite(v) and 0 < v <= PROBE_MAX_S):
-            raise ValueError(f"the machine probe printed a duration out of (0, {PROBE_MAX_S:g}] s")
+        got = f"a list of {len(values)}" if isinstance(values, list) else type(values).__name__
+        raise ValueError(
+            f"the machine probe printed {got}, not a list of {PROBE_REPEATS} durations"
+        )
+    for i, v in enumerate(values):
+        if not isinstance(v, float) or not (math.isfinite(v) and PROBE_MIN_S <= v <= PROBE_MAX_S):
+            raise ValueError(
+                f"the machine probe's duration {i} is {str(v)[:40]}: expected seconds, a "
+                f"number with a point in [{PROBE_MIN_S:g}, {PROBE_MAX_S:g}]"
+            )
     return round(float(statistics.median(values)) * 1000.0, 3)
 
 
 def machine_report(readings: Sequence[tuple[str, float | None]]) -> dict[str, Any]:
     """The machine's readings (``(before what, ms or None when the probe failed)``) and how
     far they moved: the slowest over the fastest (None under two readings)."""
-    read = [ms for _, ms in readings if ms is not None]
+    read = [ms for _, ms in readings if ms is not None and ms > 0]
     return {
         "probe": PROBE_WHAT,
         "readings": [{"before": what, "ms": ms} for what, ms in readings],

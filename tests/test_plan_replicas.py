@@ -349,7 +349,8 @@ def test_the_rate_a_stack_serves_is_the_edge_of_its_targets() -> None:
     from dataclasses import replace
 
     from serving.capacity import configsearch as cs
-    from serving.capacity.plan import stack_targets, workload_for
+    from serving.capacity.configsearch import stack_targets
+    from serving.capacity.plan_perf import workload_for
     from serving.capacity.simulate import Traffic
 
     for stack in ("l4", "rtx6000", "tpu-v6e1"):
@@ -364,3 +365,63 @@ def test_the_rate_a_stack_serves_is_the_edge_of_its_targets() -> None:
         for r, ok in ((rate, True), (rate * 1.02 + 0.001, False)):
             probe = replace(goal, traffic=replace(goal.traffic, rate=r))
             assert cs._meets(cs._run(c, probe, 1, r * factor), goal.targets)[0] is ok, (stack, r)
+
+
+@pytest.mark.parametrize(
+    ("bound", "edge", "ratio_met"),
+    [
+        (0.1, 0.09, 0.9999),  # a step finer than a thousandth: the bracket still closes
+        (10.0, 7.3, 1.0),  # a met load at a ratio of exactly 1 pins the line at its end
+        (10.0, 7.3, 0.2),  # a ratio flat below the edge
+        (10.0, 0.0, 0.5),  # nothing meets
+        (10.0, math.inf, 0.5),  # everything meets, up to the bound
+        (0.0015, 0.0015, 0.5),  # one thousandth to try
+        (5000.0, 4321.0, 0.9),
+    ],
+)
+def test_the_served_rate_search_closes_its_bracket_whatever_the_ratio(
+    monkeypatch: pytest.MonkeyPatch, bound: float, edge: float, ratio_met: float
+) -> None:
+    """served_rate against a made-up edge (met up to ``edge``, at ``ratio_met``; missed past
+    it, far): the answer is a load it tried and met, a load at most one step higher (1/128
+    of the bound, at least a thousandth) was tried and missed or is past the bound, nothing
+    above the bound is tried, and it takes at most twice the halvings' count."""
+    from types import SimpleNamespace
+
+    from serving.capacity import configsearch as cs
+    from serving.capacity.simulate import Traffic
+
+    tried: list[float] = []
+    model = SimpleNamespace(max_rate_meeting=lambda *_, **__: bound)
+    monkeypatch.setattr(cs, "_bare", lambda *_: SimpleNamespace(model=model))
+    monkeypatch.setattr(cs, "planned_factor", lambda _: 1.0)
+
+    def run(_c: object, _g: object, _n: int, rate: float) -> float:
+        tried.append(rate)
+        return rate  # the made-up result: the load it ran at
+
+    monkeypatch.setattr(cs, "_run", run)
+    monkeypatch.setattr(cs, "_meets", lambda r, _t: (r <= edge, "ttft_p95"))
+    monkeypatch.setattr(cs, "_ratio", lambda r, _t: ratio_met if r <= edge else 50.0)
+    goal = cs.Goal(Traffic(1.0, 512, 128), (cs.Target("ttft", "p95", 2000.0),))
+    got = cs.served_rate("made-up", load_stack_settings("l4"), goal, 1)
+    step = max(0.001, bound / cs.SERVED_RATE_STEPS)
+    assert all(0 < r < bound and r == round(r, 3) for r in tried)
+    assert got == 0.0 or (got in tried and got <= edge)
+    missed_above = [r for r in tried if r > got and r > edge]
+    assert bound - got <= step + 1e-9 or min(missed_above) - got <= step + 1e-9
+    assert len(tried) <= 2 * 7 + 2
+
+
+def test_the_served_rate_is_priced_as_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default load is the rate the search answered, not a thousandth below it (1.001 *
+    1000 is just under 1001 in binary, and a second floor took it to 1.000)."""
+    from serving.capacity import plan
+
+    def served_rate(*_: object) -> float:
+        return 1.001
+
+    monkeypatch.setattr(plan, "served_rate", served_rate)
+    monkeypatch.setattr(plan, "_SIZED", {})
+    r = plan.report("l4", load_stack_settings("l4"))
+    assert r["requests_per_second"] == 1.001

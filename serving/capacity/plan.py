@@ -5,7 +5,6 @@ policy enforces) with the predicted performance (`serving.capacity.plan_perf`)."
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -166,7 +165,7 @@ def report(
     ):
         # The default load is what the fewest replicas serve as planned, sized as below.
         goal = Goal(flow, goal_targets, mtp_acceptance=mtp_acceptance)
-        served = math.floor(_sized(served_rate, stack, settings, goal, low) * 1000) / 1000
+        served = _sized(served_rate, stack, settings, goal, low)  # whole thousandths
         if served >= MIN_REQUESTS_PER_SECOND:
             requests_per_second = served
             flag = (
