@@ -381,21 +381,24 @@ def probe_ms(stdout: str) -> float:
     :data:`PROBE_MAX_S`]; ValueError naming what is wrong otherwise."""
     text = stdout.strip()
     if len(text) > 64 * PROBE_REPEATS:
-        raise ValueError(f"the machine probe printed {len(text)} characters, not its list")
+        raise ValueError(
+            f"the machine probe printed {len(text)} characters, not its list: {text[:40]!r}..."
+        )
     try:
         values = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise ValueError(f"the machine probe printed no JSON list: {text[:80]!r}") from None
     if not isinstance(values, list) or len(values) != PROBE_REPEATS:
-        got = f"a list of {len(values)}" if isinstance(values, list) else type(values).__name__
+        got = f"a list of {len(values)}" if isinstance(values, list) else "something else"
         raise ValueError(
-            f"the machine probe printed {got}, not a list of {PROBE_REPEATS} durations"
+            f"the machine probe printed {got}, not a list of {PROBE_REPEATS} durations: "
+            f"{text[:40]!r}"
         )
     for i, v in enumerate(values):
         if not isinstance(v, float) or not (math.isfinite(v) and PROBE_MIN_S <= v <= PROBE_MAX_S):
             raise ValueError(
                 f"the machine probe's duration {i} is {str(v)[:40]}: expected seconds, a "
-                f"number with a point in [{PROBE_MIN_S:g}, {PROBE_MAX_S:g}]"
+                f"float in [{PROBE_MIN_S:g}, {PROBE_MAX_S:g}]"
             )
     return round(float(statistics.median(values)) * 1000.0, 3)
 

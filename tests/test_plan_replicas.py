@@ -377,19 +377,30 @@ def test_the_rate_a_stack_serves_is_the_edge_of_its_targets() -> None:
         (10.0, math.inf, 0.5),  # everything meets, up to the bound
         (0.0015, 0.0015, 0.5),  # one thousandth to try
         (5000.0, 4321.0, 0.9),
+        # A ratio that jumps just past 1 at the edge pins the line next to the missed end.
+        (10.0, 4.3, (0.5, 1 + 1e-12)),
+        (5000.0, 2150.0, (0.5, 1 + 1e-12)),
+        (12.8, 5.504, (0.5, 1 + 1e-12)),
+        (1.0, 0.43, (0.0, 1 + 2**-52)),
+        (10.0, 4.3, (0.1, 1 + 1e-7)),
+        (2e9, 1e9, 0.5),  # past what the planner takes: searched below it
     ],
 )
 def test_the_served_rate_search_closes_its_bracket_whatever_the_ratio(
-    monkeypatch: pytest.MonkeyPatch, bound: float, edge: float, ratio_met: float
+    monkeypatch: pytest.MonkeyPatch,
+    bound: float,
+    edge: float,
+    ratio_met: float | tuple[float, float],
 ) -> None:
     """served_rate against a made-up edge (met up to ``edge``, at ``ratio_met``; missed past
     it, far): the answer is a load it tried and met, a load at most one step higher (1/128
     of the bound, at least a thousandth) was tried and missed or is past the bound, nothing
-    above the bound is tried, and it takes at most twice the halvings' count."""
+    above the bound is tried, and it takes at most twice the halvings' count and four."""
     from types import SimpleNamespace
 
     from serving.capacity import configsearch as cs
     from serving.capacity.simulate import Traffic
+    from serving.config.groups import MAX_REQUESTS_PER_SECOND
 
     tried: list[float] = []
     model = SimpleNamespace(max_rate_meeting=lambda *_, **__: bound)
@@ -402,15 +413,17 @@ def test_the_served_rate_search_closes_its_bracket_whatever_the_ratio(
 
     monkeypatch.setattr(cs, "_run", run)
     monkeypatch.setattr(cs, "_meets", lambda r, _t: (r <= edge, "ttft_p95"))
-    monkeypatch.setattr(cs, "_ratio", lambda r, _t: ratio_met if r <= edge else 50.0)
+    met, missed = ratio_met if isinstance(ratio_met, tuple) else (ratio_met, 50.0)
+    monkeypatch.setattr(cs, "_ratio", lambda r, _t: met if r <= edge else missed)
     goal = cs.Goal(Traffic(1.0, 512, 128), (cs.Target("ttft", "p95", 2000.0),))
     got = cs.served_rate("made-up", load_stack_settings("l4"), goal, 1)
+    bound = min(bound, MAX_REQUESTS_PER_SECOND)
     step = max(0.001, bound / cs.SERVED_RATE_STEPS)
     assert all(0 < r < bound and r == round(r, 3) for r in tried)
     assert got == 0.0 or (got in tried and got <= edge)
     missed_above = [r for r in tried if r > got and r > edge]
     assert bound - got <= step + 1e-9 or min(missed_above) - got <= step + 1e-9
-    assert len(tried) <= 2 * 7 + 2
+    assert len(tried) <= 2 * 7 + 4  # twice the seven halvings, and the first guesses
 
 
 def test_the_served_rate_is_priced_as_found(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,7 @@ from serving.capacity.start_budget import waits
 from serving.catalog.hardware import GKE_SHAPES, HARDWARE, Platform
 from serving.catalog.models import MODELS, Quantization, Role
 from serving.config.checks import SettingsError
+from serving.config.groups import MAX_REQUESTS_PER_SECOND
 from serving.config.settings import Settings, load_settings, stack_platform
 
 METRICS = ("ttft", "itl", "e2e")
@@ -863,19 +864,25 @@ def served_rate(name: str, settings: Settings, goal: Goal, replicas: int) -> flo
 
     A bracket narrowed by false position on the targets' ratio (:func:`_ratio`), the Illinois
     way (an end kept twice has its ratio's distance from 1 halved, so neither end sticks),
-    halved instead whenever a guess lands next to the end it moved last time (a ratio of
-    exactly 1 pins the line there). Five to seven simulations for the shipped stacks (seven
-    halvings took seven, plus the search's tail), each 0.06 to 0.3 s on 2 cores."""
+    halved instead when two guesses have not halved it (a ratio of exactly 1, or one that
+    jumps at the edge, pins the line next to one end): at most twice the halvings' count and
+    four (18), five to seven for the shipped stacks, each 0.06 to 0.3 s on 2 cores. A bound
+    past :data:`~serving.config.groups.MAX_REQUESTS_PER_SECOND` (what the planner takes) is
+    searched below it."""
     c = _bare(name, settings, goal)
     w = Workload(goal.traffic.prompt_tokens, goal.traffic.output_tokens)
     factor = planned_factor(c.model)
     bound = c.model.max_rate_meeting(mean_slo(goal.targets), w, rel_tol=1e-3) * replicas / factor
+    if not bound > 0:  # NaN included: the predicted means already miss a target at any load
+        return 0.0
+    bound = min(bound, MAX_REQUESTS_PER_SECOND)
     # In thousandths: the bound's is never tried (it counts as missed), nor anything above it.
     lo, hi = 0, math.ceil(bound * 1000.0)
     tol = max(1.0, bound * 1000.0 / SERVED_RATE_STEPS)
     at_lo: float | None = None
     at_hi: float | None = None
-    kept, pinned = 0, False
+    kept = 0
+    widths = [hi - lo]
     mid = min(max(math.floor(FIRST_SHARE * bound * 1000.0), lo + 1), hi - 1)
     while hi - lo > tol:
         rate = mid / 1000.0
@@ -892,13 +899,13 @@ def served_rate(name: str, settings: Settings, goal: Goal, replicas: int) -> flo
             if kept < 0 and at_lo is not None:
                 at_lo = 1.0 - (1.0 - at_lo) / 2.0
             kept = -1
+        widths.append(hi - lo)
         if hi - lo <= tol:
             break
-        mid = _next_rate(lo, at_lo, hi, at_hi, tol)
-        near = mid - lo <= tol if kept > 0 else hi - mid <= tol
-        if near and pinned:
-            mid = (lo + hi) // 2  # a guess stuck next to one end: halve instead
-        pinned = near
+        if len(widths) >= 3 and 2 * (hi - lo) > widths[-3]:
+            mid = (lo + hi) // 2  # two guesses did not halve the bracket: halve it
+        else:
+            mid = _next_rate(lo, at_lo, hi, at_hi, tol)
     return lo / 1000.0
 
 
