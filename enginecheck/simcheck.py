@@ -351,8 +351,8 @@ def within_band(measured: Figures, low: Figures, high: Figures) -> bool:
 #: The machine itself, read on the engine's core while the engine is idle (before the closed
 #: loop, before every open-loop run and after the last): a fixed pure-Python loop timed
 #: :data:`PROBE_REPEATS` times, its median. Nothing of vLLM's: how far the host's own speed
-#: moved during the run (on a shared 2-core VM the slowest minute's median of a fixed loop was
-#: 1.39 times the fastest's; docs/sim-check.md, "The machine itself").
+#: moved during the run (on a shared 2-core VM the slowest reading of one 10-minute run was
+#: 1.65 times its fastest; docs/sim-check.md, "The machine itself").
 PROBE_REPEATS = 30
 PROBE_CODE = f"""
 import json, time
