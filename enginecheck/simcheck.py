@@ -12,7 +12,6 @@ simulation. The targets compare the simulation with the benchmark: p95 within 20
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import random
 import statistics
@@ -25,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.load.hotload import arrival_gap
 from bench.load.server_metrics import Histogram, histogram_deltas, parse_histograms
 from serving.capacity.perf import Coefficients, KvLayer, Shape, StepModel
+from serving.config.inputs import JsonInputError, parse_json
 
 METRICS = ("ttft", "itl")
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
@@ -385,9 +385,9 @@ def probe_ms(stdout: str) -> float:
             f"the machine probe printed {len(text)} characters, not its list: {text[:40]!r}..."
         )
     try:
-        values = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError(f"the machine probe printed no JSON list: {text[:80]!r}") from None
+        values = parse_json(text)  # the project's one JSON reader: finite numbers, bounded depth
+    except JsonInputError as exc:
+        raise ValueError(f"the machine probe printed no JSON list ({exc}): {text[:80]!r}") from None
     if not isinstance(values, list) or len(values) != PROBE_REPEATS:
         got = f"a list of {len(values)}" if isinstance(values, list) else "something else"
         raise ValueError(
